@@ -1,0 +1,135 @@
+//===- LowerToGPU.cpp - dhs attention ops to GPU kernels and launches -----===//
+
+#include "codegen/Passes.h"
+#include "codegen/SparseAttentionKernel.h"
+#include "dialects/DhsOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::dhs {
+#define GEN_PASS_DEF_DHSLOWERTOGPU
+#include "codegen/Passes.h.inc"
+} // namespace mlir::dhs
+
+using namespace mlir;
+using namespace mlir::dhs;
+
+namespace {
+
+struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
+  using Base::Base;
+  void runOnOperation() final;
+
+private:
+  /// Values made once per step function and shared by its launches.
+  struct StepValues {
+    /// Tier views, keyed by (pool value, tier).
+    DenseMap<std::pair<Value, unsigned>, Value> tierViews;
+    /// The step status of each function.
+    DenseMap<Operation *, Value> statuses;
+  };
+
+  /// Replaces `op` by the launch of a kernel generated for it.
+  LogicalResult lower(SparseAttentionOp op, SymbolTable &symbols,
+                      StepValues &values);
+};
+
+} // namespace
+
+/// Returns the memref through which kernels see `tier` of `pool`, made once
+/// per pool value right after its definition and cast to a dynamic row count.
+static Value getTierView(OpBuilder &builder, Value pool, Tier tier,
+                         DenseMap<std::pair<Value, unsigned>, Value> &cache) {
+  auto key = std::make_pair(pool, static_cast<unsigned>(tier));
+  if (Value cached = cache.lookup(key))
+    return cached;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfterValue(pool);
+  auto poolType = cast<KVPoolType>(pool.getType());
+  Location loc = pool.getLoc();
+  Value view = PoolTierOp::create(builder, loc, poolType.getTierMemRefType(tier),
+                                  tier, pool);
+  auto dynamicType = MemRefType::get(
+      {ShapedType::kDynamic, poolType.getRowElements()},
+      poolType.getElementType());
+  if (view.getType() != dynamicType)
+    view = memref::CastOp::create(builder, loc, dynamicType, view);
+  cache[key] = view;
+  return view;
+}
+
+/// Returns the step status of the function around `op`, made at its entry.
+static Value getStepStatus(OpBuilder &builder, Operation *op,
+                           DenseMap<Operation *, Value> &statuses) {
+  auto func = op->getParentOfType<FunctionOpInterface>();
+  Value &status = statuses[func];
+  if (!status) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(&func.getFunctionBody().front());
+    status = StepStatusOp::create(builder, func.getLoc(),
+                                  MemRefType::get({1}, builder.getI32Type()));
+  }
+  return status;
+}
+
+LogicalResult DhsLowerToGPU::lower(SparseAttentionOp op, SymbolTable &symbols,
+                                   StepValues &values) {
+  FailureOr<SparseAttentionKernelConfig> config =
+      getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows);
+  if (failed(config))
+    return failure();
+
+  ModuleOp module = getOperation();
+  OpBuilder builder(module.getContext());
+  Location loc = op.getLoc();
+
+  // A gpu.module of its own per kernel: one PTX file per kernel.
+  builder.setInsertionPointToEnd(module.getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(builder, loc, "sparse_attention");
+  symbols.insert(gpuModule);
+  builder.setInsertionPointToStart(gpuModule.getBody());
+  gpu::GPUFuncOp kernel = buildSparseAttentionKernel(
+      builder, loc, gpuModule.getName(), *config);
+
+  builder.setInsertionPoint(op);
+  Value hbm = getTierView(builder, op.getPool(), Tier::hbm, values.tierViews);
+  Value host = getTierView(builder, op.getPool(), Tier::host, values.tierViews);
+  Value status = getStepStatus(builder, op, values.statuses);
+
+  auto dim3 = [&](std::array<int64_t, 3> sizes) {
+    return gpu::KernelDim3{
+        arith::ConstantIndexOp::create(builder, loc, sizes[0]),
+        arith::ConstantIndexOp::create(builder, loc, sizes[1]),
+        arith::ConstantIndexOp::create(builder, loc, sizes[2])};
+  };
+  gpu::KernelDim3 grid = dim3(config->grid());
+  gpu::KernelDim3 block = dim3(config->block());
+  auto launch = gpu::LaunchFuncOp::create(
+      builder, loc, kernel, grid, block, /*dynamicSharedMemorySize=*/Value(),
+      ValueRange{op.getQueries(), op.getRowIds(), op.getSlots(),
+                 op.getHistoryStart(), op.getHistoryLen(), hbm, host,
+                 op.getOutput(), status});
+  // What the runtime's reference backend needs to replay the launch.
+  launch->setAttr("dhs.op", builder.getStringAttr(op->getName().stripDialect()));
+  launch->setAttr("dhs.softmax_scale", op.getSoftmaxScaleAttr());
+  op.erase();
+  ++numKernels;
+  return success();
+}
+
+void DhsLowerToGPU::runOnOperation() {
+  ModuleOp module = getOperation();
+  SmallVector<SparseAttentionOp> ops;
+  module.walk([&](SparseAttentionOp op) { ops.push_back(op); });
+  if (ops.empty())
+    return;
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  UnitAttr::get(module.getContext()));
+  SymbolTable symbols(module);
+  StepValues values;
+  for (SparseAttentionOp op : ops) {
+    if (failed(lower(op, symbols, values)))
+      return signalPassFailure();
+  }
+}

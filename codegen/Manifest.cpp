@@ -1,0 +1,262 @@
+//===- Manifest.cpp - extract manifest and PTX from a compiled module -----===//
+
+#include "codegen/Manifest.h"
+#include "dialects/DhsOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::dhs;
+
+/// Name of an element type in the manifest.
+static FailureOr<std::string> getDTypeName(Type type) {
+  if (type.isBF16())
+    return std::string("bf16");
+  if (type.isF32())
+    return std::string("f32");
+  if (type.isInteger(32))
+    return std::string("i32");
+  if (type.isInteger(64))
+    return std::string("i64");
+  return failure();
+}
+
+/// A shape with -1 for dynamic dimensions.
+static llvm::json::Array getShape(MemRefType type) {
+  llvm::json::Array shape;
+  for (int64_t dim : type.getShape())
+    shape.push_back(ShapedType::isDynamic(dim) ? int64_t(-1) : dim);
+  return shape;
+}
+
+/// Roles of the kernel parameters of each op kind, in kernel order.
+static ArrayRef<StringRef> getParameterRoles(StringRef op) {
+  static const StringRef sparseAttention[] = {
+      "queries", "row_ids", "slots",     "history_start", "history_len",
+      "kv_pool", "kv_pool", "output",    "status"};
+  if (op == "sparse_attention")
+    return sparseAttention;
+  return {};
+}
+
+/// Describes where launch operand `value` comes from, or emits an error.
+static FailureOr<llvm::json::Object>
+describeParameter(gpu::LaunchFuncOp launch, unsigned position, Value value,
+                  func::FuncOp step) {
+  llvm::json::Object param;
+  // Casts only change static knowledge of the shape.
+  while (auto cast = value.getDefiningOp<memref::CastOp>())
+    value = cast.getSource();
+  auto describe = [&](StringRef source, std::optional<unsigned> index) {
+    param["source"] = source;
+    if (index)
+      param["index"] = static_cast<int64_t>(*index);
+  };
+  if (auto arg = dyn_cast<BlockArgument>(value);
+      arg && arg.getOwner()->getParentOp() == step) {
+    describe("argument", arg.getArgNumber());
+  } else if (auto tier = value.getDefiningOp<PoolTierOp>()) {
+    auto poolArg = dyn_cast<BlockArgument>(tier.getPool());
+    if (!poolArg || poolArg.getOwner()->getParentOp() != step)
+      return launch.emitOpError()
+             << "operand #" << position
+             << " views a pool that is not an argument of the step";
+    describe(tier.getTier() == Tier::hbm ? "pool_hbm" : "pool_host",
+             poolArg.getArgNumber());
+  } else if (value.getDefiningOp<StepStatusOp>()) {
+    describe("status", std::nullopt);
+  } else {
+    return launch.emitOpError()
+           << "operand #" << position
+           << " is computed in host code, which the runtime does not run; "
+              "kernel operands must be step arguments, pool tiers or the "
+              "step status";
+  }
+  auto type = cast<MemRefType>(launch.getKernelOperands()[position].getType());
+  FailureOr<std::string> dtype = getDTypeName(type.getElementType());
+  if (failed(dtype))
+    return launch.emitOpError() << "operand #" << position
+                                << " has an element type the runtime does "
+                                   "not know: "
+                                << type.getElementType();
+  param["dtype"] = *dtype;
+  param["shape"] = getShape(type);
+  return param;
+}
+
+/// Returns the constant launch dimensions, or fails.
+static FailureOr<llvm::json::Array> getDims(gpu::LaunchFuncOp launch,
+                                            gpu::KernelDim3 dims,
+                                            StringRef what) {
+  llvm::json::Array result;
+  for (Value v : {dims.x, dims.y, dims.z}) {
+    std::optional<int64_t> c = getConstantIntValue(v);
+    if (!c || *c <= 0)
+      return launch.emitOpError() << what << " size must be a positive "
+                                         "constant";
+    result.push_back(*c);
+  }
+  return result;
+}
+
+FailureOr<CompiledStep>
+mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
+                             const PtxOptions &options) {
+  // The step function.
+  func::FuncOp step;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || (!stepName.empty() && func.getName() != stepName))
+      continue;
+    if (step)
+      return module.emitError()
+             << "several step functions (@" << step.getName() << ", @"
+             << func.getName() << "): name one";
+    step = func;
+  }
+  if (!step)
+    return module.emitError() << (stepName.empty()
+                                      ? std::string("no step function")
+                                      : "no step function @" + stepName.str());
+  if (step.getNumResults() != 0)
+    return step.emitError() << "a step returns nothing: outputs are arguments";
+
+  // Launches in program order; roles of the arguments they use.
+  SmallVector<gpu::LaunchFuncOp> launches;
+  WalkResult walk = step.walk([&](Operation *op) {
+    if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
+      launches.push_back(launch);
+      return WalkResult::advance();
+    }
+    if (isa<func::ReturnOp, PoolTierOp, StepStatusOp, memref::CastOp,
+            arith::ConstantOp, func::FuncOp>(op))
+      return WalkResult::advance();
+    op->emitOpError() << "is left in the step after code generation; the "
+                         "runtime only replays kernel launches";
+    return WalkResult::interrupt();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (launches.empty())
+    return step.emitError() << "the step launches no kernel";
+
+  std::vector<std::string> roles(step.getNumArguments());
+  llvm::json::Array launchList;
+  CompiledStep compiled;
+  for (gpu::LaunchFuncOp launch : launches) {
+    auto opName = launch->getAttrOfType<StringAttr>("dhs.op");
+    if (!opName)
+      return launch.emitOpError() << "was not generated by dhs-lower-to-gpu";
+    ArrayRef<StringRef> paramRoles = getParameterRoles(opName.getValue());
+    if (paramRoles.size() != launch.getNumKernelOperands())
+      return launch.emitOpError() << "has " << launch.getNumKernelOperands()
+                                  << " operands, dhs." << opName.getValue()
+                                  << " kernels take " << paramRoles.size();
+
+    llvm::json::Array params;
+    for (auto [i, operand] : llvm::enumerate(launch.getKernelOperands())) {
+      FailureOr<llvm::json::Object> param =
+          describeParameter(launch, i, operand, step);
+      if (failed(param))
+        return failure();
+      if (std::optional<int64_t> index = param->getInteger("index")) {
+        std::string &role = roles[*index];
+        if (!role.empty() && role != paramRoles[i])
+          return launch.emitOpError()
+                 << "step argument #" << *index << " is used both as "
+                 << role << " and as " << paramRoles[i];
+        role = paramRoles[i].str();
+      }
+      params.push_back(std::move(*param));
+    }
+
+    // The PTX of the kernel's module.
+    StringRef moduleName = launch.getKernelModuleName().getValue();
+    auto binary = SymbolTable::lookupNearestSymbolFrom<gpu::BinaryOp>(
+        launch, launch.getKernelModuleName());
+    if (!binary || binary.getObjects().size() != 1)
+      return launch.emitOpError() << "kernel module @" << moduleName
+                                  << " was not compiled to one PTX object";
+    auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+    if (object.getFormat() != gpu::CompilationTarget::Assembly)
+      return launch.emitOpError() << "kernel module @" << moduleName
+                                  << " was not compiled to PTX (format=isa)";
+    std::string ptxFile = moduleName.str() + ".ptx";
+    compiled.ptx.push_back({ptxFile, object.getObject().getValue().str()});
+
+    FailureOr<llvm::json::Array> grid =
+        getDims(launch, launch.getGridSizeOperandValues(), "grid");
+    FailureOr<llvm::json::Array> block =
+        getDims(launch, launch.getBlockSizeOperandValues(), "block");
+    if (failed(grid) || failed(block))
+      return failure();
+    int64_t dynamicShared = 0;
+    if (Value smem = launch.getDynamicSharedMemorySize()) {
+      std::optional<int64_t> c = getConstantIntValue(smem);
+      if (!c)
+        return launch.emitOpError() << "dynamic shared memory must be a "
+                                       "constant";
+      dynamicShared = *c;
+    }
+
+    llvm::json::Object entry{
+        {"kernel", launch.getKernelName().getValue()},
+        {"ptx", ptxFile},
+        {"op", opName.getValue()},
+        {"grid", std::move(*grid)},
+        {"block", std::move(*block)},
+        {"dynamic_shared_bytes", dynamicShared},
+        {"params", std::move(params)}};
+    if (auto scale = launch->getAttrOfType<FloatAttr>("dhs.softmax_scale"))
+      entry["softmax_scale"] = scale.getValueAsDouble();
+    launchList.push_back(std::move(entry));
+  }
+
+  // Step arguments with their roles.
+  llvm::json::Array arguments;
+  for (auto [i, arg] : llvm::enumerate(step.getArguments())) {
+    llvm::json::Object entry{{"index", static_cast<int64_t>(i)},
+                             {"role", roles[i].empty() ? "unused" : roles[i]}};
+    if (auto pool = dyn_cast<KVPoolType>(arg.getType())) {
+      auto capacity = [](int64_t c) {
+        return ShapedType::isDynamic(c) ? int64_t(-1) : c;
+      };
+      entry["kind"] = "kv_pool";
+      entry["format"] = stringifyRowFormat(pool.getFormat());
+      entry["row_bytes"] = pool.getRowBytes();
+      entry["row_elems"] = pool.getRowElements();
+      entry["qk_dim"] = pool.getQKDim();
+      entry["v_dim"] = pool.getVDim();
+      entry["hbm_slots"] = capacity(pool.getHbmSlots());
+      entry["host_rows"] = capacity(pool.getHostRows());
+    } else if (auto memref = dyn_cast<MemRefType>(arg.getType())) {
+      FailureOr<std::string> dtype = getDTypeName(memref.getElementType());
+      if (failed(dtype) || !memref.hasStaticShape())
+        return step.emitError() << "argument #" << i << " has type " << memref
+                                << "; the runtime takes static memrefs of "
+                                   "bf16, f32, i32 or i64";
+      entry["kind"] = "memref";
+      entry["dtype"] = *dtype;
+      entry["shape"] = getShape(memref);
+    } else {
+      return step.emitError() << "argument #" << i << " has type "
+                              << arg.getType()
+                              << ", which the runtime cannot pass";
+    }
+    arguments.push_back(std::move(entry));
+  }
+
+  llvm::json::Object manifest{
+      {"format", "dhs-step-manifest"},
+      {"version", kManifestVersion},
+      {"target",
+       llvm::json::Object{{"chip", options.chip},
+                          {"features", options.features}}},
+      {"step", step.getName()},
+      {"arguments", std::move(arguments)},
+      {"launches", std::move(launchList)}};
+  llvm::raw_string_ostream os(compiled.manifest);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  return compiled;
+}

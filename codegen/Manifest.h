@@ -1,0 +1,45 @@
+//===- Manifest.h - a compiled step: manifest and PTX -----------*- C++ -*-===//
+//
+// After the dhs-to-ptx pipeline a module holds the step function (host code:
+// tier views, the step status and gpu.launch_func ops) and one gpu.binary of
+// PTX per kernel. The runtime never parses MLIR: it reads a JSON manifest
+// that says, per step argument, its role and type, and per launch, the kernel,
+// its PTX file, its geometry and where each kernel parameter comes from.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_CODEGEN_MANIFEST_H
+#define DHS_CODEGEN_MANIFEST_H
+
+#include "codegen/Passes.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::dhs {
+
+/// Version of the manifest format written by `buildCompiledStep`; the runtime
+/// refuses others.
+constexpr int kManifestVersion = 1;
+
+/// One file of a compiled step.
+struct CompiledFile {
+  std::string name;
+  std::string contents;
+};
+
+/// What dhs-compile writes: `manifest.json` and one PTX file per kernel.
+struct CompiledStep {
+  std::string manifest;
+  std::vector<CompiledFile> ptx;
+};
+
+/// Extracts the compiled step `stepName` (the only function when empty) from
+/// a module that went through the dhs-to-ptx pipeline. Emits an error and
+/// fails when the host code does something the runtime cannot replay.
+FailureOr<CompiledStep> buildCompiledStep(ModuleOp module, StringRef stepName,
+                                          const PtxOptions &options);
+
+} // namespace mlir::dhs
+
+#endif // DHS_CODEGEN_MANIFEST_H

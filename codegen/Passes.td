@@ -1,0 +1,59 @@
+//===- Passes.td - dhs code generation passes --------------*- tablegen -*-===//
+
+#ifndef DHS_CODEGEN_PASSES_TD
+#define DHS_CODEGEN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower dhs attention ops to GPU kernels and launches";
+  let description = [{
+    Replaces every `dhs.sparse_attention` with a `gpu.launch_func` of a
+    kernel generated for its static shapes, in a `gpu.module` of its own.
+    The pool's tiers become `dhs.pool_tier` views and the kernel reports
+    invalid inputs through `dhs.step_status`. Host code is not lowered
+    further: the runtime launches the kernels from the manifest.
+
+    Kernel shape: one CTA per (request, query position, block of heads), one
+    warp per head. The CTA stages `tile-rows` selected rows at a time in
+    shared memory (16-byte loads from the HBM slot, or from the host store
+    through its device mapping), each warp computes its head's scores with
+    warp shuffles and folds them into an online softmax.
+
+    Before:
+    ```mlir
+    dhs.sparse_attention queries(%q : memref<2x1x16x576xbf16>) ...
+        pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 1024, host = ?>)
+        output(%o : memref<2x1x16x512xbf16>) scale = 0.0416666679
+    ```
+    After:
+    ```mlir
+    %hbm = dhs.pool_tier hbm of %pool : ... -> memref<1024x576xbf16>
+    %host = dhs.pool_tier host of %pool : ... -> memref<?x576xbf16>
+    %status = dhs.step_status : memref<1xi32>
+    gpu.launch_func @sparse_attention_0::@sparse_attention_0
+        blocks in (%c2, %c1, %c1) threads in (%c512, %c1, %c1)
+        args(%q : memref<2x1x16x576xbf16>, ...)
+    gpu.module @sparse_attention_0 {
+      gpu.func @sparse_attention_0(...) workgroup(...) kernel { ... }
+    }
+    ```
+  }];
+  let options = [
+    Option<"maxHeadsPerBlock", "max-heads-per-block", "int64_t", /*default=*/"16",
+           "Most heads (warps) one CTA computes; the largest divisor of the "
+           "head count not above it is used">,
+    Option<"tileRows", "tile-rows", "int64_t", /*default=*/"16",
+           "Selected rows staged in shared memory per step of the KV loop">
+  ];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Number of kernels generated">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
+  ];
+}
+
+#endif // DHS_CODEGEN_PASSES_TD

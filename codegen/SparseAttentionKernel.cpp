@@ -1,0 +1,462 @@
+//===- SparseAttentionKernel.cpp - generate the sparse attention kernel ---===//
+//
+// Builds, with gpu/scf/arith/memref/vector ops, the kernel that computes one
+// `dhs.sparse_attention`: exact attention over selected KV rows, each read
+// from its HBM slot or from the device-mapped host store.
+//
+// Work split: one CTA per (request, query position, block of heads), one warp
+// per head. The KV loop walks the K selected rows in tiles:
+//   A. `tileRows` threads classify the tile's rows (invalid / HBM slot / host
+//      row), check them against the history and the tiers, and report bad
+//      input through the step status;
+//   B. the CTA copies the tile's rows into shared memory, 16 bytes a thread,
+//      from whichever tier holds each row (invalid rows become zeros);
+//   C. each warp walks the staged rows: its head's score (lanes split the
+//      row, shuffles reduce), folded into an online softmax in base 2 that
+//      keeps the running max, sum and the lane's output slice in registers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/SparseAttentionKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::dhs;
+
+/// Threads of a warp.
+static constexpr int64_t kWarpSize = 32;
+/// Bytes one thread copies per load when staging rows.
+static constexpr int64_t kCopyBytes = 16;
+
+/// Status bits a kernel ORs into the step status (see dhs.step_status).
+enum StatusBits : int64_t {
+  kBadRowId = 1,
+  kBadSlot = 2,
+  kBadHostRow = 4,
+};
+
+FailureOr<SparseAttentionKernelConfig>
+mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
+                                          int64_t maxHeadsPerBlock,
+                                          int64_t tileRows) {
+  MemRefType queries = op.getQueries().getType();
+  MemRefType rows = op.getRowIds().getType();
+  for (Value operand : op->getOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.getType());
+    if (type && !type.hasStaticShape())
+      return op.emitOpError()
+             << "needs static shapes to generate a kernel, operand has type "
+             << type;
+  }
+  SparseAttentionKernelConfig config;
+  config.requests = queries.getDimSize(0);
+  config.positions = queries.getDimSize(1);
+  config.heads = queries.getDimSize(2);
+  config.selected = rows.getDimSize(2);
+  config.tileRows = tileRows;
+  config.softmaxScale = op.getSoftmaxScale().convertToFloat();
+  config.pool = op.getPool().getType();
+
+  if (tileRows <= 0 || tileRows > kWarpSize)
+    return op.emitOpError() << "tile-rows must be in [1, 32], got "
+                            << tileRows;
+  if (maxHeadsPerBlock <= 0 || maxHeadsPerBlock > 32)
+    return op.emitOpError() << "max-heads-per-block must be in [1, 32], got "
+                            << maxHeadsPerBlock;
+  // Largest divisor of the head count that fits in one CTA.
+  for (int64_t h = std::min(maxHeadsPerBlock, config.heads); h >= 1; --h) {
+    if (config.heads % h == 0) {
+      config.headsPerBlock = h;
+      break;
+    }
+  }
+  int64_t rowBytes = config.pool.getRowBytes();
+  if (rowBytes % kCopyBytes != 0)
+    return op.emitOpError() << "rows of " << rowBytes
+                            << " bytes cannot be copied in 16-byte pieces";
+  if (config.pool.getQKDim() % kWarpSize != 0 ||
+      config.pool.getVDim() % kWarpSize != 0)
+    return op.emitOpError() << "head dims must be multiples of 32";
+  if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
+    return op.emitOpError() << "too many (request, position) pairs for a grid";
+  return config;
+}
+
+namespace {
+
+/// Emits the body of one sparse attention kernel into a fresh gpu.func.
+class SparseAttentionKernelEmitter {
+public:
+  SparseAttentionKernelEmitter(ImplicitLocOpBuilder &b,
+                               const SparseAttentionKernelConfig &config,
+                               gpu::GPUFuncOp func)
+      : b(b), config(config), func(func) {}
+
+  void emit();
+
+private:
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
+  Value f32(double v) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  }
+  Value cmpi(arith::CmpIPredicate p, Value l, Value r) {
+    return arith::CmpIOp::create(b, p, l, r);
+  }
+  Value select(Value c, Value t, Value f) {
+    return arith::SelectOp::create(b, c, t, f);
+  }
+  /// Loads one bf16 element of a shared-memory row as f32.
+  Value loadTileElement(Value row, Value column) {
+    Value x = memref::LoadOp::create(b, tile, ValueRange{row, column});
+    return arith::ExtFOp::create(b, b.getF32Type(), x);
+  }
+  /// Sum of `v` over the warp; every lane gets the result.
+  Value warpSum(Value v) {
+    for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, v, offset, kWarpSize,
+                                            gpu::ShuffleMode::XOR);
+      v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
+    }
+    return v;
+  }
+
+  void emitClassifyRows(Value tileStart);
+  void emitStageRows();
+  SmallVector<Value> emitComputeTile(ValueRange state);
+
+  ImplicitLocOpBuilder &b;
+  const SparseAttentionKernelConfig &config;
+  gpu::GPUFuncOp func;
+
+  // Kernel arguments.
+  Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output,
+      status;
+  // Shared memory: the staged rows, and per staged row its source (0 none,
+  // 1 HBM, 2 host) and its row index in that tier.
+  Value tile, rowSource, rowIndex;
+  // Per-thread values computed once.
+  Value tid, warp, lane, request, position, head;
+  Value historyLength, historyBase, hbmRows, hostRows;
+  SmallVector<Value> queryRegs;
+};
+
+} // namespace
+
+/// Phase A: threads [0, tileRows) classify the rows of the tile starting at
+/// selection index `tileStart`.
+void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
+  OpBuilder::InsertionGuard guard(b);
+  Value isClassifier =
+      cmpi(arith::CmpIPredicate::ult, tid, index(config.tileRows));
+  auto classifier = scf::IfOp::create(b, isClassifier, /*withElse=*/false);
+  b.setInsertionPoint(classifier.thenBlock()->getTerminator());
+
+  Value k = arith::AddIOp::create(b, tileStart, tid);
+  Value inRange = cmpi(arith::CmpIPredicate::ult, k, index(config.selected));
+  // Outside the selection the row is simply absent.
+  auto classified = scf::IfOp::create(
+      b, TypeRange{b.getI32Type(), b.getI64Type()}, inRange,
+      /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard elseGuard(b);
+    b.setInsertionPointToStart(classified.elseBlock());
+    scf::YieldOp::create(b, ValueRange{i32(0), i64(0)});
+  }
+  b.setInsertionPointToStart(classified.thenBlock());
+  Value id =
+      memref::LoadOp::create(b, rowIds, ValueRange{request, position, k});
+  Value slot =
+      memref::LoadOp::create(b, slots, ValueRange{request, position, k});
+  Value trueValue = arith::ConstantIntOp::create(b, 1, 1);
+  Value none = cmpi(arith::CmpIPredicate::eq, id, i32(-1));
+  Value badRow =
+      arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, id, i32(-1)),
+                           cmpi(arith::CmpIPredicate::sge, id, historyLength));
+  Value slot64 = arith::ExtSIOp::create(b, b.getI64Type(), slot);
+  Value badSlot =
+      arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, slot, i32(-1)),
+                           cmpi(arith::CmpIPredicate::sge, slot64, hbmRows));
+  Value onHost = cmpi(arith::CmpIPredicate::eq, slot, i32(-1));
+  Value hostRow = arith::AddIOp::create(
+      b, historyBase, arith::ExtSIOp::create(b, b.getI64Type(), id));
+  Value hostOutside =
+      arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, hostRow, i64(0)),
+                           cmpi(arith::CmpIPredicate::sge, hostRow, hostRows));
+  // The host row is only checked for present rows with a valid id.
+  Value idUsable = arith::XOrIOp::create(
+      b, arith::OrIOp::create(b, none, badRow), trueValue);
+  Value badHost = arith::AndIOp::create(
+      b, arith::AndIOp::create(b, onHost, hostOutside), idUsable);
+  Value bits = arith::OrIOp::create(
+      b,
+      arith::OrIOp::create(b, select(badRow, i32(kBadRowId), i32(0)),
+                           select(badSlot, i32(kBadSlot), i32(0))),
+      select(badHost, i32(kBadHostRow), i32(0)));
+  Value failed = cmpi(arith::CmpIPredicate::ne, bits, i32(0));
+  auto report = scf::IfOp::create(b, failed, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard reportGuard(b);
+    b.setInsertionPoint(report.thenBlock()->getTerminator());
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, bits, status,
+                                ValueRange{index(0)});
+  }
+  Value usable =
+      arith::AndIOp::create(b, arith::XOrIOp::create(b, none, trueValue),
+                            cmpi(arith::CmpIPredicate::eq, bits, i32(0)));
+  Value source = select(usable, select(onHost, i32(2), i32(1)), i32(0));
+  Value where = select(onHost, hostRow, slot64);
+  scf::YieldOp::create(b, ValueRange{source, where});
+
+  b.setInsertionPointAfter(classified);
+  memref::StoreOp::create(b, classified.getResult(0), rowSource,
+                          ValueRange{tid});
+  memref::StoreOp::create(b, classified.getResult(1), rowIndex,
+                          ValueRange{tid});
+}
+
+/// Phase B: the CTA copies the classified rows into shared memory.
+void SparseAttentionKernelEmitter::emitStageRows() {
+  OpBuilder::InsertionGuard guard(b);
+  int64_t rowElements = config.pool.getRowElements();
+  int64_t elementBytes = config.pool.getRowBytes() / rowElements;
+  int64_t chunkElements = kCopyBytes / elementBytes;
+  int64_t chunksPerRow = rowElements / chunkElements;
+  int64_t threads = config.block()[0];
+  auto chunkType =
+      VectorType::get({chunkElements}, config.pool.getElementType());
+
+  auto copyLoop = scf::ForOp::create(
+      b, tid, index(config.tileRows * chunksPerRow), index(threads));
+  b.setInsertionPoint(copyLoop.getBody()->getTerminator());
+  Value chunk = copyLoop.getInductionVar();
+  Value row = arith::DivUIOp::create(b, chunk, index(chunksPerRow));
+  Value column = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, chunk, index(chunksPerRow)),
+      index(chunkElements));
+  Value source = memref::LoadOp::create(b, rowSource, ValueRange{row});
+  Value where = arith::IndexCastOp::create(
+      b, b.getIndexType(), memref::LoadOp::create(b, rowIndex, ValueRange{row}));
+  Value present = cmpi(arith::CmpIPredicate::ne, source, i32(0));
+  auto loaded = scf::IfOp::create(b, TypeRange{chunkType}, present,
+                                  /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard thenGuard(b);
+    b.setInsertionPointToStart(loaded.thenBlock());
+    Value fromHost = cmpi(arith::CmpIPredicate::eq, source, i32(2));
+    Value tier = select(fromHost, host, hbm);
+    Value v = vector::LoadOp::create(b, chunkType, tier,
+                                     ValueRange{where, column},
+                                     /*nontemporal=*/false,
+                                     llvm::MaybeAlign(kCopyBytes));
+    scf::YieldOp::create(b, v);
+    // Absent rows become zeros, so that a zero probability never meets
+    // stale (possibly non-finite) shared memory.
+    b.setInsertionPointToStart(loaded.elseBlock());
+    Value zeros = arith::ConstantOp::create(
+        b, chunkType,
+        DenseElementsAttr::get(
+            chunkType, FloatAttr::get(config.pool.getElementType(), 0.0)));
+    scf::YieldOp::create(b, zeros);
+  }
+  vector::StoreOp::create(b, loaded.getResult(0), tile,
+                          ValueRange{row, column}, /*nontemporal=*/false,
+                          llvm::MaybeAlign(kCopyBytes));
+}
+
+/// Phase C: one warp folds the staged rows, one at a time, into its head's
+/// online softmax. `state` is (running max, running sum, output slice...) in
+/// base-2 units; returns the updated state. The loop over rows stays rolled:
+/// unrolled, the compiler hoists every row's loads and spills.
+SmallVector<Value>
+SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
+  OpBuilder::InsertionGuard guard(b);
+  int64_t qkPerLane = config.pool.getQKDim() / kWarpSize;
+  int64_t vPerLane = config.pool.getVDim() / kWarpSize;
+  // Scores in base 2: exp(x * scale) == exp2(x * scale * log2(e)).
+  Value scoreScale = f32(static_cast<double>(config.softmaxScale) * M_LOG2E);
+  Value negInf = f32(-std::numeric_limits<double>::infinity());
+
+  auto rowLoop = scf::ForOp::create(b, index(0), index(config.tileRows),
+                                    index(1), state);
+  b.setInsertionPointToStart(rowLoop.getBody());
+  Value row = rowLoop.getInductionVar();
+  ValueRange carried = rowLoop.getRegionIterArgs();
+  Value runningMax = carried[0];
+  Value runningSum = carried[1];
+
+  // Absent rows (and those past the selection) are skipped; the branch is
+  // uniform across the CTA.
+  Value present = cmpi(arith::CmpIPredicate::ne,
+                       memref::LoadOp::create(b, rowSource, ValueRange{row}),
+                       i32(0));
+  auto fold = scf::IfOp::create(b, rowLoop.getResultTypes(), present,
+                                /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard elseGuard(b);
+    b.setInsertionPointToStart(fold.elseBlock());
+    scf::YieldOp::create(b, carried);
+  }
+  b.setInsertionPointToStart(fold.thenBlock());
+  Value dot = f32(0.0);
+  for (int64_t j = 0; j < qkPerLane; ++j) {
+    Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
+    dot = math::FmaOp::create(b, queryRegs[j], loadTileElement(row, column),
+                              dot);
+  }
+  Value score = arith::MulFOp::create(b, warpSum(dot), scoreScale);
+  Value newMax = arith::MaximumFOp::create(b, runningMax, score);
+  // Rescale what was accumulated so far; while the max is -inf nothing was
+  // (and exp2(-inf - -inf) would be NaN).
+  Value hadRows = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE,
+                                        runningMax, negInf);
+  Value alpha = select(
+      hadRows,
+      math::Exp2Op::create(b, arith::SubFOp::create(b, runningMax, newMax)),
+      f32(0.0));
+  Value p = math::Exp2Op::create(b, arith::SubFOp::create(b, score, newMax));
+  SmallVector<Value> next{
+      newMax, math::FmaOp::create(b, runningSum, alpha, p)};
+  for (int64_t j = 0; j < vPerLane; ++j) {
+    Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
+    Value acc = arith::MulFOp::create(b, carried[2 + j], alpha);
+    next.push_back(
+        math::FmaOp::create(b, p, loadTileElement(row, column), acc));
+  }
+  scf::YieldOp::create(b, next);
+
+  b.setInsertionPointAfter(fold);
+  scf::YieldOp::create(b, fold.getResults());
+  return SmallVector<Value>(rowLoop.getResults());
+}
+
+void SparseAttentionKernelEmitter::emit() {
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  queries = func.getArgument(0);
+  rowIds = func.getArgument(1);
+  slots = func.getArgument(2);
+  historyStart = func.getArgument(3);
+  historyLen = func.getArgument(4);
+  hbm = func.getArgument(5);
+  host = func.getArgument(6);
+  output = func.getArgument(7);
+  status = func.getArgument(8);
+  tile = func.getWorkgroupAttributions()[0];
+  rowSource = func.getWorkgroupAttributions()[1];
+  rowIndex = func.getWorkgroupAttributions()[2];
+
+  tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value blockX = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value blockY = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
+  lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
+  request = arith::DivUIOp::create(b, blockX, index(config.positions));
+  position = arith::RemUIOp::create(b, blockX, index(config.positions));
+  head = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)), warp);
+
+  historyLength = memref::LoadOp::create(b, historyLen, ValueRange{request});
+  historyBase = memref::LoadOp::create(b, historyStart, ValueRange{request});
+  hbmRows = arith::IndexCastOp::create(
+      b, b.getI64Type(), memref::DimOp::create(b, hbm, index(0)));
+  hostRows = arith::IndexCastOp::create(
+      b, b.getI64Type(), memref::DimOp::create(b, host, index(0)));
+
+  // This lane's slice of its head's query: elements lane + 32 j.
+  int64_t qkPerLane = config.pool.getQKDim() / kWarpSize;
+  for (int64_t j = 0; j < qkPerLane; ++j) {
+    Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
+    Value q = memref::LoadOp::create(
+        b, queries, ValueRange{request, position, head, column});
+    queryRegs.push_back(arith::ExtFOp::create(b, b.getF32Type(), q));
+  }
+
+  int64_t vPerLane = config.pool.getVDim() / kWarpSize;
+  SmallVector<Value> init{f32(-std::numeric_limits<double>::infinity()),
+                          f32(0.0)};
+  init.append(vPerLane, f32(0.0));
+
+  auto loop = scf::ForOp::create(b, index(0), index(config.selected),
+                                 index(config.tileRows), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    emitClassifyRows(loop.getInductionVar());
+    gpu::BarrierOp::create(b);
+    emitStageRows();
+    gpu::BarrierOp::create(b);
+    SmallVector<Value> next = emitComputeTile(loop.getRegionIterArgs());
+    // The next tile overwrites shared memory.
+    gpu::BarrierOp::create(b);
+    scf::YieldOp::create(b, next);
+  }
+
+  // Normalize; a query without any valid row yields zeros.
+  Value sum = loop.getResult(1);
+  Value inverse =
+      select(arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
+             arith::DivFOp::create(b, f32(1.0), sum), f32(0.0));
+  for (int64_t j = 0; j < vPerLane; ++j) {
+    Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
+    Value value = arith::MulFOp::create(b, loop.getResult(2 + j), inverse);
+    Value rounded =
+        arith::TruncFOp::create(b, config.pool.getElementType(), value);
+    memref::StoreOp::create(b, rounded, output,
+                            ValueRange{request, position, head, column});
+  }
+  gpu::ReturnOp::create(b);
+}
+
+gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
+    OpBuilder &builder, Location loc, StringRef name,
+    const SparseAttentionKernelConfig &config) {
+  MLIRContext *ctx = builder.getContext();
+  Type element = config.pool.getElementType();
+  int64_t rowElements = config.pool.getRowElements();
+  int64_t B = config.requests, Q = config.positions, H = config.heads,
+          K = config.selected;
+  Type tierType = MemRefType::get({ShapedType::kDynamic, rowElements}, element);
+  SmallVector<Type> arguments{
+      MemRefType::get({B, Q, H, config.pool.getQKDim()}, element),
+      MemRefType::get({B, Q, K}, builder.getI32Type()),
+      MemRefType::get({B, Q, K}, builder.getI32Type()),
+      MemRefType::get({B}, builder.getI64Type()),
+      MemRefType::get({B}, builder.getI32Type()),
+      tierType,
+      tierType,
+      MemRefType::get({B, Q, H, config.pool.getVDim()}, element),
+      MemRefType::get({1}, builder.getI32Type())};
+  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  SmallVector<Type> shared{
+      MemRefType::get({config.tileRows, rowElements}, element,
+                      MemRefLayoutAttrInterface{}, workgroup),
+      MemRefType::get({config.tileRows}, builder.getI32Type(),
+                      MemRefLayoutAttrInterface{}, workgroup),
+      MemRefType::get({config.tileRows}, builder.getI64Type(),
+                      MemRefLayoutAttrInterface{}, workgroup)};
+
+  auto func = gpu::GPUFuncOp::create(
+      builder, loc, name, builder.getFunctionType(arguments, {}), shared);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
+  std::array<int64_t, 3> block = config.block();
+  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(block[0]), static_cast<int32_t>(block[1]),
+       static_cast<int32_t>(block[2])}));
+
+  ImplicitLocOpBuilder b(loc, builder);
+  SparseAttentionKernelEmitter(b, config, func).emit();
+  return func;
+}

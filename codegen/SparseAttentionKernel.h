@@ -1,0 +1,49 @@
+//===- SparseAttentionKernel.h - the sparse attention kernel ----*- C++ -*-===//
+
+#ifndef DHS_CODEGEN_SPARSEATTENTIONKERNEL_H
+#define DHS_CODEGEN_SPARSEATTENTIONKERNEL_H
+
+#include "dialects/DhsOps.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <array>
+
+namespace mlir::dhs {
+
+/// Static shape and tiling of one sparse attention kernel.
+struct SparseAttentionKernelConfig {
+  int64_t requests = 0;          // B
+  int64_t positions = 0;         // Q, query positions per request
+  int64_t heads = 0;             // H
+  int64_t selected = 0;          // K, selected rows per query
+  int64_t headsPerBlock = 0;     // warps per CTA, one head each
+  int64_t tileRows = 0;          // rows staged in shared memory at a time
+  float softmaxScale = 0.0f;
+  KVPoolType pool;
+
+  /// Grid: (B * Q, H / headsPerBlock, 1).
+  std::array<int64_t, 3> grid() const {
+    return {requests * positions, heads / headsPerBlock, 1};
+  }
+  /// Block: one warp per head.
+  std::array<int64_t, 3> block() const { return {32 * headsPerBlock, 1, 1}; }
+};
+
+/// Derives the kernel configuration of `op`, or emits an error on `op` when
+/// the op cannot be compiled as is (dynamic shapes, unsupported sizes).
+FailureOr<SparseAttentionKernelConfig>
+getSparseAttentionKernelConfig(SparseAttentionOp op, int64_t maxHeadsPerBlock,
+                               int64_t tileRows);
+
+/// Builds the kernel `name` for `config` at the builder's insertion point,
+/// which must be inside a gpu.module. Its arguments are, in order: queries,
+/// row_ids, slots, history_start, history_len, the HBM tier and the host tier
+/// (both memref<?xRxT>), output and the step status.
+gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc,
+                                          StringRef name,
+                                          const SparseAttentionKernelConfig &config);
+
+} // namespace mlir::dhs
+
+#endif // DHS_CODEGEN_SPARSEATTENTIONKERNEL_H

@@ -1,0 +1,27 @@
+# -*- Python -*-
+# The dhs lit suite: dialect (round-trip, errors), codegen (kernel IR, PTX,
+# ptxas and nvJitLink on every emitted PTX) and tool behaviour.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "dhs"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dhs_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    ["dhs-opt", "dhs-compile", "dhs-run"], [config.dhs_tools_dir]
+)
+config.substitutions.append(("%dhs_src", config.dhs_src_root))
+
+# ptxas assembles every emitted kernel; it needs no GPU.
+if config.ptxas and os.path.exists(config.ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", config.ptxas))

@@ -1,0 +1,123 @@
+//===- dhs-compile.cpp - compile a dhs step to PTX and a manifest ---------===//
+//
+//   dhs-compile step.mlir -o out/     writes out/manifest.json, out/<k>.ptx
+//   dhs-compile step.mlir --emit=mlir prints the module after the pipeline
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Manifest.h"
+#include "codegen/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFilename(cl::Positional,
+                                          cl::desc("<step .mlir>"),
+                                          cl::init("-"));
+static cl::opt<std::string>
+    outputDir("o", cl::desc("Directory for manifest.json and the PTX files"),
+              cl::value_desc("dir"));
+static cl::opt<std::string> stepName("step",
+                                     cl::desc("Step function to compile "
+                                              "(default: the only one)"),
+                                     cl::init(""));
+static cl::opt<std::string> chip("chip", cl::desc("Target chip"),
+                                 cl::init("sm_90a"));
+static cl::opt<std::string> features("features", cl::desc("PTX features"),
+                                     cl::init("+ptx80"));
+enum class Emit { Files, Mlir, Manifest };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("What to produce"), cl::init(Emit::Files),
+    cl::values(clEnumValN(Emit::Files, "files",
+                          "manifest.json and PTX files in -o (default)"),
+               clEnumValN(Emit::Mlir, "mlir",
+                          "the module after the pipeline, on stdout"),
+               clEnumValN(Emit::Manifest, "manifest",
+                          "the manifest, on stdout")));
+
+/// Writes `contents` to `dir/name`, reporting failures.
+static LogicalResult writeFile(StringRef dir, StringRef name,
+                               StringRef contents) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  std::string error;
+  auto file = openOutputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "dhs-compile: " << error << "\n";
+    return failure();
+  }
+  file->os() << contents;
+  file->keep();
+  return success();
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "dhs-compile: a dhs step to PTX + manifest\n");
+  if (emit == Emit::Files && outputDir.empty()) {
+    llvm::errs() << "dhs-compile: give an output directory with -o DIR (or "
+                    "--emit=mlir|manifest)\n";
+    return 2;
+  }
+
+  DialectRegistry registry;
+  dhs::registerCompilerDialects(registry);
+  MLIRContext context(registry);
+
+  std::string error;
+  auto input = openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << "dhs-compile: " << error << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  dhs::PtxOptions options;
+  options.chip = chip;
+  options.features = features;
+  PassManager pm(&context);
+  dhs::buildDhsToPtxPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (emit == Emit::Mlir) {
+    module->print(llvm::outs());
+    return 0;
+  }
+  FailureOr<dhs::CompiledStep> compiled =
+      dhs::buildCompiledStep(*module, stepName, options);
+  if (failed(compiled))
+    return 1;
+  if (emit == Emit::Manifest) {
+    llvm::outs() << compiled->manifest;
+    return 0;
+  }
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
+    llvm::errs() << "dhs-compile: cannot create " << outputDir << ": "
+                 << ec.message() << "\n";
+    return 1;
+  }
+  if (failed(writeFile(outputDir, "manifest.json", compiled->manifest)))
+    return 1;
+  for (const dhs::CompiledFile &ptx : compiled->ptx)
+    if (failed(writeFile(outputDir, ptx.name, ptx.contents)))
+      return 1;
+  return 0;
+}
