@@ -21,12 +21,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
-#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
-#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
-#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
-#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
+#include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -96,6 +91,21 @@ struct DhsToPtxPipelineOptions
 
 void dhs::registerCodegenPasses() {
   registerDhsCodegenPasses();
+  // The upstream passes of the pipeline, so that it can be replayed (and
+  // bisected) pass by pass with dhs-opt.
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerStripDebugInfoPass();
+  registerGpuNVVMAttachTarget();
+  registerGpuModuleToBinaryPass();
+  registerConvertVectorToSCFPass();
+  registerSCFToControlFlowPass();
+  registerConvertNVGPUToNVVMPass();
+  memref::registerExpandStridedMetadataPass();
+  registerLowerAffinePass();
+  registerConvertGpuOpsToNVVMOps();
+  LLVM::registerNVVMOptimizeForTargetPass();
+  registerReconcileUnrealizedCastsPass();
   PassPipelineRegistration<DhsToPtxPipelineOptions>(
       "dhs-to-ptx", "Compile a dhs step to GPU kernels in PTX (gpu.binary)",
       [](OpPassManager &pm, const DhsToPtxPipelineOptions &options) {

@@ -1,0 +1,21 @@
+// RUN: dhs-opt %s --dhs-lower-to-gpu="max-heads-per-block=8 tile-rows=32" | FileCheck %s
+// RUN: not dhs-opt %s --dhs-lower-to-gpu="tile-rows=64" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// 16 heads in CTAs of 8 warps; 32 rows staged per tile.
+// CHECK-LABEL: func.func @step
+// CHECK: gpu.launch_func
+// CHECK: workgroup(%{{.*}} : memref<32x576xbf16, #gpu.address_space<workgroup>>
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// BAD: tile-rows must be in [1, 32], got 64
+func.func @step(%q: memref<1x1x16x576xbf16>, %rows: memref<1x1x64xi32>,
+                %slots: memref<1x1x64xi32>, %start: memref<1xi64>,
+                %len: memref<1xi32>,
+                %pool: !dhs.kv_pool<mla_bf16, hbm = 64, host = ?>,
+                %out: memref<1x1x16x512xbf16>) {
+  dhs.sparse_attention queries(%q : memref<1x1x16x576xbf16>)
+      rows(%rows : memref<1x1x64xi32>) slots(%slots : memref<1x1x64xi32>)
+      history(%start, %len : memref<1xi64>, memref<1xi32>)
+      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 64, host = ?>)
+      output(%out : memref<1x1x16x512xbf16>) scale = 0.0416666679
+  return
+}
