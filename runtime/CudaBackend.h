@@ -1,0 +1,105 @@
+//===- CudaBackend.h - Run a compiled step on a GPU -------------*- C++ -*-===//
+//
+// Runs a step's kernels on CUDA device 0 (or another ordinal) through the
+// driver API: links each PTX file with nvJitLink for the device's
+// architecture, loads the cubins, allocates the KV tiers (HBM slots with
+// cuMemAlloc, the host store pinned and mapped for zero-copy reads), uploads
+// a problem, poisons the output, launches in manifest order on one stream,
+// checks the status word and that every output element was written, times
+// repetitions with CUDA events and downloads the output. Everything it
+// allocates is freed when the objects holding it go out of scope.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_CUDABACKEND_H
+#define DHS_RUNTIME_CUDABACKEND_H
+
+#include "runtime/Bf16.h"
+#include "runtime/Manifest.h"
+#include "runtime/SparseAttentionProblem.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dhs::runtime {
+
+/// A CUDA device as the backend sees it.
+struct DeviceInfo {
+  int ordinal = 0;              ///< device ordinal
+  std::string name;             ///< e.g. "NVIDIA H200"
+  int major = 0;                ///< compute capability major
+  int minor = 0;                ///< compute capability minor
+  int multiprocessors = 0;      ///< SM count
+  std::size_t totalMemory = 0;  ///< bytes of device memory
+  int maxSharedPerBlockOptin = 0; ///< most dynamic+static shared bytes per block
+  std::string arch;             ///< link architecture, see archForDevice
+};
+
+/// The nvJitLink architecture for a compute capability: "sm_" + major +
+/// minor, plus "a" when major == 9 (wgmma and other sm_90a features).
+std::string archForDevice(int major, int minor);
+
+/// One loaded kernel.
+struct KernelInfo {
+  std::string kernel;       ///< entry point
+  std::string ptxPath;      ///< its PTX file
+  std::size_t cubinBytes = 0; ///< size of the linked cubin
+  int registers = 0;        ///< registers per thread
+  int maxThreadsPerBlock = 0; ///< the most threads a block may have
+  int staticSharedBytes = 0;  ///< static shared memory per block
+  int localBytes = 0;       ///< local (spill) memory per thread
+};
+
+/// How to run a step.
+struct CudaRunOptions {
+  int warmup = 1;  ///< untimed runs before timing
+  int repeat = 10; ///< timed runs (0: no timing)
+  /// Validate inputs on the host first (turn off only to test the kernels'
+  /// own status checks).
+  bool validateInputs = true;
+};
+
+/// What a run produced.
+struct CudaRunResult {
+  std::vector<bf16_t> output;  ///< [B,Q,H,v_dim] from the checked run
+  std::vector<double> timesMs; ///< per timed repetition, whole step
+  double medianMs = 0.0;       ///< median of timesMs (0 if not timed)
+  bool repeatsIdentical = true; ///< the output after timing equals the first bit for bit
+};
+
+/// A step loaded on a device. Throws Error (with the driver's or
+/// nvJitLink's message) from every operation that fails.
+class CudaBackend {
+public:
+  /// Initializes device `ordinal` (its primary context), links every PTX of
+  /// the manifest for the device's architecture and loads the kernels. The
+  /// manifest must have been loaded with requirePtx.
+  explicit CudaBackend(const Manifest &manifest, int ordinal = 0);
+  ~CudaBackend();
+
+  CudaBackend(const CudaBackend &) = delete;
+  CudaBackend &operator=(const CudaBackend &) = delete;
+
+  /// The device.
+  const DeviceInfo &device() const;
+
+  /// The loaded kernels, one per launch.
+  const std::vector<KernelInfo> &kernels() const;
+
+  /// Runs the step on a problem (its shape must match the manifest: B, Q, H,
+  /// K, row format and any pool size the manifest fixes). Throws InputError
+  /// for inputs rejected on the host, Error for anything else: a nonzero
+  /// status word, output elements left unwritten or NaN, driver errors.
+  CudaRunResult run(const SparseAttentionProblem &problem,
+                    const CudaRunOptions &options = {});
+
+private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_CUDABACKEND_H

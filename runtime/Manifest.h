@@ -1,0 +1,178 @@
+//===- Manifest.h - The compiled step's manifest ----------------*- C++ -*-===//
+//
+// A compiled step is a directory written by dhs-compile: `manifest.json` plus
+// the PTX files it names. The manifest says which arguments the step takes
+// (role, dtype, shape; the KV pool's row format and tier sizes) and which
+// kernels to launch, in order, with which parameters. Loading validates it
+// strictly: any unknown format, version, role, source, dtype or key, any shape
+// that disagrees with its argument, and any missing or non-PTX file is an
+// error naming the file and the field.
+//
+// Kernel ABI: every entry of a launch's "params" is an MLIR memref descriptor
+// flattened into 8-byte kernel parameters: allocated pointer, aligned pointer,
+// offset, sizes[rank], strides[rank] (row-major, in elements).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_MANIFEST_H
+#define DHS_RUNTIME_MANIFEST_H
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dhs::runtime {
+
+/// The manifest format name and the only version this runtime reads.
+inline constexpr const char *kManifestFormat = "dhs-step-manifest";
+inline constexpr int kManifestVersion = 1;
+/// The manifest's file name inside a step directory.
+inline constexpr const char *kManifestFileName = "manifest.json";
+
+/// Element types that may appear in a manifest.
+enum class DType { BF16, I32, I64 };
+
+/// Returns the manifest spelling of a dtype ("bf16", "i32", "i64").
+const char *dtypeName(DType type);
+/// Returns the size of one element in bytes.
+std::size_t dtypeSize(DType type);
+/// Parses a manifest dtype spelling; std::nullopt if unknown.
+std::optional<DType> parseDType(const std::string &name);
+
+/// What a step argument means to the runtime.
+enum class ArgumentRole {
+  Queries,      ///< bf16 [B,Q,H,qk_dim]
+  RowIds,       ///< i32 [B,Q,K]: selected history rows, -1 = unused
+  Slots,        ///< i32 [B,Q,K]: HBM slot of each selected row, -1 = host
+  HistoryStart, ///< i64 [B]: first host-store row of each request
+  HistoryLen,   ///< i32 [B]: history length of each request
+  KvPool,       ///< the KV pool (HBM slots + pinned host store)
+  Output,       ///< bf16 [B,Q,H,v_dim]
+};
+
+/// Returns the manifest spelling of a role ("queries", "row_ids", ...).
+const char *roleName(ArgumentRole role);
+
+/// Where a kernel parameter's memory comes from.
+enum class ParamSource {
+  Argument, ///< a memref argument of the step
+  PoolHbm,  ///< the KV pool's HBM slots [hbm_slots, row_elems]
+  PoolHost, ///< the KV pool's host store [host_rows, row_elems], zero-copy
+  Status,   ///< the step's device status word, i32 [1]
+};
+
+/// Returns the manifest spelling of a parameter source.
+const char *paramSourceName(ParamSource source);
+
+/// Status word bits a kernel sets when it rejects its input.
+enum StatusBits : std::uint32_t {
+  kStatusRowOutsideHistory = 1, ///< a row id outside its request's history
+  kStatusSlotOutOfRange = 2,    ///< a slot >= hbm_slots
+  kStatusHostRowOutOfRange = 4, ///< a host index >= host_rows
+};
+
+/// Describes the set bits of a status word in words, e.g.
+/// "0x3: row id outside its request's history, slot >= hbm_slots".
+std::string describeStatus(std::uint32_t status);
+
+/// The KV pool argument: row format and tier sizes.
+struct KvPoolInfo {
+  std::string format;       ///< row format, e.g. "mla_bf16"
+  DType elementType;        ///< element type of a row (bf16 for mla_bf16)
+  std::int64_t rowBytes;    ///< bytes per row (1152 for mla_bf16)
+  std::int64_t rowElems;    ///< elements per row (576)
+  std::int64_t qkDim;       ///< dims used for scores (576)
+  std::int64_t vDim;        ///< leading dims used as values (512)
+  std::int64_t hbmSlots;    ///< fixed HBM slot count, or -1 = chosen at run time
+  std::int64_t hostRows;    ///< fixed host-store rows, or -1 = chosen at run time
+};
+
+/// One argument of the step.
+struct Argument {
+  int index = 0;                  ///< position in "arguments"
+  ArgumentRole role;              ///< what it means
+  bool isPool = false;            ///< kind "kv_pool" (else "memref")
+  DType dtype = DType::BF16;      ///< element type (memref arguments)
+  std::vector<std::int64_t> shape; ///< static shape (memref arguments)
+  KvPoolInfo pool{};              ///< row format and sizes (kv_pool only)
+};
+
+/// One kernel parameter (a memref descriptor).
+struct LaunchParam {
+  ParamSource source;             ///< where its memory comes from
+  int argumentIndex = -1;         ///< argument index (-1 for status)
+  DType dtype;                    ///< element type
+  std::vector<std::int64_t> shape; ///< sizes; -1 = pool size chosen at run time
+
+  /// Number of 8-byte kernel parameters this descriptor flattens to.
+  std::size_t flattenedCount() const { return 3 + 2 * shape.size(); }
+};
+
+/// One kernel launch.
+struct Launch {
+  std::string kernel;              ///< entry point name in the PTX
+  std::string ptxFile;             ///< file name as written in the manifest
+  std::string ptxPath;             ///< that file, resolved in the step directory
+  bool ptxPresent = false;         ///< the file exists (and was validated)
+  std::string op;                  ///< operation ("sparse_attention")
+  float softmaxScale = 0.0f;       ///< sparse_attention attribute
+  std::array<unsigned, 3> grid{};  ///< grid dimensions
+  std::array<unsigned, 3> block{}; ///< block dimensions
+  unsigned dynamicSharedBytes = 0; ///< dynamic shared memory per block
+  std::vector<LaunchParam> params; ///< memref descriptors, in order
+
+  /// Total number of 8-byte kernel parameters.
+  std::size_t flattenedParamCount() const;
+};
+
+/// How strictly PTX files are required when loading.
+struct ManifestLoadOptions {
+  /// Every launch's PTX file must exist (needed to run on a GPU or link). When
+  /// false, missing files are allowed (the CPU backend needs only shapes), but
+  /// files that exist are still validated.
+  bool requirePtx = true;
+};
+
+/// A parsed and validated step manifest.
+struct Manifest {
+  std::string path;      ///< manifest.json path (for messages)
+  std::string directory; ///< step directory
+  int version = 0;       ///< manifest version (1)
+  std::string chip;      ///< compile target, e.g. "sm_90a"
+  std::string features;  ///< target features, e.g. "+ptx80"
+  std::string step;      ///< step name
+  std::vector<Argument> arguments; ///< by index
+  std::vector<Launch> launches;    ///< in launch order
+
+  /// Loads `<stepDirectory>/manifest.json` and validates it. Throws Error.
+  static Manifest load(const std::string &stepDirectory,
+                       const ManifestLoadOptions &options = {});
+
+  /// Parses manifest JSON text; PTX file names resolve against `directory`.
+  /// `sourceName` names the text in messages. Throws Error.
+  static Manifest parse(const std::string &jsonText,
+                        const std::string &directory,
+                        const std::string &sourceName,
+                        const ManifestLoadOptions &options = {});
+
+  /// The argument with a role (each role appears exactly once).
+  const Argument &argument(ArgumentRole role) const;
+
+  /// Distinct PTX paths of all launches, in first-use order.
+  std::vector<std::string> ptxPaths() const;
+};
+
+/// Reads a PTX file and checks that it looks like PTX: non-empty, and the
+/// first thing after comments and blank space is a `.version` directive.
+/// Throws Error naming the file.
+std::string readPtxFile(const std::string &path);
+
+/// Checks PTX text as readPtxFile does; `name` is used in messages.
+void checkPtxText(const std::string &text, const std::string &name);
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_MANIFEST_H

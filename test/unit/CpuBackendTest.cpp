@@ -1,0 +1,217 @@
+//===- CpuBackendTest.cpp - The CPU reference -----------------------------===//
+
+#include "TestUtil.h"
+
+#include "runtime/CpuBackend.h"
+#include "runtime/Error.h"
+#include "runtime/SparseAttentionProblem.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+using namespace dhs::runtime;
+using dhs::test::smallShape;
+
+namespace {
+
+/// An independent, deliberately plain fp64 sparse attention: every quantity
+/// written out from the specification, sharing no code with CpuBackend.
+std::vector<double> naiveAttention(const SparseAttentionProblem &p) {
+  const ProblemShape &s = p.shape;
+  std::vector<double> out(static_cast<std::size_t>(s.batch * s.queries * s.heads * 512), 0.0);
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t q = 0; q < s.queries; ++q)
+      for (std::int64_t h = 0; h < s.heads; ++h) {
+        std::vector<double> scores;
+        std::vector<const bf16_t *> rows;
+        for (std::int64_t k = 0; k < s.topk; ++k) {
+          std::size_t sel = static_cast<std::size_t>((b * s.queries + q) * s.topk + k);
+          std::int32_t r = p.rowIds[sel];
+          if (r == -1)
+            continue;
+          std::int32_t slot = p.slots[sel];
+          const bf16_t *row =
+              slot >= 0 ? &p.hbmPool[static_cast<std::size_t>(slot) * 576]
+                        : &p.hostStore[static_cast<std::size_t>(p.historyStart[b] + r) * 576];
+          const bf16_t *query =
+              &p.queries[static_cast<std::size_t>(((b * s.queries + q) * s.heads + h) * 576)];
+          double dot = 0;
+          for (int d = 0; d < 576; ++d)
+            dot += static_cast<double>(bf16ToFloat(query[d])) * bf16ToFloat(row[d]);
+          scores.push_back(static_cast<double>(s.softmaxScale) * dot);
+          rows.push_back(row);
+        }
+        if (rows.empty())
+          continue;
+        double max = -std::numeric_limits<double>::infinity();
+        for (double score : scores)
+          max = std::max(max, score);
+        double denominator = 0;
+        for (double score : scores)
+          denominator += std::exp(score - max);
+        double *o = &out[static_cast<std::size_t>(((b * s.queries + q) * s.heads + h) * 512)];
+        for (int v = 0; v < 512; ++v) {
+          double numerator = 0;
+          for (std::size_t k = 0; k < rows.size(); ++k)
+            numerator += std::exp(scores[k] - max) * bf16ToFloat(rows[k][v]);
+          o[v] = numerator / denominator;
+        }
+      }
+  return out;
+}
+
+SparseAttentionProblem problemFor(std::uint64_t seed, double residency = 0.5,
+                                  double unused = 0.0) {
+  GeneratorOptions options;
+  options.seed = seed;
+  options.historyRows = 300;
+  options.residency = residency;
+  options.unusedFraction = unused;
+  return generateProblem(smallShape(2, 2, 4, 64), options);
+}
+
+} // namespace
+
+TEST_CASE("float and fp64 CPU backends agree", "[cpu]") {
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    INFO("seed " << seed);
+    SparseAttentionProblem p = problemFor(seed, 0.5, 0.1);
+    std::vector<double> f = CpuBackend(CpuPrecision::Float).runUnrounded(p);
+    std::vector<double> d = CpuBackend(CpuPrecision::Double).runUnrounded(p);
+    Comparison c = compareOutputs(f, d);
+    CHECK(c.relativeError < 1e-5);
+    CHECK(c.relativeError > 0.0); // float really is less precise
+    CHECK(c.nonFinite == 0);
+    // After rounding, nearly every bf16 value is the same.
+    std::vector<bf16_t> fb = CpuBackend(CpuPrecision::Float).run(p);
+    std::vector<bf16_t> db = CpuBackend(CpuPrecision::Double).run(p);
+    std::size_t differing = countBitDifferences(fb, db);
+    CHECK(differing < fb.size() / 50);
+    // Rounding the unrounded results gives the rounded ones.
+    for (std::size_t i = 0; i < d.size(); ++i)
+      REQUIRE(db[i] == doubleToBf16(d[i]));
+  }
+}
+
+TEST_CASE("the fp64 CPU backend matches a naive implementation", "[cpu]") {
+  for (std::uint64_t seed : {5u, 6u}) {
+    for (double residency : {0.0, 0.7}) {
+      INFO("seed " << seed << " residency " << residency);
+      SparseAttentionProblem p = problemFor(seed, residency, 0.2);
+      std::vector<double> naive = naiveAttention(p);
+      std::vector<double> d = CpuBackend(CpuPrecision::Double, 3).runUnrounded(p);
+      Comparison c = compareOutputs(d, naive);
+      CHECK(c.relativeError < 1e-12);
+      CHECK(c.referenceNorm > 1.0);
+      // The bf16 output within bf16 precision of the naive one.
+      Comparison rounded = compareOutputs(CpuBackend(CpuPrecision::Double).run(p), naive);
+      CHECK(rounded.relativeError < 4e-3);
+      CHECK(rounded.relativeError > 0.0);
+    }
+  }
+}
+
+TEST_CASE("outputs do not depend on residency", "[cpu][residency]") {
+  SparseAttentionProblem p = problemFor(9, 0.0, 0.1);
+  std::vector<bf16_t> atZero = CpuBackend(CpuPrecision::Float).run(p);
+  std::vector<bf16_t> atZeroDouble = CpuBackend(CpuPrecision::Double).run(p);
+  for (double f : {0.5, 1.0, 0.25}) {
+    INFO("residency " << f);
+    applyResidency(p, f, 9);
+    REQUIRE(p.stats().residentReads > 0);
+    CHECK(countBitDifferences(CpuBackend(CpuPrecision::Float).run(p), atZero) == 0);
+    CHECK(countBitDifferences(CpuBackend(CpuPrecision::Double).run(p), atZeroDouble) == 0);
+  }
+}
+
+TEST_CASE("resident rows are read from HBM", "[cpu][residency]") {
+  // Changing a resident row's HBM copy must change the output: the backend
+  // reads the slot, not the host store.
+  SparseAttentionProblem p = problemFor(4, 1.0);
+  std::vector<bf16_t> before = CpuBackend().run(p);
+  std::int32_t slot = p.slots[p.selectionIndex(0, 0, 0)];
+  REQUIRE(slot >= 0);
+  for (int d = 0; d < 576; ++d)
+    p.hbmPool[static_cast<std::size_t>(slot) * 576 + d] = floatToBf16(3.0f);
+  CHECK(countBitDifferences(CpuBackend().run(p), before) > 0);
+}
+
+TEST_CASE("unused selections and duplicates", "[cpu]") {
+  SparseAttentionProblem p = problemFor(12, 0.0);
+  const ProblemShape &s = p.shape;
+  std::int32_t a = p.rowIds[p.selectionIndex(0, 0, 0)];
+  std::int32_t b = p.rowIds[p.selectionIndex(0, 0, 1)];
+
+  SECTION("a query with no valid selection gives zeros") {
+    for (std::int64_t k = 0; k < s.topk; ++k)
+      p.rowIds[p.selectionIndex(0, 1, k)] = -1;
+    std::vector<bf16_t> out = CpuBackend().run(p);
+    for (std::int64_t h = 0; h < s.heads; ++h)
+      for (int v = 0; v < 512; ++v)
+        REQUIRE(out[static_cast<std::size_t>(((0 * s.queries + 1) * s.heads + h) * 512 + v)] == 0);
+    // Other queries are not zero.
+    CHECK(out[0] != 0);
+  }
+  SECTION("a single selection returns its value row") {
+    for (std::int64_t k = 1; k < s.topk; ++k)
+      p.rowIds[p.selectionIndex(0, 0, k)] = -1;
+    std::vector<double> out = CpuBackend(CpuPrecision::Double).runUnrounded(p);
+    for (int v = 0; v < 512; ++v)
+      REQUIRE(out[v] == bf16ToFloat(p.hostStore[(p.historyStart[0] + a) * 576 + v]));
+  }
+  SECTION("a duplicated row counts twice") {
+    // Selection {a, a, b} weighs a twice: compare with the closed form.
+    for (std::int64_t k = 0; k < s.topk; ++k)
+      p.rowIds[p.selectionIndex(0, 0, k)] = -1;
+    p.rowIds[p.selectionIndex(0, 0, 0)] = a;
+    p.rowIds[p.selectionIndex(0, 0, 5)] = a;
+    p.rowIds[p.selectionIndex(0, 0, 9)] = b;
+    std::vector<double> out = CpuBackend(CpuPrecision::Double).runUnrounded(p);
+    const bf16_t *rowA = &p.hostStore[(p.historyStart[0] + a) * 576];
+    const bf16_t *rowB = &p.hostStore[(p.historyStart[0] + b) * 576];
+    const bf16_t *query = &p.queries[0];
+    double sa = 0, sb = 0;
+    for (int d = 0; d < 576; ++d) {
+      sa += static_cast<double>(bf16ToFloat(query[d])) * bf16ToFloat(rowA[d]);
+      sb += static_cast<double>(bf16ToFloat(query[d])) * bf16ToFloat(rowB[d]);
+    }
+    sa *= s.softmaxScale;
+    sb *= s.softmaxScale;
+    double wa = 2 * std::exp(sa), wb = std::exp(sb);
+    for (int v = 0; v < 512; ++v) {
+      double expected = (wa * bf16ToFloat(rowA[v]) + wb * bf16ToFloat(rowB[v])) / (wa + wb);
+      REQUIRE(out[v] == Approx(expected).epsilon(1e-12).margin(1e-12));
+    }
+    CHECK(compareOutputs(out, naiveAttention(p)).relativeError < 1e-12);
+  }
+}
+
+TEST_CASE("large scores do not overflow the softmax", "[cpu]") {
+  SparseAttentionProblem p = problemFor(13, 0.5);
+  p.shape.softmaxScale = 1000.0f;
+  std::vector<bf16_t> out = CpuBackend().run(p);
+  for (bf16_t v : out)
+    REQUIRE_FALSE(bf16IsNan(v));
+  CHECK(compareOutputs(CpuBackend(CpuPrecision::Double).runUnrounded(p), naiveAttention(p))
+            .relativeError < 1e-12);
+}
+
+TEST_CASE("output comparisons", "[cpu]") {
+  std::vector<double> ref = {3.0, 4.0};
+  CHECK(compareOutputs(std::vector<double>{3.0, 4.0}, ref).relativeError == 0.0);
+  Comparison c = compareOutputs(std::vector<double>{3.0, 4.5}, ref);
+  CHECK(c.relativeError == Approx(0.1));
+  CHECK(c.maxAbsError == Approx(0.5));
+  CHECK(c.referenceNorm == Approx(5.0));
+  Comparison nan = compareOutputs(std::vector<bf16_t>{kBf16Poison, floatToBf16(4.0f)}, ref);
+  CHECK(nan.nonFinite == 1);
+  CHECK(std::isinf(nan.relativeError));
+  CHECK(compareOutputs(std::vector<double>{0.0}, std::vector<double>{0.0}).relativeError == 0.0);
+  CHECK(std::isinf(
+      compareOutputs(std::vector<double>{1.0}, std::vector<double>{0.0}).relativeError));
+  CHECK_THROWS_AS(compareOutputs(std::vector<double>{1.0}, ref), Error);
+  CHECK(countBitDifferences({1, 2, 3}, {1, 5, 3}) == 1);
+  CHECK_THROWS_AS(countBitDifferences({1}, {1, 2}), Error);
+}

@@ -1,0 +1,109 @@
+//===- CudaTest.cpp - The CUDA driver and backend -------------------------===//
+//
+// These tests pass on machines with and without a GPU: without one they
+// check that the driver reports itself unavailable cleanly; with one they
+// run the naive test step end to end.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "runtime/CpuBackend.h"
+#include "runtime/CudaBackend.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/Error.h"
+#include "runtime/JitLink.h"
+#include "runtime/Manifest.h"
+
+#include <catch2/catch.hpp>
+
+using namespace dhs::runtime;
+
+TEST_CASE("the CUDA driver loads or says why not", "[cuda]") {
+  const CudaDriver &driver = CudaDriver::instance();
+  CHECK(&driver == &CudaDriver::instance());
+  if (!driver.available()) {
+    INFO("reason: " << driver.unavailableReason());
+    CHECK_FALSE(driver.unavailableReason().empty());
+    CHECK(driver.deviceCount() == 0);
+    CHECK_THROWS_WITH(driver.requireAvailable(),
+                      Catch::Contains(driver.unavailableReason()));
+    // A backend cannot be created, and says why.
+    Manifest manifest = Manifest::load(DHS_TEST_STEPS_DIR "/naive");
+    CHECK_THROWS_WITH(CudaBackend(manifest), Catch::Contains("CUDA is unavailable"));
+    WARN("no usable CUDA driver here: " << driver.unavailableReason());
+    return;
+  }
+  CHECK(driver.unavailableReason().empty());
+  CHECK(driver.deviceCount() > 0);
+  CHECK(driver.driverVersion() >= 12000);
+  CHECK_NOTHROW(driver.requireAvailable());
+  // Error formatting names the error.
+  CHECK_THAT(driver.errorText(CUDA_ERROR_OUT_OF_MEMORY),
+             Catch::Contains("CUDA_ERROR_OUT_OF_MEMORY"));
+  CHECK_THROWS_WITH(driver.check(CUDA_ERROR_INVALID_VALUE, "cuFoo"),
+                    Catch::StartsWith("cuFoo: CUDA_ERROR_INVALID_VALUE"));
+}
+
+TEST_CASE("device architectures", "[cuda]") {
+  CHECK(archForDevice(9, 0) == "sm_90a");
+  CHECK(archForDevice(8, 0) == "sm_80");
+  CHECK(archForDevice(10, 0) == "sm_100");
+  CHECK(archForDevice(12, 0) == "sm_120");
+}
+
+TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
+  if (!CudaDriver::instance().available()) {
+    WARN("SKIPPED: " << CudaDriver::instance().unavailableReason());
+    return;
+  }
+  Manifest manifest = Manifest::load(DHS_TEST_STEPS_DIR "/naive");
+  CudaBackend backend(manifest);
+  INFO("device " << backend.device().name << " " << backend.device().arch);
+  REQUIRE(backend.kernels().size() == 1);
+  CHECK(backend.kernels()[0].registers > 0);
+
+  GeneratorOptions options;
+  options.seed = 21;
+  options.unusedFraction = 0.1;
+  SparseAttentionProblem problem = generateProblem(problemShapeFromManifest(manifest), options);
+  std::vector<double> reference = CpuBackend(CpuPrecision::Double).runUnrounded(problem);
+  CudaRunOptions runOptions;
+  runOptions.repeat = 3;
+  std::vector<bf16_t> first;
+  for (double f : {0.0, 0.5, 1.0}) {
+    INFO("residency " << f);
+    applyResidency(problem, f, 21);
+    CudaRunResult result = backend.run(problem, runOptions);
+    CHECK(compareOutputs(result.output, reference).relativeError < 1e-2);
+    CHECK(result.repeatsIdentical);
+    CHECK(result.timesMs.size() == 3);
+    CHECK(result.medianMs > 0.0);
+    if (first.empty())
+      first = result.output;
+    else
+      CHECK(countBitDifferences(result.output, first) == 0);
+  }
+
+  // The kernel's own status checks, with host validation off.
+  CudaRunOptions unchecked;
+  unchecked.repeat = 0;
+  unchecked.validateInputs = false;
+  SparseAttentionProblem bad = problem;
+  bad.rowIds[bad.selectionIndex(2, 0, 3)] = bad.historyLen[2];
+  CHECK_THROWS_WITH(backend.run(bad, unchecked),
+                    Catch::Contains("status 0x1: row id outside its request's history"));
+  // With validation on, the host rejects it first.
+  CHECK_THROWS_AS(backend.run(bad, runOptions), InputError);
+  bad = problem;
+  std::int64_t k = 0;
+  while (bad.rowIds[bad.selectionIndex(1, 0, k)] == -1)
+    ++k;
+  bad.slots[bad.selectionIndex(1, 0, k)] = static_cast<std::int32_t>(bad.shape.hbmSlots);
+  CHECK_THROWS_WITH(backend.run(bad, unchecked), Catch::Contains("status 0x2"));
+
+  // A problem of another shape is refused.
+  SparseAttentionProblem other = generateProblem(dhs::test::smallShape(), options);
+  CHECK_THROWS_WITH(backend.run(other, runOptions),
+                    Catch::Contains("the problem's batch B is 2"));
+}

@@ -1,0 +1,79 @@
+//===- TestUtil.h - Helpers shared by the unit tests ------------*- C++ -*-===//
+
+#ifndef DHS_TEST_UNIT_TESTUTIL_H
+#define DHS_TEST_UNIT_TESTUTIL_H
+
+#include "runtime/SparseAttentionProblem.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dhs::test {
+
+/// A fresh temporary directory, removed with its contents on destruction.
+class TempDir {
+public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "dhs-unit-XXXXXX").string();
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    if (!mkdtemp(buffer.data()))
+      throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+    path_ = buffer.data();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+
+  /// The directory.
+  const std::string &path() const { return path_; }
+
+  /// Writes `text` to `name` inside the directory; returns the file's path.
+  std::string write(const std::string &name, const std::string &text) const {
+    std::string file = (std::filesystem::path(path_) / name).string();
+    std::ofstream out(file, std::ios::binary);
+    out << text;
+    if (!out)
+      throw std::runtime_error("cannot write " + file);
+    return file;
+  }
+
+private:
+  std::string path_;
+};
+
+/// A small shape for fast tests.
+inline runtime::ProblemShape smallShape(std::int64_t B = 2, std::int64_t Q = 2,
+                                        std::int64_t H = 3, std::int64_t K = 16) {
+  runtime::ProblemShape shape;
+  shape.batch = B;
+  shape.queries = Q;
+  shape.heads = H;
+  shape.topk = K;
+  shape.softmaxScale = 0.0416666679f; // 1/sqrt(576)
+  return shape;
+}
+
+/// A minimal valid PTX module with one empty kernel `k`.
+inline const char *kTinyPtx = ".version 8.0\n"
+                              ".target sm_90a\n"
+                              ".address_size 64\n"
+                              "\n"
+                              ".visible .entry k()\n"
+                              "{\n"
+                              "  ret;\n"
+                              "}\n";
+
+} // namespace dhs::test
+
+#endif // DHS_TEST_UNIT_TESTUTIL_H
