@@ -182,8 +182,15 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
     if (object.getFormat() != gpu::CompilationTarget::Assembly)
       return launch.emitOpError() << "kernel module @" << moduleName
                                   << " was not compiled to PTX (format=isa)";
+    StringRef ptx = object.getObject().getValue();
+    // A call left unresolved (say, to libdevice) would only fail at load.
+    if (size_t pos = ptx.find(".extern .func"); pos != StringRef::npos)
+      return launch.emitOpError()
+             << "kernel module @" << moduleName
+             << " calls a function that was not linked: "
+             << ptx.substr(pos).take_until([](char c) { return c == '('; });
     std::string ptxFile = moduleName.str() + ".ptx";
-    compiled.ptx.push_back({ptxFile, object.getObject().getValue().str()});
+    compiled.ptx.push_back({ptxFile, ptx.str()});
 
     FailureOr<llvm::json::Array> grid =
         getDims(launch, launch.getGridSizeOperandValues(), "grid");

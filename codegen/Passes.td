@@ -51,7 +51,7 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
-    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
   ];
 }

@@ -21,7 +21,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -122,6 +122,17 @@ private:
   Value loadTileElement(Value row, Value column) {
     Value x = memref::LoadOp::create(b, tile, ValueRange{row, column});
     return arith::ExtFOp::create(b, b.getF32Type(), x);
+  }
+  /// a * b + c, fused. (math.fma would become a libdevice call.)
+  Value fma(Value a, Value x, Value c) {
+    return LLVM::FMAOp::create(b, a, x, c);
+  }
+  /// 2^x by the hardware's ex2.approx (2 ulp), without libdevice.
+  Value exp2(Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.f32"),
+               ValueRange{x})
+        .getResult(0);
   }
   /// Sum of `v` over the warp; every lane gets the result.
   Value warpSum(Value v) {
@@ -313,7 +324,7 @@ SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
   Value dot = f32(0.0);
   for (int64_t j = 0; j < qkPerLane; ++j) {
     Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
-    dot = math::FmaOp::create(b, queryRegs[j], loadTileElement(row, column),
+    dot = fma(queryRegs[j], loadTileElement(row, column),
                               dot);
   }
   Value score = arith::MulFOp::create(b, warpSum(dot), scoreScale);
@@ -324,16 +335,16 @@ SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
                                         runningMax, negInf);
   Value alpha = select(
       hadRows,
-      math::Exp2Op::create(b, arith::SubFOp::create(b, runningMax, newMax)),
+      exp2(arith::SubFOp::create(b, runningMax, newMax)),
       f32(0.0));
-  Value p = math::Exp2Op::create(b, arith::SubFOp::create(b, score, newMax));
+  Value p = exp2(arith::SubFOp::create(b, score, newMax));
   SmallVector<Value> next{
-      newMax, math::FmaOp::create(b, runningSum, alpha, p)};
+      newMax, fma(runningSum, alpha, p)};
   for (int64_t j = 0; j < vPerLane; ++j) {
     Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
     Value acc = arith::MulFOp::create(b, carried[2 + j], alpha);
     next.push_back(
-        math::FmaOp::create(b, p, loadTileElement(row, column), acc));
+        fma(p, loadTileElement(row, column), acc));
   }
   scf::YieldOp::create(b, next);
 

@@ -41,8 +41,8 @@
 // Phase C: per-row score by warp reduction, online softmax in base 2.
 // CHECK: scf.for
 // CHECK-COUNT-5: gpu.shuffle xor
-// CHECK: math.exp2
-// CHECK: math.exp2
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
 // CHECK: gpu.barrier
 // Epilogue: normalized, rounded to bf16.
 // CHECK: arith.truncf %{{.*}} : f32 to bf16

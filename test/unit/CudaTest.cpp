@@ -29,7 +29,7 @@ TEST_CASE("the CUDA driver loads or says why not", "[cuda]") {
     CHECK_THROWS_WITH(driver.requireAvailable(),
                       Catch::Contains(driver.unavailableReason()));
     // A backend cannot be created, and says why.
-    Manifest manifest = Manifest::load(DHS_TEST_STEPS_DIR "/naive");
+    Manifest manifest = Manifest::load(dhs::test::stepsDir() + "/naive");
     CHECK_THROWS_WITH(CudaBackend(manifest), Catch::Contains("CUDA is unavailable"));
     WARN("no usable CUDA driver here: " << driver.unavailableReason());
     return;
@@ -57,7 +57,7 @@ TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
     WARN("SKIPPED: " << CudaDriver::instance().unavailableReason());
     return;
   }
-  Manifest manifest = Manifest::load(DHS_TEST_STEPS_DIR "/naive");
+  Manifest manifest = Manifest::load(dhs::test::stepsDir() + "/naive");
   CudaBackend backend(manifest);
   INFO("device " << backend.device().name << " " << backend.device().arch);
   REQUIRE(backend.kernels().size() == 1);

@@ -74,7 +74,7 @@ TEST_CASE("nvJitLink rejects garbage PTX with its error log", "[jitlink]") {
 TEST_CASE("the naive test step's PTX links and has its kernel", "[jitlink]") {
   if (skipWithoutJitLink())
     return;
-  Manifest manifest = Manifest::load(DHS_TEST_STEPS_DIR "/naive");
+  Manifest manifest = Manifest::load(dhs::test::stepsDir() + "/naive");
   for (const Launch &launch : manifest.launches) {
     LinkedCubin linked =
         JitLink::instance().linkPtx(readPtxFile(launch.ptxPath), "sm_90a", launch.ptxPath);

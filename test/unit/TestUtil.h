@@ -64,6 +64,14 @@ inline runtime::ProblemShape smallShape(std::int64_t B = 2, std::int64_t Q = 2,
   return shape;
 }
 
+/// The directory of the test steps: $DHS_TEST_STEPS_DIR if set (for running
+/// the test binary from another checkout), else the source tree's.
+inline std::string stepsDir() {
+  if (const char *dir = std::getenv("DHS_TEST_STEPS_DIR"))
+    return dir;
+  return DHS_TEST_STEPS_DIR;
+}
+
 /// A minimal valid PTX module with one empty kernel `k`.
 inline const char *kTinyPtx = ".version 8.0\n"
                               ".target sm_90a\n"
