@@ -2,7 +2,12 @@
 // RUN: rm -rf %t && dhs-compile %s -o %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/sparse_attention.ptx
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/sparse_attention.ptx -o %t/sparse_attention.cubin %}
+// The runtime links it with nvJitLink for sm_90a (no GPU needed) and finds
+// the kernel in the cubin.
+// RUN: dhs-run %t --link-only --arch sm_90a | FileCheck %s --check-prefix=LINK
 // RUN: dhs-compile %s --emit=mlir | FileCheck %s --check-prefix=MLIR
+
+// LINK: sparse_attention
 
 // PTX: .version 8.0
 // PTX: .target sm_90a
