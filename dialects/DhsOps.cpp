@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace mlir::dhs;
@@ -116,7 +117,7 @@ LogicalResult SparseAttentionOp::verify() {
       failed(checkDim(op, "history_start", start, 0, batch, "requests")) ||
       failed(checkDim(op, "history_len", length, 0, batch, "requests")))
     return failure();
-  if (slots.getShape() != rows.getShape())
+  if (failed(verifyCompatibleShape(slots.getShape(), rows.getShape())))
     return emitOpError() << "slots must have the shape of row_ids: one slot "
                             "per selected row, got "
                          << slots << " for " << rows;
@@ -132,6 +133,12 @@ LogicalResult SparseAttentionOp::verify() {
                             "got "
                          << scale;
   return success();
+}
+
+LogicalResult SparseAttentionOp::fold(FoldAdaptor adaptor,
+                                      SmallVectorImpl<OpFoldResult> &results) {
+  // Static shapes are what code generation needs; keep them.
+  return memref::foldMemRefCast(*this);
 }
 
 #define GET_OP_CLASSES

@@ -103,6 +103,8 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
     `scale` `=` $softmax_scale attr-dict
   }];
   let hasVerifier = 1;
+  // Folds memref.cast producers that only erase static shape information.
+  let hasFolder = 1;
 }
 
 #endif // DHS_OPS_TD

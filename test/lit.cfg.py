@@ -9,7 +9,7 @@ from lit.llvm import llvm_config
 
 config.name = "dhs"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".test"]
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dhs_obj_root, "test")
@@ -25,3 +25,10 @@ config.substitutions.append(("%dhs_src", config.dhs_src_root))
 if config.ptxas and os.path.exists(config.ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", config.ptxas))
+
+# A machine with a usable NVIDIA driver runs the GPU paths instead of the
+# no-GPU error paths.
+if any(os.path.exists(os.path.join(d, "libcuda.so.1"))
+       for d in ["/usr/lib/x86_64-linux-gnu", "/usr/local/nvidia/lib64",
+                 "/usr/lib64", "/usr/local/cuda/compat"]):
+    config.available_features.add("cuda-device")

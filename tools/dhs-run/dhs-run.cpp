@@ -470,7 +470,9 @@ int run(const Options &options) {
       std::cout << fallback << ": running on the CPU reference backend\n";
   }
 
-  Manifest manifest = Manifest::load(stepDir, {/*requirePtx=*/useCuda});
+  // A compiled step is its manifest and its PTX: a step with a missing or
+  // corrupt kernel is refused on every backend.
+  Manifest manifest = Manifest::load(stepDir, {/*requirePtx=*/true});
   ProblemShape shape = problemShapeFromManifest(manifest);
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
   if (options.hbmSlots >= 0 && shape.hbmSlots >= 0 && options.hbmSlots != shape.hbmSlots)
