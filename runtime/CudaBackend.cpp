@@ -408,15 +408,15 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
 
   DeviceBuffer hbm(static_cast<std::size_t>(shape.hbmSlots) * rowBytes,
                    "the HBM pool (" + std::to_string(shape.hbmSlots) + " slots)");
-  if (!problem.hbmPool.empty())
-    cuda.check(cuda.memcpyHtoD(hbm.get(), problem.hbmPool.data(),
-                               problem.hbmPool.size() * sizeof(bf16_t)),
+  const std::size_t hbmBytes = static_cast<std::size_t>(shape.hbmSlots) * rowBytes;
+  if (hbmBytes > 0)
+    cuda.check(cuda.memcpyHtoD(hbm.get(), problem.hbmPoolData(), hbmBytes),
                "cuMemcpyHtoD(HBM pool)");
   MappedHostBuffer host(static_cast<std::size_t>(shape.hostRows) * rowBytes,
                         "the host store (" + std::to_string(shape.hostRows) + " rows)");
-  if (!problem.hostStore.empty())
-    std::memcpy(host.host(), problem.hostStore.data(),
-                problem.hostStore.size() * sizeof(bf16_t));
+  const std::size_t hostBytes = static_cast<std::size_t>(shape.hostRows) * rowBytes;
+  if (hostBytes > 0)
+    std::memcpy(host.host(), problem.hostStoreData(), hostBytes);
   DeviceBuffer status(sizeof(std::uint32_t), "the status word");
 
   // Kernel parameters per launch.

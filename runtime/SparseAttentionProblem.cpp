@@ -111,8 +111,18 @@ void checkLayout(const SparseAttentionProblem &p) {
   expect("slots", p.slots.size(), s.selectionCount());
   expect("history_start", p.historyStart.size(), s.batch);
   expect("history_len", p.historyLen.size(), s.batch);
-  expect("host store", p.hostStore.size(), s.hostRows * s.rowElems);
-  expect("HBM pool", p.hbmPool.size(), s.hbmSlots * s.rowElems);
+  if (p.hostStoreView) {
+    if (!p.hostStore.empty())
+      throw InputError("the problem has both a host store and a host store view");
+  } else {
+    expect("host store", p.hostStore.size(), s.hostRows * s.rowElems);
+  }
+  if (p.hbmPoolView) {
+    if (!p.hbmPool.empty())
+      throw InputError("the problem has both an HBM pool and an HBM pool view");
+  } else {
+    expect("HBM pool", p.hbmPool.size(), s.hbmSlots * s.rowElems);
+  }
   for (std::int64_t b = 0; b < s.batch; ++b) {
     if (p.historyLen[b] < 0)
       throw InputError("history length " + std::to_string(p.historyLen[b]) +
@@ -248,8 +258,8 @@ const bf16_t *SparseAttentionProblem::row(std::int64_t b, std::int64_t q,
   std::int32_t slot = slots[i];
   std::size_t rowElems = static_cast<std::size_t>(shape.rowElems);
   if (slot >= 0)
-    return hbmPool.data() + static_cast<std::size_t>(slot) * rowElems;
-  return hostStore.data() +
+    return hbmPoolData() + static_cast<std::size_t>(slot) * rowElems;
+  return hostStoreData() +
          static_cast<std::size_t>(historyStart[b] + r) * rowElems;
 }
 

@@ -81,6 +81,20 @@ struct SparseAttentionProblem {
   std::vector<std::int32_t> historyLen;   ///< [B]
   std::vector<bf16_t> hostStore;     ///< [host_rows, row_elems]
   std::vector<bf16_t> hbmPool;       ///< [hbm_slots, row_elems]
+  /// Optional non-owning tiers (the runtime's persistent stores): when set,
+  /// they are read instead of hostStore / hbmPool, which must then be empty.
+  /// They must hold host_rows and hbm_slots rows.
+  const bf16_t *hostStoreView = nullptr;
+  const bf16_t *hbmPoolView = nullptr; ///< see hostStoreView
+
+  /// The host store's rows: hostStoreView if set, else hostStore.
+  const bf16_t *hostStoreData() const {
+    return hostStoreView ? hostStoreView : hostStore.data();
+  }
+  /// The HBM pool's rows: hbmPoolView if set, else hbmPool.
+  const bf16_t *hbmPoolData() const {
+    return hbmPoolView ? hbmPoolView : hbmPool.data();
+  }
 
   /// Flat index of selection (b, q, k).
   std::size_t selectionIndex(std::int64_t b, std::int64_t q, std::int64_t k) const {

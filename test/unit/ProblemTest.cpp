@@ -268,3 +268,29 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
     CHECK(validationError(smallProblem()).empty());
   }
 }
+
+TEST_CASE("tier views read the same rows as owned tiers", "[problem]") {
+  for (std::uint64_t seed : {21u, 22u}) {
+    INFO("seed " << seed);
+    SparseAttentionProblem owned = smallProblem(0.5, seed);
+    SparseAttentionProblem viewed = owned;
+    std::vector<bf16_t> host = viewed.hostStore, hbm = viewed.hbmPool;
+    viewed.hostStore.clear();
+    viewed.hbmPool.clear();
+    viewed.hostStoreView = host.data();
+    viewed.hbmPoolView = hbm.data();
+    REQUIRE(validationError(viewed).empty());
+    CHECK(CpuBackend(CpuPrecision::Float, 1).run(viewed) ==
+          CpuBackend(CpuPrecision::Float, 1).run(owned));
+    // A view changes what is read: poison one resident row in the view only.
+    std::int64_t q = 0, k = 0;
+    std::size_t i = findSelection(owned, true, q, k);
+    std::fill_n(hbm.begin() + owned.slots[i] * owned.shape.rowElems,
+                owned.shape.rowElems, floatToBf16(100.0f));
+    CHECK(CpuBackend(CpuPrecision::Float, 1).run(viewed) !=
+          CpuBackend(CpuPrecision::Float, 1).run(owned));
+    // Both an owned tier and a view is an error.
+    viewed.hostStore = host;
+    CHECK_THAT(validationError(viewed), Catch::Contains("both a host store and a host store view"));
+  }
+}
