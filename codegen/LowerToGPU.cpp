@@ -50,9 +50,10 @@ static Value getTierView(OpBuilder &builder, Value pool, Tier tier,
   Location loc = pool.getLoc();
   Value view = PoolTierOp::create(builder, loc, poolType.getTierMemRefType(tier),
                                   tier, pool);
+  MemRefType staticType = poolType.getTierMemRefType(tier);
   auto dynamicType = MemRefType::get(
-      {ShapedType::kDynamic, poolType.getRowElements()},
-      poolType.getElementType());
+      {ShapedType::kDynamic, staticType.getDimSize(1), staticType.getDimSize(2)},
+      staticType.getElementType());
   if (view.getType() != dynamicType)
     view = memref::CastOp::create(builder, loc, dynamicType, view);
   cache[key] = view;
@@ -113,6 +114,7 @@ LogicalResult DhsLowerToGPU::lower(SparseAttentionOp op, SymbolTable &symbols,
   // What the runtime's reference backend needs to replay the launch.
   launch->setAttr("dhs.op", builder.getStringAttr(op->getName().stripDialect()));
   launch->setAttr("dhs.softmax_scale", op.getSoftmaxScaleAttr());
+  launch->setAttr("dhs.layer", op.getLayerAttr());
   op.erase();
   ++numKernels;
   return success();

@@ -20,6 +20,8 @@ static FailureOr<std::string> getDTypeName(Type type) {
     return std::string("i32");
   if (type.isInteger(64))
     return std::string("i64");
+  if (type.isInteger(8))
+    return std::string("i8");
   return failure();
 }
 
@@ -217,6 +219,8 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
         {"params", std::move(params)}};
     if (auto scale = launch->getAttrOfType<FloatAttr>("dhs.softmax_scale"))
       entry["softmax_scale"] = scale.getValueAsDouble();
+    if (auto layer = launch->getAttrOfType<IntegerAttr>("dhs.layer"))
+      entry["layer"] = layer.getInt();
     launchList.push_back(std::move(entry));
   }
 
@@ -229,12 +233,15 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       auto capacity = [](int64_t c) {
         return ShapedType::isDynamic(c) ? int64_t(-1) : c;
       };
+      RowFormatAttrInterface format = pool.getFormat();
       entry["kind"] = "kv_pool";
-      entry["format"] = stringifyRowFormat(pool.getFormat());
-      entry["row_bytes"] = pool.getRowBytes();
-      entry["row_elems"] = pool.getRowElements();
-      entry["qk_dim"] = pool.getQKDim();
-      entry["v_dim"] = pool.getVDim();
+      entry["format"] = format.getFormatName();
+      entry["layers"] = pool.getLayers();
+      entry["row_bytes"] = format.getRowBytes();
+      // Elements per row, for formats of one element type (mla_bf16).
+      entry["row_elems"] = format.getRowBytes() / 2;
+      entry["qk_dim"] = format.getQKDim();
+      entry["v_dim"] = format.getVDim();
       entry["hbm_slots"] = capacity(pool.getHbmSlots());
       entry["host_rows"] = capacity(pool.getHostRows());
     } else if (auto memref = dyn_cast<MemRefType>(arg.getType())) {

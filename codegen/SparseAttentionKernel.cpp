@@ -38,12 +38,7 @@ static constexpr int64_t kWarpSize = 32;
 /// Bytes one thread copies per load when staging rows.
 static constexpr int64_t kCopyBytes = 16;
 
-/// Status bits a kernel ORs into the step status (see dhs.step_status).
-enum StatusBits : int64_t {
-  kBadRowId = 1,
-  kBadSlot = 2,
-  kBadHostRow = 4,
-};
+
 
 FailureOr<SparseAttentionKernelConfig>
 mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
@@ -66,6 +61,13 @@ mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
   config.tileRows = tileRows;
   config.softmaxScale = op.getSoftmaxScale().convertToFloat();
   config.pool = op.getPool().getType();
+  config.layer = op.getLayer();
+
+  RowFormatAttrInterface format = config.pool.getFormat();
+  if (!isa<MlaBf16Attr>(format))
+    return op.emitOpError() << "code generation for row format "
+                            << format.getFormatName()
+                            << " is not implemented yet (only mla_bf16)";
 
   if (tileRows <= 0 || tileRows > kWarpSize)
     return op.emitOpError() << "tile-rows must be in [1, 32], got "
@@ -80,12 +82,12 @@ mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
       break;
     }
   }
-  int64_t rowBytes = config.pool.getRowBytes();
+  int64_t rowBytes = format.getRowBytes();
   if (rowBytes % kCopyBytes != 0)
     return op.emitOpError() << "rows of " << rowBytes
                             << " bytes cannot be copied in 16-byte pieces";
-  if (config.pool.getQKDim() % kWarpSize != 0 ||
-      config.pool.getVDim() % kWarpSize != 0)
+  if (format.getQKDim() % kWarpSize != 0 ||
+      format.getVDim() % kWarpSize != 0)
     return op.emitOpError() << "head dims must be multiples of 32";
   if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
     return op.emitOpError() << "too many (request, position) pairs for a grid";
@@ -118,9 +120,9 @@ private:
   Value select(Value c, Value t, Value f) {
     return arith::SelectOp::create(b, c, t, f);
   }
-  /// Loads one bf16 element of a shared-memory row as f32.
+  /// Loads one element of a staged row as f32 (mla_bf16: bf16 elements).
   Value loadTileElement(Value row, Value column) {
-    Value x = memref::LoadOp::create(b, tile, ValueRange{row, column});
+    Value x = memref::LoadOp::create(b, tileElements, ValueRange{row, column});
     return arith::ExtFOp::create(b, b.getF32Type(), x);
   }
   /// a * b + c, fused. (math.fma would become a libdevice call.)
@@ -155,9 +157,9 @@ private:
   // Kernel arguments.
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output,
       status;
-  // Shared memory: the staged rows, and per staged row its source (0 none,
-  // 1 HBM, 2 host) and its row index in that tier.
-  Value tile, rowSource, rowIndex;
+  // Shared memory: the staged rows as bytes and as elements, and per staged
+  // row its source (0 none, 1 HBM, 2 host) and its token index in that tier.
+  Value tile, tileElements, rowSource, rowIndex;
   // Per-thread values computed once.
   Value tid, warp, lane, request, position, head;
   Value historyLength, historyBase, hbmRows, hostRows;
@@ -213,9 +215,9 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
       b, arith::AndIOp::create(b, onHost, hostOutside), idUsable);
   Value bits = arith::OrIOp::create(
       b,
-      arith::OrIOp::create(b, select(badRow, i32(kBadRowId), i32(0)),
-                           select(badSlot, i32(kBadSlot), i32(0))),
-      select(badHost, i32(kBadHostRow), i32(0)));
+      arith::OrIOp::create(b, select(badRow, i32(kStatusBadRowId), i32(0)),
+                           select(badSlot, i32(kStatusBadSlot), i32(0))),
+      select(badHost, i32(kStatusBadHostRow), i32(0)));
   Value failed = cmpi(arith::CmpIPredicate::ne, bits, i32(0));
   auto report = scf::IfOp::create(b, failed, /*withElse=*/false);
   {
@@ -238,16 +240,14 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
                           ValueRange{tid});
 }
 
-/// Phase B: the CTA copies the classified rows into shared memory.
+/// Phase B: the CTA copies the classified rows of its layer into shared
+/// memory, 16 bytes per thread and load.
 void SparseAttentionKernelEmitter::emitStageRows() {
   OpBuilder::InsertionGuard guard(b);
-  int64_t rowElements = config.pool.getRowElements();
-  int64_t elementBytes = config.pool.getRowBytes() / rowElements;
-  int64_t chunkElements = kCopyBytes / elementBytes;
-  int64_t chunksPerRow = rowElements / chunkElements;
+  int64_t rowBytes = config.pool.getFormat().getRowBytes();
+  int64_t chunksPerRow = rowBytes / kCopyBytes;
   int64_t threads = config.block()[0];
-  auto chunkType =
-      VectorType::get({chunkElements}, config.pool.getElementType());
+  auto chunkType = VectorType::get({kCopyBytes}, b.getI8Type());
 
   auto copyLoop = scf::ForOp::create(
       b, tid, index(config.tileRows * chunksPerRow), index(threads));
@@ -256,7 +256,7 @@ void SparseAttentionKernelEmitter::emitStageRows() {
   Value row = arith::DivUIOp::create(b, chunk, index(chunksPerRow));
   Value column = arith::MulIOp::create(
       b, arith::RemUIOp::create(b, chunk, index(chunksPerRow)),
-      index(chunkElements));
+      index(kCopyBytes));
   Value source = memref::LoadOp::create(b, rowSource, ValueRange{row});
   Value where = arith::IndexCastOp::create(
       b, b.getIndexType(), memref::LoadOp::create(b, rowIndex, ValueRange{row}));
@@ -269,7 +269,8 @@ void SparseAttentionKernelEmitter::emitStageRows() {
     Value fromHost = cmpi(arith::CmpIPredicate::eq, source, i32(2));
     Value tier = select(fromHost, host, hbm);
     Value v = vector::LoadOp::create(b, chunkType, tier,
-                                     ValueRange{where, column},
+                                     ValueRange{where, index(config.layer),
+                                                column},
                                      /*nontemporal=*/false,
                                      llvm::MaybeAlign(kCopyBytes));
     scf::YieldOp::create(b, v);
@@ -278,12 +279,13 @@ void SparseAttentionKernelEmitter::emitStageRows() {
     b.setInsertionPointToStart(loaded.elseBlock());
     Value zeros = arith::ConstantOp::create(
         b, chunkType,
-        DenseElementsAttr::get(
-            chunkType, FloatAttr::get(config.pool.getElementType(), 0.0)));
+        DenseElementsAttr::get(chunkType, b.getI8IntegerAttr(0)));
     scf::YieldOp::create(b, zeros);
   }
-  vector::StoreOp::create(b, loaded.getResult(0), tile,
-                          ValueRange{row, column}, /*nontemporal=*/false,
+  Value offset = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, row, index(rowBytes)), column);
+  vector::StoreOp::create(b, loaded.getResult(0), tile, ValueRange{offset},
+                          /*nontemporal=*/false,
                           llvm::MaybeAlign(kCopyBytes));
 }
 
@@ -294,8 +296,8 @@ void SparseAttentionKernelEmitter::emitStageRows() {
 SmallVector<Value>
 SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
   OpBuilder::InsertionGuard guard(b);
-  int64_t qkPerLane = config.pool.getQKDim() / kWarpSize;
-  int64_t vPerLane = config.pool.getVDim() / kWarpSize;
+  int64_t qkPerLane = config.pool.getFormat().getQKDim() / kWarpSize;
+  int64_t vPerLane = config.pool.getFormat().getVDim() / kWarpSize;
   // Scores in base 2: exp(x * scale) == exp2(x * scale * log2(e)).
   Value scoreScale = f32(static_cast<double>(config.softmaxScale) * M_LOG2E);
   Value negInf = f32(-std::numeric_limits<double>::infinity());
@@ -369,6 +371,16 @@ void SparseAttentionKernelEmitter::emit() {
   rowSource = func.getWorkgroupAttributions()[1];
   rowIndex = func.getWorkgroupAttributions()[2];
 
+  RowFormatAttrInterface format = config.pool.getFormat();
+  // mla_bf16 rows read as bf16 elements straight out of the staged bytes.
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  tileElements = memref::ViewOp::create(
+      b,
+      MemRefType::get({config.tileRows, format.getRowBytes() / 2},
+                      b.getBF16Type(), MemRefLayoutAttrInterface{}, workgroup),
+      tile, index(0), ValueRange{});
+
   tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value blockX = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value blockY = gpu::BlockIdOp::create(b, gpu::Dimension::y);
@@ -387,7 +399,7 @@ void SparseAttentionKernelEmitter::emit() {
       b, b.getI64Type(), memref::DimOp::create(b, host, index(0)));
 
   // This lane's slice of its head's query: elements lane + 32 j.
-  int64_t qkPerLane = config.pool.getQKDim() / kWarpSize;
+  int64_t qkPerLane = format.getQKDim() / kWarpSize;
   for (int64_t j = 0; j < qkPerLane; ++j) {
     Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
     Value q = memref::LoadOp::create(
@@ -395,7 +407,7 @@ void SparseAttentionKernelEmitter::emit() {
     queryRegs.push_back(arith::ExtFOp::create(b, b.getF32Type(), q));
   }
 
-  int64_t vPerLane = config.pool.getVDim() / kWarpSize;
+  int64_t vPerLane = format.getVDim() / kWarpSize;
   SmallVector<Value> init{f32(-std::numeric_limits<double>::infinity()),
                           f32(0.0)};
   init.append(vPerLane, f32(0.0));
@@ -423,8 +435,7 @@ void SparseAttentionKernelEmitter::emit() {
   for (int64_t j = 0; j < vPerLane; ++j) {
     Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
     Value value = arith::MulFOp::create(b, loop.getResult(2 + j), inverse);
-    Value rounded =
-        arith::TruncFOp::create(b, config.pool.getElementType(), value);
+    Value rounded = arith::TruncFOp::create(b, b.getBF16Type(), value);
     memref::StoreOp::create(b, rounded, output,
                             ValueRange{request, position, head, column});
   }
@@ -435,25 +446,29 @@ gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
     OpBuilder &builder, Location loc, StringRef name,
     const SparseAttentionKernelConfig &config) {
   MLIRContext *ctx = builder.getContext();
-  Type element = config.pool.getElementType();
-  int64_t rowElements = config.pool.getRowElements();
+  RowFormatAttrInterface format = config.pool.getFormat();
+  Type bf16 = builder.getBF16Type();
   int64_t B = config.requests, Q = config.positions, H = config.heads,
           K = config.selected;
-  Type tierType = MemRefType::get({ShapedType::kDynamic, rowElements}, element);
+  // Tiers as kernels see them: [tokens, layers, row bytes] of i8.
+  Type tierType = MemRefType::get(
+      {ShapedType::kDynamic, config.pool.getLayers(), format.getRowBytes()},
+      builder.getI8Type());
   SmallVector<Type> arguments{
-      MemRefType::get({B, Q, H, config.pool.getQKDim()}, element),
+      MemRefType::get({B, Q, H, format.getQKDim()}, bf16),
       MemRefType::get({B, Q, K}, builder.getI32Type()),
       MemRefType::get({B, Q, K}, builder.getI32Type()),
       MemRefType::get({B}, builder.getI64Type()),
       MemRefType::get({B}, builder.getI32Type()),
       tierType,
       tierType,
-      MemRefType::get({B, Q, H, config.pool.getVDim()}, element),
+      MemRefType::get({B, Q, H, format.getVDim()}, bf16),
       MemRefType::get({1}, builder.getI32Type())};
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   SmallVector<Type> shared{
-      MemRefType::get({config.tileRows, rowElements}, element,
-                      MemRefLayoutAttrInterface{}, workgroup),
+      MemRefType::get({config.tileRows * format.getRowBytes()},
+                      builder.getI8Type(), MemRefLayoutAttrInterface{},
+                      workgroup),
       MemRefType::get({config.tileRows}, builder.getI32Type(),
                       MemRefLayoutAttrInterface{}, workgroup),
       MemRefType::get({config.tileRows}, builder.getI64Type(),

@@ -19,6 +19,7 @@ struct SparseAttentionKernelConfig {
   int64_t selected = 0;          // K, selected rows per query
   int64_t headsPerBlock = 0;     // warps per CTA, one head each
   int64_t tileRows = 0;          // rows staged in shared memory at a time
+  int64_t layer = 0;             // layer of the pool's group to read
   float softmaxScale = 0.0f;
   KVPoolType pool;
 
@@ -39,7 +40,8 @@ getSparseAttentionKernelConfig(SparseAttentionOp op, int64_t maxHeadsPerBlock,
 /// Builds the kernel `name` for `config` at the builder's insertion point,
 /// which must be inside a gpu.module. Its arguments are, in order: queries,
 /// row_ids, slots, history_start, history_len, the HBM tier and the host tier
-/// (both memref<?xRxT>), output and the step status.
+/// (both memref<?xLxRxi8>: tokens, layers, row bytes), output and the step
+/// status.
 gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc,
                                           StringRef name,
                                           const SparseAttentionKernelConfig &config);

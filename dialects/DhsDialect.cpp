@@ -17,45 +17,47 @@ using namespace mlir::dhs;
 // Row formats
 //===----------------------------------------------------------------------===//
 
-int64_t mlir::dhs::getRowElements(RowFormat format) {
-  switch (format) {
-  case RowFormat::mla_bf16:
-    return 576;
-  }
-  llvm_unreachable("unknown row format");
-}
+#include "dialects/DhsAttrInterfaces.cpp.inc"
 
-int64_t mlir::dhs::getRowBytes(RowFormat format) {
-  switch (format) {
-  case RowFormat::mla_bf16:
-    return 576 * 2;
-  }
-  llvm_unreachable("unknown row format");
-}
+int64_t MlaBf16Attr::getRowBytes() const { return 576 * 2; }
+int64_t MlaBf16Attr::getKVHeads() const { return 1; }
+int64_t MlaBf16Attr::getQKDim() const { return 576; }
+int64_t MlaBf16Attr::getVDim() const { return 512; }
+StringRef MlaBf16Attr::getFormatName() const { return "mla_bf16"; }
 
-int64_t mlir::dhs::getQKDim(RowFormat format) {
-  switch (format) {
-  case RowFormat::mla_bf16:
-    return 576;
-  }
-  llvm_unreachable("unknown row format");
-}
+int64_t MlaFp8Attr::getRowBytes() const { return 512 + 4 * 4 + 64 * 2; }
+int64_t MlaFp8Attr::getKVHeads() const { return 1; }
+int64_t MlaFp8Attr::getQKDim() const { return 576; }
+int64_t MlaFp8Attr::getVDim() const { return 512; }
+StringRef MlaFp8Attr::getFormatName() const { return "mla_fp8"; }
 
-int64_t mlir::dhs::getVDim(RowFormat format) {
-  switch (format) {
-  case RowFormat::mla_bf16:
-    return 512;
-  }
-  llvm_unreachable("unknown row format");
-}
+int64_t V41Fp8Attr::getRowBytes() const { return 512 + 512 / 32; }
+int64_t V41Fp8Attr::getKVHeads() const { return 1; }
+int64_t V41Fp8Attr::getQKDim() const { return 512; }
+int64_t V41Fp8Attr::getVDim() const { return 512; }
+StringRef V41Fp8Attr::getFormatName() const { return "v41_fp8"; }
 
-Type mlir::dhs::getRowElementType(MLIRContext *context, RowFormat format) {
-  switch (format) {
-  case RowFormat::mla_bf16:
-    return BFloat16Type::get(context);
-  }
-  llvm_unreachable("unknown row format");
+LogicalResult GqaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                              int64_t kvHeads, int64_t headDim, Type dtype) {
+  if (kvHeads <= 0)
+    return emitError() << "a GQA row needs at least one KV head, got "
+                       << kvHeads;
+  if (headDim <= 0 || headDim % 32 != 0)
+    return emitError() << "GQA head_dim must be a positive multiple of 32, "
+                          "got "
+                       << headDim;
+  if (!dtype.isBF16() && !dtype.isF16() && !dtype.isF32())
+    return emitError() << "GQA rows hold bf16, f16 or f32, not " << dtype;
+  return success();
 }
+int64_t GqaAttr::getRowBytes() const {
+  return 2 * getKvHeads() * getHeadDim() *
+         (getDtype().getIntOrFloatBitWidth() / 8);
+}
+int64_t GqaAttr::getKVHeads() const { return getKvHeads(); }
+int64_t GqaAttr::getQKDim() const { return getHeadDim(); }
+int64_t GqaAttr::getVDim() const { return getHeadDim(); }
+StringRef GqaAttr::getFormatName() const { return "gqa"; }
 
 //===----------------------------------------------------------------------===//
 // KVPoolType
@@ -80,7 +82,13 @@ static void printCapacity(AsmPrinter &printer, int64_t capacity) {
 
 LogicalResult
 KVPoolType::verify(function_ref<InFlightDiagnostic()> emitError,
-                   RowFormat format, int64_t hbmSlots, int64_t hostRows) {
+                   RowFormatAttrInterface format, int64_t layers,
+                   int64_t hbmSlots, int64_t hostRows) {
+  if (!format)
+    return emitError() << "a KV pool needs a row format";
+  if (layers <= 0)
+    return emitError() << "a layer group has at least one layer, got "
+                       << layers;
   if (!ShapedType::isDynamic(hbmSlots) && hbmSlots <= 0)
     return emitError() << "HBM capacity must be a positive number of slots "
                           "or '?', got "
@@ -92,14 +100,8 @@ KVPoolType::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-int64_t KVPoolType::getRowElements() const {
-  return dhs::getRowElements(getFormat());
-}
-int64_t KVPoolType::getRowBytes() const { return dhs::getRowBytes(getFormat()); }
-int64_t KVPoolType::getQKDim() const { return dhs::getQKDim(getFormat()); }
-int64_t KVPoolType::getVDim() const { return dhs::getVDim(getFormat()); }
-Type KVPoolType::getElementType() const {
-  return getRowElementType(getContext(), getFormat());
+int64_t KVPoolType::getTokenBytes() const {
+  return getLayers() * getFormat().getRowBytes();
 }
 
 int64_t KVPoolType::getCapacity(Tier tier) const {
@@ -107,8 +109,9 @@ int64_t KVPoolType::getCapacity(Tier tier) const {
 }
 
 MemRefType KVPoolType::getTierMemRefType(Tier tier) const {
-  return MemRefType::get({getCapacity(tier), getRowElements()},
-                         getElementType());
+  return MemRefType::get(
+      {getCapacity(tier), getLayers(), getFormat().getRowBytes()},
+      IntegerType::get(getContext(), 8));
 }
 
 #define GET_ATTRDEF_CLASSES

@@ -9,6 +9,7 @@
 
 #include "dialects/DhsDialect.h.inc"
 #include "dialects/DhsEnums.h.inc"
+#include "dialects/DhsAttrInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/DhsAttrs.h.inc"
@@ -18,16 +19,12 @@
 
 namespace mlir::dhs {
 
-/// Elements per row of a row format.
-int64_t getRowElements(RowFormat format);
-/// Bytes per row of a row format.
-int64_t getRowBytes(RowFormat format);
-/// Key (and query) dimension of a row format.
-int64_t getQKDim(RowFormat format);
-/// Value dimension of a row format (values are a row's leading elements).
-int64_t getVDim(RowFormat format);
-/// Element type rows of a format are stored in.
-Type getRowElementType(MLIRContext *context, RowFormat format);
+/// Status bits kernels OR into the step status (see dhs.step_status).
+enum StatusBits : int32_t {
+  kStatusBadRowId = 1,
+  kStatusBadSlot = 2,
+  kStatusBadHostRow = 4,
+};
 
 } // namespace mlir::dhs
 

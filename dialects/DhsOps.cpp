@@ -1,10 +1,11 @@
-//===- DhsOps.cpp - dhs operation verifiers -------------------------------===//
+//===- DhsOps.cpp - dhs operation verifiers and folders -------------------===//
 
 #include "dialects/DhsOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::dhs;
@@ -28,36 +29,115 @@ static LogicalResult checkDim(Operation *op, StringRef operand,
                            << dimToString(expected);
 }
 
-//===----------------------------------------------------------------------===//
-// PoolTierOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult PoolTierOp::verify() {
-  MemRefType expected = getPool().getType().getTierMemRefType(getTier());
-  MemRefType actual = getRows().getType();
-  if (actual.getElementType() != expected.getElementType())
-    return emitOpError() << "rows have element type "
-                         << actual.getElementType() << " but row format "
-                         << stringifyRowFormat(getPool().getType().getFormat())
-                         << " stores " << expected.getElementType();
-  if (!actual.getLayout().isIdentity())
-    return emitOpError() << "rows must have the identity layout";
-  if (actual.getDimSize(1) != expected.getDimSize(1))
-    return emitOpError() << "rows have " << dimToString(actual.getDimSize(1))
-                         << " elements, row format "
-                         << stringifyRowFormat(getPool().getType().getFormat())
-                         << " has " << expected.getDimSize(1);
-  if (actual.getDimSize(0) != expected.getDimSize(0))
-    return emitOpError() << "the " << stringifyTier(getTier())
-                         << " tier holds " << dimToString(expected.getDimSize(0))
-                         << " rows but the result has "
-                         << dimToString(actual.getDimSize(0));
+/// Checks that the trailing [layers, row bytes] of a row buffer match `pool`.
+static LogicalResult checkRowBlock(Operation *op, StringRef operand,
+                                   MemRefType type, KVPoolType pool) {
+  unsigned rank = type.getRank();
+  int64_t layers = type.getDimSize(rank - 2);
+  int64_t bytes = type.getDimSize(rank - 1);
+  RowFormatAttrInterface format = pool.getFormat();
+  if (!ShapedType::isDynamic(bytes) && bytes != format.getRowBytes())
+    return op->emitOpError()
+           << operand << " holds rows of " << bytes << " bytes but row format "
+           << format.getFormatName() << " has " << format.getRowBytes();
+  if (!ShapedType::isDynamic(layers) && layers != pool.getLayers())
+    return op->emitOpError() << operand << " holds " << layers
+                             << " layers per token but the pool's group has "
+                             << pool.getLayers();
   return success();
 }
 
+/// Checks the operands common to both attention ops: queries [B, Q, H, qk],
+/// rows and slots [B, Q, K], output [B, Q, H, v], a layer of the group and a
+/// positive scale.
+static LogicalResult verifyAttention(Operation *op, MemRefType queries,
+                                     MemRefType rows, MemRefType slots,
+                                     MemRefType output, KVPoolType pool,
+                                     int64_t layer, APFloat scaleValue) {
+  RowFormatAttrInterface format = pool.getFormat();
+  StringRef name = format.getFormatName();
+  if (layer >= pool.getLayers())
+    return op->emitOpError() << "layer " << layer
+                             << " is outside the pool's group of "
+                             << pool.getLayers() << " layers";
+  int64_t qkDim = queries.getDimSize(3);
+  if (!ShapedType::isDynamic(qkDim) && qkDim != format.getQKDim())
+    return op->emitOpError() << "queries have " << qkDim
+                             << " dims per head but row format " << name
+                             << " has keys of " << format.getQKDim()
+                             << " dims";
+  int64_t vDim = output.getDimSize(3);
+  if (!ShapedType::isDynamic(vDim) && vDim != format.getVDim())
+    return op->emitOpError() << "output has " << vDim
+                             << " dims per head but row format " << name
+                             << " has values of " << format.getVDim()
+                             << " dims";
+  int64_t heads = queries.getDimSize(2);
+  if (!ShapedType::isDynamic(heads) && heads % format.getKVHeads() != 0)
+    return op->emitOpError() << heads << " query heads cannot share "
+                             << format.getKVHeads() << " KV heads evenly";
+
+  int64_t batch = queries.getDimSize(0);
+  int64_t positions = queries.getDimSize(1);
+  if (failed(checkDim(op, "row_ids", rows, 0, batch, "requests")) ||
+      failed(checkDim(op, "row_ids", rows, 1, positions, "query positions")) ||
+      failed(checkDim(op, "output", output, 0, batch, "requests")) ||
+      failed(checkDim(op, "output", output, 1, positions, "query positions")) ||
+      failed(checkDim(op, "output", output, 2, heads, "heads")))
+    return failure();
+  if (failed(verifyCompatibleShape(slots.getShape(), rows.getShape())))
+    return op->emitOpError() << "slots must have the shape of row_ids: one "
+                                "slot per selected row, got "
+                             << slots << " for " << rows;
+  if (rows.getDimSize(2) == 0)
+    return op->emitOpError() << "selects no rows (K = 0)";
+  for (MemRefType type : {queries, rows, output})
+    if (llvm::is_contained(type.getShape(), 0))
+      return op->emitOpError() << "has an empty operand of type " << type;
+  float scale = scaleValue.convertToFloat();
+  if (!(scale > 0.0f) || std::isinf(scale))
+    return op->emitOpError() << "softmax scale must be a positive finite "
+                                "number, got "
+                             << scale;
+  return success();
+}
+
+/// Query positions of a selection-shaped operand ([B, Q, ...]), if static.
+static std::optional<int64_t> getQueryPositions(Operation *op) {
+  Value rows =
+      TypeSwitch<Operation *, Value>(op)
+          .Case<AttentionOp, SparseAttentionOp>(
+              [](auto op) { return op.getRowIds(); })
+          .Case<TopKOp, ResolveOp, UnionMissingOp>(
+              [](auto op) { return op.getRows(); })
+          .Default([](Operation *) { return Value(); });
+  if (!rows)
+    return std::nullopt;
+  auto type = cast<MemRefType>(rows.getType());
+  if (type.getRank() < 2 || type.isDynamicDim(1))
+    return std::nullopt;
+  return type.getDimSize(1);
+}
+
 //===----------------------------------------------------------------------===//
-// StepStatusOp
+// Tiers and buffers
 //===----------------------------------------------------------------------===//
+
+LogicalResult PoolTierOp::verify() {
+  KVPoolType pool = getPool().getType();
+  MemRefType expected = pool.getTierMemRefType(getTier());
+  MemRefType actual = getRows().getType();
+  if (!actual.getLayout().isIdentity())
+    return emitOpError() << "rows must have the identity layout";
+  if (failed(checkRowBlock(*this, "the result", actual, pool)))
+    return failure();
+  if (actual.getDimSize(0) != expected.getDimSize(0))
+    return emitOpError() << "the " << stringifyTier(getTier())
+                         << " tier holds " << dimToString(expected.getDimSize(0))
+                         << " tokens but the result has "
+                         << dimToString(actual.getDimSize(0));
+  return success();
+}
 
 LogicalResult StepStatusOp::verify() {
   MemRefType type = getStatus().getType();
@@ -68,70 +148,155 @@ LogicalResult StepStatusOp::verify() {
   return success();
 }
 
+LogicalResult ScratchOp::verify() {
+  MemRefType type = getBuffer().getType();
+  if (!type.getLayout().isIdentity())
+    return emitOpError() << "scratch buffers are dense: identity layout only";
+  if (getOffset() && *getOffset() < 0)
+    return emitOpError() << "arena offset must be non-negative, got "
+                         << *getOffset();
+  if (getSlot() && (*getSlot() < 0 || *getSlot() > 1))
+    return emitOpError() << "staging is double-buffered: slot 0 or 1, got "
+                         << *getSlot();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
-// SparseAttentionOp
+// Selection and residency
 //===----------------------------------------------------------------------===//
+
+LogicalResult TopKOp::verify() {
+  MemRefType scores = getScores().getType();
+  MemRefType rows = getRows().getType();
+  if (failed(checkDim(*this, "rows", rows, 0, scores.getDimSize(0),
+                      "requests")) ||
+      failed(checkDim(*this, "rows", rows, 1, scores.getDimSize(1),
+                      "query positions")) ||
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
+                      scores.getDimSize(0), "requests")))
+    return failure();
+  int64_t k = rows.getDimSize(2), n = scores.getDimSize(2);
+  if (k == 0)
+    return emitOpError() << "selects no rows (k = 0)";
+  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(n) && k > n)
+    return emitOpError() << "selects k = " << k << " rows out of " << n
+                         << " scored rows";
+  return success();
+}
+
+LogicalResult ResolveOp::verify() {
+  MemRefType rows = getRows().getType();
+  if (failed(verifyCompatibleShape(getSlots().getType().getShape(),
+                                   rows.getShape())))
+    return emitOpError() << "slots must have the shape of rows, got "
+                         << getSlots().getType() << " for " << rows;
+  if (failed(checkDim(*this, "residency", getResidency().getType(), 0,
+                      rows.getDimSize(0), "requests")) ||
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
+                      rows.getDimSize(0), "requests")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Retrieval
+//===----------------------------------------------------------------------===//
+
+LogicalResult FetchOp::verify() {
+  KVPoolType pool = getPool().getType();
+  MemRefType rows = getRows().getType();
+  MemRefType staging = getStaging().getType();
+  if (rows.getRank() < 2)
+    return emitOpError() << "rows are [requests, ...], got " << rows;
+  if (getSlots() &&
+      failed(verifyCompatibleShape(getSlots().getType().getShape(),
+                                   rows.getShape())))
+    return emitOpError() << "slots must have the shape of rows, got "
+                         << getSlots().getType() << " for " << rows;
+  if (failed(checkRowBlock(*this, "staging", staging, pool)) ||
+      failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0),
+                      "requests")) ||
+      failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0,
+                      rows.getDimSize(0), "requests")) ||
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
+                      rows.getDimSize(0), "requests")))
+    return failure();
+  // One staging row per listed row.
+  if (rows.hasStaticShape()) {
+    int64_t listed = rows.getNumElements() / rows.getDimSize(0);
+    if (failed(checkDim(*this, "staging", staging, 1, listed,
+                        "rows per request")))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult UnionMissingOp::verify() {
+  MemRefType rows = getRows().getType();
+  if (failed(verifyCompatibleShape(getSlots().getType().getShape(),
+                                   rows.getShape())) ||
+      failed(verifyCompatibleShape(getRemap().getType().getShape(),
+                                   rows.getShape())))
+    return emitOpError() << "slots and remap must have the shape of rows "
+                         << rows;
+  MemRefType unionType = getMissing().getType();
+  if (failed(checkDim(*this, "missing", unionType, 0, rows.getDimSize(0),
+                      "requests")))
+    return failure();
+  // Room for the worst case: every selection distinct and missing.
+  if (rows.hasStaticShape() && !unionType.isDynamicDim(1) &&
+      unionType.getDimSize(1) < rows.getDimSize(1) * rows.getDimSize(2))
+    return emitOpError() << "missing has room for " << unionType.getDimSize(1)
+                         << " rows per request but the queries may select "
+                         << rows.getDimSize(1) * rows.getDimSize(2)
+                         << " distinct missing rows";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  KVPoolType pool = getPool().getType();
+  if (failed(verifyAttention(*this, getQueries().getType(),
+                             getRowIds().getType(), getSlots().getType(),
+                             getOutput().getType(), pool, getLayer(),
+                             getSoftmaxScale())))
+    return failure();
+  MemRefType rows = getRowIds().getType();
+  MemRefType staging = getStaging().getType();
+  if (failed(checkRowBlock(*this, "staging", staging, pool)) ||
+      failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0),
+                      "requests")))
+    return failure();
+  if (Value index = getStagingIndex()) {
+    if (failed(verifyCompatibleShape(
+            cast<MemRefType>(index.getType()).getShape(), rows.getShape())))
+      return emitOpError() << "the staging index must have the shape of "
+                              "row_ids, got "
+                           << index.getType() << " for " << rows;
+  } else if (rows.hasStaticShape() &&
+             failed(checkDim(*this, "staging", staging, 1,
+                             rows.getDimSize(1) * rows.getDimSize(2),
+                             "rows per request, one per selection"))) {
+    return failure();
+  }
+  return success();
+}
 
 LogicalResult SparseAttentionOp::verify() {
-  KVPoolType pool = getPool().getType();
-  MemRefType queries = getQueries().getType();
-  MemRefType rows = getRowIds().getType();
-  MemRefType slots = getSlots().getType();
-  MemRefType start = getHistoryStart().getType();
-  MemRefType length = getHistoryLen().getType();
-  MemRefType output = getOutput().getType();
-  Operation *op = getOperation();
-  StringRef format = stringifyRowFormat(pool.getFormat());
-
-  if (queries.getElementType() != pool.getElementType())
-    return emitOpError() << "queries are " << queries.getElementType()
-                         << " but row format " << format << " stores "
-                         << pool.getElementType();
-  if (output.getElementType() != pool.getElementType())
-    return emitOpError() << "output is " << output.getElementType()
-                         << " but row format " << format << " produces "
-                         << pool.getElementType();
-
-  // The query's last dimension is the key dimension of the row format, the
-  // output's the value dimension.
-  int64_t qkDim = queries.getDimSize(3);
-  if (!ShapedType::isDynamic(qkDim) && qkDim != pool.getQKDim())
-    return emitOpError() << "queries have " << qkDim
-                         << " dims per head but row format " << format
-                         << " has keys of " << pool.getQKDim() << " dims";
-  int64_t vDim = output.getDimSize(3);
-  if (!ShapedType::isDynamic(vDim) && vDim != pool.getVDim())
-    return emitOpError() << "output has " << vDim
-                         << " dims per head but row format " << format
-                         << " has values of " << pool.getVDim() << " dims";
-
-  // Batch [B], query positions [Q], heads [H] and selection width [K] agree.
-  int64_t batch = queries.getDimSize(0);
-  int64_t positions = queries.getDimSize(1);
-  int64_t heads = queries.getDimSize(2);
-  if (failed(checkDim(op, "row_ids", rows, 0, batch, "requests")) ||
-      failed(checkDim(op, "row_ids", rows, 1, positions, "query positions")) ||
-      failed(checkDim(op, "output", output, 0, batch, "requests")) ||
-      failed(checkDim(op, "output", output, 1, positions, "query positions")) ||
-      failed(checkDim(op, "output", output, 2, heads, "heads")) ||
-      failed(checkDim(op, "history_start", start, 0, batch, "requests")) ||
-      failed(checkDim(op, "history_len", length, 0, batch, "requests")))
+  if (failed(verifyAttention(*this, getQueries().getType(),
+                             getRowIds().getType(), getSlots().getType(),
+                             getOutput().getType(), getPool().getType(),
+                             getLayer(), getSoftmaxScale())))
     return failure();
-  if (failed(verifyCompatibleShape(slots.getShape(), rows.getShape())))
-    return emitOpError() << "slots must have the shape of row_ids: one slot "
-                            "per selected row, got "
-                         << slots << " for " << rows;
-  if (rows.getDimSize(2) == 0)
-    return emitOpError() << "selects no rows (K = 0)";
-  for (MemRefType type : {queries, rows, slots, output})
-    if (llvm::is_contained(type.getShape(), 0))
-      return emitOpError() << "has an empty operand of type " << type;
-
-  float scale = getSoftmaxScale().convertToFloat();
-  if (!(scale > 0.0f) || std::isinf(scale))
-    return emitOpError() << "softmax scale must be a positive finite number, "
-                            "got "
-                         << scale;
+  int64_t batch = getQueries().getType().getDimSize(0);
+  if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0,
+                      batch, "requests")) ||
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
+                      batch, "requests")))
+    return failure();
   return success();
 }
 
@@ -139,6 +304,130 @@ LogicalResult SparseAttentionOp::fold(FoldAdaptor adaptor,
                                       SmallVectorImpl<OpFoldResult> &results) {
   // Static shapes are what code generation needs; keep them.
   return memref::foldMemRefCast(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// Speculative decoding
+//===----------------------------------------------------------------------===//
+
+LogicalResult VerifyOp::verify() {
+  int64_t expected = getGamma() + 1;
+  for (Operation &op : getBody().front()) {
+    if (isa<VerifyOp, DraftOp>(op))
+      return op.emitOpError() << "cannot nest inside a verify phase";
+    std::optional<int64_t> positions = getQueryPositions(&op);
+    if (positions && *positions != expected)
+      return op.emitOpError()
+             << "in a verify phase of gamma = " << getGamma() << " has "
+             << *positions << " query positions; the phase checks gamma + 1 = "
+             << expected;
+  }
+  return success();
+}
+
+LogicalResult DraftOp::verify() {
+  MemRefType ring = getRing().getType();
+  int64_t window = ring.getDimSize(1);
+  if (!ShapedType::isDynamic(window) && window < getBlock())
+    return emitOpError() << "a draft ring of " << window
+                         << " tokens is smaller than a draft block of "
+                         << getBlock() << " tokens";
+  for (Operation &op : getBody().front()) {
+    if (isa<VerifyOp, DraftOp>(op))
+      return op.emitOpError() << "cannot nest inside a draft phase";
+    Value target = TypeSwitch<Operation *, Value>(&op)
+                       .Case<RingAppendOp>([](auto o) { return o.getRing(); })
+                       .Case<RingReadOp>([](auto o) { return o.getRing(); })
+                       .Default([](Operation *) { return Value(); });
+    if (target && target != getRing())
+      return op.emitOpError() << "uses a ring other than its draft phase's";
+  }
+  return success();
+}
+
+/// Checks a ring op: [B, W, layers, bytes] ring, [B, N, layers, bytes] rows,
+/// positions [B], N <= W.
+static LogicalResult verifyRingAccess(Operation *op, MemRefType ring,
+                                      MemRefType rows, MemRefType positions) {
+  if (failed(checkDim(op, "rows", rows, 0, ring.getDimSize(0), "requests")) ||
+      failed(checkDim(op, "positions", positions, 0, ring.getDimSize(0),
+                      "requests")) ||
+      failed(checkDim(op, "rows", rows, 2, ring.getDimSize(2), "layers")) ||
+      failed(checkDim(op, "rows", rows, 3, ring.getDimSize(3), "row bytes")))
+    return failure();
+  int64_t n = rows.getDimSize(1), window = ring.getDimSize(1);
+  if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(window) &&
+      n > window)
+    return op->emitOpError() << "moves " << n << " rows through a ring of "
+                             << window << " tokens";
+  return success();
+}
+
+LogicalResult RingAppendOp::verify() {
+  return verifyRingAccess(*this, getRing().getType(), getRows().getType(),
+                          getPositions().getType());
+}
+
+LogicalResult RingReadOp::verify() {
+  return verifyRingAccess(*this, getRing().getType(), getRows().getType(),
+                          getPositions().getType());
+}
+
+LogicalResult RingIndexOp::verify() {
+  return checkDim(*this, "slots", getSlots().getType(), 0,
+                  getPositions().getType().getDimSize(0), "requests");
+}
+
+LogicalResult CopyRowsOp::verify() {
+  if (!getSrcIndex() == !getDstIndex())
+    return emitOpError() << "takes exactly one of src_index (gather) and "
+                            "dst_index (scatter)";
+  MemRefType src = getSrc().getType(), dst = getDst().getType();
+  if (failed(checkDim(*this, "dst", dst, 0, src.getDimSize(0), "requests")) ||
+      failed(checkDim(*this, "dst", dst, 2, src.getDimSize(2), "layers")) ||
+      failed(checkDim(*this, "dst", dst, 3, src.getDimSize(3), "row bytes")))
+    return failure();
+  if (Value index = getSrcIndex())
+    return checkDim(*this, "src_index", cast<MemRefType>(index.getType()), 1,
+                    dst.getDimSize(1), "rows");
+  return checkDim(*this, "dst_index",
+                  cast<MemRefType>(getDstIndex().getType()), 1,
+                  src.getDimSize(1), "rows");
+}
+
+LogicalResult AcceptOp::verify() {
+  MemRefType draft = getDraft().getType();
+  MemRefType target = getTarget().getType();
+  int64_t batch = draft.getDimSize(0), gamma = draft.getDimSize(1);
+  if (failed(checkDim(*this, "target", target, 0, batch, "requests")) ||
+      failed(checkDim(*this, "seeds", getSeeds().getType(), 0, batch,
+                      "requests")) ||
+      failed(checkDim(*this, "accepted", getAccepted().getType(), 0, batch,
+                      "requests")) ||
+      failed(checkDim(*this, "next_token", getNextToken().getType(), 0, batch,
+                      "requests")))
+    return failure();
+  if (!ShapedType::isDynamic(gamma) &&
+      failed(checkDim(*this, "target", target, 1, gamma + 1,
+                      "positions: gamma + 1")))
+    return failure();
+  if (failed(checkDim(*this, "step", getStep().getType(), 0, 1, "one word")))
+    return failure();
+  Value q = getDraftProbs();
+  if (getRule() == AcceptRule::rejection_sampling) {
+    if (!q)
+      return emitOpError() << "rejection sampling needs the drafter's "
+                              "probabilities (draft_probs)";
+    MemRefType qType = cast<MemRefType>(q.getType());
+    if (failed(checkDim(*this, "draft_probs", qType, 0, batch, "requests")) ||
+        failed(checkDim(*this, "draft_probs", qType, 1, gamma, "gamma")) ||
+        failed(checkDim(*this, "draft_probs", qType, 2, target.getDimSize(2),
+                        "vocabulary")))
+      return failure();
+  } else if (q) {
+    return emitOpError() << "greedy acceptance does not use draft_probs";
+  }
+  return success();
 }
 
 #define GET_OP_CLASSES

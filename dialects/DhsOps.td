@@ -1,4 +1,11 @@
 //===- DhsOps.td - dhs operations --------------------------*- tablegen -*-===//
+//
+// Ops of one decode step. Data lives in memrefs, written in destination-
+// passing style (`into(...)`); the KV pool is a typed value whose tiers are
+// viewed as byte memrefs; step-local buffers come from `dhs.scratch`, which
+// the plan-staging pass places in the runtime's staging arena.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef DHS_OPS_TD
 #define DHS_OPS_TD
@@ -8,26 +15,30 @@ include "dialects/DhsAttrs.td"
 include "dialects/DhsTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/OpBase.td"
+
+/// Byte memrefs that hold rows: [..., layers, row bytes] x i8.
+def Dhs_RowBytes : MemRefOf<[I8]>;
 
 //===----------------------------------------------------------------------===//
-// Tiers
+// Tiers and buffers
 //===----------------------------------------------------------------------===//
 
 def Dhs_PoolTierOp : Dhs_Op<"pool_tier", [Pure]> {
-  let summary = "The rows of one tier of a KV pool, as a memref";
+  let summary = "The rows of one tier of a KV pool, as a byte memref";
   let description = [{
-    Views one tier of a KV pool as a `[capacity, row elements]` memref: the
-    HBM slots or the host store (a device-mapped pinned buffer that kernels
-    read directly). The dimension is `?` when the pool's capacity is chosen
-    at run time.
+    Views one tier of a KV pool as a `[capacity, layers, row bytes]` memref
+    of i8: the HBM slots or the host store (a device-mapped pinned buffer
+    that kernels read directly). The capacity is `?` when the pool's is.
 
     ```mlir
     %slots = dhs.pool_tier hbm of %pool
-        : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<4096x576xbf16>
+        : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>
+          -> memref<4096x1x1152xi8>
     ```
   }];
   let arguments = (ins Dhs_Tier:$tier, Dhs_KVPoolType:$pool);
-  let results = (outs MemRefRankOf<[AnyType], [2]>:$rows);
+  let results = (outs MemRefRankOf<[I8], [3]>:$rows);
   let assemblyFormat = [{
     $tier `of` $pool attr-dict `:` qualified(type($pool)) `->` type($rows)
   }];
@@ -51,24 +62,223 @@ def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dhs_ScratchOp : Dhs_Op<"scratch", [
+    MemoryEffects<[MemAlloc<DefaultResource>]>]> {
+  let summary = "A step-local buffer in the runtime's staging arena";
+  let description = [{
+    A buffer that lives for part of one step: fetched rows, union lists,
+    index maps. The runtime owns one staging arena per step; the plan-staging
+    pass gives every scratch buffer its `offset` (bytes into the arena) and,
+    for double-buffered staging, its `slot`. The contents on entry are
+    undefined.
+
+    ```mlir
+    %stage = dhs.scratch : memref<4x2048x4x656xi8>
+    %stage = dhs.scratch {offset = 0 : i64, slot = 1 : i64} : memref<...>
+    ```
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<I64Attr>:$slot);
+  let results = (outs AnyStaticShapeMemRef:$buffer);
+  let assemblyFormat = "attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Selection and residency
+//===----------------------------------------------------------------------===//
+
+def Dhs_TopKOp : Dhs_Op<"topk"> {
+  let summary = "Top-k rows of the indexer's scores, causally bounded";
+  let description = [{
+    For each request `b` and query position `q`, writes into `rows[b, q, :]`
+    the ids of the `K` highest-scoring rows among those the query may see:
+    query `q` of `Q` sees rows `[0, history_len[b] - (Q - 1 - q))` (the last
+    position sees the whole history). Scores are the lightning indexer's
+    output, one per history row. Ties go to the lower row id; slots past the
+    valid rows hold -1. Ids come out in descending score order.
+
+    ```mlir
+    dhs.topk scores(%s : memref<4x1x8192xf32>) history(%len : memref<4xi32>)
+        into(%rows : memref<4x1x2048xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[F32], [3]>, "indexer scores [B, Q, N]", [MemRead]>:$scores,
+    Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
+    Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemWrite]>:$rows
+  );
+  let assemblyFormat = [{
+    `scores` `(` $scores `:` type($scores) `)`
+    `history` `(` $history_len `:` type($history_len) `)`
+    `into` `(` $rows `:` type($rows) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_ResolveOp : Dhs_Op<"resolve"> {
+  let summary = "Map selected row ids to resident HBM slots, or -1";
+  let description = [{
+    `slots[b, q, k] = residency[b, rows[b, q, k]]`: the HBM slot that holds
+    the row, or -1 when the row is only on the host (and -1 for absent rows).
+    `residency` is the runtime's per-request row-to-slot table, which it
+    updates every step from the load. Row ids outside `[0, history_len[b])`
+    are reported through the step status.
+
+    ```mlir
+    dhs.resolve rows(%rows : memref<4x1x2048xi32>)
+        residency(%map : memref<4x131072xi32>) history(%len : memref<4xi32>)
+        into(%slots : memref<4x1x2048xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$rows,
+    Arg<MemRefRankOf<[I32], [2]>, "row -> slot per request [B, H]", [MemRead]>:$residency,
+    Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
+    Arg<MemRefRankOf<[I32], [3]>, "slot per selected row [B, Q, K]", [MemWrite]>:$slots
+  );
+  let assemblyFormat = [{
+    `rows` `(` $rows `:` type($rows) `)`
+    `residency` `(` $residency `:` type($residency) `)`
+    `history` `(` $history_len `:` type($history_len) `)`
+    `into` `(` $slots `:` type($slots) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Retrieval
+//===----------------------------------------------------------------------===//
+
+def Dhs_FetchOp : Dhs_Op<"fetch"> {
+  let summary = "Copy the missing selected rows of a layer group into staging";
+  let description = [{
+    For every listed row `rows[b, i...]` that is not resident (its slot is -1,
+    or every listed row when `slots` is absent), copies the token's rows for
+    all layers of the group from the host store into `staging[b, i]`, where
+    `i` is the flattened position in the list. Resident and absent (-1)
+    entries leave their staging rows untouched. One fetch serves every layer
+    of the group: it is the group's miss plan.
+
+    ```mlir
+    dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+        rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>)
+        into(%stage : memref<4x4096x4x656xi8>)
+    ```
+  }];
+  let arguments = (ins
+    Dhs_KVPoolType:$pool,
+    Arg<MemRefOf<[I32]>, "row ids [B, ...]", [MemRead]>:$rows,
+    Arg<Optional<MemRefOf<[I32]>>, "slots, shaped like rows", [MemRead]>:$slots,
+    Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
+    Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
+    Arg<MemRefRankOf<[I8], [4]>, "staging [B, N, layers, row bytes]", [MemWrite]>:$staging
+  );
+  let assemblyFormat = [{
+    `pool` `(` $pool `:` qualified(type($pool)) `)`
+    `rows` `(` $rows `:` type($rows) `)`
+    (`slots` `(` $slots^ `:` type($slots) `)`)?
+    `history` `(` $history_start `,` $history_len `:`
+        type($history_start) `,` type($history_len) `)`
+    `into` `(` $staging `:` type($staging) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_UnionMissingOp : Dhs_Op<"union_missing"> {
+  let summary = "Distinct missing rows of a request's queries, and a remap";
+  let description = [{
+    For each request, the distinct row ids that some query position selected
+    and that are not resident (slot -1), in order of first appearance, into
+    `union[b, :]` (padded with -1); and for each selection its position in
+    that list (`remap[b, q, k]`, -1 for resident or absent rows). A row that
+    several verify positions select is listed once.
+
+    ```mlir
+    dhs.union_missing rows(%rows : memref<4x5x2048xi32>)
+        slots(%slots : memref<4x5x2048xi32>)
+        into(%union, %remap : memref<4x10240xi32>, memref<4x5x2048xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I32], [3]>, "row ids [B, Q, K]", [MemRead]>:$rows,
+    Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K]", [MemRead]>:$slots,
+    Arg<MemRefRankOf<[I32], [2]>, "distinct missing rows [B, Q*K]", [MemWrite]>:$missing,
+    Arg<MemRefRankOf<[I32], [3]>, "position in union [B, Q, K]", [MemWrite]>:$remap
+  );
+  let assemblyFormat = [{
+    `rows` `(` $rows `:` type($rows) `)`
+    `slots` `(` $slots `:` type($slots) `)`
+    `into` `(` $missing `,` $remap `:` type($missing) `,` type($remap) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 
+def Dhs_AttentionOp : Dhs_Op<"attention"> {
+  let summary = "Exact sparse attention over resident and staged rows";
+  let description = [{
+    Attention of layer `layer` of the pool's group for each request, query
+    position and head over the selected rows (-1 = none): a row with a slot
+    is read from HBM, any other from `staging[b, i]` where `i` is
+    `index[b, q, k]` when an index is given, else the flattened position
+    `q * K + k` (staging filled by a `dhs.fetch` of the same rows).
+    Keys and values come out of the row format (dequantized for FP8); the
+    math is that of `dhs.sparse_attention`.
+
+    ```mlir
+    dhs.attention queries(%q : memref<4x2x64x576xbf16>)
+        rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+        staging(%stage : memref<4x4096x4x656xi8>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+        layer = 2 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[BF16], [4]>, "queries [B, Q, H, qk_dim]", [MemRead]>:$queries,
+    Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$row_ids,
+    Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K]", [MemRead]>:$slots,
+    Arg<MemRefRankOf<[I8], [4]>, "staged rows [B, N, layers, row bytes]", [MemRead]>:$staging,
+    Arg<Optional<MemRefRankOf<[I32], [3]>>, "staging index [B, Q, K]", [MemRead]>:$staging_index,
+    Dhs_KVPoolType:$pool,
+    Arg<MemRefRankOf<[BF16], [4]>, "output [B, Q, H, v_dim]", [MemWrite]>:$output,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
+    F32Attr:$softmax_scale
+  );
+  let assemblyFormat = [{
+    `queries` `(` $queries `:` type($queries) `)`
+    `rows` `(` $row_ids `:` type($row_ids) `)`
+    `slots` `(` $slots `:` type($slots) `)`
+    `staging` `(` $staging `:` type($staging) `)`
+    (`index` `(` $staging_index^ `:` type($staging_index) `)`)?
+    `pool` `(` $pool `:` qualified(type($pool)) `)`
+    `layer` `=` $layer
+    `output` `(` $output `:` type($output) `)`
+    `scale` `=` $softmax_scale attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
-  let summary = "Exact attention over selected KV rows, resident or on the host";
+  let summary = "Exact attention with fused retrieval of missing rows";
   let description = [{
     For each request `b`, query position `q` and head `h`, attends over the
     rows selected by `row_ids[b, q, :]` (top-k indices into the request's
-    history; -1 = no row) with MLA-absorbed attention: keys are whole rows
-    (`qk_dim` elements), values the first `v_dim` elements of the same rows.
+    history; -1 = no row) of layer `layer` of the pool's group: keys are
+    whole rows (`qk_dim` elements), values the first `v_dim` elements (MLA
+    in absorbed form; FP8 formats dequantized).
 
     Each selected row is read from HBM slot `slots[b, q, k]` when that is
-    >= 0, otherwise from the host store at `history_start[b] + row`. Both
-    copies hold the same bytes, so the result does not depend on residency:
+    >= 0, otherwise directly from the host store at `history_start[b] + row`
+    (retrieval fused into the kernel). Both copies hold the same bytes, so
+    the result does not depend on residency:
 
-        s_k = softmax_scale * dot(queries[b, q, h, :], row_k)
-        output[b, q, h, :] = sum_k softmax(s)_k * row_k[0 : v_dim]
+        s_k = softmax_scale * dot(queries[b, q, h, :], key_k)
+        output[b, q, h, :] = sum_k softmax(s)_k * value_k
 
     A row id outside `[0, history_len[b])`, a slot outside the HBM tier or a
     host row outside the store is an error reported through the step status,
@@ -78,8 +288,8 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
     dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
         rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
         history(%start, %len : memref<4xi64>, memref<4xi32>)
-        pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>)
-        output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+        pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>)
+        layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
     ```
   }];
   let arguments = (ins
@@ -90,6 +300,7 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
     Arg<MemRefRankOf<[I32], [1]>, "history length of each request [B]", [MemRead]>:$history_len,
     Dhs_KVPoolType:$pool,
     Arg<MemRefRankOf<[BF16], [4]>, "attention output [B, Q, H, v_dim]", [MemWrite]>:$output,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
     F32Attr:$softmax_scale
   );
   let assemblyFormat = [{
@@ -99,12 +310,213 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
     `history` `(` $history_start `,` $history_len `:`
         type($history_start) `,` type($history_len) `)`
     `pool` `(` $pool `:` qualified(type($pool)) `)`
+    `layer` `=` $layer
     `output` `(` $output `:` type($output) `)`
     `scale` `=` $softmax_scale attr-dict
   }];
   let hasVerifier = 1;
   // Folds memref.cast producers that only erase static shape information.
   let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Speculative decoding: phases, draft ring, acceptance
+//===----------------------------------------------------------------------===//
+
+def Dhs_VerifyOp : Dhs_Op<"verify", [NoTerminator, SingleBlock,
+                                      RecursiveMemoryEffects]> {
+  let summary = "The verify phase: gamma + 1 query positions per request";
+  let description = [{
+    The target model checks `gamma` drafted tokens in one step: every
+    selection and attention op inside works on `gamma + 1` query positions
+    per request (the last accepted token and the drafts). Passes use the
+    phase to share retrieval across those positions.
+
+    ```mlir
+    dhs.verify gamma = 4 {
+      dhs.fetch ... rows(%rows : memref<4x5x2048xi32>) ...
+      dhs.attention queries(%q : memref<4x5x64x576xbf16>) ...
+    }
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$gamma);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "`gamma` `=` $gamma attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def Dhs_DraftOp : Dhs_Op<"draft", [NoTerminator, SingleBlock,
+                                    RecursiveMemoryEffects]> {
+  let summary = "The draft phase, with the drafter's KV in a bounded ring";
+  let description = [{
+    The drafter proposes `block` tokens per request. Its KV lives in a ring of
+    `window` tokens per request (`ring`: [B, window, layers, row bytes]),
+    never in the target's pools, so drafting neither grows memory with the
+    sequence nor pollutes the target's residency. Ring ops inside name this
+    ring.
+
+    ```mlir
+    dhs.draft ring(%ring : memref<4x128x1x1152xi8>) block = 5 {
+      dhs.ring_append ...
+    }
+    ```
+  }];
+  let arguments = (ins Arg<MemRefRankOf<[I8], [4]>, "draft KV ring">:$ring,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$block);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `ring` `(` $ring `:` type($ring) `)` `block` `=` $block
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_RingAppendOp : Dhs_Op<"ring_append"> {
+  let summary = "Append draft KV rows to a request's ring";
+  let description = [{
+    `ring[b, (positions[b] + i) mod W] = rows[b, i]` for each of the `N`
+    new rows: the logical positions `positions[b] .. positions[b] + N - 1`
+    land in the ring modulo its window `W`. Needs `N <= W`.
+
+    ```mlir
+    dhs.ring_append rows(%kv : memref<4x5x1x1152xi8>)
+        positions(%pos : memref<4xi32>) into(%ring : memref<4x128x1x1152xi8>)
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I8], [4]>, "new rows [B, N, layers, bytes]", [MemRead]>:$rows,
+    Arg<MemRefRankOf<[I32], [1]>, "first logical position [B]", [MemRead]>:$positions,
+    Arg<MemRefRankOf<[I8], [4]>, "ring [B, W, layers, bytes]", [MemRead, MemWrite]>:$ring
+  );
+  let assemblyFormat = [{
+    `rows` `(` $rows `:` type($rows) `)`
+    `positions` `(` $positions `:` type($positions) `)`
+    `into` `(` $ring `:` type($ring) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_RingReadOp : Dhs_Op<"ring_read"> {
+  let summary = "Read the newest rows of a request's draft ring";
+  let description = [{
+    `rows[b, i] = ring[b, (positions[b] - N + i) mod W]`: the `N` rows at
+    logical positions `positions[b] - N .. positions[b] - 1`, oldest first.
+    Needs `N <= W` (older positions have been overwritten).
+
+    ```mlir
+    dhs.ring_read ring(%ring : memref<4x128x1x1152xi8>)
+        positions(%pos : memref<4xi32>) into(%kv : memref<4x128x1x1152xi8>)
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I8], [4]>, "ring [B, W, layers, bytes]", [MemRead]>:$ring,
+    Arg<MemRefRankOf<[I32], [1]>, "end position (exclusive) [B]", [MemRead]>:$positions,
+    Arg<MemRefRankOf<[I8], [4]>, "rows read [B, N, layers, bytes]", [MemWrite]>:$rows
+  );
+  let assemblyFormat = [{
+    `ring` `(` $ring `:` type($ring) `)`
+    `positions` `(` $positions `:` type($positions) `)`
+    `into` `(` $rows `:` type($rows) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_RingIndexOp : Dhs_Op<"ring_index"> {
+  let summary = "Ring slots of consecutive logical positions";
+  let description = [{
+    `slots[b, i] = (positions[b] + offset + i) mod window`, non-negative: the
+    index arithmetic the draft-ring pass gives ring appends (`offset` = 0)
+    and reads (`offset` = -N).
+
+    ```mlir
+    dhs.ring_index positions(%pos : memref<4xi32>) offset = -5 window = 128
+        into(%slots : memref<4x5xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I32], [1]>, "logical positions [B]", [MemRead]>:$positions,
+    I64Attr:$offset,
+    ConfinedAttr<I64Attr, [IntPositive]>:$window,
+    Arg<MemRefRankOf<[I32], [2]>, "ring slots [B, N]", [MemWrite]>:$slots
+  );
+  let assemblyFormat = [{
+    `positions` `(` $positions `:` type($positions) `)`
+    `offset` `=` $offset `window` `=` $window
+    `into` `(` $slots `:` type($slots) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_CopyRowsOp : Dhs_Op<"copy_rows", [AttrSizedOperandSegments]> {
+  let summary = "Move whole rows between row buffers by index";
+  let description = [{
+    For each request `b` and `i`: `dst[b, dst_index[b, i]] = src[b, i]` when
+    `dst_index` is given (a scatter), or `dst[b, i] = src[b, src_index[b, i]]`
+    when `src_index` is (a gather). Exactly one index is given. Rows are
+    `[layers, row bytes]` byte blocks.
+
+    ```mlir
+    dhs.copy_rows src(%kv : memref<4x5x1x1152xi8>)
+        dst(%ring : memref<4x128x1x1152xi8>) dst_index(%slots : memref<4x5xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I8], [4]>, "source rows [B, N, layers, bytes]", [MemRead]>:$src,
+    Arg<MemRefRankOf<[I8], [4]>, "destination rows [B, M, layers, bytes]", [MemWrite]>:$dst,
+    Arg<Optional<MemRefRankOf<[I32], [2]>>, "gather index [B, M]", [MemRead]>:$src_index,
+    Arg<Optional<MemRefRankOf<[I32], [2]>>, "scatter index [B, N]", [MemRead]>:$dst_index
+  );
+  let assemblyFormat = [{
+    `src` `(` $src `:` type($src) `)` `dst` `(` $dst `:` type($dst) `)`
+    (`src_index` `(` $src_index^ `:` type($src_index) `)`)?
+    (`dst_index` `(` $dst_index^ `:` type($dst_index) `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_AcceptOp : Dhs_Op<"accept"> {
+  let summary = "Accept a prefix of the drafted tokens by the drafter's rule";
+  let description = [{
+    For each request: `draft[b, 0 .. gamma-1]` are the drafted tokens and
+    `target[b, 0 .. gamma]` the target model's distributions at the
+    `gamma + 1` verified positions (probabilities over the vocabulary).
+    `greedy` accepts while `argmax target[b, i] == draft[b, i]`;
+    `rejection_sampling` accepts token `i` with probability
+    `min(1, p_i(x) / q_i(x))` (`q` = `draft_probs`) and at the first
+    rejection samples from `norm(max(0, p - q))`; after `gamma` acceptances
+    it samples the bonus token from `target[b, gamma]`. Writes the number of
+    accepted drafts and the next token. Random numbers come from a
+    counter-based generator keyed by (`seeds[b]`, `step`, position), so a run
+    is reproducible.
+
+    ```mlir
+    dhs.accept rejection_sampling draft(%tok : memref<4x4xi32>)
+        target(%p : memref<4x5x32000xf32>) draft_probs(%q : memref<4x4x32000xf32>)
+        seeds(%seed : memref<4xi64>) step(%step : memref<1xi64>)
+        into(%n, %next : memref<4xi32>, memref<4xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Dhs_AcceptRule:$rule,
+    Arg<MemRefRankOf<[I32], [2]>, "drafted tokens [B, gamma]", [MemRead]>:$draft,
+    Arg<MemRefRankOf<[F32], [3]>, "target probabilities [B, gamma+1, V]", [MemRead]>:$target,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "draft probabilities [B, gamma, V]", [MemRead]>:$draft_probs,
+    Arg<MemRefRankOf<[I64], [1]>, "per-request seed [B]", [MemRead]>:$seeds,
+    Arg<MemRefRankOf<[I64], [1]>, "step counter [1]", [MemRead]>:$step,
+    Arg<MemRefRankOf<[I32], [1]>, "accepted drafts [B]", [MemWrite]>:$accepted,
+    Arg<MemRefRankOf<[I32], [1]>, "next token [B]", [MemWrite]>:$next_token
+  );
+  let assemblyFormat = [{
+    $rule `draft` `(` $draft `:` type($draft) `)`
+    `target` `(` $target `:` type($target) `)`
+    (`draft_probs` `(` $draft_probs^ `:` type($draft_probs) `)`)?
+    `seeds` `(` $seeds `:` type($seeds) `)`
+    `step` `(` $step `:` type($step) `)`
+    `into` `(` $accepted `,` $next_token `:` type($accepted) `,`
+        type($next_token) `)` attr-dict
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // DHS_OPS_TD

@@ -9,41 +9,40 @@ include "mlir/IR/AttrTypeBase.td"
 
 def Dhs_KVPoolType : TypeDef<Dhs_Dialect, "KVPool"> {
   let mnemonic = "kv_pool";
-  let summary = "A two-tier KV pool: HBM slots plus a pinned host store";
+  let summary = "The KV rows of one layer group in two tiers";
   let description = [{
-    One layer's KV rows in two tiers. The host store holds every row of every
-    request (the backing store, `host` rows); HBM holds `hbm` slots, each a
-    copy of some host row. Capacities are row counts, `?` when the runtime
-    chooses them. All rows share one row format.
+    The KV rows of a layer group (`layers` layers that share one selection,
+    as with IndexShare; 1 for models without it) in two tiers. The host
+    store holds every row of every request (the backing store, `host`
+    tokens); HBM holds `hbm` slots, each a copy of one token's rows for all
+    layers of the group. A token's rows for the group are stored together in
+    both tiers (`layers * row bytes` per token), so one fetch serves every
+    layer of the group. Capacities are token counts, `?` when the runtime
+    chooses them.
 
     ```mlir
-    !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>
+    !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>
     ```
   }];
   let parameters = (ins
-    EnumParameter<Dhs_RowFormat>:$format,
+    "RowFormatAttrInterface":$format,
+    "int64_t":$layers,
     "int64_t":$hbmSlots,
     "int64_t":$hostRows
   );
   let assemblyFormat = [{
-    `<` $format `,` `hbm` `=` custom<Capacity>($hbmSlots) `,`
+    `<` $format `,` `layers` `=` $layers `,`
+        `hbm` `=` custom<Capacity>($hbmSlots) `,`
         `host` `=` custom<Capacity>($hostRows) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// Number of elements in one row.
-    int64_t getRowElements() const;
-    /// Bytes in one row.
-    int64_t getRowBytes() const;
-    /// Key (and query) dimension of the row format.
-    int64_t getQKDim() const;
-    /// Value dimension: values are the first `getVDim()` elements of a row.
-    int64_t getVDim() const;
-    /// Element type rows are stored in.
-    ::mlir::Type getElementType() const;
+    /// Bytes of one token of the group in either tier.
+    int64_t getTokenBytes() const;
     /// Row capacity of a tier (ShapedType::kDynamic when chosen at run time).
     int64_t getCapacity(Tier tier) const;
-    /// The memref type through which kernels see one tier.
+    /// The memref through which kernels see a tier:
+    /// [capacity, layers, row bytes] x i8.
     ::mlir::MemRefType getTierMemRefType(Tier tier) const;
   }];
 }

@@ -8,12 +8,12 @@ func.func @step(%queries: memref<4x1x16x576xbf16>,
                 %slots: memref<4x1x256xi32>,
                 %history_start: memref<4xi64>,
                 %history_len: memref<4xi32>,
-                %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>,
+                %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>,
                 %out: memref<4x1x16x512xbf16>) {
   dhs.sparse_attention queries(%queries : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%history_start, %history_len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }

@@ -9,12 +9,12 @@ func.func @step(%queries: memref<16x2x64x576xbf16>,
                 %slots: memref<16x2x2048xi32>,
                 %history_start: memref<16xi64>,
                 %history_len: memref<16xi32>,
-                %pool: !dhs.kv_pool<mla_bf16, hbm = 65536, host = ?>,
+                %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 65536, host = ?>,
                 %out: memref<16x2x64x512xbf16>) {
   dhs.sparse_attention queries(%queries : memref<16x2x64x576xbf16>)
       rows(%rows : memref<16x2x2048xi32>) slots(%slots : memref<16x2x2048xi32>)
       history(%history_start, %history_len : memref<16xi64>, memref<16xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 65536, host = ?>)
-      output(%out : memref<16x2x64x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 65536, host = ?>)
+      layer = 0 output(%out : memref<16x2x64x512xbf16>) scale = 0.0416666679
   return
 }

@@ -28,6 +28,8 @@ const char *dtypeName(DType type) {
     return "i32";
   case DType::I64:
     return "i64";
+  case DType::I8:
+    return "i8";
   }
   return "?";
 }
@@ -40,6 +42,8 @@ std::size_t dtypeSize(DType type) {
     return 4;
   case DType::I64:
     return 8;
+  case DType::I8:
+    return 1;
   }
   return 0;
 }
@@ -51,6 +55,8 @@ std::optional<DType> parseDType(const std::string &name) {
     return DType::I32;
   if (name == "i64")
     return DType::I64;
+  if (name == "i8")
+    return DType::I8;
   return std::nullopt;
 }
 
@@ -376,8 +382,8 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   arg.isPool = *role == ArgumentRole::KvPool;
   if (arg.isPool)
     checkKeys(value, field,
-              {"index", "role", "kind", "format", "row_bytes", "row_elems",
-               "qk_dim", "v_dim", "hbm_slots", "host_rows"});
+              {"index", "role", "kind", "format", "layers", "row_bytes",
+               "row_elems", "qk_dim", "v_dim", "hbm_slots", "host_rows"});
   else
     checkKeys(value, field, {"index", "role", "kind", "dtype", "shape"});
 
@@ -418,6 +424,11 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   pool.elementType = DType::BF16;
   pool.rowBytes = getInt(value, "row_bytes", field);
   pool.rowElems = getInt(value, "row_elems", field);
+  pool.layers = getInt(value, "layers", field);
+  if (pool.layers != 1)
+    fail(field + ".layers", "is " + std::to_string(pool.layers) +
+                                ": this runtime runs pools of one layer per "
+                                "group only");
   pool.qkDim = getInt(value, "qk_dim", field);
   pool.vDim = getInt(value, "v_dim", field);
   pool.hbmSlots = getInt(value, "hbm_slots", field);
@@ -574,28 +585,30 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     return param;
   }
 
-  // pool_hbm / pool_host: [rows, row_elems] of the pool's element type.
+  // pool_hbm / pool_host: [tokens, layers, row_bytes] of i8.
   if (!arg.isPool)
     fail(field + ".index", argText + " is not a kv_pool argument (source '" +
                                sourceText + "' needs one)");
   const KvPoolInfo &pool = arg.pool;
-  if (param.dtype != pool.elementType)
+  if (param.dtype != DType::I8)
     fail(field + ".dtype", std::string(dtypeName(param.dtype)) +
-                               " does not match the pool's element type " +
-                               dtypeName(pool.elementType));
+                               ": pool tiers are passed as bytes (i8)");
   std::int64_t fixed =
       param.source == ParamSource::PoolHbm ? pool.hbmSlots : pool.hostRows;
   const char *countKey =
       param.source == ParamSource::PoolHbm ? "hbm_slots" : "host_rows";
-  bool ok = param.shape.size() == 2 && param.shape[1] == pool.rowElems &&
+  bool ok = param.shape.size() == 3 && param.shape[1] == pool.layers &&
+            param.shape[2] == pool.rowBytes &&
             (param.shape[0] == -1 || (fixed != -1 && param.shape[0] == fixed));
   if (!ok)
     fail(field + ".shape",
          formatShape(param.shape) + " does not match the pool's [" +
              (fixed == -1 ? std::string("-1") : std::to_string(fixed)) + "," +
-             std::to_string(pool.rowElems) + "] (" + countKey + " " +
-             std::to_string(fixed) + ", row_elems " +
-             std::to_string(pool.rowElems) + ")");
+             std::to_string(pool.layers) + "," +
+             std::to_string(pool.rowBytes) + "] (" + countKey + " " +
+             std::to_string(fixed) + ", layers " +
+             std::to_string(pool.layers) + ", row_bytes " +
+             std::to_string(pool.rowBytes) + ")");
   return param;
 }
 
@@ -603,8 +616,8 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
                            const Manifest &manifest) {
   std::string field = "launches[" + std::to_string(position) + "]";
   checkKeys(value, field,
-            {"kernel", "ptx", "op", "softmax_scale", "grid", "block",
-             "dynamic_shared_bytes", "params"});
+            {"kernel", "ptx", "op", "softmax_scale", "layer", "grid",
+             "block", "dynamic_shared_bytes", "params"});
   Launch launch;
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))
@@ -618,6 +631,11 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
       scale > std::numeric_limits<float>::max())
     fail(field + ".softmax_scale", "must be a positive finite f32");
   launch.softmaxScale = static_cast<float>(scale);
+  std::int64_t layer = getInt(value, "layer", field);
+  if (layer != 0)
+    fail(field + ".layer", "is " + std::to_string(layer) +
+                               ": pools of one layer have only layer 0");
+  launch.layer = static_cast<int>(layer);
 
   // Grid and block: three positive dimensions within CUDA's limits.
   std::vector<std::int64_t> grid = getIntArray(value, "grid", field);

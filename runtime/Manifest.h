@@ -33,9 +33,9 @@ inline constexpr int kManifestVersion = 1;
 inline constexpr const char *kManifestFileName = "manifest.json";
 
 /// Element types that may appear in a manifest.
-enum class DType { BF16, I32, I64 };
+enum class DType { BF16, I32, I64, I8 };
 
-/// Returns the manifest spelling of a dtype ("bf16", "i32", "i64").
+/// Returns the manifest spelling of a dtype ("bf16", "i32", "i64", "i8").
 const char *dtypeName(DType type);
 /// Returns the size of one element in bytes.
 std::size_t dtypeSize(DType type);
@@ -59,8 +59,8 @@ const char *roleName(ArgumentRole role);
 /// Where a kernel parameter's memory comes from.
 enum class ParamSource {
   Argument, ///< a memref argument of the step
-  PoolHbm,  ///< the KV pool's HBM slots [hbm_slots, row_elems]
-  PoolHost, ///< the KV pool's host store [host_rows, row_elems], zero-copy
+  PoolHbm,  ///< the KV pool's HBM slots [hbm_slots, layers, row_bytes] x i8
+  PoolHost, ///< the host store [host_rows, layers, row_bytes] x i8, zero-copy
   Status,   ///< the step's device status word, i32 [1]
 };
 
@@ -84,6 +84,7 @@ struct KvPoolInfo {
   DType elementType;        ///< element type of a row (bf16 for mla_bf16)
   std::int64_t rowBytes;    ///< bytes per row (1152 for mla_bf16)
   std::int64_t rowElems;    ///< elements per row (576)
+  std::int64_t layers;      ///< layers per token in the pool's group (1 today)
   std::int64_t qkDim;       ///< dims used for scores (576)
   std::int64_t vDim;        ///< leading dims used as values (512)
   std::int64_t hbmSlots;    ///< fixed HBM slot count, or -1 = chosen at run time
@@ -119,6 +120,7 @@ struct Launch {
   bool ptxPresent = false;         ///< the file exists (and was validated)
   std::string op;                  ///< operation ("sparse_attention")
   float softmaxScale = 0.0f;       ///< sparse_attention attribute
+  int layer = 0;                   ///< layer of the pool's group it reads
   std::array<unsigned, 3> grid{};  ///< grid dimensions
   std::array<unsigned, 3> block{}; ///< block dimensions
   unsigned dynamicSharedBytes = 0; ///< dynamic shared memory per block

@@ -2,12 +2,12 @@
 
 func.func @dynamic_batch(%q: memref<?x1x16x576xbf16>, %rows: memref<?x1x64xi32>,
     %slots: memref<?x1x64xi32>, %start: memref<?xi64>, %len: memref<?xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = ?, host = ?>, %out: memref<?x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = ?, host = ?>, %out: memref<?x1x16x512xbf16>) {
   // expected-error @below {{needs static shapes to generate a kernel, operand has type 'memref<?x1x16x576xbf16>'}}
   dhs.sparse_attention queries(%q : memref<?x1x16x576xbf16>)
       rows(%rows : memref<?x1x64xi32>) slots(%slots : memref<?x1x64xi32>)
       history(%start, %len : memref<?xi64>, memref<?xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = ?, host = ?>)
-      output(%out : memref<?x1x16x512xbf16>) scale = 1.0
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = ?, host = ?>)
+      layer = 0 output(%out : memref<?x1x16x512xbf16>) scale = 1.0
   return
 }

@@ -5,26 +5,28 @@
 
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: (%[[Q:.*]]: memref<2x2x32x576xbf16>, %[[ROWS:.*]]: memref<2x2x40xi32>, %[[SLOTS:.*]]: memref<2x2x40xi32>, %[[START:.*]]: memref<2xi64>, %[[LEN:.*]]: memref<2xi32>, %[[POOL:.*]]: !dhs.kv_pool<mla_bf16, hbm = 1024, host = ?>, %[[OUT:.*]]: memref<2x2x32x512xbf16>)
+// CHECK-SAME: (%[[Q:.*]]: memref<2x2x32x576xbf16>, %[[ROWS:.*]]: memref<2x2x40xi32>, %[[SLOTS:.*]]: memref<2x2x40xi32>, %[[START:.*]]: memref<2xi64>, %[[LEN:.*]]: memref<2xi32>, %[[POOL:.*]]: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 1024, host = ?>, %[[OUT:.*]]: memref<2x2x32x512xbf16>)
 // CHECK-DAG: %[[C512:.*]] = arith.constant 512 : index
 // CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
 // CHECK-DAG: %[[C2:.*]] = arith.constant 2 : index
 // CHECK-DAG: %[[C1:.*]] = arith.constant 1 : index
 // CHECK-DAG: %[[STATUS:.*]] = dhs.step_status : memref<1xi32>
-// CHECK-DAG: %[[HOST:.*]] = dhs.pool_tier host of %[[POOL]] : !dhs.kv_pool<mla_bf16, hbm = 1024, host = ?> -> memref<?x576xbf16>
-// CHECK-DAG: %[[HBM:.*]] = dhs.pool_tier hbm of %[[POOL]] : !dhs.kv_pool<mla_bf16, hbm = 1024, host = ?> -> memref<1024x576xbf16>
-// CHECK-DAG: %[[HBMDYN:.*]] = memref.cast %[[HBM]] : memref<1024x576xbf16> to memref<?x576xbf16>
+// CHECK-DAG: %[[HOST:.*]] = dhs.pool_tier host of %[[POOL]] : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 1024, host = ?> -> memref<?x1x1152xi8>
+// CHECK-DAG: %[[HBM:.*]] = dhs.pool_tier hbm of %[[POOL]] : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 1024, host = ?> -> memref<1024x1x1152xi8>
+// CHECK-DAG: %[[HBMDYN:.*]] = memref.cast %[[HBM]] : memref<1024x1x1152xi8> to memref<?x1x1152xi8>
 // CHECK: gpu.launch_func @sparse_attention::@sparse_attention
 // CHECK-SAME: blocks in (%[[C4]], %[[C2]], %[[C1]]) threads in (%[[C512]], %[[C1]], %[[C1]])
-// CHECK-SAME: args(%[[Q]] : memref<2x2x32x576xbf16>, %[[ROWS]] : memref<2x2x40xi32>, %[[SLOTS]] : memref<2x2x40xi32>, %[[START]] : memref<2xi64>, %[[LEN]] : memref<2xi32>, %[[HBMDYN]] : memref<?x576xbf16>, %[[HOST]] : memref<?x576xbf16>, %[[OUT]] : memref<2x2x32x512xbf16>, %[[STATUS]] : memref<1xi32>)
-// CHECK-SAME: {dhs.op = "sparse_attention", dhs.softmax_scale = 0.0416666679 : f32}
+// CHECK-SAME: args(%[[Q]] : memref<2x2x32x576xbf16>, %[[ROWS]] : memref<2x2x40xi32>, %[[SLOTS]] : memref<2x2x40xi32>, %[[START]] : memref<2xi64>, %[[LEN]] : memref<2xi32>, %[[HBMDYN]] : memref<?x1x1152xi8>, %[[HOST]] : memref<?x1x1152xi8>, %[[OUT]] : memref<2x2x32x512xbf16>, %[[STATUS]] : memref<1xi32>)
+// CHECK-SAME: {dhs.layer = 0 : i64, dhs.op = "sparse_attention", dhs.softmax_scale = 0.0416666679 : f32}
 // CHECK-NOT: dhs.sparse_attention
 
 // The kernel: 16 staged rows in shared memory, with where each comes from.
 // CHECK: gpu.module @sparse_attention
-// CHECK: gpu.func @sparse_attention(%{{.*}}: memref<2x2x32x576xbf16>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2xi64>, %{{.*}}: memref<2xi32>, %[[KHBM:.*]]: memref<?x576xbf16>, %[[KHOST:.*]]: memref<?x576xbf16>, %[[KOUT:.*]]: memref<2x2x32x512xbf16>, %[[KSTATUS:.*]]: memref<1xi32>)
-// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<16x576xbf16, #gpu.address_space<workgroup>>, %[[SOURCE:.*]] : memref<16xi32, #gpu.address_space<workgroup>>, %[[INDEX:.*]] : memref<16xi64, #gpu.address_space<workgroup>>)
+// CHECK: gpu.func @sparse_attention(%{{.*}}: memref<2x2x32x576xbf16>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2xi64>, %{{.*}}: memref<2xi32>, %[[KHBM:.*]]: memref<?x1x1152xi8>, %[[KHOST:.*]]: memref<?x1x1152xi8>, %[[KOUT:.*]]: memref<2x2x32x512xbf16>, %[[KSTATUS:.*]]: memref<1xi32>)
+// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<18432xi8, #gpu.address_space<workgroup>>, %[[SOURCE:.*]] : memref<16xi32, #gpu.address_space<workgroup>>, %[[INDEX:.*]] : memref<16xi64, #gpu.address_space<workgroup>>)
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 512, 1, 1>}
+// Staged bytes read as bf16 elements (mla_bf16).
+// CHECK: memref.view %[[TILE]][%{{.*}}][] : memref<18432xi8, #gpu.address_space<workgroup>> to memref<16x576xbf16, #gpu.address_space<workgroup>>
 // The KV loop walks the selection in tiles of 16, carrying max, sum and 16 output elements per lane.
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // Phase A: bad input is reported, not read.
@@ -34,9 +36,9 @@
 // CHECK: gpu.barrier
 // Phase B: 16-byte copies from the row's tier into shared memory.
 // CHECK: scf.for
-// CHECK: %[[TIER:.*]] = arith.select %{{.*}}, %[[KHOST]], %[[KHBM]] : memref<?x576xbf16>
-// CHECK: vector.load %[[TIER]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x576xbf16>, vector<8xbf16>
-// CHECK: vector.store %{{.*}}, %[[TILE]][%{{.*}}, %{{.*}}] {alignment = 16 : i64}
+// CHECK: %[[TIER:.*]] = arith.select %{{.*}}, %[[KHOST]], %[[KHBM]] : memref<?x1x1152xi8>
+// CHECK: vector.load %[[TIER]][%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x1x1152xi8>, vector<16xi8>
+// CHECK: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 16 : i64}
 // CHECK: gpu.barrier
 // Phase C: per-row score by warp reduction, online softmax in base 2.
 // CHECK: scf.for
@@ -51,13 +53,13 @@
 func.func @step(%q: memref<2x2x32x576xbf16>, %rows: memref<2x2x40xi32>,
                 %slots: memref<2x2x40xi32>, %start: memref<2xi64>,
                 %len: memref<2xi32>,
-                %pool: !dhs.kv_pool<mla_bf16, hbm = 1024, host = ?>,
+                %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 1024, host = ?>,
                 %out: memref<2x2x32x512xbf16>) {
   dhs.sparse_attention queries(%q : memref<2x2x32x576xbf16>)
       rows(%rows : memref<2x2x40xi32>) slots(%slots : memref<2x2x40xi32>)
       history(%start, %len : memref<2xi64>, memref<2xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 1024, host = ?>)
-      output(%out : memref<2x2x32x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 1024, host = ?>)
+      layer = 0 output(%out : memref<2x2x32x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -79,17 +81,17 @@ func.func @step(%q: memref<2x2x32x576xbf16>, %rows: memref<2x2x40xi32>,
 func.func @two_ops(%q: memref<1x1x6x576xbf16>, %rows: memref<1x1x16xi32>,
                    %slots: memref<1x1x16xi32>, %start: memref<1xi64>,
                    %len: memref<1xi32>,
-                   %pool: !dhs.kv_pool<mla_bf16, hbm = ?, host = ?>,
+                   %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = ?, host = ?>,
                    %out: memref<1x1x6x512xbf16>, %out2: memref<1x1x6x512xbf16>) {
   dhs.sparse_attention queries(%q : memref<1x1x6x576xbf16>)
       rows(%rows : memref<1x1x16xi32>) slots(%slots : memref<1x1x16xi32>)
       history(%start, %len : memref<1xi64>, memref<1xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = ?, host = ?>)
-      output(%out : memref<1x1x6x512xbf16>) scale = 0.5
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = ?, host = ?>)
+      layer = 0 output(%out : memref<1x1x6x512xbf16>) scale = 0.5
   dhs.sparse_attention queries(%q : memref<1x1x6x576xbf16>)
       rows(%rows : memref<1x1x16xi32>) slots(%slots : memref<1x1x16xi32>)
       history(%start, %len : memref<1xi64>, memref<1xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = ?, host = ?>)
-      output(%out2 : memref<1x1x6x512xbf16>) scale = 0.25
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = ?, host = ?>)
+      layer = 0 output(%out2 : memref<1x1x6x512xbf16>) scale = 0.25
   return
 }

@@ -21,6 +21,7 @@
 // CHECK-NEXT: "host_rows": -1,
 // CHECK-NEXT: "index": 5,
 // CHECK-NEXT: "kind": "kv_pool",
+// CHECK-NEXT: "layers": 1,
 // CHECK-NEXT: "qk_dim": 576,
 // CHECK-NEXT: "role": "kv_pool",
 // CHECK-NEXT: "row_bytes": 1152,
@@ -37,13 +38,16 @@
 // CHECK-NEXT: 1,
 // CHECK-NEXT: 1
 // CHECK:   "kernel": "sparse_attention",
+// CHECK:   "layer": 0,
 // CHECK:   "op": "sparse_attention",
 // CHECK:   "params": [
 // CHECK:     "source": "argument"
-// CHECK:     "index": 5,
+// CHECK:     "dtype": "i8",
+// CHECK-NEXT: "index": 5,
 // CHECK-NEXT: "shape": [
 // CHECK-NEXT: -1,
-// CHECK-NEXT: 576
+// CHECK-NEXT: 1,
+// CHECK-NEXT: 1152
 // CHECK-NEXT: ],
 // CHECK-NEXT: "source": "pool_hbm"
 // CHECK:     "source": "pool_host"
@@ -62,12 +66,12 @@
 func.func @step(%q: memref<2x1x8x576xbf16>, %rows: memref<2x1x32xi32>,
                 %slots: memref<2x1x32xi32>, %start: memref<2xi64>,
                 %len: memref<2xi32>,
-                %pool: !dhs.kv_pool<mla_bf16, hbm = 512, host = ?>,
+                %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 512, host = ?>,
                 %out: memref<2x1x8x512xbf16>) {
   dhs.sparse_attention queries(%q : memref<2x1x8x576xbf16>)
       rows(%rows : memref<2x1x32xi32>) slots(%slots : memref<2x1x32xi32>)
       history(%start, %len : memref<2xi64>, memref<2xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 512, host = ?>)
-      output(%out : memref<2x1x8x512xbf16>) scale = 0.125
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 512, host = ?>)
+      layer = 0 output(%out : memref<2x1x8x512xbf16>) scale = 0.125
   return
 }

@@ -4,18 +4,18 @@
 // 16 heads in CTAs of 8 warps; 32 rows staged per tile.
 // CHECK-LABEL: func.func @step
 // CHECK: gpu.launch_func
-// CHECK: workgroup(%{{.*}} : memref<32x576xbf16, #gpu.address_space<workgroup>>
+// CHECK: workgroup(%{{.*}} : memref<36864xi8, #gpu.address_space<workgroup>>
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // BAD: tile-rows must be in [1, 32], got 64
 func.func @step(%q: memref<1x1x16x576xbf16>, %rows: memref<1x1x64xi32>,
                 %slots: memref<1x1x64xi32>, %start: memref<1xi64>,
                 %len: memref<1xi32>,
-                %pool: !dhs.kv_pool<mla_bf16, hbm = 64, host = ?>,
+                %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>,
                 %out: memref<1x1x16x512xbf16>) {
   dhs.sparse_attention queries(%q : memref<1x1x16x576xbf16>)
       rows(%rows : memref<1x1x64xi32>) slots(%slots : memref<1x1x64xi32>)
       history(%start, %len : memref<1xi64>, memref<1xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 64, host = ?>)
-      output(%out : memref<1x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<1x1x16x512xbf16>) scale = 0.0416666679
   return
 }

@@ -9,15 +9,15 @@
 func.func @fold_casts(%q: memref<2x1x8x576xbf16>, %rows: memref<2x1x64xi32>,
                       %slots: memref<2x1x64xi32>, %start: memref<2xi64>,
                       %len: memref<2xi32>,
-                      %pool: !dhs.kv_pool<mla_bf16, hbm = 128, host = ?>,
+                      %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 128, host = ?>,
                       %out: memref<2x1x8x512xbf16>) {
   %dq = memref.cast %q : memref<2x1x8x576xbf16> to memref<?x1x8x576xbf16>
   %drows = memref.cast %rows : memref<2x1x64xi32> to memref<?x1x?xi32>
   dhs.sparse_attention queries(%dq : memref<?x1x8x576xbf16>)
       rows(%drows : memref<?x1x?xi32>) slots(%slots : memref<2x1x64xi32>)
       history(%start, %len : memref<2xi64>, memref<2xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 128, host = ?>)
-      output(%out : memref<2x1x8x512xbf16>) scale = 0.5
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 128, host = ?>)
+      layer = 0 output(%out : memref<2x1x8x512xbf16>) scale = 0.5
   return
 }
 
@@ -26,7 +26,7 @@ func.func @fold_casts(%q: memref<2x1x8x576xbf16>, %rows: memref<2x1x64xi32>,
 // An unused view disappears.
 // CHECK-LABEL: func.func @dead_view
 // CHECK-NEXT: return
-func.func @dead_view(%pool: !dhs.kv_pool<mla_bf16, hbm = 128, host = ?>) {
-  %a = dhs.pool_tier host of %pool : !dhs.kv_pool<mla_bf16, hbm = 128, host = ?> -> memref<?x576xbf16>
+func.func @dead_view(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 128, host = ?>) {
+  %a = dhs.pool_tier host of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 128, host = ?> -> memref<?x1x1152xi8>
   return
 }

@@ -1,45 +1,134 @@
 // RUN: dhs-opt %s | dhs-opt | FileCheck %s
 // RUN: dhs-opt %s --mlir-print-op-generic | dhs-opt | FileCheck %s
 
+// Row formats and pools of layer groups.
 // CHECK-LABEL: func.func @pool_types
-// CHECK-SAME: !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>
-// CHECK-SAME: !dhs.kv_pool<mla_bf16, hbm = ?, host = 1048576>
-func.func @pool_types(%a: !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>,
-                      %b: !dhs.kv_pool<mla_bf16, hbm = ?, host = 1048576>) {
+// CHECK-SAME: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>
+// CHECK-SAME: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = 1048576>
+// CHECK-SAME: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = 8192, host = ?>
+// CHECK-SAME: !dhs.kv_pool<#dhs.gqa<kv_heads = 8, head_dim = 128, dtype = bf16>, layers = 1, hbm = ?, host = ?>
+func.func @pool_types(%a: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>,
+                      %b: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = 1048576>,
+                      %c: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = 8192, host = ?>,
+                      %d: !dhs.kv_pool<#dhs.gqa<kv_heads = 8, head_dim = 128, dtype = bf16>, layers = 1, hbm = ?, host = ?>) {
   return
 }
 
+// Tiers are byte views [tokens, layers, row bytes]; 656-byte FP8 rows,
+// four layers per token.
 // CHECK-LABEL: func.func @tiers
-// CHECK: dhs.pool_tier hbm of %{{.*}} : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<4096x576xbf16>
-// CHECK: dhs.pool_tier host of %{{.*}} : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<?x576xbf16>
+// CHECK: dhs.pool_tier hbm of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<4096x4x656xi8>
+// CHECK: dhs.pool_tier host of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<?x4x656xi8>
 // CHECK: dhs.step_status : memref<1xi32>
-func.func @tiers(%pool: !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>)
-    -> (memref<4096x576xbf16>, memref<?x576xbf16>, memref<1xi32>) {
+// CHECK: dhs.scratch : memref<4x2048x4x656xi8>
+// CHECK: dhs.scratch {offset = 4096 : i64, slot = 1 : i64} : memref<4x2048xi32>
+func.func @tiers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) {
   %hbm = dhs.pool_tier hbm of %pool
-      : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<4096x576xbf16>
+      : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<4096x4x656xi8>
   %host = dhs.pool_tier host of %pool
-      : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<?x576xbf16>
+      : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<?x4x656xi8>
   %status = dhs.step_status : memref<1xi32>
-  return %hbm, %host, %status
-      : memref<4096x576xbf16>, memref<?x576xbf16>, memref<1xi32>
+  %stage = dhs.scratch : memref<4x2048x4x656xi8>
+  %list = dhs.scratch {offset = 4096 : i64, slot = 1 : i64} : memref<4x2048xi32>
+  return
 }
 
-// CHECK-LABEL: func.func @attention
-// CHECK: dhs.sparse_attention queries(%{{.*}} : memref<4x2x16x576xbf16>)
-// CHECK-SAME: rows(%{{.*}} : memref<4x2x256xi32>) slots(%{{.*}} : memref<4x2x256xi32>)
-// CHECK-SAME: history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>)
-// CHECK-SAME: pool(%{{.*}} : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-// CHECK-SAME: output(%{{.*}} : memref<4x2x16x512xbf16>) scale = 0.0416666679
-func.func @attention(%q: memref<4x2x16x576xbf16>, %rows: memref<4x2x256xi32>,
-                     %slots: memref<4x2x256xi32>, %start: memref<4xi64>,
-                     %len: memref<4xi32>,
-                     %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>,
-                     %out: memref<4x2x16x512xbf16>) {
-  dhs.sparse_attention queries(%q : memref<4x2x16x576xbf16>)
-      rows(%rows : memref<4x2x256xi32>) slots(%slots : memref<4x2x256xi32>)
+// Selection, residency, retrieval and both attention forms.
+// CHECK-LABEL: func.func @step
+// CHECK: dhs.topk scores(%{{.*}} : memref<4x2x8192xf32>) history(%{{.*}} : memref<4xi32>) into(%{{.*}} : memref<4x2x2048xi32>)
+// CHECK: dhs.resolve rows(%{{.*}} : memref<4x2x2048xi32>) residency(%{{.*}} : memref<4x8192xi32>) history(%{{.*}} : memref<4xi32>) into(%{{.*}} : memref<4x2x2048xi32>)
+// CHECK: dhs.fetch pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) into(%{{.*}} : memref<4x4096x4x656xi8>)
+// CHECK: dhs.attention queries(%{{.*}} : memref<4x2x64x576xbf16>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) staging(%{{.*}} : memref<4x4096x4x656xi8>) pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 3 output(%{{.*}} : memref<4x2x64x512xbf16>) scale = 0.0416666679
+// CHECK: dhs.union_missing rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) into(%{{.*}}, %{{.*}} : memref<4x4096xi32>, memref<4x2x2048xi32>)
+// CHECK: dhs.fetch pool({{.*}}) rows(%{{.*}} : memref<4x4096xi32>) history
+// CHECK: dhs.attention {{.*}} staging(%{{.*}} : memref<4x4096x4x656xi8>) index(%{{.*}} : memref<4x2x2048xi32>) pool
+// CHECK: dhs.sparse_attention queries(%{{.*}} : memref<4x2x64x576xbf16>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 1 output(%{{.*}} : memref<4x2x64x512xbf16>) scale = 0.0416666679
+func.func @step(%scores: memref<4x2x8192xf32>, %q: memref<4x2x64x576xbf16>,
+                %rows: memref<4x2x2048xi32>, %slots: memref<4x2x2048xi32>,
+                %map: memref<4x8192xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+                %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>,
+                %stage: memref<4x4096x4x656xi8>, %union: memref<4x4096xi32>,
+                %remap: memref<4x2x2048xi32>, %out: memref<4x2x64x512xbf16>) {
+  dhs.topk scores(%scores : memref<4x2x8192xf32>) history(%len : memref<4xi32>)
+      into(%rows : memref<4x2x2048xi32>)
+  dhs.resolve rows(%rows : memref<4x2x2048xi32>) residency(%map : memref<4x8192xi32>)
+      history(%len : memref<4xi32>) into(%slots : memref<4x2x2048xi32>)
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x2x16x512xbf16>) scale = 0.0416666679
+      into(%stage : memref<4x4096x4x656xi8>)
+  dhs.attention queries(%q : memref<4x2x64x576xbf16>)
+      rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+      staging(%stage : memref<4x4096x4x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      layer = 3 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
+  dhs.union_missing rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+      into(%union, %remap : memref<4x4096xi32>, memref<4x2x2048xi32>)
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      rows(%union : memref<4x4096xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      into(%stage : memref<4x4096x4x656xi8>)
+  dhs.attention queries(%q : memref<4x2x64x576xbf16>)
+      rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+      staging(%stage : memref<4x4096x4x656xi8>) index(%remap : memref<4x2x2048xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      layer = 0 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
+  dhs.sparse_attention queries(%q : memref<4x2x64x576xbf16>)
+      rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      layer = 1 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// Phases: a draft phase with its ring, a verify phase of gamma = 4, and
+// acceptance by either rule.
+// CHECK-LABEL: func.func @speculative
+// CHECK: dhs.draft ring(%[[RING:.*]] : memref<2x128x1x1152xi8>) block = 5 {
+// CHECK:   dhs.ring_append rows(%{{.*}} : memref<2x5x1x1152xi8>) positions(%{{.*}} : memref<2xi32>) into(%[[RING]] : memref<2x128x1x1152xi8>)
+// CHECK:   dhs.ring_read ring(%[[RING]] : memref<2x128x1x1152xi8>) positions(%{{.*}} : memref<2xi32>) into(%{{.*}} : memref<2x128x1x1152xi8>)
+// CHECK: }
+// CHECK: dhs.verify gamma = 4 {
+// CHECK:   dhs.sparse_attention queries(%{{.*}} : memref<2x5x16x576xbf16>)
+// CHECK: }
+// CHECK: dhs.ring_index positions(%{{.*}} : memref<2xi32>) offset = -5 window = 128 into(%{{.*}} : memref<2x5xi32>)
+// CHECK: dhs.copy_rows src(%{{.*}} : memref<2x5x1x1152xi8>) dst(%{{.*}} : memref<2x128x1x1152xi8>) dst_index(%{{.*}} : memref<2x5xi32>)
+// CHECK: dhs.accept greedy draft(%{{.*}} : memref<2x4xi32>) target(%{{.*}} : memref<2x5x1000xf32>) seeds(%{{.*}} : memref<2xi64>) step(%{{.*}} : memref<1xi64>) into(%{{.*}}, %{{.*}} : memref<2xi32>, memref<2xi32>)
+// CHECK: dhs.accept rejection_sampling draft(%{{.*}} : memref<2x4xi32>) target(%{{.*}} : memref<2x5x1000xf32>) draft_probs(%{{.*}} : memref<2x4x1000xf32>)
+func.func @speculative(%ring: memref<2x128x1x1152xi8>, %new: memref<2x5x1x1152xi8>,
+                       %window: memref<2x128x1x1152xi8>, %pos: memref<2xi32>,
+                       %q: memref<2x5x16x576xbf16>, %rows: memref<2x5x64xi32>,
+                       %slots: memref<2x5x64xi32>, %start: memref<2xi64>,
+                       %len: memref<2xi32>,
+                       %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 512, host = ?>,
+                       %out: memref<2x5x16x512xbf16>, %idx: memref<2x5xi32>,
+                       %draft: memref<2x4xi32>, %p: memref<2x5x1000xf32>,
+                       %qprobs: memref<2x4x1000xf32>, %seeds: memref<2xi64>,
+                       %stepc: memref<1xi64>, %n: memref<2xi32>, %next: memref<2xi32>) {
+  dhs.draft ring(%ring : memref<2x128x1x1152xi8>) block = 5 {
+    dhs.ring_append rows(%new : memref<2x5x1x1152xi8>) positions(%pos : memref<2xi32>)
+        into(%ring : memref<2x128x1x1152xi8>)
+    dhs.ring_read ring(%ring : memref<2x128x1x1152xi8>) positions(%pos : memref<2xi32>)
+        into(%window : memref<2x128x1x1152xi8>)
+  }
+  dhs.verify gamma = 4 {
+    dhs.sparse_attention queries(%q : memref<2x5x16x576xbf16>)
+        rows(%rows : memref<2x5x64xi32>) slots(%slots : memref<2x5x64xi32>)
+        history(%start, %len : memref<2xi64>, memref<2xi32>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 512, host = ?>)
+        layer = 0 output(%out : memref<2x5x16x512xbf16>) scale = 0.0416666679
+  }
+  dhs.ring_index positions(%pos : memref<2xi32>) offset = -5 window = 128
+      into(%idx : memref<2x5xi32>)
+  dhs.copy_rows src(%new : memref<2x5x1x1152xi8>) dst(%ring : memref<2x128x1x1152xi8>)
+      dst_index(%idx : memref<2x5xi32>)
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x1000xf32>)
+      seeds(%seeds : memref<2xi64>) step(%stepc : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  dhs.accept rejection_sampling draft(%draft : memref<2x4xi32>)
+      target(%p : memref<2x5x1000xf32>) draft_probs(%qprobs : memref<2x4x1000xf32>)
+      seeds(%seeds : memref<2xi64>) step(%stepc : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
   return
 }
 
@@ -49,12 +138,12 @@ func.func @attention(%q: memref<4x2x16x576xbf16>, %rows: memref<4x2x256xi32>,
 func.func @dynamic_shapes(%q: memref<?x1x16x576xbf16>, %rows: memref<?x1x?xi32>,
                           %slots: memref<?x1x?xi32>, %start: memref<?xi64>,
                           %len: memref<?xi32>,
-                          %pool: !dhs.kv_pool<mla_bf16, hbm = ?, host = ?>,
+                          %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = ?, host = ?>,
                           %out: memref<?x1x16x512xbf16>) {
   dhs.sparse_attention queries(%q : memref<?x1x16x576xbf16>)
       rows(%rows : memref<?x1x?xi32>) slots(%slots : memref<?x1x?xi32>)
       history(%start, %len : memref<?xi64>, memref<?xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = ?, host = ?>)
-      output(%out : memref<?x1x16x512xbf16>) scale = 1.0
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = ?, host = ?>)
+      layer = 0 output(%out : memref<?x1x16x512xbf16>) scale = 1.0
   return
 }

@@ -29,12 +29,12 @@ json exampleManifest() {
       {"index": 2, "role": "slots",         "kind": "memref", "dtype": "i32",  "shape": [4,1,256]},
       {"index": 3, "role": "history_start", "kind": "memref", "dtype": "i64",  "shape": [4]},
       {"index": 4, "role": "history_len",   "kind": "memref", "dtype": "i32",  "shape": [4]},
-      {"index": 5, "role": "kv_pool", "kind": "kv_pool", "format": "mla_bf16", "row_bytes": 1152, "row_elems": 576, "qk_dim": 576, "v_dim": 512, "hbm_slots": 2048, "host_rows": -1},
+      {"index": 5, "role": "kv_pool", "kind": "kv_pool", "format": "mla_bf16", "layers": 1, "row_bytes": 1152, "row_elems": 576, "qk_dim": 576, "v_dim": 512, "hbm_slots": 2048, "host_rows": -1},
       {"index": 6, "role": "output",        "kind": "memref", "dtype": "bf16", "shape": [4,1,16,512]}
     ],
     "launches": [
       {"kernel": "sparse_attention_0", "ptx": "sparse_attention_0.ptx", "op": "sparse_attention",
-       "softmax_scale": 0.0416667,
+       "softmax_scale": 0.0416667, "layer": 0,
        "grid": [4,1,1], "block": [512,1,1], "dynamic_shared_bytes": 0,
        "params": [
          {"source": "argument", "index": 0, "dtype": "bf16", "shape": [4,1,16,576]},
@@ -42,8 +42,8 @@ json exampleManifest() {
          {"source": "argument", "index": 2, "dtype": "i32", "shape": [4,1,256]},
          {"source": "argument", "index": 3, "dtype": "i64", "shape": [4]},
          {"source": "argument", "index": 4, "dtype": "i32", "shape": [4]},
-         {"source": "pool_hbm",  "index": 5, "dtype": "bf16", "shape": [-1, 576]},
-         {"source": "pool_host", "index": 5, "dtype": "bf16", "shape": [-1, 576]},
+         {"source": "pool_hbm",  "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
+         {"source": "pool_host", "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
          {"source": "argument", "index": 6, "dtype": "bf16", "shape": [4,1,16,512]},
          {"source": "status", "dtype": "i32", "shape": [1]}
        ]}
@@ -109,8 +109,8 @@ TEST_CASE("the example manifest loads", "[manifest]") {
   CHECK(launch.params[6].source == ParamSource::PoolHost);
   CHECK(launch.params[8].source == ParamSource::Status);
   CHECK(launch.params[8].argumentIndex == -1);
-  // 3 + 2 * rank per descriptor: 11 + 9 + 9 + 5 + 5 + 7 + 7 + 11 + 5.
-  CHECK(launch.flattenedParamCount() == 69);
+  // 3 + 2 * rank per descriptor: 11 + 9 + 9 + 5 + 5 + 9 + 9 + 11 + 5.
+  CHECK(launch.flattenedParamCount() == 73);
   CHECK(m.ptxPaths() == std::vector<std::string>{launch.ptxPath});
 
   ProblemShape shape = problemShapeFromManifest(m);
@@ -200,10 +200,16 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "launches[0].params[0].index: argument 9 does not exist"},
       {"pool as argument", [](json &j) { j["launches"][0]["params"][5]["source"] = "argument"; },
        "is a kv_pool: pass it as pool_hbm or pool_host"},
-      {"pool shape", [](json &j) { j["launches"][0]["params"][5]["shape"] = {100, 576}; },
-       "launches[0].params[5].shape: [100,576] does not match the pool's [2048,576]"},
-      {"host pool shape", [](json &j) { j["launches"][0]["params"][6]["shape"] = {16384, 576}; },
-       "launches[0].params[6].shape: [16384,576] does not match the pool's [-1,576]"},
+      {"pool shape", [](json &j) { j["launches"][0]["params"][5]["shape"] = {100, 1, 1152}; },
+       "launches[0].params[5].shape: [100,1,1152] does not match the pool's [2048,1,1152]"},
+      {"host pool shape", [](json &j) { j["launches"][0]["params"][6]["shape"] = {16384, 1, 1152}; },
+       "launches[0].params[6].shape: [16384,1,1152] does not match the pool's [-1,1,1152]"},
+      {"pool dtype", [](json &j) { j["launches"][0]["params"][5]["dtype"] = "bf16"; },
+       "launches[0].params[5].dtype: bf16: pool tiers are passed as bytes (i8)"},
+      {"layers", [](json &j) { j["arguments"][5]["layers"] = 4; },
+       "arguments[5].layers: is 4: this runtime runs pools of one layer per group only"},
+      {"layer", [](json &j) { j["launches"][0]["layer"] = 2; },
+       "launches[0].layer: is 2: pools of one layer have only layer 0"},
       {"status shape", [](json &j) { j["launches"][0]["params"][8]["shape"] = {2}; },
        "the status word must be i32 [1]"},
       {"missing key", [](json &j) { j["launches"][0].erase("grid"); },

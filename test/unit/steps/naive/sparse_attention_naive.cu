@@ -7,7 +7,8 @@
 //   nvcc -arch=sm_90a -ptx -O3 sparse_attention_naive.cu -o sparse_attention_naive.ptx
 //
 // Every parameter is a memref descriptor flattened as allocated pointer,
-// aligned pointer, offset, sizes[rank], strides[rank].
+// aligned pointer, offset, sizes[rank], strides[rank]. The pool's tiers are
+// byte memrefs [tokens, layers, row bytes] (one layer here).
 
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -37,8 +38,8 @@ sparse_attention_naive(MEMREF4(const __nv_bfloat16, queries),
                        MEMREF3(const int32_t, slots),
                        MEMREF1(const int64_t, hstart),
                        MEMREF1(const int32_t, hlen),
-                       MEMREF2(const __nv_bfloat16, hbm),
-                       MEMREF2(const __nv_bfloat16, host),
+                       MEMREF3(const uint8_t, hbm),
+                       MEMREF3(const uint8_t, host),
                        MEMREF4(__nv_bfloat16, out),
                        MEMREF1(int32_t, status)) {
   // Scores of the K selections (dynamic shared memory), then weights.
@@ -65,13 +66,13 @@ sparse_attention_naive(MEMREF4(const __nv_bfloat16, queries),
         if (s >= hbm_d0)
           atomicOr(status, 2);
         else
-          p = hbm + s * hbm_s0;
+          p = reinterpret_cast<const __nv_bfloat16 *>(hbm + s * hbm_s0);
       } else {
         int64_t index = hstart[b * hstart_s0] + r;
         if (index >= host_d0)
           atomicOr(status, 4);
         else
-          p = host + index * host_s0;
+          p = reinterpret_cast<const __nv_bfloat16 *>(host + index * host_s0);
       }
     }
     rowPtr[k] = p;
