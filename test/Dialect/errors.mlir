@@ -1,49 +1,81 @@
 // RUN: dhs-opt %s -split-input-file -verify-diagnostics
 
 // expected-error @below {{HBM capacity must be a positive number of slots or '?', got 0}}
-func.func @zero_hbm(%pool: !dhs.kv_pool<mla_bf16, hbm = 0, host = ?>) {
+func.func @zero_hbm(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 0, host = ?>) {
   return
 }
 
 // -----
 
 // expected-error @below {{host capacity must be a positive number of rows or '?', got -5}}
-func.func @negative_host(%pool: !dhs.kv_pool<mla_bf16, hbm = 8, host = -5>) {
+func.func @negative_host(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8, host = -5>) {
   return
 }
 
 // -----
 
-// expected-error @+2 {{expected ::mlir::dhs::RowFormat to be one of: mla_bf16}}
+// expected-error @+2 {{unknown attribute `mla_fp4` in dialect `dhs`}}
 // expected-error @+1 {{failed to parse Dhs_KVPoolType parameter 'format'}}
-func.func @unknown_format(%pool: !dhs.kv_pool<mla_fp4, hbm = 8, host = ?>) {
+func.func @unknown_format(%pool: !dhs.kv_pool<#dhs.mla_fp4, layers = 1, hbm = 8, host = ?>) {
   return
 }
 
 // -----
 
-func.func @tier_wrong_rows(%pool: !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>) {
-  // expected-error @below {{'dhs.pool_tier' op rows have 512 elements, row format mla_bf16 has 576}}
+// expected-error @below {{a layer group has at least one layer, got 0}}
+func.func @no_layers(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 0, hbm = 8, host = ?>) {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{GQA head_dim must be a positive multiple of 32, got 100}}
+// expected-error @+1 {{failed to parse Dhs_KVPoolType parameter 'format'}}
+func.func @gqa_head_dim(%pool: !dhs.kv_pool<#dhs.gqa<kv_heads = 8, head_dim = 100, dtype = bf16>, layers = 1, hbm = 8, host = ?>) {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{GQA rows hold bf16, f16 or f32, not 'i32'}}
+// expected-error @+1 {{failed to parse Dhs_KVPoolType parameter 'format'}}
+func.func @gqa_dtype(%pool: !dhs.kv_pool<#dhs.gqa<kv_heads = 8, head_dim = 128, dtype = i32>, layers = 1, hbm = 8, host = ?>) {
+  return
+}
+
+// -----
+
+func.func @tier_wrong_row_bytes(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) {
+  // expected-error @below {{'dhs.pool_tier' op the result holds rows of 1152 bytes but row format mla_fp8 has 656}}
   %0 = dhs.pool_tier hbm of %pool
-      : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<4096x512xbf16>
+      : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<4096x4x1152xi8>
   return
 }
 
 // -----
 
-func.func @tier_wrong_capacity(%pool: !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>) {
-  // expected-error @below {{'dhs.pool_tier' op the hbm tier holds 4096 rows but the result has 1024}}
+func.func @tier_wrong_layers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) {
+  // expected-error @below {{'dhs.pool_tier' op the result holds 2 layers per token but the pool's group has 4}}
   %0 = dhs.pool_tier hbm of %pool
-      : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<1024x576xbf16>
+      : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<4096x2x656xi8>
   return
 }
 
 // -----
 
-func.func @tier_wrong_dtype(%pool: !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?>) {
-  // expected-error @below {{'dhs.pool_tier' op rows have element type 'f16' but row format mla_bf16 stores 'bf16'}}
+func.func @tier_wrong_capacity(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>) {
+  // expected-error @below {{'dhs.pool_tier' op the hbm tier holds 4096 tokens but the result has 1024}}
+  %0 = dhs.pool_tier hbm of %pool
+      : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?> -> memref<1024x1x1152xi8>
+  return
+}
+
+// -----
+
+func.func @tier_wrong_dtype(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>) {
+  // expected-error @below {{'dhs.pool_tier' op result #0 must be 3D memref of 8-bit signless integer values}}
   %0 = dhs.pool_tier host of %pool
-      : !dhs.kv_pool<mla_bf16, hbm = 4096, host = ?> -> memref<?x576xf16>
+      : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?> -> memref<?x576xbf16>
   return
 }
 
@@ -59,13 +91,13 @@ func.func @status_not_one_word() {
 
 func.func @queries_wrong_dtype(%q: memref<4x1x16x576xf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{operand #0 must be 4D memref of bfloat16 type values}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -73,13 +105,13 @@ func.func @queries_wrong_dtype(%q: memref<4x1x16x576xf16>, %rows: memref<4x1x256
 
 func.func @queries_wrong_head_dim(%q: memref<4x1x16x128xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{queries have 128 dims per head but row format mla_bf16 has keys of 576 dims}}
   dhs.sparse_attention queries(%q : memref<4x1x16x128xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -87,13 +119,13 @@ func.func @queries_wrong_head_dim(%q: memref<4x1x16x128xbf16>, %rows: memref<4x1
 
 func.func @output_wrong_value_dim(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x576xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x576xbf16>) {
   // expected-error @below {{output has 576 dims per head but row format mla_bf16 has values of 512 dims}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x576xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x576xbf16>) scale = 0.0416666679
   return
 }
 
@@ -101,13 +133,13 @@ func.func @output_wrong_value_dim(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1
 
 func.func @rows_wrong_batch(%q: memref<4x1x16x576xbf16>, %rows: memref<3x1x256xi32>,
     %slots: memref<3x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{row_ids dimension 0 (requests) is 3, expected 4}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<3x1x256xi32>) slots(%slots : memref<3x1x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -115,13 +147,13 @@ func.func @rows_wrong_batch(%q: memref<4x1x16x576xbf16>, %rows: memref<3x1x256xi
 
 func.func @output_wrong_heads(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x8x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x8x512xbf16>) {
   // expected-error @below {{output dimension 2 (heads) is 8, expected 16}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x8x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x8x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -129,13 +161,13 @@ func.func @output_wrong_heads(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256
 
 func.func @slots_wrong_shape(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x128xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{slots must have the shape of row_ids: one slot per selected row, got 'memref<4x1x128xi32>' for 'memref<4x1x256xi32>'}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x128xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -143,13 +175,13 @@ func.func @slots_wrong_shape(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256x
 
 func.func @history_wrong_batch(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<2xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{history_start dimension 0 (requests) is 2, expected 4}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%start, %len : memref<2xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -157,13 +189,13 @@ func.func @history_wrong_batch(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x25
 
 func.func @history_len_wrong_dtype(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi64>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{operand #4 must be 1D memref of 32-bit signless integer values}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi64>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -171,13 +203,13 @@ func.func @history_len_wrong_dtype(%q: memref<4x1x16x576xbf16>, %rows: memref<4x
 
 func.func @no_rows_selected(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x0xi32>,
     %slots: memref<4x1x0xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{selects no rows (K = 0)}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x0xi32>) slots(%slots : memref<4x1x0xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -185,12 +217,173 @@ func.func @no_rows_selected(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x0xi32
 
 func.func @bad_scale(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
-    %pool: !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
   // expected-error @below {{softmax scale must be a positive finite number, got -1}}
   dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
       rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 2048, host = ?>)
-      output(%out : memref<4x1x16x512xbf16>) scale = -1.0
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = -1.0
+  return
+}
+
+// -----
+
+func.func @layer_outside_group(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
+    %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+  // expected-error @below {{layer 4 is outside the pool's group of 4 layers}}
+  dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
+      rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 2048, host = ?>)
+      layer = 4 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+func.func @gqa_heads(%q: memref<4x1x12x128xbf16>, %rows: memref<4x1x256xi32>,
+    %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.gqa<kv_heads = 8, head_dim = 128, dtype = bf16>, layers = 1, hbm = 2048, host = ?>,
+    %out: memref<4x1x12x128xbf16>) {
+  // expected-error @below {{12 query heads cannot share 8 KV heads evenly}}
+  dhs.sparse_attention queries(%q : memref<4x1x12x128xbf16>)
+      rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.gqa<kv_heads = 8, head_dim = 128, dtype = bf16>, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x12x128xbf16>) scale = 0.088
+  return
+}
+
+// -----
+
+func.func @topk_too_many(%s: memref<2x1x100xf32>, %len: memref<2xi32>, %rows: memref<2x1x128xi32>) {
+  // expected-error @below {{selects k = 128 rows out of 100 scored rows}}
+  dhs.topk scores(%s : memref<2x1x100xf32>) history(%len : memref<2xi32>)
+      into(%rows : memref<2x1x128xi32>)
+  return
+}
+
+// -----
+
+func.func @fetch_format_mismatch(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x1x64xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %stage: memref<2x64x4x1152xi8>) {
+  // expected-error @below {{staging holds rows of 1152 bytes but row format mla_fp8 has 656}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x4x1152xi8>)
+  return
+}
+
+// -----
+
+func.func @fetch_staging_too_small(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x5x64xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %stage: memref<2x64x4x656xi8>) {
+  // expected-error @below {{staging dimension 1 (rows per request) is 64, expected 320}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x5x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x4x656xi8>)
+  return
+}
+
+// -----
+
+func.func @union_too_small(%rows: memref<2x5x64xi32>, %slots: memref<2x5x64xi32>,
+    %u: memref<2x64xi32>, %remap: memref<2x5x64xi32>) {
+  // expected-error @below {{missing has room for 64 rows per request but the queries may select 320 distinct missing rows}}
+  dhs.union_missing rows(%rows : memref<2x5x64xi32>) slots(%slots : memref<2x5x64xi32>)
+      into(%u, %remap : memref<2x64xi32>, memref<2x5x64xi32>)
+  return
+}
+
+// -----
+
+func.func @verify_wrong_positions(%q: memref<2x3x16x576xbf16>, %rows: memref<2x3x64xi32>,
+    %slots: memref<2x3x64xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 512, host = ?>,
+    %out: memref<2x3x16x512xbf16>) {
+  dhs.verify gamma = 4 {
+    // expected-error @below {{in a verify phase of gamma = 4 has 3 query positions; the phase checks gamma + 1 = 5}}
+    dhs.sparse_attention queries(%q : memref<2x3x16x576xbf16>)
+        rows(%rows : memref<2x3x64xi32>) slots(%slots : memref<2x3x64xi32>)
+        history(%start, %len : memref<2xi64>, memref<2xi32>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 512, host = ?>)
+        layer = 0 output(%out : memref<2x3x16x512xbf16>) scale = 0.0416666679
+  }
+  return
+}
+
+// -----
+
+func.func @draft_window_too_small(%ring: memref<2x4x1x1152xi8>) {
+  // expected-error @below {{a draft ring of 4 tokens is smaller than a draft block of 5 tokens}}
+  dhs.draft ring(%ring : memref<2x4x1x1152xi8>) block = 5 {
+  }
+  return
+}
+
+// -----
+
+func.func @draft_other_ring(%ring: memref<2x8x1x1152xi8>, %other: memref<2x8x1x1152xi8>,
+    %new: memref<2x5x1x1152xi8>, %pos: memref<2xi32>) {
+  dhs.draft ring(%ring : memref<2x8x1x1152xi8>) block = 5 {
+    // expected-error @below {{uses a ring other than its draft phase's}}
+    dhs.ring_append rows(%new : memref<2x5x1x1152xi8>) positions(%pos : memref<2xi32>)
+        into(%other : memref<2x8x1x1152xi8>)
+  }
+  return
+}
+
+// -----
+
+func.func @ring_overflow(%ring: memref<2x4x1x1152xi8>, %new: memref<2x5x1x1152xi8>, %pos: memref<2xi32>) {
+  // expected-error @below {{moves 5 rows through a ring of 4 tokens}}
+  dhs.ring_append rows(%new : memref<2x5x1x1152xi8>) positions(%pos : memref<2xi32>)
+      into(%ring : memref<2x4x1x1152xi8>)
+  return
+}
+
+// -----
+
+func.func @copy_rows_two_indices(%src: memref<2x5x1x1152xi8>, %dst: memref<2x8x1x1152xi8>,
+    %i: memref<2x8xi32>, %j: memref<2x5xi32>) {
+  // expected-error @below {{takes exactly one of src_index (gather) and dst_index (scatter)}}
+  dhs.copy_rows src(%src : memref<2x5x1x1152xi8>) dst(%dst : memref<2x8x1x1152xi8>)
+      src_index(%i : memref<2x8xi32>) dst_index(%j : memref<2x5xi32>)
+  return
+}
+
+// -----
+
+func.func @accept_needs_q(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>, %seeds: memref<2xi64>,
+    %step: memref<1xi64>, %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{rejection sampling needs the drafter's probabilities (draft_probs)}}
+  dhs.accept rejection_sampling draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+func.func @accept_gamma(%draft: memref<2x4xi32>, %p: memref<2x4x100xf32>, %seeds: memref<2xi64>,
+    %step: memref<1xi64>, %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{target dimension 1 (positions: gamma + 1) is 4, expected 5}}
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x4x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+func.func @scratch_slot() {
+  // expected-error @below {{staging is double-buffered: slot 0 or 1, got 2}}
+  %0 = dhs.scratch {slot = 2 : i64} : memref<4xi32>
   return
 }
