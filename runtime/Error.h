@@ -30,6 +30,30 @@ public:
   explicit InputError(const std::string &message) : Error(message) {}
 };
 
+/// A tier has no room for what was asked: admission refused because a
+/// protected working set cannot be guaranteed, a host store or slot pool
+/// exhausted, a request at its maximum context. Nothing was changed.
+class CapacityError : public Error {
+public:
+  /// Creates a capacity error carrying `message`.
+  explicit CapacityError(const std::string &message) : Error(message) {}
+};
+
+/// A request that is not admitted (never was, or already finished).
+class UnknownRequestError : public Error {
+public:
+  /// Creates an unknown-request error carrying `message`.
+  explicit UnknownRequestError(const std::string &message) : Error(message) {}
+};
+
+/// An operation called in the wrong state: no step loaded, a step already in
+/// progress, a group resolved twice in one step.
+class StateError : public Error {
+public:
+  /// Creates a state error carrying `message`.
+  explicit StateError(const std::string &message) : Error(message) {}
+};
+
 } // namespace dhs::runtime
 
 #endif // DHS_RUNTIME_ERROR_H

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,6 +71,19 @@ inline std::string stepsDir() {
   if (const char *dir = std::getenv("DHS_TEST_STEPS_DIR"))
     return dir;
   return DHS_TEST_STEPS_DIR;
+}
+
+/// The base seed of randomized tests: $DHS_TEST_SEED if set (to replay a
+/// failure), else fresh from std::random_device, once per process. Tests
+/// print it (INFO) so that a failure names the seed that replays it.
+inline std::uint64_t freshSeed() {
+  static const std::uint64_t seed = [] {
+    if (const char *text = std::getenv("DHS_TEST_SEED"))
+      return static_cast<std::uint64_t>(std::strtoull(text, nullptr, 0));
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }();
+  return seed;
 }
 
 /// A minimal valid PTX module with one empty kernel `k`.

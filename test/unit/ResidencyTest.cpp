@@ -1,0 +1,578 @@
+//===- ResidencyTest.cpp - The residency controller's rules ---------------===//
+
+#include "TestUtil.h"
+
+#include "runtime/Error.h"
+#include "runtime/Residency.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+using namespace dhs::runtime;
+using dhs::test::freshSeed;
+
+namespace {
+
+/// One step of one group: selections [batch, Q, K] in, slots out.
+struct StepResult {
+  std::vector<std::int32_t> slots;
+  std::vector<RowCopy> copies;
+  ResidencyStepStats stats;
+};
+
+/// Runs a whole step over group 0 only (or every group with the same
+/// selections when `allGroups`).
+StepResult runStep(ResidencyController &c, const std::vector<std::int32_t> &requests,
+                   const std::vector<std::int32_t> &rowIds, std::int64_t Q,
+                   std::int64_t K, bool allGroups = true) {
+  StepResult result;
+  result.slots.assign(rowIds.size(), -2);
+  c.beginStep();
+  for (std::int32_t g = 0; g < (allGroups ? c.config().groups : 1); ++g) {
+    std::vector<std::int32_t> slots(rowIds.size());
+    c.resolve(g, requests.data(), static_cast<std::int64_t>(requests.size()),
+              rowIds.data(), Q, K, slots.data());
+    if (g == 0)
+      result.slots = slots;
+  }
+  c.endStep(result.copies);
+  result.stats = c.lastStep();
+  return result;
+}
+
+/// Selections of one request, one query: the given rows.
+StepResult selectRows(ResidencyController &c, std::int32_t request,
+                      const std::vector<std::int32_t> &rows) {
+  return runStep(c, {request}, rows, 1, static_cast<std::int64_t>(rows.size()));
+}
+
+/// K distinct random rows of [0, len).
+std::vector<std::int32_t> randomRows(std::mt19937_64 &rng, std::int64_t len, std::int64_t K) {
+  std::set<std::int32_t> rows;
+  while (static_cast<std::int64_t>(rows.size()) < std::min(K, len))
+    rows.insert(static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(len)));
+  std::vector<std::int32_t> out(rows.begin(), rows.end());
+  std::shuffle(out.begin(), out.end(), rng);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("config validation and admission refusals", "[residency]") {
+  ResidencyConfig bad = ResidencyConfig::adaptive(0, 10, 100, 1, 0, 0);
+  CHECK_THROWS_WITH(ResidencyController(bad), Catch::Contains("groups is 0"));
+  bad = ResidencyConfig::adaptive(1, -1, 100, 1, 0, 0);
+  CHECK_THROWS_WITH(ResidencyController(bad), Catch::Contains("hbm_slots is -1"));
+
+  // 100 slots, 30 reserved per request (W 16 + ring 4 + floor 10): 3 fit.
+  ResidencyController c(ResidencyConfig::adaptive(2, 100, 10000, 16, 4, 10));
+  std::vector<RowCopy> copies;
+  for (int i = 0; i < 3; ++i)
+    CHECK(c.admit(50, 1000, copies) == i);
+  CHECK(c.optionalBudget() == 10);
+  std::string refusal = c.admissionRefusal(1000);
+  CHECK_THAT(refusal, Catch::Contains("4 requests x 30 slots (newest 16 + draft ring 4 + "
+                                      "hot floor 10) = 120 slots per group, the pool has 100"));
+  copies.clear();
+  CHECK_THROWS_AS(c.admit(50, 1000, copies), CapacityError);
+  CHECK_THROWS_WITH(c.admit(50, 1000, copies), Catch::StartsWith("admission refused: HBM"));
+  // Nothing changed.
+  CHECK(copies.empty());
+  CHECK(c.liveCount() == 3);
+  CHECK(c.hostAllocator().usedRows() == 3000);
+  c.checkConsistency();
+  // Finishing one makes room again.
+  c.finish(1);
+  CHECK(c.admissionRefusal(1000).empty());
+  CHECK(c.admit(50, 1000, copies) == 1);
+  c.checkConsistency();
+
+  SECTION("host store exhausted") {
+    ResidencyController small(ResidencyConfig::adaptive(1, 1000, 2500, 4, 0, 0));
+    small.admit(10, 1000, copies);
+    small.admit(10, 1000, copies);
+    CHECK_THROWS_WITH(small.admit(10, 1000, copies),
+                      Catch::Contains("host store has no free range of 1000 rows (500 of 2500"));
+    CHECK(small.liveCount() == 2);
+    CHECK(small.admit(10, 500, copies) == 2);
+  }
+  SECTION("request table full") {
+    ResidencyConfig config = ResidencyConfig::adaptive(1, 1000, 100000, 1, 0, 0);
+    config.maxRequests = 2;
+    ResidencyController table(config);
+    table.admit(1, 10, copies);
+    table.admit(1, 10, copies);
+    CHECK_THROWS_WITH(table.admit(1, 10, copies), Catch::Contains("request table is full"));
+  }
+  SECTION("bad arguments") {
+    CHECK_THROWS_WITH(c.admit(-1, 10, copies), Catch::Contains("history of -1 rows"));
+    CHECK_THROWS_WITH(c.admit(20, 10, copies), Catch::Contains("maximum context 10"));
+    CHECK_THROWS_AS(c.finish(7), UnknownRequestError);
+    CHECK_THROWS_AS(c.append(-1, copies), UnknownRequestError);
+  }
+}
+
+TEST_CASE("the protected set: newest window and draft ring are always resident",
+          "[residency]") {
+  const std::uint64_t seed = freshSeed() + 10;
+  INFO("DHS_TEST_SEED=" << seed - 10);
+  std::mt19937_64 rng(seed);
+  const std::int32_t W = 8, ring = 3;
+  ResidencyController c(ResidencyConfig::adaptive(2, 64, 4096, W, ring, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r = c.admit(20, 200, copies);
+  const std::int64_t start = c.historyStart(r);
+  // One copy per group and newest row, from the right host rows.
+  REQUIRE(copies.size() == 2u * W);
+  for (std::int32_t g = 0; g < 2; ++g)
+    for (std::int64_t row = 12; row < 20; ++row) {
+      std::int32_t slot = c.slotOf(g, r, row);
+      REQUIRE(slot >= 0);
+      CHECK(c.slotKind(g, slot) == SlotKind::Newest);
+      CHECK(std::count(copies.begin(), copies.end(), RowCopy{g, slot, start + row}) == 1);
+    }
+  CHECK(c.slotOf(0, r, 11) == -1);
+  CHECK(c.occupancy(0).ring == ring);
+  CHECK(c.occupancy(1).newest == W);
+
+  // Appends: each new row lands in HBM and the window slides; random
+  // selections in between. Neither the window nor the ring ever goes.
+  for (int step = 0; step < 150; ++step) {
+    copies.clear();
+    c.append(r, copies);
+    const std::int64_t len = c.historyLen(r);
+    REQUIRE(copies.size() == 2);
+    CHECK(copies[0].hostRow == start + len - 1);
+    selectRows(c, r, randomRows(rng, len, 6));
+    for (std::int32_t g = 0; g < 2; ++g) {
+      for (std::int64_t row = len - W; row < len; ++row) {
+        std::int32_t slot = c.slotOf(g, r, row);
+        REQUIRE(slot >= 0);
+        REQUIRE(c.slotKind(g, slot) == SlotKind::Newest);
+      }
+      REQUIRE(c.occupancy(g).ring == ring);
+    }
+    c.checkConsistency();
+  }
+  copies.clear();
+  while (c.historyLen(r) < 200)
+    c.append(r, copies);
+  CHECK_THROWS_WITH(c.append(r, copies), Catch::Contains("reached its maximum context of 200"));
+}
+
+TEST_CASE("promotion: fetched rows become resident after the step, never during it",
+          "[residency]") {
+  ResidencyController c(ResidencyConfig::adaptive(1, 64, 4096, 4, 0, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r = c.admit(100, 200, copies);
+  const std::int64_t start = c.historyStart(r);
+  // Two queries select rows 5 and 7; both also select row 5.
+  std::vector<std::int32_t> rows = {5, 7, 99, -1, /*query 1*/ 5, 30, -1, -1};
+  StepResult first = runStep(c, {r}, rows, 2, 4);
+  // Resolved before promotion: 5, 7, 30 from the host; 99 is a newest row.
+  CHECK(first.slots[0] == -1);
+  CHECK(first.slots[1] == -1);
+  CHECK(first.slots[2] == c.slotOf(0, r, 99));
+  CHECK(first.slots[2] >= 0);
+  CHECK(first.slots[3] == -1);
+  CHECK(first.slots[4] == -1);
+  CHECK(first.stats.entries == 5);
+  CHECK(first.stats.selected == 4); // row 5 counted once (shared retrieval)
+  CHECK(first.stats.resident == 1);
+  CHECK(first.stats.fetched == 3);
+  CHECK(first.stats.promoted == 3);
+  // Promoted: one copy per fetched row.
+  REQUIRE(first.copies.size() == 3);
+  for (std::int32_t row : {5, 7, 30}) {
+    std::int32_t slot = c.slotOf(0, r, row);
+    REQUIRE(slot >= 0);
+    CHECK(c.slotKind(0, slot) == SlotKind::Hot);
+    CHECK(std::count(first.copies.begin(), first.copies.end(),
+                     RowCopy{0, slot, start + row}) == 1);
+  }
+  // The next step reads them from HBM.
+  StepResult second = runStep(c, {r}, rows, 2, 4);
+  CHECK(second.slots[0] == c.slotOf(0, r, 5));
+  CHECK(second.slots[4] == c.slotOf(0, r, 5));
+  CHECK(second.stats.fetched == 0);
+  CHECK(second.stats.resident == 4);
+  CHECK(second.copies.empty());
+  c.checkConsistency();
+
+  SECTION("a promotion limit per step") {
+    ResidencyConfig config = ResidencyConfig::adaptive(1, 64, 4096, 4, 0, 0);
+    config.maxPromotionsPerStep = 2;
+    ResidencyController limited(config);
+    const std::int32_t q = limited.admit(100, 200, copies);
+    StepResult s = selectRows(limited, q, {1, 2, 3, 4, 5});
+    CHECK(s.stats.promoted == 2);
+    CHECK(s.stats.notPromoted == 3);
+    limited.checkConsistency();
+  }
+}
+
+TEST_CASE("resolve validates everything before changing anything", "[residency]") {
+  ResidencyController c(ResidencyConfig::adaptive(2, 64, 4096, 4, 0, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r = c.admit(100, 200, copies);
+  const std::int32_t other = c.admit(50, 200, copies);
+  std::vector<std::int32_t> slots(4, -7);
+  std::vector<std::int32_t> requests = {r, other};
+  CHECK_THROWS_AS(c.resolve(0, requests.data(), 2, nullptr, 1, 2, slots.data()), StateError);
+  c.beginStep();
+  CHECK_THROWS_AS(c.beginStep(), StateError);
+  std::vector<std::int32_t> rows = {3, 4, 10, 50};
+  CHECK_THROWS_WITH(c.resolve(0, requests.data(), 2, rows.data(), 1, 2, slots.data()),
+                    Catch::Contains("row id 50 at [lane 1, query 0, k 1] is outside request "
+                                    "1's history (length 50)"));
+  CHECK(slots == std::vector<std::int32_t>(4, -7));
+  CHECK(c.lastStep().entries == 0);
+  rows[3] = -5;
+  CHECK_THROWS_WITH(c.resolve(0, requests.data(), 2, rows.data(), 1, 2, slots.data()),
+                    Catch::Contains("row id -5 at [lane 1, query 0, k 1] is invalid"));
+  rows[3] = 49;
+  std::vector<std::int32_t> twice = {r, r};
+  CHECK_THROWS_WITH(c.resolve(0, twice.data(), 2, rows.data(), 1, 2, slots.data()),
+                    Catch::Contains("request 0 appears twice"));
+  std::vector<std::int32_t> unknown = {r, 9};
+  CHECK_THROWS_AS(c.resolve(0, unknown.data(), 2, rows.data(), 1, 2, slots.data()),
+                  UnknownRequestError);
+  std::vector<std::int32_t> empty = {r, -1};
+  CHECK_THROWS_WITH(c.resolve(0, empty.data(), 2, rows.data(), 1, 2, slots.data()),
+                    Catch::Contains("selects a row for an empty batch lane"));
+  CHECK_THROWS_WITH(c.resolve(2, requests.data(), 2, rows.data(), 1, 2, slots.data()),
+                    Catch::Contains("layer group 2 does not exist"));
+  CHECK_THROWS_AS(c.admit(10, 20, copies), StateError);
+  CHECK_THROWS_AS(c.append(r, copies), StateError);
+  CHECK_THROWS_AS(c.finish(r), StateError);
+  // Now a valid one; then the same group again is refused.
+  c.resolve(0, requests.data(), 2, rows.data(), 1, 2, slots.data());
+  CHECK(slots[0] == -1);
+  CHECK(slots[3] == c.slotOf(0, other, 49));
+  CHECK_THROWS_AS(c.resolve(0, requests.data(), 2, rows.data(), 1, 2, slots.data()),
+                  StateError);
+  c.endStep(copies);
+  CHECK_THROWS_AS(c.endStep(copies), StateError);
+  c.checkConsistency();
+}
+
+TEST_CASE("optional residency uses spare memory and is released under pressure",
+          "[residency]") {
+  const std::uint64_t seed = freshSeed() + 20;
+  INFO("DHS_TEST_SEED=" << seed - 20);
+  std::mt19937_64 rng(seed);
+  // 400 slots; a request reserves 8 + 2 + 20 = 30.
+  ResidencyController c(ResidencyConfig::adaptive(1, 400, 100000, 8, 2, 20));
+  std::vector<RowCopy> copies;
+  const std::int32_t a = c.admit(5000, 6000, copies);
+  CHECK(c.optionalBudget() == 370);
+  // One request alone fills the pool with optional rows.
+  for (int step = 0; step < 30; ++step)
+    selectRows(c, a, randomRows(rng, 5000, 64));
+  GroupOccupancy alone = c.occupancy(0);
+  CHECK(alone.hot == 20 + 370);
+  CHECK(alone.optionalUsed == 370);
+  CHECK(alone.used == 400);
+  c.checkConsistency();
+
+  // Admitting 10 more requests releases optional rows at once: every new
+  // protected set is placed in the admitting call.
+  std::vector<std::int32_t> others;
+  for (int i = 0; i < 10; ++i) {
+    copies.clear();
+    std::int64_t evictedBefore = c.evictionCount();
+    others.push_back(c.admit(3000, 4000, copies));
+    CHECK(copies.size() == 8); // its newest rows, placed now
+    CHECK(c.optionalBudget() == 400 - 30 * (i + 2));
+    GroupOccupancy now = c.occupancy(0);
+    CHECK(now.optionalUsed <= c.optionalBudget());
+    // Exactly the optional rows over the new budget were released.
+    CHECK(c.evictionCount() - evictedBefore ==
+          std::max<std::int64_t>(0, alone.optionalUsed - c.optionalBudget()));
+    alone = now;
+    c.checkConsistency();
+  }
+  CHECK(c.optionalBudget() == 70);
+  CHECK(c.occupancy(0).optionalUsed <= 70);
+  // The 12th does not fit (12 x 30 = 360 <= 400 fits; 13 x 30 = 390 fits; 14 does not).
+  others.push_back(c.admit(10, 100, copies));
+  others.push_back(c.admit(10, 100, copies));
+  CHECK(c.optionalBudget() == 10);
+  CHECK_THROWS_AS(c.admit(10, 100, copies), CapacityError);
+  c.checkConsistency();
+
+  // Departures grow the budget again, and optional rows use it.
+  for (std::int32_t r : others)
+    c.finish(r);
+  CHECK(c.optionalBudget() == 370);
+  for (int step = 0; step < 30; ++step)
+    selectRows(c, a, randomRows(rng, 5000, 64));
+  CHECK(c.occupancy(0).optionalUsed == 370);
+  c.checkConsistency();
+}
+
+TEST_CASE("an admitted request is never starved of its floor", "[residency]") {
+  const std::uint64_t seed = freshSeed() + 30;
+  INFO("DHS_TEST_SEED=" << seed - 30);
+  std::mt19937_64 rng(seed);
+  for (Replacement replacement : {Replacement::Clock, Replacement::Lru}) {
+    INFO(replacementName(replacement));
+    ResidencyConfig config = ResidencyConfig::adaptive(1, 200, 100000, 4, 0, 16);
+    config.replacement = replacement;
+    ResidencyController c(config);
+    std::vector<RowCopy> copies;
+    const std::int32_t greedy = c.admit(5000, 6000, copies);
+    const std::int32_t quiet = c.admit(5000, 6000, copies);
+    // The greedy request takes all optional memory...
+    for (int step = 0; step < 20; ++step)
+      selectRows(c, greedy, randomRows(rng, 5000, 100));
+    CHECK(c.occupancy(0).optionalUsed == c.optionalBudget());
+    // ...and the quiet one still gets every row up to its floor promoted.
+    StepResult s = selectRows(c, quiet, randomRows(rng, 5000, 16));
+    CHECK(s.stats.promoted == 16);
+    CHECK(c.hotCount(0, quiet) == 16);
+    // Beyond its floor it competes for optional slots by replacement: the
+    // greedy request's unselected rows give way.
+    s = selectRows(c, quiet, randomRows(rng, 5000, 30));
+    CHECK(s.stats.notPromoted == 0);
+    CHECK(c.hotCount(0, quiet) > 16);
+    // Both at once, many steps: the quiet one never drops below its floor.
+    for (int step = 0; step < 40; ++step) {
+      std::vector<std::int32_t> rows = randomRows(rng, 5000, 100);
+      std::vector<std::int32_t> quietRows = randomRows(rng, 5000, 100);
+      rows.insert(rows.end(), quietRows.begin(), quietRows.end());
+      runStep(c, {greedy, quiet}, rows, 1, 100);
+      REQUIRE(c.hotCount(0, quiet) >= 16);
+      REQUIRE(c.hotCount(0, greedy) >= 16);
+    }
+    c.checkConsistency();
+  }
+}
+
+TEST_CASE("fixed budget: a private buffer per request, spare memory unused",
+          "[residency]") {
+  const std::uint64_t seed = freshSeed() + 40;
+  INFO("DHS_TEST_SEED=" << seed - 40);
+  std::mt19937_64 rng(seed);
+  const std::int32_t N = 32;
+  ResidencyController fixed(ResidencyConfig::fixedBudget(1, 1000, 100000, 4, 0, N));
+  ResidencyController adaptive(ResidencyConfig::adaptive(1, 1000, 100000, 4, 0, N));
+  std::vector<RowCopy> copies;
+  const std::int32_t f = fixed.admit(2000, 3000, copies);
+  const std::int32_t a = adaptive.admit(2000, 3000, copies);
+  CHECK(fixed.optionalBudget() == 0);
+  // The same trace: a working set of 200 rows, 40 selected per step.
+  std::vector<std::int32_t> workingSet = randomRows(rng, 1996, 200); // none newest
+  ResidencyStepStats fixedTotal, adaptiveTotal;
+  for (int step = 0; step < 60; ++step) {
+    std::vector<std::int32_t> rows;
+    if (step < 5) // the whole working set once
+      rows.assign(workingSet.begin() + step * 40, workingSet.begin() + step * 40 + 40);
+    else
+      for (std::int32_t i : randomRows(rng, 200, 40))
+        rows.push_back(workingSet[static_cast<std::size_t>(i)]);
+    StepResult sf = selectRows(fixed, f, rows);
+    StepResult sa = selectRows(adaptive, a, rows);
+    if (step >= 20) {
+      fixedTotal += sf.stats;
+      adaptiveTotal += sa.stats;
+    }
+    REQUIRE(fixed.hotCount(0, f) <= N);
+    REQUIRE(fixed.occupancy(0).used <= 4 + N);
+  }
+  fixed.checkConsistency();
+  adaptive.checkConsistency();
+  // Adaptive holds the whole working set; fixed keeps missing.
+  CHECK(adaptive.hotCount(0, a) == 200);
+  CHECK(adaptiveTotal.fetched == 0);
+  CHECK(fixedTotal.fetched > fixedTotal.selected / 2);
+  // A fixed buffer replaces within itself: rows promoted this step evict the
+  // least recently used of its own, never this step's hits, so with 40 rows
+  // selected per step some misses find no victim.
+  CHECK(fixedTotal.evicted > 0);
+  CHECK(fixedTotal.promoted + fixedTotal.notPromoted == fixedTotal.fetched);
+  CHECK(fixedTotal.notPromoted > 0);
+  CHECK(adaptiveTotal.evicted == 0);
+}
+
+TEST_CASE("LRU evicts the least recently selected row, CLOCK gives a second chance",
+          "[residency]") {
+  std::vector<RowCopy> copies;
+  SECTION("lru") {
+    ResidencyController c(ResidencyConfig::fixedBudget(1, 100, 10000, 0, 0, 3));
+    const std::int32_t r = c.admit(100, 100, copies);
+    selectRows(c, r, {10});
+    selectRows(c, r, {11});
+    selectRows(c, r, {12});
+    selectRows(c, r, {10}); // 10 is now the most recent; 11 the least
+    selectRows(c, r, {13});
+    CHECK(c.slotOf(0, r, 11) == -1);
+    CHECK(c.slotOf(0, r, 10) >= 0);
+    CHECK(c.slotOf(0, r, 12) >= 0);
+    CHECK(c.slotOf(0, r, 13) >= 0);
+    // This step's hits are protected: selecting 12, 13 with two new rows
+    // evicts only 10 and leaves one new row on the host.
+    StepResult s = selectRows(c, r, {12, 13, 20, 21});
+    CHECK(s.stats.promoted == 1);
+    CHECK(s.stats.notPromoted == 1);
+    CHECK(c.slotOf(0, r, 10) == -1);
+    CHECK(c.slotOf(0, r, 12) >= 0);
+    CHECK(c.slotOf(0, r, 13) >= 0);
+    c.checkConsistency();
+  }
+  SECTION("clock") {
+    ResidencyConfig config = ResidencyConfig::fixedBudget(1, 100, 10000, 0, 0, 3);
+    config.replacement = Replacement::Clock;
+    ResidencyController c(config);
+    const std::int32_t r = c.admit(100, 100, copies);
+    selectRows(c, r, {10, 11, 12}); // all referenced
+    // A miss sweeps: all three lose their bit, then the first is taken.
+    selectRows(c, r, {13});
+    CHECK(c.slotOf(0, r, 10) == -1);
+    // 11 is referenced again, 12 not: the next miss passes 11, takes 12.
+    selectRows(c, r, {11});
+    selectRows(c, r, {14});
+    CHECK(c.slotOf(0, r, 11) >= 0);
+    CHECK(c.slotOf(0, r, 12) == -1);
+    c.checkConsistency();
+  }
+}
+
+TEST_CASE("aged-out newest rows become hot rows within the budget", "[residency]") {
+  std::vector<RowCopy> copies;
+  SECTION("adaptive keeps them while memory is spare") {
+    ResidencyController c(ResidencyConfig::adaptive(1, 100, 10000, 4, 0, 0));
+    const std::int32_t r = c.admit(4, 1000, copies);
+    for (int i = 0; i < 30; ++i) {
+      c.beginStep();
+      c.endStep(copies);
+      c.append(r, copies);
+    }
+    CHECK(c.occupancy(0).newest == 4);
+    CHECK(c.occupancy(0).hot == 30);
+    c.checkConsistency();
+  }
+  SECTION("fixed keeps at most its buffer") {
+    ResidencyController c(ResidencyConfig::fixedBudget(1, 100, 10000, 4, 0, 5));
+    const std::int32_t r = c.admit(4, 1000, copies);
+    for (int i = 0; i < 30; ++i) {
+      c.beginStep();
+      c.endStep(copies);
+      c.append(r, copies);
+    }
+    CHECK(c.occupancy(0).newest == 4);
+    CHECK(c.occupancy(0).hot == 5);
+    // The newest aged-out rows are kept (LRU by placement step).
+    for (std::int64_t row = 25; row < 30; ++row)
+      CHECK(c.slotOf(0, r, row) >= 0);
+    c.checkConsistency();
+  }
+}
+
+TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]") {
+  const std::uint64_t base = freshSeed() + 50;
+  for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed})
+    for (Replacement replacement : {Replacement::Clock, Replacement::Lru}) {
+      INFO(policyName(policy) << " " << replacementName(replacement)
+                              << " DHS_TEST_SEED=" << base - 50);
+      std::mt19937_64 rng(base + static_cast<int>(policy) * 2 + static_cast<int>(replacement));
+      ResidencyConfig config = ResidencyConfig::adaptive(3, 300, 20000, 6, 2, 10);
+      config.policy = policy;
+      config.replacement = replacement;
+      config.maxRequests = 20; // 17 x 18 reserved slots > 300: HBM refuses first
+      ResidencyController c(config);
+      std::map<std::int32_t, std::int64_t> live; // request -> length (model)
+      std::int64_t refused = 0, steps = 0;
+      for (int op = 0; op < 3000; ++op) {
+        std::vector<RowCopy> copies;
+        const int kind = static_cast<int>(rng() % 10);
+        if (kind <= 1 || live.empty()) {
+          const std::int64_t len = static_cast<std::int64_t>(rng() % 300);
+          const std::int64_t max = len + 1 + static_cast<std::int64_t>(rng() % 900);
+          if (!c.admissionRefusal(max).empty()) {
+            REQUIRE_THROWS_AS(c.admit(len, max, copies), CapacityError);
+            ++refused;
+          } else {
+            std::int32_t r = c.admit(len, max, copies);
+            REQUIRE(live.count(r) == 0);
+            live[r] = len;
+            REQUIRE(static_cast<std::int64_t>(copies.size()) ==
+                    3 * std::min<std::int64_t>(len, 6));
+          }
+        } else if (kind == 2) {
+          auto it = live.begin();
+          std::advance(it, static_cast<long>(rng() % live.size()));
+          c.finish(it->first);
+          live.erase(it);
+        } else if (kind <= 5) {
+          auto it = live.begin();
+          std::advance(it, static_cast<long>(rng() % live.size()));
+          if (it->second < c.maxContext(it->first)) {
+            c.append(it->first, copies);
+            ++it->second;
+            REQUIRE(copies.size() == 3);
+          } else {
+            REQUIRE_THROWS_AS(c.append(it->first, copies), CapacityError);
+          }
+        } else {
+          // A step over a random batch (with an empty lane), Q = 2, K = 12.
+          std::vector<std::int32_t> batch;
+          for (auto &[r, len] : live)
+            if (len > 0 && rng() % 3)
+              batch.push_back(r);
+          batch.push_back(-1);
+          const std::int64_t Q = 2, K = 12;
+          c.beginStep();
+          std::vector<std::vector<std::int32_t>> slotMaps;
+          std::vector<std::vector<std::int32_t>> rowMaps;
+          for (std::int32_t g = 0; g < 3; ++g) {
+            std::vector<std::int32_t> rows(batch.size() * Q * K, -1);
+            for (std::size_t b = 0; b + 1 < batch.size(); ++b)
+              for (std::int64_t i = 0; i < Q * K; ++i)
+                if (rng() % 8)
+                  rows[b * Q * K + i] =
+                      static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(live[batch[b]]));
+            std::vector<std::int32_t> slots(rows.size());
+            c.resolve(g, batch.data(), static_cast<std::int64_t>(batch.size()), rows.data(), Q,
+                      K, slots.data());
+            // Every slot given is the row's current slot.
+            for (std::size_t b = 0; b < batch.size(); ++b)
+              for (std::int64_t i = 0; i < Q * K; ++i) {
+                std::int32_t row = rows[b * Q * K + i];
+                std::int32_t slot = slots[b * Q * K + i];
+                if (row < 0) {
+                  REQUIRE(slot == -1);
+                  continue;
+                }
+                REQUIRE(slot == c.slotOf(g, batch[b], row));
+                if (slot >= 0) {
+                  REQUIRE(c.slotOwner(g, slot) == batch[b]);
+                  REQUIRE(c.slotRow(g, slot) == row);
+                }
+              }
+          }
+          c.endStep(copies);
+          ++steps;
+          // Every copy is into a slot that now holds that host row.
+          for (const RowCopy &copy : copies) {
+            REQUIRE(c.slotKind(copy.group, copy.slot) == SlotKind::Hot);
+            std::int32_t owner = c.slotOwner(copy.group, copy.slot);
+            REQUIRE(c.historyStart(owner) + c.slotRow(copy.group, copy.slot) == copy.hostRow);
+          }
+        }
+        c.checkConsistency();
+        if (policy == ResidencyPolicy::Fixed)
+          for (auto &[r, len] : live)
+            for (std::int32_t g = 0; g < 3; ++g)
+              REQUIRE(c.hotCount(g, r) <= 10);
+      }
+      CHECK(steps > 500);
+      CHECK(refused > 0); // the load reached the admission limit
+      CHECK(c.totals().promoted > 0);
+      CHECK(c.totals().evicted > 0);
+    }
+}
