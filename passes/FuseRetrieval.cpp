@@ -1,0 +1,72 @@
+//===- FuseRetrieval.cpp - attention that reads missing rows itself -------===//
+
+#include "passes/Passes.h"
+
+namespace mlir::dhs {
+#define GEN_PASS_DEF_DHSFUSERETRIEVAL
+#include "passes/Passes.h.inc"
+} // namespace mlir::dhs
+
+using namespace mlir;
+using namespace mlir::dhs;
+
+namespace {
+
+struct DhsFuseRetrieval
+    : public dhs::impl::DhsFuseRetrievalBase<DhsFuseRetrieval> {
+  using Base::Base;
+  void runOnOperation() final;
+
+private:
+  /// Fuses `fetch` into the attention ops that read its staged rows; returns
+  /// false when the fetch must stay.
+  bool fuse(FetchOp fetch);
+};
+
+} // namespace
+
+bool DhsFuseRetrieval::fuse(FetchOp fetch) {
+  // Union fetches (no slots) exist to be shared: they stay staged.
+  Value slots = fetch.getSlots();
+  if (!slots)
+    return false;
+  Value staging = fetch.getStaging();
+  SmallVector<AttentionOp> readers;
+  for (Operation *user : staging.getUsers()) {
+    if (user == fetch.getOperation())
+      continue;
+    auto attention = dyn_cast<AttentionOp>(user);
+    if (!attention || attention.getStagingIndex() ||
+        attention.getRowIds() != fetch.getRows() ||
+        attention.getSlots() != slots ||
+        attention.getPool() != fetch.getPool())
+      return false;
+    readers.push_back(attention);
+  }
+  if (readers.empty())
+    return false;
+
+  for (AttentionOp attention : readers) {
+    OpBuilder builder(attention);
+    SparseAttentionOp::create(
+        builder, attention.getLoc(), attention.getQueries(),
+        attention.getRowIds(), attention.getSlots(), fetch.getHistoryStart(),
+        fetch.getHistoryLen(), attention.getPool(), attention.getOutput(),
+        attention.getLayerAttr(), attention.getSoftmaxScaleAttr());
+    attention.erase();
+    ++numFused;
+  }
+  fetch.erase();
+  ++numFetchesRemoved;
+  if (auto scratch = staging.getDefiningOp<ScratchOp>();
+      scratch && scratch->use_empty())
+    scratch.erase();
+  return true;
+}
+
+void DhsFuseRetrieval::runOnOperation() {
+  SmallVector<FetchOp> fetches;
+  getOperation().walk([&](FetchOp fetch) { fetches.push_back(fetch); });
+  for (FetchOp fetch : fetches)
+    (void)fuse(fetch);
+}
