@@ -9,8 +9,9 @@
 //   A. `tileRows` threads classify the tile's rows (invalid / HBM slot / host
 //      row), check them against the history and the tiers, and report bad
 //      input through the step status;
-//   B. the CTA copies the tile's rows into shared memory, 16 bytes a thread,
-//      from whichever tier holds each row (invalid rows become zeros);
+//   B. the CTA copies the tile's rows, 16 bytes a thread, from whichever
+//      tier holds each row and decodes them (bf16, or e4m3 times its scale)
+//      into f32 keys in shared memory (invalid rows become zeros);
 //   C. each warp walks the staged rows: its head's score (lanes split the
 //      row, shuffles reduce), folded into an online softmax in base 2 that
 //      keeps the running max, sum and the lane's output slice in registers.
@@ -64,10 +65,11 @@ mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
   config.layer = op.getLayer();
 
   RowFormatAttrInterface format = config.pool.getFormat();
-  if (!isa<MlaBf16Attr>(format))
+  if (!isa<MlaBf16Attr, MlaFp8Attr, V41Fp8Attr>(format))
     return op.emitOpError() << "code generation for row format "
                             << format.getFormatName()
-                            << " is not implemented yet (only mla_bf16)";
+                            << " is not implemented yet (mla_bf16, mla_fp8, "
+                               "v41_fp8 are)";
 
   if (tileRows <= 0 || tileRows > kWarpSize)
     return op.emitOpError() << "tile-rows must be in [1, 32], got "
@@ -82,6 +84,15 @@ mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
       break;
     }
   }
+  // Decoded keys of a tile plus its row table must fit in the 48 KB of
+  // static shared memory a CTA gets without opting in.
+  int64_t sharedBytes = tileRows * (format.getQKDim() * 4 + 4 + 8);
+  if (sharedBytes > 48 * 1024)
+    return op.emitOpError() << "tile-rows = " << tileRows << " needs "
+                            << sharedBytes
+                            << " bytes of shared memory for keys of "
+                            << format.getQKDim()
+                            << " dims; at most 49152 are available";
   int64_t rowBytes = format.getRowBytes();
   if (rowBytes % kCopyBytes != 0)
     return op.emitOpError() << "rows of " << rowBytes
@@ -120,10 +131,18 @@ private:
   Value select(Value c, Value t, Value f) {
     return arith::SelectOp::create(b, c, t, f);
   }
-  /// Loads one element of a staged row as f32 (mla_bf16: bf16 elements).
+  /// Loads one decoded key element of a staged row.
   Value loadTileElement(Value row, Value column) {
-    Value x = memref::LoadOp::create(b, tileElements, ValueRange{row, column});
-    return arith::ExtFOp::create(b, b.getF32Type(), x);
+    return memref::LoadOp::create(b, tile, ValueRange{row, column});
+  }
+  /// Splats a scalar over a vector type.
+  Value splat(VectorType type, Value scalar) {
+    return vector::BroadcastOp::create(b, type, scalar);
+  }
+  /// Splats an i32 constant over a vector type.
+  Value splatI32(VectorType type, int64_t v) {
+    return arith::ConstantOp::create(
+        b, type, DenseElementsAttr::get(type, b.getI32IntegerAttr(v)));
   }
   /// a * b + c, fused. (math.fma would become a libdevice call.)
   Value fma(Value a, Value x, Value c) {
@@ -148,6 +167,16 @@ private:
 
   void emitClassifyRows(Value tileStart);
   void emitStageRows();
+  /// Stages one segment of every tile row: `chunks` 16-byte chunks from
+  /// `firstChunk` on, decoded by `decode` into f32 elements from column
+  /// `firstColumn` on.
+  void emitStageSegment(int64_t firstChunk, int64_t chunks,
+                        int64_t elementsPerChunk, int64_t firstColumn,
+                        function_ref<Value(Value tier, Value where, Value chunk,
+                                           Value bytes)>
+                            decode);
+  /// Decodes 16 e4m3 bytes to f32 (exact, NaN for 0x7f/0xff).
+  Value decodeE4M3(Value bytes);
   SmallVector<Value> emitComputeTile(ValueRange state);
 
   ImplicitLocOpBuilder &b;
@@ -157,9 +186,10 @@ private:
   // Kernel arguments.
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output,
       status;
-  // Shared memory: the staged rows as bytes and as elements, and per staged
-  // row its source (0 none, 1 HBM, 2 host) and its token index in that tier.
-  Value tile, tileElements, rowSource, rowIndex;
+  // Shared memory: the staged rows decoded to f32 keys [tileRows, qk_dim],
+  // and per staged row its source (0 none, 1 HBM, 2 host) and its token index
+  // in that tier.
+  Value tile, rowSource, rowIndex;
   // Per-thread values computed once.
   Value tid, warp, lane, request, position, head;
   Value historyLength, historyBase, hbmRows, hostRows;
@@ -240,53 +270,161 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
                           ValueRange{tid});
 }
 
-/// Phase B: the CTA copies the classified rows of its layer into shared
-/// memory, 16 bytes per thread and load.
+/// Phase B: the CTA copies the classified rows of its layer, 16 bytes per
+/// thread and load, and decodes them into f32 keys in shared memory.
 void SparseAttentionKernelEmitter::emitStageRows() {
-  OpBuilder::InsertionGuard guard(b);
-  int64_t rowBytes = config.pool.getFormat().getRowBytes();
-  int64_t chunksPerRow = rowBytes / kCopyBytes;
-  int64_t threads = config.block()[0];
-  auto chunkType = VectorType::get({kCopyBytes}, b.getI8Type());
+  RowFormatAttrInterface format = config.pool.getFormat();
+  Type f32 = b.getF32Type();
+  auto raw = VectorType::get({kCopyBytes}, b.getI8Type());
+  auto loadBytes = [&](Value tier, Value where, Value byteOffset,
+                       int64_t count, int64_t align) {
+    return vector::LoadOp::create(
+        b, VectorType::get({count}, b.getI8Type()), tier,
+        ValueRange{where, index(config.layer), byteOffset},
+        /*nontemporal=*/false, llvm::MaybeAlign(align));
+  };
+  // bf16 chunks: 8 elements, exact.
+  auto decodeBf16 = [&](Value tier, Value where, Value chunk, Value bytes) {
+    Value halves = vector::BitCastOp::create(
+        b, VectorType::get({8}, b.getBF16Type()), bytes);
+    return arith::ExtFOp::create(b, VectorType::get({8}, f32), halves)
+        .getResult();
+  };
+  if (isa<MlaBf16Attr>(format)) {
+    emitStageSegment(0, format.getRowBytes() / kCopyBytes, 8, 0, decodeBf16);
+    return;
+  }
+  auto vec16 = VectorType::get({16}, f32);
+  if (isa<MlaFp8Attr>(format)) {
+    // 512 e4m3 NoPE dims with one fp32 scale per 128 (bytes 512..527), then
+    // 64 bf16 RoPE dims (bytes 528..655).
+    emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk,
+                                       Value bytes) {
+      Value scaleByte = arith::AddIOp::create(
+          b, index(512),
+          arith::MulIOp::create(
+              b, arith::DivUIOp::create(b, chunk, index(8)), index(4)));
+      Value scaleBits = loadBytes(tier, where, scaleByte, 4, 4);
+      Value scale = vector::ExtractOp::create(
+          b,
+          vector::BitCastOp::create(b, VectorType::get({1}, f32), scaleBits),
+          ArrayRef<int64_t>{0});
+      return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale))
+          .getResult();
+    });
+    emitStageSegment(33, 8, 8, 512, decodeBf16);
+    return;
+  }
+  // v41_fp8: 512 e4m3 dims, one ue8m0 scale (2^(e-127)) per 32 dims in bytes
+  // 512..527: a chunk of 16 dims has one scale.
+  emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk,
+                                     Value bytes) {
+    Value scaleByte = arith::AddIOp::create(
+        b, index(512), arith::DivUIOp::create(b, chunk, index(2)));
+    Value e = vector::ExtractOp::create(
+        b, loadBytes(tier, where, scaleByte, 1, 1), ArrayRef<int64_t>{0});
+    Value e32 = arith::ExtUIOp::create(b, b.getI32Type(), e);
+    // 2^(e-127) has the f32 bits e << 23, except 2^-127 (a denormal) and
+    // e = 255 (NaN).
+    Value bits = select(
+        cmpi(arith::CmpIPredicate::eq, e32, i32(0)), i32(0x00400000),
+        select(cmpi(arith::CmpIPredicate::eq, e32, i32(255)), i32(0x7fc00000),
+               arith::ShLIOp::create(b, e32, i32(23))));
+    Value scale = arith::BitcastOp::create(b, f32, bits);
+    return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale))
+        .getResult();
+  });
+  (void)raw;
+}
 
-  auto copyLoop = scf::ForOp::create(
-      b, tid, index(config.tileRows * chunksPerRow), index(threads));
+Value SparseAttentionKernelEmitter::decodeE4M3(Value bytes) {
+  auto i32v = VectorType::get({16}, b.getI32Type());
+  auto f32v = VectorType::get({16}, b.getF32Type());
+  Value x = arith::ExtUIOp::create(b, i32v, bytes);
+  Value sign = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, x, splatI32(i32v, 7)), splatI32(i32v, 1));
+  Value exponent = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, x, splatI32(i32v, 3)), splatI32(i32v, 15));
+  Value mantissa = arith::AndIOp::create(b, x, splatI32(i32v, 7));
+  // Normal: (1 + m/8) 2^(e-7): f32 exponent e - 7 + 127, mantissa m << 20.
+  Value normalBits = arith::OrIOp::create(
+      b,
+      arith::OrIOp::create(
+          b, arith::ShLIOp::create(b, sign, splatI32(i32v, 31)),
+          arith::ShLIOp::create(
+              b, arith::AddIOp::create(b, exponent, splatI32(i32v, 120)),
+              splatI32(i32v, 23))),
+      arith::ShLIOp::create(b, mantissa, splatI32(i32v, 20)));
+  Value normal = arith::BitcastOp::create(b, f32v, normalBits);
+  // Subnormal (e = 0): m/8 2^-6 = m 2^-9, with the sign.
+  Value magnitude = arith::MulFOp::create(
+      b, arith::UIToFPOp::create(b, f32v, mantissa),
+      splat(f32v, f32(1.0 / 512.0)));
+  Value negative = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, sign,
+                                         splatI32(i32v, 0));
+  Value subnormal = arith::SelectOp::create(
+      b, negative, arith::NegFOp::create(b, magnitude), magnitude);
+  Value isSubnormal = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                            exponent, splatI32(i32v, 0));
+  Value value = arith::SelectOp::create(b, isSubnormal, subnormal, normal);
+  // e4m3fn has no infinities; S.1111.111 is NaN.
+  Value isNan = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq, arith::AndIOp::create(b, x, splatI32(i32v, 0x7f)),
+      splatI32(i32v, 0x7f));
+  return arith::SelectOp::create(
+      b, isNan, splat(f32v, f32(std::numeric_limits<double>::quiet_NaN())),
+      value);
+}
+
+void SparseAttentionKernelEmitter::emitStageSegment(
+    int64_t firstChunk, int64_t chunks, int64_t elementsPerChunk,
+    int64_t firstColumn,
+    function_ref<Value(Value tier, Value where, Value chunk, Value bytes)>
+        decode) {
+  OpBuilder::InsertionGuard guard(b);
+  int64_t threads = config.block()[0];
+  auto rawType = VectorType::get({kCopyBytes}, b.getI8Type());
+  auto decodedType = VectorType::get({elementsPerChunk}, b.getF32Type());
+
+  auto copyLoop = scf::ForOp::create(b, tid, index(config.tileRows * chunks),
+                                     index(threads));
   b.setInsertionPoint(copyLoop.getBody()->getTerminator());
-  Value chunk = copyLoop.getInductionVar();
-  Value row = arith::DivUIOp::create(b, chunk, index(chunksPerRow));
-  Value column = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, chunk, index(chunksPerRow)),
-      index(kCopyBytes));
+  Value item = copyLoop.getInductionVar();
+  Value row = arith::DivUIOp::create(b, item, index(chunks));
+  Value chunk = arith::AddIOp::create(
+      b, index(firstChunk), arith::RemUIOp::create(b, item, index(chunks)));
   Value source = memref::LoadOp::create(b, rowSource, ValueRange{row});
   Value where = arith::IndexCastOp::create(
       b, b.getIndexType(), memref::LoadOp::create(b, rowIndex, ValueRange{row}));
   Value present = cmpi(arith::CmpIPredicate::ne, source, i32(0));
-  auto loaded = scf::IfOp::create(b, TypeRange{chunkType}, present,
-                                  /*withElse=*/true);
+  auto decoded = scf::IfOp::create(b, TypeRange{decodedType}, present,
+                                   /*withElse=*/true);
   {
     OpBuilder::InsertionGuard thenGuard(b);
-    b.setInsertionPointToStart(loaded.thenBlock());
+    b.setInsertionPointToStart(decoded.thenBlock());
     Value fromHost = cmpi(arith::CmpIPredicate::eq, source, i32(2));
     Value tier = select(fromHost, host, hbm);
-    Value v = vector::LoadOp::create(b, chunkType, tier,
-                                     ValueRange{where, index(config.layer),
-                                                column},
-                                     /*nontemporal=*/false,
-                                     llvm::MaybeAlign(kCopyBytes));
-    scf::YieldOp::create(b, v);
+    Value bytes = vector::LoadOp::create(
+        b, rawType, tier,
+        ValueRange{where, index(config.layer),
+                   arith::MulIOp::create(b, chunk, index(kCopyBytes))},
+        /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+    scf::YieldOp::create(b, decode(tier, where, chunk, bytes));
     // Absent rows become zeros, so that a zero probability never meets
     // stale (possibly non-finite) shared memory.
-    b.setInsertionPointToStart(loaded.elseBlock());
+    b.setInsertionPointToStart(decoded.elseBlock());
     Value zeros = arith::ConstantOp::create(
-        b, chunkType,
-        DenseElementsAttr::get(chunkType, b.getI8IntegerAttr(0)));
+        b, decodedType,
+        DenseElementsAttr::get(decodedType, b.getF32FloatAttr(0.0f)));
     scf::YieldOp::create(b, zeros);
   }
-  Value offset = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, row, index(rowBytes)), column);
-  vector::StoreOp::create(b, loaded.getResult(0), tile, ValueRange{offset},
-                          /*nontemporal=*/false,
-                          llvm::MaybeAlign(kCopyBytes));
+  Value column = arith::AddIOp::create(
+      b, index(firstColumn),
+      arith::MulIOp::create(b, arith::SubIOp::create(b, chunk, index(firstChunk)),
+                            index(elementsPerChunk)));
+  vector::StoreOp::create(b, decoded.getResult(0), tile,
+                          ValueRange{row, column}, /*nontemporal=*/false,
+                          llvm::MaybeAlign(16));
 }
 
 /// Phase C: one warp folds the staged rows, one at a time, into its head's
@@ -372,15 +510,6 @@ void SparseAttentionKernelEmitter::emit() {
   rowIndex = func.getWorkgroupAttributions()[2];
 
   RowFormatAttrInterface format = config.pool.getFormat();
-  // mla_bf16 rows read as bf16 elements straight out of the staged bytes.
-  auto workgroup =
-      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  tileElements = memref::ViewOp::create(
-      b,
-      MemRefType::get({config.tileRows, format.getRowBytes() / 2},
-                      b.getBF16Type(), MemRefLayoutAttrInterface{}, workgroup),
-      tile, index(0), ValueRange{});
-
   tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value blockX = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value blockY = gpu::BlockIdOp::create(b, gpu::Dimension::y);
@@ -466,8 +595,8 @@ gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
       MemRefType::get({1}, builder.getI32Type())};
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   SmallVector<Type> shared{
-      MemRefType::get({config.tileRows * format.getRowBytes()},
-                      builder.getI8Type(), MemRefLayoutAttrInterface{},
+      MemRefType::get({config.tileRows, format.getQKDim()},
+                      builder.getF32Type(), MemRefLayoutAttrInterface{},
                       workgroup),
       MemRefType::get({config.tileRows}, builder.getI32Type(),
                       MemRefLayoutAttrInterface{}, workgroup),

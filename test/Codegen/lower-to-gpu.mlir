@@ -20,13 +20,12 @@
 // CHECK-SAME: {dhs.layer = 0 : i64, dhs.op = "sparse_attention", dhs.softmax_scale = 0.0416666679 : f32}
 // CHECK-NOT: dhs.sparse_attention
 
-// The kernel: 16 staged rows in shared memory, with where each comes from.
+// The kernel: 16 staged rows decoded to f32 in shared memory, with where each
+// comes from.
 // CHECK: gpu.module @sparse_attention
 // CHECK: gpu.func @sparse_attention(%{{.*}}: memref<2x2x32x576xbf16>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2xi64>, %{{.*}}: memref<2xi32>, %[[KHBM:.*]]: memref<?x1x1152xi8>, %[[KHOST:.*]]: memref<?x1x1152xi8>, %[[KOUT:.*]]: memref<2x2x32x512xbf16>, %[[KSTATUS:.*]]: memref<1xi32>)
-// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<18432xi8, #gpu.address_space<workgroup>>, %[[SOURCE:.*]] : memref<16xi32, #gpu.address_space<workgroup>>, %[[INDEX:.*]] : memref<16xi64, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<16x576xf32, #gpu.address_space<workgroup>>, %[[SOURCE:.*]] : memref<16xi32, #gpu.address_space<workgroup>>, %[[INDEX:.*]] : memref<16xi64, #gpu.address_space<workgroup>>)
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 512, 1, 1>}
-// Staged bytes read as bf16 elements (mla_bf16).
-// CHECK: memref.view %[[TILE]][%{{.*}}][] : memref<18432xi8, #gpu.address_space<workgroup>> to memref<16x576xbf16, #gpu.address_space<workgroup>>
 // The KV loop walks the selection in tiles of 16, carrying max, sum and 16 output elements per lane.
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // Phase A: bad input is reported, not read.
@@ -34,11 +33,14 @@
 // CHECK: memref.store %{{.*}}, %[[SOURCE]][%{{.*}}]
 // CHECK: memref.store %{{.*}}, %[[INDEX]][%{{.*}}]
 // CHECK: gpu.barrier
-// Phase B: 16-byte copies from the row's tier into shared memory.
+// Phase B: 16-byte copies from the row's tier, decoded (bf16 -> f32) into
+// shared memory.
 // CHECK: scf.for
 // CHECK: %[[TIER:.*]] = arith.select %{{.*}}, %[[KHOST]], %[[KHBM]] : memref<?x1x1152xi8>
-// CHECK: vector.load %[[TIER]][%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x1x1152xi8>, vector<16xi8>
-// CHECK: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 16 : i64}
+// CHECK: %[[RAW:.*]] = vector.load %[[TIER]][%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x1x1152xi8>, vector<16xi8>
+// CHECK: %[[HALVES:.*]] = vector.bitcast %[[RAW]] : vector<16xi8> to vector<8xbf16>
+// CHECK: arith.extf %[[HALVES]] : vector<8xbf16> to vector<8xf32>
+// CHECK: vector.store %{{.*}}, %[[TILE]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<16x576xf32, #gpu.address_space<workgroup>>, vector<8xf32>
 // CHECK: gpu.barrier
 // Phase C: per-row score by warp reduction, online softmax in base 2.
 // CHECK: scf.for

@@ -1,12 +1,14 @@
-// RUN: dhs-opt %s --dhs-lower-to-gpu="max-heads-per-block=8 tile-rows=32" | FileCheck %s
+// RUN: dhs-opt %s --dhs-lower-to-gpu="max-heads-per-block=8 tile-rows=8" | FileCheck %s
 // RUN: not dhs-opt %s --dhs-lower-to-gpu="tile-rows=64" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not dhs-opt %s --dhs-lower-to-gpu="tile-rows=32" 2>&1 | FileCheck %s --check-prefix=SMEM
 
-// 16 heads in CTAs of 8 warps; 32 rows staged per tile.
+// 16 heads in CTAs of 8 warps; 8 rows staged per tile.
 // CHECK-LABEL: func.func @step
 // CHECK: gpu.launch_func
-// CHECK: workgroup(%{{.*}} : memref<36864xi8, #gpu.address_space<workgroup>>
+// CHECK: workgroup(%{{.*}} : memref<8x576xf32, #gpu.address_space<workgroup>>
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // BAD: tile-rows must be in [1, 32], got 64
+// SMEM: tile-rows = 32 needs 74112 bytes of shared memory for keys of 576 dims; at most 49152 are available
 func.func @step(%q: memref<1x1x16x576xbf16>, %rows: memref<1x1x64xi32>,
                 %slots: memref<1x1x64xi32>, %start: memref<1xi64>,
                 %len: memref<1xi32>,
