@@ -754,6 +754,19 @@ void ResidencyController::endStep(std::vector<RowCopy> &copies) {
   totals_ += last_;
 }
 
+void ResidencyController::abortStep() {
+  if (!inStep_)
+    throw StateError("abortStep without a step in progress");
+  for (Group &g : groups_) {
+    for (std::int32_t request : g.touched)
+      requests_[static_cast<std::size_t>(request)]
+          .fetch[static_cast<std::size_t>(&g - groups_.data())]
+          .clear();
+    g.touched.clear();
+  }
+  inStep_ = false;
+}
+
 //===----------------------------------------------------------------------===//
 // State
 //===----------------------------------------------------------------------===//

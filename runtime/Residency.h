@@ -242,6 +242,11 @@ public:
   /// row into `copies`). Throws StateError outside a step.
   void endStep(std::vector<RowCopy> &copies);
 
+  /// Ends a step without promoting anything (after a failure between
+  /// resolve and the reads). Hits already recorded stay. Throws StateError
+  /// outside a step.
+  void abortStep();
+
   /// True between beginStep and endStep.
   bool inStep() const { return inStep_; }
   /// Steps begun so far.

@@ -1,0 +1,562 @@
+//===- Runtime.cpp - Requests, steps and the KV hierarchy -----------------===//
+
+#include "runtime/Runtime.h"
+
+#include "runtime/CudaDriver.h"
+#include "runtime/Error.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace dhs::runtime {
+
+namespace {
+
+/// "request 7" for messages (engine ids).
+std::string requestName(std::uint64_t id) { return "request " + std::to_string(id); }
+
+} // namespace
+
+Runtime::Runtime(const RuntimeConfig &config) : config_(config) {
+  auto atLeast = [](const char *name, std::int64_t value, std::int64_t min) {
+    if (value < min)
+      throw Error(std::string("runtime config: ") + name + " is " + std::to_string(value) +
+                  ", it must be at least " + std::to_string(min));
+  };
+  atLeast("layers", config.layers, 1);
+  atLeast("layers_per_group", config.layersPerGroup, 1);
+  atLeast("hbm_slots", config.hbmSlots, -1);
+  atLeast("host_rows", config.hostRows, 1);
+  atLeast("max_requests", config.maxRequests, 1);
+  atLeast("newest_window", config.newestWindow, 0);
+  atLeast("draft_window", config.draftWindow, 0);
+  atLeast("hot_floor", config.hotFloor, 0);
+  atLeast("max_promotions_per_step", config.maxPromotionsPerStep, -1);
+  atLeast("full_check_interval", config.fullCheckInterval, 0);
+  if (config.layersPerGroup > config.layers)
+    throw Error("runtime config: layers_per_group " + std::to_string(config.layersPerGroup) +
+                " exceeds the " + std::to_string(config.layers) + " layers");
+}
+
+Runtime::~Runtime() = default;
+
+void Runtime::requireStep(const char *what) const {
+  if (!tiers_)
+    throw StateError(std::string(what) + ": no step is loaded (load a compiled step first)");
+}
+
+const ProblemShape &Runtime::shape() const {
+  requireStep("shape");
+  return shape_;
+}
+
+std::int64_t Runtime::rowBytes() const {
+  requireStep("row size");
+  return layout_.rowBytes;
+}
+
+std::int32_t Runtime::groups() const {
+  return (config_.layers + config_.layersPerGroup - 1) / config_.layersPerGroup;
+}
+
+std::string Runtime::backendDescription() const {
+  return tiers_ ? tiers_->describe() : "none (no step loaded)";
+}
+
+const ResidencyController &Runtime::controller() const {
+  requireStep("controller");
+  return *controller_;
+}
+
+void Runtime::loadStep(const std::string &stepDirectory) {
+  ManifestLoadOptions options;
+  options.requirePtx = config_.backend == BackendKind::Cuda;
+  loadStep(Manifest::load(stepDirectory, options));
+}
+
+void Runtime::loadStep(const Manifest &manifest) {
+  if (tiers_)
+    throw StateError("a step is already loaded");
+  ProblemShape shape = problemShapeFromManifest(manifest);
+  const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+
+  std::int64_t slots = config_.hbmSlots;
+  if (pool.hbmSlots >= 0) {
+    if (slots >= 0 && slots != pool.hbmSlots)
+      throw Error("the runtime is configured for " + std::to_string(slots) +
+                  " HBM slots per layer, the step " + manifest.directory + " fixes " +
+                  std::to_string(pool.hbmSlots));
+    slots = pool.hbmSlots;
+  }
+  if (slots < 0)
+    throw Error("the step " + manifest.directory +
+                " leaves the HBM slot count to run time: configure hbm_slots");
+  if (slots > std::numeric_limits<std::int32_t>::max())
+    throw Error("HBM slot count " + std::to_string(slots) + " is too large");
+  std::int64_t hostRows = config_.hostRows;
+  if (pool.hostRows >= 0 && pool.hostRows != hostRows)
+    throw Error("the runtime is configured for " + std::to_string(hostRows) +
+                " host rows per layer, the step " + manifest.directory + " fixes " +
+                std::to_string(pool.hostRows));
+
+  TierLayout layout;
+  layout.layers = config_.layers;
+  layout.layersPerGroup = config_.layersPerGroup;
+  layout.hbmSlots = static_cast<std::int32_t>(slots);
+  layout.hostRows = hostRows;
+  layout.rowBytes = pool.rowBytes;
+
+  ResidencyConfig residency;
+  residency.groups = layout.groups();
+  residency.hbmSlots = layout.hbmSlots;
+  residency.hostRows = hostRows;
+  residency.maxRequests = config_.maxRequests;
+  residency.newestWindow = config_.newestWindow;
+  residency.draftWindow = config_.draftWindow;
+  residency.hotFloor = config_.hotFloor;
+  residency.policy = config_.policy;
+  residency.replacement = config_.replacement;
+  residency.maxPromotionsPerStep = config_.maxPromotionsPerStep;
+  auto controller = std::make_unique<ResidencyController>(residency);
+
+  // The backend.
+  bool useCuda = config_.backend == BackendKind::Cuda;
+  fallbackReason_.clear();
+  if (config_.backend == BackendKind::Auto) {
+    const CudaDriver &driver = CudaDriver::instance();
+    bool ptx = std::all_of(manifest.launches.begin(), manifest.launches.end(),
+                           [](const Launch &launch) { return launch.ptxPresent; });
+    if (!driver.available())
+      fallbackReason_ = driver.unavailableReason();
+    else if (!ptx)
+      fallbackReason_ = "the step has no PTX for every kernel";
+    else
+      useCuda = true;
+  }
+  if (!useCuda && pool.format != "mla_bf16")
+    throw Error("the CPU backend runs mla_bf16 pools only; the step's pool is " +
+                pool.format);
+  std::unique_ptr<TierBackend> tiers =
+      useCuda ? makeCudaTiers(layout, manifest, config_.device)
+              : makeCpuTiers(layout, config_.cpuThreads);
+
+  manifest_ = std::make_unique<Manifest>(manifest);
+  shape_ = shape;
+  shape_.hbmSlots = layout.hbmSlots;
+  shape_.hostRows = hostRows;
+  layout_ = layout;
+  controller_ = std::move(controller);
+  tiers_ = std::move(tiers);
+  if (config_.checkInvariants)
+    hashes_.assign(static_cast<std::size_t>(layout.layers * hostRows), 0);
+  const std::size_t B = static_cast<std::size_t>(shape_.batch);
+  const std::size_t selections = static_cast<std::size_t>(shape_.selectionCount());
+  lanes_.assign(B, -1);
+  historyStart_.assign(B, 0);
+  historyLen_.assign(B, 0);
+  rowIds_.assign(static_cast<std::size_t>(layout.groups()), std::vector<std::int32_t>(selections, -1));
+  slots_.assign(static_cast<std::size_t>(layout.groups()), std::vector<std::int32_t>(selections, -1));
+  selected_.assign(static_cast<std::size_t>(layout.groups()), 0);
+  attended_.assign(static_cast<std::size_t>(layout.layers), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Requests
+//===----------------------------------------------------------------------===//
+
+std::int32_t Runtime::indexOf(std::uint64_t id, const char *what) const {
+  auto it = index_.find(id);
+  if (it == index_.end())
+    throw UnknownRequestError(std::string(what) + ": " + requestName(id) + " is not admitted");
+  return it->second;
+}
+
+bool Runtime::admitted(std::uint64_t id) const { return index_.count(id) != 0; }
+
+std::int64_t Runtime::historyLen(std::uint64_t id) const {
+  return controller_->historyLen(indexOf(id, "history length"));
+}
+
+std::uint64_t Runtime::rowHash(const std::uint8_t *row) const {
+  // 64-bit words through a multiply-xorshift mix; the tail byte by byte.
+  std::uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(layout_.rowBytes);
+  const std::size_t n = static_cast<std::size_t>(layout_.rowBytes);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, row + i, 8);
+    h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  for (; i < n; ++i)
+    h = (h ^ row[i]) * 0x94D049BB133111EBull;
+  return h ^ (h >> 29);
+}
+
+void Runtime::recordHash(std::int32_t layer, std::int64_t hostRow) {
+  if (hashes_.empty())
+    return;
+  hashes_[static_cast<std::size_t>(layer * layout_.hostRows + hostRow)] =
+      rowHash(tiers_->hostRow(layer, hostRow));
+}
+
+void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxContext,
+                    const void *prefill) {
+  requireStep("admit");
+  if (inStep_)
+    throw StateError("cannot admit " + requestName(id) + " during a step");
+  if (index_.count(id))
+    throw InputError(requestName(id) + " is already admitted");
+  if (historyLen > 0 && !prefill)
+    throw InputError("admit " + requestName(id) + ": null prefill rows for a history of " +
+                     std::to_string(historyLen));
+  std::vector<RowCopy> copies;
+  const std::int32_t index = controller_->admit(historyLen, maxContext, copies);
+  const std::int64_t start = controller_->historyStart(index);
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  const auto *source = static_cast<const std::uint8_t *>(prefill);
+  for (std::int32_t l = 0; l < layout_.layers; ++l)
+    for (std::int64_t row = 0; row < historyLen; ++row) {
+      std::memcpy(tiers_->hostRow(l, start + row),
+                  source + (static_cast<std::size_t>(l * historyLen + row)) * rowBytes, rowBytes);
+      recordHash(l, start + row);
+    }
+  tiers_->copyToHbm(copies);
+  index_.emplace(id, index);
+  if (config_.checkInvariants)
+    checkCopies(copies);
+}
+
+void Runtime::append(std::uint64_t id, const void *rows) {
+  requireStep("append");
+  if (inStep_)
+    throw StateError("cannot append to " + requestName(id) + " during a step");
+  const std::int32_t index = indexOf(id, "append");
+  if (!rows)
+    throw InputError("append to " + requestName(id) + ": null rows");
+  std::vector<RowCopy> copies;
+  controller_->append(index, copies);
+  const std::int64_t hostRow =
+      controller_->historyStart(index) + controller_->historyLen(index) - 1;
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  const auto *source = static_cast<const std::uint8_t *>(rows);
+  for (std::int32_t l = 0; l < layout_.layers; ++l) {
+    std::memcpy(tiers_->hostRow(l, hostRow), source + static_cast<std::size_t>(l) * rowBytes,
+                rowBytes);
+    recordHash(l, hostRow);
+  }
+  tiers_->copyToHbm(copies);
+  if (config_.checkInvariants)
+    checkCopies(copies);
+}
+
+void Runtime::finish(std::uint64_t id) {
+  requireStep("finish");
+  if (inStep_)
+    throw StateError("cannot finish " + requestName(id) + " during a step");
+  const std::int32_t index = indexOf(id, "finish");
+  if (config_.checkInvariants)
+    checkRequestRows(index, "finishing");
+  controller_->finish(index);
+  index_.erase(id);
+}
+
+std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
+                                           std::int64_t row) {
+  requireStep("host row");
+  const std::int32_t index = indexOf(id, "host row");
+  if (layer < 0 || layer >= layout_.layers || row < 0 || row >= controller_->historyLen(index))
+    throw InputError("host row: layer " + std::to_string(layer) + ", row " +
+                     std::to_string(row) + " is outside " + requestName(id) + "'s history");
+  const std::uint8_t *data = tiers_->hostRow(layer, controller_->historyStart(index) + row);
+  return std::vector<std::uint8_t>(data, data + layout_.rowBytes);
+}
+
+//===----------------------------------------------------------------------===//
+// Steps
+//===----------------------------------------------------------------------===//
+
+void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
+  requireStep("step");
+  if (inStep_)
+    throw StateError("a step is already in progress");
+  if (batch < 0 || batch > shape_.batch)
+    throw InputError("a batch of " + std::to_string(batch) + " requests: the step takes 0 to " +
+                     std::to_string(shape_.batch));
+  if (batch > 0 && !ids)
+    throw InputError("null request ids for a batch of " + std::to_string(batch));
+  std::vector<std::int32_t> lanes(static_cast<std::size_t>(shape_.batch), -1);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int32_t index = indexOf(ids[b], "step");
+    if (std::find(lanes.begin(), lanes.begin() + b, index) != lanes.begin() + b)
+      throw InputError(requestName(ids[b]) + " appears twice in the batch (lane " +
+                       std::to_string(b) + ")");
+    lanes[static_cast<std::size_t>(b)] = index;
+  }
+  controller_->beginStep();
+  lanes_ = lanes;
+  batchIds_.assign(ids, ids + batch);
+  for (std::size_t b = 0; b < lanes_.size(); ++b) {
+    historyStart_[b] = lanes_[b] >= 0 ? controller_->historyStart(lanes_[b]) : 0;
+    historyLen_[b] =
+        lanes_[b] >= 0 ? static_cast<std::int32_t>(controller_->historyLen(lanes_[b])) : 0;
+  }
+  batch_ = batch;
+  std::fill(selected_.begin(), selected_.end(), 0);
+  std::fill(attended_.begin(), attended_.end(), 0);
+  inStep_ = true;
+}
+
+void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds) {
+  if (!inStep_)
+    throw StateError("selections outside a step (begin a step first)");
+  if (group < 0 || group >= layout_.groups())
+    throw InputError("layer group " + std::to_string(group) + " does not exist (" +
+                     std::to_string(layout_.groups()) + " groups)");
+  const std::size_t g = static_cast<std::size_t>(group);
+  if (selected_[g])
+    throw StateError("layer group " + std::to_string(group) + " already has its selections");
+  if (batch_ > 0 && !rowIds)
+    throw InputError("null row ids for layer group " + std::to_string(group));
+  const std::int64_t perLane = shape_.queries * shape_.topk;
+  // Checked here too (the controller checks again) so that messages name
+  // the engine's request ids.
+  for (std::int64_t b = 0; b < batch_; ++b)
+    for (std::int64_t i = 0; i < perLane; ++i) {
+      const std::int32_t id = rowIds[b * perLane + i];
+      if (id == -1)
+        continue;
+      std::string where = "row id " + std::to_string(id) + " at [lane " + std::to_string(b) +
+                          ", query " + std::to_string(i / shape_.topk) + ", k " +
+                          std::to_string(i % shape_.topk) + "] of layer group " +
+                          std::to_string(group);
+      if (id < -1)
+        throw InputError(where + " is invalid (only -1 marks an unused selection)");
+      if (id >= historyLen_[static_cast<std::size_t>(b)])
+        throw InputError(where + " is outside " + requestName(batchIds_[static_cast<std::size_t>(b)]) +
+                         "'s history (length " +
+                         std::to_string(historyLen_[static_cast<std::size_t>(b)]) + ")");
+    }
+  std::vector<std::int32_t> &padded = rowIds_[g];
+  std::fill(padded.begin(), padded.end(), -1);
+  if (batch_ > 0)
+    std::copy(rowIds, rowIds + batch_ * perLane, padded.begin());
+  controller_->resolve(group, lanes_.data(), shape_.batch, padded.data(), shape_.queries,
+                       shape_.topk, slots_[g].data());
+  selected_[g] = 1;
+}
+
+void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *output,
+                          MemorySpace memory) {
+  if (!inStep_)
+    throw StateError("attention outside a step (begin a step first)");
+  if (layer < 0 || layer >= layout_.layers)
+    throw InputError("layer " + std::to_string(layer) + " does not exist (" +
+                     std::to_string(layout_.layers) + " layers)");
+  const std::int32_t group = layer / layout_.layersPerGroup;
+  if (!selected_[static_cast<std::size_t>(group)])
+    throw StateError("layer " + std::to_string(layer) + ": its group " + std::to_string(group) +
+                     " has no selections yet");
+  if (attended_[static_cast<std::size_t>(layer)])
+    throw StateError("layer " + std::to_string(layer) + " already ran in this step");
+  if (batch_ > 0 && (!queries || !output))
+    throw InputError("null queries or output for layer " + std::to_string(layer));
+  if (memory == MemorySpace::Device && !tiers_->acceptsDevicePointers())
+    throw InputError("the " + tiers_->describe() + " backend takes host pointers only");
+  LayerStep step;
+  step.shape = &shape_;
+  step.lanes = batch_;
+  step.queries = queries;
+  step.memory = memory;
+  step.rowIds = rowIds_[static_cast<std::size_t>(group)].data();
+  step.slots = slots_[static_cast<std::size_t>(group)].data();
+  step.historyStart = historyStart_.data();
+  step.historyLen = historyLen_.data();
+  step.output = output;
+  tiers_->attend(layer, step);
+  attended_[static_cast<std::size_t>(layer)] = 1;
+  if (config_.checkInvariants)
+    checkReads(layer);
+}
+
+void Runtime::endStep() {
+  if (!inStep_)
+    throw StateError("no step is in progress");
+  for (std::int32_t g = 0; g < layout_.groups(); ++g)
+    if (!selected_[static_cast<std::size_t>(g)])
+      throw StateError("cannot end the step: layer group " + std::to_string(g) +
+                       " has no selections");
+  for (std::int32_t l = 0; l < layout_.layers; ++l)
+    if (!attended_[static_cast<std::size_t>(l)])
+      throw StateError("cannot end the step: layer " + std::to_string(l) + " did not run");
+  try {
+    tiers_->finishStep();
+  } catch (...) {
+    abortStep();
+    throw;
+  }
+  std::vector<RowCopy> copies;
+  controller_->endStep(copies);
+  tiers_->copyToHbm(copies);
+  inStep_ = false;
+  ++steps_;
+  if (config_.checkInvariants) {
+    checkCopies(copies);
+    controller_->checkConsistency();
+    if (config_.fullCheckInterval > 0 &&
+        steps_ % static_cast<std::uint64_t>(config_.fullCheckInterval) == 0)
+      checkInvariants();
+  }
+}
+
+void Runtime::abortStep() {
+  if (!inStep_)
+    throw StateError("no step is in progress");
+  inStep_ = false;
+  controller_->abortStep();
+  try {
+    tiers_->finishStep();
+  } catch (const Error &) {
+    // The step is abandoned either way.
+  }
+}
+
+void Runtime::step(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *rowIds,
+                   const bf16_t *queries, bf16_t *output, MemorySpace memory) {
+  beginStep(ids, batch);
+  try {
+    const std::int64_t selections = batch * shape_.queries * shape_.topk;
+    const std::int64_t queryElems = batch * shape_.queries * shape_.heads * shape_.qkDim;
+    const std::int64_t outputElems = batch * shape_.queries * shape_.heads * shape_.vDim;
+    if (batch > 0 && (!rowIds || !queries || !output))
+      throw InputError("null row ids, queries or output for a step of " +
+                       std::to_string(batch) + " requests");
+    for (std::int32_t g = 0; g < layout_.groups(); ++g)
+      selectGroup(g, batch > 0 ? rowIds + g * selections : nullptr);
+    for (std::int32_t l = 0; l < layout_.layers; ++l)
+      attendLayer(l, batch > 0 ? queries + l * queryElems : nullptr,
+                  batch > 0 ? output + l * outputElems : nullptr, memory);
+    endStep();
+  } catch (...) {
+    if (inStep_)
+      abortStep();
+    throw;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Statistics and checks
+//===----------------------------------------------------------------------===//
+
+RuntimeStats Runtime::stats() const {
+  RuntimeStats s;
+  s.steps = steps_;
+  if (!tiers_)
+    return s;
+  s.lastStep = controller_->lastStep();
+  s.totals = controller_->totals();
+  s.admittedRequests = controller_->liveCount();
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    GroupOccupancy o = controller_->occupancy(g);
+    const std::int64_t layers = layout_.endLayer(g) - layout_.firstLayer(g);
+    s.hbmBytesUsed += static_cast<std::int64_t>(o.used) * layers * layout_.rowBytes;
+    s.optionalUsedSlots += o.optionalUsed;
+  }
+  s.hbmBytesCapacity =
+      static_cast<std::int64_t>(layout_.hbmSlots) * layout_.layers * layout_.rowBytes;
+  s.hostBytesUsed = controller_->hostAllocator().usedRows() * layout_.layers * layout_.rowBytes;
+  s.hostBytesCapacity = layout_.hostRows * layout_.layers * layout_.rowBytes;
+  s.optionalBudgetSlots = controller_->optionalBudget();
+  return s;
+}
+
+void Runtime::checkReads(std::int32_t layer) {
+  const std::int32_t group = layer / layout_.layersPerGroup;
+  const std::vector<std::int32_t> &rows = rowIds_[static_cast<std::size_t>(group)];
+  const std::vector<std::int32_t> &slots = slots_[static_cast<std::size_t>(group)];
+  const std::uint8_t *pool = tiers_->hbmSnapshot(layer);
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  const std::int64_t perLane = shape_.queries * shape_.topk;
+  for (std::int64_t b = 0; b < shape_.batch; ++b) {
+    if (lanes_[static_cast<std::size_t>(b)] < 0)
+      continue;
+    for (std::int64_t i = 0; i < perLane; ++i) {
+      const std::size_t e = static_cast<std::size_t>(b * perLane + i);
+      if (rows[e] < 0)
+        continue;
+      const std::int64_t hostRow = historyStart_[static_cast<std::size_t>(b)] + rows[e];
+      const std::uint8_t *host = tiers_->hostRow(layer, hostRow);
+      if (!hashes_.empty() &&
+          rowHash(host) != hashes_[static_cast<std::size_t>(layer * layout_.hostRows + hostRow)])
+        throw Error("invariant violated: host row " + std::to_string(hostRow) + " of layer " +
+                    std::to_string(layer) + " (lane " + std::to_string(b) + ", row " +
+                    std::to_string(rows[e]) + ") changed since it was written");
+      if (slots[e] >= 0 &&
+          std::memcmp(pool + static_cast<std::size_t>(slots[e]) * rowBytes, host, rowBytes) != 0)
+        throw Error("invariant violated: layer " + std::to_string(layer) + " read HBM slot " +
+                    std::to_string(slots[e]) + " for lane " + std::to_string(b) + ", row " +
+                    std::to_string(rows[e]) + ", and it differs from the host copy");
+    }
+  }
+}
+
+void Runtime::checkCopies(const std::vector<RowCopy> &copies) {
+  if (copies.empty())
+    return;
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  for (std::int32_t l = 0; l < layout_.layers; ++l) {
+    const std::int32_t group = l / layout_.layersPerGroup;
+    const std::uint8_t *pool = nullptr;
+    for (const RowCopy &copy : copies) {
+      if (copy.group != group)
+        continue;
+      if (!pool)
+        pool = tiers_->hbmSnapshot(l);
+      if (std::memcmp(pool + static_cast<std::size_t>(copy.slot) * rowBytes,
+                      tiers_->hostRow(l, copy.hostRow), rowBytes) != 0)
+        throw Error("invariant violated: layer " + std::to_string(l) + " slot " +
+                    std::to_string(copy.slot) + " differs from host row " +
+                    std::to_string(copy.hostRow) + " after it was copied there");
+    }
+  }
+}
+
+void Runtime::checkRequestRows(std::int32_t index, const char *when) {
+  const std::int64_t start = controller_->historyStart(index);
+  const std::int64_t len = controller_->historyLen(index);
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  for (std::int32_t l = 0; l < layout_.layers; ++l) {
+    const std::int32_t group = l / layout_.layersPerGroup;
+    const std::uint8_t *pool = tiers_->hbmSnapshot(l);
+    for (std::int64_t row = 0; row < len; ++row) {
+      const std::uint8_t *host = tiers_->hostRow(l, start + row);
+      if (!hashes_.empty() &&
+          rowHash(host) != hashes_[static_cast<std::size_t>(l * layout_.hostRows + start + row)])
+        throw Error(std::string("invariant violated (") + when + "): row " +
+                    std::to_string(row) + " of request index " + std::to_string(index) +
+                    ", layer " + std::to_string(l) + ", is not what was written");
+      const std::int32_t slot = controller_->slotOf(group, index, row);
+      if (slot >= 0 &&
+          std::memcmp(pool + static_cast<std::size_t>(slot) * rowBytes, host, rowBytes) != 0)
+        throw Error(std::string("invariant violated (") + when + "): resident row " +
+                    std::to_string(row) + " of request index " + std::to_string(index) +
+                    ", layer " + std::to_string(l) + " (slot " + std::to_string(slot) +
+                    ") differs from its host copy");
+    }
+  }
+}
+
+void Runtime::checkInvariants() {
+  requireStep("check");
+  controller_->checkConsistency();
+  for (const auto &[id, index] : index_)
+    checkRequestRows(index, "full check");
+}
+
+TierBackend &Runtime::tiersForTesting() {
+  requireStep("tiers");
+  return *tiers_;
+}
+
+} // namespace dhs::runtime

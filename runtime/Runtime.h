@@ -1,0 +1,209 @@
+//===- Runtime.h - Requests, steps and the KV hierarchy ---------*- C++ -*-===//
+//
+// The runtime a serving engine links: it owns the KV tiers of a model of L
+// layers in layer groups of G (one selection per group, IndexShare), admits
+// requests with their prefill KV, appends decode tokens, and runs decode
+// steps of a compiled step (manifest from dhs-compile) over a batch:
+//
+//   beginStep(request ids)          the batch (at most the step's B requests)
+//   selectGroup(g, row ids)         per group: selections -> slot map
+//   attendLayer(l, queries, out)    per layer: the step's sparse attention
+//   endStep()                       promotions, bookkeeping, checks
+//
+// or all of it at once with step(). Residency is decided by a
+// ResidencyController (see Residency.h); the attention is exact whatever is
+// resident, so outputs never depend on residency.
+//
+// With checks on (RuntimeConfig::checkInvariants, on in the tests), after
+// every layer every selected row read from HBM is compared byte for byte
+// with its host copy, after every step the promoted slots are compared with
+// their host rows and the controller's bookkeeping is checked, every host
+// row's hash (taken when it was written) is compared for the rows selected,
+// and every `fullCheckInterval` steps and whenever a request finishes, all
+// rows of the live (or finishing) requests and all resident slots are
+// compared. A violation throws Error naming it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_RUNTIME_H
+#define DHS_RUNTIME_RUNTIME_H
+
+#include "runtime/Bf16.h"
+#include "runtime/Manifest.h"
+#include "runtime/Residency.h"
+#include "runtime/SparseAttentionProblem.h"
+#include "runtime/Tiers.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dhs::runtime {
+
+/// Which backend runs the attention.
+enum class BackendKind {
+  Cpu,  ///< the CPU reference backend (float accumulation)
+  Cuda, ///< a CUDA device
+  Auto, ///< CUDA if a device is usable, else the CPU
+};
+
+/// Configuration of a runtime.
+struct RuntimeConfig {
+  std::int32_t layers = 1;          ///< L: layers of the model
+  std::int32_t layersPerGroup = 1;  ///< G: layers sharing one selection
+  std::int32_t hbmSlots = -1;       ///< HBM slots per layer (-1: the step's)
+  std::int64_t hostRows = 1 << 16;  ///< host-store rows per layer
+  std::int32_t maxRequests = 64;    ///< admitted at once, at most
+  std::int32_t newestWindow = 64;   ///< W
+  std::int32_t draftWindow = 0;     ///< W_draft
+  std::int32_t hotFloor = 0;        ///< F (Fixed: the buffer size)
+  ResidencyPolicy policy = ResidencyPolicy::Adaptive; ///< spare-memory policy
+  Replacement replacement = Replacement::Clock;       ///< victim choice
+  std::int32_t maxPromotionsPerStep = -1; ///< per request and group (-1: all)
+  BackendKind backend = BackendKind::Cpu; ///< attention backend
+  int device = 0;                   ///< CUDA device ordinal
+  unsigned cpuThreads = 1;          ///< CPU backend threads (0: all)
+  bool checkInvariants = false;     ///< run the invariant checker
+  std::int32_t fullCheckInterval = 64; ///< steps between full checks (0: never)
+};
+
+/// Statistics of a runtime.
+struct RuntimeStats {
+  std::uint64_t steps = 0;           ///< completed steps
+  ResidencyStepStats lastStep;       ///< the last completed step
+  ResidencyStepStats totals;         ///< all completed steps
+  std::int32_t admittedRequests = 0; ///< requests admitted now
+  std::int64_t hbmBytesUsed = 0;     ///< bytes of occupied slots, all layers
+  std::int64_t hbmBytesCapacity = 0; ///< bytes of all slots, all layers
+  std::int64_t hostBytesUsed = 0;    ///< bytes of reserved host ranges, all layers
+  std::int64_t hostBytesCapacity = 0; ///< bytes of the host store, all layers
+  std::int64_t optionalBudgetSlots = 0; ///< optional budget, slots per group
+  std::int64_t optionalUsedSlots = 0;   ///< optional rows in use, all groups
+};
+
+/// The runtime.
+class Runtime {
+public:
+  /// A runtime with no step loaded. Throws Error for a bad config.
+  explicit Runtime(const RuntimeConfig &config);
+  ~Runtime();
+  Runtime(const Runtime &) = delete;
+  Runtime &operator=(const Runtime &) = delete;
+
+  /// Loads a compiled step directory (manifest.json + PTX; PTX is needed only
+  /// for CUDA) and allocates the tiers. Throws Error (bad manifest, CUDA
+  /// unavailable for BackendKind::Cuda, a pool size that disagrees with the
+  /// step), CapacityError (memory), StateError if a step is loaded.
+  void loadStep(const std::string &stepDirectory);
+  /// As loadStep, from a parsed manifest.
+  void loadStep(const Manifest &manifest);
+  /// True once a step is loaded.
+  bool stepLoaded() const { return tiers_ != nullptr; }
+  /// The loaded step's shape (B, Q, H, K, row layout). Throws StateError.
+  const ProblemShape &shape() const;
+  /// Bytes per KV row. Throws StateError.
+  std::int64_t rowBytes() const;
+  /// Layer groups.
+  std::int32_t groups() const;
+  /// Why CUDA was not used with BackendKind::Auto ("" if it was or not asked).
+  const std::string &fallbackReason() const { return fallbackReason_; }
+  /// The backend in words ("cpu", "cuda on ...").
+  std::string backendDescription() const;
+
+  /// Admits request `id` (any value not admitted now) with `historyLen`
+  /// prefill rows `prefill` [L][historyLen][row_bytes] (null when
+  /// historyLen == 0) and room for `maxContext` rows. Throws CapacityError
+  /// (admission refused: nothing changed), InputError (an id admitted
+  /// already, a null prefill), StateError (no step, or during a step).
+  void admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxContext,
+             const void *prefill);
+  /// Appends one decode token's rows `rows` [L][row_bytes] (host memory).
+  /// Throws CapacityError at the maximum context, UnknownRequestError,
+  /// InputError for null rows, StateError.
+  void append(std::uint64_t id, const void *rows);
+  /// Finishes a request: frees its slots and host rows. Throws
+  /// UnknownRequestError, StateError.
+  void finish(std::uint64_t id);
+  /// True if `id` is admitted.
+  bool admitted(std::uint64_t id) const;
+  /// History length of a request. Throws UnknownRequestError.
+  std::int64_t historyLen(std::uint64_t id) const;
+
+  /// Starts a step over `batch` requests (at most the step's B; lanes past
+  /// `batch` are padding). Throws InputError (batch too large, a request
+  /// twice), UnknownRequestError, StateError.
+  void beginStep(const std::uint64_t *ids, std::int64_t batch);
+  /// Group g's selections [batch, Q, K] (row ids, -1 = none), host memory.
+  /// Throws InputError (a row id outside its request's history; the step
+  /// stays open and the call may be repeated), StateError.
+  void selectGroup(std::int32_t group, const std::int32_t *rowIds);
+  /// Layer l's attention: queries [batch, Q, H, qk_dim] in, output [batch,
+  /// Q, H, v_dim] out, both in `memory`. Its group must be selected.
+  void attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *output,
+                   MemorySpace memory = MemorySpace::Host);
+  /// Ends the step: waits for it, promotes, checks. Every group and layer
+  /// must have run. Throws StateError, Error (a failed check or kernel).
+  void endStep();
+  /// Abandons a step in progress (no promotions). Throws StateError.
+  void abortStep();
+  /// True between beginStep and endStep/abortStep.
+  bool inStep() const { return inStep_; }
+
+  /// A whole step: beginStep, selectGroup for every group (rowIds
+  /// [groups][batch][Q][K]), attendLayer for every layer (queries
+  /// [L][batch][Q][H][qk_dim], output [L][batch][Q][H][v_dim]), endStep. On
+  /// any error the step is abandoned and nothing is promoted.
+  void step(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *rowIds,
+            const bf16_t *queries, bf16_t *output, MemorySpace memory = MemorySpace::Host);
+
+  /// Statistics.
+  RuntimeStats stats() const;
+  /// The residency controller.
+  const ResidencyController &controller() const;
+  /// A host-store row of a request (copied out), for tests and engines.
+  std::vector<std::uint8_t> hostRow(std::uint64_t id, std::int32_t layer, std::int64_t row);
+  /// Runs every check now (the full check). Throws Error on a violation.
+  void checkInvariants();
+  /// The tiers themselves, for tests that corrupt them on purpose. Throws
+  /// StateError when no step is loaded.
+  TierBackend &tiersForTesting();
+
+private:
+  std::int32_t indexOf(std::uint64_t id, const char *what) const;
+  void requireStep(const char *what) const;
+  void checkReads(std::int32_t layer);
+  void checkCopies(const std::vector<RowCopy> &copies);
+  void checkRequestRows(std::int32_t index, const char *when);
+  std::uint64_t rowHash(const std::uint8_t *row) const;
+  void recordHash(std::int32_t layer, std::int64_t hostRow);
+
+  RuntimeConfig config_;
+  std::string fallbackReason_;
+  std::unique_ptr<Manifest> manifest_;
+  ProblemShape shape_{};
+  TierLayout layout_{};
+  std::unique_ptr<ResidencyController> controller_;
+  std::unique_ptr<TierBackend> tiers_;
+  std::unordered_map<std::uint64_t, std::int32_t> index_; // id -> request index
+  std::vector<std::uint64_t> hashes_;                     // [layer][host row]
+  std::uint64_t steps_ = 0;
+
+  // The step in progress.
+  bool inStep_ = false;
+  std::int64_t batch_ = 0;
+  std::vector<std::int32_t> lanes_;             // [B] request index or -1
+  std::vector<std::uint64_t> batchIds_;         // [batch] engine ids
+  std::vector<std::int64_t> historyStart_;      // [B]
+  std::vector<std::int32_t> historyLen_;        // [B]
+  std::vector<std::vector<std::int32_t>> rowIds_; // [group][B*Q*K]
+  std::vector<std::vector<std::int32_t>> slots_;  // [group][B*Q*K]
+  std::vector<std::uint8_t> selected_;          // [group]
+  std::vector<std::uint8_t> attended_;          // [layer]
+  std::vector<bf16_t> queries_, output_;        // padded staging (host)
+};
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_RUNTIME_H

@@ -1,0 +1,110 @@
+//===- Tiers.h - Where the KV tiers live and how a layer runs ---*- C++ -*-===//
+//
+// The step executor (Runtime) keeps its KV rows in two tiers per layer: the
+// host store [host_rows, row_bytes] (every row of every admitted request) and
+// the HBM pool [hbm_slots, row_bytes] (the resident subset, slot numbers
+// shared by all layers of a layer group). A TierBackend owns that memory and
+// runs one layer's sparse attention over it:
+//  - the CPU backend keeps both tiers in host vectors and runs CpuBackend on
+//    views of them (no copies per step);
+//  - the CUDA backend (CudaTiers.cpp) keeps the HBM pool in device memory and
+//    the host store in pinned, device-mapped memory, and runs the step's
+//    kernels on one stream with persistent buffers.
+// Row copies (promotions, appends) are carried out in stream order after the
+// reads of the step that fetched them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_TIERS_H
+#define DHS_RUNTIME_TIERS_H
+
+#include "runtime/Bf16.h"
+#include "runtime/Residency.h"
+#include "runtime/SparseAttentionProblem.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dhs::runtime {
+
+struct Manifest;
+
+/// Sizes of the tiers.
+struct TierLayout {
+  std::int32_t layers = 1;         ///< L
+  std::int32_t layersPerGroup = 1; ///< G
+  std::int32_t hbmSlots = 0;       ///< slots per layer (= per group)
+  std::int64_t hostRows = 0;       ///< host-store rows per layer
+  std::int64_t rowBytes = 0;       ///< bytes per row
+
+  /// Layer groups: ceil(L / G).
+  std::int32_t groups() const { return (layers + layersPerGroup - 1) / layersPerGroup; }
+  /// Layers of group g: [first, end).
+  std::int32_t firstLayer(std::int32_t g) const { return g * layersPerGroup; }
+  /// One past the last layer of group g.
+  std::int32_t endLayer(std::int32_t g) const {
+    return std::min(layers, (g + 1) * layersPerGroup);
+  }
+};
+
+/// Where step inputs and outputs live.
+enum class MemorySpace {
+  Host,   ///< host pointers
+  Device, ///< device pointers (CUDA backend only)
+};
+
+/// The inputs of one layer's attention. Selections and history bounds are
+/// padded to the step's batch B; queries and output hold only the first
+/// `lanes` requests (the backend pads them).
+struct LayerStep {
+  const ProblemShape *shape = nullptr;    ///< B, Q, H, K, row layout, scale
+  std::int64_t lanes = 0;                 ///< requests in queries / output
+  const bf16_t *queries = nullptr;        ///< [lanes,Q,H,qk_dim] in `memory`
+  MemorySpace memory = MemorySpace::Host; ///< where queries and output are
+  const std::int32_t *rowIds = nullptr;   ///< [B,Q,K] host
+  const std::int32_t *slots = nullptr;    ///< [B,Q,K] host
+  const std::int64_t *historyStart = nullptr; ///< [B] host
+  const std::int32_t *historyLen = nullptr;   ///< [B] host
+  bf16_t *output = nullptr;               ///< [lanes,Q,H,v_dim] in `memory`
+};
+
+/// Owner of the tiers and runner of one layer's attention.
+class TierBackend {
+public:
+  virtual ~TierBackend();
+
+  /// "cpu" or "cuda on NVIDIA H200 (sm_90a)".
+  virtual std::string describe() const = 0;
+  /// The layout.
+  virtual const TierLayout &layout() const = 0;
+  /// A host-store row, writable by the caller (pinned memory on CUDA).
+  virtual std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) = 0;
+  /// Copies host rows into HBM slots in every layer of each copy's group,
+  /// after all work already submitted.
+  virtual void copyToHbm(const std::vector<RowCopy> &copies) = 0;
+  /// The HBM pool of a layer as host-readable bytes [slots, row_bytes]
+  /// (the CPU tier itself, or a download that waits for submitted work),
+  /// valid until the next call. For checks, not for steps.
+  virtual const std::uint8_t *hbmSnapshot(std::int32_t layer) = 0;
+  /// Submits one layer's attention.
+  virtual void attend(std::int32_t layer, const LayerStep &step) = 0;
+  /// Waits for the step's work and checks its status; throws Error when the
+  /// kernels rejected their input.
+  virtual void finishStep() = 0;
+  /// True if step inputs may be device pointers.
+  virtual bool acceptsDevicePointers() const = 0;
+};
+
+/// The CPU tiers: host vectors, CpuBackend (float, `threads` threads).
+std::unique_ptr<TierBackend> makeCpuTiers(const TierLayout &layout, unsigned threads);
+
+/// The CUDA tiers on device `ordinal` for a step (linked and loaded from the
+/// manifest's PTX). Throws Error when CUDA is unavailable or memory is short.
+std::unique_ptr<TierBackend> makeCudaTiers(const TierLayout &layout, const Manifest &manifest,
+                                           int ordinal);
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_TIERS_H

@@ -1,0 +1,493 @@
+//===- RuntimeTest.cpp - The step executor --------------------------------===//
+
+#include "RuntimeTestUtil.h"
+
+#include "runtime/Error.h"
+#include "runtime/Runtime.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+using namespace dhs::runtime;
+using dhs::test::freshSeed;
+
+namespace {
+
+/// What the engine wrote: every row of every request, per layer.
+struct Shadow {
+  std::int32_t layers = 1;
+  std::map<std::uint64_t, std::vector<std::vector<bf16_t>>> rows; // id -> [layer][row*576]
+
+  std::int64_t len(std::uint64_t id) const {
+    return static_cast<std::int64_t>(rows.at(id)[0].size() / 576);
+  }
+  const bf16_t *row(std::uint64_t id, std::int32_t layer, std::int64_t r) const {
+    return rows.at(id)[static_cast<std::size_t>(layer)].data() + r * 576;
+  }
+};
+
+/// Admits `id` with `len` random prefill rows into both.
+void admitRandom(Runtime &rt, Shadow &shadow, std::mt19937_64 &rng, std::uint64_t id,
+                 std::int64_t len, std::int64_t maxContext) {
+  std::vector<bf16_t> prefill(static_cast<std::size_t>(shadow.layers * len * 576));
+  dhs::test::fillRandom(rng, prefill.data(), prefill.size());
+  rt.admit(id, len, maxContext, prefill.empty() ? nullptr : prefill.data());
+  auto &layers = shadow.rows[id];
+  layers.resize(static_cast<std::size_t>(shadow.layers));
+  for (std::int32_t l = 0; l < shadow.layers; ++l)
+    layers[static_cast<std::size_t>(l)].assign(prefill.begin() + l * len * 576,
+                                               prefill.begin() + (l + 1) * len * 576);
+}
+
+/// Appends one random token to `id` in both.
+void appendRandom(Runtime &rt, Shadow &shadow, std::mt19937_64 &rng, std::uint64_t id) {
+  std::vector<bf16_t> rows(static_cast<std::size_t>(shadow.layers * 576));
+  dhs::test::fillRandom(rng, rows.data(), rows.size());
+  rt.append(id, rows.data());
+  for (std::int32_t l = 0; l < shadow.layers; ++l) {
+    auto &layer = shadow.rows[id][static_cast<std::size_t>(l)];
+    layer.insert(layer.end(), rows.begin() + l * 576, rows.begin() + (l + 1) * 576);
+  }
+}
+
+/// Random selections for a batch: [groups][batch][Q][K], some -1, rows
+/// drawn from a small per-request pool so that they recur across steps.
+std::vector<std::int32_t> randomSelections(std::mt19937_64 &rng, const Shadow &shadow,
+                                           const std::vector<std::uint64_t> &batch,
+                                           std::int32_t groups, const ProblemShape &shape) {
+  std::vector<std::int32_t> rows;
+  for (std::int32_t g = 0; g < groups; ++g)
+    for (std::uint64_t id : batch) {
+      const std::int64_t len = shadow.len(id);
+      for (std::int64_t i = 0; i < shape.queries * shape.topk; ++i) {
+        if (len == 0 || rng() % 7 == 0) {
+          rows.push_back(-1);
+          continue;
+        }
+        // Half the time one of the 24 rows before the newest 8, so rows recur.
+        std::int64_t r = rng() % 2 ? len - 1 - static_cast<std::int64_t>(rng() % 32)
+                                   : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(len));
+        rows.push_back(static_cast<std::int32_t>(std::max<std::int64_t>(0, r)));
+      }
+    }
+  return rows;
+}
+
+/// Runs one step on the runtime and checks every layer's output against the
+/// oracle bit for bit. Returns the runtime's outputs.
+std::vector<bf16_t> stepAndCompare(Runtime &rt, const Shadow &shadow, std::mt19937_64 &rng,
+                                   const std::vector<std::uint64_t> &batch) {
+  const ProblemShape &s = rt.shape();
+  const std::int64_t lanes = static_cast<std::int64_t>(batch.size());
+  std::vector<std::int32_t> rows = randomSelections(rng, shadow, batch, rt.groups(), s);
+  const std::int32_t L = shadow.layers;
+  const std::int64_t qPerLayer = lanes * s.queries * s.heads * s.qkDim;
+  const std::int64_t oPerLayer = lanes * s.queries * s.heads * s.vDim;
+  std::vector<bf16_t> queries(static_cast<std::size_t>(L * qPerLayer));
+  dhs::test::fillRandom(rng, queries.data(), queries.size());
+  std::vector<bf16_t> output(static_cast<std::size_t>(L * oPerLayer), kBf16Poison);
+  rt.step(batch.data(), lanes, rows.data(), queries.data(), output.data());
+  const std::int64_t G = rt.groups();
+  const std::int32_t perGroup = (L + static_cast<std::int32_t>(G) - 1) / static_cast<std::int32_t>(G);
+  for (std::int32_t l = 0; l < L && lanes > 0; ++l) {
+    const std::int32_t g = l / perGroup;
+    std::vector<bf16_t> expected = dhs::test::oracleLayer(
+        s, lanes, rows.data() + g * lanes * s.queries * s.topk, queries.data() + l * qPerLayer,
+        [&](std::int64_t b, std::int32_t r) {
+          return shadow.row(batch[static_cast<std::size_t>(b)], l, r);
+        });
+    std::vector<bf16_t> actual(output.begin() + l * oPerLayer,
+                               output.begin() + (l + 1) * oPerLayer);
+    REQUIRE(countBitDifferences(actual, expected) == 0);
+  }
+  return output;
+}
+
+RuntimeConfig smallConfig() {
+  RuntimeConfig config;
+  config.layers = 3;
+  config.layersPerGroup = 2; // groups {0,1} and {2}
+  config.hbmSlots = 64;
+  config.hostRows = 4096;
+  config.maxRequests = 8;
+  config.newestWindow = 4;
+  config.draftWindow = 2;
+  config.hotFloor = 4;
+  config.checkInvariants = true;
+  config.fullCheckInterval = 8;
+  return config;
+}
+
+} // namespace
+
+TEST_CASE("the executor's outputs equal attention over the engine's rows", "[runtime]") {
+  const std::uint64_t seed = freshSeed() + 100;
+  INFO("DHS_TEST_SEED=" << seed - 100);
+  std::mt19937_64 rng(seed);
+  dhs::test::TempDir dir;
+  dir.write("manifest.json", dhs::test::stepManifest(4, 2, 2, 8));
+  for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed}) {
+    INFO(policyName(policy));
+    RuntimeConfig config = smallConfig();
+    config.policy = policy;
+    Runtime rt(config);
+    CHECK_FALSE(rt.stepLoaded());
+    rt.loadStep(dir.path());
+    CHECK(rt.backendDescription() == "cpu");
+    CHECK(rt.groups() == 2);
+    Shadow shadow;
+    shadow.layers = 3;
+    admitRandom(rt, shadow, rng, 101, 40, 200);
+    admitRandom(rt, shadow, rng, 7, 3, 100);
+    admitRandom(rt, shadow, rng, 55, 0, 100);
+    for (int step = 0; step < 40; ++step) {
+      for (std::uint64_t id : {101u, 7u, 55u})
+        appendRandom(rt, shadow, rng, id);
+      std::vector<std::uint64_t> batch = {101, 7, 55};
+      std::shuffle(batch.begin(), batch.end(), rng);
+      batch.resize(1 + rng() % 3);
+      stepAndCompare(rt, shadow, rng, batch);
+    }
+    RuntimeStats stats = rt.stats();
+    CHECK(stats.steps == 40);
+    CHECK(stats.admittedRequests == 3);
+    CHECK(stats.totals.fetched > 0);
+    CHECK(stats.totals.resident > 0);
+    CHECK(stats.totals.promoted > 0);
+    CHECK(stats.hbmBytesCapacity == 64 * 3 * 1152);
+    CHECK(stats.hbmBytesUsed > 0);
+    CHECK(stats.hbmBytesUsed <= stats.hbmBytesCapacity);
+    CHECK(stats.hostBytesUsed == (200 + 100 + 100) * 3 * 1152);
+    CHECK(stats.optionalBudgetSlots == (policy == ResidencyPolicy::Adaptive ? 64 - 3 * 10 : 0));
+    // Rows read back are what was written.
+    CHECK(std::memcmp(rt.hostRow(101, 2, 17).data(), shadow.row(101, 2, 17), 1152) == 0);
+    rt.checkInvariants();
+    rt.finish(7);
+    CHECK_FALSE(rt.admitted(7));
+    CHECK(rt.stats().admittedRequests == 2);
+  }
+}
+
+TEST_CASE("executor outputs do not depend on the residency policy", "[runtime]") {
+  const std::uint64_t seed = freshSeed() + 110;
+  INFO("DHS_TEST_SEED=" << seed - 110);
+  dhs::test::TempDir dir;
+  dir.write("manifest.json", dhs::test::stepManifest(2, 1, 2, 16));
+  // A roomy adaptive pool, a tiny fixed one, and no hot rows at all.
+  RuntimeConfig roomy = smallConfig(), tiny = smallConfig(), none = smallConfig();
+  roomy.hbmSlots = 512;
+  tiny.policy = ResidencyPolicy::Fixed;
+  tiny.hbmSlots = 24;
+  tiny.hotFloor = 2;
+  none.policy = ResidencyPolicy::Fixed;
+  none.hotFloor = 0;
+  none.newestWindow = 0;
+  none.draftWindow = 0;
+  std::vector<std::vector<bf16_t>> outputs;
+  std::vector<RuntimeStats> stats;
+  for (const RuntimeConfig &config : {roomy, tiny, none}) {
+    std::mt19937_64 rng(seed); // the same inputs for each
+    Runtime rt(config);
+    rt.loadStep(dir.path());
+    Shadow shadow;
+    shadow.layers = 3;
+    admitRandom(rt, shadow, rng, 1, 64, 300);
+    admitRandom(rt, shadow, rng, 2, 64, 300);
+    std::vector<bf16_t> all;
+    for (int step = 0; step < 30; ++step) {
+      appendRandom(rt, shadow, rng, 1);
+      appendRandom(rt, shadow, rng, 2);
+      std::vector<bf16_t> out = stepAndCompare(rt, shadow, rng, {1, 2});
+      all.insert(all.end(), out.begin(), out.end());
+    }
+    outputs.push_back(all);
+    stats.push_back(rt.stats());
+  }
+  CHECK(outputs[0] == outputs[1]);
+  CHECK(outputs[0] == outputs[2]);
+  // ...while residency really differed.
+  CHECK(stats[0].totals.fetched < stats[1].totals.fetched);
+  CHECK(stats[2].totals.resident == 0);
+  CHECK(stats[2].hbmBytesUsed == 0);
+}
+
+TEST_CASE("the invariant checker catches a corrupted slot or host row", "[runtime]") {
+  std::mt19937_64 rng(freshSeed() + 120);
+  dhs::test::TempDir dir;
+  dir.write("manifest.json", dhs::test::stepManifest(1, 1, 1, 4));
+  RuntimeConfig config = smallConfig();
+  config.layers = 1;
+  config.layersPerGroup = 1;
+  Runtime rt(config);
+  rt.loadStep(dir.path());
+  Shadow shadow;
+  admitRandom(rt, shadow, rng, 9, 20, 100);
+  std::vector<bf16_t> q(576), out(512);
+  dhs::test::fillRandom(rng, q.data(), q.size());
+  std::uint64_t id = 9;
+  // Row 19 is among the newest, hence resident; row 3 is read from host.
+  std::vector<std::int32_t> rows = {3, 19, -1, -1};
+  rt.step(&id, 1, rows.data(), q.data(), out.data());
+  const std::int32_t slot = rt.controller().slotOf(0, 0, 19);
+  REQUIRE(slot >= 0);
+  const std::int64_t start = rt.controller().historyStart(0);
+  TierBackend &tiers = rt.tiersForTesting();
+  SECTION("a resident slot that differs from its host row") {
+    // The CPU tier's snapshot is the tier itself; only a test writes it.
+    const_cast<std::uint8_t *>(tiers.hbmSnapshot(0))[slot * 1152 + 5] ^= 1;
+    CHECK_THROWS_WITH(rt.step(&id, 1, rows.data(), q.data(), out.data()),
+                      Catch::Contains("read HBM slot " + std::to_string(slot)) &&
+                          Catch::Contains("differs from the host copy"));
+    CHECK_FALSE(rt.inStep()); // the step was abandoned
+    CHECK_THROWS_WITH(rt.checkInvariants(), Catch::Contains("differs from its host copy"));
+  }
+  SECTION("a host row that changed after it was written") {
+    tiers.hostRow(0, start + 3)[100] ^= 0x40;
+    CHECK_THROWS_WITH(rt.step(&id, 1, rows.data(), q.data(), out.data()),
+                      Catch::Contains("changed since it was written"));
+  }
+  SECTION("a row nobody selects is checked when its request finishes") {
+    tiers.hostRow(0, start + 11)[7] ^= 0x01;
+    rt.step(&id, 1, rows.data(), q.data(), out.data()); // rows 3 and 19 are fine
+    CHECK_THROWS_WITH(rt.finish(9), Catch::Contains("row 11") &&
+                                        Catch::Contains("is not what was written"));
+  }
+  SECTION("without corruption everything passes") {
+    for (int i = 0; i < 5; ++i)
+      rt.step(&id, 1, rows.data(), q.data(), out.data());
+    rt.checkInvariants();
+    rt.finish(9);
+  }
+}
+
+TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]") {
+  std::mt19937_64 rng(freshSeed() + 130);
+  dhs::test::TempDir dir;
+  dir.write("manifest.json", dhs::test::stepManifest(2, 1, 1, 4));
+  RuntimeConfig config = smallConfig();
+  config.layers = 2;
+  config.layersPerGroup = 1;
+  Runtime rt(config);
+  std::vector<bf16_t> row(2 * 576, floatToBf16(1.0f));
+  CHECK_THROWS_AS(rt.admit(1, 0, 10, nullptr), StateError);
+  CHECK_THROWS_WITH(rt.shape(), Catch::Contains("no step is loaded"));
+  rt.loadStep(dir.path());
+  CHECK_THROWS_AS(rt.loadStep(dir.path()), StateError);
+  Shadow shadow;
+  shadow.layers = 2;
+  admitRandom(rt, shadow, rng, 1, 10, 12);
+  admitRandom(rt, shadow, rng, 2, 10, 100);
+  CHECK_THROWS_WITH(rt.admit(1, 0, 10, nullptr), Catch::Contains("request 1 is already admitted"));
+  CHECK_THROWS_WITH(rt.admit(3, 5, 10, nullptr), Catch::Contains("null prefill"));
+  CHECK_THROWS_AS(rt.append(77, row.data()), UnknownRequestError);
+  CHECK_THROWS_AS(rt.finish(77), UnknownRequestError);
+  CHECK_THROWS_AS(rt.append(1, nullptr), InputError);
+  appendRandom(rt, shadow, rng, 1);
+  appendRandom(rt, shadow, rng, 1);
+  CHECK_THROWS_WITH(rt.append(1, row.data()), Catch::Contains("maximum context of 12"));
+
+  std::vector<std::uint64_t> ids = {1, 2, 3};
+  std::vector<std::int32_t> rows(2 * 2 * 4, 0);
+  std::vector<bf16_t> q(2 * 2 * 576, floatToBf16(0.5f)), out(2 * 2 * 512);
+  CHECK_THROWS_WITH(rt.step(ids.data(), 3, rows.data(), q.data(), out.data()),
+                    Catch::Contains("a batch of 3 requests: the step takes 0 to 2"));
+  ids = {1, 1};
+  CHECK_THROWS_WITH(rt.step(ids.data(), 2, rows.data(), q.data(), out.data()),
+                    Catch::Contains("request 1 appears twice"));
+  ids = {1, 42};
+  CHECK_THROWS_AS(rt.step(ids.data(), 2, rows.data(), q.data(), out.data()), UnknownRequestError);
+  ids = {1, 2};
+  rows[13] = 10; // group 1, lane 1, k 1: request 2 has 10 rows
+  CHECK_THROWS_WITH(rt.step(ids.data(), 2, rows.data(), q.data(), out.data()),
+                    Catch::Contains("row id 10 at [lane 1, query 0, k 1] of layer group 1 "
+                                    "is outside request 2's history (length 10)"));
+  CHECK_FALSE(rt.inStep());
+  CHECK(rt.stats().steps == 0);
+  rows[13] = 9;
+  CHECK_THROWS_WITH(rt.step(ids.data(), 2, rows.data(), q.data(), out.data(),
+                            MemorySpace::Device),
+                    Catch::Contains("host pointers only"));
+  // Granular calls in the wrong order.
+  CHECK_THROWS_AS(rt.selectGroup(0, rows.data()), StateError);
+  rt.beginStep(ids.data(), 2);
+  CHECK_THROWS_AS(rt.beginStep(ids.data(), 2), StateError);
+  CHECK_THROWS_WITH(rt.attendLayer(0, q.data(), out.data()),
+                    Catch::Contains("its group 0 has no selections yet"));
+  rt.selectGroup(0, rows.data());
+  CHECK_THROWS_AS(rt.selectGroup(0, rows.data()), StateError);
+  CHECK_THROWS_WITH(rt.selectGroup(5, rows.data()), Catch::Contains("layer group 5 does not exist"));
+  rt.attendLayer(0, q.data(), out.data());
+  CHECK_THROWS_AS(rt.attendLayer(0, q.data(), out.data()), StateError);
+  CHECK_THROWS_WITH(rt.endStep(), Catch::Contains("layer group 1 has no selections"));
+  CHECK_THROWS_AS(rt.admit(5, 0, 10, nullptr), StateError);
+  CHECK_THROWS_AS(rt.finish(1), StateError);
+  rt.selectGroup(1, rows.data() + 8);
+  CHECK_THROWS_WITH(rt.endStep(), Catch::Contains("layer 1 did not run"));
+  rt.attendLayer(1, q.data() + 2 * 576, out.data() + 2 * 512);
+  rt.endStep();
+  CHECK(rt.stats().steps == 1);
+  CHECK_THROWS_AS(rt.endStep(), StateError);
+  CHECK_THROWS_AS(rt.abortStep(), StateError);
+  // An empty batch is a valid step.
+  rt.step(nullptr, 0, nullptr, nullptr, nullptr);
+  CHECK(rt.stats().steps == 2);
+  rt.checkInvariants();
+
+  SECTION("admission refused, then possible after a finish") {
+    // 64 slots, 10 reserved per request: 6 fit; 2 are admitted.
+    for (std::uint64_t id = 10; id < 14; ++id)
+      rt.admit(id, 0, 10, nullptr);
+    RuntimeStats before = rt.stats();
+    CHECK_THROWS_AS(rt.admit(20, 0, 10, nullptr), CapacityError);
+    CHECK_THROWS_WITH(rt.admit(20, 0, 10, nullptr),
+                      Catch::Contains("admission refused: HBM cannot guarantee"));
+    CHECK(rt.stats().admittedRequests == before.admittedRequests);
+    CHECK_FALSE(rt.admitted(20));
+    rt.finish(10);
+    rt.admit(20, 0, 10, nullptr);
+    rt.checkInvariants();
+  }
+  SECTION("bad configurations and steps") {
+    RuntimeConfig bad = smallConfig();
+    bad.layersPerGroup = 5;
+    CHECK_THROWS_WITH(Runtime(bad), Catch::Contains("layers_per_group 5 exceeds the 3 layers"));
+    bad = smallConfig();
+    bad.hbmSlots = -1;
+    Runtime open(bad);
+    CHECK_THROWS_WITH(open.loadStep(dir.path()), Catch::Contains("configure hbm_slots"));
+    dhs::test::TempDir fixed;
+    fixed.write("manifest.json", dhs::test::stepManifest(2, 1, 1, 4, 128));
+    CHECK_THROWS_WITH(Runtime(smallConfig()).loadStep(fixed.path()),
+                      Catch::Contains("configured for 64 HBM slots per layer") &&
+                          Catch::Contains("fixes 128"));
+    CHECK_THROWS_AS(Runtime(smallConfig()).loadStep(dir.path() + "/missing"), Error);
+  }
+}
+
+// The soak: 100,000 random admit / append / step / finish operations over
+// four runtimes (adaptive and fixed, CLOCK and LRU), every step's outputs
+// compared bit for bit with the oracle, the invariant checker on. Admission
+// must succeed exactly when a model of the reservations says it can (so an
+// admitted request is never refused its protected set, and nothing else is
+// refused). Hidden from the default run; ctest runs it as unit.soak.
+TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak]") {
+  const std::uint64_t seed = freshSeed() + 200;
+  INFO("DHS_TEST_SEED=" << seed - 200);
+  std::mt19937_64 rng(seed);
+  dhs::test::TempDir dir;
+  dir.write("manifest.json", dhs::test::stepManifest(4, 2, 1, 8));
+  const int totalOps = 100000;
+  const std::int64_t hostRows = 6000;
+  std::int64_t counts[4] = {0, 0, 0, 0}; // admit, append, step, finish
+  std::int64_t refusals = 0, fullAppends = 0;
+  ResidencyStepStats all;
+  for (int phase = 0; phase < 4; ++phase) {
+    RuntimeConfig config = smallConfig();
+    config.hbmSlots = 96;
+    config.hostRows = hostRows;
+    config.maxRequests = 12;
+    config.fullCheckInterval = 50;
+    config.policy = phase < 2 ? ResidencyPolicy::Adaptive : ResidencyPolicy::Fixed;
+    config.replacement = phase % 2 ? Replacement::Lru : Replacement::Clock;
+    INFO("phase " << phase << ": " << policyName(config.policy) << " "
+                  << replacementName(config.replacement));
+    Runtime rt(config);
+    rt.loadStep(dir.path());
+    Shadow shadow;
+    shadow.layers = config.layers;
+    std::vector<char> hostModel(static_cast<std::size_t>(hostRows), 0); // first-fit model
+    std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> ranges; // id -> start, len
+    std::map<std::uint64_t, std::int64_t> maxContext;
+    std::uint64_t nextId = 1000 * static_cast<std::uint64_t>(phase + 1);
+    for (int op = 0; op < totalOps / 4; ++op) {
+      const int kind = static_cast<int>(rng() % 100);
+      auto pick = [&]() {
+        auto it = shadow.rows.begin();
+        std::advance(it, static_cast<long>(rng() % shadow.rows.size()));
+        return it->first;
+      };
+      if (kind < 12 || shadow.rows.empty()) {
+        ++counts[0];
+        const std::int64_t len = static_cast<std::int64_t>(rng() % 200);
+        const std::int64_t max = len + 1 + static_cast<std::int64_t>(rng() % 300);
+        // The model: table, HBM reservations, a first-fit host range.
+        std::int64_t start = -1, run = 0;
+        for (std::int64_t r = 0; r < hostRows && start < 0; ++r) {
+          run = hostModel[static_cast<std::size_t>(r)] ? 0 : run + 1;
+          if (run == max)
+            start = r - max + 1;
+        }
+        const std::int64_t live = static_cast<std::int64_t>(shadow.rows.size());
+        const bool fits = live < 12 && (live + 1) * 10 <= 96 && start >= 0;
+        const std::uint64_t id = nextId++;
+        if (!fits) {
+          std::vector<bf16_t> prefill(static_cast<std::size_t>(3 * len * 576), floatToBf16(1.0f));
+          REQUIRE_THROWS_AS(rt.admit(id, len, max, prefill.data()), CapacityError);
+          REQUIRE_FALSE(rt.admitted(id));
+          ++refusals;
+          continue;
+        }
+        admitRandom(rt, shadow, rng, id, len, max);
+        std::fill(hostModel.begin() + start, hostModel.begin() + start + max, 1);
+        ranges[id] = {start, max};
+        maxContext[id] = max;
+      } else if (kind < 20) {
+        ++counts[3];
+        const std::uint64_t id = pick();
+        rt.finish(id);
+        shadow.rows.erase(id);
+        auto [start, max] = ranges[id];
+        std::fill(hostModel.begin() + start, hostModel.begin() + start + max, 0);
+        ranges.erase(id);
+        maxContext.erase(id);
+      } else if (kind < 60) {
+        ++counts[1];
+        const std::uint64_t id = pick();
+        if (shadow.len(id) >= maxContext[id]) {
+          std::vector<bf16_t> row(3 * 576, floatToBf16(1.0f));
+          REQUIRE_THROWS_AS(rt.append(id, row.data()), CapacityError);
+          ++fullAppends;
+        } else {
+          appendRandom(rt, shadow, rng, id);
+        }
+      } else {
+        ++counts[2];
+        std::vector<std::uint64_t> batch;
+        for (auto &entry : shadow.rows)
+          batch.push_back(entry.first);
+        std::shuffle(batch.begin(), batch.end(), rng);
+        batch.resize(std::min<std::size_t>(batch.size(), rng() % 5));
+        stepAndCompare(rt, shadow, rng, batch);
+        const ResidencyStepStats &last = rt.stats().lastStep;
+        REQUIRE(last.resident + last.fetched == last.selected);
+        REQUIRE(last.promoted + last.notPromoted == last.fetched);
+        all += last;
+      }
+    }
+    // Everything the requests wrote is still there; then nothing is left.
+    rt.checkInvariants();
+    for (auto it = shadow.rows.begin(); it != shadow.rows.end();) {
+      rt.finish(it->first);
+      it = shadow.rows.erase(it);
+    }
+    RuntimeStats end = rt.stats();
+    CHECK(end.hbmBytesUsed == 0);
+    CHECK(end.hostBytesUsed == 0);
+    CHECK(end.admittedRequests == 0);
+  }
+  INFO("admits " << counts[0] << " appends " << counts[1] << " steps " << counts[2]
+                 << " finishes " << counts[3]);
+  CHECK(counts[0] + counts[1] + counts[2] + counts[3] == totalOps);
+  CHECK(refusals > 0);
+  CHECK(all.fetched > 0);
+  CHECK(all.resident > 0);
+  CHECK(all.promoted > 0);
+  CHECK(all.evicted > 0);
+  WARN("soak: " << counts[0] << " admits (" << refusals << " refused), " << counts[1]
+                << " appends (" << fullAppends << " at max context), " << counts[2]
+                << " steps, " << counts[3] << " finishes; selected " << all.selected
+                << ", fetched " << all.fetched << ", promoted " << all.promoted
+                << ", evicted " << all.evicted);
+}
