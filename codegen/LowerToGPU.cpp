@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include <map>
+
 namespace mlir::dhs {
 #define GEN_PASS_DEF_DHSLOWERTOGPU
 #include "codegen/Passes.h.inc"
@@ -28,6 +30,9 @@ private:
     DenseMap<std::pair<Value, unsigned>, Value> tierViews;
     /// The step status of each function.
     DenseMap<Operation *, Value> statuses;
+    /// Kernels generated so far, by configuration: layers of the same
+    /// shape, format and layer index within their group share one kernel.
+    std::map<std::string, gpu::GPUFuncOp> kernels;
   };
 
   /// Replaces `op` by the launch of a kernel generated for it.
@@ -85,13 +90,20 @@ LogicalResult DhsLowerToGPU::lower(SparseAttentionOp op, SymbolTable &symbols,
   OpBuilder builder(module.getContext());
   Location loc = op.getLoc();
 
-  // A gpu.module of its own per kernel: one PTX file per kernel.
-  builder.setInsertionPointToEnd(module.getBody());
-  auto gpuModule = gpu::GPUModuleOp::create(builder, loc, "sparse_attention");
-  symbols.insert(gpuModule);
-  builder.setInsertionPointToStart(gpuModule.getBody());
-  gpu::GPUFuncOp kernel = buildSparseAttentionKernel(
-      builder, loc, gpuModule.getName(), *config);
+  // A gpu.module of its own per distinct kernel: one PTX file each. The pool
+  // (and so which layer group) is a kernel argument, so the layers of a
+  // model share a handful of kernels.
+  gpu::GPUFuncOp &kernel = values.kernels[config->key()];
+  if (!kernel) {
+    builder.setInsertionPointToEnd(module.getBody());
+    auto gpuModule =
+        gpu::GPUModuleOp::create(builder, loc, "sparse_attention");
+    symbols.insert(gpuModule);
+    builder.setInsertionPointToStart(gpuModule.getBody());
+    kernel = buildSparseAttentionKernel(builder, loc, gpuModule.getName(),
+                                        *config);
+    ++numKernels;
+  }
 
   builder.setInsertionPoint(op);
   Value hbm = getTierView(builder, op.getPool(), Tier::hbm, values.tierViews);
@@ -116,12 +128,43 @@ LogicalResult DhsLowerToGPU::lower(SparseAttentionOp op, SymbolTable &symbols,
   launch->setAttr("dhs.softmax_scale", op.getSoftmaxScaleAttr());
   launch->setAttr("dhs.layer", op.getLayerAttr());
   op.erase();
-  ++numKernels;
+  ++numLaunches;
   return success();
+}
+
+/// Inlines the bodies of draft and verify phases into their parents: phases
+/// scope the passes that run before code generation, kernels run in order.
+static void inlinePhases(ModuleOp module) {
+  SmallVector<Operation *> phases;
+  module.walk([&](Operation *op) {
+    if (isa<VerifyOp, DraftOp>(op))
+      phases.push_back(op);
+  });
+  for (Operation *phase : llvm::reverse(phases)) {
+    Block &body = phase->getRegion(0).front();
+    phase->getBlock()->getOperations().splice(
+        Block::iterator(phase), body.getOperations());
+    phase->erase();
+  }
 }
 
 void DhsLowerToGPU::runOnOperation() {
   ModuleOp module = getOperation();
+  inlinePhases(module);
+
+  // Ops without a kernel yet are an error, not a silent skip.
+  WalkResult unsupported = module.walk([&](Operation *op) {
+    if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
+        isa<SparseAttentionOp, PoolTierOp, StepStatusOp>(op))
+      return WalkResult::advance();
+    op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
+                         "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
+                         "it from the step";
+    return WalkResult::interrupt();
+  });
+  if (unsupported.wasInterrupted())
+    return signalPassFailure();
+
   SmallVector<SparseAttentionOp> ops;
   module.walk([&](SparseAttentionOp op) { ops.push_back(op); });
   if (ops.empty())

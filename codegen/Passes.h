@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/Passes.h"
 
 #include <string>
 
@@ -34,8 +35,10 @@ struct PtxOptions {
 /// PTX text (format=isa), leaving host code untouched.
 void buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &options);
 
-/// Adds the whole compiler: dhs -> GPU kernels -> PTX.
-void buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options);
+/// Adds the whole compiler: the serving configuration folded in (options
+/// left 0 keep their dimensions), dhs -> dhs passes, GPU kernels, PTX.
+void buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
+                           const DhsSpecializeOptions &config = {});
 
 /// Registers the dhs code generation passes and the `dhs-to-ptx` pipeline.
 void registerCodegenPasses();

@@ -9,7 +9,10 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Lower dhs attention ops to GPU kernels and launches";
   let description = [{
     Replaces every `dhs.sparse_attention` with a `gpu.launch_func` of a
-    kernel generated for its static shapes, in a `gpu.module` of its own.
+    kernel generated for its static shapes, in a `gpu.module` of its own;
+    ops of the same configuration (shapes, row format, layer within the
+    group, scale) share one kernel. Draft and verify phases are inlined.
+    Any other dhs op left (one without a kernel yet) is an error.
     The pool's tiers become `dhs.pool_tier` views and the kernel reports
     invalid inputs through `dhs.step_status`. Host code is not lowered
     further: the runtime launches the kernels from the manifest.
@@ -47,7 +50,8 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
            "Selected rows staged in shared memory per step of the KV loop">
   ];
   let statistics = [
-    Statistic<"numKernels", "kernels", "Number of kernels generated">
+    Statistic<"numKernels", "kernels", "Number of kernels generated">,
+    Statistic<"numLaunches", "launches", "Number of kernel launches">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -2,6 +2,7 @@
 
 #include "codegen/Passes.h"
 #include "dialects/DhsDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -68,7 +69,18 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
-void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options) {
+void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
+                                const DhsSpecializeOptions &config) {
+  // dhs -> dhs: ring index arithmetic, retrieval fused into attention, the
+  // staging arena. (dhs-share-retrieval joins once union, fetch and staged
+  // attention have kernels; until then fused attention reads each verify
+  // position's missing rows itself.)
+  OpPassManager &steps = pm.nest<func::FuncOp>();
+  steps.addPass(createDhsSpecialize(config));
+  steps.addPass(createDhsDraftRing());
+  steps.addPass(createDhsFuseRetrieval());
+  steps.addPass(createDhsPlanStaging());
+  // dhs -> GPU kernels -> PTX.
   pm.addPass(createDhsLowerToGPU());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -87,6 +99,16 @@ struct DhsToPtxPipelineOptions
   Option<unsigned> optLevel{*this, "opt-level",
                             llvm::cl::desc("NVPTX optimization level"),
                             llvm::cl::init(3)};
+  Option<int64_t> requests{*this, "requests",
+                           llvm::cl::desc("Requests per step (0: as written)"),
+                           llvm::cl::init(0)};
+  Option<int64_t> positions{*this, "positions",
+                            llvm::cl::desc("Query positions per request"),
+                            llvm::cl::init(0)};
+  Option<int64_t> heads{*this, "heads", llvm::cl::desc("Query heads"),
+                        llvm::cl::init(0)};
+  Option<int64_t> topk{*this, "topk", llvm::cl::desc("Selected rows per query"),
+                       llvm::cl::init(0)};
 };
 } // namespace
 
@@ -114,7 +136,12 @@ void dhs::registerCodegenPasses() {
         ptx.chip = options.chip;
         ptx.features = options.features;
         ptx.optLevel = options.optLevel;
-        buildDhsToPtxPipeline(pm, ptx);
+        DhsSpecializeOptions config;
+        config.requests = options.requests;
+        config.positions = options.positions;
+        config.heads = options.heads;
+        config.topk = options.topk;
+        buildDhsToPtxPipeline(pm, ptx, config);
       });
 }
 

@@ -105,6 +105,16 @@ mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
   return config;
 }
 
+std::string SparseAttentionKernelConfig::key() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/'
+     << headsPerBlock << '/' << tileRows << '/' << layer << '/'
+     << llvm::bit_cast<uint32_t>(softmaxScale) << '/' << pool.getFormat()
+     << '/' << pool.getLayers();
+  return text;
+}
+
 namespace {
 
 /// Emits the body of one sparse attention kernel into a fresh gpu.func.

@@ -29,6 +29,10 @@ struct SparseAttentionKernelConfig {
   }
   /// Block: one warp per head.
   std::array<int64_t, 3> block() const { return {32 * headsPerBlock, 1, 1}; }
+
+  /// Everything the generated code depends on, as a string: equal keys
+  /// mean one kernel serves both ops.
+  std::string key() const;
 };
 
 /// Derives the kernel configuration of `op`, or emits an error on `op` when

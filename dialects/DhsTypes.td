@@ -37,6 +37,9 @@ def Dhs_KVPoolType : TypeDef<Dhs_Dialect, "KVPool"> {
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
+    /// Whether the runtime chooses a tier's capacity.
+    bool isDynamicHbm() const { return ::mlir::ShapedType::isDynamic(getHbmSlots()); }
+    bool isDynamicHost() const { return ::mlir::ShapedType::isDynamic(getHostRows()); }
     /// Bytes of one token of the group in either tier.
     int64_t getTokenBytes() const;
     /// Row capacity of a tier (ShapedType::kDynamic when chosen at run time).

@@ -156,4 +156,46 @@ def DhsDraftRing : Pass<"dhs-draft-ring", "::mlir::func::FuncOp"> {
   ];
 }
 
+def DhsSpecialize : Pass<"dhs-specialize", "::mlir::func::FuncOp"> {
+  let summary = "Fold a serving configuration into static shapes";
+  let description = [{
+    A step written once for a model leaves the serving configuration open:
+    requests in the batch, query positions (1 for decode, gamma + 1 for
+    verify), heads, top-k and tier capacities as `?`. Code generation needs
+    static kernels. This pass sets every dynamic dimension of the step's
+    arguments from the configuration, by what the dimension means to the ops
+    that use it (dimension 0 of every batched operand is the request, the
+    dimensions of queries, selections and outputs are positions, heads and
+    top-k), and fixes the pools' capacities. A dimension the configuration
+    leaves open (0) stays dynamic; a static dimension that disagrees with
+    the configuration is an error.
+
+    Before (`--dhs-specialize="requests=8 positions=5 heads=64 topk=2048"`):
+    ```mlir
+    func.func @step(%q: memref<?x?x?x576xbf16>, %rows: memref<?x?x?xi32>, ...)
+    ```
+    After:
+    ```mlir
+    func.func @step(%q: memref<8x5x64x576xbf16>, %rows: memref<8x5x2048xi32>, ...)
+    ```
+  }];
+  let options = [
+    Option<"requests", "requests", "int64_t", /*default=*/"0",
+           "Requests per step (B)">,
+    Option<"positions", "positions", "int64_t", /*default=*/"0",
+           "Query positions per request (Q: 1, or gamma + 1)">,
+    Option<"heads", "heads", "int64_t", /*default=*/"0", "Query heads (H)">,
+    Option<"topk", "topk", "int64_t", /*default=*/"0",
+           "Selected rows per query (K)">,
+    Option<"hbmSlots", "hbm-slots", "int64_t", /*default=*/"0",
+           "HBM slots of every pool">,
+    Option<"hostRows", "host-rows", "int64_t", /*default=*/"0",
+           "Host-store rows of every pool">
+  ];
+  let dependentDialects = ["::mlir::dhs::DhsDialect"];
+  let statistics = [
+    Statistic<"numDims", "dims", "Dynamic dimensions made static">
+  ];
+}
+
 #endif // DHS_PASSES_TD

@@ -19,6 +19,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <chrono>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -36,6 +38,22 @@ static cl::opt<std::string> chip("chip", cl::desc("Target chip"),
                                  cl::init("sm_90a"));
 static cl::opt<std::string> features("features", cl::desc("PTX features"),
                                      cl::init("+ptx80"));
+static cl::OptionCategory configCategory(
+    "Serving configuration (folded into static shapes; 0 keeps the step's)");
+static cl::opt<int64_t> requests("requests", cl::desc("Requests per step"),
+                                 cl::init(0), cl::cat(configCategory));
+static cl::opt<int64_t> positions("positions",
+                                  cl::desc("Query positions per request"),
+                                  cl::init(0), cl::cat(configCategory));
+static cl::opt<int64_t> heads("heads", cl::desc("Query heads"), cl::init(0),
+                              cl::cat(configCategory));
+static cl::opt<int64_t> topk("topk", cl::desc("Selected rows per query"),
+                             cl::init(0), cl::cat(configCategory));
+static cl::opt<int64_t> hbmSlots("hbm-slots", cl::desc("HBM slots per pool"),
+                                 cl::init(0), cl::cat(configCategory));
+static cl::opt<bool> timing("time",
+                            cl::desc("Print how long compilation took"),
+                            cl::init(false));
 enum class Emit { Files, Mlir, Manifest };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to produce"), cl::init(Emit::Files),
@@ -92,10 +110,23 @@ int main(int argc, char **argv) {
   dhs::PtxOptions options;
   options.chip = chip;
   options.features = features;
+  dhs::DhsSpecializeOptions config;
+  config.requests = requests;
+  config.positions = positions;
+  config.heads = heads;
+  config.topk = topk;
+  config.hbmSlots = hbmSlots;
   PassManager pm(&context);
-  dhs::buildDhsToPtxPipeline(pm, options);
+  dhs::buildDhsToPtxPipeline(pm, options, config);
+  auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
     return 1;
+  if (timing)
+    llvm::errs() << "dhs-compile: pipeline took "
+                 << std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count()
+                 << " s\n";
 
   if (emit == Emit::Mlir) {
     module->print(llvm::outs());

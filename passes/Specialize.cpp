@@ -1,0 +1,153 @@
+//===- Specialize.cpp - a serving configuration into static shapes --------===//
+
+#include "passes/Passes.h"
+
+namespace mlir::dhs {
+#define GEN_PASS_DEF_DHSSPECIALIZE
+#include "passes/Passes.h.inc"
+} // namespace mlir::dhs
+
+using namespace mlir;
+using namespace mlir::dhs;
+
+namespace {
+
+/// What one dimension of an operand means.
+enum class Dim { None, Request, Position, Head, TopK, Selections };
+
+struct DhsSpecialize : public dhs::impl::DhsSpecializeBase<DhsSpecialize> {
+  using Base::Base;
+  void runOnOperation() final;
+
+private:
+  /// The configured size of `dim`, or 0 when left open.
+  int64_t sizeOf(Dim dim) const;
+};
+
+/// Meanings of the dimensions of operand `operand` of `op` (None beyond).
+SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
+  Value v = operand.get();
+  // Queries and outputs: [B, Q, H, dim]; selections: [B, Q, K].
+  auto attention = [&](Value queries, Value output,
+                       ArrayRef<Value> selections) -> SmallVector<Dim, 4> {
+    if (v == queries || v == output)
+      return {Dim::Request, Dim::Position, Dim::Head, Dim::None};
+    if (llvm::is_contained(selections, v))
+      return {Dim::Request, Dim::Position, Dim::TopK};
+    return {Dim::Request};
+  };
+  if (auto op2 = dyn_cast<SparseAttentionOp>(op))
+    return attention(op2.getQueries(), op2.getOutput(),
+                     {op2.getRowIds(), op2.getSlots()});
+  if (auto op2 = dyn_cast<AttentionOp>(op)) {
+    if (v == op2.getStaging())
+      return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
+    return attention(op2.getQueries(), op2.getOutput(),
+                     {op2.getRowIds(), op2.getSlots(), op2.getStagingIndex()});
+  }
+  if (auto op2 = dyn_cast<FetchOp>(op)) {
+    auto rows = cast<MemRefType>(op2.getRows().getType());
+    if (v == op2.getStaging())
+      return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
+    if ((v == op2.getRows() || v == op2.getSlots()) && rows.getRank() == 3)
+      return {Dim::Request, Dim::Position, Dim::TopK};
+    if (v == op2.getRows() || v == op2.getSlots())
+      return {Dim::Request, Dim::Selections};
+    return {Dim::Request};
+  }
+  if (auto op2 = dyn_cast<UnionMissingOp>(op)) {
+    if (v == op2.getMissing())
+      return {Dim::Request, Dim::Selections};
+    return {Dim::Request, Dim::Position, Dim::TopK};
+  }
+  if (auto op2 = dyn_cast<TopKOp>(op))
+    return v == op2.getHistoryLen()
+               ? SmallVector<Dim, 4>{Dim::Request}
+               : SmallVector<Dim, 4>{Dim::Request, Dim::Position,
+                                     v == op2.getRows() ? Dim::TopK
+                                                        : Dim::None};
+  if (auto op2 = dyn_cast<ResolveOp>(op))
+    return v == op2.getRows() || v == op2.getSlots()
+               ? SmallVector<Dim, 4>{Dim::Request, Dim::Position, Dim::TopK}
+               : SmallVector<Dim, 4>{Dim::Request};
+  // Every other batched operand (rings, positions, acceptance): requests.
+  if (isa<RingAppendOp, RingReadOp, RingIndexOp, CopyRowsOp, AcceptOp,
+          DraftOp>(op))
+    return {Dim::Request};
+  return {};
+}
+
+} // namespace
+
+int64_t DhsSpecialize::sizeOf(Dim dim) const {
+  switch (dim) {
+  case Dim::Request:
+    return requests;
+  case Dim::Position:
+    return positions;
+  case Dim::Head:
+    return heads;
+  case Dim::TopK:
+    return topk;
+  case Dim::Selections:
+    return positions && topk ? positions * topk : 0;
+  case Dim::None:
+    return 0;
+  }
+  llvm_unreachable("unknown dimension");
+}
+
+void DhsSpecialize::runOnOperation() {
+  func::FuncOp func = getOperation();
+  if (func.isExternal())
+    return;
+  Block &entry = func.getBody().front();
+  SmallVector<Type> argTypes;
+  for (BlockArgument arg : entry.getArguments()) {
+    Type type = arg.getType();
+    if (auto pool = dyn_cast<KVPoolType>(type)) {
+      auto capacity = [](int64_t current, int64_t configured) {
+        return configured > 0 && ShapedType::isDynamic(current) ? configured
+                                                                : current;
+      };
+      if ((hbmSlots > 0 && !pool.isDynamicHbm() &&
+           pool.getHbmSlots() != hbmSlots) ||
+          (hostRows > 0 && !pool.isDynamicHost() &&
+           pool.getHostRows() != hostRows)) {
+        func.emitError() << "argument #" << arg.getArgNumber() << " " << pool
+                         << " disagrees with the configured capacities";
+        return signalPassFailure();
+      }
+      type = KVPoolType::get(&getContext(), pool.getFormat(), pool.getLayers(),
+                             capacity(pool.getHbmSlots(), hbmSlots),
+                             capacity(pool.getHostRows(), hostRows));
+    } else if (auto memref = dyn_cast<MemRefType>(type)) {
+      SmallVector<int64_t> shape(memref.getShape());
+      for (OpOperand &use : arg.getUses()) {
+        SmallVector<Dim, 4> dims = getDims(use.getOwner(), use);
+        for (auto [i, dim] : llvm::enumerate(dims)) {
+          int64_t size = sizeOf(dim);
+          if (i >= shape.size() || size <= 0)
+            continue;
+          if (!ShapedType::isDynamic(shape[i]) && shape[i] != size) {
+            use.getOwner()->emitOpError()
+                << "operand #" << use.getOperandNumber() << " has "
+                << shape[i] << " in dimension " << i
+                << " but the configuration says " << size;
+            return signalPassFailure();
+          }
+          if (ShapedType::isDynamic(shape[i])) {
+            shape[i] = size;
+            ++numDims;
+          }
+        }
+      }
+      type = MemRefType::get(shape, memref.getElementType(),
+                             memref.getLayout(), memref.getMemorySpace());
+    }
+    arg.setType(type);
+    argTypes.push_back(type);
+  }
+  func.setType(FunctionType::get(&getContext(), argTypes,
+                                 func.getFunctionType().getResults()));
+}
