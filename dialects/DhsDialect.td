@@ -19,9 +19,23 @@ def Dhs_Dialect : Dialect {
     A `dhs` program describes one decode step of a long-context model whose
     attention reads, per query and layer, the top-k selected rows of the KV
     history. The history lives in tiers: every row is in a pinned host store
-    (the backing store); some rows are also resident in HBM slots. Ops take
-    the selected row ids plus a slot map (the resident slot of each selected
-    row, or -1) and compute attention exactly, whatever is resident.
+    (the backing store); some rows are also resident in HBM slots.
+
+    - Row formats (`#dhs.mla_bf16`, `#dhs.mla_fp8`, `#dhs.v41_fp8`,
+      `#dhs.gqa<...>`) give a row's bytes and how keys and values are read.
+    - A `!dhs.kv_pool` holds the rows of one layer group (the layers that
+      share one selection, as with IndexShare) in both tiers, a token's rows
+      for all layers of the group side by side.
+    - Selection (`dhs.topk`) and residency (`dhs.resolve`) produce row ids
+      and the HBM slot of each (or -1); retrieval (`dhs.fetch`,
+      `dhs.union_missing`) stages missing rows; attention reads resident rows
+      from HBM and the rest from staging (`dhs.attention`) or from the host
+      store directly (`dhs.sparse_attention`), exactly, whatever is resident.
+    - Speculative decoding: `dhs.draft` (the drafter's KV in a ring bounded
+      by a window), `dhs.verify` (gamma + 1 query positions per request) and
+      `dhs.accept` (greedy or lossless rejection sampling).
+    - Step-local buffers (`dhs.scratch`) live in one staging arena that the
+      runtime owns and a pass plans.
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
