@@ -3,6 +3,7 @@
 #include "runtime/CpuBackend.h"
 
 #include "runtime/Error.h"
+#include "runtime/RowFormat.h"
 
 #include <algorithm>
 #include <atomic>
@@ -22,7 +23,8 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
   const std::size_t qkDim = static_cast<std::size_t>(s.qkDim);
   const std::size_t vDim = static_cast<std::size_t>(s.vDim);
   const Acc scale = static_cast<Acc>(s.softmaxScale);
-  std::vector<Acc> rows;   // [valid, qk_dim] selected rows, converted
+  std::vector<Acc> rows;   // [valid, qk_dim] selected keys, decoded
+  std::vector<double> key(qkDim);
   std::vector<Acc> query(qkDim);
   std::vector<Acc> weights; // scores, then exp(score - max)
   std::vector<Acc> acc(vDim);
@@ -33,11 +35,15 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
     rows.clear();
     std::size_t valid = 0;
     for (std::int64_t k = 0; k < s.topk; ++k) {
-      const bf16_t *row = p.row(b, q, k);
-      if (!row)
+      const bf16_t *token = p.row(b, q, k);
+      if (!token)
         continue;
+      // The layer's row within the token's group, decoded exactly.
+      const auto *row = reinterpret_cast<const std::uint8_t *>(token) +
+                        s.layer * s.rowBytes;
+      decodeKey(s.format, row, key.data());
       for (std::size_t d = 0; d < qkDim; ++d)
-        rows.push_back(static_cast<Acc>(bf16ToFloat(row[d])));
+        rows.push_back(static_cast<Acc>(key[d]));
       ++valid;
     }
     weights.resize(valid);

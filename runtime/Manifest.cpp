@@ -3,6 +3,7 @@
 #include "runtime/Manifest.h"
 
 #include "runtime/Error.h"
+#include "runtime/RowFormat.h"
 
 #include <nlohmann/json.hpp>
 
@@ -418,32 +419,34 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
 
   KvPoolInfo &pool = arg.pool;
   pool.format = getString(value, "format", field);
-  if (pool.format != "mla_bf16")
-    fail(field + ".format",
-         "unknown KV row format '" + pool.format + "' (known: mla_bf16)");
+  const RowFormatInfo *format = nullptr;
+  try {
+    format = &rowFormatInfo(pool.format);
+  } catch (const Error &e) {
+    fail(field + ".format", e.what());
+  }
   pool.elementType = DType::BF16;
   pool.rowBytes = getInt(value, "row_bytes", field);
   pool.rowElems = getInt(value, "row_elems", field);
   pool.layers = getInt(value, "layers", field);
-  if (pool.layers != 1)
+  if (pool.layers < 1 || pool.layers > 64)
     fail(field + ".layers", "is " + std::to_string(pool.layers) +
-                                ": this runtime runs pools of one layer per "
-                                "group only");
+                                ": a layer group has 1 to 64 layers");
   pool.qkDim = getInt(value, "qk_dim", field);
   pool.vDim = getInt(value, "v_dim", field);
   pool.hbmSlots = getInt(value, "hbm_slots", field);
   pool.hostRows = getInt(value, "host_rows", field);
-  // mla_bf16: 576 bf16 per row; K uses all 576, V the first 512.
+  // The sizes must be the format's.
   auto expect = [&](const char *key, std::int64_t actual, std::int64_t wanted) {
     if (actual != wanted)
-      fail(field + "." + key, "is " + std::to_string(actual) +
-                                  ", format mla_bf16 has " +
+      fail(field + "." + key, "is " + std::to_string(actual) + ", format " +
+                                  pool.format + " has " +
                                   std::to_string(wanted));
   };
-  expect("row_bytes", pool.rowBytes, 1152);
-  expect("row_elems", pool.rowElems, 576);
-  expect("qk_dim", pool.qkDim, 576);
-  expect("v_dim", pool.vDim, 512);
+  expect("row_bytes", pool.rowBytes, format->rowBytes);
+  expect("row_elems", pool.rowElems, format->rowBytes / 2);
+  expect("qk_dim", pool.qkDim, format->qkDim);
+  expect("v_dim", pool.vDim, format->vDim);
   auto checkCount = [&](const char *key, std::int64_t count) {
     if (count != -1 && (count <= 0 || count > std::numeric_limits<std::int32_t>::max()))
       fail(field + "." + key, "is " + std::to_string(count) +
@@ -632,9 +635,11 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
     fail(field + ".softmax_scale", "must be a positive finite f32");
   launch.softmaxScale = static_cast<float>(scale);
   std::int64_t layer = getInt(value, "layer", field);
-  if (layer != 0)
+  std::int64_t layers = manifest.argument(ArgumentRole::KvPool).pool.layers;
+  if (layer < 0 || layer >= layers)
     fail(field + ".layer", "is " + std::to_string(layer) +
-                               ": pools of one layer have only layer 0");
+                               ": the pool's group has layers 0.." +
+                               std::to_string(layers - 1));
   launch.layer = static_cast<int>(layer);
 
   // Grid and block: three positive dimensions within CUDA's limits.

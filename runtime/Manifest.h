@@ -83,8 +83,8 @@ struct KvPoolInfo {
   std::string format;       ///< row format, e.g. "mla_bf16"
   DType elementType;        ///< element type of a row (bf16 for mla_bf16)
   std::int64_t rowBytes;    ///< bytes per row (1152 for mla_bf16)
-  std::int64_t rowElems;    ///< elements per row (576)
-  std::int64_t layers;      ///< layers per token in the pool's group (1 today)
+  std::int64_t rowElems;    ///< row bytes / 2 (bf16 elements for mla_bf16)
+  std::int64_t layers;      ///< layers per token in the pool's group
   std::int64_t qkDim;       ///< dims used for scores (576)
   std::int64_t vDim;        ///< leading dims used as values (512)
   std::int64_t hbmSlots;    ///< fixed HBM slot count, or -1 = chosen at run time

@@ -24,7 +24,10 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
   shape.queries = queries.shape.at(1);
   shape.heads = queries.shape.at(2);
   shape.topk = rowIds.shape.at(2);
-  shape.rowElems = pool.rowElems;
+  shape.format = rowFormatInfo(pool.format).format;
+  shape.rowBytes = pool.rowBytes;
+  shape.layers = pool.layers;
+  shape.rowElems = pool.layers * pool.rowBytes / 2;
   shape.qkDim = pool.qkDim;
   shape.vDim = pool.vDim;
   shape.hbmSlots = pool.hbmSlots;
@@ -33,9 +36,16 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
   for (const Launch &launch : manifest.launches) {
     if (launch.op != "sparse_attention")
       continue;
-    if (first)
+    if (first) {
       shape.softmaxScale = launch.softmaxScale;
-    else if (launch.softmaxScale != shape.softmaxScale)
+      shape.layer = launch.layer;
+    } else if (launch.layer != shape.layer) {
+      throw Error("manifest " + manifest.path +
+                  ": launches read different layers of the group (" +
+                  std::to_string(shape.layer) + " vs " +
+                  std::to_string(launch.layer) +
+                  "): one problem covers one layer");
+    } else if (launch.softmaxScale != shape.softmaxScale)
       throw Error("manifest " + manifest.path +
                   ": launches disagree on softmax_scale (" +
                   std::to_string(shape.softmaxScale) + " vs " +
@@ -62,6 +72,9 @@ void checkProblemMatchesManifest(const SparseAttentionProblem &problem,
   same("head count H", actual.heads, expected.heads);
   same("selection count K", actual.topk, expected.topk);
   same("row size", actual.rowElems, expected.rowElems);
+  same("row format", static_cast<std::int64_t>(actual.format),
+       static_cast<std::int64_t>(expected.format));
+  same("layer", actual.layer, expected.layer);
   same("qk_dim", actual.qkDim, expected.qkDim);
   same("v_dim", actual.vDim, expected.vDim);
   if (expected.hbmSlots >= 0)
@@ -90,10 +103,16 @@ void checkLayout(const SparseAttentionProblem &p) {
                      " Q=" + std::to_string(s.queries) +
                      " H=" + std::to_string(s.heads) +
                      " K=" + std::to_string(s.topk) + " has an empty dimension");
-  if (s.rowElems <= 0 || s.qkDim <= 0 || s.vDim <= 0 || s.qkDim > s.rowElems ||
-      s.vDim > s.rowElems)
-    throw InputError("row layout (row_elems " + std::to_string(s.rowElems) +
-                     ", qk_dim " + std::to_string(s.qkDim) + ", v_dim " +
+  const RowFormatInfo &format = rowFormatInfo(s.format);
+  if (s.rowBytes != format.rowBytes || s.qkDim != format.qkDim ||
+      s.vDim != format.vDim || s.layers < 1 || s.layer < 0 ||
+      s.layer >= s.layers || s.rowElems * 2 != s.layers * s.rowBytes)
+    throw InputError(std::string("row layout (format ") + format.name +
+                     ", row_bytes " + std::to_string(s.rowBytes) +
+                     ", layer " + std::to_string(s.layer) + " of " +
+                     std::to_string(s.layers) + ", row_elems " +
+                     std::to_string(s.rowElems) + ", qk_dim " +
+                     std::to_string(s.qkDim) + ", v_dim " +
                      std::to_string(s.vDim) + ") is inconsistent");
   if (s.hbmSlots < 0 || s.hostRows < 0)
     throw InputError("problem has no concrete pool size (hbm_slots " +
@@ -357,9 +376,11 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
   p.queries.resize(static_cast<std::size_t>(shape.queryCount()));
   for (bf16_t &value : p.queries)
     value = normal.next();
+  // Every layer of every token: random rows of the pool's format.
   p.hostStore.resize(static_cast<std::size_t>(hostRows * shape.rowElems));
-  for (bf16_t &value : p.hostStore)
-    value = normal.next();
+  auto *bytes = reinterpret_cast<std::uint8_t *>(p.hostStore.data());
+  for (std::int64_t row = 0; row < hostRows * shape.layers; ++row)
+    fillRandomRow(shape.format, bytes + row * shape.rowBytes, rng);
 
   // Selections: K distinct rows per query by a partial Fisher-Yates shuffle
   // of the request's rows (any permutation is a valid start, so the vector

@@ -1,6 +1,7 @@
 //===- SparseAttentionProblem.h - Host data of one step ---------*- C++ -*-===//
 //
-// The host-side inputs of one sparse_attention step over an MLA BF16 KV pool:
+// The host-side inputs of one sparse_attention step over a KV pool (any row
+// format of runtime/RowFormat.h, one or more layers per token):
 // shapes, queries, per-query selections (row ids into the request's history)
 // with their HBM slots, request history bounds, and the two KV tiers (HBM
 // slots and the pinned host store) as host vectors. Also a seeded generator
@@ -19,6 +20,7 @@
 #define DHS_RUNTIME_SPARSEATTENTIONPROBLEM_H
 
 #include "runtime/Bf16.h"
+#include "runtime/RowFormat.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +37,13 @@ struct ProblemShape {
   std::int64_t queries = 0;  ///< Q: query positions per request
   std::int64_t heads = 0;    ///< H: query heads
   std::int64_t topk = 0;     ///< K: selected rows per query
-  std::int64_t rowElems = 576; ///< bf16 elements per KV row
+  RowFormat format = RowFormat::MlaBf16; ///< layout of one layer's row
+  std::int64_t rowBytes = 1152; ///< bytes of one layer's row
+  std::int64_t layers = 1;   ///< layers per token in the pool's group
+  std::int64_t layer = 0;    ///< the layer attention reads
+  /// Storage of one token in bf16-sized units: layers * row_bytes / 2 (for
+  /// mla_bf16 with one layer, its 576 elements).
+  std::int64_t rowElems = 576;
   std::int64_t qkDim = 576;  ///< dims used for scores
   std::int64_t vDim = 512;   ///< leading dims used as values
   std::int64_t hbmSlots = -1; ///< HBM slots (-1: chosen by the generator)

@@ -4,6 +4,9 @@
 // RUN: dhs-compile %t/mla_fp8.mlir -o %t/mla_fp8 && dhs-compile %t/v41_fp8.mlir -o %t/v41_fp8
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/mla_fp8/sparse_attention.ptx -o %t/a.cubin %}
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/v41_fp8/sparse_attention.ptx -o %t/b.cubin %}
+// RUN: dhs-run %t/mla_fp8 --link-only | FileCheck %s --check-prefix=LINK
+// RUN: dhs-run %t/v41_fp8 --link-only | FileCheck %s --check-prefix=LINK
+// LINK: link: OK
 
 //--- mla_fp8.mlir
 // DeepSeek-V3.2 rows (656 B): 32 chunks of 16 e4m3 dims, each times the fp32

@@ -530,7 +530,9 @@ int run(const Options &options) {
   std::cout << "shapes: B=" << shape.batch << " Q=" << shape.queries << " H=" << shape.heads
             << " K=" << shape.topk << ", kv format " << pool.format << " ("
             << pool.rowBytes << "-byte rows, qk_dim " << pool.qkDim << ", v_dim "
-            << pool.vDim << "), softmax_scale " << format("%g", shape.softmaxScale) << "\n";
+            << pool.vDim << "), layer " << shape.layer << " of a group of "
+            << shape.layers << ", softmax_scale " << format("%g", shape.softmaxScale)
+            << "\n";
   std::cout << "pool: " << problem.shape.hbmSlots << " HBM slots, "
             << problem.shape.hostRows << " host rows (history " << minHistory;
   if (maxHistory != minHistory)
