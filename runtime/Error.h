@@ -30,6 +30,23 @@ public:
   explicit InputError(const std::string &message) : Error(message) {}
 };
 
+/// A row id outside its request's history, or another index outside the
+/// range it must lie in (a layer, a group).
+class OutOfRangeError : public InputError {
+public:
+  /// Creates an out-of-range error carrying `message`.
+  explicit OutOfRangeError(const std::string &message) : InputError(message) {}
+};
+
+/// The runtime's invariant checker found a violation (a resident row that
+/// differs from its host copy, a host row that changed, inconsistent
+/// bookkeeping).
+class InvariantError : public Error {
+public:
+  /// Creates an invariant error carrying `message`.
+  explicit InvariantError(const std::string &message) : Error(message) {}
+};
+
 /// A tier has no room for what was asked: admission refused because a
 /// protected working set cannot be guaranteed, a host store or slot pool
 /// exhausted, a request at its maximum context. Nothing was changed.

@@ -626,7 +626,7 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
   if (!inStep_)
     throw StateError("resolve outside a step (call beginStep first)");
   if (gi < 0 || gi >= config_.groups)
-    throw InputError("layer group " + std::to_string(gi) + " does not exist (" +
+    throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
                      std::to_string(config_.groups) + " groups)");
   if (resolved_[static_cast<std::size_t>(gi)])
     throw StateError("layer group " + std::to_string(gi) +
@@ -664,7 +664,7 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
                          where(b, i / topk, i % topk) +
                          " is invalid (only -1 marks an unused selection)");
       if (id >= r.len)
-        throw InputError("row id " + std::to_string(id) + " at " +
+        throw OutOfRangeError("row id " + std::to_string(id) + " at " +
                          where(b, i / topk, i % topk) + " is outside request " +
                          std::to_string(request) + "'s history (length " +
                          std::to_string(r.len) + ")");
@@ -813,7 +813,7 @@ GroupOccupancy ResidencyController::occupancy(std::int32_t gi) const {
 
 void ResidencyController::checkConsistency() const {
   auto fail = [](const std::string &what) {
-    throw Error("residency invariant violated: " + what);
+    throw InvariantError("residency invariant violated: " + what);
   };
   const std::int64_t W = config_.newestWindow, F = config_.hotFloor;
   // Host ranges: exactly the live requests'.

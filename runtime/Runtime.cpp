@@ -267,7 +267,7 @@ std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
   requireStep("host row");
   const std::int32_t index = indexOf(id, "host row");
   if (layer < 0 || layer >= layout_.layers || row < 0 || row >= controller_->historyLen(index))
-    throw InputError("host row: layer " + std::to_string(layer) + ", row " +
+    throw OutOfRangeError("host row: layer " + std::to_string(layer) + ", row " +
                      std::to_string(row) + " is outside " + requestName(id) + "'s history");
   const std::uint8_t *data = tiers_->hostRow(layer, controller_->historyStart(index) + row);
   return std::vector<std::uint8_t>(data, data + layout_.rowBytes);
@@ -312,7 +312,7 @@ void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds) {
   if (!inStep_)
     throw StateError("selections outside a step (begin a step first)");
   if (group < 0 || group >= layout_.groups())
-    throw InputError("layer group " + std::to_string(group) + " does not exist (" +
+    throw OutOfRangeError("layer group " + std::to_string(group) + " does not exist (" +
                      std::to_string(layout_.groups()) + " groups)");
   const std::size_t g = static_cast<std::size_t>(group);
   if (selected_[g])
@@ -334,7 +334,7 @@ void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds) {
       if (id < -1)
         throw InputError(where + " is invalid (only -1 marks an unused selection)");
       if (id >= historyLen_[static_cast<std::size_t>(b)])
-        throw InputError(where + " is outside " + requestName(batchIds_[static_cast<std::size_t>(b)]) +
+        throw OutOfRangeError(where + " is outside " + requestName(batchIds_[static_cast<std::size_t>(b)]) +
                          "'s history (length " +
                          std::to_string(historyLen_[static_cast<std::size_t>(b)]) + ")");
     }
@@ -352,7 +352,7 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
   if (!inStep_)
     throw StateError("attention outside a step (begin a step first)");
   if (layer < 0 || layer >= layout_.layers)
-    throw InputError("layer " + std::to_string(layer) + " does not exist (" +
+    throw OutOfRangeError("layer " + std::to_string(layer) + " does not exist (" +
                      std::to_string(layout_.layers) + " layers)");
   const std::int32_t group = layer / layout_.layersPerGroup;
   if (!selected_[static_cast<std::size_t>(group)])
@@ -489,12 +489,12 @@ void Runtime::checkReads(std::int32_t layer) {
       const std::uint8_t *host = tiers_->hostRow(layer, hostRow);
       if (!hashes_.empty() &&
           rowHash(host) != hashes_[static_cast<std::size_t>(layer * layout_.hostRows + hostRow)])
-        throw Error("invariant violated: host row " + std::to_string(hostRow) + " of layer " +
+        throw InvariantError("invariant violated: host row " + std::to_string(hostRow) + " of layer " +
                     std::to_string(layer) + " (lane " + std::to_string(b) + ", row " +
                     std::to_string(rows[e]) + ") changed since it was written");
       if (slots[e] >= 0 &&
           std::memcmp(pool + static_cast<std::size_t>(slots[e]) * rowBytes, host, rowBytes) != 0)
-        throw Error("invariant violated: layer " + std::to_string(layer) + " read HBM slot " +
+        throw InvariantError("invariant violated: layer " + std::to_string(layer) + " read HBM slot " +
                     std::to_string(slots[e]) + " for lane " + std::to_string(b) + ", row " +
                     std::to_string(rows[e]) + ", and it differs from the host copy");
     }
@@ -515,7 +515,7 @@ void Runtime::checkCopies(const std::vector<RowCopy> &copies) {
         pool = tiers_->hbmSnapshot(l);
       if (std::memcmp(pool + static_cast<std::size_t>(copy.slot) * rowBytes,
                       tiers_->hostRow(l, copy.hostRow), rowBytes) != 0)
-        throw Error("invariant violated: layer " + std::to_string(l) + " slot " +
+        throw InvariantError("invariant violated: layer " + std::to_string(l) + " slot " +
                     std::to_string(copy.slot) + " differs from host row " +
                     std::to_string(copy.hostRow) + " after it was copied there");
     }
@@ -533,13 +533,13 @@ void Runtime::checkRequestRows(std::int32_t index, const char *when) {
       const std::uint8_t *host = tiers_->hostRow(l, start + row);
       if (!hashes_.empty() &&
           rowHash(host) != hashes_[static_cast<std::size_t>(l * layout_.hostRows + start + row)])
-        throw Error(std::string("invariant violated (") + when + "): row " +
+        throw InvariantError(std::string("invariant violated (") + when + "): row " +
                     std::to_string(row) + " of request index " + std::to_string(index) +
                     ", layer " + std::to_string(l) + ", is not what was written");
       const std::int32_t slot = controller_->slotOf(group, index, row);
       if (slot >= 0 &&
           std::memcmp(pool + static_cast<std::size_t>(slot) * rowBytes, host, rowBytes) != 0)
-        throw Error(std::string("invariant violated (") + when + "): resident row " +
+        throw InvariantError(std::string("invariant violated (") + when + "): resident row " +
                     std::to_string(row) + " of request index " + std::to_string(index) +
                     ", layer " + std::to_string(l) + " (slot " + std::to_string(slot) +
                     ") differs from its host copy");

@@ -107,6 +107,8 @@ public:
   std::int64_t rowBytes() const;
   /// Layer groups.
   std::int32_t groups() const;
+  /// Layers of the model.
+  std::int32_t layers() const { return config_.layers; }
   /// Why CUDA was not used with BackendKind::Auto ("" if it was or not asked).
   const std::string &fallbackReason() const { return fallbackReason_; }
   /// The backend in words ("cpu", "cuda on ...").
