@@ -17,25 +17,26 @@ class CpuTiers final : public TierBackend {
 public:
   CpuTiers(const TierLayout &layout, unsigned threads)
       : layout_(layout), backend_(CpuPrecision::Float, threads) {
-    if (layout.rowBytes <= 0 || layout.rowBytes % 2 != 0)
-      throw Error("the CPU backend needs rows of bf16 values (row_bytes " +
+    if (layout.rowBytes <= 0 || layout.tokenBytes() % 2 != 0)
+      throw Error("the CPU tiers need an even number of bytes per token (row_bytes " +
                   std::to_string(layout.rowBytes) + ")");
-    const std::size_t rowBf16 = static_cast<std::size_t>(layout.rowBytes / 2);
-    host_.resize(static_cast<std::size_t>(layout.layers));
-    hbm_.resize(static_cast<std::size_t>(layout.layers));
+    // Stored as bf16-sized units, as the CPU backend's views expect.
+    const std::size_t tokenUnits = static_cast<std::size_t>(layout.tokenBytes() / 2);
+    host_.resize(static_cast<std::size_t>(layout.pools()));
+    hbm_.resize(static_cast<std::size_t>(layout.pools()));
     try {
-      for (std::int32_t l = 0; l < layout.layers; ++l) {
-        host_[static_cast<std::size_t>(l)].assign(
-            static_cast<std::size_t>(layout.hostRows) * rowBf16, 0);
-        hbm_[static_cast<std::size_t>(l)].assign(
-            static_cast<std::size_t>(layout.hbmSlots) * rowBf16, 0);
+      for (std::int32_t p = 0; p < layout.pools(); ++p) {
+        host_[static_cast<std::size_t>(p)].assign(
+            static_cast<std::size_t>(layout.hostRows) * tokenUnits, 0);
+        hbm_[static_cast<std::size_t>(p)].assign(
+            static_cast<std::size_t>(layout.hbmSlots) * tokenUnits, 0);
       }
     } catch (const std::bad_alloc &) {
       throw CapacityError("out of host memory for the CPU tiers (" +
-                          std::to_string(layout.layers) + " layers x (" +
+                          std::to_string(layout.pools()) + " pools x (" +
                           std::to_string(layout.hostRows) + " host rows + " +
                           std::to_string(layout.hbmSlots) + " slots) x " +
-                          std::to_string(layout.rowBytes) + " bytes)");
+                          std::to_string(layout.tokenBytes()) + " bytes)");
     }
   }
 
@@ -43,20 +44,27 @@ public:
   const TierLayout &layout() const override { return layout_; }
 
   std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) override {
-    return reinterpret_cast<std::uint8_t *>(host_[static_cast<std::size_t>(layer)].data()) +
-           row * layout_.rowBytes;
+    return reinterpret_cast<std::uint8_t *>(
+               host_[static_cast<std::size_t>(layer / layout_.layersPerPool)].data()) +
+           row * layout_.tokenBytes() + layout_.layerOffset(layer);
   }
 
   void copyToHbm(const std::vector<RowCopy> &copies) override {
+    // Whole tokens of every pool of the copy's group (a pool per layer, or
+    // the group's one pool).
+    const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
     for (const RowCopy &copy : copies)
       for (std::int32_t l = layout_.firstLayer(copy.group); l < layout_.endLayer(copy.group);
-           ++l)
-        std::memcpy(hbmRow(l, copy.slot), hostRow(l, copy.hostRow),
-                    static_cast<std::size_t>(layout_.rowBytes));
+           l += layout_.layersPerPool) {
+        const std::size_t pool = static_cast<std::size_t>(l / layout_.layersPerPool);
+        std::memcpy(bytes(hbm_[pool]) + static_cast<std::size_t>(copy.slot) * tokenBytes,
+                    bytes(host_[pool]) + static_cast<std::size_t>(copy.hostRow) * tokenBytes,
+                    tokenBytes);
+      }
   }
 
   const std::uint8_t *hbmSnapshot(std::int32_t layer) override {
-    return hbmRow(layer, 0);
+    return bytes(hbm_[static_cast<std::size_t>(layer / layout_.layersPerPool)]);
   }
 
   void attend(std::int32_t layer, const LayerStep &step) override {
@@ -66,6 +74,10 @@ public:
     problem_.shape = shape;
     problem_.shape.hbmSlots = layout_.hbmSlots;
     problem_.shape.hostRows = layout_.hostRows;
+    problem_.shape.layers = layout_.layersPerPool;
+    problem_.shape.layer = layer % layout_.layersPerPool;
+    problem_.shape.rowElems = layout_.tokenBytes() / 2;
+    const std::size_t pool = static_cast<std::size_t>(layer / layout_.layersPerPool);
     const std::int64_t perLane = shape.queries * shape.heads;
     problem_.queries.assign(step.queries, step.queries + step.lanes * perLane * shape.qkDim);
     problem_.queries.resize(static_cast<std::size_t>(shape.queryCount()), 0);
@@ -73,8 +85,8 @@ public:
     problem_.slots.assign(step.slots, step.slots + shape.selectionCount());
     problem_.historyStart.assign(step.historyStart, step.historyStart + shape.batch);
     problem_.historyLen.assign(step.historyLen, step.historyLen + shape.batch);
-    problem_.hostStoreView = host_[static_cast<std::size_t>(layer)].data();
-    problem_.hbmPoolView = hbm_[static_cast<std::size_t>(layer)].data();
+    problem_.hostStoreView = host_[pool].data();
+    problem_.hbmPoolView = hbm_[pool].data();
     std::vector<bf16_t> out = backend_.run(problem_);
     std::copy(out.begin(), out.begin() + step.lanes * perLane * shape.vDim, step.output);
   }
@@ -83,15 +95,14 @@ public:
   bool acceptsDevicePointers() const override { return false; }
 
 private:
-  std::uint8_t *hbmRow(std::int32_t layer, std::int32_t slot) {
-    return reinterpret_cast<std::uint8_t *>(hbm_[static_cast<std::size_t>(layer)].data()) +
-           static_cast<std::int64_t>(slot) * layout_.rowBytes;
+  static std::uint8_t *bytes(std::vector<bf16_t> &v) {
+    return reinterpret_cast<std::uint8_t *>(v.data());
   }
 
   TierLayout layout_;
   CpuBackend backend_;
-  std::vector<std::vector<bf16_t>> host_; // [layer][host_rows * row]
-  std::vector<std::vector<bf16_t>> hbm_;  // [layer][slots * row]
+  std::vector<std::vector<bf16_t>> host_; // [pool][host_rows * token]
+  std::vector<std::vector<bf16_t>> hbm_;  // [pool][slots * token]
   SparseAttentionProblem problem_;        // reused between layers
 };
 

@@ -100,9 +100,16 @@ void Runtime::loadStep(const Manifest &manifest) {
                 " host rows per layer, the step " + manifest.directory + " fixes " +
                 std::to_string(pool.hostRows));
 
+  // The step's pool holds one layer per token, or a whole layer group.
+  if (pool.layers != 1 && pool.layers != config_.layersPerGroup)
+    throw Error("the step " + manifest.directory + "'s pool holds " +
+                std::to_string(pool.layers) + " layers per token; the runtime's layer groups have " +
+                std::to_string(config_.layersPerGroup) + " (a pool holds 1 layer or a group)");
+
   TierLayout layout;
   layout.layers = config_.layers;
   layout.layersPerGroup = config_.layersPerGroup;
+  layout.layersPerPool = static_cast<std::int32_t>(pool.layers);
   layout.hbmSlots = static_cast<std::int32_t>(slots);
   layout.hostRows = hostRows;
   layout.rowBytes = pool.rowBytes;
@@ -134,9 +141,6 @@ void Runtime::loadStep(const Manifest &manifest) {
     else
       useCuda = true;
   }
-  if (!useCuda && pool.format != "mla_bf16")
-    throw Error("the CPU backend runs mla_bf16 pools only; the step's pool is " +
-                pool.format);
   std::unique_ptr<TierBackend> tiers =
       useCuda ? makeCudaTiers(layout, manifest, config_.device)
               : makeCpuTiers(layout, config_.cpuThreads);
@@ -457,16 +461,18 @@ RuntimeStats Runtime::stats() const {
   s.lastStep = controller_->lastStep();
   s.totals = controller_->totals();
   s.admittedRequests = controller_->liveCount();
+  // Bytes as stored: a slot of group g spans every pool of the group.
+  const std::int32_t P = layout_.layersPerPool;
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     GroupOccupancy o = controller_->occupancy(g);
-    const std::int64_t layers = layout_.endLayer(g) - layout_.firstLayer(g);
-    s.hbmBytesUsed += static_cast<std::int64_t>(o.used) * layers * layout_.rowBytes;
+    const std::int64_t pools = (layout_.endLayer(g) - layout_.firstLayer(g) + P - 1) / P;
+    s.hbmBytesUsed += static_cast<std::int64_t>(o.used) * pools * layout_.tokenBytes();
     s.optionalUsedSlots += o.optionalUsed;
   }
-  s.hbmBytesCapacity =
-      static_cast<std::int64_t>(layout_.hbmSlots) * layout_.layers * layout_.rowBytes;
-  s.hostBytesUsed = controller_->hostAllocator().usedRows() * layout_.layers * layout_.rowBytes;
-  s.hostBytesCapacity = layout_.hostRows * layout_.layers * layout_.rowBytes;
+  const std::int64_t poolBytes = layout_.pools() * layout_.tokenBytes();
+  s.hbmBytesCapacity = static_cast<std::int64_t>(layout_.hbmSlots) * poolBytes;
+  s.hostBytesUsed = controller_->hostAllocator().usedRows() * poolBytes;
+  s.hostBytesCapacity = layout_.hostRows * poolBytes;
   s.optionalBudgetSlots = controller_->optionalBudget();
   return s;
 }
@@ -477,6 +483,8 @@ void Runtime::checkReads(std::int32_t layer) {
   const std::vector<std::int32_t> &slots = slots_[static_cast<std::size_t>(group)];
   const std::uint8_t *pool = tiers_->hbmSnapshot(layer);
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
+  const std::size_t layerOffset = static_cast<std::size_t>(layout_.layerOffset(layer));
   const std::int64_t perLane = shape_.queries * shape_.topk;
   for (std::int64_t b = 0; b < shape_.batch; ++b) {
     if (lanes_[static_cast<std::size_t>(b)] < 0)
@@ -493,7 +501,8 @@ void Runtime::checkReads(std::int32_t layer) {
                     std::to_string(layer) + " (lane " + std::to_string(b) + ", row " +
                     std::to_string(rows[e]) + ") changed since it was written");
       if (slots[e] >= 0 &&
-          std::memcmp(pool + static_cast<std::size_t>(slots[e]) * rowBytes, host, rowBytes) != 0)
+          std::memcmp(pool + static_cast<std::size_t>(slots[e]) * tokenBytes + layerOffset, host,
+                      rowBytes) != 0)
         throw InvariantError("invariant violated: layer " + std::to_string(layer) + " read HBM slot " +
                     std::to_string(slots[e]) + " for lane " + std::to_string(b) + ", row " +
                     std::to_string(rows[e]) + ", and it differs from the host copy");
@@ -513,7 +522,8 @@ void Runtime::checkCopies(const std::vector<RowCopy> &copies) {
         continue;
       if (!pool)
         pool = tiers_->hbmSnapshot(l);
-      if (std::memcmp(pool + static_cast<std::size_t>(copy.slot) * rowBytes,
+      if (std::memcmp(pool + static_cast<std::size_t>(copy.slot) * layout_.tokenBytes() +
+                          layout_.layerOffset(l),
                       tiers_->hostRow(l, copy.hostRow), rowBytes) != 0)
         throw InvariantError("invariant violated: layer " + std::to_string(l) + " slot " +
                     std::to_string(copy.slot) + " differs from host row " +
@@ -538,7 +548,9 @@ void Runtime::checkRequestRows(std::int32_t index, const char *when) {
                     ", layer " + std::to_string(l) + ", is not what was written");
       const std::int32_t slot = controller_->slotOf(group, index, row);
       if (slot >= 0 &&
-          std::memcmp(pool + static_cast<std::size_t>(slot) * rowBytes, host, rowBytes) != 0)
+          std::memcmp(pool + static_cast<std::size_t>(slot) * layout_.tokenBytes() +
+                          layout_.layerOffset(l),
+                      host, rowBytes) != 0)
         throw InvariantError(std::string("invariant violated (") + when + "): resident row " +
                     std::to_string(row) + " of request index " + std::to_string(index) +
                     ", layer " + std::to_string(l) + " (slot " + std::to_string(slot) +

@@ -1,9 +1,12 @@
 //===- Tiers.h - Where the KV tiers live and how a layer runs ---*- C++ -*-===//
 //
-// The step executor (Runtime) keeps its KV rows in two tiers per layer: the
-// host store [host_rows, row_bytes] (every row of every admitted request) and
-// the HBM pool [hbm_slots, row_bytes] (the resident subset, slot numbers
-// shared by all layers of a layer group). A TierBackend owns that memory and
+// The step executor (Runtime) keeps its KV rows in two tiers per pool: the
+// host store [host_rows, P, row_bytes] (every row of every admitted request)
+// and the HBM pool [hbm_slots, P, row_bytes] (the resident subset), where a
+// pool holds P layers of a token together: P = 1 (a pool per layer) or P = G
+// (a pool per layer group, a token's rows for all its layers contiguous, as
+// the compiled step's kv_pool says). Slot numbers are shared by all layers
+// of a layer group either way. A TierBackend owns that memory and
 // runs one layer's sparse attention over it:
 //  - the CPU backend keeps both tiers in host vectors and runs CpuBackend on
 //    views of them (no copies per step);
@@ -35,6 +38,7 @@ struct Manifest;
 struct TierLayout {
   std::int32_t layers = 1;         ///< L
   std::int32_t layersPerGroup = 1; ///< G
+  std::int32_t layersPerPool = 1;  ///< P: 1, or G (one pool per group)
   std::int32_t hbmSlots = 0;       ///< slots per layer (= per group)
   std::int64_t hostRows = 0;       ///< host-store rows per layer
   std::int64_t rowBytes = 0;       ///< bytes per row
@@ -46,6 +50,14 @@ struct TierLayout {
   /// One past the last layer of group g.
   std::int32_t endLayer(std::int32_t g) const {
     return std::min(layers, (g + 1) * layersPerGroup);
+  }
+  /// Pools: ceil(L / P).
+  std::int32_t pools() const { return (layers + layersPerPool - 1) / layersPerPool; }
+  /// Bytes of one token in a pool: P * row_bytes.
+  std::int64_t tokenBytes() const { return layersPerPool * rowBytes; }
+  /// Byte offset of a layer's row within its pool's token.
+  std::int64_t layerOffset(std::int32_t layer) const {
+    return (layer % layersPerPool) * rowBytes;
   }
 };
 
@@ -84,9 +96,9 @@ public:
   /// Copies host rows into HBM slots in every layer of each copy's group,
   /// after all work already submitted.
   virtual void copyToHbm(const std::vector<RowCopy> &copies) = 0;
-  /// The HBM pool of a layer as host-readable bytes [slots, row_bytes]
-  /// (the CPU tier itself, or a download that waits for submitted work),
-  /// valid until the next call. For checks, not for steps.
+  /// The HBM pool holding a layer as host-readable bytes [slots, P,
+  /// row_bytes] (the CPU tier itself, or a download that waits for
+  /// submitted work), valid until the next call. For checks, not for steps.
   virtual const std::uint8_t *hbmSnapshot(std::int32_t layer) = 0;
   /// Submits one layer's attention.
   virtual void attend(std::int32_t layer, const LayerStep &step) = 0;

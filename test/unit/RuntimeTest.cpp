@@ -3,6 +3,7 @@
 #include "RuntimeTestUtil.h"
 
 #include "runtime/Error.h"
+#include "runtime/RowFormat.h"
 #include "runtime/Runtime.h"
 
 #include <catch2/catch.hpp>
@@ -18,37 +19,52 @@ namespace {
 /// What the engine wrote: every row of every request, per layer.
 struct Shadow {
   std::int32_t layers = 1;
-  std::map<std::uint64_t, std::vector<std::vector<bf16_t>>> rows; // id -> [layer][row*576]
+  RowFormat format = RowFormat::MlaBf16;
+  std::int64_t rowBytes = 1152;
+  std::map<std::uint64_t, std::vector<std::vector<std::uint8_t>>> rows; // id -> [layer][bytes]
+
+  explicit Shadow(std::int32_t l = 1, RowFormat f = RowFormat::MlaBf16)
+      : layers(l), format(f), rowBytes(rowFormatInfo(f).rowBytes) {}
 
   std::int64_t len(std::uint64_t id) const {
-    return static_cast<std::int64_t>(rows.at(id)[0].size() / 576);
+    return static_cast<std::int64_t>(rows.at(id)[0].size()) / rowBytes;
   }
-  const bf16_t *row(std::uint64_t id, std::int32_t layer, std::int64_t r) const {
-    return rows.at(id)[static_cast<std::size_t>(layer)].data() + r * 576;
+  const std::uint8_t *row(std::uint64_t id, std::int32_t layer, std::int64_t r) const {
+    return rows.at(id)[static_cast<std::size_t>(layer)].data() + r * rowBytes;
+  }
+  /// `count` random rows of the format.
+  std::vector<std::uint8_t> randomRows(std::mt19937_64 &rng, std::int64_t count) const {
+    std::vector<std::uint8_t> data(static_cast<std::size_t>(count * rowBytes));
+    if (format == RowFormat::MlaBf16)
+      dhs::test::fillRandom(rng, reinterpret_cast<bf16_t *>(data.data()), data.size() / 2);
+    else
+      for (std::int64_t i = 0; i < count; ++i)
+        fillRandomRow(format, data.data() + i * rowBytes, rng);
+    return data;
   }
 };
 
 /// Admits `id` with `len` random prefill rows into both.
 void admitRandom(Runtime &rt, Shadow &shadow, std::mt19937_64 &rng, std::uint64_t id,
                  std::int64_t len, std::int64_t maxContext) {
-  std::vector<bf16_t> prefill(static_cast<std::size_t>(shadow.layers * len * 576));
-  dhs::test::fillRandom(rng, prefill.data(), prefill.size());
+  std::vector<std::uint8_t> prefill = shadow.randomRows(rng, shadow.layers * len);
   rt.admit(id, len, maxContext, prefill.empty() ? nullptr : prefill.data());
   auto &layers = shadow.rows[id];
   layers.resize(static_cast<std::size_t>(shadow.layers));
+  const std::int64_t perLayer = len * shadow.rowBytes;
   for (std::int32_t l = 0; l < shadow.layers; ++l)
-    layers[static_cast<std::size_t>(l)].assign(prefill.begin() + l * len * 576,
-                                               prefill.begin() + (l + 1) * len * 576);
+    layers[static_cast<std::size_t>(l)].assign(prefill.begin() + l * perLayer,
+                                               prefill.begin() + (l + 1) * perLayer);
 }
 
 /// Appends one random token to `id` in both.
 void appendRandom(Runtime &rt, Shadow &shadow, std::mt19937_64 &rng, std::uint64_t id) {
-  std::vector<bf16_t> rows(static_cast<std::size_t>(shadow.layers * 576));
-  dhs::test::fillRandom(rng, rows.data(), rows.size());
+  std::vector<std::uint8_t> rows = shadow.randomRows(rng, shadow.layers);
   rt.append(id, rows.data());
   for (std::int32_t l = 0; l < shadow.layers; ++l) {
     auto &layer = shadow.rows[id][static_cast<std::size_t>(l)];
-    layer.insert(layer.end(), rows.begin() + l * 576, rows.begin() + (l + 1) * 576);
+    layer.insert(layer.end(), rows.begin() + l * shadow.rowBytes,
+                 rows.begin() + (l + 1) * shadow.rowBytes);
   }
 }
 
@@ -137,8 +153,7 @@ TEST_CASE("the executor's outputs equal attention over the engine's rows", "[run
     rt.loadStep(dir.path());
     CHECK(rt.backendDescription() == "cpu");
     CHECK(rt.groups() == 2);
-    Shadow shadow;
-    shadow.layers = 3;
+    Shadow shadow(3);
     admitRandom(rt, shadow, rng, 101, 40, 200);
     admitRandom(rt, shadow, rng, 7, 3, 100);
     admitRandom(rt, shadow, rng, 55, 0, 100);
@@ -163,6 +178,7 @@ TEST_CASE("the executor's outputs equal attention over the engine's rows", "[run
     CHECK(stats.optionalBudgetSlots == (policy == ResidencyPolicy::Adaptive ? 64 - 3 * 10 : 0));
     // Rows read back are what was written.
     CHECK(std::memcmp(rt.hostRow(101, 2, 17).data(), shadow.row(101, 2, 17), 1152) == 0);
+    CHECK(std::memcmp(rt.hostRow(7, 0, 5).data(), shadow.row(7, 0, 5), 1152) == 0);
     rt.checkInvariants();
     rt.finish(7);
     CHECK_FALSE(rt.admitted(7));
@@ -191,8 +207,7 @@ TEST_CASE("executor outputs do not depend on the residency policy", "[runtime]")
     std::mt19937_64 rng(seed); // the same inputs for each
     Runtime rt(config);
     rt.loadStep(dir.path());
-    Shadow shadow;
-    shadow.layers = 3;
+    Shadow shadow(3);
     admitRandom(rt, shadow, rng, 1, 64, 300);
     admitRandom(rt, shadow, rng, 2, 64, 300);
     std::vector<bf16_t> all;
@@ -275,8 +290,7 @@ TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]")
   CHECK_THROWS_WITH(rt.shape(), Catch::Contains("no step is loaded"));
   rt.loadStep(dir.path());
   CHECK_THROWS_AS(rt.loadStep(dir.path()), StateError);
-  Shadow shadow;
-  shadow.layers = 2;
+  Shadow shadow(2);
   admitRandom(rt, shadow, rng, 1, 10, 12);
   admitRandom(rt, shadow, rng, 2, 10, 100);
   CHECK_THROWS_WITH(rt.admit(1, 0, 10, nullptr), Catch::Contains("request 1 is already admitted"));
@@ -395,8 +409,7 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
                   << replacementName(config.replacement));
     Runtime rt(config);
     rt.loadStep(dir.path());
-    Shadow shadow;
-    shadow.layers = config.layers;
+    Shadow shadow(config.layers);
     std::vector<char> hostModel(static_cast<std::size_t>(hostRows), 0); // first-fit model
     std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> ranges; // id -> start, len
     std::map<std::uint64_t, std::int64_t> maxContext;
@@ -490,4 +503,55 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
                 << " steps, " << counts[3] << " finishes; selected " << all.selected
                 << ", fetched " << all.fetched << ", promoted " << all.promoted
                 << ", evicted " << all.evicted);
+}
+
+TEST_CASE("FP8 rows and layer-group pools: same outputs as per-layer pools", "[runtime]") {
+  const std::uint64_t seed = freshSeed() + 140;
+  INFO("DHS_TEST_SEED=" << seed - 140);
+  for (const char *formatName : {"mla_bf16", "mla_fp8", "v41_fp8"}) {
+    INFO(formatName);
+    const RowFormatInfo &info = rowFormatInfo(formatName);
+    // 4 layers in groups of 2: a pool per layer, or a pool per group (a
+    // token's 2 rows stored together, the step reading layer 1 of it).
+    dhs::test::TempDir perLayer, perGroup;
+    perLayer.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, formatName));
+    perGroup.write("manifest.json",
+                   dhs::test::stepManifest(2, 2, 2, 8, -1, -1, formatName, 2, 1));
+    std::vector<std::vector<bf16_t>> outputs;
+    std::vector<RuntimeStats> stats;
+    for (const std::string &dir : {perLayer.path(), perGroup.path()}) {
+      std::mt19937_64 rng(seed);
+      RuntimeConfig config = smallConfig();
+      config.layers = 4;
+      config.layersPerGroup = 2;
+      Runtime rt(config);
+      rt.loadStep(dir);
+      Shadow shadow(4, info.format);
+      admitRandom(rt, shadow, rng, 1, 40, 200);
+      admitRandom(rt, shadow, rng, 2, 25, 200);
+      std::vector<bf16_t> all;
+      for (int step = 0; step < 12; ++step) {
+        appendRandom(rt, shadow, rng, 1);
+        appendRandom(rt, shadow, rng, 2);
+        std::vector<bf16_t> out = stepAndCompare(rt, shadow, rng, {2, 1});
+        all.insert(all.end(), out.begin(), out.end());
+      }
+      rt.checkInvariants();
+      outputs.push_back(all);
+      stats.push_back(rt.stats());
+    }
+    CHECK(outputs[0] == outputs[1]);
+    CHECK(stats[0].totals.fetched == stats[1].totals.fetched);
+    CHECK(stats[0].hbmBytesUsed == stats[1].hbmBytesUsed);
+    CHECK(stats[0].hbmBytesCapacity == 64 * 4 * info.rowBytes);
+    CHECK(stats[1].hbmBytesCapacity == 64 * 4 * info.rowBytes);
+  }
+  // A pool that holds neither one layer nor a group is refused.
+  dhs::test::TempDir three;
+  three.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_bf16", 3, 0));
+  RuntimeConfig config = smallConfig();
+  config.layers = 4;
+  config.layersPerGroup = 2;
+  CHECK_THROWS_WITH(Runtime(config).loadStep(three.path()),
+                    Catch::Contains("holds 3 layers per token"));
 }

@@ -7,26 +7,33 @@
 
 #include "runtime/Bf16.h"
 #include "runtime/CpuBackend.h"
+#include "runtime/RowFormat.h"
 #include "runtime/SparseAttentionProblem.h"
 
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace dhs::test {
 
-/// A manifest of one mla_bf16 sparse_attention step of shape [B, Q, H, K]
+/// A manifest of one sparse_attention step of shape [B, Q, H, K] over a pool
+/// of `format` rows with `layers` layers per token, reading layer `layer`
 /// (HBM slots and host rows left to run time unless given). Its PTX file is
 /// not written: enough for the CPU backend.
-inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long host = -1) {
+inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long host = -1,
+                                const std::string &format = "mla_bf16", int layers = 1,
+                                int layer = 0) {
+  const runtime::RowFormatInfo &info = runtime::rowFormatInfo(format);
+  const long qk = info.qkDim, v = info.vDim, rowBytes = info.rowBytes;
   auto dims = [](std::initializer_list<long> values) {
     std::string text = "[";
     for (long v : values)
       text += (text.size() > 1 ? "," : "") + std::to_string(v);
     return text + "]";
   };
-  const std::string q = dims({B, Q, H, 576}), sel = dims({B, Q, K}), b = dims({B}),
-                    out = dims({B, Q, H, 512});
+  const std::string q = dims({B, Q, H, qk}), sel = dims({B, Q, K}), b = dims({B}),
+                    out = dims({B, Q, H, v}), tier = dims({-1, layers, rowBytes});
   return R"({"format": "dhs-step-manifest", "version": 1,
   "target": {"chip": "sm_90a", "features": "+ptx80"}, "step": "test_step",
   "arguments": [
@@ -35,14 +42,17 @@ inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long 
     {"index": 2, "role": "slots", "kind": "memref", "dtype": "i32", "shape": )" + sel + R"(},
     {"index": 3, "role": "history_start", "kind": "memref", "dtype": "i64", "shape": )" + b + R"(},
     {"index": 4, "role": "history_len", "kind": "memref", "dtype": "i32", "shape": )" + b + R"(},
-    {"index": 5, "role": "kv_pool", "kind": "kv_pool", "format": "mla_bf16", "layers": 1,
-     "row_bytes": 1152, "row_elems": 576, "qk_dim": 576, "v_dim": 512,
+    {"index": 5, "role": "kv_pool", "kind": "kv_pool", "format": ")" + format +
+         R"(", "layers": )" + std::to_string(layers) + R"(,
+     "row_bytes": )" + std::to_string(rowBytes) + R"(, "row_elems": )" +
+         std::to_string(rowBytes / 2) + R"(, "qk_dim": )" + std::to_string(qk) +
+         R"(, "v_dim": )" + std::to_string(v) + R"(,
      "hbm_slots": )" + std::to_string(hbm) + R"(, "host_rows": )" + std::to_string(host) + R"(},
     {"index": 6, "role": "output", "kind": "memref", "dtype": "bf16", "shape": )" + out + R"(}
   ],
   "launches": [
     {"kernel": "sparse_attention", "ptx": "step.ptx", "op": "sparse_attention",
-     "softmax_scale": 0.0416666679, "layer": 0,
+     "softmax_scale": 0.0416666679, "layer": )" + std::to_string(layer) + R"(,
      "grid": [1,1,1], "block": [128,1,1], "dynamic_shared_bytes": 0,
      "params": [
        {"source": "argument", "index": 0, "dtype": "bf16", "shape": )" + q + R"(},
@@ -50,8 +60,8 @@ inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long 
        {"source": "argument", "index": 2, "dtype": "i32", "shape": )" + sel + R"(},
        {"source": "argument", "index": 3, "dtype": "i64", "shape": )" + b + R"(},
        {"source": "argument", "index": 4, "dtype": "i32", "shape": )" + b + R"(},
-       {"source": "pool_hbm", "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
-       {"source": "pool_host", "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
+       {"source": "pool_hbm", "index": 5, "dtype": "i8", "shape": )" + tier + R"(},
+       {"source": "pool_host", "index": 5, "dtype": "i8", "shape": )" + tier + R"(},
        {"source": "argument", "index": 6, "dtype": "bf16", "shape": )" + out + R"(},
        {"source": "status", "dtype": "i32", "shape": [1]}
      ]}
@@ -78,9 +88,10 @@ inline void fillRandom(std::mt19937_64 &rng, runtime::bf16_t *data, std::size_t 
 }
 
 /// An independent oracle of one layer: attention over the selected rows
-/// gathered into a compact host store (every selection reads its own host
-/// row, nothing resident), computed by the float CPU backend. `rowOf(b, r)`
-/// returns the bf16 row r of lane b's request (576 values).
+/// gathered into a compact host store of one layer per token (every
+/// selection reads its own host row, nothing resident), computed by the
+/// float CPU backend. `rowOf(b, r)` returns row r of lane b's request
+/// (shape.rowBytes bytes of shape.format; for mla_bf16, 576 bf16 values).
 template <typename RowOf>
 std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std::int64_t lanes,
                                          const std::int32_t *rowIds,
@@ -91,12 +102,16 @@ std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std
   const std::int64_t perLane = shape.queries * shape.topk;
   p.shape.hostRows = lanes * perLane;
   p.shape.hbmSlots = 0;
+  p.shape.layers = 1;
+  p.shape.layer = 0;
+  p.shape.rowElems = shape.rowBytes / 2;
+  const std::int64_t units = shape.rowBytes / 2;
   p.queries.assign(queries, queries + lanes * shape.queries * shape.heads * shape.qkDim);
   p.rowIds.assign(static_cast<std::size_t>(lanes * perLane), -1);
   p.slots.assign(static_cast<std::size_t>(lanes * perLane), -1);
   p.historyStart.assign(static_cast<std::size_t>(lanes), 0);
   p.historyLen.assign(static_cast<std::size_t>(lanes), static_cast<std::int32_t>(lanes * perLane));
-  p.hostStore.assign(static_cast<std::size_t>(lanes * perLane * 576), 0);
+  p.hostStore.assign(static_cast<std::size_t>(lanes * perLane * units), 0);
   for (std::int64_t b = 0; b < lanes; ++b)
     for (std::int64_t i = 0; i < perLane; ++i) {
       const std::int32_t r = rowIds[b * perLane + i];
@@ -104,8 +119,9 @@ std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std
         continue;
       const std::int64_t compact = b * perLane + i;
       p.rowIds[static_cast<std::size_t>(compact)] = static_cast<std::int32_t>(compact);
-      const runtime::bf16_t *row = rowOf(b, r);
-      std::copy(row, row + 576, p.hostStore.begin() + compact * 576);
+      const void *row = rowOf(b, r);
+      std::memcpy(p.hostStore.data() + compact * units, row,
+                  static_cast<std::size_t>(shape.rowBytes));
     }
   return runtime::CpuBackend(runtime::CpuPrecision::Float, 1).run(p);
 }
