@@ -15,6 +15,7 @@
 #define DHS_RUNTIME_CUDABACKEND_H
 
 #include "runtime/Bf16.h"
+#include "runtime/CudaDriver.h"
 #include "runtime/Manifest.h"
 #include "runtime/SparseAttentionProblem.h"
 
@@ -69,6 +70,18 @@ struct CudaRunResult {
   bool repeatsIdentical = true; ///< the output after timing equals the first bit for bit
 };
 
+/// Persistent device memory of a step that its owner (the runtime's CUDA
+/// tiers) keeps between runs: a buffer per memref argument, the two pool
+/// tiers and the status word.
+struct CudaStepBuffers {
+  std::vector<CUdeviceptr> arguments; ///< by manifest argument index (the pool's unused)
+  CUdeviceptr hbm = 0;                ///< the HBM tier [hbm_slots, layers, row_bytes]
+  std::int64_t hbmSlots = 0;          ///< its slots
+  CUdeviceptr host = 0;               ///< the mapped host store, device address
+  std::int64_t hostRows = 0;          ///< its rows
+  CUdeviceptr status = 0;             ///< the status word (u32)
+};
+
 /// A step loaded on a device. Throws Error (with the driver's or
 /// nvJitLink's message) from every operation that fails.
 class CudaBackend {
@@ -94,6 +107,14 @@ public:
   /// status word, output elements left unwritten or NaN, driver errors.
   CudaRunResult run(const SparseAttentionProblem &problem,
                     const CudaRunOptions &options = {});
+
+  /// Enqueues the step's launches, in manifest order, on `stream` over
+  /// `buffers`; no synchronization, no checks of the data. Throws Error if a
+  /// launch cannot be enqueued.
+  void launchAsync(const CudaStepBuffers &buffers, CUstream stream) const;
+
+  /// Makes the device's primary context current on the calling thread.
+  void makeCurrent() const;
 
 private:
   struct State;

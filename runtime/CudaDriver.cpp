@@ -79,6 +79,8 @@ CudaDriver::CudaDriver() {
   ok &= resolve(library, memsetD16Async, {"cuMemsetD16Async"}, missing);
   ok &= resolve(library, memsetD32Async, {"cuMemsetD32Async"}, missing);
   ok &= resolve(library, memcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"}, missing);
+  ok &= resolve(library, memcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"}, missing);
+  ok &= resolve(library, memcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, missing);
   ok &= resolve(library, streamCreate, {"cuStreamCreate"}, missing);
   ok &= resolve(library, streamDestroy, {"cuStreamDestroy_v2"}, missing);
   ok &= resolve(library, streamSynchronize, {"cuStreamSynchronize"}, missing);

@@ -114,6 +114,10 @@ public:
   decltype(&::cuMemsetD32Async) memsetD32Async = nullptr;
   /// cuMemcpyDtoHAsync_v2
   decltype(&::cuMemcpyDtoHAsync) memcpyDtoHAsync = nullptr;
+  /// cuMemcpyHtoDAsync_v2
+  decltype(&::cuMemcpyHtoDAsync) memcpyHtoDAsync = nullptr;
+  /// cuMemcpyDtoDAsync_v2
+  decltype(&::cuMemcpyDtoDAsync) memcpyDtoDAsync = nullptr;
   /// cuStreamCreate
   decltype(&::cuStreamCreate) streamCreate = nullptr;
   /// cuStreamDestroy_v2

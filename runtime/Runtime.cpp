@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include <unistd.h>
+
 namespace dhs::runtime {
 
 namespace {
@@ -113,6 +115,25 @@ void Runtime::loadStep(const Manifest &manifest) {
   layout.hbmSlots = static_cast<std::int32_t>(slots);
   layout.hostRows = hostRows;
   layout.rowBytes = pool.rowBytes;
+
+  // Host memory: the host store (and, on the CPU, the HBM tier) plus the
+  // controller's per-row tables, against what the machine has.
+  {
+    const double tokenBytes = static_cast<double>(layout.tokenBytes());
+    double bytes = static_cast<double>(layout.pools()) * static_cast<double>(hostRows) * tokenBytes +
+                   static_cast<double>(layout.groups()) * static_cast<double>(hostRows) * 8.0;
+    if (config_.backend == BackendKind::Cpu)
+      bytes += static_cast<double>(layout.pools()) * static_cast<double>(slots) * tokenBytes;
+    const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    const double physical = pages > 0 && pageSize > 0
+                                ? static_cast<double>(pages) * static_cast<double>(pageSize)
+                                : 0.0;
+    if (physical > 0.0 && bytes > physical)
+      throw CapacityError("the tiers need " + std::to_string(static_cast<long long>(bytes / 1048576.0)) +
+                          " MiB of host memory (" + std::to_string(hostRows) +
+                          " host rows per layer), this machine has " +
+                          std::to_string(static_cast<long long>(physical / 1048576.0)) + " MiB");
+  }
 
   ResidencyConfig residency;
   residency.groups = layout.groups();

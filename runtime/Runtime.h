@@ -45,7 +45,8 @@ namespace dhs::runtime {
 /// Which backend runs the attention.
 enum class BackendKind {
   Cpu,  ///< the CPU reference backend (float accumulation)
-  Cuda, ///< a CUDA device
+  Cuda, ///< a CUDA device: HBM tier in device memory, host store pinned and
+        ///< mapped, the step's kernels on one stream (CudaTiers.cpp)
   Auto, ///< CUDA if a device is usable, else the CPU
 };
 
@@ -93,9 +94,11 @@ public:
   Runtime &operator=(const Runtime &) = delete;
 
   /// Loads a compiled step directory (manifest.json + PTX; PTX is needed only
-  /// for CUDA) and allocates the tiers. Throws Error (bad manifest, CUDA
-  /// unavailable for BackendKind::Cuda, a pool size that disagrees with the
-  /// step), CapacityError (memory), StateError if a step is loaded.
+  /// for CUDA) and allocates the tiers, after checking their sizes against
+  /// the host's physical memory and the device's free memory. Throws Error
+  /// (bad manifest, CUDA unavailable for BackendKind::Cuda, a pool size that
+  /// disagrees with the step), CapacityError (memory), StateError if a step
+  /// is loaded.
   void loadStep(const std::string &stepDirectory);
   /// As loadStep, from a parsed manifest.
   void loadStep(const Manifest &manifest);
@@ -142,7 +145,9 @@ public:
   /// stays open and the call may be repeated), StateError.
   void selectGroup(std::int32_t group, const std::int32_t *rowIds);
   /// Layer l's attention: queries [batch, Q, H, qk_dim] in, output [batch,
-  /// Q, H, v_dim] out, both in `memory`. Its group must be selected.
+  /// Q, H, v_dim] out, both in `memory`. Its group must be selected. On
+  /// CUDA the work is only enqueued (stream-ordered, no host wait): the
+  /// output is complete when endStep returns.
   void attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *output,
                    MemorySpace memory = MemorySpace::Host);
   /// Ends the step: waits for it, promotes, checks. Every group and layer

@@ -7,7 +7,9 @@
 #                                    inside) and the steps into DIR
 #                                    (default .device-carry/).
 #   tools/gpu-check.sh run [DIR]     on the GPU machine: run the unit tests
-#                                    (their CUDA cases run there), then every
+#                                    (their CUDA cases run there, the step
+#                                    executor on CUDA vs the CPU among them),
+#                                    the example engine on CUDA, then every
 #                                    step at residency 0, 0.5 and 1 on fresh
 #                                    seeds against the fp64 CPU reference,
 #                                    then the bad-input cases; print a table.
@@ -24,7 +26,7 @@ bundle() {
   local build=${DHS_BUILD_DIR:-$root/build}
   [ -x "$build/bin/dhs-compile" ] || { echo "gpu-check: build first (tools/setup.sh)" >&2; exit 1; }
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
-  cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$dir/bin/"
+  cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" "$dir/bin/"
   cp -r "$root/test/unit/steps" "$dir/unit-steps"
   # The steps of one attention op (dhs-run's problems): every row format,
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
@@ -61,6 +63,13 @@ run() {
         { failed=1; echo "FAILED: $name seed $seed"; tail -n 3 "$results/$name-seed$seed.log"; }
     done
   done
+
+  echo "== the runtime's step executor on CUDA: the example engine on the default step"
+  if [ -x "$dir/bin/dhs-engine" ]; then
+    "$dir/bin/dhs-engine" "$dir/steps/default_step" --backend cuda --steps 30 \
+      > "$results/engine.log" 2>&1 || { failed=1; echo "FAILED: dhs-engine"; }
+    tail -n 4 "$results/engine.log"
+  fi
 
   echo "== bad input is reported by the kernel itself (host checks off), not read"
   local default="$dir/steps/default_step"

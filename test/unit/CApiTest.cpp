@@ -137,9 +137,11 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
     CHECK((status == DHS_ERROR_DEVICE || status == DHS_ERROR_STEP));
     dhs_runtime_destroy(rt);
     c = smallConfig();
-    c.host_rows = std::int64_t(1) << 36; // 2^36 rows x 1152 B per layer
-    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+    c.host_rows = std::int64_t(1) << 36; // 2^36 rows x 1152 B per layer: refused
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);     // before any allocation
     CHECK(dhs_runtime_load_step(rt, dir.path().c_str()) == DHS_ERROR_OUT_OF_MEMORY);
+    CHECK_THAT(lastError(), Catch::Contains("MiB of host memory") &&
+                                Catch::Contains("this machine has"));
     dhs_runtime_destroy(rt);
   }
 }
