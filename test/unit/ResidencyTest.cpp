@@ -272,7 +272,7 @@ TEST_CASE("optional residency uses spare memory and is released under pressure",
   CHECK(c.optionalBudget() == 370);
   // One request alone fills the pool with optional rows.
   for (int step = 0; step < 30; ++step)
-    selectRows(c, a, randomRows(rng, 5000, 64));
+    selectRows(c, a, randomRows(rng, 4992, 64));
   GroupOccupancy alone = c.occupancy(0);
   CHECK(alone.hot == 20 + 370);
   CHECK(alone.optionalUsed == 370);
@@ -310,7 +310,7 @@ TEST_CASE("optional residency uses spare memory and is released under pressure",
     c.finish(r);
   CHECK(c.optionalBudget() == 370);
   for (int step = 0; step < 30; ++step)
-    selectRows(c, a, randomRows(rng, 5000, 64));
+    selectRows(c, a, randomRows(rng, 4992, 64));
   CHECK(c.occupancy(0).optionalUsed == 370);
   c.checkConsistency();
 }
@@ -329,21 +329,21 @@ TEST_CASE("an admitted request is never starved of its floor", "[residency]") {
     const std::int32_t quiet = c.admit(5000, 6000, copies);
     // The greedy request takes all optional memory...
     for (int step = 0; step < 20; ++step)
-      selectRows(c, greedy, randomRows(rng, 5000, 100));
+      selectRows(c, greedy, randomRows(rng, 4996, 100));
     CHECK(c.occupancy(0).optionalUsed == c.optionalBudget());
     // ...and the quiet one still gets every row up to its floor promoted.
-    StepResult s = selectRows(c, quiet, randomRows(rng, 5000, 16));
+    StepResult s = selectRows(c, quiet, randomRows(rng, 4996, 16));
     CHECK(s.stats.promoted == 16);
     CHECK(c.hotCount(0, quiet) == 16);
     // Beyond its floor it competes for optional slots by replacement: the
     // greedy request's unselected rows give way.
-    s = selectRows(c, quiet, randomRows(rng, 5000, 30));
+    s = selectRows(c, quiet, randomRows(rng, 4996, 30));
     CHECK(s.stats.notPromoted == 0);
     CHECK(c.hotCount(0, quiet) > 16);
     // Both at once, many steps: the quiet one never drops below its floor.
     for (int step = 0; step < 40; ++step) {
-      std::vector<std::int32_t> rows = randomRows(rng, 5000, 100);
-      std::vector<std::int32_t> quietRows = randomRows(rng, 5000, 100);
+      std::vector<std::int32_t> rows = randomRows(rng, 4996, 100);
+      std::vector<std::int32_t> quietRows = randomRows(rng, 4996, 100);
       rows.insert(rows.end(), quietRows.begin(), quietRows.end());
       runStep(c, {greedy, quiet}, rows, 1, 100);
       REQUIRE(c.hotCount(0, quiet) >= 16);
