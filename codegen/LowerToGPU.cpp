@@ -1,12 +1,14 @@
 //===- LowerToGPU.cpp - dhs attention ops to GPU kernels and launches -----===//
 
 #include "codegen/Passes.h"
+#include "codegen/RetrievalKernels.h"
 #include "codegen/SparseAttentionKernel.h"
 #include "dialects/DhsOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include <functional>
 #include <map>
 
 namespace mlir::dhs {
@@ -18,6 +20,12 @@ using namespace mlir;
 using namespace mlir::dhs;
 
 namespace {
+
+/// A generated kernel and how to launch it.
+struct KernelEntry {
+  gpu::GPUFuncOp kernel;
+  KernelGeometry geometry;
+};
 
 struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
   using Base::Base;
@@ -32,12 +40,12 @@ private:
     DenseMap<Operation *, Value> statuses;
     /// Kernels generated so far, by configuration: layers of the same
     /// shape, format and layer index within their group share one kernel.
-    std::map<std::string, gpu::GPUFuncOp> kernels;
+    std::map<std::string, KernelEntry> kernels;
   };
 
-  /// Replaces `op` by the launch of a kernel generated for it.
-  LogicalResult lower(SparseAttentionOp op, SymbolTable &symbols,
-                      StepValues &values);
+  /// Replaces `op` (an attention, fetch or union op) by the launch of a
+  /// kernel generated for it.
+  LogicalResult lower(Operation *op, SymbolTable &symbols, StepValues &values);
 };
 
 } // namespace
@@ -79,36 +87,101 @@ static Value getStepStatus(OpBuilder &builder, Operation *op,
   return status;
 }
 
-LogicalResult DhsLowerToGPU::lower(SparseAttentionOp op, SymbolTable &symbols,
+LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
                                    StepValues &values) {
-  FailureOr<SparseAttentionKernelConfig> config =
-      getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows);
-  if (failed(config))
-    return failure();
-
   ModuleOp module = getOperation();
   OpBuilder builder(module.getContext());
-  Location loc = op.getLoc();
+  Location loc = op->getLoc();
+  StringRef opName = op->getName().stripDialect();
+  builder.setInsertionPoint(op);
+  auto tier = [&](Value pool, Tier which) {
+    return getTierView(builder, pool, which, values.tierViews);
+  };
 
-  // A gpu.module of its own per distinct kernel: one PTX file each. The pool
-  // (and so which layer group) is a kernel argument, so the layers of a
-  // model share a handful of kernels.
-  gpu::GPUFuncOp &kernel = values.kernels[config->key()];
-  if (!kernel) {
-    builder.setInsertionPointToEnd(module.getBody());
-    auto gpuModule =
-        gpu::GPUModuleOp::create(builder, loc, "sparse_attention");
-    symbols.insert(gpuModule);
-    builder.setInsertionPointToStart(gpuModule.getBody());
-    kernel = buildSparseAttentionKernel(builder, loc, gpuModule.getName(),
-                                        *config);
-    ++numKernels;
+  // The kernel's configuration key, how to build it, its geometry and the
+  // launch operands, by op.
+  std::string key;
+  KernelGeometry geometry;
+  std::function<FailureOr<gpu::GPUFuncOp>(OpBuilder &, StringRef)> build;
+  SmallVector<Value> operands;
+  SmallVector<NamedAttribute> attributes;
+  FailureOr<SparseAttentionKernelConfig> attention = failure();
+  if (isa<SparseAttentionOp, AttentionOp>(op)) {
+    attention = getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows);
+    if (failed(attention))
+      return failure();
+    key = attention->key();
+    geometry.grid = attention->grid();
+    geometry.block = attention->block();
+    build = [&](OpBuilder &b, StringRef name) -> FailureOr<gpu::GPUFuncOp> {
+      return buildSparseAttentionKernel(b, loc, name, *attention);
+    };
+    if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
+      operands = {fused.getQueries(),      fused.getRowIds(),
+                  fused.getSlots(),        fused.getHistoryStart(),
+                  fused.getHistoryLen(),   tier(fused.getPool(), Tier::hbm),
+                  tier(fused.getPool(), Tier::host), fused.getOutput()};
+      attributes = {builder.getNamedAttr("dhs.softmax_scale",
+                                         fused.getSoftmaxScaleAttr()),
+                    builder.getNamedAttr("dhs.layer", fused.getLayerAttr())};
+    } else {
+      auto staged = cast<AttentionOp>(op);
+      operands = {staged.getQueries(), staged.getRowIds(), staged.getSlots(),
+                  staged.getStaging()};
+      if (Value index = staged.getStagingIndex())
+        operands.push_back(index);
+      operands.append({tier(staged.getPool(), Tier::hbm), staged.getOutput()});
+      attributes = {builder.getNamedAttr("dhs.softmax_scale",
+                                         staged.getSoftmaxScaleAttr()),
+                    builder.getNamedAttr("dhs.layer", staged.getLayerAttr())};
+    }
+    operands.push_back(getStepStatus(builder, op, values.statuses));
+  } else if (auto fetch = dyn_cast<FetchOp>(op)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "fetch/" << fetch.getRows().getType() << '/'
+       << static_cast<bool>(fetch.getSlots()) << '/' << fetch.getPool().getType()
+       << '/' << fetch.getStaging().getType();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildFetchKernel(b, fetch, name, geometry);
+    };
+    operands = {fetch.getRows()};
+    if (fetch.getSlots())
+      operands.push_back(fetch.getSlots());
+    operands.append({fetch.getHistoryStart(), fetch.getHistoryLen(),
+                     tier(fetch.getPool(), Tier::host), fetch.getStaging(),
+                     getStepStatus(builder, op, values.statuses)});
+  } else {
+    auto unionOp = cast<UnionMissingOp>(op);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "union/" << unionOp.getRows().getType() << '/'
+       << unionOp.getMissing().getType();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildUnionMissingKernel(b, unionOp, name, geometry);
+    };
+    operands = {unionOp.getRows(), unionOp.getSlots(), unionOp.getMissing(),
+                unionOp.getRemap()};
   }
 
-  builder.setInsertionPoint(op);
-  Value hbm = getTierView(builder, op.getPool(), Tier::hbm, values.tierViews);
-  Value host = getTierView(builder, op.getPool(), Tier::host, values.tierViews);
-  Value status = getStepStatus(builder, op, values.statuses);
+  // A gpu.module of its own per distinct kernel: one PTX file each. Pools,
+  // selections and buffers are kernel arguments, so the layers of a model
+  // share a handful of kernels.
+  KernelEntry &entry = values.kernels[key];
+  if (!entry.kernel) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToEnd(module.getBody());
+    auto gpuModule = gpu::GPUModuleOp::create(builder, loc, opName);
+    symbols.insert(gpuModule);
+    builder.setInsertionPointToStart(gpuModule.getBody());
+    FailureOr<gpu::GPUFuncOp> kernel = build(builder, gpuModule.getName());
+    if (failed(kernel))
+      return failure();
+    entry = {*kernel, geometry};
+    ++numKernels;
+  }
 
   auto dim3 = [&](std::array<int64_t, 3> sizes) {
     return gpu::KernelDim3{
@@ -116,18 +189,18 @@ LogicalResult DhsLowerToGPU::lower(SparseAttentionOp op, SymbolTable &symbols,
         arith::ConstantIndexOp::create(builder, loc, sizes[1]),
         arith::ConstantIndexOp::create(builder, loc, sizes[2])};
   };
-  gpu::KernelDim3 grid = dim3(config->grid());
-  gpu::KernelDim3 block = dim3(config->block());
+  Value sharedBytes;
+  if (entry.geometry.dynamicSharedBytes > 0)
+    sharedBytes = arith::ConstantIntOp::create(
+        builder, loc, entry.geometry.dynamicSharedBytes, 32);
   auto launch = gpu::LaunchFuncOp::create(
-      builder, loc, kernel, grid, block, /*dynamicSharedMemorySize=*/Value(),
-      ValueRange{op.getQueries(), op.getRowIds(), op.getSlots(),
-                 op.getHistoryStart(), op.getHistoryLen(), hbm, host,
-                 op.getOutput(), status});
-  // What the runtime's reference backend needs to replay the launch.
-  launch->setAttr("dhs.op", builder.getStringAttr(op->getName().stripDialect()));
-  launch->setAttr("dhs.softmax_scale", op.getSoftmaxScaleAttr());
-  launch->setAttr("dhs.layer", op.getLayerAttr());
-  op.erase();
+      builder, loc, entry.kernel, dim3(entry.geometry.grid),
+      dim3(entry.geometry.block), sharedBytes, operands);
+  // What the runtime needs to replay the launch and check it.
+  launch->setAttr("dhs.op", builder.getStringAttr(opName));
+  for (NamedAttribute attribute : attributes)
+    launch->setAttr(attribute.getName(), attribute.getValue());
+  op->erase();
   ++numLaunches;
   return success();
 }
@@ -155,7 +228,8 @@ void DhsLowerToGPU::runOnOperation() {
   // Ops without a kernel yet are an error, not a silent skip.
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
-        isa<SparseAttentionOp, PoolTierOp, StepStatusOp>(op))
+        isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
+            PoolTierOp, StepStatusOp, ScratchOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
@@ -165,15 +239,18 @@ void DhsLowerToGPU::runOnOperation() {
   if (unsupported.wasInterrupted())
     return signalPassFailure();
 
-  SmallVector<SparseAttentionOp> ops;
-  module.walk([&](SparseAttentionOp op) { ops.push_back(op); });
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp>(op))
+      ops.push_back(op);
+  });
   if (ops.empty())
     return;
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                   UnitAttr::get(module.getContext()));
   SymbolTable symbols(module);
   StepValues values;
-  for (SparseAttentionOp op : ops) {
+  for (Operation *op : ops) {
     if (failed(lower(op, symbols, values)))
       return signalPassFailure();
   }

@@ -71,13 +71,13 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm,
 
 void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
                                 const DhsSpecializeOptions &config) {
-  // dhs -> dhs: ring index arithmetic, retrieval fused into attention, the
-  // staging arena. (dhs-share-retrieval joins once union, fetch and staged
-  // attention have kernels; until then fused attention reads each verify
-  // position's missing rows itself.)
+  // dhs -> dhs: the serving configuration, ring index arithmetic, missing
+  // rows fetched once for all verify positions, the remaining retrieval
+  // fused into attention, the staging arena.
   OpPassManager &steps = pm.nest<func::FuncOp>();
   steps.addPass(createDhsSpecialize(config));
   steps.addPass(createDhsDraftRing());
+  steps.addPass(createDhsShareRetrieval());
   steps.addPass(createDhsFuseRetrieval());
   steps.addPass(createDhsPlanStaging());
   // dhs -> GPU kernels -> PTX.

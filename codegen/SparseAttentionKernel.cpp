@@ -42,40 +42,55 @@ static constexpr int64_t kCopyBytes = 16;
 
 
 FailureOr<SparseAttentionKernelConfig>
-mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
+mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
                                           int64_t maxHeadsPerBlock,
                                           int64_t tileRows) {
-  MemRefType queries = op.getQueries().getType();
-  MemRefType rows = op.getRowIds().getType();
+  SparseAttentionKernelConfig config;
+  Value queriesValue, rowsValue;
+  if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
+    queriesValue = fused.getQueries();
+    rowsValue = fused.getRowIds();
+    config.softmaxScale = fused.getSoftmaxScale().convertToFloat();
+    config.pool = fused.getPool().getType();
+    config.layer = fused.getLayer();
+  } else {
+    auto staged = cast<AttentionOp>(op);
+    queriesValue = staged.getQueries();
+    rowsValue = staged.getRowIds();
+    config.softmaxScale = staged.getSoftmaxScale().convertToFloat();
+    config.pool = staged.getPool().getType();
+    config.layer = staged.getLayer();
+    config.staged = true;
+    config.indexed = static_cast<bool>(staged.getStagingIndex());
+    config.stagingRows = staged.getStaging().getType().getDimSize(1);
+  }
+  MemRefType queries = cast<MemRefType>(queriesValue.getType());
+  MemRefType rows = cast<MemRefType>(rowsValue.getType());
   for (Value operand : op->getOperands()) {
     auto type = dyn_cast<MemRefType>(operand.getType());
     if (type && !type.hasStaticShape())
-      return op.emitOpError()
+      return op->emitOpError()
              << "needs static shapes to generate a kernel, operand has type "
              << type;
   }
-  SparseAttentionKernelConfig config;
   config.requests = queries.getDimSize(0);
   config.positions = queries.getDimSize(1);
   config.heads = queries.getDimSize(2);
   config.selected = rows.getDimSize(2);
   config.tileRows = tileRows;
-  config.softmaxScale = op.getSoftmaxScale().convertToFloat();
-  config.pool = op.getPool().getType();
-  config.layer = op.getLayer();
 
   RowFormatAttrInterface format = config.pool.getFormat();
   if (!isa<MlaBf16Attr, MlaFp8Attr, V41Fp8Attr>(format))
-    return op.emitOpError() << "code generation for row format "
+    return op->emitOpError() << "code generation for row format "
                             << format.getFormatName()
                             << " is not implemented yet (mla_bf16, mla_fp8, "
                                "v41_fp8 are)";
 
   if (tileRows <= 0 || tileRows > kWarpSize)
-    return op.emitOpError() << "tile-rows must be in [1, 32], got "
+    return op->emitOpError() << "tile-rows must be in [1, 32], got "
                             << tileRows;
   if (maxHeadsPerBlock <= 0 || maxHeadsPerBlock > 32)
-    return op.emitOpError() << "max-heads-per-block must be in [1, 32], got "
+    return op->emitOpError() << "max-heads-per-block must be in [1, 32], got "
                             << maxHeadsPerBlock;
   // Largest divisor of the head count that fits in one CTA.
   for (int64_t h = std::min(maxHeadsPerBlock, config.heads); h >= 1; --h) {
@@ -88,20 +103,20 @@ mlir::dhs::getSparseAttentionKernelConfig(SparseAttentionOp op,
   // static shared memory a CTA gets without opting in.
   int64_t sharedBytes = tileRows * (format.getQKDim() * 4 + 4 + 8);
   if (sharedBytes > 48 * 1024)
-    return op.emitOpError() << "tile-rows = " << tileRows << " needs "
+    return op->emitOpError() << "tile-rows = " << tileRows << " needs "
                             << sharedBytes
                             << " bytes of shared memory for keys of "
                             << format.getQKDim()
                             << " dims; at most 49152 are available";
   int64_t rowBytes = format.getRowBytes();
   if (rowBytes % kCopyBytes != 0)
-    return op.emitOpError() << "rows of " << rowBytes
+    return op->emitOpError() << "rows of " << rowBytes
                             << " bytes cannot be copied in 16-byte pieces";
   if (format.getQKDim() % kWarpSize != 0 ||
       format.getVDim() % kWarpSize != 0)
-    return op.emitOpError() << "head dims must be multiples of 32";
+    return op->emitOpError() << "head dims must be multiples of 32";
   if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
-    return op.emitOpError() << "too many (request, position) pairs for a grid";
+    return op->emitOpError() << "too many (request, position) pairs for a grid";
   return config;
 }
 
@@ -194,8 +209,10 @@ private:
   gpu::GPUFuncOp func;
 
   // Kernel arguments.
+  // In staged kernels `host` is the staging buffer seen as [B * N, layers,
+  // row bytes], and there is no history.
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output,
-      status;
+      status, stagingIndex;
   // Shared memory: the staged rows decoded to f32 keys [tileRows, qk_dim],
   // and per staged row its source (0 none, 1 HBM, 2 host) and its token index
   // in that tier.
@@ -235,19 +252,53 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
       memref::LoadOp::create(b, slots, ValueRange{request, position, k});
   Value trueValue = arith::ConstantIntOp::create(b, 1, 1);
   Value none = cmpi(arith::CmpIPredicate::eq, id, i32(-1));
+  // Staged rows were checked against the history by their fetch.
   Value badRow =
-      arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, id, i32(-1)),
-                           cmpi(arith::CmpIPredicate::sge, id, historyLength));
+      config.staged
+          ? cmpi(arith::CmpIPredicate::slt, id, i32(-1))
+          : arith::OrIOp::create(
+                b, cmpi(arith::CmpIPredicate::slt, id, i32(-1)),
+                cmpi(arith::CmpIPredicate::sge, id, historyLength))
+                .getResult();
   Value slot64 = arith::ExtSIOp::create(b, b.getI64Type(), slot);
   Value badSlot =
       arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, slot, i32(-1)),
                            cmpi(arith::CmpIPredicate::sge, slot64, hbmRows));
   Value onHost = cmpi(arith::CmpIPredicate::eq, slot, i32(-1));
-  Value hostRow = arith::AddIOp::create(
-      b, historyBase, arith::ExtSIOp::create(b, b.getI64Type(), id));
-  Value hostOutside =
-      arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, hostRow, i64(0)),
-                           cmpi(arith::CmpIPredicate::sge, hostRow, hostRows));
+  // A missing row's place: the host store at history_start + id (fused), or
+  // its staging row b * N + position (staged).
+  Value hostRow, hostOutside;
+  if (config.staged) {
+    Value staged =
+        config.indexed
+            ? arith::ExtSIOp::create(
+                  b, b.getI64Type(),
+                  memref::LoadOp::create(b, stagingIndex,
+                                         ValueRange{request, position, k}))
+                  .getResult()
+            : arith::IndexCastOp::create(
+                  b, b.getI64Type(),
+                  arith::AddIOp::create(
+                      b, arith::MulIOp::create(b, position,
+                                               index(config.selected)),
+                      k))
+                  .getResult();
+    hostOutside = arith::OrIOp::create(
+        b, cmpi(arith::CmpIPredicate::slt, staged, i64(0)),
+        cmpi(arith::CmpIPredicate::sge, staged, i64(config.stagingRows)));
+    hostRow = arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(
+            b, arith::IndexCastOp::create(b, b.getI64Type(), request),
+            i64(config.stagingRows)),
+        staged);
+  } else {
+    hostRow = arith::AddIOp::create(
+        b, historyBase, arith::ExtSIOp::create(b, b.getI64Type(), id));
+    hostOutside = arith::OrIOp::create(
+        b, cmpi(arith::CmpIPredicate::slt, hostRow, i64(0)),
+        cmpi(arith::CmpIPredicate::sge, hostRow, hostRows));
+  }
   // The host row is only checked for present rows with a valid id.
   Value idUsable = arith::XOrIOp::create(
       b, arith::OrIOp::create(b, none, badRow), trueValue);
@@ -257,7 +308,9 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
       b,
       arith::OrIOp::create(b, select(badRow, i32(kStatusBadRowId), i32(0)),
                            select(badSlot, i32(kStatusBadSlot), i32(0))),
-      select(badHost, i32(kStatusBadHostRow), i32(0)));
+      select(badHost,
+             i32(config.staged ? kStatusBadStagingIndex : kStatusBadHostRow),
+             i32(0)));
   Value failed = cmpi(arith::CmpIPredicate::ne, bits, i32(0));
   auto report = scf::IfOp::create(b, failed, /*withElse=*/false);
   {
@@ -509,12 +562,21 @@ void SparseAttentionKernelEmitter::emit() {
   queries = func.getArgument(0);
   rowIds = func.getArgument(1);
   slots = func.getArgument(2);
-  historyStart = func.getArgument(3);
-  historyLen = func.getArgument(4);
-  hbm = func.getArgument(5);
-  host = func.getArgument(6);
-  output = func.getArgument(7);
-  status = func.getArgument(8);
+  if (config.staged) {
+    unsigned next = 4;
+    if (config.indexed)
+      stagingIndex = func.getArgument(next++);
+    hbm = func.getArgument(next++);
+    output = func.getArgument(next++);
+    status = func.getArgument(next++);
+  } else {
+    historyStart = func.getArgument(3);
+    historyLen = func.getArgument(4);
+    hbm = func.getArgument(5);
+    host = func.getArgument(6);
+    output = func.getArgument(7);
+    status = func.getArgument(8);
+  }
   tile = func.getWorkgroupAttributions()[0];
   rowSource = func.getWorkgroupAttributions()[1];
   rowIndex = func.getWorkgroupAttributions()[2];
@@ -530,8 +592,22 @@ void SparseAttentionKernelEmitter::emit() {
   head = arith::AddIOp::create(
       b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)), warp);
 
-  historyLength = memref::LoadOp::create(b, historyLen, ValueRange{request});
-  historyBase = memref::LoadOp::create(b, historyStart, ValueRange{request});
+  if (config.staged) {
+    // Staging [B, N, layers, row bytes] as one tier of B * N rows.
+    Value flat = memref::CollapseShapeOp::create(
+        b, func.getArgument(3),
+        ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+    auto flatType = cast<MemRefType>(flat.getType());
+    host = memref::CastOp::create(
+        b,
+        MemRefType::get({ShapedType::kDynamic, flatType.getDimSize(1),
+                         flatType.getDimSize(2)},
+                        flatType.getElementType()),
+        flat);
+  } else {
+    historyLength = memref::LoadOp::create(b, historyLen, ValueRange{request});
+    historyBase = memref::LoadOp::create(b, historyStart, ValueRange{request});
+  }
   hbmRows = arith::IndexCastOp::create(
       b, b.getI64Type(), memref::DimOp::create(b, hbm, index(0)));
   hostRows = arith::IndexCastOp::create(
@@ -593,16 +669,24 @@ gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
   Type tierType = MemRefType::get(
       {ShapedType::kDynamic, config.pool.getLayers(), format.getRowBytes()},
       builder.getI8Type());
+  Type selections = MemRefType::get({B, Q, K}, builder.getI32Type());
   SmallVector<Type> arguments{
-      MemRefType::get({B, Q, H, format.getQKDim()}, bf16),
-      MemRefType::get({B, Q, K}, builder.getI32Type()),
-      MemRefType::get({B, Q, K}, builder.getI32Type()),
-      MemRefType::get({B}, builder.getI64Type()),
-      MemRefType::get({B}, builder.getI32Type()),
-      tierType,
-      tierType,
-      MemRefType::get({B, Q, H, format.getVDim()}, bf16),
-      MemRefType::get({1}, builder.getI32Type())};
+      MemRefType::get({B, Q, H, format.getQKDim()}, bf16), selections,
+      selections};
+  if (config.staged) {
+    arguments.push_back(MemRefType::get(
+        {B, config.stagingRows, config.pool.getLayers(), format.getRowBytes()},
+        builder.getI8Type()));
+    if (config.indexed)
+      arguments.push_back(selections);
+    arguments.push_back(tierType);
+  } else {
+    arguments.append({MemRefType::get({B}, builder.getI64Type()),
+                      MemRefType::get({B}, builder.getI32Type()), tierType,
+                      tierType});
+  }
+  arguments.append({MemRefType::get({B, Q, H, format.getVDim()}, bf16),
+                    MemRefType::get({1}, builder.getI32Type())});
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   SmallVector<Type> shared{
       MemRefType::get({config.tileRows, format.getQKDim()},

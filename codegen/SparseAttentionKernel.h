@@ -20,6 +20,12 @@ struct SparseAttentionKernelConfig {
   int64_t headsPerBlock = 0;     // warps per CTA, one head each
   int64_t tileRows = 0;          // rows staged in shared memory at a time
   int64_t layer = 0;             // layer of the pool's group to read
+  /// Missing rows come from a staging buffer [B, stagingRows, layers, row
+  /// bytes] (dhs.attention) instead of the host store (dhs.sparse_attention).
+  bool staged = false;
+  /// Staged rows are found through a per-selection index (a shared fetch).
+  bool indexed = false;
+  int64_t stagingRows = 0;
   float softmaxScale = 0.0f;
   KVPoolType pool;
 
@@ -38,14 +44,16 @@ struct SparseAttentionKernelConfig {
 /// Derives the kernel configuration of `op`, or emits an error on `op` when
 /// the op cannot be compiled as is (dynamic shapes, unsupported sizes).
 FailureOr<SparseAttentionKernelConfig>
-getSparseAttentionKernelConfig(SparseAttentionOp op, int64_t maxHeadsPerBlock,
+getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock,
                                int64_t tileRows);
 
 /// Builds the kernel `name` for `config` at the builder's insertion point,
-/// which must be inside a gpu.module. Its arguments are, in order: queries,
-/// row_ids, slots, history_start, history_len, the HBM tier and the host tier
-/// (both memref<?xLxRxi8>: tokens, layers, row bytes), output and the step
-/// status.
+/// which must be inside a gpu.module. Its arguments are, in order:
+/// - fused (dhs.sparse_attention): queries, row_ids, slots, history_start,
+///   history_len, the HBM tier and the host tier (both memref<?xLxRxi8>:
+///   tokens, layers, row bytes), output, step status;
+/// - staged (dhs.attention): queries, row_ids, slots, staging, [staging
+///   index], the HBM tier, output, step status.
 gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc,
                                           StringRef name,
                                           const SparseAttentionKernelConfig &config);

@@ -24,6 +24,7 @@ enum StatusBits : int32_t {
   kStatusBadRowId = 1,
   kStatusBadSlot = 2,
   kStatusBadHostRow = 4,
+  kStatusBadStagingIndex = 8,
 };
 
 } // namespace mlir::dhs

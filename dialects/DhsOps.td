@@ -51,7 +51,8 @@ def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
     A device word the runtime zeroes before a step and reads after it.
     Kernels OR error bits into it when an input is invalid instead of reading
     out of bounds: 1 = a row id outside its request's history, 2 = a slot
-    outside the HBM tier, 4 = a host row outside the host store.
+    outside the HBM tier, 4 = a host row outside the host store, 8 = a
+    staging position outside the staging buffer.
 
     ```mlir
     %status = dhs.step_status : memref<1xi32>

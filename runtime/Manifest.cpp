@@ -91,6 +91,8 @@ const char *paramSourceName(ParamSource source) {
     return "pool_host";
   case ParamSource::Status:
     return "status";
+  case ParamSource::Scratch:
+    return "scratch";
   }
   return "?";
 }
@@ -312,6 +314,8 @@ private:
 
   Argument parseArgument(const json &value, std::size_t position);
   void checkArgumentShapes(Manifest &manifest) const;
+  void parseAttentionAttributes(const json &value, const std::string &field,
+                                const Manifest &manifest, Launch &launch) const;
   Launch parseLaunch(const json &value, std::size_t position,
                      const Manifest &manifest);
   LaunchParam parseParam(const json &value, const std::string &field,
@@ -544,10 +548,37 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     param.source = ParamSource::PoolHost;
   else if (sourceText == "status")
     param.source = ParamSource::Status;
+  else if (sourceText == "scratch")
+    param.source = ParamSource::Scratch;
   else
     fail(field + ".source", "unknown source '" + sourceText +
                                 "' (known: argument, pool_hbm, pool_host, "
-                                "status)");
+                                "status, scratch)");
+
+  if (param.source == ParamSource::Scratch) {
+    // A static buffer inside the staging arena.
+    checkKeys(value, field, {"source", "offset", "dtype", "shape"});
+    param.dtype = getDType(value, field);
+    param.shape = getIntArray(value, "shape", field);
+    param.offset = getInt(value, "offset", field);
+    double bytes = static_cast<double>(dtypeSize(param.dtype));
+    for (std::int64_t dim : param.shape) {
+      if (dim <= 0)
+        fail(field + ".shape", formatShape(param.shape) +
+                                   ": scratch buffers have static, positive "
+                                   "sizes");
+      bytes *= static_cast<double>(dim);
+    }
+    if (param.offset < 0 || param.offset % 16 != 0 ||
+        static_cast<double>(param.offset) + bytes >
+            static_cast<double>(manifest.arenaBytes))
+      fail(field + ".offset",
+           std::to_string(param.offset) + " (+" +
+               std::to_string(static_cast<std::int64_t>(bytes)) +
+               " bytes) does not lie 16-byte aligned inside the " +
+               std::to_string(manifest.arenaBytes) + "-byte staging arena");
+    return param;
+  }
 
   if (param.source == ParamSource::Status) {
     checkKeys(value, field, {"source", "dtype", "shape"});
@@ -615,20 +646,10 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
   return param;
 }
 
-Launch Parser::parseLaunch(const json &value, std::size_t position,
-                           const Manifest &manifest) {
-  std::string field = "launches[" + std::to_string(position) + "]";
-  checkKeys(value, field,
-            {"kernel", "ptx", "op", "softmax_scale", "layer", "grid",
-             "block", "dynamic_shared_bytes", "params"});
-  Launch launch;
-  launch.kernel = getString(value, "kernel", field);
-  if (!isPtxIdentifier(launch.kernel))
-    fail(field + ".kernel", "'" + launch.kernel + "' is not a PTX identifier");
-  launch.op = getString(value, "op", field);
-  if (launch.op != "sparse_attention")
-    fail(field + ".op", "unknown op '" + launch.op + "' (known: sparse_attention)");
-
+void Parser::parseAttentionAttributes(const json &value,
+                                      const std::string &field,
+                                      const Manifest &manifest,
+                                      Launch &launch) const {
   double scale = getNumber(value, "softmax_scale", field);
   if (!std::isfinite(scale) || scale <= 0.0 ||
       scale > std::numeric_limits<float>::max())
@@ -641,6 +662,33 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
                                ": the pool's group has layers 0.." +
                                std::to_string(layers - 1));
   launch.layer = static_cast<int>(layer);
+
+}
+
+Launch Parser::parseLaunch(const json &value, std::size_t position,
+                           const Manifest &manifest) {
+  std::string field = "launches[" + std::to_string(position) + "]";
+  Launch launch;
+  launch.op = getString(value, "op", field);
+  if (!launch.isAttention() && launch.op != "fetch" &&
+      launch.op != "union_missing")
+    fail(field + ".op", "unknown op '" + launch.op +
+                            "' (known: sparse_attention, attention, fetch, "
+                            "union_missing)");
+  // Attention launches carry their scale and layer.
+  if (launch.isAttention())
+    checkKeys(value, field,
+              {"kernel", "ptx", "op", "softmax_scale", "layer", "grid",
+               "block", "dynamic_shared_bytes", "params"});
+  else
+    checkKeys(value, field,
+              {"kernel", "ptx", "op", "grid", "block",
+               "dynamic_shared_bytes", "params"});
+  launch.kernel = getString(value, "kernel", field);
+  if (!isPtxIdentifier(launch.kernel))
+    fail(field + ".kernel", "'" + launch.kernel + "' is not a PTX identifier");
+  if (launch.isAttention())
+    parseAttentionAttributes(value, field, manifest, launch);
 
   // Grid and block: three positive dimensions within CUDA's limits.
   std::vector<std::int64_t> grid = getIntArray(value, "grid", field);
@@ -736,7 +784,8 @@ Manifest Parser::parse(const std::string &text) {
                         " (this runtime reads version " +
                         std::to_string(kManifestVersion) + ")");
   checkKeys(root, "top level",
-            {"format", "version", "target", "step", "arguments", "launches"});
+            {"format", "version", "arena_bytes", "target", "step", "arguments",
+             "launches"});
 
   Manifest manifest;
   manifest.path = source_;
@@ -750,6 +799,10 @@ Manifest Parser::parse(const std::string &text) {
     fail("target.chip", "'" + manifest.chip + "' is not a chip name like sm_90a");
   manifest.features = getString(target, "features", "target");
   manifest.step = getString(root, "step", "top level");
+  manifest.arenaBytes = getInt(root, "arena_bytes", "top level");
+  if (manifest.arenaBytes < 0 || manifest.arenaBytes > (std::int64_t(1) << 40))
+    fail("top level.arena_bytes",
+         std::to_string(manifest.arenaBytes) + " is outside [0, 2^40]");
   if (manifest.step.empty())
     fail("step", "must not be empty");
 

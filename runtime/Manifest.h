@@ -62,6 +62,7 @@ enum class ParamSource {
   PoolHbm,  ///< the KV pool's HBM slots [hbm_slots, layers, row_bytes] x i8
   PoolHost, ///< the host store [host_rows, layers, row_bytes] x i8, zero-copy
   Status,   ///< the step's device status word, i32 [1]
+  Scratch,  ///< a buffer at `offset` bytes into the step's staging arena
 };
 
 /// Returns the manifest spelling of a parameter source.
@@ -104,7 +105,8 @@ struct Argument {
 /// One kernel parameter (a memref descriptor).
 struct LaunchParam {
   ParamSource source;             ///< where its memory comes from
-  int argumentIndex = -1;         ///< argument index (-1 for status)
+  int argumentIndex = -1;         ///< argument index (-1 for status, scratch)
+  std::int64_t offset = 0;        ///< byte offset into the arena (scratch)
   DType dtype;                    ///< element type
   std::vector<std::int64_t> shape; ///< sizes; -1 = pool size chosen at run time
 
@@ -118,13 +120,20 @@ struct Launch {
   std::string ptxFile;             ///< file name as written in the manifest
   std::string ptxPath;             ///< that file, resolved in the step directory
   bool ptxPresent = false;         ///< the file exists (and was validated)
-  std::string op;                  ///< operation ("sparse_attention")
-  float softmaxScale = 0.0f;       ///< sparse_attention attribute
+  /// operation: "sparse_attention" (fused retrieval), "attention" (staged
+  /// rows), "fetch" or "union_missing"
+  std::string op;
+  float softmaxScale = 0.0f;       ///< attention ops' attribute
   int layer = 0;                   ///< layer of the pool's group it reads
   std::array<unsigned, 3> grid{};  ///< grid dimensions
   std::array<unsigned, 3> block{}; ///< block dimensions
   unsigned dynamicSharedBytes = 0; ///< dynamic shared memory per block
   std::vector<LaunchParam> params; ///< memref descriptors, in order
+
+  /// Whether the launch computes attention (sparse_attention, attention).
+  bool isAttention() const {
+    return op == "sparse_attention" || op == "attention";
+  }
 
   /// Total number of 8-byte kernel parameters.
   std::size_t flattenedParamCount() const;
@@ -146,6 +155,7 @@ struct Manifest {
   std::string chip;      ///< compile target, e.g. "sm_90a"
   std::string features;  ///< target features, e.g. "+ptx80"
   std::string step;      ///< step name
+  std::int64_t arenaBytes = 0; ///< the staging arena scratch buffers live in
   std::vector<Argument> arguments; ///< by index
   std::vector<Launch> launches;    ///< in launch order
 

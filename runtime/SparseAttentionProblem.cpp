@@ -34,7 +34,7 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
   shape.hostRows = pool.hostRows;
   bool first = true;
   for (const Launch &launch : manifest.launches) {
-    if (launch.op != "sparse_attention")
+    if (!launch.isAttention())
       continue;
     if (first) {
       shape.softmaxScale = launch.softmaxScale;
@@ -53,7 +53,7 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
     first = false;
   }
   if (first)
-    throw Error("manifest " + manifest.path + ": no sparse_attention launch");
+    throw Error("manifest " + manifest.path + ": no attention launch");
   return shape;
 }
 

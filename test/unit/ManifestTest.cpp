@@ -20,7 +20,7 @@ namespace {
 /// The example manifest of the runtime's specification.
 json exampleManifest() {
   return json::parse(R"({
-    "format": "dhs-step-manifest", "version": 1,
+    "format": "dhs-step-manifest", "version": 1, "arena_bytes": 0,
     "target": {"chip": "sm_90a", "features": "+ptx80"},
     "step": "step",
     "arguments": [

@@ -34,7 +34,7 @@ inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long 
   };
   const std::string q = dims({B, Q, H, qk}), sel = dims({B, Q, K}), b = dims({B}),
                     out = dims({B, Q, H, v}), tier = dims({-1, layers, rowBytes});
-  return R"({"format": "dhs-step-manifest", "version": 1,
+  return R"({"format": "dhs-step-manifest", "version": 1, "arena_bytes": 0,
   "target": {"chip": "sm_90a", "features": "+ptx80"}, "step": "test_step",
   "arguments": [
     {"index": 0, "role": "queries", "kind": "memref", "dtype": "bf16", "shape": )" + q + R"(},

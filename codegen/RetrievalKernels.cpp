@@ -1,0 +1,374 @@
+//===- RetrievalKernels.cpp - fetch and union-of-missing-rows kernels -----===//
+//
+// dhs.fetch: copies each listed missing token (all layers of its group) from
+// the device-mapped host store into staging, 16 bytes per thread and load.
+//
+// dhs.union_missing: per request, the distinct missing rows of all query
+// positions. The CTA of a request claims a slot of a shared-memory hash table
+// for each missing selection (compare-and-swap of its flat position into the
+// slot of the row's hash); the selection that lands in an empty slot owns the
+// row, later selections of the same row find it. Then every missing selection
+// looks its row up: `remap` gets the owner's position and `missing` lists the
+// row at the owner's position only, so the fetch that follows copies each
+// distinct row once. Staging positions depend on which selection won a race,
+// never what they hold: results do not change.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/RetrievalKernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::dhs;
+
+/// Bytes one thread moves per load.
+static constexpr int64_t kCopyBytes = 16;
+/// Listed rows a fetch CTA copies.
+static constexpr int64_t kFetchRowsPerBlock = 16;
+static constexpr int64_t kFetchThreads = 256;
+static constexpr int64_t kUnionThreads = 1024;
+/// The largest union table (i32 slots) that fits in shared memory.
+static constexpr int64_t kMaxUnionTable = 32768;
+
+namespace {
+
+/// Small helpers over an ImplicitLocOpBuilder.
+struct KernelBuilder {
+  ImplicitLocOpBuilder &b;
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
+  Value cmpi(arith::CmpIPredicate p, Value l, Value r) {
+    return arith::CmpIOp::create(b, p, l, r);
+  }
+  Value select(Value c, Value t, Value f) {
+    return arith::SelectOp::create(b, c, t, f);
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  /// A loop over [start, end) in steps of `step` whose body `body` builds.
+  void forLoop(Value start, Value end, Value step,
+               function_ref<void(Value)> body) {
+    OpBuilder::InsertionGuard guard(b);
+    auto loop = scf::ForOp::create(b, start, end, step);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  }
+  /// An scf.if without results whose then-region `body` builds.
+  void ifThen(Value condition, function_ref<void()> body) {
+    OpBuilder::InsertionGuard guard(b);
+    auto op = scf::IfOp::create(b, condition, /*withElse=*/false);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    body();
+  }
+};
+
+/// A kernel function with `arguments`, `threads` known threads per block.
+gpu::GPUFuncOp createKernel(OpBuilder &builder, Location loc, StringRef name,
+                            ArrayRef<Type> arguments, int64_t threads) {
+  auto func = gpu::GPUFuncOp::create(builder, loc, name,
+                                     builder.getFunctionType(arguments, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                builder.getUnitAttr());
+  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(threads), 1, 1}));
+  return func;
+}
+
+} // namespace
+
+FailureOr<gpu::GPUFuncOp>
+mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchOp op, StringRef name,
+                            KernelGeometry &geometry) {
+  KVPoolType pool = op.getPool().getType();
+  MemRefType rows = op.getRows().getType();
+  MemRefType staging = op.getStaging().getType();
+  if (!rows.hasStaticShape() || !staging.hasStaticShape())
+    return op.emitOpError() << "needs static shapes to generate a kernel";
+  int64_t batch = rows.getDimSize(0);
+  int64_t listed = rows.getNumElements() / batch;
+  int64_t layers = pool.getLayers();
+  int64_t rowBytes = pool.getFormat().getRowBytes();
+  int64_t tokenChunks = layers * rowBytes / kCopyBytes;
+
+  Type i8 = builder.getI8Type();
+  Type tier = MemRefType::get({ShapedType::kDynamic, layers, rowBytes}, i8);
+  SmallVector<Type> arguments{rows};
+  if (op.getSlots())
+    arguments.push_back(op.getSlots().getType());
+  arguments.append({op.getHistoryStart().getType(),
+                    op.getHistoryLen().getType(), tier, staging,
+                    MemRefType::get({1}, builder.getI32Type())});
+  Location loc = op.getLoc();
+  gpu::GPUFuncOp func =
+      createKernel(builder, loc, name, arguments, kFetchThreads);
+  geometry.grid = {batch, llvm::divideCeil(listed, kFetchRowsPerBlock), 1};
+  geometry.block = {kFetchThreads, 1, 1};
+
+  ImplicitLocOpBuilder ib(loc, builder);
+  ib.setInsertionPointToStart(&func.getBody().front());
+  KernelBuilder kb{ib};
+  unsigned next = 0;
+  Value rowsArg = func.getArgument(next++);
+  Value slotsArg = op.getSlots() ? func.getArgument(next++) : Value();
+  Value startArg = func.getArgument(next++);
+  Value lenArg = func.getArgument(next++);
+  Value host = func.getArgument(next++);
+  Value stage = func.getArgument(next++);
+  Value status = func.getArgument(next++);
+  // Lists of any rank are [B, N] to the kernel.
+  auto flatten = [&](Value list) -> Value {
+    if (cast<MemRefType>(list.getType()).getRank() == 2)
+      return list;
+    return memref::CollapseShapeOp::create(
+        ib, list, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  };
+  rowsArg = flatten(rowsArg);
+  if (slotsArg)
+    slotsArg = flatten(slotsArg);
+  Value stageFlat = memref::CollapseShapeOp::create(
+      ib, stage, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+
+  Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
+  Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+  Value firstRow = arith::MulIOp::create(
+      ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y),
+      kb.index(kFetchRowsPerBlock));
+  Value historyLength = memref::LoadOp::create(ib, lenArg, ValueRange{request});
+  Value historyBase = memref::LoadOp::create(ib, startArg, ValueRange{request});
+  Value hostRows = arith::IndexCastOp::create(
+      ib, ib.getI64Type(), memref::DimOp::create(ib, host, kb.index(0)));
+  auto chunkType = VectorType::get({kCopyBytes}, i8);
+
+  kb.forLoop(tid, kb.index(kFetchRowsPerBlock * tokenChunks),
+             kb.index(kFetchThreads), [&](Value item) {
+    Value i = arith::AddIOp::create(
+        ib, firstRow, arith::DivUIOp::create(ib, item, kb.index(tokenChunks)));
+    Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
+      Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
+      Value wanted = kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1));
+      if (slotsArg) {
+        Value slot =
+            memref::LoadOp::create(ib, slotsArg, ValueRange{request, i});
+        wanted = arith::AndIOp::create(
+            ib, wanted, kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
+      }
+      Value hostRow = arith::AddIOp::create(
+          ib, historyBase, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
+      Value badRow = arith::OrIOp::create(
+          ib, kb.cmpi(arith::CmpIPredicate::slt, id, kb.i32(0)),
+          kb.cmpi(arith::CmpIPredicate::sge, id, historyLength));
+      Value badHost = kb.cmpi(arith::CmpIPredicate::sge, hostRow, hostRows);
+      Value bits = arith::OrIOp::create(
+          ib, kb.select(badRow, kb.i32(kStatusBadRowId), kb.i32(0)),
+          kb.select(badHost, kb.i32(kStatusBadHostRow), kb.i32(0)));
+      Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
+      // Report once per row (its first chunk), copy only good rows.
+      kb.ifThen(arith::AndIOp::create(
+                    ib, wanted,
+                    arith::AndIOp::create(
+                        ib, arith::XOrIOp::create(
+                                ib, ok, arith::ConstantIntOp::create(ib, 1, 1)),
+                        kb.cmpi(arith::CmpIPredicate::eq, chunk,
+                                kb.index(0)))),
+                [&] {
+                  memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori,
+                                              bits, status,
+                                              ValueRange{kb.index(0)});
+                });
+      kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] {
+        Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
+        Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
+        Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
+        Value data = vector::LoadOp::create(
+            ib, chunkType, host, ValueRange{kb.toIndex(hostRow), layer, column},
+            /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+        vector::StoreOp::create(ib, data, stageFlat,
+                                ValueRange{request, i, byte},
+                                /*nontemporal=*/false,
+                                llvm::MaybeAlign(kCopyBytes));
+      });
+    });
+  });
+  gpu::ReturnOp::create(ib);
+  return func;
+}
+
+FailureOr<gpu::GPUFuncOp>
+mlir::dhs::buildUnionMissingKernel(OpBuilder &builder, UnionMissingOp op,
+                                   StringRef name, KernelGeometry &geometry) {
+  MemRefType rows = op.getRows().getType();
+  if (!rows.hasStaticShape() || !op.getMissing().getType().hasStaticShape())
+    return op.emitOpError() << "needs static shapes to generate a kernel";
+  int64_t batch = rows.getDimSize(0), positions = rows.getDimSize(1),
+          selected = rows.getDimSize(2);
+  int64_t entries = positions * selected;
+  // At most half full: probes stay short.
+  int64_t table = llvm::PowerOf2Ceil(2 * entries);
+  if (table > kMaxUnionTable)
+    return op.emitOpError() << "unions up to " << kMaxUnionTable / 2
+                            << " selections per request in shared memory, "
+                               "got "
+                            << entries;
+  int64_t tableBits = llvm::Log2_64(table);
+
+  Location loc = op.getLoc();
+  gpu::GPUFuncOp func = createKernel(
+      builder, loc, name,
+      {rows, op.getSlots().getType(), op.getMissing().getType(),
+       op.getRemap().getType()},
+      kUnionThreads);
+  geometry.grid = {batch, 1, 1};
+  geometry.block = {kUnionThreads, 1, 1};
+  geometry.dynamicSharedBytes = table * 4;
+
+  ImplicitLocOpBuilder ib(loc, builder);
+  ib.setInsertionPointToStart(&func.getBody().front());
+  KernelBuilder kb{ib};
+  auto flatten = [&](Value list) -> Value {
+    return memref::CollapseShapeOp::create(
+        ib, list, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  };
+  Value rowsFlat = flatten(func.getArgument(0));
+  Value slotsFlat = flatten(func.getArgument(1));
+  Value missing = func.getArgument(2);
+  Value remapFlat = flatten(func.getArgument(3));
+
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(ib.getContext(), gpu::AddressSpace::Workgroup);
+  Value shared = gpu::DynamicSharedMemoryOp::create(
+      ib, MemRefType::get({ShapedType::kDynamic}, ib.getI8Type(),
+                          MemRefLayoutAttrInterface{}, workgroup));
+  Value slotsOfTable = memref::ViewOp::create(
+      ib,
+      MemRefType::get({table}, ib.getI32Type(), MemRefLayoutAttrInterface{},
+                      workgroup),
+      shared, kb.index(0), ValueRange{});
+
+  Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
+  Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+  Value threads = kb.index(kUnionThreads);
+  Value mask = kb.index(table - 1);
+  auto hashOf = [&](Value id) {
+    // Fibonacci hashing: the top bits of id * 2^32 / phi.
+    Value product = arith::MulIOp::create(ib, id, kb.i32(-1640531535));
+    return kb.toIndex(arith::ShRUIOp::create(ib, product,
+                                             kb.i32(32 - tableBits)));
+  };
+  auto isMissing = [&](Value id, Value slot) {
+    return arith::AndIOp::create(
+        ib, kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1)),
+        kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
+  };
+  /// True when table entry `owner` (a flat position or -1) holds row `id`.
+  auto holds = [&](Value owner, Value id) {
+    Value clamped = kb.select(
+        kb.cmpi(arith::CmpIPredicate::eq, owner, kb.i32(-1)), kb.i32(0), owner);
+    Value ownerRow = memref::LoadOp::create(
+        ib, rowsFlat, ValueRange{request, kb.toIndex(clamped)});
+    return arith::AndIOp::create(
+        ib, kb.cmpi(arith::CmpIPredicate::ne, owner, kb.i32(-1)),
+        kb.cmpi(arith::CmpIPredicate::eq, ownerRow, id));
+  };
+  /// Probes from the row's hash until `found(slot)` holds; returns the slot.
+  auto probe = [&](Value id, function_ref<Value(Value slot)> found) -> Value {
+    auto loop = scf::WhileOp::create(ib, TypeRange{ib.getIndexType()},
+                                     ValueRange{hashOf(id)});
+    {
+      OpBuilder::InsertionGuard guard(ib);
+      Block *before = ib.createBlock(&loop.getBefore(), {},
+                                     {ib.getIndexType()}, {loc});
+      Value slot = before->getArgument(0);
+      Value done = found(slot);
+      Value nextSlot = arith::AndIOp::create(
+          ib, arith::AddIOp::create(ib, slot, kb.index(1)), mask);
+      scf::ConditionOp::create(
+          ib,
+          arith::XOrIOp::create(ib, done,
+                                arith::ConstantIntOp::create(ib, 1, 1)),
+          ValueRange{kb.select(done, slot, nextSlot)});
+      Block *after = ib.createBlock(&loop.getAfter(), {},
+                                    {ib.getIndexType()}, {loc});
+      scf::YieldOp::create(ib, after->getArgument(0));
+    }
+    return loop.getResult(0);
+  };
+
+  // 1. An empty table.
+  kb.forLoop(tid, kb.index(table), threads, [&](Value i) {
+    memref::StoreOp::create(ib, kb.i32(-1), slotsOfTable, ValueRange{i});
+  });
+  gpu::BarrierOp::create(ib);
+  // 2. Every missing selection claims its row.
+  kb.forLoop(tid, kb.index(entries), threads, [&](Value i) {
+    Value id = memref::LoadOp::create(ib, rowsFlat, ValueRange{request, i});
+    Value slot = memref::LoadOp::create(ib, slotsFlat, ValueRange{request, i});
+    kb.ifThen(isMissing(id, slot), [&] {
+      Value self = arith::IndexCastOp::create(ib, ib.getI32Type(), i);
+      probe(id, [&](Value at) {
+        auto cas = memref::GenericAtomicRMWOp::create(ib, slotsOfTable,
+                                                      ValueRange{at});
+        {
+          OpBuilder::InsertionGuard guard(ib);
+          ib.setInsertionPointToStart(cas.getBody());
+          Value current = cas.getCurrentValue();
+          memref::AtomicYieldOp::create(
+              ib, kb.select(kb.cmpi(arith::CmpIPredicate::eq, current,
+                                    kb.i32(-1)),
+                            self, current));
+        }
+        Value previous = cas.getResult();
+        return arith::OrIOp::create(
+            ib, kb.cmpi(arith::CmpIPredicate::eq, previous, kb.i32(-1)),
+            holds(previous, id));
+      });
+    });
+  });
+  gpu::BarrierOp::create(ib);
+  // 3. Owners list their row; every missing selection points at its owner.
+  kb.forLoop(tid, kb.index(entries), threads, [&](Value i) {
+    Value id = memref::LoadOp::create(ib, rowsFlat, ValueRange{request, i});
+    Value slot = memref::LoadOp::create(ib, slotsFlat, ValueRange{request, i});
+    Value self = arith::IndexCastOp::create(ib, ib.getI32Type(), i);
+    auto result = scf::IfOp::create(ib, TypeRange{ib.getI32Type()},
+                                    isMissing(id, slot), /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(ib);
+      ib.setInsertionPointToStart(result.thenBlock());
+      Value at = probe(id, [&](Value at) {
+        return holds(memref::LoadOp::create(ib, slotsOfTable, ValueRange{at}),
+                     id);
+      });
+      scf::YieldOp::create(
+          ib, memref::LoadOp::create(ib, slotsOfTable, ValueRange{at})
+                  .getResult());
+      ib.setInsertionPointToStart(result.elseBlock());
+      scf::YieldOp::create(ib, kb.i32(-1));
+    }
+    Value owner = result.getResult(0);
+    memref::StoreOp::create(ib, owner, remapFlat, ValueRange{request, i});
+    memref::StoreOp::create(
+        ib,
+        kb.select(kb.cmpi(arith::CmpIPredicate::eq, owner, self), id,
+                  kb.i32(-1)),
+        missing, ValueRange{request, i});
+  });
+  // Room past the selections (a longer list) holds no rows.
+  int64_t room = op.getMissing().getType().getDimSize(1);
+  if (room > entries)
+    kb.forLoop(arith::AddIOp::create(ib, tid, kb.index(entries)),
+               kb.index(room), threads, [&](Value i) {
+                 memref::StoreOp::create(ib, kb.i32(-1), missing,
+                                         ValueRange{request, i});
+               });
+  gpu::ReturnOp::create(ib);
+  return func;
+}

@@ -1,0 +1,42 @@
+//===- RetrievalKernels.h - fetch and union-of-missing-rows kernels -*- C++ -*-===//
+
+#ifndef DHS_CODEGEN_RETRIEVALKERNELS_H
+#define DHS_CODEGEN_RETRIEVALKERNELS_H
+
+#include "dialects/DhsOps.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <array>
+#include <string>
+
+namespace mlir::dhs {
+
+/// A kernel to launch: its grid, block and dynamic shared memory.
+struct KernelGeometry {
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t dynamicSharedBytes = 0;
+};
+
+/// Builds the kernel of a `dhs.fetch` (arguments: rows, [slots],
+/// history_start, history_len, host tier, staging, step status) at the
+/// builder's insertion point inside a gpu.module; returns it and sets
+/// `geometry`. Emits an error on `op` for shapes it cannot handle.
+FailureOr<gpu::GPUFuncOp> buildFetchKernel(OpBuilder &builder, FetchOp op,
+                                           StringRef name,
+                                           KernelGeometry &geometry);
+
+/// Builds the kernel of a `dhs.union_missing` (arguments: rows, slots,
+/// missing, remap): one CTA per request inserts its missing rows into an
+/// open-addressing table in shared memory, so each distinct row gets one
+/// owner (the selection that claimed it first); `missing` lists each row at
+/// its owner's position, and `remap` points every missing selection there.
+FailureOr<gpu::GPUFuncOp> buildUnionMissingKernel(OpBuilder &builder,
+                                                  UnionMissingOp op,
+                                                  StringRef name,
+                                                  KernelGeometry &geometry);
+
+} // namespace mlir::dhs
+
+#endif // DHS_CODEGEN_RETRIEVALKERNELS_H
