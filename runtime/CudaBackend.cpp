@@ -207,6 +207,13 @@ void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream) c
       case ParamSource::Status:
         params.addMemref(buffers.status, sizes);
         break;
+      case ParamSource::Scratch:
+        if (!buffers.arena)
+          throw Error("step '" + st.manifest.step +
+                      "' needs a staging arena but none was given");
+        params.addMemref(buffers.arena + static_cast<CUdeviceptr>(param.offset),
+                         sizes);
+        break;
       }
     }
     params.finish();
@@ -275,6 +282,11 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
   if (hostBytes > 0)
     std::memcpy(host.host(), problem.hostStoreData(), hostBytes);
   DeviceBuffer status(sizeof(std::uint32_t), "the status word");
+  // The staging arena of scratch buffers (fetched rows, union lists, remaps).
+  std::unique_ptr<DeviceBuffer> arena;
+  if (manifest.arenaBytes > 0)
+    arena = std::make_unique<DeviceBuffer>(
+        static_cast<std::size_t>(manifest.arenaBytes), "the staging arena");
 
   // Kernel parameters per launch.
   std::vector<KernelParams> params(manifest.launches.size());
@@ -297,6 +309,10 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
         break;
       case ParamSource::Status:
         params[i].addMemref(status.get(), sizes);
+        break;
+      case ParamSource::Scratch:
+        params[i].addMemref(arena->get() + static_cast<CUdeviceptr>(param.offset),
+                            sizes);
         break;
       }
     }
@@ -369,6 +385,34 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
     throw Error("the kernels produced " + std::to_string(nans) +
                 " NaN or infinite output elements (first at " +
                 outputPosition(shape, firstNan) + ")");
+
+  // Rows the fetches copied from the host: the listed rows that were not
+  // resident (a union's list marks each distinct missing row once).
+  for (const Launch &launch : manifest.launches) {
+    if (launch.op != "fetch")
+      continue;
+    const LaunchParam &list = launch.params.at(0);
+    std::vector<std::int32_t> rows;
+    if (list.source == ParamSource::Scratch) {
+      std::size_t count = 1;
+      for (std::int64_t dim : list.shape)
+        count *= static_cast<std::size_t>(dim);
+      rows.resize(count);
+      cuda.check(cuda.memcpyDtoH(rows.data(),
+                                 arena->get() + static_cast<CUdeviceptr>(list.offset),
+                                 count * sizeof(std::int32_t)),
+                 "reading a fetch's row list");
+    } else {
+      rows = problem.rowIds;
+    }
+    // A fetch of selections with their slots (7 parameters) skips resident ones.
+    bool withSlots = launch.params.size() == 7;
+    if (result.fetchedRows < 0)
+      result.fetchedRows = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i] != -1 && (!withSlots || problem.slots[i] == -1))
+        ++result.fetchedRows;
+  }
 
   // Timing: warm-up, then each repetition between two events.
   if (options.repeat > 0) {

@@ -68,6 +68,9 @@ struct CudaRunResult {
   std::vector<double> timesMs; ///< per timed repetition, whole step
   double medianMs = 0.0;       ///< median of timesMs (0 if not timed)
   bool repeatsIdentical = true; ///< the output after timing equals the first bit for bit
+  /// Rows the step's fetch launches copied from the host store into staging
+  /// (-1: the step has no fetch; missing rows were read by attention itself).
+  std::int64_t fetchedRows = -1;
 };
 
 /// Persistent device memory of a step that its owner (the runtime's CUDA
@@ -80,6 +83,7 @@ struct CudaStepBuffers {
   CUdeviceptr host = 0;               ///< the mapped host store, device address
   std::int64_t hostRows = 0;          ///< its rows
   CUdeviceptr status = 0;             ///< the status word (u32)
+  CUdeviceptr arena = 0;              ///< the staging arena (manifest arena_bytes)
 };
 
 /// A step loaded on a device. Throws Error (with the driver's or

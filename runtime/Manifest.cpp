@@ -110,8 +110,9 @@ std::string describeStatus(std::uint32_t status) {
   add(kStatusRowOutsideHistory, "row id outside its request's history");
   add(kStatusSlotOutOfRange, "slot >= hbm_slots");
   add(kStatusHostRowOutOfRange, "host index >= host_rows");
+  add(kStatusStagingOutOfRange, "staging position outside the staging buffer");
   std::uint32_t known = kStatusRowOutsideHistory | kStatusSlotOutOfRange |
-                        kStatusHostRowOutOfRange;
+                        kStatusHostRowOutOfRange | kStatusStagingOutOfRange;
   if (status & ~known) {
     std::ostringstream unknown;
     unknown << "unknown bits 0x" << std::hex << (status & ~known);

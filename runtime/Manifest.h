@@ -73,6 +73,7 @@ enum StatusBits : std::uint32_t {
   kStatusRowOutsideHistory = 1, ///< a row id outside its request's history
   kStatusSlotOutOfRange = 2,    ///< a slot >= hbm_slots
   kStatusHostRowOutOfRange = 4, ///< a host index >= host_rows
+  kStatusStagingOutOfRange = 8, ///< a staging position outside its buffer
 };
 
 /// Describes the set bits of a status word in words, e.g.

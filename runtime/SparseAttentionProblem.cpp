@@ -321,6 +321,8 @@ ProblemStats SparseAttentionProblem::stats() const {
 
 SparseAttentionProblem generateProblem(const ProblemShape &shape,
                                        const GeneratorOptions &options) {
+  if (!(options.positionOverlap >= 0.0 && options.positionOverlap <= 1.0))
+    throw Error("the position overlap must lie in [0, 1]");
   if (!(options.unusedFraction >= 0.0 && options.unusedFraction <= 1.0))
     throw Error("the unused fraction must lie in [0, 1]");
   if (!(options.residency >= 0.0 && options.residency <= 1.0))
@@ -396,13 +398,31 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
     permutation.resize(static_cast<std::size_t>(len));
     for (std::int32_t r = 0; r < len; ++r)
       permutation[r] = r;
+    // Overlapping positions: the first `kept` rows of the permutation stay
+    // (selected again by the next position), the rest are redrawn from the
+    // rows after them; every query's K rows stay distinct.
+    const std::int64_t kept =
+        std::llround(options.positionOverlap * static_cast<double>(K));
     for (std::int64_t q = 0; q < Q; ++q) {
-      for (std::int64_t k = 0; k < K; ++k) {
-        std::int64_t j = k + static_cast<std::int64_t>(
-                                 uniformBelow(rng, static_cast<std::uint64_t>(len - k)));
-        std::swap(permutation[k], permutation[j]);
-        p.rowIds[p.selectionIndex(b, q, k)] = permutation[k];
+      if (q > 0 && kept > 0) {
+        // Keep a random `kept` of the previous position's rows in front.
+        for (std::int64_t k = 0; k < kept; ++k) {
+          std::int64_t j = k + static_cast<std::int64_t>(
+                                   uniformBelow(rng, static_cast<std::uint64_t>(K - k)));
+          std::swap(permutation[k], permutation[j]);
+        }
       }
+      for (std::int64_t k = q > 0 ? kept : 0; k < K; ++k) {
+        // Fresh rows for this position come from beyond the previous K.
+        std::int64_t from = q > 0 ? std::max(k, K) : k;
+        if (from >= len)
+          from = k;
+        std::int64_t j = from + static_cast<std::int64_t>(
+                                    uniformBelow(rng, static_cast<std::uint64_t>(len - from)));
+        std::swap(permutation[k], permutation[j]);
+      }
+      for (std::int64_t k = 0; k < K; ++k)
+        p.rowIds[p.selectionIndex(b, q, k)] = permutation[k];
       for (std::int64_t k = 0; k < K; ++k)
         positions[k] = k;
       for (std::int64_t u = 0; u < unused; ++u) {

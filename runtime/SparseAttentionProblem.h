@@ -130,6 +130,9 @@ struct GeneratorOptions {
   std::int64_t minHistoryRows = 2048; ///< lower bound for random histories
   std::int64_t maxHistoryRows = 6144; ///< upper bound for random histories
   double unusedFraction = 0.0;     ///< fraction of each query's K entries set to -1
+  /// Fraction of a query position's rows that the next position of the same
+  /// request selects again (verify positions overlap: 0.85 is typical).
+  double positionOverlap = 0.0;
   double residency = 0.0;          ///< fraction of selected rows made resident
   std::int64_t hbmSlots = -1;      ///< if the shape leaves it open; -1: enough for residency 1
   std::int64_t hostRows = -1;      ///< if the shape leaves it open; -1: sum of histories

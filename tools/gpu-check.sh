@@ -31,7 +31,8 @@ bundle() {
   # The steps of one attention op (dhs-run's problems): every row format,
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
-  for name in default_step mla_bf16_64heads_top2048 mla_fp8_layer_group v41_fp8_step; do
+  for name in default_step mla_bf16_64heads_top2048 mla_fp8_layer_group v41_fp8_step \
+              verify_step; do
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
   done
   echo "gpu-check: bundle in $dir: $(ls "$dir/steps" | tr '\n' ' ')"
@@ -56,6 +57,8 @@ run() {
     local extra=()
     # Long histories for the large step: rows spread over a 1.8 GB host store.
     [ "$name" = mla_bf16_64heads_top2048 ] && extra=(--history-rows 100000)
+    # Verify positions select overlapping rows (the shared fetch's case).
+    [ "$name" = verify_step ] && extra=(--overlap 0.85)
     for seed in $seeds; do
       "$dir/bin/dhs-run" "$step" --backend cuda --seed "$seed" --resident 0,0.5,1 \
         --unused 0.05 --repeat 20 "${extra[@]}" \
@@ -90,14 +93,16 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*-seed*.json"))):
     r = json.load(open(path))
     name = os.path.basename(path)[:-5]
     for m in r["mixes"]:
+        fetched = m.get("fetched_rows")
         rows.append((name, m["residency"], m["selections"], m["resident_reads"],
-                     m["host_reads"], m["relative_error"], m["time_ms"],
+                     m["host_reads"], "-" if fetched is None else str(fetched),
+                     m["relative_error"], m["time_ms"],
                      r["bit_identical_across_mixes"], m["pass"]))
-print(f"{'step-seed':42} {'resid':>5} {'selected':>8} {'in HBM':>8} {'host':>8} "
-      f"{'rel err':>9} {'ms':>8} {'bits same':>9} {'check':>5}")
-for n, f, s, res, host, err, ms, same, ok in rows:
-    print(f"{n:42} {f:5.2f} {s:8d} {res:8d} {host:8d} {err:9.2e} {ms:8.3f} "
-          f"{str(same):>9} {'PASS' if ok else 'FAIL':>5}")
+print(f"{'step-seed':36} {'resid':>5} {'selected':>8} {'in HBM':>8} {'host':>8} "
+      f"{'fetched':>8} {'rel err':>9} {'ms':>8} {'bits same':>9} {'check':>5}")
+for n, f, s, res, host, fetched, err, ms, same, ok in rows:
+    print(f"{n:36} {f:5.2f} {s:8d} {res:8d} {host:8d} {fetched:>8} {err:9.2e} "
+          f"{ms:8.3f} {str(same):>9} {'PASS' if ok else 'FAIL':>5}")
 PY
   if [ $failed -eq 0 ]; then echo "gpu-check: PASS"; else echo "gpu-check: FAIL"; fi
   return $failed

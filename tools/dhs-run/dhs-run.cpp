@@ -66,6 +66,7 @@ struct Options {
   std::vector<double> residency = {0.5};
   std::int64_t historyRows = 0;     ///< 0: random per request
   double unused = 0.0;
+  double overlap = 0.0;
   std::int64_t hbmSlots = -1;
   std::int64_t hostRows = -1;
   int repeat = 10;
@@ -93,6 +94,9 @@ const char *kUsage =
     "                           mixes run the same inputs and must agree bit for bit\n"
     "  --history-rows N         history rows per request (default: random, 2048-6144)\n"
     "  --unused F               fraction of each query's K entries set to -1 (default 0)\n"
+    "  --overlap F              fraction of a query position's rows the next position\n"
+    "                           of its request selects again (default 0; verify\n"
+    "                           positions overlap about 0.85)\n"
     "  --hbm-slots N            HBM slots, when the step leaves them to run time\n"
     "  --host-rows N            host-store rows, when the step leaves them to run time\n"
     "  --repeat N               timed repetitions on the GPU (default 10)\n"
@@ -183,6 +187,10 @@ Options parseOptions(int argc, char **argv) {
       o.unused = parseDouble(next(), arg);
       if (o.unused < 0.0 || o.unused > 1.0)
         throw UsageError("--unused must lie in [0, 1]");
+    } else if (arg == "--overlap") {
+      o.overlap = parseDouble(next(), arg);
+      if (o.overlap < 0.0 || o.overlap > 1.0)
+        throw UsageError("--overlap must lie in [0, 1]");
     } else if (arg == "--hbm-slots") {
       o.hbmSlots = parseInt(next(), arg, 0, std::numeric_limits<std::int32_t>::max());
     } else if (arg == "--host-rows") {
@@ -394,6 +402,8 @@ struct MixResult {
   bool pass = false;
   bool repeatsIdentical = true;
   std::vector<bf16_t> output;
+  /// Rows the step's fetches copied from the host (GPU; -1: no fetch).
+  std::int64_t fetchedRows = -1;
 };
 
 int run(const Options &options) {
@@ -489,6 +499,7 @@ int run(const Options &options) {
   gen.seed = options.seed;
   gen.historyRows = options.historyRows;
   gen.unusedFraction = options.unused;
+  gen.positionOverlap = options.overlap;
   gen.residency = 0.0;
   gen.hbmSlots = options.hbmSlots;
   gen.hostRows = options.hostRows;
@@ -564,6 +575,7 @@ int run(const Options &options) {
       mix.medianMs = r.medianMs;
       mix.timed = !r.timesMs.empty();
       mix.repeatsIdentical = r.repeatsIdentical;
+      mix.fetchedRows = r.fetchedRows;
     } else {
       auto start = std::chrono::steady_clock::now();
       mix.output = CpuBackend(CpuPrecision::Float).run(problem);
@@ -574,6 +586,18 @@ int run(const Options &options) {
     }
     mix.check = compareOutputs(mix.output, reference);
     mix.pass = mix.check.relativeError < options.tolerance && mix.repeatsIdentical;
+    // A step that fetches the union of its missing rows copies each distinct
+    // missing (request, row) exactly once.
+    bool shared = std::any_of(
+        manifest.launches.begin(), manifest.launches.end(),
+        [](const Launch &l) { return l.op == "union_missing"; });
+    if (shared && mix.fetchedRows >= 0 &&
+        mix.fetchedRows != mix.stats.distinctHostRows) {
+      std::cout << "fetch: copied " << mix.fetchedRows
+                << " rows from the host, but " << mix.stats.distinctHostRows
+                << " distinct rows were missing\n";
+      mix.pass = false;
+    }
     if (!table) {
       const ProblemStats &st = mix.stats;
       std::cout << "residency " << format("%.2f", fraction) << ": " << st.selections
@@ -587,6 +611,10 @@ int run(const Options &options) {
                            : std::string(" (one CPU run)"))
                   << ", " << formatRate(rate) << " rows/s\n";
       }
+      if (mix.fetchedRows >= 0)
+        std::cout << "fetched from host: " << mix.fetchedRows << " rows for "
+                  << st.hostReads << " selections of missing rows ("
+                  << st.distinctHostRows << " distinct)\n";
       if (!mix.repeatsIdentical)
         std::cout << "repetitions: output changed between runs (nondeterministic)\n";
       std::cout << "check vs fp64 CPU reference: relative error "
@@ -603,14 +631,16 @@ int run(const Options &options) {
   std::optional<bool> identical;
   std::size_t differing = 0;
   if (table) {
-    std::printf("%9s %10s %10s %10s %11s %10s %10s %6s\n", "residency", "selected",
-                "resident", "from host", "time (ms)", "rows/s", "rel error", "check");
+    std::printf("%9s %10s %10s %10s %10s %11s %10s %10s %6s\n", "residency",
+                "selected", "resident", "from host", "fetched", "time (ms)", "rows/s",
+                "rel error", "check");
     for (const MixResult &m : results) {
       double rate = m.timed ? m.stats.selections / (m.medianMs / 1e3) : 0.0;
-      std::printf("%9.2f %10lld %10lld %10lld %11s %10s %10s %6s\n", m.residency,
+      std::printf("%9.2f %10lld %10lld %10lld %10s %11s %10s %10s %6s\n", m.residency,
                   static_cast<long long>(m.stats.selections),
                   static_cast<long long>(m.stats.residentReads),
                   static_cast<long long>(m.stats.hostReads),
+                  m.fetchedRows >= 0 ? std::to_string(m.fetchedRows).c_str() : "-",
                   m.timed ? format("%.4f", m.medianMs).c_str() : "-",
                   formatRate(rate).c_str(), formatError(m.check.relativeError).c_str(),
                   m.pass ? "PASS" : "FAIL");
@@ -678,6 +708,9 @@ int run(const Options &options) {
            {"unused_selections", m.stats.unusedSelections},
            {"resident_reads", m.stats.residentReads},
            {"host_reads", m.stats.hostReads},
+           {"distinct_missing_rows", m.stats.distinctHostRows},
+           {"fetched_rows", m.fetchedRows >= 0 ? nlohmann::json(m.fetchedRows)
+                                                : nlohmann::json(nullptr)},
            {"distinct_rows", m.stats.distinctRows},
            {"distinct_resident_rows", m.stats.distinctResidentRows},
            {"distinct_host_rows", m.stats.distinctHostRows},
