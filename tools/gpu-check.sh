@@ -35,6 +35,13 @@ bundle() {
               verify_step; do
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
   done
+  # The same verify step without its phase marker: nothing is shared, every
+  # position's attention reads its own missing rows from the host (fused).
+  # The pair measures what shared retrieval saves.
+  grep -v 'dhs.verify gamma\|^  }$' "$root/examples/verify_step.mlir" \
+    > "$dir/verify_step_unshared.mlir"
+  "$build/bin/dhs-compile" "$dir/verify_step_unshared.mlir" \
+    -o "$dir/steps/verify_step_unshared" || exit 1
   echo "gpu-check: bundle in $dir: $(ls "$dir/steps" | tr '\n' ' ')"
 }
 
@@ -52,13 +59,13 @@ run() {
 
   echo "== kernels vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
   local seeds=${DHS_GPU_SEEDS:-"11 12 13"}
-  for step in "$dir"/steps/*/; do
+  for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
     local name; name=$(basename "$step")
     local extra=()
     # Long histories for the large step: rows spread over a 1.8 GB host store.
     [ "$name" = mla_bf16_64heads_top2048 ] && extra=(--history-rows 100000)
     # Verify positions select overlapping rows (the shared fetch's case).
-    [ "$name" = verify_step ] && extra=(--overlap 0.85)
+    case "$name" in verify_step*) extra=(--overlap 0.85) ;; esac
     for seed in $seeds; do
       "$dir/bin/dhs-run" "$step" --backend cuda --seed "$seed" --resident 0,0.5,1 \
         --unused 0.05 --repeat 20 "${extra[@]}" \
