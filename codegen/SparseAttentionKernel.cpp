@@ -338,7 +338,6 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
 void SparseAttentionKernelEmitter::emitStageRows() {
   RowFormatAttrInterface format = config.pool.getFormat();
   Type f32 = b.getF32Type();
-  auto raw = VectorType::get({kCopyBytes}, b.getI8Type());
   auto loadBytes = [&](Value tier, Value where, Value byteOffset,
                        int64_t count, int64_t align) {
     return vector::LoadOp::create(
@@ -397,7 +396,6 @@ void SparseAttentionKernelEmitter::emitStageRows() {
     return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale))
         .getResult();
   });
-  (void)raw;
 }
 
 Value SparseAttentionKernelEmitter::decodeE4M3(Value bytes) {
