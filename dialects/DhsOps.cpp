@@ -231,6 +231,22 @@ LogicalResult FetchOp::verify() {
   return success();
 }
 
+FailureOr<SmallVector<AttentionOp>> FetchOp::getSelectionOrderReaders() {
+  SmallVector<AttentionOp> readers;
+  for (Operation *user : getStaging().getUsers()) {
+    if (user == getOperation())
+      continue;
+    auto attention = dyn_cast<AttentionOp>(user);
+    if (!attention || attention.getStagingIndex() ||
+        attention.getRowIds() != getRows() ||
+        attention.getSlots() != getSlots() ||
+        attention.getPool() != getPool())
+      return failure();
+    readers.push_back(attention);
+  }
+  return readers;
+}
+
 LogicalResult UnionMissingOp::verify() {
   MemRefType rows = getRows().getType();
   if (failed(verifyCompatibleShape(getSlots().getType().getShape(),

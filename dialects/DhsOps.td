@@ -185,6 +185,12 @@ def Dhs_FetchOp : Dhs_Op<"fetch"> {
     `into` `(` $staging `:` type($staging) `)` attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The attention ops that read this fetch's staged rows in selection
+    /// order (same selection and slots, no staging index), or failure when
+    /// the staging buffer has any other user.
+    ::mlir::FailureOr<::llvm::SmallVector<AttentionOp>> getSelectionOrderReaders();
+  }];
 }
 
 def Dhs_UnionMissingOp : Dhs_Op<"union_missing"> {

@@ -31,22 +31,12 @@ bool DhsFuseRetrieval::fuse(FetchOp fetch) {
   if (!slots)
     return false;
   Value staging = fetch.getStaging();
-  SmallVector<AttentionOp> readers;
-  for (Operation *user : staging.getUsers()) {
-    if (user == fetch.getOperation())
-      continue;
-    auto attention = dyn_cast<AttentionOp>(user);
-    if (!attention || attention.getStagingIndex() ||
-        attention.getRowIds() != fetch.getRows() ||
-        attention.getSlots() != slots ||
-        attention.getPool() != fetch.getPool())
-      return false;
-    readers.push_back(attention);
-  }
-  if (readers.empty())
+  FailureOr<SmallVector<AttentionOp>> readers =
+      fetch.getSelectionOrderReaders();
+  if (failed(readers) || readers->empty())
     return false;
 
-  for (AttentionOp attention : readers) {
+  for (AttentionOp attention : *readers) {
     OpBuilder builder(attention);
     SparseAttentionOp::create(
         builder, attention.getLoc(), attention.getQueries(),

@@ -37,17 +37,10 @@ bool DhsShareRetrieval::share(FetchOp fetch) {
 
   // Its staged rows must be read only by attention over the same selection,
   // in staging order (no index yet).
-  SmallVector<AttentionOp> readers;
-  for (Operation *user : fetch.getStaging().getUsers()) {
-    if (user == fetch.getOperation())
-      continue;
-    auto attention = dyn_cast<AttentionOp>(user);
-    if (!attention || attention.getStagingIndex() ||
-        attention.getRowIds() != fetch.getRows() ||
-        attention.getSlots() != slots)
-      return false;
-    readers.push_back(attention);
-  }
+  FailureOr<SmallVector<AttentionOp>> readers =
+      fetch.getSelectionOrderReaders();
+  if (failed(readers))
+    return false;
 
   int64_t batch = rows.getDimSize(0);
   int64_t selections = rows.getDimSize(1) * rows.getDimSize(2);
@@ -64,7 +57,7 @@ bool DhsShareRetrieval::share(FetchOp fetch) {
   // Staging position i now holds union entry i: the same [B, Q*K] room.
   fetch.getRowsMutable().assign(missing);
   fetch.getSlotsMutable().clear();
-  for (AttentionOp attention : readers)
+  for (AttentionOp attention : *readers)
     attention.getStagingIndexMutable().assign(remap);
   return true;
 }

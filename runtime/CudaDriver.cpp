@@ -2,6 +2,7 @@
 
 #include "runtime/CudaDriver.h"
 
+#include "runtime/DynamicLibrary.h"
 #include "runtime/Error.h"
 
 #include <dlfcn.h>
@@ -12,21 +13,6 @@ namespace dhs::runtime {
 
 namespace {
 
-/// Resolves the first of `names` that the library exports, into `slot`.
-/// Returns false (and names the first candidate in `missing`) if none does.
-template <typename Fn>
-bool resolve(void *library, Fn &slot, std::initializer_list<const char *> names,
-             std::string &missing) {
-  for (const char *name : names) {
-    if (void *symbol = dlsym(library, name)) {
-      slot = reinterpret_cast<Fn>(symbol);
-      return true;
-    }
-  }
-  if (missing.empty())
-    missing = *names.begin();
-  return false;
-}
 
 } // namespace
 
@@ -45,52 +31,52 @@ CudaDriver::CudaDriver() {
 
   std::string missing;
   bool ok = true;
-  ok &= resolve(library, getErrorName, {"cuGetErrorName"}, missing);
-  ok &= resolve(library, getErrorString, {"cuGetErrorString"}, missing);
-  ok &= resolve(library, init, {"cuInit"}, missing);
-  ok &= resolve(library, driverGetVersion, {"cuDriverGetVersion"}, missing);
-  ok &= resolve(library, deviceGetCount, {"cuDeviceGetCount"}, missing);
-  ok &= resolve(library, deviceGet, {"cuDeviceGet"}, missing);
-  ok &= resolve(library, deviceGetName, {"cuDeviceGetName"}, missing);
-  ok &= resolve(library, deviceGetAttribute, {"cuDeviceGetAttribute"}, missing);
-  ok &= resolve(library, deviceTotalMem, {"cuDeviceTotalMem_v2"}, missing);
-  ok &= resolve(library, devicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"},
+  ok &= resolveSymbol(library, getErrorName, {"cuGetErrorName"}, missing);
+  ok &= resolveSymbol(library, getErrorString, {"cuGetErrorString"}, missing);
+  ok &= resolveSymbol(library, init, {"cuInit"}, missing);
+  ok &= resolveSymbol(library, driverGetVersion, {"cuDriverGetVersion"}, missing);
+  ok &= resolveSymbol(library, deviceGetCount, {"cuDeviceGetCount"}, missing);
+  ok &= resolveSymbol(library, deviceGet, {"cuDeviceGet"}, missing);
+  ok &= resolveSymbol(library, deviceGetName, {"cuDeviceGetName"}, missing);
+  ok &= resolveSymbol(library, deviceGetAttribute, {"cuDeviceGetAttribute"}, missing);
+  ok &= resolveSymbol(library, deviceTotalMem, {"cuDeviceTotalMem_v2"}, missing);
+  ok &= resolveSymbol(library, devicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"},
                 missing);
-  ok &= resolve(library, devicePrimaryCtxRelease,
+  ok &= resolveSymbol(library, devicePrimaryCtxRelease,
                 {"cuDevicePrimaryCtxRelease_v2"}, missing);
-  ok &= resolve(library, ctxSetCurrent, {"cuCtxSetCurrent"}, missing);
-  ok &= resolve(library, ctxSynchronize, {"cuCtxSynchronize"}, missing);
-  ok &= resolve(library, moduleLoadData, {"cuModuleLoadData"}, missing);
-  ok &= resolve(library, moduleUnload, {"cuModuleUnload"}, missing);
-  ok &= resolve(library, moduleGetFunction, {"cuModuleGetFunction"}, missing);
-  ok &= resolve(library, funcGetAttribute, {"cuFuncGetAttribute"}, missing);
-  ok &= resolve(library, funcSetAttribute, {"cuFuncSetAttribute"}, missing);
-  ok &= resolve(library, memGetInfo, {"cuMemGetInfo_v2"}, missing);
-  ok &= resolve(library, memAlloc, {"cuMemAlloc_v2"}, missing);
-  ok &= resolve(library, memFree, {"cuMemFree_v2"}, missing);
-  ok &= resolve(library, memHostAlloc, {"cuMemHostAlloc"}, missing);
-  ok &= resolve(library, memFreeHost, {"cuMemFreeHost"}, missing);
-  ok &= resolve(library, memHostGetDevicePointer,
+  ok &= resolveSymbol(library, ctxSetCurrent, {"cuCtxSetCurrent"}, missing);
+  ok &= resolveSymbol(library, ctxSynchronize, {"cuCtxSynchronize"}, missing);
+  ok &= resolveSymbol(library, moduleLoadData, {"cuModuleLoadData"}, missing);
+  ok &= resolveSymbol(library, moduleUnload, {"cuModuleUnload"}, missing);
+  ok &= resolveSymbol(library, moduleGetFunction, {"cuModuleGetFunction"}, missing);
+  ok &= resolveSymbol(library, funcGetAttribute, {"cuFuncGetAttribute"}, missing);
+  ok &= resolveSymbol(library, funcSetAttribute, {"cuFuncSetAttribute"}, missing);
+  ok &= resolveSymbol(library, memGetInfo, {"cuMemGetInfo_v2"}, missing);
+  ok &= resolveSymbol(library, memAlloc, {"cuMemAlloc_v2"}, missing);
+  ok &= resolveSymbol(library, memFree, {"cuMemFree_v2"}, missing);
+  ok &= resolveSymbol(library, memHostAlloc, {"cuMemHostAlloc"}, missing);
+  ok &= resolveSymbol(library, memFreeHost, {"cuMemFreeHost"}, missing);
+  ok &= resolveSymbol(library, memHostGetDevicePointer,
                 {"cuMemHostGetDevicePointer_v2"}, missing);
-  ok &= resolve(library, memcpyHtoD, {"cuMemcpyHtoD_v2"}, missing);
-  ok &= resolve(library, memcpyDtoH, {"cuMemcpyDtoH_v2"}, missing);
-  ok &= resolve(library, memsetD16, {"cuMemsetD16_v2"}, missing);
-  ok &= resolve(library, memsetD32, {"cuMemsetD32_v2"}, missing);
-  ok &= resolve(library, memsetD16Async, {"cuMemsetD16Async"}, missing);
-  ok &= resolve(library, memsetD32Async, {"cuMemsetD32Async"}, missing);
-  ok &= resolve(library, memcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"}, missing);
-  ok &= resolve(library, memcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"}, missing);
-  ok &= resolve(library, memcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, missing);
-  ok &= resolve(library, streamCreate, {"cuStreamCreate"}, missing);
-  ok &= resolve(library, streamDestroy, {"cuStreamDestroy_v2"}, missing);
-  ok &= resolve(library, streamSynchronize, {"cuStreamSynchronize"}, missing);
-  ok &= resolve(library, eventCreate, {"cuEventCreate"}, missing);
-  ok &= resolve(library, eventDestroy, {"cuEventDestroy_v2"}, missing);
-  ok &= resolve(library, eventRecord, {"cuEventRecord"}, missing);
-  ok &= resolve(library, eventSynchronize, {"cuEventSynchronize"}, missing);
-  ok &= resolve(library, eventElapsedTime,
+  ok &= resolveSymbol(library, memcpyHtoD, {"cuMemcpyHtoD_v2"}, missing);
+  ok &= resolveSymbol(library, memcpyDtoH, {"cuMemcpyDtoH_v2"}, missing);
+  ok &= resolveSymbol(library, memsetD16, {"cuMemsetD16_v2"}, missing);
+  ok &= resolveSymbol(library, memsetD32, {"cuMemsetD32_v2"}, missing);
+  ok &= resolveSymbol(library, memsetD16Async, {"cuMemsetD16Async"}, missing);
+  ok &= resolveSymbol(library, memsetD32Async, {"cuMemsetD32Async"}, missing);
+  ok &= resolveSymbol(library, memcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"}, missing);
+  ok &= resolveSymbol(library, memcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"}, missing);
+  ok &= resolveSymbol(library, memcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, missing);
+  ok &= resolveSymbol(library, streamCreate, {"cuStreamCreate"}, missing);
+  ok &= resolveSymbol(library, streamDestroy, {"cuStreamDestroy_v2"}, missing);
+  ok &= resolveSymbol(library, streamSynchronize, {"cuStreamSynchronize"}, missing);
+  ok &= resolveSymbol(library, eventCreate, {"cuEventCreate"}, missing);
+  ok &= resolveSymbol(library, eventDestroy, {"cuEventDestroy_v2"}, missing);
+  ok &= resolveSymbol(library, eventRecord, {"cuEventRecord"}, missing);
+  ok &= resolveSymbol(library, eventSynchronize, {"cuEventSynchronize"}, missing);
+  ok &= resolveSymbol(library, eventElapsedTime,
                 {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, missing);
-  ok &= resolve(library, launchKernel, {"cuLaunchKernel"}, missing);
+  ok &= resolveSymbol(library, launchKernel, {"cuLaunchKernel"}, missing);
   if (!ok) {
     reason_ = "CUDA driver too old (libcuda.so.1 lacks " + missing + ")";
     return;

@@ -2,6 +2,7 @@
 
 #include "runtime/JitLink.h"
 
+#include "runtime/DynamicLibrary.h"
 #include "runtime/Error.h"
 
 // Types and enums only: the header's inline wrappers would call the
@@ -36,19 +37,6 @@ struct JitLink::Api {
 
 namespace {
 
-template <typename Fn>
-bool resolve(void *library, Fn &slot, std::initializer_list<const char *> names,
-             std::string &missing) {
-  for (const char *name : names) {
-    if (void *symbol = dlsym(library, name)) {
-      slot = reinterpret_cast<Fn>(symbol);
-      return true;
-    }
-  }
-  if (missing.empty())
-    missing = *names.begin();
-  return false;
-}
 
 /// Spells an nvJitLink result code.
 const char *resultName(nvJitLinkResult result) {
@@ -132,29 +120,29 @@ JitLink::JitLink() {
   static Api api;
   std::string missing;
   bool ok = true;
-  ok &= resolve(library, api.create, {"__nvJitLinkCreate_13_0", "nvJitLinkCreate"},
+  ok &= resolveSymbol(library, api.create, {"__nvJitLinkCreate_13_0", "nvJitLinkCreate"},
                 missing);
-  ok &= resolve(library, api.destroy,
+  ok &= resolveSymbol(library, api.destroy,
                 {"__nvJitLinkDestroy_13_0", "nvJitLinkDestroy"}, missing);
-  ok &= resolve(library, api.addData,
+  ok &= resolveSymbol(library, api.addData,
                 {"__nvJitLinkAddData_13_0", "nvJitLinkAddData"}, missing);
-  ok &= resolve(library, api.complete,
+  ok &= resolveSymbol(library, api.complete,
                 {"__nvJitLinkComplete_13_0", "nvJitLinkComplete"}, missing);
-  ok &= resolve(library, api.getLinkedCubinSize,
+  ok &= resolveSymbol(library, api.getLinkedCubinSize,
                 {"__nvJitLinkGetLinkedCubinSize_13_0", "nvJitLinkGetLinkedCubinSize"},
                 missing);
-  ok &= resolve(library, api.getLinkedCubin,
+  ok &= resolveSymbol(library, api.getLinkedCubin,
                 {"__nvJitLinkGetLinkedCubin_13_0", "nvJitLinkGetLinkedCubin"},
                 missing);
-  ok &= resolve(library, api.getErrorLogSize,
+  ok &= resolveSymbol(library, api.getErrorLogSize,
                 {"__nvJitLinkGetErrorLogSize_13_0", "nvJitLinkGetErrorLogSize"},
                 missing);
-  ok &= resolve(library, api.getErrorLog,
+  ok &= resolveSymbol(library, api.getErrorLog,
                 {"__nvJitLinkGetErrorLog_13_0", "nvJitLinkGetErrorLog"}, missing);
-  ok &= resolve(library, api.getInfoLogSize,
+  ok &= resolveSymbol(library, api.getInfoLogSize,
                 {"__nvJitLinkGetInfoLogSize_13_0", "nvJitLinkGetInfoLogSize"},
                 missing);
-  ok &= resolve(library, api.getInfoLog,
+  ok &= resolveSymbol(library, api.getInfoLog,
                 {"__nvJitLinkGetInfoLog_13_0", "nvJitLinkGetInfoLog"}, missing);
   if (!ok) {
     reason_ = library_ + " lacks " + missing;

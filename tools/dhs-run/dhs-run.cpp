@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/CommandLine.h"
 #include "runtime/Bf16.h"
 #include "runtime/CpuBackend.h"
 #include "runtime/CudaBackend.h"
@@ -43,6 +44,7 @@
 
 namespace fs = std::filesystem;
 using namespace dhs::runtime;
+using namespace dhs::tools;
 
 #ifndef DHS_DEFAULT_STEP
 #define DHS_DEFAULT_STEP "examples/default_step.mlir"
@@ -51,10 +53,6 @@ using namespace dhs::runtime;
 namespace {
 
 /// Bad command-line usage (exit status 2).
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 /// A deliberately corrupted input, to test error reporting end to end.
 enum class Injection { None, RowId, BadId, Slot, HostRow };
 
@@ -112,26 +110,6 @@ const char *kUsage =
     "  --no-host-check          skip host-side input validation on the GPU (tests the\n"
     "                           kernels' status word; the CPU backend always validates)\n"
     "  -h, --help               this text\n";
-
-std::int64_t parseInt(const std::string &text, const std::string &option,
-                      std::int64_t min, std::int64_t max) {
-  errno = 0;
-  char *end = nullptr;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || value < min || value > max)
-    throw UsageError(option + " needs an integer in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], not '" + text + "'");
-  return value;
-}
-
-double parseDouble(const std::string &text, const std::string &option) {
-  errno = 0;
-  char *end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
-    throw UsageError(option + " needs a number, not '" + text + "'");
-  return value;
-}
 
 Options parseOptions(int argc, char **argv) {
   Options o;

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/CommandLine.h"
 #include "runtime/Error.h"
 #include "runtime/Residency.h"
 #include "runtime/SelectionTrace.h"
@@ -39,12 +40,9 @@
 #include <vector>
 
 using namespace dhs::runtime;
+using namespace dhs::tools;
 
 namespace {
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 const char *kUsage =
     "usage: dhs-sim [options]\n"
@@ -113,26 +111,6 @@ struct Options {
   std::int64_t every = 50;
   bool calibration = true, calibrationOnly = false, check = false;
 };
-
-std::int64_t parseInt(const std::string &text, const std::string &option, std::int64_t min,
-                      std::int64_t max) {
-  errno = 0;
-  char *end = nullptr;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || value < min || value > max)
-    throw UsageError(option + " needs an integer in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], not '" + text + "'");
-  return value;
-}
-
-double parseDouble(const std::string &text, const std::string &option) {
-  errno = 0;
-  char *end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
-    throw UsageError(option + " needs a number, not '" + text + "'");
-  return value;
-}
 
 Replacement parseReplacement(const std::string &text, const std::string &option) {
   if (text == "clock")
