@@ -32,7 +32,7 @@ bundle() {
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
   for name in default_step mla_bf16_64heads_top2048 mla_fp8_layer_group v41_fp8_step \
-              verify_step; do
+              verify_step verify_step_fp8_group; do
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
   done
   # The same verify step without its phase marker: nothing is shared, every
@@ -80,6 +80,17 @@ run() {
       > "$results/engine.log" 2>&1 || { failed=1; echo "FAILED: dhs-engine"; }
     tail -n 4 "$results/engine.log"
   fi
+
+  echo "== shared retrieval at the edges: identical positions, unused selections"
+  for args in "--overlap 1 --unused 0.3" "--overlap 0 --unused 0" "--overlap 0.5 --unused 0.9"; do
+    # shellcheck disable=SC2086
+    if "$dir/bin/dhs-run" "$dir/steps/verify_step" --backend cuda --seed 21 --resident 0,0.5 \
+         $args > "$results/edges.log" 2>&1; then
+      printf '  %-28s -> %s\n' "$args" "$(grep -A3 '^residency' "$results/edges.log" | tail -2 | awk '{print "fetched " $5 " of " $4 " missing selections"}' | paste -sd';')"
+    else
+      failed=1; echo "FAILED: verify_step $args"; tail -n 3 "$results/edges.log"
+    fi
+  done
 
   echo "== bad input is reported by the kernel itself (host checks off), not read"
   local default="$dir/steps/default_step"
