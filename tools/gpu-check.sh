@@ -86,7 +86,8 @@ run() {
     # shellcheck disable=SC2086
     if "$dir/bin/dhs-run" "$dir/steps/verify_step" --backend cuda --seed 21 --resident 0,0.5 \
          $args > "$results/edges.log" 2>&1; then
-      printf '  %-28s -> %s\n' "$args" "$(grep -A3 '^residency' "$results/edges.log" | tail -2 | awk '{print "fetched " $5 " of " $4 " missing selections"}' | paste -sd';')"
+      printf '  %-28s -> %s\n' "$args" "$(grep -E '^ +[0-9.]+ +[0-9]' "$results/edges.log" |
+        awk '{printf "residency %s: fetched %s for %s missing selections; ", $1, $5, $4}')PASS"
     else
       failed=1; echo "FAILED: verify_step $args"; tail -n 3 "$results/edges.log"
     fi
