@@ -2,6 +2,7 @@
 
 #include "codegen/Passes.h"
 #include "codegen/RetrievalKernels.h"
+#include "codegen/RingKernels.h"
 #include "codegen/SparseAttentionKernel.h"
 #include "dialects/DhsOps.h"
 
@@ -152,6 +153,32 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     operands.append({fetch.getHistoryStart(), fetch.getHistoryLen(),
                      tier(fetch.getPool(), Tier::host), fetch.getStaging(),
                      getStepStatus(builder, op, values.statuses)});
+  } else if (auto ringIndex = dyn_cast<RingIndexOp>(op)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "ring_index/" << ringIndex.getSlots().getType() << '/'
+       << ringIndex.getOffset() << '/' << ringIndex.getWindow();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildRingIndexKernel(b, ringIndex, name, geometry);
+    };
+    operands = {ringIndex.getPositions(), ringIndex.getSlots()};
+  } else if (auto copy = dyn_cast<CopyRowsOp>(op)) {
+    Value index = copy.getDstIndex() ? copy.getDstIndex() : copy.getSrcIndex();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "copy_rows/" << copy.getSrc().getType() << '/'
+       << copy.getDst().getType() << '/'
+       << static_cast<bool>(copy.getDstIndex()) << '/' << index.getType();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildCopyRowsKernel(b, copy, name, geometry);
+    };
+    operands = {copy.getSrc(), copy.getDst(), index,
+                getStepStatus(builder, op, values.statuses)};
+    attributes = {builder.getNamedAttr(
+        "dhs.direction",
+        builder.getStringAttr(copy.getDstIndex() ? "scatter" : "gather"))};
   } else {
     auto unionOp = cast<UnionMissingOp>(op);
     std::string text;
@@ -229,7 +256,7 @@ void DhsLowerToGPU::runOnOperation() {
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
         isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            PoolTierOp, StepStatusOp, ScratchOp>(op))
+            RingIndexOp, CopyRowsOp, PoolTierOp, StepStatusOp, ScratchOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
@@ -241,7 +268,8 @@ void DhsLowerToGPU::runOnOperation() {
 
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
-    if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp>(op))
+    if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
+            RingIndexOp, CopyRowsOp>(op))
       ops.push_back(op);
   });
   if (ops.empty())

@@ -53,11 +53,16 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
       "kv_pool", "staging", "status"};
   static const StringRef unionMissing[] = {"row_ids", "slots", "missing",
                                            "remap"};
+  static const StringRef ringIndex[] = {"positions", "ring_slots"};
+  static const StringRef copyRows[] = {"rows", "rows", "ring_slots",
+                                       "status"};
   ArrayRef<StringRef> candidates[] = {sparseAttention, attention,
-                                      indexedAttention, fetch, fetchMissing,
-                                      unionMissing};
+                                      indexedAttention, fetch,
+                                      fetchMissing,    unionMissing,
+                                      ringIndex,       copyRows};
   StringRef names[] = {"sparse_attention", "attention", "attention",
-                       "fetch",            "fetch",     "union_missing"};
+                       "fetch",            "fetch",     "union_missing",
+                       "ring_index",       "copy_rows"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;
@@ -253,6 +258,8 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       entry["softmax_scale"] = scale.getValueAsDouble();
     if (auto layer = launch->getAttrOfType<IntegerAttr>("dhs.layer"))
       entry["layer"] = layer.getInt();
+    if (auto direction = launch->getAttrOfType<StringAttr>("dhs.direction"))
+      entry["direction"] = direction.getValue();
     launchList.push_back(std::move(entry));
   }
 
