@@ -5,6 +5,8 @@
 #include "runtime/Error.h"
 #include "runtime/RowFormat.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <cctype>
@@ -77,6 +79,10 @@ const char *roleName(ArgumentRole role) {
     return "kv_pool";
   case ArgumentRole::Output:
     return "output";
+  case ArgumentRole::Positions:
+    return "positions";
+  case ArgumentRole::Rows:
+    return "rows";
   }
   return "?";
 }
@@ -126,6 +132,11 @@ std::size_t Launch::flattenedParamCount() const {
   for (const LaunchParam &param : params)
     count += param.flattenedCount();
   return count;
+}
+
+bool Manifest::hasAttention() const {
+  return std::any_of(launches.begin(), launches.end(),
+                     [](const Launch &launch) { return launch.isAttention(); });
 }
 
 const Argument &Manifest::argument(ArgumentRole role) const {
@@ -317,6 +328,8 @@ private:
   void checkArgumentShapes(Manifest &manifest) const;
   void parseAttentionAttributes(const json &value, const std::string &field,
                                 const Manifest &manifest, Launch &launch) const;
+  /// The step has attention launches.
+  bool attention_ = false;
   Launch parseLaunch(const json &value, std::size_t position,
                      const Manifest &manifest);
   LaunchParam parseParam(const json &value, const std::string &field,
@@ -327,15 +340,20 @@ private:
   ManifestLoadOptions options_;
 };
 
-/// Role spellings in manifest order.
+/// The roles of an attention step, each present exactly once.
 const ArgumentRole kAllRoles[] = {
     ArgumentRole::Queries,      ArgumentRole::RowIds,
     ArgumentRole::Slots,        ArgumentRole::HistoryStart,
     ArgumentRole::HistoryLen,   ArgumentRole::KvPool,
     ArgumentRole::Output};
+/// Roles of draft-ring steps, any number of times.
+const ArgumentRole kRingRoles[] = {ArgumentRole::Positions, ArgumentRole::Rows};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
   for (ArgumentRole role : kAllRoles)
+    if (name == roleName(role))
+      return role;
+  for (ArgumentRole role : kRingRoles)
     if (name == roleName(role))
       return role;
   return std::nullopt;
@@ -381,7 +399,7 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
     fail(field + ".role",
          "unknown role '" + roleText +
              "' (known: queries, row_ids, slots, history_start, history_len, "
-             "kv_pool, output)");
+             "kv_pool, output, positions, rows)");
 
   Argument arg;
   arg.role = *role;
@@ -464,7 +482,19 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
 }
 
 void Parser::checkArgumentShapes(Manifest &manifest) const {
-  // Each role exactly once.
+  // Ring arguments: positions [B] i32, rows [B, N, layers, bytes] i8.
+  for (const Argument &arg : manifest.arguments) {
+    std::string here = "arguments[" + std::to_string(arg.index) + "]";
+    if (arg.role == ArgumentRole::Positions &&
+        (arg.dtype != DType::I32 || arg.shape.size() != 1))
+      fail(here, "positions are i32 [B]");
+    if (arg.role == ArgumentRole::Rows &&
+        (arg.dtype != DType::I8 || arg.shape.size() != 4))
+      fail(here, "rows are i8 [B, N, layers, row bytes]");
+  }
+  if (!attention_)
+    return;
+  // An attention step: each of its roles exactly once.
   for (ArgumentRole role : kAllRoles) {
     int count = 0;
     for (const Argument &arg : manifest.arguments)
@@ -672,15 +702,21 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   Launch launch;
   launch.op = getString(value, "op", field);
   if (!launch.isAttention() && launch.op != "fetch" &&
-      launch.op != "union_missing")
+      launch.op != "union_missing" && launch.op != "ring_index" &&
+      launch.op != "copy_rows")
     fail(field + ".op", "unknown op '" + launch.op +
                             "' (known: sparse_attention, attention, fetch, "
-                            "union_missing)");
-  // Attention launches carry their scale and layer.
+                            "union_missing, ring_index, copy_rows)");
+  // Attention launches carry their scale and layer, row copies their
+  // direction.
   if (launch.isAttention())
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "grid",
                "block", "dynamic_shared_bytes", "params"});
+  else if (launch.op == "copy_rows")
+    checkKeys(value, field,
+              {"kernel", "ptx", "op", "direction", "grid", "block",
+               "dynamic_shared_bytes", "params"});
   else
     checkKeys(value, field,
               {"kernel", "ptx", "op", "grid", "block",
@@ -810,6 +846,13 @@ Manifest Parser::parse(const std::string &text) {
   const json &arguments = root.at("arguments");
   if (!arguments.is_array() || arguments.empty())
     fail("arguments", "must be a non-empty array");
+  // Whether attention launches follow decides which arguments must exist.
+  if (root.at("launches").is_array())
+    for (const json &launch : root.at("launches"))
+      if (launch.is_object() && launch.contains("op") && launch.at("op").is_string()) {
+        std::string op = launch.at("op").get<std::string>();
+        attention_ = attention_ || op == "sparse_attention" || op == "attention";
+      }
   for (std::size_t i = 0; i < arguments.size(); ++i)
     manifest.arguments.push_back(parseArgument(arguments[i], i));
   checkArgumentShapes(manifest);
@@ -820,7 +863,9 @@ Manifest Parser::parse(const std::string &text) {
   for (std::size_t i = 0; i < launches.size(); ++i)
     manifest.launches.push_back(parseLaunch(launches[i], i, manifest));
 
-  // Some launch must write the output.
+  // Some launch of an attention step must write the output.
+  if (!attention_)
+    return manifest;
   int outputIndex = manifest.argument(ArgumentRole::Output).index;
   bool written = false;
   for (const Launch &launch : manifest.launches)

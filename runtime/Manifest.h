@@ -51,6 +51,8 @@ enum class ArgumentRole {
   HistoryLen,   ///< i32 [B]: history length of each request
   KvPool,       ///< the KV pool (HBM slots + pinned host store)
   Output,       ///< bf16 [B,Q,H,v_dim]
+  Positions,    ///< i32 [B]: logical positions of draft rows (ring ops)
+  Rows,         ///< i8 [B,N,layers,row_bytes]: rows moved whole (ring, window)
 };
 
 /// Returns the manifest spelling of a role ("queries", "row_ids", ...).
@@ -159,6 +161,10 @@ struct Manifest {
   std::int64_t arenaBytes = 0; ///< the staging arena scratch buffers live in
   std::vector<Argument> arguments; ///< by index
   std::vector<Launch> launches;    ///< in launch order
+
+  /// Whether the step computes attention (its attention arguments, each
+  /// role once, are then present and checked).
+  bool hasAttention() const;
 
   /// Loads `<stepDirectory>/manifest.json` and validates it. Throws Error.
   static Manifest load(const std::string &stepDirectory,

@@ -73,6 +73,15 @@ inline std::string stepsDir() {
   return DHS_TEST_STEPS_DIR;
 }
 
+/// The directory of steps compiled from examples/ at build time (when the
+/// compiler is built): $DHS_COMPILED_STEPS_DIR if set (for running the test
+/// binary on another machine), else the build tree's.
+inline std::string compiledStepsDir() {
+  if (const char *dir = std::getenv("DHS_COMPILED_STEPS_DIR"))
+    return dir;
+  return DHS_COMPILED_STEPS_DIR;
+}
+
 /// The base seed of randomized tests: $DHS_TEST_SEED if set (to replay a
 /// failure), else fresh from std::random_device, once per process. Tests
 /// print it (INFO) so that a failure names the seed that replays it.
