@@ -28,6 +28,9 @@ bundle() {
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
   cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" "$dir/bin/"
   cp -r "$root/test/unit/steps" "$dir/unit-steps"
+  # Steps the unit tests compiled at build time (the draft-ring kernels).
+  [ -d "$build/test/unit/compiled-steps" ] &&
+    cp -r "$build/test/unit/compiled-steps" "$dir/compiled-steps"
   # The steps of one attention op (dhs-run's problems): every row format,
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
@@ -53,7 +56,8 @@ run() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
   echo "== unit tests (CUDA cases included)"
-  DHS_TEST_STEPS_DIR="$dir/unit-steps" "$dir/bin/dhs-unittests" --reporter compact \
+  DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps" \
+    "$dir/bin/dhs-unittests" --reporter compact \
     > "$results/unittests.log" 2>&1 || failed=1
   tail -n 2 "$results/unittests.log"
 
