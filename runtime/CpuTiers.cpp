@@ -11,6 +11,11 @@ namespace dhs::runtime {
 
 TierBackend::~TierBackend() = default;
 
+void TierBackend::setGraphs(bool on) {
+  if (on)
+    throw Error("CUDA graphs need the CUDA backend (this runtime runs on " + describe() + ")");
+}
+
 namespace {
 
 class CpuTiers final : public TierBackend {

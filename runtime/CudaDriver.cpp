@@ -81,6 +81,18 @@ CudaDriver::CudaDriver() {
     reason_ = "CUDA driver too old (libcuda.so.1 lacks " + missing + ")";
     return;
   }
+  std::string missingGraph;
+  bool graphs = true;
+  graphs &= resolveSymbol(library, streamBeginCapture, {"cuStreamBeginCapture_v2"}, missingGraph);
+  graphs &= resolveSymbol(library, streamEndCapture, {"cuStreamEndCapture"}, missingGraph);
+  graphs &= resolveSymbol(library, graphInstantiate, {"cuGraphInstantiateWithFlags"},
+                          missingGraph);
+  graphs &= resolveSymbol(library, graphLaunch, {"cuGraphLaunch"}, missingGraph);
+  graphs &= resolveSymbol(library, graphExecDestroy, {"cuGraphExecDestroy"}, missingGraph);
+  graphs &= resolveSymbol(library, graphDestroy, {"cuGraphDestroy"}, missingGraph);
+  graphsAvailable_ = graphs;
+  if (!graphs)
+    graphsReason_ = "CUDA driver too old for graphs (libcuda.so.1 lacks " + missingGraph + ")";
 
   CUresult result = init(0);
   if (result != CUDA_SUCCESS) {

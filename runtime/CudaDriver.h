@@ -137,6 +137,26 @@ public:
   /// cuLaunchKernel
   decltype(&::cuLaunchKernel) launchKernel = nullptr;
 
+  // CUDA graphs (stream capture and replay). Optional: when the driver lacks
+  // one, graphsAvailable() is false and everything else still works.
+  /// cuStreamBeginCapture_v2
+  decltype(&::cuStreamBeginCapture) streamBeginCapture = nullptr;
+  /// cuStreamEndCapture
+  decltype(&::cuStreamEndCapture) streamEndCapture = nullptr;
+  /// cuGraphInstantiateWithFlags
+  decltype(&::cuGraphInstantiateWithFlags) graphInstantiate = nullptr;
+  /// cuGraphLaunch
+  decltype(&::cuGraphLaunch) graphLaunch = nullptr;
+  /// cuGraphExecDestroy
+  decltype(&::cuGraphExecDestroy) graphExecDestroy = nullptr;
+  /// cuGraphDestroy
+  decltype(&::cuGraphDestroy) graphDestroy = nullptr;
+
+  /// True when the graph entry points above were all resolved.
+  bool graphsAvailable() const { return graphsAvailable_; }
+  /// Why graphs are unusable ("" when graphsAvailable()).
+  const std::string &graphsUnavailableReason() const { return graphsReason_; }
+
   CudaDriver(const CudaDriver &) = delete;
   CudaDriver &operator=(const CudaDriver &) = delete;
 
@@ -146,6 +166,8 @@ private:
 
   bool available_ = false;
   std::string reason_;
+  bool graphsAvailable_ = false;
+  std::string graphsReason_;
   int driverVersion_ = 0;
   int deviceCount_ = 0;
 };

@@ -13,6 +13,19 @@
 // host outputs), plus the waits of checks and of host-store writes between
 // steps.
 //
+// Layer groups: when a pool holds a group's G layers, a compiled step reads
+// one fixed layer of the token (its kernels take the layer as a constant),
+// so the tiers hold G loaded steps, one per layer index, and layer l runs
+// the step of index l % G. They share every buffer (same arguments).
+//
+// CUDA graphs (setGraphs): once a session's shapes are fixed, a step's work
+// for all its layers (uploads from the pinned staging, kernels, downloads)
+// is captured into one graph the first time and replayed afterwards. With
+// graphs on, attend() only stages its inputs on the host; the whole step is
+// launched by finishStep. A graph is reused while the step looks the same
+// (the layers in order, the batch, where inputs and outputs live, device
+// pointers), else captured again.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/CudaBackend.h"
@@ -21,6 +34,7 @@
 #include "runtime/Manifest.h"
 #include "runtime/Tiers.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -31,22 +45,65 @@ namespace {
 
 using namespace cuda_detail;
 
+/// A captured step graph and its executable; destroyed quietly.
+class StepGraph {
+public:
+  StepGraph() = default;
+  ~StepGraph() { reset(); }
+  StepGraph(const StepGraph &) = delete;
+  StepGraph &operator=(const StepGraph &) = delete;
+
+  /// Takes ownership of a captured graph and instantiates it.
+  void instantiate(CUgraph graph) {
+    reset();
+    graph_ = graph;
+    driver().check(driver().graphInstantiate(&exec_, graph_, 0), "cuGraphInstantiate");
+  }
+  /// Launches the executable graph on `stream`.
+  void launch(CUstream stream) const {
+    driver().check(driver().graphLaunch(exec_, stream), "cuGraphLaunch");
+  }
+  /// True once instantiated.
+  bool ready() const { return exec_ != nullptr; }
+  /// Destroys the graph and its executable.
+  void reset() {
+    if (exec_)
+      driver().graphExecDestroy(exec_);
+    if (graph_)
+      driver().graphDestroy(graph_);
+    exec_ = nullptr;
+    graph_ = nullptr;
+  }
+
+private:
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
 class CudaTiers final : public TierBackend {
 public:
-  CudaTiers(const TierLayout &layout, const Manifest &manifest, int ordinal)
-      : layout_(layout), shape_(problemShapeFromManifest(manifest)),
-        backend_(manifest, ordinal) {
-    const CudaDriver &cuda = driver();
-    backend_.makeCurrent();
-    if (layout.layersPerPool > 1) {
-      // The compiled kernels read one layer of the group; running every
-      // layer needs one compiled step per layer index.
-      for (std::int32_t l = 0; l < layout.layers; ++l)
-        if (l % layout.layersPerPool != shape_.layer)
-          throw Error("the step reads layer " + std::to_string(shape_.layer) +
-                      " of its group's pool; the CUDA tiers run every layer with one step, "
-                      "which needs pools of one layer");
+  CudaTiers(const TierLayout &layout, const std::vector<const Manifest *> &steps, int ordinal)
+      : layout_(layout) {
+    if (steps.empty())
+      throw Error("the CUDA tiers need at least one compiled step");
+    const std::size_t expected =
+        layout.layersPerPool > 1 ? static_cast<std::size_t>(layout.layersPerPool) : 1;
+    if (steps.size() != expected)
+      throw Error("the CUDA tiers over pools of " + std::to_string(layout.layersPerPool) +
+                  " layers need " + std::to_string(expected) +
+                  " compiled steps (one per layer index), got " + std::to_string(steps.size()));
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const ProblemShape shape = problemShapeFromManifest(*steps[i]);
+      if (expected > 1 && shape.layer != static_cast<std::int64_t>(i))
+        throw Error("the step " + steps[i]->directory + " reads layer " +
+                    std::to_string(shape.layer) + " of its group's pool, expected layer " +
+                    std::to_string(i));
+      backends_.push_back(std::make_unique<CudaBackend>(*steps[i], ordinal));
     }
+    const Manifest &manifest = *steps.front();
+    const CudaDriver &cuda = driver();
+    CudaBackend &backend = *backends_.front();
+    backend.makeCurrent();
     // Memory: check against what the device has before allocating.
     const std::size_t tokenBytes = static_cast<std::size_t>(layout.tokenBytes());
     const std::size_t hbmBytes =
@@ -85,23 +142,32 @@ public:
     buffers_.status = status_->get();
     buffers_.hbmSlots = layout.hbmSlots;
     buffers_.hostRows = layout.hostRows;
+    // The staging arena of staged steps (fetched rows, union lists), shared
+    // by the layers: each layer's kernels run after the previous layer's.
+    std::int64_t arenaBytes = 0;
+    for (const Manifest *step : steps)
+      arenaBytes = std::max(arenaBytes, step->arenaBytes);
+    if (arenaBytes > 0) {
+      arena_ = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(arenaBytes),
+                                              "the staging arena");
+      buffers_.arena = arena_->get();
+    }
     // Pinned staging per layer: selections, slots, history bounds, queries in;
     // output back.
-    const std::size_t in = bytesOf(ArgumentRole::RowIds) + bytesOf(ArgumentRole::Slots) +
-                           bytesOf(ArgumentRole::HistoryStart) +
-                           bytesOf(ArgumentRole::HistoryLen) + bytesOf(ArgumentRole::Queries);
-    stagingIn_ = std::make_unique<MappedHostBuffer>(in * layout.layers, "upload staging");
+    stagingIn_ = std::make_unique<MappedHostBuffer>(stagingInBytes() * layout.layers,
+                                                    "upload staging");
     stagingOut_ = std::make_unique<MappedHostBuffer>(
         bytesOf(ArgumentRole::Output) * layout.layers, "download staging");
     stream_ = std::make_unique<Stream>();
     snapshot_.resize(static_cast<std::size_t>(layout.hbmSlots) * tokenBytes);
-    describe_ = "cuda on " + backend_.device().name + " (" + backend_.device().arch + ")";
+    describe_ = "cuda on " + backend.device().name + " (" + backend.device().arch + ")";
   }
 
   ~CudaTiers() override {
     try {
-      backend_.makeCurrent();
+      backends_.front()->makeCurrent();
       driver().streamSynchronize(stream_->get());
+      graph_.reset();
     } catch (...) {
     }
   }
@@ -109,6 +175,21 @@ public:
   std::string describe() const override { return describe_; }
   const TierLayout &layout() const override { return layout_; }
   bool acceptsDevicePointers() const override { return true; }
+
+  void setGraphs(bool on) override {
+    if (stepOpen_)
+      throw StateError("CUDA graphs can be turned on or off only between steps");
+    if (on && !driver().graphsAvailable())
+      throw Error("CUDA graphs are unavailable: " + driver().graphsUnavailableReason());
+    graphs_ = on;
+    if (!on) {
+      backends_.front()->makeCurrent();
+      graph_.reset();
+      graphKey_.clear();
+    }
+  }
+  bool graphsOn() const override { return graphs_; }
+  TierGraphStats graphStats() const override { return graphStats_; }
 
   std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) override {
     // The caller may write: nothing in flight may still read the store.
@@ -119,7 +200,7 @@ public:
 
   void copyToHbm(const std::vector<RowCopy> &copies) override {
     const CudaDriver &cuda = driver();
-    backend_.makeCurrent();
+    backends_.front()->makeCurrent();
     const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
     for (const RowCopy &copy : copies)
       for (std::int32_t l = layout_.firstLayer(copy.group); l < layout_.endLayer(copy.group);
@@ -147,78 +228,41 @@ public:
   }
 
   void attend(std::int32_t layer, const LayerStep &step) override {
-    const CudaDriver &cuda = driver();
-    backend_.makeCurrent();
-    CUstream stream = stream_->get();
-    const ProblemShape &s = *step.shape;
+    backends_.front()->makeCurrent();
     if (!stepOpen_) {
-      cuda.check(cuda.memsetD32Async(buffers_.status, 0, 1, stream), "clearing the status word");
       stepOpen_ = true;
       hostOutputs_.clear();
+      pending_.clear();
+      if (!graphs_)
+        driver().check(driver().memsetD32Async(buffers_.status, 0, 1, stream_->get()),
+                       "clearing the status word");
     }
-    // Stage this layer's inputs in its own pinned region, then upload.
-    std::uint8_t *stage = static_cast<std::uint8_t *>(stagingIn_->host()) +
-                          static_cast<std::size_t>(layer) * stagingInBytes();
-    auto upload = [&](ArgumentRole role, const void *data, std::size_t bytes) {
-      std::memcpy(stage, data, bytes);
-      cuda.check(cuda.memcpyHtoDAsync(argument(role), stage, bytes, stream),
-                 std::string("uploading ") + roleName(role));
-      stage += bytesOf(role);
-    };
-    upload(ArgumentRole::RowIds, step.rowIds, bytesOf(ArgumentRole::RowIds));
-    upload(ArgumentRole::Slots, step.slots, bytesOf(ArgumentRole::Slots));
-    upload(ArgumentRole::HistoryStart, step.historyStart, bytesOf(ArgumentRole::HistoryStart));
-    upload(ArgumentRole::HistoryLen, step.historyLen, bytesOf(ArgumentRole::HistoryLen));
-    const std::size_t queryBytes = static_cast<std::size_t>(
-        step.lanes * s.queries * s.heads * s.qkDim * static_cast<std::int64_t>(sizeof(bf16_t)));
-    const std::size_t outputBytes = static_cast<std::size_t>(
-        step.lanes * s.queries * s.heads * s.vDim * static_cast<std::int64_t>(sizeof(bf16_t)));
-    // Queries: the engine's lanes, zeros for the padding lanes.
-    cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Queries), 0,
-                                   bytesOf(ArgumentRole::Queries) / 2, stream),
-               "clearing the queries");
-    if (queryBytes > 0) {
-      if (step.memory == MemorySpace::Host) {
-        std::memcpy(stage, step.queries, queryBytes);
-        cuda.check(cuda.memcpyHtoDAsync(argument(ArgumentRole::Queries), stage, queryBytes, stream),
-                   "uploading queries");
-      } else {
-        cuda.check(cuda.memcpyDtoDAsync(argument(ArgumentRole::Queries),
-                                        reinterpret_cast<CUdeviceptr>(step.queries), queryBytes,
-                                        stream),
-                   "copying queries");
-      }
+    LayerWork work = stage(layer, step);
+    if (graphs_) {
+      pending_.push_back(work); // launched as one graph by finishStep
+    } else {
+      enqueue(work);
+      busy_ = true;
     }
-    // The kernels, over this layer's pool.
-    const std::size_t pool = static_cast<std::size_t>(layer / layout_.layersPerPool);
-    buffers_.hbm = hbm_[pool]->get();
-    buffers_.host = host_[pool]->device();
-    cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Output), kBf16Poison,
-                                   bytesOf(ArgumentRole::Output) / 2, stream),
-               "poisoning the output");
-    backend_.launchAsync(buffers_, stream);
-    // Outputs: the engine's lanes.
-    if (outputBytes > 0) {
-      if (step.memory == MemorySpace::Host) {
-        std::uint8_t *out = static_cast<std::uint8_t *>(stagingOut_->host()) +
-                            static_cast<std::size_t>(layer) * bytesOf(ArgumentRole::Output);
-        cuda.check(cuda.memcpyDtoHAsync(out, argument(ArgumentRole::Output), outputBytes, stream),
-                   "downloading the output");
-        hostOutputs_.push_back({step.output, out, outputBytes});
-      } else {
-        cuda.check(cuda.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(step.output),
-                                        argument(ArgumentRole::Output), outputBytes, stream),
-                   "copying the output");
-      }
-    }
-    busy_ = true;
   }
 
   void finishStep() override {
     const CudaDriver &cuda = driver();
-    backend_.makeCurrent();
+    backends_.front()->makeCurrent();
     std::uint32_t word = 0;
     if (stepOpen_) {
+      if (graphs_ && !pending_.empty()) {
+        try {
+          launchGraph();
+        } catch (...) {
+          stepOpen_ = false;
+          pending_.clear();
+          hostOutputs_.clear();
+          cuda.streamSynchronize(stream_->get());
+          throw;
+        }
+      }
+      pending_.clear();
       cuda.check(cuda.memcpyDtoHAsync(&word, buffers_.status, sizeof(word), stream_->get()),
                  "reading the status word");
     }
@@ -251,6 +295,20 @@ private:
     std::size_t bytes;
   };
 
+  /// One layer's stream work, with every address fixed (what a graph keys on).
+  struct LayerWork {
+    std::int32_t layer = 0;
+    MemorySpace memory = MemorySpace::Host;
+    std::size_t queryBytes = 0, outputBytes = 0;
+    CUdeviceptr queries = 0; ///< device queries (MemorySpace::Device)
+    CUdeviceptr output = 0;  ///< device output (MemorySpace::Device)
+
+    bool operator==(const LayerWork &o) const {
+      return layer == o.layer && memory == o.memory && queryBytes == o.queryBytes &&
+             outputBytes == o.outputBytes && queries == o.queries && output == o.output;
+    }
+  };
+
   std::size_t bytesOf(ArgumentRole role) const {
     auto it = argumentBytes_.find(static_cast<int>(role));
     return it == argumentBytes_.end() ? 0 : it->second;
@@ -260,27 +318,151 @@ private:
            bytesOf(ArgumentRole::HistoryStart) + bytesOf(ArgumentRole::HistoryLen) +
            bytesOf(ArgumentRole::Queries);
   }
+  std::uint8_t *stagingIn(std::int32_t layer) const {
+    return static_cast<std::uint8_t *>(stagingIn_->host()) +
+           static_cast<std::size_t>(layer) * stagingInBytes();
+  }
+  std::uint8_t *stagingOut(std::int32_t layer) const {
+    return static_cast<std::uint8_t *>(stagingOut_->host()) +
+           static_cast<std::size_t>(layer) * bytesOf(ArgumentRole::Output);
+  }
   CUdeviceptr argument(ArgumentRole role) const {
     return buffers_.arguments[static_cast<std::size_t>(argumentIndex_.at(static_cast<int>(role)))];
   }
+
+  /// Copies a layer's host inputs into its own pinned staging region (host
+  /// work only) and describes the stream work that uploads them.
+  LayerWork stage(std::int32_t layer, const LayerStep &step) {
+    const ProblemShape &s = *step.shape;
+    LayerWork work;
+    work.layer = layer;
+    work.memory = step.memory;
+    work.queryBytes = static_cast<std::size_t>(
+        step.lanes * s.queries * s.heads * s.qkDim * static_cast<std::int64_t>(sizeof(bf16_t)));
+    work.outputBytes = static_cast<std::size_t>(
+        step.lanes * s.queries * s.heads * s.vDim * static_cast<std::int64_t>(sizeof(bf16_t)));
+    std::uint8_t *stage = stagingIn(layer);
+    auto put = [&](ArgumentRole role, const void *data) {
+      std::memcpy(stage, data, bytesOf(role));
+      stage += bytesOf(role);
+    };
+    put(ArgumentRole::RowIds, step.rowIds);
+    put(ArgumentRole::Slots, step.slots);
+    put(ArgumentRole::HistoryStart, step.historyStart);
+    put(ArgumentRole::HistoryLen, step.historyLen);
+    if (step.memory == MemorySpace::Host) {
+      if (work.queryBytes > 0)
+        std::memcpy(stage, step.queries, work.queryBytes);
+      if (work.outputBytes > 0)
+        hostOutputs_.push_back({step.output, stagingOut(layer), work.outputBytes});
+    } else {
+      work.queries = reinterpret_cast<CUdeviceptr>(step.queries);
+      work.output = reinterpret_cast<CUdeviceptr>(step.output);
+    }
+    return work;
+  }
+
+  /// Enqueues a staged layer: uploads, the layer's step's kernels over its
+  /// pool, the output copy. Only async operations (capturable).
+  void enqueue(const LayerWork &work) {
+    const CudaDriver &cuda = driver();
+    CUstream stream = stream_->get();
+    std::uint8_t *stage = stagingIn(work.layer);
+    for (ArgumentRole role : {ArgumentRole::RowIds, ArgumentRole::Slots,
+                              ArgumentRole::HistoryStart, ArgumentRole::HistoryLen}) {
+      cuda.check(cuda.memcpyHtoDAsync(argument(role), stage, bytesOf(role), stream),
+                 std::string("uploading ") + roleName(role));
+      stage += bytesOf(role);
+    }
+    // Queries: the engine's lanes, zeros for the padding lanes.
+    cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Queries), 0,
+                                   bytesOf(ArgumentRole::Queries) / 2, stream),
+               "clearing the queries");
+    if (work.queryBytes > 0) {
+      if (work.memory == MemorySpace::Host)
+        cuda.check(cuda.memcpyHtoDAsync(argument(ArgumentRole::Queries), stage, work.queryBytes,
+                                        stream),
+                   "uploading queries");
+      else
+        cuda.check(cuda.memcpyDtoDAsync(argument(ArgumentRole::Queries), work.queries,
+                                        work.queryBytes, stream),
+                   "copying queries");
+    }
+    // The kernels of the layer's index in its pool, over the layer's pool.
+    const std::size_t pool = static_cast<std::size_t>(work.layer / layout_.layersPerPool);
+    const std::size_t index =
+        backends_.size() > 1 ? static_cast<std::size_t>(work.layer % layout_.layersPerPool) : 0;
+    CudaStepBuffers buffers = buffers_;
+    buffers.hbm = hbm_[pool]->get();
+    buffers.host = host_[pool]->device();
+    cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Output), kBf16Poison,
+                                   bytesOf(ArgumentRole::Output) / 2, stream),
+               "poisoning the output");
+    backends_[index]->launchAsync(buffers, stream);
+    // Outputs: the engine's lanes.
+    if (work.outputBytes > 0) {
+      if (work.memory == MemorySpace::Host)
+        cuda.check(cuda.memcpyDtoHAsync(stagingOut(work.layer), argument(ArgumentRole::Output),
+                                        work.outputBytes, stream),
+                   "downloading the output");
+      else
+        cuda.check(cuda.memcpyDtoDAsync(work.output, argument(ArgumentRole::Output),
+                                        work.outputBytes, stream),
+                   "copying the output");
+    }
+  }
+
+  /// Runs the pending layers as one graph: replayed when the step looks like
+  /// the captured one, else captured (status clear + every layer) first.
+  void launchGraph() {
+    const CudaDriver &cuda = driver();
+    CUstream stream = stream_->get();
+    if (!graph_.ready() || graphKey_ != pending_) {
+      graph_.reset();
+      graphKey_.clear();
+      cuda.check(cuda.streamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                 "cuStreamBeginCapture");
+      CUgraph graph = nullptr;
+      try {
+        cuda.check(cuda.memsetD32Async(buffers_.status, 0, 1, stream), "clearing the status word");
+        for (const LayerWork &work : pending_)
+          enqueue(work);
+      } catch (...) {
+        // End the capture so the stream is usable again; drop what it made.
+        if (cuda.streamEndCapture(stream, &graph) == CUDA_SUCCESS && graph)
+          cuda.graphDestroy(graph);
+        throw;
+      }
+      cuda.check(cuda.streamEndCapture(stream, &graph), "cuStreamEndCapture");
+      graph_.instantiate(graph);
+      graphKey_ = pending_;
+      ++graphStats_.captures;
+    } else {
+      ++graphStats_.replays;
+    }
+    graph_.launch(stream);
+    busy_ = true;
+  }
+
   /// Waits for everything submitted (between steps only).
   void quiesce() {
     if (!busy_)
       return;
-    backend_.makeCurrent();
+    backends_.front()->makeCurrent();
     driver().check(driver().streamSynchronize(stream_->get()), "waiting for the stream");
     busy_ = false;
   }
 
   TierLayout layout_;
-  ProblemShape shape_;
-  CudaBackend backend_; // context and kernels; destroyed after the buffers
+  // Context and kernels per layer index; destroyed after the buffers.
+  std::vector<std::unique_ptr<CudaBackend>> backends_;
   std::vector<std::unique_ptr<DeviceBuffer>> hbm_;      // [pool]
   std::vector<std::unique_ptr<MappedHostBuffer>> host_; // [pool]
   std::vector<std::unique_ptr<DeviceBuffer>> arguments_;
   std::map<int, std::size_t> argumentBytes_;
   std::map<int, int> argumentIndex_;
   std::unique_ptr<DeviceBuffer> status_;
+  std::unique_ptr<DeviceBuffer> arena_;
   std::unique_ptr<MappedHostBuffer> stagingIn_, stagingOut_;
   std::unique_ptr<Stream> stream_;
   CudaStepBuffers buffers_;
@@ -289,13 +471,20 @@ private:
   std::string describe_;
   bool stepOpen_ = false;
   bool busy_ = false;
+  // CUDA graphs.
+  bool graphs_ = false;
+  std::vector<LayerWork> pending_;  // the step's staged layers (graphs on)
+  std::vector<LayerWork> graphKey_; // what graph_ was captured for
+  StepGraph graph_;
+  TierGraphStats graphStats_;
 };
 
 } // namespace
 
-std::unique_ptr<TierBackend> makeCudaTiers(const TierLayout &layout, const Manifest &manifest,
+std::unique_ptr<TierBackend> makeCudaTiers(const TierLayout &layout,
+                                           const std::vector<const Manifest *> &stepsByLayer,
                                            int ordinal) {
-  return std::make_unique<CudaTiers>(layout, manifest, ordinal);
+  return std::make_unique<CudaTiers>(layout, stepsByLayer, ordinal);
 }
 
 } // namespace dhs::runtime

@@ -72,16 +72,98 @@ const ResidencyController &Runtime::controller() const {
 }
 
 void Runtime::loadStep(const std::string &stepDirectory) {
-  ManifestLoadOptions options;
-  options.requirePtx = config_.backend == BackendKind::Cuda;
-  loadStep(Manifest::load(stepDirectory, options));
+  loadSteps(std::vector<std::string>{stepDirectory});
 }
 
 void Runtime::loadStep(const Manifest &manifest) {
+  loadStepManifests(std::vector<Manifest>{manifest});
+}
+
+void Runtime::loadSteps(const std::vector<std::string> &stepDirectories) {
   if (tiers_)
     throw StateError("a step is already loaded");
+  ManifestLoadOptions options;
+  options.requirePtx = config_.backend == BackendKind::Cuda;
+  std::vector<Manifest> manifests;
+  for (const std::string &directory : stepDirectories)
+    manifests.push_back(Manifest::load(directory, options));
+  loadStepManifests(manifests);
+}
+
+namespace {
+
+/// "0, 1, 3"
+std::string joinLayers(const std::vector<std::int64_t> &layers) {
+  std::string text;
+  for (std::int64_t l : layers)
+    text += (text.empty() ? "" : ", ") + std::to_string(l);
+  return text;
+}
+
+/// Throws unless `other` takes exactly the arguments of `first` (the steps
+/// of a layer group share every buffer).
+void requireSameArguments(const Manifest &first, const Manifest &other) {
+  auto fail = [&](const std::string &what) {
+    throw Error("the step " + other.directory + " differs from the step " + first.directory +
+                " in " + what + ": a layer group's steps must be one step compiled for each "
+                "layer index (only `layer` may differ)");
+  };
+  if (first.arguments.size() != other.arguments.size())
+    fail("its number of arguments");
+  for (std::size_t i = 0; i < first.arguments.size(); ++i) {
+    const Argument &a = first.arguments[i], &b = other.arguments[i];
+    const std::string name = std::string("argument ") + std::to_string(i) + " (" +
+                             roleName(a.role) + ")";
+    if (a.role != b.role || a.isPool != b.isPool)
+      fail(name + "'s role or kind");
+    if (!a.isPool && (a.dtype != b.dtype || a.shape != b.shape))
+      fail(name + "'s type or shape");
+    if (a.isPool &&
+        (a.pool.format != b.pool.format || a.pool.layers != b.pool.layers ||
+         a.pool.rowBytes != b.pool.rowBytes || a.pool.hbmSlots != b.pool.hbmSlots ||
+         a.pool.hostRows != b.pool.hostRows))
+      fail(name + "'s row format, layers or tier sizes");
+  }
+}
+
+} // namespace
+
+void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
+  if (tiers_)
+    throw StateError("a step is already loaded");
+  if (manifests.empty())
+    throw InputError("no step to load (an empty set of steps)");
+  const Manifest &manifest = manifests.front();
   ProblemShape shape = problemShapeFromManifest(manifest);
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+  // The steps by the pool layer their kernels read.
+  std::vector<const Manifest *> byLayer(static_cast<std::size_t>(std::max<std::int64_t>(pool.layers, 1)),
+                                        nullptr);
+  for (const Manifest &m : manifests) {
+    requireSameArguments(manifest, m);
+    const std::int64_t layer = problemShapeFromManifest(m).layer;
+    if (layer < 0 || layer >= pool.layers)
+      throw Error("the step " + m.directory + " reads layer " + std::to_string(layer) +
+                  " of a pool of " + std::to_string(pool.layers) + " layers");
+    const Manifest *&slot = byLayer[static_cast<std::size_t>(layer)];
+    if (slot)
+      throw Error("two steps read layer " + std::to_string(layer) + " of the group's pool (" +
+                  slot->directory + " and " + m.directory + "): give one step per layer index");
+    slot = &m;
+  }
+  std::vector<std::int64_t> missing;
+  for (std::size_t l = 0; l < byLayer.size(); ++l)
+    if (!byLayer[l])
+      missing.push_back(static_cast<std::int64_t>(l));
+  // Pools of one layer: the one step runs every layer. Group pools: on CUDA
+  // one step per layer index (the kernels read a fixed layer of the token).
+  const std::string missingReason =
+      pool.layers > 1 && !missing.empty()
+          ? "the step's pool holds " + std::to_string(pool.layers) +
+                " layers per token and its kernels read one of them; the CUDA executor needs "
+                "one step per layer index (compile it with layer = 0.." +
+                std::to_string(pool.layers - 1) + "), missing layer " + joinLayers(missing)
+          : std::string();
 
   std::int64_t slots = config_.hbmSlots;
   if (pool.hbmSlots >= 0) {
@@ -150,21 +232,32 @@ void Runtime::loadStep(const Manifest &manifest) {
 
   // The backend.
   bool useCuda = config_.backend == BackendKind::Cuda;
+  if (useCuda && !missingReason.empty())
+    throw Error(missingReason);
   fallbackReason_.clear();
   if (config_.backend == BackendKind::Auto) {
     const CudaDriver &driver = CudaDriver::instance();
-    bool ptx = std::all_of(manifest.launches.begin(), manifest.launches.end(),
-                           [](const Launch &launch) { return launch.ptxPresent; });
+    bool ptx = std::all_of(manifests.begin(), manifests.end(), [](const Manifest &m) {
+      return std::all_of(m.launches.begin(), m.launches.end(),
+                         [](const Launch &launch) { return launch.ptxPresent; });
+    });
     if (!driver.available())
       fallbackReason_ = driver.unavailableReason();
     else if (!ptx)
       fallbackReason_ = "the step has no PTX for every kernel";
+    else if (!missingReason.empty())
+      fallbackReason_ = missingReason;
     else
       useCuda = true;
   }
+  std::vector<const Manifest *> cudaSteps = byLayer;
+  if (pool.layers <= 1 || !missing.empty())
+    cudaSteps.assign(1, &manifest);
   std::unique_ptr<TierBackend> tiers =
-      useCuda ? makeCudaTiers(layout, manifest, config_.device)
+      useCuda ? makeCudaTiers(layout, cudaSteps, config_.device)
               : makeCpuTiers(layout, config_.cpuThreads);
+  if (config_.cudaGraphs)
+    tiers->setGraphs(true);
 
   manifest_ = std::make_unique<Manifest>(manifest);
   shape_ = shape;
@@ -495,6 +588,9 @@ RuntimeStats Runtime::stats() const {
   s.hostBytesUsed = controller_->hostAllocator().usedRows() * poolBytes;
   s.hostBytesCapacity = layout_.hostRows * poolBytes;
   s.optionalBudgetSlots = controller_->optionalBudget();
+  const TierGraphStats graphs = tiers_->graphStats();
+  s.graphCaptures = graphs.captures;
+  s.graphReplays = graphs.replays;
   return s;
 }
 
@@ -586,6 +682,15 @@ void Runtime::checkInvariants() {
   for (const auto &[id, index] : index_)
     checkRequestRows(index, "full check");
 }
+
+void Runtime::setCudaGraphs(bool on) {
+  requireStep("CUDA graphs");
+  if (inStep_)
+    throw StateError("CUDA graphs can be turned on or off only between steps");
+  tiers_->setGraphs(on);
+}
+
+bool Runtime::cudaGraphs() const { return tiers_ && tiers_->graphsOn(); }
 
 TierBackend &Runtime::tiersForTesting() {
   requireStep("tiers");

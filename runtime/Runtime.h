@@ -66,6 +66,8 @@ struct RuntimeConfig {
   BackendKind backend = BackendKind::Cpu; ///< attention backend
   int device = 0;                   ///< CUDA device ordinal
   unsigned cpuThreads = 1;          ///< CPU backend threads (0: all)
+  bool cudaGraphs = false;          ///< CUDA: run each step as a CUDA graph
+                                    ///< (see Runtime::setCudaGraphs)
   bool checkInvariants = false;     ///< run the invariant checker
   std::int32_t fullCheckInterval = 64; ///< steps between full checks (0: never)
 };
@@ -82,6 +84,8 @@ struct RuntimeStats {
   std::int64_t hostBytesCapacity = 0; ///< bytes of the host store, all layers
   std::int64_t optionalBudgetSlots = 0; ///< optional budget, slots per group
   std::int64_t optionalUsedSlots = 0;   ///< optional rows in use, all groups
+  std::uint64_t graphCaptures = 0; ///< CUDA: steps captured into a new graph
+  std::uint64_t graphReplays = 0;  ///< CUDA: steps run by replaying a graph
 };
 
 /// The runtime.
@@ -102,6 +106,17 @@ public:
   void loadStep(const std::string &stepDirectory);
   /// As loadStep, from a parsed manifest.
   void loadStep(const Manifest &manifest);
+  /// Loads a layer group's steps: the same step compiled once per layer
+  /// index of its pool (`layer = 0 .. G-1`), in any order, all with the same
+  /// arguments. The CUDA backend needs one step per layer index when a pool
+  /// holds a group's G layers (its kernels read one fixed layer); the CPU
+  /// backend runs every layer from any of them. Throws Error naming the
+  /// step that disagrees, a layer index given twice, or (CUDA) the layer
+  /// indices missing; otherwise as loadStep. With BackendKind::Auto, a set
+  /// that lacks layers falls back to the CPU (see fallbackReason()).
+  void loadSteps(const std::vector<std::string> &stepDirectories);
+  /// As loadSteps, from parsed manifests.
+  void loadStepManifests(const std::vector<Manifest> &manifests);
   /// True once a step is loaded.
   bool stepLoaded() const { return tiers_ != nullptr; }
   /// The loaded step's shape (B, Q, H, K, row layout). Throws StateError.
@@ -157,6 +172,18 @@ public:
   void abortStep();
   /// True between beginStep and endStep/abortStep.
   bool inStep() const { return inStep_; }
+
+  /// CUDA backend: runs each step's work (all layers) as one CUDA graph,
+  /// captured on the first step and replayed while the step keeps its shape
+  /// (batch, layers, memory space, device pointers); a step that differs is
+  /// captured again. Outputs are bit-identical to steps without graphs.
+  /// With graphs on, attendLayer only stages its inputs and the work starts
+  /// in endStep, so it suits engines that give every layer's queries up
+  /// front (step()). Throws StateError (no step loaded, or during a step),
+  /// Error (the CPU backend, a driver without graphs).
+  void setCudaGraphs(bool on);
+  /// True while steps run as CUDA graphs.
+  bool cudaGraphs() const;
 
   /// A whole step: beginStep, selectGroup for every group (rowIds
   /// [groups][batch][Q][K]), attendLayer for every layer (queries

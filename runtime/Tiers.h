@@ -82,6 +82,12 @@ struct LayerStep {
   bf16_t *output = nullptr;               ///< [lanes,Q,H,v_dim] in `memory`
 };
 
+/// What CUDA-graph replay did so far (all zero without graphs).
+struct TierGraphStats {
+  std::uint64_t captures = 0; ///< steps captured into a (new) graph
+  std::uint64_t replays = 0;  ///< steps run by replaying a captured graph
+};
+
 /// Owner of the tiers and runner of one layer's attention.
 class TierBackend {
 public:
@@ -107,14 +113,26 @@ public:
   virtual void finishStep() = 0;
   /// True if step inputs may be device pointers.
   virtual bool acceptsDevicePointers() const = 0;
+  /// Turns CUDA-graph replay of whole steps on or off (between steps).
+  /// Throws Error on a backend without graphs (the CPU's, an old driver).
+  virtual void setGraphs(bool on);
+  /// True while steps run as CUDA graphs.
+  virtual bool graphsOn() const { return false; }
+  /// Graph captures and replays so far.
+  virtual TierGraphStats graphStats() const { return {}; }
 };
 
 /// The CPU tiers: host vectors, CpuBackend (float, `threads` threads).
 std::unique_ptr<TierBackend> makeCpuTiers(const TierLayout &layout, unsigned threads);
 
 /// The CUDA tiers on device `ordinal` for a step (linked and loaded from the
-/// manifest's PTX). Throws Error when CUDA is unavailable or memory is short.
-std::unique_ptr<TierBackend> makeCudaTiers(const TierLayout &layout, const Manifest &manifest,
+/// manifests' PTX). `stepsByLayer[i]` is the step compiled for layer i of a
+/// pool (its kernels read that layer of the pool's token): one step when
+/// the pools hold one layer, else exactly layersPerPool steps, all with the
+/// same arguments. Throws Error when CUDA is unavailable, the steps do not
+/// fit the layout, or memory is short.
+std::unique_ptr<TierBackend> makeCudaTiers(const TierLayout &layout,
+                                           const std::vector<const Manifest *> &stepsByLayer,
                                            int ordinal);
 
 } // namespace dhs::runtime

@@ -15,6 +15,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 using namespace dhs::runtime;
 
@@ -217,6 +218,37 @@ dhs_status dhs_runtime_load_step(dhs_runtime *runtime, const char *step_director
   });
 }
 
+dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_directories,
+                                  size_t count) {
+  return guarded("dhs_runtime_load_steps", DHS_ERROR_STEP, [&] {
+    if (!runtime)
+      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_load_steps", "null runtime handle");
+    if (count == 0 || !step_directories)
+      throw InputError("no step directories (null list or count 0)");
+    std::vector<std::string> directories;
+    for (size_t i = 0; i < count; ++i) {
+      if (!step_directories[i])
+        throw InputError("step directory " + std::to_string(i) + " is null");
+      directories.emplace_back(step_directories[i]);
+    }
+    if (runtime->backend == BackendKind::Cuda && !CudaDriver::instance().available())
+      return failWith(DHS_ERROR_DEVICE, "dhs_runtime_load_steps",
+                      "the CUDA backend was asked for: " +
+                          CudaDriver::instance().unavailableReason());
+    runtime->runtime->loadSteps(directories);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on) {
+  return guarded("dhs_runtime_set_cuda_graphs", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_set_cuda_graphs"))
+      return status;
+    runtime->runtime->setCudaGraphs(on != 0);
+    return DHS_OK;
+  });
+}
+
 dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *shape) {
   return guarded("dhs_runtime_get_shape", DHS_ERROR_INTERNAL, [&] {
     if (dhs_status status = requireLoaded(runtime, "dhs_runtime_get_shape"))
@@ -281,6 +313,8 @@ dhs_status dhs_runtime_get_stats(const dhs_runtime *runtime, dhs_stats *stats) {
     stats->host_bytes_capacity = s.hostBytesCapacity;
     stats->optional_budget_slots = s.optionalBudgetSlots;
     stats->optional_used_slots = s.optionalUsedSlots;
+    stats->graph_captures = s.graphCaptures;
+    stats->graph_replays = s.graphReplays;
     return DHS_OK;
   });
 }

@@ -148,6 +148,8 @@ typedef struct dhs_stats {
   int64_t host_bytes_capacity;   /**< the host store, all layers */
   int64_t optional_budget_slots; /**< optional budget, slots per group */
   int64_t optional_used_slots;   /**< optional rows in use, all groups */
+  uint64_t graph_captures;       /**< CUDA: steps captured into a new graph */
+  uint64_t graph_replays;        /**< CUDA: steps run by replaying a graph */
 } dhs_stats;
 
 /** The runtime (opaque). */
@@ -165,6 +167,18 @@ void dhs_runtime_destroy(dhs_runtime *runtime);
 /** Loads a step directory written by dhs-compile (manifest.json + PTX) and
  *  allocates the KV tiers. */
 dhs_status dhs_runtime_load_step(dhs_runtime *runtime, const char *step_directory);
+
+/** Loads a layer group's steps: `count` directories of the same step
+ *  compiled once per layer index of its pool (layer = 0 .. G-1), in any
+ *  order. The CUDA backend needs one per layer index when a pool holds a
+ *  group's layers; the CPU backend runs every layer from any of them. */
+dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_directories,
+                                  size_t count);
+
+/** CUDA backend: nonzero runs each step (all layers) as one CUDA graph,
+ *  captured once and replayed while the step keeps its shape; zero turns
+ *  graphs off. Between steps only. DHS_ERROR_DEVICE on the CPU backend. */
+dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on);
 
 /** The loaded step's shape. */
 dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *shape);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <utility>
 
 namespace dhs::api {
@@ -69,6 +70,15 @@ public:
   void loadStep(const std::string &directory) {
     check(dhs_runtime_load_step(handle_, directory.c_str()));
   }
+  /// Loads a layer group's steps (one per layer index of its pool).
+  void loadSteps(const std::vector<std::string> &directories) {
+    std::vector<const char *> names;
+    for (const std::string &d : directories)
+      names.push_back(d.c_str());
+    check(dhs_runtime_load_steps(handle_, names.data(), names.size()));
+  }
+  /// CUDA backend: runs each step as one CUDA graph (captured, replayed).
+  void setCudaGraphs(bool on) { check(dhs_runtime_set_cuda_graphs(handle_, on ? 1 : 0)); }
   /// The loaded step's shape.
   dhs_step_shape shape() const {
     dhs_step_shape s;

@@ -17,6 +17,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <map>
+
 using namespace dhs::runtime;
 
 TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]") {
@@ -142,4 +146,234 @@ TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]
   for (std::uint64_t id : {11u, 12u, 13u, 14u, 15u})
     gpu.finish(id);
   CHECK(gpu.stats().hbmBytesUsed == 0);
+}
+
+namespace {
+
+/// A lockstep session of several runtimes over layer groups of `G` FP8
+/// layers (`layers` in all): admits 5 requests, then `steps` steps of 4 of
+/// them with random selections (recurring, some -1) and queries, appending a
+/// token after each. `onStep(outputs)` gets every runtime's output of the
+/// step, [layers][4][Q][H][v_dim] each.
+template <typename OnStep>
+void lockstepSession(std::vector<Runtime *> runtimes, std::int32_t layers, std::int32_t G,
+                     int steps, std::mt19937_64 &rng, OnStep onStep) {
+  const ProblemShape &s = runtimes.front()->shape();
+  const std::int64_t rowBytes = runtimes.front()->rowBytes();
+  const std::int32_t groups = (layers + G - 1) / G;
+  auto randomRows = [&](std::int64_t count) {
+    std::vector<std::uint8_t> data(static_cast<std::size_t>(count * rowBytes));
+    for (std::int64_t i = 0; i < count; ++i)
+      fillRandomRow(RowFormat::MlaFp8, data.data() + i * rowBytes, rng);
+    return data;
+  };
+  std::map<std::uint64_t, std::int64_t> len;
+  for (std::uint64_t id : {21u, 22u, 23u, 24u, 25u}) {
+    const std::int64_t n = 500 + static_cast<std::int64_t>(rng() % 700);
+    std::vector<std::uint8_t> prefill = randomRows(layers * n);
+    for (Runtime *rt : runtimes)
+      rt->admit(id, n, 1400, prefill.data());
+    len[id] = n;
+  }
+  const std::int64_t perLane = s.queries * s.topk;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::uint64_t> batch = {21, 22, 23, 24, 25};
+    std::shuffle(batch.begin(), batch.end(), rng);
+    batch.resize(4);
+    std::vector<std::int32_t> rows;
+    for (std::int32_t g = 0; g < groups; ++g)
+      for (std::uint64_t id : batch)
+        for (std::int64_t i = 0; i < perLane; ++i) {
+          const std::int64_t n = len[id];
+          std::int64_t r = rng() % 10 == 0 ? -1
+                           : rng() % 2    ? n - 1 - static_cast<std::int64_t>(rng() % 300)
+                                          : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
+          rows.push_back(static_cast<std::int32_t>(r));
+        }
+    std::vector<bf16_t> q(static_cast<std::size_t>(layers * 4 * s.queries * s.heads * s.qkDim));
+    dhs::test::fillRandom(rng, q.data(), q.size());
+    std::vector<std::vector<bf16_t>> outputs(
+        runtimes.size(),
+        std::vector<bf16_t>(static_cast<std::size_t>(layers * 4 * s.queries * s.heads * s.vDim)));
+    for (std::size_t i = 0; i < runtimes.size(); ++i)
+      runtimes[i]->step(batch.data(), 4, rows.data(), q.data(), outputs[i].data());
+    onStep(outputs);
+    for (std::uint64_t id : batch) {
+      std::vector<std::uint8_t> token = randomRows(layers);
+      for (Runtime *rt : runtimes)
+        rt->append(id, token.data());
+      ++len[id];
+    }
+  }
+}
+
+/// The config of the layer-group sessions.
+RuntimeConfig groupConfig(std::int32_t layers, std::int32_t G) {
+  RuntimeConfig config;
+  config.layers = layers;
+  config.layersPerGroup = G;
+  config.hostRows = 8192;
+  config.maxRequests = 8;
+  config.newestWindow = 16;
+  config.draftWindow = 4;
+  config.hotFloor = 64;
+  config.checkInvariants = true;
+  config.fullCheckInterval = 8;
+  return config;
+}
+
+/// Why the layer-group CUDA tests cannot run here ("" when they can).
+std::string groupStepsUnavailable(int G) {
+  if (dhs::test::groupStepsDir().empty())
+    return "the layer-group steps were not compiled (DHS_BUILD_COMPILER is OFF; set "
+           "DHS_TEST_GROUP_STEPS_DIR)";
+  for (const std::string &dir : dhs::test::groupSteps(G))
+    if (!std::ifstream(dir + "/manifest.json"))
+      return "no compiled step at " + dir;
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor",
+          "[cuda][gpu][runtime]") {
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 510;
+  INFO("DHS_TEST_SEED=" << seed - 510);
+  for (std::int32_t G : {2, 4}) {
+    INFO("layer groups of " << G);
+    const std::string missing = groupStepsUnavailable(G);
+    if (!missing.empty()) {
+      WARN("SKIPPED: " << missing);
+      return;
+    }
+    const std::int32_t layers = G == 2 ? 5 : 8; // G = 2: a last group of one layer
+    RuntimeConfig config = groupConfig(layers, G);
+    const std::vector<std::string> steps = dhs::test::groupSteps(G);
+    if (!cuda.available()) {
+      config.backend = BackendKind::Cuda;
+      CHECK_THROWS_AS(Runtime(config).loadSteps(steps), Error);
+      WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+      return;
+    }
+    config.backend = BackendKind::Cpu;
+    Runtime cpu(config);
+    config.backend = BackendKind::Cuda;
+    Runtime gpu(config);
+    cpu.loadSteps(steps);
+    // Any order of the set; one layer index short is refused.
+    std::vector<std::string> reversed(steps.rbegin(), steps.rend());
+    gpu.loadSteps(reversed);
+    CHECK_THROWS_WITH(Runtime(config).loadSteps(std::vector<std::string>(steps.begin(), steps.end() - 1)),
+                      Catch::Contains("missing layer " + std::to_string(G - 1)));
+    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(G));
+    double worst = 0.0;
+    lockstepSession({&cpu, &gpu}, layers, G, 16, rng, [&](auto &outputs) {
+      const ResidencyStepStats a = cpu.stats().lastStep, b = gpu.stats().lastStep;
+      REQUIRE(a.selected == b.selected);
+      REQUIRE(a.resident == b.resident);
+      REQUIRE(a.fetched == b.fetched);
+      REQUIRE(a.promoted == b.promoted);
+      REQUIRE(a.evicted == b.evicted);
+      // Per layer: every layer reads its own rows of the group's pool.
+      const std::size_t perLayer = outputs[0].size() / static_cast<std::size_t>(layers);
+      for (std::int32_t l = 0; l < layers; ++l) {
+        std::vector<bf16_t> x(outputs[1].begin() + l * perLayer,
+                              outputs[1].begin() + (l + 1) * perLayer),
+            y(outputs[0].begin() + l * perLayer, outputs[0].begin() + (l + 1) * perLayer);
+        Comparison c = compareOutputs(x, y);
+        INFO("layer " << l);
+        REQUIRE(c.nonFinite == 0);
+        REQUIRE(c.relativeError < 1e-2);
+        worst = std::max(worst, c.relativeError);
+      }
+    });
+    for (std::int32_t g = 0; g < cpu.groups(); ++g)
+      for (std::int32_t slot = 0; slot < 2048; ++slot) {
+        REQUIRE(cpu.controller().slotOwner(g, slot) == gpu.controller().slotOwner(g, slot));
+        REQUIRE(cpu.controller().slotRow(g, slot) == gpu.controller().slotRow(g, slot));
+      }
+    cpu.checkInvariants();
+    gpu.checkInvariants();
+    WARN("CUDA vs CPU executor, FP8 layer groups of " << G << ": 16 steps x " << layers
+                                                       << " layers, worst relative error "
+                                                       << worst << ", same promotions");
+  }
+}
+
+TEST_CASE("CUDA graphs: a replayed step gives the bits of the launched one",
+          "[cuda][gpu][runtime]") {
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 520;
+  INFO("DHS_TEST_SEED=" << seed - 520);
+  const std::int32_t G = 2, layers = 4;
+  const std::string missing = groupStepsUnavailable(G);
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
+  if (!cuda.available()) {
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  if (!cuda.graphsAvailable()) {
+    WARN("SKIPPED: " << cuda.graphsUnavailableReason());
+    return;
+  }
+  RuntimeConfig config = groupConfig(layers, G);
+  config.backend = BackendKind::Cuda;
+  Runtime plain(config);
+  config.cudaGraphs = true;
+  Runtime graphed(config);
+  plain.loadSteps(dhs::test::groupSteps(G));
+  graphed.loadSteps(dhs::test::groupSteps(G));
+  REQUIRE(graphed.cudaGraphs());
+  REQUIRE_FALSE(plain.cudaGraphs());
+  std::mt19937_64 rng(seed);
+  int steps = 0;
+  lockstepSession({&plain, &graphed}, layers, G, 12, rng, [&](auto &outputs) {
+    ++steps;
+    REQUIRE(countBitDifferences(outputs[0], outputs[1]) == 0);
+    REQUIRE(plain.stats().lastStep.promoted == graphed.stats().lastStep.promoted);
+  });
+  // One capture, then replays: the shapes never changed.
+  CHECK(graphed.stats().graphCaptures == 1);
+  CHECK(graphed.stats().graphReplays == static_cast<std::uint64_t>(steps - 1));
+  CHECK(plain.stats().graphCaptures + plain.stats().graphReplays == 0);
+  graphed.checkInvariants();
+
+  // A smaller batch is captured again; turning graphs off and on works
+  // between steps, not during one.
+  const ProblemShape &s = graphed.shape();
+  std::vector<std::uint64_t> batch = {23, 21};
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(2 * 2 * s.queries * s.topk));
+  for (std::int32_t &r : rows)
+    r = static_cast<std::int32_t>(rng() % 500);
+  std::vector<bf16_t> q(static_cast<std::size_t>(layers * 2 * s.queries * s.heads * s.qkDim));
+  dhs::test::fillRandom(rng, q.data(), q.size());
+  std::vector<bf16_t> a(static_cast<std::size_t>(layers * 2 * s.queries * s.heads * s.vDim)),
+      b(a.size()), c(a.size());
+  plain.step(batch.data(), 2, rows.data(), q.data(), a.data());
+  graphed.step(batch.data(), 2, rows.data(), q.data(), b.data());
+  CHECK(graphed.stats().graphCaptures == 2);
+  CHECK(countBitDifferences(a, b) == 0);
+  graphed.beginStep(batch.data(), 2);
+  CHECK_THROWS_AS(graphed.setCudaGraphs(false), StateError);
+  graphed.abortStep();
+  graphed.setCudaGraphs(false);
+  graphed.step(batch.data(), 2, rows.data(), q.data(), c.data());
+  CHECK(countBitDifferences(b, c) == 0);
+  graphed.setCudaGraphs(true);
+  graphed.step(batch.data(), 2, rows.data(), q.data(), c.data());
+  CHECK(countBitDifferences(b, c) == 0);
+  CHECK(graphed.stats().graphCaptures == 3);
+  // A rejected step (a row outside its history, found by the host checks)
+  // leaves the graph usable.
+  std::vector<std::int32_t> bad = rows;
+  bad[0] = 1 << 20;
+  CHECK_THROWS_AS(graphed.step(batch.data(), 2, bad.data(), q.data(), c.data()), OutOfRangeError);
+  graphed.step(batch.data(), 2, rows.data(), q.data(), c.data());
+  CHECK(countBitDifferences(b, c) == 0);
+  CHECK(graphed.stats().graphReplays >= static_cast<std::uint64_t>(steps));
+  graphed.checkInvariants();
 }

@@ -555,3 +555,78 @@ TEST_CASE("FP8 rows and layer-group pools: same outputs as per-layer pools", "[r
   CHECK_THROWS_WITH(Runtime(config).loadStep(three.path()),
                     Catch::Contains("holds 3 layers per token"));
 }
+
+TEST_CASE("a layer group's steps: one per layer index, checked", "[runtime]") {
+  const std::uint64_t seed = freshSeed() + 150;
+  INFO("DHS_TEST_SEED=" << seed - 150);
+  // The same step compiled for layer 0 and 1 of a 2-layer group pool.
+  dhs::test::TempDir l0, l1, l1again, otherK, perLayer;
+  l0.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 0));
+  l1.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 1));
+  l1again.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 1));
+  otherK.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 16, -1, -1, "mla_fp8", 2, 1));
+  perLayer.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8"));
+  RuntimeConfig config = smallConfig();
+  config.layers = 4;
+  config.layersPerGroup = 2;
+
+  // On the CPU the set runs exactly as one step of the group does (the CPU
+  // reads every layer of the pool), in either order.
+  std::vector<std::vector<bf16_t>> outputs;
+  for (const std::vector<std::string> &set :
+       {std::vector<std::string>{l1.path()}, std::vector<std::string>{l0.path(), l1.path()},
+        std::vector<std::string>{l1.path(), l0.path()}}) {
+    std::mt19937_64 rng(seed);
+    Runtime rt(config);
+    rt.loadSteps(set);
+    Shadow shadow(4, RowFormat::MlaFp8);
+    admitRandom(rt, shadow, rng, 1, 40, 200);
+    admitRandom(rt, shadow, rng, 2, 25, 200);
+    std::vector<bf16_t> all;
+    for (int step = 0; step < 8; ++step) {
+      appendRandom(rt, shadow, rng, 1);
+      std::vector<bf16_t> out = stepAndCompare(rt, shadow, rng, {1, 2});
+      all.insert(all.end(), out.begin(), out.end());
+    }
+    rt.checkInvariants();
+    outputs.push_back(all);
+  }
+  CHECK(outputs[0] == outputs[1]);
+  CHECK(outputs[0] == outputs[2]);
+
+  // Sets that are not one step per layer index are refused, naming why.
+  CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path(), l1.path(), l1again.path()}),
+                    Catch::Contains("two steps read layer 1"));
+  CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path(), otherK.path()}),
+                    Catch::Contains("differs from the step") && Catch::Contains("row_ids"));
+  CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path(), perLayer.path()}),
+                    Catch::Contains("differs from the step"));
+  CHECK_THROWS_AS(Runtime(config).loadSteps(std::vector<std::string>{}), InputError);
+  // The CUDA executor needs every layer index; said before any device work
+  // (and before looking for PTX), so this holds with or without a GPU.
+  config.backend = BackendKind::Cuda;
+  ManifestLoadOptions noPtx;
+  noPtx.requirePtx = false;
+  CHECK_THROWS_WITH(Runtime(config).loadStepManifests({Manifest::load(l1.path(), noPtx)}),
+                    Catch::Contains("one step per layer index") &&
+                        Catch::Contains("missing layer 0"));
+  config.backend = BackendKind::Auto;
+  {
+    Runtime rt(config);
+    rt.loadSteps({l0.path()}); // no PTX, or missing layer 1: the CPU runs it
+    CHECK(rt.backendDescription() == "cpu");
+    CHECK_FALSE(rt.fallbackReason().empty());
+  }
+
+  // CUDA graphs are a CUDA backend feature.
+  config.backend = BackendKind::Cpu;
+  Runtime rt(config);
+  CHECK_THROWS_AS(rt.setCudaGraphs(true), StateError); // no step yet
+  rt.loadSteps({l0.path(), l1.path()});
+  CHECK_THROWS_WITH(rt.setCudaGraphs(true), Catch::Contains("need the CUDA backend"));
+  rt.setCudaGraphs(false);
+  CHECK_FALSE(rt.cudaGraphs());
+  CHECK(rt.stats().graphCaptures == 0);
+  config.cudaGraphs = true;
+  CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path()}), Catch::Contains("CUDA backend"));
+}

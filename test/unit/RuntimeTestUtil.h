@@ -10,12 +10,31 @@
 #include "runtime/RowFormat.h"
 #include "runtime/SparseAttentionProblem.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace dhs::test {
+
+/// Where the build compiled the layer-group test steps (fp8_g<G>/layer<l>,
+/// see test/unit/CMakeLists.txt): $DHS_TEST_GROUP_STEPS_DIR if set (on a
+/// machine that runs a copied test binary), else the build's; "" when the
+/// compiler was not built.
+inline std::string groupStepsDir() {
+  if (const char *dir = std::getenv("DHS_TEST_GROUP_STEPS_DIR"))
+    return dir;
+  return DHS_TEST_GROUP_STEPS_DIR;
+}
+
+/// The step directories of a layer group of G layers: layer 0 .. G-1.
+inline std::vector<std::string> groupSteps(int G) {
+  std::vector<std::string> dirs;
+  for (int l = 0; l < G; ++l)
+    dirs.push_back(groupStepsDir() + "/fp8_g" + std::to_string(G) + "/layer" + std::to_string(l));
+  return dirs;
+}
 
 /// A manifest of one sparse_attention step of shape [B, Q, H, K] over a pool
 /// of `format` rows with `layers` layers per token, reading layer `layer`
