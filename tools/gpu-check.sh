@@ -31,6 +31,9 @@ bundle() {
   # Steps the unit tests compiled at build time (the draft-ring kernels).
   [ -d "$build/test/unit/compiled-steps" ] &&
     cp -r "$build/test/unit/compiled-steps" "$dir/compiled-steps"
+  # The layer-group steps (FP8, groups of 2 and 4, one step per layer index).
+  [ -d "$build/test/unit/group-steps" ] &&
+    cp -r "$build/test/unit/group-steps" "$dir/group-steps"
   # The steps of one attention op (dhs-run's problems): every row format,
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
@@ -57,9 +60,11 @@ run() {
 
   echo "== unit tests (CUDA cases included)"
   DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps" \
+    DHS_TEST_GROUP_STEPS_DIR="$dir/group-steps" \
     "$dir/bin/dhs-unittests" --reporter compact \
     > "$results/unittests.log" 2>&1 || failed=1
   tail -n 2 "$results/unittests.log"
+  grep -E "CUDA vs CPU executor|SKIPPED" "$results/unittests.log" | sed 's/^/  /'
 
   echo "== kernels vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
   local seeds=${DHS_GPU_SEEDS:-"11 12 13"}
@@ -80,7 +85,7 @@ run() {
 
   echo "== the runtime's step executor on CUDA: the example engine on the default step"
   if [ -x "$dir/bin/dhs-engine" ]; then
-    "$dir/bin/dhs-engine" "$dir/steps/default_step" --backend cuda --steps 30 \
+    "$dir/bin/dhs-engine" "$dir/steps/default_step" --backend cuda --steps 30 --timed-steps 200 \
       > "$results/engine.log" 2>&1 || { failed=1; echo "FAILED: dhs-engine"; }
     tail -n 4 "$results/engine.log"
   fi
