@@ -16,6 +16,8 @@ static FailureOr<std::string> getDTypeName(Type type) {
     return std::string("bf16");
   if (type.isF32())
     return std::string("f32");
+  if (type.isF16())
+    return std::string("f16");
   if (type.isInteger(32))
     return std::string("i32");
   if (type.isInteger(64))
@@ -275,6 +277,11 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       RowFormatAttrInterface format = pool.getFormat();
       entry["kind"] = "kv_pool";
       entry["format"] = format.getFormatName();
+      if (auto gqa = dyn_cast<GqaAttr>(format)) {
+        entry["kv_heads"] = gqa.getKvHeads();
+        // The dialect allows bf16, f16 and f32, all of which have names.
+        entry["element"] = *getDTypeName(gqa.getDtype());
+      }
       entry["layers"] = pool.getLayers();
       entry["row_bytes"] = format.getRowBytes();
       // Elements per row, for formats of one element type (mla_bf16).

@@ -80,11 +80,15 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
   config.tileRows = tileRows;
 
   RowFormatAttrInterface format = config.pool.getFormat();
-  if (!isa<MlaBf16Attr, MlaFp8Attr, V41Fp8Attr>(format))
-    return op->emitOpError() << "code generation for row format "
-                            << format.getFormatName()
-                            << " is not implemented yet (mla_bf16, mla_fp8, "
-                               "v41_fp8 are)";
+  config.groupHeads = config.heads / format.getKVHeads();
+  if (isa<GqaAttr>(format)) {
+    // Keys of the CTA's KV head, then its values.
+    config.tileColumns = 2 * format.getQKDim();
+    config.valueColumn = format.getQKDim();
+  } else {
+    config.tileColumns = format.getQKDim();
+    config.valueColumn = 0;
+  }
 
   if (tileRows <= 0 || tileRows > kWarpSize)
     return op->emitOpError() << "tile-rows must be in [1, 32], got "
@@ -92,22 +96,24 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
   if (maxHeadsPerBlock <= 0 || maxHeadsPerBlock > 32)
     return op->emitOpError() << "max-heads-per-block must be in [1, 32], got "
                             << maxHeadsPerBlock;
-  // Largest divisor of the head count that fits in one CTA.
-  for (int64_t h = std::min(maxHeadsPerBlock, config.heads); h >= 1; --h) {
-    if (config.heads % h == 0) {
+  // Largest divisor of the heads sharing a KV head that fits in one CTA:
+  // every CTA reads one KV head.
+  for (int64_t h = std::min(maxHeadsPerBlock, config.groupHeads); h >= 1;
+       --h) {
+    if (config.groupHeads % h == 0) {
       config.headsPerBlock = h;
       break;
     }
   }
   // Decoded keys of a tile plus its row table must fit in the 48 KB of
   // static shared memory a CTA gets without opting in.
-  int64_t sharedBytes = tileRows * (format.getQKDim() * 4 + 4 + 8);
+  int64_t sharedBytes = tileRows * (config.tileColumns * 4 + 4 + 8);
   if (sharedBytes > 48 * 1024)
     return op->emitOpError() << "tile-rows = " << tileRows << " needs "
                             << sharedBytes
-                            << " bytes of shared memory for keys of "
-                            << format.getQKDim()
-                            << " dims; at most 49152 are available";
+                            << " bytes of shared memory for rows of "
+                            << config.tileColumns
+                            << " decoded dims; at most 49152 are available";
   int64_t rowBytes = format.getRowBytes();
   if (rowBytes % kCopyBytes != 0)
     return op->emitOpError() << "rows of " << rowBytes
@@ -199,7 +205,8 @@ private:
                         int64_t elementsPerChunk, int64_t firstColumn,
                         function_ref<Value(Value tier, Value where, Value chunk,
                                            Value bytes)>
-                            decode);
+                            decode,
+                        Value chunkBase = Value());
   /// Decodes 16 e4m3 bytes to f32 (exact, NaN for 0x7f/0xff).
   Value decodeE4M3(Value bytes);
   SmallVector<Value> emitComputeTile(ValueRange state);
@@ -218,7 +225,7 @@ private:
   // in that tier.
   Value tile, rowSource, rowIndex;
   // Per-thread values computed once.
-  Value tid, warp, lane, request, position, head;
+  Value tid, warp, lane, request, position, head, kvHead;
   Value historyLength, historyBase, hbmRows, hostRows;
   SmallVector<Value> queryRegs;
 };
@@ -356,6 +363,26 @@ void SparseAttentionKernelEmitter::emitStageRows() {
     emitStageSegment(0, format.getRowBytes() / kCopyBytes, 8, 0, decodeBf16);
     return;
   }
+  if (auto gqa = dyn_cast<GqaAttr>(format)) {
+    // The CTA's KV head: its keys into columns [0, D), its values into
+    // [D, 2 D). Elements of 2 or 4 bytes, widened to f32.
+    int64_t elementBytes = gqa.getDtype().getIntOrFloatBitWidth() / 8;
+    int64_t perChunk = kCopyBytes / elementBytes;
+    int64_t headChunks = gqa.getHeadDim() * elementBytes / kCopyBytes;
+    auto decode = [&](Value, Value, Value, Value bytes) -> Value {
+      Value elements = vector::BitCastOp::create(
+          b, VectorType::get({perChunk}, gqa.getDtype()), bytes);
+      if (gqa.getDtype().isF32())
+        return elements;
+      return arith::ExtFOp::create(b, VectorType::get({perChunk}, f32),
+                                   elements);
+    };
+    Value keyBase = arith::MulIOp::create(b, kvHead, index(headChunks));
+    emitStageSegment(0, headChunks, perChunk, 0, decode, keyBase);
+    emitStageSegment(gqa.getKvHeads() * headChunks, headChunks, perChunk,
+                     gqa.getHeadDim(), decode, keyBase);
+    return;
+  }
   auto vec16 = VectorType::get({16}, f32);
   if (isa<MlaFp8Attr>(format)) {
     // 512 e4m3 NoPE dims with one fp32 scale per 128 (bytes 512..527), then
@@ -441,7 +468,8 @@ void SparseAttentionKernelEmitter::emitStageSegment(
     int64_t firstChunk, int64_t chunks, int64_t elementsPerChunk,
     int64_t firstColumn,
     function_ref<Value(Value tier, Value where, Value chunk, Value bytes)>
-        decode) {
+        decode,
+    Value chunkBase) {
   OpBuilder::InsertionGuard guard(b);
   int64_t threads = config.block()[0];
   auto rawType = VectorType::get({kCopyBytes}, b.getI8Type());
@@ -452,8 +480,10 @@ void SparseAttentionKernelEmitter::emitStageSegment(
   b.setInsertionPoint(copyLoop.getBody()->getTerminator());
   Value item = copyLoop.getInductionVar();
   Value row = arith::DivUIOp::create(b, item, index(chunks));
-  Value chunk = arith::AddIOp::create(
-      b, index(firstChunk), arith::RemUIOp::create(b, item, index(chunks)));
+  Value inSegment = arith::RemUIOp::create(b, item, index(chunks));
+  Value chunk = arith::AddIOp::create(b, index(firstChunk), inSegment);
+  if (chunkBase)
+    chunk = arith::AddIOp::create(b, chunkBase, chunk);
   Value source = memref::LoadOp::create(b, rowSource, ValueRange{row});
   Value where = arith::IndexCastOp::create(
       b, b.getIndexType(), memref::LoadOp::create(b, rowIndex, ValueRange{row}));
@@ -481,8 +511,7 @@ void SparseAttentionKernelEmitter::emitStageSegment(
   }
   Value column = arith::AddIOp::create(
       b, index(firstColumn),
-      arith::MulIOp::create(b, arith::SubIOp::create(b, chunk, index(firstChunk)),
-                            index(elementsPerChunk)));
+      arith::MulIOp::create(b, inSegment, index(elementsPerChunk)));
   vector::StoreOp::create(b, decoded.getResult(0), tile,
                           ValueRange{row, column}, /*nontemporal=*/false,
                           llvm::MaybeAlign(16));
@@ -542,7 +571,8 @@ SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
   SmallVector<Value> next{
       newMax, fma(runningSum, alpha, p)};
   for (int64_t j = 0; j < vPerLane; ++j) {
-    Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
+    Value column = arith::AddIOp::create(
+        b, lane, index(config.valueColumn + j * kWarpSize));
     Value acc = arith::MulFOp::create(b, carried[2 + j], alpha);
     next.push_back(
         fma(p, loadTileElement(row, column), acc));
@@ -589,6 +619,10 @@ void SparseAttentionKernelEmitter::emit() {
   position = arith::RemUIOp::create(b, blockX, index(config.positions));
   head = arith::AddIOp::create(
       b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)), warp);
+  // Every head of the CTA shares one KV head.
+  kvHead = arith::DivUIOp::create(
+      b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)),
+      index(config.groupHeads));
 
   if (config.staged) {
     // Staging [B, N, layers, row bytes] as one tier of B * N rows.
@@ -687,7 +721,7 @@ gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
                     MemRefType::get({1}, builder.getI32Type())});
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   SmallVector<Type> shared{
-      MemRefType::get({config.tileRows, format.getQKDim()},
+      MemRefType::get({config.tileRows, config.tileColumns},
                       builder.getF32Type(), MemRefLayoutAttrInterface{},
                       workgroup),
       MemRefType::get({config.tileRows}, builder.getI32Type(),

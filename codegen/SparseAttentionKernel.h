@@ -26,6 +26,13 @@ struct SparseAttentionKernelConfig {
   /// Staged rows are found through a per-selection index (a shared fetch).
   bool indexed = false;
   int64_t stagingRows = 0;
+  /// Shared-memory columns of a staged row: the keys (qk_dim), then for
+  /// formats whose values are not a prefix of the keys (GQA), the values.
+  int64_t tileColumns = 0;
+  /// Column where a staged row's values start (0: the keys' leading dims).
+  int64_t valueColumn = 0;
+  /// Query heads per KV head (GQA; 1 KV head for MLA).
+  int64_t groupHeads = 0;
   float softmaxScale = 0.0f;
   KVPoolType pool;
 

@@ -22,30 +22,43 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
   const ProblemShape &s = p.shape;
   const std::size_t qkDim = static_cast<std::size_t>(s.qkDim);
   const std::size_t vDim = static_cast<std::size_t>(s.vDim);
+  const bool gqa = s.format == RowFormat::Gqa;
+  // MLA rows hold one KV head whose values are the keys' leading dims.
+  const std::int64_t kvHeads = gqa ? s.gqa.kvHeads : 1;
+  const std::int64_t groupHeads = s.heads / kvHeads;
   const Acc scale = static_cast<Acc>(s.softmaxScale);
-  std::vector<Acc> rows;   // [valid, qk_dim] selected keys, decoded
-  std::vector<double> key(qkDim);
+  std::vector<const std::uint8_t *> selected;
+  std::vector<Acc> keys, values; // [kv head][valid][dim], decoded exactly
+  std::vector<double> key(qkDim), value(vDim);
   std::vector<Acc> query(qkDim);
   std::vector<Acc> weights; // scores, then exp(score - max)
   std::vector<Acc> acc(vDim);
 
   for (std::int64_t pair = begin; pair < end; ++pair) {
     const std::int64_t b = pair / s.queries, q = pair % s.queries;
-    // Gather the valid rows once for all heads.
-    rows.clear();
-    std::size_t valid = 0;
-    for (std::int64_t k = 0; k < s.topk; ++k) {
-      const bf16_t *token = p.row(b, q, k);
-      if (!token)
-        continue;
-      // The layer's row within the token's group, decoded exactly.
-      const auto *row = reinterpret_cast<const std::uint8_t *>(token) +
-                        s.layer * s.rowBytes;
-      decodeKey(s.format, row, key.data());
-      for (std::size_t d = 0; d < qkDim; ++d)
-        rows.push_back(static_cast<Acc>(key[d]));
-      ++valid;
-    }
+    // Gather and decode the valid rows once for all heads: the layer's row
+    // within each token's group.
+    selected.clear();
+    for (std::int64_t k = 0; k < s.topk; ++k)
+      if (const bf16_t *token = p.row(b, q, k))
+        selected.push_back(reinterpret_cast<const std::uint8_t *>(token) +
+                           s.layer * s.rowBytes);
+    const std::size_t valid = selected.size();
+    keys.resize(static_cast<std::size_t>(kvHeads) * valid * qkDim);
+    values.resize(static_cast<std::size_t>(kvHeads) * valid * vDim);
+    for (std::int64_t kvh = 0; kvh < kvHeads; ++kvh)
+      for (std::size_t k = 0; k < valid; ++k) {
+        if (gqa)
+          decodeGqa(s.gqa, selected[k], kvh, key.data(), value.data());
+        else
+          decodeKey(s.format, selected[k], key.data());
+        Acc *keyOut = &keys[(static_cast<std::size_t>(kvh) * valid + k) * qkDim];
+        Acc *valueOut = &values[(static_cast<std::size_t>(kvh) * valid + k) * vDim];
+        for (std::size_t d = 0; d < qkDim; ++d)
+          keyOut[d] = static_cast<Acc>(key[d]);
+        for (std::size_t d = 0; d < vDim; ++d)
+          valueOut[d] = static_cast<Acc>(gqa ? value[d] : key[d]);
+      }
     weights.resize(valid);
 
     for (std::int64_t h = 0; h < s.heads; ++h) {
@@ -54,6 +67,7 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
         std::fill(result, result + vDim, Acc(0));
         continue;
       }
+      const std::size_t kvh = static_cast<std::size_t>(h / groupHeads);
       const bf16_t *qRow = p.queries.data() +
                            static_cast<std::size_t>((pair * s.heads + h) * s.qkDim);
       for (std::size_t d = 0; d < qkDim; ++d)
@@ -61,7 +75,7 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
 
       Acc maxScore = -std::numeric_limits<Acc>::infinity();
       for (std::size_t k = 0; k < valid; ++k) {
-        const Acc *row = rows.data() + k * qkDim;
+        const Acc *row = &keys[(kvh * valid + k) * qkDim];
         Acc dot = 0;
         for (std::size_t d = 0; d < qkDim; ++d)
           dot += query[d] * row[d];
@@ -75,7 +89,7 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
       }
       std::fill(acc.begin(), acc.end(), Acc(0));
       for (std::size_t k = 0; k < valid; ++k) {
-        const Acc *row = rows.data() + k * qkDim;
+        const Acc *row = &values[(kvh * valid + k) * vDim];
         const Acc w = weights[k];
         for (std::size_t v = 0; v < vDim; ++v)
           acc[v] += w * row[v];

@@ -404,7 +404,12 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   Argument arg;
   arg.role = *role;
   arg.isPool = *role == ArgumentRole::KvPool;
-  if (arg.isPool)
+  if (arg.isPool && value.contains("format") && value.at("format") == "gqa")
+    checkKeys(value, field,
+              {"index", "role", "kind", "format", "kv_heads", "element",
+               "layers", "row_bytes", "row_elems", "qk_dim", "v_dim",
+               "hbm_slots", "host_rows"});
+  else if (arg.isPool)
     checkKeys(value, field,
               {"index", "role", "kind", "format", "layers", "row_bytes",
                "row_elems", "qk_dim", "v_dim", "hbm_slots", "host_rows"});
@@ -442,12 +447,29 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
 
   KvPoolInfo &pool = arg.pool;
   pool.format = getString(value, "format", field);
-  const RowFormatInfo *format = nullptr;
-  try {
-    format = &rowFormatInfo(pool.format);
-  } catch (const Error &e) {
-    fail(field + ".format", e.what());
+  // MLA formats have fixed sizes; a GQA row's follow from its layout.
+  RowFormatInfo sizes{};
+  if (pool.format == "gqa") {
+    pool.gqa.kvHeads = getInt(value, "kv_heads", field);
+    try {
+      pool.gqa.element = parseGqaElement(getString(value, "element", field));
+    } catch (const Error &e) {
+      fail(field + ".element", e.what());
+    }
+    pool.gqa.headDim = getInt(value, "qk_dim", field);
+    if (pool.gqa.kvHeads < 1 || pool.gqa.kvHeads > 1024 ||
+        pool.gqa.headDim < 1 || pool.gqa.headDim > 4096)
+      fail(field, "a GQA row has 1..1024 KV heads of 1..4096 dims");
+    sizes = {RowFormat::Gqa, "gqa", pool.gqa.rowBytes(), pool.gqa.headDim,
+             pool.gqa.headDim};
+  } else {
+    try {
+      sizes = rowFormatInfo(pool.format);
+    } catch (const Error &e) {
+      fail(field + ".format", e.what());
+    }
   }
+  const RowFormatInfo *format = &sizes;
   pool.elementType = DType::BF16;
   pool.rowBytes = getInt(value, "row_bytes", field);
   pool.rowElems = getInt(value, "row_elems", field);

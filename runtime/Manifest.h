@@ -21,6 +21,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include "runtime/RowFormat.h"
+
 #include <string>
 #include <vector>
 
@@ -93,6 +95,7 @@ struct KvPoolInfo {
   std::int64_t vDim;        ///< leading dims used as values (512)
   std::int64_t hbmSlots;    ///< fixed HBM slot count, or -1 = chosen at run time
   std::int64_t hostRows;    ///< fixed host-store rows, or -1 = chosen at run time
+  GqaLayout gqa;            ///< the layout of "gqa" rows
 };
 
 /// One argument of the step.

@@ -100,8 +100,95 @@ void decodeKey(RowFormat format, const std::uint8_t *row, double *key) {
       key[d] = decodeE4M3(row[d]) * scale;
     }
     return;
+  case RowFormat::Gqa:
+    break;
   }
-  throw Error("unknown KV row format");
+  throw Error("decodeKey reads MLA rows; GQA rows are decoded by decodeGqa");
+}
+
+GqaElement parseGqaElement(const std::string &name) {
+  if (name == "bf16")
+    return GqaElement::BF16;
+  if (name == "f16")
+    return GqaElement::F16;
+  if (name == "f32")
+    return GqaElement::F32;
+  throw Error("GQA rows hold bf16, f16 or f32, not '" + name + "'");
+}
+
+/// IEEE half precision to double.
+static double halfToDouble(std::uint16_t h) {
+  int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+  double magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(mantissa, -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN()
+                         : std::numeric_limits<double>::infinity();
+  else
+    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
+  return sign ? -magnitude : magnitude;
+}
+
+void decodeGqa(const GqaLayout &layout, const std::uint8_t *row,
+               std::int64_t kvHead, double *key, double *value) {
+  const std::int64_t d = layout.headDim, size = layout.elementBytes();
+  auto element = [&](std::int64_t index) -> double {
+    const std::uint8_t *at = row + index * size;
+    switch (layout.element) {
+    case GqaElement::BF16:
+      return bf16ToFloat(load<bf16_t>(at));
+    case GqaElement::F16:
+      return halfToDouble(load<std::uint16_t>(at));
+    case GqaElement::F32:
+      return load<float>(at);
+    }
+    return 0.0;
+  };
+  for (std::int64_t i = 0; i < d; ++i) {
+    key[i] = element(kvHead * d + i);
+    value[i] = element((layout.kvHeads + kvHead) * d + i);
+  }
+}
+
+void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row,
+                      std::mt19937_64 &rng) {
+  const std::int64_t count = 2 * layout.kvHeads * layout.headDim;
+  for (std::int64_t i = 0; i < count; ++i) {
+    double v = normal(rng);
+    if (v == 0.0)
+      v = 0.5;
+    switch (layout.element) {
+    case GqaElement::BF16: {
+      bf16_t b = doubleToBf16(v);
+      std::memcpy(row + 2 * i, &b, 2);
+      break;
+    }
+    case GqaElement::F16: {
+      // Round to half by way of float: exact enough for test data, and the
+      // decoder reads back exactly what is stored.
+      float f = static_cast<float>(v);
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000);
+      int exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
+      std::uint16_t half = sign;
+      if (exponent > 0 && exponent < 31)
+        half |= static_cast<std::uint16_t>((exponent << 10) | ((bits >> 13) & 0x3ff));
+      else if (exponent >= 31)
+        half |= 0x7bff; // largest finite
+      else
+        half |= 0x0400; // smallest normal, keeping it nonzero
+      std::memcpy(row + 2 * i, &half, 2);
+      break;
+    }
+    case GqaElement::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(row + 4 * i, &f, 4);
+      break;
+    }
+    }
+  }
 }
 
 void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng) {
@@ -134,8 +221,11 @@ void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng) {
     for (int g = 0; g < 16; ++g)
       row[512 + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
     return;
+  case RowFormat::Gqa:
+    break;
   }
-  throw Error("unknown KV row format");
+  throw Error("fillRandomRow fills MLA rows; GQA rows are filled by "
+              "fillRandomGqaRow");
 }
 
 } // namespace dhs::runtime

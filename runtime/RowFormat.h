@@ -22,7 +22,10 @@
 namespace dhs::runtime {
 
 /// A row format the runtime reads.
-enum class RowFormat { MlaBf16, MlaFp8, V41Fp8 };
+enum class RowFormat { MlaBf16, MlaFp8, V41Fp8, Gqa };
+
+/// Element type of GQA rows.
+enum class GqaElement { BF16, F16, F32 };
 
 /// Sizes of a row format.
 struct RowFormatInfo {
@@ -33,7 +36,8 @@ struct RowFormatInfo {
   std::int64_t vDim;       ///< value dims (the leading key dims)
 };
 
-/// The format named `name`; throws Error for unknown names.
+/// The MLA format named `name`; throws Error for unknown names (GQA rows are
+/// described by GqaLayout).
 const RowFormatInfo &rowFormatInfo(const std::string &name);
 /// The sizes of `format`.
 const RowFormatInfo &rowFormatInfo(RowFormat format);
@@ -51,6 +55,29 @@ void decodeKey(RowFormat format, const std::uint8_t *row, double *key);
 /// magnitude (never all zero): N(0,1) bf16 elements, or e4m3 bytes with
 /// random scales and N(0,1) RoPE dims.
 void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng);
+
+/// A GQA row: `kvHeads` keys of `headDim` elements, then `kvHeads` values.
+struct GqaLayout {
+  std::int64_t kvHeads = 0;
+  std::int64_t headDim = 0;
+  GqaElement element = GqaElement::BF16;
+
+  /// Bytes of one element.
+  std::int64_t elementBytes() const { return element == GqaElement::F32 ? 4 : 2; }
+  /// Bytes of one row.
+  std::int64_t rowBytes() const { return 2 * kvHeads * headDim * elementBytes(); }
+};
+
+/// Parses "bf16", "f16" or "f32"; throws Error otherwise.
+GqaElement parseGqaElement(const std::string &name);
+
+/// Decodes the key and the value of KV head `kvHead` of a GQA row.
+void decodeGqa(const GqaLayout &layout, const std::uint8_t *row,
+               std::int64_t kvHead, double *key, double *value);
+
+/// Fills a GQA row with N(0,1) elements (never zero).
+void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row,
+                      std::mt19937_64 &rng);
 
 } // namespace dhs::runtime
 

@@ -24,7 +24,12 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
   shape.queries = queries.shape.at(1);
   shape.heads = queries.shape.at(2);
   shape.topk = rowIds.shape.at(2);
-  shape.format = rowFormatInfo(pool.format).format;
+  if (pool.format == "gqa") {
+    shape.format = RowFormat::Gqa;
+    shape.gqa = pool.gqa;
+  } else {
+    shape.format = rowFormatInfo(pool.format).format;
+  }
   shape.rowBytes = pool.rowBytes;
   shape.layers = pool.layers;
   shape.rowElems = pool.layers * pool.rowBytes / 2;
@@ -103,7 +108,14 @@ void checkLayout(const SparseAttentionProblem &p) {
                      " Q=" + std::to_string(s.queries) +
                      " H=" + std::to_string(s.heads) +
                      " K=" + std::to_string(s.topk) + " has an empty dimension");
-  const RowFormatInfo &format = rowFormatInfo(s.format);
+  const RowFormatInfo format =
+      s.format == RowFormat::Gqa
+          ? RowFormatInfo{RowFormat::Gqa, "gqa", s.gqa.rowBytes(),
+                          s.gqa.headDim, s.gqa.headDim}
+          : rowFormatInfo(s.format);
+  if (s.format == RowFormat::Gqa && (s.gqa.kvHeads < 1 || s.heads % s.gqa.kvHeads != 0))
+    throw InputError(std::to_string(s.heads) + " query heads cannot share " +
+                     std::to_string(s.gqa.kvHeads) + " KV heads evenly");
   if (s.rowBytes != format.rowBytes || s.qkDim != format.qkDim ||
       s.vDim != format.vDim || s.layers < 1 || s.layer < 0 ||
       s.layer >= s.layers || s.rowElems * 2 != s.layers * s.rowBytes)
@@ -381,8 +393,12 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
   // Every layer of every token: random rows of the pool's format.
   p.hostStore.resize(static_cast<std::size_t>(hostRows * shape.rowElems));
   auto *bytes = reinterpret_cast<std::uint8_t *>(p.hostStore.data());
-  for (std::int64_t row = 0; row < hostRows * shape.layers; ++row)
-    fillRandomRow(shape.format, bytes + row * shape.rowBytes, rng);
+  for (std::int64_t row = 0; row < hostRows * shape.layers; ++row) {
+    if (shape.format == RowFormat::Gqa)
+      fillRandomGqaRow(shape.gqa, bytes + row * shape.rowBytes, rng);
+    else
+      fillRandomRow(shape.format, bytes + row * shape.rowBytes, rng);
+  }
 
   // Selections: K distinct rows per query by a partial Fisher-Yates shuffle
   // of the request's rows (any permutation is a valid start, so the vector

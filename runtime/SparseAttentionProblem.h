@@ -38,6 +38,7 @@ struct ProblemShape {
   std::int64_t heads = 0;    ///< H: query heads
   std::int64_t topk = 0;     ///< K: selected rows per query
   RowFormat format = RowFormat::MlaBf16; ///< layout of one layer's row
+  GqaLayout gqa;             ///< the row layout when format is Gqa
   std::int64_t rowBytes = 1152; ///< bytes of one layer's row
   std::int64_t layers = 1;   ///< layers per token in the pool's group
   std::int64_t layer = 0;    ///< the layer attention reads

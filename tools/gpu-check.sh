@@ -38,7 +38,7 @@ bundle() {
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
   for name in default_step mla_bf16_64heads_top2048 mla_fp8_layer_group v41_fp8_step \
-              verify_step verify_step_fp8_group; do
+              verify_step verify_step_fp8_group gqa_step; do
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
   done
   # The same verify step without its phase marker: nothing is shared, every

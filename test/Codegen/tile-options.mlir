@@ -8,7 +8,7 @@
 // CHECK: workgroup(%{{.*}} : memref<8x576xf32, #gpu.address_space<workgroup>>
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // BAD: tile-rows must be in [1, 32], got 64
-// SMEM: tile-rows = 32 needs 74112 bytes of shared memory for keys of 576 dims; at most 49152 are available
+// SMEM: tile-rows = 32 needs 74112 bytes of shared memory for rows of 576 decoded dims; at most 49152 are available
 func.func @step(%q: memref<1x1x16x576xbf16>, %rows: memref<1x1x64xi32>,
                 %slots: memref<1x1x64xi32>, %start: memref<1xi64>,
                 %len: memref<1xi32>,

@@ -168,3 +168,38 @@ TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group",
               .relativeError == 0.0);
   }
 }
+
+TEST_CASE("GQA rows: each KV head's key, then its value", "[format]") {
+  for (GqaElement element : {GqaElement::BF16, GqaElement::F16, GqaElement::F32}) {
+    GqaLayout layout{4, 64, element};
+    CHECK(layout.rowBytes() == 2 * 4 * 64 * layout.elementBytes());
+    std::vector<std::uint8_t> row(static_cast<std::size_t>(layout.rowBytes()));
+    std::mt19937_64 rng(5);
+    fillRandomGqaRow(layout, row.data(), rng);
+    std::vector<double> key(64), value(64), otherKey(64), otherValue(64);
+    decodeGqa(layout, row.data(), 2, key.data(), value.data());
+    decodeGqa(layout, row.data(), 3, otherKey.data(), otherValue.data());
+    double norm = 0;
+    for (int i = 0; i < 64; ++i) {
+      REQUIRE(std::isfinite(key[i]));
+      REQUIRE(std::isfinite(value[i]));
+      CHECK(key[i] != 0.0);
+      norm += key[i] * key[i];
+    }
+    CHECK(norm > 10.0);
+    CHECK(key != otherKey);
+    CHECK(key != value);
+  }
+  // Element 5 of KV head 1's key sits at element index 1 * 64 + 5; its value
+  // at (4 + 1) * 64 + 5.
+  GqaLayout layout{4, 64, GqaElement::BF16};
+  std::vector<std::uint8_t> row(static_cast<std::size_t>(layout.rowBytes()), 0);
+  bf16_t k = floatToBf16(1.25f), v = floatToBf16(-3.0f);
+  std::memcpy(row.data() + 2 * (64 + 5), &k, 2);
+  std::memcpy(row.data() + 2 * (5 * 64 + 5), &v, 2);
+  std::vector<double> key(64), value(64);
+  decodeGqa(layout, row.data(), 1, key.data(), value.data());
+  CHECK(key[5] == 1.25);
+  CHECK(value[5] == -3.0);
+  CHECK_THROWS_WITH(parseGqaElement("i8"), Catch::Contains("bf16, f16 or f32"));
+}
