@@ -153,6 +153,18 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     operands.append({fetch.getHistoryStart(), fetch.getHistoryLen(),
                      tier(fetch.getPool(), Tier::host), fetch.getStaging(),
                      getStepStatus(builder, op, values.statuses)});
+  } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "resolve/" << resolve.getRows().getType() << '/'
+       << resolve.getResidency().getType();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildResolveKernel(b, resolve, name, geometry);
+    };
+    operands = {resolve.getRows(), resolve.getResidency(),
+                resolve.getHistoryLen(), resolve.getSlots(),
+                getStepStatus(builder, op, values.statuses)};
   } else if (auto ringIndex = dyn_cast<RingIndexOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -256,7 +268,8 @@ void DhsLowerToGPU::runOnOperation() {
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
         isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, PoolTierOp, StepStatusOp, ScratchOp>(op))
+            RingIndexOp, CopyRowsOp, ResolveOp, PoolTierOp, StepStatusOp,
+            ScratchOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
@@ -269,7 +282,7 @@ void DhsLowerToGPU::runOnOperation() {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
     if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp>(op))
+            RingIndexOp, CopyRowsOp, ResolveOp>(op))
       ops.push_back(op);
   });
   if (ops.empty())

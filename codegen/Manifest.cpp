@@ -56,15 +56,18 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
   static const StringRef unionMissing[] = {"row_ids", "slots", "missing",
                                            "remap"};
   static const StringRef ringIndex[] = {"positions", "ring_slots"};
+  static const StringRef resolve[] = {"row_ids", "residency", "history_len",
+                                      "slots", "status"};
   static const StringRef copyRows[] = {"rows", "rows", "ring_slots",
                                        "status"};
   ArrayRef<StringRef> candidates[] = {sparseAttention, attention,
                                       indexedAttention, fetch,
                                       fetchMissing,    unionMissing,
-                                      ringIndex,       copyRows};
+                                      ringIndex,       copyRows,
+                                      resolve};
   StringRef names[] = {"sparse_attention", "attention", "attention",
                        "fetch",            "fetch",     "union_missing",
-                       "ring_index",       "copy_rows"};
+                       "ring_index",       "copy_rows", "resolve"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;

@@ -372,3 +372,77 @@ mlir::dhs::buildUnionMissingKernel(OpBuilder &builder, UnionMissingOp op,
   gpu::ReturnOp::create(ib);
   return func;
 }
+
+FailureOr<gpu::GPUFuncOp>
+mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
+                              KernelGeometry &geometry) {
+  MemRefType rows = op.getRows().getType();
+  MemRefType table = op.getResidency().getType();
+  if (!rows.hasStaticShape() || !table.hasStaticShape())
+    return op.emitOpError() << "needs static shapes to generate a kernel";
+  int64_t batch = rows.getDimSize(0), positions = rows.getDimSize(1),
+          selected = rows.getDimSize(2), tableRows = table.getDimSize(1);
+  constexpr int64_t threads = 256;
+  Location loc = op.getLoc();
+  gpu::GPUFuncOp func = createKernel(
+      builder, loc, name,
+      {rows, table, op.getHistoryLen().getType(), op.getSlots().getType(),
+       MemRefType::get({1}, builder.getI32Type())},
+      threads);
+  geometry.grid = {batch * positions, llvm::divideCeil(selected, threads), 1};
+  geometry.block = {threads, 1, 1};
+
+  ImplicitLocOpBuilder ib(loc, builder);
+  ib.setInsertionPointToStart(&func.getBody().front());
+  KernelBuilder kb{ib};
+  Value rowsArg = func.getArgument(0), tableArg = func.getArgument(1),
+        lenArg = func.getArgument(2), slotsArg = func.getArgument(3),
+        status = func.getArgument(4);
+  Value pair = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+  Value request = arith::DivUIOp::create(ib, pair, kb.index(positions));
+  Value position = arith::RemUIOp::create(ib, pair, kb.index(positions));
+  Value k = arith::AddIOp::create(
+      ib,
+      arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y),
+                            kb.index(threads)),
+      gpu::ThreadIdOp::create(ib, gpu::Dimension::x));
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, k, kb.index(selected)), [&] {
+    Value id = memref::LoadOp::create(ib, rowsArg,
+                                      ValueRange{request, position, k});
+    Value length = memref::LoadOp::create(ib, lenArg, ValueRange{request});
+    Value none = kb.cmpi(arith::CmpIPredicate::eq, id, kb.i32(-1));
+    // Valid ids lie in the history and in the table.
+    Value inside = arith::AndIOp::create(
+        ib,
+        arith::AndIOp::create(
+            ib, kb.cmpi(arith::CmpIPredicate::sge, id, kb.i32(0)),
+            kb.cmpi(arith::CmpIPredicate::slt, id, length)),
+        kb.cmpi(arith::CmpIPredicate::slt, id, kb.i32(tableRows)));
+    auto slot = scf::IfOp::create(ib, TypeRange{ib.getI32Type()}, inside,
+                                  /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(ib);
+      ib.setInsertionPointToStart(slot.thenBlock());
+      scf::YieldOp::create(
+          ib, memref::LoadOp::create(ib, tableArg,
+                                     ValueRange{request, kb.toIndex(id)})
+                  .getResult());
+      ib.setInsertionPointToStart(slot.elseBlock());
+      scf::YieldOp::create(ib, kb.i32(-1));
+    }
+    kb.ifThen(arith::AndIOp::create(
+                  ib, arith::XOrIOp::create(ib, none,
+                                            arith::ConstantIntOp::create(ib, 1, 1)),
+                  arith::XOrIOp::create(ib, inside,
+                                        arith::ConstantIntOp::create(ib, 1, 1))),
+              [&] {
+                memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori,
+                                            kb.i32(kStatusBadRowId), status,
+                                            ValueRange{kb.index(0)});
+              });
+    memref::StoreOp::create(ib, slot.getResult(0), slotsArg,
+                            ValueRange{request, position, k});
+  });
+  gpu::ReturnOp::create(ib);
+  return func;
+}

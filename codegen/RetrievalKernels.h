@@ -37,6 +37,14 @@ FailureOr<gpu::GPUFuncOp> buildUnionMissingKernel(OpBuilder &builder,
                                                   StringRef name,
                                                   KernelGeometry &geometry);
 
+/// Builds the kernel of a `dhs.resolve` (arguments: rows, residency,
+/// history_len, slots, step status): a thread per selection looks its row up
+/// in the request's row-to-slot table; row ids outside the history (or the
+/// table) are reported (status bit 1) and resolve to -1.
+FailureOr<gpu::GPUFuncOp> buildResolveKernel(OpBuilder &builder, ResolveOp op,
+                                             StringRef name,
+                                             KernelGeometry &geometry);
+
 } // namespace mlir::dhs
 
 #endif // DHS_CODEGEN_RETRIEVALKERNELS_H
