@@ -83,6 +83,8 @@ const char *roleName(ArgumentRole role) {
     return "positions";
   case ArgumentRole::Rows:
     return "rows";
+  case ArgumentRole::Residency:
+    return "residency";
   }
   return "?";
 }
@@ -347,7 +349,8 @@ const ArgumentRole kAllRoles[] = {
     ArgumentRole::HistoryLen,   ArgumentRole::KvPool,
     ArgumentRole::Output};
 /// Roles of draft-ring steps, any number of times.
-const ArgumentRole kRingRoles[] = {ArgumentRole::Positions, ArgumentRole::Rows};
+const ArgumentRole kRingRoles[] = {ArgumentRole::Positions, ArgumentRole::Rows,
+                                   ArgumentRole::Residency};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
   for (ArgumentRole role : kAllRoles)
@@ -399,7 +402,7 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
     fail(field + ".role",
          "unknown role '" + roleText +
              "' (known: queries, row_ids, slots, history_start, history_len, "
-             "kv_pool, output, positions, rows)");
+             "kv_pool, output, positions, rows, residency)");
 
   Argument arg;
   arg.role = *role;
@@ -513,6 +516,9 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
     if (arg.role == ArgumentRole::Rows &&
         (arg.dtype != DType::I8 || arg.shape.size() != 4))
       fail(here, "rows are i8 [B, N, layers, row bytes]");
+    if (arg.role == ArgumentRole::Residency &&
+        (arg.dtype != DType::I32 || arg.shape.size() != 2))
+      fail(here, "a residency table is i32 [B, rows]");
   }
   if (!attention_)
     return;
@@ -725,10 +731,10 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   launch.op = getString(value, "op", field);
   if (!launch.isAttention() && launch.op != "fetch" &&
       launch.op != "union_missing" && launch.op != "ring_index" &&
-      launch.op != "copy_rows")
+      launch.op != "copy_rows" && launch.op != "resolve")
     fail(field + ".op", "unknown op '" + launch.op +
                             "' (known: sparse_attention, attention, fetch, "
-                            "union_missing, ring_index, copy_rows)");
+                            "union_missing, ring_index, copy_rows, resolve)");
   // Attention launches carry their scale and layer, row copies their
   // direction.
   if (launch.isAttention())

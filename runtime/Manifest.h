@@ -55,6 +55,7 @@ enum class ArgumentRole {
   Output,       ///< bf16 [B,Q,H,v_dim]
   Positions,    ///< i32 [B]: logical positions of draft rows (ring ops)
   Rows,         ///< i8 [B,N,layers,row_bytes]: rows moved whole (ring, window)
+  Residency,    ///< i32 [B,H]: each request's row-to-slot table (resolve)
 };
 
 /// Returns the manifest spelling of a role ("queries", "row_ids", ...).

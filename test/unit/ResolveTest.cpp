@@ -1,0 +1,98 @@
+//===- ResolveTest.cpp - The generated resolve kernel on a GPU ------------===//
+//
+// examples/resolve_step.mlir, compiled at build time: selections resolve to
+// HBM slots through the requests' row-to-slot tables. On a GPU the slots
+// must equal a CPU lookup on fresh random tables and selections, and a row id
+// outside its history must be reported (status bit 1) and resolve to -1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "runtime/CudaBackend.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/CudaResources.h"
+#include "runtime/Manifest.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <random>
+
+using namespace dhs::runtime;
+using namespace dhs::runtime::cuda_detail;
+
+TEST_CASE("the generated resolve kernel maps selections to slots",
+          "[cuda][gpu][resolve]") {
+  const std::string dir = dhs::test::compiledStepsDir() + "/resolve";
+  if (!std::filesystem::exists(dir + "/manifest.json")) {
+    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+    return;
+  }
+  Manifest manifest = Manifest::load(dir);
+  REQUIRE_FALSE(manifest.hasAttention());
+  REQUIRE(manifest.launches.size() == 1);
+  CHECK(manifest.launches[0].op == "resolve");
+  const CudaDriver &cuda = CudaDriver::instance();
+  if (!cuda.available()) {
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  const std::uint64_t seed = dhs::test::freshSeed() + 1300;
+  INFO("DHS_TEST_SEED=" << seed - 1300);
+  std::mt19937_64 rng(seed);
+
+  // rows [4,2,256], residency [4,8192], history_len [4], slots [4,2,256].
+  const std::size_t B = 4, Q = 2, K = 256, H = 8192;
+  std::vector<std::int32_t> table(B * H), rows(B * Q * K), length(B);
+  for (auto &slot : table)
+    slot = rng() % 3 ? -1 : static_cast<std::int32_t>(rng() % 65536);
+  for (std::size_t b = 0; b < B; ++b)
+    length[b] = 2000 + static_cast<std::int32_t>(rng() % 6000);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < Q * K; ++i)
+      rows[b * Q * K + i] = rng() % 10 == 0
+                                ? -1
+                                : static_cast<std::int32_t>(rng() % length[b]);
+
+  for (bool bad : {false, true}) {
+    INFO((bad ? "with" : "without") << " a row id outside its history");
+    if (bad)
+      rows[3] = length[0] + 5;
+    CudaBackend backend(manifest, 0);
+    backend.makeCurrent();
+    auto upload = [&](const std::vector<std::int32_t> &data, const char *name) {
+      auto buffer = std::make_unique<DeviceBuffer>(data.size() * 4, name);
+      cuda.check(cuda.memcpyHtoD(buffer->get(), data.data(), data.size() * 4), name);
+      return buffer;
+    };
+    std::vector<std::unique_ptr<DeviceBuffer>> owned;
+    owned.push_back(upload(rows, "rows"));
+    owned.push_back(upload(table, "residency"));
+    owned.push_back(upload(length, "history_len"));
+    owned.push_back(upload(std::vector<std::int32_t>(B * Q * K, 12345), "slots"));
+    DeviceBuffer status(4, "status");
+    cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
+    CudaStepBuffers buffers;
+    for (auto &buffer : owned)
+      buffers.arguments.push_back(buffer->get());
+    buffers.status = status.get();
+    Stream stream;
+    backend.launchAsync(buffers, stream.get());
+    cuda.check(cuda.streamSynchronize(stream.get()), "resolve");
+    std::vector<std::int32_t> slots(B * Q * K);
+    std::uint32_t word = 0;
+    cuda.check(cuda.memcpyDtoH(slots.data(), owned[3]->get(), slots.size() * 4), "slots");
+    cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
+    CHECK(word == (bad ? 1u : 0u));
+    std::size_t mismatches = 0;
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < Q * K; ++i) {
+        std::int32_t id = rows[b * Q * K + i];
+        std::int32_t expected =
+            id < 0 || id >= length[b] ? -1 : table[b * H + static_cast<std::size_t>(id)];
+        mismatches += slots[b * Q * K + i] != expected;
+      }
+    CHECK(mismatches == 0);
+  }
+}
