@@ -1,6 +1,7 @@
 //===- LowerToGPU.cpp - dhs attention ops to GPU kernels and launches -----===//
 
 #include "codegen/Passes.h"
+#include "codegen/AcceptKernel.h"
 #include "codegen/RetrievalKernels.h"
 #include "codegen/RingKernels.h"
 #include "codegen/SparseAttentionKernel.h"
@@ -153,6 +154,17 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     operands.append({fetch.getHistoryStart(), fetch.getHistoryLen(),
                      tier(fetch.getPool(), Tier::host), fetch.getStaging(),
                      getStepStatus(builder, op, values.statuses)});
+  } else if (auto accept = dyn_cast<AcceptOp>(op)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "accept/" << stringifyAcceptRule(accept.getRule()) << '/'
+       << accept.getDraft().getType() << '/' << accept.getTarget().getType();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildAcceptKernel(b, accept, name, geometry);
+    };
+    operands = {accept.getDraft(), accept.getTarget(), accept.getSeeds(),
+                accept.getStep(), accept.getAccepted(), accept.getNextToken()};
   } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -268,8 +280,8 @@ void DhsLowerToGPU::runOnOperation() {
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
         isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, ResolveOp, PoolTierOp, StepStatusOp,
-            ScratchOp>(op))
+            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, PoolTierOp,
+            StepStatusOp, ScratchOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
@@ -282,7 +294,7 @@ void DhsLowerToGPU::runOnOperation() {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
     if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, ResolveOp>(op))
+            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp>(op))
       ops.push_back(op);
   });
   if (ops.empty())

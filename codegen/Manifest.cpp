@@ -58,16 +58,20 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
   static const StringRef ringIndex[] = {"positions", "ring_slots"};
   static const StringRef resolve[] = {"row_ids", "residency", "history_len",
                                       "slots", "status"};
+  static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
+                                     "step_counter", "accepted",
+                                     "next_token"};
   static const StringRef copyRows[] = {"rows", "rows", "ring_slots",
                                        "status"};
   ArrayRef<StringRef> candidates[] = {sparseAttention, attention,
                                       indexedAttention, fetch,
                                       fetchMissing,    unionMissing,
                                       ringIndex,       copyRows,
-                                      resolve};
+                                      resolve,         accept};
   StringRef names[] = {"sparse_attention", "attention", "attention",
                        "fetch",            "fetch",     "union_missing",
-                       "ring_index",       "copy_rows", "resolve"};
+                       "ring_index",       "copy_rows", "resolve",
+                       "accept"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;

@@ -33,6 +33,8 @@ const char *dtypeName(DType type) {
     return "i64";
   case DType::I8:
     return "i8";
+  case DType::F32:
+    return "f32";
   }
   return "?";
 }
@@ -47,6 +49,8 @@ std::size_t dtypeSize(DType type) {
     return 8;
   case DType::I8:
     return 1;
+  case DType::F32:
+    return 4;
   }
   return 0;
 }
@@ -60,6 +64,8 @@ std::optional<DType> parseDType(const std::string &name) {
     return DType::I64;
   if (name == "i8")
     return DType::I8;
+  if (name == "f32")
+    return DType::F32;
   return std::nullopt;
 }
 
@@ -85,6 +91,18 @@ const char *roleName(ArgumentRole role) {
     return "rows";
   case ArgumentRole::Residency:
     return "residency";
+  case ArgumentRole::DraftTokens:
+    return "draft_tokens";
+  case ArgumentRole::TargetProbs:
+    return "target_probs";
+  case ArgumentRole::Seeds:
+    return "seeds";
+  case ArgumentRole::StepCounter:
+    return "step_counter";
+  case ArgumentRole::Accepted:
+    return "accepted";
+  case ArgumentRole::NextToken:
+    return "next_token";
   }
   return "?";
 }
@@ -349,8 +367,10 @@ const ArgumentRole kAllRoles[] = {
     ArgumentRole::HistoryLen,   ArgumentRole::KvPool,
     ArgumentRole::Output};
 /// Roles of draft-ring steps, any number of times.
-const ArgumentRole kRingRoles[] = {ArgumentRole::Positions, ArgumentRole::Rows,
-                                   ArgumentRole::Residency};
+const ArgumentRole kRingRoles[] = {
+    ArgumentRole::Positions,   ArgumentRole::Rows,        ArgumentRole::Residency,
+    ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::Seeds,
+    ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
   for (ArgumentRole role : kAllRoles)
@@ -402,7 +422,8 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
     fail(field + ".role",
          "unknown role '" + roleText +
              "' (known: queries, row_ids, slots, history_start, history_len, "
-             "kv_pool, output, positions, rows, residency)");
+             "kv_pool, output, positions, rows, residency, draft_tokens, "
+             "target_probs, seeds, step_counter, accepted, next_token)");
 
   Argument arg;
   arg.role = *role;
@@ -731,10 +752,12 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   launch.op = getString(value, "op", field);
   if (!launch.isAttention() && launch.op != "fetch" &&
       launch.op != "union_missing" && launch.op != "ring_index" &&
-      launch.op != "copy_rows" && launch.op != "resolve")
+      launch.op != "copy_rows" && launch.op != "resolve" &&
+      launch.op != "accept")
     fail(field + ".op", "unknown op '" + launch.op +
                             "' (known: sparse_attention, attention, fetch, "
-                            "union_missing, ring_index, copy_rows, resolve)");
+                            "union_missing, ring_index, copy_rows, resolve, "
+                            "accept)");
   // Attention launches carry their scale and layer, row copies their
   // direction.
   if (launch.isAttention())

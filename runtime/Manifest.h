@@ -35,7 +35,7 @@ inline constexpr int kManifestVersion = 1;
 inline constexpr const char *kManifestFileName = "manifest.json";
 
 /// Element types that may appear in a manifest.
-enum class DType { BF16, I32, I64, I8 };
+enum class DType { BF16, I32, I64, I8, F32 };
 
 /// Returns the manifest spelling of a dtype ("bf16", "i32", "i64", "i8").
 const char *dtypeName(DType type);
@@ -56,6 +56,12 @@ enum class ArgumentRole {
   Positions,    ///< i32 [B]: logical positions of draft rows (ring ops)
   Rows,         ///< i8 [B,N,layers,row_bytes]: rows moved whole (ring, window)
   Residency,    ///< i32 [B,H]: each request's row-to-slot table (resolve)
+  DraftTokens,  ///< i32 [B,gamma]: drafted tokens (accept)
+  TargetProbs,  ///< f32 [B,gamma+1,V]: the target's distributions (accept)
+  Seeds,        ///< i64 [B]: per-request random seeds (accept)
+  StepCounter,  ///< i64 [1]: the step counter (accept)
+  Accepted,     ///< i32 [B]: accepted drafts (accept)
+  NextToken,    ///< i32 [B]: the next token (accept)
 };
 
 /// Returns the manifest spelling of a role ("queries", "row_ids", ...).

@@ -1,0 +1,37 @@
+// Greedy acceptance as a kernel: per request a block argmax at each verified
+// position, then the drafts compared in order.
+// RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: rm -rf %t && dhs-compile %dhs_src/examples/accept_step.mlir -o %t
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/accept.ptx -o %t/k.cubin %}
+// RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
+// LINK: link: OK
+
+// CHECK-LABEL: func.func @greedy
+// CHECK: gpu.launch_func @accept::@accept blocks in (%c8, %c1, %c1) threads in (%c1024, %c1, %c1) args({{.*}}) {dhs.op = "accept"}
+// CHECK: gpu.func @accept
+// CHECK-SAME: workgroup({{.*}} : memref<32xf32, #gpu.address_space<workgroup>>, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<5xi32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
+func.func @greedy(%draft: memref<8x4xi32>, %target: memref<8x5x32000xf32>,
+                  %seeds: memref<8xi64>, %counter: memref<1xi64>,
+                  %accepted: memref<8xi32>, %next: memref<8xi32>) {
+  dhs.accept greedy draft(%draft : memref<8x4xi32>)
+      target(%target : memref<8x5x32000xf32>)
+      seeds(%seeds : memref<8xi64>) step(%counter : memref<1xi64>)
+      into(%accepted, %next : memref<8xi32>, memref<8xi32>)
+  return
+}
+
+// -----
+
+func.func @sampling(%draft: memref<8x4xi32>, %target: memref<8x5x100xf32>,
+                    %q: memref<8x4x100xf32>, %seeds: memref<8xi64>,
+                    %counter: memref<1xi64>, %accepted: memref<8xi32>,
+                    %next: memref<8xi32>) {
+  // expected-error @below {{rejection sampling has no GPU kernel yet (greedy acceptance has)}}
+  dhs.accept rejection_sampling draft(%draft : memref<8x4xi32>)
+      target(%target : memref<8x5x100xf32>) draft_probs(%q : memref<8x4x100xf32>)
+      seeds(%seeds : memref<8xi64>) step(%counter : memref<1xi64>)
+      into(%accepted, %next : memref<8xi32>, memref<8xi32>)
+  return
+}

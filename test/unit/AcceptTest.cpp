@@ -1,0 +1,107 @@
+//===- AcceptTest.cpp - The generated greedy acceptance kernel on a GPU ---===//
+//
+// examples/accept_step.mlir, compiled at build time: 8 requests, gamma = 4,
+// a 32000-token vocabulary. On a GPU the accepted counts and next tokens must
+// equal a CPU replay (argmax with ties to the lower token) on fresh random
+// distributions whose drafts match the target for a random prefix, including
+// exact ties, full acceptance and immediate rejection.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "runtime/CudaBackend.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/CudaResources.h"
+#include "runtime/Manifest.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <random>
+
+using namespace dhs::runtime;
+using namespace dhs::runtime::cuda_detail;
+
+TEST_CASE("the generated greedy acceptance kernel accepts matching drafts",
+          "[cuda][gpu][accept]") {
+  const std::string dir = dhs::test::compiledStepsDir() + "/accept";
+  if (!std::filesystem::exists(dir + "/manifest.json")) {
+    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+    return;
+  }
+  Manifest manifest = Manifest::load(dir);
+  REQUIRE_FALSE(manifest.hasAttention());
+  REQUIRE(manifest.launches.size() == 1);
+  CHECK(manifest.launches[0].op == "accept");
+  const CudaDriver &cuda = CudaDriver::instance();
+  if (!cuda.available()) {
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  const std::uint64_t seed = dhs::test::freshSeed() + 1700;
+  INFO("DHS_TEST_SEED=" << seed - 1700);
+  std::mt19937_64 rng(seed);
+  const std::size_t B = 8, G = 4, V = 32000;
+
+  std::vector<float> target(B * (G + 1) * V);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  for (float &p : target)
+    p = uniform(rng);
+  // The argmax of each position, ties to the lower token.
+  auto argmax = [&](std::size_t b, std::size_t i) {
+    const float *p = &target[(b * (G + 1) + i) * V];
+    std::size_t best = 0;
+    for (std::size_t t = 1; t < V; ++t)
+      if (p[t] > p[best])
+        best = t;
+    return static_cast<std::int32_t>(best);
+  };
+  std::vector<std::int32_t> draft(B * G), wantAccepted(B), wantNext(B);
+  for (std::size_t b = 0; b < B; ++b) {
+    // Request b matches a prefix of b % (G + 1) drafts; request 0 also gets
+    // an exact tie at a lower token than the first maximum.
+    if (b == 0) {
+      float *p = &target[0];
+      std::size_t top = static_cast<std::size_t>(argmax(0, 0));
+      std::size_t lower = top / 2;
+      p[top] = 2.0f;
+      p[lower] = 2.0f;
+    }
+    std::size_t prefix = b % (G + 1);
+    for (std::size_t i = 0; i < G; ++i) {
+      std::int32_t best = argmax(b, i);
+      draft[b * G + i] = i < prefix ? best : (best + 1) % static_cast<std::int32_t>(V);
+    }
+    wantAccepted[b] = static_cast<std::int32_t>(prefix);
+    wantNext[b] = argmax(b, prefix);
+  }
+
+  CudaBackend backend(manifest, 0);
+  backend.makeCurrent();
+  auto upload = [&](const void *data, std::size_t bytes, const char *name) {
+    auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
+    cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
+    return buffer;
+  };
+  std::vector<std::int64_t> seeds(B, 7), counter(1, 3);
+  std::vector<std::int32_t> poison(B, -7);
+  std::vector<std::unique_ptr<DeviceBuffer>> owned;
+  owned.push_back(upload(draft.data(), draft.size() * 4, "draft"));
+  owned.push_back(upload(target.data(), target.size() * 4, "target"));
+  owned.push_back(upload(seeds.data(), B * 8, "seeds"));
+  owned.push_back(upload(counter.data(), 8, "counter"));
+  owned.push_back(upload(poison.data(), B * 4, "accepted"));
+  owned.push_back(upload(poison.data(), B * 4, "next"));
+  CudaStepBuffers buffers;
+  for (auto &buffer : owned)
+    buffers.arguments.push_back(buffer->get());
+  Stream stream;
+  backend.launchAsync(buffers, stream.get());
+  cuda.check(cuda.streamSynchronize(stream.get()), "accept");
+  std::vector<std::int32_t> accepted(B), next(B);
+  cuda.check(cuda.memcpyDtoH(accepted.data(), owned[4]->get(), B * 4), "accepted");
+  cuda.check(cuda.memcpyDtoH(next.data(), owned[5]->get(), B * 4), "next");
+  CHECK(accepted == wantAccepted);
+  CHECK(next == wantNext);
+}
