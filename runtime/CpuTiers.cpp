@@ -2,10 +2,12 @@
 
 #include "runtime/CpuBackend.h"
 #include "runtime/Error.h"
+#include "runtime/Manifest.h"
 #include "runtime/Tiers.h"
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 namespace dhs::runtime {
 
@@ -14,6 +16,72 @@ TierBackend::~TierBackend() = default;
 void TierBackend::setGraphs(bool on) {
   if (on)
     throw Error("CUDA graphs need the CUDA backend (this runtime runs on " + describe() + ")");
+}
+
+void TierBackend::setDraftStep(const Manifest &) {}
+
+DraftStepInfo draftStepInfo(const Manifest &m) {
+  auto fail = [&](const std::string &what) {
+    throw Error("the step " + m.directory + " is not a draft-ring step (" + what +
+                "); compile one like examples/draft_ring_step.mlir: ring_append then ring_read "
+                "in a dhs.draft region");
+  };
+  if (m.launches.size() != 4)
+    fail(std::to_string(m.launches.size()) + " launches, expected 4");
+  const char *ops[] = {"ring_index", "copy_rows", "ring_index", "copy_rows"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (m.launches[i].op != ops[i])
+      fail("launch " + std::to_string(i) + " is " + m.launches[i].op + ", expected " + ops[i]);
+    const std::size_t params = i % 2 == 0 ? 2 : 4;
+    if (m.launches[i].params.size() != params)
+      fail("launch " + std::to_string(i) + " has " +
+           std::to_string(m.launches[i].params.size()) + " parameters");
+  }
+  auto argumentOf = [&](std::size_t launch, std::size_t param) {
+    const LaunchParam &p = m.launches[launch].params[param];
+    if (p.source != ParamSource::Argument || p.argumentIndex < 0 ||
+        p.argumentIndex >= static_cast<int>(m.arguments.size()))
+      fail("parameter " + std::to_string(param) + " of launch " + std::to_string(launch) +
+           " is not an argument");
+    return p.argumentIndex;
+  };
+  DraftStepInfo info;
+  info.positionsArgument = argumentOf(0, 0);
+  info.rowsArgument = argumentOf(1, 0);
+  info.ringArgument = argumentOf(1, 1);
+  info.endsArgument = argumentOf(2, 0);
+  info.windowArgument = argumentOf(3, 1);
+  if (argumentOf(3, 0) != info.ringArgument)
+    fail("the read does not gather from the ring the append scatters into");
+  auto rows = [&](int index, const char *name) {
+    const Argument &a = m.arguments[static_cast<std::size_t>(index)];
+    if (a.isPool || a.dtype != DType::I8 || a.shape.size() != 4)
+      fail(std::string("the ") + name + " are not an i8 memref [B, rows, a, b]");
+    return a.shape;
+  };
+  auto lanes = [&](int index, const char *name) {
+    const Argument &a = m.arguments[static_cast<std::size_t>(index)];
+    if (a.isPool || a.dtype != DType::I32 || a.shape.size() != 1)
+      fail(std::string("the ") + name + " are not an i32 memref [B]");
+    return a.shape[0];
+  };
+  const std::vector<std::int64_t> ring = rows(info.ringArgument, "ring"),
+                                  fresh = rows(info.rowsArgument, "appended rows"),
+                                  window = rows(info.windowArgument, "rows read");
+  info.lanes = ring[0];
+  info.window = ring[1];
+  info.block = fresh[1];
+  info.readRows = window[1];
+  info.tokenBytes = ring[2] * ring[3];
+  for (const auto &shape : {fresh, window})
+    if (shape[0] != info.lanes || shape[2] * shape[3] != info.tokenBytes)
+      fail("the rings, appended rows and rows read disagree in batch or row bytes");
+  if (lanes(info.positionsArgument, "positions") != info.lanes ||
+      lanes(info.endsArgument, "ends") != info.lanes)
+    fail("the positions or ends are not one per ring");
+  if (info.lanes < 1 || info.window < 1 || info.block < 1 || info.readRows < 1)
+    fail("an empty dimension");
+  return info;
 }
 
 namespace {
@@ -99,13 +167,62 @@ public:
   void finishStep() override {}
   bool acceptsDevicePointers() const override { return false; }
 
+  // Draft rings: host vectors [W_draft][G * row_bytes] per group, plain
+  // copies with the modulo arithmetic.
+  void allocateDraftRings(std::int32_t index) override {
+    const std::size_t ringBytes =
+        static_cast<std::size_t>(layout_.draftWindow) * static_cast<std::size_t>(layout_.draftTokenBytes());
+    std::vector<std::vector<std::uint8_t>> rings;
+    try {
+      rings.assign(static_cast<std::size_t>(layout_.groups()), std::vector<std::uint8_t>(ringBytes, 0));
+    } catch (const std::bad_alloc &) {
+      throw CapacityError("out of host memory for the draft rings (" +
+                          std::to_string(layout_.groups()) + " x " + std::to_string(ringBytes) +
+                          " bytes)");
+    }
+    drafts_[index] = std::move(rings);
+  }
+
+  void freeDraftRings(std::int32_t index) override { drafts_.erase(index); }
+
+  void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position,
+                  std::int64_t count, const std::uint8_t *tokens) override {
+    std::uint8_t *ring = draftRing(index, group);
+    const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
+    for (std::int64_t i = 0; i < count; ++i)
+      std::memcpy(ring + draftSlot(position + i) * token, tokens + static_cast<std::size_t>(i) * token,
+                  token);
+  }
+
+  void readDraft(std::int32_t index, std::int32_t group, std::int64_t end, std::int64_t count,
+                 std::uint8_t *tokens) override {
+    const std::uint8_t *ring = draftRing(index, group);
+    const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
+    for (std::int64_t i = 0; i < count; ++i)
+      std::memcpy(tokens + static_cast<std::size_t>(i) * token,
+                  ring + draftSlot(end - count + i) * token, token);
+  }
+
 private:
   static std::uint8_t *bytes(std::vector<bf16_t> &v) {
     return reinterpret_cast<std::uint8_t *>(v.data());
   }
 
+  std::uint8_t *draftRing(std::int32_t index, std::int32_t group) {
+    auto it = drafts_.find(index);
+    if (it == drafts_.end() || group < 0 || group >= layout_.groups())
+      throw Error("no draft ring for request index " + std::to_string(index) + ", group " +
+                  std::to_string(group));
+    return it->second[static_cast<std::size_t>(group)].data();
+  }
+  std::size_t draftSlot(std::int64_t position) const {
+    const std::int64_t w = layout_.draftWindow;
+    return static_cast<std::size_t>(((position % w) + w) % w);
+  }
+
   TierLayout layout_;
   CpuBackend backend_;
+  std::unordered_map<std::int32_t, std::vector<std::vector<std::uint8_t>>> drafts_; // [index][group]
   std::vector<std::vector<bf16_t>> host_; // [pool][host_rows * token]
   std::vector<std::vector<bf16_t>> hbm_;  // [pool][slots * token]
   SparseAttentionProblem problem_;        // reused between layers

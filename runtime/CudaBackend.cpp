@@ -184,9 +184,18 @@ const DeviceInfo &CudaBackend::device() const { return state_->device; }
 void CudaBackend::makeCurrent() const { state_->context->makeCurrent(); }
 
 void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream) const {
+  launchAsync(buffers, stream, 0, state_->manifest.launches.size());
+}
+
+void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
+                              std::size_t count) const {
   const CudaDriver &cuda = driver();
   const State &st = *state_;
-  for (std::size_t i = 0; i < st.manifest.launches.size(); ++i) {
+  if (first > st.manifest.launches.size() || count > st.manifest.launches.size() - first)
+    throw Error("launches " + std::to_string(first) + " .. " + std::to_string(first + count) +
+                " of step '" + st.manifest.step + "', which has " +
+                std::to_string(st.manifest.launches.size()));
+  for (std::size_t i = first; i < first + count; ++i) {
     const Launch &launch = st.manifest.launches[i];
     KernelParams params;
     for (const LaunchParam &param : launch.params) {

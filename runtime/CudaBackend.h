@@ -116,6 +116,11 @@ public:
   /// `buffers`; no synchronization, no checks of the data. Throws Error if a
   /// launch cannot be enqueued.
   void launchAsync(const CudaStepBuffers &buffers, CUstream stream) const;
+  /// Enqueues launches [first, first + count) of the manifest only (a part
+  /// of a step, e.g. a draft-ring step's append or read pair). Throws Error
+  /// for a range outside the manifest's launches or a failed launch.
+  void launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
+                   std::size_t count) const;
 
   /// Makes the device's primary context current on the calling thread.
   void makeCurrent() const;

@@ -18,6 +18,21 @@
 // so the tiers hold G loaded steps, one per layer index, and layer l runs
 // the step of index l % G. They share every buffer (same arguments).
 //
+// Draft rings: per request and layer group a device buffer [W_draft, G,
+// row_bytes], allocated at admission, freed at finish. Only compiler-
+// generated kernels touch them: a loaded draft-ring step (setDraftStep, e.g.
+// examples/draft_ring_step.mlir) whose launches are ring_index + copy_rows.
+// Its memrefs are one batch of B rings; the ring of the request is copied
+// into lane 0 of a staging batch (cuMemcpyDtoDAsync), the append pair
+// (positions) or the read pair (ends) runs over the batch as often as the
+// step's block N / read window R require, and an append copies lane 0 back.
+// Other lanes are scratch. An append of count >= N rows runs ceil(count / N)
+// blocks, the last one overlapping its predecessor (rows rewritten with the
+// same bytes); count < N rows are completed to a block by the ring's own
+// rows just before `position`, read by the read pair first and rewritten
+// unchanged. Each draft call ends with a stream synchronization and a check
+// of the draft step's own status word.
+//
 // CUDA graphs (setGraphs): once a session's shapes are fixed, a step's work
 // for all its layers (uploads from the pinned staging, kernels, downloads)
 // is captured into one graph the first time and replayed afterwards. With
@@ -288,7 +303,201 @@ public:
     hostOutputs_.clear();
   }
 
+  void setDraftStep(const Manifest &manifest) override {
+    const CudaDriver &cuda = driver();
+    const DraftStepInfo info = draftStepInfo(manifest);
+    auto draft = std::make_unique<Draft>();
+    draft->info = info;
+    draft->backend = std::make_unique<CudaBackend>(manifest, backends_.front()->device().ordinal);
+    backends_.front()->makeCurrent();
+    draft->buffers.arguments.assign(manifest.arguments.size(), 0);
+    for (const Argument &arg : manifest.arguments) {
+      std::size_t bytes = dtypeSize(arg.dtype);
+      for (std::int64_t d : arg.shape)
+        bytes *= static_cast<std::size_t>(d);
+      draft->arguments.push_back(
+          std::make_unique<DeviceBuffer>(bytes, std::string("draft step argument ") +
+                                                    std::to_string(arg.index)));
+      cuda.check(cuda.memsetD32(draft->arguments.back()->get(), 0,
+                                std::max<std::size_t>(bytes, 16) / 4),
+                 "clearing a draft step argument");
+      draft->buffers.arguments[static_cast<std::size_t>(arg.index)] =
+          draft->arguments.back()->get();
+    }
+    draft->arena = std::make_unique<DeviceBuffer>(
+        static_cast<std::size_t>(std::max<std::int64_t>(manifest.arenaBytes, 16)),
+        "the draft step's arena");
+    draft->status = std::make_unique<DeviceBuffer>(sizeof(std::uint32_t), "the draft status word");
+    draft->buffers.arena = draft->arena->get();
+    draft->buffers.status = draft->status->get();
+    draft_ = std::move(draft);
+  }
+
+  void allocateDraftRings(std::int32_t index) override {
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    const std::size_t ringBytes = draftRingBytes();
+    const std::size_t total = ringBytes * static_cast<std::size_t>(layout_.groups());
+    std::size_t freeBytes = 0, totalBytes = 0;
+    cuda.check(cuda.memGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo");
+    if (total + (16u << 20) > freeBytes)
+      throw CapacityError("the draft rings of a request need " + formatBytes(total) +
+                          ", the device has " + formatBytes(freeBytes) + " free");
+    std::vector<std::unique_ptr<DeviceBuffer>> rings;
+    const std::vector<std::uint8_t> zeros(ringBytes, 0);
+    for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+      rings.push_back(std::make_unique<DeviceBuffer>(
+          ringBytes, "the draft ring of group " + std::to_string(g)));
+      cuda.check(cuda.memcpyHtoD(rings.back()->get(), zeros.data(), ringBytes),
+                 "clearing a draft ring");
+    }
+    drafts_[index] = std::move(rings);
+  }
+
+  void freeDraftRings(std::int32_t index) override {
+    auto it = drafts_.find(index);
+    if (it == drafts_.end())
+      return;
+    backends_.front()->makeCurrent();
+    quiesce(); // nothing in flight may still use the rings
+    drafts_.erase(it);
+  }
+
+  void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position,
+                  std::int64_t count, const std::uint8_t *tokens) override {
+    const CudaDriver &cuda = driver();
+    Draft &d = requireDraft();
+    const CUdeviceptr ring = draftRing(index, group);
+    beginDraft(d, ring);
+    const DraftStepInfo &info = d.info;
+    const std::size_t token = static_cast<std::size_t>(info.tokenBytes);
+    const CUdeviceptr rows = d.argument(info.rowsArgument);
+    CUstream stream = stream_->get();
+    if (count < info.block) {
+      // Complete the block with the ring's own rows before `position`.
+      const std::int64_t prefix = info.block - count;
+      draftRead(d, position);
+      cuda.check(cuda.memcpyDtoDAsync(rows,
+                                      d.argument(info.windowArgument) +
+                                          static_cast<std::size_t>(info.readRows - prefix) * token,
+                                      static_cast<std::size_t>(prefix) * token, stream),
+                 "staging the ring's rows before the append");
+      cuda.check(cuda.memcpyHtoDAsync(rows + static_cast<std::size_t>(prefix) * token, tokens,
+                                      static_cast<std::size_t>(count) * token, stream),
+                 "uploading draft rows");
+      draftAppend(d, position - prefix);
+    } else {
+      for (std::int64_t offset = 0; offset < count; offset += info.block) {
+        const std::int64_t start = std::min(offset, count - info.block);
+        cuda.check(cuda.memcpyHtoDAsync(rows, tokens + static_cast<std::size_t>(start) * token,
+                                        static_cast<std::size_t>(info.block) * token, stream),
+                   "uploading draft rows");
+        draftAppend(d, position + start);
+      }
+    }
+    // Lane 0 back into the request's ring.
+    cuda.check(cuda.memcpyDtoDAsync(ring, d.argument(info.ringArgument), draftRingBytes(), stream),
+               "copying the draft ring back");
+    endDraft(d, "appending draft rows");
+  }
+
+  void readDraft(std::int32_t index, std::int32_t group, std::int64_t end, std::int64_t count,
+                 std::uint8_t *tokens) override {
+    const CudaDriver &cuda = driver();
+    Draft &d = requireDraft();
+    beginDraft(d, draftRing(index, group));
+    const DraftStepInfo &info = d.info;
+    const std::size_t token = static_cast<std::size_t>(info.tokenBytes);
+    const std::int64_t first = end - count;
+    for (std::int64_t chunkEnd = end; chunkEnd > first; chunkEnd -= info.readRows) {
+      draftRead(d, chunkEnd);
+      // Row i of the window holds position chunkEnd - R + i.
+      const std::int64_t from = std::max(first, chunkEnd - info.readRows);
+      cuda.check(cuda.memcpyDtoHAsync(
+                     tokens + static_cast<std::size_t>(from - first) * token,
+                     d.argument(info.windowArgument) +
+                         static_cast<std::size_t>(from - (chunkEnd - info.readRows)) * token,
+                     static_cast<std::size_t>(chunkEnd - from) * token, stream_->get()),
+                 "downloading draft rows");
+    }
+    endDraft(d, "reading draft rows");
+  }
+
 private:
+  /// The loaded draft-ring step and its buffers (lane 0 is the request's).
+  struct Draft {
+    DraftStepInfo info;
+    std::unique_ptr<CudaBackend> backend;
+    std::vector<std::unique_ptr<DeviceBuffer>> arguments;
+    std::unique_ptr<DeviceBuffer> arena, status;
+    CudaStepBuffers buffers;
+    CUdeviceptr argument(int index) const {
+      return buffers.arguments[static_cast<std::size_t>(index)];
+    }
+  };
+
+  std::size_t draftRingBytes() const {
+    return static_cast<std::size_t>(layout_.draftWindow) *
+           static_cast<std::size_t>(layout_.draftTokenBytes());
+  }
+  Draft &requireDraft() {
+    if (!draft_)
+      throw StateError("the CUDA tiers run the draft rings with the compiler's ring kernels: "
+                       "load a compiled draft-ring step first (Runtime::loadDraftStep, "
+                       "dhs_runtime_load_draft_step; e.g. dhs-compile "
+                       "examples/draft_ring_step.mlir)");
+    return *draft_;
+  }
+  CUdeviceptr draftRing(std::int32_t index, std::int32_t group) const {
+    auto it = drafts_.find(index);
+    if (it == drafts_.end() || group < 0 || group >= layout_.groups())
+      throw Error("no draft ring for request index " + std::to_string(index) + ", group " +
+                  std::to_string(group));
+    return it->second[static_cast<std::size_t>(group)]->get();
+  }
+  /// Waits for other work, clears the draft status, stages `ring` in lane 0.
+  void beginDraft(Draft &d, CUdeviceptr ring) {
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    quiesce();
+    busy_ = true;
+    cuda.check(cuda.memsetD32Async(d.buffers.status, 0, 1, stream_->get()),
+               "clearing the draft status word");
+    cuda.check(cuda.memcpyDtoDAsync(d.argument(d.info.ringArgument), ring, draftRingBytes(),
+                                    stream_->get()),
+               "staging a draft ring");
+  }
+  /// Sets lane 0 of an i32 [B] argument to `position` mod W.
+  void setLane(Draft &d, int argument, std::int64_t position) {
+    const std::int64_t w = d.info.window;
+    const std::int32_t value = static_cast<std::int32_t>(((position % w) + w) % w);
+    driver().check(driver().memcpyHtoDAsync(d.argument(argument), &value, sizeof(value),
+                                            stream_->get()),
+                   "uploading a draft position");
+  }
+  /// The append pair: the staged block at positions position .. +N-1.
+  void draftAppend(Draft &d, std::int64_t position) {
+    setLane(d, d.info.positionsArgument, position);
+    d.backend->launchAsync(d.buffers, stream_->get(), 0, 2);
+  }
+  /// The read pair: positions end-R .. end-1 into the window argument.
+  void draftRead(Draft &d, std::int64_t end) {
+    setLane(d, d.info.endsArgument, end);
+    d.backend->launchAsync(d.buffers, stream_->get(), 2, 2);
+  }
+  /// Waits for the draft work and checks its status word.
+  void endDraft(Draft &d, const char *what) {
+    const CudaDriver &cuda = driver();
+    std::uint32_t word = 0;
+    cuda.check(cuda.memcpyDtoHAsync(&word, d.buffers.status, sizeof(word), stream_->get()),
+               "reading the draft status word");
+    cuda.check(cuda.streamSynchronize(stream_->get()), std::string(what) + " failed");
+    busy_ = false;
+    if (word != 0)
+      throw Error(std::string(what) + ": the ring kernels reported status " +
+                  describeStatus(word));
+  }
+
   struct HostOutput {
     void *destination;
     const void *staging;
@@ -477,6 +686,9 @@ private:
   std::vector<LayerWork> graphKey_; // what graph_ was captured for
   StepGraph graph_;
   TierGraphStats graphStats_;
+  // Draft rings (destroyed before the backends' contexts).
+  std::unique_ptr<Draft> draft_;
+  std::map<std::int32_t, std::vector<std::unique_ptr<DeviceBuffer>>> drafts_; // [index][group]
 };
 
 } // namespace

@@ -11,7 +11,8 @@
 // Per request and group, HBM holds:
 //  - the protected working set, always resident: the newest W tokens
 //    (newestWindow) and a draft ring of W_draft slots (draftWindow, reserved
-//    at admission, no content managed yet);
+//    at admission; the ring's content lives outside the pools, in the
+//    tiers' draft rings, see Runtime::appendDraft);
 //  - hot rows: recently selected rows, promoted after the step that fetched
 //    them. The first F (hotFloor) of a request's hot rows are guaranteed
 //    (no other request can take them); rows beyond the floor are optional.

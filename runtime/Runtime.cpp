@@ -197,6 +197,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   layout.hbmSlots = static_cast<std::int32_t>(slots);
   layout.hostRows = hostRows;
   layout.rowBytes = pool.rowBytes;
+  layout.draftWindow = config_.draftWindow;
 
   // Host memory: the host store (and, on the CPU, the HBM tier) plus the
   // controller's per-row tables, against what the machine has.
@@ -205,7 +206,9 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     double bytes = static_cast<double>(layout.pools()) * static_cast<double>(hostRows) * tokenBytes +
                    static_cast<double>(layout.groups()) * static_cast<double>(hostRows) * 8.0;
     if (config_.backend == BackendKind::Cpu)
-      bytes += static_cast<double>(layout.pools()) * static_cast<double>(slots) * tokenBytes;
+      bytes += static_cast<double>(layout.pools()) * static_cast<double>(slots) * tokenBytes +
+               static_cast<double>(config_.maxRequests) * layout.groups() * layout.draftWindow *
+                   static_cast<double>(layout.draftTokenBytes());
     const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
     const double physical = pages > 0 && pageSize > 0
                                 ? static_cast<double>(pages) * static_cast<double>(pageSize)
@@ -331,6 +334,16 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
                      std::to_string(historyLen));
   std::vector<RowCopy> copies;
   const std::int32_t index = controller_->admit(historyLen, maxContext, copies);
+  if (layout_.draftWindow > 0) {
+    try {
+      tiers_->allocateDraftRings(index);
+      draftPositions_[index].assign(static_cast<std::size_t>(layout_.draftWindow), -1);
+    } catch (...) {
+      tiers_->freeDraftRings(index);
+      controller_->finish(index); // nothing changed
+      throw;
+    }
+  }
   const std::int64_t start = controller_->historyStart(index);
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
   const auto *source = static_cast<const std::uint8_t *>(prefill);
@@ -378,6 +391,10 @@ void Runtime::finish(std::uint64_t id) {
     checkRequestRows(index, "finishing");
   controller_->finish(index);
   index_.erase(id);
+  if (layout_.draftWindow > 0) {
+    tiers_->freeDraftRings(index);
+    draftPositions_.erase(index);
+  }
 }
 
 std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
@@ -389,6 +406,122 @@ std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
                      std::to_string(row) + " is outside " + requestName(id) + "'s history");
   const std::uint8_t *data = tiers_->hostRow(layer, controller_->historyStart(index) + row);
   return std::vector<std::uint8_t>(data, data + layout_.rowBytes);
+}
+
+//===----------------------------------------------------------------------===//
+// Draft rings
+//===----------------------------------------------------------------------===//
+
+void Runtime::loadDraftStep(const std::string &stepDirectory) {
+  requireStep("load draft step");
+  ManifestLoadOptions options;
+  options.requirePtx = tiers_->acceptsDevicePointers(); // CUDA tiers run its kernels
+  loadDraftStep(Manifest::load(stepDirectory, options));
+}
+
+void Runtime::loadDraftStep(const Manifest &manifest) {
+  requireStep("load draft step");
+  if (inStep_)
+    throw StateError("cannot load a draft-ring step during a step");
+  if (draftStepLoaded_)
+    throw StateError("a draft-ring step is already loaded");
+  if (layout_.draftWindow <= 0)
+    throw Error("the runtime has no draft rings (draft_window is 0): configure draft_window "
+                "to use the draft-ring step " + manifest.directory);
+  const DraftStepInfo info = draftStepInfo(manifest);
+  if (info.window != layout_.draftWindow || info.tokenBytes != layout_.draftTokenBytes())
+    throw Error("the draft-ring step " + manifest.directory + " has rings of " +
+                std::to_string(info.window) + " tokens x " + std::to_string(info.tokenBytes) +
+                " bytes; this session's draft rings are " + std::to_string(layout_.draftWindow) +
+                " tokens (draft_window) x " + std::to_string(layout_.layersPerGroup) +
+                " layers x " + std::to_string(layout_.rowBytes) + " bytes = " +
+                std::to_string(layout_.draftTokenBytes()) +
+                " bytes: compile the ring with memref<Bx" + std::to_string(layout_.draftWindow) +
+                "x" + std::to_string(layout_.layersPerGroup) + "x" +
+                std::to_string(layout_.rowBytes) + "xi8>");
+  if (info.block > info.window || info.block - 1 > info.readRows)
+    throw Error("the draft-ring step " + manifest.directory + " appends blocks of " +
+                std::to_string(info.block) + " rows and reads " + std::to_string(info.readRows) +
+                " into rings of " + std::to_string(info.window) +
+                ": the runtime needs block <= window and block - 1 <= rows read");
+  tiers_->setDraftStep(manifest);
+  draftStepLoaded_ = true;
+}
+
+std::int32_t Runtime::requireDraft(std::uint64_t id, std::int64_t count, const void *rows,
+                                   const char *what) {
+  requireStep(what);
+  if (inStep_)
+    throw StateError(std::string(what) + " of " + requestName(id) + " during a step");
+  const std::int32_t index = indexOf(id, what);
+  if (layout_.draftWindow <= 0)
+    throw InputError(std::string(what) + ": the runtime has no draft rings (draft_window is 0)");
+  if (count < 1 || count > layout_.draftWindow)
+    throw InputError(std::string(what) + " of " + requestName(id) + ": " +
+                     std::to_string(count) + " tokens; a draft ring holds 1 to " +
+                     std::to_string(layout_.draftWindow) + " (draft_window)");
+  if (!rows)
+    throw InputError(std::string(what) + " of " + requestName(id) + ": null rows");
+  if (tiers_->acceptsDevicePointers() && !draftStepLoaded_)
+    throw StateError(std::string(what) + ": the CUDA tiers run the draft rings with the "
+                     "compiler's ring kernels; load a compiled draft-ring step first "
+                     "(loadDraftStep; e.g. dhs-compile examples/draft_ring_step.mlir)");
+  return index;
+}
+
+void Runtime::appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count,
+                          const void *rows) {
+  const std::int32_t index = requireDraft(id, count, rows, "draft append");
+  if (position < 0)
+    throw InputError("draft append of " + requestName(id) + ": negative position " +
+                     std::to_string(position));
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
+  const auto *source = static_cast<const std::uint8_t *>(rows);
+  draftScratch_.assign(static_cast<std::size_t>(count) * token, 0);
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    // [count][L][row] -> [count][G][row] (the last group's tail stays zero).
+    const std::int32_t first = layout_.firstLayer(g), layers = layout_.endLayer(g) - first;
+    for (std::int64_t t = 0; t < count; ++t)
+      std::memcpy(draftScratch_.data() + static_cast<std::size_t>(t) * token,
+                  source + (static_cast<std::size_t>(t) * layout_.layers + first) * rowBytes,
+                  static_cast<std::size_t>(layers) * rowBytes);
+    tiers_->writeDraft(index, g, position, count, draftScratch_.data());
+  }
+  std::vector<std::int64_t> &slots = draftPositions_.at(index);
+  for (std::int64_t t = 0; t < count; ++t)
+    slots[static_cast<std::size_t>((position + t) % layout_.draftWindow)] = position + t;
+}
+
+void Runtime::readDraft(std::uint64_t id, std::int64_t end, std::int64_t count, void *out) {
+  const std::int32_t index = requireDraft(id, count, out, "draft read");
+  const std::vector<std::int64_t> &slots = draftPositions_.at(index);
+  for (std::int64_t p = end - count; p < end; ++p) {
+    if (p < 0)
+      throw OutOfRangeError("draft read of " + requestName(id) + ": " + std::to_string(count) +
+                            " tokens ending at " + std::to_string(end) +
+                            " start at a negative position");
+    const std::int64_t held = slots[static_cast<std::size_t>(p % layout_.draftWindow)];
+    if (held != p)
+      throw OutOfRangeError(
+          "draft read of " + requestName(id) + ": position " + std::to_string(p) +
+          (held < 0 ? std::string(" was never written")
+                    : " is not in the draft ring (its slot " +
+                          std::to_string(p % layout_.draftWindow) + " now holds position " +
+                          std::to_string(held) + ")"));
+  }
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
+  auto *target = static_cast<std::uint8_t *>(out);
+  draftScratch_.assign(static_cast<std::size_t>(count) * token, 0);
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    tiers_->readDraft(index, g, end, count, draftScratch_.data());
+    const std::int32_t first = layout_.firstLayer(g), layers = layout_.endLayer(g) - first;
+    for (std::int64_t t = 0; t < count; ++t)
+      std::memcpy(target + (static_cast<std::size_t>(t) * layout_.layers + first) * rowBytes,
+                  draftScratch_.data() + static_cast<std::size_t>(t) * token,
+                  static_cast<std::size_t>(layers) * rowBytes);
+  }
 }
 
 //===----------------------------------------------------------------------===//

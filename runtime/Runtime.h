@@ -10,7 +10,12 @@
 //   attendLayer(l, queries, out)    per layer: the step's sparse attention
 //   endStep()                       promotions, bookkeeping, checks
 //
-// or all of it at once with step(). Residency is decided by a
+// or all of it at once with step(). Draft rings (RuntimeConfig::draftWindow
+// > 0): every admitted request gets, per layer group, a ring of W_draft
+// tokens x (G layers x row_bytes) in memory of its own (host memory on the
+// CPU, device memory on CUDA; never the KV pools), written with appendDraft
+// and read with readDraft; on CUDA only the kernels of a compiled draft-ring
+// step (loadDraftStep) touch it. Residency is decided by a
 // ResidencyController (see Residency.h); the attention is exact whatever is
 // resident, so outputs never depend on residency.
 //
@@ -192,6 +197,38 @@ public:
   void step(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *rowIds,
             const bf16_t *queries, bf16_t *output, MemorySpace memory = MemorySpace::Host);
 
+  /// Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
+  /// compiled by dhs-compile: ring_index + copy_rows launches) whose kernels
+  /// run the draft rings on CUDA; the CPU tiers only check it. Its rings must
+  /// be W_draft tokens of G * row_bytes each (any batch of rings B >= 1: the
+  /// runtime runs a request's ring in lane 0). Throws StateError (no step
+  /// loaded, during a step, loaded twice), Error (draft_window 0, not a
+  /// draft-ring step, shapes that do not match the session: named).
+  void loadDraftStep(const std::string &stepDirectory);
+  /// As loadDraftStep, from a parsed manifest.
+  void loadDraftStep(const Manifest &manifest);
+  /// True once a draft-ring step is loaded.
+  bool draftStepLoaded() const { return draftStepLoaded_; }
+  /// W_draft: tokens per draft ring (0: no rings).
+  std::int32_t draftWindow() const { return config_.draftWindow; }
+  /// Writes `count` draft tokens `rows` [count][L][row_bytes] (host memory)
+  /// at logical positions position .. position+count-1 of request `id`'s
+  /// draft rings (token p in ring slot p mod W_draft, overwriting what the
+  /// slot held). Positions may go back (rewriting rejected drafts). Never
+  /// touches the KV pools or the residency controller. Throws
+  /// UnknownRequestError, InputError (count < 1 or > W_draft, null rows, a
+  /// negative position, draft_window 0), StateError (no step, during a
+  /// step, CUDA without a draft-ring step), Error (kernels).
+  void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count,
+                   const void *rows);
+  /// Reads the `count` newest draft tokens ending at `end` (positions
+  /// end-count .. end-1) of request `id` into `out` [count][L][row_bytes]
+  /// (host memory). Every position must hold what was last written there:
+  /// a position never written, or overwritten by a later position (more
+  /// than W_draft back), is an OutOfRangeError naming it. Otherwise throws
+  /// as appendDraft.
+  void readDraft(std::uint64_t id, std::int64_t end, std::int64_t count, void *out);
+
   /// Statistics.
   RuntimeStats stats() const;
   /// The residency controller.
@@ -212,6 +249,8 @@ private:
   void checkRequestRows(std::int32_t index, const char *when);
   std::uint64_t rowHash(const std::uint8_t *row) const;
   void recordHash(std::int32_t layer, std::int64_t hostRow);
+  std::int32_t requireDraft(std::uint64_t id, std::int64_t count, const void *rows,
+                            const char *what);
 
   RuntimeConfig config_;
   std::string fallbackReason_;
@@ -223,6 +262,11 @@ private:
   std::unordered_map<std::uint64_t, std::int32_t> index_; // id -> request index
   std::vector<std::uint64_t> hashes_;                     // [layer][host row]
   std::uint64_t steps_ = 0;
+  bool draftStepLoaded_ = false;
+  /// Per request index: the logical position each draft-ring slot holds
+  /// (-1: never written), shared by the groups (appends write all layers).
+  std::unordered_map<std::int32_t, std::vector<std::int64_t>> draftPositions_;
+  std::vector<std::uint8_t> draftScratch_; // one group's tokens
 
   // The step in progress.
   bool inStep_ = false;

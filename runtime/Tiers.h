@@ -42,6 +42,7 @@ struct TierLayout {
   std::int32_t hbmSlots = 0;       ///< slots per layer (= per group)
   std::int64_t hostRows = 0;       ///< host-store rows per layer
   std::int64_t rowBytes = 0;       ///< bytes per row
+  std::int32_t draftWindow = 0;    ///< W_draft: tokens per draft ring (0: none)
 
   /// Layer groups: ceil(L / G).
   std::int32_t groups() const { return (layers + layersPerGroup - 1) / layersPerGroup; }
@@ -55,11 +56,37 @@ struct TierLayout {
   std::int32_t pools() const { return (layers + layersPerPool - 1) / layersPerPool; }
   /// Bytes of one token in a pool: P * row_bytes.
   std::int64_t tokenBytes() const { return layersPerPool * rowBytes; }
+  /// Bytes of one token of a draft ring: G * row_bytes (a group's layers;
+  /// the last group's ring is padded when G does not divide L).
+  std::int64_t draftTokenBytes() const { return layersPerGroup * rowBytes; }
   /// Byte offset of a layer's row within its pool's token.
   std::int64_t layerOffset(std::int32_t layer) const {
     return (layer % layersPerPool) * rowBytes;
   }
 };
+
+/// The structure of a compiled draft-ring step (examples/draft_ring_step.mlir
+/// compiled by dhs-compile): arguments ring [B, W, a, b], new rows [B, N, a,
+/// b], positions [B], ends [B], window [B, R, a, b] (i8, a * b bytes per
+/// token) and four launches: ring_index + copy_rows (scatter: append N rows
+/// at positions p .. p+N-1 mod W), ring_index + copy_rows (gather: read the
+/// R rows end-R .. end-1).
+struct DraftStepInfo {
+  int ringArgument = -1;      ///< argument index of the rings
+  int rowsArgument = -1;      ///< of the appended rows
+  int positionsArgument = -1; ///< of the append positions
+  int endsArgument = -1;      ///< of the read ends
+  int windowArgument = -1;    ///< of the rows read
+  std::int64_t lanes = 0;     ///< B: rings per launch
+  std::int64_t window = 0;    ///< W: tokens per ring
+  std::int64_t block = 0;     ///< N: rows per append
+  std::int64_t readRows = 0;  ///< R: rows per read
+  std::int64_t tokenBytes = 0; ///< a * b: bytes per ring token
+};
+
+/// Reads and checks a draft-ring step's structure. Throws Error naming what
+/// is not a draft-ring step (other launches, arguments, shapes).
+DraftStepInfo draftStepInfo(const Manifest &manifest);
 
 /// Where step inputs and outputs live.
 enum class MemorySpace {
@@ -120,6 +147,30 @@ public:
   virtual bool graphsOn() const { return false; }
   /// Graph captures and replays so far.
   virtual TierGraphStats graphStats() const { return {}; }
+
+  // Draft rings: per admitted request (by its controller index) and layer
+  // group, a ring of W_draft tokens of draftTokenBytes(), in memory of its
+  // own (host memory on the CPU, device memory on CUDA), never in the pools.
+  // Positions are logical token positions; token p lives in ring slot
+  // p mod W_draft. The Runtime checks ids, sizes and positions first.
+
+  /// Takes the compiled draft-ring step whose kernels do the ring work
+  /// (CUDA); the Runtime has checked its shapes. The CPU tiers keep nothing.
+  virtual void setDraftStep(const Manifest &manifest);
+  /// Allocates (zeroed) the draft rings of request index `index`, one per
+  /// group. Throws CapacityError when memory is short (nothing kept).
+  virtual void allocateDraftRings(std::int32_t index) = 0;
+  /// Frees the draft rings of request index `index` (none: no effect).
+  virtual void freeDraftRings(std::int32_t index) = 0;
+  /// Writes `count` (<= W_draft) tokens [count][draftTokenBytes()] (host
+  /// memory) at positions position .. position+count-1 of group `group`'s
+  /// ring of request index `index`.
+  virtual void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position,
+                          std::int64_t count, const std::uint8_t *tokens) = 0;
+  /// Reads the `count` (<= W_draft) tokens at positions end-count .. end-1
+  /// of a ring into `tokens` [count][draftTokenBytes()] (host memory).
+  virtual void readDraft(std::int32_t index, std::int32_t group, std::int64_t end,
+                         std::int64_t count, std::uint8_t *tokens) = 0;
 };
 
 /// The CPU tiers: host vectors, CpuBackend (float, `threads` threads).

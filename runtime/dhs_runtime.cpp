@@ -240,6 +240,37 @@ dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_
   });
 }
 
+dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_directory) {
+  return guarded("dhs_runtime_load_draft_step", DHS_ERROR_STEP, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_load_draft_step"))
+      return status;
+    if (!step_directory)
+      throw InputError("null step directory");
+    runtime->runtime->loadDraftStep(std::string(step_directory));
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows) {
+  return guarded("dhs_draft_append", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_draft_append"))
+      return status;
+    runtime->runtime->appendDraft(id, position, count, rows);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count,
+                          void *out) {
+  return guarded("dhs_draft_read", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_draft_read"))
+      return status;
+    runtime->runtime->readDraft(id, end, count, out);
+    return DHS_OK;
+  });
+}
+
 dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on) {
   return guarded("dhs_runtime_set_cuda_graphs", DHS_ERROR_DEVICE, [&] {
     if (dhs_status status = requireLoaded(runtime, "dhs_runtime_set_cuda_graphs"))

@@ -25,6 +25,8 @@
  *    row_ids   [groups][batch][Q][K] int32, -1 = none   (dhs_step_run)
  *    queries   [layers][batch][Q][H][qk_dim] bf16       (dhs_step_run)
  *    output    [layers][batch][Q][H][v_dim] bf16        (dhs_step_run)
+ *    draft     [count][layers][row_bytes]                (dhs_draft_append,
+ *                                                         dhs_draft_read)
  *
  *===----------------------------------------------------------------------===*/
 
@@ -225,6 +227,37 @@ dhs_status dhs_step_attend(dhs_runtime *runtime, int32_t layer, const uint16_t *
 dhs_status dhs_step_end(dhs_runtime *runtime);
 /** Abandons the step in progress (nothing is promoted). */
 dhs_status dhs_step_abort(dhs_runtime *runtime);
+
+/** Draft rings (config.draft_window > 0): each admitted request has, per
+ *  layer group, a ring of draft_window tokens x (layers_per_group x
+ *  row_bytes) in memory of its own (host memory on the CPU backend, device
+ *  memory on CUDA), never in the KV pools and never counted by residency
+ *  beyond the slots its admission reserved. Token position p lives in slot
+ *  p mod draft_window. */
+
+/** Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
+ *  through dhs-compile) after dhs_runtime_load_step. On CUDA its generated
+ *  kernels (ring_index + copy_rows) do all ring work and it is required
+ *  before any draft call (DHS_ERROR_STATE otherwise); the CPU backend only
+ *  checks it. DHS_ERROR_STEP when it is not a draft-ring step or its rings
+ *  are not draft_window tokens of layers_per_group x row_bytes. */
+dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_directory);
+
+/** Writes `count` draft tokens `rows` [count][layers][row_bytes] (host
+ *  memory) at positions position .. position+count-1 (mod draft_window) of
+ *  request `id`'s draft rings. DHS_ERROR_UNKNOWN_REQUEST for an id not
+ *  admitted; DHS_ERROR_INVALID_ARGUMENT for count < 1 or > draft_window,
+ *  null rows, a negative position, or draft_window 0. */
+dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows);
+
+/** Reads the `count` newest draft tokens ending at `end` (positions
+ *  end-count .. end-1) of request `id` into `out` [count][layers][row_bytes]
+ *  (host memory). DHS_ERROR_OUT_OF_RANGE when a position was never written
+ *  or has been overwritten (its slot holds another position); otherwise as
+ *  dhs_draft_append. */
+dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count,
+                          void *out);
 
 /** Runs the full invariant check now (DHS_ERROR_INVARIANT on a violation). */
 dhs_status dhs_runtime_check(dhs_runtime *runtime);

@@ -139,6 +139,21 @@ public:
   void endStep() { check(dhs_step_end(handle_)); }
   /// Abandons the step in progress.
   void abortStep() { check(dhs_step_abort(handle_)); }
+  /// Loads a compiled draft-ring step (required on CUDA before draft calls).
+  void loadDraftStep(const std::string &directory) {
+    check(dhs_runtime_load_draft_step(handle_, directory.c_str()));
+  }
+  /// Writes `count` draft tokens [count][layers][row_bytes] at positions
+  /// position .. position+count-1 of a request's draft rings.
+  void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count,
+                   const void *rows) {
+    check(dhs_draft_append(handle_, id, position, count, rows));
+  }
+  /// Reads the `count` draft tokens ending at `end` into `out`
+  /// [count][layers][row_bytes].
+  void readDraft(std::uint64_t id, std::int64_t end, std::int64_t count, void *out) {
+    check(dhs_draft_read(handle_, id, end, count, out));
+  }
   /// Runs the full invariant check.
   void checkInvariants() { check(dhs_runtime_check(handle_)); }
 
