@@ -14,6 +14,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <limits>
 
@@ -24,12 +25,16 @@ static constexpr int64_t kThreads = 1024;
 static constexpr int64_t kWarpSize = 32;
 static constexpr int64_t kWarps = kThreads / kWarpSize;
 
+/// The rejection-sampling form (see buildAcceptKernel).
+static FailureOr<gpu::GPUFuncOp>
+buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
+                             KernelGeometry &geometry);
+
 FailureOr<gpu::GPUFuncOp>
 mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
                              KernelGeometry &geometry) {
-  if (op.getRule() != AcceptRule::greedy)
-    return op.emitOpError() << "rejection sampling has no GPU kernel yet "
-                               "(greedy acceptance has)";
+  if (op.getRule() == AcceptRule::rejection_sampling)
+    return buildRejectionSamplingKernel(builder, op, name, geometry);
   MemRefType draft = op.getDraft().getType();
   MemRefType target = op.getTarget().getType();
   if (!draft.hasStaticShape() || !target.hasStaticShape())
@@ -193,6 +198,303 @@ mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
         b, argmaxes, ValueRange{arith::IndexCastOp::create(
                          b, b.getIndexType(), accepted)});
     memref::StoreOp::create(b, next, nextArg, ValueRange{request});
+  }
+  gpu::ReturnOp::create(b);
+  return func;
+}
+
+/// splitmix64: the finalizer of a counter-based generator.
+static Value splitmix64(ImplicitLocOpBuilder &b, Value x) {
+  auto c = [&](uint64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, static_cast<int64_t>(v), 64);
+  };
+  Value z = arith::AddIOp::create(b, x, c(0x9E3779B97F4A7C15ull));
+  z = arith::MulIOp::create(
+      b, arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(30))),
+      c(0xBF58476D1CE4E5B9ull));
+  z = arith::MulIOp::create(
+      b, arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(27))),
+      c(0x94D049BB133111EBull));
+  return arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(31)));
+}
+
+/// A uniform f32 in [0, 1) from (seed, step, counter): 24 random bits, exact.
+static Value uniform(ImplicitLocOpBuilder &b, Value seed, Value step,
+                     Value counter) {
+  Value z = splitmix64(
+      b, arith::XOrIOp::create(
+             b, splitmix64(b, arith::XOrIOp::create(b, splitmix64(b, seed), step)),
+             counter));
+  Value bits = arith::TruncIOp::create(
+      b, b.getI32Type(),
+      arith::ShRUIOp::create(b, z, arith::ConstantIntOp::create(b, 40, 64)));
+  return arith::MulFOp::create(
+      b, arith::UIToFPOp::create(b, b.getF32Type(), bits),
+      arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                     APFloat(1.0f / 16777216.0f)));
+}
+
+static FailureOr<gpu::GPUFuncOp>
+buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
+                             KernelGeometry &geometry) {
+  MemRefType draft = op.getDraft().getType();
+  MemRefType target = op.getTarget().getType();
+  if (!draft.hasStaticShape() || !target.hasStaticShape())
+    return op.emitOpError() << "needs static shapes to generate a kernel";
+  int64_t batch = draft.getDimSize(0), gamma = draft.getDimSize(1),
+          vocabulary = target.getDimSize(2);
+  int64_t chunk = llvm::divideCeil(vocabulary, kThreads);
+
+  Location loc = op.getLoc();
+  MLIRContext *ctx = builder.getContext();
+  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  Type f32 = builder.getF32Type(), i32 = builder.getI32Type();
+  auto shared = [&](int64_t n, Type t) {
+    return MemRefType::get({n}, t, MemRefLayoutAttrInterface{}, workgroup);
+  };
+  auto func = gpu::GPUFuncOp::create(
+      builder, loc, name,
+      builder.getFunctionType(
+          {draft, target, op.getDraftProbs().getType(),
+           op.getSeeds().getType(), op.getStep().getType(),
+           op.getAccepted().getType(), op.getNextToken().getType()},
+          {}),
+      TypeRange{shared(kWarps, f32), shared(1, i32)});
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                builder.getUnitAttr());
+  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(kThreads), 1, 1}));
+  geometry.grid = {batch, 1, 1};
+  geometry.block = {kThreads, 1, 1};
+
+  ImplicitLocOpBuilder b(loc, builder);
+  b.setInsertionPointToStart(&func.getBody().front());
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, v);
+  };
+  auto c32 = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, v, 32);
+  };
+  auto zeroF = [&]() -> Value {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(0.0f));
+  };
+  Value draftArg = func.getArgument(0), targetArg = func.getArgument(1),
+        qArg = func.getArgument(2), seedsArg = func.getArgument(3),
+        stepArg = func.getArgument(4), acceptedArg = func.getArgument(5),
+        nextArg = func.getArgument(6);
+  Value warpSums = func.getWorkgroupAttributions()[0];
+  Value decision = func.getWorkgroupAttributions()[1];
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
+  Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
+  Value seed = memref::LoadOp::create(b, seedsArg, ValueRange{request});
+  Value step = memref::LoadOp::create(b, stepArg, ValueRange{index(0)});
+  Value isThread0 =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
+
+  // 1. Thread 0 accepts draft i with probability min(1, p(x) / q(x)):
+  // u q(x) < p(x), u from (seed, step, i); the count stops at the first
+  // rejection.
+  auto walkIf = scf::IfOp::create(b, isThread0, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(walkIf.thenBlock()->getTerminator());
+    auto walk = scf::ForOp::create(b, index(0), index(gamma), index(1),
+                                   ValueRange{c32(0), c32(1)});
+    {
+      OpBuilder::InsertionGuard wg(b);
+      b.setInsertionPointToStart(walk.getBody());
+      Value i = walk.getInductionVar();
+      Value count = walk.getRegionIterArgs()[0];
+      Value going = walk.getRegionIterArgs()[1];
+      Value x = arith::IndexCastOp::create(
+          b, b.getIndexType(),
+          memref::LoadOp::create(b, draftArg, ValueRange{request, i}));
+      Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, i, x});
+      Value q = memref::LoadOp::create(b, qArg, ValueRange{request, i, x});
+      Value u = uniform(b, seed, step,
+                        arith::IndexCastOp::create(b, b.getI64Type(), i));
+      Value ok = arith::CmpFOp::create(b, arith::CmpFPredicate::OLT,
+                                       arith::MulFOp::create(b, u, q), p);
+      Value still = arith::AndIOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, going, c32(0)),
+          ok);
+      Value still32 = arith::ExtUIOp::create(b, i32, still);
+      scf::YieldOp::create(
+          b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
+    }
+    memref::StoreOp::create(b, walk.getResult(0), decision,
+                            ValueRange{index(0)});
+    memref::StoreOp::create(b, walk.getResult(0), acceptedArg,
+                            ValueRange{request});
+  }
+  gpu::BarrierOp::create(b);
+
+  // 2. Sample the next token at position n: from norm(max(0, p - q)) after a
+  // rejection, from p after gamma acceptances. Threads own contiguous chunks
+  // of the vocabulary; a block scan of the chunk sums finds the chunk where
+  // u S falls, whose thread walks it.
+  Value n32 = memref::LoadOp::create(b, decision, ValueRange{index(0)});
+  Value n = arith::IndexCastOp::create(b, b.getIndexType(), n32);
+  // The decision word now records the sampled token (-1: none yet).
+  gpu::BarrierOp::create(b);
+  auto reset = scf::IfOp::create(b, isThread0, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(reset.thenBlock()->getTerminator());
+    memref::StoreOp::create(b, c32(-1), decision, ValueRange{index(0)});
+  }
+  Value bonus = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, n32,
+                                      c32(gamma));
+  // q at position n exists only for n < gamma.
+  Value qPosition = arith::SelectOp::create(b, bonus, index(0), n);
+  auto weight = [&](Value token) -> Value {
+    Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, n, token});
+    Value q = memref::LoadOp::create(b, qArg, ValueRange{request, qPosition, token});
+    Value residual = arith::MaximumFOp::create(
+        b, arith::SubFOp::create(b, p, q), zeroF());
+    return arith::SelectOp::create(b, bonus, p, residual);
+  };
+  Value begin = arith::MinUIOp::create(
+      b, arith::MulIOp::create(b, tid, index(chunk)), index(vocabulary));
+  Value end = arith::MinUIOp::create(
+      b, arith::AddIOp::create(b, begin, index(chunk)), index(vocabulary));
+  auto local = scf::ForOp::create(b, begin, end, index(1), ValueRange{zeroF()});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(local.getBody());
+    scf::YieldOp::create(
+        b, arith::AddFOp::create(b, local.getRegionIterArgs()[0],
+                                 weight(local.getInductionVar()))
+               .getResult());
+  }
+  Value mine = local.getResult(0);
+  // Inclusive scan within the warp.
+  Value scan = mine;
+  for (int64_t offset = 1; offset < kWarpSize; offset *= 2) {
+    Value up = gpu::ShuffleOp::create(b, scan, offset, kWarpSize,
+                                      gpu::ShuffleMode::UP)
+                   .getShuffleResult();
+    Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, lane,
+                                      index(offset));
+    scan = arith::AddFOp::create(b, scan,
+                                 arith::SelectOp::create(b, has, up, zeroF()));
+  }
+  Value isLast = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                                       index(kWarpSize - 1));
+  auto publish = scf::IfOp::create(b, isLast, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(publish.thenBlock()->getTerminator());
+    memref::StoreOp::create(b, scan, warpSums, ValueRange{warp});
+  }
+  gpu::BarrierOp::create(b);
+  // Warps before this one, and everything.
+  auto totals = scf::ForOp::create(b, index(0), index(kWarps), index(1),
+                                   ValueRange{zeroF(), zeroF()});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(totals.getBody());
+    Value w = totals.getInductionVar();
+    Value sum = memref::LoadOp::create(b, warpSums, ValueRange{w});
+    Value before = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, warp);
+    Value prior = arith::AddFOp::create(
+        b, totals.getRegionIterArgs()[0],
+        arith::SelectOp::create(b, before, sum, zeroF()));
+    scf::YieldOp::create(
+        b, ValueRange{prior, arith::AddFOp::create(
+                                 b, totals.getRegionIterArgs()[1], sum)});
+  }
+  Value exclusive = arith::AddFOp::create(
+      b, totals.getResult(0), arith::SubFOp::create(b, scan, mine));
+  Value total = totals.getResult(1);
+  Value counter = arith::AddIOp::create(
+      b, arith::ConstantIntOp::create(b, gamma, 64),
+      arith::ExtUIOp::create(b, b.getI64Type(), n32));
+  Value threshold =
+      arith::MulFOp::create(b, uniform(b, seed, step, counter), total);
+  // The owner: exclusive <= threshold < exclusive + mine (the last thread
+  // with weight also takes a threshold lost to rounding at the very end).
+  Value owns = arith::AndIOp::create(
+      b,
+      arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, exclusive,
+                            threshold),
+      arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, threshold,
+                            arith::AddFOp::create(b, exclusive, mine)));
+  auto pick = scf::IfOp::create(b, owns, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(pick.thenBlock()->getTerminator());
+    // First token whose running sum passes the threshold; the chunk's last
+    // token with weight if rounding leaves none.
+    auto find = scf::ForOp::create(b, begin, end, index(1),
+                                   ValueRange{exclusive, c32(-1), c32(-1)});
+    {
+      OpBuilder::InsertionGuard fg(b);
+      b.setInsertionPointToStart(find.getBody());
+      Value t = find.getInductionVar();
+      Value w = weight(t);
+      Value running = arith::AddFOp::create(b, find.getRegionIterArgs()[0], w);
+      Value found = find.getRegionIterArgs()[1];
+      Value lastPositive = find.getRegionIterArgs()[2];
+      Value t32 = arith::IndexCastOp::create(b, i32, t);
+      Value none = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, found,
+                                         c32(-1));
+      Value passes = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                           running, threshold);
+      Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, w,
+                                             zeroF());
+      scf::YieldOp::create(
+          b, ValueRange{running,
+                        arith::SelectOp::create(
+                            b, arith::AndIOp::create(b, none, passes), t32,
+                            found),
+                        arith::SelectOp::create(b, positive, t32,
+                                                lastPositive)});
+    }
+    Value token = arith::SelectOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, find.getResult(1),
+                              c32(-1)),
+        find.getResult(2), find.getResult(1));
+    memref::StoreOp::create(b, token, decision, ValueRange{index(0)});
+  }
+  gpu::BarrierOp::create(b);
+  // A threshold that rounding put past every chunk takes the last token
+  // with weight.
+  auto finish = scf::IfOp::create(b, isThread0, /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(finish.thenBlock()->getTerminator());
+    Value picked = memref::LoadOp::create(b, decision, ValueRange{index(0)});
+    Value missing =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, picked, c32(-1));
+    auto fallback = scf::IfOp::create(b, TypeRange{i32}, missing,
+                                      /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard fg(b);
+      b.setInsertionPointToStart(fallback.thenBlock());
+      auto scanAll = scf::ForOp::create(b, index(0), index(vocabulary),
+                                        index(1), ValueRange{c32(0)});
+      {
+        OpBuilder::InsertionGuard sg(b);
+        b.setInsertionPointToStart(scanAll.getBody());
+        Value t = scanAll.getInductionVar();
+        Value positive = arith::CmpFOp::create(
+            b, arith::CmpFPredicate::OGT, weight(t), zeroF());
+        scf::YieldOp::create(
+            b, arith::SelectOp::create(
+                   b, positive, arith::IndexCastOp::create(b, i32, t),
+                   scanAll.getRegionIterArgs()[0])
+                   .getResult());
+      }
+      scf::YieldOp::create(b, scanAll.getResult(0));
+      b.setInsertionPointToStart(fallback.elseBlock());
+      scf::YieldOp::create(b, picked);
+    }
+    memref::StoreOp::create(b, fallback.getResult(0), nextArg,
+                            ValueRange{request});
   }
   gpu::ReturnOp::create(b);
   return func;

@@ -163,8 +163,11 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     build = [&](OpBuilder &b, StringRef name) {
       return buildAcceptKernel(b, accept, name, geometry);
     };
-    operands = {accept.getDraft(), accept.getTarget(), accept.getSeeds(),
-                accept.getStep(), accept.getAccepted(), accept.getNextToken()};
+    operands = {accept.getDraft(), accept.getTarget()};
+    if (Value q = accept.getDraftProbs())
+      operands.push_back(q);
+    operands.append({accept.getSeeds(), accept.getStep(), accept.getAccepted(),
+                     accept.getNextToken()});
   } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);

@@ -61,17 +61,21 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
   static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
                                      "step_counter", "accepted",
                                      "next_token"};
+  static const StringRef sampledAccept[] = {
+      "draft_tokens", "target_probs", "draft_probs", "seeds",
+      "step_counter", "accepted",     "next_token"};
   static const StringRef copyRows[] = {"rows", "rows", "ring_slots",
                                        "status"};
   ArrayRef<StringRef> candidates[] = {sparseAttention, attention,
                                       indexedAttention, fetch,
                                       fetchMissing,    unionMissing,
                                       ringIndex,       copyRows,
-                                      resolve,         accept};
+                                      resolve,         accept,
+                                      sampledAccept};
   StringRef names[] = {"sparse_attention", "attention", "attention",
                        "fetch",            "fetch",     "union_missing",
                        "ring_index",       "copy_rows", "resolve",
-                       "accept"};
+                       "accept",           "accept"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;

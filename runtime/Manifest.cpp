@@ -95,6 +95,8 @@ const char *roleName(ArgumentRole role) {
     return "draft_tokens";
   case ArgumentRole::TargetProbs:
     return "target_probs";
+  case ArgumentRole::DraftProbs:
+    return "draft_probs";
   case ArgumentRole::Seeds:
     return "seeds";
   case ArgumentRole::StepCounter:
@@ -369,7 +371,8 @@ const ArgumentRole kAllRoles[] = {
 /// Roles of draft-ring steps, any number of times.
 const ArgumentRole kRingRoles[] = {
     ArgumentRole::Positions,   ArgumentRole::Rows,        ArgumentRole::Residency,
-    ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::Seeds,
+    ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::DraftProbs,
+    ArgumentRole::Seeds,
     ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
@@ -423,7 +426,8 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
          "unknown role '" + roleText +
              "' (known: queries, row_ids, slots, history_start, history_len, "
              "kv_pool, output, positions, rows, residency, draft_tokens, "
-             "target_probs, seeds, step_counter, accepted, next_token)");
+             "target_probs, draft_probs, seeds, step_counter, accepted, "
+             "next_token)");
 
   Argument arg;
   arg.role = *role;

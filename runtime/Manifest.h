@@ -58,6 +58,7 @@ enum class ArgumentRole {
   Residency,    ///< i32 [B,H]: each request's row-to-slot table (resolve)
   DraftTokens,  ///< i32 [B,gamma]: drafted tokens (accept)
   TargetProbs,  ///< f32 [B,gamma+1,V]: the target's distributions (accept)
+  DraftProbs,   ///< f32 [B,gamma,V]: the drafter's distributions (accept)
   Seeds,        ///< i64 [B]: per-request random seeds (accept)
   StepCounter,  ///< i64 [1]: the step counter (accept)
   Accepted,     ///< i32 [B]: accepted drafts (accept)

@@ -105,3 +105,125 @@ TEST_CASE("the generated greedy acceptance kernel accepts matching drafts",
   CHECK(accepted == wantAccepted);
   CHECK(next == wantNext);
 }
+
+namespace {
+
+/// The kernel's generator: splitmix64 applied to (seed, step, counter).
+std::uint64_t splitmix64(std::uint64_t x) {
+  std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+float uniformOf(std::uint64_t seed, std::uint64_t step, std::uint64_t counter) {
+  std::uint64_t z = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ counter);
+  return static_cast<float>(static_cast<std::uint32_t>(z >> 40)) *
+         (1.0f / 16777216.0f);
+}
+
+} // namespace
+
+TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
+          "[cuda][gpu][accept]") {
+  const std::string dir = dhs::test::compiledStepsDir() + "/accept_sampling";
+  if (!std::filesystem::exists(dir + "/manifest.json")) {
+    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+    return;
+  }
+  Manifest manifest = Manifest::load(dir);
+  REQUIRE(manifest.launches.size() == 1);
+  const CudaDriver &cuda = CudaDriver::instance();
+  if (!cuda.available()) {
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  const std::uint64_t seed = dhs::test::freshSeed() + 2100;
+  INFO("DHS_TEST_SEED=" << seed - 2100);
+  std::mt19937_64 rng(seed);
+  const std::size_t B = 8, G = 4, V = 4096;
+  // Normalized random distributions; drafts drawn from q.
+  auto normalized = [&](float *p) {
+    double sum = 0;
+    for (std::size_t t = 0; t < V; ++t)
+      sum += p[t] = static_cast<float>(-std::log((rng() >> 11) * 0x1.0p-53 + 1e-12));
+    for (std::size_t t = 0; t < V; ++t)
+      p[t] = static_cast<float>(p[t] / sum);
+  };
+  std::vector<float> target(B * (G + 1) * V), q(B * G * V);
+  for (std::size_t i = 0; i < B * (G + 1); ++i)
+    normalized(&target[i * V]);
+  for (std::size_t i = 0; i < B * G; ++i)
+    normalized(&q[i * V]);
+  // Make some requests' drafts likelier to pass: request b's q equals p on
+  // its first b % 3 positions (then every draft there is accepted).
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < b % 3; ++i)
+      std::copy_n(&target[(b * (G + 1) + i) * V], V, &q[(b * G + i) * V]);
+  std::vector<std::int32_t> draft(B * G);
+  for (auto &x : draft)
+    x = static_cast<std::int32_t>(rng() % V);
+  std::vector<std::int64_t> seeds(B);
+  for (auto &s : seeds)
+    s = static_cast<std::int64_t>(rng());
+  std::vector<std::int64_t> counter{static_cast<std::int64_t>(rng() % 1000)};
+
+  CudaBackend backend(manifest, 0);
+  backend.makeCurrent();
+  auto upload = [&](const void *data, std::size_t bytes, const char *name) {
+    auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
+    cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
+    return buffer;
+  };
+  std::vector<std::int32_t> poison(B, -7);
+  std::vector<std::unique_ptr<DeviceBuffer>> owned;
+  owned.push_back(upload(draft.data(), draft.size() * 4, "draft"));
+  owned.push_back(upload(target.data(), target.size() * 4, "target"));
+  owned.push_back(upload(q.data(), q.size() * 4, "draft_probs"));
+  owned.push_back(upload(seeds.data(), B * 8, "seeds"));
+  owned.push_back(upload(counter.data(), 8, "counter"));
+  owned.push_back(upload(poison.data(), B * 4, "accepted"));
+  owned.push_back(upload(poison.data(), B * 4, "next"));
+  CudaStepBuffers buffers;
+  for (auto &buffer : owned)
+    buffers.arguments.push_back(buffer->get());
+  Stream stream;
+  backend.launchAsync(buffers, stream.get());
+  cuda.check(cuda.streamSynchronize(stream.get()), "accept");
+  std::vector<std::int32_t> accepted(B), next(B);
+  cuda.check(cuda.memcpyDtoH(accepted.data(), owned[5]->get(), B * 4), "accepted");
+  cuda.check(cuda.memcpyDtoH(next.data(), owned[6]->get(), B * 4), "next");
+
+  const auto step = static_cast<std::uint64_t>(counter[0]);
+  for (std::size_t b = 0; b < B; ++b) {
+    INFO("request " << b);
+    const auto s = static_cast<std::uint64_t>(seeds[b]);
+    // The same decisions, in f32 as the kernel makes them.
+    std::size_t n = 0;
+    while (n < G) {
+      std::size_t x = static_cast<std::size_t>(draft[b * G + n]);
+      float p = target[(b * (G + 1) + n) * V + x], qx = q[(b * G + n) * V + x];
+      if (!(uniformOf(s, step, n) * qx < p))
+        break;
+      ++n;
+    }
+    CHECK(accepted[b] == static_cast<std::int32_t>(n));
+    // The sampled token: where u * S falls in the running sum (double here;
+    // the kernel sums in another order, so allow rounding at a boundary).
+    std::vector<double> w(V);
+    double total = 0;
+    for (std::size_t t = 0; t < V; ++t) {
+      double pt = target[(b * (G + 1) + n) * V + t];
+      w[t] = n == G ? pt : std::max(0.0, pt - static_cast<double>(q[(b * G + n) * V + t]));
+      total += w[t];
+    }
+    REQUIRE(next[b] >= 0);
+    REQUIRE(next[b] < static_cast<std::int32_t>(V));
+    double threshold = uniformOf(s, step, G + n) * total;
+    double before = 0;
+    for (std::int32_t t = 0; t < next[b]; ++t)
+      before += w[static_cast<std::size_t>(t)];
+    CHECK(w[static_cast<std::size_t>(next[b])] > 0.0);
+    CHECK(before <= threshold + 1e-5 * total);
+    CHECK(before + w[static_cast<std::size_t>(next[b])] >= threshold - 1e-5 * total);
+  }
+}
