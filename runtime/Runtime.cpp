@@ -461,7 +461,8 @@ std::int32_t Runtime::requireDraft(std::uint64_t id, std::int64_t count, const v
                      std::to_string(count) + " tokens; a draft ring holds 1 to " +
                      std::to_string(layout_.draftWindow) + " (draft_window)");
   if (!rows)
-    throw InputError(std::string(what) + " of " + requestName(id) + ": null rows");
+    throw InputError(std::string(what) + " of " + requestName(id) +
+                     (std::string(what) == "draft read" ? ": null output" : ": null rows"));
   if (tiers_->acceptsDevicePointers() && !draftStepLoaded_)
     throw StateError(std::string(what) + ": the CUDA tiers run the draft rings with the "
                      "compiler's ring kernels; load a compiled draft-ring step first "
