@@ -8,6 +8,7 @@
 #include "dialects/DhsOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
 
 #include <functional>
@@ -233,6 +234,11 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     FailureOr<gpu::GPUFuncOp> kernel = build(builder, gpuModule.getName());
     if (failed(kernel))
       return failure();
+    // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
+    for (unsigned i = 0, e = kernel->getNumWorkgroupAttributions(); i < e; ++i)
+      kernel->setWorkgroupAttributionAttr(
+          i, builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
+          builder.getI64IntegerAttr(16));
     entry = {*kernel, geometry};
     ++numKernels;
   }

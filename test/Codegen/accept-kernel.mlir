@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @greedy
 // CHECK: gpu.launch_func @accept::@accept blocks in (%c8, %c1, %c1) threads in (%c1024, %c1, %c1) args({{.*}}) {dhs.op = "accept"}
 // CHECK: gpu.func @accept
-// CHECK-SAME: workgroup({{.*}} : memref<32xf32, #gpu.address_space<workgroup>>, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<5xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup({{.*}} : memref<32xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<5xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK: gpu.shuffle xor
 // CHECK: gpu.barrier
 func.func @greedy(%draft: memref<8x4xi32>, %target: memref<8x5x32000xf32>,

@@ -24,7 +24,7 @@
 // comes from.
 // CHECK: gpu.module @sparse_attention
 // CHECK: gpu.func @sparse_attention(%{{.*}}: memref<2x2x32x576xbf16>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2x2x40xi32>, %{{.*}}: memref<2xi64>, %{{.*}}: memref<2xi32>, %[[KHBM:.*]]: memref<?x1x1152xi8>, %[[KHOST:.*]]: memref<?x1x1152xi8>, %[[KOUT:.*]]: memref<2x2x32x512xbf16>, %[[KSTATUS:.*]]: memref<1xi32>)
-// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<16x576xf32, #gpu.address_space<workgroup>>, %[[SOURCE:.*]] : memref<16xi32, #gpu.address_space<workgroup>>, %[[INDEX:.*]] : memref<16xi64, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<16x576xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SOURCE:.*]] : memref<16xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[INDEX:.*]] : memref<16xi64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 512, 1, 1>}
 // The KV loop walks the selection in tiles of 16, carrying max, sum and 16 output elements per lane.
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
