@@ -5,6 +5,7 @@
 #include "codegen/RetrievalKernels.h"
 #include "codegen/RingKernels.h"
 #include "codegen/SparseAttentionKernel.h"
+#include "codegen/TopKKernel.h"
 #include "dialects/DhsOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -169,6 +170,16 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
       operands.push_back(q);
     operands.append({accept.getSeeds(), accept.getStep(), accept.getAccepted(),
                      accept.getNextToken()});
+  } else if (auto topk = dyn_cast<TopKOp>(op)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "topk/" << topk.getScores().getType() << '/'
+       << topk.getRows().getType();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildTopKKernel(b, topk, name, geometry);
+    };
+    operands = {topk.getScores(), topk.getHistoryLen(), topk.getRows()};
   } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -289,7 +300,7 @@ void DhsLowerToGPU::runOnOperation() {
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
         isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, PoolTierOp,
+            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp, PoolTierOp,
             StepStatusOp, ScratchOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
@@ -303,7 +314,7 @@ void DhsLowerToGPU::runOnOperation() {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
     if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp>(op))
+            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp>(op))
       ops.push_back(op);
   });
   if (ops.empty())

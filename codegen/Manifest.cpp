@@ -61,6 +61,7 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
   static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
                                      "step_counter", "accepted",
                                      "next_token"};
+  static const StringRef topk[] = {"scores", "history_len", "row_ids"};
   static const StringRef sampledAccept[] = {
       "draft_tokens", "target_probs", "draft_probs", "seeds",
       "step_counter", "accepted",     "next_token"};
@@ -71,11 +72,11 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
                                       fetchMissing,    unionMissing,
                                       ringIndex,       copyRows,
                                       resolve,         accept,
-                                      sampledAccept};
+                                      sampledAccept,   topk};
   StringRef names[] = {"sparse_attention", "attention", "attention",
                        "fetch",            "fetch",     "union_missing",
                        "ring_index",       "copy_rows", "resolve",
-                       "accept",           "accept"};
+                       "accept",           "accept",    "topk"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;

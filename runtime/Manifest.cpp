@@ -105,6 +105,8 @@ const char *roleName(ArgumentRole role) {
     return "accepted";
   case ArgumentRole::NextToken:
     return "next_token";
+  case ArgumentRole::Scores:
+    return "scores";
   }
   return "?";
 }
@@ -368,18 +370,20 @@ const ArgumentRole kAllRoles[] = {
     ArgumentRole::Slots,        ArgumentRole::HistoryStart,
     ArgumentRole::HistoryLen,   ArgumentRole::KvPool,
     ArgumentRole::Output};
-/// Roles of draft-ring steps, any number of times.
-const ArgumentRole kRingRoles[] = {
+/// Roles of the non-attention steps (ring, resolve, accept, topk), any number
+/// of times.
+const ArgumentRole kStepRoles[] = {
     ArgumentRole::Positions,   ArgumentRole::Rows,        ArgumentRole::Residency,
     ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::DraftProbs,
     ArgumentRole::Seeds,
-    ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken};
+    ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken,
+    ArgumentRole::Scores};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
   for (ArgumentRole role : kAllRoles)
     if (name == roleName(role))
       return role;
-  for (ArgumentRole role : kRingRoles)
+  for (ArgumentRole role : kStepRoles)
     if (name == roleName(role))
       return role;
   return std::nullopt;
@@ -427,7 +431,7 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
              "' (known: queries, row_ids, slots, history_start, history_len, "
              "kv_pool, output, positions, rows, residency, draft_tokens, "
              "target_probs, draft_probs, seeds, step_counter, accepted, "
-             "next_token)");
+             "next_token, scores)");
 
   Argument arg;
   arg.role = *role;
@@ -544,6 +548,9 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
     if (arg.role == ArgumentRole::Residency &&
         (arg.dtype != DType::I32 || arg.shape.size() != 2))
       fail(here, "a residency table is i32 [B, rows]");
+    if (arg.role == ArgumentRole::Scores &&
+        (arg.dtype != DType::F32 || arg.shape.size() != 3))
+      fail(here, "scores are f32 [B, Q, rows]");
   }
   if (!attention_)
     return;
@@ -757,11 +764,11 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   if (!launch.isAttention() && launch.op != "fetch" &&
       launch.op != "union_missing" && launch.op != "ring_index" &&
       launch.op != "copy_rows" && launch.op != "resolve" &&
-      launch.op != "accept")
+      launch.op != "accept" && launch.op != "topk")
     fail(field + ".op", "unknown op '" + launch.op +
                             "' (known: sparse_attention, attention, fetch, "
                             "union_missing, ring_index, copy_rows, resolve, "
-                            "accept)");
+                            "accept, topk)");
   // Attention launches carry their scale and layer, row copies their
   // direction.
   if (launch.isAttention())

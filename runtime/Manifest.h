@@ -63,6 +63,7 @@ enum class ArgumentRole {
   StepCounter,  ///< i64 [1]: the step counter (accept)
   Accepted,     ///< i32 [B]: accepted drafts (accept)
   NextToken,    ///< i32 [B]: the next token (accept)
+  Scores,       ///< f32 [B,Q,N]: the indexer's score of each row (topk)
 };
 
 /// Returns the manifest spelling of a role ("queries", "row_ids", ...).

@@ -11,3 +11,13 @@ func.func @dynamic_batch(%q: memref<?x1x16x576xbf16>, %rows: memref<?x1x64xi32>,
       layer = 0 output(%out : memref<?x1x16x512xbf16>) scale = 1.0
   return
 }
+
+// -----
+
+func.func @topk_too_wide(%scores: memref<1x1x16384xf32>, %len: memref<1xi32>,
+                         %rows: memref<1x1x8192xi32>) {
+  // expected-error @below {{selects up to 4096 rows per query in one CTA, got 8192}}
+  dhs.topk scores(%scores : memref<1x1x16384xf32>)
+      history(%len : memref<1xi32>) into(%rows : memref<1x1x8192xi32>)
+  return
+}

@@ -1,0 +1,103 @@
+//===- TopKTest.cpp - The generated top-k kernel on a GPU -----------------===//
+//
+// examples/topk_step.mlir, compiled at build time: for each request and query
+// position, the 512 highest indexer scores among the rows the query may see.
+// On a GPU the ids must equal a CPU selection (score descending, ties to the
+// lower id, -1 past the visible rows) on fresh random scores that include
+// ties, negative scores and histories shorter than k.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "runtime/CudaBackend.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/CudaResources.h"
+#include "runtime/Manifest.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+using namespace dhs::runtime;
+using namespace dhs::runtime::cuda_detail;
+
+TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
+          "[cuda][gpu][topk]") {
+  const std::string dir = dhs::test::compiledStepsDir() + "/topk";
+  if (!std::filesystem::exists(dir + "/manifest.json")) {
+    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+    return;
+  }
+  Manifest manifest = Manifest::load(dir);
+  REQUIRE(manifest.launches.size() == 1);
+  CHECK(manifest.launches[0].op == "topk");
+  const CudaDriver &cuda = CudaDriver::instance();
+  if (!cuda.available()) {
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  const std::uint64_t seed = dhs::test::freshSeed() + 1700;
+  INFO("DHS_TEST_SEED=" << seed - 1700);
+  std::mt19937_64 rng(seed);
+
+  // scores [4,2,16384] f32, history_len [4] i32, rows [4,2,512] i32.
+  const std::size_t B = 4, Q = 2, N = 16384, K = 512;
+  std::vector<float> scores(B * Q * N);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (float &s : scores)
+    // One score in eight is drawn from a handful of values: many ties.
+    s = rng() % 8 == 0 ? static_cast<float>(rng() % 5) - 2.0f : normal(rng);
+  // A long history, a history below k, one beyond the scores, one of 1 row.
+  std::vector<std::int32_t> length = {
+      static_cast<std::int32_t>(4000 + rng() % 12000),
+      static_cast<std::int32_t>(100 + rng() % 300), static_cast<std::int32_t>(N),
+      1};
+
+  CudaBackend backend(manifest, 0);
+  backend.makeCurrent();
+  DeviceBuffer scoresBuffer(scores.size() * 4, "scores");
+  DeviceBuffer lengthBuffer(B * 4, "history_len");
+  DeviceBuffer rowsBuffer(B * Q * K * 4, "rows");
+  cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4),
+             "scores");
+  cuda.check(cuda.memcpyHtoD(lengthBuffer.get(), length.data(), B * 4),
+             "history_len");
+  cuda.check(cuda.memsetD32(rowsBuffer.get(), 12345, B * Q * K), "rows");
+  DeviceBuffer status(4, "status");
+  cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
+  CudaStepBuffers buffers;
+  buffers.arguments = {scoresBuffer.get(), lengthBuffer.get(), rowsBuffer.get()};
+  buffers.status = status.get();
+  Stream stream;
+  backend.launchAsync(buffers, stream.get());
+  cuda.check(cuda.streamSynchronize(stream.get()), "topk");
+  std::vector<std::int32_t> rows(B * Q * K);
+  cuda.check(cuda.memcpyDtoH(rows.data(), rowsBuffer.get(), rows.size() * 4), "rows");
+
+  std::size_t mismatches = 0;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t q = 0; q < Q; ++q) {
+      const float *row = &scores[(b * Q + q) * N];
+      std::int64_t visible = std::clamp<std::int64_t>(
+          length[b] - static_cast<std::int64_t>(Q - 1 - q), 0, N);
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(visible));
+      std::iota(ids.begin(), ids.end(), 0);
+      std::size_t taken = std::min<std::size_t>(K, ids.size());
+      std::partial_sort(ids.begin(), ids.begin() + taken, ids.end(),
+                        [&](std::int32_t x, std::int32_t y) {
+                          return row[x] != row[y] ? row[x] > row[y] : x < y;
+                        });
+      for (std::size_t k = 0; k < K; ++k) {
+        std::int32_t expected = k < taken ? ids[k] : -1;
+        std::int32_t got = rows[(b * Q + q) * K + k];
+        if (got != expected && mismatches++ < 5)
+          UNSCOPED_INFO("request " << b << " query " << q << " k " << k
+                                   << ": got " << got << ", expected " << expected);
+      }
+    }
+  CHECK(mismatches == 0);
+}
