@@ -179,7 +179,8 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     build = [&](OpBuilder &b, StringRef name) {
       return buildTopKKernel(b, topk, name, geometry);
     };
-    operands = {topk.getScores(), topk.getHistoryLen(), topk.getRows()};
+    operands = {topk.getScores(), topk.getHistoryLen(), topk.getRows(),
+                getStepStatus(builder, op, values.statuses)};
   } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);

@@ -61,7 +61,8 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
   static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
                                      "step_counter", "accepted",
                                      "next_token"};
-  static const StringRef topk[] = {"scores", "history_len", "row_ids"};
+  static const StringRef topk[] = {"scores", "history_len", "row_ids",
+                                   "status"};
   static const StringRef sampledAccept[] = {
       "draft_tokens", "target_probs", "draft_probs", "seeds",
       "step_counter", "accepted",     "next_token"};

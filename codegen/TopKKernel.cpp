@@ -39,7 +39,9 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
   };
   auto func = gpu::GPUFuncOp::create(
       builder, loc, name,
-      builder.getFunctionType({scores, op.getHistoryLen().getType(), rows}, {}),
+      builder.getFunctionType({scores, op.getHistoryLen().getType(), rows,
+                               MemRefType::get({1}, builder.getI32Type())},
+                              {}),
       TypeRange{shared(256, i32), shared(2, i64), shared(padded, i64),
                 shared(1, i32)});
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
@@ -81,7 +83,7 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
   };
 
   Value scoresArg = func.getArgument(0), lenArg = func.getArgument(1),
-        rowsArg = func.getArgument(2);
+        rowsArg = func.getArgument(2), status = func.getArgument(3);
   Value histogram = func.getWorkgroupAttributions()[0];
   Value state = func.getWorkgroupAttributions()[1];     // prefix, remaining
   Value candidates = func.getWorkgroupAttributions()[2];
@@ -100,6 +102,18 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
       b, length,
       arith::SubIOp::create(b, c64(positions - 1),
                             arith::IndexCastOp::create(b, i64, position)));
+  // A history the scores do not cover is reported; selection stays within
+  // the scored rows.
+  ifThen(arith::AndIOp::create(
+             b, isThread0,
+             arith::OrIOp::create(
+                 b, cmpi(arith::CmpIPredicate::sgt, length, c64(scored)),
+                 cmpi(arith::CmpIPredicate::slt, length, c64(0)))),
+         [&] {
+           memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
+                                       c32(kStatusHistoryBeyondScores), status,
+                                       ValueRange{index(0)});
+         });
   visible = arith::MaxSIOp::create(
       b, c64(0), arith::MinSIOp::create(b, visible, c64(scored)));
   Value visibleIndex = arith::IndexCastOp::create(b, b.getIndexType(), visible);

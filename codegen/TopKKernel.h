@@ -7,13 +7,15 @@
 
 namespace mlir::dhs {
 
-/// Builds the kernel of a `dhs.topk` (arguments: scores, history_len, rows):
+/// Builds the kernel of a `dhs.topk` (arguments: scores, history_len, rows,
+/// status):
 /// one CTA per (request, query position). Each visible row gets a 64-bit key
 /// (its score's bits made order-preserving, then the complement of its id,
 /// so equal scores rank the lower id first); eight radix passes over 8-bit
 /// digits with a shared-memory histogram find the k-th largest key, the rows
 /// at or above it are gathered, sorted (bitonic, descending) and written;
-/// slots past the visible rows hold -1.
+/// slots past the visible rows hold -1. A history longer than the scores
+/// sets status bit 16.
 FailureOr<gpu::GPUFuncOp> buildTopKKernel(OpBuilder &builder, TopKOp op,
                                           StringRef name,
                                           KernelGeometry &geometry);

@@ -25,6 +25,7 @@ enum StatusBits : int32_t {
   kStatusBadSlot = 2,
   kStatusBadHostRow = 4,
   kStatusBadStagingIndex = 8,
+  kStatusHistoryBeyondScores = 16,
 };
 
 } // namespace mlir::dhs

@@ -52,7 +52,8 @@ def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
     Kernels OR error bits into it when an input is invalid instead of reading
     out of bounds: 1 = a row id outside its request's history, 2 = a slot
     outside the HBM tier, 4 = a host row outside the host store, 8 = a
-    staging position outside the staging buffer.
+    staging position outside the staging buffer, 16 = a history longer than
+    the indexer scores given for it (top-k).
 
     ```mlir
     %status = dhs.step_status : memref<1xi32>
@@ -97,7 +98,9 @@ def Dhs_TopKOp : Dhs_Op<"topk"> {
     query `q` of `Q` sees rows `[0, history_len[b] - (Q - 1 - q))` (the last
     position sees the whole history). Scores are the lightning indexer's
     output, one per history row. Ties go to the lower row id; slots past the
-    valid rows hold -1. Ids come out in descending score order.
+    valid rows hold -1. Ids come out in descending score order. A history
+    longer than the `N` scored rows (or negative) is reported through the
+    step status (bit 16) and selection stays within the scored rows.
 
     ```mlir
     dhs.topk scores(%s : memref<4x1x8192xf32>) history(%len : memref<4xi32>)

@@ -141,8 +141,11 @@ std::string describeStatus(std::uint32_t status) {
   add(kStatusSlotOutOfRange, "slot >= hbm_slots");
   add(kStatusHostRowOutOfRange, "host index >= host_rows");
   add(kStatusStagingOutOfRange, "staging position outside the staging buffer");
+  add(kStatusHistoryBeyondScores,
+      "history longer than the indexer scores given for it");
   std::uint32_t known = kStatusRowOutsideHistory | kStatusSlotOutOfRange |
-                        kStatusHostRowOutOfRange | kStatusStagingOutOfRange;
+                        kStatusHostRowOutOfRange | kStatusStagingOutOfRange |
+                        kStatusHistoryBeyondScores;
   if (status & ~known) {
     std::ostringstream unknown;
     unknown << "unknown bits 0x" << std::hex << (status & ~known);

@@ -87,6 +87,7 @@ enum StatusBits : std::uint32_t {
   kStatusSlotOutOfRange = 2,    ///< a slot >= hbm_slots
   kStatusHostRowOutOfRange = 4, ///< a host index >= host_rows
   kStatusStagingOutOfRange = 8, ///< a staging position outside its buffer
+  kStatusHistoryBeyondScores = 16, ///< a history longer than its scores (topk)
 };
 
 /// Describes the set bits of a status word in words, e.g.

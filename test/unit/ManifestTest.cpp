@@ -299,5 +299,7 @@ TEST_CASE("PTX text checks", "[manifest]") {
 TEST_CASE("status words are described", "[manifest]") {
   CHECK(describeStatus(1) == "0x1: row id outside its request's history");
   CHECK(describeStatus(6) == "0x6: slot >= hbm_slots, host index >= host_rows");
-  CHECK_THAT(describeStatus(0x11), Catch::Contains("unknown bits 0x10"));
+  CHECK(describeStatus(0x10) ==
+        "0x10: history longer than the indexer scores given for it");
+  CHECK_THAT(describeStatus(0x21), Catch::Contains("unknown bits 0x20"));
 }

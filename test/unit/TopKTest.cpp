@@ -4,7 +4,8 @@
 // position, the 512 highest indexer scores among the rows the query may see.
 // On a GPU the ids must equal a CPU selection (score descending, ties to the
 // lower id, -1 past the visible rows) on fresh random scores that include
-// ties, negative scores and histories shorter than k.
+// ties, negative scores and histories shorter than k; a history longer than
+// its scores must set status bit 16 and select within the scored rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,47 +58,57 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
       static_cast<std::int32_t>(100 + rng() % 300), static_cast<std::int32_t>(N),
       1};
 
-  CudaBackend backend(manifest, 0);
-  backend.makeCurrent();
-  DeviceBuffer scoresBuffer(scores.size() * 4, "scores");
-  DeviceBuffer lengthBuffer(B * 4, "history_len");
-  DeviceBuffer rowsBuffer(B * Q * K * 4, "rows");
-  cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4),
-             "scores");
-  cuda.check(cuda.memcpyHtoD(lengthBuffer.get(), length.data(), B * 4),
-             "history_len");
-  cuda.check(cuda.memsetD32(rowsBuffer.get(), 12345, B * Q * K), "rows");
-  DeviceBuffer status(4, "status");
-  cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
-  CudaStepBuffers buffers;
-  buffers.arguments = {scoresBuffer.get(), lengthBuffer.get(), rowsBuffer.get()};
-  buffers.status = status.get();
-  Stream stream;
-  backend.launchAsync(buffers, stream.get());
-  cuda.check(cuda.streamSynchronize(stream.get()), "topk");
-  std::vector<std::int32_t> rows(B * Q * K);
-  cuda.check(cuda.memcpyDtoH(rows.data(), rowsBuffer.get(), rows.size() * 4), "rows");
+  for (bool beyond : {false, true}) {
+    INFO((beyond ? "with" : "without") << " a history longer than its scores");
+    if (beyond)
+      length[2] = static_cast<std::int32_t>(N + 7);
+    CudaBackend backend(manifest, 0);
+    backend.makeCurrent();
+    DeviceBuffer scoresBuffer(scores.size() * 4, "scores");
+    DeviceBuffer lengthBuffer(B * 4, "history_len");
+    DeviceBuffer rowsBuffer(B * Q * K * 4, "rows");
+    cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4),
+               "scores");
+    cuda.check(cuda.memcpyHtoD(lengthBuffer.get(), length.data(), B * 4),
+               "history_len");
+    cuda.check(cuda.memsetD32(rowsBuffer.get(), 12345, B * Q * K), "rows");
+    DeviceBuffer status(4, "status");
+    cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
+    CudaStepBuffers buffers;
+    buffers.arguments = {scoresBuffer.get(), lengthBuffer.get(), rowsBuffer.get()};
+    buffers.status = status.get();
+    Stream stream;
+    backend.launchAsync(buffers, stream.get());
+    cuda.check(cuda.streamSynchronize(stream.get()), "topk");
+    std::vector<std::int32_t> rows(B * Q * K);
+    std::uint32_t word = 0;
+    cuda.check(cuda.memcpyDtoH(rows.data(), rowsBuffer.get(), rows.size() * 4), "rows");
+    cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
+    // The selection stays within the scored rows either way.
+    CHECK(word == (beyond ? static_cast<std::uint32_t>(kStatusHistoryBeyondScores) : 0u));
 
-  std::size_t mismatches = 0;
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t q = 0; q < Q; ++q) {
-      const float *row = &scores[(b * Q + q) * N];
-      std::int64_t visible = std::clamp<std::int64_t>(
-          length[b] - static_cast<std::int64_t>(Q - 1 - q), 0, N);
-      std::vector<std::int32_t> ids(static_cast<std::size_t>(visible));
-      std::iota(ids.begin(), ids.end(), 0);
-      std::size_t taken = std::min<std::size_t>(K, ids.size());
-      std::partial_sort(ids.begin(), ids.begin() + taken, ids.end(),
-                        [&](std::int32_t x, std::int32_t y) {
-                          return row[x] != row[y] ? row[x] > row[y] : x < y;
-                        });
-      for (std::size_t k = 0; k < K; ++k) {
-        std::int32_t expected = k < taken ? ids[k] : -1;
-        std::int32_t got = rows[(b * Q + q) * K + k];
-        if (got != expected && mismatches++ < 5)
-          UNSCOPED_INFO("request " << b << " query " << q << " k " << k
-                                   << ": got " << got << ", expected " << expected);
+    std::size_t mismatches = 0;
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t q = 0; q < Q; ++q) {
+        const float *row = &scores[(b * Q + q) * N];
+        std::int64_t visible = std::clamp<std::int64_t>(
+            length[b] - static_cast<std::int64_t>(Q - 1 - q), 0, N);
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(visible));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::size_t taken = std::min<std::size_t>(K, ids.size());
+        std::partial_sort(ids.begin(), ids.begin() + taken, ids.end(),
+                          [&](std::int32_t x, std::int32_t y) {
+                            return row[x] != row[y] ? row[x] > row[y] : x < y;
+                          });
+        for (std::size_t k = 0; k < K; ++k) {
+          std::int32_t expected = k < taken ? ids[k] : -1;
+          std::int32_t got = rows[(b * Q + q) * K + k];
+          if (got != expected && mismatches++ < 5)
+            UNSCOPED_INFO("request " << b << " query " << q << " k " << k
+                                     << ": got " << got << ", expected "
+                                     << expected);
+        }
       }
-    }
-  CHECK(mismatches == 0);
+    CHECK(mismatches == 0);
+  }
 }
