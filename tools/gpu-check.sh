@@ -12,7 +12,8 @@
 #                                    the example engine on CUDA, then every
 #                                    step at residency 0, 0.5 and 1 on fresh
 #                                    seeds against the fp64 CPU reference,
-#                                    then the bad-input cases; print a table.
+#                                    then the top-k benchmark (vs torch.topk)
+#                                    and the bad-input cases; print a table.
 #   tools/gpu-check.sh               both, on a machine that has everything.
 #
 # Logs and JSON results go to $OUT (or DIR/results).
@@ -26,7 +27,11 @@ bundle() {
   local build=${DHS_BUILD_DIR:-$root/build}
   [ -x "$build/bin/dhs-compile" ] || { echo "gpu-check: build first (tools/setup.sh)" >&2; exit 1; }
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
-  cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" "$dir/bin/"
+  cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
+     "$build/bin/dhs-topk-bench" "$dir/bin/"
+  cp -r "$root/bench" "$dir/bench"
+  # The top-k benchmark's step (bench/topk.sh runs it beside torch.topk).
+  "$build/bin/dhs-compile" "$root/bench/topk_glm5.mlir" -o "$dir/topk_glm5" || exit 1
   cp -r "$root/test/unit/steps" "$dir/unit-steps"
   # Steps the unit tests compiled at build time (the draft-ring kernels).
   [ -d "$build/test/unit/compiled-steps" ] &&
@@ -101,6 +106,13 @@ run() {
       failed=1; echo "FAILED: verify_step $args"; tail -n 3 "$results/edges.log"
     fi
   done
+
+  echo "== top-k: the generated kernel vs torch.topk and the memory floor"
+  if [ -x "$dir/bin/dhs-topk-bench" ]; then
+    bash "$dir/bench/topk.sh" "$dir/topk_glm5" "$dir/bin/dhs-topk-bench" \
+      > "$results/topk.log" 2>&1 || { failed=1; echo "FAILED: top-k benchmark"; }
+    tail -n 1 "$results/topk.log" | sed 's/^/  /'
+  fi
 
   echo "== bad input is reported by the kernel itself (host checks off), not read"
   local default="$dir/steps/default_step"
