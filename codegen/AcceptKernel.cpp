@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/AcceptKernel.h"
+#include "codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -45,25 +46,14 @@ mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
     return op.emitOpError() << "vocabulary too large for i32 token ids";
 
   Location loc = op.getLoc();
-  MLIRContext *ctx = builder.getContext();
-  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   Type f32 = builder.getF32Type(), i32 = builder.getI32Type();
-  auto func = gpu::GPUFuncOp::create(
+  gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
-      builder.getFunctionType(
-          {draft, target, op.getSeeds().getType(), op.getStep().getType(),
-           op.getAccepted().getType(), op.getNextToken().getType()},
-          {}),
-      TypeRange{MemRefType::get({kWarps}, f32, MemRefLayoutAttrInterface{},
-                                workgroup),
-                MemRefType::get({kWarps}, i32, MemRefLayoutAttrInterface{},
-                                workgroup),
-                MemRefType::get({gamma + 1}, i32, MemRefLayoutAttrInterface{},
-                                workgroup)});
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(kThreads), 1, 1}));
+      {draft, target, op.getSeeds().getType(), op.getStep().getType(),
+       op.getAccepted().getType(), op.getNextToken().getType()},
+      kThreads,
+      {sharedBuffer(kWarps, f32), sharedBuffer(kWarps, i32),
+       sharedBuffer(gamma + 1, i32)});
   geometry.grid = {batch, 1, 1};
   geometry.block = {kThreads, 1, 1};
 
@@ -246,24 +236,13 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
   int64_t chunk = llvm::divideCeil(vocabulary, kThreads);
 
   Location loc = op.getLoc();
-  MLIRContext *ctx = builder.getContext();
-  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   Type f32 = builder.getF32Type(), i32 = builder.getI32Type();
-  auto shared = [&](int64_t n, Type t) {
-    return MemRefType::get({n}, t, MemRefLayoutAttrInterface{}, workgroup);
-  };
-  auto func = gpu::GPUFuncOp::create(
+  gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
-      builder.getFunctionType(
-          {draft, target, op.getDraftProbs().getType(),
-           op.getSeeds().getType(), op.getStep().getType(),
-           op.getAccepted().getType(), op.getNextToken().getType()},
-          {}),
-      TypeRange{shared(kWarps, f32), shared(1, i32)});
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(kThreads), 1, 1}));
+      {draft, target, op.getDraftProbs().getType(), op.getSeeds().getType(),
+       op.getStep().getType(), op.getAccepted().getType(),
+       op.getNextToken().getType()},
+      kThreads, {sharedBuffer(kWarps, f32), sharedBuffer(1, i32)});
   geometry.grid = {batch, 1, 1};
   geometry.block = {kThreads, 1, 1};
 

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/RetrievalKernels.h"
+#include "codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -35,54 +36,6 @@ static constexpr int64_t kFetchThreads = 256;
 static constexpr int64_t kUnionThreads = 1024;
 /// The largest union table (i32 slots) that fits in shared memory.
 static constexpr int64_t kMaxUnionTable = 32768;
-
-namespace {
-
-/// Small helpers over an ImplicitLocOpBuilder.
-struct KernelBuilder {
-  ImplicitLocOpBuilder &b;
-  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
-  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
-  Value cmpi(arith::CmpIPredicate p, Value l, Value r) {
-    return arith::CmpIOp::create(b, p, l, r);
-  }
-  Value select(Value c, Value t, Value f) {
-    return arith::SelectOp::create(b, c, t, f);
-  }
-  Value toIndex(Value v) {
-    return arith::IndexCastOp::create(b, b.getIndexType(), v);
-  }
-  /// A loop over [start, end) in steps of `step` whose body `body` builds.
-  void forLoop(Value start, Value end, Value step,
-               function_ref<void(Value)> body) {
-    OpBuilder::InsertionGuard guard(b);
-    auto loop = scf::ForOp::create(b, start, end, step);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    body(loop.getInductionVar());
-  }
-  /// An scf.if without results whose then-region `body` builds.
-  void ifThen(Value condition, function_ref<void()> body) {
-    OpBuilder::InsertionGuard guard(b);
-    auto op = scf::IfOp::create(b, condition, /*withElse=*/false);
-    b.setInsertionPoint(op.thenBlock()->getTerminator());
-    body();
-  }
-};
-
-/// A kernel function with `arguments`, `threads` known threads per block.
-gpu::GPUFuncOp createKernel(OpBuilder &builder, Location loc, StringRef name,
-                            ArrayRef<Type> arguments, int64_t threads) {
-  auto func = gpu::GPUFuncOp::create(builder, loc, name,
-                                     builder.getFunctionType(arguments, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(threads), 1, 1}));
-  return func;
-}
-
-} // namespace
 
 FailureOr<gpu::GPUFuncOp>
 mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchOp op, StringRef name,

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/RingKernels.h"
+#include "codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -21,19 +22,6 @@ static constexpr int64_t kCopyBytes = 16;
 static constexpr int64_t kThreads = 256;
 /// Rows a copy CTA moves.
 static constexpr int64_t kRowsPerBlock = 16;
-
-/// A kernel function with `threads` known threads per block.
-static gpu::GPUFuncOp createKernel(OpBuilder &builder, Location loc,
-                                   StringRef name, ArrayRef<Type> arguments,
-                                   int64_t threads) {
-  auto func = gpu::GPUFuncOp::create(builder, loc, name,
-                                     builder.getFunctionType(arguments, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(threads), 1, 1}));
-  return func;
-}
 
 FailureOr<gpu::GPUFuncOp>
 mlir::dhs::buildRingIndexKernel(OpBuilder &builder, RingIndexOp op,

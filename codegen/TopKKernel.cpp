@@ -1,6 +1,7 @@
 //===- TopKKernel.cpp - top-k selection kernel ----------------------------===//
 
 #include "codegen/TopKKernel.h"
+#include "codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -31,56 +32,20 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
   int64_t sortLevels = llvm::Log2_64(padded);
 
   Location loc = op.getLoc();
-  MLIRContext *ctx = builder.getContext();
-  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   Type i32 = builder.getI32Type(), i64 = builder.getI64Type();
-  auto shared = [&](int64_t n, Type t) {
-    return MemRefType::get({n}, t, MemRefLayoutAttrInterface{}, workgroup);
-  };
-  auto func = gpu::GPUFuncOp::create(
+  gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
-      builder.getFunctionType({scores, op.getHistoryLen().getType(), rows,
-                               MemRefType::get({1}, builder.getI32Type())},
-                              {}),
-      TypeRange{shared(256, i32), shared(2, i64), shared(padded, i64),
-                shared(1, i32)});
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(kThreads), 1, 1}));
+      {scores, op.getHistoryLen().getType(), rows,
+       MemRefType::get({1}, i32)},
+      kThreads,
+      {sharedBuffer(256, i32), sharedBuffer(2, i64),
+       sharedBuffer(padded, i64), sharedBuffer(1, i32)});
   geometry.grid = {batch * positions, 1, 1};
   geometry.block = {kThreads, 1, 1};
 
   ImplicitLocOpBuilder b(loc, builder);
   b.setInsertionPointToStart(&func.getBody().front());
-  auto index = [&](int64_t v) -> Value {
-    return arith::ConstantIndexOp::create(b, v);
-  };
-  auto c32 = [&](int64_t v) -> Value {
-    return arith::ConstantIntOp::create(b, v, 32);
-  };
-  auto c64 = [&](int64_t v) -> Value {
-    return arith::ConstantIntOp::create(b, v, 64);
-  };
-  auto cmpi = [&](arith::CmpIPredicate p, Value l, Value r) -> Value {
-    return arith::CmpIOp::create(b, p, l, r);
-  };
-  auto select = [&](Value c, Value t, Value f) -> Value {
-    return arith::SelectOp::create(b, c, t, f);
-  };
-  auto ifThen = [&](Value condition, function_ref<void()> body) {
-    OpBuilder::InsertionGuard guard(b);
-    auto op = scf::IfOp::create(b, condition, /*withElse=*/false);
-    b.setInsertionPoint(op.thenBlock()->getTerminator());
-    body();
-  };
-  auto forLoop = [&](Value start, Value end, Value step,
-                     function_ref<void(Value)> body) {
-    OpBuilder::InsertionGuard guard(b);
-    auto loop = scf::ForOp::create(b, start, end, step);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    body(loop.getInductionVar());
-  };
+  KernelBuilder kb{b};
 
   Value scoresArg = func.getArgument(0), lenArg = func.getArgument(1),
         rowsArg = func.getArgument(2), status = func.getArgument(3);
@@ -90,32 +55,32 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
   Value counter = func.getWorkgroupAttributions()[3];
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value pair = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value request = arith::DivUIOp::create(b, pair, index(positions));
-  Value position = arith::RemUIOp::create(b, pair, index(positions));
-  Value threads = index(kThreads);
-  Value isThread0 = cmpi(arith::CmpIPredicate::eq, tid, index(0));
+  Value request = arith::DivUIOp::create(b, pair, kb.index(positions));
+  Value position = arith::RemUIOp::create(b, pair, kb.index(positions));
+  Value threads = kb.index(kThreads);
+  Value isThread0 = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
 
   // Rows query q of Q sees: [0, history_len - (Q - 1 - q)), within the scores.
   Value length = arith::ExtSIOp::create(
       b, i64, memref::LoadOp::create(b, lenArg, ValueRange{request}));
   Value visible = arith::SubIOp::create(
       b, length,
-      arith::SubIOp::create(b, c64(positions - 1),
+      arith::SubIOp::create(b, kb.i64(positions - 1),
                             arith::IndexCastOp::create(b, i64, position)));
   // A history the scores do not cover is reported; selection stays within
   // the scored rows.
-  ifThen(arith::AndIOp::create(
+  kb.ifThen(arith::AndIOp::create(
              b, isThread0,
              arith::OrIOp::create(
-                 b, cmpi(arith::CmpIPredicate::sgt, length, c64(scored)),
-                 cmpi(arith::CmpIPredicate::slt, length, c64(0)))),
+                 b, kb.cmpi(arith::CmpIPredicate::sgt, length, kb.i64(scored)),
+                 kb.cmpi(arith::CmpIPredicate::slt, length, kb.i64(0)))),
          [&] {
            memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
-                                       c32(kStatusHistoryBeyondScores), status,
-                                       ValueRange{index(0)});
+                                       kb.i32(kStatusHistoryBeyondScores), status,
+                                       ValueRange{kb.index(0)});
          });
   visible = arith::MaxSIOp::create(
-      b, c64(0), arith::MinSIOp::create(b, visible, c64(scored)));
+      b, kb.i64(0), arith::MinSIOp::create(b, visible, kb.i64(scored)));
   Value visibleIndex = arith::IndexCastOp::create(b, b.getIndexType(), visible);
 
   /// The order-preserving key of row i: score bits with the sign folded,
@@ -124,119 +89,119 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
     Value score =
         memref::LoadOp::create(b, scoresArg, ValueRange{request, position, i});
     Value bits = arith::BitcastOp::create(b, i32, score);
-    Value negative = cmpi(arith::CmpIPredicate::slt, bits, c32(0));
-    Value ordered = select(
-        negative, arith::XOrIOp::create(b, bits, c32(-1)),
-        arith::OrIOp::create(b, bits, c32(static_cast<int32_t>(0x80000000u))));
+    Value negative = kb.cmpi(arith::CmpIPredicate::slt, bits, kb.i32(0));
+    Value ordered = kb.select(
+        negative, arith::XOrIOp::create(b, bits, kb.i32(-1)),
+        arith::OrIOp::create(b, bits, kb.i32(static_cast<int32_t>(0x80000000u))));
     Value high = arith::ShLIOp::create(
-        b, arith::ExtUIOp::create(b, i64, ordered), c64(32));
+        b, arith::ExtUIOp::create(b, i64, ordered), kb.i64(32));
     Value low = arith::ExtUIOp::create(
         b, i64,
         arith::XOrIOp::create(b, arith::IndexCastOp::create(b, i32, i),
-                              c32(-1)));
+                              kb.i32(-1)));
     return arith::OrIOp::create(b, high, low);
   };
 
   // Radix select: the k-th largest key, 8 bits a pass from the top.
-  ifThen(isThread0, [&] {
-    memref::StoreOp::create(b, c64(0), state, ValueRange{index(0)});
-    memref::StoreOp::create(b, arith::MinSIOp::create(b, visible, c64(k)),
-                            state, ValueRange{index(1)});
+  kb.ifThen(isThread0, [&] {
+    memref::StoreOp::create(b, kb.i64(0), state, ValueRange{kb.index(0)});
+    memref::StoreOp::create(b, arith::MinSIOp::create(b, visible, kb.i64(k)),
+                            state, ValueRange{kb.index(1)});
   });
   gpu::BarrierOp::create(b);
-  forLoop(index(0), index(8), index(1), [&](Value pass) {
+  kb.forLoop(kb.index(0), kb.index(8), kb.index(1), [&](Value pass) {
     Value shift = arith::IndexCastOp::create(
         b, i64,
-        arith::MulIOp::create(b, arith::SubIOp::create(b, index(7), pass),
-                              index(8)));
-    Value prefix = memref::LoadOp::create(b, state, ValueRange{index(0)});
+        arith::MulIOp::create(b, arith::SubIOp::create(b, kb.index(7), pass),
+                              kb.index(8)));
+    Value prefix = memref::LoadOp::create(b, state, ValueRange{kb.index(0)});
     // Digits above this pass are fixed by the prefix.
     Value mask = arith::XOrIOp::create(
         b,
         arith::SubIOp::create(
-            b, arith::ShLIOp::create(b, c64(1),
-                                     arith::AddIOp::create(b, shift, c64(8))),
-            c64(1)),
-        c64(-1));
-    mask = select(cmpi(arith::CmpIPredicate::eq, pass, index(0)), c64(0), mask);
-    forLoop(tid, index(256), threads, [&](Value bin) {
-      memref::StoreOp::create(b, c32(0), histogram, ValueRange{bin});
+            b, arith::ShLIOp::create(b, kb.i64(1),
+                                     arith::AddIOp::create(b, shift, kb.i64(8))),
+            kb.i64(1)),
+        kb.i64(-1));
+    mask = kb.select(kb.cmpi(arith::CmpIPredicate::eq, pass, kb.index(0)), kb.i64(0), mask);
+    kb.forLoop(tid, kb.index(256), threads, [&](Value bin) {
+      memref::StoreOp::create(b, kb.i32(0), histogram, ValueRange{bin});
     });
     gpu::BarrierOp::create(b);
-    forLoop(tid, visibleIndex, threads, [&](Value i) {
+    kb.forLoop(tid, visibleIndex, threads, [&](Value i) {
       Value key = keyOf(i);
-      ifThen(cmpi(arith::CmpIPredicate::eq, arith::AndIOp::create(b, key, mask),
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, arith::AndIOp::create(b, key, mask),
                   prefix),
              [&] {
                Value digit = arith::AndIOp::create(
-                   b, arith::ShRUIOp::create(b, key, shift), c64(255));
+                   b, arith::ShRUIOp::create(b, key, shift), kb.i64(255));
                memref::AtomicRMWOp::create(
-                   b, arith::AtomicRMWKind::addi, c32(1), histogram,
+                   b, arith::AtomicRMWKind::addi, kb.i32(1), histogram,
                    ValueRange{arith::IndexCastOp::create(b, b.getIndexType(),
                                                          digit)});
              });
     });
     gpu::BarrierOp::create(b);
-    ifThen(isThread0, [&] {
-      Value remaining = memref::LoadOp::create(b, state, ValueRange{index(1)});
+    kb.ifThen(isThread0, [&] {
+      Value remaining = memref::LoadOp::create(b, state, ValueRange{kb.index(1)});
       // From the highest digit down: the bin where the k-th key falls.
-      auto scan = scf::ForOp::create(b, index(0), index(256), index(1),
-                                     ValueRange{c64(0), c64(-1), remaining});
+      auto scan = scf::ForOp::create(b, kb.index(0), kb.index(256), kb.index(1),
+                                     ValueRange{kb.i64(0), kb.i64(-1), remaining});
       {
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(scan.getBody());
         Value j = scan.getInductionVar();
-        Value bin = arith::SubIOp::create(b, index(255), j);
+        Value bin = arith::SubIOp::create(b, kb.index(255), j);
         Value above = scan.getRegionIterArgs()[0];
         Value chosen = scan.getRegionIterArgs()[1];
         Value left = scan.getRegionIterArgs()[2];
         Value count = arith::ExtUIOp::create(
             b, i64, memref::LoadOp::create(b, histogram, ValueRange{bin}));
-        Value open = cmpi(arith::CmpIPredicate::eq, chosen, c64(-1));
-        Value reaches = cmpi(arith::CmpIPredicate::sge,
+        Value open = kb.cmpi(arith::CmpIPredicate::eq, chosen, kb.i64(-1));
+        Value reaches = kb.cmpi(arith::CmpIPredicate::sge,
                              arith::AddIOp::create(b, above, count), remaining);
         Value take = arith::AndIOp::create(b, open, reaches);
         scf::YieldOp::create(
             b, ValueRange{arith::AddIOp::create(b, above, count),
-                          select(take, arith::IndexCastOp::create(b, i64, bin),
+                          kb.select(take, arith::IndexCastOp::create(b, i64, bin),
                                  chosen),
-                          select(take, arith::SubIOp::create(b, remaining, above),
+                          kb.select(take, arith::SubIOp::create(b, remaining, above),
                                  left)});
       }
       Value digit = scan.getResult(1);
       // No visible rows: nothing to select (the key stays 0).
-      digit = select(cmpi(arith::CmpIPredicate::eq, digit, c64(-1)), c64(0),
+      digit = kb.select(kb.cmpi(arith::CmpIPredicate::eq, digit, kb.i64(-1)), kb.i64(0),
                      digit);
       memref::StoreOp::create(
           b, arith::OrIOp::create(b, prefix,
                                   arith::ShLIOp::create(b, digit, shift)),
-          state, ValueRange{index(0)});
+          state, ValueRange{kb.index(0)});
       memref::StoreOp::create(b, scan.getResult(2), state,
-                              ValueRange{index(1)});
+                              ValueRange{kb.index(1)});
     });
     gpu::BarrierOp::create(b);
   });
 
   // Gather the keys at or above the k-th (exactly min(k, visible) of them:
   // keys are distinct); empty candidate slots hold 0 (sorted last).
-  Value threshold = memref::LoadOp::create(b, state, ValueRange{index(0)});
-  forLoop(tid, index(padded), threads, [&](Value i) {
-    memref::StoreOp::create(b, c64(0), candidates, ValueRange{i});
+  Value threshold = memref::LoadOp::create(b, state, ValueRange{kb.index(0)});
+  kb.forLoop(tid, kb.index(padded), threads, [&](Value i) {
+    memref::StoreOp::create(b, kb.i64(0), candidates, ValueRange{i});
   });
-  ifThen(isThread0, [&] {
-    memref::StoreOp::create(b, c32(0), counter, ValueRange{index(0)});
+  kb.ifThen(isThread0, [&] {
+    memref::StoreOp::create(b, kb.i32(0), counter, ValueRange{kb.index(0)});
   });
   gpu::BarrierOp::create(b);
-  Value anyVisible = cmpi(arith::CmpIPredicate::sgt, visible, c64(0));
-  forLoop(tid, visibleIndex, threads, [&](Value i) {
+  Value anyVisible = kb.cmpi(arith::CmpIPredicate::sgt, visible, kb.i64(0));
+  kb.forLoop(tid, visibleIndex, threads, [&](Value i) {
     Value key = keyOf(i);
-    ifThen(arith::AndIOp::create(
-               b, anyVisible, cmpi(arith::CmpIPredicate::uge, key, threshold)),
+    kb.ifThen(arith::AndIOp::create(
+               b, anyVisible, kb.cmpi(arith::CmpIPredicate::uge, key, threshold)),
            [&] {
              Value slot = memref::AtomicRMWOp::create(
-                 b, arith::AtomicRMWKind::addi, c32(1), counter,
-                 ValueRange{index(0)});
-             ifThen(cmpi(arith::CmpIPredicate::slt, slot, c32(padded)), [&] {
+                 b, arith::AtomicRMWKind::addi, kb.i32(1), counter,
+                 ValueRange{kb.index(0)});
+             kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i32(padded)), [&] {
                memref::StoreOp::create(
                    b, key, candidates,
                    ValueRange{arith::IndexCastOp::create(b, b.getIndexType(),
@@ -247,30 +212,30 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
   gpu::BarrierOp::create(b);
 
   // Bitonic sort, descending (unsigned keys).
-  forLoop(index(1), index(sortLevels + 1), index(1), [&](Value level) {
-    forLoop(index(0), level, index(1), [&](Value j) {
-      Value size = arith::ShLIOp::create(b, index(1), level);
+  kb.forLoop(kb.index(1), kb.index(sortLevels + 1), kb.index(1), [&](Value level) {
+    kb.forLoop(kb.index(0), level, kb.index(1), [&](Value j) {
+      Value size = arith::ShLIOp::create(b, kb.index(1), level);
       Value stride = arith::ShLIOp::create(
-          b, index(1),
+          b, kb.index(1),
           arith::SubIOp::create(b, arith::SubIOp::create(b, level, j),
-                                index(1)));
-      forLoop(tid, index(padded / 2), threads, [&](Value p) {
+                                kb.index(1)));
+      kb.forLoop(tid, kb.index(padded / 2), threads, [&](Value p) {
         Value low = arith::AddIOp::create(
             b,
             arith::MulIOp::create(
                 b, arith::DivUIOp::create(b, p, stride),
-                arith::MulIOp::create(b, stride, index(2))),
+                arith::MulIOp::create(b, stride, kb.index(2))),
             arith::RemUIOp::create(b, p, stride));
         Value high = arith::AddIOp::create(b, low, stride);
         Value a = memref::LoadOp::create(b, candidates, ValueRange{low});
         Value c = memref::LoadOp::create(b, candidates, ValueRange{high});
         // Blocks alternate direction; the final merge leaves it descending.
-        Value descending = cmpi(arith::CmpIPredicate::eq,
-                                arith::AndIOp::create(b, low, size), index(0));
-        Value outOfOrder = select(descending,
-                                  cmpi(arith::CmpIPredicate::ult, a, c),
-                                  cmpi(arith::CmpIPredicate::ugt, a, c));
-        ifThen(outOfOrder, [&] {
+        Value descending = kb.cmpi(arith::CmpIPredicate::eq,
+                                arith::AndIOp::create(b, low, size), kb.index(0));
+        Value outOfOrder = kb.select(descending,
+                                  kb.cmpi(arith::CmpIPredicate::ult, a, c),
+                                  kb.cmpi(arith::CmpIPredicate::ugt, a, c));
+        kb.ifThen(outOfOrder, [&] {
           memref::StoreOp::create(b, c, candidates, ValueRange{low});
           memref::StoreOp::create(b, a, candidates, ValueRange{high});
         });
@@ -280,12 +245,12 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
   });
 
   // Ids out, -1 past the visible rows.
-  forLoop(tid, index(k), threads, [&](Value i) {
+  kb.forLoop(tid, kb.index(k), threads, [&](Value i) {
     Value key = memref::LoadOp::create(b, candidates, ValueRange{i});
     Value id = arith::XOrIOp::create(b, arith::TruncIOp::create(b, i32, key),
-                                     c32(-1));
+                                     kb.i32(-1));
     memref::StoreOp::create(
-        b, select(cmpi(arith::CmpIPredicate::eq, key, c64(0)), c32(-1), id),
+        b, kb.select(kb.cmpi(arith::CmpIPredicate::eq, key, kb.i64(0)), kb.i32(-1), id),
         rowsArg, ValueRange{request, position, i});
   });
   gpu::ReturnOp::create(b);
