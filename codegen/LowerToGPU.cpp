@@ -124,20 +124,30 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
       operands = {fused.getQueries(),      fused.getRowIds(),
                   fused.getSlots(),        fused.getHistoryStart(),
                   fused.getHistoryLen(),   tier(fused.getPool(), Tier::hbm),
-                  tier(fused.getPool(), Tier::host), fused.getOutput()};
+                  tier(fused.getPool(), Tier::host)};
+      if (Value window = fused.getWindow())
+        operands.append({window, fused.getWindowTokens()});
+      operands.push_back(fused.getOutput());
       attributes = {builder.getNamedAttr("dhs.softmax_scale",
                                          fused.getSoftmaxScaleAttr()),
                     builder.getNamedAttr("dhs.layer", fused.getLayerAttr())};
+      if (IntegerAttr size = fused.getWindowSizeAttr())
+        attributes.push_back(builder.getNamedAttr("dhs.window_size", size));
     } else {
       auto staged = cast<AttentionOp>(op);
       operands = {staged.getQueries(), staged.getRowIds(), staged.getSlots(),
                   staged.getStaging()};
       if (Value index = staged.getStagingIndex())
         operands.push_back(index);
-      operands.append({tier(staged.getPool(), Tier::hbm), staged.getOutput()});
+      operands.push_back(tier(staged.getPool(), Tier::hbm));
+      if (Value window = staged.getWindow())
+        operands.append({window, staged.getWindowTokens()});
+      operands.push_back(staged.getOutput());
       attributes = {builder.getNamedAttr("dhs.softmax_scale",
                                          staged.getSoftmaxScaleAttr()),
                     builder.getNamedAttr("dhs.layer", staged.getLayerAttr())};
+      if (IntegerAttr size = staged.getWindowSizeAttr())
+        attributes.push_back(builder.getNamedAttr("dhs.window_size", size));
     }
     operands.push_back(getStepStatus(builder, op, values.statuses));
   } else if (auto fetch = dyn_cast<FetchOp>(op)) {

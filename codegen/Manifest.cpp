@@ -41,9 +41,19 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
   static const StringRef sparseAttention[] = {
       "queries", "row_ids", "slots",  "history_start", "history_len",
       "kv_pool", "kv_pool", "output", "status"};
+  static const StringRef windowedSparseAttention[] = {
+      "queries",     "row_ids",       "slots",   "history_start",
+      "history_len", "kv_pool",       "kv_pool", "window_ring",
+      "window_tokens", "output",      "status"};
   static const StringRef attention[] = {"queries", "row_ids", "slots",
                                         "staging", "kv_pool", "output",
                                         "status"};
+  static const StringRef windowedAttention[] = {
+      "queries",     "row_ids",       "slots",  "staging", "kv_pool",
+      "window_ring", "window_tokens", "output", "status"};
+  static const StringRef windowedIndexedAttention[] = {
+      "queries",     "row_ids",     "slots",         "staging", "remap",
+      "kv_pool",     "window_ring", "window_tokens", "output",  "status"};
   static const StringRef indexedAttention[] = {
       "queries", "row_ids", "slots",  "staging",
       "remap",   "kv_pool", "output", "status"};
@@ -68,16 +78,17 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
       "step_counter", "accepted",     "next_token"};
   static const StringRef copyRows[] = {"rows", "rows", "ring_slots",
                                        "status"};
-  ArrayRef<StringRef> candidates[] = {sparseAttention, attention,
-                                      indexedAttention, fetch,
-                                      fetchMissing,    unionMissing,
-                                      ringIndex,       copyRows,
-                                      resolve,         accept,
-                                      sampledAccept,   topk};
-  StringRef names[] = {"sparse_attention", "attention", "attention",
-                       "fetch",            "fetch",     "union_missing",
-                       "ring_index",       "copy_rows", "resolve",
-                       "accept",           "accept",    "topk"};
+  ArrayRef<StringRef> candidates[] = {
+      sparseAttention,  windowedSparseAttention, attention,
+      indexedAttention, windowedAttention,       windowedIndexedAttention,
+      fetch,            fetchMissing,            unionMissing,
+      ringIndex,        copyRows,                resolve,
+      accept,           sampledAccept,           topk};
+  StringRef names[] = {"sparse_attention", "sparse_attention", "attention",
+                       "attention",        "attention",        "attention",
+                       "fetch",            "fetch",            "union_missing",
+                       "ring_index",       "copy_rows",        "resolve",
+                       "accept",           "accept",           "topk"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;
@@ -273,6 +284,8 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       entry["softmax_scale"] = scale.getValueAsDouble();
     if (auto layer = launch->getAttrOfType<IntegerAttr>("dhs.layer"))
       entry["layer"] = layer.getInt();
+    if (auto size = launch->getAttrOfType<IntegerAttr>("dhs.window_size"))
+      entry["window_size"] = size.getInt();
     if (auto direction = launch->getAttrOfType<StringAttr>("dhs.direction"))
       entry["direction"] = direction.getValue();
     launchList.push_back(std::move(entry));

@@ -5,10 +5,11 @@
 // from its HBM slot or from the device-mapped host store.
 //
 // Work split: one CTA per (request, query position, block of heads), one warp
-// per head. The KV loop walks the K selected rows in tiles:
+// per head. The KV loop walks the K selected rows, then the W tokens of a
+// sliding window if the op has one, in tiles:
 //   A. `tileRows` threads classify the tile's rows (invalid / HBM slot / host
-//      row), check them against the history and the tiers, and report bad
-//      input through the step status;
+//      row / window ring row), check them against the history and the tiers,
+//      and report bad input through the step status;
 //   B. the CTA copies the tile's rows, 16 bytes a thread, from whichever
 //      tier holds each row and decodes them (bf16, or e4m3 times its scale)
 //      into f32 keys in shared memory (invalid rows become zeros);
@@ -53,6 +54,10 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
     config.softmaxScale = fused.getSoftmaxScale().convertToFloat();
     config.pool = fused.getPool().getType();
     config.layer = fused.getLayer();
+    if (std::optional<uint64_t> size = fused.getWindowSize()) {
+      config.windowSize = static_cast<int64_t>(*size);
+      config.windowRing = fused.getWindow().getType().getDimSize(1);
+    }
   } else {
     auto staged = cast<AttentionOp>(op);
     queriesValue = staged.getQueries();
@@ -62,6 +67,10 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
     config.layer = staged.getLayer();
     config.staged = true;
     config.indexed = static_cast<bool>(staged.getStagingIndex());
+    if (std::optional<uint64_t> size = staged.getWindowSize()) {
+      config.windowSize = static_cast<int64_t>(*size);
+      config.windowRing = staged.getWindow().getType().getDimSize(1);
+    }
     config.stagingRows = staged.getStaging().getType().getDimSize(1);
   }
   MemRefType queries = cast<MemRefType>(queriesValue.getType());
@@ -132,7 +141,7 @@ std::string SparseAttentionKernelConfig::key() const {
   os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/'
      << headsPerBlock << '/' << tileRows << '/' << layer << '/'
      << llvm::bit_cast<uint32_t>(softmaxScale) << '/' << pool.getFormat()
-     << '/' << pool.getLayers();
+     << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing;
   return text;
 }
 
@@ -197,6 +206,9 @@ private:
   }
 
   void emitClassifyRows(Value tileStart);
+  /// Classifies entry `k` >= K: the (k - K)-th token of the query's window
+  /// (source 3 and its ring row), or nothing.
+  SmallVector<Value> emitClassifyWindowRow(Value k);
   void emitStageRows();
   /// Stages one segment of every tile row: `chunks` 16-byte chunks from
   /// `firstChunk` on, decoded by `decode` into f32 elements from column
@@ -220,13 +232,19 @@ private:
   // row bytes], and there is no history.
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output,
       status, stagingIndex;
+  // The sliding-window ring seen as one tier of B * R tokens, and each
+  // request's raw token count.
+  Value window, windowTokens;
   // Shared memory: the staged rows decoded to f32 keys [tileRows, qk_dim],
-  // and per staged row its source (0 none, 1 HBM, 2 host) and its token index
-  // in that tier.
+  // and per staged row its source (0 none, 1 HBM, 2 host, 3 window ring) and
+  // its token index in that tier.
   Value tile, rowSource, rowIndex;
   // Per-thread values computed once.
   Value tid, warp, lane, request, position, head, kvHead;
   Value historyLength, historyBase, hbmRows, hostRows;
+  // The request's raw tokens and the first token of this query's window
+  // (i64, may be negative).
+  Value windowTokenCount, windowFirst;
   SmallVector<Value> queryRegs;
 };
 
@@ -243,14 +261,17 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
 
   Value k = arith::AddIOp::create(b, tileStart, tid);
   Value inRange = cmpi(arith::CmpIPredicate::ult, k, index(config.selected));
-  // Outside the selection the row is simply absent.
+  // Past the selection come the window's tokens, then nothing.
   auto classified = scf::IfOp::create(
       b, TypeRange{b.getI32Type(), b.getI64Type()}, inRange,
       /*withElse=*/true);
   {
     OpBuilder::InsertionGuard elseGuard(b);
     b.setInsertionPointToStart(classified.elseBlock());
-    scf::YieldOp::create(b, ValueRange{i32(0), i64(0)});
+    if (config.windowSize > 0)
+      scf::YieldOp::create(b, emitClassifyWindowRow(k));
+    else
+      scf::YieldOp::create(b, ValueRange{i32(0), i64(0)});
   }
   b.setInsertionPointToStart(classified.thenBlock());
   Value id =
@@ -338,6 +359,40 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
                           ValueRange{tid});
   memref::StoreOp::create(b, classified.getResult(1), rowIndex,
                           ValueRange{tid});
+}
+
+SmallVector<Value>
+SparseAttentionKernelEmitter::emitClassifyWindowRow(Value k) {
+  Value j = arith::IndexCastOp::create(
+      b, b.getI64Type(), arith::SubIOp::create(b, k, index(config.selected)));
+  Value token = arith::AddIOp::create(b, windowFirst, j);
+  Value inWindow = arith::AndIOp::create(
+      b, cmpi(arith::CmpIPredicate::slt, j, i64(config.windowSize)),
+      cmpi(arith::CmpIPredicate::sge, token, i64(0)));
+  // A negative token count is bad input; the first window entry reports it.
+  Value badCount = cmpi(arith::CmpIPredicate::slt, windowTokenCount, i64(0));
+  auto report = scf::IfOp::create(
+      b, arith::AndIOp::create(b, badCount,
+                               cmpi(arith::CmpIPredicate::eq, j, i64(0))),
+      /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(report.thenBlock()->getTerminator());
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
+                                i32(kStatusBadWindowTokens), status,
+                                ValueRange{index(0)});
+  }
+  // Token p of request b lives in ring row b * R + p mod R (p >= 0 here).
+  Value ringRow = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(
+          b, arith::IndexCastOp::create(b, b.getI64Type(), request),
+          i64(config.windowRing)),
+      arith::RemUIOp::create(b, token, i64(config.windowRing)));
+  Value usable = arith::AndIOp::create(
+      b, inWindow,
+      arith::XOrIOp::create(b, badCount, arith::ConstantIntOp::create(b, 1, 1)));
+  return {select(usable, i32(3), i32(0)), select(usable, ringRow, i64(0))};
 }
 
 /// Phase B: the CTA copies the classified rows of its layer, 16 bytes per
@@ -495,6 +550,9 @@ void SparseAttentionKernelEmitter::emitStageSegment(
     b.setInsertionPointToStart(decoded.thenBlock());
     Value fromHost = cmpi(arith::CmpIPredicate::eq, source, i32(2));
     Value tier = select(fromHost, host, hbm);
+    if (window)
+      tier = select(cmpi(arith::CmpIPredicate::eq, source, i32(3)), window,
+                    tier);
     Value bytes = vector::LoadOp::create(
         b, rawType, tier,
         ValueRange{where, index(config.layer),
@@ -595,6 +653,10 @@ void SparseAttentionKernelEmitter::emit() {
     if (config.indexed)
       stagingIndex = func.getArgument(next++);
     hbm = func.getArgument(next++);
+    if (config.windowSize > 0) {
+      window = func.getArgument(next++);
+      windowTokens = func.getArgument(next++);
+    }
     output = func.getArgument(next++);
     status = func.getArgument(next++);
   } else {
@@ -602,8 +664,13 @@ void SparseAttentionKernelEmitter::emit() {
     historyLen = func.getArgument(4);
     hbm = func.getArgument(5);
     host = func.getArgument(6);
-    output = func.getArgument(7);
-    status = func.getArgument(8);
+    unsigned next = 7;
+    if (config.windowSize > 0) {
+      window = func.getArgument(next++);
+      windowTokens = func.getArgument(next++);
+    }
+    output = func.getArgument(next++);
+    status = func.getArgument(next++);
   }
   tile = func.getWorkgroupAttributions()[0];
   rowSource = func.getWorkgroupAttributions()[1];
@@ -624,21 +691,36 @@ void SparseAttentionKernelEmitter::emit() {
       b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)),
       index(config.groupHeads));
 
-  if (config.staged) {
-    // Staging [B, N, layers, row bytes] as one tier of B * N rows.
+  // A [B, N, layers, row bytes] buffer as one tier of B * N tokens.
+  auto asTier = [&](Value buffer) -> Value {
     Value flat = memref::CollapseShapeOp::create(
-        b, func.getArgument(3),
-        ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+        b, buffer, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
     auto flatType = cast<MemRefType>(flat.getType());
-    host = memref::CastOp::create(
+    return memref::CastOp::create(
         b,
         MemRefType::get({ShapedType::kDynamic, flatType.getDimSize(1),
                          flatType.getDimSize(2)},
                         flatType.getElementType()),
         flat);
+  };
+  if (config.staged) {
+    host = asTier(func.getArgument(3));
   } else {
     historyLength = memref::LoadOp::create(b, historyLen, ValueRange{request});
     historyBase = memref::LoadOp::create(b, historyStart, ValueRange{request});
+  }
+  if (window) {
+    window = asTier(window);
+    // Query q of Q sees tokens [e - W, e), e = tokens - (Q - 1 - q).
+    windowTokenCount = arith::ExtSIOp::create(
+        b, b.getI64Type(),
+        memref::LoadOp::create(b, windowTokens, ValueRange{request}));
+    Value hidden = arith::IndexCastOp::create(
+        b, b.getI64Type(),
+        arith::SubIOp::create(b, index(config.positions - 1), position));
+    windowFirst = arith::SubIOp::create(
+        b, arith::SubIOp::create(b, windowTokenCount, hidden),
+        i64(config.windowSize));
   }
   hbmRows = arith::IndexCastOp::create(
       b, b.getI64Type(), memref::DimOp::create(b, hbm, index(0)));
@@ -659,7 +741,8 @@ void SparseAttentionKernelEmitter::emit() {
                           f32(0.0)};
   init.append(vPerLane, f32(0.0));
 
-  auto loop = scf::ForOp::create(b, index(0), index(config.selected),
+  auto loop = scf::ForOp::create(b, index(0),
+                                 index(config.selected + config.windowSize),
                                  index(config.tileRows), init);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -717,6 +800,12 @@ gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
                       MemRefType::get({B}, builder.getI32Type()), tierType,
                       tierType});
   }
+  if (config.windowSize > 0)
+    arguments.append({MemRefType::get({B, config.windowRing,
+                                       config.pool.getLayers(),
+                                       format.getRowBytes()},
+                                      builder.getI8Type()),
+                      MemRefType::get({B}, builder.getI32Type())});
   arguments.append({MemRefType::get({B, Q, H, format.getVDim()}, bf16),
                     MemRefType::get({1}, builder.getI32Type())});
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);

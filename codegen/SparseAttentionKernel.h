@@ -33,6 +33,10 @@ struct SparseAttentionKernelConfig {
   int64_t valueColumn = 0;
   /// Query heads per KV head (GQA; 1 KV head for MLA).
   int64_t groupHeads = 0;
+  /// Sliding window: tokens each query sees (0: no window) and
+  /// tokens its per-request ring holds.
+  int64_t windowSize = 0;
+  int64_t windowRing = 0;
   float softmaxScale = 0.0f;
   KVPoolType pool;
 
@@ -58,9 +62,10 @@ getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock,
 /// which must be inside a gpu.module. Its arguments are, in order:
 /// - fused (dhs.sparse_attention): queries, row_ids, slots, history_start,
 ///   history_len, the HBM tier and the host tier (both memref<?xLxRxi8>:
-///   tokens, layers, row bytes), output, step status;
+///   tokens, layers, row bytes), [window ring, window tokens], output, step
+///   status;
 /// - staged (dhs.attention): queries, row_ids, slots, staging, [staging
-///   index], the HBM tier, output, step status.
+///   index], the HBM tier, [window ring, window tokens], output, step status.
 gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc,
                                           StringRef name,
                                           const SparseAttentionKernelConfig &config);

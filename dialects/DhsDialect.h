@@ -26,6 +26,7 @@ enum StatusBits : int32_t {
   kStatusBadHostRow = 4,
   kStatusBadStagingIndex = 8,
   kStatusHistoryBeyondScores = 16,
+  kStatusBadWindowTokens = 32,
 };
 
 } // namespace mlir::dhs

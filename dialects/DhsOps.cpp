@@ -273,6 +273,42 @@ LogicalResult UnionMissingOp::verify() {
 // Attention
 //===----------------------------------------------------------------------===//
 
+/// Checks an attention op's optional sliding window: ring [B, R, layers,
+/// row bytes] with R >= W + Q - 1, token counts [B] and size W, all or none.
+static LogicalResult verifyWindow(Operation *op, MemRefType queries,
+                                  KVPoolType pool,
+                                  TypedValue<MemRefType> window,
+                                  TypedValue<MemRefType> windowTokens,
+                                  std::optional<uint64_t> windowSize) {
+  bool hasRing = static_cast<bool>(window);
+  if (hasRing != static_cast<bool>(windowTokens) ||
+      hasRing != windowSize.has_value())
+    return op->emitOpError() << "a sliding window needs its ring, its token "
+                                "counts and its size together";
+  if (!hasRing)
+    return success();
+  int64_t batch = queries.getDimSize(0);
+  MemRefType ring = window.getType();
+  if (failed(checkDim(op, "window ring", ring, 0, batch, "requests")) ||
+      failed(checkRowBlock(op, "window ring", ring, pool)) ||
+      failed(checkDim(op, "window tokens", windowTokens.getType(), 0, batch,
+                      "requests")))
+    return failure();
+  // Query position 0 looks W tokens back from Q - 1 tokens before the
+  // newest: the ring must reach that far.
+  int64_t size = static_cast<int64_t>(*windowSize);
+  int64_t positions = queries.getDimSize(1);
+  int64_t ringTokens = ring.getDimSize(1);
+  if (!ShapedType::isDynamic(positions) && !ShapedType::isDynamic(ringTokens) &&
+      ringTokens < size + positions - 1)
+    return op->emitOpError() << "a window ring of " << ringTokens
+                             << " tokens cannot hold a " << size
+                             << "-token window for " << positions
+                             << " query positions; it needs at least "
+                             << size + positions - 1;
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   KVPoolType pool = getPool().getType();
   if (failed(verifyAttention(*this, getQueries().getType(),
@@ -298,7 +334,8 @@ LogicalResult AttentionOp::verify() {
                              "rows per request, one per selection"))) {
     return failure();
   }
-  return success();
+  return verifyWindow(*this, getQueries().getType(), getPool().getType(),
+                      getWindow(), getWindowTokens(), getWindowSize());
 }
 
 LogicalResult SparseAttentionOp::verify() {
@@ -313,7 +350,8 @@ LogicalResult SparseAttentionOp::verify() {
       failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
                       batch, "requests")))
     return failure();
-  return success();
+  return verifyWindow(*this, getQueries().getType(), getPool().getType(),
+                      getWindow(), getWindowTokens(), getWindowSize());
 }
 
 LogicalResult SparseAttentionOp::fold(FoldAdaptor adaptor,

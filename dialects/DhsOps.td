@@ -53,7 +53,8 @@ def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
     out of bounds: 1 = a row id outside its request's history, 2 = a slot
     outside the HBM tier, 4 = a host row outside the host store, 8 = a
     staging position outside the staging buffer, 16 = a history longer than
-    the indexer scores given for it (top-k).
+    the indexer scores given for it (top-k), 32 = a negative sliding-window
+    token count.
 
     ```mlir
     %status = dhs.step_status : memref<1xi32>
@@ -229,7 +230,7 @@ def Dhs_UnionMissingOp : Dhs_Op<"union_missing"> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Dhs_AttentionOp : Dhs_Op<"attention"> {
+def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "Exact sparse attention over resident and staged rows";
   let description = [{
     Attention of layer `layer` of the pool's group for each request, query
@@ -238,7 +239,8 @@ def Dhs_AttentionOp : Dhs_Op<"attention"> {
     `index[b, q, k]` when an index is given, else the flattened position
     `q * K + k` (staging filled by a `dhs.fetch` of the same rows).
     Keys and values come out of the row format (dequantized for FP8); the
-    math is that of `dhs.sparse_attention`.
+    math, including an optional sliding window (`window(...) size = W`), is
+    that of `dhs.sparse_attention`.
 
     ```mlir
     dhs.attention queries(%q : memref<4x2x64x576xbf16>)
@@ -255,9 +257,14 @@ def Dhs_AttentionOp : Dhs_Op<"attention"> {
     Arg<MemRefRankOf<[I8], [4]>, "staged rows [B, N, layers, row bytes]", [MemRead]>:$staging,
     Arg<Optional<MemRefRankOf<[I32], [3]>>, "staging index [B, Q, K]", [MemRead]>:$staging_index,
     Dhs_KVPoolType:$pool,
+    Arg<Optional<MemRefRankOf<[I8], [4]>>,
+        "sliding-window ring [B, R, layers, row bytes]", [MemRead]>:$window,
+    Arg<Optional<MemRefRankOf<[I32], [1]>>, "raw tokens of each request [B]",
+        [MemRead]>:$window_tokens,
     Arg<MemRefRankOf<[BF16], [4]>, "output [B, Q, H, v_dim]", [MemWrite]>:$output,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
-    F32Attr:$softmax_scale
+    F32Attr:$softmax_scale,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size
   );
   let assemblyFormat = [{
     `queries` `(` $queries `:` type($queries) `)`
@@ -266,6 +273,8 @@ def Dhs_AttentionOp : Dhs_Op<"attention"> {
     `staging` `(` $staging `:` type($staging) `)`
     (`index` `(` $staging_index^ `:` type($staging_index) `)`)?
     `pool` `(` $pool `:` qualified(type($pool)) `)`
+    (`window` `(` $window^ `,` $window_tokens `:` type($window) `,`
+        type($window_tokens) `)` `size` `=` $window_size)?
     `layer` `=` $layer
     `output` `(` $output `:` type($output) `)`
     `scale` `=` $softmax_scale attr-dict
@@ -273,7 +282,8 @@ def Dhs_AttentionOp : Dhs_Op<"attention"> {
   let hasVerifier = 1;
 }
 
-def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
+def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
+                                     [AttrSizedOperandSegments]> {
   let summary = "Exact attention with fused retrieval of missing rows";
   let description = [{
     For each request `b`, query position `q` and head `h`, attends over the
@@ -301,6 +311,25 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
         pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>)
         layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
     ```
+
+    **Sliding window** (DeepSeek-V4.1): with `window(%ring, %tokens) size =
+    W`, each query also attends, in the same softmax, to the rows of the `W`
+    newest raw tokens it may see, which stay resident in HBM beside the
+    selected (compressed) rows. `ring[b, p mod R]` holds the rows of raw
+    token `p` for all layers of the group (R >= W + Q - 1 tokens, so that
+    every query position finds its whole window), and `tokens[b]` counts the
+    raw tokens of request `b`. Query `q` of `Q` is token `tokens[b] - Q + q`
+    and sees tokens `[max(0, e - W), e)` with `e = tokens[b] - (Q - 1 - q)`.
+    A negative token count is reported through the step status (bit 32).
+
+    ```mlir
+    dhs.sparse_attention queries(%q : memref<8x5x64x512xbf16>)
+        rows(%rows : memref<8x5x512xi32>) slots(%slots : memref<8x5x512xi32>)
+        history(%start, %len : memref<8xi64>, memref<8xi32>)
+        pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+        window(%ring, %tokens : memref<8x132x1x528xi8>, memref<8xi32>) size = 128
+        layer = 0 output(%out : memref<8x5x64x512xbf16>) scale = 0.0441941724
+    ```
   }];
   let arguments = (ins
     Arg<MemRefRankOf<[BF16], [4]>, "queries [B, Q, H, qk_dim]", [MemRead]>:$queries,
@@ -309,9 +338,14 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
     Arg<MemRefRankOf<[I64], [1]>, "first host row of each request [B]", [MemRead]>:$history_start,
     Arg<MemRefRankOf<[I32], [1]>, "history length of each request [B]", [MemRead]>:$history_len,
     Dhs_KVPoolType:$pool,
+    Arg<Optional<MemRefRankOf<[I8], [4]>>,
+        "sliding-window ring [B, R, layers, row bytes]", [MemRead]>:$window,
+    Arg<Optional<MemRefRankOf<[I32], [1]>>, "raw tokens of each request [B]",
+        [MemRead]>:$window_tokens,
     Arg<MemRefRankOf<[BF16], [4]>, "attention output [B, Q, H, v_dim]", [MemWrite]>:$output,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
-    F32Attr:$softmax_scale
+    F32Attr:$softmax_scale,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size
   );
   let assemblyFormat = [{
     `queries` `(` $queries `:` type($queries) `)`
@@ -320,6 +354,8 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention"> {
     `history` `(` $history_start `,` $history_len `:`
         type($history_start) `,` type($history_len) `)`
     `pool` `(` $pool `:` qualified(type($pool)) `)`
+    (`window` `(` $window^ `,` $window_tokens `:` type($window) `,`
+        type($window_tokens) `)` `size` `=` $window_size)?
     `layer` `=` $layer
     `output` `(` $output `:` type($output) `)`
     `scale` `=` $softmax_scale attr-dict

@@ -21,11 +21,13 @@ MODELS = {
                      61, 1, 128, "mla_fp8", 576, 2048, 1),
     "deepseek_v41_flash": ("DeepSeek-V4.1-Flash-like: 43 layers, compressed "
                            "entries (528 B, e4m3 + ue8m0 per 32), top-512, "
-                           "64 heads, gamma = 4 (DSpark block of 5). The "
-                           "always-resident 128-token sliding window is not "
-                           "part of this step yet",
+                           "64 heads, gamma = 4 (DSpark block of 5), and in "
+                           "every layer a 128-token sliding window that stays "
+                           "resident in HBM",
                            43, 1, 64, "v41_fp8", 512, 512, 4),
 }
+# Sliding-window tokens per layer (DeepSeek-V4.1's raw-token window).
+WINDOW = {"deepseek_v41_flash": 128}
 ROW_BYTES = {"mla_bf16": 1152, "mla_fp8": 656, "v41_fp8": 528}
 BATCH = 8
 
@@ -42,6 +44,11 @@ def write(name, title, layers, group, heads, fmt, qk, topk, gamma):
     args, body = [], []
     args.append(f"%history_start: memref<{b}xi64>")
     args.append(f"%history_len: memref<{b}xi32>")
+    window = WINDOW.get(name, 0)
+    if window:
+        # Each layer's ring holds the window of every verify position.
+        ring_t = f"memref<{b}x{window + q - 1}x1x{ROW_BYTES[fmt]}xi8>"
+        args.append(f"%window_tokens: memref<{b}xi32>")
     layer = 0
     for g, size in groups:
         pool_t = (f"!dhs.kv_pool<#dhs.{fmt}, layers = {size}, "
@@ -62,6 +69,10 @@ def write(name, title, layers, group, heads, fmt, qk, topk, gamma):
             body.append(f"        rows(%rows{g} : {rows_t}) slots(%slots{g} : {rows_t})")
             body.append(f"        staging(%stage{g} : {stage_t})")
             body.append(f"        pool(%pool{g} : {pool_t})")
+            if window:
+                args.append(f"%window{layer}: {ring_t}")
+                body.append(f"        window(%window{layer}, %window_tokens : "
+                            f"{ring_t}, memref<{b}xi32>) size = {window}")
             body.append(f"        layer = {l} output(%out{layer} : {o_t}) "
                         f"scale = {scale:.9f}")
             layer += 1

@@ -41,8 +41,10 @@ bool DhsFuseRetrieval::fuse(FetchOp fetch) {
     SparseAttentionOp::create(
         builder, attention.getLoc(), attention.getQueries(),
         attention.getRowIds(), attention.getSlots(), fetch.getHistoryStart(),
-        fetch.getHistoryLen(), attention.getPool(), attention.getOutput(),
-        attention.getLayerAttr(), attention.getSoftmaxScaleAttr());
+        fetch.getHistoryLen(), attention.getPool(), attention.getWindow(),
+        attention.getWindowTokens(), attention.getOutput(),
+        attention.getLayerAttr(), attention.getSoftmaxScaleAttr(),
+        attention.getWindowSizeAttr());
     attention.erase();
     ++numFused;
   }

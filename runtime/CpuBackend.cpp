@@ -43,6 +43,11 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
       if (const bf16_t *token = p.row(b, q, k))
         selected.push_back(reinterpret_cast<const std::uint8_t *>(token) +
                            s.layer * s.rowBytes);
+    // Then the sliding window's tokens, in the same softmax.
+    for (std::int64_t j = 0; j < s.windowSize; ++j)
+      if (const bf16_t *token = p.windowRow(b, q, j))
+        selected.push_back(reinterpret_cast<const std::uint8_t *>(token) +
+                           s.layer * s.rowBytes);
     const std::size_t valid = selected.size();
     keys.resize(static_cast<std::size_t>(kvHeads) * valid * qkDim);
     values.resize(static_cast<std::size_t>(kvHeads) * valid * vDim);

@@ -272,6 +272,12 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
          problem.historyStart.size() * sizeof(std::int64_t));
   upload(ArgumentRole::HistoryLen, problem.historyLen.data(),
          problem.historyLen.size() * sizeof(std::int32_t));
+  if (shape.windowSize > 0) {
+    upload(ArgumentRole::WindowRing, problem.windowRing.data(),
+           problem.windowRing.size() * sizeof(bf16_t));
+    upload(ArgumentRole::WindowTokens, problem.windowTokens.data(),
+           problem.windowTokens.size() * sizeof(std::int32_t));
+  }
   const std::size_t outputCount = static_cast<std::size_t>(shape.outputCount());
   const std::size_t outputBytes = outputCount * sizeof(bf16_t);
   const int outputIndex = manifest.argument(ArgumentRole::Output).index;

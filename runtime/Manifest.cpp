@@ -107,6 +107,10 @@ const char *roleName(ArgumentRole role) {
     return "next_token";
   case ArgumentRole::Scores:
     return "scores";
+  case ArgumentRole::WindowRing:
+    return "window_ring";
+  case ArgumentRole::WindowTokens:
+    return "window_tokens";
   }
   return "?";
 }
@@ -143,9 +147,10 @@ std::string describeStatus(std::uint32_t status) {
   add(kStatusStagingOutOfRange, "staging position outside the staging buffer");
   add(kStatusHistoryBeyondScores,
       "history longer than the indexer scores given for it");
+  add(kStatusBadWindowTokens, "negative sliding-window token count");
   std::uint32_t known = kStatusRowOutsideHistory | kStatusSlotOutOfRange |
                         kStatusHostRowOutOfRange | kStatusStagingOutOfRange |
-                        kStatusHistoryBeyondScores;
+                        kStatusHistoryBeyondScores | kStatusBadWindowTokens;
   if (status & ~known) {
     std::ostringstream unknown;
     unknown << "unknown bits 0x" << std::hex << (status & ~known);
@@ -380,7 +385,7 @@ const ArgumentRole kStepRoles[] = {
     ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::DraftProbs,
     ArgumentRole::Seeds,
     ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken,
-    ArgumentRole::Scores};
+    ArgumentRole::Scores,      ArgumentRole::WindowRing,  ArgumentRole::WindowTokens};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
   for (ArgumentRole role : kAllRoles)
@@ -434,7 +439,7 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
              "' (known: queries, row_ids, slots, history_start, history_len, "
              "kv_pool, output, positions, rows, residency, draft_tokens, "
              "target_probs, draft_probs, seeds, step_counter, accepted, "
-             "next_token, scores)");
+             "next_token, scores, window_ring, window_tokens)");
 
   Argument arg;
   arg.role = *role;
@@ -554,6 +559,12 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
     if (arg.role == ArgumentRole::Scores &&
         (arg.dtype != DType::F32 || arg.shape.size() != 3))
       fail(here, "scores are f32 [B, Q, rows]");
+    if (arg.role == ArgumentRole::WindowRing &&
+        (arg.dtype != DType::I8 || arg.shape.size() != 4))
+      fail(here, "a window ring is i8 [B, R, layers, row bytes]");
+    if (arg.role == ArgumentRole::WindowTokens &&
+        (arg.dtype != DType::I32 || arg.shape.size() != 1))
+      fail(here, "window token counts are i32 [B]");
   }
   if (!attention_)
     return;
@@ -620,6 +631,27 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
   expectShape(ArgumentRole::HistoryLen, {B}, "[B] of the queries");
   expectShape(ArgumentRole::Output, {B, Q, H, pool.vDim},
               "[B,Q,H,v_dim] of the queries and kv pool");
+  // A sliding window: one ring [B,R,layers,row_bytes] and its token counts.
+  int rings = 0, counts = 0;
+  for (const Argument &arg : manifest.arguments) {
+    if (arg.role == ArgumentRole::WindowRing) {
+      ++rings;
+      if (arg.shape[0] != B || arg.shape[2] != pool.layers ||
+          arg.shape[3] != pool.rowBytes)
+        fail(fieldOf(arg) + ".shape",
+             formatShape(arg.shape) + " does not match [B,R,layers,row_bytes] "
+             "of the queries and kv pool");
+    }
+    if (arg.role == ArgumentRole::WindowTokens) {
+      ++counts;
+      if (arg.shape[0] != B)
+        fail(fieldOf(arg) + ".shape", formatShape(arg.shape) +
+                                          " does not match [B] of the queries");
+    }
+  }
+  if (rings > 1 || counts > 1 || rings != counts)
+    fail("arguments", "a sliding window needs one window_ring and one "
+                      "window_tokens argument");
   // Bound the element counts so that every size product fits comfortably.
   const double limit = static_cast<double>(std::int64_t(1) << 40);
   if (static_cast<double>(B) * Q * H * pool.qkDim > limit ||
@@ -756,7 +788,13 @@ void Parser::parseAttentionAttributes(const json &value,
                                ": the pool's group has layers 0.." +
                                std::to_string(layers - 1));
   launch.layer = static_cast<int>(layer);
-
+  if (value.contains("window_size")) {
+    std::int64_t size = getInt(value, "window_size", field);
+    if (size <= 0 || size > std::numeric_limits<std::int32_t>::max())
+      fail(field + ".window_size", "is " + std::to_string(size) +
+                                       ": must be a positive token count");
+    launch.windowSize = size;
+  }
 }
 
 Launch Parser::parseLaunch(const json &value, std::size_t position,
@@ -774,7 +812,11 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
                             "accept, topk)");
   // Attention launches carry their scale and layer, row copies their
   // direction.
-  if (launch.isAttention())
+  if (launch.isAttention() && value.contains("window_size"))
+    checkKeys(value, field,
+              {"kernel", "ptx", "op", "softmax_scale", "layer", "window_size",
+               "grid", "block", "dynamic_shared_bytes", "params"});
+  else if (launch.isAttention())
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "grid",
                "block", "dynamic_shared_bytes", "params"});

@@ -64,6 +64,8 @@ enum class ArgumentRole {
   Accepted,     ///< i32 [B]: accepted drafts (accept)
   NextToken,    ///< i32 [B]: the next token (accept)
   Scores,       ///< f32 [B,Q,N]: the indexer's score of each row (topk)
+  WindowRing,   ///< i8 [B,R,layers,row_bytes]: sliding-window ring (attention)
+  WindowTokens, ///< i32 [B]: raw tokens of each request (sliding window)
 };
 
 /// Returns the manifest spelling of a role ("queries", "row_ids", ...).
@@ -88,6 +90,7 @@ enum StatusBits : std::uint32_t {
   kStatusHostRowOutOfRange = 4, ///< a host index >= host_rows
   kStatusStagingOutOfRange = 8, ///< a staging position outside its buffer
   kStatusHistoryBeyondScores = 16, ///< a history longer than its scores (topk)
+  kStatusBadWindowTokens = 32,  ///< a negative sliding-window token count
 };
 
 /// Describes the set bits of a status word in words, e.g.
@@ -141,6 +144,7 @@ struct Launch {
   std::string op;
   float softmaxScale = 0.0f;       ///< attention ops' attribute
   int layer = 0;                   ///< layer of the pool's group it reads
+  std::int64_t windowSize = 0;     ///< sliding-window tokens (0: none)
   std::array<unsigned, 3> grid{};  ///< grid dimensions
   std::array<unsigned, 3> block{}; ///< block dimensions
   unsigned dynamicSharedBytes = 0; ///< dynamic shared memory per block

@@ -135,6 +135,11 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     throw InputError("no step to load (an empty set of steps)");
   const Manifest &manifest = manifests.front();
   ProblemShape shape = problemShapeFromManifest(manifest);
+  if (shape.windowSize > 0)
+    throw Error("the step " + manifest.directory + " attends to a " +
+                std::to_string(shape.windowSize) +
+                "-token sliding window, whose rings the runtime does not keep "
+                "yet (dhs-run runs such steps on one problem)");
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
   // The steps by the pool layer their kernels read.
   std::vector<const Manifest *> byLayer(static_cast<std::size_t>(std::max<std::int64_t>(pool.layers, 1)),

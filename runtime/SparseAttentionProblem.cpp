@@ -55,10 +55,20 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
                   ": launches disagree on softmax_scale (" +
                   std::to_string(shape.softmaxScale) + " vs " +
                   std::to_string(launch.softmaxScale) + ")");
+    if (!first && launch.windowSize != shape.windowSize)
+      throw Error("manifest " + manifest.path +
+                  ": launches disagree on the sliding window");
+    shape.windowSize = launch.windowSize;
     first = false;
   }
   if (first)
     throw Error("manifest " + manifest.path + ": no attention launch");
+  for (const Argument &arg : manifest.arguments)
+    if (arg.role == ArgumentRole::WindowRing)
+      shape.windowRing = arg.shape.at(1);
+  if ((shape.windowSize > 0) != (shape.windowRing > 0))
+    throw Error("manifest " + manifest.path +
+                ": a sliding window needs its size and its ring");
   return shape;
 }
 
@@ -82,6 +92,8 @@ void checkProblemMatchesManifest(const SparseAttentionProblem &problem,
   same("layer", actual.layer, expected.layer);
   same("qk_dim", actual.qkDim, expected.qkDim);
   same("v_dim", actual.vDim, expected.vDim);
+  same("sliding window", actual.windowSize, expected.windowSize);
+  same("window ring", actual.windowRing, expected.windowRing);
   if (expected.hbmSlots >= 0)
     same("HBM slot count", actual.hbmSlots, expected.hbmSlots);
   if (expected.hostRows >= 0)
@@ -154,7 +166,18 @@ void checkLayout(const SparseAttentionProblem &p) {
   } else {
     expect("HBM pool", p.hbmPool.size(), s.hbmSlots * s.rowElems);
   }
+  if (s.windowSize < 0 || (s.windowSize > 0 && s.windowRing < s.windowSize + s.queries - 1))
+    throw InputError("a window ring of " + std::to_string(s.windowRing) +
+                     " tokens cannot hold a " + std::to_string(s.windowSize) +
+                     "-token window for " + std::to_string(s.queries) +
+                     " query positions");
+  expect("window ring", p.windowRing.size(),
+         s.windowSize > 0 ? s.batch * s.windowRing * s.rowElems : 0);
+  expect("window tokens", p.windowTokens.size(), s.windowSize > 0 ? s.batch : 0);
   for (std::int64_t b = 0; b < s.batch; ++b) {
+    if (s.windowSize > 0 && p.windowTokens[b] < 0)
+      throw InputError("window token count " + std::to_string(p.windowTokens[b]) +
+                       " of request " + std::to_string(b) + " is negative");
     if (p.historyLen[b] < 0)
       throw InputError("history length " + std::to_string(p.historyLen[b]) +
                        " of request " + std::to_string(b) + " is negative");
@@ -292,6 +315,17 @@ const bf16_t *SparseAttentionProblem::row(std::int64_t b, std::int64_t q,
     return hbmPoolData() + static_cast<std::size_t>(slot) * rowElems;
   return hostStoreData() +
          static_cast<std::size_t>(historyStart[b] + r) * rowElems;
+}
+
+const bf16_t *SparseAttentionProblem::windowRow(std::int64_t b, std::int64_t q,
+                                                std::int64_t j) const {
+  const std::int64_t end = windowTokens[b] - (shape.queries - 1 - q);
+  const std::int64_t token = end - shape.windowSize + j;
+  if (token < 0)
+    return nullptr;
+  return windowRing.data() +
+         static_cast<std::size_t>(b * shape.windowRing + token % shape.windowRing) *
+             static_cast<std::size_t>(shape.rowElems);
 }
 
 ProblemStats SparseAttentionProblem::stats() const {
@@ -472,6 +506,33 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
   p.shape.hbmSlots = hbmSlots;
   p.hbmPool.assign(static_cast<std::size_t>(hbmSlots * shape.rowElems), 0);
 
+  // The sliding window, from a stream of its own (problems without one keep
+  // their bits): request 0 sees fewer raw tokens than the window, the others
+  // have wrapped their rings.
+  if (shape.windowSize > 0) {
+    if (shape.windowRing < shape.windowSize + Q - 1)
+      throw Error("a window ring of " + std::to_string(shape.windowRing) +
+                  " tokens cannot hold a " + std::to_string(shape.windowSize) +
+                  "-token window for " + std::to_string(Q) + " query positions");
+    std::mt19937_64 windowRng(mixSeed(options.seed ^ 0x57494e444f57ull));
+    p.windowTokens.resize(static_cast<std::size_t>(B));
+    for (std::int64_t b = 0; b < B; ++b) {
+      std::int64_t tokens =
+          b == 0 ? static_cast<std::int64_t>(uniformBelow(
+                       windowRng, static_cast<std::uint64_t>(shape.windowSize)))
+                 : shape.windowRing + static_cast<std::int64_t>(uniformBelow(
+                       windowRng, static_cast<std::uint64_t>(4 * shape.windowRing)));
+      p.windowTokens[b] = static_cast<std::int32_t>(tokens);
+    }
+    p.windowRing.resize(static_cast<std::size_t>(B * shape.windowRing * shape.rowElems));
+    auto *ring = reinterpret_cast<std::uint8_t *>(p.windowRing.data());
+    for (std::int64_t row = 0; row < B * shape.windowRing * shape.layers; ++row) {
+      if (shape.format == RowFormat::Gqa)
+        fillRandomGqaRow(shape.gqa, ring + row * shape.rowBytes, windowRng);
+      else
+        fillRandomRow(shape.format, ring + row * shape.rowBytes, windowRng);
+    }
+  }
   applyResidency(p, options.residency, options.seed);
   return p;
 }

@@ -50,6 +50,10 @@ struct ProblemShape {
   std::int64_t hbmSlots = -1; ///< HBM slots (-1: chosen by the generator)
   std::int64_t hostRows = -1; ///< host-store rows (-1: chosen by the generator)
   float softmaxScale = 0.0f; ///< multiplies q.k before the softmax
+  /// W: tokens of the sliding window each query also attends to (0: none).
+  std::int64_t windowSize = 0;
+  /// R: tokens of each request's window ring (>= W + Q - 1 with a window).
+  std::int64_t windowRing = 0;
 
   /// B * Q * K: selection entries.
   std::int64_t selectionCount() const { return batch * queries * topk; }
@@ -95,6 +99,12 @@ struct SparseAttentionProblem {
   /// They must hold host_rows and hbm_slots rows.
   const bf16_t *hostStoreView = nullptr;
   const bf16_t *hbmPoolView = nullptr; ///< see hostStoreView
+  /// Sliding window (shape.windowSize > 0, else empty): ring [B, R,
+  /// row_elems] holding raw token p of request b in row p mod R, and each
+  /// request's raw token count [B]. Query q of Q sees tokens [max(0, e - W),
+  /// e) with e = windowTokens[b] - (Q - 1 - q).
+  std::vector<bf16_t> windowRing;
+  std::vector<std::int32_t> windowTokens;
 
   /// The host store's rows: hostStoreView if set, else hostStore.
   const bf16_t *hostStoreData() const {
@@ -120,6 +130,11 @@ struct SparseAttentionProblem {
   /// Requires a validated problem.
   const bf16_t *row(std::int64_t b, std::int64_t q, std::int64_t k) const;
 
+  /// The j-th token (0 <= j < W) of the sliding window of query (b, q), or
+  /// nullptr when the window does not reach that far back (before token 0).
+  /// Requires a validated problem with a window.
+  const bf16_t *windowRow(std::int64_t b, std::int64_t q, std::int64_t j) const;
+
   /// Selection statistics. Requires a validated problem.
   ProblemStats stats() const;
 };
@@ -140,7 +155,8 @@ struct GeneratorOptions {
 };
 
 /// Generates a problem: histories of the requests laid out contiguously in the
-/// host store, K distinct random rows per query from its request's history
+/// host store, with a sliding window when the shape has one (request 0 has
+/// fewer raw tokens than the window, the others more than the ring), K distinct random rows per query from its request's history
 /// (then round(unusedFraction * K) of them, at random positions, replaced by
 /// -1), queries and KV rows drawn from N(0,1) in bf16 (never zero), and the
 /// given residency (see applyResidency). Deterministic for a seed on every

@@ -43,16 +43,26 @@ bundle() {
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
   for name in default_step mla_bf16_64heads_top2048 mla_fp8_layer_group v41_fp8_step \
-              verify_step verify_step_fp8_group gqa_step; do
+              v41_window_step verify_step verify_step_fp8_group gqa_step; do
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
+  done
+  # The GQA layer with f16 and f32 rows (the example's are bf16).
+  for dtype in f16 f32; do
+    sed "s/dtype = bf16/dtype = $dtype/g" "$root/examples/gqa_step.mlir" \
+      > "$dir/gqa_${dtype}_step.mlir"
+    "$build/bin/dhs-compile" "$dir/gqa_${dtype}_step.mlir" \
+      -o "$dir/steps/gqa_${dtype}_step" || exit 1
   done
   # The same verify step without its phase marker: nothing is shared, every
   # position's attention reads its own missing rows from the host (fused).
   # The pair measures what shared retrieval saves.
-  grep -v 'dhs.verify gamma\|^  }$' "$root/examples/verify_step.mlir" \
-    > "$dir/verify_step_unshared.mlir"
-  "$build/bin/dhs-compile" "$dir/verify_step_unshared.mlir" \
-    -o "$dir/steps/verify_step_unshared" || exit 1
+  # (The same for the sliding-window step: its fused kernel.)
+  for name in verify_step v41_window_step; do
+    grep -v 'dhs.verify gamma\|^  }$' "$root/examples/$name.mlir" \
+      > "$dir/${name}_unshared.mlir"
+    "$build/bin/dhs-compile" "$dir/${name}_unshared.mlir" \
+      -o "$dir/steps/${name}_unshared" || exit 1
+  done
   echo "gpu-check: bundle in $dir: $(ls "$dir/steps" | tr '\n' ' ')"
 }
 
@@ -79,7 +89,7 @@ run() {
     # Long histories for the large step: rows spread over a 1.8 GB host store.
     [ "$name" = mla_bf16_64heads_top2048 ] && extra=(--history-rows 100000)
     # Verify positions select overlapping rows (the shared fetch's case).
-    case "$name" in verify_step*) extra=(--overlap 0.85) ;; esac
+    case "$name" in verify_step* | v41_window_step*) extra=(--overlap 0.85) ;; esac
     for seed in $seeds; do
       "$dir/bin/dhs-run" "$step" --backend cuda --seed "$seed" --resident 0,0.5,1 \
         --unused 0.05 --repeat 20 "${extra[@]}" \

@@ -387,3 +387,86 @@ func.func @scratch_slot() {
   %0 = dhs.scratch {slot = 2 : i64} : memref<4xi32>
   return
 }
+
+// -----
+
+func.func @window_ring_too_small(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32>,
+    %slots: memref<2x5x512xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>,
+    %ring: memref<2x128x1x528xi8>, %tokens: memref<2xi32>,
+    %out: memref<2x5x64x512xbf16>) {
+  // expected-error @below {{a window ring of 128 tokens cannot hold a 128-token window for 5 query positions; it needs at least 132}}
+  dhs.sparse_attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x512xi32>) slots(%slots : memref<2x5x512xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+      window(%ring, %tokens : memref<2x128x1x528xi8>, memref<2xi32>) size = 128
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738
+  return
+}
+
+// -----
+
+func.func @window_ring_wrong_rows(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32>,
+    %slots: memref<2x5x512xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>,
+    %ring: memref<2x132x1x656xi8>, %tokens: memref<2xi32>,
+    %out: memref<2x5x64x512xbf16>) {
+  // expected-error @below {{window ring holds rows of 656 bytes but row format v41_fp8 has 528}}
+  dhs.sparse_attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x512xi32>) slots(%slots : memref<2x5x512xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+      window(%ring, %tokens : memref<2x132x1x656xi8>, memref<2xi32>) size = 128
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738
+  return
+}
+
+// -----
+
+func.func @window_ring_wrong_batch(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32>,
+    %slots: memref<2x5x512xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>,
+    %ring: memref<3x132x1x528xi8>, %tokens: memref<2xi32>,
+    %out: memref<2x5x64x512xbf16>) {
+  // expected-error @below {{window ring dimension 0 (requests) is 3, expected 2}}
+  dhs.sparse_attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x512xi32>) slots(%slots : memref<2x5x512xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+      window(%ring, %tokens : memref<3x132x1x528xi8>, memref<2xi32>) size = 128
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738
+  return
+}
+
+// -----
+
+func.func @window_tokens_wrong_batch(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32>,
+    %slots: memref<2x5x512xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>,
+    %ring: memref<2x132x1x528xi8>, %tokens: memref<4xi32>,
+    %out: memref<2x5x64x512xbf16>) {
+  // expected-error @below {{window tokens dimension 0 (requests) is 4, expected 2}}
+  dhs.sparse_attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x512xi32>) slots(%slots : memref<2x5x512xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+      window(%ring, %tokens : memref<2x132x1x528xi8>, memref<4xi32>) size = 128
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738
+  return
+}
+
+// -----
+
+func.func @window_without_size(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32>,
+    %slots: memref<2x5x512xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>,
+    %out: memref<2x5x64x512xbf16>) {
+  // expected-error @below {{a sliding window needs its ring, its token counts and its size together}}
+  dhs.sparse_attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x512xi32>) slots(%slots : memref<2x5x512xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738 {window_size = 128 : i64}
+  return
+}

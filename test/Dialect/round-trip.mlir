@@ -81,6 +81,24 @@ func.func @step(%scores: memref<4x2x8192xf32>, %q: memref<4x2x64x576xbf16>,
   return
 }
 
+// A DeepSeek-V4.1 layer: top-512 compressed entries plus a 128-token sliding
+// window in a ring of 128 + 5 - 1 tokens.
+// CHECK-LABEL: func.func @sliding_window
+// CHECK: dhs.sparse_attention queries(%{{.*}} : memref<2x5x64x512xbf16>) rows(%{{.*}} : memref<2x5x512xi32>) slots(%{{.*}} : memref<2x5x512xi32>) history(%{{.*}}, %{{.*}} : memref<2xi64>, memref<2xi32>) pool(%{{.*}} : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>) window(%{{.*}}, %{{.*}} : memref<2x132x1x528xi8>, memref<2xi32>) size = 128 layer = 0 output(%{{.*}} : memref<2x5x64x512xbf16>) scale = 0.0441941731
+func.func @sliding_window(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32>,
+    %slots: memref<2x5x512xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>,
+    %ring: memref<2x132x1x528xi8>, %tokens: memref<2xi32>,
+    %out: memref<2x5x64x512xbf16>) {
+  dhs.sparse_attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x512xi32>) slots(%slots : memref<2x5x512xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+      window(%ring, %tokens : memref<2x132x1x528xi8>, memref<2xi32>) size = 128
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738
+  return
+}
+
 // Phases: a draft phase with its ring, a verify phase of gamma = 4, and
 // acceptance by either rule.
 // CHECK-LABEL: func.func @speculative

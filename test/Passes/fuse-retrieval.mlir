@@ -79,3 +79,29 @@ func.func @shared_fetch_stays(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm
       layer = 0 output(%out : memref<2x2x16x512xbf16>) scale = 0.0416666679
   return
 }
+
+// -----
+
+// A sliding window rides along: the fused attention reads the same ring.
+// CHECK-LABEL: func.func @sliding_window
+// CHECK-SAME: %[[RING:[^:]*]]: memref<2x132x1x528xi8>, %[[TOKENS:[^:]*]]: memref<2xi32>
+// CHECK-NOT: dhs.fetch
+// CHECK: dhs.sparse_attention {{.*}} window(%[[RING]], %[[TOKENS]] : memref<2x132x1x528xi8>, memref<2xi32>) size = 128 layer = 0
+func.func @sliding_window(%pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = 64, host = ?>,
+                          %q: memref<2x5x64x512xbf16>, %rows: memref<2x5x32xi32>,
+                          %slots: memref<2x5x32xi32>, %start: memref<2xi64>,
+                          %len: memref<2xi32>, %ring: memref<2x132x1x528xi8>,
+                          %tokens: memref<2xi32>, %out: memref<2x5x64x512xbf16>) {
+  %stage = dhs.scratch : memref<2x160x1x528xi8>
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x5x32xi32>) slots(%slots : memref<2x5x32xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x160x1x528xi8>)
+  dhs.attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x32xi32>) slots(%slots : memref<2x5x32xi32>)
+      staging(%stage : memref<2x160x1x528xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = 64, host = ?>)
+      window(%ring, %tokens : memref<2x132x1x528xi8>, memref<2xi32>) size = 128
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738
+  return
+}

@@ -215,3 +215,87 @@ TEST_CASE("output comparisons", "[cpu]") {
   CHECK(countBitDifferences({1, 2, 3}, {1, 5, 3}) == 1);
   CHECK_THROWS_AS(countBitDifferences({1}, {1, 2}), Error);
 }
+
+TEST_CASE("a sliding window attends like extra selected rows", "[cpu][window]") {
+  // Query q of Q sees the W raw tokens before token windowTokens - (Q-1-q)
+  // (none before token 0). The same problem with those tokens appended to
+  // the host store and selected after the K rows (-1 where the window does
+  // not reach) must give the same bits: same rows, same order.
+  ProblemShape shape = smallShape(/*B=*/3, /*Q=*/3, /*H=*/4, /*K=*/16);
+  shape.windowSize = 8;
+  shape.windowRing = 8 + 3 - 1;
+  GeneratorOptions options;
+  options.seed = 41;
+  options.minHistoryRows = 64;
+  options.maxHistoryRows = 96;
+  options.residency = 0.5;
+  SparseAttentionProblem windowed = generateProblem(shape, options);
+  // Request 0 sees fewer raw tokens than the window; the others wrapped.
+  REQUIRE(windowed.windowTokens[0] < shape.windowSize);
+  REQUIRE(windowed.windowTokens[1] >= shape.windowRing);
+
+  SparseAttentionProblem flat = windowed;
+  flat.shape.windowSize = flat.shape.windowRing = 0;
+  flat.windowRing.clear();
+  flat.windowTokens.clear();
+  const std::int64_t K = shape.topk, W = shape.windowSize, wide = K + W;
+  flat.shape.topk = wide;
+  flat.rowIds.assign(static_cast<std::size_t>(shape.batch * shape.queries * wide), -1);
+  flat.slots.assign(flat.rowIds.size(), -1);
+  // Window tokens go to a fresh host range per (request, query); the
+  // request's history is widened to reach them.
+  for (std::int64_t b = 0; b < shape.batch; ++b) {
+    for (std::int64_t q = 0; q < shape.queries; ++q) {
+      for (std::int64_t k = 0; k < K; ++k) {
+        flat.rowIds[static_cast<std::size_t>((b * shape.queries + q) * wide + k)] =
+            windowed.rowIds[windowed.selectionIndex(b, q, k)];
+        flat.slots[static_cast<std::size_t>((b * shape.queries + q) * wide + k)] =
+            windowed.slots[windowed.selectionIndex(b, q, k)];
+      }
+      for (std::int64_t j = 0; j < W; ++j) {
+        const bf16_t *row = windowed.windowRow(b, q, j);
+        if (!row)
+          continue;
+        const std::int64_t hostRow = flat.shape.hostRows++;
+        flat.hostStore.insert(flat.hostStore.end(), row, row + shape.rowElems);
+        flat.rowIds[static_cast<std::size_t>((b * shape.queries + q) * wide + K + j)] =
+            static_cast<std::int32_t>(hostRow - windowed.historyStart[b]);
+      }
+    }
+    flat.historyLen[b] = static_cast<std::int32_t>(flat.shape.hostRows - flat.historyStart[b]);
+  }
+  for (CpuPrecision precision : {CpuPrecision::Float, CpuPrecision::Double}) {
+    std::vector<bf16_t> a = CpuBackend(precision).run(windowed);
+    std::vector<bf16_t> b = CpuBackend(precision).run(flat);
+    CHECK(countBitDifferences(a, b) == 0);
+  }
+  // The window matters: without it the output changes.
+  SparseAttentionProblem without = windowed;
+  without.shape.windowSize = without.shape.windowRing = 0;
+  without.windowRing.clear();
+  without.windowTokens.clear();
+  CHECK(countBitDifferences(CpuBackend(CpuPrecision::Float).run(windowed),
+                            CpuBackend(CpuPrecision::Float).run(without)) > 0);
+}
+
+TEST_CASE("sliding-window inputs are validated", "[cpu][window][validation]") {
+  ProblemShape shape = smallShape(2, 3, 2, 8);
+  shape.windowSize = 4;
+  shape.windowRing = 6;
+  GeneratorOptions options;
+  options.minHistoryRows = 16;
+  options.maxHistoryRows = 16;
+  SparseAttentionProblem p = generateProblem(shape, options);
+  REQUIRE_NOTHROW(p.validate());
+  SparseAttentionProblem negative = p;
+  negative.windowTokens[1] = -3;
+  REQUIRE_THROWS_WITH(negative.validate(),
+                      "window token count -3 of request 1 is negative");
+  SparseAttentionProblem small = p;
+  small.shape.windowRing = 5;
+  REQUIRE_THROWS_WITH(small.validate(),
+                      "a window ring of 5 tokens cannot hold a 4-token window for 3 "
+                      "query positions");
+  shape.windowRing = 5;
+  REQUIRE_THROWS_AS(generateProblem(shape, options), Error);
+}

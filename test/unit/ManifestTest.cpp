@@ -301,5 +301,6 @@ TEST_CASE("status words are described", "[manifest]") {
   CHECK(describeStatus(6) == "0x6: slot >= hbm_slots, host index >= host_rows");
   CHECK(describeStatus(0x10) ==
         "0x10: history longer than the indexer scores given for it");
-  CHECK_THAT(describeStatus(0x21), Catch::Contains("unknown bits 0x20"));
+  CHECK(describeStatus(0x20) == "0x20: negative sliding-window token count");
+  CHECK_THAT(describeStatus(0x41), Catch::Contains("unknown bits 0x40"));
 }

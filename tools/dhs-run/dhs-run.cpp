@@ -527,6 +527,15 @@ int run(const Options &options) {
   if (maxHistory != minHistory)
     std::cout << ".." << maxHistory;
   std::cout << " rows per request), seed " << options.seed << "\n";
+  if (shape.windowSize > 0) {
+    std::int32_t minTokens =
+        *std::min_element(problem.windowTokens.begin(), problem.windowTokens.end());
+    std::int32_t maxTokens =
+        *std::max_element(problem.windowTokens.begin(), problem.windowTokens.end());
+    std::cout << "sliding window: " << shape.windowSize << " tokens per query in rings of "
+              << shape.windowRing << " (" << minTokens << ".." << maxTokens
+              << " raw tokens per request)\n";
+  }
 
   // The fp64 reference, from the inputs with every row read from the host
   // store: the exact attention over the selected rows.
