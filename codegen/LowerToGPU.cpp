@@ -307,12 +307,13 @@ void DhsLowerToGPU::runOnOperation() {
   ModuleOp module = getOperation();
   inlinePhases(module);
 
-  // Ops without a kernel yet are an error, not a silent skip.
+  // Ops without a kernel yet are an error, not a silent skip. (Residency
+  // specs need none: the manifest carries them to the runtime.)
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
         isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
             RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp, PoolTierOp,
-            StepStatusOp, ScratchOp>(op))
+            StepStatusOp, ScratchOp, ResidencyOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "

@@ -186,9 +186,14 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
 
   // Launches in program order; roles of the arguments they use.
   SmallVector<gpu::LaunchFuncOp> launches;
+  SmallVector<ResidencyOp> residencySpecs;
   WalkResult walk = step.walk([&](Operation *op) {
     if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
       launches.push_back(launch);
+      return WalkResult::advance();
+    }
+    if (auto spec = dyn_cast<ResidencyOp>(op)) {
+      residencySpecs.push_back(spec);
       return WalkResult::advance();
     }
     if (isa<func::ReturnOp, PoolTierOp, StepStatusOp, ScratchOp,
@@ -333,6 +338,25 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
     arguments.push_back(std::move(entry));
   }
 
+  // The pools' residency specs (dhs.residency), for the runtime.
+  llvm::json::Array residency;
+  for (ResidencyOp spec : residencySpecs) {
+    auto poolArg = dyn_cast<BlockArgument>(spec.getPool());
+    if (!poolArg || poolArg.getOwner()->getParentOp() != step)
+      return spec.emitOpError() << "names a pool that is not an argument of "
+                                   "the step";
+    llvm::json::Object entry{
+        {"pool", static_cast<int64_t>(poolArg.getArgNumber())},
+        {"newest", static_cast<int64_t>(spec.getNewest())},
+        {"floor", static_cast<int64_t>(spec.getFloor())},
+        {"policy", stringifyResidencyPolicy(spec.getPolicy())},
+        {"replacement", stringifyReplacement(spec.getEffectiveReplacement())},
+        {"max_promotions",
+         spec.getPromotions() ? static_cast<int64_t>(*spec.getPromotions())
+                              : int64_t(-1)}};
+    residency.push_back(std::move(entry));
+  }
+
   // The staging arena that dhs-plan-staging laid out (0 without one).
   int64_t arenaBytes = 0;
   if (auto plan = step->getAttrOfType<DictionaryAttr>("dhs.staging_plan"))
@@ -349,6 +373,8 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       {"step", step.getName()},
       {"arguments", std::move(arguments)},
       {"launches", std::move(launchList)}};
+  if (!residency.empty())
+    manifest["residency"] = std::move(residency);
   llvm::raw_string_ostream os(compiled.manifest);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
   return compiled;

@@ -91,6 +91,26 @@ def Dhs_Tier : I32EnumAttr<"Tier", "memory tier of a KV pool", [
   let cppNamespace = "::mlir::dhs";
 }
 
+/// How a pool's spare HBM slots are used beyond the protected working set.
+def Dhs_ResidencyPolicy : I32EnumAttr<"ResidencyPolicy",
+                                      "use of spare HBM slots", [
+    // Recently selected rows stay while memory is spare; the optional budget
+    // follows the load.
+    I32EnumAttrCase<"adaptive", 0>,
+    // A fixed hot buffer of `floor` slots per request (HiSparse).
+    I32EnumAttrCase<"fixed", 1>
+  ]> {
+  let cppNamespace = "::mlir::dhs";
+}
+
+/// Which hot row gives up its slot.
+def Dhs_Replacement : I32EnumAttr<"Replacement", "replacement policy", [
+    I32EnumAttrCase<"clock", 0>,
+    I32EnumAttrCase<"lru", 1>
+  ]> {
+  let cppNamespace = "::mlir::dhs";
+}
+
 /// How a verify phase accepts drafted tokens.
 def Dhs_AcceptRule : I32EnumAttr<"AcceptRule", "speculative acceptance rule", [
     // Accept while the target's argmax equals the drafted token.

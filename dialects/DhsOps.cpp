@@ -184,6 +184,48 @@ LogicalResult TopKOp::verify() {
   return success();
 }
 
+Replacement ResidencyOp::getEffectiveReplacement() {
+  if (std::optional<Replacement> given = getReplacement())
+    return *given;
+  return getPolicy() == ResidencyPolicy::fixed ? Replacement::lru
+                                                : Replacement::clock;
+}
+
+LogicalResult ResidencyOp::verify() {
+  KVPoolType pool = getPool().getType();
+  int64_t newest = static_cast<int64_t>(getNewest());
+  int64_t floor = static_cast<int64_t>(getFloor());
+  if (getPolicy() == ResidencyPolicy::fixed && floor == 0)
+    return emitOpError() << "a fixed hot buffer needs floor > 0 slots per "
+                            "request";
+  if (!pool.isDynamicHbm() && newest + floor > pool.getHbmSlots())
+    return emitOpError() << "the working set of one request (newest "
+                         << newest << " + floor " << floor << " = "
+                         << newest + floor << " slots) does not fit the pool's "
+                         << pool.getHbmSlots() << " HBM slots";
+  // One spec per pool; the tokens a query attends from are among the newest.
+  for (OpOperand &use : getPool().getUses()) {
+    Operation *user = use.getOwner();
+    // The later of two specs in a block is the one reported.
+    if (auto other = dyn_cast<ResidencyOp>(user);
+        other && other != *this &&
+        (other->getBlock() != (*this)->getBlock() ||
+         other->isBeforeInBlock(*this)))
+      return emitOpError() << "is the second residency spec of its pool";
+    if (!isa<AttentionOp, SparseAttentionOp>(user))
+      continue;
+    std::optional<int64_t> positions = getQueryPositions(user);
+    if (positions && *positions > newest)
+      return emitOpError() << "protects the " << newest
+                           << " newest tokens, but attention on this pool "
+                              "queries from "
+                           << *positions
+                           << " positions: the tokens being decoded or "
+                              "verified must stay resident";
+  }
+  return success();
+}
+
 LogicalResult ResolveOp::verify() {
   MemRefType rows = getRows().getType();
   if (failed(verifyCompatibleShape(getSlots().getType().getShape(),

@@ -121,6 +121,48 @@ def Dhs_TopKOp : Dhs_Op<"topk"> {
   let hasVerifier = 1;
 }
 
+def Dhs_ResidencyOp : Dhs_Op<"residency"> {
+  let summary = "The protected working set of a pool and hints for the rest";
+  let description = [{
+    Tells the runtime how to keep the pool's HBM tier. The **protected
+    working set** of every admitted request is always resident: its `newest`
+    tokens (which include the tokens a verify phase attends from) and a
+    floor of `floor` hot slots. The rest of HBM is **optional residency**,
+    steered by hints the runtime follows as the load allows: the `policy`
+    (`adaptive`: recently selected rows stay while memory is spare and are
+    released when requests arrive; `fixed`: a HiSparse-style hot buffer of
+    `floor` slots per request), the `replacement` of hot rows (CLOCK or
+    LRU; by default CLOCK for adaptive and LRU for fixed) and at most
+    `promotions` rows copied into HBM per request and step (no limit when
+    absent). It is recorded in the step's manifest; no kernel runs it.
+
+    ```mlir
+    dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>)
+        newest = 128 floor = 64 policy = adaptive replacement = clock
+    ```
+  }];
+  let arguments = (ins
+    Dhs_KVPoolType:$pool,
+    ConfinedAttr<I64Attr, [IntPositive]>:$newest,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$floor,
+    Dhs_ResidencyPolicy:$policy,
+    OptionalAttr<Dhs_Replacement>:$replacement,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$promotions
+  );
+  let assemblyFormat = [{
+    `pool` `(` $pool `:` qualified(type($pool)) `)`
+    `newest` `=` $newest (`floor` `=` $floor^)? `policy` `=` $policy
+    (`replacement` `=` $replacement^)? (`promotions` `=` $promotions^)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The replacement in effect: the given one, else CLOCK for adaptive and
+    /// LRU for fixed residency.
+    Replacement getEffectiveReplacement();
+  }];
+}
+
 def Dhs_ResolveOp : Dhs_Op<"resolve"> {
   let summary = "Map selected row ids to resident HBM slots, or -1";
   let description = [{

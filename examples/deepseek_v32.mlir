@@ -308,6 +308,128 @@ func.func @step(%history_start: memref<8xi64>,
                 %slots60: memref<8x2x2048xi32>,
                 %q60: memref<8x2x128x576xbf16>,
                 %out60: memref<8x2x128x512xbf16>) {
+  dhs.residency pool(%pool0 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool1 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool2 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool3 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool4 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool5 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool6 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool7 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool8 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool9 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool10 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool11 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool12 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool13 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool14 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool15 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool16 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool17 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool18 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool20 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool21 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool22 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool23 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool24 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool25 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool26 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool27 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool28 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool29 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool30 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool31 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool32 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool33 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool34 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool35 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool36 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool37 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool38 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool39 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool40 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool41 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool42 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool43 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool44 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool45 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool46 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool47 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool48 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool49 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool50 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool51 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool52 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool53 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool54 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool55 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool56 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool57 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool58 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool59 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool60 : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
   dhs.verify gamma = 1 {
     // Layer group 0: layers 0..0.
     %stage0 = dhs.scratch : memref<8x4096x1x656xi8>

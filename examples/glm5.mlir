@@ -219,6 +219,46 @@ func.func @step(%history_start: memref<8xi64>,
                 %out76: memref<8x5x64x512xbf16>,
                 %q77: memref<8x5x64x576xbf16>,
                 %out77: memref<8x5x64x512xbf16>) {
+  dhs.residency pool(%pool0 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool1 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool2 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool3 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool4 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool5 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool6 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool7 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool8 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool9 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool10 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool11 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool12 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool13 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool14 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool15 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool16 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool17 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool18 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
+  dhs.residency pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = ?, host = ?>)
+      newest = 128 policy = adaptive replacement = clock
   dhs.verify gamma = 4 {
     // Layer group 0: layers 0..3.
     %stage0 = dhs.scratch : memref<8x10240x4x656xi8>

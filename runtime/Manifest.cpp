@@ -927,9 +927,14 @@ Manifest Parser::parse(const std::string &text) {
     fail("version", "unsupported version " + std::to_string(version) +
                         " (this runtime reads version " +
                         std::to_string(kManifestVersion) + ")");
-  checkKeys(root, "top level",
-            {"format", "version", "arena_bytes", "target", "step", "arguments",
-             "launches"});
+  if (root.contains("residency"))
+    checkKeys(root, "top level",
+              {"format", "version", "arena_bytes", "target", "step", "arguments",
+               "launches", "residency"});
+  else
+    checkKeys(root, "top level",
+              {"format", "version", "arena_bytes", "target", "step", "arguments",
+               "launches"});
 
   Manifest manifest;
   manifest.path = source_;
@@ -969,6 +974,40 @@ Manifest Parser::parse(const std::string &text) {
     fail("launches", "must be a non-empty array");
   for (std::size_t i = 0; i < launches.size(); ++i)
     manifest.launches.push_back(parseLaunch(launches[i], i, manifest));
+
+  if (root.contains("residency")) {
+    const json &specs = root.at("residency");
+    if (!specs.is_array())
+      fail("residency", "must be an array");
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      std::string field = "residency[" + std::to_string(i) + "]";
+      checkKeys(specs[i], field,
+                {"pool", "newest", "floor", "policy", "replacement", "max_promotions"});
+      ResidencySpec spec;
+      std::int64_t pool = getInt(specs[i], "pool", field);
+      if (pool < 0 || pool >= static_cast<std::int64_t>(manifest.arguments.size()) ||
+          !manifest.arguments[static_cast<std::size_t>(pool)].isPool)
+        fail(field + ".pool", "is " + std::to_string(pool) + ", not a kv_pool argument");
+      spec.pool = static_cast<int>(pool);
+      auto count = [&](const char *key, std::int64_t low) {
+        std::int64_t value = getInt(specs[i], key, field);
+        if (value < low || value > std::numeric_limits<std::int32_t>::max())
+          fail(field + "." + key, "is " + std::to_string(value) + ", outside [" +
+                                      std::to_string(low) + ", 2^31)");
+        return static_cast<std::int32_t>(value);
+      };
+      spec.newest = count("newest", 1);
+      spec.floor = count("floor", 0);
+      spec.maxPromotions = count("max_promotions", -1);
+      spec.policy = getString(specs[i], "policy", field);
+      if (spec.policy != "adaptive" && spec.policy != "fixed")
+        fail(field + ".policy", "'" + spec.policy + "' is not adaptive or fixed");
+      spec.replacement = getString(specs[i], "replacement", field);
+      if (spec.replacement != "clock" && spec.replacement != "lru")
+        fail(field + ".replacement", "'" + spec.replacement + "' is not clock or lru");
+      manifest.residency.push_back(spec);
+    }
+  }
 
   // Some launch of an attention step must write the output.
   if (!attention_)

@@ -159,6 +159,22 @@ struct Launch {
   std::size_t flattenedParamCount() const;
 };
 
+/// A pool's residency spec (dhs.residency): its protected working set and
+/// the hints for optional residency.
+struct ResidencySpec {
+  int pool = -1;               ///< argument index of the pool
+  std::int32_t newest = 0;     ///< newest tokens always resident
+  std::int32_t floor = 0;      ///< guaranteed hot slots per request
+  std::string policy;          ///< "adaptive" or "fixed"
+  std::string replacement;     ///< "clock" or "lru"
+  std::int32_t maxPromotions = -1; ///< rows promoted per request and step (-1: all)
+
+  bool operator==(const ResidencySpec &other) const {
+    return newest == other.newest && floor == other.floor && policy == other.policy &&
+           replacement == other.replacement && maxPromotions == other.maxPromotions;
+  }
+};
+
 /// How strictly PTX files are required when loading.
 struct ManifestLoadOptions {
   /// Every launch's PTX file must exist (needed to run on a GPU or link). When
@@ -178,6 +194,7 @@ struct Manifest {
   std::int64_t arenaBytes = 0; ///< the staging arena scratch buffers live in
   std::vector<Argument> arguments; ///< by index
   std::vector<Launch> launches;    ///< in launch order
+  std::vector<ResidencySpec> residency; ///< the pools' specs (may be none)
 
   /// Whether the step computes attention (its attention arguments, each
   /// role once, are then present and checked).

@@ -231,11 +231,34 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   residency.hostRows = hostRows;
   residency.maxRequests = config_.maxRequests;
   residency.newestWindow = config_.newestWindow;
-  residency.draftWindow = config_.draftWindow;
+  // Draft rings live in memory of their own (TierBackend), not in the pools:
+  // no pool slots are reserved for them.
+  residency.draftWindow = 0;
   residency.hotFloor = config_.hotFloor;
   residency.policy = config_.policy;
   residency.replacement = config_.replacement;
   residency.maxPromotionsPerStep = config_.maxPromotionsPerStep;
+  // A step that carries a residency spec (dhs.residency) decides the
+  // working set and the hints; all its pools and layer steps must agree.
+  const ResidencySpec *spec = nullptr;
+  for (const Manifest &m : manifests)
+    for (const ResidencySpec &s : m.residency) {
+      if (spec && !(*spec == s))
+        throw Error("the step " + m.directory + " gives its pools different residency specs "
+                    "(newest " + std::to_string(spec->newest) + " vs " +
+                    std::to_string(s.newest) + ", floor " + std::to_string(spec->floor) +
+                    " vs " + std::to_string(s.floor) + ", " + spec->policy + "/" +
+                    spec->replacement + " vs " + s.policy + "/" + s.replacement +
+                    "): the runtime keeps one policy for all layer groups");
+      spec = &s;
+    }
+  if (spec) {
+    residency.newestWindow = spec->newest;
+    residency.hotFloor = spec->floor;
+    residency.policy = spec->policy == "fixed" ? ResidencyPolicy::Fixed : ResidencyPolicy::Adaptive;
+    residency.replacement = spec->replacement == "lru" ? Replacement::Lru : Replacement::Clock;
+    residency.maxPromotionsPerStep = spec->maxPromotions;
+  }
   auto controller = std::make_unique<ResidencyController>(residency);
 
   // The backend.

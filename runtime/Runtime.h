@@ -16,8 +16,9 @@
 // CPU, device memory on CUDA; never the KV pools), written with appendDraft
 // and read with readDraft; on CUDA only the kernels of a compiled draft-ring
 // step (loadDraftStep) touch it. Residency is decided by a
-// ResidencyController (see Residency.h); the attention is exact whatever is
-// resident, so outputs never depend on residency.
+// ResidencyController (see Residency.h) configured from the step's
+// dhs.residency spec when it has one, else from RuntimeConfig; the attention
+// is exact whatever is resident, so outputs never depend on residency.
 //
 // With checks on (RuntimeConfig::checkInvariants, on in the tests), after
 // every layer every selected row read from HBM is compared byte for byte
@@ -55,7 +56,9 @@ enum class BackendKind {
   Auto, ///< CUDA if a device is usable, else the CPU
 };
 
-/// Configuration of a runtime.
+/// Configuration of a runtime. The residency fields (newestWindow, hotFloor,
+/// policy, replacement, maxPromotionsPerStep) apply to steps without a
+/// residency spec; a step compiled with `dhs.residency` brings its own.
 struct RuntimeConfig {
   std::int32_t layers = 1;          ///< L: layers of the model
   std::int32_t layersPerGroup = 1;  ///< G: layers sharing one selection

@@ -470,3 +470,48 @@ func.func @window_without_size(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x51
       layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738 {window_size = 128 : i64}
   return
 }
+
+// -----
+
+func.func @fixed_without_floor(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>) {
+  // expected-error @below {{a fixed hot buffer needs floor > 0 slots per request}}
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      newest = 64 policy = fixed
+  return
+}
+
+// -----
+
+func.func @working_set_too_big(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>) {
+  // expected-error @below {{the working set of one request (newest 64 + floor 4096 = 4160 slots) does not fit the pool's 2048 HBM slots}}
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      newest = 64 floor = 4096 policy = adaptive
+  return
+}
+
+// -----
+
+func.func @two_specs(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>) {
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      newest = 64 policy = adaptive
+  // expected-error @below {{is the second residency spec of its pool}}
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      newest = 32 policy = adaptive
+  return
+}
+
+// -----
+
+func.func @verify_tokens_not_protected(%q: memref<4x5x16x576xbf16>, %rows: memref<4x5x256xi32>,
+    %slots: memref<4x5x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x5x16x512xbf16>) {
+  // expected-error @below {{protects the 2 newest tokens, but attention on this pool queries from 5 positions: the tokens being decoded or verified must stay resident}}
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      newest = 2 policy = adaptive
+  dhs.sparse_attention queries(%q : memref<4x5x16x576xbf16>)
+      rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x5x16x512xbf16>) scale = 0.0416666679
+  return
+}

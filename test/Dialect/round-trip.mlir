@@ -81,6 +81,20 @@ func.func @step(%scores: memref<4x2x8192xf32>, %q: memref<4x2x64x576xbf16>,
   return
 }
 
+// Residency: the protected working set and the optional-residency hints.
+// CHECK-LABEL: func.func @residency
+// CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>) newest = 128 floor = 64 policy = adaptive replacement = clock promotions = 512
+// CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>) newest = 64 floor = 4096 policy = fixed
+// CHECK-NOT: replacement
+func.func @residency(%a: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>,
+                     %b: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>) {
+  dhs.residency pool(%a : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>)
+      newest = 128 floor = 64 policy = adaptive replacement = clock promotions = 512
+  dhs.residency pool(%b : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>)
+      newest = 64 floor = 4096 policy = fixed
+  return
+}
+
 // A DeepSeek-V4.1 layer: top-512 compressed entries plus a 128-token sliding
 // window in a ring of 128 + 5 - 1 tokens.
 // CHECK-LABEL: func.func @sliding_window

@@ -242,16 +242,17 @@ TEST_CASE("C API: request and step errors", "[capi]") {
   CHECK(dhs_runtime_check(rt) == DHS_OK);
 
   // Admission refused when protected sets cannot be guaranteed: 64 slots,
-  // 10 per request, 2 admitted, so 4 more fit and the 5th is refused.
-  for (std::uint64_t id = 100; id < 104; ++id)
+  // 8 per request (newest 4 + floor 4; draft rings have memory of their
+  // own), 2 admitted, so 6 more fit and the 7th is refused.
+  for (std::uint64_t id = 100; id < 106; ++id)
     REQUIRE(dhs_request_admit(rt, id, 0, 10, nullptr) == DHS_OK);
-  CHECK(dhs_request_admit(rt, 104, 0, 10, nullptr) == DHS_ERROR_OUT_OF_MEMORY);
+  CHECK(dhs_request_admit(rt, 106, 0, 10, nullptr) == DHS_ERROR_OUT_OF_MEMORY);
   CHECK_THAT(lastError(), Catch::Contains("admission refused"));
   REQUIRE(dhs_runtime_get_stats(rt, &stats) == DHS_OK);
-  CHECK(stats.admitted_requests == 6);
-  CHECK(stats.optional_budget_slots == 4);
+  CHECK(stats.admitted_requests == 8);
+  CHECK(stats.optional_budget_slots == 0);
   REQUIRE(dhs_request_finish(rt, 100) == DHS_OK);
-  CHECK(dhs_request_admit(rt, 104, 0, 10, nullptr) == DHS_OK);
+  CHECK(dhs_request_admit(rt, 106, 0, 10, nullptr) == DHS_OK);
   dhs_runtime_destroy(rt);
 }
 

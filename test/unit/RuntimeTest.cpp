@@ -175,7 +175,9 @@ TEST_CASE("the executor's outputs equal attention over the engine's rows", "[run
     CHECK(stats.hbmBytesUsed > 0);
     CHECK(stats.hbmBytesUsed <= stats.hbmBytesCapacity);
     CHECK(stats.hostBytesUsed == (200 + 100 + 100) * 3 * 1152);
-    CHECK(stats.optionalBudgetSlots == (policy == ResidencyPolicy::Adaptive ? 64 - 3 * 10 : 0));
+    // Each request reserves newest 4 + floor 4 slots (its draft rings have
+    // memory of their own).
+    CHECK(stats.optionalBudgetSlots == (policy == ResidencyPolicy::Adaptive ? 64 - 3 * 8 : 0));
     // Rows read back are what was written.
     CHECK(std::memcmp(rt.hostRow(101, 2, 17).data(), shadow.row(101, 2, 17), 1152) == 0);
     CHECK(std::memcmp(rt.hostRow(7, 0, 5).data(), shadow.row(7, 0, 5), 1152) == 0);
@@ -284,6 +286,7 @@ TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]")
   RuntimeConfig config = smallConfig();
   config.layers = 2;
   config.layersPerGroup = 1;
+  config.hotFloor = 6;
   Runtime rt(config);
   std::vector<bf16_t> row(2 * 576, floatToBf16(1.0f));
   CHECK_THROWS_AS(rt.admit(1, 0, 10, nullptr), StateError);
@@ -350,7 +353,8 @@ TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]")
   rt.checkInvariants();
 
   SECTION("admission refused, then possible after a finish") {
-    // 64 slots, 10 reserved per request: 6 fit; 2 are admitted.
+    // 64 slots, 10 reserved per request (newest 4 + floor 6): 6 fit; 2 are
+    // admitted.
     for (std::uint64_t id = 10; id < 14; ++id)
       rt.admit(id, 0, 10, nullptr);
     RuntimeStats before = rt.stats();
@@ -399,7 +403,7 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
   ResidencyStepStats all;
   for (int phase = 0; phase < 4; ++phase) {
     RuntimeConfig config = smallConfig();
-    config.hbmSlots = 96;
+    config.hbmSlots = 80;
     config.hostRows = hostRows;
     config.maxRequests = 12;
     config.fullCheckInterval = 50;
@@ -433,7 +437,8 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
             start = r - max + 1;
         }
         const std::int64_t live = static_cast<std::int64_t>(shadow.rows.size());
-        const bool fits = live < 12 && (live + 1) * 10 <= 96 && start >= 0;
+        // Protected: newest 4 + floor 4 slots per request (not the draft ring).
+        const bool fits = live < 12 && (live + 1) * 8 <= 80 && start >= 0;
         const std::uint64_t id = nextId++;
         if (!fits) {
           std::vector<bf16_t> prefill(static_cast<std::size_t>(3 * len * 576), floatToBf16(1.0f));
@@ -629,4 +634,80 @@ TEST_CASE("a layer group's steps: one per layer index, checked", "[runtime]") {
   CHECK(rt.stats().graphCaptures == 0);
   config.cudaGraphs = true;
   CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path()}), Catch::Contains("CUDA backend"));
+}
+
+namespace {
+/// stepManifest with a residency spec for its pool (argument 5).
+std::string manifestWithResidency(const std::string &spec, int layer = 0) {
+  std::string text = dhs::test::stepManifest(2, 2, 2, 8, 256, -1, "mla_fp8", 2, layer);
+  const std::size_t end = text.rfind('}');
+  return text.substr(0, end) + R"(, "residency": [)" + spec + "]}";
+}
+} // namespace
+
+TEST_CASE("a step's residency spec configures the controller", "[runtime][residency]") {
+  RuntimeConfig config = smallConfig();
+  config.layers = 2;
+  config.layersPerGroup = 2;
+  config.hbmSlots = -1; // the step's 256
+  config.newestWindow = 16;
+  config.draftWindow = 4;
+  const std::string fixed = R"({"pool": 5, "newest": 24, "floor": 32, "policy": "fixed",
+                                "replacement": "lru", "max_promotions": 7})";
+  {
+    // Without a spec the runtime's config holds; draft rings live outside
+    // the pool, so no slots are reserved for them.
+    dhs::test::TempDir dir;
+    dir.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, 256, -1, "mla_fp8", 2, 0));
+    Runtime rt(config);
+    rt.loadStep(dir.path());
+    const ResidencyConfig &c = rt.controller().config();
+    CHECK(c.newestWindow == 16);
+    CHECK(c.draftWindow == 0);
+    CHECK(c.policy == ResidencyPolicy::Adaptive);
+    CHECK(c.maxPromotionsPerStep == -1);
+  }
+  {
+    dhs::test::TempDir dir;
+    dir.write("manifest.json", manifestWithResidency(fixed));
+    Runtime rt(config);
+    rt.loadStep(dir.path());
+    const ResidencyConfig &c = rt.controller().config();
+    CHECK(c.newestWindow == 24);
+    CHECK(c.hotFloor == 32);
+    CHECK(c.policy == ResidencyPolicy::Fixed);
+    CHECK(c.replacement == Replacement::Lru);
+    CHECK(c.maxPromotionsPerStep == 7);
+    // A request reserves newest + floor slots: 256 / 56 = 4 fit, the fifth not.
+    std::vector<bf16_t> prefill(static_cast<std::size_t>(2 * 8 * 656 / 2), floatToBf16(0.5f));
+    for (std::uint64_t id = 1; id <= 4; ++id)
+      rt.admit(id, 8, 64, prefill.data());
+    CHECK_THROWS_AS(rt.admit(5, 8, 64, prefill.data()), CapacityError);
+  }
+  {
+    // A layer group's steps that disagree on residency are refused.
+    dhs::test::TempDir l0, l1;
+    l0.write("manifest.json", manifestWithResidency(fixed, 0));
+    l1.write("manifest.json",
+             manifestWithResidency(R"({"pool": 5, "newest": 24, "floor": 32, "policy": "adaptive",
+                                      "replacement": "clock", "max_promotions": -1})",
+                                   1));
+    Runtime rt(config);
+    CHECK_THROWS_WITH(rt.loadSteps({l0.path(), l1.path()}),
+                      Catch::Contains("different residency specs") &&
+                          Catch::Contains("fixed/lru vs adaptive/clock"));
+  }
+  {
+    // Malformed specs are named.
+    CHECK_THROWS_WITH(Manifest::parse(manifestWithResidency(
+                                          R"({"pool": 0, "newest": 24, "floor": 0, "policy": "fixed",
+                                               "replacement": "lru", "max_promotions": -1})"),
+                                      ".", "m.json", {false}),
+                      Catch::Contains("residency[0].pool: is 0, not a kv_pool argument"));
+    CHECK_THROWS_WITH(Manifest::parse(manifestWithResidency(
+                                          R"({"pool": 5, "newest": 24, "floor": 0, "policy": "greedy",
+                                               "replacement": "lru", "max_promotions": -1})"),
+                                      ".", "m.json", {false}),
+                      Catch::Contains("'greedy' is not adaptive or fixed"));
+  }
 }
