@@ -91,6 +91,8 @@ CudaDriver::CudaDriver() {
   graphs &= resolveSymbol(library, graphExecDestroy, {"cuGraphExecDestroy"}, missingGraph);
   graphs &= resolveSymbol(library, graphDestroy, {"cuGraphDestroy"}, missingGraph);
   graphsAvailable_ = graphs;
+  std::string missingBatch;
+  resolveSymbol(library, memcpyBatchAsync, {"cuMemcpyBatchAsync_v2"}, missingBatch);
   if (!graphs)
     graphsReason_ = "CUDA driver too old for graphs (libcuda.so.1 lacks " + missingGraph + ")";
 

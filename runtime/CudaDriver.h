@@ -152,6 +152,11 @@ public:
   /// cuGraphDestroy
   decltype(&::cuGraphDestroy) graphDestroy = nullptr;
 
+  // Batched copies (CUDA 12.8+). Optional: null when the driver lacks it;
+  // copyBatch (CudaResources.h) then copies one by one.
+  /// cuMemcpyBatchAsync_v2
+  decltype(&::cuMemcpyBatchAsync) memcpyBatchAsync = nullptr;
+
   /// True when the graph entry points above were all resolved.
   bool graphsAvailable() const { return graphsAvailable_; }
   /// Why graphs are unusable ("" when graphsAvailable()).

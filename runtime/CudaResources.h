@@ -175,6 +175,37 @@ private:
   CUevent event_ = nullptr;
 };
 
+/// Enqueues `sources.size()` copies of `bytes` each, sources[i] to
+/// destinations[i] (device addresses; mapped host memory included), on
+/// `stream`: one cuMemcpyBatchAsync per 4096 copies where the driver has it,
+/// else one cuMemcpyAsync each. The copies of a batch may run in any order,
+/// so destinations must not overlap. `what` names them in errors.
+inline void copyBatch(const std::vector<CUdeviceptr> &destinations,
+                      const std::vector<CUdeviceptr> &sources, std::size_t bytes,
+                      CUstream stream, const std::string &what) {
+  const CudaDriver &cuda = driver();
+  const std::size_t count = sources.size();
+  if (!cuda.memcpyBatchAsync) {
+    for (std::size_t i = 0; i < count; ++i)
+      cuda.check(cuda.memcpyDtoDAsync(destinations[i], sources[i], bytes, stream), what);
+    return;
+  }
+  constexpr std::size_t kBatch = 4096;
+  std::vector<std::size_t> sizes(std::min(count, kBatch), bytes);
+  CUmemcpyAttributes attributes{};
+  // Sources are read in stream order (after the work submitted before).
+  attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  std::size_t firstWithAttributes = 0;
+  for (std::size_t begin = 0; begin < count; begin += kBatch) {
+    const std::size_t n = std::min(kBatch, count - begin);
+    cuda.check(cuda.memcpyBatchAsync(const_cast<CUdeviceptr *>(destinations.data() + begin),
+                                     const_cast<CUdeviceptr *>(sources.data() + begin),
+                                     sizes.data(), n, &attributes, &firstWithAttributes, 1,
+                                     stream),
+               what);
+  }
+}
+
 /// Row-major strides of a shape, in elements.
 inline std::vector<std::int64_t> rowMajorStrides(const std::vector<std::int64_t> &sizes) {
   std::vector<std::int64_t> strides(sizes.size(), 1);

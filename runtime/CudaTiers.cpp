@@ -214,21 +214,22 @@ public:
   }
 
   void copyToHbm(const std::vector<RowCopy> &copies) override {
-    const CudaDriver &cuda = driver();
     backends_.front()->makeCurrent();
     const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
+    // Every copy is one token of one pool, from the mapped host store to its
+    // slot; all of them go to the driver as one batch.
+    std::vector<CUdeviceptr> sources, destinations;
     for (const RowCopy &copy : copies)
       for (std::int32_t l = layout_.firstLayer(copy.group); l < layout_.endLayer(copy.group);
            l += layout_.layersPerPool) {
         const std::size_t pool = static_cast<std::size_t>(l / layout_.layersPerPool);
-        const auto *source = static_cast<const std::uint8_t *>(host_[pool]->host()) +
-                             static_cast<std::size_t>(copy.hostRow) * tokenBytes;
-        cuda.check(cuda.memcpyHtoDAsync(hbm_[pool]->get() +
-                                            static_cast<std::size_t>(copy.slot) * tokenBytes,
-                                        source, tokenBytes, stream_->get()),
-                   "copying host row " + std::to_string(copy.hostRow) + " to slot " +
-                       std::to_string(copy.slot));
+        sources.push_back(host_[pool]->device() +
+                          static_cast<std::size_t>(copy.hostRow) * tokenBytes);
+        destinations.push_back(hbm_[pool]->get() +
+                               static_cast<std::size_t>(copy.slot) * tokenBytes);
       }
+    copyBatch(destinations, sources, tokenBytes, stream_->get(),
+              "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
     busy_ = busy_ || !copies.empty();
   }
 

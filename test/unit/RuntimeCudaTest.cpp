@@ -150,8 +150,8 @@ TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]
 
 namespace {
 
-/// A lockstep session of several runtimes over layer groups of `G` FP8
-/// layers (`layers` in all): admits 5 requests, then `steps` steps of 4 of
+/// A lockstep session of several runtimes over layer groups of `G` MLA
+/// layers (`layers` in all, rows of the step's format): admits 5 requests, then `steps` steps of 4 of
 /// them with random selections (recurring, some -1) and queries, appending a
 /// token after each. `onStep(outputs)` gets every runtime's output of the
 /// step, [layers][4][Q][H][v_dim] each.
@@ -164,7 +164,7 @@ void lockstepSession(std::vector<Runtime *> runtimes, std::int32_t layers, std::
   auto randomRows = [&](std::int64_t count) {
     std::vector<std::uint8_t> data(static_cast<std::size_t>(count * rowBytes));
     for (std::int64_t i = 0; i < count; ++i)
-      fillRandomRow(RowFormat::MlaFp8, data.data() + i * rowBytes, rng);
+      fillRandomRow(s.format, data.data() + i * rowBytes, rng);
     return data;
   };
   std::map<std::uint64_t, std::int64_t> len;
@@ -205,6 +205,42 @@ void lockstepSession(std::vector<Runtime *> runtimes, std::int32_t layers, std::
       ++len[id];
     }
   }
+}
+
+/// Checks one lockstep step of a CPU and a CUDA runtime: the same rows
+/// selected, resident, fetched, promoted and evicted, and every layer's
+/// output within bf16 tolerance. Returns the worst relative error.
+double expectSameStep(const Runtime &cpu, const Runtime &gpu,
+                      const std::vector<std::vector<bf16_t>> &outputs, std::int32_t layers) {
+  const ResidencyStepStats a = cpu.stats().lastStep, b = gpu.stats().lastStep;
+  REQUIRE(a.selected == b.selected);
+  REQUIRE(a.resident == b.resident);
+  REQUIRE(a.fetched == b.fetched);
+  REQUIRE(a.promoted == b.promoted);
+  REQUIRE(a.evicted == b.evicted);
+  // Per layer: every layer reads its own rows of the group's pool.
+  double worst = 0.0;
+  const std::size_t perLayer = outputs[0].size() / static_cast<std::size_t>(layers);
+  for (std::int32_t l = 0; l < layers; ++l) {
+    std::vector<bf16_t> x(outputs[1].begin() + l * perLayer,
+                          outputs[1].begin() + (l + 1) * perLayer),
+        y(outputs[0].begin() + l * perLayer, outputs[0].begin() + (l + 1) * perLayer);
+    Comparison c = compareOutputs(x, y);
+    INFO("layer " << l);
+    REQUIRE(c.nonFinite == 0);
+    REQUIRE(c.relativeError < 1e-2);
+    worst = std::max(worst, c.relativeError);
+  }
+  return worst;
+}
+
+/// Checks that two runtimes' controllers hold the same rows in every slot.
+void expectSameResidency(const Runtime &cpu, const Runtime &gpu, std::int32_t slots) {
+  for (std::int32_t g = 0; g < cpu.groups(); ++g)
+    for (std::int32_t slot = 0; slot < slots; ++slot) {
+      REQUIRE(cpu.controller().slotOwner(g, slot) == gpu.controller().slotOwner(g, slot));
+      REQUIRE(cpu.controller().slotRow(g, slot) == gpu.controller().slotRow(g, slot));
+    }
 }
 
 /// The config of the layer-group sessions.
@@ -269,36 +305,59 @@ TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor",
     std::mt19937_64 rng(seed + static_cast<std::uint64_t>(G));
     double worst = 0.0;
     lockstepSession({&cpu, &gpu}, layers, G, 16, rng, [&](auto &outputs) {
-      const ResidencyStepStats a = cpu.stats().lastStep, b = gpu.stats().lastStep;
-      REQUIRE(a.selected == b.selected);
-      REQUIRE(a.resident == b.resident);
-      REQUIRE(a.fetched == b.fetched);
-      REQUIRE(a.promoted == b.promoted);
-      REQUIRE(a.evicted == b.evicted);
-      // Per layer: every layer reads its own rows of the group's pool.
-      const std::size_t perLayer = outputs[0].size() / static_cast<std::size_t>(layers);
-      for (std::int32_t l = 0; l < layers; ++l) {
-        std::vector<bf16_t> x(outputs[1].begin() + l * perLayer,
-                              outputs[1].begin() + (l + 1) * perLayer),
-            y(outputs[0].begin() + l * perLayer, outputs[0].begin() + (l + 1) * perLayer);
-        Comparison c = compareOutputs(x, y);
-        INFO("layer " << l);
-        REQUIRE(c.nonFinite == 0);
-        REQUIRE(c.relativeError < 1e-2);
-        worst = std::max(worst, c.relativeError);
-      }
+      worst = std::max(worst, expectSameStep(cpu, gpu, outputs, layers));
     });
-    for (std::int32_t g = 0; g < cpu.groups(); ++g)
-      for (std::int32_t slot = 0; slot < 2048; ++slot) {
-        REQUIRE(cpu.controller().slotOwner(g, slot) == gpu.controller().slotOwner(g, slot));
-        REQUIRE(cpu.controller().slotRow(g, slot) == gpu.controller().slotRow(g, slot));
-      }
+    expectSameResidency(cpu, gpu, 2048);
     cpu.checkInvariants();
     gpu.checkInvariants();
     WARN("CUDA vs CPU executor, FP8 layer groups of " << G << ": 16 steps x " << layers
                                                        << " layers, worst relative error "
                                                        << worst << ", same promotions");
   }
+}
+
+TEST_CASE("a staged verify step (shared retrieval): the CUDA executor matches the CPU",
+          "[cuda][gpu][runtime]") {
+  // examples/verify_step.mlir: 5 verify positions whose missing rows are
+  // fetched once per request (union, fetch into the staging arena), then
+  // attention over HBM and staging, for each of 3 layers.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 520;
+  INFO("DHS_TEST_SEED=" << seed - 520);
+  const std::string step = dhs::test::compiledStepsDir() + "/verify";
+  if (!std::ifstream(step + "/manifest.json")) {
+    WARN("SKIPPED: no compiled verify step at " << step);
+    return;
+  }
+  const std::int32_t layers = 3;
+  RuntimeConfig config = groupConfig(layers, 1);
+  if (!cuda.available()) {
+    config.backend = BackendKind::Cuda;
+    CHECK_THROWS_AS(Runtime(config).loadStep(step), Error);
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  config.backend = BackendKind::Cpu;
+  Runtime cpu(config);
+  config.backend = BackendKind::Cuda;
+  Runtime gpu(config);
+  cpu.loadStep(step);
+  gpu.loadStep(step);
+  REQUIRE(gpu.shape().queries == 5);
+  std::mt19937_64 rng(seed);
+  double worst = 0.0;
+  std::uint64_t fetched = 0;
+  lockstepSession({&cpu, &gpu}, layers, 1, 12, rng, [&](auto &outputs) {
+    worst = std::max(worst, expectSameStep(cpu, gpu, outputs, layers));
+    fetched += gpu.stats().lastStep.fetched;
+  });
+  CHECK(fetched > 0); // the staged path ran
+  expectSameResidency(cpu, gpu, 4096);
+  cpu.checkInvariants();
+  gpu.checkInvariants();
+  WARN("CUDA vs CPU executor, staged verify step (5 positions, shared fetch): 12 steps x "
+       << layers << " layers, " << fetched << " rows fetched, worst relative error " << worst
+       << ", same promotions");
 }
 
 TEST_CASE("CUDA graphs: a replayed step gives the bits of the launched one",
