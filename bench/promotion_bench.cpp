@@ -1,20 +1,26 @@
 //===- promotion_bench.cpp - Times promotions: one copy per row vs a batch -===//
 //
-// Usage: dhs-promotion-bench [token bytes] [rows...]
+// Usage: dhs-promotion-bench <place_rows step dir> [rows...]
 // Promotions copy rows the step read from the host store into free HBM
 // slots. For each count N (default 256 1024 4096 16384) of random distinct
-// host rows (out of 200,000 tokens of `token bytes`, default 2624: a GLM-5
-// layer group of 4 FP8 rows) into random distinct slots of 65,536, it times,
-// from the first enqueue until the stream is done (median of 7):
-//   per-row   one cuMemcpyHtoDAsync per row (what the runtime did before)
-//   batch     copyBatch: cuMemcpyBatchAsync (what the runtime does now)
+// host rows (out of 200,000 tokens of the step's token bytes: 2624 for
+// examples/place_rows_step.mlir, a GLM-5 layer group of 4 FP8 rows) into
+// random distinct slots of 65,536, it times, from the first enqueue until the
+// stream is done (median of 7):
+//   per-row   one cuMemcpyHtoDAsync per row
+//   batch     copyBatch: cuMemcpyBatchAsync
+//   kernel    the compiled dhs.place_rows kernel (its N rows per launch),
+//             which also records the slots in the residency map
 //   floor     N x token bytes as one contiguous pinned host-to-device copy
-// and checks that the batch put every row in its slot.
+// and checks that the kernel put every row in its slot (the runtime's tests
+// check the batch).
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/CudaBackend.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/CudaResources.h"
+#include "runtime/Manifest.h"
 
 #include <algorithm>
 #include <chrono>
@@ -49,7 +55,17 @@ double medianMs(CUstream stream, int runs, Work work) {
 
 int main(int argc, char **argv) {
   try {
-    const std::size_t tokenBytes = argc > 1 ? std::stoul(argv[1]) : 2624;
+    if (argc < 2) {
+      std::fprintf(stderr, "usage: dhs-promotion-bench <place_rows step dir> [rows...]\n");
+      return 2;
+    }
+    Manifest manifest = Manifest::load(argv[1]);
+    if (manifest.launches.size() != 1 || manifest.launches[0].op != "place_rows")
+      throw Error(std::string(argv[1]) + " is not a single place_rows step");
+    const KvPoolInfo &poolInfo = manifest.argument(ArgumentRole::KvPool).pool;
+    const std::size_t tokenBytes = static_cast<std::size_t>(poolInfo.layers * poolInfo.rowBytes);
+    const std::size_t perLaunch =
+        static_cast<std::size_t>(manifest.argument(ArgumentRole::PlaceRows).shape[0]);
     std::vector<std::size_t> counts;
     for (int i = 2; i < argc; ++i)
       counts.push_back(std::stoul(argv[i]));
@@ -61,13 +77,29 @@ int main(int argc, char **argv) {
                    cuda.unavailableReason().c_str());
       return 1;
     }
-    CUdevice device;
-    cuda.check(cuda.deviceGet(&device, 0), "cuDeviceGet");
-    PrimaryContext context(device);
+    CudaBackend backend(manifest, 0);
+    backend.makeCurrent();
     const std::size_t hostTokens = 200000, slots = 65536;
     MappedHostBuffer host(hostTokens * tokenBytes, "the host store");
     DeviceBuffer hbm(slots * tokenBytes, "the HBM pool");
     DeviceBuffer contiguous(counts.back() * tokenBytes, "the floor's destination");
+    DeviceBuffer map(hostTokens * 4, "the residency map");
+    DeviceBuffer placeRows(perLaunch * 8, "rows to place"), placeSlots(perLaunch * 4, "slots");
+    DeviceBuffer status(4, "the status word");
+    cuda.check(cuda.memsetD32(status.get(), 0, 1), "the status word");
+    CudaStepBuffers buffers;
+    buffers.arguments.assign(manifest.arguments.size(), 0);
+    buffers.arguments[static_cast<std::size_t>(manifest.argument(ArgumentRole::PlaceRows).index)] =
+        placeRows.get();
+    buffers.arguments[static_cast<std::size_t>(manifest.argument(ArgumentRole::PlaceSlots).index)] =
+        placeSlots.get();
+    buffers.hbm = hbm.get();
+    buffers.hbmSlots = static_cast<std::int64_t>(slots);
+    buffers.host = host.device();
+    buffers.hostRows = static_cast<std::int64_t>(hostTokens);
+    buffers.map = map.get();
+    buffers.status = status.get();
+    MappedHostBuffer lists(perLaunch * 12, "the pinned lists");
     Stream stream;
     std::mt19937_64 rng(5);
     auto *bytes = static_cast<std::uint8_t *>(host.host());
@@ -78,8 +110,8 @@ int main(int argc, char **argv) {
     std::printf("batched copies: %s; token %zu bytes; host store %zu tokens, pool %zu slots\n",
                 cuda.memcpyBatchAsync ? "cuMemcpyBatchAsync" : "unavailable (one copy each)",
                 tokenBytes, hostTokens, slots);
-    std::printf("%8s %12s %12s %12s %10s %10s %10s\n", "rows", "per-row ms", "batch ms",
-                "floor ms", "per-row/b", "batch/flr", "batch GB/s");
+    std::printf("%8s %11s %11s %11s %11s %10s %10s %11s\n", "rows", "per-row ms", "batch ms",
+                "kernel ms", "floor ms", "batch/kern", "kern/floor", "kern GB/s");
     std::vector<std::size_t> hostOrder(hostTokens), slotOrder(slots);
     for (std::size_t n : counts) {
       std::iota(hostOrder.begin(), hostOrder.end(), 0);
@@ -106,7 +138,34 @@ int main(int argc, char **argv) {
         cuda.check(cuda.memcpyHtoDAsync(contiguous.get(), bytes, n * tokenBytes, stream.get()),
                    "the contiguous copy");
       });
-      // Every row reached its slot.
+      // The kernel: lists staged in pinned memory, copied up, one launch per
+      // perLaunch rows (the last padded with -1).
+      cuda.check(cuda.memsetD32Async(hbm.get(), 0, slots * tokenBytes / 4, stream.get()),
+                 "clearing the pool");
+      auto *listRows = static_cast<std::int64_t *>(lists.host());
+      auto *listSlots = reinterpret_cast<std::int32_t *>(listRows + perLaunch);
+      const double kernel = medianMs(stream.get(), 7, [&] {
+        for (std::size_t begin = 0; begin < n; begin += perLaunch) {
+          // The previous launch has read the lists: reuse them.
+          cuda.check(cuda.streamSynchronize(stream.get()), "the previous launch");
+          for (std::size_t i = 0; i < perLaunch; ++i) {
+            const bool used = begin + i < n;
+            listRows[i] = used ? static_cast<std::int64_t>(hostOrder[begin + i]) : -1;
+            listSlots[i] = used ? static_cast<std::int32_t>(slotOrder[begin + i]) : -1;
+          }
+          cuda.check(cuda.memcpyHtoDAsync(placeRows.get(), listRows, perLaunch * 8, stream.get()),
+                     "rows");
+          cuda.check(cuda.memcpyHtoDAsync(placeSlots.get(), listSlots, perLaunch * 4,
+                                          stream.get()),
+                     "slots");
+          backend.launchAsync(buffers, stream.get());
+        }
+      });
+      std::uint32_t word = 0;
+      cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
+      if (word != 0)
+        throw Error("the place_rows kernel reported status " + std::to_string(word));
+      // Every row reached its slot (the kernel's run was the last).
       std::vector<std::uint8_t> check(tokenBytes);
       for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 64)) {
         cuda.check(cuda.memcpyDtoH(check.data(), destinations[i], tokenBytes), "reading a slot");
@@ -116,9 +175,9 @@ int main(int argc, char **argv) {
           return 1;
         }
       }
-      std::printf("%8zu %12.3f %12.3f %12.3f %9.1fx %9.1fx %10.1f\n", n, perRow, batch, floor,
-                  perRow / batch, batch / floor,
-                  static_cast<double>(n * tokenBytes) / batch / 1e6);
+      std::printf("%8zu %11.3f %11.3f %11.3f %11.3f %9.1fx %9.1fx %11.1f\n", n, perRow, batch,
+                  kernel, floor, batch / kernel, kernel / floor,
+                  static_cast<double>(n * tokenBytes) / kernel / 1e6);
     }
     return 0;
   } catch (const std::exception &e) {

@@ -42,6 +42,8 @@ private:
     DenseMap<std::pair<Value, unsigned>, Value> tierViews;
     /// The step status of each function.
     DenseMap<Operation *, Value> statuses;
+    /// Residency-map views, by pool value.
+    DenseMap<Value, Value> maps;
     /// Kernels generated so far, by configuration: layers of the same
     /// shape, format and layer index within their group share one kernel.
     std::map<std::string, KernelEntry> kernels;
@@ -75,6 +77,21 @@ static Value getTierView(OpBuilder &builder, Value pool, Tier tier,
     view = memref::CastOp::create(builder, loc, dynamicType, view);
   cache[key] = view;
   return view;
+}
+
+/// Returns the residency map of `pool` as memref<?xi32>, made once per pool
+/// value right after its definition.
+static Value getPoolMap(OpBuilder &builder, Value pool,
+                        DenseMap<Value, Value> &cache) {
+  if (Value cached = cache.lookup(pool))
+    return cached;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfterValue(pool);
+  Value map = PoolMapOp::create(
+      builder, pool.getLoc(),
+      MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()), pool);
+  cache[pool] = map;
+  return map;
 }
 
 /// Returns the step status of the function around `op`, made at its entry.
@@ -203,6 +220,21 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     operands = {resolve.getRows(), resolve.getResidency(),
                 resolve.getHistoryLen(), resolve.getSlots(),
                 getStepStatus(builder, op, values.statuses)};
+  } else if (auto place = dyn_cast<PlaceRowsOp>(op)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "place_rows/" << place.getRows().getType() << '/'
+       << place.getPool().getType().getFormat() << '/'
+       << place.getPool().getType().getLayers();
+    key = text;
+    build = [&](OpBuilder &b, StringRef name) {
+      return buildPlaceRowsKernel(b, place, name, geometry);
+    };
+    operands = {tier(place.getPool(), Tier::hbm),
+                tier(place.getPool(), Tier::host),
+                getPoolMap(builder, place.getPool(), values.maps),
+                place.getRows(), place.getSlots(),
+                getStepStatus(builder, op, values.statuses)};
   } else if (auto ringIndex = dyn_cast<RingIndexOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -313,7 +345,7 @@ void DhsLowerToGPU::runOnOperation() {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
         isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
             RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp, PoolTierOp,
-            StepStatusOp, ScratchOp, ResidencyOp>(op))
+            PoolMapOp, PlaceRowsOp, StepStatusOp, ScratchOp, ResidencyOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
@@ -326,7 +358,8 @@ void DhsLowerToGPU::runOnOperation() {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
     if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp>(op))
+            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp,
+            PlaceRowsOp>(op))
       ops.push_back(op);
   });
   if (ops.empty())

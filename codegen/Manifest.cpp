@@ -73,6 +73,9 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
                                      "next_token"};
   static const StringRef topk[] = {"scores", "history_len", "row_ids",
                                    "status"};
+  static const StringRef placeRows[] = {"kv_pool",    "kv_pool",
+                                        "kv_pool",    "place_rows",
+                                        "place_slots", "status"};
   static const StringRef sampledAccept[] = {
       "draft_tokens", "target_probs", "draft_probs", "seeds",
       "step_counter", "accepted",     "next_token"};
@@ -83,12 +86,14 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
       indexedAttention, windowedAttention,       windowedIndexedAttention,
       fetch,            fetchMissing,            unionMissing,
       ringIndex,        copyRows,                resolve,
-      accept,           sampledAccept,           topk};
+      accept,           sampledAccept,           topk,
+      placeRows};
   StringRef names[] = {"sparse_attention", "sparse_attention", "attention",
                        "attention",        "attention",        "attention",
                        "fetch",            "fetch",            "union_missing",
                        "ring_index",       "copy_rows",        "resolve",
-                       "accept",           "accept",           "topk"};
+                       "accept",           "accept",           "topk",
+                       "place_rows"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;
@@ -119,6 +124,13 @@ describeParameter(gpu::LaunchFuncOp launch, unsigned position, Value value,
              << " views a pool that is not an argument of the step";
     describe(tier.getTier() == Tier::hbm ? "pool_hbm" : "pool_host",
              poolArg.getArgNumber());
+  } else if (auto map = value.getDefiningOp<PoolMapOp>()) {
+    auto poolArg = dyn_cast<BlockArgument>(map.getPool());
+    if (!poolArg || poolArg.getOwner()->getParentOp() != step)
+      return launch.emitOpError()
+             << "operand #" << position
+             << " is the map of a pool that is not an argument of the step";
+    describe("pool_map", poolArg.getArgNumber());
   } else if (value.getDefiningOp<StepStatusOp>()) {
     describe("status", std::nullopt);
   } else if (auto scratch = value.getDefiningOp<ScratchOp>()) {
@@ -196,7 +208,7 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       residencySpecs.push_back(spec);
       return WalkResult::advance();
     }
-    if (isa<func::ReturnOp, PoolTierOp, StepStatusOp, ScratchOp,
+    if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, StepStatusOp, ScratchOp,
             memref::CastOp, arith::ConstantOp, func::FuncOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "is left in the step after code generation; the "

@@ -156,6 +156,101 @@ mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchOp op, StringRef name,
 }
 
 FailureOr<gpu::GPUFuncOp>
+mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op,
+                                StringRef name, KernelGeometry &geometry) {
+  KVPoolType pool = op.getPool().getType();
+  MemRefType rows = op.getRows().getType();
+  if (!rows.hasStaticShape())
+    return op.emitOpError() << "needs static shapes to generate a kernel";
+  int64_t placed = rows.getDimSize(0);
+  int64_t layers = pool.getLayers();
+  int64_t rowBytes = pool.getFormat().getRowBytes();
+  int64_t tokenChunks = layers * rowBytes / kCopyBytes;
+  int64_t items = placed * tokenChunks;
+
+  Type i8 = builder.getI8Type();
+  Type tier = MemRefType::get({ShapedType::kDynamic, layers, rowBytes}, i8);
+  SmallVector<Type> arguments{
+      tier, tier, MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()),
+      rows, op.getSlots().getType(),
+      MemRefType::get({1}, builder.getI32Type())};
+  Location loc = op.getLoc();
+  gpu::GPUFuncOp func =
+      createKernel(builder, loc, name, arguments, kFetchThreads);
+  geometry.grid = {llvm::divideCeil(items, kFetchThreads), 1, 1};
+  geometry.block = {kFetchThreads, 1, 1};
+
+  ImplicitLocOpBuilder ib(loc, builder);
+  ib.setInsertionPointToStart(&func.getBody().front());
+  KernelBuilder kb{ib};
+  Value hbm = func.getArgument(0), host = func.getArgument(1),
+        map = func.getArgument(2), rowsArg = func.getArgument(3),
+        slotsArg = func.getArgument(4), status = func.getArgument(5);
+  Value item = arith::AddIOp::create(
+      ib,
+      arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x),
+                            kb.index(kFetchThreads)),
+      gpu::ThreadIdOp::create(ib, gpu::Dimension::x));
+  Value hostRows = arith::IndexCastOp::create(
+      ib, ib.getI64Type(), memref::DimOp::create(ib, host, kb.index(0)));
+  Value hbmSlots = arith::IndexCastOp::create(
+      ib, ib.getI64Type(), memref::DimOp::create(ib, hbm, kb.index(0)));
+  Value mapRows = arith::IndexCastOp::create(
+      ib, ib.getI64Type(), memref::DimOp::create(ib, map, kb.index(0)));
+  auto chunkType = VectorType::get({kCopyBytes}, i8);
+
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, item, kb.index(items)), [&] {
+    Value i = arith::DivUIOp::create(ib, item, kb.index(tokenChunks));
+    Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
+    Value row = memref::LoadOp::create(ib, rowsArg, ValueRange{i});
+    Value slot = memref::LoadOp::create(ib, slotsArg, ValueRange{i});
+    Value slot64 = arith::ExtSIOp::create(ib, ib.getI64Type(), slot);
+    Value listed = kb.cmpi(arith::CmpIPredicate::sge, row, kb.i64(0));
+    Value badHost = arith::OrIOp::create(
+        ib, kb.cmpi(arith::CmpIPredicate::sge, row, hostRows),
+        kb.cmpi(arith::CmpIPredicate::sge, row, mapRows));
+    Value badSlot = arith::OrIOp::create(
+        ib, kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i32(-1)),
+        kb.cmpi(arith::CmpIPredicate::sge, slot64, hbmSlots));
+    Value bits = arith::OrIOp::create(
+        ib, kb.select(badHost, kb.i32(kStatusBadHostRow), kb.i32(0)),
+        kb.select(badSlot, kb.i32(kStatusBadSlot), kb.i32(0)));
+    Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
+    Value first = kb.cmpi(arith::CmpIPredicate::eq, chunk, kb.index(0));
+    // A row's first chunk reports bad input, or records the row's slot.
+    kb.ifThen(arith::AndIOp::create(ib, listed, first), [&] {
+      kb.ifThen(arith::XOrIOp::create(ib, ok,
+                                      arith::ConstantIntOp::create(ib, 1, 1)),
+                [&] {
+                  memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori,
+                                              bits, status,
+                                              ValueRange{kb.index(0)});
+                });
+      kb.ifThen(ok, [&] {
+        memref::StoreOp::create(ib, slot, map, ValueRange{kb.toIndex(row)});
+      });
+    });
+    Value copies = arith::AndIOp::create(
+        ib, arith::AndIOp::create(ib, listed, ok),
+        kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0)));
+    kb.ifThen(copies, [&] {
+      Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
+      Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
+      Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
+      Value data = vector::LoadOp::create(
+          ib, chunkType, host, ValueRange{kb.toIndex(row), layer, column},
+          /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+      vector::StoreOp::create(ib, data, hbm,
+                              ValueRange{kb.toIndex(slot64), layer, column},
+                              /*nontemporal=*/false,
+                              llvm::MaybeAlign(kCopyBytes));
+    });
+  });
+  gpu::ReturnOp::create(ib);
+  return func;
+}
+
+FailureOr<gpu::GPUFuncOp>
 mlir::dhs::buildUnionMissingKernel(OpBuilder &builder, UnionMissingOp op,
                                    StringRef name, KernelGeometry &geometry) {
   MemRefType rows = op.getRows().getType();

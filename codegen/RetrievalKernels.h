@@ -45,6 +45,14 @@ FailureOr<gpu::GPUFuncOp> buildResolveKernel(OpBuilder &builder, ResolveOp op,
                                              StringRef name,
                                              KernelGeometry &geometry);
 
+/// Builds the kernel of a `dhs.place_rows` (arguments: the HBM tier, the
+/// host tier, the residency map, rows, slots, step status): threads copy the
+/// placed rows 16 bytes at a time from the mapped host store into their
+/// slots, and each row's first chunk records its slot (or -1) in the map.
+FailureOr<gpu::GPUFuncOp> buildPlaceRowsKernel(OpBuilder &builder,
+                                               PlaceRowsOp op, StringRef name,
+                                               KernelGeometry &geometry);
+
 } // namespace mlir::dhs
 
 #endif // DHS_CODEGEN_RETRIEVALKERNELS_H

@@ -139,6 +139,21 @@ LogicalResult PoolTierOp::verify() {
   return success();
 }
 
+LogicalResult PoolMapOp::verify() {
+  int64_t capacity = getPool().getType().getCapacity(Tier::host);
+  int64_t size = getMap().getType().getDimSize(0);
+  if (!ShapedType::isDynamic(capacity) && !ShapedType::isDynamic(size) &&
+      size != capacity)
+    return emitOpError() << "a residency map has one entry per host row ("
+                         << capacity << "), got " << size;
+  return success();
+}
+
+LogicalResult PlaceRowsOp::verify() {
+  return checkDim(*this, "slots", getSlots().getType(), 0,
+                  getRows().getType().getDimSize(0), "rows placed");
+}
+
 LogicalResult StepStatusOp::verify() {
   MemRefType type = getStatus().getType();
   if (type.getRank() != 1 || type.getDimSize(0) != 1)

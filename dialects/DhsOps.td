@@ -45,6 +45,28 @@ def Dhs_PoolTierOp : Dhs_Op<"pool_tier", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dhs_PoolMapOp : Dhs_Op<"pool_map", [Pure]> {
+  let summary = "A KV pool's residency map: the HBM slot of each host row";
+  let description = [{
+    Views the runtime-owned device table of a pool that gives, for every row
+    of the host store, the HBM slot holding a copy of it, or -1. Kernels that
+    place rows (`dhs.place_rows`) keep it up to date; kernels can look
+    selections up in it without the host. Its size is the host capacity.
+
+    ```mlir
+    %map = dhs.pool_map of %pool
+        : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>
+          -> memref<?xi32>
+    ```
+  }];
+  let arguments = (ins Dhs_KVPoolType:$pool);
+  let results = (outs MemRefRankOf<[I32], [1]>:$map);
+  let assemblyFormat = [{
+    `of` $pool attr-dict `:` qualified(type($pool)) `->` type($map)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
   let summary = "The runtime-owned error word of the current step";
   let description = [{
@@ -189,6 +211,38 @@ def Dhs_ResolveOp : Dhs_Op<"resolve"> {
     `residency` `(` $residency `:` type($residency) `)`
     `history` `(` $history_len `:` type($history_len) `)`
     `into` `(` $slots `:` type($slots) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_PlaceRowsOp : Dhs_Op<"place_rows"> {
+  let summary = "Copy host rows into HBM slots and record them in the pool's map";
+  let description = [{
+    The residency controller's decisions, carried out on the device in one
+    launch: for each `i` with `rows[i] >= 0` (a host-store row; -1 pads the
+    list), when `slots[i] >= 0` the token's rows for every layer of the group
+    are copied from the host store into HBM slot `slots[i]` and the pool's
+    residency map records `map[rows[i]] = slots[i]`; when `slots[i] == -1`
+    only the map changes (`map[rows[i]] = -1`: the row left HBM). Rows must
+    be distinct within one op. A host row outside the store (status bit 4)
+    or a slot outside the HBM tier (bit 2) is reported and nothing is
+    written for it. The runtime places promoted, appended and admitted rows,
+    and releases evicted ones, this way after the step that read them.
+
+    ```mlir
+    dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        rows(%rows : memref<4096xi64>) slots(%slots : memref<4096xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Dhs_KVPoolType:$pool,
+    Arg<MemRefRankOf<[I64], [1]>, "host-store rows [N], -1 = none", [MemRead]>:$rows,
+    Arg<MemRefRankOf<[I32], [1]>, "HBM slot of each row [N], -1 = released", [MemRead]>:$slots
+  );
+  let assemblyFormat = [{
+    `pool` `(` $pool `:` qualified(type($pool)) `)`
+    `rows` `(` $rows `:` type($rows) `)`
+    `slots` `(` $slots `:` type($slots) `)` attr-dict
   }];
   let hasVerifier = 1;
 }

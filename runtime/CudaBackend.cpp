@@ -213,6 +213,13 @@ void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream, s
         sizes[0] = buffers.hostRows;
         params.addMemref(buffers.host, sizes);
         break;
+      case ParamSource::PoolMap:
+        if (!buffers.map)
+          throw Error("step '" + st.manifest.step +
+                      "' needs the pool's residency map but none was given");
+        sizes[0] = buffers.hostRows;
+        params.addMemref(buffers.map, sizes);
+        break;
       case ParamSource::Status:
         params.addMemref(buffers.status, sizes);
         break;
@@ -322,6 +329,10 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
         sizes[0] = shape.hostRows;
         params[i].addMemref(host.device(), sizes);
         break;
+      case ParamSource::PoolMap:
+        throw Error("step '" + manifest.step +
+                    "' places rows through a residency map, which one attention "
+                    "problem does not have");
       case ParamSource::Status:
         params[i].addMemref(status.get(), sizes);
         break;

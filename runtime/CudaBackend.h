@@ -82,6 +82,7 @@ struct CudaStepBuffers {
   std::int64_t hbmSlots = 0;          ///< its slots
   CUdeviceptr host = 0;               ///< the mapped host store, device address
   std::int64_t hostRows = 0;          ///< its rows
+  CUdeviceptr map = 0;                ///< the pool's residency map [host_rows] i32
   CUdeviceptr status = 0;             ///< the status word (u32)
   CUdeviceptr arena = 0;              ///< the staging arena (manifest arena_bytes)
 };

@@ -111,6 +111,10 @@ const char *roleName(ArgumentRole role) {
     return "window_ring";
   case ArgumentRole::WindowTokens:
     return "window_tokens";
+  case ArgumentRole::PlaceRows:
+    return "place_rows";
+  case ArgumentRole::PlaceSlots:
+    return "place_slots";
   }
   return "?";
 }
@@ -123,6 +127,8 @@ const char *paramSourceName(ParamSource source) {
     return "pool_hbm";
   case ParamSource::PoolHost:
     return "pool_host";
+  case ParamSource::PoolMap:
+    return "pool_map";
   case ParamSource::Status:
     return "status";
   case ParamSource::Scratch:
@@ -385,7 +391,8 @@ const ArgumentRole kStepRoles[] = {
     ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::DraftProbs,
     ArgumentRole::Seeds,
     ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken,
-    ArgumentRole::Scores,      ArgumentRole::WindowRing,  ArgumentRole::WindowTokens};
+    ArgumentRole::Scores,      ArgumentRole::WindowRing,  ArgumentRole::WindowTokens,
+    ArgumentRole::PlaceRows,   ArgumentRole::PlaceSlots};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
   for (ArgumentRole role : kAllRoles)
@@ -439,7 +446,8 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
              "' (known: queries, row_ids, slots, history_start, history_len, "
              "kv_pool, output, positions, rows, residency, draft_tokens, "
              "target_probs, draft_probs, seeds, step_counter, accepted, "
-             "next_token, scores, window_ring, window_tokens)");
+             "next_token, scores, window_ring, window_tokens, place_rows, "
+             "place_slots)");
 
   Argument arg;
   arg.role = *role;
@@ -565,6 +573,12 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
     if (arg.role == ArgumentRole::WindowTokens &&
         (arg.dtype != DType::I32 || arg.shape.size() != 1))
       fail(here, "window token counts are i32 [B]");
+    if (arg.role == ArgumentRole::PlaceRows &&
+        (arg.dtype != DType::I64 || arg.shape.size() != 1))
+      fail(here, "rows to place are i64 [N]");
+    if (arg.role == ArgumentRole::PlaceSlots &&
+        (arg.dtype != DType::I32 || arg.shape.size() != 1))
+      fail(here, "slots to place rows in are i32 [N]");
   }
   if (!attention_)
     return;
@@ -672,6 +686,8 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     param.source = ParamSource::PoolHbm;
   else if (sourceText == "pool_host")
     param.source = ParamSource::PoolHost;
+  else if (sourceText == "pool_map")
+    param.source = ParamSource::PoolMap;
   else if (sourceText == "status")
     param.source = ParamSource::Status;
   else if (sourceText == "scratch")
@@ -679,7 +695,7 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
   else
     fail(field + ".source", "unknown source '" + sourceText +
                                 "' (known: argument, pool_hbm, pool_host, "
-                                "status, scratch)");
+                                "pool_map, status, scratch)");
 
   if (param.source == ParamSource::Scratch) {
     // A static buffer inside the staging arena.
@@ -745,11 +761,19 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     return param;
   }
 
-  // pool_hbm / pool_host: [tokens, layers, row_bytes] of i8.
+  // pool_hbm / pool_host: [tokens, layers, row_bytes] of i8; pool_map:
+  // [host_rows] of i32.
   if (!arg.isPool)
     fail(field + ".index", argText + " is not a kv_pool argument (source '" +
                                sourceText + "' needs one)");
   const KvPoolInfo &pool = arg.pool;
+  if (param.source == ParamSource::PoolMap) {
+    if (param.dtype != DType::I32 || param.shape.size() != 1 ||
+        (param.shape[0] != -1 && param.shape[0] != pool.hostRows))
+      fail(field, std::string("a residency map is i32 [host_rows], not ") +
+                      dtypeName(param.dtype) + " " + formatShape(param.shape));
+    return param;
+  }
   if (param.dtype != DType::I8)
     fail(field + ".dtype", std::string(dtypeName(param.dtype)) +
                                ": pool tiers are passed as bytes (i8)");
@@ -805,11 +829,11 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   if (!launch.isAttention() && launch.op != "fetch" &&
       launch.op != "union_missing" && launch.op != "ring_index" &&
       launch.op != "copy_rows" && launch.op != "resolve" &&
-      launch.op != "accept" && launch.op != "topk")
+      launch.op != "accept" && launch.op != "topk" && launch.op != "place_rows")
     fail(field + ".op", "unknown op '" + launch.op +
                             "' (known: sparse_attention, attention, fetch, "
                             "union_missing, ring_index, copy_rows, resolve, "
-                            "accept, topk)");
+                            "accept, topk, place_rows)");
   // Attention launches carry their scale and layer, row copies their
   // direction.
   if (launch.isAttention() && value.contains("window_size"))

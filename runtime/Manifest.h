@@ -66,6 +66,8 @@ enum class ArgumentRole {
   Scores,       ///< f32 [B,Q,N]: the indexer's score of each row (topk)
   WindowRing,   ///< i8 [B,R,layers,row_bytes]: sliding-window ring (attention)
   WindowTokens, ///< i32 [B]: raw tokens of each request (sliding window)
+  PlaceRows,    ///< i64 [N]: host-store rows to place in HBM (-1: none)
+  PlaceSlots,   ///< i32 [N]: their HBM slots (-1: the row left HBM)
 };
 
 /// Returns the manifest spelling of a role ("queries", "row_ids", ...).
@@ -76,6 +78,7 @@ enum class ParamSource {
   Argument, ///< a memref argument of the step
   PoolHbm,  ///< the KV pool's HBM slots [hbm_slots, layers, row_bytes] x i8
   PoolHost, ///< the host store [host_rows, layers, row_bytes] x i8, zero-copy
+  PoolMap,  ///< the pool's residency map [host_rows] x i32: slot of each row
   Status,   ///< the step's device status word, i32 [1]
   Scratch,  ///< a buffer at `offset` bytes into the step's staging arena
 };

@@ -515,3 +515,21 @@ func.func @verify_tokens_not_protected(%q: memref<4x5x16x576xbf16>, %rows: memre
       layer = 0 output(%out : memref<4x5x16x512xbf16>) scale = 0.0416666679
   return
 }
+
+// -----
+
+func.func @place_rows_mismatch(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>,
+                               %rows: memref<512xi64>, %slots: memref<256xi32>) {
+  // expected-error @below {{slots dimension 0 (rows placed) is 256, expected 512}}
+  dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      rows(%rows : memref<512xi64>) slots(%slots : memref<256xi32>)
+  return
+}
+
+// -----
+
+func.func @pool_map_size(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000>) {
+  // expected-error @below {{a residency map has one entry per host row (1000), got 999}}
+  %map = dhs.pool_map of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000> -> memref<999xi32>
+  return
+}

@@ -81,6 +81,18 @@ func.func @step(%scores: memref<4x2x8192xf32>, %q: memref<4x2x64x576xbf16>,
   return
 }
 
+// Placing rows: copies into HBM slots recorded in the pool's residency map.
+// CHECK-LABEL: func.func @place_rows
+// CHECK: dhs.pool_map of %{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = 65536> -> memref<65536xi32>
+// CHECK: dhs.place_rows pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = 65536>) rows(%{{.*}} : memref<512xi64>) slots(%{{.*}} : memref<512xi32>)
+func.func @place_rows(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = 65536>,
+                      %rows: memref<512xi64>, %slots: memref<512xi32>) {
+  %map = dhs.pool_map of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = 65536> -> memref<65536xi32>
+  dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = 65536>)
+      rows(%rows : memref<512xi64>) slots(%slots : memref<512xi32>)
+  return
+}
+
 // Residency: the protected working set and the optional-residency hints.
 // CHECK-LABEL: func.func @residency
 // CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>) newest = 128 floor = 64 policy = adaptive replacement = clock promotions = 512
