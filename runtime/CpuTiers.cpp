@@ -20,6 +20,11 @@ void TierBackend::setGraphs(bool on) {
 
 void TierBackend::setDraftStep(const Manifest &) {}
 
+void TierBackend::setPlacementStep(const Manifest &,
+                                   const std::vector<const std::vector<std::int32_t> *> &) {}
+
+const std::int32_t *TierBackend::residencyMapSnapshot(std::int32_t) { return nullptr; }
+
 DraftStepInfo draftStepInfo(const Manifest &m) {
   auto fail = [&](const std::string &what) {
     throw Error("the step " + m.directory + " is not a draft-ring step (" + what +
@@ -127,8 +132,8 @@ public:
     // the group's one pool).
     const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
     for (const RowCopy &copy : copies)
-      for (std::int32_t l = layout_.firstLayer(copy.group); l < layout_.endLayer(copy.group);
-           l += layout_.layersPerPool) {
+      for (std::int32_t l = layout_.firstLayer(copy.group);
+           copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
         const std::size_t pool = static_cast<std::size_t>(l / layout_.layersPerPool);
         std::memcpy(bytes(hbm_[pool]) + static_cast<std::size_t>(copy.slot) * tokenBytes,
                     bytes(host_[pool]) + static_cast<std::size_t>(copy.hostRow) * tokenBytes,

@@ -215,13 +215,18 @@ public:
 
   void copyToHbm(const std::vector<RowCopy> &copies) override {
     backends_.front()->makeCurrent();
+    if (placement_) {
+      place(copies);
+      return;
+    }
     const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
     // Every copy is one token of one pool, from the mapped host store to its
-    // slot; all of them go to the driver as one batch.
+    // slot; all of them go to the driver as one batch. (Releases need no
+    // copy.)
     std::vector<CUdeviceptr> sources, destinations;
     for (const RowCopy &copy : copies)
-      for (std::int32_t l = layout_.firstLayer(copy.group); l < layout_.endLayer(copy.group);
-           l += layout_.layersPerPool) {
+      for (std::int32_t l = layout_.firstLayer(copy.group);
+           copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
         const std::size_t pool = static_cast<std::size_t>(l / layout_.layersPerPool);
         sources.push_back(host_[pool]->device() +
                           static_cast<std::size_t>(copy.hostRow) * tokenBytes);
@@ -231,6 +236,60 @@ public:
     copyBatch(destinations, sources, tokenBytes, stream_->get(),
               "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
     busy_ = busy_ || !copies.empty();
+  }
+
+  void setPlacementStep(const Manifest &manifest,
+                        const std::vector<const std::vector<std::int32_t> *> &tables) override {
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    quiesce();
+    auto placement = std::make_unique<Placement>();
+    placement->backend = std::make_unique<CudaBackend>(manifest, backends_.front()->device().ordinal);
+    placement->backend->makeCurrent();
+    placement->rowsIndex = manifest.argument(ArgumentRole::PlaceRows).index;
+    placement->slotsIndex = manifest.argument(ArgumentRole::PlaceSlots).index;
+    placement->perLaunch =
+        static_cast<std::size_t>(manifest.argument(ArgumentRole::PlaceRows).shape.at(0));
+    placement->buffers.arguments.assign(manifest.arguments.size(), 0);
+    placement->buffers.hbmSlots = layout_.hbmSlots;
+    placement->buffers.hostRows = layout_.hostRows;
+    placement->status = std::make_unique<DeviceBuffer>(sizeof(std::uint32_t), "the placement status");
+    cuda.check(cuda.memsetD32(placement->status->get(), 0, 1), "clearing the placement status");
+    placement->buffers.status = placement->status->get();
+    const std::size_t mapBytes = static_cast<std::size_t>(layout_.hostRows) * sizeof(std::int32_t);
+    for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+      const std::vector<std::int32_t> &table = *tables.at(static_cast<std::size_t>(g));
+      if (table.size() * sizeof(std::int32_t) != mapBytes)
+        throw Error("the residency table of group " + std::to_string(g) + " has " +
+                    std::to_string(table.size()) + " rows, the host store " +
+                    std::to_string(layout_.hostRows));
+      placement->maps.push_back(
+          std::make_unique<DeviceBuffer>(mapBytes, "the residency map of group " + std::to_string(g)));
+      cuda.check(cuda.memcpyHtoD(placement->maps.back()->get(), table.data(), mapBytes),
+                 "uploading a residency map");
+    }
+    placement->done = std::make_unique<Event>();
+    placement_ = std::move(placement);
+    backends_.front()->makeCurrent();
+  }
+
+  const std::int32_t *residencyMapSnapshot(std::int32_t group) override {
+    if (!placement_)
+      return nullptr;
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    quiesce();
+    std::uint32_t word = 0;
+    cuda.check(cuda.memcpyDtoH(&word, placement_->status->get(), sizeof(word)),
+               "reading the placement status");
+    if (word != 0)
+      throw Error("the placement kernel rejected its input: status " + describeStatus(word));
+    mapSnapshot_.resize(static_cast<std::size_t>(layout_.hostRows));
+    cuda.check(cuda.memcpyDtoH(mapSnapshot_.data(),
+                               placement_->maps.at(static_cast<std::size_t>(group))->get(),
+                               mapSnapshot_.size() * sizeof(std::int32_t)),
+               "reading a residency map");
+    return mapSnapshot_.data();
   }
 
   const std::uint8_t *hbmSnapshot(std::int32_t layer) override {
@@ -425,6 +484,73 @@ public:
   }
 
 private:
+  /// The loaded placement step (dhs.place_rows), its lists and the groups'
+  /// residency maps.
+  struct Placement {
+    std::unique_ptr<CudaBackend> backend;
+    int rowsIndex = -1, slotsIndex = -1;
+    std::size_t perLaunch = 0;                        // N: rows per launch
+    std::vector<std::unique_ptr<DeviceBuffer>> maps; // [group]
+    std::unique_ptr<MappedHostBuffer> lists;         // rows then slots per launch
+    std::size_t listLaunches = 0;                    // launches lists has room for
+    std::unique_ptr<DeviceBuffer> status;
+    std::unique_ptr<Event> done;                     // after the last placement
+    bool pending = false;                            // `done` was recorded
+    CudaStepBuffers buffers;
+  };
+
+  /// Carries out copies and releases with the placement kernel: per group,
+  /// lists of N (row, slot) pairs read by the kernel from mapped pinned
+  /// memory, one launch per list and pool of the group.
+  void place(const std::vector<RowCopy> &changes) {
+    if (changes.empty())
+      return;
+    const CudaDriver &cuda = driver();
+    Placement &p = *placement_;
+    const std::size_t n = p.perLaunch;
+    std::map<std::int32_t, std::vector<const RowCopy *>> byGroup;
+    for (const RowCopy &change : changes)
+      byGroup[change.group].push_back(&change);
+    std::size_t launches = 0;
+    for (const auto &[group, list] : byGroup)
+      launches += (list.size() + n - 1) / n;
+    // The lists of the previous placement may still be read: wait for it
+    // (between steps; it has long finished by now).
+    if (p.pending)
+      cuda.check(cuda.eventSynchronize(p.done->get()), "waiting for the last placement");
+    if (launches > p.listLaunches) {
+      p.lists = std::make_unique<MappedHostBuffer>(launches * n * 12, "the placement lists");
+      p.listLaunches = launches;
+    }
+    auto *base = static_cast<std::uint8_t *>(p.lists->host());
+    std::size_t launch = 0;
+    for (const auto &[group, list] : byGroup) {
+      for (std::size_t begin = 0; begin < list.size(); begin += n, ++launch) {
+        auto *rows = reinterpret_cast<std::int64_t *>(base + launch * n * 12);
+        auto *slots = reinterpret_cast<std::int32_t *>(rows + n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const bool used = begin + i < list.size();
+          rows[i] = used ? list[begin + i]->hostRow : -1;
+          slots[i] = used ? list[begin + i]->slot : -1;
+        }
+        const CUdeviceptr device = p.lists->device() + launch * n * 12;
+        p.buffers.arguments[static_cast<std::size_t>(p.rowsIndex)] = device;
+        p.buffers.arguments[static_cast<std::size_t>(p.slotsIndex)] = device + n * 8;
+        p.buffers.map = p.maps[static_cast<std::size_t>(group)]->get();
+        for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+             l += layout_.layersPerPool) {
+          const std::size_t pool = static_cast<std::size_t>(l / layout_.layersPerPool);
+          p.buffers.hbm = hbm_[pool]->get();
+          p.buffers.host = host_[pool]->device();
+          p.backend->launchAsync(p.buffers, stream_->get());
+        }
+      }
+    }
+    cuda.check(cuda.eventRecord(p.done->get(), stream_->get()), "recording the placement");
+    p.pending = true;
+    busy_ = true;
+  }
+
   /// The loaded draft-ring step and its buffers (lane 0 is the request's).
   struct Draft {
     DraftStepInfo info;
@@ -687,6 +813,9 @@ private:
   std::vector<LayerWork> graphKey_; // what graph_ was captured for
   StepGraph graph_;
   TierGraphStats graphStats_;
+  // Placement (destroyed before the backends' contexts).
+  std::unique_ptr<Placement> placement_;
+  std::vector<std::int32_t> mapSnapshot_;
   // Draft rings (destroyed before the backends' contexts).
   std::unique_ptr<Draft> draft_;
   std::map<std::int32_t, std::vector<std::unique_ptr<DeviceBuffer>>> drafts_; // [index][group]

@@ -288,6 +288,8 @@ void ResidencyController::evict(Group &g, std::int32_t slot) {
   list.pop_back();
   --g.hot;
   g.slotOfHostRow[static_cast<std::size_t>(r.start + g.row[s])] = -1;
+  if (releaseLog_)
+    releaseLog_->push_back({gi, -1, r.start + g.row[s]});
   g.owner[s] = -1;
   g.row[s] = -1;
   g.listPos[s] = -1;
@@ -567,17 +569,21 @@ void ResidencyController::finish(std::int32_t request) {
     };
     g.excess -= std::max<std::int64_t>(
         0, static_cast<std::int64_t>(r.hot[gi].size()) - config_.hotFloor);
+    auto release = [&](std::int64_t hostRow) {
+      g.slotOfHostRow[static_cast<std::size_t>(hostRow)] = -1;
+      if (releaseLog_)
+        releaseLog_->push_back({static_cast<std::int32_t>(gi), -1, hostRow});
+    };
     for (std::int32_t s : r.hot[gi]) {
-      g.slotOfHostRow[static_cast<std::size_t>(r.start + g.row[static_cast<std::size_t>(s)])] = -1;
+      release(r.start + g.row[static_cast<std::size_t>(s)]);
       clear(s);
     }
     g.hot -= static_cast<std::int32_t>(r.hot[gi].size());
     r.hot[gi].clear();
     for (std::int64_t row = std::max<std::int64_t>(0, r.len - config_.newestWindow);
          row < r.len; ++row) {
-      std::int32_t &entry = g.slotOfHostRow[static_cast<std::size_t>(r.start + row)];
-      clear(entry);
-      entry = -1;
+      clear(g.slotOfHostRow[static_cast<std::size_t>(r.start + row)]);
+      release(r.start + row);
       --g.newest;
     }
     for (std::int32_t s : r.ring[gi])
@@ -778,6 +784,13 @@ std::int32_t ResidencyController::slotOf(std::int32_t gi, std::int32_t request,
     return -1;
   return groups_[static_cast<std::size_t>(gi)]
       .slotOfHostRow[static_cast<std::size_t>(r.start + row)];
+}
+
+const std::vector<std::int32_t> &
+ResidencyController::residencyTable(std::int32_t gi) const {
+  if (gi < 0 || gi >= static_cast<std::int32_t>(groups_.size()))
+    throw InputError("layer group " + std::to_string(gi) + " does not exist");
+  return groups_[static_cast<std::size_t>(gi)].slotOfHostRow;
 }
 
 SlotKind ResidencyController::slotKind(std::int32_t gi, std::int32_t slot) const {

@@ -126,10 +126,11 @@ enum class SlotKind : std::uint8_t {
   Hot = 3,    ///< a promoted or aged-out row (floor or optional)
 };
 
-/// A row to copy from the host store into a slot, in every layer of a group.
+/// A row to copy from the host store into a slot, in every layer of a group;
+/// in a release log (setReleaseLog) slot is -1: the row left HBM.
 struct RowCopy {
   std::int32_t group = 0;   ///< layer group
-  std::int32_t slot = 0;    ///< destination HBM slot
+  std::int32_t slot = 0;    ///< destination HBM slot (-1: released)
   std::int64_t hostRow = 0; ///< source host-store row
   bool operator==(const RowCopy &other) const {
     return group == other.group && slot == other.slot && hostRow == other.hostRow;
@@ -259,6 +260,13 @@ public:
 
   /// The slot of a request's row in a group, or -1.
   std::int32_t slotOf(std::int32_t group, std::int32_t request, std::int64_t row) const;
+  /// A group's slot of every host row (-1: on the host only), the table a
+  /// device residency map mirrors.
+  const std::vector<std::int32_t> &residencyTable(std::int32_t group) const;
+  /// Records, from now on, every history row that leaves HBM (evicted, or
+  /// its request finished) into `log` as RowCopy{group, -1, host row}
+  /// (nullptr: stop). Copies are reported by the calls that make them.
+  void setReleaseLog(std::vector<RowCopy> *log) { releaseLog_ = log; }
   /// Kind of a slot.
   SlotKind slotKind(std::int32_t group, std::int32_t slot) const;
   /// Owner of a slot (-1 when free).
@@ -319,6 +327,7 @@ private:
   std::uint32_t seenSerial_ = 0;      // resolved lanes (distinct rows)
   ResidencyStepStats last_, totals_;
   std::int64_t evictions_ = 0;        // all evictions
+  std::vector<RowCopy> *releaseLog_ = nullptr; // see setReleaseLog
   std::int64_t pendingEvictions_ = 0; // evictions since the last step ended
 };
 

@@ -369,6 +369,7 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
     } catch (...) {
       tiers_->freeDraftRings(index);
       controller_->finish(index); // nothing changed
+      releases_.clear();          // its rows never reached the device
       throw;
     }
   }
@@ -381,7 +382,7 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
                   source + (static_cast<std::size_t>(l * historyLen + row)) * rowBytes, rowBytes);
       recordHash(l, start + row);
     }
-  tiers_->copyToHbm(copies);
+  applyCopies(copies);
   index_.emplace(id, index);
   if (config_.checkInvariants)
     checkCopies(copies);
@@ -405,7 +406,7 @@ void Runtime::append(std::uint64_t id, const void *rows) {
                 rowBytes);
     recordHash(l, hostRow);
   }
-  tiers_->copyToHbm(copies);
+  applyCopies(copies);
   if (config_.checkInvariants)
     checkCopies(copies);
 }
@@ -418,6 +419,7 @@ void Runtime::finish(std::uint64_t id) {
   if (config_.checkInvariants)
     checkRequestRows(index, "finishing");
   controller_->finish(index);
+  applyCopies({}); // its rows leave the device residency maps
   index_.erase(id);
   if (layout_.draftWindow > 0) {
     tiers_->freeDraftRings(index);
@@ -678,7 +680,7 @@ void Runtime::endStep() {
   }
   std::vector<RowCopy> copies;
   controller_->endStep(copies);
-  tiers_->copyToHbm(copies);
+  applyCopies(copies);
   inStep_ = false;
   ++steps_;
   if (config_.checkInvariants) {
@@ -843,6 +845,69 @@ void Runtime::checkInvariants() {
   controller_->checkConsistency();
   for (const auto &[id, index] : index_)
     checkRequestRows(index, "full check");
+  // The device residency maps (with a placement step) mirror the controller.
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::int32_t *map = tiers_->residencyMapSnapshot(g);
+    if (!map)
+      break;
+    const std::vector<std::int32_t> &table = controller_->residencyTable(g);
+    for (std::size_t row = 0; row < table.size(); ++row)
+      if (map[row] != table[row])
+        throw Error("invariant: the device residency map of layer group " + std::to_string(g) +
+                    " gives host row " + std::to_string(row) + " slot " +
+                    std::to_string(map[row]) + ", the controller " + std::to_string(table[row]));
+  }
+}
+
+void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
+  if (releases_.empty()) {
+    tiers_->copyToHbm(copies);
+    return;
+  }
+  // Releases first, then copies; a row named twice keeps its last change.
+  std::vector<RowCopy> changes = std::move(releases_);
+  releases_.clear();
+  changes.insert(changes.end(), copies.begin(), copies.end());
+  std::unordered_map<std::int64_t, std::size_t> last;
+  for (std::size_t i = 0; i < changes.size(); ++i)
+    last[changes[i].hostRow * layout_.groups() + changes[i].group] = i;
+  std::vector<RowCopy> merged;
+  merged.reserve(last.size());
+  for (std::size_t i = 0; i < changes.size(); ++i)
+    if (last[changes[i].hostRow * layout_.groups() + changes[i].group] == i)
+      merged.push_back(changes[i]);
+  tiers_->copyToHbm(merged);
+}
+
+void Runtime::loadPlacementStep(const std::string &stepDirectory) {
+  requireStep("load placement step");
+  ManifestLoadOptions options;
+  options.requirePtx = tiers_->acceptsDevicePointers(); // CUDA tiers run its kernel
+  loadPlacementStep(Manifest::load(stepDirectory, options));
+}
+
+void Runtime::loadPlacementStep(const Manifest &manifest) {
+  requireStep("load placement step");
+  if (inStep_)
+    throw StateError("cannot load a placement step during a step");
+  if (placementStepLoaded_)
+    throw StateError("a placement step is already loaded");
+  if (manifest.launches.size() != 1 || manifest.launches[0].op != "place_rows")
+    throw Error("the step " + manifest.directory +
+                " is not a placement step (one dhs.place_rows launch)");
+  const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+  if (pool.layers != layout_.layersPerPool || pool.rowBytes != layout_.rowBytes)
+    throw Error("the placement step " + manifest.directory + " places tokens of " +
+                std::to_string(pool.layers) + " layers x " + std::to_string(pool.rowBytes) +
+                " bytes (" + pool.format + "); this session's pools hold " +
+                std::to_string(layout_.layersPerPool) + " layers x " +
+                std::to_string(layout_.rowBytes) + " bytes");
+  std::vector<const std::vector<std::int32_t> *> tables;
+  for (std::int32_t g = 0; g < layout_.groups(); ++g)
+    tables.push_back(&controller_->residencyTable(g));
+  tiers_->setPlacementStep(manifest, tables);
+  controller_->setReleaseLog(&releases_);
+  placementStepLoaded_ = true;
 }
 
 void Runtime::setCudaGraphs(bool on) {

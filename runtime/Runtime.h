@@ -232,6 +232,21 @@ public:
   /// as appendDraft.
   void readDraft(std::uint64_t id, std::int64_t end, std::int64_t count, void *out);
 
+  /// Loads a compiled placement step (examples/place_rows_step.mlir compiled
+  /// for this session's pools: one dhs.place_rows over tokens of
+  /// layers-per-pool x row_bytes). From then on the CUDA tiers carry out
+  /// promotions, appends and admissions with its kernel (one launch per N
+  /// rows instead of a copy each) and keep each layer group's residency map
+  /// (the slot of every host row) on the device, checked against the
+  /// controller by checkInvariants; the CPU tiers only check it. Throws
+  /// StateError (no step, during a step, loaded twice), Error (not a
+  /// placement step, a pool that does not match).
+  void loadPlacementStep(const std::string &stepDirectory);
+  /// As loadPlacementStep, from a parsed manifest.
+  void loadPlacementStep(const Manifest &manifest);
+  /// True once a placement step is loaded.
+  bool placementStepLoaded() const { return placementStepLoaded_; }
+
   /// Statistics.
   RuntimeStats stats() const;
   /// The residency controller.
@@ -249,6 +264,9 @@ private:
   void requireStep(const char *what) const;
   void checkReads(std::int32_t layer);
   void checkCopies(const std::vector<RowCopy> &copies);
+  /// Hands copies, after the releases logged since the last call, to the
+  /// tiers.
+  void applyCopies(const std::vector<RowCopy> &copies);
   void checkRequestRows(std::int32_t index, const char *when);
   std::uint64_t rowHash(const std::uint8_t *row) const;
   void recordHash(std::int32_t layer, std::int64_t hostRow);
@@ -266,6 +284,9 @@ private:
   std::vector<std::uint64_t> hashes_;                     // [layer][host row]
   std::uint64_t steps_ = 0;
   bool draftStepLoaded_ = false;
+  bool placementStepLoaded_ = false;
+  /// Rows that left HBM since the last applyCopies (with a placement step).
+  std::vector<RowCopy> releases_;
   /// Per request index: the logical position each draft-ring slot holds
   /// (-1: never written), shared by the groups (appends write all layers).
   std::unordered_map<std::int32_t, std::vector<std::int64_t>> draftPositions_;

@@ -127,8 +127,22 @@ public:
   /// A host-store row, writable by the caller (pinned memory on CUDA).
   virtual std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) = 0;
   /// Copies host rows into HBM slots in every layer of each copy's group,
-  /// after all work already submitted.
+  /// after all work already submitted. Entries with slot -1 are releases
+  /// (the row left HBM): nothing to copy, but a device residency map (see
+  /// setPlacementStep) records them.
   virtual void copyToHbm(const std::vector<RowCopy> &copies) = 0;
+  /// Takes a compiled placement step (examples/place_rows_step.mlir: one
+  /// dhs.place_rows over a pool of this layout) and from then on carries
+  /// out copyToHbm with its kernel, keeping one residency map per group on
+  /// the device, initialized from `tables[g]` (the controller's slot of
+  /// every host row). The Runtime has checked the step. The CPU tiers keep
+  /// nothing.
+  virtual void setPlacementStep(const Manifest &manifest,
+                                const std::vector<const std::vector<std::int32_t> *> &tables);
+  /// Group g's device residency map as host-readable values [host rows]
+  /// (a download that waits for submitted work), or nullptr without a
+  /// placement step. For checks, not for steps.
+  virtual const std::int32_t *residencyMapSnapshot(std::int32_t group);
   /// The HBM pool holding a layer as host-readable bytes [slots, P,
   /// row_bytes] (the CPU tier itself, or a download that waits for
   /// submitted work), valid until the next call. For checks, not for steps.

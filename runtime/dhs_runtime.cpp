@@ -251,6 +251,17 @@ dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_di
   });
 }
 
+dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *step_directory) {
+  return guarded("dhs_runtime_load_placement_step", DHS_ERROR_STEP, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_load_placement_step"))
+      return status;
+    if (!step_directory)
+      throw InputError("null step directory");
+    runtime->runtime->loadPlacementStep(std::string(step_directory));
+    return DHS_OK;
+  });
+}
+
 dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
                             const void *rows) {
   return guarded("dhs_draft_append", DHS_ERROR_DEVICE, [&] {

@@ -243,6 +243,14 @@ dhs_status dhs_step_abort(dhs_runtime *runtime);
  *  are not draft_window tokens of layers_per_group x row_bytes. */
 dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_directory);
 
+/** Loads a compiled placement step (examples/place_rows_step.mlir compiled
+ *  for the session's pools). On CUDA, promotions, appends and admissions are
+ *  then carried out by its kernel and each layer group's residency map is
+ *  kept on the device; the CPU backend only checks it. DHS_ERROR_STEP when
+ *  it is not a placement step or its pool does not match; DHS_ERROR_STATE
+ *  when one is loaded already or a step is in progress. */
+dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *step_directory);
+
 /** Writes `count` draft tokens `rows` [count][layers][row_bytes] (host
  *  memory) at positions position .. position+count-1 (mod draft_window) of
  *  request `id`'s draft rings. DHS_ERROR_UNKNOWN_REQUEST for an id not

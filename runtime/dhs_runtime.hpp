@@ -143,6 +143,11 @@ public:
   void loadDraftStep(const std::string &directory) {
     check(dhs_runtime_load_draft_step(handle_, directory.c_str()));
   }
+  /// Loads a compiled placement step (promotions by kernel, device residency
+  /// maps on CUDA).
+  void loadPlacementStep(const std::string &directory) {
+    check(dhs_runtime_load_placement_step(handle_, directory.c_str()));
+  }
   /// Writes `count` draft tokens [count][layers][row_bytes] at positions
   /// position .. position+count-1 of a request's draft rings.
   void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count,

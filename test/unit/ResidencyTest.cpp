@@ -485,6 +485,12 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
       config.replacement = replacement;
       config.maxRequests = 20; // 17 x 18 reserved slots > 300: HBM refuses first
       ResidencyController c(config);
+      // A device residency map's view: copies and logged releases applied in
+      // order must give the controller's table after every operation.
+      std::vector<RowCopy> releases;
+      c.setReleaseLog(&releases);
+      std::vector<std::vector<std::int32_t>> mirror(3, std::vector<std::int32_t>(20000, -1));
+      std::int64_t released = 0;
       std::map<std::int32_t, std::int64_t> live; // request -> length (model)
       std::int64_t refused = 0, steps = 0;
       for (int op = 0; op < 3000; ++op) {
@@ -569,7 +575,19 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
           for (auto &[r, len] : live)
             for (std::int32_t g = 0; g < 3; ++g)
               REQUIRE(c.hotCount(g, r) <= 10);
+        for (const RowCopy &release : releases) {
+          REQUIRE(release.slot == -1);
+          mirror[static_cast<std::size_t>(release.group)][static_cast<std::size_t>(release.hostRow)] = -1;
+        }
+        released += static_cast<std::int64_t>(releases.size());
+        releases.clear();
+        for (const RowCopy &copy : copies)
+          mirror[static_cast<std::size_t>(copy.group)][static_cast<std::size_t>(copy.hostRow)] =
+              copy.slot;
+        for (std::int32_t g = 0; g < 3; ++g)
+          REQUIRE(mirror[static_cast<std::size_t>(g)] == c.residencyTable(g));
       }
+      CHECK(released > 0);
       CHECK(steps > 500);
       CHECK(refused > 0); // the load reached the admission limit
       CHECK(c.totals().promoted > 0);

@@ -436,3 +436,60 @@ TEST_CASE("CUDA graphs: a replayed step gives the bits of the launched one",
   CHECK(graphed.stats().graphReplays >= static_cast<std::uint64_t>(steps));
   graphed.checkInvariants();
 }
+
+TEST_CASE("a placement step: promotions by kernel, the residency maps on the device",
+          "[cuda][gpu][runtime]") {
+  // FP8 layer groups of 4 (one pool per group, 2624-byte tokens) with
+  // examples/place_rows_step.mlir: the CPU runtime, a CUDA runtime copying
+  // with the driver and one placing with the kernel run in lockstep.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 530;
+  INFO("DHS_TEST_SEED=" << seed - 530);
+  const std::string placement = dhs::test::compiledStepsDir() + "/place_rows";
+  const std::string missing = groupStepsUnavailable(4);
+  if (!missing.empty() || !std::ifstream(placement + "/manifest.json")) {
+    WARN("SKIPPED: " << (missing.empty() ? "no compiled step at " + placement : missing));
+    return;
+  }
+  const std::int32_t layers = 8;
+  RuntimeConfig config = groupConfig(layers, 4);
+  const std::vector<std::string> steps = dhs::test::groupSteps(4);
+  config.backend = BackendKind::Cpu;
+  Runtime cpu(config);
+  cpu.loadSteps(steps);
+  // The CPU tiers only check a placement step: a wrong one is refused.
+  CHECK_THROWS_WITH(cpu.loadPlacementStep(dhs::test::compiledStepsDir() + "/resolve"),
+                    Catch::Contains("is not a placement step"));
+  cpu.loadPlacementStep(placement);
+  CHECK(cpu.placementStepLoaded());
+  CHECK_THROWS_AS(cpu.loadPlacementStep(placement), StateError);
+  if (!cuda.available()) {
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  config.backend = BackendKind::Cuda;
+  Runtime gpu(config), placed(config);
+  gpu.loadSteps(steps);
+  placed.loadSteps(steps);
+  placed.loadPlacementStep(placement);
+  std::mt19937_64 rng(seed);
+  double worst = 0.0;
+  std::size_t differing = 0;
+  lockstepSession({&cpu, &placed, &gpu}, layers, 4, 16, rng, [&](auto &outputs) {
+    worst = std::max(worst, expectSameStep(cpu, placed, outputs, layers));
+    differing += countBitDifferences(outputs[1], outputs[2]);
+  });
+  // The same rows in the same slots, whichever way they were copied.
+  CHECK(differing == 0);
+  expectSameResidency(cpu, placed, 2048);
+  cpu.checkInvariants();
+  placed.checkInvariants(); // includes the device residency maps
+  // Finishing releases every row from the maps.
+  for (std::uint64_t id : {21u, 22u, 23u, 24u, 25u})
+    placed.finish(id);
+  placed.checkInvariants();
+  CHECK(placed.stats().hbmBytesUsed == 0);
+  WARN("CUDA executor with the placement kernel vs the CPU executor, FP8 layer groups of 4: "
+       "16 steps x 8 layers, worst relative error "
+       << worst << ", same promotions, bits equal to driver copies, device maps match");
+}
