@@ -211,15 +211,15 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "resolve/" << resolve.getRows().getType() << '/'
-       << resolve.getResidency().getType();
+    os << "resolve/" << resolve.getRows().getType();
     key = text;
     build = [&](OpBuilder &b, StringRef name) {
       return buildResolveKernel(b, resolve, name, geometry);
     };
-    operands = {resolve.getRows(), resolve.getResidency(),
-                resolve.getHistoryLen(), resolve.getSlots(),
-                getStepStatus(builder, op, values.statuses)};
+    operands = {resolve.getRows(),
+                getPoolMap(builder, resolve.getPool(), values.maps),
+                resolve.getHistoryStart(), resolve.getHistoryLen(),
+                resolve.getSlots(), getStepStatus(builder, op, values.statuses)};
   } else if (auto place = dyn_cast<PlaceRowsOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);

@@ -66,8 +66,8 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
   static const StringRef unionMissing[] = {"row_ids", "slots", "missing",
                                            "remap"};
   static const StringRef ringIndex[] = {"positions", "ring_slots"};
-  static const StringRef resolve[] = {"row_ids", "residency", "history_len",
-                                      "slots", "status"};
+  static const StringRef resolve[] = {"row_ids",     "kv_pool", "history_start",
+                                      "history_len", "slots",   "status"};
   static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
                                      "step_counter", "accepted",
                                      "next_token"};

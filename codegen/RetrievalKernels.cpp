@@ -425,17 +425,17 @@ FailureOr<gpu::GPUFuncOp>
 mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
                               KernelGeometry &geometry) {
   MemRefType rows = op.getRows().getType();
-  MemRefType table = op.getResidency().getType();
-  if (!rows.hasStaticShape() || !table.hasStaticShape())
+  if (!rows.hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
   int64_t batch = rows.getDimSize(0), positions = rows.getDimSize(1),
-          selected = rows.getDimSize(2), tableRows = table.getDimSize(1);
+          selected = rows.getDimSize(2);
   constexpr int64_t threads = 256;
   Location loc = op.getLoc();
   gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
-      {rows, table, op.getHistoryLen().getType(), op.getSlots().getType(),
-       MemRefType::get({1}, builder.getI32Type())},
+      {rows, MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()),
+       op.getHistoryStart().getType(), op.getHistoryLen().getType(),
+       op.getSlots().getType(), MemRefType::get({1}, builder.getI32Type())},
       threads);
   geometry.grid = {batch * positions, llvm::divideCeil(selected, threads), 1};
   geometry.block = {threads, 1, 1};
@@ -443,9 +443,9 @@ mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
   ImplicitLocOpBuilder ib(loc, builder);
   ib.setInsertionPointToStart(&func.getBody().front());
   KernelBuilder kb{ib};
-  Value rowsArg = func.getArgument(0), tableArg = func.getArgument(1),
-        lenArg = func.getArgument(2), slotsArg = func.getArgument(3),
-        status = func.getArgument(4);
+  Value rowsArg = func.getArgument(0), mapArg = func.getArgument(1),
+        startArg = func.getArgument(2), lenArg = func.getArgument(3),
+        slotsArg = func.getArgument(4), status = func.getArgument(5);
   Value pair = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
   Value request = arith::DivUIOp::create(ib, pair, kb.index(positions));
   Value position = arith::RemUIOp::create(ib, pair, kb.index(positions));
@@ -454,26 +454,32 @@ mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
       arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y),
                             kb.index(threads)),
       gpu::ThreadIdOp::create(ib, gpu::Dimension::x));
+  Value mapRows = arith::IndexCastOp::create(
+      ib, ib.getI64Type(), memref::DimOp::create(ib, mapArg, kb.index(0)));
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, k, kb.index(selected)), [&] {
     Value id = memref::LoadOp::create(ib, rowsArg,
                                       ValueRange{request, position, k});
     Value length = memref::LoadOp::create(ib, lenArg, ValueRange{request});
+    Value start = memref::LoadOp::create(ib, startArg, ValueRange{request});
+    Value hostRow = arith::AddIOp::create(
+        ib, start, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
     Value none = kb.cmpi(arith::CmpIPredicate::eq, id, kb.i32(-1));
-    // Valid ids lie in the history and in the table.
+    // Valid ids lie in the history, and their host rows in the store.
     Value inside = arith::AndIOp::create(
         ib,
         arith::AndIOp::create(
             ib, kb.cmpi(arith::CmpIPredicate::sge, id, kb.i32(0)),
             kb.cmpi(arith::CmpIPredicate::slt, id, length)),
-        kb.cmpi(arith::CmpIPredicate::slt, id, kb.i32(tableRows)));
+        arith::AndIOp::create(
+            ib, kb.cmpi(arith::CmpIPredicate::sge, hostRow, kb.i64(0)),
+            kb.cmpi(arith::CmpIPredicate::slt, hostRow, mapRows)));
     auto slot = scf::IfOp::create(ib, TypeRange{ib.getI32Type()}, inside,
                                   /*withElse=*/true);
     {
       OpBuilder::InsertionGuard guard(ib);
       ib.setInsertionPointToStart(slot.thenBlock());
       scf::YieldOp::create(
-          ib, memref::LoadOp::create(ib, tableArg,
-                                     ValueRange{request, kb.toIndex(id)})
+          ib, memref::LoadOp::create(ib, mapArg, ValueRange{kb.toIndex(hostRow)})
                   .getResult());
       ib.setInsertionPointToStart(slot.elseBlock());
       scf::YieldOp::create(ib, kb.i32(-1));

@@ -37,10 +37,11 @@ FailureOr<gpu::GPUFuncOp> buildUnionMissingKernel(OpBuilder &builder,
                                                   StringRef name,
                                                   KernelGeometry &geometry);
 
-/// Builds the kernel of a `dhs.resolve` (arguments: rows, residency,
-/// history_len, slots, step status): a thread per selection looks its row up
-/// in the request's row-to-slot table; row ids outside the history (or the
-/// table) are reported (status bit 1) and resolve to -1.
+/// Builds the kernel of a `dhs.resolve` (arguments: rows, the pool's
+/// residency map, history_start, history_len, slots, step status): a thread
+/// per selection looks its host row up in the map; row ids outside the
+/// history (or host rows outside the map) are reported (status bit 1) and
+/// resolve to -1.
 FailureOr<gpu::GPUFuncOp> buildResolveKernel(OpBuilder &builder, ResolveOp op,
                                              StringRef name,
                                              KernelGeometry &geometry);

@@ -247,7 +247,7 @@ LogicalResult ResolveOp::verify() {
                                    rows.getShape())))
     return emitOpError() << "slots must have the shape of rows, got "
                          << getSlots().getType() << " for " << rows;
-  if (failed(checkDim(*this, "residency", getResidency().getType(), 0,
+  if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0,
                       rows.getDimSize(0), "requests")) ||
       failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
                       rows.getDimSize(0), "requests")))

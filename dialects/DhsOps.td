@@ -188,28 +188,32 @@ def Dhs_ResidencyOp : Dhs_Op<"residency"> {
 def Dhs_ResolveOp : Dhs_Op<"resolve"> {
   let summary = "Map selected row ids to resident HBM slots, or -1";
   let description = [{
-    `slots[b, q, k] = residency[b, rows[b, q, k]]`: the HBM slot that holds
-    the row, or -1 when the row is only on the host (and -1 for absent rows).
-    `residency` is the runtime's per-request row-to-slot table, which it
-    updates every step from the load. Row ids outside `[0, history_len[b])`
-    are reported through the step status.
+    `slots[b, q, k] = map[history_start[b] + rows[b, q, k]]`: the HBM slot
+    that holds the row, read from the pool's residency map (`dhs.pool_map`,
+    kept on the device by `dhs.place_rows`), or -1 when the row is only on
+    the host (and -1 for absent rows). Selections never go through the host.
+    Row ids outside `[0, history_len[b])`, or host rows outside the store,
+    are reported through the step status (bit 1) and resolve to -1.
 
     ```mlir
-    dhs.resolve rows(%rows : memref<4x1x2048xi32>)
-        residency(%map : memref<4x131072xi32>) history(%len : memref<4xi32>)
+    dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        rows(%rows : memref<4x1x2048xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>)
         into(%slots : memref<4x1x2048xi32>)
     ```
   }];
   let arguments = (ins
+    Dhs_KVPoolType:$pool,
     Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$rows,
-    Arg<MemRefRankOf<[I32], [2]>, "row -> slot per request [B, H]", [MemRead]>:$residency,
+    Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
     Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
     Arg<MemRefRankOf<[I32], [3]>, "slot per selected row [B, Q, K]", [MemWrite]>:$slots
   );
   let assemblyFormat = [{
+    `pool` `(` $pool `:` qualified(type($pool)) `)`
     `rows` `(` $rows `:` type($rows) `)`
-    `residency` `(` $residency `:` type($residency) `)`
-    `history` `(` $history_len `:` type($history_len) `)`
+    `history` `(` $history_start `,` $history_len `:`
+        type($history_start) `,` type($history_len) `)`
     `into` `(` $slots `:` type($slots) `)` attr-dict
   }];
   let hasVerifier = 1;

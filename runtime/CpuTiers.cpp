@@ -25,6 +25,14 @@ void TierBackend::setPlacementStep(const Manifest &,
 
 const std::int32_t *TierBackend::residencyMapSnapshot(std::int32_t) { return nullptr; }
 
+void TierBackend::takeSelections(std::int32_t, const std::int32_t *, std::int64_t) {
+  throw InputError("the " + describe() + " backend takes selections in host memory only");
+}
+
+const std::int32_t *TierBackend::selectionsOnHost(std::int32_t) {
+  throw StateError("no selections were taken on the device");
+}
+
 DraftStepInfo draftStepInfo(const Manifest &m) {
   auto fail = [&](const std::string &what) {
     throw Error("the step " + m.directory + " is not a draft-ring step (" + what +

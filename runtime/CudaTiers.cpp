@@ -114,6 +114,8 @@ public:
                     std::to_string(shape.layer) + " of its group's pool, expected layer " +
                     std::to_string(i));
       backends_.push_back(std::make_unique<CudaBackend>(*steps[i], ordinal));
+      for (const Launch &launch : steps[i]->launches)
+        resolveLaunches_ = resolveLaunches_ || launch.op == "resolve";
     }
     const Manifest &manifest = *steps.front();
     const CudaDriver &cuda = driver();
@@ -271,6 +273,51 @@ public:
     placement->done = std::make_unique<Event>();
     placement_ = std::move(placement);
     backends_.front()->makeCurrent();
+  }
+
+  bool resolvesOnDevice() const override { return resolveLaunches_ && placement_; }
+
+  void takeSelections(std::int32_t group, const std::int32_t *rowIds,
+                      std::int64_t count) override {
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    if (!resolvesOnDevice())
+      throw Error(resolveLaunches_
+                      ? "selections in device memory need the residency maps: load a "
+                        "placement step"
+                      : "selections in device memory need a step that resolves them on the "
+                        "device (dhs.resolve before the attention)");
+    const std::size_t bytes = bytesOf(ArgumentRole::RowIds);
+    if (count < 0 || static_cast<std::size_t>(count) * sizeof(std::int32_t) > bytes)
+      throw InputError(std::to_string(count) + " selections; the step takes " +
+                       std::to_string(bytes / sizeof(std::int32_t)));
+    if (selections_.empty())
+      for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+        selections_.push_back(std::make_unique<DeviceBuffer>(bytes, "selections"));
+        selectionsHost_.push_back(std::make_unique<MappedHostBuffer>(bytes, "selections"));
+      }
+    CUstream stream = stream_->get();
+    const std::size_t g = static_cast<std::size_t>(group);
+    // -1 pads the lanes past the batch; the host copy is for the
+    // controller's bookkeeping after the step.
+    cuda.check(cuda.memsetD32Async(selections_[g]->get(), 0xFFFFFFFFu, bytes / 4, stream),
+               "padding the selections");
+    if (count > 0)
+      cuda.check(cuda.memcpyDtoDAsync(selections_[g]->get(), reinterpret_cast<CUdeviceptr>(rowIds),
+                                      static_cast<std::size_t>(count) * sizeof(std::int32_t),
+                                      stream),
+                 "copying the engine's selections");
+    cuda.check(cuda.memcpyDtoHAsync(selectionsHost_[g]->host(), selections_[g]->get(), bytes,
+                                    stream),
+               "copying the selections back");
+    busy_ = true;
+  }
+
+  const std::int32_t *selectionsOnHost(std::int32_t group) override {
+    if (selectionsHost_.empty())
+      throw StateError("no selections were taken on the device");
+    return static_cast<const std::int32_t *>(
+        selectionsHost_.at(static_cast<std::size_t>(group))->host());
   }
 
   const std::int32_t *residencyMapSnapshot(std::int32_t group) override {
@@ -638,10 +685,12 @@ private:
     std::size_t queryBytes = 0, outputBytes = 0;
     CUdeviceptr queries = 0; ///< device queries (MemorySpace::Device)
     CUdeviceptr output = 0;  ///< device output (MemorySpace::Device)
+    bool selectionsOnDevice = false; ///< row ids from takeSelections
 
     bool operator==(const LayerWork &o) const {
       return layer == o.layer && memory == o.memory && queryBytes == o.queryBytes &&
-             outputBytes == o.outputBytes && queries == o.queries && output == o.output;
+             outputBytes == o.outputBytes && queries == o.queries && output == o.output &&
+             selectionsOnDevice == o.selectionsOnDevice;
     }
   };
 
@@ -677,13 +726,19 @@ private:
         step.lanes * s.queries * s.heads * s.qkDim * static_cast<std::int64_t>(sizeof(bf16_t)));
     work.outputBytes = static_cast<std::size_t>(
         step.lanes * s.queries * s.heads * s.vDim * static_cast<std::int64_t>(sizeof(bf16_t)));
+    work.selectionsOnDevice = step.selectionsOnDevice;
+    if (step.selectionsOnDevice && !resolvesOnDevice())
+      throw Error("selections in device memory need steps that resolve them (dhs.resolve) and "
+                  "a placement step");
     std::uint8_t *stage = stagingIn(layer);
     auto put = [&](ArgumentRole role, const void *data) {
-      std::memcpy(stage, data, bytesOf(role));
+      // Selections taken on the device are not staged.
+      if (data)
+        std::memcpy(stage, data, bytesOf(role));
       stage += bytesOf(role);
     };
-    put(ArgumentRole::RowIds, step.rowIds);
-    put(ArgumentRole::Slots, step.slots);
+    put(ArgumentRole::RowIds, step.selectionsOnDevice ? nullptr : step.rowIds);
+    put(ArgumentRole::Slots, step.selectionsOnDevice ? nullptr : step.slots);
     put(ArgumentRole::HistoryStart, step.historyStart);
     put(ArgumentRole::HistoryLen, step.historyLen);
     if (step.memory == MemorySpace::Host) {
@@ -704,10 +759,17 @@ private:
     const CudaDriver &cuda = driver();
     CUstream stream = stream_->get();
     std::uint8_t *stage = stagingIn(work.layer);
+    const std::int32_t group = work.layer / layout_.layersPerGroup;
     for (ArgumentRole role : {ArgumentRole::RowIds, ArgumentRole::Slots,
                               ArgumentRole::HistoryStart, ArgumentRole::HistoryLen}) {
-      cuda.check(cuda.memcpyHtoDAsync(argument(role), stage, bytesOf(role), stream),
-                 std::string("uploading ") + roleName(role));
+      if (work.selectionsOnDevice && role == ArgumentRole::RowIds)
+        cuda.check(cuda.memcpyDtoDAsync(argument(role),
+                                        selections_[static_cast<std::size_t>(group)]->get(),
+                                        bytesOf(role), stream),
+                   "copying the group's selections");
+      else if (!(work.selectionsOnDevice && role == ArgumentRole::Slots)) // resolve writes them
+        cuda.check(cuda.memcpyHtoDAsync(argument(role), stage, bytesOf(role), stream),
+                   std::string("uploading ") + roleName(role));
       stage += bytesOf(role);
     }
     // Queries: the engine's lanes, zeros for the padding lanes.
@@ -731,6 +793,11 @@ private:
     CudaStepBuffers buffers = buffers_;
     buffers.hbm = hbm_[pool]->get();
     buffers.host = host_[pool]->device();
+    if (placement_)
+      buffers.map = placement_->maps[static_cast<std::size_t>(group)]->get();
+    else if (resolveLaunches_)
+      throw Error("the step resolves selections through the residency maps (dhs.resolve): "
+                  "load a placement step first");
     cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Output), kBf16Poison,
                                    bytesOf(ArgumentRole::Output) / 2, stream),
                "poisoning the output");
@@ -815,6 +882,10 @@ private:
   TierGraphStats graphStats_;
   // Placement (destroyed before the backends' contexts).
   std::unique_ptr<Placement> placement_;
+  bool resolveLaunches_ = false; // the steps contain dhs.resolve
+  // Selections taken on the device, per group, and their host copies.
+  std::vector<std::unique_ptr<DeviceBuffer>> selections_;
+  std::vector<std::unique_ptr<MappedHostBuffer>> selectionsHost_;
   std::vector<std::int32_t> mapSnapshot_;
   // Draft rings (destroyed before the backends' contexts).
   std::unique_ptr<Draft> draft_;

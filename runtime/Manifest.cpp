@@ -89,8 +89,6 @@ const char *roleName(ArgumentRole role) {
     return "positions";
   case ArgumentRole::Rows:
     return "rows";
-  case ArgumentRole::Residency:
-    return "residency";
   case ArgumentRole::DraftTokens:
     return "draft_tokens";
   case ArgumentRole::TargetProbs:
@@ -387,7 +385,7 @@ const ArgumentRole kAllRoles[] = {
 /// Roles of the non-attention steps (ring, resolve, accept, topk), any number
 /// of times.
 const ArgumentRole kStepRoles[] = {
-    ArgumentRole::Positions,   ArgumentRole::Rows,        ArgumentRole::Residency,
+    ArgumentRole::Positions,   ArgumentRole::Rows,
     ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::DraftProbs,
     ArgumentRole::Seeds,
     ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken,
@@ -444,7 +442,7 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
     fail(field + ".role",
          "unknown role '" + roleText +
              "' (known: queries, row_ids, slots, history_start, history_len, "
-             "kv_pool, output, positions, rows, residency, draft_tokens, "
+             "kv_pool, output, positions, rows, draft_tokens, "
              "target_probs, draft_probs, seeds, step_counter, accepted, "
              "next_token, scores, window_ring, window_tokens, place_rows, "
              "place_slots)");
@@ -561,9 +559,6 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
     if (arg.role == ArgumentRole::Rows &&
         (arg.dtype != DType::I8 || arg.shape.size() != 4))
       fail(here, "rows are i8 [B, N, layers, row bytes]");
-    if (arg.role == ArgumentRole::Residency &&
-        (arg.dtype != DType::I32 || arg.shape.size() != 2))
-      fail(here, "a residency table is i32 [B, rows]");
     if (arg.role == ArgumentRole::Scores &&
         (arg.dtype != DType::F32 || arg.shape.size() != 3))
       fail(here, "scores are f32 [B, Q, rows]");

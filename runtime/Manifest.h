@@ -55,7 +55,6 @@ enum class ArgumentRole {
   Output,       ///< bf16 [B,Q,H,v_dim]
   Positions,    ///< i32 [B]: logical positions of draft rows (ring ops)
   Rows,         ///< i8 [B,N,layers,row_bytes]: rows moved whole (ring, window)
-  Residency,    ///< i32 [B,H]: each request's row-to-slot table (resolve)
   DraftTokens,  ///< i32 [B,gamma]: drafted tokens (accept)
   TargetProbs,  ///< f32 [B,gamma+1,V]: the target's distributions (accept)
   DraftProbs,   ///< f32 [B,gamma,V]: the drafter's distributions (accept)

@@ -6,6 +6,7 @@
 #include "runtime/Error.h"
 
 #include <algorithm>
+#include <exception>
 #include <cstring>
 #include <limits>
 
@@ -307,6 +308,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   rowIds_.assign(static_cast<std::size_t>(layout.groups()), std::vector<std::int32_t>(selections, -1));
   slots_.assign(static_cast<std::size_t>(layout.groups()), std::vector<std::int32_t>(selections, -1));
   selected_.assign(static_cast<std::size_t>(layout.groups()), 0);
+  deviceSelected_.assign(static_cast<std::size_t>(layout.groups()), 0);
   attended_.assign(static_cast<std::size_t>(layout.layers), 0);
 }
 
@@ -586,11 +588,12 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
   }
   batch_ = batch;
   std::fill(selected_.begin(), selected_.end(), 0);
+  std::fill(deviceSelected_.begin(), deviceSelected_.end(), 0);
   std::fill(attended_.begin(), attended_.end(), 0);
   inStep_ = true;
 }
 
-void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds) {
+void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds, MemorySpace memory) {
   if (!inStep_)
     throw StateError("selections outside a step (begin a step first)");
   if (group < 0 || group >= layout_.groups())
@@ -601,6 +604,28 @@ void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds) {
     throw StateError("layer group " + std::to_string(group) + " already has its selections");
   if (batch_ > 0 && !rowIds)
     throw InputError("null row ids for layer group " + std::to_string(group));
+  const std::int64_t perLane = shape_.queries * shape_.topk;
+  if (memory == MemorySpace::Device) {
+    // The step's dhs.resolve maps them to slots on the device; they are
+    // checked and booked by the controller after the step, from a copy.
+    if (!tiers_->acceptsDevicePointers())
+      throw InputError("the " + tiers_->describe() + " backend takes host pointers only");
+    tiers_->takeSelections(group, rowIds, batch_ * perLane);
+    selected_[g] = 1;
+    deviceSelected_[g] = 1;
+    return;
+  }
+  checkSelections(group, rowIds);
+  std::vector<std::int32_t> &padded = rowIds_[g];
+  std::fill(padded.begin(), padded.end(), -1);
+  if (batch_ > 0)
+    std::copy(rowIds, rowIds + batch_ * perLane, padded.begin());
+  controller_->resolve(group, lanes_.data(), shape_.batch, padded.data(), shape_.queries,
+                       shape_.topk, slots_[g].data());
+  selected_[g] = 1;
+}
+
+void Runtime::checkSelections(std::int32_t group, const std::int32_t *rowIds) const {
   const std::int64_t perLane = shape_.queries * shape_.topk;
   // Checked here too (the controller checks again) so that messages name
   // the engine's request ids.
@@ -620,13 +645,6 @@ void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds) {
                          "'s history (length " +
                          std::to_string(historyLen_[static_cast<std::size_t>(b)]) + ")");
     }
-  std::vector<std::int32_t> &padded = rowIds_[g];
-  std::fill(padded.begin(), padded.end(), -1);
-  if (batch_ > 0)
-    std::copy(rowIds, rowIds + batch_ * perLane, padded.begin());
-  controller_->resolve(group, lanes_.data(), shape_.batch, padded.data(), shape_.queries,
-                       shape_.topk, slots_[g].data());
-  selected_[g] = 1;
 }
 
 void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *output,
@@ -656,9 +674,11 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
   step.historyStart = historyStart_.data();
   step.historyLen = historyLen_.data();
   step.output = output;
+  step.selectionsOnDevice = deviceSelected_[static_cast<std::size_t>(group)] != 0;
   tiers_->attend(layer, step);
   attended_[static_cast<std::size_t>(layer)] = 1;
-  if (config_.checkInvariants)
+  // (Reads of device selections are checked once they are booked.)
+  if (config_.checkInvariants && !step.selectionsOnDevice)
     checkReads(layer);
 }
 
@@ -674,9 +694,41 @@ void Runtime::endStep() {
       throw StateError("cannot end the step: layer " + std::to_string(l) + " did not run");
   try {
     tiers_->finishStep();
-  } catch (...) {
+  } catch (const Error &) {
+    // Device selections the kernels rejected: name the first bad one from
+    // the host copy (complete now).
+    std::exception_ptr precise;
+    for (std::int32_t g = 0; g < layout_.groups() && !precise; ++g)
+      if (deviceSelected_[static_cast<std::size_t>(g)])
+        try {
+          checkSelections(g, tiers_->selectionsOnHost(g));
+        } catch (const Error &) {
+          precise = std::current_exception();
+        }
     abortStep();
+    if (precise)
+      std::rethrow_exception(precise);
     throw;
+  }
+  // Device selections are booked now, exactly as host ones were at select
+  // time (nothing changed the residency in between).
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::size_t gi = static_cast<std::size_t>(g);
+    if (!deviceSelected_[gi])
+      continue;
+    try {
+      const std::int32_t *taken = tiers_->selectionsOnHost(g);
+      checkSelections(g, taken);
+      std::copy(taken, taken + rowIds_[gi].size(), rowIds_[gi].begin());
+      controller_->resolve(g, lanes_.data(), shape_.batch, rowIds_[gi].data(), shape_.queries,
+                           shape_.topk, slots_[gi].data());
+    } catch (...) {
+      abortStep();
+      throw;
+    }
+    if (config_.checkInvariants)
+      for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g); ++l)
+        checkReads(l);
   }
   std::vector<RowCopy> copies;
   controller_->endStep(copies);
@@ -705,7 +757,8 @@ void Runtime::abortStep() {
 }
 
 void Runtime::step(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *rowIds,
-                   const bf16_t *queries, bf16_t *output, MemorySpace memory) {
+                   const bf16_t *queries, bf16_t *output, MemorySpace memory,
+                   MemorySpace selectionMemory) {
   beginStep(ids, batch);
   try {
     const std::int64_t selections = batch * shape_.queries * shape_.topk;
@@ -715,7 +768,7 @@ void Runtime::step(const std::uint64_t *ids, std::int64_t batch, const std::int3
       throw InputError("null row ids, queries or output for a step of " +
                        std::to_string(batch) + " requests");
     for (std::int32_t g = 0; g < layout_.groups(); ++g)
-      selectGroup(g, batch > 0 ? rowIds + g * selections : nullptr);
+      selectGroup(g, batch > 0 ? rowIds + g * selections : nullptr, selectionMemory);
     for (std::int32_t l = 0; l < layout_.layers; ++l)
       attendLayer(l, batch > 0 ? queries + l * queryElems : nullptr,
                   batch > 0 ? output + l * outputElems : nullptr, memory);

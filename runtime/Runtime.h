@@ -6,7 +6,9 @@
 // steps of a compiled step (manifest from dhs-compile) over a batch:
 //
 //   beginStep(request ids)          the batch (at most the step's B requests)
-//   selectGroup(g, row ids)         per group: selections -> slot map
+//   selectGroup(g, row ids)         per group: selections -> slot map (host
+//                                   memory), or left on the device for the
+//                                   step's dhs.resolve (device memory)
 //   attendLayer(l, queries, out)    per layer: the step's sparse attention
 //   endStep()                       promotions, bookkeeping, checks
 //
@@ -163,10 +165,16 @@ public:
   /// `batch` are padding). Throws InputError (batch too large, a request
   /// twice), UnknownRequestError, StateError.
   void beginStep(const std::uint64_t *ids, std::int64_t batch);
-  /// Group g's selections [batch, Q, K] (row ids, -1 = none), host memory.
-  /// Throws InputError (a row id outside its request's history; the step
-  /// stays open and the call may be repeated), StateError.
-  void selectGroup(std::int32_t group, const std::int32_t *rowIds);
+  /// Group g's selections [batch, Q, K] (row ids, -1 = none). In host
+  /// memory they are checked and resolved now: throws InputError (a row id
+  /// outside its request's history; the step stays open and the call may be
+  /// repeated), StateError. In device memory (CUDA, with steps that contain
+  /// dhs.resolve and a placement step: the residency maps) they never wait
+  /// for the host: the step's kernels resolve them through the maps, and
+  /// endStep checks and books a copy; a bad row id then fails endStep with
+  /// the same message (the step is abandoned, nothing promoted).
+  void selectGroup(std::int32_t group, const std::int32_t *rowIds,
+                   MemorySpace memory = MemorySpace::Host);
   /// Layer l's attention: queries [batch, Q, H, qk_dim] in, output [batch,
   /// Q, H, v_dim] out, both in `memory`. Its group must be selected. On
   /// CUDA the work is only enqueued (stream-ordered, no host wait): the
@@ -195,10 +203,12 @@ public:
 
   /// A whole step: beginStep, selectGroup for every group (rowIds
   /// [groups][batch][Q][K]), attendLayer for every layer (queries
-  /// [L][batch][Q][H][qk_dim], output [L][batch][Q][H][v_dim]), endStep. On
-  /// any error the step is abandoned and nothing is promoted.
+  /// [L][batch][Q][H][qk_dim], output [L][batch][Q][H][v_dim]), endStep;
+  /// queries and output in `memory`, row ids in `selectionMemory`. On any
+  /// error the step is abandoned and nothing is promoted.
   void step(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *rowIds,
-            const bf16_t *queries, bf16_t *output, MemorySpace memory = MemorySpace::Host);
+            const bf16_t *queries, bf16_t *output, MemorySpace memory = MemorySpace::Host,
+            MemorySpace selectionMemory = MemorySpace::Host);
 
   /// Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
   /// compiled by dhs-compile: ring_index + copy_rows launches) whose kernels
@@ -264,6 +274,9 @@ private:
   void requireStep(const char *what) const;
   void checkReads(std::int32_t layer);
   void checkCopies(const std::vector<RowCopy> &copies);
+  /// Checks group g's selections [batch, Q, K] (host memory) against the
+  /// batch's histories; throws InputError / OutOfRangeError naming one.
+  void checkSelections(std::int32_t group, const std::int32_t *rowIds) const;
   /// Hands copies, after the releases logged since the last call, to the
   /// tiers.
   void applyCopies(const std::vector<RowCopy> &copies);
@@ -302,6 +315,7 @@ private:
   std::vector<std::vector<std::int32_t>> rowIds_; // [group][B*Q*K]
   std::vector<std::vector<std::int32_t>> slots_;  // [group][B*Q*K]
   std::vector<std::uint8_t> selected_;          // [group]
+  std::vector<std::uint8_t> deviceSelected_;    // [group] selections on the device
   std::vector<std::uint8_t> attended_;          // [layer]
   std::vector<bf16_t> queries_, output_;        // padded staging (host)
 };

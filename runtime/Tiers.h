@@ -107,6 +107,10 @@ struct LayerStep {
   const std::int64_t *historyStart = nullptr; ///< [B] host
   const std::int32_t *historyLen = nullptr;   ///< [B] host
   bf16_t *output = nullptr;               ///< [lanes,Q,H,v_dim] in `memory`
+  /// The group's selections were taken on the device (takeSelections):
+  /// rowIds and slots are unused, the step's dhs.resolve computes the slots
+  /// from the group's residency map.
+  bool selectionsOnDevice = false;
 };
 
 /// What CUDA-graph replay did so far (all zero without graphs).
@@ -139,6 +143,18 @@ public:
   /// nothing.
   virtual void setPlacementStep(const Manifest &manifest,
                                 const std::vector<const std::vector<std::int32_t> *> &tables);
+  /// True when the steps resolve selections on the device (they contain
+  /// dhs.resolve) and a placement step keeps the residency maps there: then
+  /// selections may stay in device memory (takeSelections).
+  virtual bool resolvesOnDevice() const { return false; }
+  /// Takes group g's selections [count] (row ids, device memory) for the
+  /// step in progress: enqueues copies into the step's row_ids (padded with
+  /// -1 to [B, Q, K]) and a host copy that selectionsOnHost returns once
+  /// finishStep has returned. No host wait. Throws Error where unsupported.
+  virtual void takeSelections(std::int32_t group, const std::int32_t *rowIds,
+                              std::int64_t count);
+  /// The host copy of group g's selections taken this step [B, Q, K].
+  virtual const std::int32_t *selectionsOnHost(std::int32_t group);
   /// Group g's device residency map as host-readable values [host rows]
   /// (a download that waits for submitted work), or nullptr without a
   /// placement step. For checks, not for steps.

@@ -420,11 +420,12 @@ dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t bat
   });
 }
 
-dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids) {
+dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
+                           dhs_memory memory) {
   return guarded("dhs_step_select", DHS_ERROR_DEVICE, [&] {
     if (dhs_status status = requireLoaded(runtime, "dhs_step_select"))
       return status;
-    runtime->runtime->selectGroup(group, row_ids);
+    runtime->runtime->selectGroup(group, row_ids, memorySpace(memory));
     return DHS_OK;
   });
 }

@@ -218,8 +218,12 @@ dhs_status dhs_step_run(dhs_runtime *runtime, const uint64_t *ids, int64_t batch
  *  per layer attend (queries [batch][Q][H][qk_dim], output [batch][Q][H]
  *  [v_dim]), then end (or abort). */
 dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch);
-/** Group `group`'s selections for the step in progress. */
-dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids);
+/** Group `group`'s selections for the step in progress, in `memory`
+ *  Device selections (CUDA, with steps that resolve them on
+ *  the device and a placement step) never wait for the host; a bad row id
+ *  among them makes dhs_step_end fail with DHS_ERROR_OUT_OF_RANGE. */
+dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
+                           dhs_memory memory);
 /** Layer `layer`'s attention for the step in progress. */
 dhs_status dhs_step_attend(dhs_runtime *runtime, int32_t layer, const uint16_t *queries,
                            uint16_t *output, dhs_memory memory);

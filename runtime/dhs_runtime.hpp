@@ -126,9 +126,10 @@ public:
   void beginStep(const std::uint64_t *ids, std::int64_t batch) {
     check(dhs_step_begin(handle_, ids, batch));
   }
-  /// Group selections of the step in progress.
-  void select(std::int32_t group, const std::int32_t *rowIds) {
-    check(dhs_step_select(handle_, group, rowIds));
+  /// Group selections of the step in progress (host or device memory).
+  void select(std::int32_t group, const std::int32_t *rowIds,
+              dhs_memory memory = DHS_MEMORY_HOST) {
+    check(dhs_step_select(handle_, group, rowIds, memory));
   }
   /// One layer's attention of the step in progress.
   void attend(std::int32_t layer, const std::uint16_t *queries, std::uint16_t *output,

@@ -36,7 +36,7 @@ func.func @tiers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host 
 // Selection, residency, retrieval and both attention forms.
 // CHECK-LABEL: func.func @step
 // CHECK: dhs.topk scores(%{{.*}} : memref<4x2x8192xf32>) history(%{{.*}} : memref<4xi32>) into(%{{.*}} : memref<4x2x2048xi32>)
-// CHECK: dhs.resolve rows(%{{.*}} : memref<4x2x2048xi32>) residency(%{{.*}} : memref<4x8192xi32>) history(%{{.*}} : memref<4xi32>) into(%{{.*}} : memref<4x2x2048xi32>)
+// CHECK: dhs.resolve pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) into(%{{.*}} : memref<4x2x2048xi32>)
 // CHECK: dhs.fetch pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) into(%{{.*}} : memref<4x4096x4x656xi8>)
 // CHECK: dhs.attention queries(%{{.*}} : memref<4x2x64x576xbf16>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) staging(%{{.*}} : memref<4x4096x4x656xi8>) pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 3 output(%{{.*}} : memref<4x2x64x512xbf16>) scale = 0.0416666679
 // CHECK: dhs.union_missing rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) into(%{{.*}}, %{{.*}} : memref<4x4096xi32>, memref<4x2x2048xi32>)
@@ -45,14 +45,15 @@ func.func @tiers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host 
 // CHECK: dhs.sparse_attention queries(%{{.*}} : memref<4x2x64x576xbf16>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 1 output(%{{.*}} : memref<4x2x64x512xbf16>) scale = 0.0416666679
 func.func @step(%scores: memref<4x2x8192xf32>, %q: memref<4x2x64x576xbf16>,
                 %rows: memref<4x2x2048xi32>, %slots: memref<4x2x2048xi32>,
-                %map: memref<4x8192xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+                %start: memref<4xi64>, %len: memref<4xi32>,
                 %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>,
                 %stage: memref<4x4096x4x656xi8>, %union: memref<4x4096xi32>,
                 %remap: memref<4x2x2048xi32>, %out: memref<4x2x64x512xbf16>) {
   dhs.topk scores(%scores : memref<4x2x8192xf32>) history(%len : memref<4xi32>)
       into(%rows : memref<4x2x2048xi32>)
-  dhs.resolve rows(%rows : memref<4x2x2048xi32>) residency(%map : memref<4x8192xi32>)
-      history(%len : memref<4xi32>) into(%slots : memref<4x2x2048xi32>)
+  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      rows(%rows : memref<4x2x2048xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>) into(%slots : memref<4x2x2048xi32>)
   dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
       rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)

@@ -83,7 +83,7 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
   CHECK(dhs_step_run(nullptr, &id, 1, nullptr, nullptr, nullptr, DHS_MEMORY_HOST) ==
         DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_begin(nullptr, &id, 1) == DHS_ERROR_INVALID_HANDLE);
-  CHECK(dhs_step_select(nullptr, 0, nullptr) == DHS_ERROR_INVALID_HANDLE);
+  CHECK(dhs_step_select(nullptr, 0, nullptr, DHS_MEMORY_HOST) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_attend(nullptr, 0, nullptr, nullptr, DHS_MEMORY_HOST) ==
         DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_end(nullptr) == DHS_ERROR_INVALID_HANDLE);
@@ -217,14 +217,14 @@ TEST_CASE("C API: request and step errors", "[capi]") {
   REQUIRE(dhs_runtime_get_stats(rt, &stats) == DHS_OK);
   CHECK(stats.steps == 0); // every failed step was abandoned
   // Parts in the wrong order.
-  CHECK(dhs_step_select(rt, 0, rows.data()) == DHS_ERROR_STATE);
+  CHECK(dhs_step_select(rt, 0, rows.data(), DHS_MEMORY_HOST) == DHS_ERROR_STATE);
   CHECK(dhs_step_end(rt) == DHS_ERROR_STATE);
   CHECK(dhs_step_abort(rt) == DHS_ERROR_STATE);
   REQUIRE(dhs_step_begin(rt, ids, 2) == DHS_OK);
   CHECK(dhs_step_begin(rt, ids, 2) == DHS_ERROR_STATE);
   CHECK(dhs_step_attend(rt, 0, q.data(), out.data(), DHS_MEMORY_HOST) == DHS_ERROR_STATE);
-  CHECK(dhs_step_select(rt, 2, rows.data()) == DHS_ERROR_OUT_OF_RANGE);
-  REQUIRE(dhs_step_select(rt, 0, rows.data()) == DHS_OK); // group 0 only
+  CHECK(dhs_step_select(rt, 2, rows.data(), DHS_MEMORY_HOST) == DHS_ERROR_OUT_OF_RANGE);
+  REQUIRE(dhs_step_select(rt, 0, rows.data(), DHS_MEMORY_HOST) == DHS_OK); // group 0 only
   CHECK(dhs_step_attend(rt, 5, q.data(), out.data(), DHS_MEMORY_HOST) == DHS_ERROR_OUT_OF_RANGE);
   REQUIRE(dhs_step_attend(rt, 0, q.data(), out.data(), DHS_MEMORY_HOST) == DHS_OK);
   CHECK(dhs_step_end(rt) == DHS_ERROR_STATE);

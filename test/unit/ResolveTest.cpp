@@ -1,9 +1,10 @@
 //===- ResolveTest.cpp - The generated resolve kernel on a GPU ------------===//
 //
 // examples/resolve_step.mlir, compiled at build time: selections resolve to
-// HBM slots through the requests' row-to-slot tables. On a GPU the slots
-// must equal a CPU lookup on fresh random tables and selections, and a row id
-// outside its history must be reported (status bit 1) and resolve to -1.
+// HBM slots through the pool's residency map (one entry per host row). On a
+// GPU the slots must equal a CPU lookup on fresh random maps and selections,
+// and a row id outside its history must be reported (status bit 1) and
+// resolve to -1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,13 +43,20 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
   INFO("DHS_TEST_SEED=" << seed - 1300);
   std::mt19937_64 rng(seed);
 
-  // rows [4,2,256], residency [4,8192], history_len [4], slots [4,2,256].
-  const std::size_t B = 4, Q = 2, K = 256, H = 8192;
-  std::vector<std::int32_t> table(B * H), rows(B * Q * K), length(B);
-  for (auto &slot : table)
-    slot = rng() % 3 ? -1 : static_cast<std::int32_t>(rng() % 65536);
-  for (std::size_t b = 0; b < B; ++b)
+  // pool (map [H]), rows [4,2,256], history_start [4], history_len [4],
+  // slots [4,2,256]: requests laid out one after another in the host store.
+  const std::size_t B = 4, Q = 2, K = 256;
+  std::vector<std::int32_t> rows(B * Q * K), length(B);
+  std::vector<std::int64_t> start(B);
+  std::size_t H = 0;
+  for (std::size_t b = 0; b < B; ++b) {
     length[b] = 2000 + static_cast<std::int32_t>(rng() % 6000);
+    start[b] = static_cast<std::int64_t>(H);
+    H += static_cast<std::size_t>(length[b]) + rng() % 100; // gaps between ranges
+  }
+  std::vector<std::int32_t> map(H);
+  for (auto &slot : map)
+    slot = rng() % 3 ? -1 : static_cast<std::int32_t>(rng() % 65536);
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t i = 0; i < Q * K; ++i)
       rows[b * Q * K + i] = rng() % 10 == 0
@@ -61,21 +69,26 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
       rows[3] = length[0] + 5;
     CudaBackend backend(manifest, 0);
     backend.makeCurrent();
-    auto upload = [&](const std::vector<std::int32_t> &data, const char *name) {
-      auto buffer = std::make_unique<DeviceBuffer>(data.size() * 4, name);
-      cuda.check(cuda.memcpyHtoD(buffer->get(), data.data(), data.size() * 4), name);
+    auto upload = [&](const auto &data, const char *name) {
+      const std::size_t bytes = data.size() * sizeof(data[0]);
+      auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
+      cuda.check(cuda.memcpyHtoD(buffer->get(), data.data(), bytes), name);
       return buffer;
     };
+    std::unique_ptr<DeviceBuffer> mapBuffer = upload(map, "map");
     std::vector<std::unique_ptr<DeviceBuffer>> owned;
     owned.push_back(upload(rows, "rows"));
-    owned.push_back(upload(table, "residency"));
+    owned.push_back(upload(start, "history_start"));
     owned.push_back(upload(length, "history_len"));
     owned.push_back(upload(std::vector<std::int32_t>(B * Q * K, 12345), "slots"));
     DeviceBuffer status(4, "status");
     cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
     CudaStepBuffers buffers;
+    buffers.arguments.push_back(0); // the pool: its map is passed apart
     for (auto &buffer : owned)
       buffers.arguments.push_back(buffer->get());
+    buffers.map = mapBuffer->get();
+    buffers.hostRows = static_cast<std::int64_t>(H);
     buffers.status = status.get();
     Stream stream;
     backend.launchAsync(buffers, stream.get());
@@ -90,7 +103,9 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
       for (std::size_t i = 0; i < Q * K; ++i) {
         std::int32_t id = rows[b * Q * K + i];
         std::int32_t expected =
-            id < 0 || id >= length[b] ? -1 : table[b * H + static_cast<std::size_t>(id)];
+            id < 0 || id >= length[b]
+                ? -1
+                : map[static_cast<std::size_t>(start[b]) + static_cast<std::size_t>(id)];
         mismatches += slots[b * Q * K + i] != expected;
       }
     CHECK(mismatches == 0);

@@ -12,6 +12,7 @@
 
 #include "runtime/CpuBackend.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/CudaResources.h"
 #include "runtime/Error.h"
 #include "runtime/Runtime.h"
 
@@ -157,7 +158,9 @@ namespace {
 /// step, [layers][4][Q][H][v_dim] each.
 template <typename OnStep>
 void lockstepSession(std::vector<Runtime *> runtimes, std::int32_t layers, std::int32_t G,
-                     int steps, std::mt19937_64 &rng, OnStep onStep) {
+                     int steps, std::mt19937_64 &rng, OnStep onStep,
+                     std::vector<bool> deviceSelections = {}) {
+  deviceSelections.resize(runtimes.size(), false);
   const ProblemShape &s = runtimes.front()->shape();
   const std::int64_t rowBytes = runtimes.front()->rowBytes();
   const std::int32_t groups = (layers + G - 1) / G;
@@ -195,8 +198,23 @@ void lockstepSession(std::vector<Runtime *> runtimes, std::int32_t layers, std::
     std::vector<std::vector<bf16_t>> outputs(
         runtimes.size(),
         std::vector<bf16_t>(static_cast<std::size_t>(layers * 4 * s.queries * s.heads * s.vDim)));
+    // Device selections come from device memory, as an engine's indexer
+    // would leave them.
+    std::unique_ptr<cuda_detail::DeviceBuffer> deviceRows;
+    if (std::find(deviceSelections.begin(), deviceSelections.end(), true) !=
+        deviceSelections.end()) {
+      deviceRows = std::make_unique<cuda_detail::DeviceBuffer>(rows.size() * 4, "selections");
+      CudaDriver::instance().check(
+          CudaDriver::instance().memcpyHtoD(deviceRows->get(), rows.data(), rows.size() * 4),
+          "uploading selections");
+    }
     for (std::size_t i = 0; i < runtimes.size(); ++i)
-      runtimes[i]->step(batch.data(), 4, rows.data(), q.data(), outputs[i].data());
+      runtimes[i]->step(batch.data(), 4,
+                        deviceSelections[i]
+                            ? reinterpret_cast<const std::int32_t *>(deviceRows->get())
+                            : rows.data(),
+                        q.data(), outputs[i].data(), MemorySpace::Host,
+                        deviceSelections[i] ? MemorySpace::Device : MemorySpace::Host);
     onStep(outputs);
     for (std::uint64_t id : batch) {
       std::vector<std::uint8_t> token = randomRows(layers);
@@ -492,4 +510,90 @@ TEST_CASE("a placement step: promotions by kernel, the residency maps on the dev
   WARN("CUDA executor with the placement kernel vs the CPU executor, FP8 layer groups of 4: "
        "16 steps x 8 layers, worst relative error "
        << worst << ", same promotions, bits equal to driver copies, device maps match");
+}
+
+TEST_CASE("selections in device memory: resolved on the GPU, booked after the step",
+          "[cuda][gpu][runtime]") {
+  // FP8 layer groups of 4 whose steps resolve on the device (dhs.resolve
+  // through the residency maps kept by the placement kernel). The engine's
+  // selections stay in device memory; the CPU executor gets them in host
+  // memory. Same rows, same promotions, same outputs.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 540;
+  INFO("DHS_TEST_SEED=" << seed - 540);
+  const std::string placement = dhs::test::compiledStepsDir() + "/place_rows";
+  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
+  for (const std::string &dir : resolved)
+    if (!std::ifstream(dir + "/manifest.json") || !std::ifstream(placement + "/manifest.json")) {
+      WARN("SKIPPED: no compiled step at " << dir << " or " << placement);
+      return;
+    }
+  const std::int32_t layers = 8;
+  RuntimeConfig config = groupConfig(layers, 4);
+  if (!cuda.available()) {
+    config.backend = BackendKind::Cuda;
+    CHECK_THROWS_AS(Runtime(config).loadSteps(resolved), Error);
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  config.backend = BackendKind::Cpu;
+  Runtime cpu(config);
+  cpu.loadSteps(resolved); // the CPU runs the attention, the host resolves
+  config.backend = BackendKind::Cuda;
+  Runtime gpu(config), plain(config);
+  gpu.loadSteps(resolved);
+  plain.loadSteps(dhs::test::groupSteps(4));
+  // Device selections need the maps (a placement step) and a resolving step.
+  {
+    std::vector<std::uint64_t> none;
+    gpu.beginStep(none.data(), 0);
+    CHECK_THROWS_WITH(gpu.selectGroup(0, nullptr, MemorySpace::Device),
+                      Catch::Contains("load a placement step"));
+    gpu.abortStep();
+    plain.loadPlacementStep(placement);
+    plain.beginStep(none.data(), 0);
+    CHECK_THROWS_WITH(plain.selectGroup(0, nullptr, MemorySpace::Device),
+                      Catch::Contains("need a step that resolves them on the device"));
+    plain.abortStep();
+  }
+  gpu.loadPlacementStep(placement);
+  std::mt19937_64 rng(seed);
+  double worst = 0.0;
+  lockstepSession({&cpu, &gpu}, layers, 4, 16, rng, [&](auto &outputs) {
+    worst = std::max(worst, expectSameStep(cpu, gpu, outputs, layers));
+  }, {false, true});
+  expectSameResidency(cpu, gpu, 2048);
+  cpu.checkInvariants();
+  gpu.checkInvariants();
+
+  // A bad row id among device selections: the step fails at its end with the
+  // host path's message, nothing is promoted, the runtime goes on.
+  const RuntimeStats before = gpu.stats();
+  std::vector<std::uint64_t> batch = {21, 22};
+  const std::int64_t perLane = gpu.shape().queries * gpu.shape().topk;
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(2 * 2 * perLane), 0);
+  rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 1 << 20; // group 1, lane 1
+  cuda_detail::DeviceBuffer deviceRows(rows.size() * 4, "selections");
+  cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
+  std::vector<bf16_t> q(static_cast<std::size_t>(layers * 2 * gpu.shape().queries *
+                                                 gpu.shape().heads * 576)),
+      out(static_cast<std::size_t>(layers * 2 * gpu.shape().queries * gpu.shape().heads * 512));
+  dhs::test::fillRandom(rng, q.data(), q.size());
+  CHECK_THROWS_WITH(gpu.step(batch.data(), 2,
+                             reinterpret_cast<const std::int32_t *>(deviceRows.get()), q.data(),
+                             out.data(), MemorySpace::Host, MemorySpace::Device),
+                    Catch::Contains("row id 1048576 at [lane 1, query 0, k 3] of layer group 1 "
+                                    "is outside request 22's history"));
+  CHECK_FALSE(gpu.inStep());
+  CHECK(gpu.stats().steps == before.steps);
+  CHECK(gpu.stats().totals.promoted == before.totals.promoted);
+  gpu.checkInvariants();
+  rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 0;
+  cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
+  gpu.step(batch.data(), 2, reinterpret_cast<const std::int32_t *>(deviceRows.get()), q.data(),
+           out.data(), MemorySpace::Host, MemorySpace::Device);
+  CHECK(gpu.stats().steps == before.steps + 1);
+  WARN("device selections, FP8 layer groups of 4: 16 steps x 8 layers in lockstep with the CPU "
+       "executor, worst relative error "
+       << worst << ", same promotions, device maps match; a bad row id fails the step cleanly");
 }

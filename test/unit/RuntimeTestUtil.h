@@ -29,10 +29,11 @@ inline std::string groupStepsDir() {
 }
 
 /// The step directories of a layer group of G layers: layer 0 .. G-1.
-inline std::vector<std::string> groupSteps(int G) {
+inline std::vector<std::string> groupSteps(int G, const std::string &variant = "") {
   std::vector<std::string> dirs;
   for (int l = 0; l < G; ++l)
-    dirs.push_back(groupStepsDir() + "/fp8_g" + std::to_string(G) + "/layer" + std::to_string(l));
+    dirs.push_back(groupStepsDir() + "/fp8_g" + std::to_string(G) + variant + "/layer" +
+                   std::to_string(l));
   return dirs;
 }
 
