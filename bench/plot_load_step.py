@@ -3,7 +3,9 @@
 moving average) and HBM use over time for the adaptive and the fixed-budget
 policies, with the number of admitted requests. Not part of CI.
 
-usage: plot_load_step.py load_step.csv load_step.png
+usage: plot_load_step.py load_step.csv load_step.png [groups]
+(groups: the layer groups simulated, 1 by default; the CSV's optional budget
+is per group)
 """
 import csv
 import sys
@@ -26,6 +28,7 @@ def moving_average(values, n=10):
 
 def main():
     rows = list(csv.DictReader(open(sys.argv[1])))
+    groups = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     step = [int(r["step"]) for r in rows]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     colors = {"adaptive": "tab:blue", "fixed": "tab:red"}
@@ -48,10 +51,11 @@ def main():
     reqs.set_ylabel("admitted requests", color="gray")
     reqs.set_ylim(0, 40)
     reqs.legend(loc="upper left")
-    # The adaptive optional budget in the same bytes per slot.
+    # The adaptive optional budget (slots per group, every group) in the same
+    # bytes per slot.
     per_slot = [float(r["adaptive_hbm_gib"]) / int(r["adaptive_hbm_slots_used"])
                 for r in rows if int(r["adaptive_hbm_slots_used"])][0]
-    ax2.plot(step, [int(r["adaptive_optional_budget"]) * per_slot for r in rows],
+    ax2.plot(step, [int(r["adaptive_optional_budget"]) * groups * per_slot for r in rows],
              color=colors["adaptive"], linestyle="--", label="adaptive: optional budget")
     ax2.set_ylabel("HBM (GiB, 78 layers)")
     ax2.set_xlabel("decode step")
