@@ -12,7 +12,8 @@
 #                                    the example engine on CUDA, then every
 #                                    step at residency 0, 0.5 and 1 on fresh
 #                                    seeds against the fp64 CPU reference,
-#                                    then the top-k benchmark (vs torch.topk)
+#                                    then the promotion benchmark and the
+#                                    top-k benchmark (vs torch.topk)
 #                                    and the bad-input cases; print a table.
 #   tools/gpu-check.sh               both, on a machine that has everything.
 #
@@ -28,7 +29,7 @@ bundle() {
   [ -x "$build/bin/dhs-compile" ] || { echo "gpu-check: build first (tools/setup.sh)" >&2; exit 1; }
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
   cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
-     "$build/bin/dhs-topk-bench" "$dir/bin/"
+     "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$dir/bin/"
   cp -r "$root/bench" "$dir/bench"
   # The top-k benchmark's step (bench/topk.sh runs it beside torch.topk).
   "$build/bin/dhs-compile" "$root/bench/topk_glm5.mlir" -o "$dir/topk_glm5" || exit 1
@@ -45,6 +46,13 @@ bundle() {
   for name in default_step mla_bf16_64heads_top2048 mla_fp8_layer_group v41_fp8_step \
               v41_window_step verify_step verify_step_fp8_group gqa_step; do
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
+  done
+  # The default step with 3 and 4 query positions (the examples have 1, 2
+  # and 5).
+  for q in 3 4; do
+    sed "s/4x1x/4x${q}x/g" "$root/examples/default_step.mlir" > "$dir/default_q${q}_step.mlir"
+    "$build/bin/dhs-compile" "$dir/default_q${q}_step.mlir" \
+      -o "$dir/steps/default_q${q}_step" || exit 1
   done
   # The GQA layer with f16 and f32 rows (the example's are bf16).
   for dtype in f16 f32; do
@@ -116,6 +124,13 @@ run() {
       failed=1; echo "FAILED: verify_step $args"; tail -n 3 "$results/edges.log"
     fi
   done
+
+  echo "== promotions: a copy per row vs one driver batch vs the place_rows kernel"
+  if [ -x "$dir/bin/dhs-promotion-bench" ] && [ -d "$dir/compiled-steps/place_rows" ]; then
+    "$dir/bin/dhs-promotion-bench" "$dir/compiled-steps/place_rows" \
+      > "$results/promotion.log" 2>&1 || { failed=1; echo "FAILED: promotion benchmark"; }
+    sed 's/^/  /' "$results/promotion.log"
+  fi
 
   echo "== top-k: the generated kernel vs torch.topk and the memory floor"
   if [ -x "$dir/bin/dhs-topk-bench" ]; then

@@ -557,14 +557,25 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
     plain.abortStep();
   }
   gpu.loadPlacementStep(placement);
+  // The same with every step replayed as a CUDA graph.
+  config.cudaGraphs = true;
+  Runtime graphed(config);
+  graphed.loadSteps(resolved);
+  graphed.loadPlacementStep(placement);
   std::mt19937_64 rng(seed);
   double worst = 0.0;
-  lockstepSession({&cpu, &gpu}, layers, 4, 16, rng, [&](auto &outputs) {
+  std::size_t differing = 0;
+  lockstepSession({&cpu, &gpu, &graphed}, layers, 4, 16, rng, [&](auto &outputs) {
     worst = std::max(worst, expectSameStep(cpu, gpu, outputs, layers));
-  }, {false, true});
+    differing += countBitDifferences(outputs[1], outputs[2]);
+  }, {false, true, true});
+  CHECK(differing == 0);
+  CHECK(graphed.stats().graphReplays > 0);
   expectSameResidency(cpu, gpu, 2048);
+  expectSameResidency(cpu, graphed, 2048);
   cpu.checkInvariants();
   gpu.checkInvariants();
+  graphed.checkInvariants();
 
   // A bad row id among device selections: the step fails at its end with the
   // host path's message, nothing is promoted, the runtime goes on.
@@ -595,5 +606,6 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
   CHECK(gpu.stats().steps == before.steps + 1);
   WARN("device selections, FP8 layer groups of 4: 16 steps x 8 layers in lockstep with the CPU "
        "executor, worst relative error "
-       << worst << ", same promotions, device maps match; a bad row id fails the step cleanly");
+       << worst << ", same promotions, device maps match, bits equal as CUDA graphs; a bad row "
+       "id fails the step cleanly");
 }
