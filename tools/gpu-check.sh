@@ -48,9 +48,10 @@ bundle() {
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
   done
   # The default step with 3 and 4 query positions (the examples have 1, 2
-  # and 5).
+  # and 5), in a pool that holds all their rows at residency 1.
   for q in 3 4; do
-    sed "s/4x1x/4x${q}x/g" "$root/examples/default_step.mlir" > "$dir/default_q${q}_step.mlir"
+    sed "s/4x1x/4x${q}x/g; s/hbm = 2048/hbm = 4096/g" "$root/examples/default_step.mlir" \
+      > "$dir/default_q${q}_step.mlir"
     "$build/bin/dhs-compile" "$dir/default_q${q}_step.mlir" \
       -o "$dir/steps/default_q${q}_step" || exit 1
   done
