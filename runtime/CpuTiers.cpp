@@ -173,6 +173,18 @@ public:
     problem_.historyLen.assign(step.historyLen, step.historyLen + shape.batch);
     problem_.hostStoreView = host_[pool].data();
     problem_.hbmPoolView = hbm_[pool].data();
+    if (shape.windowSize > 0) {
+      // The lanes' rings of this pool, [B][R][token].
+      const std::size_t ringBytes =
+          static_cast<std::size_t>(layout_.windowRing) * static_cast<std::size_t>(layout_.tokenBytes());
+      problem_.windowRing.assign(static_cast<std::size_t>(shape.batch) * ringBytes / 2, 0);
+      for (std::int64_t b = 0; b < shape.batch; ++b)
+        if (step.laneRequests[b] >= 0)
+          std::memcpy(reinterpret_cast<std::uint8_t *>(problem_.windowRing.data()) +
+                          static_cast<std::size_t>(b) * ringBytes,
+                      windows_.at(step.laneRequests[b]).data() + pool * ringBytes, ringBytes);
+      problem_.windowTokens.assign(step.windowTokens, step.windowTokens + shape.batch);
+    }
     std::vector<bf16_t> out = backend_.run(problem_);
     std::copy(out.begin(), out.begin() + step.lanes * perLane * shape.vDim, step.output);
   }
@@ -197,6 +209,29 @@ public:
   }
 
   void freeDraftRings(std::int32_t index) override { drafts_.erase(index); }
+
+  // Window rings: host vectors [pools][R][token] per request.
+  void allocateWindowRings(std::int32_t index) override {
+    const std::size_t bytes = static_cast<std::size_t>(layout_.pools()) *
+                              static_cast<std::size_t>(layout_.windowRing) *
+                              static_cast<std::size_t>(layout_.tokenBytes());
+    try {
+      windows_[index].assign(bytes, 0);
+    } catch (const std::bad_alloc &) {
+      windows_.erase(index);
+      throw CapacityError("out of host memory for the window rings (" + std::to_string(bytes) +
+                          " bytes)");
+    }
+  }
+  void freeWindowRings(std::int32_t index) override { windows_.erase(index); }
+  void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
+                   const std::uint8_t *tokens) override {
+    std::vector<std::uint8_t> &ring = windows_.at(index);
+    forEachWindowCopy(layout_, position, count, [&](std::size_t ringOffset,
+                                                    std::size_t tokenOffset, std::size_t bytes) {
+      std::memcpy(ring.data() + ringOffset, tokens + tokenOffset, bytes);
+    });
+  }
 
   void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position,
                   std::int64_t count, const std::uint8_t *tokens) override {
@@ -236,6 +271,7 @@ private:
   TierLayout layout_;
   CpuBackend backend_;
   std::unordered_map<std::int32_t, std::vector<std::vector<std::uint8_t>>> drafts_; // [index][group]
+  std::unordered_map<std::int32_t, std::vector<std::uint8_t>> windows_; // [index]
   std::vector<std::vector<bf16_t>> host_; // [pool][host_rows * token]
   std::vector<std::vector<bf16_t>> hbm_;  // [pool][slots * token]
   SparseAttentionProblem problem_;        // reused between layers

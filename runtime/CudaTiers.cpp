@@ -461,6 +461,44 @@ public:
     drafts_[index] = std::move(rings);
   }
 
+  void allocateWindowRings(std::int32_t index) override {
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    const std::size_t bytes = static_cast<std::size_t>(layout_.pools()) *
+                              static_cast<std::size_t>(layout_.windowRing) *
+                              static_cast<std::size_t>(layout_.tokenBytes());
+    std::size_t freeBytes = 0, totalBytes = 0;
+    cuda.check(cuda.memGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo");
+    if (bytes + (16u << 20) > freeBytes)
+      throw CapacityError("the window rings of a request need " + formatBytes(bytes) +
+                          ", the device has " + formatBytes(freeBytes) + " free");
+    auto ring = std::make_unique<DeviceBuffer>(bytes, "a request's window rings");
+    cuda.check(cuda.memsetD32(ring->get(), 0, bytes / 4), "clearing window rings");
+    windows_[index] = std::move(ring);
+  }
+
+  void freeWindowRings(std::int32_t index) override {
+    auto it = windows_.find(index);
+    if (it == windows_.end())
+      return;
+    backends_.front()->makeCurrent();
+    quiesce(); // nothing in flight may still read the rings
+    windows_.erase(it);
+  }
+
+  void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
+                   const std::uint8_t *tokens) override {
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    quiesce(); // steps in flight may read the slots being rewritten
+    const CUdeviceptr ring = windows_.at(index)->get();
+    forEachWindowCopy(layout_, position, count, [&](std::size_t ringOffset,
+                                                    std::size_t tokenOffset, std::size_t bytes) {
+      cuda.check(cuda.memcpyHtoD(ring + ringOffset, tokens + tokenOffset, bytes),
+                 "writing a window token");
+    });
+  }
+
   void freeDraftRings(std::int32_t index) override {
     auto it = drafts_.find(index);
     if (it == drafts_.end())
@@ -686,11 +724,12 @@ private:
     CUdeviceptr queries = 0; ///< device queries (MemorySpace::Device)
     CUdeviceptr output = 0;  ///< device output (MemorySpace::Device)
     bool selectionsOnDevice = false; ///< row ids from takeSelections
+    std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
 
     bool operator==(const LayerWork &o) const {
       return layer == o.layer && memory == o.memory && queryBytes == o.queryBytes &&
              outputBytes == o.outputBytes && queries == o.queries && output == o.output &&
-             selectionsOnDevice == o.selectionsOnDevice;
+             selectionsOnDevice == o.selectionsOnDevice && windowRequests == o.windowRequests;
     }
   };
 
@@ -701,7 +740,7 @@ private:
   std::size_t stagingInBytes() const {
     return bytesOf(ArgumentRole::RowIds) + bytesOf(ArgumentRole::Slots) +
            bytesOf(ArgumentRole::HistoryStart) + bytesOf(ArgumentRole::HistoryLen) +
-           bytesOf(ArgumentRole::Queries);
+           bytesOf(ArgumentRole::WindowTokens) + bytesOf(ArgumentRole::Queries);
   }
   std::uint8_t *stagingIn(std::int32_t layer) const {
     return static_cast<std::uint8_t *>(stagingIn_->host()) +
@@ -741,6 +780,10 @@ private:
     put(ArgumentRole::Slots, step.selectionsOnDevice ? nullptr : step.slots);
     put(ArgumentRole::HistoryStart, step.historyStart);
     put(ArgumentRole::HistoryLen, step.historyLen);
+    if (bytesOf(ArgumentRole::WindowTokens) > 0) {
+      put(ArgumentRole::WindowTokens, step.windowTokens);
+      work.windowRequests.assign(step.laneRequests, step.laneRequests + s.batch);
+    }
     if (step.memory == MemorySpace::Host) {
       if (work.queryBytes > 0)
         std::memcpy(stage, step.queries, work.queryBytes);
@@ -761,7 +804,10 @@ private:
     std::uint8_t *stage = stagingIn(work.layer);
     const std::int32_t group = work.layer / layout_.layersPerGroup;
     for (ArgumentRole role : {ArgumentRole::RowIds, ArgumentRole::Slots,
-                              ArgumentRole::HistoryStart, ArgumentRole::HistoryLen}) {
+                              ArgumentRole::HistoryStart, ArgumentRole::HistoryLen,
+                              ArgumentRole::WindowTokens}) {
+      if (bytesOf(role) == 0)
+        continue;
       if (work.selectionsOnDevice && role == ArgumentRole::RowIds)
         cuda.check(cuda.memcpyDtoDAsync(argument(role),
                                         selections_[static_cast<std::size_t>(group)]->get(),
@@ -790,6 +836,16 @@ private:
     const std::size_t pool = static_cast<std::size_t>(work.layer / layout_.layersPerPool);
     const std::size_t index =
         backends_.size() > 1 ? static_cast<std::size_t>(work.layer % layout_.layersPerPool) : 0;
+    // The lanes' window rings of this pool, side by side.
+    const std::size_t ringBytes = static_cast<std::size_t>(layout_.windowRing) *
+                                  static_cast<std::size_t>(layout_.tokenBytes());
+    for (std::size_t b = 0; b < work.windowRequests.size(); ++b)
+      if (work.windowRequests[b] >= 0)
+        cuda.check(cuda.memcpyDtoDAsync(argument(ArgumentRole::WindowRing) + b * ringBytes,
+                                        windows_.at(work.windowRequests[b])->get() +
+                                            pool * ringBytes,
+                                        ringBytes, stream),
+                   "gathering window rings");
     CudaStepBuffers buffers = buffers_;
     buffers.hbm = hbm_[pool]->get();
     buffers.host = host_[pool]->device();
@@ -889,6 +945,9 @@ private:
   std::vector<std::int32_t> mapSnapshot_;
   // Draft rings (destroyed before the backends' contexts).
   std::unique_ptr<Draft> draft_;
+  // Window rings per request index [pools][R][token] (destroyed before the
+  // backends' contexts).
+  std::map<std::int32_t, std::unique_ptr<DeviceBuffer>> windows_;
   std::map<std::int32_t, std::vector<std::unique_ptr<DeviceBuffer>>> drafts_; // [index][group]
 };
 

@@ -136,11 +136,6 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     throw InputError("no step to load (an empty set of steps)");
   const Manifest &manifest = manifests.front();
   ProblemShape shape = problemShapeFromManifest(manifest);
-  if (shape.windowSize > 0)
-    throw Error("the step " + manifest.directory + " attends to a " +
-                std::to_string(shape.windowSize) +
-                "-token sliding window, whose rings the runtime does not keep "
-                "yet (dhs-run runs such steps on one problem)");
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
   // The steps by the pool layer their kernels read.
   std::vector<const Manifest *> byLayer(static_cast<std::size_t>(std::max<std::int64_t>(pool.layers, 1)),
@@ -204,6 +199,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   layout.hostRows = hostRows;
   layout.rowBytes = pool.rowBytes;
   layout.draftWindow = config_.draftWindow;
+  layout.windowRing = static_cast<std::int32_t>(shape.windowRing);
 
   // Host memory: the host store (and, on the CPU, the HBM tier) plus the
   // controller's per-row tables, against what the machine has.
@@ -303,6 +299,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   const std::size_t B = static_cast<std::size_t>(shape_.batch);
   const std::size_t selections = static_cast<std::size_t>(shape_.selectionCount());
   lanes_.assign(B, -1);
+  windowTokensLane_.assign(B, 0);
   historyStart_.assign(B, 0);
   historyLen_.assign(B, 0);
   rowIds_.assign(static_cast<std::size_t>(layout.groups()), std::vector<std::int32_t>(selections, -1));
@@ -364,12 +361,23 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
                      std::to_string(historyLen));
   std::vector<RowCopy> copies;
   const std::int32_t index = controller_->admit(historyLen, maxContext, copies);
-  if (layout_.draftWindow > 0) {
+  if (layout_.draftWindow > 0 || layout_.windowRing > 0) {
     try {
-      tiers_->allocateDraftRings(index);
-      draftPositions_[index].assign(static_cast<std::size_t>(layout_.draftWindow), -1);
+      if (layout_.draftWindow > 0) {
+        tiers_->allocateDraftRings(index);
+        draftPositions_[index].assign(static_cast<std::size_t>(layout_.draftWindow), -1);
+      }
+      if (layout_.windowRing > 0) {
+        tiers_->allocateWindowRings(index);
+        windowPositions_[index].assign(static_cast<std::size_t>(layout_.windowRing), -1);
+        windowTokens_[index] = 0;
+      }
     } catch (...) {
       tiers_->freeDraftRings(index);
+      tiers_->freeWindowRings(index);
+      draftPositions_.erase(index);
+      windowPositions_.erase(index);
+      windowTokens_.erase(index);
       controller_->finish(index); // nothing changed
       releases_.clear();          // its rows never reached the device
       throw;
@@ -427,6 +435,11 @@ void Runtime::finish(std::uint64_t id) {
     tiers_->freeDraftRings(index);
     draftPositions_.erase(index);
   }
+  if (layout_.windowRing > 0) {
+    tiers_->freeWindowRings(index);
+    windowPositions_.erase(index);
+    windowTokens_.erase(index);
+  }
 }
 
 std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
@@ -478,6 +491,31 @@ void Runtime::loadDraftStep(const Manifest &manifest) {
                 ": the runtime needs block <= window and block - 1 <= rows read");
   tiers_->setDraftStep(manifest);
   draftStepLoaded_ = true;
+}
+
+void Runtime::writeWindow(std::uint64_t id, std::int64_t position, std::int64_t count,
+                          const void *rows) {
+  requireStep("write window");
+  if (inStep_)
+    throw StateError("cannot write the window of " + requestName(id) + " during a step");
+  const std::int32_t index = indexOf(id, "write window");
+  const std::int64_t R = layout_.windowRing;
+  if (R <= 0)
+    throw InputError("write window: the step has no sliding window");
+  if (count < 1 || count > R)
+    throw InputError("write window of " + requestName(id) + ": " + std::to_string(count) +
+                     " tokens; a window ring holds 1 to " + std::to_string(R));
+  if (!rows)
+    throw InputError("write window of " + requestName(id) + ": null rows");
+  if (position < 0 || position > std::numeric_limits<std::int32_t>::max() - count)
+    throw InputError("write window of " + requestName(id) + ": position " +
+                     std::to_string(position) + " is outside [0, 2^31 - count)");
+  tiers_->writeWindow(index, position, count, static_cast<const std::uint8_t *>(rows));
+  std::vector<std::int64_t> &held = windowPositions_.at(index);
+  for (std::int64_t t = 0; t < count; ++t)
+    held[static_cast<std::size_t>((position + t) % R)] = position + t;
+  // The newest token written is the request's last raw token.
+  windowTokens_.at(index) = position + count;
 }
 
 std::int32_t Runtime::requireDraft(std::uint64_t id, std::int64_t count, const void *rows,
@@ -578,7 +616,24 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
                        std::to_string(b) + ")");
     lanes[static_cast<std::size_t>(b)] = index;
   }
+  // Every lane's window ring must hold the raw tokens its queries see.
+  std::vector<std::int32_t> windowTokens(static_cast<std::size_t>(shape_.batch), 0);
+  if (layout_.windowRing > 0)
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int32_t index = lanes[static_cast<std::size_t>(b)];
+      const std::int64_t tokens = windowTokens_.at(index);
+      const std::vector<std::int64_t> &held = windowPositions_.at(index);
+      const std::int64_t first =
+          std::max<std::int64_t>(0, tokens - (shape_.queries - 1) - shape_.windowSize);
+      for (std::int64_t p = first; p < tokens; ++p)
+        if (held[static_cast<std::size_t>(p % layout_.windowRing)] != p)
+          throw InputError(requestName(ids[b]) + "'s sliding window lacks raw token " +
+                           std::to_string(p) + " (of " + std::to_string(tokens) +
+                           "): write it with writeWindow before the step");
+      windowTokens[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(tokens);
+    }
   controller_->beginStep();
+  windowTokensLane_ = windowTokens;
   lanes_ = lanes;
   batchIds_.assign(ids, ids + batch);
   for (std::size_t b = 0; b < lanes_.size(); ++b) {
@@ -675,6 +730,8 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
   step.historyLen = historyLen_.data();
   step.output = output;
   step.selectionsOnDevice = deviceSelected_[static_cast<std::size_t>(group)] != 0;
+  step.windowTokens = windowTokensLane_.data();
+  step.laneRequests = lanes_.data();
   tiers_->attend(layer, step);
   attended_[static_cast<std::size_t>(layer)] = 1;
   // (Reads of device selections are checked once they are booked.)

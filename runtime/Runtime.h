@@ -257,6 +257,18 @@ public:
   /// True once a placement step is loaded.
   bool placementStepLoaded() const { return placementStepLoaded_; }
 
+  /// Sliding window (steps compiled with `window(...) size = W`, ring of R
+  /// raw tokens): writes `count` (1..R) raw tokens `rows` [count][L]
+  /// [row_bytes] (host memory) at positions position .. position+count-1 of
+  /// request `id`'s window rings; the request then has position + count raw
+  /// tokens (writing back rewrites, e.g. after rejected drafts). A step
+  /// checks that each lane's ring holds every token its queries see (the W
+  /// before each of its Q positions) and names one that is missing. Throws
+  /// UnknownRequestError, InputError (no window, count, null rows, a
+  /// negative position), StateError (no step, during a step).
+  void writeWindow(std::uint64_t id, std::int64_t position, std::int64_t count,
+                   const void *rows);
+
   /// Statistics.
   RuntimeStats stats() const;
   /// The residency controller.
@@ -304,6 +316,11 @@ private:
   /// (-1: never written), shared by the groups (appends write all layers).
   std::unordered_map<std::int32_t, std::vector<std::int64_t>> draftPositions_;
   std::vector<std::uint8_t> draftScratch_; // one group's tokens
+  /// Per request index: the raw-token position each window-ring slot holds
+  /// (-1: never written), and the raw tokens written so far.
+  std::unordered_map<std::int32_t, std::vector<std::int64_t>> windowPositions_;
+  std::unordered_map<std::int32_t, std::int64_t> windowTokens_;
+  std::vector<std::int32_t> windowTokensLane_; // [B] of the step in progress
 
   // The step in progress.
   bool inStep_ = false;

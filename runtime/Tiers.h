@@ -25,6 +25,7 @@
 #include "runtime/Residency.h"
 #include "runtime/SparseAttentionProblem.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +44,7 @@ struct TierLayout {
   std::int64_t hostRows = 0;       ///< host-store rows per layer
   std::int64_t rowBytes = 0;       ///< bytes per row
   std::int32_t draftWindow = 0;    ///< W_draft: tokens per draft ring (0: none)
+  std::int32_t windowRing = 0;     ///< R: raw tokens per sliding-window ring (0: none)
 
   /// Layer groups: ceil(L / G).
   std::int32_t groups() const { return (layers + layersPerGroup - 1) / layersPerGroup; }
@@ -107,6 +109,10 @@ struct LayerStep {
   const std::int64_t *historyStart = nullptr; ///< [B] host
   const std::int32_t *historyLen = nullptr;   ///< [B] host
   bf16_t *output = nullptr;               ///< [lanes,Q,H,v_dim] in `memory`
+  /// Sliding window (steps with one): raw tokens of each lane's request [B]
+  /// and the request index of each lane [B] (-1: padding), host memory.
+  const std::int32_t *windowTokens = nullptr;
+  const std::int32_t *laneRequests = nullptr;
   /// The group's selections were taken on the device (takeSelections):
   /// rowIds and slots are unused, the step's dhs.resolve computes the slots
   /// from the group's residency map.
@@ -201,7 +207,47 @@ public:
   /// of a ring into `tokens` [count][draftTokenBytes()] (host memory).
   virtual void readDraft(std::int32_t index, std::int32_t group, std::int64_t end,
                          std::int64_t count, std::uint8_t *tokens) = 0;
+
+  // Sliding-window rings (layout().windowRing > 0): per admitted request,
+  // per pool, R raw tokens of P layers x row_bytes (raw token p in slot p mod
+  // R), in the steps' resident memory (device memory on CUDA). Each
+  // attention step reads its lanes' rings of its pool.
+
+  /// Allocates (zeroed) the window rings of request index `index`. Throws
+  /// CapacityError when memory is short (nothing kept).
+  virtual void allocateWindowRings(std::int32_t index) = 0;
+  /// Frees them (none: no effect).
+  virtual void freeWindowRings(std::int32_t index) = 0;
+  /// Writes `count` (<= R) raw tokens [count][L][row_bytes] (host memory) at
+  /// positions position .. position+count-1 of request index `index`'s
+  /// rings, after the work already submitted.
+  virtual void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
+                           const std::uint8_t *tokens) = 0;
 };
+
+/// Calls `copy(ring offset, token offset, bytes)` for every piece of writing
+/// `count` raw tokens [count][L][row_bytes] at positions position.. into
+/// window rings laid out [pools][R][P x row_bytes]: a token's layers of one
+/// pool go to slot (position + t) mod R of that pool's ring.
+template <typename Copy>
+void forEachWindowCopy(const TierLayout &layout, std::int64_t position, std::int64_t count,
+                       Copy copy) {
+  const std::size_t rowBytes = static_cast<std::size_t>(layout.rowBytes);
+  const std::size_t tokenBytes = static_cast<std::size_t>(layout.tokenBytes());
+  for (std::int64_t t = 0; t < count; ++t) {
+    const std::size_t slot = static_cast<std::size_t>((position + t) % layout.windowRing);
+    for (std::int32_t pool = 0; pool < layout.pools(); ++pool) {
+      const std::int32_t first = pool * layout.layersPerPool;
+      const std::int32_t layers = std::min(layout.layersPerPool, layout.layers - first);
+      copy((static_cast<std::size_t>(pool) * static_cast<std::size_t>(layout.windowRing) + slot) *
+               tokenBytes,
+           (static_cast<std::size_t>(t) * static_cast<std::size_t>(layout.layers) +
+            static_cast<std::size_t>(first)) *
+               rowBytes,
+           static_cast<std::size_t>(layers) * rowBytes);
+    }
+  }
+}
 
 /// The CPU tiers: host vectors, CpuBackend (float, `threads` threads).
 std::unique_ptr<TierBackend> makeCpuTiers(const TierLayout &layout, unsigned threads);

@@ -251,6 +251,16 @@ dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_di
   });
 }
 
+dhs_status dhs_window_write(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows) {
+  return guarded("dhs_window_write", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_window_write"))
+      return status;
+    runtime->runtime->writeWindow(id, position, count, rows);
+    return DHS_OK;
+  });
+}
+
 dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *step_directory) {
   return guarded("dhs_runtime_load_placement_step", DHS_ERROR_STEP, [&] {
     if (dhs_status status = requireLoaded(runtime, "dhs_runtime_load_placement_step"))

@@ -247,6 +247,14 @@ dhs_status dhs_step_abort(dhs_runtime *runtime);
  *  are not draft_window tokens of layers_per_group x row_bytes. */
 dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_directory);
 
+/** Writes `count` raw tokens `rows` [count][layers][row_bytes] (host
+ *  memory) at positions position .. position+count-1 of request `id`'s
+ *  sliding-window rings (steps with a window); the request then has
+ *  position + count raw tokens. DHS_ERROR_INVALID_ARGUMENT without a window,
+ *  for count outside 1..ring, null rows or a negative position. */
+dhs_status dhs_window_write(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows);
+
 /** Loads a compiled placement step (examples/place_rows_step.mlir compiled
  *  for the session's pools). On CUDA, promotions, appends and admissions are
  *  then carried out by its kernel and each layer group's residency map is

@@ -144,6 +144,12 @@ public:
   void loadDraftStep(const std::string &directory) {
     check(dhs_runtime_load_draft_step(handle_, directory.c_str()));
   }
+  /// Writes raw tokens [count][layers][row_bytes] into a request's
+  /// sliding-window rings at positions position.. .
+  void writeWindow(std::uint64_t id, std::int64_t position, std::int64_t count,
+                   const void *rows) {
+    check(dhs_window_write(handle_, id, position, count, rows));
+  }
   /// Loads a compiled placement step (promotions by kernel, device residency
   /// maps on CUDA).
   void loadPlacementStep(const std::string &directory) {

@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -710,4 +712,158 @@ TEST_CASE("a step's residency spec configures the controller", "[runtime][reside
                                       ".", "m.json", {false}),
                       Catch::Contains("'greedy' is not adaptive or fixed"));
   }
+}
+
+namespace {
+
+/// A sliding-window session's test-side model: every raw token written, by
+/// request and position ([L][row_bytes] each).
+struct WindowModel {
+  std::int32_t layers = 0;
+  std::int64_t rowBytes = 0;
+  std::map<std::uint64_t, std::map<std::int64_t, std::vector<std::uint8_t>>> tokens;
+  std::map<std::uint64_t, std::int64_t> count;
+
+  /// Writes `n` random raw tokens at positions position.. of request `id`
+  /// into the runtime and the model.
+  void write(Runtime &rt, std::uint64_t id, std::int64_t position, std::int64_t n,
+             std::mt19937_64 &rng) {
+    std::vector<std::uint8_t> rows(static_cast<std::size_t>(n * layers * rowBytes));
+    for (std::int64_t i = 0; i < n * layers; ++i)
+      fillRandomRow(RowFormat::V41Fp8, rows.data() + i * rowBytes, rng);
+    rt.writeWindow(id, position, n, rows.data());
+    for (std::int64_t t = 0; t < n; ++t)
+      tokens[id][position + t].assign(rows.begin() + t * layers * rowBytes,
+                                      rows.begin() + (t + 1) * layers * rowBytes);
+    count[id] = position + n;
+  }
+};
+
+} // namespace
+
+TEST_CASE("sliding window: each lane attends to its request's ring", "[runtime][window]") {
+  const std::string step = dhs::test::compiledStepsDir() + "/window";
+  if (!std::ifstream(step + "/manifest.json")) {
+    WARN("SKIPPED: no compiled step at " << step << " (built without the compiler)");
+    return;
+  }
+  const std::uint64_t seed = freshSeed() + 160;
+  INFO("DHS_TEST_SEED=" << seed - 160);
+  std::mt19937_64 rng(seed);
+  RuntimeConfig config;
+  config.layers = 2;
+  config.layersPerGroup = 1;
+  config.hostRows = 4096;
+  config.maxRequests = 4;
+  config.newestWindow = 8;
+  config.checkInvariants = true;
+  Runtime rt(config);
+  rt.loadStep(step);
+  const ProblemShape s = rt.shape(); // B=2 Q=3 H=4 K=32, W=16 in rings of 18
+  REQUIRE(s.windowSize == 16);
+  REQUIRE(s.windowRing == 18);
+  const std::int64_t L = 2, rowBytes = 528, R = 18;
+  WindowModel model{static_cast<std::int32_t>(L), rowBytes, {}, {}};
+  // Request 7: 100 compressed entries, 400 raw tokens (its ring wrapped
+  // many times); request 9: 60 entries, 10 raw tokens (fewer than the
+  // window).
+  std::map<std::uint64_t, std::vector<std::uint8_t>> history;
+  for (auto [id, n] : {std::pair<std::uint64_t, std::int64_t>{7, 100}, {9, 60}}) {
+    std::vector<std::uint8_t> &prefill = history[id];
+    prefill.resize(static_cast<std::size_t>(L * n * rowBytes));
+    for (std::int64_t i = 0; i < L * n; ++i)
+      fillRandomRow(RowFormat::V41Fp8, prefill.data() + i * rowBytes, rng);
+    rt.admit(id, n, 200, prefill.data());
+  }
+  for (std::int64_t p = 0; p < 400; p += 16)
+    model.write(rt, 7, p, 16, rng);
+  model.write(rt, 9, 0, 10, rng);
+
+  std::vector<std::uint64_t> batch = {7, 9};
+  const std::int64_t perLane = s.queries * s.topk;
+  auto runAndCheck = [&]() {
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(L * 2 * perLane));
+    for (std::int64_t g = 0; g < L; ++g)
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t i = 0; i < perLane; ++i)
+          rows[static_cast<std::size_t>((g * 2 + b) * perLane + i)] =
+              rng() % 8 == 0 ? -1
+                             : static_cast<std::int32_t>(
+                                   rng() % static_cast<std::uint64_t>(rt.historyLen(batch[b])));
+    std::vector<bf16_t> q(static_cast<std::size_t>(L * 2 * s.queries * s.heads * s.qkDim));
+    dhs::test::fillRandom(rng, q.data(), q.size());
+    std::vector<bf16_t> out(static_cast<std::size_t>(L * 2 * s.queries * s.heads * s.vDim));
+    rt.step(batch.data(), 2, rows.data(), q.data(), out.data());
+    // The oracle: each layer's problem assembled here from the rows and
+    // tokens written (every selection read from the host store).
+    for (std::int64_t l = 0; l < L; ++l) {
+      SparseAttentionProblem p;
+      p.shape = s;
+      p.shape.layer = 0;
+      p.shape.layers = 1;
+      p.shape.rowElems = rowBytes / 2;
+      p.shape.hbmSlots = 0;
+      std::vector<std::uint8_t> store;
+      for (std::int64_t b = 0; b < 2; ++b) {
+        const std::vector<std::uint8_t> &h = history[batch[b]];
+        const std::int64_t n = rt.historyLen(batch[b]);
+        p.historyStart.push_back(static_cast<std::int64_t>(store.size()) / rowBytes);
+        p.historyLen.push_back(static_cast<std::int32_t>(n));
+        store.insert(store.end(), h.begin() + l * n * rowBytes, h.begin() + (l + 1) * n * rowBytes);
+      }
+      p.shape.hostRows = static_cast<std::int64_t>(store.size()) / rowBytes;
+      p.hostStore.resize(store.size() / 2);
+      std::memcpy(p.hostStore.data(), store.data(), store.size());
+      p.rowIds.assign(rows.begin() + l * 2 * perLane, rows.begin() + (l + 1) * 2 * perLane);
+      p.slots.assign(p.rowIds.size(), -1);
+      p.queries.assign(q.begin() + l * 2 * s.queries * s.heads * s.qkDim,
+                       q.begin() + (l + 1) * 2 * s.queries * s.heads * s.qkDim);
+      p.windowRing.assign(static_cast<std::size_t>(2 * R * rowBytes / 2), 0);
+      for (std::int64_t b = 0; b < 2; ++b) {
+        const std::int64_t tokens = model.count[batch[b]];
+        p.windowTokens.push_back(static_cast<std::int32_t>(tokens));
+        for (std::int64_t t = std::max<std::int64_t>(0, tokens - R); t < tokens; ++t)
+          std::memcpy(reinterpret_cast<std::uint8_t *>(p.windowRing.data()) +
+                          (b * R + t % R) * rowBytes,
+                      model.tokens[batch[b]][t].data() + l * rowBytes, rowBytes);
+      }
+      std::vector<bf16_t> expected = CpuBackend(CpuPrecision::Float).run(p);
+      std::vector<bf16_t> actual(out.begin() + l * 2 * s.queries * s.heads * s.vDim,
+                                 out.begin() + (l + 1) * 2 * s.queries * s.heads * s.vDim);
+      INFO("layer " << l);
+      CHECK(countBitDifferences(actual, expected) == 0);
+    }
+  };
+  runAndCheck();
+  for (std::uint64_t id : batch) {
+    std::vector<std::uint8_t> token(static_cast<std::size_t>(L * rowBytes));
+    for (std::int64_t l = 0; l < L; ++l)
+      fillRandomRow(RowFormat::V41Fp8, token.data() + l * rowBytes, rng);
+    rt.append(id, token.data());
+    for (std::int64_t l = 0; l < L; ++l) {
+      std::vector<std::uint8_t> &h = history[id];
+      const std::int64_t n = rt.historyLen(id) - 1;
+      h.insert(h.begin() + l * (n + 1) * rowBytes + n * rowBytes, token.begin() + l * rowBytes,
+               token.begin() + (l + 1) * rowBytes);
+    }
+  }
+  model.write(rt, 7, 400, 1, rng);
+  model.write(rt, 9, 10, 1, rng);
+  runAndCheck();
+
+  // Rolling back past what the ring still holds is caught at the next step.
+  model.write(rt, 7, 395, 1, rng); // 396 tokens: 378 .. 381 were overwritten
+  CHECK_THROWS_WITH(rt.step(batch.data(), 2, nullptr, nullptr, nullptr),
+                    Catch::Contains("request 7's sliding window lacks raw token 378"));
+  CHECK_FALSE(rt.inStep());
+  model.write(rt, 7, 378, 18, rng); // the whole window again
+  runAndCheck();
+  // Bad writes.
+  std::vector<std::uint8_t> many(static_cast<std::size_t>(19 * L * rowBytes), 0);
+  CHECK_THROWS_WITH(rt.writeWindow(7, 0, 19, many.data()),
+                    Catch::Contains("a window ring holds 1 to 18"));
+  CHECK_THROWS_AS(rt.writeWindow(7, 0, 1, nullptr), InputError);
+  CHECK_THROWS_AS(rt.writeWindow(7, -1, 1, many.data()), InputError);
+  CHECK_THROWS_AS(rt.writeWindow(42, 0, 1, many.data()), UnknownRequestError);
+  rt.checkInvariants();
 }
