@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 using namespace dhs::runtime;
 
@@ -608,4 +609,107 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
        "executor, worst relative error "
        << worst << ", same promotions, device maps match, bits equal as CUDA graphs; a bad row "
        "id fails the step cleanly");
+}
+
+TEST_CASE("sliding window: the CUDA executor matches the CPU executor", "[cuda][gpu][runtime]") {
+  // test/unit/steps/window_step.mlir: V4.1 rows, a 16-token window in rings
+  // of 18, two layers. The same admissions, window writes, appends and
+  // steps on the CPU, on CUDA and on CUDA as graphs.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 550;
+  INFO("DHS_TEST_SEED=" << seed - 550);
+  const std::string step = dhs::test::compiledStepsDir() + "/window";
+  if (!std::ifstream(step + "/manifest.json")) {
+    WARN("SKIPPED: no compiled step at " << step);
+    return;
+  }
+  RuntimeConfig config;
+  config.layers = 2;
+  config.layersPerGroup = 1;
+  config.hostRows = 4096;
+  config.maxRequests = 4;
+  config.newestWindow = 8;
+  config.hotFloor = 16;
+  config.checkInvariants = true;
+  if (!cuda.available()) {
+    config.backend = BackendKind::Cuda;
+    CHECK_THROWS_AS(Runtime(config).loadStep(step), Error);
+    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    return;
+  }
+  config.backend = BackendKind::Cpu;
+  Runtime cpu(config);
+  config.backend = BackendKind::Cuda;
+  Runtime gpu(config);
+  config.cudaGraphs = true;
+  Runtime graphed(config);
+  std::vector<Runtime *> all = {&cpu, &gpu, &graphed};
+  for (Runtime *rt : all)
+    rt->loadStep(step);
+  const ProblemShape &s = cpu.shape();
+  const std::int64_t L = 2, rowBytes = 528;
+  std::mt19937_64 rng(seed);
+  auto randomRows = [&](std::int64_t count) {
+    std::vector<std::uint8_t> data(static_cast<std::size_t>(count * rowBytes));
+    for (std::int64_t i = 0; i < count; ++i)
+      fillRandomRow(RowFormat::V41Fp8, data.data() + i * rowBytes, rng);
+    return data;
+  };
+  std::map<std::uint64_t, std::int64_t> tokens;
+  for (auto [id, n, raw] : {std::tuple<std::uint64_t, std::int64_t, std::int64_t>{1, 300, 1200},
+                            {2, 120, 5}, {3, 200, 40}}) {
+    std::vector<std::uint8_t> prefill = randomRows(L * n);
+    for (Runtime *rt : all)
+      rt->admit(id, n, 600, prefill.data());
+    // The prefill's last raw tokens, at most a ring's worth at a time.
+    for (std::int64_t p = std::max<std::int64_t>(0, raw - 36); p < raw; p += 18) {
+      const std::int64_t count = std::min<std::int64_t>(18, raw - p);
+      std::vector<std::uint8_t> window = randomRows(count * L);
+      for (Runtime *rt : all)
+        rt->writeWindow(id, p, count, window.data());
+    }
+    tokens[id] = raw;
+  }
+  const std::int64_t perLane = s.queries * s.topk;
+  double worst = 0.0;
+  std::size_t differing = 0;
+  for (int stepIndex = 0; stepIndex < 12; ++stepIndex) {
+    // The same batch for 6 steps (graphs replay), then shuffled ones.
+    std::vector<std::uint64_t> batch = {1, 2, 3};
+    if (stepIndex >= 6)
+      std::shuffle(batch.begin(), batch.end(), rng);
+    batch.resize(2);
+    std::vector<std::int32_t> rows;
+    for (std::int64_t g = 0; g < L; ++g)
+      for (std::uint64_t id : batch)
+        for (std::int64_t i = 0; i < perLane; ++i)
+          rows.push_back(rng() % 10 == 0 ? -1
+                                         : static_cast<std::int32_t>(
+                                               rng() % static_cast<std::uint64_t>(
+                                                           cpu.historyLen(id))));
+    std::vector<bf16_t> q(static_cast<std::size_t>(L * 2 * s.queries * s.heads * s.qkDim));
+    dhs::test::fillRandom(rng, q.data(), q.size());
+    std::vector<std::vector<bf16_t>> out(
+        3, std::vector<bf16_t>(static_cast<std::size_t>(L * 2 * s.queries * s.heads * s.vDim)));
+    for (std::size_t i = 0; i < all.size(); ++i)
+      all[i]->step(batch.data(), 2, rows.data(), q.data(), out[i].data());
+    worst = std::max(worst, expectSameStep(cpu, gpu, {out[0], out[1]}, static_cast<std::int32_t>(L)));
+    differing += countBitDifferences(out[1], out[2]);
+    for (std::uint64_t id : batch) {
+      std::vector<std::uint8_t> token = randomRows(L), raw = randomRows(L);
+      for (Runtime *rt : all) {
+        rt->append(id, token.data());
+        rt->writeWindow(id, tokens[id], 1, raw.data());
+      }
+      ++tokens[id];
+    }
+  }
+  CHECK(differing == 0);
+  CHECK(graphed.stats().graphReplays > 0);
+  expectSameResidency(cpu, gpu, 512);
+  for (Runtime *rt : all)
+    rt->checkInvariants();
+  WARN("sliding window (16 tokens, rings of 18), CUDA vs CPU executor: 12 steps x 2 layers, "
+       "worst relative error "
+       << worst << ", same promotions, CUDA graphs bit-identical");
 }
