@@ -106,7 +106,9 @@ def Dhs_ResidencyPolicy : I32EnumAttr<"ResidencyPolicy",
 /// Which hot row gives up its slot.
 def Dhs_Replacement : I32EnumAttr<"Replacement", "replacement policy", [
     I32EnumAttrCase<"clock", 0>,
-    I32EnumAttrCase<"lru", 1>
+    I32EnumAttrCase<"lru", 1>,
+    // LRU with frequency (LRU-2): the oldest use before the last goes first.
+    I32EnumAttrCase<"lru2", 2>
   ]> {
   let cppNamespace = "::mlir::dhs";
 }

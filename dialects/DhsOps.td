@@ -153,8 +153,10 @@ def Dhs_ResidencyOp : Dhs_Op<"residency"> {
     steered by hints the runtime follows as the load allows: the `policy`
     (`adaptive`: recently selected rows stay while memory is spare and are
     released when requests arrive; `fixed`: a HiSparse-style hot buffer of
-    `floor` slots per request), the `replacement` of hot rows (CLOCK or
-    LRU; by default CLOCK for adaptive and LRU for fixed) and at most
+    `floor` slots per request), the `replacement` of hot rows (CLOCK, LRU,
+    or LRU with frequency, `lru2`: the row whose use before the last is
+    oldest goes first; by default CLOCK for adaptive and LRU for fixed) and
+    at most
     `promotions` rows copied into HBM per request and step (no limit when
     absent). It is recorded in the step's manifest; no kernel runs it.
 

@@ -1022,8 +1022,8 @@ Manifest Parser::parse(const std::string &text) {
       if (spec.policy != "adaptive" && spec.policy != "fixed")
         fail(field + ".policy", "'" + spec.policy + "' is not adaptive or fixed");
       spec.replacement = getString(specs[i], "replacement", field);
-      if (spec.replacement != "clock" && spec.replacement != "lru")
-        fail(field + ".replacement", "'" + spec.replacement + "' is not clock or lru");
+      if (spec.replacement != "clock" && spec.replacement != "lru" && spec.replacement != "lru2")
+        fail(field + ".replacement", "'" + spec.replacement + "' is not clock, lru or lru2");
       manifest.residency.push_back(spec);
     }
   }

@@ -168,7 +168,7 @@ struct ResidencySpec {
   std::int32_t newest = 0;     ///< newest tokens always resident
   std::int32_t floor = 0;      ///< guaranteed hot slots per request
   std::string policy;          ///< "adaptive" or "fixed"
-  std::string replacement;     ///< "clock" or "lru"
+  std::string replacement;     ///< "clock", "lru" or "lru2"
   std::int32_t maxPromotions = -1; ///< rows promoted per request and step (-1: all)
 
   bool operator==(const ResidencySpec &other) const {

@@ -15,7 +15,15 @@ const char *policyName(ResidencyPolicy policy) {
 }
 
 const char *replacementName(Replacement replacement) {
-  return replacement == Replacement::Clock ? "clock" : "lru";
+  switch (replacement) {
+  case Replacement::Clock:
+    return "clock";
+  case Replacement::Lru:
+    return "lru";
+  case Replacement::Lru2:
+    return "lru2";
+  }
+  return "?";
 }
 
 ResidencyStepStats &ResidencyStepStats::operator+=(const ResidencyStepStats &other) {
@@ -120,6 +128,7 @@ struct ResidencyController::Group {
   std::vector<std::uint8_t> kind;     // [slots] SlotKind
   std::vector<std::uint8_t> ref;      // [slots] CLOCK reference bit
   std::vector<std::uint32_t> lastUse; // [slots] step of the last selection
+  std::vector<std::uint32_t> prevUse; // [slots] step of the one before (0: none)
   std::vector<std::int32_t> slotOfHostRow; // [host rows] slot or -1
   std::vector<std::uint32_t> seen;    // [host rows] resolve serial of last count
   SlotAllocator free;
@@ -155,6 +164,7 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
     g.kind.assign(slots, static_cast<std::uint8_t>(SlotKind::Free));
     g.ref.assign(slots, 0);
     g.lastUse.assign(slots, 0);
+    g.prevUse.assign(slots, 0);
     g.slotOfHostRow.assign(hostRows, -1);
     g.seen.assign(hostRows, 0);
     g.free = SlotAllocator(config_.hbmSlots);
@@ -229,6 +239,7 @@ void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot,
   g.kind[s] = static_cast<std::uint8_t>(kind);
   g.ref[s] = 1;
   g.lastUse[s] = step_;
+  g.prevUse[s] = 0;
   g.listPos[s] = -1;
   if (kind == SlotKind::Ring) {
     r.ring[static_cast<std::size_t>(gi)].push_back(slot);
@@ -385,9 +396,15 @@ std::int32_t ResidencyController::lruVictim(Group &g, std::int32_t gi, std::int3
     cursor.forced = force;
     cursor.stamp = step_;
   }
-  auto less = [&g](std::int32_t a, std::int32_t b) {
-    std::uint32_t ua = g.lastUse[static_cast<std::size_t>(a)];
-    std::uint32_t ub = g.lastUse[static_cast<std::size_t>(b)];
+  // LRU: oldest last use first. LRU-2: oldest use before the last first
+  // (rows selected in a single step have none and go first), then LRU.
+  const bool second = config_.replacement == Replacement::Lru2;
+  auto less = [&g, second](std::int32_t a, std::int32_t b) {
+    const std::size_t ia = static_cast<std::size_t>(a), ib = static_cast<std::size_t>(b);
+    if (second && g.prevUse[ia] != g.prevUse[ib])
+      return g.prevUse[ia] < g.prevUse[ib];
+    std::uint32_t ua = g.lastUse[ia];
+    std::uint32_t ub = g.lastUse[ib];
     return ua != ub ? ua < ub : a < b;
   };
   for (;;) {
@@ -708,8 +725,12 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
       const std::int32_t s = g.slotOfHostRow[hostRow];
       out[i] = s;
       if (s >= 0) {
-        g.ref[static_cast<std::size_t>(s)] = 1;
-        g.lastUse[static_cast<std::size_t>(s)] = step_;
+        const std::size_t si = static_cast<std::size_t>(s);
+        g.ref[si] = 1;
+        if (g.lastUse[si] != step_) {
+          g.prevUse[si] = g.lastUse[si];
+          g.lastUse[si] = step_;
+        }
       }
       if (g.seen[hostRow] == seenSerial)
         continue;

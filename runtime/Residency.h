@@ -78,11 +78,13 @@ enum class ResidencyPolicy {
 enum class Replacement {
   Clock, ///< reference bit + hand
   Lru,   ///< oldest last-use stamp
+  Lru2,  ///< LRU with frequency (LRU-2): oldest use before the last, so rows
+         ///< selected in one step only go first, oldest last use first
 };
 
 /// Returns "adaptive" / "fixed".
 const char *policyName(ResidencyPolicy policy);
-/// Returns "clock" / "lru".
+/// Returns "clock" / "lru" / "lru2".
 const char *replacementName(Replacement replacement);
 
 /// Configuration of a residency controller.

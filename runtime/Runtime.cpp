@@ -253,7 +253,9 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     residency.newestWindow = spec->newest;
     residency.hotFloor = spec->floor;
     residency.policy = spec->policy == "fixed" ? ResidencyPolicy::Fixed : ResidencyPolicy::Adaptive;
-    residency.replacement = spec->replacement == "lru" ? Replacement::Lru : Replacement::Clock;
+    residency.replacement = spec->replacement == "lru"    ? Replacement::Lru
+                            : spec->replacement == "lru2" ? Replacement::Lru2
+                                                          : Replacement::Clock;
     residency.maxPromotionsPerStep = spec->maxPromotions;
   }
   auto controller = std::make_unique<ResidencyController>(residency);

@@ -124,6 +124,9 @@ RuntimeConfig toConfig(const dhs_runtime_config &c) {
   case DHS_REPLACEMENT_LRU:
     config.replacement = Replacement::Lru;
     break;
+  case DHS_REPLACEMENT_LRU2:
+    config.replacement = Replacement::Lru2;
+    break;
   default:
     throw InputError("config.replacement " + std::to_string(c.replacement) +
                      " is not a dhs_replacement");

@@ -85,7 +85,8 @@ typedef enum dhs_policy {
 typedef enum dhs_replacement {
   DHS_REPLACEMENT_DEFAULT = 0, /**< CLOCK for adaptive, LRU for fixed */
   DHS_REPLACEMENT_CLOCK = 1,
-  DHS_REPLACEMENT_LRU = 2
+  DHS_REPLACEMENT_LRU = 2,
+  DHS_REPLACEMENT_LRU2 = 3     /**< LRU with frequency (LRU-2) */
 } dhs_replacement;
 
 /** Where step inputs and outputs live. */

@@ -97,14 +97,17 @@ func.func @place_rows(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096,
 // Residency: the protected working set and the optional-residency hints.
 // CHECK-LABEL: func.func @residency
 // CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>) newest = 128 floor = 64 policy = adaptive replacement = clock promotions = 512
-// CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>) newest = 64 floor = 4096 policy = fixed
-// CHECK-NOT: replacement
+// CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>) newest = 64 floor = 4096 policy = fixed{{$}}
+// CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>) newest = 64 floor = 4096 policy = fixed replacement = lru2
 func.func @residency(%a: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>,
-                     %b: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>) {
+                     %b: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>,
+                     %c: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>) {
   dhs.residency pool(%a : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>)
       newest = 128 floor = 64 policy = adaptive replacement = clock promotions = 512
   dhs.residency pool(%b : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>)
       newest = 64 floor = 4096 policy = fixed
+  dhs.residency pool(%c : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 8192, host = ?>)
+      newest = 64 floor = 4096 policy = fixed replacement = lru2
   return
 }
 

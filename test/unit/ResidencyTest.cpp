@@ -319,7 +319,7 @@ TEST_CASE("an admitted request is never starved of its floor", "[residency]") {
   const std::uint64_t seed = freshSeed() + 30;
   INFO("DHS_TEST_SEED=" << seed - 30);
   std::mt19937_64 rng(seed);
-  for (Replacement replacement : {Replacement::Clock, Replacement::Lru}) {
+  for (Replacement replacement : {Replacement::Clock, Replacement::Lru, Replacement::Lru2}) {
     INFO(replacementName(replacement));
     ResidencyConfig config = ResidencyConfig::adaptive(1, 200, 100000, 4, 0, 16);
     config.replacement = replacement;
@@ -399,7 +399,8 @@ TEST_CASE("fixed budget: a private buffer per request, spare memory unused",
   CHECK(adaptiveTotal.evicted == 0);
 }
 
-TEST_CASE("LRU evicts the least recently selected row, CLOCK gives a second chance",
+TEST_CASE("LRU evicts the least recently selected row, LRU-2 the least frequently, CLOCK gives "
+          "a second chance",
           "[residency]") {
   std::vector<RowCopy> copies;
   SECTION("lru") {
@@ -423,6 +424,40 @@ TEST_CASE("LRU evicts the least recently selected row, CLOCK gives a second chan
     CHECK(c.slotOf(0, r, 12) >= 0);
     CHECK(c.slotOf(0, r, 13) >= 0);
     c.checkConsistency();
+  }
+  SECTION("lru with frequency (lru2)") {
+    // 10 is selected in two steps, 11 and 12 once each, later: LRU would
+    // take 10 (its last use is the oldest), LRU-2 takes 11 (used once, the
+    // oldest of those), then 12, and keeps 10.
+    ResidencyConfig config = ResidencyConfig::fixedBudget(1, 100, 10000, 0, 0, 3);
+    config.replacement = Replacement::Lru2;
+    ResidencyController c(config);
+    const std::int32_t r = c.admit(100, 100, copies);
+    selectRows(c, r, {10});
+    selectRows(c, r, {10});
+    selectRows(c, r, {11});
+    selectRows(c, r, {12});
+    selectRows(c, r, {13});
+    CHECK(c.slotOf(0, r, 11) == -1);
+    CHECK(c.slotOf(0, r, 10) >= 0);
+    selectRows(c, r, {14});
+    CHECK(c.slotOf(0, r, 12) == -1);
+    CHECK(c.slotOf(0, r, 10) >= 0);
+    CHECK(c.slotOf(0, r, 13) >= 0);
+    CHECK(c.slotOf(0, r, 14) >= 0);
+    // Among rows used twice, the older use before the last goes first.
+    selectRows(c, r, {13});
+    selectRows(c, r, {14});
+    selectRows(c, r, {15});
+    CHECK(c.slotOf(0, r, 10) == -1);
+    c.checkConsistency();
+    // The same sequence under LRU evicts 10 first.
+    ResidencyController lru(ResidencyConfig::fixedBudget(1, 100, 10000, 0, 0, 3));
+    const std::int32_t l = lru.admit(100, 100, copies);
+    for (std::int32_t row : {10, 10, 11, 12, 13})
+      selectRows(lru, l, {row});
+    CHECK(lru.slotOf(0, l, 10) == -1);
+    CHECK(lru.slotOf(0, l, 11) >= 0);
   }
   SECTION("clock") {
     ResidencyConfig config = ResidencyConfig::fixedBudget(1, 100, 10000, 0, 0, 3);
@@ -476,10 +511,10 @@ TEST_CASE("aged-out newest rows become hot rows within the budget", "[residency]
 TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]") {
   const std::uint64_t base = freshSeed() + 50;
   for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed})
-    for (Replacement replacement : {Replacement::Clock, Replacement::Lru}) {
+    for (Replacement replacement : {Replacement::Clock, Replacement::Lru, Replacement::Lru2}) {
       INFO(policyName(policy) << " " << replacementName(replacement)
                               << " DHS_TEST_SEED=" << base - 50);
-      std::mt19937_64 rng(base + static_cast<int>(policy) * 2 + static_cast<int>(replacement));
+      std::mt19937_64 rng(base + static_cast<int>(policy) * 3 + static_cast<int>(replacement));
       ResidencyConfig config = ResidencyConfig::adaptive(3, 300, 20000, 6, 2, 10);
       config.policy = policy;
       config.replacement = replacement;

@@ -77,8 +77,9 @@ const char *kUsage =
     "  --draft W               draft-ring slots per request (default 8)\n"
     "  --floor F               adaptive hot floor per request (default topk)\n"
     "  --fixed-buffer N        fixed policy's hot buffer per request (default 4096)\n"
-    "  --adaptive-replacement clock|lru   (default clock)\n"
-    "  --fixed-replacement clock|lru      (default lru)\n"
+    "  --adaptive-replacement clock|lru|lru2   (default clock)\n"
+    "  --fixed-replacement clock|lru|lru2      (default lru; lru2: LRU with\n"
+    "                                         frequency, LRU-2)\n"
     "  --groups N              layer groups simulated (default 1)\n"
     "  --layers L              model layers, for bytes (default 78)\n"
     "  --layers-per-group G    layers per group, for bytes (default 4)\n"
@@ -117,7 +118,9 @@ Replacement parseReplacement(const std::string &text, const std::string &option)
     return Replacement::Clock;
   if (text == "lru")
     return Replacement::Lru;
-  throw UsageError(option + " must be clock or lru, not '" + text + "'");
+  if (text == "lru2")
+    return Replacement::Lru2;
+  throw UsageError(option + " must be clock, lru or lru2, not '" + text + "'");
 }
 
 Options parseOptions(int argc, char **argv) {
