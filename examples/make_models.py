@@ -25,12 +25,21 @@ MODELS = {
                            "every layer a 128-token sliding window that stays "
                            "resident in HBM",
                            43, 1, 64, "v41_fp8", 512, 512, 4),
+    "llama3_8b_gqa": ("A GQA model, Llama-3-8B-like: 32 layers, 32 query "
+                      "heads over 8 KV heads of 128 dims (bf16 keys and "
+                      "values, 4096 B a row), sparse attention over the "
+                      "top-512 rows, gamma = 4",
+                      32, 1, 32, "gqa<kv_heads = 8, head_dim = 128, "
+                      "dtype = bf16>", 128, 512, 4),
 }
 # Sliding-window tokens per layer (DeepSeek-V4.1's raw-token window).
 WINDOW = {"deepseek_v41_flash": 128}
 # Newest tokens of every request kept resident (the protected working set).
 NEWEST = 128
-ROW_BYTES = {"mla_bf16": 1152, "mla_fp8": 656, "v41_fp8": 528}
+ROW_BYTES = {"mla_bf16": 1152, "mla_fp8": 656, "v41_fp8": 528,
+             "gqa<kv_heads = 8, head_dim = 128, dtype = bf16>": 4096}
+# Value dims per format (MLA: the first 512 of the latent; GQA: head_dim).
+V_DIM = {"gqa<kv_heads = 8, head_dim = 128, dtype = bf16>": 128}
 BATCH = 8
 
 
@@ -39,10 +48,12 @@ def write(name, title, layers, group, heads, fmt, qk, topk, gamma):
     b = BATCH
     groups = [(g, min(group, layers - g * group))
               for g in range((layers + group - 1) // group)]
-    scale = qk ** -0.5 if fmt == "v41_fp8" else 192 ** -0.5
+    # MLA models scale by the pre-absorption head dim (192); V4.1 and GQA
+    # by their own.
+    scale = 192 ** -0.5 if fmt.startswith("mla") else qk ** -0.5
     rows_t = f"memref<{b}x{q}x{topk}xi32>"
     q_t = f"memref<{b}x{q}x{heads}x{qk}xbf16>"
-    o_t = f"memref<{b}x{q}x{heads}x512xbf16>"
+    o_t = f"memref<{b}x{q}x{heads}x{V_DIM.get(fmt, 512)}xbf16>"
     args, body, specs = [], [], []
     args.append(f"%history_start: memref<{b}xi64>")
     args.append(f"%history_len: memref<{b}xi32>")
