@@ -29,7 +29,8 @@ bundle() {
   [ -x "$build/bin/dhs-compile" ] || { echo "gpu-check: build first (tools/setup.sh)" >&2; exit 1; }
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
   cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
-     "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$dir/bin/"
+     "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$build/bin/dhs-step-bench" \
+     "$dir/bin/"
   cp -r "$root/bench" "$dir/bench"
   # The top-k benchmark's step (bench/topk.sh runs it beside torch.topk).
   "$build/bin/dhs-compile" "$root/bench/topk_glm5.mlir" -o "$dir/topk_glm5" || exit 1
@@ -131,6 +132,14 @@ run() {
     "$dir/bin/dhs-promotion-bench" "$dir/compiled-steps/place_rows" \
       > "$results/promotion.log" 2>&1 || { failed=1; echo "FAILED: promotion benchmark"; }
     sed 's/^/  /' "$results/promotion.log"
+  fi
+
+  echo "== executor steps: selections in host memory vs in device memory"
+  if [ -x "$dir/bin/dhs-step-bench" ] && [ -d "$dir/group-steps/fp8_g4_resolved" ]; then
+    "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
+      "$dir"/group-steps/fp8_g4_resolved/layer{0,1,2,3} \
+      > "$results/step.log" 2>&1 || { failed=1; echo "FAILED: step benchmark"; }
+    sed 's/^/  /' "$results/step.log"
   fi
 
   echo "== top-k: the generated kernel vs torch.topk and the memory floor"
