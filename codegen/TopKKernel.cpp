@@ -38,7 +38,7 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
       {scores, op.getHistoryLen().getType(), rows,
        MemRefType::get({1}, i32)},
       kThreads,
-      {sharedBuffer(256, i32), sharedBuffer(2, i64),
+      {sharedBuffer(256, i32), sharedBuffer(3, i64),
        sharedBuffer(padded, i64), sharedBuffer(1, i32)});
   geometry.grid = {batch * positions, 1, 1};
   geometry.block = {kThreads, 1, 1};
@@ -50,7 +50,7 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
   Value scoresArg = func.getArgument(0), lenArg = func.getArgument(1),
         rowsArg = func.getArgument(2), status = func.getArgument(3);
   Value histogram = func.getWorkgroupAttributions()[0];
-  Value state = func.getWorkgroupAttributions()[1];     // prefix, remaining
+  Value state = func.getWorkgroupAttributions()[1];     // prefix, remaining, done
   Value candidates = func.getWorkgroupAttributions()[2];
   Value counter = func.getWorkgroupAttributions()[3];
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -102,14 +102,24 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
     return arith::OrIOp::create(b, high, low);
   };
 
-  // Radix select: the k-th largest key, 8 bits a pass from the top.
+  // Radix select: the k-th largest key, 8 bits a pass from the top. A pass
+  // whose chosen bin holds exactly the keys still wanted ends the search:
+  // the whole bin is taken, whatever its lower bits (with distinct scores,
+  // usually after the score's top 24 or 32 bits; ties at the threshold go
+  // on into the id bits).
   kb.ifThen(isThread0, [&] {
     memref::StoreOp::create(b, kb.i64(0), state, ValueRange{kb.index(0)});
     memref::StoreOp::create(b, arith::MinSIOp::create(b, visible, kb.i64(k)),
                             state, ValueRange{kb.index(1)});
+    memref::StoreOp::create(b, kb.i64(0), state, ValueRange{kb.index(2)});
   });
   gpu::BarrierOp::create(b);
   kb.forLoop(kb.index(0), kb.index(8), kb.index(1), [&](Value pass) {
+    // Uniform across the CTA (read after a barrier).
+    Value searching = kb.cmpi(
+        arith::CmpIPredicate::eq,
+        memref::LoadOp::create(b, state, ValueRange{kb.index(2)}), kb.i64(0));
+    kb.ifThen(searching, [&] {
     Value shift = arith::IndexCastOp::create(
         b, i64,
         arith::MulIOp::create(b, arith::SubIOp::create(b, kb.index(7), pass),
@@ -145,8 +155,9 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
     kb.ifThen(isThread0, [&] {
       Value remaining = memref::LoadOp::create(b, state, ValueRange{kb.index(1)});
       // From the highest digit down: the bin where the k-th key falls.
-      auto scan = scf::ForOp::create(b, kb.index(0), kb.index(256), kb.index(1),
-                                     ValueRange{kb.i64(0), kb.i64(-1), remaining});
+      auto scan = scf::ForOp::create(
+          b, kb.index(0), kb.index(256), kb.index(1),
+          ValueRange{kb.i64(0), kb.i64(-1), remaining, kb.i64(0)});
       {
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(scan.getBody());
@@ -155,6 +166,7 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
         Value above = scan.getRegionIterArgs()[0];
         Value chosen = scan.getRegionIterArgs()[1];
         Value left = scan.getRegionIterArgs()[2];
+        Value inBin = scan.getRegionIterArgs()[3];
         Value count = arith::ExtUIOp::create(
             b, i64, memref::LoadOp::create(b, histogram, ValueRange{bin}));
         Value open = kb.cmpi(arith::CmpIPredicate::eq, chosen, kb.i64(-1));
@@ -166,8 +178,17 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
                           kb.select(take, arith::IndexCastOp::create(b, i64, bin),
                                  chosen),
                           kb.select(take, arith::SubIOp::create(b, remaining, above),
-                                 left)});
+                                 left),
+                          kb.select(take, count, inBin)});
       }
+      // The chosen bin holds exactly the keys still wanted: done.
+      memref::StoreOp::create(
+          b,
+          arith::ExtUIOp::create(
+              b, i64,
+              kb.cmpi(arith::CmpIPredicate::eq, scan.getResult(3),
+                      scan.getResult(2))),
+          state, ValueRange{kb.index(2)});
       Value digit = scan.getResult(1);
       // No visible rows: nothing to select (the key stays 0).
       digit = kb.select(kb.cmpi(arith::CmpIPredicate::eq, digit, kb.i64(-1)), kb.i64(0),
@@ -180,6 +201,7 @@ mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
                               ValueRange{kb.index(1)});
     });
     gpu::BarrierOp::create(b);
+    });
   });
 
   // Gather the keys at or above the k-th (exactly min(k, visible) of them:
