@@ -25,6 +25,23 @@
 
 using namespace dhs::runtime;
 
+namespace {
+
+/// True when a GPU is usable. Otherwise checks that a CUDA runtime of
+/// `config` refuses `steps` (loaded as one set), says that the test is
+/// skipped and returns false.
+bool gpuOrSkip(RuntimeConfig config, const std::vector<std::string> &steps) {
+  const CudaDriver &cuda = CudaDriver::instance();
+  if (cuda.available())
+    return true;
+  config.backend = BackendKind::Cuda;
+  CHECK_THROWS_AS(Runtime(config).loadSteps(steps), Error);
+  WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  return false;
+}
+
+} // namespace
+
 TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]") {
   const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 500;
@@ -40,12 +57,8 @@ TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]
   config.checkInvariants = true;
   config.fullCheckInterval = 10;
   const std::string step = dhs::test::stepsDir() + "/naive";
-  if (!cuda.available()) {
-    config.backend = BackendKind::Cuda;
-    CHECK_THROWS_AS(Runtime(config).loadStep(step), Error);
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!gpuOrSkip(config, {step}))
     return;
-  }
   config.backend = BackendKind::Cpu;
   Runtime cpu(config);
   config.backend = BackendKind::Cuda;
@@ -292,7 +305,6 @@ std::string groupStepsUnavailable(int G) {
 
 TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor",
           "[cuda][gpu][runtime]") {
-  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 510;
   INFO("DHS_TEST_SEED=" << seed - 510);
   for (std::int32_t G : {2, 4}) {
@@ -305,12 +317,8 @@ TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor",
     const std::int32_t layers = G == 2 ? 5 : 8; // G = 2: a last group of one layer
     RuntimeConfig config = groupConfig(layers, G);
     const std::vector<std::string> steps = dhs::test::groupSteps(G);
-    if (!cuda.available()) {
-      config.backend = BackendKind::Cuda;
-      CHECK_THROWS_AS(Runtime(config).loadSteps(steps), Error);
-      WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+    if (!gpuOrSkip(config, steps))
       return;
-    }
     config.backend = BackendKind::Cpu;
     Runtime cpu(config);
     config.backend = BackendKind::Cuda;
@@ -340,7 +348,6 @@ TEST_CASE("a staged verify step (shared retrieval): the CUDA executor matches th
   // examples/verify_step.mlir: 5 verify positions whose missing rows are
   // fetched once per request (union, fetch into the staging arena), then
   // attention over HBM and staging, for each of 3 layers.
-  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 520;
   INFO("DHS_TEST_SEED=" << seed - 520);
   const std::string step = dhs::test::compiledStepsDir() + "/verify";
@@ -350,12 +357,8 @@ TEST_CASE("a staged verify step (shared retrieval): the CUDA executor matches th
   }
   const std::int32_t layers = 3;
   RuntimeConfig config = groupConfig(layers, 1);
-  if (!cuda.available()) {
-    config.backend = BackendKind::Cuda;
-    CHECK_THROWS_AS(Runtime(config).loadStep(step), Error);
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!gpuOrSkip(config, {step}))
     return;
-  }
   config.backend = BackendKind::Cpu;
   Runtime cpu(config);
   config.backend = BackendKind::Cuda;
@@ -531,12 +534,8 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
     }
   const std::int32_t layers = 8;
   RuntimeConfig config = groupConfig(layers, 4);
-  if (!cuda.available()) {
-    config.backend = BackendKind::Cuda;
-    CHECK_THROWS_AS(Runtime(config).loadSteps(resolved), Error);
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!gpuOrSkip(config, resolved))
     return;
-  }
   config.backend = BackendKind::Cpu;
   Runtime cpu(config);
   cpu.loadSteps(resolved); // the CPU runs the attention, the host resolves
@@ -615,7 +614,6 @@ TEST_CASE("sliding window: the CUDA executor matches the CPU executor", "[cuda][
   // test/unit/steps/window_step.mlir: V4.1 rows, a 16-token window in rings
   // of 18, two layers. The same admissions, window writes, appends and
   // steps on the CPU, on CUDA and on CUDA as graphs.
-  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 550;
   INFO("DHS_TEST_SEED=" << seed - 550);
   const std::string step = dhs::test::compiledStepsDir() + "/window";
@@ -631,12 +629,8 @@ TEST_CASE("sliding window: the CUDA executor matches the CPU executor", "[cuda][
   config.newestWindow = 8;
   config.hotFloor = 16;
   config.checkInvariants = true;
-  if (!cuda.available()) {
-    config.backend = BackendKind::Cuda;
-    CHECK_THROWS_AS(Runtime(config).loadStep(step), Error);
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!gpuOrSkip(config, {step}))
     return;
-  }
   config.backend = BackendKind::Cpu;
   Runtime cpu(config);
   config.backend = BackendKind::Cuda;
