@@ -11,7 +11,8 @@
 //   device  the same selections in device memory (resolved by the step's
 //           kernel, booked by the controller after the step)
 // Both with the placement kernel; checks that both modes give the same
-// outputs.
+// outputs. Then splits a step's time into its calls (select, attend, end),
+// for fresh selections and for the same ones again.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,6 +102,46 @@ int main(int argc, char **argv) {
       for (std::size_t e = 0; e < outHost.size(); ++e)
         differing += outHost[e] != outDevice[e];
     }
+    // Where the time of a step goes (host selections, the granular calls):
+    // select (checks, resolve), attend (staging and enqueueing every layer),
+    // end (waiting for the kernels, then booking and promotions); and the
+    // same with the previous step's selections again (nearly all resident:
+    // nothing to promote).
+    auto phases = [&](bool repeat, double &select, double &attend, double &end) {
+      std::vector<double> sel, att, fin;
+      for (int i = 0; i < 30; ++i) {
+        if (!repeat)
+          randomSelections();
+        auto t0 = std::chrono::steady_clock::now();
+        rt.beginStep(ids.data(), s.batch);
+        for (std::int32_t g = 0; g < rt.groups(); ++g)
+          rt.selectGroup(g, rows.data() + g * perGroup);
+        auto t1 = std::chrono::steady_clock::now();
+        const std::int64_t qPerLayer = s.batch * s.queries * s.heads * s.qkDim;
+        const std::int64_t oPerLayer = s.batch * s.queries * s.heads * s.vDim;
+        for (std::int64_t l = 0; l < L; ++l)
+          rt.attendLayer(static_cast<std::int32_t>(l), q.data() + l * qPerLayer,
+                         outHost.data() + l * oPerLayer);
+        auto t2 = std::chrono::steady_clock::now();
+        rt.endStep();
+        auto t3 = std::chrono::steady_clock::now();
+        if (i >= 5) {
+          sel.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          att.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+          fin.push_back(std::chrono::duration<double, std::milli>(t3 - t2).count());
+        }
+      }
+      for (auto *v : {&sel, &att, &fin})
+        std::sort(v->begin(), v->end());
+      select = sel[sel.size() / 2];
+      attend = att[att.size() / 2];
+      end = fin[fin.size() / 2];
+    };
+    double missSelect, missAttend, missEnd, hitSelect, hitAttend, hitEnd;
+    phases(false, missSelect, missAttend, missEnd);
+    const ResidencyStepStats missStats = rt.stats().lastStep;
+    phases(true, hitSelect, hitAttend, hitEnd);
+    const ResidencyStepStats hitStats = rt.stats().lastStep;
     std::sort(host.begin(), host.end());
     std::sort(device.begin(), device.end());
     std::printf("B=%lld Q=%lld H=%lld K=%lld, %lld layers in %d groups, placement kernel on\n",
@@ -111,6 +152,12 @@ int main(int argc, char **argv) {
                 "%.3f ms (%.2fx); outputs differing: %zu\n",
                 host[host.size() / 2], device[device.size() / 2],
                 host[host.size() / 2] / device[device.size() / 2], differing);
+    std::printf("phases, median ms: fresh selections (%lld selected, %lld promoted): select %.3f, "
+                "attend %.3f, end %.3f; repeated selections (%lld selected, %lld resident): "
+                "select %.3f, attend %.3f, end %.3f\n",
+                static_cast<long long>(missStats.selected), static_cast<long long>(missStats.promoted),
+                missSelect, missAttend, missEnd, static_cast<long long>(hitStats.selected),
+                static_cast<long long>(hitStats.resident), hitSelect, hitAttend, hitEnd);
     return differing == 0 ? 0 : 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "dhs-step-bench: %s\n", e.what());
