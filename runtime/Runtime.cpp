@@ -689,8 +689,9 @@ void Runtime::checkSelections(std::int32_t group, const std::int32_t *rowIds) co
   for (std::int64_t b = 0; b < batch_; ++b)
     for (std::int64_t i = 0; i < perLane; ++i) {
       const std::int32_t id = rowIds[b * perLane + i];
-      if (id == -1)
+      if (id == -1 || (id >= 0 && id < historyLen_[static_cast<std::size_t>(b)]))
         continue;
+      // (The message is built only for a bad id.)
       std::string where = "row id " + std::to_string(id) + " at [lane " + std::to_string(b) +
                           ", query " + std::to_string(i / shape_.topk) + ", k " +
                           std::to_string(i % shape_.topk) + "] of layer group " +
