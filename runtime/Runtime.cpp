@@ -977,19 +977,26 @@ void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
     tiers_->copyToHbm(copies);
     return;
   }
-  // Releases first, then copies; a row named twice keeps its last change.
+  // Releases, then copies. One placement launch needs distinct rows, which
+  // they are: every call hands over what it changed, and the controller
+  // never releases and places one row in one call. The checker verifies it.
   std::vector<RowCopy> changes = std::move(releases_);
   releases_.clear();
   changes.insert(changes.end(), copies.begin(), copies.end());
-  std::unordered_map<std::int64_t, std::size_t> last;
-  for (std::size_t i = 0; i < changes.size(); ++i)
-    last[changes[i].hostRow * layout_.groups() + changes[i].group] = i;
-  std::vector<RowCopy> merged;
-  merged.reserve(last.size());
-  for (std::size_t i = 0; i < changes.size(); ++i)
-    if (last[changes[i].hostRow * layout_.groups() + changes[i].group] == i)
-      merged.push_back(changes[i]);
-  tiers_->copyToHbm(merged);
+  if (config_.checkInvariants) {
+    std::vector<std::int64_t> keys;
+    keys.reserve(changes.size());
+    for (const RowCopy &change : changes)
+      keys.push_back(change.hostRow * layout_.groups() + change.group);
+    std::sort(keys.begin(), keys.end());
+    auto twice = std::adjacent_find(keys.begin(), keys.end());
+    if (twice != keys.end())
+      throw InvariantError("invariant violated: host row " +
+                           std::to_string(*twice / layout_.groups()) + " of layer group " +
+                           std::to_string(*twice % layout_.groups()) +
+                           " is released and placed in one call");
+  }
+  tiers_->copyToHbm(changes);
 }
 
 void Runtime::loadPlacementStep(const std::string &stepDirectory) {
