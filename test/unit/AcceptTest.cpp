@@ -25,20 +25,16 @@ using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated greedy acceptance kernel accepts matching drafts",
           "[cuda][gpu][accept]") {
-  const std::string dir = dhs::test::compiledStepsDir() + "/accept";
-  if (!std::filesystem::exists(dir + "/manifest.json")) {
-    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("accept");
+  if (!compiled)
     return;
-  }
-  Manifest manifest = Manifest::load(dir);
+  const Manifest &manifest = *compiled;
   REQUIRE_FALSE(manifest.hasAttention());
   REQUIRE(manifest.launches.size() == 1);
   CHECK(manifest.launches[0].op == "accept");
-  const CudaDriver &cuda = CudaDriver::instance();
-  if (!cuda.available()) {
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!dhs::test::gpuOrSkip())
     return;
-  }
+  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 1700;
   INFO("DHS_TEST_SEED=" << seed - 1700);
   std::mt19937_64 rng(seed);
@@ -125,18 +121,14 @@ float uniformOf(std::uint64_t seed, std::uint64_t step, std::uint64_t counter) {
 
 TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
           "[cuda][gpu][accept]") {
-  const std::string dir = dhs::test::compiledStepsDir() + "/accept_sampling";
-  if (!std::filesystem::exists(dir + "/manifest.json")) {
-    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("accept_sampling");
+  if (!compiled)
     return;
-  }
-  Manifest manifest = Manifest::load(dir);
+  const Manifest &manifest = *compiled;
   REQUIRE(manifest.launches.size() == 1);
-  const CudaDriver &cuda = CudaDriver::instance();
-  if (!cuda.available()) {
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!dhs::test::gpuOrSkip())
     return;
-  }
+  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 2100;
   INFO("DHS_TEST_SEED=" << seed - 2100);
   std::mt19937_64 rng(seed);

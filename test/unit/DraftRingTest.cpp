@@ -28,12 +28,10 @@ using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated draft-ring kernels append to and read the ring",
           "[cuda][gpu][ring]") {
-  const std::string dir = dhs::test::compiledStepsDir() + "/draft_ring";
-  if (!std::filesystem::exists(dir + "/manifest.json")) {
-    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("draft_ring");
+  if (!compiled)
     return;
-  }
-  Manifest manifest = Manifest::load(dir);
+  const Manifest &manifest = *compiled;
   // A ring step: no attention; two ring_index and two copy_rows launches.
   REQUIRE_FALSE(manifest.hasAttention());
   REQUIRE(manifest.launches.size() == 4);
@@ -41,11 +39,9 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring",
   CHECK(manifest.launches[1].op == "copy_rows");
   REQUIRE(manifest.arguments.size() == 5);
 
-  const CudaDriver &cuda = CudaDriver::instance();
-  if (!cuda.available()) {
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!dhs::test::gpuOrSkip())
     return;
-  }
+  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 900;
   INFO("DHS_TEST_SEED=" << seed - 900);
   std::mt19937_64 rng(seed);

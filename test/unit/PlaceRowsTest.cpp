@@ -29,21 +29,17 @@ using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated place_rows kernel copies rows and keeps the map",
           "[cuda][gpu][place]") {
-  const std::string dir = dhs::test::compiledStepsDir() + "/place_rows";
-  if (!std::filesystem::exists(dir + "/manifest.json")) {
-    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("place_rows");
+  if (!compiled)
     return;
-  }
-  Manifest manifest = Manifest::load(dir);
+  const Manifest &manifest = *compiled;
   REQUIRE(manifest.launches.size() == 1);
   CHECK(manifest.launches[0].op == "place_rows");
   CHECK(manifest.arguments[1].role == ArgumentRole::PlaceRows);
   CHECK(manifest.arguments[2].role == ArgumentRole::PlaceSlots);
-  const CudaDriver &cuda = CudaDriver::instance();
-  if (!cuda.available()) {
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!dhs::test::gpuOrSkip())
     return;
-  }
+  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 1400;
   INFO("DHS_TEST_SEED=" << seed - 1400);
   std::mt19937_64 rng(seed);

@@ -25,20 +25,16 @@ using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated resolve kernel maps selections to slots",
           "[cuda][gpu][resolve]") {
-  const std::string dir = dhs::test::compiledStepsDir() + "/resolve";
-  if (!std::filesystem::exists(dir + "/manifest.json")) {
-    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("resolve");
+  if (!compiled)
     return;
-  }
-  Manifest manifest = Manifest::load(dir);
+  const Manifest &manifest = *compiled;
   REQUIRE_FALSE(manifest.hasAttention());
   REQUIRE(manifest.launches.size() == 1);
   CHECK(manifest.launches[0].op == "resolve");
-  const CudaDriver &cuda = CudaDriver::instance();
-  if (!cuda.available()) {
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!dhs::test::gpuOrSkip())
     return;
-  }
+  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 1300;
   INFO("DHS_TEST_SEED=" << seed - 1300);
   std::mt19937_64 rng(seed);

@@ -31,12 +31,10 @@ namespace {
 /// `config` refuses `steps` (loaded as one set), says that the test is
 /// skipped and returns false.
 bool gpuOrSkip(RuntimeConfig config, const std::vector<std::string> &steps) {
-  const CudaDriver &cuda = CudaDriver::instance();
-  if (cuda.available())
+  if (dhs::test::gpuOrSkip())
     return true;
   config.backend = BackendKind::Cuda;
   CHECK_THROWS_AS(Runtime(config).loadSteps(steps), Error);
-  WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
   return false;
 }
 

@@ -3,13 +3,18 @@
 #ifndef DHS_TEST_UNIT_TESTUTIL_H
 #define DHS_TEST_UNIT_TESTUTIL_H
 
+#include "runtime/CudaDriver.h"
+#include "runtime/Manifest.h"
 #include "runtime/SparseAttentionProblem.h"
+
+#include <catch2/catch.hpp>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -104,6 +109,27 @@ inline const char *kTinyPtx = ".version 8.0\n"
                               "{\n"
                               "  ret;\n"
                               "}\n";
+
+/// The manifest of the step the build compiled into compiled-steps/`name`,
+/// or nothing after saying that the test is skipped (built without the
+/// compiler).
+inline std::optional<runtime::Manifest> compiledStepOrSkip(const std::string &name) {
+  const std::string dir = compiledStepsDir() + "/" + name;
+  if (!std::filesystem::exists(dir + "/manifest.json")) {
+    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+    return std::nullopt;
+  }
+  return runtime::Manifest::load(dir);
+}
+
+/// True when a GPU is usable; otherwise says that the test is skipped.
+inline bool gpuOrSkip() {
+  const runtime::CudaDriver &cuda = runtime::CudaDriver::instance();
+  if (cuda.available())
+    return true;
+  WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  return false;
+}
 
 } // namespace dhs::test
 

@@ -28,19 +28,15 @@ using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
           "[cuda][gpu][topk]") {
-  const std::string dir = dhs::test::compiledStepsDir() + "/topk";
-  if (!std::filesystem::exists(dir + "/manifest.json")) {
-    WARN("SKIPPED: " << dir << " was not compiled (built without the compiler)");
+  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("topk");
+  if (!compiled)
     return;
-  }
-  Manifest manifest = Manifest::load(dir);
+  const Manifest &manifest = *compiled;
   REQUIRE(manifest.launches.size() == 1);
   CHECK(manifest.launches[0].op == "topk");
-  const CudaDriver &cuda = CudaDriver::instance();
-  if (!cuda.available()) {
-    WARN("SKIPPED (no GPU): " << cuda.unavailableReason());
+  if (!dhs::test::gpuOrSkip())
     return;
-  }
+  const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 1700;
   INFO("DHS_TEST_SEED=" << seed - 1700);
   std::mt19937_64 rng(seed);
