@@ -44,6 +44,8 @@ private:
     DenseMap<Operation *, Value> statuses;
     /// Residency-map views, by pool value.
     DenseMap<Value, Value> maps;
+    /// Replacement-state and step-log views, by pool value.
+    DenseMap<Value, Value> recencies, logs;
     /// Kernels generated so far, by configuration: layers of the same
     /// shape, format and layer index within their group share one kernel.
     std::map<std::string, KernelEntry> kernels;
@@ -92,6 +94,36 @@ static Value getPoolMap(OpBuilder &builder, Value pool,
       MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()), pool);
   cache[pool] = map;
   return map;
+}
+
+/// Returns the replacement state of `pool` as memref<?x2xi32>, made once per
+/// pool value right after its definition.
+static Value getPoolRecency(OpBuilder &builder, Value pool,
+                            DenseMap<Value, Value> &cache) {
+  if (Value cached = cache.lookup(pool))
+    return cached;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfterValue(pool);
+  Value recency = PoolRecencyOp::create(
+      builder, pool.getLoc(),
+      MemRefType::get({ShapedType::kDynamic, 2}, builder.getI32Type()), pool);
+  cache[pool] = recency;
+  return recency;
+}
+
+/// Returns the step log of `pool` as memref<?xi32>, made once per pool value
+/// right after its definition.
+static Value getPoolLog(OpBuilder &builder, Value pool,
+                        DenseMap<Value, Value> &cache) {
+  if (Value cached = cache.lookup(pool))
+    return cached;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfterValue(pool);
+  Value log = PoolLogOp::create(
+      builder, pool.getLoc(),
+      MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()), pool);
+  cache[pool] = log;
+  return log;
 }
 
 /// Returns the step status of the function around `op`, made at its entry.
@@ -219,7 +251,10 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     operands = {resolve.getRows(),
                 getPoolMap(builder, resolve.getPool(), values.maps),
                 resolve.getHistoryStart(), resolve.getHistoryLen(),
-                resolve.getSlots(), getStepStatus(builder, op, values.statuses)};
+                resolve.getSlots(),
+                getPoolRecency(builder, resolve.getPool(), values.recencies),
+                getPoolLog(builder, resolve.getPool(), values.logs),
+                getStepStatus(builder, op, values.statuses)};
   } else if (auto place = dyn_cast<PlaceRowsOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -234,6 +269,8 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
                 tier(place.getPool(), Tier::host),
                 getPoolMap(builder, place.getPool(), values.maps),
                 place.getRows(), place.getSlots(),
+                getPoolRecency(builder, place.getPool(), values.recencies),
+                getPoolLog(builder, place.getPool(), values.logs),
                 getStepStatus(builder, op, values.statuses)};
   } else if (auto ringIndex = dyn_cast<RingIndexOp>(op)) {
     std::string text;
@@ -345,7 +382,8 @@ void DhsLowerToGPU::runOnOperation() {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
         isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
             RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp, PoolTierOp,
-            PoolMapOp, PlaceRowsOp, StepStatusOp, ScratchOp, ResidencyOp>(op))
+            PoolMapOp, PoolRecencyOp, PoolLogOp, PlaceRowsOp, StepStatusOp,
+            ScratchOp, ResidencyOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "

@@ -67,15 +67,16 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
                                            "remap"};
   static const StringRef ringIndex[] = {"positions", "ring_slots"};
   static const StringRef resolve[] = {"row_ids",     "kv_pool", "history_start",
-                                      "history_len", "slots",   "status"};
+                                      "history_len", "slots",   "kv_pool",
+                                      "kv_pool",     "status"};
   static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
                                      "step_counter", "accepted",
                                      "next_token"};
   static const StringRef topk[] = {"scores", "history_len", "row_ids",
                                    "status"};
-  static const StringRef placeRows[] = {"kv_pool",    "kv_pool",
-                                        "kv_pool",    "place_rows",
-                                        "place_slots", "status"};
+  static const StringRef placeRows[] = {
+      "kv_pool",     "kv_pool", "kv_pool", "place_rows",
+      "place_slots", "kv_pool", "kv_pool", "status"};
   static const StringRef sampledAccept[] = {
       "draft_tokens", "target_probs", "draft_probs", "seeds",
       "step_counter", "accepted",     "next_token"};
@@ -131,6 +132,15 @@ describeParameter(gpu::LaunchFuncOp launch, unsigned position, Value value,
              << "operand #" << position
              << " is the map of a pool that is not an argument of the step";
     describe("pool_map", poolArg.getArgNumber());
+  } else if (isa_and_nonnull<PoolRecencyOp, PoolLogOp>(value.getDefiningOp())) {
+    Operation *view = value.getDefiningOp();
+    auto poolArg = dyn_cast<BlockArgument>(view->getOperand(0));
+    if (!poolArg || poolArg.getOwner()->getParentOp() != step)
+      return launch.emitOpError()
+             << "operand #" << position
+             << " is the state of a pool that is not an argument of the step";
+    describe(isa<PoolRecencyOp>(view) ? "pool_recency" : "pool_log",
+             poolArg.getArgNumber());
   } else if (value.getDefiningOp<StepStatusOp>()) {
     describe("status", std::nullopt);
   } else if (auto scratch = value.getDefiningOp<ScratchOp>()) {
@@ -208,7 +218,8 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       residencySpecs.push_back(spec);
       return WalkResult::advance();
     }
-    if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, StepStatusOp, ScratchOp,
+    if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp,
+            StepStatusOp, ScratchOp,
             memref::CastOp, arith::ConstantOp, func::FuncOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "is left in the step after code generation; the "

@@ -173,6 +173,8 @@ mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op,
   SmallVector<Type> arguments{
       tier, tier, MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()),
       rows, op.getSlots().getType(),
+      MemRefType::get({ShapedType::kDynamic, 2}, builder.getI32Type()),
+      MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()),
       MemRefType::get({1}, builder.getI32Type())};
   Location loc = op.getLoc();
   gpu::GPUFuncOp func =
@@ -185,7 +187,8 @@ mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op,
   KernelBuilder kb{ib};
   Value hbm = func.getArgument(0), host = func.getArgument(1),
         map = func.getArgument(2), rowsArg = func.getArgument(3),
-        slotsArg = func.getArgument(4), status = func.getArgument(5);
+        slotsArg = func.getArgument(4), recency = func.getArgument(5),
+        log = func.getArgument(6), status = func.getArgument(7);
   Value item = arith::AddIOp::create(
       ib,
       arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x),
@@ -197,6 +200,9 @@ mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op,
       ib, ib.getI64Type(), memref::DimOp::create(ib, hbm, kb.index(0)));
   Value mapRows = arith::IndexCastOp::create(
       ib, ib.getI64Type(), memref::DimOp::create(ib, map, kb.index(0)));
+  Value recencySlots = arith::IndexCastOp::create(
+      ib, ib.getI64Type(), memref::DimOp::create(ib, recency, kb.index(0)));
+  Value logWords = memref::DimOp::create(ib, log, kb.index(0));
   auto chunkType = VectorType::get({kCopyBytes}, i8);
 
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, item, kb.index(items)), [&] {
@@ -211,7 +217,9 @@ mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op,
         kb.cmpi(arith::CmpIPredicate::sge, row, mapRows));
     Value badSlot = arith::OrIOp::create(
         ib, kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i32(-1)),
-        kb.cmpi(arith::CmpIPredicate::sge, slot64, hbmSlots));
+        arith::OrIOp::create(
+            ib, kb.cmpi(arith::CmpIPredicate::sge, slot64, hbmSlots),
+            kb.cmpi(arith::CmpIPredicate::sge, slot64, recencySlots)));
     Value bits = arith::OrIOp::create(
         ib, kb.select(badHost, kb.i32(kStatusBadHostRow), kb.i32(0)),
         kb.select(badSlot, kb.i32(kStatusBadSlot), kb.i32(0)));
@@ -228,6 +236,19 @@ mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op,
                 });
       kb.ifThen(ok, [&] {
         memref::StoreOp::create(ib, slot, map, ValueRange{kb.toIndex(row)});
+      });
+      // A filled slot's replacement state starts at [step, 0] (nothing is
+      // stamped without a log to read the step from).
+      Value stamped = arith::AndIOp::create(
+          ib, arith::AndIOp::create(
+                  ib, ok, kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0))),
+          kb.cmpi(arith::CmpIPredicate::ne, logWords, kb.index(0)));
+      kb.ifThen(stamped, [&] {
+        Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(0)});
+        memref::StoreOp::create(ib, step, recency,
+                                ValueRange{kb.toIndex(slot64), kb.index(0)});
+        memref::StoreOp::create(ib, kb.i32(0), recency,
+                                ValueRange{kb.toIndex(slot64), kb.index(1)});
       });
     });
     Value copies = arith::AndIOp::create(
@@ -429,14 +450,18 @@ mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
     return op.emitOpError() << "needs static shapes to generate a kernel";
   int64_t batch = rows.getDimSize(0), positions = rows.getDimSize(1),
           selected = rows.getDimSize(2);
+  int64_t entries = rows.getNumElements();
   constexpr int64_t threads = 256;
   Location loc = op.getLoc();
+  Type i32 = builder.getI32Type();
   gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
-      {rows, MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()),
+      {rows, MemRefType::get({ShapedType::kDynamic}, i32),
        op.getHistoryStart().getType(), op.getHistoryLen().getType(),
-       op.getSlots().getType(), MemRefType::get({1}, builder.getI32Type())},
-      threads);
+       op.getSlots().getType(),
+       MemRefType::get({ShapedType::kDynamic, 2}, i32),
+       MemRefType::get({ShapedType::kDynamic}, i32), MemRefType::get({1}, i32)},
+      threads, {sharedBuffer(5, i32)});
   geometry.grid = {batch * positions, llvm::divideCeil(selected, threads), 1};
   geometry.block = {threads, 1, 1};
 
@@ -445,7 +470,12 @@ mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
   KernelBuilder kb{ib};
   Value rowsArg = func.getArgument(0), mapArg = func.getArgument(1),
         startArg = func.getArgument(2), lenArg = func.getArgument(3),
-        slotsArg = func.getArgument(4), status = func.getArgument(5);
+        slotsArg = func.getArgument(4), recency = func.getArgument(5),
+        log = func.getArgument(6), status = func.getArgument(7);
+  // Block counts: first hits, misses, valid selections; then the bases of
+  // the block's hits and misses in the log.
+  Value counts = func.getWorkgroupAttributions()[0];
+  Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
   Value pair = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
   Value request = arith::DivUIOp::create(ib, pair, kb.index(positions));
   Value position = arith::RemUIOp::create(ib, pair, kb.index(positions));
@@ -453,49 +483,164 @@ mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
       ib,
       arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y),
                             kb.index(threads)),
-      gpu::ThreadIdOp::create(ib, gpu::Dimension::x));
+      tid);
   Value mapRows = arith::IndexCastOp::create(
       ib, ib.getI64Type(), memref::DimOp::create(ib, mapArg, kb.index(0)));
-  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, k, kb.index(selected)), [&] {
-    Value id = memref::LoadOp::create(ib, rowsArg,
-                                      ValueRange{request, position, k});
-    Value length = memref::LoadOp::create(ib, lenArg, ValueRange{request});
-    Value start = memref::LoadOp::create(ib, startArg, ValueRange{request});
-    Value hostRow = arith::AddIOp::create(
-        ib, start, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
-    Value none = kb.cmpi(arith::CmpIPredicate::eq, id, kb.i32(-1));
-    // Valid ids lie in the history, and their host rows in the store.
-    Value inside = arith::AndIOp::create(
-        ib,
-        arith::AndIOp::create(
-            ib, kb.cmpi(arith::CmpIPredicate::sge, id, kb.i32(0)),
-            kb.cmpi(arith::CmpIPredicate::slt, id, length)),
-        arith::AndIOp::create(
-            ib, kb.cmpi(arith::CmpIPredicate::sge, hostRow, kb.i64(0)),
-            kb.cmpi(arith::CmpIPredicate::slt, hostRow, mapRows)));
-    auto slot = scf::IfOp::create(ib, TypeRange{ib.getI32Type()}, inside,
-                                  /*withElse=*/true);
+  Value isTrue = arith::ConstantIntOp::create(ib, 1, 1);
+  Value isFalse = arith::ConstantIntOp::create(ib, 0, 1);
+  auto negate = [&](Value v) { return arith::XOrIOp::create(ib, v, isTrue); };
+
+  // 1. The slot of every selection (-1 past the last one, for the counts).
+  Value listed = kb.cmpi(arith::CmpIPredicate::ult, k, kb.index(selected));
+  Value kIn = kb.select(listed, k, kb.index(0));
+  Value id = kb.select(
+      listed,
+      memref::LoadOp::create(ib, rowsArg, ValueRange{request, position, kIn}),
+      kb.i32(-1));
+  Value length = memref::LoadOp::create(ib, lenArg, ValueRange{request});
+  Value start = memref::LoadOp::create(ib, startArg, ValueRange{request});
+  Value hostRow = arith::AddIOp::create(
+      ib, start, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
+  Value none = kb.cmpi(arith::CmpIPredicate::eq, id, kb.i32(-1));
+  // Valid ids lie in the history, and their host rows in the store.
+  Value inside = arith::AndIOp::create(
+      ib,
+      arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, id, kb.i32(0)),
+                            kb.cmpi(arith::CmpIPredicate::slt, id, length)),
+      arith::AndIOp::create(
+          ib, kb.cmpi(arith::CmpIPredicate::sge, hostRow, kb.i64(0)),
+          kb.cmpi(arith::CmpIPredicate::slt, hostRow, mapRows)));
+  auto lookup = scf::IfOp::create(ib, TypeRange{i32}, inside, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard guard(ib);
+    ib.setInsertionPointToStart(lookup.thenBlock());
+    scf::YieldOp::create(
+        ib, memref::LoadOp::create(ib, mapArg, ValueRange{kb.toIndex(hostRow)})
+                .getResult());
+    ib.setInsertionPointToStart(lookup.elseBlock());
+    scf::YieldOp::create(ib, kb.i32(-1));
+  }
+  Value slot = lookup.getResult(0);
+  kb.ifThen(arith::AndIOp::create(ib, negate(none), negate(inside)), [&] {
+    memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori,
+                                kb.i32(kStatusBadRowId), status,
+                                ValueRange{kb.index(0)});
+  });
+  kb.ifThen(listed, [&] {
+    memref::StoreOp::create(ib, slot, slotsArg, ValueRange{request, position, k});
+  });
+
+  // 2. The step's booking, unless the log is empty (the same selections
+  // resolved again for another layer of the group).
+  Value logWords = memref::DimOp::create(ib, log, kb.index(0));
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, logWords, kb.index(0)), [&] {
+    Value first = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
+    kb.ifThen(first, [&] {
+      for (int64_t i = 0; i < 3; ++i)
+        memref::StoreOp::create(ib, kb.i32(0), counts, ValueRange{kb.index(i)});
+    });
+    gpu::BarrierOp::create(ib);
+    Value recencySlots = arith::IndexCastOp::create(
+        ib, i32, memref::DimOp::create(ib, recency, kb.index(0)));
+    Value resident = kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0));
+    Value badSlot = arith::AndIOp::create(
+        ib, resident, kb.cmpi(arith::CmpIPredicate::sge, slot, recencySlots));
+    kb.ifThen(badSlot, [&] {
+      memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori,
+                                  kb.i32(kStatusBadSlot), status,
+                                  ValueRange{kb.index(0)});
+    });
+    Value hit = arith::AndIOp::create(ib, resident, negate(badSlot));
+    Value miss = arith::AndIOp::create(ib, inside, negate(resident));
+    Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(0)});
+    // A slot's first hit in this step (one exchange per hit) moves its last
+    // use to the previous use and is listed once.
+    auto stamp = scf::IfOp::create(ib, TypeRange{ib.getI1Type()}, hit,
+                                   /*withElse=*/true);
     {
       OpBuilder::InsertionGuard guard(ib);
-      ib.setInsertionPointToStart(slot.thenBlock());
-      scf::YieldOp::create(
-          ib, memref::LoadOp::create(ib, mapArg, ValueRange{kb.toIndex(hostRow)})
-                  .getResult());
-      ib.setInsertionPointToStart(slot.elseBlock());
-      scf::YieldOp::create(ib, kb.i32(-1));
+      ib.setInsertionPointToStart(stamp.thenBlock());
+      Value slotIndex = kb.toIndex(slot);
+      Value old = memref::AtomicRMWOp::create(
+          ib, arith::AtomicRMWKind::assign, step, recency,
+          ValueRange{slotIndex, kb.index(0)});
+      Value fresh = kb.cmpi(arith::CmpIPredicate::ne, old, step);
+      kb.ifThen(fresh, [&] {
+        memref::StoreOp::create(ib, old, recency,
+                                ValueRange{slotIndex, kb.index(1)});
+      });
+      scf::YieldOp::create(ib, fresh);
+      ib.setInsertionPointToStart(stamp.elseBlock());
+      scf::YieldOp::create(ib, isFalse);
     }
+    Value firstHit = stamp.getResult(0);
+    // Positions within the block's lists.
+    auto claim = [&](Value condition, int64_t counter) -> Value {
+      auto position = scf::IfOp::create(ib, TypeRange{i32}, condition,
+                                        /*withElse=*/true);
+      OpBuilder::InsertionGuard guard(ib);
+      ib.setInsertionPointToStart(position.thenBlock());
+      scf::YieldOp::create(
+          ib, memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi,
+                                          kb.i32(1), counts,
+                                          ValueRange{kb.index(counter)})
+                  .getResult());
+      ib.setInsertionPointToStart(position.elseBlock());
+      scf::YieldOp::create(ib, kb.i32(0));
+      return position.getResult(0);
+    };
+    Value hitAt = claim(firstHit, 0);
+    Value missAt = claim(miss, 1);
+    claim(inside, 2);
+    gpu::BarrierOp::create(ib);
+    // One thread reserves the block's room in the log.
+    kb.ifThen(first, [&] {
+      for (int64_t i = 0; i < 3; ++i) {
+        Value count =
+            memref::LoadOp::create(ib, counts, ValueRange{kb.index(i)});
+        Value base = memref::AtomicRMWOp::create(
+            ib, arith::AtomicRMWKind::addi, count, log,
+            ValueRange{kb.index(1 + i)});
+        if (i < 2)
+          memref::StoreOp::create(ib, base, counts, ValueRange{kb.index(3 + i)});
+      }
+    });
+    gpu::BarrierOp::create(ib);
+    Value words = arith::IndexCastOp::create(ib, ib.getI64Type(), logWords);
+    auto logIndex = [&](int64_t baseCounter, Value at, int64_t offset,
+                        int64_t scale) -> Value {
+      Value base =
+          memref::LoadOp::create(ib, counts, ValueRange{kb.index(baseCounter)});
+      Value index = arith::ExtUIOp::create(
+          ib, ib.getI64Type(), arith::AddIOp::create(ib, base, at));
+      return arith::AddIOp::create(
+          ib, arith::MulIOp::create(ib, index, kb.i64(scale)), kb.i64(offset));
+    };
+    // Entries past the list's room (or a short log) are dropped; the counts
+    // tell the reader.
+    Value hitWord = logIndex(3, hitAt, 4, 1);
     kb.ifThen(arith::AndIOp::create(
-                  ib, arith::XOrIOp::create(ib, none,
-                                            arith::ConstantIntOp::create(ib, 1, 1)),
-                  arith::XOrIOp::create(ib, inside,
-                                        arith::ConstantIntOp::create(ib, 1, 1))),
+                  ib, firstHit,
+                  arith::AndIOp::create(
+                      ib, kb.cmpi(arith::CmpIPredicate::slt, hitWord,
+                                  kb.i64(4 + entries)),
+                      kb.cmpi(arith::CmpIPredicate::slt, hitWord, words))),
               [&] {
-                memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori,
-                                            kb.i32(kStatusBadRowId), status,
-                                            ValueRange{kb.index(0)});
+                memref::StoreOp::create(ib, slot, log,
+                                        ValueRange{kb.toIndex(hitWord)});
               });
-    memref::StoreOp::create(ib, slot.getResult(0), slotsArg,
-                            ValueRange{request, position, k});
+    Value missWord = logIndex(4, missAt, 4 + entries, 2);
+    Value missNext = arith::AddIOp::create(ib, missWord, kb.i64(1));
+    kb.ifThen(arith::AndIOp::create(
+                  ib, miss,
+                  kb.cmpi(arith::CmpIPredicate::slt, missNext, words)),
+              [&] {
+                memref::StoreOp::create(
+                    ib, arith::IndexCastOp::create(ib, i32, request), log,
+                    ValueRange{kb.toIndex(missWord)});
+                memref::StoreOp::create(ib, id, log,
+                                        ValueRange{kb.toIndex(missNext)});
+              });
   });
   gpu::ReturnOp::create(ib);
   return func;

@@ -38,18 +38,23 @@ FailureOr<gpu::GPUFuncOp> buildUnionMissingKernel(OpBuilder &builder,
                                                   KernelGeometry &geometry);
 
 /// Builds the kernel of a `dhs.resolve` (arguments: rows, the pool's
-/// residency map, history_start, history_len, slots, step status): a thread
-/// per selection looks its host row up in the map; row ids outside the
-/// history (or host rows outside the map) are reported (status bit 1) and
-/// resolve to -1.
+/// residency map, history_start, history_len, slots, the pool's replacement
+/// state and step log, step status): a thread per selection looks its host
+/// row up in the map; row ids outside the history (or host rows outside the
+/// map) are reported (status bit 1) and resolve to -1. With a non-empty log,
+/// hits stamp the replacement state (an atomic exchange each) and each
+/// block appends its first hits and misses to the log at bases one thread
+/// reserves (shared-memory counters, one global atomic per list and block).
 FailureOr<gpu::GPUFuncOp> buildResolveKernel(OpBuilder &builder, ResolveOp op,
                                              StringRef name,
                                              KernelGeometry &geometry);
 
 /// Builds the kernel of a `dhs.place_rows` (arguments: the HBM tier, the
-/// host tier, the residency map, rows, slots, step status): threads copy the
-/// placed rows 16 bytes at a time from the mapped host store into their
-/// slots, and each row's first chunk records its slot (or -1) in the map.
+/// host tier, the residency map, rows, slots, the replacement state, the
+/// step log, step status): threads copy the placed rows 16 bytes at a time
+/// from the mapped host store into their slots, and each row's first chunk
+/// records its slot (or -1) in the map and stamps a filled slot's
+/// replacement state with the log's step.
 FailureOr<gpu::GPUFuncOp> buildPlaceRowsKernel(OpBuilder &builder,
                                                PlaceRowsOp op, StringRef name,
                                                KernelGeometry &geometry);

@@ -149,6 +149,21 @@ LogicalResult PoolMapOp::verify() {
   return success();
 }
 
+LogicalResult PoolRecencyOp::verify() {
+  int64_t capacity = getPool().getType().getCapacity(Tier::hbm);
+  MemRefType type = getRecency().getType();
+  if (type.getDimSize(1) != 2)
+    return emitOpError() << "the replacement state is [last use, previous "
+                            "use] per slot: expected [slots, 2], got "
+                         << type;
+  int64_t size = type.getDimSize(0);
+  if (!ShapedType::isDynamic(capacity) && !ShapedType::isDynamic(size) &&
+      size != capacity)
+    return emitOpError() << "the replacement state has one entry per HBM slot ("
+                         << capacity << "), got " << size;
+  return success();
+}
+
 LogicalResult PlaceRowsOp::verify() {
   return checkDim(*this, "slots", getSlots().getType(), 0,
                   getRows().getType().getDimSize(0), "rows placed");

@@ -67,6 +67,67 @@ def Dhs_PoolMapOp : Dhs_Op<"pool_map", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dhs_PoolRecencyOp : Dhs_Op<"pool_recency", [Pure]> {
+  let summary = "A KV pool's replacement state: when each HBM slot was used";
+  let description = [{
+    Views the runtime-owned device table that holds, for every HBM slot of
+    the pool, `[last use, previous use]`: the steps in which the slot's row
+    was last and next-to-last selected (or placed; 0 = never). It is the
+    state LRU and LRU with frequency order victims by, and CLOCK's reference
+    bits are derived from it; the kernels keep it on the device:
+    `dhs.resolve` stamps every slot its selections hit (one atomic exchange
+    per hit) and `dhs.place_rows` stamps every slot it fills. The residency
+    controller mirrors it from the step log (`dhs.pool_log`), so its victim
+    choices never wait for a copy of the selections.
+
+    ```mlir
+    %recency = dhs.pool_recency of %pool
+        : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>
+          -> memref<4096x2xi32>
+    ```
+  }];
+  let arguments = (ins Dhs_KVPoolType:$pool);
+  let results = (outs MemRefRankOf<[I32], [2]>:$recency);
+  let assemblyFormat = [{
+    `of` $pool attr-dict `:` qualified(type($pool)) `->` type($recency)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dhs_PoolLogOp : Dhs_Op<"pool_log", [Pure]> {
+  let summary = "A KV pool's step log: what this step's selections hit and missed";
+  let description = [{
+    Views the runtime-owned device buffer in which `dhs.resolve` records,
+    for the residency controller, what a step's selections found, so that
+    the host books the step from a short list instead of the selections.
+    Words, for selections `[B, Q, K]` (N = B * Q * K):
+
+    | words | content |
+    | --- | --- |
+    | 0 | the step number (written by the runtime before the step) |
+    | 1 | distinct HBM slots hit in this step (first hits) |
+    | 2 | selections that missed (valid ids with no slot) |
+    | 3 | valid selections |
+    | 4 .. 4 + N | the slots hit, each once, in no particular order |
+    | 4 + N .. 4 + 3N | the misses as (lane, row id) pairs, in no order |
+
+    Counts go on past a short buffer (entries that do not fit are dropped,
+    which the runtime reports); an empty buffer (size 0) records nothing, so
+    a runtime that runs one resolve per layer books each group once.
+
+    ```mlir
+    %log = dhs.pool_log of %pool
+        : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>
+          -> memref<?xi32>
+    ```
+  }];
+  let arguments = (ins Dhs_KVPoolType:$pool);
+  let results = (outs MemRefRankOf<[I32], [1]>:$log);
+  let assemblyFormat = [{
+    `of` $pool attr-dict `:` qualified(type($pool)) `->` type($log)
+  }];
+}
+
 def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
   let summary = "The runtime-owned error word of the current step";
   let description = [{
@@ -197,6 +258,14 @@ def Dhs_ResolveOp : Dhs_Op<"resolve"> {
     Row ids outside `[0, history_len[b])`, or host rows outside the store,
     are reported through the step status (bit 1) and resolve to -1.
 
+    It also books the step on the device for the residency controller
+    (unless the pool's step log is empty): every slot hit is stamped with
+    the step number in the pool's replacement state (`dhs.pool_recency`:
+    last use, and the previous last use on the slot's first hit of the
+    step), and the step log (`dhs.pool_log`) receives the distinct slots
+    hit, the misses as (lane, row id) and the count of valid selections. A
+    slot outside the recency table is reported (status bit 2).
+
     ```mlir
     dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
         rows(%rows : memref<4x1x2048xi32>)
@@ -229,7 +298,10 @@ def Dhs_PlaceRowsOp : Dhs_Op<"place_rows"> {
     list), when `slots[i] >= 0` the token's rows for every layer of the group
     are copied from the host store into HBM slot `slots[i]` and the pool's
     residency map records `map[rows[i]] = slots[i]`; when `slots[i] == -1`
-    only the map changes (`map[rows[i]] = -1`: the row left HBM). Rows must
+    only the map changes (`map[rows[i]] = -1`: the row left HBM). A filled
+    slot's replacement state (`dhs.pool_recency`) becomes `[step, 0]`, the
+    step number read from the pool's step log (word 0; an empty log stamps
+    nothing). Rows must
     be distinct within one op. A host row outside the store (status bit 4)
     or a slot outside the HBM tier (bit 2) is reported and nothing is
     written for it. The runtime places promoted, appended and admitted rows,

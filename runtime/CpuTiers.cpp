@@ -20,8 +20,7 @@ void TierBackend::setGraphs(bool on) {
 
 void TierBackend::setDraftStep(const Manifest &) {}
 
-void TierBackend::setPlacementStep(const Manifest &,
-                                   const std::vector<const std::vector<std::int32_t> *> &) {}
+void TierBackend::setPlacementStep(const Manifest &, const ResidencyController &) {}
 
 const std::int32_t *TierBackend::residencyMapSnapshot(std::int32_t) { return nullptr; }
 
@@ -32,6 +31,16 @@ void TierBackend::takeSelections(std::int32_t, const std::int32_t *, std::int64_
 const std::int32_t *TierBackend::selectionsOnHost(std::int32_t) {
   throw StateError("no selections were taken on the device");
 }
+
+void TierBackend::beginStep(std::uint32_t) {}
+
+const TierBackend::StepLog &TierBackend::stepLog(std::int32_t) {
+  throw StateError("the " + describe() + " backend keeps no step log");
+}
+
+const std::int32_t *TierBackend::recencySnapshot(std::int32_t) { return nullptr; }
+
+void TierBackend::restoreRecency(const ResidencyController &) {}
 
 DraftStepInfo draftStepInfo(const Manifest &m) {
   auto fail = [&](const std::string &what) {

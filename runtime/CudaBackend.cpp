@@ -220,6 +220,20 @@ void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream, s
         sizes[0] = buffers.hostRows;
         params.addMemref(buffers.map, sizes);
         break;
+      case ParamSource::PoolRecency:
+        if (!buffers.recency)
+          throw Error("step '" + st.manifest.step +
+                      "' needs the pool's replacement state but none was given");
+        sizes[0] = buffers.hbmSlots;
+        params.addMemref(buffers.recency, sizes);
+        break;
+      case ParamSource::PoolLog:
+        // An empty log (no address needed) records nothing.
+        if (!buffers.log && buffers.logWords > 0)
+          throw Error("step '" + st.manifest.step + "' was given a step log without memory");
+        sizes[0] = buffers.logWords;
+        params.addMemref(buffers.log, sizes);
+        break;
       case ParamSource::Status:
         params.addMemref(buffers.status, sizes);
         break;
@@ -330,9 +344,11 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
         params[i].addMemref(host.device(), sizes);
         break;
       case ParamSource::PoolMap:
+      case ParamSource::PoolRecency:
+      case ParamSource::PoolLog:
         throw Error("step '" + manifest.step +
-                    "' places rows through a residency map, which one attention "
-                    "problem does not have");
+                    "' uses a pool's residency state (" + paramSourceName(param.source) +
+                    "), which one attention problem does not have");
       case ParamSource::Status:
         params[i].addMemref(status.get(), sizes);
         break;

@@ -83,6 +83,9 @@ struct CudaStepBuffers {
   CUdeviceptr host = 0;               ///< the mapped host store, device address
   std::int64_t hostRows = 0;          ///< its rows
   CUdeviceptr map = 0;                ///< the pool's residency map [host_rows] i32
+  CUdeviceptr recency = 0;            ///< its replacement state [hbm_slots, 2] i32
+  CUdeviceptr log = 0;                ///< its step log (StepLogLayout)
+  std::int64_t logWords = 0;          ///< the log's words (0: record nothing)
   CUdeviceptr status = 0;             ///< the status word (u32)
   CUdeviceptr arena = 0;              ///< the staging arena (manifest arena_bytes)
 };

@@ -241,7 +241,7 @@ public:
   }
 
   void setPlacementStep(const Manifest &manifest,
-                        const std::vector<const std::vector<std::int32_t> *> &tables) override {
+                        const ResidencyController &controller) override {
     const CudaDriver &cuda = driver();
     backends_.front()->makeCurrent();
     quiesce();
@@ -259,8 +259,24 @@ public:
     cuda.check(cuda.memsetD32(placement->status->get(), 0, 1), "clearing the placement status");
     placement->buffers.status = placement->status->get();
     const std::size_t mapBytes = static_cast<std::size_t>(layout_.hostRows) * sizeof(std::int32_t);
+    const std::size_t slots = static_cast<std::size_t>(layout_.hbmSlots);
+    // The step log: room for every selection of a step (resolving steps).
+    const std::size_t logWords =
+        resolveLaunches_ ? StepLogLayout::words(bytesOf(ArgumentRole::RowIds) / 4)
+                         : StepLogLayout::kHeader;
+    placement->logWords = logWords;
     for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-      const std::vector<std::int32_t> &table = *tables.at(static_cast<std::size_t>(g));
+      const std::string group = std::to_string(g);
+      placement->recency.push_back(std::make_unique<DeviceBuffer>(
+          std::max<std::size_t>(2 * slots, 1) * sizeof(std::int32_t),
+          "the replacement state of group " + group));
+      placement->logs.push_back(std::make_unique<DeviceBuffer>(
+          logWords * sizeof(std::int32_t), "the step log of group " + group));
+      cuda.check(cuda.memsetD32(placement->logs.back()->get(), 0, logWords),
+                 "clearing a step log");
+      cuda.check(cuda.memsetD32(placement->logs.back()->get(), controller.stepCount(), 1),
+                 "stamping a step log");
+      const std::vector<std::int32_t> &table = controller.residencyTable(g);
       if (table.size() * sizeof(std::int32_t) != mapBytes)
         throw Error("the residency table of group " + std::to_string(g) + " has " +
                     std::to_string(table.size()) + " rows, the host store " +
@@ -270,9 +286,121 @@ public:
       cuda.check(cuda.memcpyHtoD(placement->maps.back()->get(), table.data(), mapBytes),
                  "uploading a residency map");
     }
+    placement->logsHost = std::make_unique<MappedHostBuffer>(
+        static_cast<std::size_t>(layout_.groups()) * logWords * sizeof(std::int32_t),
+        "the step logs' host copy");
     placement->done = std::make_unique<Event>();
     placement_ = std::move(placement);
+    stepLogs_.assign(static_cast<std::size_t>(layout_.groups()), StepLog{});
     backends_.front()->makeCurrent();
+    restoreRecency(controller);
+  }
+
+  void restoreRecency(const ResidencyController &controller) override {
+    if (!placement_)
+      return;
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    quiesce();
+    const std::size_t slots = static_cast<std::size_t>(layout_.hbmSlots);
+    std::vector<std::int32_t> recency(2 * slots);
+    for (std::int32_t g = 0; g < layout_.groups() && slots > 0; ++g) {
+      for (std::size_t s = 0; s < slots; ++s) {
+        const auto [last, previous] = controller.slotRecency(g, static_cast<std::int32_t>(s));
+        recency[2 * s] = static_cast<std::int32_t>(last);
+        recency[2 * s + 1] = static_cast<std::int32_t>(previous);
+      }
+      cuda.check(cuda.memcpyHtoD(placement_->recency[static_cast<std::size_t>(g)]->get(),
+                                 recency.data(), recency.size() * sizeof(std::int32_t)),
+                 "uploading a replacement state");
+    }
+  }
+
+  void beginStep(std::uint32_t step) override {
+    logsRead_ = false;
+    if (!placement_ || !resolveLaunches_)
+      return;
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    // Before any of the step's work (outside any graph: the step number
+    // changes every step).
+    for (const auto &log : placement_->logs) {
+      cuda.check(cuda.memsetD32Async(log->get(), 0, StepLogLayout::kHeader, stream_->get()),
+                 "clearing a step log");
+      cuda.check(cuda.memsetD32Async(log->get() + StepLogLayout::kStep * 4, step, 1,
+                                     stream_->get()),
+                 "stamping a step log");
+    }
+    busy_ = true;
+  }
+
+  /// The log of each group: header words, then the hits and misses it
+  /// counts (one wait for all groups; the headers came with finishStep).
+  void readStepLogs() {
+    const CudaDriver &cuda = driver();
+    Placement &p = *placement_;
+    const std::size_t words = p.logWords;
+    const std::size_t room = (words - StepLogLayout::kHeader) / 3;
+    auto *host = static_cast<std::int32_t *>(p.logsHost->host());
+    std::vector<std::pair<std::size_t, std::size_t>> used; // hits, misses per group
+    for (std::size_t g = 0; g < p.logs.size(); ++g) {
+      const std::int32_t *header = host + g * words;
+      const auto hits = static_cast<std::uint32_t>(header[StepLogLayout::kHits]);
+      const auto misses = static_cast<std::uint32_t>(header[StepLogLayout::kMisses]);
+      if (hits > room || misses > room)
+        throw Error("the step log of group " + std::to_string(g) + " overflowed: " +
+                    std::to_string(hits) + " hits and " + std::to_string(misses) +
+                    " misses, room for " + std::to_string(room));
+      used.emplace_back(hits, misses);
+      const CUdeviceptr device = p.logs[g]->get();
+      if (hits > 0)
+        cuda.check(cuda.memcpyDtoHAsync(host + g * words + StepLogLayout::kHeader,
+                                        device + StepLogLayout::kHeader * 4, hits * 4,
+                                        stream_->get()),
+                   "reading a step log");
+      if (misses > 0)
+        cuda.check(cuda.memcpyDtoHAsync(host + g * words + StepLogLayout::kHeader + room,
+                                        device + (StepLogLayout::kHeader + room) * 4,
+                                        misses * 8, stream_->get()),
+                   "reading a step log");
+    }
+    cuda.check(cuda.streamSynchronize(stream_->get()), "reading the step logs");
+    for (std::size_t g = 0; g < p.logs.size(); ++g) {
+      const std::int32_t *log = host + g * words;
+      StepLog &out = stepLogs_[g];
+      out.hitSlots.assign(log + StepLogLayout::kHeader,
+                          log + StepLogLayout::kHeader + used[g].first);
+      out.misses.assign(log + StepLogLayout::kHeader + room,
+                        log + StepLogLayout::kHeader + room + 2 * used[g].second);
+      out.entries = static_cast<std::uint32_t>(log[StepLogLayout::kEntries]);
+    }
+    logsRead_ = true;
+  }
+
+  const StepLog &stepLog(std::int32_t group) override {
+    if (!resolvesOnDevice())
+      throw StateError("no step log: the steps do not resolve on the device");
+    if (group < 0 || group >= layout_.groups())
+      throw OutOfRangeError("layer group " + std::to_string(group) + " does not exist");
+    backends_.front()->makeCurrent();
+    if (!logsRead_)
+      readStepLogs();
+    return stepLogs_[static_cast<std::size_t>(group)];
+  }
+
+  const std::int32_t *recencySnapshot(std::int32_t group) override {
+    if (!placement_)
+      return nullptr;
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    quiesce();
+    recencySnapshot_.resize(2 * static_cast<std::size_t>(layout_.hbmSlots));
+    if (!recencySnapshot_.empty())
+      cuda.check(cuda.memcpyDtoH(recencySnapshot_.data(),
+                                 placement_->recency.at(static_cast<std::size_t>(group))->get(),
+                                 recencySnapshot_.size() * sizeof(std::int32_t)),
+                 "reading a replacement state");
+    return recencySnapshot_.data();
   }
 
   bool resolvesOnDevice() const override { return resolveLaunches_ && placement_; }
@@ -292,14 +420,12 @@ public:
       throw InputError(std::to_string(count) + " selections; the step takes " +
                        std::to_string(bytes / sizeof(std::int32_t)));
     if (selections_.empty())
-      for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+      for (std::int32_t g = 0; g < layout_.groups(); ++g)
         selections_.push_back(std::make_unique<DeviceBuffer>(bytes, "selections"));
-        selectionsHost_.push_back(std::make_unique<MappedHostBuffer>(bytes, "selections"));
-      }
     CUstream stream = stream_->get();
     const std::size_t g = static_cast<std::size_t>(group);
-    // -1 pads the lanes past the batch; the host copy is for the
-    // controller's bookkeeping after the step.
+    // -1 pads the lanes past the batch. The host never reads them in a
+    // step: the resolve kernel logs what the controller books.
     cuda.check(cuda.memsetD32Async(selections_[g]->get(), 0xFFFFFFFFu, bytes / 4, stream),
                "padding the selections");
     if (count > 0)
@@ -307,17 +433,21 @@ public:
                                       static_cast<std::size_t>(count) * sizeof(std::int32_t),
                                       stream),
                  "copying the engine's selections");
-    cuda.check(cuda.memcpyDtoHAsync(selectionsHost_[g]->host(), selections_[g]->get(), bytes,
-                                    stream),
-               "copying the selections back");
     busy_ = true;
   }
 
   const std::int32_t *selectionsOnHost(std::int32_t group) override {
-    if (selectionsHost_.empty())
+    if (selections_.empty())
       throw StateError("no selections were taken on the device");
-    return static_cast<const std::int32_t *>(
-        selectionsHost_.at(static_cast<std::size_t>(group))->host());
+    const CudaDriver &cuda = driver();
+    backends_.front()->makeCurrent();
+    quiesce();
+    const DeviceBuffer &taken = *selections_.at(static_cast<std::size_t>(group));
+    selectionsHost_.resize(bytesOf(ArgumentRole::RowIds) / sizeof(std::int32_t));
+    cuda.check(cuda.memcpyDtoH(selectionsHost_.data(), taken.get(),
+                               selectionsHost_.size() * sizeof(std::int32_t)),
+               "downloading selections");
+    return selectionsHost_.data();
   }
 
   const std::int32_t *residencyMapSnapshot(std::int32_t group) override {
@@ -387,6 +517,15 @@ public:
       pending_.clear();
       cuda.check(cuda.memcpyDtoHAsync(&word, buffers_.status, sizeof(word), stream_->get()),
                  "reading the status word");
+      // The step logs' headers, in the same wait (see readStepLogs).
+      if (placement_ && resolveLaunches_)
+        for (std::size_t g = 0; g < placement_->logs.size(); ++g)
+          cuda.check(cuda.memcpyDtoHAsync(
+                         static_cast<std::int32_t *>(placement_->logsHost->host()) +
+                             g * placement_->logWords,
+                         placement_->logs[g]->get(), StepLogLayout::kHeader * 4,
+                         stream_->get()),
+                     "reading a step log's header");
     }
     cuda.check(cuda.streamSynchronize(stream_->get()), "the step's kernels failed");
     busy_ = false;
@@ -576,6 +715,10 @@ private:
     int rowsIndex = -1, slotsIndex = -1;
     std::size_t perLaunch = 0;                        // N: rows per launch
     std::vector<std::unique_ptr<DeviceBuffer>> maps; // [group]
+    std::vector<std::unique_ptr<DeviceBuffer>> recency; // [group] [slots x 2]
+    std::vector<std::unique_ptr<DeviceBuffer>> logs;    // [group] step logs
+    std::size_t logWords = 0;                           // words per log
+    std::unique_ptr<MappedHostBuffer> logsHost;         // [group x logWords]
     std::unique_ptr<MappedHostBuffer> lists;         // rows then slots per launch
     std::size_t listLaunches = 0;                    // launches lists has room for
     std::unique_ptr<DeviceBuffer> status;
@@ -622,6 +765,9 @@ private:
         p.buffers.arguments[static_cast<std::size_t>(p.rowsIndex)] = device;
         p.buffers.arguments[static_cast<std::size_t>(p.slotsIndex)] = device + n * 8;
         p.buffers.map = p.maps[static_cast<std::size_t>(group)]->get();
+        p.buffers.recency = p.recency[static_cast<std::size_t>(group)]->get();
+        p.buffers.log = p.logs[static_cast<std::size_t>(group)]->get();
+        p.buffers.logWords = static_cast<std::int64_t>(p.logWords);
         for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
              l += layout_.layersPerPool) {
           const std::size_t pool = static_cast<std::size_t>(l / layout_.layersPerPool);
@@ -849,9 +995,17 @@ private:
     CudaStepBuffers buffers = buffers_;
     buffers.hbm = hbm_[pool]->get();
     buffers.host = host_[pool]->device();
-    if (placement_)
-      buffers.map = placement_->maps[static_cast<std::size_t>(group)]->get();
-    else if (resolveLaunches_)
+    if (placement_) {
+      const std::size_t g = static_cast<std::size_t>(group);
+      buffers.map = placement_->maps[g]->get();
+      buffers.recency = placement_->recency[g]->get();
+      buffers.log = placement_->logs[g]->get();
+      // The group's first layer books its selections; the others resolve
+      // the same selections again and log nothing.
+      buffers.logWords = work.layer == layout_.firstLayer(group)
+                             ? static_cast<std::int64_t>(placement_->logWords)
+                             : 0;
+    } else if (resolveLaunches_)
       throw Error("the step resolves selections through the residency maps (dhs.resolve): "
                   "load a placement step first");
     cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Output), kBf16Poison,
@@ -939,10 +1093,13 @@ private:
   // Placement (destroyed before the backends' contexts).
   std::unique_ptr<Placement> placement_;
   bool resolveLaunches_ = false; // the steps contain dhs.resolve
-  // Selections taken on the device, per group, and their host copies.
+  // Selections taken on the device, per group, and a download of one.
   std::vector<std::unique_ptr<DeviceBuffer>> selections_;
-  std::vector<std::unique_ptr<MappedHostBuffer>> selectionsHost_;
-  std::vector<std::int32_t> mapSnapshot_;
+  std::vector<std::int32_t> selectionsHost_;
+  std::vector<std::int32_t> mapSnapshot_, recencySnapshot_;
+  // What each group's resolve logged this step (read once per step).
+  std::vector<StepLog> stepLogs_;
+  bool logsRead_ = false;
   // Draft rings (destroyed before the backends' contexts).
   std::unique_ptr<Draft> draft_;
   // Window rings per request index [pools][R][token] (destroyed before the

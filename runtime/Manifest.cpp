@@ -127,6 +127,10 @@ const char *paramSourceName(ParamSource source) {
     return "pool_host";
   case ParamSource::PoolMap:
     return "pool_map";
+  case ParamSource::PoolRecency:
+    return "pool_recency";
+  case ParamSource::PoolLog:
+    return "pool_log";
   case ParamSource::Status:
     return "status";
   case ParamSource::Scratch:
@@ -683,6 +687,10 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     param.source = ParamSource::PoolHost;
   else if (sourceText == "pool_map")
     param.source = ParamSource::PoolMap;
+  else if (sourceText == "pool_recency")
+    param.source = ParamSource::PoolRecency;
+  else if (sourceText == "pool_log")
+    param.source = ParamSource::PoolLog;
   else if (sourceText == "status")
     param.source = ParamSource::Status;
   else if (sourceText == "scratch")
@@ -690,7 +698,8 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
   else
     fail(field + ".source", "unknown source '" + sourceText +
                                 "' (known: argument, pool_hbm, pool_host, "
-                                "pool_map, status, scratch)");
+                                "pool_map, pool_recency, pool_log, status, "
+                                "scratch)");
 
   if (param.source == ParamSource::Scratch) {
     // A static buffer inside the staging arena.
@@ -766,6 +775,19 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     if (param.dtype != DType::I32 || param.shape.size() != 1 ||
         (param.shape[0] != -1 && param.shape[0] != pool.hostRows))
       fail(field, std::string("a residency map is i32 [host_rows], not ") +
+                      dtypeName(param.dtype) + " " + formatShape(param.shape));
+    return param;
+  }
+  if (param.source == ParamSource::PoolRecency) {
+    if (param.dtype != DType::I32 || param.shape.size() != 2 || param.shape[1] != 2 ||
+        (param.shape[0] != -1 && param.shape[0] != pool.hbmSlots))
+      fail(field, std::string("a replacement state is i32 [hbm_slots, 2], not ") +
+                      dtypeName(param.dtype) + " " + formatShape(param.shape));
+    return param;
+  }
+  if (param.source == ParamSource::PoolLog) {
+    if (param.dtype != DType::I32 || param.shape.size() != 1)
+      fail(field, std::string("a step log is i32 [words], not ") +
                       dtypeName(param.dtype) + " " + formatShape(param.shape));
     return param;
   }

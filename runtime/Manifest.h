@@ -78,12 +78,28 @@ enum class ParamSource {
   PoolHbm,  ///< the KV pool's HBM slots [hbm_slots, layers, row_bytes] x i8
   PoolHost, ///< the host store [host_rows, layers, row_bytes] x i8, zero-copy
   PoolMap,  ///< the pool's residency map [host_rows] x i32: slot of each row
+  PoolRecency, ///< the pool's replacement state [hbm_slots, 2] x i32: last
+               ///< and previous use step of each slot
+  PoolLog,  ///< the pool's step log [words] x i32 (see StepLog)
   Status,   ///< the step's device status word, i32 [1]
   Scratch,  ///< a buffer at `offset` bytes into the step's staging arena
 };
 
 /// Returns the manifest spelling of a parameter source.
 const char *paramSourceName(ParamSource source);
+
+/// Words of a pool's step log (dhs.pool_log), which a resolve kernel fills
+/// for the residency controller: a header, then room for N hit slots and N
+/// (lane, row id) miss pairs, for N selections.
+struct StepLogLayout {
+  static constexpr std::size_t kStep = 0;    ///< the step number (runtime-written)
+  static constexpr std::size_t kHits = 1;    ///< distinct slots hit
+  static constexpr std::size_t kMisses = 2;  ///< selections that missed
+  static constexpr std::size_t kEntries = 3; ///< valid selections
+  static constexpr std::size_t kHeader = 4;  ///< header words
+  /// Words of a log for `selections` selections.
+  static std::size_t words(std::size_t selections) { return kHeader + 3 * selections; }
+};
 
 /// Status word bits a kernel sets when it rejects its input.
 enum StatusBits : std::uint32_t {

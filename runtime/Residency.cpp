@@ -642,10 +642,8 @@ std::string where(std::int64_t b, std::int64_t q, std::int64_t k) {
 
 } // namespace
 
-void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
-                                  std::int64_t batch, const std::int32_t *rowIds,
-                                  std::int64_t queries, std::int64_t topk,
-                                  std::int32_t *slots) {
+void ResidencyController::beginResolve(std::int32_t gi, std::int64_t batch,
+                                       std::int64_t queries, std::int64_t topk) {
   if (!inStep_)
     throw StateError("resolve outside a step (call beginStep first)");
   if (gi < 0 || gi >= config_.groups)
@@ -658,6 +656,22 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
     throw InputError("selection shape [" + std::to_string(batch) + ", " +
                      std::to_string(queries) + ", " + std::to_string(topk) +
                      "] is invalid");
+}
+
+void ResidencyController::touchSlot(Group &g, std::int32_t slot) {
+  const std::size_t si = static_cast<std::size_t>(slot);
+  g.ref[si] = 1;
+  if (g.lastUse[si] != step_) {
+    g.prevUse[si] = g.lastUse[si];
+    g.lastUse[si] = step_;
+  }
+}
+
+void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
+                                  std::int64_t batch, const std::int32_t *rowIds,
+                                  std::int64_t queries, std::int64_t topk,
+                                  std::int32_t *slots) {
+  beginResolve(gi, batch, queries, topk);
   if (batch > 0 && (!requests || !rowIds || !slots))
     throw InputError("resolve: null request, row id or slot array");
   const std::int64_t perLane = queries * topk;
@@ -724,14 +738,8 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
       const std::size_t hostRow = static_cast<std::size_t>(r.start + id);
       const std::int32_t s = g.slotOfHostRow[hostRow];
       out[i] = s;
-      if (s >= 0) {
-        const std::size_t si = static_cast<std::size_t>(s);
-        g.ref[si] = 1;
-        if (g.lastUse[si] != step_) {
-          g.prevUse[si] = g.lastUse[si];
-          g.lastUse[si] = step_;
-        }
-      }
+      if (s >= 0)
+        touchSlot(g, s);
       if (g.seen[hostRow] == seenSerial)
         continue;
       g.seen[hostRow] = seenSerial;
@@ -749,11 +757,108 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
   resolved_[static_cast<std::size_t>(gi)] = 1;
 }
 
+void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
+                               std::int64_t batch, const std::int32_t *hitSlots,
+                               std::int64_t hits, const std::int32_t *misses,
+                               std::int64_t missCount, std::int64_t entries) {
+  beginResolve(gi, batch, 1, 1);
+  if (hits < 0 || missCount < 0 || entries < hits + missCount)
+    throw InputError("step log of layer group " + std::to_string(gi) + ": " +
+                     std::to_string(hits) + " hits and " + std::to_string(missCount) +
+                     " misses do not fit " + std::to_string(entries) + " valid selections");
+  if ((batch > 0 && !requests) || (hits > 0 && !hitSlots) || (missCount > 0 && !misses))
+    throw InputError("book: null request, hit or miss array");
+  Group &g = groups_[static_cast<std::size_t>(gi)];
+  const std::string where = "the step log of layer group " + std::to_string(gi);
+
+  // Pass 1: validate everything before changing anything.
+  const std::uint32_t mark = ++markSerial_;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    if (requests[b] == -1)
+      continue;
+    Request &r = liveRequest(requests[b], "book");
+    if (r.batchMark == mark)
+      throw InputError("request " + std::to_string(requests[b]) +
+                       " appears twice in the batch (lane " + std::to_string(b) + ")");
+    r.batchMark = mark;
+  }
+  if (++seenSerial_ == 0) {
+    for (Group &each : groups_)
+      std::fill(each.seen.begin(), each.seen.end(), 0);
+    seenSerial_ = 1;
+  }
+  const std::uint32_t serial = seenSerial_;
+  for (std::int64_t i = 0; i < hits; ++i) {
+    const std::int32_t s = hitSlots[i];
+    if (s < 0 || s >= config_.hbmSlots)
+      throw InputError(where + " lists slot " + std::to_string(s) + " of " +
+                       std::to_string(config_.hbmSlots));
+    const std::size_t si = static_cast<std::size_t>(s);
+    const SlotKind kind = static_cast<SlotKind>(g.kind[si]);
+    if (kind != SlotKind::Newest && kind != SlotKind::Hot)
+      throw InputError(where + " lists slot " + std::to_string(s) +
+                       ", which holds no history row");
+    const Request &r = requests_[static_cast<std::size_t>(g.owner[si])];
+    if (r.batchMark != mark)
+      throw InputError(where + " lists slot " + std::to_string(s) + " of request " +
+                       std::to_string(g.owner[si]) + ", which is not in the batch");
+    std::uint32_t &seen = g.seen[static_cast<std::size_t>(r.start + g.row[si])];
+    if (seen == serial || g.lastUse[si] == step_)
+      throw InputError(where + " lists slot " + std::to_string(s) + " twice");
+    seen = serial;
+  }
+  // Misses in (lane, row) order: the order resolve finds them in lanes.
+  std::vector<std::int64_t> order;
+  order.reserve(static_cast<std::size_t>(missCount));
+  for (std::int64_t i = 0; i < missCount; ++i) {
+    const std::int32_t lane = misses[2 * i], id = misses[2 * i + 1];
+    if (lane < 0 || lane >= batch || requests[lane] == -1)
+      throw InputError(where + " lists a miss of lane " + std::to_string(lane) +
+                       ", which holds no request");
+    const Request &r = requests_[static_cast<std::size_t>(requests[lane])];
+    if (id < 0 || id >= r.len)
+      throw OutOfRangeError("row id " + std::to_string(id) + " in " + where +
+                            " is outside request " + std::to_string(requests[lane]) +
+                            "'s history (length " + std::to_string(r.len) + ")");
+    if (g.slotOfHostRow[static_cast<std::size_t>(r.start + id)] >= 0)
+      throw InputError(where + " lists row " + std::to_string(id) + " of request " +
+                       std::to_string(requests[lane]) + " as missing, but it is resident");
+    order.push_back(static_cast<std::int64_t>(lane) << 32 | static_cast<std::uint32_t>(id));
+  }
+  std::sort(order.begin(), order.end());
+
+  // Pass 2: hits, the distinct rows to fetch, the counts.
+  for (std::int64_t i = 0; i < hits; ++i)
+    touchSlot(g, hitSlots[i]);
+  last_.entries += entries;
+  last_.selected += hits;
+  last_.resident += hits;
+  for (std::int64_t key : order) {
+    const std::int32_t lane = static_cast<std::int32_t>(key >> 32);
+    const std::int32_t id = static_cast<std::int32_t>(key & 0xffffffff);
+    const std::int32_t request = requests[lane];
+    Request &r = requests_[static_cast<std::size_t>(request)];
+    std::uint32_t &seen = g.seen[static_cast<std::size_t>(r.start + id)];
+    if (seen == serial)
+      continue; // selected by several queries
+    seen = serial;
+    std::vector<std::int32_t> &fetch = r.fetch[static_cast<std::size_t>(gi)];
+    if (fetch.empty())
+      g.touched.push_back(request);
+    fetch.push_back(id);
+    ++last_.selected;
+    ++last_.fetched;
+  }
+  resolved_[static_cast<std::size_t>(gi)] = 1;
+}
+
 void ResidencyController::promote(std::int32_t gi, std::vector<RowCopy> &copies) {
   Group &g = groups_[static_cast<std::size_t>(gi)];
   for (std::int32_t request : g.touched) {
     Request &r = requests_[static_cast<std::size_t>(request)];
     std::vector<std::int32_t> &rows = r.fetch[static_cast<std::size_t>(gi)];
+    // One order whichever way the step was booked (resolve, book).
+    std::sort(rows.begin(), rows.end());
     std::size_t limit = rows.size();
     if (config_.maxPromotionsPerStep >= 0)
       limit = std::min(limit, static_cast<std::size_t>(config_.maxPromotionsPerStep));
@@ -812,6 +917,13 @@ ResidencyController::residencyTable(std::int32_t gi) const {
   if (gi < 0 || gi >= static_cast<std::int32_t>(groups_.size()))
     throw InputError("layer group " + std::to_string(gi) + " does not exist");
   return groups_[static_cast<std::size_t>(gi)].slotOfHostRow;
+}
+
+std::pair<std::uint32_t, std::uint32_t>
+ResidencyController::slotRecency(std::int32_t gi, std::int32_t slot) const {
+  const Group &g = groups_.at(static_cast<std::size_t>(gi));
+  return {g.lastUse.at(static_cast<std::size_t>(slot)),
+          g.prevUse.at(static_cast<std::size_t>(slot))};
 }
 
 SlotKind ResidencyController::slotKind(std::int32_t gi, std::int32_t slot) const {

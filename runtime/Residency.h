@@ -64,6 +64,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dhs::runtime {
@@ -242,8 +243,23 @@ public:
                const std::int32_t *rowIds, std::int64_t queries, std::int64_t topk,
                std::int32_t *slots);
 
-  /// Ends the step after its reads: promotes the fetched rows (RowCopy per
-  /// row into `copies`). Throws StateError outside a step.
+  /// Books group `group`'s selections from what a resolve kernel logged on
+  /// the device (dhs.pool_log), with the same effect as resolve on the
+  /// selections themselves, which the host then never reads: `hitSlots`
+  /// [hits] the distinct slots hit (any order), `misses` [missCount x 2]
+  /// (lane, row id) pairs of the selections that missed (any order,
+  /// repeats allowed), `entries` the valid selections. Validates everything
+  /// before changing anything: throws InputError for a log that contradicts
+  /// the state (a slot listed twice, free, or not of a batch request; a
+  /// miss of a resident row or of an empty lane), OutOfRangeError for a row
+  /// id outside its request's history, StateError as resolve.
+  void book(std::int32_t group, const std::int32_t *requests, std::int64_t batch,
+            const std::int32_t *hitSlots, std::int64_t hits, const std::int32_t *misses,
+            std::int64_t missCount, std::int64_t entries);
+
+  /// Ends the step after its reads: promotes the fetched rows, each
+  /// request's in ascending row order (RowCopy per row into `copies`).
+  /// Throws StateError outside a step.
   void endStep(std::vector<RowCopy> &copies);
 
   /// Ends a step without promoting anything (after a failure between
@@ -271,6 +287,12 @@ public:
   void setReleaseLog(std::vector<RowCopy> *log) { releaseLog_ = log; }
   /// Kind of a slot.
   SlotKind slotKind(std::int32_t group, std::int32_t slot) const;
+  /// Replacement state of a slot: {step of its last use, of the use before
+  /// (0: none)}, a use being a selection or the placement; the table a
+  /// device replacement state (dhs.pool_recency) mirrors for slots that
+  /// hold history rows.
+  std::pair<std::uint32_t, std::uint32_t> slotRecency(std::int32_t group,
+                                                      std::int32_t slot) const;
   /// Owner of a slot (-1 when free).
   std::int32_t slotOwner(std::int32_t group, std::int32_t slot) const;
   /// History row held by a slot (-1 when free or a ring slot).
@@ -316,6 +338,9 @@ private:
   void makeHot(Group &g, std::int32_t slot, bool mayBeOld);
   void evict(Group &g, std::int32_t slot);
   void promote(std::int32_t gi, std::vector<RowCopy> &copies);
+  void beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries,
+                    std::int64_t topk);
+  void touchSlot(Group &g, std::int32_t slot);
 
   ResidencyConfig config_;
   HostRowAllocator host_;

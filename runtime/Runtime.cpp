@@ -635,6 +635,7 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
       windowTokens[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(tokens);
     }
   controller_->beginStep();
+  tiers_->beginStep(controller_->stepCount());
   windowTokensLane_ = windowTokens;
   lanes_ = lanes;
   batchIds_.assign(ids, ids + batch);
@@ -756,34 +757,45 @@ void Runtime::endStep() {
     tiers_->finishStep();
   } catch (const Error &) {
     // Device selections the kernels rejected: name the first bad one from
-    // the host copy (complete now).
+    // a download of them. The kernels stamped the hits of the valid ones,
+    // which the controller does not book: the device replacement state
+    // goes back to the controller's.
     std::exception_ptr precise;
-    for (std::int32_t g = 0; g < layout_.groups() && !precise; ++g)
-      if (deviceSelected_[static_cast<std::size_t>(g)])
-        try {
-          checkSelections(g, tiers_->selectionsOnHost(g));
-        } catch (const Error &) {
-          precise = std::current_exception();
-        }
+    bool anyOnDevice = false;
+    for (std::int32_t g = 0; g < layout_.groups(); ++g)
+      if (deviceSelected_[static_cast<std::size_t>(g)]) {
+        anyOnDevice = true;
+        if (!precise)
+          try {
+            checkSelections(g, tiers_->selectionsOnHost(g));
+          } catch (const Error &) {
+            precise = std::current_exception();
+          }
+      }
     abortStep();
+    if (anyOnDevice)
+      tiers_->restoreRecency(*controller_);
     if (precise)
       std::rethrow_exception(precise);
     throw;
   }
-  // Device selections are booked now, exactly as host ones were at select
-  // time (nothing changed the residency in between).
+  // Device selections are booked now from what the resolve kernels logged,
+  // as host ones were at select time (nothing changed the residency in
+  // between); the host never reads the selections themselves.
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     const std::size_t gi = static_cast<std::size_t>(g);
     if (!deviceSelected_[gi])
       continue;
     try {
-      const std::int32_t *taken = tiers_->selectionsOnHost(g);
-      checkSelections(g, taken);
-      std::copy(taken, taken + rowIds_[gi].size(), rowIds_[gi].begin());
-      controller_->resolve(g, lanes_.data(), shape_.batch, rowIds_[gi].data(), shape_.queries,
-                           shape_.topk, slots_[gi].data());
+      const TierBackend::StepLog &log = tiers_->stepLog(g);
+      if (config_.checkInvariants)
+        checkStepLog(g, log);
+      controller_->book(g, lanes_.data(), shape_.batch, log.hitSlots.data(),
+                        static_cast<std::int64_t>(log.hitSlots.size()), log.misses.data(),
+                        static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
     } catch (...) {
       abortStep();
+      tiers_->restoreRecency(*controller_);
       throw;
     }
     if (config_.checkInvariants)
@@ -904,6 +916,59 @@ void Runtime::checkReads(std::int32_t layer) {
   }
 }
 
+void Runtime::checkStepLog(std::int32_t group, const TierBackend::StepLog &log) {
+  // The selections themselves, downloaded for the check (and for checkReads).
+  const std::size_t gi = static_cast<std::size_t>(group);
+  const std::int32_t *taken = tiers_->selectionsOnHost(group);
+  checkSelections(group, taken);
+  std::copy(taken, taken + rowIds_[gi].size(), rowIds_[gi].begin());
+  // What the log must say: the slots the controller's table gives (as the
+  // kernels read them), each hit slot once, each miss, the valid count.
+  const std::vector<std::int32_t> &table = controller_->residencyTable(group);
+  const std::int64_t perLane = shape_.queries * shape_.topk;
+  std::vector<std::int32_t> &slots = slots_[gi];
+  std::vector<std::int32_t> hits;
+  std::vector<std::int64_t> misses;
+  std::int64_t entries = 0;
+  for (std::int64_t b = 0; b < shape_.batch; ++b)
+    for (std::int64_t i = 0; i < perLane; ++i) {
+      const std::size_t e = static_cast<std::size_t>(b * perLane + i);
+      const std::int32_t id = rowIds_[gi][e];
+      slots[e] = -1;
+      if (id < 0)
+        continue;
+      ++entries;
+      slots[e] = table[static_cast<std::size_t>(historyStart_[static_cast<std::size_t>(b)] + id)];
+      if (slots[e] >= 0)
+        hits.push_back(slots[e]);
+      else
+        misses.push_back(b << 32 | id);
+    }
+  auto distinct = [](auto &v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  distinct(hits);
+  distinct(misses);
+  std::vector<std::int32_t> loggedHits = log.hitSlots;
+  std::sort(loggedHits.begin(), loggedHits.end());
+  std::vector<std::int64_t> loggedMisses;
+  for (std::size_t i = 0; i + 1 < log.misses.size(); i += 2)
+    loggedMisses.push_back(static_cast<std::int64_t>(log.misses[i]) << 32 | log.misses[i + 1]);
+  const std::size_t missEntries = loggedMisses.size();
+  distinct(loggedMisses);
+  const std::int64_t hitEntries = entries - static_cast<std::int64_t>(missEntries);
+  if (loggedHits != hits || loggedMisses != misses || log.entries != entries || hitEntries < 0)
+    throw InvariantError(
+        "invariant violated: the step log of layer group " + std::to_string(group) + " lists " +
+        std::to_string(loggedHits.size()) + " slots hit, " + std::to_string(missEntries) +
+        " misses (" + std::to_string(loggedMisses.size()) + " distinct) and " +
+        std::to_string(log.entries) + " valid selections; the selections give " +
+        std::to_string(hits.size()) + " slots, " + std::to_string(misses.size()) +
+        " distinct misses and " + std::to_string(entries) + " valid selections" +
+        (loggedHits == hits && loggedMisses == misses ? "" : ", other rows"));
+}
+
 void Runtime::checkCopies(const std::vector<RowCopy> &copies) {
   if (copies.empty())
     return;
@@ -970,6 +1035,27 @@ void Runtime::checkInvariants() {
                     " gives host row " + std::to_string(row) + " slot " +
                     std::to_string(map[row]) + ", the controller " + std::to_string(table[row]));
   }
+  // So does the device replacement state, where kernels stamp the hits: for
+  // every slot that holds a history row.
+  if (!tiers_->resolvesOnDevice())
+    return;
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::int32_t *recency = tiers_->recencySnapshot(g);
+    for (std::int32_t s = 0; s < layout_.hbmSlots; ++s) {
+      const SlotKind kind = controller_->slotKind(g, s);
+      if (kind != SlotKind::Newest && kind != SlotKind::Hot)
+        continue;
+      const auto [last, previous] = controller_->slotRecency(g, s);
+      const auto deviceLast = static_cast<std::uint32_t>(recency[2 * s]);
+      const auto devicePrevious = static_cast<std::uint32_t>(recency[2 * s + 1]);
+      if (deviceLast != last || devicePrevious != previous)
+        throw Error("invariant: the device replacement state of layer group " +
+                    std::to_string(g) + " gives slot " + std::to_string(s) + " uses {" +
+                    std::to_string(deviceLast) + ", " + std::to_string(devicePrevious) +
+                    "}, the controller {" + std::to_string(last) + ", " +
+                    std::to_string(previous) + "}");
+    }
+  }
 }
 
 void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
@@ -1022,10 +1108,7 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
                 " bytes (" + pool.format + "); this session's pools hold " +
                 std::to_string(layout_.layersPerPool) + " layers x " +
                 std::to_string(layout_.rowBytes) + " bytes");
-  std::vector<const std::vector<std::int32_t> *> tables;
-  for (std::int32_t g = 0; g < layout_.groups(); ++g)
-    tables.push_back(&controller_->residencyTable(g));
-  tiers_->setPlacementStep(manifest, tables);
+  tiers_->setPlacementStep(manifest, *controller_);
   controller_->setReleaseLog(&releases_);
   placementStepLoaded_ = true;
 }

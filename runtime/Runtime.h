@@ -284,6 +284,9 @@ public:
 private:
   std::int32_t indexOf(std::uint64_t id, const char *what) const;
   void requireStep(const char *what) const;
+  /// Checks a group's step log against its selections (downloaded) and the
+  /// controller's residency table; fills rowIds_ and slots_ for checkReads.
+  void checkStepLog(std::int32_t group, const TierBackend::StepLog &log);
   void checkReads(std::int32_t layer);
   void checkCopies(const std::vector<RowCopy> &copies);
   /// Checks group g's selections [batch, Q, K] (host memory) against the

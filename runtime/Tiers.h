@@ -143,24 +143,45 @@ public:
   virtual void copyToHbm(const std::vector<RowCopy> &copies) = 0;
   /// Takes a compiled placement step (examples/place_rows_step.mlir: one
   /// dhs.place_rows over a pool of this layout) and from then on carries
-  /// out copyToHbm with its kernel, keeping one residency map per group on
-  /// the device, initialized from `tables[g]` (the controller's slot of
-  /// every host row). The Runtime has checked the step. The CPU tiers keep
-  /// nothing.
+  /// out copyToHbm with its kernel, keeping per group on the device the
+  /// residency map and the replacement state, both initialized from
+  /// `controller` (its residency tables and slot recency), and, when the
+  /// steps resolve on the device, a step log. The Runtime has checked the
+  /// step. The CPU tiers keep nothing.
   virtual void setPlacementStep(const Manifest &manifest,
-                                const std::vector<const std::vector<std::int32_t> *> &tables);
+                                const ResidencyController &controller);
   /// True when the steps resolve selections on the device (they contain
   /// dhs.resolve) and a placement step keeps the residency maps there: then
   /// selections may stay in device memory (takeSelections).
   virtual bool resolvesOnDevice() const { return false; }
   /// Takes group g's selections [count] (row ids, device memory) for the
-  /// step in progress: enqueues copies into the step's row_ids (padded with
-  /// -1 to [B, Q, K]) and a host copy that selectionsOnHost returns once
-  /// finishStep has returned. No host wait. Throws Error where unsupported.
+  /// step in progress: enqueues a copy into the step's row_ids (padded with
+  /// -1 to [B, Q, K]). No host wait. Throws Error where unsupported.
   virtual void takeSelections(std::int32_t group, const std::int32_t *rowIds,
                               std::int64_t count);
-  /// The host copy of group g's selections taken this step [B, Q, K].
+  /// Group g's selections taken this step [B, Q, K], downloaded (after
+  /// finishStep) for error messages and checks; steps never need them.
   virtual const std::int32_t *selectionsOnHost(std::int32_t group);
+  /// Starts step `step` (the controller's step number) before any of its
+  /// work: a device step log (see stepLog) is cleared and stamped with it.
+  virtual void beginStep(std::uint32_t step);
+  /// What group g's resolve kernel logged this step (dhs.pool_log), read
+  /// after finishStep: the distinct slots hit, the (lane, row id) pairs that
+  /// missed, the valid selections. Throws Error without a device log or
+  /// when it overflowed.
+  struct StepLog {
+    std::vector<std::int32_t> hitSlots;
+    std::vector<std::int32_t> misses; ///< [missCount x 2]
+    std::int64_t entries = 0;
+  };
+  virtual const StepLog &stepLog(std::int32_t group);
+  /// Uploads the controller's replacement state over the device one (after
+  /// a failed step whose kernels stamped hits the controller never booked).
+  virtual void restoreRecency(const ResidencyController &controller);
+  /// Group g's device replacement state as [hbm slots x 2] {last use,
+  /// previous use} (a download that waits for submitted work), or nullptr
+  /// where the steps keep none. For checks, not for steps.
+  virtual const std::int32_t *recencySnapshot(std::int32_t group);
   /// Group g's device residency map as host-readable values [host rows]
   /// (a download that waits for submitted work), or nullptr without a
   /// placement step. For checks, not for steps.

@@ -1,7 +1,9 @@
 // dhs.place_rows: one thread per 16-byte chunk of a placed token copies it
 // from the mapped host store into its HBM slot; the token's first chunk
-// records the slot (or -1) in the pool's residency map, or reports a host row
-// outside the store (status 4) or a slot outside HBM (status 2).
+// records the slot (or -1) in the pool's residency map and stamps a filled
+// slot's replacement state with the step (word 0 of the pool's step log), or
+// reports a host row outside the store (status 4) or a slot outside HBM
+// (status 2).
 // RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: rm -rf %t && dhs-compile %s -o %t
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
@@ -10,14 +12,20 @@
 // LINK: link: OK
 
 // CHECK-LABEL: func.func @step
-// CHECK: %[[MAP:.*]] = dhs.pool_map of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?> -> memref<?xi32>
+// CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?> -> memref<?xi32>
+// CHECK-DAG: %[[RECENCY:.*]] = dhs.pool_recency of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?> -> memref<?x2xi32>
+// CHECK-DAG: %[[MAP:.*]] = dhs.pool_map of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?> -> memref<?xi32>
 // 1024 rows x 164 chunks of 16 bytes over 256 threads a block: 656 blocks.
 // CHECK: gpu.launch_func @place_rows::@place_rows blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in
-// CHECK-SAME: %[[MAP]] : memref<?xi32>, %{{.*}} : memref<1024xi64>, %{{.*}} : memref<1024xi32>
+// CHECK-SAME: %[[MAP]] : memref<?xi32>, %{{.*}} : memref<1024xi64>, %{{.*}} : memref<1024xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>
 // CHECK-LABEL: gpu.func @place_rows
-// CHECK-SAME: (%[[HBM:.*]]: memref<?x4x656xi8>, %[[HOST:.*]]: memref<?x4x656xi8>, %[[M:.*]]: memref<?xi32>
+// CHECK-SAME: (%[[HBM:[a-z0-9]+]]: memref<?x4x656xi8>, %[[HOST:[a-z0-9]+]]: memref<?x4x656xi8>, %[[M:[a-z0-9]+]]: memref<?xi32>, %{{[a-z0-9]+}}: memref<1024xi64>, %{{[a-z0-9]+}}: memref<1024xi32>, %[[R:[a-z0-9]+]]: memref<?x2xi32>, %[[L:[a-z0-9]+]]: memref<?xi32>
 // CHECK: memref.atomic_rmw ori
 // CHECK: memref.store %{{.*}}, %[[M]][%{{.*}}] : memref<?xi32>
+// The step from the log, then [step, 0] into the slot's replacement state.
+// CHECK: %[[STEP:.*]] = memref.load %[[L]][%{{.*}}] : memref<?xi32>
+// CHECK: memref.store %[[STEP]], %[[R]][%{{.*}}, %c0] : memref<?x2xi32>
+// CHECK: memref.store %c0_i32, %[[R]][%{{.*}}, %c1] : memref<?x2xi32>
 // CHECK: vector.load %[[HOST]]
 // CHECK: vector.store %{{.*}}, %[[HBM]]
 
@@ -27,6 +35,8 @@
 // MANIFEST: "grid": [
 // MANIFEST-NEXT: 656,
 // MANIFEST: "source": "pool_map"
+// MANIFEST: "source": "pool_recency"
+// MANIFEST: "source": "pool_log"
 func.func @step(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
                 %rows: memref<1024xi64>, %slots: memref<1024xi32>) {
   dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)

@@ -528,6 +528,22 @@ func.func @place_rows_mismatch(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hb
 
 // -----
 
+func.func @pool_recency_size(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000>) {
+  // expected-error @below {{the replacement state has one entry per HBM slot (2048), got 1000}}
+  %recency = dhs.pool_recency of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000> -> memref<1000x2xi32>
+  return
+}
+
+// -----
+
+func.func @pool_recency_pairs(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000>) {
+  // expected-error @below {{the replacement state is [last use, previous use] per slot: expected [slots, 2], got 'memref<2048x3xi32>'}}
+  %recency = dhs.pool_recency of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000> -> memref<2048x3xi32>
+  return
+}
+
+// -----
+
 func.func @pool_map_size(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000>) {
   // expected-error @below {{a residency map has one entry per host row (1000), got 999}}
   %map = dhs.pool_map of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = 1000> -> memref<999xi32>

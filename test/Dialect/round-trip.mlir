@@ -94,6 +94,16 @@ func.func @place_rows(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096,
   return
 }
 
+// The replacement state and the step log of a pool.
+// CHECK-LABEL: func.func @pool_state
+// CHECK: dhs.pool_recency of %{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?> -> memref<4096x2xi32>
+// CHECK: dhs.pool_log of %{{.*}} : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?> -> memref<?xi32>
+func.func @pool_state(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>) {
+  %recency = dhs.pool_recency of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?> -> memref<4096x2xi32>
+  %log = dhs.pool_log of %pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?> -> memref<?xi32>
+  return
+}
+
 // Residency: the protected working set and the optional-residency hints.
 // CHECK-LABEL: func.func @residency
 // CHECK: dhs.residency pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 65536, host = ?>) newest = 128 floor = 64 policy = adaptive replacement = clock promotions = 512
