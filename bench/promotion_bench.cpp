@@ -87,7 +87,13 @@ int main(int argc, char **argv) {
     DeviceBuffer placeRows(perLaunch * 8, "rows to place"), placeSlots(perLaunch * 4, "slots");
     DeviceBuffer status(4, "the status word");
     cuda.check(cuda.memsetD32(status.get(), 0, 1), "the status word");
+    // The replacement state the kernel stamps, and a log holding the step.
+    DeviceBuffer recency(slots * 8, "the replacement state"), log(16, "the step log");
+    cuda.check(cuda.memsetD32(log.get(), 1, 4), "the step log");
     CudaStepBuffers buffers;
+    buffers.recency = recency.get();
+    buffers.log = log.get();
+    buffers.logWords = 4;
     buffers.arguments.assign(manifest.arguments.size(), 0);
     buffers.arguments[static_cast<std::size_t>(manifest.argument(ArgumentRole::PlaceRows).index)] =
         placeRows.get();

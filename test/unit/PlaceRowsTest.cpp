@@ -27,7 +27,7 @@
 using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
-TEST_CASE("the generated place_rows kernel copies rows and keeps the map",
+TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps the slots",
           "[cuda][gpu][place]") {
   std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("place_rows");
   if (!compiled)
@@ -82,8 +82,19 @@ TEST_CASE("the generated place_rows kernel copies rows and keeps the map",
     cuda.check(cuda.memcpyHtoD(rowsBuffer.get(), rows.data(), N * 8), "rows");
     cuda.check(cuda.memcpyHtoD(slotsBuffer.get(), slotList.data(), N * 4), "slots");
     cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
+    // The replacement state before (earlier stamps), the log's step 777.
+    std::vector<std::int32_t> recencyBefore(2 * slots);
+    for (auto &use : recencyBefore)
+      use = static_cast<std::int32_t>(1 + rng() % 700);
+    DeviceBuffer recency(2 * slots * 4, "recency"), log(4 * 4, "log");
+    cuda.check(cuda.memcpyHtoD(recency.get(), recencyBefore.data(), 2 * slots * 4), "recency");
+    const std::int32_t header[4] = {777, 0, 0, 0};
+    cuda.check(cuda.memcpyHtoD(log.get(), header, sizeof(header)), "log");
     CudaStepBuffers buffers;
     buffers.arguments = {0, rowsBuffer.get(), slotsBuffer.get()};
+    buffers.recency = recency.get();
+    buffers.log = log.get();
+    buffers.logWords = 4;
     buffers.hbm = hbm.get();
     buffers.hbmSlots = static_cast<std::int64_t>(slots);
     buffers.host = host.device();
@@ -99,6 +110,8 @@ TEST_CASE("the generated place_rows kernel copies rows and keeps the map",
     CHECK(word == (bad ? 6u : 0u));
     std::vector<std::int32_t> mapAfter(hostRows);
     cuda.check(cuda.memcpyDtoH(mapAfter.data(), map.get(), hostRows * 4), "map");
+    std::vector<std::int32_t> recencyAfter(2 * slots);
+    cuda.check(cuda.memcpyDtoH(recencyAfter.data(), recency.get(), 2 * slots * 4), "recency");
     std::vector<std::uint8_t> pool(slots * token);
     cuda.check(cuda.memcpyDtoH(pool.data(), hbm.get(), pool.size()), "hbm");
 
@@ -127,8 +140,16 @@ TEST_CASE("the generated place_rows kernel copies rows and keeps the map",
       if (!written[s])
         for (std::size_t b = 0; b < token; ++b)
           touched += pool[s * token + b] != 0xAB;
+    // Filled slots start at [step, 0]; the others keep their stamps.
+    std::size_t stampErrors = 0;
+    for (std::size_t s = 0; s < slots; ++s) {
+      const std::int32_t last = written[s] ? 777 : recencyBefore[2 * s];
+      const std::int32_t previous = written[s] ? 0 : recencyBefore[2 * s + 1];
+      stampErrors += recencyAfter[2 * s] != last || recencyAfter[2 * s + 1] != previous;
+    }
     CHECK(mapMismatches == 0);
     CHECK(rowMismatches == 0);
     CHECK(touched == 0);
+    CHECK(stampErrors == 0);
   }
 }

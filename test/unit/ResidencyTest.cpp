@@ -629,3 +629,210 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
       CHECK(c.totals().evicted > 0);
     }
 }
+
+namespace {
+
+/// What the generated resolve kernel does with a step log and the device
+/// replacement state (dhs.pool_recency), modelled on the host: selections in
+/// a random order (the kernel's threads race), an exchange per hit, first
+/// hits and every miss listed.
+struct DeviceModel {
+  std::vector<std::vector<std::uint32_t>> last, previous; // [group][slot]
+  struct Log {
+    std::vector<std::int32_t> hits, misses;
+    std::int64_t entries = 0;
+  };
+
+  DeviceModel(std::int32_t groups, std::int32_t slots)
+      : last(static_cast<std::size_t>(groups), std::vector<std::uint32_t>(static_cast<std::size_t>(slots))),
+        previous(last) {}
+
+  Log resolve(const ResidencyController &c, std::int32_t g, const std::vector<std::int32_t> &lanes,
+              const std::vector<std::int32_t> &rows, std::int64_t perLane, std::uint32_t step,
+              std::mt19937_64 &rng) {
+    std::vector<std::size_t> order(rows.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    Log log;
+    const std::vector<std::int32_t> &table = c.residencyTable(g);
+    for (std::size_t e : order) {
+      const std::int32_t id = rows[e];
+      if (id < 0)
+        continue;
+      const std::size_t lane = e / static_cast<std::size_t>(perLane);
+      ++log.entries;
+      const std::int32_t slot =
+          table[static_cast<std::size_t>(c.historyStart(lanes[lane]) + id)];
+      if (slot < 0) {
+        log.misses.push_back(static_cast<std::int32_t>(lane));
+        log.misses.push_back(id);
+        continue;
+      }
+      std::uint32_t &l = last[static_cast<std::size_t>(g)][static_cast<std::size_t>(slot)];
+      const std::uint32_t old = l;
+      l = step;
+      if (old != step) {
+        previous[static_cast<std::size_t>(g)][static_cast<std::size_t>(slot)] = old;
+        log.hits.push_back(slot);
+      }
+    }
+    return log;
+  }
+
+  /// The placement kernel: a filled slot starts at [step, 0].
+  void place(const std::vector<RowCopy> &copies, std::uint32_t step) {
+    for (const RowCopy &copy : copies)
+      if (copy.slot >= 0) {
+        last[static_cast<std::size_t>(copy.group)][static_cast<std::size_t>(copy.slot)] = step;
+        previous[static_cast<std::size_t>(copy.group)][static_cast<std::size_t>(copy.slot)] = 0;
+      }
+  }
+};
+
+} // namespace
+
+TEST_CASE("booking a step from the device log equals resolving its selections; the device "
+          "replacement state mirrors the controller's",
+          "[residency]") {
+  const std::uint64_t base = freshSeed() + 70;
+  for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed})
+    for (Replacement replacement : {Replacement::Clock, Replacement::Lru, Replacement::Lru2}) {
+      INFO(policyName(policy) << " " << replacementName(replacement)
+                              << " DHS_TEST_SEED=" << base - 70);
+      std::mt19937_64 rng(base + static_cast<int>(policy) * 3 + static_cast<int>(replacement));
+      ResidencyConfig config = ResidencyConfig::adaptive(2, 240, 12000, 6, 2, 8);
+      config.policy = policy;
+      config.replacement = replacement;
+      config.maxRequests = 16;
+      ResidencyController host(config), device(config);
+      DeviceModel model(2, 240);
+      std::map<std::int32_t, std::int64_t> live;
+      std::int64_t steps = 0, hits = 0, fetched = 0;
+      for (int op = 0; op < 1500; ++op) {
+        std::vector<RowCopy> hostCopies, deviceCopies;
+        const int kind = static_cast<int>(rng() % 10);
+        if (kind <= 1 || live.empty()) {
+          const std::int64_t len = static_cast<std::int64_t>(rng() % 200);
+          const std::int64_t max = len + 1 + static_cast<std::int64_t>(rng() % 400);
+          if (!host.admissionRefusal(max).empty())
+            continue;
+          const std::int32_t r = host.admit(len, max, hostCopies);
+          REQUIRE(device.admit(len, max, deviceCopies) == r);
+          live[r] = len;
+        } else if (kind == 2) {
+          auto it = live.begin();
+          std::advance(it, static_cast<long>(rng() % live.size()));
+          host.finish(it->first);
+          device.finish(it->first);
+          live.erase(it);
+        } else if (kind <= 4) {
+          auto it = live.begin();
+          std::advance(it, static_cast<long>(rng() % live.size()));
+          if (it->second >= host.maxContext(it->first))
+            continue;
+          host.append(it->first, hostCopies);
+          device.append(it->first, deviceCopies);
+          ++it->second;
+        } else {
+          std::vector<std::int32_t> lanes;
+          for (auto &[r, len] : live)
+            if (len > 0 && rng() % 3)
+              lanes.push_back(r);
+          lanes.push_back(-1);
+          const std::int64_t Q = 3, K = 10;
+          host.beginStep();
+          device.beginStep();
+          for (std::int32_t g = 0; g < 2; ++g) {
+            std::vector<std::int32_t> rows(lanes.size() * Q * K, -1);
+            for (std::size_t b = 0; b + 1 < lanes.size(); ++b)
+              for (std::int64_t i = 0; i < Q * K; ++i)
+                if (rng() % 6) // queries overlap: few distinct rows per lane
+                  rows[b * Q * K + i] = static_cast<std::int32_t>(
+                      rng() % static_cast<std::uint64_t>(std::min<std::int64_t>(live[lanes[b]], 40)));
+            std::vector<std::int32_t> slots(rows.size());
+            host.resolve(g, lanes.data(), static_cast<std::int64_t>(lanes.size()), rows.data(), Q,
+                         K, slots.data());
+            DeviceModel::Log log =
+                model.resolve(device, g, lanes, rows, Q * K, device.stepCount(), rng);
+            device.book(g, lanes.data(), static_cast<std::int64_t>(lanes.size()), log.hits.data(),
+                        static_cast<std::int64_t>(log.hits.size()), log.misses.data(),
+                        static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
+          }
+          host.endStep(hostCopies);
+          device.endStep(deviceCopies);
+          REQUIRE(host.lastStep().entries == device.lastStep().entries);
+          REQUIRE(host.lastStep().selected == device.lastStep().selected);
+          REQUIRE(host.lastStep().resident == device.lastStep().resident);
+          REQUIRE(host.lastStep().fetched == device.lastStep().fetched);
+          REQUIRE(host.lastStep().promoted == device.lastStep().promoted);
+          REQUIRE(host.lastStep().evicted == device.lastStep().evicted);
+          hits += device.lastStep().resident;
+          fetched += device.lastStep().fetched;
+          ++steps;
+        }
+        // Same promotions, same placements; the device state the kernels
+        // keep equals the controller's for every slot holding a row.
+        REQUIRE(hostCopies == deviceCopies);
+        model.place(deviceCopies, device.stepCount());
+        for (std::int32_t g = 0; g < 2; ++g) {
+          REQUIRE(host.residencyTable(g) == device.residencyTable(g));
+          for (std::int32_t s = 0; s < 240; ++s) {
+            REQUIRE(host.slotRecency(g, s) == device.slotRecency(g, s));
+            const SlotKind k = device.slotKind(g, s);
+            if (k == SlotKind::Newest || k == SlotKind::Hot) {
+              INFO("group " << g << " slot " << s);
+              REQUIRE(device.slotRecency(g, s).first == model.last[g][s]);
+              REQUIRE(device.slotRecency(g, s).second == model.previous[g][s]);
+            }
+          }
+        }
+        device.checkConsistency();
+      }
+      CHECK(steps > 300);
+      CHECK(hits > 0);
+      CHECK(fetched > 0);
+      CHECK(device.totals().promoted > 0);
+    }
+}
+
+TEST_CASE("a step log that contradicts the state is refused before anything changes",
+          "[residency]") {
+  ResidencyController c(ResidencyConfig::adaptive(1, 64, 1000, 4, 0, 4));
+  std::vector<RowCopy> copies;
+  const std::int32_t r = c.admit(50, 100, copies);
+  const std::int32_t newest = c.slotOf(0, r, 49); // resident
+  REQUIRE(newest >= 0);
+  const std::vector<std::int32_t> lanes{r};
+  auto refuse = [&](std::vector<std::int32_t> hits, std::vector<std::int32_t> misses,
+                    std::int64_t entries, const char *message) {
+    INFO(message);
+    const auto before = c.slotRecency(0, newest);
+    c.beginStep();
+    CHECK_THROWS_WITH(c.book(0, lanes.data(), 1, hits.data(),
+                             static_cast<std::int64_t>(hits.size()), misses.data(),
+                             static_cast<std::int64_t>(misses.size() / 2), entries),
+                      Catch::Contains(message));
+    c.abortStep();
+    CHECK(c.slotRecency(0, newest) == before);
+    CHECK(c.lastStep().selected == 0);
+    c.checkConsistency();
+  };
+  refuse({newest, newest}, {}, 2, "twice");
+  refuse({newest}, {0, 49}, 2, "but it is resident");
+  refuse({newest}, {0, 50}, 2, "outside request");
+  refuse({newest}, {1, 3}, 2, "holds no request");
+  refuse({63}, {}, 1, "holds no history row");
+  refuse({newest}, {0, 3}, 1, "do not fit");
+  // A valid log books.
+  c.beginStep();
+  const std::vector<std::int32_t> hits{newest}, misses{0, 3, 0, 3, 0, 7};
+  c.book(0, lanes.data(), 1, hits.data(), 1, misses.data(), 3, 5);
+  c.endStep(copies);
+  CHECK(c.lastStep().entries == 5);
+  CHECK(c.lastStep().selected == 3);
+  CHECK(c.lastStep().resident == 1);
+  CHECK(c.lastStep().fetched == 2);
+  CHECK(c.slotRecency(0, newest).first == c.stepCount());
+  CHECK(c.slotOf(0, r, 3) >= 0); // promoted
+}

@@ -4,7 +4,11 @@
 // HBM slots through the pool's residency map (one entry per host row). On a
 // GPU the slots must equal a CPU lookup on fresh random maps and selections,
 // and a row id outside its history must be reported (status bit 1) and
-// resolve to -1.
+// resolve to -1. The kernel also books the step: every slot hit is stamped
+// with the step in the replacement state (the old last use moving to the
+// previous use), and the step log lists each slot hit once, every miss as
+// (lane, row id), and the count of valid selections; with an empty log (a
+// group's other layers) nothing is booked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +21,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -79,22 +84,45 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
     owned.push_back(upload(std::vector<std::int32_t>(B * Q * K, 12345), "slots"));
     DeviceBuffer status(4, "status");
     cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
+    // The replacement state: earlier steps' stamps; the log: step 1000.
+    const std::uint32_t step = 1000;
+    std::vector<std::int32_t> recency(2 * 65536);
+    for (auto &use : recency)
+      use = static_cast<std::int32_t>(rng() % step);
+    std::unique_ptr<DeviceBuffer> recencyBuffer = upload(recency, "recency");
+    const std::size_t words = StepLogLayout::words(B * Q * K);
+    std::vector<std::int32_t> log(words, 0);
+    log[StepLogLayout::kStep] = static_cast<std::int32_t>(step);
+    std::unique_ptr<DeviceBuffer> logBuffer = upload(log, "log");
     CudaStepBuffers buffers;
     buffers.arguments.push_back(0); // the pool: its map is passed apart
     for (auto &buffer : owned)
       buffers.arguments.push_back(buffer->get());
     buffers.map = mapBuffer->get();
     buffers.hostRows = static_cast<std::int64_t>(H);
+    buffers.hbmSlots = 65536;
+    buffers.recency = recencyBuffer->get();
+    buffers.log = logBuffer->get();
+    buffers.logWords = static_cast<std::int64_t>(words);
     buffers.status = status.get();
     Stream stream;
     backend.launchAsync(buffers, stream.get());
+    // A second layer of the group: the same selections, an empty log.
+    buffers.logWords = 0;
+    backend.launchAsync(buffers, stream.get());
     cuda.check(cuda.streamSynchronize(stream.get()), "resolve");
-    std::vector<std::int32_t> slots(B * Q * K);
+    std::vector<std::int32_t> slots(B * Q * K), stamped(recency.size()), logged(words);
     std::uint32_t word = 0;
     cuda.check(cuda.memcpyDtoH(slots.data(), owned[3]->get(), slots.size() * 4), "slots");
     cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
+    cuda.check(cuda.memcpyDtoH(stamped.data(), recencyBuffer->get(), stamped.size() * 4),
+               "recency");
+    cuda.check(cuda.memcpyDtoH(logged.data(), logBuffer->get(), words * 4), "log");
     CHECK(word == (bad ? 1u : 0u));
     std::size_t mismatches = 0;
+    std::vector<std::int32_t> hits;
+    std::vector<std::int64_t> misses;
+    std::int64_t entries = 0;
     for (std::size_t b = 0; b < B; ++b)
       for (std::size_t i = 0; i < Q * K; ++i) {
         std::int32_t id = rows[b * Q * K + i];
@@ -103,7 +131,46 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
                 ? -1
                 : map[static_cast<std::size_t>(start[b]) + static_cast<std::size_t>(id)];
         mismatches += slots[b * Q * K + i] != expected;
+        if (id < 0 || id >= length[b])
+          continue;
+        ++entries;
+        if (expected >= 0)
+          hits.push_back(expected);
+        else
+          misses.push_back(static_cast<std::int64_t>(b) << 32 | id);
       }
     CHECK(mismatches == 0);
+    std::sort(hits.begin(), hits.end());
+    hits.erase(std::unique(hits.begin(), hits.end()), hits.end());
+    std::sort(misses.begin(), misses.end());
+    REQUIRE_FALSE(hits.empty());
+    REQUIRE_FALSE(misses.empty());
+    // The replacement state: hit slots stamped, the rest untouched.
+    std::size_t stampErrors = 0;
+    for (std::size_t slot = 0; slot < 65536; ++slot) {
+      const bool hit = std::binary_search(hits.begin(), hits.end(), static_cast<std::int32_t>(slot));
+      const std::int32_t last = hit ? static_cast<std::int32_t>(step) : recency[2 * slot];
+      const std::int32_t previous = hit ? recency[2 * slot] : recency[2 * slot + 1];
+      stampErrors += stamped[2 * slot] != last || stamped[2 * slot + 1] != previous;
+    }
+    CHECK(stampErrors == 0);
+    // The log: each slot hit once, every miss, the valid count.
+    const std::size_t N = B * Q * K;
+    CHECK(static_cast<std::uint32_t>(logged[StepLogLayout::kStep]) == step);
+    REQUIRE(static_cast<std::size_t>(logged[StepLogLayout::kHits]) == hits.size());
+    REQUIRE(static_cast<std::size_t>(logged[StepLogLayout::kMisses]) == misses.size());
+    CHECK(logged[StepLogLayout::kEntries] == entries);
+    std::vector<std::int32_t> loggedHits(logged.begin() + StepLogLayout::kHeader,
+                                         logged.begin() + StepLogLayout::kHeader +
+                                             static_cast<std::ptrdiff_t>(hits.size()));
+    std::sort(loggedHits.begin(), loggedHits.end());
+    CHECK(loggedHits == hits);
+    std::vector<std::int64_t> loggedMisses;
+    for (std::size_t i = 0; i < misses.size(); ++i)
+      loggedMisses.push_back(
+          static_cast<std::int64_t>(logged[StepLogLayout::kHeader + N + 2 * i]) << 32 |
+          logged[StepLogLayout::kHeader + N + 2 * i + 1]);
+    std::sort(loggedMisses.begin(), loggedMisses.end());
+    CHECK(loggedMisses == misses);
   }
 }
