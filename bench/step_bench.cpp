@@ -107,15 +107,20 @@ int main(int argc, char **argv) {
     // end (waiting for the kernels, then booking and promotions); and the
     // same with the previous step's selections again (nearly all resident:
     // nothing to promote).
-    auto phases = [&](bool repeat, double &select, double &attend, double &end) {
+    auto phases = [&](MemorySpace memory, bool repeat, double &select, double &attend,
+                      double &end) {
       std::vector<double> sel, att, fin;
       for (int i = 0; i < 30; ++i) {
         if (!repeat)
           randomSelections();
         auto t0 = std::chrono::steady_clock::now();
         rt.beginStep(ids.data(), s.batch);
+        const std::int32_t *selections =
+            memory == MemorySpace::Device
+                ? reinterpret_cast<const std::int32_t *>(deviceRows.get())
+                : rows.data();
         for (std::int32_t g = 0; g < rt.groups(); ++g)
-          rt.selectGroup(g, rows.data() + g * perGroup);
+          rt.selectGroup(g, selections + g * perGroup, memory);
         auto t1 = std::chrono::steady_clock::now();
         const std::int64_t qPerLayer = s.batch * s.queries * s.heads * s.qkDim;
         const std::int64_t oPerLayer = s.batch * s.queries * s.heads * s.vDim;
@@ -138,10 +143,17 @@ int main(int argc, char **argv) {
       end = fin[fin.size() / 2];
     };
     double missSelect, missAttend, missEnd, hitSelect, hitAttend, hitEnd;
-    phases(false, missSelect, missAttend, missEnd);
+    phases(MemorySpace::Host, false, missSelect, missAttend, missEnd);
     const ResidencyStepStats missStats = rt.stats().lastStep;
-    phases(true, hitSelect, hitAttend, hitEnd);
+    phases(MemorySpace::Host, true, hitSelect, hitAttend, hitEnd);
     const ResidencyStepStats hitStats = rt.stats().lastStep;
+    // Device selections: the host books each group from its resolve
+    // kernel's log at the end (no selection ever reaches the host).
+    double dMissSelect, dMissAttend, dMissEnd, dHitSelect, dHitAttend, dHitEnd;
+    phases(MemorySpace::Device, false, dMissSelect, dMissAttend, dMissEnd);
+    const ResidencyStepStats dMissStats = rt.stats().lastStep;
+    phases(MemorySpace::Device, true, dHitSelect, dHitAttend, dHitEnd);
+    const ResidencyStepStats dHitStats = rt.stats().lastStep;
     std::sort(host.begin(), host.end());
     std::sort(device.begin(), device.end());
     std::printf("B=%lld Q=%lld H=%lld K=%lld, %lld layers in %d groups, placement kernel on\n",
@@ -152,12 +164,21 @@ int main(int argc, char **argv) {
                 "%.3f ms (%.2fx); outputs differing: %zu\n",
                 host[host.size() / 2], device[device.size() / 2],
                 host[host.size() / 2] / device[device.size() / 2], differing);
-    std::printf("phases, median ms: fresh selections (%lld selected, %lld promoted): select %.3f, "
-                "attend %.3f, end %.3f; repeated selections (%lld selected, %lld resident): "
-                "select %.3f, attend %.3f, end %.3f\n",
-                static_cast<long long>(missStats.selected), static_cast<long long>(missStats.promoted),
-                missSelect, missAttend, missEnd, static_cast<long long>(hitStats.selected),
-                static_cast<long long>(hitStats.resident), hitSelect, hitAttend, hitEnd);
+    auto report = [](const char *what, const ResidencyStepStats &miss, double missSelect,
+                     double missAttend, double missEnd, const ResidencyStepStats &hit,
+                     double hitSelect, double hitAttend, double hitEnd) {
+      std::printf("phases, %s, median ms: fresh selections (%lld selected, %lld promoted): "
+                  "select %.3f, attend %.3f, end %.3f; repeated selections (%lld selected, "
+                  "%lld resident): select %.3f, attend %.3f, end %.3f\n",
+                  what, static_cast<long long>(miss.selected),
+                  static_cast<long long>(miss.promoted), missSelect, missAttend, missEnd,
+                  static_cast<long long>(hit.selected), static_cast<long long>(hit.resident),
+                  hitSelect, hitAttend, hitEnd);
+    };
+    report("host selections", missStats, missSelect, missAttend, missEnd, hitStats, hitSelect,
+           hitAttend, hitEnd);
+    report("device selections (booked from the step log)", dMissStats, dMissSelect,
+           dMissAttend, dMissEnd, dHitStats, dHitSelect, dHitAttend, dHitEnd);
     return differing == 0 ? 0 : 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "dhs-step-bench: %s\n", e.what());

@@ -30,24 +30,34 @@
 //
 // Replacement (which hot row gives up its slot):
 //  - Clock (the default for Adaptive): a reference bit per slot, set when the
-//    slot is hit, and a hand. It lives in flat per-slot arrays that a GPU
-//    kernel can update with plain idempotent stores (a hit sets a byte; no
-//    ordering, no atomics, no list to relink), and a victim search is a scan,
-//    which is why it was chosen over LRU-with-frequency for the adaptive pool
-//    (LRU needs a total order by time across the pool).
-//  - Lru (the default for Fixed, as HiSparse): a last-use step stamp per
-//    slot; victims are the oldest stamps (a selection over the candidates,
-//    also flat).
-// Both protect the current step's hits: a row selected in the step being
+//    slot is hit, and a hand; a victim search is a scan.
+//  - Lru (the default for Fixed, as HiSparse): victims are the oldest
+//    last-use stamps (a selection over the candidates).
+//  - Lru2 (LRU with frequency): oldest use before the last first.
+// All protect the current step's hits: a row selected in the step being
 // promoted for (or, between steps, in the last step) is not a victim, except
 // when admission must release memory.
+//
+// The replacement state is per slot and flat: {last use, previous use}
+// step stamps (and CLOCK's bit, which a use sets). On the GPU it is kept on
+// the device (dhs.pool_recency) and updated by the kernels: the resolve
+// kernel stamps every slot its selections hit (an atomic exchange; the
+// first hit of the step moves the last use to the previous one) and the
+// placement kernel stamps every slot it fills. The resolve kernel also logs
+// the step (dhs.pool_log: the distinct slots hit, the misses), from which
+// book() applies the same stamps here, so the controller's copy, which the
+// victim searches read, equals the device's (the executor's invariant check
+// compares them) without the host ever reading a selection. Decisions
+// (victims, promotions, releases) are made here, on the host.
 //
 // Steps: beginStep(); resolve(group, ...) once per group with the batch's
 // selections (row ids per request and query, -1 = none), which writes the
 // slot map the kernels read (slot, or -1 = read from the host store at
-// history_start + row) and records hits and the rows to fetch; the kernels
-// run; endStep() promotes the fetched rows into free or evictable slots. So a
-// step's reads never depend on promotions made for it. Every placement of a
+// history_start + row) and records hits and the rows to fetch, or, when the
+// selections stayed on the device, book(group, ...) with what the resolve
+// kernel logged; the kernels run; endStep() promotes the fetched rows into
+// free or evictable slots. So a step's reads never depend on promotions
+// made for it. Every placement of a
 // row into a slot is returned as a RowCopy (host row -> slot) for whoever
 // owns the data to carry out.
 //
