@@ -44,7 +44,8 @@ int main(int argc, char **argv) {
     RuntimeConfig config;
     config.layersPerGroup = static_cast<std::int32_t>(steps.size());
     config.layers = 2 * config.layersPerGroup; // two layer groups
-    config.hostRows = 1 << 16;
+    // Room for every request's history (4096 rows + 256 appends).
+    config.hostRows = std::max<std::int64_t>(1 << 16, 64 * (4096 + 256));
     config.newestWindow = 64;
     config.hotFloor = 128;
     config.backend = BackendKind::Cuda;

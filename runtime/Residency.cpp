@@ -807,9 +807,6 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
       throw InputError(where + " lists slot " + std::to_string(s) + " twice");
     seen = serial;
   }
-  // Misses in (lane, row) order: the order resolve finds them in lanes.
-  std::vector<std::int64_t> order;
-  order.reserve(static_cast<std::size_t>(missCount));
   for (std::int64_t i = 0; i < missCount; ++i) {
     const std::int32_t lane = misses[2 * i], id = misses[2 * i + 1];
     if (lane < 0 || lane >= batch || requests[lane] == -1)
@@ -823,20 +820,18 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
     if (g.slotOfHostRow[static_cast<std::size_t>(r.start + id)] >= 0)
       throw InputError(where + " lists row " + std::to_string(id) + " of request " +
                        std::to_string(requests[lane]) + " as missing, but it is resident");
-    order.push_back(static_cast<std::int64_t>(lane) << 32 | static_cast<std::uint32_t>(id));
   }
-  std::sort(order.begin(), order.end());
 
-  // Pass 2: hits, the distinct rows to fetch, the counts.
+  // Pass 2: hits, the distinct rows to fetch, the counts. (The log's order
+  // does not matter: promote takes each request's rows in ascending order,
+  // and the requests in lane order, as resolve finds them.)
   for (std::int64_t i = 0; i < hits; ++i)
     touchSlot(g, hitSlots[i]);
   last_.entries += entries;
   last_.selected += hits;
   last_.resident += hits;
-  for (std::int64_t key : order) {
-    const std::int32_t lane = static_cast<std::int32_t>(key >> 32);
-    const std::int32_t id = static_cast<std::int32_t>(key & 0xffffffff);
-    const std::int32_t request = requests[lane];
+  for (std::int64_t i = 0; i < missCount; ++i) {
+    const std::int32_t request = requests[misses[2 * i]], id = misses[2 * i + 1];
     Request &r = requests_[static_cast<std::size_t>(request)];
     std::uint32_t &seen = g.seen[static_cast<std::size_t>(r.start + id)];
     if (seen == serial)
@@ -849,6 +844,13 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
     ++last_.selected;
     ++last_.fetched;
   }
+  std::vector<std::int32_t> laneOf(static_cast<std::size_t>(config_.maxRequests), 0);
+  for (std::int64_t b = 0; b < batch; ++b)
+    if (requests[b] != -1)
+      laneOf[static_cast<std::size_t>(requests[b])] = static_cast<std::int32_t>(b);
+  std::sort(g.touched.begin(), g.touched.end(), [&](std::int32_t x, std::int32_t y) {
+    return laneOf[static_cast<std::size_t>(x)] < laneOf[static_cast<std::size_t>(y)];
+  });
   resolved_[static_cast<std::size_t>(gi)] = 1;
 }
 
@@ -857,13 +859,23 @@ void ResidencyController::promote(std::int32_t gi, std::vector<RowCopy> &copies)
   for (std::int32_t request : g.touched) {
     Request &r = requests_[static_cast<std::size_t>(request)];
     std::vector<std::int32_t> &rows = r.fetch[static_cast<std::size_t>(gi)];
-    // One order whichever way the step was booked (resolve, book).
-    std::sort(rows.begin(), rows.end());
     std::size_t limit = rows.size();
     if (config_.maxPromotionsPerStep >= 0)
       limit = std::min(limit, static_cast<std::size_t>(config_.maxPromotionsPerStep));
-    std::size_t done = 0;
+    // Ascending rows, one order whichever way the step was booked (resolve,
+    // book), sorted lazily in growing chunks: a step that can promote few of
+    // many fetched rows does not sort them all.
+    std::size_t done = 0, sorted = 0;
     for (; done < limit; ++done) {
+      if (done == sorted) {
+        const std::size_t end = std::min(rows.size(), sorted + std::max<std::size_t>(64, sorted));
+        const auto first = rows.begin() + static_cast<std::ptrdiff_t>(sorted);
+        const auto last = rows.begin() + static_cast<std::ptrdiff_t>(end);
+        if (end < rows.size())
+          std::nth_element(first, last, rows.end());
+        std::sort(first, last);
+        sorted = end;
+      }
       const std::int32_t slot = hotSlotFor(g, gi, request, false);
       if (slot < 0)
         break;

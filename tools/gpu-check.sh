@@ -73,6 +73,18 @@ bundle() {
     "$build/bin/dhs-compile" "$dir/${name}_unshared.mlir" \
       -o "$dir/steps/${name}_unshared" || exit 1
   done
+  # A larger resolving layer group for dhs-step-bench: 16 requests x 4 query
+  # positions x top-2048 (131072 selections a group, many repeated), 4 FP8
+  # layers a pool, 16384 slots.
+  local resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 16384, host = ?>)\n      rows(%rows : memref<16x4x2048xi32>)\n      history(%history_start, %history_len : memref<16xi64>, memref<16xi32>)\n      into(%slots : memref<16x4x2048xi32>)"
+  for layer in 0 1 2 3; do
+    sed "s/memref<4x1x/memref<16x4x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<16xi/g;
+         s/hbm = 2048/hbm = 16384/g; s/@LAYERS@/4/g; s/@LAYER@/$layer/g;
+         s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" \
+      > "$dir/large_g4_layer$layer.mlir"
+    "$build/bin/dhs-compile" "$dir/large_g4_layer$layer.mlir" \
+      -o "$dir/group-steps/large_g4_resolved/layer$layer" || exit 1
+  done
   echo "gpu-check: bundle in $dir: $(ls "$dir/steps" | tr '\n' ' ')"
 }
 
@@ -140,6 +152,10 @@ run() {
       "$dir"/group-steps/fp8_g4_resolved/layer{0,1,2,3} \
       > "$results/step.log" 2>&1 || { failed=1; echo "FAILED: step benchmark"; }
     sed 's/^/  /' "$results/step.log"
+    "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
+      "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
+      > "$results/step_large.log" 2>&1 || { failed=1; echo "FAILED: step benchmark (large)"; }
+    sed 's/^/  /' "$results/step_large.log"
   fi
 
   echo "== top-k: the generated kernel vs torch.topk and the memory floor"
