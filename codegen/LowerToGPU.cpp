@@ -81,49 +81,39 @@ static Value getTierView(OpBuilder &builder, Value pool, Tier tier,
   return view;
 }
 
-/// Returns the residency map of `pool` as memref<?xi32>, made once per pool
-/// value right after its definition.
+/// Returns the runtime-owned view `ViewOp` of `pool` (its residency map,
+/// replacement state or step log) as i32 memref of `shape`, made once per
+/// pool value right after its definition.
+template <typename ViewOp>
+static Value getPoolView(OpBuilder &builder, Value pool, ArrayRef<int64_t> shape,
+                         DenseMap<Value, Value> &cache) {
+  if (Value cached = cache.lookup(pool))
+    return cached;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfterValue(pool);
+  Value view = ViewOp::create(builder, pool.getLoc(),
+                              MemRefType::get(shape, builder.getI32Type()), pool);
+  cache[pool] = view;
+  return view;
+}
+
+/// The residency map of `pool`: memref<?xi32>.
 static Value getPoolMap(OpBuilder &builder, Value pool,
                         DenseMap<Value, Value> &cache) {
-  if (Value cached = cache.lookup(pool))
-    return cached;
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointAfterValue(pool);
-  Value map = PoolMapOp::create(
-      builder, pool.getLoc(),
-      MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()), pool);
-  cache[pool] = map;
-  return map;
+  return getPoolView<PoolMapOp>(builder, pool, {ShapedType::kDynamic}, cache);
 }
 
-/// Returns the replacement state of `pool` as memref<?x2xi32>, made once per
-/// pool value right after its definition.
+/// The replacement state of `pool`: memref<?x2xi32>.
 static Value getPoolRecency(OpBuilder &builder, Value pool,
                             DenseMap<Value, Value> &cache) {
-  if (Value cached = cache.lookup(pool))
-    return cached;
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointAfterValue(pool);
-  Value recency = PoolRecencyOp::create(
-      builder, pool.getLoc(),
-      MemRefType::get({ShapedType::kDynamic, 2}, builder.getI32Type()), pool);
-  cache[pool] = recency;
-  return recency;
+  return getPoolView<PoolRecencyOp>(builder, pool, {ShapedType::kDynamic, 2},
+                                    cache);
 }
 
-/// Returns the step log of `pool` as memref<?xi32>, made once per pool value
-/// right after its definition.
+/// The step log of `pool`: memref<?xi32>.
 static Value getPoolLog(OpBuilder &builder, Value pool,
                         DenseMap<Value, Value> &cache) {
-  if (Value cached = cache.lookup(pool))
-    return cached;
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointAfterValue(pool);
-  Value log = PoolLogOp::create(
-      builder, pool.getLoc(),
-      MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()), pool);
-  cache[pool] = log;
-  return log;
+  return getPoolView<PoolLogOp>(builder, pool, {ShapedType::kDynamic}, cache);
 }
 
 /// Returns the step status of the function around `op`, made at its entry.
