@@ -38,7 +38,8 @@ void buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &options);
 /// Adds the whole compiler: the serving configuration folded in (options
 /// left 0 keep their dimensions), dhs -> dhs passes, GPU kernels, PTX.
 void buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
-                           const DhsSpecializeOptions &config = {});
+                           const DhsSpecializeOptions &config = {},
+                           const DhsLowerToGPUOptions &tiles = {});
 
 /// Registers the dhs code generation passes and the `dhs-to-ptx` pipeline.
 void registerCodegenPasses();

@@ -70,7 +70,8 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm,
 }
 
 void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
-                                const DhsSpecializeOptions &config) {
+                                const DhsSpecializeOptions &config,
+                                const DhsLowerToGPUOptions &tiles) {
   // dhs -> dhs: the serving configuration, ring index arithmetic, missing
   // rows fetched once for all verify positions, the remaining retrieval
   // fused into attention, the staging arena.
@@ -81,7 +82,7 @@ void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
   steps.addPass(createDhsFuseRetrieval());
   steps.addPass(createDhsPlanStaging());
   // dhs -> GPU kernels -> PTX.
-  pm.addPass(createDhsLowerToGPU());
+  pm.addPass(createDhsLowerToGPU(tiles));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   buildGpuModuleToPtxPipeline(pm, options);
@@ -109,6 +110,14 @@ struct DhsToPtxPipelineOptions
                         llvm::cl::init(0)};
   Option<int64_t> topk{*this, "topk", llvm::cl::desc("Selected rows per query"),
                        llvm::cl::init(0)};
+  Option<int64_t> maxHeadsPerBlock{
+      *this, "max-heads-per-block",
+      llvm::cl::desc("Most heads (warps) one attention CTA computes"),
+      llvm::cl::init(16)};
+  Option<int64_t> tileRows{
+      *this, "tile-rows",
+      llvm::cl::desc("Selected rows staged in shared memory per step"),
+      llvm::cl::init(16)};
 };
 } // namespace
 
@@ -141,7 +150,10 @@ void dhs::registerCodegenPasses() {
         config.positions = options.positions;
         config.heads = options.heads;
         config.topk = options.topk;
-        buildDhsToPtxPipeline(pm, ptx, config);
+        DhsLowerToGPUOptions tiles;
+        tiles.maxHeadsPerBlock = options.maxHeadsPerBlock;
+        tiles.tileRows = options.tileRows;
+        buildDhsToPtxPipeline(pm, ptx, config, tiles);
       });
 }
 

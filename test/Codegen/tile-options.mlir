@@ -1,6 +1,14 @@
 // RUN: dhs-opt %s --dhs-lower-to-gpu="max-heads-per-block=8 tile-rows=8" | FileCheck %s
 // RUN: not dhs-opt %s --dhs-lower-to-gpu="tile-rows=64" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not dhs-opt %s --dhs-lower-to-gpu="tile-rows=32" 2>&1 | FileCheck %s --check-prefix=SMEM
+// dhs-compile takes the same tiles.
+// RUN: rm -rf %t && dhs-compile %s --max-heads-per-block=4 --tile-rows=8 -o %t
+// RUN: FileCheck %s --check-prefix=COMPILED < %t/manifest.json
+// COMPILED: "block": [
+// COMPILED-NEXT: 128,
+// COMPILED: "grid": [
+// COMPILED-NEXT: 1,
+// COMPILED-NEXT: 4,
 
 // 16 heads in CTAs of 8 warps; 8 rows staged per tile.
 // CHECK-LABEL: func.func @step

@@ -51,6 +51,15 @@ static cl::opt<int64_t> topk("topk", cl::desc("Selected rows per query"),
                              cl::init(0), cl::cat(configCategory));
 static cl::opt<int64_t> hbmSlots("hbm-slots", cl::desc("HBM slots per pool"),
                                  cl::init(0), cl::cat(configCategory));
+static cl::OptionCategory tileCategory("Attention kernel tiles");
+static cl::opt<int64_t> maxHeadsPerBlock(
+    "max-heads-per-block",
+    cl::desc("Most heads (warps) one attention CTA computes; the largest "
+             "divisor of the heads sharing a KV head not above it is used"),
+    cl::init(16), cl::cat(tileCategory));
+static cl::opt<int64_t> tileRows(
+    "tile-rows", cl::desc("Selected rows staged in shared memory per step"),
+    cl::init(16), cl::cat(tileCategory));
 static cl::opt<bool> timing("time",
                             cl::desc("Print how long compilation took"),
                             cl::init(false));
@@ -117,7 +126,10 @@ int main(int argc, char **argv) {
   config.topk = topk;
   config.hbmSlots = hbmSlots;
   PassManager pm(&context);
-  dhs::buildDhsToPtxPipeline(pm, options, config);
+  dhs::DhsLowerToGPUOptions tiles;
+  tiles.maxHeadsPerBlock = maxHeadsPerBlock;
+  tiles.tileRows = tileRows;
+  dhs::buildDhsToPtxPipeline(pm, options, config, tiles);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
     return 1;
