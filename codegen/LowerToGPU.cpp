@@ -46,6 +46,9 @@ private:
     DenseMap<Value, Value> maps;
     /// Replacement-state and step-log views, by pool value.
     DenseMap<Value, Value> recencies, logs;
+    /// Arena buffers code generation added (split attention's partials),
+    /// by function and type.
+    DenseMap<std::pair<Operation *, Type>, Value> arenaBuffers;
     /// Kernels generated so far, by configuration: layers of the same
     /// shape, format and layer index within their group share one kernel.
     std::map<std::string, KernelEntry> kernels;
@@ -116,6 +119,34 @@ static Value getPoolLog(OpBuilder &builder, Value pool,
   return getPoolView<PoolLogOp>(builder, pool, {ShapedType::kDynamic}, cache);
 }
 
+/// Returns a buffer of `type` in the staging arena of the function around
+/// `op` (made at its entry), placed after everything dhs-plan-staging laid
+/// out, which the function's arena grows by. Buffers of one type are shared
+/// by the function's launches (they run one after another).
+static Value getArenaBuffer(OpBuilder &builder, Operation *op, MemRefType type,
+                            DenseMap<std::pair<Operation *, Type>, Value> &cache) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  Value &buffer = cache[{func, type}];
+  if (buffer)
+    return buffer;
+  constexpr int64_t kAlignment = 256;
+  int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  NamedAttrList plan;
+  if (auto existing = func->getAttrOfType<DictionaryAttr>("dhs.staging_plan"))
+    plan = NamedAttrList(existing);
+  int64_t arena = 0;
+  if (auto size = dyn_cast_or_null<IntegerAttr>(plan.get("arena_bytes")))
+    arena = size.getInt();
+  int64_t offset = llvm::alignTo(arena, kAlignment);
+  plan.set("arena_bytes", builder.getI64IntegerAttr(offset + bytes));
+  func->setAttr("dhs.staging_plan", plan.getDictionary(func.getContext()));
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(&func.getBody().front());
+  buffer = ScratchOp::create(builder, func.getLoc(), type,
+                             builder.getI64IntegerAttr(offset), IntegerAttr());
+  return buffer;
+}
+
 /// Returns the step status of the function around `op`, made at its entry.
 static Value getStepStatus(OpBuilder &builder, Operation *op,
                            DenseMap<Operation *, Value> &statuses) {
@@ -149,8 +180,10 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   SmallVector<Value> operands;
   SmallVector<NamedAttribute> attributes;
   FailureOr<SparseAttentionKernelConfig> attention = failure();
+  Value partials; // split attention's partial results
   if (isa<SparseAttentionOp, AttentionOp>(op)) {
-    attention = getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows);
+    attention =
+        getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks);
     if (failed(attention))
       return failure();
     key = attention->key();
@@ -187,6 +220,14 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
                     builder.getNamedAttr("dhs.layer", staged.getLayerAttr())};
       if (IntegerAttr size = staged.getWindowSizeAttr())
         attributes.push_back(builder.getNamedAttr("dhs.window_size", size));
+    }
+    if (attention->splits > 1) {
+      partials = getArenaBuffer(builder, op,
+                                attention->partialsType(builder.getContext()),
+                                values.arenaBuffers);
+      operands.push_back(partials);
+      attributes.push_back(builder.getNamedAttr(
+          "dhs.splits", builder.getI64IntegerAttr(attention->splits)));
     }
     operands.push_back(getStepStatus(builder, op, values.statuses));
   } else if (auto fetch = dyn_cast<FetchOp>(op)) {
@@ -305,44 +346,73 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   // A gpu.module of its own per distinct kernel: one PTX file each. Pools,
   // selections and buffers are kernel arguments, so the layers of a model
   // share a handful of kernels.
-  KernelEntry &entry = values.kernels[key];
-  if (!entry.kernel) {
-    OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToEnd(module.getBody());
-    auto gpuModule = gpu::GPUModuleOp::create(builder, loc, opName);
-    symbols.insert(gpuModule);
-    builder.setInsertionPointToStart(gpuModule.getBody());
-    FailureOr<gpu::GPUFuncOp> kernel = build(builder, gpuModule.getName());
-    if (failed(kernel))
-      return failure();
-    // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
-    for (unsigned i = 0, e = kernel->getNumWorkgroupAttributions(); i < e; ++i)
-      kernel->setWorkgroupAttributionAttr(
-          i, builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
-          builder.getI64IntegerAttr(16));
-    entry = {*kernel, geometry};
-    ++numKernels;
-  }
-
-  auto dim3 = [&](std::array<int64_t, 3> sizes) {
-    return gpu::KernelDim3{
-        arith::ConstantIndexOp::create(builder, loc, sizes[0]),
-        arith::ConstantIndexOp::create(builder, loc, sizes[1]),
-        arith::ConstantIndexOp::create(builder, loc, sizes[2])};
+  auto emitLaunch =
+      [&](const std::string &key, StringRef kernelName,
+          const std::function<FailureOr<gpu::GPUFuncOp>(OpBuilder &, StringRef)>
+              &build,
+          const KernelGeometry &geometry, ValueRange operands,
+          ArrayRef<NamedAttribute> attributes) -> LogicalResult {
+    KernelEntry &entry = values.kernels[key];
+    if (!entry.kernel) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointToEnd(module.getBody());
+      auto gpuModule = gpu::GPUModuleOp::create(builder, loc, kernelName);
+      symbols.insert(gpuModule);
+      builder.setInsertionPointToStart(gpuModule.getBody());
+      FailureOr<gpu::GPUFuncOp> kernel = build(builder, gpuModule.getName());
+      if (failed(kernel))
+        return failure();
+      // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
+      for (unsigned i = 0, e = kernel->getNumWorkgroupAttributions(); i < e;
+           ++i)
+        kernel->setWorkgroupAttributionAttr(
+            i, builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
+            builder.getI64IntegerAttr(16));
+      entry = {*kernel, geometry};
+      ++numKernels;
+    }
+    auto dim3 = [&](std::array<int64_t, 3> sizes) {
+      return gpu::KernelDim3{
+          arith::ConstantIndexOp::create(builder, loc, sizes[0]),
+          arith::ConstantIndexOp::create(builder, loc, sizes[1]),
+          arith::ConstantIndexOp::create(builder, loc, sizes[2])};
+    };
+    Value sharedBytes;
+    if (entry.geometry.dynamicSharedBytes > 0)
+      sharedBytes = arith::ConstantIntOp::create(
+          builder, loc, entry.geometry.dynamicSharedBytes, 32);
+    auto launch = gpu::LaunchFuncOp::create(
+        builder, loc, entry.kernel, dim3(entry.geometry.grid),
+        dim3(entry.geometry.block), sharedBytes, operands);
+    // What the runtime needs to replay the launch and check it.
+    launch->setAttr("dhs.op", builder.getStringAttr(kernelName));
+    for (NamedAttribute attribute : attributes)
+      launch->setAttr(attribute.getName(), attribute.getValue());
+    ++numLaunches;
+    return success();
   };
-  Value sharedBytes;
-  if (entry.geometry.dynamicSharedBytes > 0)
-    sharedBytes = arith::ConstantIntOp::create(
-        builder, loc, entry.geometry.dynamicSharedBytes, 32);
-  auto launch = gpu::LaunchFuncOp::create(
-      builder, loc, entry.kernel, dim3(entry.geometry.grid),
-      dim3(entry.geometry.block), sharedBytes, operands);
-  // What the runtime needs to replay the launch and check it.
-  launch->setAttr("dhs.op", builder.getStringAttr(opName));
-  for (NamedAttribute attribute : attributes)
-    launch->setAttr(attribute.getName(), attribute.getValue());
+  if (failed(emitLaunch(key, opName, build, geometry, operands, attributes)))
+    return failure();
+  // Split attention: the combine kernel merges the partials into the output.
+  if (partials) {
+    Value output = operands[operands.size() - 3];
+    // One combine kernel per shape of partials and CTA.
+    std::string combineKey;
+    llvm::raw_string_ostream os(combineKey);
+    os << "attention_combine/" << partials.getType() << '/'
+       << attention->headsPerBlock;
+    KernelGeometry combine;
+    combine.grid = attention->combineGrid();
+    combine.block = attention->block();
+    if (failed(emitLaunch(
+            combineKey, "attention_combine",
+            [&](OpBuilder &b, StringRef name) -> FailureOr<gpu::GPUFuncOp> {
+              return buildAttentionCombineKernel(b, loc, name, *attention);
+            },
+            combine, ValueRange{partials, output}, {})))
+      return failure();
+  }
   op->erase();
-  ++numLaunches;
   return success();
 }
 

@@ -21,7 +21,12 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
     warp per head. The CTA stages `tile-rows` selected rows at a time in
     shared memory (16-byte loads from the HBM slot, or from the host store
     through its device mapping), each warp computes its head's scores with
-    warp shuffles and folds them into an online softmax.
+    warp shuffles and folds them into an online softmax. When that grid has
+    fewer than `min-blocks` CTAs (small batches), each query's rows are
+    split over CTAs (grid z; every row still staged once per block of
+    heads, so host traffic does not grow): each split writes its softmax
+    state (max, sum, unnormalized output) to a buffer added to the staging
+    arena, and an `attention_combine` kernel merges the splits.
 
     Before:
     ```mlir
@@ -35,7 +40,7 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
     %host = dhs.pool_tier host of %pool : ... -> memref<?x576xbf16>
     %status = dhs.step_status : memref<1xi32>
     gpu.launch_func @sparse_attention_0::@sparse_attention_0
-        blocks in (%c2, %c1, %c1) threads in (%c512, %c1, %c1)
+        blocks in (%c2, %c1, %c1) threads in (%c512, %c1, %c1)  // min-blocks=0
         args(%q : memref<2x1x16x576xbf16>, ...)
     gpu.module @sparse_attention_0 {
       gpu.func @sparse_attention_0(...) workgroup(...) kernel { ... }
@@ -47,7 +52,11 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
            "Most heads (warps) one CTA computes; the largest divisor of the "
            "head count not above it is used">,
     Option<"tileRows", "tile-rows", "int64_t", /*default=*/"16",
-           "Selected rows staged in shared memory per step of the KV loop">
+           "Selected rows staged in shared memory per step of the KV loop">,
+    Option<"minBlocks", "min-blocks", "int64_t", /*default=*/"264",
+           "Split each query's rows over CTAs until an attention grid has "
+           "about this many (264: two per SM of an H100/H200; 0: never "
+           "split)">
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels generated">,

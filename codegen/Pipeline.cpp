@@ -118,6 +118,11 @@ struct DhsToPtxPipelineOptions
       *this, "tile-rows",
       llvm::cl::desc("Selected rows staged in shared memory per step"),
       llvm::cl::init(16)};
+  Option<int64_t> minBlocks{
+      *this, "min-blocks",
+      llvm::cl::desc("Split each query's rows over CTAs until an attention "
+                     "grid has about this many (0: never split)"),
+      llvm::cl::init(264)};
 };
 } // namespace
 
@@ -153,6 +158,7 @@ void dhs::registerCodegenPasses() {
         DhsLowerToGPUOptions tiles;
         tiles.maxHeadsPerBlock = options.maxHeadsPerBlock;
         tiles.tileRows = options.tileRows;
+        tiles.minBlocks = options.minBlocks;
         buildDhsToPtxPipeline(pm, ptx, config, tiles);
       });
 }

@@ -21,6 +21,8 @@
 
 #include "codegen/SparseAttentionKernel.h"
 
+#include "codegen/KernelBuilder.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -39,13 +41,16 @@ using namespace mlir::dhs;
 static constexpr int64_t kWarpSize = 32;
 /// Bytes one thread copies per load when staging rows.
 static constexpr int64_t kCopyBytes = 16;
+/// Most CTAs one query's entries are split over (the combine kernel walks
+/// them unrolled).
+static constexpr int64_t kMaxSplits = 16;
 
 
 
 FailureOr<SparseAttentionKernelConfig>
 mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
                                           int64_t maxHeadsPerBlock,
-                                          int64_t tileRows) {
+                                          int64_t tileRows, int64_t minBlocks) {
   SparseAttentionKernelConfig config;
   Value queriesValue, rowsValue;
   if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
@@ -132,7 +137,31 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
     return op->emitOpError() << "head dims must be multiples of 32";
   if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
     return op->emitOpError() << "too many (request, position) pairs for a grid";
+  // Small grids: split each query's entries over CTAs (each split at least
+  // two tiles, a whole number of tiles).
+  config.splitRows = config.entries();
+  int64_t blocks = config.requests * config.positions *
+                   (config.heads / config.headsPerBlock);
+  if (minBlocks > blocks && config.entries() > 0) {
+    int64_t wanted = llvm::divideCeil(minBlocks, blocks);
+    int64_t most = std::clamp<int64_t>(
+        config.entries() / (2 * config.tileRows), 1, kMaxSplits);
+    int64_t splits = std::min(wanted, most);
+    config.splitRows = llvm::alignTo(
+        llvm::divideCeil(config.entries(), splits), config.tileRows);
+    config.splits = llvm::divideCeil(config.entries(), config.splitRows);
+    if (config.splits <= 1) {
+      config.splits = 1;
+      config.splitRows = config.entries();
+    }
+  }
   return config;
+}
+
+MemRefType SparseAttentionKernelConfig::partialsType(MLIRContext *context) const {
+  return MemRefType::get(
+      {requests, positions, heads, splits, 2 + pool.getFormat().getVDim()},
+      Float32Type::get(context));
 }
 
 std::string SparseAttentionKernelConfig::key() const {
@@ -141,7 +170,8 @@ std::string SparseAttentionKernelConfig::key() const {
   os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/'
      << headsPerBlock << '/' << tileRows << '/' << layer << '/'
      << llvm::bit_cast<uint32_t>(softmaxScale) << '/' << pool.getFormat()
-     << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing;
+     << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing
+     << '/' << splits << 'x' << splitRows;
   return text;
 }
 
@@ -231,7 +261,7 @@ private:
   // In staged kernels `host` is the staging buffer seen as [B * N, layers,
   // row bytes], and there is no history.
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output,
-      status, stagingIndex;
+      status, stagingIndex, partials;
   // The sliding-window ring seen as one tier of B * R tokens, and each
   // request's raw token count.
   Value window, windowTokens;
@@ -658,6 +688,8 @@ void SparseAttentionKernelEmitter::emit() {
       windowTokens = func.getArgument(next++);
     }
     output = func.getArgument(next++);
+    if (config.splits > 1)
+      partials = func.getArgument(next++);
     status = func.getArgument(next++);
   } else {
     historyStart = func.getArgument(3);
@@ -670,6 +702,8 @@ void SparseAttentionKernelEmitter::emit() {
       windowTokens = func.getArgument(next++);
     }
     output = func.getArgument(next++);
+    if (config.splits > 1)
+      partials = func.getArgument(next++);
     status = func.getArgument(next++);
   }
   tile = func.getWorkgroupAttributions()[0];
@@ -741,9 +775,13 @@ void SparseAttentionKernelEmitter::emit() {
                           f32(0.0)};
   init.append(vPerLane, f32(0.0));
 
-  auto loop = scf::ForOp::create(b, index(0),
-                                 index(config.selected + config.windowSize),
-                                 index(config.tileRows), init);
+  // This CTA's entries: split z of [0, K + W).
+  Value split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  Value first = arith::MulIOp::create(b, split, index(config.splitRows));
+  Value end = arith::MinUIOp::create(
+      b, arith::AddIOp::create(b, first, index(config.splitRows)),
+      index(config.entries()));
+  auto loop = scf::ForOp::create(b, first, end, index(config.tileRows), init);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -757,6 +795,26 @@ void SparseAttentionKernelEmitter::emit() {
     scf::YieldOp::create(b, next);
   }
 
+  if (config.splits > 1) {
+    // Unnormalized: the combine kernel merges the splits.
+    for (int64_t j = 0; j < vPerLane; ++j) {
+      Value column = arith::AddIOp::create(b, lane, index(2 + j * kWarpSize));
+      memref::StoreOp::create(b, loop.getResult(2 + j), partials,
+                              ValueRange{request, position, head, split, column});
+    }
+    Value leader = cmpi(arith::CmpIPredicate::eq, lane, index(0));
+    auto write = scf::IfOp::create(b, leader, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(write.thenBlock()->getTerminator());
+      for (int64_t i = 0; i < 2; ++i)
+        memref::StoreOp::create(
+            b, loop.getResult(i), partials,
+            ValueRange{request, position, head, split, index(i)});
+    }
+    gpu::ReturnOp::create(b);
+    return;
+  }
   // Normalize; a query without any valid row yields zeros.
   Value sum = loop.getResult(1);
   Value inverse =
@@ -806,8 +864,10 @@ gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
                                        format.getRowBytes()},
                                       builder.getI8Type()),
                       MemRefType::get({B}, builder.getI32Type())});
-  arguments.append({MemRefType::get({B, Q, H, format.getVDim()}, bf16),
-                    MemRefType::get({1}, builder.getI32Type())});
+  arguments.push_back(MemRefType::get({B, Q, H, format.getVDim()}, bf16));
+  if (config.splits > 1)
+    arguments.push_back(config.partialsType(ctx));
+  arguments.push_back(MemRefType::get({1}, builder.getI32Type()));
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   SmallVector<Type> shared{
       MemRefType::get({config.tileRows, config.tileColumns},
@@ -828,5 +888,84 @@ gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
 
   ImplicitLocOpBuilder b(loc, builder);
   SparseAttentionKernelEmitter(b, config, func).emit();
+  return func;
+}
+
+gpu::GPUFuncOp mlir::dhs::buildAttentionCombineKernel(
+    OpBuilder &builder, Location loc, StringRef name,
+    const SparseAttentionKernelConfig &config) {
+  MLIRContext *ctx = builder.getContext();
+  int64_t vDim = config.pool.getFormat().getVDim();
+  MemRefType partials = config.partialsType(ctx);
+  MemRefType output =
+      MemRefType::get({config.requests, config.positions, config.heads, vDim},
+                      builder.getBF16Type());
+  std::array<int64_t, 3> block = config.block();
+  gpu::GPUFuncOp func = createKernel(builder, loc, name, {partials, output},
+                                     block[0]);
+  ImplicitLocOpBuilder b(loc, builder);
+  b.setInsertionPointToStart(&func.getBody().front());
+  KernelBuilder kb{b};
+  auto f32 = [&](double v) -> Value {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  };
+  auto exp2 = [&](Value x) -> Value {
+    return LLVM::CallIntrinsicOp::create(
+               b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.f32"),
+               ValueRange{x})
+        .getResult(0);
+  };
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
+  Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
+  Value pair = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value request = arith::DivUIOp::create(b, pair, kb.index(config.positions));
+  Value position = arith::RemUIOp::create(b, pair, kb.index(config.positions));
+  Value head = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                            kb.index(config.headsPerBlock)),
+      warp);
+  Value negInf = f32(-std::numeric_limits<double>::infinity());
+  auto load = [&](Value split, Value column) -> Value {
+    return memref::LoadOp::create(
+        b, func.getArgument(0),
+        ValueRange{request, position, head, split, column});
+  };
+  // The common max over the splits (base 2), then the weighted sums.
+  Value max = negInf;
+  for (int64_t s = 0; s < config.splits; ++s)
+    max = arith::MaximumFOp::create(b, max, load(kb.index(s), kb.index(0)));
+  Value any = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, max, negInf);
+  SmallVector<Value> weights;
+  Value sum = f32(0.0);
+  for (int64_t s = 0; s < config.splits; ++s) {
+    Value m = load(kb.index(s), kb.index(0));
+    // A split without rows (max -inf) weighs nothing.
+    Value used = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, m, negInf);
+    Value weight = kb.select(
+        arith::AndIOp::create(b, used, any),
+        exp2(arith::SubFOp::create(b, m, max)), f32(0.0));
+    weights.push_back(weight);
+    sum = LLVM::FMAOp::create(b, load(kb.index(s), kb.index(1)), weight, sum);
+  }
+  Value inverse = kb.select(
+      arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
+      arith::DivFOp::create(b, f32(1.0), sum), f32(0.0));
+  for (int64_t j = 0; j < vDim / kWarpSize; ++j) {
+    Value column = arith::AddIOp::create(b, lane, kb.index(j * kWarpSize));
+    Value value = f32(0.0);
+    for (int64_t s = 0; s < config.splits; ++s)
+      value = LLVM::FMAOp::create(
+          b, load(kb.index(s), arith::AddIOp::create(b, column, kb.index(2))),
+          weights[s], value);
+    memref::StoreOp::create(
+        b,
+        arith::TruncFOp::create(b, b.getBF16Type(),
+                                arith::MulFOp::create(b, value, inverse)),
+        func.getArgument(1), ValueRange{request, position, head, column});
+  }
+  gpu::ReturnOp::create(b);
   return func;
 }

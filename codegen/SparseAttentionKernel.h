@@ -39,11 +39,25 @@ struct SparseAttentionKernelConfig {
   int64_t windowRing = 0;
   float softmaxScale = 0.0f;
   KVPoolType pool;
+  /// A query's K + W entries are split over `splits` CTAs of `splitRows`
+  /// entries each (a multiple of tileRows); with splits > 1 every CTA
+  /// writes its unnormalized softmax state into partials [B, Q, H, splits,
+  /// 2 + v_dim] (max, sum, output) and a combine kernel merges them.
+  int64_t splits = 1;
+  int64_t splitRows = 0;
 
-  /// Grid: (B * Q, H / headsPerBlock, 1).
+  /// Entries a query walks: its selected rows, then its window.
+  int64_t entries() const { return selected + windowSize; }
+  /// Grid: (B * Q, H / headsPerBlock, splits).
   std::array<int64_t, 3> grid() const {
+    return {requests * positions, heads / headsPerBlock, splits};
+  }
+  /// Grid of the combine kernel: (B * Q, H / headsPerBlock, 1).
+  std::array<int64_t, 3> combineGrid() const {
     return {requests * positions, heads / headsPerBlock, 1};
   }
+  /// The partial results of a split kernel.
+  MemRefType partialsType(MLIRContext *context) const;
   /// Block: one warp per head.
   std::array<int64_t, 3> block() const { return {32 * headsPerBlock, 1, 1}; }
 
@@ -54,9 +68,11 @@ struct SparseAttentionKernelConfig {
 
 /// Derives the kernel configuration of `op`, or emits an error on `op` when
 /// the op cannot be compiled as is (dynamic shapes, unsupported sizes).
+/// `minBlocks` > 0 splits each query's entries over CTAs until the grid has
+/// about that many (each split keeping at least two tiles).
 FailureOr<SparseAttentionKernelConfig>
 getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock,
-                               int64_t tileRows);
+                               int64_t tileRows, int64_t minBlocks = 0);
 
 /// Builds the kernel `name` for `config` at the builder's insertion point,
 /// which must be inside a gpu.module. Its arguments are, in order:
@@ -65,10 +81,19 @@ getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock,
 ///   tokens, layers, row bytes), [window ring, window tokens], output, step
 ///   status;
 /// - staged (dhs.attention): queries, row_ids, slots, staging, [staging
-///   index], the HBM tier, [window ring, window tokens], output, step status.
+///   index], the HBM tier, [window ring, window tokens], output, step status;
+/// - with splits > 1, the partials before the step status.
 gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc,
                                           StringRef name,
                                           const SparseAttentionKernelConfig &config);
+
+/// Builds the kernel that merges a split kernel's partials into the output
+/// (arguments: partials, output): a warp per head rescales every split's
+/// state to the common max, sums and normalizes; a query without any valid
+/// row yields zeros.
+gpu::GPUFuncOp
+buildAttentionCombineKernel(OpBuilder &builder, Location loc, StringRef name,
+                            const SparseAttentionKernelConfig &config);
 
 } // namespace mlir::dhs
 

@@ -846,11 +846,12 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   if (!launch.isAttention() && launch.op != "fetch" &&
       launch.op != "union_missing" && launch.op != "ring_index" &&
       launch.op != "copy_rows" && launch.op != "resolve" &&
-      launch.op != "accept" && launch.op != "topk" && launch.op != "place_rows")
+      launch.op != "accept" && launch.op != "topk" && launch.op != "place_rows" &&
+      launch.op != "attention_combine")
     fail(field + ".op", "unknown op '" + launch.op +
                             "' (known: sparse_attention, attention, fetch, "
                             "union_missing, ring_index, copy_rows, resolve, "
-                            "accept, topk, place_rows)");
+                            "accept, topk, place_rows, attention_combine)");
   // Attention launches carry their scale and layer, row copies their
   // direction.
   if (launch.isAttention() && value.contains("window_size"))

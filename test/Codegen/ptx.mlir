@@ -1,13 +1,17 @@
 // The whole pipeline to PTX; every kernel must assemble for sm_90a.
 // RUN: rm -rf %t && dhs-compile %s -o %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/sparse_attention.ptx
+// RUN: FileCheck %s --check-prefix=PARTIALS < %t/sparse_attention.ptx
+// RUN: FileCheck %s --check-prefix=COMBINE < %t/attention_combine.ptx
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/sparse_attention.ptx -o %t/sparse_attention.cubin %}
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/attention_combine.ptx -o %t/attention_combine.cubin %}
 // The runtime links it with nvJitLink for sm_90a (no GPU needed) and finds
 // the kernel in the cubin.
 // RUN: dhs-run %t --link-only --arch sm_90a | FileCheck %s --check-prefix=LINK
 // RUN: dhs-compile %s --emit=mlir | FileCheck %s --check-prefix=MLIR
 
 // LINK: sparse_attention
+// LINK: attention_combine
 
 // PTX: .version 8.0
 // PTX: .target sm_90a
@@ -20,8 +24,15 @@
 // PTX-DAG: st.shared.v4.b32
 // PTX: shfl.sync.bfly.b32
 // PTX: ex2.approx
-// PTX: cvt.rn.bf16.f32
-// PTX: ret;
+// PTX: }
+// 4 queries x 1 block of heads: each query's 256 rows split over 8 CTAs,
+// which store their softmax state in f32; the combine kernel rounds.
+// PARTIALS-NOT: cvt.rn.bf16.f32
+// PARTIALS: st.global.b32
+// COMBINE: .visible .entry attention_combine(
+// COMBINE: ex2.approx
+// COMBINE: cvt.rn.bf16.f32
+// COMBINE: ret;
 
 // Host code stays for the manifest; the kernel module became PTX.
 // MLIR-LABEL: func.func @step

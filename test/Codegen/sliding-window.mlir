@@ -13,13 +13,16 @@
 // CHECK: gpu.launch_func @sparse_attention::@sparse_attention
 // CHECK-SAME: %arg6 : memref<2x132x1x528xi8>, %arg7 : memref<2xi32>, %arg8 : memref<2x5x64x512xbf16>
 // CHECK-SAME: dhs.window_size = 128 : i64
+// The 10 x 4 CTAs are too few: K + W = 640 entries split 7 ways (96 each).
+// CHECK: gpu.launch_func @attention_combine::@attention_combine
 // CHECK-LABEL: gpu.func @sparse_attention
-// CHECK-SAME: %[[RING:[^:]*]]: memref<2x132x1x528xi8>, %[[TOKENS:[^:]*]]: memref<2xi32>, %{{[^:]*}}: memref<2x5x64x512xbf16>, %[[STATUS:[^:]*]]: memref<1xi32>
+// CHECK-SAME: %[[RING:[^:]*]]: memref<2x132x1x528xi8>, %[[TOKENS:[^:]*]]: memref<2xi32>, %{{[^:]*}}: memref<2x5x64x512xbf16>, %{{[^:]*}}: memref<2x5x64x7x514xf32>, %[[STATUS:[^:]*]]: memref<1xi32>
 // CHECK-DAG: %[[R:.*]] = arith.constant 132 : i64
 // CHECK-DAG: %[[KW:.*]] = arith.constant 640 : index
 // CHECK: %[[FLAT:.*]] = memref.collapse_shape %[[RING]] {{\[\[}}0, 1], [2], [3]] : memref<2x132x1x528xi8> into memref<264x1x528xi8>
 // CHECK: memref.load %[[TOKENS]]
-// CHECK: scf.for %{{.*}} = %{{.*}} to %[[KW]] step %{{.*}}
+// CHECK: %[[END:.*]] = arith.minui %{{.*}}, %[[KW]] : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[END]] step %{{.*}}
 // CHECK: memref.atomic_rmw ori %{{.*}}, %[[STATUS]]
 // CHECK: memref.atomic_rmw ori %c32_i32, %[[STATUS]]
 // CHECK: arith.remui %{{.*}}, %[[R]] : i64

@@ -7,13 +7,17 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 
 // CHECK-LABEL: func.func @verify
+// 2 x 2 queries x 1 block of 16 heads: each query's 64 rows in 2 splits,
+// whose partials follow the planned buffers in the arena.
+// CHECK-DAG: %[[PARTIALS:.*]] = dhs.scratch {offset = 296960 : i64} : memref<2x2x16x2x514xf32>
 // CHECK-DAG: %[[STAGE:.*]] = dhs.scratch {offset = 0 : i64, slot = 0 : i64} : memref<2x128x1x1152xi8>
 // CHECK-DAG: %[[MISSING:.*]] = dhs.scratch {offset = 294912 : i64} : memref<2x128xi32>
 // CHECK-DAG: %[[REMAP:.*]] = dhs.scratch {offset = 295936 : i64} : memref<2x2x64xi32>
 // Q * K = 128 selections per request: a table of 256 i32 slots, 1024 bytes.
 // CHECK: gpu.launch_func @union_missing::@union_missing blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %{{.*}} args(%{{.*}} : memref<2x2x64xi32>, %{{.*}} : memref<2x2x64xi32>, %[[MISSING]] : memref<2x128xi32>, %[[REMAP]] : memref<2x2x64xi32>)
 // CHECK: gpu.launch_func @fetch::@fetch {{.*}} args(%[[MISSING]] : memref<2x128xi32>, %{{.*}} : memref<2xi64>, %{{.*}} : memref<2xi32>, %{{.*}} : memref<?x1x1152xi8>, %[[STAGE]] : memref<2x128x1x1152xi8>, %{{.*}} : memref<1xi32>)
-// CHECK: gpu.launch_func @attention::@attention {{.*}} args(%{{.*}} : memref<2x2x16x576xbf16>, %{{.*}} : memref<2x2x64xi32>, %{{.*}} : memref<2x2x64xi32>, %[[STAGE]] : memref<2x128x1x1152xi8>, %[[REMAP]] : memref<2x2x64xi32>, %{{.*}} : memref<?x1x1152xi8>, %{{.*}} : memref<2x2x16x512xbf16>, %{{.*}} : memref<1xi32>) {dhs.layer = 0 : i64, dhs.op = "attention"
+// CHECK: gpu.launch_func @attention::@attention {{.*}} args(%{{.*}} : memref<2x2x16x576xbf16>, %{{.*}} : memref<2x2x64xi32>, %{{.*}} : memref<2x2x64xi32>, %[[STAGE]] : memref<2x128x1x1152xi8>, %[[REMAP]] : memref<2x2x64xi32>, %{{.*}} : memref<?x1x1152xi8>, %{{.*}} : memref<2x2x16x512xbf16>, %[[PARTIALS]] : memref<2x2x16x2x514xf32>, %{{.*}} : memref<1xi32>) {dhs.layer = 0 : i64, dhs.op = "attention"
+// CHECK: gpu.launch_func @attention_combine::@attention_combine {{.*}} args(%[[PARTIALS]] : memref<2x2x16x2x514xf32>, %{{.*}} : memref<2x2x16x512xbf16>)
 
 // The union kernel claims table slots with compare-and-swap, probing on.
 // CHECK: gpu.func @union_missing
@@ -30,13 +34,14 @@
 // CHECK: gpu.func @attention
 // CHECK: memref.collapse_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] : memref<2x128x1x1152xi8> into memref<256x1x1152xi8>
 
-// MANIFEST: "arena_bytes": 296960
+// MANIFEST: "arena_bytes": 560128
 // MANIFEST: "op": "union_missing"
 // MANIFEST: "offset": 294912,
 // MANIFEST-NEXT: "shape": [
 // MANIFEST: "source": "scratch"
 // MANIFEST: "op": "fetch"
 // MANIFEST: "op": "attention"
+// MANIFEST: "op": "attention_combine"
 func.func @verify(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 256, host = ?>,
                   %q: memref<2x2x16x576xbf16>, %rows: memref<2x2x64xi32>,
                   %slots: memref<2x2x64xi32>, %start: memref<2xi64>,

@@ -60,6 +60,11 @@ static cl::opt<int64_t> maxHeadsPerBlock(
 static cl::opt<int64_t> tileRows(
     "tile-rows", cl::desc("Selected rows staged in shared memory per step"),
     cl::init(16), cl::cat(tileCategory));
+static cl::opt<int64_t> minBlocks(
+    "min-blocks",
+    cl::desc("Split each query's rows over CTAs until an attention grid has "
+             "about this many (0: never split)"),
+    cl::init(264), cl::cat(tileCategory));
 static cl::opt<bool> timing("time",
                             cl::desc("Print how long compilation took"),
                             cl::init(false));
@@ -129,6 +134,7 @@ int main(int argc, char **argv) {
   dhs::DhsLowerToGPUOptions tiles;
   tiles.maxHeadsPerBlock = maxHeadsPerBlock;
   tiles.tileRows = tileRows;
+  tiles.minBlocks = minBlocks;
   dhs::buildDhsToPtxPipeline(pm, options, config, tiles);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
