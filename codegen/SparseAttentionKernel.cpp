@@ -177,6 +177,14 @@ std::string SparseAttentionKernelConfig::key() const {
 
 namespace {
 
+/// 2^x by the hardware's ex2.approx (2 ulp), without libdevice.
+Value exp2Approx(ImplicitLocOpBuilder &b, Value x) {
+  return LLVM::CallIntrinsicOp::create(
+             b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.f32"),
+             ValueRange{x})
+      .getResult(0);
+}
+
 /// Emits the body of one sparse attention kernel into a fresh gpu.func.
 class SparseAttentionKernelEmitter {
 public:
@@ -218,13 +226,7 @@ private:
   Value fma(Value a, Value x, Value c) {
     return LLVM::FMAOp::create(b, a, x, c);
   }
-  /// 2^x by the hardware's ex2.approx (2 ulp), without libdevice.
-  Value exp2(Value x) {
-    return LLVM::CallIntrinsicOp::create(
-               b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.f32"),
-               ValueRange{x})
-        .getResult(0);
-  }
+  Value exp2(Value x) { return exp2Approx(b, x); }
   /// Sum of `v` over the warp; every lane gets the result.
   Value warpSum(Value v) {
     for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
@@ -910,12 +912,7 @@ gpu::GPUFuncOp mlir::dhs::buildAttentionCombineKernel(
     return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                           APFloat(static_cast<float>(v)));
   };
-  auto exp2 = [&](Value x) -> Value {
-    return LLVM::CallIntrinsicOp::create(
-               b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.f32"),
-               ValueRange{x})
-        .getResult(0);
-  };
+  auto exp2 = [&](Value x) { return exp2Approx(b, x); };
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
   Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
