@@ -286,6 +286,8 @@ public:
       cuda.check(cuda.memcpyHtoD(placement->maps.back()->get(), table.data(), mapBytes),
                  "uploading a residency map");
     }
+    for (std::int32_t g = 0; g < layout_.groups(); ++g)
+      placement->logReady.push_back(std::make_unique<Event>());
     placement->logsHost = std::make_unique<MappedHostBuffer>(
         static_cast<std::size_t>(layout_.groups()) * logWords * sizeof(std::int32_t),
         "the step logs' host copy");
@@ -317,7 +319,6 @@ public:
   }
 
   void beginStep(std::uint32_t step) override {
-    logsRead_ = false;
     if (!placement_ || !resolveLaunches_)
       return;
     const CudaDriver &cuda = driver();
@@ -334,47 +335,25 @@ public:
     busy_ = true;
   }
 
-  /// The log of each group: header words, then the hits and misses it
-  /// counts (one wait for all groups; the headers came with finishStep).
-  void readStepLogs() {
-    const CudaDriver &cuda = driver();
+  /// Group g's log as the host copy made right after the group's first
+  /// layer (see enqueue) holds it: the hits and misses its header counts.
+  const StepLog &parseStepLog(std::size_t g) {
     Placement &p = *placement_;
     const std::size_t words = p.logWords;
     const std::size_t room = (words - StepLogLayout::kHeader) / 3;
-    auto *host = static_cast<std::int32_t *>(p.logsHost->host());
-    std::vector<std::pair<std::size_t, std::size_t>> used; // hits, misses per group
-    for (std::size_t g = 0; g < p.logs.size(); ++g) {
-      const std::int32_t *header = host + g * words;
-      const auto hits = static_cast<std::uint32_t>(header[StepLogLayout::kHits]);
-      const auto misses = static_cast<std::uint32_t>(header[StepLogLayout::kMisses]);
-      if (hits > room || misses > room)
-        throw Error("the step log of group " + std::to_string(g) + " overflowed: " +
-                    std::to_string(hits) + " hits and " + std::to_string(misses) +
-                    " misses, room for " + std::to_string(room));
-      used.emplace_back(hits, misses);
-      const CUdeviceptr device = p.logs[g]->get();
-      if (hits > 0)
-        cuda.check(cuda.memcpyDtoHAsync(host + g * words + StepLogLayout::kHeader,
-                                        device + StepLogLayout::kHeader * 4, hits * 4,
-                                        stream_->get()),
-                   "reading a step log");
-      if (misses > 0)
-        cuda.check(cuda.memcpyDtoHAsync(host + g * words + StepLogLayout::kHeader + room,
-                                        device + (StepLogLayout::kHeader + room) * 4,
-                                        misses * 8, stream_->get()),
-                   "reading a step log");
-    }
-    cuda.check(cuda.streamSynchronize(stream_->get()), "reading the step logs");
-    for (std::size_t g = 0; g < p.logs.size(); ++g) {
-      const std::int32_t *log = host + g * words;
-      StepLog &out = stepLogs_[g];
-      out.hitSlots.assign(log + StepLogLayout::kHeader,
-                          log + StepLogLayout::kHeader + used[g].first);
-      out.misses.assign(log + StepLogLayout::kHeader + room,
-                        log + StepLogLayout::kHeader + room + 2 * used[g].second);
-      out.entries = static_cast<std::uint32_t>(log[StepLogLayout::kEntries]);
-    }
-    logsRead_ = true;
+    const std::int32_t *log = static_cast<const std::int32_t *>(p.logsHost->host()) + g * words;
+    const auto hits = static_cast<std::uint32_t>(log[StepLogLayout::kHits]);
+    const auto misses = static_cast<std::uint32_t>(log[StepLogLayout::kMisses]);
+    if (hits > room || misses > room)
+      throw Error("the step log of group " + std::to_string(g) + " overflowed: " +
+                  std::to_string(hits) + " hits and " + std::to_string(misses) +
+                  " misses, room for " + std::to_string(room));
+    StepLog &out = stepLogs_[g];
+    out.hitSlots.assign(log + StepLogLayout::kHeader, log + StepLogLayout::kHeader + hits);
+    out.misses.assign(log + StepLogLayout::kHeader + room,
+                      log + StepLogLayout::kHeader + room + 2 * misses);
+    out.entries = static_cast<std::uint32_t>(log[StepLogLayout::kEntries]);
+    return out;
   }
 
   const StepLog &stepLog(std::int32_t group) override {
@@ -383,10 +362,18 @@ public:
     if (group < 0 || group >= layout_.groups())
       throw OutOfRangeError("layer group " + std::to_string(group) + " does not exist");
     backends_.front()->makeCurrent();
-    if (!logsRead_)
-      readStepLogs();
-    return stepLogs_[static_cast<std::size_t>(group)];
+    // Without graphs the group's copy is ready once its event is: the
+    // later layers may still run. With graphs, after finishStep.
+    if (!graphs_ && stepOpen_)
+      driver().check(driver().eventSynchronize(
+                         placement_->logReady[static_cast<std::size_t>(group)]->get()),
+                     "waiting for a step log");
+    else if (stepOpen_)
+      throw StateError("the step logs of a CUDA-graph step arrive with finishStep");
+    return parseStepLog(static_cast<std::size_t>(group));
   }
+
+  bool stepLogsEarly() const override { return resolvesOnDevice() && !graphs_; }
 
   const std::int32_t *recencySnapshot(std::int32_t group) override {
     if (!placement_)
@@ -517,15 +504,6 @@ public:
       pending_.clear();
       cuda.check(cuda.memcpyDtoHAsync(&word, buffers_.status, sizeof(word), stream_->get()),
                  "reading the status word");
-      // The step logs' headers, in the same wait (see readStepLogs).
-      if (placement_ && resolveLaunches_)
-        for (std::size_t g = 0; g < placement_->logs.size(); ++g)
-          cuda.check(cuda.memcpyDtoHAsync(
-                         static_cast<std::int32_t *>(placement_->logsHost->host()) +
-                             g * placement_->logWords,
-                         placement_->logs[g]->get(), StepLogLayout::kHeader * 4,
-                         stream_->get()),
-                     "reading a step log's header");
     }
     cuda.check(cuda.streamSynchronize(stream_->get()), "the step's kernels failed");
     busy_ = false;
@@ -719,6 +697,7 @@ private:
     std::vector<std::unique_ptr<DeviceBuffer>> logs;    // [group] step logs
     std::size_t logWords = 0;                           // words per log
     std::unique_ptr<MappedHostBuffer> logsHost;         // [group x logWords]
+    std::vector<std::unique_ptr<Event>> logReady;       // [group] logsHost holds it
     std::unique_ptr<MappedHostBuffer> lists;         // rows then slots per launch
     std::size_t listLaunches = 0;                    // launches lists has room for
     std::unique_ptr<DeviceBuffer> status;
@@ -1012,6 +991,20 @@ private:
                                    bytesOf(ArgumentRole::Output) / 2, stream),
                "poisoning the output");
     backends_[index]->launchAsync(buffers, stream);
+    // The group's step log, complete after its first layer's resolve: to
+    // the host now, so that the controller books the group while the later
+    // layers run (an event marks it, outside graphs).
+    if (placement_ && resolveLaunches_ && buffers.logWords > 0) {
+      const std::size_t g = static_cast<std::size_t>(group);
+      cuda.check(cuda.memcpyDtoHAsync(
+                     static_cast<std::int32_t *>(placement_->logsHost->host()) +
+                         g * placement_->logWords,
+                     placement_->logs[g]->get(), placement_->logWords * 4, stream),
+                 "copying a step log");
+      if (!graphs_)
+        cuda.check(cuda.eventRecord(placement_->logReady[g]->get(), stream),
+                   "recording a step log");
+    }
     // Outputs: the engine's lanes.
     if (work.outputBytes > 0) {
       if (work.memory == MemorySpace::Host)
@@ -1097,9 +1090,8 @@ private:
   std::vector<std::unique_ptr<DeviceBuffer>> selections_;
   std::vector<std::int32_t> selectionsHost_;
   std::vector<std::int32_t> mapSnapshot_, recencySnapshot_;
-  // What each group's resolve logged this step (read once per step).
+  // What each group's resolve logged this step, parsed from logsHost.
   std::vector<StepLog> stepLogs_;
-  bool logsRead_ = false;
   // Draft rings (destroyed before the backends' contexts).
   std::unique_ptr<Draft> draft_;
   // Window rings per request index [pools][R][token] (destroyed before the

@@ -753,6 +753,31 @@ void Runtime::endStep() {
   for (std::int32_t l = 0; l < layout_.layers; ++l)
     if (!attended_[static_cast<std::size_t>(l)])
       throw StateError("cannot end the step: layer " + std::to_string(l) + " did not run");
+  // Device selections are booked from what the resolve kernels logged, as
+  // host ones were at select time (nothing changes the residency in
+  // between); the host never reads the selections themselves. Where the
+  // tiers hand a group's log over early, the controller books the group
+  // while the GPU still runs the later layers.
+  std::vector<std::uint8_t> booked(static_cast<std::size_t>(layout_.groups()), 0);
+  auto bookGroup = [&](std::int32_t g) {
+    const TierBackend::StepLog &log = tiers_->stepLog(g);
+    if (config_.checkInvariants)
+      checkStepLog(g, log);
+    controller_->book(g, lanes_.data(), shape_.batch, log.hitSlots.data(),
+                      static_cast<std::int64_t>(log.hitSlots.size()), log.misses.data(),
+                      static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
+    booked[static_cast<std::size_t>(g)] = 1;
+  };
+  if (tiers_->stepLogsEarly())
+    for (std::int32_t g = 0; g < layout_.groups(); ++g)
+      if (deviceSelected_[static_cast<std::size_t>(g)])
+        try {
+          bookGroup(g);
+        } catch (...) {
+          abortStep();
+          tiers_->restoreRecency(*controller_);
+          throw;
+        }
   try {
     tiers_->finishStep();
   } catch (const Error &) {
@@ -779,25 +804,18 @@ void Runtime::endStep() {
       std::rethrow_exception(precise);
     throw;
   }
-  // Device selections are booked now from what the resolve kernels logged,
-  // as host ones were at select time (nothing changed the residency in
-  // between); the host never reads the selections themselves.
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     const std::size_t gi = static_cast<std::size_t>(g);
     if (!deviceSelected_[gi])
       continue;
-    try {
-      const TierBackend::StepLog &log = tiers_->stepLog(g);
-      if (config_.checkInvariants)
-        checkStepLog(g, log);
-      controller_->book(g, lanes_.data(), shape_.batch, log.hitSlots.data(),
-                        static_cast<std::int64_t>(log.hitSlots.size()), log.misses.data(),
-                        static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
-    } catch (...) {
-      abortStep();
-      tiers_->restoreRecency(*controller_);
-      throw;
-    }
+    if (!booked[gi])
+      try {
+        bookGroup(g);
+      } catch (...) {
+        abortStep();
+        tiers_->restoreRecency(*controller_);
+        throw;
+      }
     if (config_.checkInvariants)
       for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g); ++l)
         checkReads(l);

@@ -165,16 +165,19 @@ public:
   /// Starts step `step` (the controller's step number) before any of its
   /// work: a device step log (see stepLog) is cleared and stamped with it.
   virtual void beginStep(std::uint32_t step);
-  /// What group g's resolve kernel logged this step (dhs.pool_log), read
-  /// after finishStep: the distinct slots hit, the (lane, row id) pairs that
-  /// missed, the valid selections. Throws Error without a device log or
-  /// when it overflowed.
+  /// What group g's resolve kernel logged this step (dhs.pool_log): the
+  /// distinct slots hit, the (lane, row id) pairs that missed, the valid
+  /// selections. Waits for the group's log only (the step's later layers
+  /// may still run) where stepLogsEarly, else call it after finishStep.
+  /// Throws Error without a device log or when it overflowed.
   struct StepLog {
     std::vector<std::int32_t> hitSlots;
     std::vector<std::int32_t> misses; ///< [missCount x 2]
     std::int64_t entries = 0;
   };
   virtual const StepLog &stepLog(std::int32_t group);
+  /// True when stepLog may be called before finishStep.
+  virtual bool stepLogsEarly() const { return false; }
   /// Uploads the controller's replacement state over the device one (after
   /// a failed step whose kernels stamped hits the controller never booked).
   virtual void restoreRecency(const ResidencyController &controller);
