@@ -560,20 +560,30 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
   Runtime graphed(config);
   graphed.loadSteps(resolved);
   graphed.loadPlacementStep(placement);
+  // And without the per-step checks, which download the selections: each
+  // group is booked from its log while the later layers run.
+  config.cudaGraphs = false;
+  config.checkInvariants = false;
+  Runtime unchecked(config);
+  unchecked.loadSteps(resolved);
+  unchecked.loadPlacementStep(placement);
   std::mt19937_64 rng(seed);
   double worst = 0.0;
   std::size_t differing = 0;
-  lockstepSession({&cpu, &gpu, &graphed}, layers, 4, 16, rng, [&](auto &outputs) {
+  lockstepSession({&cpu, &gpu, &graphed, &unchecked}, layers, 4, 16, rng, [&](auto &outputs) {
     worst = std::max(worst, expectSameStep(cpu, gpu, outputs, layers));
     differing += countBitDifferences(outputs[1], outputs[2]);
-  }, {false, true, true});
+    differing += countBitDifferences(outputs[1], outputs[3]);
+  }, {false, true, true, true});
   CHECK(differing == 0);
   CHECK(graphed.stats().graphReplays > 0);
   expectSameResidency(cpu, gpu, 2048);
   expectSameResidency(cpu, graphed, 2048);
+  expectSameResidency(cpu, unchecked, 2048);
   cpu.checkInvariants();
   gpu.checkInvariants();
   graphed.checkInvariants();
+  unchecked.checkInvariants(); // the device replacement state included
 
   // A bad row id among device selections: the step fails at its end with the
   // host path's message, nothing is promoted, the runtime goes on.
@@ -597,11 +607,27 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
   CHECK(gpu.stats().steps == before.steps);
   CHECK(gpu.stats().totals.promoted == before.totals.promoted);
   gpu.checkInvariants();
+  // The same without checks: the groups were booked before the kernels'
+  // status showed the bad id; the step still fails whole, and the device
+  // state goes back to the controller's.
+  const RuntimeStats uncheckedBefore = unchecked.stats();
+  CHECK_THROWS_WITH(unchecked.step(batch.data(), 2,
+                                   reinterpret_cast<const std::int32_t *>(deviceRows.get()),
+                                   q.data(), out.data(), MemorySpace::Host, MemorySpace::Device),
+                    Catch::Contains("row id 1048576 at [lane 1, query 0, k 3] of layer group 1 "
+                                    "is outside request 22's history"));
+  CHECK(unchecked.stats().steps == uncheckedBefore.steps);
+  CHECK(unchecked.stats().totals.promoted == uncheckedBefore.totals.promoted);
+  unchecked.checkInvariants();
   rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 0;
   cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
   gpu.step(batch.data(), 2, reinterpret_cast<const std::int32_t *>(deviceRows.get()), q.data(),
            out.data(), MemorySpace::Host, MemorySpace::Device);
   CHECK(gpu.stats().steps == before.steps + 1);
+  unchecked.step(batch.data(), 2, reinterpret_cast<const std::int32_t *>(deviceRows.get()),
+                 q.data(), out.data(), MemorySpace::Host, MemorySpace::Device);
+  CHECK(unchecked.stats().steps == uncheckedBefore.steps + 1);
+  unchecked.checkInvariants();
   WARN("device selections, FP8 layer groups of 4: 16 steps x 8 layers in lockstep with the CPU "
        "executor, worst relative error "
        << worst << ", same promotions, device maps match, bits equal as CUDA graphs; a bad row "
