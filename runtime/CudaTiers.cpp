@@ -993,8 +993,9 @@ private:
     backends_[index]->launchAsync(buffers, stream);
     // The group's step log, complete after its first layer's resolve: to
     // the host now, so that the controller books the group while the later
-    // layers run (an event marks it, outside graphs).
-    if (placement_ && resolveLaunches_ && buffers.logWords > 0) {
+    // layers run (an event marks it, outside graphs). Host selections were
+    // booked before the launch: their log stays on the device.
+    if (placement_ && resolveLaunches_ && buffers.logWords > 0 && work.selectionsOnDevice) {
       const std::size_t g = static_cast<std::size_t>(group);
       cuda.check(cuda.memcpyDtoHAsync(
                      static_cast<std::int32_t *>(placement_->logsHost->host()) +
