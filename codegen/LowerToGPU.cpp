@@ -416,6 +416,30 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   return success();
 }
 
+/// Replaces fused attention `op` by a fetch of its missing rows into an arena
+/// buffer [B, Q * K, layers, row bytes] and a staged attention over it.
+static void stageMissingRows(
+    SparseAttentionOp op,
+    DenseMap<std::pair<Operation *, Type>, Value> &arenaBuffers) {
+  OpBuilder builder(op);
+  Location loc = op.getLoc();
+  MemRefType rows = op.getRowIds().getType();
+  KVPoolType pool = op.getPool().getType();
+  auto staging = MemRefType::get(
+      {rows.getDimSize(0), rows.getDimSize(1) * rows.getDimSize(2),
+       pool.getLayers(), pool.getFormat().getRowBytes()},
+      builder.getI8Type());
+  Value buffer = getArenaBuffer(builder, op, staging, arenaBuffers);
+  FetchOp::create(builder, loc, op.getPool(), op.getRowIds(), op.getSlots(),
+                  op.getHistoryStart(), op.getHistoryLen(), buffer);
+  AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(),
+                      op.getSlots(), buffer, /*staging_index=*/Value(),
+                      op.getPool(), op.getWindow(), op.getWindowTokens(),
+                      op.getOutput(), op.getLayerAttr(),
+                      op.getSoftmaxScaleAttr(), op.getWindowSizeAttr());
+  op.erase();
+}
+
 /// Inlines the bodies of draft and verify phases into their parents: phases
 /// scope the passes that run before code generation, kernels run in order.
 static void inlinePhases(ModuleOp module) {
@@ -453,6 +477,23 @@ void DhsLowerToGPU::runOnOperation() {
   if (unsupported.wasInterrupted())
     return signalPassFailure();
 
+  StepValues values;
+  // A fused attention over a one-layer pool whose heads need several CTAs
+  // per KV head would read each missing row over PCIe once per CTA: its
+  // missing rows are fetched once into the arena (dhs.fetch), and the CTAs
+  // read them from there (dhs.attention).
+  SmallVector<SparseAttentionOp> fused;
+  module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
+  for (SparseAttentionOp op : fused) {
+    FailureOr<SparseAttentionKernelConfig> config =
+        getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks);
+    if (failed(config))
+      return signalPassFailure();
+    if (config->groupHeads > config->headsPerBlock &&
+        op.getPool().getType().getLayers() == 1)
+      stageMissingRows(op, values.arenaBuffers);
+  }
+
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
     if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
@@ -465,7 +506,6 @@ void DhsLowerToGPU::runOnOperation() {
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                   UnitAttr::get(module.getContext()));
   SymbolTable symbols(module);
-  StepValues values;
   for (Operation *op : ops) {
     if (failed(lower(op, symbols, values)))
       return signalPassFailure();

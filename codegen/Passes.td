@@ -26,7 +26,11 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
     split over CTAs (grid z; every row still staged once per block of
     heads, so host traffic does not grow): each split writes its softmax
     state (max, sum, unnormalized output) to a buffer added to the staging
-    arena, and an `attention_combine` kernel merges the splits.
+    arena, and an `attention_combine` kernel merges the splits. A fused
+    attention over a one-layer pool whose heads need several CTAs per KV
+    head would read each missing host row once per CTA: its missing rows
+    are fetched once into an arena buffer (`dhs.fetch`) and the CTAs attend
+    from there (`dhs.attention`).
 
     Before:
     ```mlir

@@ -4,11 +4,15 @@
 // dhs-compile takes the same tiles.
 // RUN: rm -rf %t && dhs-compile %s --max-heads-per-block=4 --tile-rows=8 -o %t
 // RUN: FileCheck %s --check-prefix=COMPILED < %t/manifest.json
+// Four CTAs of 4 heads per query read its rows from the arena (a fetch
+// first), each with 128 threads.
+// COMPILED: "op": "fetch"
 // COMPILED: "block": [
 // COMPILED-NEXT: 128,
 // COMPILED: "grid": [
 // COMPILED-NEXT: 1,
 // COMPILED-NEXT: 4,
+// COMPILED: "op": "attention"
 
 // 16 heads in CTAs of 8 warps; 8 rows staged per tile.
 // CHECK-LABEL: func.func @step
