@@ -126,7 +126,10 @@ struct ResidencyController::Group {
   std::vector<std::int32_t> row;      // [slots] history row or -1
   std::vector<std::int32_t> listPos;  // [slots] position in the owner's hot list
   std::vector<std::uint8_t> kind;     // [slots] SlotKind
-  std::vector<std::uint8_t> ref;      // [slots] CLOCK reference bit
+  // [slots] the last use when the CLOCK hand (or an eviction) last took
+  // the slot's reference away; a slot is referenced while its last use
+  // differs, so every use (a kernel's stamp) sets the reference.
+  std::vector<std::uint32_t> cleared;
   std::vector<std::uint32_t> lastUse; // [slots] step of the last selection
   std::vector<std::uint32_t> prevUse; // [slots] step of the one before (0: none)
   std::vector<std::int32_t> slotOfHostRow; // [host rows] slot or -1
@@ -139,6 +142,21 @@ struct ResidencyController::Group {
   LruCursor lru;                      // global LRU order (Adaptive + Lru)
   std::vector<std::int32_t> touched;  // requests with rows to fetch this step
 };
+
+namespace {
+/// A placed slot's reference, before any hand passed: no last use equals it.
+constexpr std::uint32_t kNeverCleared = ~0u;
+} // namespace
+
+bool ResidencyController::referenced(const Group &g, std::int32_t slot) {
+  const std::size_t s = static_cast<std::size_t>(slot);
+  return g.lastUse[s] != g.cleared[s];
+}
+
+void ResidencyController::clearReference(Group &g, std::int32_t slot) {
+  const std::size_t s = static_cast<std::size_t>(slot);
+  g.cleared[s] = g.lastUse[s];
+}
 
 struct ResidencyController::Request {
   bool live = false;
@@ -162,7 +180,7 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
     g.row.assign(slots, -1);
     g.listPos.assign(slots, -1);
     g.kind.assign(slots, static_cast<std::uint8_t>(SlotKind::Free));
-    g.ref.assign(slots, 0);
+    g.cleared.assign(slots, 0);
     g.lastUse.assign(slots, 0);
     g.prevUse.assign(slots, 0);
     g.slotOfHostRow.assign(hostRows, -1);
@@ -237,9 +255,9 @@ void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot,
   g.owner[s] = request;
   g.row[s] = row;
   g.kind[s] = static_cast<std::uint8_t>(kind);
-  g.ref[s] = 1;
   g.lastUse[s] = step_;
   g.prevUse[s] = 0;
+  g.cleared[s] = kNeverCleared; // referenced
   g.listPos[s] = -1;
   if (kind == SlotKind::Ring) {
     r.ring[static_cast<std::size_t>(gi)].push_back(slot);
@@ -305,7 +323,7 @@ void ResidencyController::evict(Group &g, std::int32_t slot) {
   g.row[s] = -1;
   g.listPos[s] = -1;
   g.kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
-  g.ref[s] = 0;
+  g.cleared[s] = g.lastUse[s];
   g.free.release(slot);
   ++evictions_;
   if (inStep_)
@@ -338,8 +356,8 @@ std::int32_t ResidencyController::clockVictim(Group &g, std::int32_t owner, bool
       g.hand = g.hand + 1 == n ? 0 : g.hand + 1;
       if (!isVictimCandidate(g, s, owner, force))
         continue;
-      if (g.ref[static_cast<std::size_t>(s)]) {
-        g.ref[static_cast<std::size_t>(s)] = 0; // second chance
+      if (referenced(g, s)) {
+        clearReference(g, s); // second chance
         continue;
       }
       return s;
@@ -357,8 +375,8 @@ std::int32_t ResidencyController::clockVictim(Group &g, std::int32_t owner, bool
     std::int32_t s = list[static_cast<std::size_t>(hand++)];
     if (!isVictimCandidate(g, s, owner, force))
       continue;
-    if (g.ref[static_cast<std::size_t>(s)]) {
-      g.ref[static_cast<std::size_t>(s)] = 0;
+    if (referenced(g, s)) {
+      clearReference(g, s);
       continue;
     }
     return s;
@@ -581,7 +599,7 @@ void ResidencyController::finish(std::int32_t request) {
       g.row[i] = -1;
       g.listPos[i] = -1;
       g.kind[i] = static_cast<std::uint8_t>(SlotKind::Free);
-      g.ref[i] = 0;
+      g.cleared[i] = g.lastUse[i];
       g.free.release(s);
     };
     g.excess -= std::max<std::int64_t>(
@@ -659,8 +677,8 @@ void ResidencyController::beginResolve(std::int32_t gi, std::int64_t batch,
 }
 
 void ResidencyController::touchSlot(Group &g, std::int32_t slot) {
+  // (A new last use also sets the CLOCK reference: see Group::cleared.)
   const std::size_t si = static_cast<std::size_t>(slot);
-  g.ref[si] = 1;
   if (g.lastUse[si] != step_) {
     g.prevUse[si] = g.lastUse[si];
     g.lastUse[si] = step_;

@@ -39,7 +39,9 @@
 // when admission must release memory.
 //
 // The replacement state is per slot and flat: {last use, previous use}
-// step stamps (and CLOCK's bit, which a use sets). On the GPU it is kept on
+// step stamps. CLOCK's reference bit is derived from them: a slot is
+// referenced while its last use differs from the last use the hand saw when
+// it last took the reference away, so every use sets it. On the GPU it is kept on
 // the device (dhs.pool_recency) and updated by the kernels: the resolve
 // kernel stamps every slot its selections hit (an atomic exchange; the
 // first hit of the step moves the last use to the previous one) and the
@@ -61,8 +63,8 @@
 // row into a slot is returned as a RowCopy (host row -> slot) for whoever
 // owns the data to carry out.
 //
-// All state is in flat arrays: per group and slot (owner, row, kind,
-// reference bit, last use), per group and host row (its slot or -1: the
+// All state is in flat arrays: per group and slot (owner, row, kind, last
+// and previous use, the last use the CLOCK hand cleared), per group and host row (its slot or -1: the
 // resolve table a kernel could read), per request and group (its hot slots).
 //
 //===----------------------------------------------------------------------===//
@@ -351,6 +353,10 @@ private:
   void beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries,
                     std::int64_t topk);
   void touchSlot(Group &g, std::int32_t slot);
+  /// CLOCK: whether a slot was used since the hand last passed it.
+  static bool referenced(const Group &g, std::int32_t slot);
+  /// CLOCK: the hand passes a referenced slot (its second chance).
+  static void clearReference(Group &g, std::int32_t slot);
 
   ResidencyConfig config_;
   HostRowAllocator host_;
