@@ -760,31 +760,31 @@ void Runtime::endStep() {
   // while the GPU still runs the later layers.
   std::vector<std::uint8_t> booked(static_cast<std::size_t>(layout_.groups()), 0);
   auto bookGroup = [&](std::int32_t g) {
-    const TierBackend::StepLog &log = tiers_->stepLog(g);
-    if (config_.checkInvariants)
-      checkStepLog(g, log);
-    controller_->book(g, lanes_.data(), shape_.batch, log.hitSlots.data(),
-                      static_cast<std::int64_t>(log.hitSlots.size()), log.misses.data(),
-                      static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
+    try {
+      const TierBackend::StepLog &log = tiers_->stepLog(g);
+      if (config_.checkInvariants)
+        checkStepLog(g, log);
+      controller_->book(g, lanes_.data(), shape_.batch, log.hitSlots.data(),
+                        static_cast<std::int64_t>(log.hitSlots.size()), log.misses.data(),
+                        static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
+    } catch (...) {
+      abortStep();
+      tiers_->restoreRecency(*controller_);
+      throw;
+    }
     booked[static_cast<std::size_t>(g)] = 1;
   };
   if (tiers_->stepLogsEarly())
     for (std::int32_t g = 0; g < layout_.groups(); ++g)
       if (deviceSelected_[static_cast<std::size_t>(g)])
-        try {
-          bookGroup(g);
-        } catch (...) {
-          abortStep();
-          tiers_->restoreRecency(*controller_);
-          throw;
-        }
+        bookGroup(g);
   try {
     tiers_->finishStep();
   } catch (const Error &) {
     // Device selections the kernels rejected: name the first bad one from
     // a download of them. The kernels stamped the hits of the valid ones,
-    // which the controller does not book: the device replacement state
-    // goes back to the controller's.
+    // which the controller booked only for groups whose log came early: the
+    // device replacement state goes back to the controller's.
     std::exception_ptr precise;
     bool anyOnDevice = false;
     for (std::int32_t g = 0; g < layout_.groups(); ++g)
@@ -809,13 +809,7 @@ void Runtime::endStep() {
     if (!deviceSelected_[gi])
       continue;
     if (!booked[gi])
-      try {
-        bookGroup(g);
-      } catch (...) {
-        abortStep();
-        tiers_->restoreRecency(*controller_);
-        throw;
-      }
+      bookGroup(g);
     if (config_.checkInvariants)
       for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g); ++l)
         checkReads(l);
