@@ -216,6 +216,26 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "launches[0].layer: is 2: the pool's group has layers 0..0"},
       {"status shape", [](json &j) { j["launches"][0]["params"][8]["shape"] = {2}; },
        "the status word must be i32 [1]"},
+      {"replacement state shape", [](json &j) {
+         j["launches"][0]["params"].push_back(
+             {{"source", "pool_recency"}, {"index", 5}, {"dtype", "i32"}, {"shape", {2048, 3}}});
+       },
+       "a replacement state is i32 [hbm_slots, 2], not i32 [2048,3]"},
+      {"replacement state slots", [](json &j) {
+         j["launches"][0]["params"].push_back(
+             {{"source", "pool_recency"}, {"index", 5}, {"dtype", "i32"}, {"shape", {1024, 2}}});
+       },
+       "a replacement state is i32 [hbm_slots, 2], not i32 [1024,2]"},
+      {"step log rank", [](json &j) {
+         j["launches"][0]["params"].push_back(
+             {{"source", "pool_log"}, {"index", 5}, {"dtype", "i64"}, {"shape", {-1}}});
+       },
+       "a step log is i32 [words], not i64 [-1]"},
+      {"replacement state of no pool", [](json &j) {
+         j["launches"][0]["params"].push_back(
+             {{"source", "pool_recency"}, {"index", 1}, {"dtype", "i32"}, {"shape", {-1, 2}}});
+       },
+       "is not a kv_pool argument (source 'pool_recency' needs one)"},
       {"missing key", [](json &j) { j["launches"][0].erase("grid"); },
        "launches[0]: missing key 'grid'"},
       {"unknown key", [](json &j) { j["launches"][0]["extra"] = 1; },
