@@ -825,6 +825,9 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
       throw InputError(where + " lists slot " + std::to_string(s) + " twice");
     seen = serial;
   }
+  // The distinct misses (the seen marks are scratch, not state).
+  std::vector<std::int64_t> &distinct = bookScratch_;
+  distinct.clear();
   for (std::int64_t i = 0; i < missCount; ++i) {
     const std::int32_t lane = misses[2 * i], id = misses[2 * i + 1];
     if (lane < 0 || lane >= batch || requests[lane] == -1)
@@ -835,9 +838,15 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
       throw OutOfRangeError("row id " + std::to_string(id) + " in " + where +
                             " is outside request " + std::to_string(requests[lane]) +
                             "'s history (length " + std::to_string(r.len) + ")");
-    if (g.slotOfHostRow[static_cast<std::size_t>(r.start + id)] >= 0)
+    const std::size_t hostRow = static_cast<std::size_t>(r.start + id);
+    if (g.slotOfHostRow[hostRow] >= 0)
       throw InputError(where + " lists row " + std::to_string(id) + " of request " +
                        std::to_string(requests[lane]) + " as missing, but it is resident");
+    if (g.seen[hostRow] == serial)
+      continue; // selected by several queries
+    g.seen[hostRow] = serial;
+    distinct.push_back(static_cast<std::int64_t>(requests[lane]) << 32 |
+                       static_cast<std::uint32_t>(id));
   }
 
   // Pass 2: hits, the distinct rows to fetch, the counts. (The log's order
@@ -848,20 +857,16 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
   last_.entries += entries;
   last_.selected += hits;
   last_.resident += hits;
-  for (std::int64_t i = 0; i < missCount; ++i) {
-    const std::int32_t request = requests[misses[2 * i]], id = misses[2 * i + 1];
-    Request &r = requests_[static_cast<std::size_t>(request)];
-    std::uint32_t &seen = g.seen[static_cast<std::size_t>(r.start + id)];
-    if (seen == serial)
-      continue; // selected by several queries
-    seen = serial;
-    std::vector<std::int32_t> &fetch = r.fetch[static_cast<std::size_t>(gi)];
+  for (std::int64_t key : distinct) {
+    const std::int32_t request = static_cast<std::int32_t>(key >> 32);
+    std::vector<std::int32_t> &fetch =
+        requests_[static_cast<std::size_t>(request)].fetch[static_cast<std::size_t>(gi)];
     if (fetch.empty())
       g.touched.push_back(request);
-    fetch.push_back(id);
-    ++last_.selected;
-    ++last_.fetched;
+    fetch.push_back(static_cast<std::int32_t>(key & 0xffffffff));
   }
+  last_.selected += static_cast<std::int64_t>(distinct.size());
+  last_.fetched += static_cast<std::int64_t>(distinct.size());
   std::vector<std::int32_t> laneOf(static_cast<std::size_t>(config_.maxRequests), 0);
   for (std::int64_t b = 0; b < batch; ++b)
     if (requests[b] != -1)

@@ -372,6 +372,7 @@ private:
   std::int64_t evictions_ = 0;        // all evictions
   std::vector<RowCopy> *releaseLog_ = nullptr; // see setReleaseLog
   std::int64_t pendingEvictions_ = 0; // evictions since the last step ended
+  std::vector<std::int64_t> bookScratch_; // book(): the distinct misses
 };
 
 } // namespace dhs::runtime
