@@ -92,6 +92,27 @@ func.func @many_heads(%q: memref<2x2x32x576xbf16>, %rows: memref<2x2x40xi32>,
 
 // -----
 
+// A pool of 4 layers stays fused with 32 heads: a fetch copies every layer of
+// the group, 4 times the bytes this layer reads.
+// CHECK-LABEL: func.func @many_heads_group
+// CHECK-NOT: dhs.scratch {{.*}}xi8>
+// CHECK: gpu.launch_func @sparse_attention{{(_[0-9]+)?}}::@sparse_attention
+// CHECK-NOT: @fetch
+func.func @many_heads_group(%q: memref<2x2x32x576xbf16>, %rows: memref<2x2x40xi32>,
+                %slots: memref<2x2x40xi32>, %start: memref<2xi64>,
+                %len: memref<2xi32>,
+                %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+                %out: memref<2x2x32x512xbf16>) {
+  dhs.sparse_attention queries(%q : memref<2x2x32x576xbf16>)
+      rows(%rows : memref<2x2x40xi32>) slots(%slots : memref<2x2x40xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      layer = 2 output(%out : memref<2x2x32x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
 // Six heads: one CTA of six warps per query. Two attention ops on one pool
 // share its tier views and the step status.
 
