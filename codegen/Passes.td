@@ -34,21 +34,29 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
 
     Before:
     ```mlir
-    dhs.sparse_attention queries(%q : memref<2x1x16x576xbf16>) ...
-        pool(%pool : !dhs.kv_pool<mla_bf16, hbm = 1024, host = ?>)
-        output(%o : memref<2x1x16x512xbf16>) scale = 0.0416666679
+    dhs.sparse_attention queries(%q : memref<2x1x16x576xbf16>)
+        rows(%rows : memref<2x1x256xi32>) ...
+        pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 1024, host = ?>)
+        layer = 0 output(%o : memref<2x1x16x512xbf16>) scale = 0.0416666679
     ```
-    After:
+    After (2 CTAs are fewer than `min-blocks`: each query's 256 rows are
+    split over 8):
     ```mlir
-    %hbm = dhs.pool_tier hbm of %pool : ... -> memref<1024x576xbf16>
-    %host = dhs.pool_tier host of %pool : ... -> memref<?x576xbf16>
     %status = dhs.step_status : memref<1xi32>
-    gpu.launch_func @sparse_attention_0::@sparse_attention_0
-        blocks in (%c2, %c1, %c1) threads in (%c512, %c1, %c1)  // min-blocks=0
-        args(%q : memref<2x1x16x576xbf16>, ...)
-    gpu.module @sparse_attention_0 {
-      gpu.func @sparse_attention_0(...) workgroup(...) kernel { ... }
+    %partials = dhs.scratch {offset = 0 : i64} : memref<2x1x16x8x514xf32>
+    %host = dhs.pool_tier host of %pool : ... -> memref<?x1x1152xi8>
+    %hbm = dhs.pool_tier hbm of %pool : ... -> memref<1024x1x1152xi8>
+    gpu.launch_func @sparse_attention::@sparse_attention
+        blocks in (%c2, %c1, %c8) threads in (%c512, %c1, %c1)
+        args(%q : memref<2x1x16x576xbf16>, ..., %o : memref<2x1x16x512xbf16>,
+             %partials : memref<2x1x16x8x514xf32>, %status : memref<1xi32>)
+    gpu.launch_func @attention_combine::@attention_combine
+        blocks in (%c2, %c1, %c1) threads in (%c512, %c1, %c1)
+        args(%partials : memref<2x1x16x8x514xf32>, %o : memref<2x1x16x512xbf16>)
+    gpu.module @sparse_attention {
+      gpu.func @sparse_attention(...) workgroup(...) kernel { ... }
     }
+    gpu.module @attention_combine { ... }
     ```
   }];
   let options = [
