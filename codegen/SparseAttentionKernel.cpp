@@ -680,34 +680,27 @@ void SparseAttentionKernelEmitter::emit() {
   queries = func.getArgument(0);
   rowIds = func.getArgument(1);
   slots = func.getArgument(2);
+  // The arguments in buildSparseAttentionKernel's order.
+  unsigned next = 3;
   if (config.staged) {
-    unsigned next = 4;
+    ++next; // the staging buffer, viewed as a tier below
     if (config.indexed)
       stagingIndex = func.getArgument(next++);
     hbm = func.getArgument(next++);
-    if (config.windowSize > 0) {
-      window = func.getArgument(next++);
-      windowTokens = func.getArgument(next++);
-    }
-    output = func.getArgument(next++);
-    if (config.splits > 1)
-      partials = func.getArgument(next++);
-    status = func.getArgument(next++);
   } else {
-    historyStart = func.getArgument(3);
-    historyLen = func.getArgument(4);
-    hbm = func.getArgument(5);
-    host = func.getArgument(6);
-    unsigned next = 7;
-    if (config.windowSize > 0) {
-      window = func.getArgument(next++);
-      windowTokens = func.getArgument(next++);
-    }
-    output = func.getArgument(next++);
-    if (config.splits > 1)
-      partials = func.getArgument(next++);
-    status = func.getArgument(next++);
+    historyStart = func.getArgument(next++);
+    historyLen = func.getArgument(next++);
+    hbm = func.getArgument(next++);
+    host = func.getArgument(next++);
   }
+  if (config.windowSize > 0) {
+    window = func.getArgument(next++);
+    windowTokens = func.getArgument(next++);
+  }
+  output = func.getArgument(next++);
+  if (config.splits > 1)
+    partials = func.getArgument(next++);
+  status = func.getArgument(next++);
   tile = func.getWorkgroupAttributions()[0];
   rowSource = func.getWorkgroupAttributions()[1];
   rowIndex = func.getWorkgroupAttributions()[2];
