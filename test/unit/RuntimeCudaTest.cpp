@@ -289,13 +289,22 @@ RuntimeConfig groupConfig(std::int32_t layers, std::int32_t G) {
 }
 
 /// Why the layer-group CUDA tests cannot run here ("" when they can).
-std::string groupStepsUnavailable(int G) {
+/// The compiled placement step (examples/place_rows_step.mlir).
+std::string placementStep() { return dhs::test::compiledStepsDir() + "/place_rows"; }
+
+/// Why the layer-group steps for groups of G layers (`variant` "" or
+/// "_resolved") and, with `placement`, the placement step cannot be loaded,
+/// or "".
+std::string groupStepsUnavailable(int G, const std::string &variant = "",
+                                  bool placement = false) {
   if (dhs::test::groupStepsDir().empty())
     return "the layer-group steps were not compiled (DHS_BUILD_COMPILER is OFF; set "
            "DHS_TEST_GROUP_STEPS_DIR)";
-  for (const std::string &dir : dhs::test::groupSteps(G))
+  for (const std::string &dir : dhs::test::groupSteps(G, variant))
     if (!std::ifstream(dir + "/manifest.json"))
       return "no compiled step at " + dir;
+  if (placement && !std::ifstream(placementStep() + "/manifest.json"))
+    return "no compiled step at " + placementStep();
   return "";
 }
 
@@ -465,10 +474,10 @@ TEST_CASE("a placement step: promotions by kernel, the residency maps on the dev
   const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 530;
   INFO("DHS_TEST_SEED=" << seed - 530);
-  const std::string placement = dhs::test::compiledStepsDir() + "/place_rows";
-  const std::string missing = groupStepsUnavailable(4);
-  if (!missing.empty() || !std::ifstream(placement + "/manifest.json")) {
-    WARN("SKIPPED: " << (missing.empty() ? "no compiled step at " + placement : missing));
+  const std::string placement = placementStep();
+  const std::string missing = groupStepsUnavailable(4, "", /*placement=*/true);
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
     return;
   }
   const std::int32_t layers = 8;
@@ -523,13 +532,13 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
   const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 540;
   INFO("DHS_TEST_SEED=" << seed - 540);
-  const std::string placement = dhs::test::compiledStepsDir() + "/place_rows";
+  const std::string placement = placementStep();
+  const std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
   const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
-  for (const std::string &dir : resolved)
-    if (!std::ifstream(dir + "/manifest.json") || !std::ifstream(placement + "/manifest.json")) {
-      WARN("SKIPPED: no compiled step at " << dir << " or " << placement);
-      return;
-    }
   const std::int32_t layers = 8;
   RuntimeConfig config = groupConfig(layers, 4);
   if (!gpuOrSkip(config, resolved))
