@@ -459,11 +459,15 @@ std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
 // Draft rings
 //===----------------------------------------------------------------------===//
 
-void Runtime::loadDraftStep(const std::string &stepDirectory) {
-  requireStep("load draft step");
+Manifest Runtime::loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const {
+  requireStep(what);
   ManifestLoadOptions options;
   options.requirePtx = tiers_->acceptsDevicePointers(); // CUDA tiers run its kernels
-  loadDraftStep(Manifest::load(stepDirectory, options));
+  return Manifest::load(stepDirectory, options);
+}
+
+void Runtime::loadDraftStep(const std::string &stepDirectory) {
+  loadDraftStep(loadAuxiliaryStep(stepDirectory, "load draft step"));
 }
 
 void Runtime::loadDraftStep(const Manifest &manifest) {
@@ -1098,10 +1102,7 @@ void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
 }
 
 void Runtime::loadPlacementStep(const std::string &stepDirectory) {
-  requireStep("load placement step");
-  ManifestLoadOptions options;
-  options.requirePtx = tiers_->acceptsDevicePointers(); // CUDA tiers run its kernel
-  loadPlacementStep(Manifest::load(stepDirectory, options));
+  loadPlacementStep(loadAuxiliaryStep(stepDirectory, "load placement step"));
 }
 
 void Runtime::loadPlacementStep(const Manifest &manifest) {

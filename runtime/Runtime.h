@@ -284,6 +284,9 @@ public:
 private:
   std::int32_t indexOf(std::uint64_t id, const char *what) const;
   void requireStep(const char *what) const;
+  /// Loads the manifest of a step the tiers run beside the attention steps
+  /// (draft rings, placement), with its PTX where the tiers run kernels.
+  Manifest loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const;
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const TierBackend::StepLog &log);
