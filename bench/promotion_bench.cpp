@@ -36,8 +36,7 @@ namespace {
 
 /// Median of `runs` timings (ms) of `work`, each from its first enqueue to
 /// the end of the stream.
-template <typename Work>
-double medianMs(CUstream stream, int runs, Work work) {
+template <typename Work> double medianMs(CUstream stream, int runs, Work work) {
   std::vector<double> ms;
   for (int i = 0; i < runs + 1; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -73,8 +72,7 @@ int main(int argc, char **argv) {
       counts = {256, 1024, 4096, 16384};
     const CudaDriver &cuda = CudaDriver::instance();
     if (!cuda.available()) {
-      std::fprintf(stderr, "dhs-promotion-bench: no GPU: %s\n",
-                   cuda.unavailableReason().c_str());
+      std::fprintf(stderr, "dhs-promotion-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
       return 1;
     }
     CudaBackend backend(manifest, 0);
@@ -161,8 +159,7 @@ int main(int argc, char **argv) {
           }
           cuda.check(cuda.memcpyHtoDAsync(placeRows.get(), listRows, perLaunch * 8, stream.get()),
                      "rows");
-          cuda.check(cuda.memcpyHtoDAsync(placeSlots.get(), listSlots, perLaunch * 4,
-                                          stream.get()),
+          cuda.check(cuda.memcpyHtoDAsync(placeSlots.get(), listSlots, perLaunch * 4, stream.get()),
                      "slots");
           backend.launchAsync(buffers, stream.get());
         }

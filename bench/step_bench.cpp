@@ -67,7 +67,8 @@ int main(int argc, char **argv) {
     std::vector<std::int32_t> rows(static_cast<std::size_t>(rt.groups() * perGroup));
     std::vector<bf16_t> q(static_cast<std::size_t>(L * s.batch * s.queries * s.heads * s.qkDim),
                           floatToBf16(0.25f));
-    std::vector<bf16_t> outHost(static_cast<std::size_t>(L * s.batch * s.queries * s.heads * s.vDim)),
+    std::vector<bf16_t> outHost(
+        static_cast<std::size_t>(L * s.batch * s.queries * s.heads * s.vDim)),
         outDevice(outHost.size());
     DeviceBuffer deviceRows(rows.size() * 4, "selections");
     auto randomSelections = [&] {
@@ -117,9 +118,8 @@ int main(int argc, char **argv) {
         auto t0 = std::chrono::steady_clock::now();
         rt.beginStep(ids.data(), s.batch);
         const std::int32_t *selections =
-            memory == MemorySpace::Device
-                ? reinterpret_cast<const std::int32_t *>(deviceRows.get())
-                : rows.data();
+            memory == MemorySpace::Device ? reinterpret_cast<const std::int32_t *>(deviceRows.get())
+                                          : rows.data();
         for (std::int32_t g = 0; g < rt.groups(); ++g)
           rt.selectGroup(g, selections + g * perGroup, memory);
         auto t1 = std::chrono::steady_clock::now();
@@ -178,8 +178,8 @@ int main(int argc, char **argv) {
     };
     report("host selections", missStats, missSelect, missAttend, missEnd, hitStats, hitSelect,
            hitAttend, hitEnd);
-    report("device selections (booked from the step log)", dMissStats, dMissSelect,
-           dMissAttend, dMissEnd, dHitStats, dHitSelect, dHitAttend, dHitEnd);
+    report("device selections (booked from the step log)", dMissStats, dMissSelect, dMissAttend,
+           dMissEnd, dHitStats, dHitSelect, dHitAttend, dHitEnd);
     return differing == 0 ? 0 : 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "dhs-step-bench: %s\n", e.what());

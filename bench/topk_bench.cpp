@@ -33,12 +33,10 @@ int main(int argc, char **argv) {
       throw Error(std::string(argv[1]) + " is not a single topk step");
     const CudaDriver &cuda = CudaDriver::instance();
     if (!cuda.available()) {
-      std::fprintf(stderr, "dhs-topk-bench: no GPU: %s\n",
-                   cuda.unavailableReason().c_str());
+      std::fprintf(stderr, "dhs-topk-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
       return 1;
     }
-    const std::vector<std::int64_t> &shape =
-        manifest.argument(ArgumentRole::Scores).shape;
+    const std::vector<std::int64_t> &shape = manifest.argument(ArgumentRole::Scores).shape;
     const std::int64_t B = shape[0], Q = shape[1], N = shape[2];
     const std::int64_t K = manifest.argument(ArgumentRole::RowIds).shape[2];
     std::vector<float> scores(static_cast<std::size_t>(B * Q * N));
@@ -46,8 +44,7 @@ int main(int argc, char **argv) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (float &s : scores)
       s = normal(rng);
-    std::vector<std::int32_t> length(static_cast<std::size_t>(B),
-                                     static_cast<std::int32_t>(N));
+    std::vector<std::int32_t> length(static_cast<std::size_t>(B), static_cast<std::int32_t>(N));
 
     CudaBackend backend(manifest, 0);
     backend.makeCurrent();
@@ -55,8 +52,7 @@ int main(int argc, char **argv) {
     DeviceBuffer lengthBuffer(length.size() * 4, "history_len");
     DeviceBuffer rowsBuffer(static_cast<std::size_t>(B * Q * K) * 4, "rows");
     DeviceBuffer status(4, "status");
-    cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4),
-               "scores");
+    cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4), "scores");
     cuda.check(cuda.memcpyHtoD(lengthBuffer.get(), length.data(), length.size() * 4),
                "history_len");
     cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
@@ -70,15 +66,13 @@ int main(int argc, char **argv) {
     // Check the last query of the last request against a CPU partial sort.
     std::vector<std::int32_t> got(static_cast<std::size_t>(K));
     const std::size_t last = static_cast<std::size_t>((B * Q - 1) * K);
-    cuda.check(cuda.memcpyDtoH(got.data(), rowsBuffer.get() + last * 4, got.size() * 4),
-               "rows");
+    cuda.check(cuda.memcpyDtoH(got.data(), rowsBuffer.get() + last * 4, got.size() * 4), "rows");
     const float *row = &scores[static_cast<std::size_t>((B * Q - 1) * N)];
     std::vector<std::int32_t> ids(static_cast<std::size_t>(N));
     std::iota(ids.begin(), ids.end(), 0);
-    std::partial_sort(ids.begin(), ids.begin() + K, ids.end(),
-                      [&](std::int32_t x, std::int32_t y) {
-                        return row[x] != row[y] ? row[x] > row[y] : x < y;
-                      });
+    std::partial_sort(ids.begin(), ids.begin() + K, ids.end(), [&](std::int32_t x, std::int32_t y) {
+      return row[x] != row[y] ? row[x] > row[y] : x < y;
+    });
     if (!std::equal(got.begin(), got.end(), ids.begin()))
       throw Error("the selection differs from the CPU partial sort");
 
@@ -98,8 +92,8 @@ int main(int argc, char **argv) {
     const double median = times[times.size() / 2];
     std::printf("dhs_topk B=%lld Q=%lld N=%lld K=%lld median_ms=%.4f "
                 "score_GBps=%.1f checked=1\n",
-                static_cast<long long>(B), static_cast<long long>(Q),
-                static_cast<long long>(N), static_cast<long long>(K), median,
+                static_cast<long long>(B), static_cast<long long>(Q), static_cast<long long>(N),
+                static_cast<long long>(K), median,
                 static_cast<double>(scores.size()) * 4 / (median * 1e6));
     return 0;
   } catch (const std::exception &e) {

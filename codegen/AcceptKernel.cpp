@@ -27,13 +27,12 @@ static constexpr int64_t kWarpSize = 32;
 static constexpr int64_t kWarps = kThreads / kWarpSize;
 
 /// The rejection-sampling form (see buildAcceptKernel).
-static FailureOr<gpu::GPUFuncOp>
-buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
-                             KernelGeometry &geometry);
+static FailureOr<gpu::GPUFuncOp> buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op,
+                                                              StringRef name,
+                                                              KernelGeometry &geometry);
 
-FailureOr<gpu::GPUFuncOp>
-mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
-                             KernelGeometry &geometry) {
+FailureOr<gpu::GPUFuncOp> mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op,
+                                                       StringRef name, KernelGeometry &geometry) {
   if (op.getRule() == AcceptRule::rejection_sampling)
     return buildRejectionSamplingKernel(builder, op, name, geometry);
   MemRefType draft = op.getDraft().getType();
@@ -49,22 +48,17 @@ mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
   Type f32 = builder.getF32Type(), i32 = builder.getI32Type();
   gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
-      {draft, target, op.getSeeds().getType(), op.getStep().getType(),
-       op.getAccepted().getType(), op.getNextToken().getType()},
+      {draft, target, op.getSeeds().getType(), op.getStep().getType(), op.getAccepted().getType(),
+       op.getNextToken().getType()},
       kThreads,
-      {sharedBuffer(kWarps, f32), sharedBuffer(kWarps, i32),
-       sharedBuffer(gamma + 1, i32)});
+      {sharedBuffer(kWarps, f32), sharedBuffer(kWarps, i32), sharedBuffer(gamma + 1, i32)});
   geometry.grid = {batch, 1, 1};
   geometry.block = {kThreads, 1, 1};
 
   ImplicitLocOpBuilder b(loc, builder);
   b.setInsertionPointToStart(&func.getBody().front());
-  auto index = [&](int64_t v) -> Value {
-    return arith::ConstantIndexOp::create(b, v);
-  };
-  auto c32 = [&](int64_t v) -> Value {
-    return arith::ConstantIntOp::create(b, v, 32);
-  };
+  auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
+  auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
   Value draftArg = func.getArgument(0), targetArg = func.getArgument(1);
   Value acceptedArg = func.getArgument(4), nextArg = func.getArgument(5);
   Value warpValues = func.getWorkgroupAttributions()[0];
@@ -74,62 +68,53 @@ mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
   Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
   Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
-  Value negInf = arith::ConstantFloatOp::create(
-      b, b.getF32Type(), APFloat(-std::numeric_limits<float>::infinity()));
+  Value negInf = arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                                APFloat(-std::numeric_limits<float>::infinity()));
 
   /// (value, token) wins over (v2, t2): larger value, then lower token.
   auto better = [&](Value v1, Value t1, Value v2, Value t2) {
-    Value larger =
-        arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, v1, v2);
-    Value tie = arith::AndIOp::create(
-        b, arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v1, v2),
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, t1, t2));
+    Value larger = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, v1, v2);
+    Value tie =
+        arith::AndIOp::create(b, arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v1, v2),
+                              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, t1, t2));
     return arith::OrIOp::create(b, larger, tie);
   };
   /// Folds the warp's pairs into every lane.
   auto warpArgmax = [&](Value v, Value t) -> std::pair<Value, Value> {
     for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
-      Value ov = gpu::ShuffleOp::create(b, v, offset, kWarpSize,
-                                        gpu::ShuffleMode::XOR)
-                     .getShuffleResult();
-      Value ot = gpu::ShuffleOp::create(b, t, offset, kWarpSize,
-                                        gpu::ShuffleMode::XOR)
-                     .getShuffleResult();
+      Value ov =
+          gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR).getShuffleResult();
+      Value ot =
+          gpu::ShuffleOp::create(b, t, offset, kWarpSize, gpu::ShuffleMode::XOR).getShuffleResult();
       Value take = better(ov, ot, v, t);
       v = arith::SelectOp::create(b, take, ov, v);
       t = arith::SelectOp::create(b, take, ot, t);
     }
     return {v, t};
   };
-  Value isLane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
-                                        index(0));
-  Value isWarp0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp,
-                                        index(0));
+  Value isLane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0));
+  Value isWarp0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp, index(0));
 
   // One block argmax per verified position.
-  auto positions =
-      scf::ForOp::create(b, index(0), index(gamma + 1), index(1));
+  auto positions = scf::ForOp::create(b, index(0), index(gamma + 1), index(1));
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(positions.getBody()->getTerminator());
     Value position = positions.getInductionVar();
-    auto scan = scf::ForOp::create(b, tid, index(vocabulary), index(kThreads),
-                                   ValueRange{negInf, c32(0)});
+    auto scan =
+        scf::ForOp::create(b, tid, index(vocabulary), index(kThreads), ValueRange{negInf, c32(0)});
     {
       OpBuilder::InsertionGuard scanGuard(b);
       b.setInsertionPointToStart(scan.getBody());
       Value token = scan.getInductionVar();
-      Value p = memref::LoadOp::create(b, targetArg,
-                                       ValueRange{request, position, token});
+      Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, position, token});
       Value t = arith::IndexCastOp::create(b, i32, token);
       Value bestV = scan.getRegionIterArgs()[0];
       Value bestT = scan.getRegionIterArgs()[1];
       // Strided visits are in increasing token order: keep the first max.
-      Value take = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, p,
-                                         bestV);
-      scf::YieldOp::create(
-          b, ValueRange{arith::SelectOp::create(b, take, p, bestV),
-                        arith::SelectOp::create(b, take, t, bestT)});
+      Value take = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, p, bestV);
+      scf::YieldOp::create(b, ValueRange{arith::SelectOp::create(b, take, p, bestV),
+                                         arith::SelectOp::create(b, take, t, bestT)});
     }
     auto [v, t] = warpArgmax(scan.getResult(0), scan.getResult(1));
     auto writeWarp = scf::IfOp::create(b, isLane0, /*withElse=*/false);
@@ -157,15 +142,13 @@ mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
   }
 
   // Thread 0 accepts drafts while they match the target's argmax.
-  Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid,
-                                          index(0));
+  Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
   auto decide = scf::IfOp::create(b, isThread0, /*withElse=*/false);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(decide.thenBlock()->getTerminator());
     // Accepted count: positions before the first mismatch.
-    auto walk = scf::ForOp::create(b, index(0), index(gamma), index(1),
-                                   ValueRange{c32(0), c32(1)});
+    auto walk = scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
     {
       OpBuilder::InsertionGuard wg(b);
       b.setInsertionPointToStart(walk.getBody());
@@ -175,18 +158,15 @@ mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
       Value drafted = memref::LoadOp::create(b, draftArg, ValueRange{request, i});
       Value best = memref::LoadOp::create(b, argmaxes, ValueRange{i});
       Value still = arith::AndIOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ne, matching, c32(0)),
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, matching, c32(0)),
           arith::CmpIOp::create(b, arith::CmpIPredicate::eq, drafted, best));
       Value still32 = arith::ExtUIOp::create(b, i32, still);
-      scf::YieldOp::create(
-          b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
+      scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
     }
     Value accepted = walk.getResult(0);
     memref::StoreOp::create(b, accepted, acceptedArg, ValueRange{request});
     Value next = memref::LoadOp::create(
-        b, argmaxes, ValueRange{arith::IndexCastOp::create(
-                         b, b.getIndexType(), accepted)});
+        b, argmaxes, ValueRange{arith::IndexCastOp::create(b, b.getIndexType(), accepted)});
     memref::StoreOp::create(b, next, nextArg, ValueRange{request});
   }
   gpu::ReturnOp::create(b);
@@ -199,34 +179,28 @@ static Value splitmix64(ImplicitLocOpBuilder &b, Value x) {
     return arith::ConstantIntOp::create(b, static_cast<int64_t>(v), 64);
   };
   Value z = arith::AddIOp::create(b, x, c(0x9E3779B97F4A7C15ull));
-  z = arith::MulIOp::create(
-      b, arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(30))),
-      c(0xBF58476D1CE4E5B9ull));
-  z = arith::MulIOp::create(
-      b, arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(27))),
-      c(0x94D049BB133111EBull));
+  z = arith::MulIOp::create(b, arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(30))),
+                            c(0xBF58476D1CE4E5B9ull));
+  z = arith::MulIOp::create(b, arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(27))),
+                            c(0x94D049BB133111EBull));
   return arith::XOrIOp::create(b, z, arith::ShRUIOp::create(b, z, c(31)));
 }
 
 /// A uniform f32 in [0, 1) from (seed, step, counter): 24 random bits, exact.
-static Value uniform(ImplicitLocOpBuilder &b, Value seed, Value step,
-                     Value counter) {
+static Value uniform(ImplicitLocOpBuilder &b, Value seed, Value step, Value counter) {
   Value z = splitmix64(
       b, arith::XOrIOp::create(
-             b, splitmix64(b, arith::XOrIOp::create(b, splitmix64(b, seed), step)),
-             counter));
+             b, splitmix64(b, arith::XOrIOp::create(b, splitmix64(b, seed), step)), counter));
   Value bits = arith::TruncIOp::create(
-      b, b.getI32Type(),
-      arith::ShRUIOp::create(b, z, arith::ConstantIntOp::create(b, 40, 64)));
+      b, b.getI32Type(), arith::ShRUIOp::create(b, z, arith::ConstantIntOp::create(b, 40, 64)));
   return arith::MulFOp::create(
       b, arith::UIToFPOp::create(b, b.getF32Type(), bits),
-      arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                     APFloat(1.0f / 16777216.0f)));
+      arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(1.0f / 16777216.0f)));
 }
 
-static FailureOr<gpu::GPUFuncOp>
-buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
-                             KernelGeometry &geometry) {
+static FailureOr<gpu::GPUFuncOp> buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op,
+                                                              StringRef name,
+                                                              KernelGeometry &geometry) {
   MemRefType draft = op.getDraft().getType();
   MemRefType target = op.getTarget().getType();
   if (!draft.hasStaticShape() || !target.hasStaticShape())
@@ -237,30 +211,24 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
 
   Location loc = op.getLoc();
   Type f32 = builder.getF32Type(), i32 = builder.getI32Type();
-  gpu::GPUFuncOp func = createKernel(
-      builder, loc, name,
-      {draft, target, op.getDraftProbs().getType(), op.getSeeds().getType(),
-       op.getStep().getType(), op.getAccepted().getType(),
-       op.getNextToken().getType()},
-      kThreads, {sharedBuffer(kWarps, f32), sharedBuffer(1, i32)});
+  gpu::GPUFuncOp func = createKernel(builder, loc, name,
+                                     {draft, target, op.getDraftProbs().getType(),
+                                      op.getSeeds().getType(), op.getStep().getType(),
+                                      op.getAccepted().getType(), op.getNextToken().getType()},
+                                     kThreads, {sharedBuffer(kWarps, f32), sharedBuffer(1, i32)});
   geometry.grid = {batch, 1, 1};
   geometry.block = {kThreads, 1, 1};
 
   ImplicitLocOpBuilder b(loc, builder);
   b.setInsertionPointToStart(&func.getBody().front());
-  auto index = [&](int64_t v) -> Value {
-    return arith::ConstantIndexOp::create(b, v);
-  };
-  auto c32 = [&](int64_t v) -> Value {
-    return arith::ConstantIntOp::create(b, v, 32);
-  };
+  auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
+  auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
   auto zeroF = [&]() -> Value {
     return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(0.0f));
   };
-  Value draftArg = func.getArgument(0), targetArg = func.getArgument(1),
-        qArg = func.getArgument(2), seedsArg = func.getArgument(3),
-        stepArg = func.getArgument(4), acceptedArg = func.getArgument(5),
-        nextArg = func.getArgument(6);
+  Value draftArg = func.getArgument(0), targetArg = func.getArgument(1), qArg = func.getArgument(2),
+        seedsArg = func.getArgument(3), stepArg = func.getArgument(4),
+        acceptedArg = func.getArgument(5), nextArg = func.getArgument(6);
   Value warpSums = func.getWorkgroupAttributions()[0];
   Value decision = func.getWorkgroupAttributions()[1];
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -269,8 +237,7 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
   Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
   Value seed = memref::LoadOp::create(b, seedsArg, ValueRange{request});
   Value step = memref::LoadOp::create(b, stepArg, ValueRange{index(0)});
-  Value isThread0 =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
+  Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
 
   // 1. Thread 0 accepts draft i with probability min(1, p(x) / q(x)):
   // u q(x) < p(x), u from (seed, step, i); the count stops at the first
@@ -279,8 +246,7 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(walkIf.thenBlock()->getTerminator());
-    auto walk = scf::ForOp::create(b, index(0), index(gamma), index(1),
-                                   ValueRange{c32(0), c32(1)});
+    auto walk = scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
     {
       OpBuilder::InsertionGuard wg(b);
       b.setInsertionPointToStart(walk.getBody());
@@ -288,25 +254,19 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
       Value count = walk.getRegionIterArgs()[0];
       Value going = walk.getRegionIterArgs()[1];
       Value x = arith::IndexCastOp::create(
-          b, b.getIndexType(),
-          memref::LoadOp::create(b, draftArg, ValueRange{request, i}));
+          b, b.getIndexType(), memref::LoadOp::create(b, draftArg, ValueRange{request, i}));
       Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, i, x});
       Value q = memref::LoadOp::create(b, qArg, ValueRange{request, i, x});
-      Value u = uniform(b, seed, step,
-                        arith::IndexCastOp::create(b, b.getI64Type(), i));
-      Value ok = arith::CmpFOp::create(b, arith::CmpFPredicate::OLT,
-                                       arith::MulFOp::create(b, u, q), p);
+      Value u = uniform(b, seed, step, arith::IndexCastOp::create(b, b.getI64Type(), i));
+      Value ok =
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q), p);
       Value still = arith::AndIOp::create(
-          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, going, c32(0)),
-          ok);
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, going, c32(0)), ok);
       Value still32 = arith::ExtUIOp::create(b, i32, still);
-      scf::YieldOp::create(
-          b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
+      scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
     }
-    memref::StoreOp::create(b, walk.getResult(0), decision,
-                            ValueRange{index(0)});
-    memref::StoreOp::create(b, walk.getResult(0), acceptedArg,
-                            ValueRange{request});
+    memref::StoreOp::create(b, walk.getResult(0), decision, ValueRange{index(0)});
+    memref::StoreOp::create(b, walk.getResult(0), acceptedArg, ValueRange{request});
   }
   gpu::BarrierOp::create(b);
 
@@ -324,44 +284,37 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
     b.setInsertionPoint(reset.thenBlock()->getTerminator());
     memref::StoreOp::create(b, c32(-1), decision, ValueRange{index(0)});
   }
-  Value bonus = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, n32,
-                                      c32(gamma));
+  Value bonus = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, n32, c32(gamma));
   // q at position n exists only for n < gamma.
   Value qPosition = arith::SelectOp::create(b, bonus, index(0), n);
   auto weight = [&](Value token) -> Value {
     Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, n, token});
     Value q = memref::LoadOp::create(b, qArg, ValueRange{request, qPosition, token});
-    Value residual = arith::MaximumFOp::create(
-        b, arith::SubFOp::create(b, p, q), zeroF());
+    Value residual = arith::MaximumFOp::create(b, arith::SubFOp::create(b, p, q), zeroF());
     return arith::SelectOp::create(b, bonus, p, residual);
   };
-  Value begin = arith::MinUIOp::create(
-      b, arith::MulIOp::create(b, tid, index(chunk)), index(vocabulary));
-  Value end = arith::MinUIOp::create(
-      b, arith::AddIOp::create(b, begin, index(chunk)), index(vocabulary));
+  Value begin =
+      arith::MinUIOp::create(b, arith::MulIOp::create(b, tid, index(chunk)), index(vocabulary));
+  Value end =
+      arith::MinUIOp::create(b, arith::AddIOp::create(b, begin, index(chunk)), index(vocabulary));
   auto local = scf::ForOp::create(b, begin, end, index(1), ValueRange{zeroF()});
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(local.getBody());
     scf::YieldOp::create(
-        b, arith::AddFOp::create(b, local.getRegionIterArgs()[0],
-                                 weight(local.getInductionVar()))
+        b, arith::AddFOp::create(b, local.getRegionIterArgs()[0], weight(local.getInductionVar()))
                .getResult());
   }
   Value mine = local.getResult(0);
   // Inclusive scan within the warp.
   Value scan = mine;
   for (int64_t offset = 1; offset < kWarpSize; offset *= 2) {
-    Value up = gpu::ShuffleOp::create(b, scan, offset, kWarpSize,
-                                      gpu::ShuffleMode::UP)
-                   .getShuffleResult();
-    Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, lane,
-                                      index(offset));
-    scan = arith::AddFOp::create(b, scan,
-                                 arith::SelectOp::create(b, has, up, zeroF()));
+    Value up =
+        gpu::ShuffleOp::create(b, scan, offset, kWarpSize, gpu::ShuffleMode::UP).getShuffleResult();
+    Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, lane, index(offset));
+    scan = arith::AddFOp::create(b, scan, arith::SelectOp::create(b, has, up, zeroF()));
   }
-  Value isLast = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
-                                       index(kWarpSize - 1));
+  Value isLast = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(kWarpSize - 1));
   auto publish = scf::IfOp::create(b, isLast, /*withElse=*/false);
   {
     OpBuilder::InsertionGuard g(b);
@@ -370,35 +323,29 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
   }
   gpu::BarrierOp::create(b);
   // Warps before this one, and everything.
-  auto totals = scf::ForOp::create(b, index(0), index(kWarps), index(1),
-                                   ValueRange{zeroF(), zeroF()});
+  auto totals =
+      scf::ForOp::create(b, index(0), index(kWarps), index(1), ValueRange{zeroF(), zeroF()});
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(totals.getBody());
     Value w = totals.getInductionVar();
     Value sum = memref::LoadOp::create(b, warpSums, ValueRange{w});
     Value before = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, warp);
-    Value prior = arith::AddFOp::create(
-        b, totals.getRegionIterArgs()[0],
-        arith::SelectOp::create(b, before, sum, zeroF()));
+    Value prior = arith::AddFOp::create(b, totals.getRegionIterArgs()[0],
+                                        arith::SelectOp::create(b, before, sum, zeroF()));
     scf::YieldOp::create(
-        b, ValueRange{prior, arith::AddFOp::create(
-                                 b, totals.getRegionIterArgs()[1], sum)});
+        b, ValueRange{prior, arith::AddFOp::create(b, totals.getRegionIterArgs()[1], sum)});
   }
-  Value exclusive = arith::AddFOp::create(
-      b, totals.getResult(0), arith::SubFOp::create(b, scan, mine));
+  Value exclusive =
+      arith::AddFOp::create(b, totals.getResult(0), arith::SubFOp::create(b, scan, mine));
   Value total = totals.getResult(1);
-  Value counter = arith::AddIOp::create(
-      b, arith::ConstantIntOp::create(b, gamma, 64),
-      arith::ExtUIOp::create(b, b.getI64Type(), n32));
-  Value threshold =
-      arith::MulFOp::create(b, uniform(b, seed, step, counter), total);
+  Value counter = arith::AddIOp::create(b, arith::ConstantIntOp::create(b, gamma, 64),
+                                        arith::ExtUIOp::create(b, b.getI64Type(), n32));
+  Value threshold = arith::MulFOp::create(b, uniform(b, seed, step, counter), total);
   // The owner: exclusive <= threshold < exclusive + mine (the last thread
   // with weight also takes a threshold lost to rounding at the very end).
   Value owns = arith::AndIOp::create(
-      b,
-      arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, exclusive,
-                            threshold),
+      b, arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, exclusive, threshold),
       arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, threshold,
                             arith::AddFOp::create(b, exclusive, mine)));
   auto pick = scf::IfOp::create(b, owns, /*withElse=*/false);
@@ -407,8 +354,8 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
     b.setInsertionPoint(pick.thenBlock()->getTerminator());
     // First token whose running sum passes the threshold; the chunk's last
     // token with weight if rounding leaves none.
-    auto find = scf::ForOp::create(b, begin, end, index(1),
-                                   ValueRange{exclusive, c32(-1), c32(-1)});
+    auto find =
+        scf::ForOp::create(b, begin, end, index(1), ValueRange{exclusive, c32(-1), c32(-1)});
     {
       OpBuilder::InsertionGuard fg(b);
       b.setInsertionPointToStart(find.getBody());
@@ -418,24 +365,16 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
       Value found = find.getRegionIterArgs()[1];
       Value lastPositive = find.getRegionIterArgs()[2];
       Value t32 = arith::IndexCastOp::create(b, i32, t);
-      Value none = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, found,
-                                         c32(-1));
-      Value passes = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
-                                           running, threshold);
-      Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, w,
-                                             zeroF());
-      scf::YieldOp::create(
-          b, ValueRange{running,
-                        arith::SelectOp::create(
-                            b, arith::AndIOp::create(b, none, passes), t32,
-                            found),
-                        arith::SelectOp::create(b, positive, t32,
-                                                lastPositive)});
+      Value none = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, found, c32(-1));
+      Value passes = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, running, threshold);
+      Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, w, zeroF());
+      scf::YieldOp::create(b, ValueRange{running,
+                                         arith::SelectOp::create(
+                                             b, arith::AndIOp::create(b, none, passes), t32, found),
+                                         arith::SelectOp::create(b, positive, t32, lastPositive)});
     }
     Value token = arith::SelectOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, find.getResult(1),
-                              c32(-1)),
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, find.getResult(1), c32(-1)),
         find.getResult(2), find.getResult(1));
     memref::StoreOp::create(b, token, decision, ValueRange{index(0)});
   }
@@ -447,33 +386,29 @@ buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op, StringRef name,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(finish.thenBlock()->getTerminator());
     Value picked = memref::LoadOp::create(b, decision, ValueRange{index(0)});
-    Value missing =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, picked, c32(-1));
+    Value missing = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, picked, c32(-1));
     auto fallback = scf::IfOp::create(b, TypeRange{i32}, missing,
                                       /*withElse=*/true);
     {
       OpBuilder::InsertionGuard fg(b);
       b.setInsertionPointToStart(fallback.thenBlock());
-      auto scanAll = scf::ForOp::create(b, index(0), index(vocabulary),
-                                        index(1), ValueRange{c32(0)});
+      auto scanAll =
+          scf::ForOp::create(b, index(0), index(vocabulary), index(1), ValueRange{c32(0)});
       {
         OpBuilder::InsertionGuard sg(b);
         b.setInsertionPointToStart(scanAll.getBody());
         Value t = scanAll.getInductionVar();
-        Value positive = arith::CmpFOp::create(
-            b, arith::CmpFPredicate::OGT, weight(t), zeroF());
-        scf::YieldOp::create(
-            b, arith::SelectOp::create(
-                   b, positive, arith::IndexCastOp::create(b, i32, t),
-                   scanAll.getRegionIterArgs()[0])
-                   .getResult());
+        Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, weight(t), zeroF());
+        scf::YieldOp::create(b, arith::SelectOp::create(b, positive,
+                                                        arith::IndexCastOp::create(b, i32, t),
+                                                        scanAll.getRegionIterArgs()[0])
+                                    .getResult());
       }
       scf::YieldOp::create(b, scanAll.getResult(0));
       b.setInsertionPointToStart(fallback.elseBlock());
       scf::YieldOp::create(b, picked);
     }
-    memref::StoreOp::create(b, fallback.getResult(0), nextArg,
-                            ValueRange{request});
+    memref::StoreOp::create(b, fallback.getResult(0), nextArg, ValueRange{request});
   }
   gpu::ReturnOp::create(b);
   return func;

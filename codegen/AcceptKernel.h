@@ -17,8 +17,7 @@ namespace mlir::dhs {
 /// uniform from a counter-based generator keyed by (seed, step, i), and the
 /// block samples the next token from norm(max(0, p - q)) at the first
 /// rejection, or from p after gamma acceptances (u from counter gamma + n).
-FailureOr<gpu::GPUFuncOp> buildAcceptKernel(OpBuilder &builder, AcceptOp op,
-                                            StringRef name,
+FailureOr<gpu::GPUFuncOp> buildAcceptKernel(OpBuilder &builder, AcceptOp op, StringRef name,
                                             KernelGeometry &geometry);
 
 } // namespace mlir::dhs

@@ -1,7 +1,7 @@
 //===- LowerToGPU.cpp - dhs attention ops to GPU kernels and launches -----===//
 
-#include "codegen/Passes.h"
 #include "codegen/AcceptKernel.h"
+#include "codegen/Passes.h"
 #include "codegen/RetrievalKernels.h"
 #include "codegen/RingKernels.h"
 #include "codegen/SparseAttentionKernel.h"
@@ -72,12 +72,11 @@ static Value getTierView(OpBuilder &builder, Value pool, Tier tier,
   builder.setInsertionPointAfterValue(pool);
   auto poolType = cast<KVPoolType>(pool.getType());
   Location loc = pool.getLoc();
-  Value view = PoolTierOp::create(builder, loc, poolType.getTierMemRefType(tier),
-                                  tier, pool);
+  Value view = PoolTierOp::create(builder, loc, poolType.getTierMemRefType(tier), tier, pool);
   MemRefType staticType = poolType.getTierMemRefType(tier);
-  auto dynamicType = MemRefType::get(
-      {ShapedType::kDynamic, staticType.getDimSize(1), staticType.getDimSize(2)},
-      staticType.getElementType());
+  auto dynamicType =
+      MemRefType::get({ShapedType::kDynamic, staticType.getDimSize(1), staticType.getDimSize(2)},
+                      staticType.getElementType());
   if (view.getType() != dynamicType)
     view = memref::CastOp::create(builder, loc, dynamicType, view);
   cache[key] = view;
@@ -94,28 +93,24 @@ static Value getPoolView(OpBuilder &builder, Value pool, ArrayRef<int64_t> shape
     return cached;
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointAfterValue(pool);
-  Value view = ViewOp::create(builder, pool.getLoc(),
-                              MemRefType::get(shape, builder.getI32Type()), pool);
+  Value view =
+      ViewOp::create(builder, pool.getLoc(), MemRefType::get(shape, builder.getI32Type()), pool);
   cache[pool] = view;
   return view;
 }
 
 /// The residency map of `pool`: memref<?xi32>.
-static Value getPoolMap(OpBuilder &builder, Value pool,
-                        DenseMap<Value, Value> &cache) {
+static Value getPoolMap(OpBuilder &builder, Value pool, DenseMap<Value, Value> &cache) {
   return getPoolView<PoolMapOp>(builder, pool, {ShapedType::kDynamic}, cache);
 }
 
 /// The replacement state of `pool`: memref<?x2xi32>.
-static Value getPoolRecency(OpBuilder &builder, Value pool,
-                            DenseMap<Value, Value> &cache) {
-  return getPoolView<PoolRecencyOp>(builder, pool, {ShapedType::kDynamic, 2},
-                                    cache);
+static Value getPoolRecency(OpBuilder &builder, Value pool, DenseMap<Value, Value> &cache) {
+  return getPoolView<PoolRecencyOp>(builder, pool, {ShapedType::kDynamic, 2}, cache);
 }
 
 /// The step log of `pool`: memref<?xi32>.
-static Value getPoolLog(OpBuilder &builder, Value pool,
-                        DenseMap<Value, Value> &cache) {
+static Value getPoolLog(OpBuilder &builder, Value pool, DenseMap<Value, Value> &cache) {
   return getPoolView<PoolLogOp>(builder, pool, {ShapedType::kDynamic}, cache);
 }
 
@@ -142,8 +137,8 @@ static Value getArenaBuffer(OpBuilder &builder, Operation *op, MemRefType type,
   func->setAttr("dhs.staging_plan", plan.getDictionary(func.getContext()));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&func.getBody().front());
-  buffer = ScratchOp::create(builder, func.getLoc(), type,
-                             builder.getI64IntegerAttr(offset), IntegerAttr());
+  buffer = ScratchOp::create(builder, func.getLoc(), type, builder.getI64IntegerAttr(offset),
+                             IntegerAttr());
   return buffer;
 }
 
@@ -155,14 +150,13 @@ static Value getStepStatus(OpBuilder &builder, Operation *op,
   if (!status) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(&func.getFunctionBody().front());
-    status = StepStatusOp::create(builder, func.getLoc(),
-                                  MemRefType::get({1}, builder.getI32Type()));
+    status =
+        StepStatusOp::create(builder, func.getLoc(), MemRefType::get({1}, builder.getI32Type()));
   }
   return status;
 }
 
-LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
-                                   StepValues &values) {
+LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValues &values) {
   ModuleOp module = getOperation();
   OpBuilder builder(module.getContext());
   Location loc = op->getLoc();
@@ -182,8 +176,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   FailureOr<SparseAttentionKernelConfig> attention = failure();
   Value partials; // split attention's partial results
   if (isa<SparseAttentionOp, AttentionOp>(op)) {
-    attention =
-        getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks);
+    attention = getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks);
     if (failed(attention))
       return failure();
     key = attention->key();
@@ -193,49 +186,47 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
       return buildSparseAttentionKernel(b, loc, name, *attention);
     };
     if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
-      operands = {fused.getQueries(),      fused.getRowIds(),
-                  fused.getSlots(),        fused.getHistoryStart(),
-                  fused.getHistoryLen(),   tier(fused.getPool(), Tier::hbm),
+      operands = {fused.getQueries(),
+                  fused.getRowIds(),
+                  fused.getSlots(),
+                  fused.getHistoryStart(),
+                  fused.getHistoryLen(),
+                  tier(fused.getPool(), Tier::hbm),
                   tier(fused.getPool(), Tier::host)};
       if (Value window = fused.getWindow())
         operands.append({window, fused.getWindowTokens()});
       operands.push_back(fused.getOutput());
-      attributes = {builder.getNamedAttr("dhs.softmax_scale",
-                                         fused.getSoftmaxScaleAttr()),
+      attributes = {builder.getNamedAttr("dhs.softmax_scale", fused.getSoftmaxScaleAttr()),
                     builder.getNamedAttr("dhs.layer", fused.getLayerAttr())};
       if (IntegerAttr size = fused.getWindowSizeAttr())
         attributes.push_back(builder.getNamedAttr("dhs.window_size", size));
     } else {
       auto staged = cast<AttentionOp>(op);
-      operands = {staged.getQueries(), staged.getRowIds(), staged.getSlots(),
-                  staged.getStaging()};
+      operands = {staged.getQueries(), staged.getRowIds(), staged.getSlots(), staged.getStaging()};
       if (Value index = staged.getStagingIndex())
         operands.push_back(index);
       operands.push_back(tier(staged.getPool(), Tier::hbm));
       if (Value window = staged.getWindow())
         operands.append({window, staged.getWindowTokens()});
       operands.push_back(staged.getOutput());
-      attributes = {builder.getNamedAttr("dhs.softmax_scale",
-                                         staged.getSoftmaxScaleAttr()),
+      attributes = {builder.getNamedAttr("dhs.softmax_scale", staged.getSoftmaxScaleAttr()),
                     builder.getNamedAttr("dhs.layer", staged.getLayerAttr())};
       if (IntegerAttr size = staged.getWindowSizeAttr())
         attributes.push_back(builder.getNamedAttr("dhs.window_size", size));
     }
     if (attention->splits > 1) {
-      partials = getArenaBuffer(builder, op,
-                                attention->partialsType(builder.getContext()),
+      partials = getArenaBuffer(builder, op, attention->partialsType(builder.getContext()),
                                 values.arenaBuffers);
       operands.push_back(partials);
-      attributes.push_back(builder.getNamedAttr(
-          "dhs.splits", builder.getI64IntegerAttr(attention->splits)));
+      attributes.push_back(
+          builder.getNamedAttr("dhs.splits", builder.getI64IntegerAttr(attention->splits)));
     }
     operands.push_back(getStepStatus(builder, op, values.statuses));
   } else if (auto fetch = dyn_cast<FetchOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "fetch/" << fetch.getRows().getType() << '/'
-       << static_cast<bool>(fetch.getSlots()) << '/' << fetch.getPool().getType()
-       << '/' << fetch.getStaging().getType();
+    os << "fetch/" << fetch.getRows().getType() << '/' << static_cast<bool>(fetch.getSlots()) << '/'
+       << fetch.getPool().getType() << '/' << fetch.getStaging().getType();
     key = text;
     build = [&](OpBuilder &b, StringRef name) {
       return buildFetchKernel(b, fetch, name, geometry);
@@ -249,8 +240,8 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   } else if (auto accept = dyn_cast<AcceptOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "accept/" << stringifyAcceptRule(accept.getRule()) << '/'
-       << accept.getDraft().getType() << '/' << accept.getTarget().getType();
+    os << "accept/" << stringifyAcceptRule(accept.getRule()) << '/' << accept.getDraft().getType()
+       << '/' << accept.getTarget().getType();
     key = text;
     build = [&](OpBuilder &b, StringRef name) {
       return buildAcceptKernel(b, accept, name, geometry);
@@ -258,17 +249,14 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     operands = {accept.getDraft(), accept.getTarget()};
     if (Value q = accept.getDraftProbs())
       operands.push_back(q);
-    operands.append({accept.getSeeds(), accept.getStep(), accept.getAccepted(),
-                     accept.getNextToken()});
+    operands.append(
+        {accept.getSeeds(), accept.getStep(), accept.getAccepted(), accept.getNextToken()});
   } else if (auto topk = dyn_cast<TopKOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "topk/" << topk.getScores().getType() << '/'
-       << topk.getRows().getType();
+    os << "topk/" << topk.getScores().getType() << '/' << topk.getRows().getType();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
-      return buildTopKKernel(b, topk, name, geometry);
-    };
+    build = [&](OpBuilder &b, StringRef name) { return buildTopKKernel(b, topk, name, geometry); };
     operands = {topk.getScores(), topk.getHistoryLen(), topk.getRows(),
                 getStepStatus(builder, op, values.statuses)};
   } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
@@ -281,7 +269,8 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     };
     operands = {resolve.getRows(),
                 getPoolMap(builder, resolve.getPool(), values.maps),
-                resolve.getHistoryStart(), resolve.getHistoryLen(),
+                resolve.getHistoryStart(),
+                resolve.getHistoryLen(),
                 resolve.getSlots(),
                 getPoolRecency(builder, resolve.getPool(), values.recencies),
                 getPoolLog(builder, resolve.getPool(), values.logs),
@@ -289,9 +278,8 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   } else if (auto place = dyn_cast<PlaceRowsOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "place_rows/" << place.getRows().getType() << '/'
-       << place.getPool().getType().getFormat() << '/'
-       << place.getPool().getType().getLayers();
+    os << "place_rows/" << place.getRows().getType() << '/' << place.getPool().getType().getFormat()
+       << '/' << place.getPool().getType().getLayers();
     key = text;
     build = [&](OpBuilder &b, StringRef name) {
       return buildPlaceRowsKernel(b, place, name, geometry);
@@ -299,15 +287,16 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     operands = {tier(place.getPool(), Tier::hbm),
                 tier(place.getPool(), Tier::host),
                 getPoolMap(builder, place.getPool(), values.maps),
-                place.getRows(), place.getSlots(),
+                place.getRows(),
+                place.getSlots(),
                 getPoolRecency(builder, place.getPool(), values.recencies),
                 getPoolLog(builder, place.getPool(), values.logs),
                 getStepStatus(builder, op, values.statuses)};
   } else if (auto ringIndex = dyn_cast<RingIndexOp>(op)) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "ring_index/" << ringIndex.getSlots().getType() << '/'
-       << ringIndex.getOffset() << '/' << ringIndex.getWindow();
+    os << "ring_index/" << ringIndex.getSlots().getType() << '/' << ringIndex.getOffset() << '/'
+       << ringIndex.getWindow();
     key = text;
     build = [&](OpBuilder &b, StringRef name) {
       return buildRingIndexKernel(b, ringIndex, name, geometry);
@@ -317,30 +306,25 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     Value index = copy.getDstIndex() ? copy.getDstIndex() : copy.getSrcIndex();
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "copy_rows/" << copy.getSrc().getType() << '/'
-       << copy.getDst().getType() << '/'
+    os << "copy_rows/" << copy.getSrc().getType() << '/' << copy.getDst().getType() << '/'
        << static_cast<bool>(copy.getDstIndex()) << '/' << index.getType();
     key = text;
     build = [&](OpBuilder &b, StringRef name) {
       return buildCopyRowsKernel(b, copy, name, geometry);
     };
-    operands = {copy.getSrc(), copy.getDst(), index,
-                getStepStatus(builder, op, values.statuses)};
+    operands = {copy.getSrc(), copy.getDst(), index, getStepStatus(builder, op, values.statuses)};
     attributes = {builder.getNamedAttr(
-        "dhs.direction",
-        builder.getStringAttr(copy.getDstIndex() ? "scatter" : "gather"))};
+        "dhs.direction", builder.getStringAttr(copy.getDstIndex() ? "scatter" : "gather"))};
   } else {
     auto unionOp = cast<UnionMissingOp>(op);
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "union/" << unionOp.getRows().getType() << '/'
-       << unionOp.getMissing().getType();
+    os << "union/" << unionOp.getRows().getType() << '/' << unionOp.getMissing().getType();
     key = text;
     build = [&](OpBuilder &b, StringRef name) {
       return buildUnionMissingKernel(b, unionOp, name, geometry);
     };
-    operands = {unionOp.getRows(), unionOp.getSlots(), unionOp.getMissing(),
-                unionOp.getRemap()};
+    operands = {unionOp.getRows(), unionOp.getSlots(), unionOp.getMissing(), unionOp.getRemap()};
   }
 
   // A gpu.module of its own per distinct kernel: one PTX file each. Pools,
@@ -348,8 +332,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
   // share a handful of kernels.
   auto emitLaunch =
       [&](const std::string &key, StringRef kernelName,
-          const std::function<FailureOr<gpu::GPUFuncOp>(OpBuilder &, StringRef)>
-              &build,
+          const std::function<FailureOr<gpu::GPUFuncOp>(OpBuilder &, StringRef)> &build,
           const KernelGeometry &geometry, ValueRange operands,
           ArrayRef<NamedAttribute> attributes) -> LogicalResult {
     KernelEntry &entry = values.kernels[key];
@@ -363,8 +346,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
       if (failed(kernel))
         return failure();
       // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
-      for (unsigned i = 0, e = kernel->getNumWorkgroupAttributions(); i < e;
-           ++i)
+      for (unsigned i = 0, e = kernel->getNumWorkgroupAttributions(); i < e; ++i)
         kernel->setWorkgroupAttributionAttr(
             i, builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
             builder.getI64IntegerAttr(16));
@@ -372,18 +354,16 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
       ++numKernels;
     }
     auto dim3 = [&](std::array<int64_t, 3> sizes) {
-      return gpu::KernelDim3{
-          arith::ConstantIndexOp::create(builder, loc, sizes[0]),
-          arith::ConstantIndexOp::create(builder, loc, sizes[1]),
-          arith::ConstantIndexOp::create(builder, loc, sizes[2])};
+      return gpu::KernelDim3{arith::ConstantIndexOp::create(builder, loc, sizes[0]),
+                             arith::ConstantIndexOp::create(builder, loc, sizes[1]),
+                             arith::ConstantIndexOp::create(builder, loc, sizes[2])};
     };
     Value sharedBytes;
     if (entry.geometry.dynamicSharedBytes > 0)
-      sharedBytes = arith::ConstantIntOp::create(
-          builder, loc, entry.geometry.dynamicSharedBytes, 32);
-    auto launch = gpu::LaunchFuncOp::create(
-        builder, loc, entry.kernel, dim3(entry.geometry.grid),
-        dim3(entry.geometry.block), sharedBytes, operands);
+      sharedBytes =
+          arith::ConstantIntOp::create(builder, loc, entry.geometry.dynamicSharedBytes, 32);
+    auto launch = gpu::LaunchFuncOp::create(builder, loc, entry.kernel, dim3(entry.geometry.grid),
+                                            dim3(entry.geometry.block), sharedBytes, operands);
     // What the runtime needs to replay the launch and check it.
     launch->setAttr("dhs.op", builder.getStringAttr(kernelName));
     for (NamedAttribute attribute : attributes)
@@ -399,17 +379,15 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
     // One combine kernel per shape of partials and CTA.
     std::string combineKey;
     llvm::raw_string_ostream os(combineKey);
-    os << "attention_combine/" << partials.getType() << '/'
-       << attention->headsPerBlock;
+    os << "attention_combine/" << partials.getType() << '/' << attention->headsPerBlock;
     KernelGeometry combine;
     combine.grid = attention->combineGrid();
     combine.block = attention->block();
-    if (failed(emitLaunch(
-            combineKey, "attention_combine",
-            [&](OpBuilder &b, StringRef name) -> FailureOr<gpu::GPUFuncOp> {
-              return buildAttentionCombineKernel(b, loc, name, *attention);
-            },
-            combine, ValueRange{partials, output}, {})))
+    if (failed(emitLaunch(combineKey, "attention_combine",
+                          [&](OpBuilder &b, StringRef name) -> FailureOr<gpu::GPUFuncOp> {
+                            return buildAttentionCombineKernel(b, loc, name, *attention);
+                          },
+                          combine, ValueRange{partials, output}, {})))
       return failure();
   }
   op->erase();
@@ -418,25 +396,22 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols,
 
 /// Replaces fused attention `op` by a fetch of its missing rows into an arena
 /// buffer [B, Q * K, layers, row bytes] and a staged attention over it.
-static void stageMissingRows(
-    SparseAttentionOp op,
-    DenseMap<std::pair<Operation *, Type>, Value> &arenaBuffers) {
+static void stageMissingRows(SparseAttentionOp op,
+                             DenseMap<std::pair<Operation *, Type>, Value> &arenaBuffers) {
   OpBuilder builder(op);
   Location loc = op.getLoc();
   MemRefType rows = op.getRowIds().getType();
   KVPoolType pool = op.getPool().getType();
-  auto staging = MemRefType::get(
-      {rows.getDimSize(0), rows.getDimSize(1) * rows.getDimSize(2),
-       pool.getLayers(), pool.getFormat().getRowBytes()},
-      builder.getI8Type());
+  auto staging = MemRefType::get({rows.getDimSize(0), rows.getDimSize(1) * rows.getDimSize(2),
+                                  pool.getLayers(), pool.getFormat().getRowBytes()},
+                                 builder.getI8Type());
   Value buffer = getArenaBuffer(builder, op, staging, arenaBuffers);
-  FetchOp::create(builder, loc, op.getPool(), op.getRowIds(), op.getSlots(),
-                  op.getHistoryStart(), op.getHistoryLen(), buffer);
-  AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(),
-                      op.getSlots(), buffer, /*staging_index=*/Value(),
-                      op.getPool(), op.getWindow(), op.getWindowTokens(),
-                      op.getOutput(), op.getLayerAttr(),
-                      op.getSoftmaxScaleAttr(), op.getWindowSizeAttr());
+  FetchOp::create(builder, loc, op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
+                  op.getHistoryLen(), buffer);
+  AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
+                      /*staging_index=*/Value(), op.getPool(), op.getWindow(), op.getWindowTokens(),
+                      op.getOutput(), op.getLayerAttr(), op.getSoftmaxScaleAttr(),
+                      op.getWindowSizeAttr());
   op.erase();
 }
 
@@ -450,8 +425,7 @@ static void inlinePhases(ModuleOp module) {
   });
   for (Operation *phase : llvm::reverse(phases)) {
     Block &body = phase->getRegion(0).front();
-    phase->getBlock()->getOperations().splice(
-        Block::iterator(phase), body.getOperations());
+    phase->getBlock()->getOperations().splice(Block::iterator(phase), body.getOperations());
     phase->erase();
   }
 }
@@ -464,10 +438,9 @@ void DhsLowerToGPU::runOnOperation() {
   // specs need none: the manifest carries them to the runtime.)
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
-        isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp, PoolTierOp,
-            PoolMapOp, PoolRecencyOp, PoolLogOp, PlaceRowsOp, StepStatusOp,
-            ScratchOp, ResidencyOp>(op))
+        isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp, RingIndexOp, CopyRowsOp,
+            ResolveOp, AcceptOp, TopKOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp,
+            PlaceRowsOp, StepStatusOp, ScratchOp, ResidencyOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
@@ -489,16 +462,14 @@ void DhsLowerToGPU::runOnOperation() {
         getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks);
     if (failed(config))
       return signalPassFailure();
-    if (config->groupHeads > config->headsPerBlock &&
-        op.getPool().getType().getLayers() == 1)
+    if (config->groupHeads > config->headsPerBlock && op.getPool().getType().getLayers() == 1)
       stageMissingRows(op, values.arenaBuffers);
   }
 
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
-    if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp,
-            RingIndexOp, CopyRowsOp, ResolveOp, AcceptOp, TopKOp,
-            PlaceRowsOp>(op))
+    if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp, RingIndexOp, CopyRowsOp,
+            ResolveOp, AcceptOp, TopKOp, PlaceRowsOp>(op))
       ops.push_back(op);
   });
   if (ops.empty())

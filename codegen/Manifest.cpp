@@ -38,64 +38,61 @@ static llvm::json::Array getShape(MemRefType type) {
 /// Roles of the kernel parameters of a launch of `op` with `count`
 /// parameters, in kernel order (optional parameters make several forms).
 static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
-  static const StringRef sparseAttention[] = {
-      "queries", "row_ids", "slots",  "history_start", "history_len",
-      "kv_pool", "kv_pool", "output", "status"};
+  static const StringRef sparseAttention[] = {"queries",       "row_ids",     "slots",
+                                              "history_start", "history_len", "kv_pool",
+                                              "kv_pool",       "output",      "status"};
   static const StringRef windowedSparseAttention[] = {
-      "queries",     "row_ids",       "slots",   "history_start",
-      "history_len", "kv_pool",       "kv_pool", "window_ring",
-      "window_tokens", "output",      "status"};
-  static const StringRef attention[] = {"queries", "row_ids", "slots",
-                                        "staging", "kv_pool", "output",
-                                        "status"};
-  static const StringRef windowedAttention[] = {
-      "queries",     "row_ids",       "slots",  "staging", "kv_pool",
-      "window_ring", "window_tokens", "output", "status"};
+      "queries", "row_ids",     "slots",         "history_start", "history_len", "kv_pool",
+      "kv_pool", "window_ring", "window_tokens", "output",        "status"};
+  static const StringRef attention[] = {"queries", "row_ids", "slots", "staging",
+                                        "kv_pool", "output",  "status"};
+  static const StringRef windowedAttention[] = {"queries",       "row_ids", "slots",
+                                                "staging",       "kv_pool", "window_ring",
+                                                "window_tokens", "output",  "status"};
   static const StringRef windowedIndexedAttention[] = {
-      "queries",     "row_ids",     "slots",         "staging", "remap",
-      "kv_pool",     "window_ring", "window_tokens", "output",  "status"};
-  static const StringRef indexedAttention[] = {
-      "queries", "row_ids", "slots",  "staging",
-      "remap",   "kv_pool", "output", "status"};
-  static const StringRef fetch[] = {"row_ids",     "history_start",
-                                    "history_len", "kv_pool",
-                                    "staging",     "status"};
-  static const StringRef fetchMissing[] = {
-      "row_ids", "slots",   "history_start", "history_len",
-      "kv_pool", "staging", "status"};
-  static const StringRef unionMissing[] = {"row_ids", "slots", "missing",
-                                           "remap"};
+      "queries", "row_ids",     "slots",         "staging", "remap",
+      "kv_pool", "window_ring", "window_tokens", "output",  "status"};
+  static const StringRef indexedAttention[] = {"queries", "row_ids", "slots",  "staging",
+                                               "remap",   "kv_pool", "output", "status"};
+  static const StringRef fetch[] = {"row_ids", "history_start", "history_len",
+                                    "kv_pool", "staging",       "status"};
+  static const StringRef fetchMissing[] = {"row_ids", "slots",   "history_start", "history_len",
+                                           "kv_pool", "staging", "status"};
+  static const StringRef unionMissing[] = {"row_ids", "slots", "missing", "remap"};
   static const StringRef ringIndex[] = {"positions", "ring_slots"};
-  static const StringRef resolve[] = {"row_ids",     "kv_pool", "history_start",
-                                      "history_len", "slots",   "kv_pool",
-                                      "kv_pool",     "status"};
+  static const StringRef resolve[] = {"row_ids", "kv_pool", "history_start", "history_len",
+                                      "slots",   "kv_pool", "kv_pool",       "status"};
   static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
-                                     "step_counter", "accepted",
-                                     "next_token"};
-  static const StringRef topk[] = {"scores", "history_len", "row_ids",
-                                   "status"};
-  static const StringRef placeRows[] = {
-      "kv_pool",     "kv_pool", "kv_pool", "place_rows",
-      "place_slots", "kv_pool", "kv_pool", "status"};
-  static const StringRef sampledAccept[] = {
-      "draft_tokens", "target_probs", "draft_probs", "seeds",
-      "step_counter", "accepted",     "next_token"};
-  static const StringRef copyRows[] = {"rows", "rows", "ring_slots",
-                                       "status"};
+                                     "step_counter", "accepted",     "next_token"};
+  static const StringRef topk[] = {"scores", "history_len", "row_ids", "status"};
+  static const StringRef placeRows[] = {"kv_pool",     "kv_pool", "kv_pool", "place_rows",
+                                        "place_slots", "kv_pool", "kv_pool", "status"};
+  static const StringRef sampledAccept[] = {"draft_tokens", "target_probs", "draft_probs", "seeds",
+                                            "step_counter", "accepted",     "next_token"};
+  static const StringRef copyRows[] = {"rows", "rows", "ring_slots", "status"};
   static const StringRef attentionCombine[] = {"partials", "output"};
-  ArrayRef<StringRef> candidates[] = {
-      sparseAttention,  windowedSparseAttention, attention,
-      indexedAttention, windowedAttention,       windowedIndexedAttention,
-      fetch,            fetchMissing,            unionMissing,
-      ringIndex,        copyRows,                resolve,
-      accept,           sampledAccept,           topk,
-      placeRows,        attentionCombine};
-  StringRef names[] = {"sparse_attention", "sparse_attention", "attention",
-                       "attention",        "attention",        "attention",
-                       "fetch",            "fetch",            "union_missing",
-                       "ring_index",       "copy_rows",        "resolve",
-                       "accept",           "accept",           "topk",
-                       "place_rows",       "attention_combine"};
+  ArrayRef<StringRef> candidates[] = {sparseAttention,
+                                      windowedSparseAttention,
+                                      attention,
+                                      indexedAttention,
+                                      windowedAttention,
+                                      windowedIndexedAttention,
+                                      fetch,
+                                      fetchMissing,
+                                      unionMissing,
+                                      ringIndex,
+                                      copyRows,
+                                      resolve,
+                                      accept,
+                                      sampledAccept,
+                                      topk,
+                                      placeRows,
+                                      attentionCombine};
+  StringRef names[] = {"sparse_attention", "sparse_attention", "attention", "attention",
+                       "attention",        "attention",        "fetch",     "fetch",
+                       "union_missing",    "ring_index",       "copy_rows", "resolve",
+                       "accept",           "accept",           "topk",      "place_rows",
+                       "attention_combine"};
   for (auto [name, roles] : llvm::zip(names, candidates))
     if (name == op && roles.size() == count)
       return roles;
@@ -103,9 +100,8 @@ static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
 }
 
 /// Describes where launch operand `value` comes from, or emits an error.
-static FailureOr<llvm::json::Object>
-describeParameter(gpu::LaunchFuncOp launch, unsigned position, Value value,
-                  func::FuncOp step) {
+static FailureOr<llvm::json::Object> describeParameter(gpu::LaunchFuncOp launch, unsigned position,
+                                                       Value value, func::FuncOp step) {
   llvm::json::Object param;
   // Casts only change static knowledge of the shape.
   while (auto cast = value.getDefiningOp<memref::CastOp>())
@@ -115,49 +111,41 @@ describeParameter(gpu::LaunchFuncOp launch, unsigned position, Value value,
     if (index)
       param["index"] = static_cast<int64_t>(*index);
   };
-  if (auto arg = dyn_cast<BlockArgument>(value);
-      arg && arg.getOwner()->getParentOp() == step) {
+  if (auto arg = dyn_cast<BlockArgument>(value); arg && arg.getOwner()->getParentOp() == step) {
     describe("argument", arg.getArgNumber());
   } else if (auto tier = value.getDefiningOp<PoolTierOp>()) {
     auto poolArg = dyn_cast<BlockArgument>(tier.getPool());
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
-      return launch.emitOpError()
-             << "operand #" << position
-             << " views a pool that is not an argument of the step";
-    describe(tier.getTier() == Tier::hbm ? "pool_hbm" : "pool_host",
-             poolArg.getArgNumber());
+      return launch.emitOpError() << "operand #" << position
+                                  << " views a pool that is not an argument of the step";
+    describe(tier.getTier() == Tier::hbm ? "pool_hbm" : "pool_host", poolArg.getArgNumber());
   } else if (auto map = value.getDefiningOp<PoolMapOp>()) {
     auto poolArg = dyn_cast<BlockArgument>(map.getPool());
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
-      return launch.emitOpError()
-             << "operand #" << position
-             << " is the map of a pool that is not an argument of the step";
+      return launch.emitOpError() << "operand #" << position
+                                  << " is the map of a pool that is not an argument of the step";
     describe("pool_map", poolArg.getArgNumber());
   } else if (isa_and_nonnull<PoolRecencyOp, PoolLogOp>(value.getDefiningOp())) {
     Operation *view = value.getDefiningOp();
     auto poolArg = dyn_cast<BlockArgument>(view->getOperand(0));
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
-      return launch.emitOpError()
-             << "operand #" << position
-             << " is the state of a pool that is not an argument of the step";
-    describe(isa<PoolRecencyOp>(view) ? "pool_recency" : "pool_log",
-             poolArg.getArgNumber());
+      return launch.emitOpError() << "operand #" << position
+                                  << " is the state of a pool that is not an argument of the step";
+    describe(isa<PoolRecencyOp>(view) ? "pool_recency" : "pool_log", poolArg.getArgNumber());
   } else if (value.getDefiningOp<StepStatusOp>()) {
     describe("status", std::nullopt);
   } else if (auto scratch = value.getDefiningOp<ScratchOp>()) {
     if (!scratch.getOffset())
-      return launch.emitOpError()
-             << "operand #" << position
-             << " is a scratch buffer without an arena offset; run "
-                "dhs-plan-staging before code generation";
+      return launch.emitOpError() << "operand #" << position
+                                  << " is a scratch buffer without an arena offset; run "
+                                     "dhs-plan-staging before code generation";
     describe("scratch", std::nullopt);
     param["offset"] = static_cast<int64_t>(*scratch.getOffset());
   } else {
-    return launch.emitOpError()
-           << "operand #" << position
-           << " is computed in host code, which the runtime does not run; "
-              "kernel operands must be step arguments, pool tiers or the "
-              "step status";
+    return launch.emitOpError() << "operand #" << position
+                                << " is computed in host code, which the runtime does not run; "
+                                   "kernel operands must be step arguments, pool tiers or the "
+                                   "step status";
   }
   auto type = cast<MemRefType>(launch.getKernelOperands()[position].getType());
   FailureOr<std::string> dtype = getDTypeName(type.getElementType());
@@ -172,38 +160,35 @@ describeParameter(gpu::LaunchFuncOp launch, unsigned position, Value value,
 }
 
 /// Returns the constant launch dimensions, or fails.
-static FailureOr<llvm::json::Array> getDims(gpu::LaunchFuncOp launch,
-                                            gpu::KernelDim3 dims,
+static FailureOr<llvm::json::Array> getDims(gpu::LaunchFuncOp launch, gpu::KernelDim3 dims,
                                             StringRef what) {
   llvm::json::Array result;
   for (Value v : {dims.x, dims.y, dims.z}) {
     std::optional<int64_t> c = getConstantIntValue(v);
     if (!c || *c <= 0)
-      return launch.emitOpError() << what << " size must be a positive "
-                                         "constant";
+      return launch.emitOpError() << what
+                                  << " size must be a positive "
+                                     "constant";
     result.push_back(*c);
   }
   return result;
 }
 
-FailureOr<CompiledStep>
-mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
-                             const PtxOptions &options) {
+FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
+                                                     const PtxOptions &options) {
   // The step function.
   func::FuncOp step;
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal() || (!stepName.empty() && func.getName() != stepName))
       continue;
     if (step)
-      return module.emitError()
-             << "several step functions (@" << step.getName() << ", @"
-             << func.getName() << "): name one";
+      return module.emitError() << "several step functions (@" << step.getName() << ", @"
+                                << func.getName() << "): name one";
     step = func;
   }
   if (!step)
-    return module.emitError() << (stepName.empty()
-                                      ? std::string("no step function")
-                                      : "no step function @" + stepName.str());
+    return module.emitError() << (stepName.empty() ? std::string("no step function")
+                                                   : "no step function @" + stepName.str());
   if (step.getNumResults() != 0)
     return step.emitError() << "a step returns nothing: outputs are arguments";
 
@@ -219,9 +204,8 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       residencySpecs.push_back(spec);
       return WalkResult::advance();
     }
-    if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp,
-            StepStatusOp, ScratchOp,
-            memref::CastOp, arith::ConstantOp, func::FuncOp>(op))
+    if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp, StepStatusOp,
+            ScratchOp, memref::CastOp, arith::ConstantOp, func::FuncOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "is left in the step after code generation; the "
                          "runtime only replays kernel launches";
@@ -241,27 +225,25 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       return launch.emitOpError() << "was not generated by dhs-lower-to-gpu";
     // A split attention launch also takes its partials, before the status.
     const bool split = launch->hasAttr("dhs.splits");
-    SmallVector<StringRef> paramRoles(getParameterRoles(
-        opName.getValue(), launch.getNumKernelOperands() - (split ? 1 : 0)));
+    SmallVector<StringRef> paramRoles(
+        getParameterRoles(opName.getValue(), launch.getNumKernelOperands() - (split ? 1 : 0)));
     if (split && !paramRoles.empty())
       paramRoles.insert(paramRoles.end() - 1, "partials");
     if (paramRoles.empty())
       return launch.emitOpError() << "has " << launch.getNumKernelOperands()
-                                  << " operands, which no dhs."
-                                  << opName.getValue() << " kernel takes";
+                                  << " operands, which no dhs." << opName.getValue()
+                                  << " kernel takes";
 
     llvm::json::Array params;
     for (auto [i, operand] : llvm::enumerate(launch.getKernelOperands())) {
-      FailureOr<llvm::json::Object> param =
-          describeParameter(launch, i, operand, step);
+      FailureOr<llvm::json::Object> param = describeParameter(launch, i, operand, step);
       if (failed(param))
         return failure();
       if (std::optional<int64_t> index = param->getInteger("index")) {
         std::string &role = roles[*index];
         if (!role.empty() && role != paramRoles[i])
-          return launch.emitOpError()
-                 << "step argument #" << *index << " is used both as "
-                 << role << " and as " << paramRoles[i];
+          return launch.emitOpError() << "step argument #" << *index << " is used both as " << role
+                                      << " and as " << paramRoles[i];
         role = paramRoles[i].str();
       }
       params.push_back(std::move(*param));
@@ -269,8 +251,8 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
 
     // The PTX of the kernel's module.
     StringRef moduleName = launch.getKernelModuleName().getValue();
-    auto binary = SymbolTable::lookupNearestSymbolFrom<gpu::BinaryOp>(
-        launch, launch.getKernelModuleName());
+    auto binary =
+        SymbolTable::lookupNearestSymbolFrom<gpu::BinaryOp>(launch, launch.getKernelModuleName());
     if (!binary || binary.getObjects().size() != 1)
       return launch.emitOpError() << "kernel module @" << moduleName
                                   << " was not compiled to one PTX object";
@@ -281,15 +263,13 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
     StringRef ptx = object.getObject().getValue();
     // A call left unresolved (say, to libdevice) would only fail at load.
     if (size_t pos = ptx.find(".extern .func"); pos != StringRef::npos)
-      return launch.emitOpError()
-             << "kernel module @" << moduleName
-             << " calls a function that was not linked: "
-             << ptx.substr(pos).take_until([](char c) { return c == '('; });
+      return launch.emitOpError() << "kernel module @" << moduleName
+                                  << " calls a function that was not linked: "
+                                  << ptx.substr(pos).take_until([](char c) { return c == '('; });
     std::string ptxFile = moduleName.str() + ".ptx";
     compiled.ptx.push_back({ptxFile, ptx.str()});
 
-    FailureOr<llvm::json::Array> grid =
-        getDims(launch, launch.getGridSizeOperandValues(), "grid");
+    FailureOr<llvm::json::Array> grid = getDims(launch, launch.getGridSizeOperandValues(), "grid");
     FailureOr<llvm::json::Array> block =
         getDims(launch, launch.getBlockSizeOperandValues(), "block");
     if (failed(grid) || failed(block))
@@ -305,14 +285,13 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       dynamicShared = *c;
     }
 
-    llvm::json::Object entry{
-        {"kernel", launch.getKernelName().getValue()},
-        {"ptx", ptxFile},
-        {"op", opName.getValue()},
-        {"grid", std::move(*grid)},
-        {"block", std::move(*block)},
-        {"dynamic_shared_bytes", dynamicShared},
-        {"params", std::move(params)}};
+    llvm::json::Object entry{{"kernel", launch.getKernelName().getValue()},
+                             {"ptx", ptxFile},
+                             {"op", opName.getValue()},
+                             {"grid", std::move(*grid)},
+                             {"block", std::move(*block)},
+                             {"dynamic_shared_bytes", dynamicShared},
+                             {"params", std::move(params)}};
     if (auto scale = launch->getAttrOfType<FloatAttr>("dhs.softmax_scale"))
       entry["softmax_scale"] = scale.getValueAsDouble();
     if (auto layer = launch->getAttrOfType<IntegerAttr>("dhs.layer"))
@@ -330,9 +309,7 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
     llvm::json::Object entry{{"index", static_cast<int64_t>(i)},
                              {"role", roles[i].empty() ? "unused" : roles[i]}};
     if (auto pool = dyn_cast<KVPoolType>(arg.getType())) {
-      auto capacity = [](int64_t c) {
-        return ShapedType::isDynamic(c) ? int64_t(-1) : c;
-      };
+      auto capacity = [](int64_t c) { return ShapedType::isDynamic(c) ? int64_t(-1) : c; };
       RowFormatAttrInterface format = pool.getFormat();
       entry["kind"] = "kv_pool";
       entry["format"] = format.getFormatName();
@@ -359,8 +336,7 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       entry["dtype"] = *dtype;
       entry["shape"] = getShape(memref);
     } else {
-      return step.emitError() << "argument #" << i << " has type "
-                              << arg.getType()
+      return step.emitError() << "argument #" << i << " has type " << arg.getType()
                               << ", which the runtime cannot pass";
     }
     arguments.push_back(std::move(entry));
@@ -373,15 +349,14 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
       return spec.emitOpError() << "names a pool that is not an argument of "
                                    "the step";
-    llvm::json::Object entry{
-        {"pool", static_cast<int64_t>(poolArg.getArgNumber())},
-        {"newest", static_cast<int64_t>(spec.getNewest())},
-        {"floor", static_cast<int64_t>(spec.getFloor())},
-        {"policy", stringifyResidencyPolicy(spec.getPolicy())},
-        {"replacement", stringifyReplacement(spec.getEffectiveReplacement())},
-        {"max_promotions",
-         spec.getPromotions() ? static_cast<int64_t>(*spec.getPromotions())
-                              : int64_t(-1)}};
+    llvm::json::Object entry{{"pool", static_cast<int64_t>(poolArg.getArgNumber())},
+                             {"newest", static_cast<int64_t>(spec.getNewest())},
+                             {"floor", static_cast<int64_t>(spec.getFloor())},
+                             {"policy", stringifyResidencyPolicy(spec.getPolicy())},
+                             {"replacement", stringifyReplacement(spec.getEffectiveReplacement())},
+                             {"max_promotions", spec.getPromotions()
+                                                    ? static_cast<int64_t>(*spec.getPromotions())
+                                                    : int64_t(-1)}};
     residency.push_back(std::move(entry));
   }
 
@@ -395,9 +370,7 @@ mlir::dhs::buildCompiledStep(ModuleOp module, StringRef stepName,
       {"format", "dhs-step-manifest"},
       {"arena_bytes", arenaBytes},
       {"version", kManifestVersion},
-      {"target",
-       llvm::json::Object{{"chip", options.chip},
-                          {"features", options.features}}},
+      {"target", llvm::json::Object{{"chip", options.chip}, {"features", options.features}}},
       {"step", step.getName()},
       {"arguments", std::move(arguments)},
       {"launches", std::move(launchList)}};

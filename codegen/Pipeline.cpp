@@ -12,21 +12,21 @@
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
-#include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
-#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -39,8 +39,7 @@
 
 using namespace mlir;
 
-void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm,
-                                      const PtxOptions &options) {
+void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &options) {
   // The device half of upstream's gpu-lower-to-nvvm-pipeline: host code stays
   // as it is (the runtime launches kernels from the manifest), every
   // gpu.module becomes a gpu.binary whose object is PTX text. Kernels take
@@ -90,39 +89,28 @@ void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
 
 namespace {
 /// Command-line options of the `dhs-to-ptx` pipeline.
-struct DhsToPtxPipelineOptions
-    : public PassPipelineOptions<DhsToPtxPipelineOptions> {
-  Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"),
-                           llvm::cl::init("sm_90a")};
-  Option<std::string> features{*this, "features",
-                               llvm::cl::desc("PTX ISA features"),
+struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOptions> {
+  Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"), llvm::cl::init("sm_90a")};
+  Option<std::string> features{*this, "features", llvm::cl::desc("PTX ISA features"),
                                llvm::cl::init("+ptx80")};
-  Option<unsigned> optLevel{*this, "opt-level",
-                            llvm::cl::desc("NVPTX optimization level"),
+  Option<unsigned> optLevel{*this, "opt-level", llvm::cl::desc("NVPTX optimization level"),
                             llvm::cl::init(3)};
-  Option<int64_t> requests{*this, "requests",
-                           llvm::cl::desc("Requests per step (0: as written)"),
+  Option<int64_t> requests{*this, "requests", llvm::cl::desc("Requests per step (0: as written)"),
                            llvm::cl::init(0)};
-  Option<int64_t> positions{*this, "positions",
-                            llvm::cl::desc("Query positions per request"),
+  Option<int64_t> positions{*this, "positions", llvm::cl::desc("Query positions per request"),
                             llvm::cl::init(0)};
-  Option<int64_t> heads{*this, "heads", llvm::cl::desc("Query heads"),
-                        llvm::cl::init(0)};
-  Option<int64_t> topk{*this, "topk", llvm::cl::desc("Selected rows per query"),
-                       llvm::cl::init(0)};
-  Option<int64_t> maxHeadsPerBlock{
-      *this, "max-heads-per-block",
-      llvm::cl::desc("Most heads (warps) one attention CTA computes"),
-      llvm::cl::init(16)};
-  Option<int64_t> tileRows{
-      *this, "tile-rows",
-      llvm::cl::desc("Selected rows staged in shared memory per step"),
-      llvm::cl::init(16)};
-  Option<int64_t> minBlocks{
-      *this, "min-blocks",
-      llvm::cl::desc("Split each query's rows over CTAs until an attention "
-                     "grid has about this many (0: never split)"),
-      llvm::cl::init(264)};
+  Option<int64_t> heads{*this, "heads", llvm::cl::desc("Query heads"), llvm::cl::init(0)};
+  Option<int64_t> topk{*this, "topk", llvm::cl::desc("Selected rows per query"), llvm::cl::init(0)};
+  Option<int64_t> maxHeadsPerBlock{*this, "max-heads-per-block",
+                                   llvm::cl::desc("Most heads (warps) one attention CTA computes"),
+                                   llvm::cl::init(16)};
+  Option<int64_t> tileRows{*this, "tile-rows",
+                           llvm::cl::desc("Selected rows staged in shared memory per step"),
+                           llvm::cl::init(16)};
+  Option<int64_t> minBlocks{*this, "min-blocks",
+                            llvm::cl::desc("Split each query's rows over CTAs until an attention "
+                                           "grid has about this many (0: never split)"),
+                            llvm::cl::init(264)};
 };
 } // namespace
 
@@ -165,11 +153,9 @@ void dhs::registerCodegenPasses() {
 
 void dhs::registerCompilerDialects(DialectRegistry &registry) {
   registry.insert<dhs::DhsDialect, affine::AffineDialect, arith::ArithDialect,
-                  cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
-                  index::IndexDialect, LLVM::LLVMDialect, math::MathDialect,
-                  memref::MemRefDialect, NVVM::NVVMDialect,
-                  nvgpu::NVGPUDialect, scf::SCFDialect, ub::UBDialect,
-                  vector::VectorDialect>();
+                  cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect, index::IndexDialect,
+                  LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,
+                  nvgpu::NVGPUDialect, scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
   // Lowering to NVVM goes through each dialect's ConvertToLLVM interface.
   arith::registerConvertArithToLLVMInterface(registry);
   cf::registerConvertControlFlowToLLVMInterface(registry);

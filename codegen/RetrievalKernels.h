@@ -23,8 +23,7 @@ struct KernelGeometry {
 /// history_start, history_len, host tier, staging, step status) at the
 /// builder's insertion point inside a gpu.module; returns it and sets
 /// `geometry`. Emits an error on `op` for shapes it cannot handle.
-FailureOr<gpu::GPUFuncOp> buildFetchKernel(OpBuilder &builder, FetchOp op,
-                                           StringRef name,
+FailureOr<gpu::GPUFuncOp> buildFetchKernel(OpBuilder &builder, FetchOp op, StringRef name,
                                            KernelGeometry &geometry);
 
 /// Builds the kernel of a `dhs.union_missing` (arguments: rows, slots,
@@ -32,10 +31,8 @@ FailureOr<gpu::GPUFuncOp> buildFetchKernel(OpBuilder &builder, FetchOp op,
 /// open-addressing table in shared memory, so each distinct row gets one
 /// owner (the selection that claimed it first); `missing` lists each row at
 /// its owner's position, and `remap` points every missing selection there.
-FailureOr<gpu::GPUFuncOp> buildUnionMissingKernel(OpBuilder &builder,
-                                                  UnionMissingOp op,
-                                                  StringRef name,
-                                                  KernelGeometry &geometry);
+FailureOr<gpu::GPUFuncOp> buildUnionMissingKernel(OpBuilder &builder, UnionMissingOp op,
+                                                  StringRef name, KernelGeometry &geometry);
 
 /// Builds the kernel of a `dhs.resolve` (arguments: rows, the pool's
 /// residency map, history_start, history_len, slots, the pool's replacement
@@ -45,8 +42,7 @@ FailureOr<gpu::GPUFuncOp> buildUnionMissingKernel(OpBuilder &builder,
 /// hits stamp the replacement state (an atomic exchange each) and each
 /// block appends its first hits and misses to the log at bases one thread
 /// reserves (shared-memory counters, one global atomic per list and block).
-FailureOr<gpu::GPUFuncOp> buildResolveKernel(OpBuilder &builder, ResolveOp op,
-                                             StringRef name,
+FailureOr<gpu::GPUFuncOp> buildResolveKernel(OpBuilder &builder, ResolveOp op, StringRef name,
                                              KernelGeometry &geometry);
 
 /// Builds the kernel of a `dhs.place_rows` (arguments: the HBM tier, the
@@ -55,8 +51,7 @@ FailureOr<gpu::GPUFuncOp> buildResolveKernel(OpBuilder &builder, ResolveOp op,
 /// from the mapped host store into their slots, and each row's first chunk
 /// records its slot (or -1) in the map and stamps a filled slot's
 /// replacement state with the log's step.
-FailureOr<gpu::GPUFuncOp> buildPlaceRowsKernel(OpBuilder &builder,
-                                               PlaceRowsOp op, StringRef name,
+FailureOr<gpu::GPUFuncOp> buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op, StringRef name,
                                                KernelGeometry &geometry);
 
 } // namespace mlir::dhs

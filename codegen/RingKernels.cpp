@@ -23,16 +23,16 @@ static constexpr int64_t kThreads = 256;
 /// Rows a copy CTA moves.
 static constexpr int64_t kRowsPerBlock = 16;
 
-FailureOr<gpu::GPUFuncOp>
-mlir::dhs::buildRingIndexKernel(OpBuilder &builder, RingIndexOp op,
-                                StringRef name, KernelGeometry &geometry) {
+FailureOr<gpu::GPUFuncOp> mlir::dhs::buildRingIndexKernel(OpBuilder &builder, RingIndexOp op,
+                                                          StringRef name,
+                                                          KernelGeometry &geometry) {
   MemRefType slots = op.getSlots().getType();
   if (!slots.hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
   int64_t count = slots.getDimSize(1);
   Location loc = op.getLoc();
-  gpu::GPUFuncOp func = createKernel(
-      builder, loc, name, {op.getPositions().getType(), slots}, kThreads);
+  gpu::GPUFuncOp func =
+      createKernel(builder, loc, name, {op.getPositions().getType(), slots}, kThreads);
   geometry.grid = {slots.getDimSize(0), 1, 1};
   geometry.block = {kThreads, 1, 1};
 
@@ -44,9 +44,8 @@ mlir::dhs::buildRingIndexKernel(OpBuilder &builder, RingIndexOp op,
   Value window = arith::ConstantIntOp::create(b, op.getWindow(), 64);
   Value base = arith::AddIOp::create(
       b,
-      arith::ExtSIOp::create(
-          b, b.getI64Type(),
-          memref::LoadOp::create(b, positions, ValueRange{request})),
+      arith::ExtSIOp::create(b, b.getI64Type(),
+                             memref::LoadOp::create(b, positions, ValueRange{request})),
       arith::ConstantIntOp::create(b, op.getOffset(), 64));
   auto loop = scf::ForOp::create(b, tid, arith::ConstantIndexOp::create(b, count),
                                  arith::ConstantIndexOp::create(b, kThreads));
@@ -54,33 +53,30 @@ mlir::dhs::buildRingIndexKernel(OpBuilder &builder, RingIndexOp op,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(loop.getBody()->getTerminator());
     Value i = loop.getInductionVar();
-    Value position = arith::AddIOp::create(
-        b, base, arith::IndexCastOp::create(b, b.getI64Type(), i));
+    Value position =
+        arith::AddIOp::create(b, base, arith::IndexCastOp::create(b, b.getI64Type(), i));
     // A non-negative remainder, also for positions before the window start.
     Value remainder = arith::RemSIOp::create(b, position, window);
-    Value slot = arith::SelectOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, remainder,
-                              arith::ConstantIntOp::create(b, 0, 64)),
-        arith::AddIOp::create(b, remainder, window), remainder);
-    memref::StoreOp::create(b,
-                            arith::TruncIOp::create(b, b.getI32Type(), slot),
-                            out, ValueRange{request, i});
+    Value slot =
+        arith::SelectOp::create(b,
+                                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, remainder,
+                                                      arith::ConstantIntOp::create(b, 0, 64)),
+                                arith::AddIOp::create(b, remainder, window), remainder);
+    memref::StoreOp::create(b, arith::TruncIOp::create(b, b.getI32Type(), slot), out,
+                            ValueRange{request, i});
   }
   gpu::ReturnOp::create(b);
   return func;
 }
 
-FailureOr<gpu::GPUFuncOp>
-mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, CopyRowsOp op,
-                               StringRef name, KernelGeometry &geometry) {
+FailureOr<gpu::GPUFuncOp> mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, CopyRowsOp op,
+                                                         StringRef name, KernelGeometry &geometry) {
   MemRefType src = op.getSrc().getType(), dst = op.getDst().getType();
   if (!src.hasStaticShape() || !dst.hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
   int64_t rowBytes = src.getDimSize(2) * src.getDimSize(3);
   if (rowBytes % kCopyBytes != 0)
-    return op.emitOpError() << "rows of " << rowBytes
-                            << " bytes cannot be moved in 16-byte pieces";
+    return op.emitOpError() << "rows of " << rowBytes << " bytes cannot be moved in 16-byte pieces";
   bool scatter = static_cast<bool>(op.getDstIndex());
   Value indexValue = scatter ? op.getDstIndex() : op.getSrcIndex();
   // The index walks the rows of one side and points into the other.
@@ -91,18 +87,15 @@ mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, CopyRowsOp op,
   Location loc = op.getLoc();
   gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
-      {src, dst, indexValue.getType(),
-       MemRefType::get({1}, builder.getI32Type())},
-      kThreads);
-  geometry.grid = {src.getDimSize(0), llvm::divideCeil(walked, kRowsPerBlock),
-                   1};
+      {src, dst, indexValue.getType(), MemRefType::get({1}, builder.getI32Type())}, kThreads);
+  geometry.grid = {src.getDimSize(0), llvm::divideCeil(walked, kRowsPerBlock), 1};
   geometry.block = {kThreads, 1, 1};
 
   ImplicitLocOpBuilder b(loc, builder);
   b.setInsertionPointToStart(&func.getBody().front());
   auto bytesOf = [&](Value rows) {
-    return memref::CollapseShapeOp::create(
-        b, rows, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+    return memref::CollapseShapeOp::create(b, rows,
+                                           ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
   };
   Value srcBytes = bytesOf(func.getArgument(0));
   Value dstBytes = bytesOf(func.getArgument(1));
@@ -110,51 +103,45 @@ mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, CopyRowsOp op,
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value first = arith::MulIOp::create(
-      b, gpu::BlockIdOp::create(b, gpu::Dimension::y), c(kRowsPerBlock));
+  Value first =
+      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y), c(kRowsPerBlock));
   auto chunkType = VectorType::get({kCopyBytes}, b.getI8Type());
 
   auto loop = scf::ForOp::create(b, tid, c(kRowsPerBlock * chunks), c(kThreads));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(loop.getBody()->getTerminator());
   Value item = loop.getInductionVar();
-  Value i = arith::AddIOp::create(b, first,
-                                  arith::DivUIOp::create(b, item, c(chunks)));
-  Value byte = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, item, c(chunks)), c(kCopyBytes));
-  auto inRange = scf::IfOp::create(
-      b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, c(walked)),
-      /*withElse=*/false);
+  Value i = arith::AddIOp::create(b, first, arith::DivUIOp::create(b, item, c(chunks)));
+  Value byte = arith::MulIOp::create(b, arith::RemUIOp::create(b, item, c(chunks)), c(kCopyBytes));
+  auto inRange =
+      scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, c(walked)),
+                        /*withElse=*/false);
   b.setInsertionPoint(inRange.thenBlock()->getTerminator());
   Value target = memref::LoadOp::create(b, indices, ValueRange{request, i});
-  Value valid = arith::AndIOp::create(
-      b,
-      arith::CmpIOp::create(b, arith::CmpIPredicate::sge, target,
-                            arith::ConstantIntOp::create(b, 0, 32)),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, target,
-                            arith::ConstantIntOp::create(b, pointed, 32)));
+  Value valid =
+      arith::AndIOp::create(b,
+                            arith::CmpIOp::create(b, arith::CmpIPredicate::sge, target,
+                                                  arith::ConstantIntOp::create(b, 0, 32)),
+                            arith::CmpIOp::create(b, arith::CmpIPredicate::slt, target,
+                                                  arith::ConstantIntOp::create(b, pointed, 32)));
   auto branch = scf::IfOp::create(b, valid, /*withElse=*/true);
   {
     OpBuilder::InsertionGuard thenGuard(b);
     b.setInsertionPoint(branch.thenBlock()->getTerminator());
     Value j = arith::IndexCastOp::create(b, b.getIndexType(), target);
     Value from = scatter ? i : j, to = scatter ? j : i;
-    Value data = vector::LoadOp::create(
-        b, chunkType, srcBytes, ValueRange{request, from, byte},
-        /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+    Value data = vector::LoadOp::create(b, chunkType, srcBytes, ValueRange{request, from, byte},
+                                        /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
     vector::StoreOp::create(b, data, dstBytes, ValueRange{request, to, byte},
-                            /*nontemporal=*/false,
-                            llvm::MaybeAlign(kCopyBytes));
+                            /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
     // A bad index is reported once per row and its row left alone.
     b.setInsertionPoint(branch.elseBlock()->getTerminator());
-    auto once = scf::IfOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, byte, c(0)),
-        /*withElse=*/false);
+    auto once = scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, byte, c(0)),
+                                  /*withElse=*/false);
     b.setInsertionPoint(once.thenBlock()->getTerminator());
-    memref::AtomicRMWOp::create(
-        b, arith::AtomicRMWKind::ori,
-        arith::ConstantIntOp::create(b, kStatusBadStagingIndex, 32), status,
-        ValueRange{c(0)});
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
+                                arith::ConstantIntOp::create(b, kStatusBadStagingIndex, 32), status,
+                                ValueRange{c(0)});
   }
   b.setInsertionPointAfter(loop);
   gpu::ReturnOp::create(b);

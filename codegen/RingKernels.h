@@ -9,8 +9,7 @@ namespace mlir::dhs {
 
 /// Builds the kernel of a `dhs.ring_index` (arguments: positions, slots):
 /// one CTA per request writes (positions[b] + offset + i) mod window.
-FailureOr<gpu::GPUFuncOp> buildRingIndexKernel(OpBuilder &builder,
-                                               RingIndexOp op, StringRef name,
+FailureOr<gpu::GPUFuncOp> buildRingIndexKernel(OpBuilder &builder, RingIndexOp op, StringRef name,
                                                KernelGeometry &geometry);
 
 /// Builds the kernel of a `dhs.copy_rows` (arguments: src, dst, index,
@@ -18,8 +17,7 @@ FailureOr<gpu::GPUFuncOp> buildRingIndexKernel(OpBuilder &builder,
 /// load, scattered through the destination index or gathered through the
 /// source index. An index outside its buffer is reported (status bit 8) and
 /// its row skipped.
-FailureOr<gpu::GPUFuncOp> buildCopyRowsKernel(OpBuilder &builder,
-                                              CopyRowsOp op, StringRef name,
+FailureOr<gpu::GPUFuncOp> buildCopyRowsKernel(OpBuilder &builder, CopyRowsOp op, StringRef name,
                                               KernelGeometry &geometry);
 
 } // namespace mlir::dhs

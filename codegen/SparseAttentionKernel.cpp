@@ -45,12 +45,9 @@ static constexpr int64_t kCopyBytes = 16;
 /// them unrolled).
 static constexpr int64_t kMaxSplits = 16;
 
-
-
 FailureOr<SparseAttentionKernelConfig>
-mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
-                                          int64_t maxHeadsPerBlock,
-                                          int64_t tileRows, int64_t minBlocks) {
+mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
+                                          int64_t minBlocks) {
   SparseAttentionKernelConfig config;
   Value queriesValue, rowsValue;
   if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
@@ -83,9 +80,8 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
   for (Value operand : op->getOperands()) {
     auto type = dyn_cast<MemRefType>(operand.getType());
     if (type && !type.hasStaticShape())
-      return op->emitOpError()
-             << "needs static shapes to generate a kernel, operand has type "
-             << type;
+      return op->emitOpError() << "needs static shapes to generate a kernel, operand has type "
+                               << type;
   }
   config.requests = queries.getDimSize(0);
   config.positions = queries.getDimSize(1);
@@ -105,15 +101,12 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
   }
 
   if (tileRows <= 0 || tileRows > kWarpSize)
-    return op->emitOpError() << "tile-rows must be in [1, 32], got "
-                            << tileRows;
+    return op->emitOpError() << "tile-rows must be in [1, 32], got " << tileRows;
   if (maxHeadsPerBlock <= 0 || maxHeadsPerBlock > 32)
-    return op->emitOpError() << "max-heads-per-block must be in [1, 32], got "
-                            << maxHeadsPerBlock;
+    return op->emitOpError() << "max-heads-per-block must be in [1, 32], got " << maxHeadsPerBlock;
   // Largest divisor of the heads sharing a KV head that fits in one CTA:
   // every CTA reads one KV head.
-  for (int64_t h = std::min(maxHeadsPerBlock, config.groupHeads); h >= 1;
-       --h) {
+  for (int64_t h = std::min(maxHeadsPerBlock, config.groupHeads); h >= 1; --h) {
     if (config.groupHeads % h == 0) {
       config.headsPerBlock = h;
       break;
@@ -123,32 +116,26 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
   // static shared memory a CTA gets without opting in.
   int64_t sharedBytes = tileRows * (config.tileColumns * 4 + 4 + 8);
   if (sharedBytes > 48 * 1024)
-    return op->emitOpError() << "tile-rows = " << tileRows << " needs "
-                            << sharedBytes
-                            << " bytes of shared memory for rows of "
-                            << config.tileColumns
-                            << " decoded dims; at most 49152 are available";
+    return op->emitOpError() << "tile-rows = " << tileRows << " needs " << sharedBytes
+                             << " bytes of shared memory for rows of " << config.tileColumns
+                             << " decoded dims; at most 49152 are available";
   int64_t rowBytes = format.getRowBytes();
   if (rowBytes % kCopyBytes != 0)
     return op->emitOpError() << "rows of " << rowBytes
-                            << " bytes cannot be copied in 16-byte pieces";
-  if (format.getQKDim() % kWarpSize != 0 ||
-      format.getVDim() % kWarpSize != 0)
+                             << " bytes cannot be copied in 16-byte pieces";
+  if (format.getQKDim() % kWarpSize != 0 || format.getVDim() % kWarpSize != 0)
     return op->emitOpError() << "head dims must be multiples of 32";
   if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
     return op->emitOpError() << "too many (request, position) pairs for a grid";
   // Small grids: split each query's entries over CTAs (each split at least
   // two tiles, a whole number of tiles).
   config.splitRows = config.entries();
-  int64_t blocks = config.requests * config.positions *
-                   (config.heads / config.headsPerBlock);
+  int64_t blocks = config.requests * config.positions * (config.heads / config.headsPerBlock);
   if (minBlocks > blocks && config.entries() > 0) {
     int64_t wanted = llvm::divideCeil(minBlocks, blocks);
-    int64_t most = std::clamp<int64_t>(
-        config.entries() / (2 * config.tileRows), 1, kMaxSplits);
+    int64_t most = std::clamp<int64_t>(config.entries() / (2 * config.tileRows), 1, kMaxSplits);
     int64_t splits = std::min(wanted, most);
-    config.splitRows = llvm::alignTo(
-        llvm::divideCeil(config.entries(), splits), config.tileRows);
+    config.splitRows = llvm::alignTo(llvm::divideCeil(config.entries(), splits), config.tileRows);
     config.splits = llvm::divideCeil(config.entries(), config.splitRows);
     if (config.splits <= 1) {
       config.splits = 1;
@@ -159,19 +146,17 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op,
 }
 
 MemRefType SparseAttentionKernelConfig::partialsType(MLIRContext *context) const {
-  return MemRefType::get(
-      {requests, positions, heads, splits, 2 + pool.getFormat().getVDim()},
-      Float32Type::get(context));
+  return MemRefType::get({requests, positions, heads, splits, 2 + pool.getFormat().getVDim()},
+                         Float32Type::get(context));
 }
 
 std::string SparseAttentionKernelConfig::key() const {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/'
-     << headsPerBlock << '/' << tileRows << '/' << layer << '/'
-     << llvm::bit_cast<uint32_t>(softmaxScale) << '/' << pool.getFormat()
-     << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing
-     << '/' << splits << 'x' << splitRows;
+  os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/' << headsPerBlock
+     << '/' << tileRows << '/' << layer << '/' << llvm::bit_cast<uint32_t>(softmaxScale) << '/'
+     << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
+     << splits << 'x' << splitRows;
   return text;
 }
 
@@ -179,17 +164,15 @@ namespace {
 
 /// 2^x by the hardware's ex2.approx (2 ulp), without libdevice.
 Value exp2Approx(ImplicitLocOpBuilder &b, Value x) {
-  return LLVM::CallIntrinsicOp::create(
-             b, b.getF32Type(), b.getStringAttr("llvm.nvvm.ex2.approx.f32"),
-             ValueRange{x})
+  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
       .getResult(0);
 }
 
 /// Emits the body of one sparse attention kernel into a fresh gpu.func.
 class SparseAttentionKernelEmitter {
 public:
-  SparseAttentionKernelEmitter(ImplicitLocOpBuilder &b,
-                               const SparseAttentionKernelConfig &config,
+  SparseAttentionKernelEmitter(ImplicitLocOpBuilder &b, const SparseAttentionKernelConfig &config,
                                gpu::GPUFuncOp func)
       : b(b), config(config), func(func) {}
 
@@ -200,15 +183,10 @@ private:
   Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
   Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
   Value f32(double v) {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                          APFloat(static_cast<float>(v)));
+    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
   }
-  Value cmpi(arith::CmpIPredicate p, Value l, Value r) {
-    return arith::CmpIOp::create(b, p, l, r);
-  }
-  Value select(Value c, Value t, Value f) {
-    return arith::SelectOp::create(b, c, t, f);
-  }
+  Value cmpi(arith::CmpIPredicate p, Value l, Value r) { return arith::CmpIOp::create(b, p, l, r); }
+  Value select(Value c, Value t, Value f) { return arith::SelectOp::create(b, c, t, f); }
   /// Loads one decoded key element of a staged row.
   Value loadTileElement(Value row, Value column) {
     return memref::LoadOp::create(b, tile, ValueRange{row, column});
@@ -219,19 +197,15 @@ private:
   }
   /// Splats an i32 constant over a vector type.
   Value splatI32(VectorType type, int64_t v) {
-    return arith::ConstantOp::create(
-        b, type, DenseElementsAttr::get(type, b.getI32IntegerAttr(v)));
+    return arith::ConstantOp::create(b, type, DenseElementsAttr::get(type, b.getI32IntegerAttr(v)));
   }
   /// a * b + c, fused. (math.fma would become a libdevice call.)
-  Value fma(Value a, Value x, Value c) {
-    return LLVM::FMAOp::create(b, a, x, c);
-  }
+  Value fma(Value a, Value x, Value c) { return LLVM::FMAOp::create(b, a, x, c); }
   Value exp2(Value x) { return exp2Approx(b, x); }
   /// Sum of `v` over the warp; every lane gets the result.
   Value warpSum(Value v) {
     for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
-      auto shuffle = gpu::ShuffleOp::create(b, v, offset, kWarpSize,
-                                            gpu::ShuffleMode::XOR);
+      auto shuffle = gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR);
       v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
     }
     return v;
@@ -245,12 +219,11 @@ private:
   /// Stages one segment of every tile row: `chunks` 16-byte chunks from
   /// `firstChunk` on, decoded by `decode` into f32 elements from column
   /// `firstColumn` on.
-  void emitStageSegment(int64_t firstChunk, int64_t chunks,
-                        int64_t elementsPerChunk, int64_t firstColumn,
-                        function_ref<Value(Value tier, Value where, Value chunk,
-                                           Value bytes)>
-                            decode,
-                        Value chunkBase = Value());
+  void
+  emitStageSegment(int64_t firstChunk, int64_t chunks, int64_t elementsPerChunk,
+                   int64_t firstColumn,
+                   function_ref<Value(Value tier, Value where, Value chunk, Value bytes)> decode,
+                   Value chunkBase = Value());
   /// Decodes 16 e4m3 bytes to f32 (exact, NaN for 0x7f/0xff).
   Value decodeE4M3(Value bytes);
   SmallVector<Value> emitComputeTile(ValueRange state);
@@ -262,8 +235,8 @@ private:
   // Kernel arguments.
   // In staged kernels `host` is the staging buffer seen as [B * N, layers,
   // row bytes], and there is no history.
-  Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output,
-      status, stagingIndex, partials;
+  Value queries, rowIds, slots, historyStart, historyLen, hbm, host, output, status, stagingIndex,
+      partials;
   // The sliding-window ring seen as one tier of B * R tokens, and each
   // request's raw token count.
   Value window, windowTokens;
@@ -286,17 +259,15 @@ private:
 /// selection index `tileStart`.
 void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
   OpBuilder::InsertionGuard guard(b);
-  Value isClassifier =
-      cmpi(arith::CmpIPredicate::ult, tid, index(config.tileRows));
+  Value isClassifier = cmpi(arith::CmpIPredicate::ult, tid, index(config.tileRows));
   auto classifier = scf::IfOp::create(b, isClassifier, /*withElse=*/false);
   b.setInsertionPoint(classifier.thenBlock()->getTerminator());
 
   Value k = arith::AddIOp::create(b, tileStart, tid);
   Value inRange = cmpi(arith::CmpIPredicate::ult, k, index(config.selected));
   // Past the selection come the window's tokens, then nothing.
-  auto classified = scf::IfOp::create(
-      b, TypeRange{b.getI32Type(), b.getI64Type()}, inRange,
-      /*withElse=*/true);
+  auto classified = scf::IfOp::create(b, TypeRange{b.getI32Type(), b.getI64Type()}, inRange,
+                                      /*withElse=*/true);
   {
     OpBuilder::InsertionGuard elseGuard(b);
     b.setInsertionPointToStart(classified.elseBlock());
@@ -306,24 +277,19 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
       scf::YieldOp::create(b, ValueRange{i32(0), i64(0)});
   }
   b.setInsertionPointToStart(classified.thenBlock());
-  Value id =
-      memref::LoadOp::create(b, rowIds, ValueRange{request, position, k});
-  Value slot =
-      memref::LoadOp::create(b, slots, ValueRange{request, position, k});
+  Value id = memref::LoadOp::create(b, rowIds, ValueRange{request, position, k});
+  Value slot = memref::LoadOp::create(b, slots, ValueRange{request, position, k});
   Value trueValue = arith::ConstantIntOp::create(b, 1, 1);
   Value none = cmpi(arith::CmpIPredicate::eq, id, i32(-1));
   // Staged rows were checked against the history by their fetch.
-  Value badRow =
-      config.staged
-          ? cmpi(arith::CmpIPredicate::slt, id, i32(-1))
-          : arith::OrIOp::create(
-                b, cmpi(arith::CmpIPredicate::slt, id, i32(-1)),
-                cmpi(arith::CmpIPredicate::sge, id, historyLength))
-                .getResult();
+  Value badRow = config.staged
+                     ? cmpi(arith::CmpIPredicate::slt, id, i32(-1))
+                     : arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, id, i32(-1)),
+                                            cmpi(arith::CmpIPredicate::sge, id, historyLength))
+                           .getResult();
   Value slot64 = arith::ExtSIOp::create(b, b.getI64Type(), slot);
-  Value badSlot =
-      arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, slot, i32(-1)),
-                           cmpi(arith::CmpIPredicate::sge, slot64, hbmRows));
+  Value badSlot = arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, slot, i32(-1)),
+                                       cmpi(arith::CmpIPredicate::sge, slot64, hbmRows));
   Value onHost = cmpi(arith::CmpIPredicate::eq, slot, i32(-1));
   // A missing row's place: the host store at history_start + id (fused), or
   // its staging row b * N + position (staged).
@@ -333,97 +299,78 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
         config.indexed
             ? arith::ExtSIOp::create(
                   b, b.getI64Type(),
-                  memref::LoadOp::create(b, stagingIndex,
-                                         ValueRange{request, position, k}))
+                  memref::LoadOp::create(b, stagingIndex, ValueRange{request, position, k}))
                   .getResult()
             : arith::IndexCastOp::create(
                   b, b.getI64Type(),
                   arith::AddIOp::create(
-                      b, arith::MulIOp::create(b, position,
-                                               index(config.selected)),
-                      k))
+                      b, arith::MulIOp::create(b, position, index(config.selected)), k))
                   .getResult();
-    hostOutside = arith::OrIOp::create(
-        b, cmpi(arith::CmpIPredicate::slt, staged, i64(0)),
-        cmpi(arith::CmpIPredicate::sge, staged, i64(config.stagingRows)));
+    hostOutside =
+        arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, staged, i64(0)),
+                             cmpi(arith::CmpIPredicate::sge, staged, i64(config.stagingRows)));
     hostRow = arith::AddIOp::create(
         b,
-        arith::MulIOp::create(
-            b, arith::IndexCastOp::create(b, b.getI64Type(), request),
-            i64(config.stagingRows)),
+        arith::MulIOp::create(b, arith::IndexCastOp::create(b, b.getI64Type(), request),
+                              i64(config.stagingRows)),
         staged);
   } else {
-    hostRow = arith::AddIOp::create(
-        b, historyBase, arith::ExtSIOp::create(b, b.getI64Type(), id));
-    hostOutside = arith::OrIOp::create(
-        b, cmpi(arith::CmpIPredicate::slt, hostRow, i64(0)),
-        cmpi(arith::CmpIPredicate::sge, hostRow, hostRows));
+    hostRow = arith::AddIOp::create(b, historyBase, arith::ExtSIOp::create(b, b.getI64Type(), id));
+    hostOutside = arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, hostRow, i64(0)),
+                                       cmpi(arith::CmpIPredicate::sge, hostRow, hostRows));
   }
   // The host row is only checked for present rows with a valid id.
-  Value idUsable = arith::XOrIOp::create(
-      b, arith::OrIOp::create(b, none, badRow), trueValue);
-  Value badHost = arith::AndIOp::create(
-      b, arith::AndIOp::create(b, onHost, hostOutside), idUsable);
+  Value idUsable = arith::XOrIOp::create(b, arith::OrIOp::create(b, none, badRow), trueValue);
+  Value badHost = arith::AndIOp::create(b, arith::AndIOp::create(b, onHost, hostOutside), idUsable);
   Value bits = arith::OrIOp::create(
       b,
       arith::OrIOp::create(b, select(badRow, i32(kStatusBadRowId), i32(0)),
                            select(badSlot, i32(kStatusBadSlot), i32(0))),
-      select(badHost,
-             i32(config.staged ? kStatusBadStagingIndex : kStatusBadHostRow),
-             i32(0)));
+      select(badHost, i32(config.staged ? kStatusBadStagingIndex : kStatusBadHostRow), i32(0)));
   Value failed = cmpi(arith::CmpIPredicate::ne, bits, i32(0));
   auto report = scf::IfOp::create(b, failed, /*withElse=*/false);
   {
     OpBuilder::InsertionGuard reportGuard(b);
     b.setInsertionPoint(report.thenBlock()->getTerminator());
-    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, bits, status,
-                                ValueRange{index(0)});
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, bits, status, ValueRange{index(0)});
   }
-  Value usable =
-      arith::AndIOp::create(b, arith::XOrIOp::create(b, none, trueValue),
-                            cmpi(arith::CmpIPredicate::eq, bits, i32(0)));
+  Value usable = arith::AndIOp::create(b, arith::XOrIOp::create(b, none, trueValue),
+                                       cmpi(arith::CmpIPredicate::eq, bits, i32(0)));
   Value source = select(usable, select(onHost, i32(2), i32(1)), i32(0));
   Value where = select(onHost, hostRow, slot64);
   scf::YieldOp::create(b, ValueRange{source, where});
 
   b.setInsertionPointAfter(classified);
-  memref::StoreOp::create(b, classified.getResult(0), rowSource,
-                          ValueRange{tid});
-  memref::StoreOp::create(b, classified.getResult(1), rowIndex,
-                          ValueRange{tid});
+  memref::StoreOp::create(b, classified.getResult(0), rowSource, ValueRange{tid});
+  memref::StoreOp::create(b, classified.getResult(1), rowIndex, ValueRange{tid});
 }
 
-SmallVector<Value>
-SparseAttentionKernelEmitter::emitClassifyWindowRow(Value k) {
-  Value j = arith::IndexCastOp::create(
-      b, b.getI64Type(), arith::SubIOp::create(b, k, index(config.selected)));
+SmallVector<Value> SparseAttentionKernelEmitter::emitClassifyWindowRow(Value k) {
+  Value j = arith::IndexCastOp::create(b, b.getI64Type(),
+                                       arith::SubIOp::create(b, k, index(config.selected)));
   Value token = arith::AddIOp::create(b, windowFirst, j);
-  Value inWindow = arith::AndIOp::create(
-      b, cmpi(arith::CmpIPredicate::slt, j, i64(config.windowSize)),
-      cmpi(arith::CmpIPredicate::sge, token, i64(0)));
+  Value inWindow =
+      arith::AndIOp::create(b, cmpi(arith::CmpIPredicate::slt, j, i64(config.windowSize)),
+                            cmpi(arith::CmpIPredicate::sge, token, i64(0)));
   // A negative token count is bad input; the first window entry reports it.
   Value badCount = cmpi(arith::CmpIPredicate::slt, windowTokenCount, i64(0));
   auto report = scf::IfOp::create(
-      b, arith::AndIOp::create(b, badCount,
-                               cmpi(arith::CmpIPredicate::eq, j, i64(0))),
+      b, arith::AndIOp::create(b, badCount, cmpi(arith::CmpIPredicate::eq, j, i64(0))),
       /*withElse=*/false);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(report.thenBlock()->getTerminator());
-    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
-                                i32(kStatusBadWindowTokens), status,
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, i32(kStatusBadWindowTokens), status,
                                 ValueRange{index(0)});
   }
   // Token p of request b lives in ring row b * R + p mod R (p >= 0 here).
   Value ringRow = arith::AddIOp::create(
       b,
-      arith::MulIOp::create(
-          b, arith::IndexCastOp::create(b, b.getI64Type(), request),
-          i64(config.windowRing)),
+      arith::MulIOp::create(b, arith::IndexCastOp::create(b, b.getI64Type(), request),
+                            i64(config.windowRing)),
       arith::RemUIOp::create(b, token, i64(config.windowRing)));
   Value usable = arith::AndIOp::create(
-      b, inWindow,
-      arith::XOrIOp::create(b, badCount, arith::ConstantIntOp::create(b, 1, 1)));
+      b, inWindow, arith::XOrIOp::create(b, badCount, arith::ConstantIntOp::create(b, 1, 1)));
   return {select(usable, i32(3), i32(0)), select(usable, ringRow, i64(0))};
 }
 
@@ -432,19 +379,15 @@ SparseAttentionKernelEmitter::emitClassifyWindowRow(Value k) {
 void SparseAttentionKernelEmitter::emitStageRows() {
   RowFormatAttrInterface format = config.pool.getFormat();
   Type f32 = b.getF32Type();
-  auto loadBytes = [&](Value tier, Value where, Value byteOffset,
-                       int64_t count, int64_t align) {
-    return vector::LoadOp::create(
-        b, VectorType::get({count}, b.getI8Type()), tier,
-        ValueRange{where, index(config.layer), byteOffset},
-        /*nontemporal=*/false, llvm::MaybeAlign(align));
+  auto loadBytes = [&](Value tier, Value where, Value byteOffset, int64_t count, int64_t align) {
+    return vector::LoadOp::create(b, VectorType::get({count}, b.getI8Type()), tier,
+                                  ValueRange{where, index(config.layer), byteOffset},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(align));
   };
   // bf16 chunks: 8 elements, exact.
   auto decodeBf16 = [&](Value tier, Value where, Value chunk, Value bytes) {
-    Value halves = vector::BitCastOp::create(
-        b, VectorType::get({8}, b.getBF16Type()), bytes);
-    return arith::ExtFOp::create(b, VectorType::get({8}, f32), halves)
-        .getResult();
+    Value halves = vector::BitCastOp::create(b, VectorType::get({8}, b.getBF16Type()), bytes);
+    return arith::ExtFOp::create(b, VectorType::get({8}, f32), halves).getResult();
   };
   if (isa<MlaBf16Attr>(format)) {
     emitStageSegment(0, format.getRowBytes() / kCopyBytes, 8, 0, decodeBf16);
@@ -457,58 +400,50 @@ void SparseAttentionKernelEmitter::emitStageRows() {
     int64_t perChunk = kCopyBytes / elementBytes;
     int64_t headChunks = gqa.getHeadDim() * elementBytes / kCopyBytes;
     auto decode = [&](Value, Value, Value, Value bytes) -> Value {
-      Value elements = vector::BitCastOp::create(
-          b, VectorType::get({perChunk}, gqa.getDtype()), bytes);
+      Value elements =
+          vector::BitCastOp::create(b, VectorType::get({perChunk}, gqa.getDtype()), bytes);
       if (gqa.getDtype().isF32())
         return elements;
-      return arith::ExtFOp::create(b, VectorType::get({perChunk}, f32),
-                                   elements);
+      return arith::ExtFOp::create(b, VectorType::get({perChunk}, f32), elements);
     };
     Value keyBase = arith::MulIOp::create(b, kvHead, index(headChunks));
     emitStageSegment(0, headChunks, perChunk, 0, decode, keyBase);
-    emitStageSegment(gqa.getKvHeads() * headChunks, headChunks, perChunk,
-                     gqa.getHeadDim(), decode, keyBase);
+    emitStageSegment(gqa.getKvHeads() * headChunks, headChunks, perChunk, gqa.getHeadDim(), decode,
+                     keyBase);
     return;
   }
   auto vec16 = VectorType::get({16}, f32);
   if (isa<MlaFp8Attr>(format)) {
     // 512 e4m3 NoPE dims with one fp32 scale per 128 (bytes 512..527), then
     // 64 bf16 RoPE dims (bytes 528..655).
-    emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk,
-                                       Value bytes) {
+    emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk, Value bytes) {
       Value scaleByte = arith::AddIOp::create(
           b, index(512),
-          arith::MulIOp::create(
-              b, arith::DivUIOp::create(b, chunk, index(8)), index(4)));
+          arith::MulIOp::create(b, arith::DivUIOp::create(b, chunk, index(8)), index(4)));
       Value scaleBits = loadBytes(tier, where, scaleByte, 4, 4);
       Value scale = vector::ExtractOp::create(
-          b,
-          vector::BitCastOp::create(b, VectorType::get({1}, f32), scaleBits),
+          b, vector::BitCastOp::create(b, VectorType::get({1}, f32), scaleBits),
           ArrayRef<int64_t>{0});
-      return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale))
-          .getResult();
+      return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale)).getResult();
     });
     emitStageSegment(33, 8, 8, 512, decodeBf16);
     return;
   }
   // v41_fp8: 512 e4m3 dims, one ue8m0 scale (2^(e-127)) per 32 dims in bytes
   // 512..527: a chunk of 16 dims has one scale.
-  emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk,
-                                     Value bytes) {
-    Value scaleByte = arith::AddIOp::create(
-        b, index(512), arith::DivUIOp::create(b, chunk, index(2)));
-    Value e = vector::ExtractOp::create(
-        b, loadBytes(tier, where, scaleByte, 1, 1), ArrayRef<int64_t>{0});
+  emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk, Value bytes) {
+    Value scaleByte =
+        arith::AddIOp::create(b, index(512), arith::DivUIOp::create(b, chunk, index(2)));
+    Value e =
+        vector::ExtractOp::create(b, loadBytes(tier, where, scaleByte, 1, 1), ArrayRef<int64_t>{0});
     Value e32 = arith::ExtUIOp::create(b, b.getI32Type(), e);
     // 2^(e-127) has the f32 bits e << 23, except 2^-127 (a denormal) and
     // e = 255 (NaN).
-    Value bits = select(
-        cmpi(arith::CmpIPredicate::eq, e32, i32(0)), i32(0x00400000),
-        select(cmpi(arith::CmpIPredicate::eq, e32, i32(255)), i32(0x7fc00000),
-               arith::ShLIOp::create(b, e32, i32(23))));
+    Value bits = select(cmpi(arith::CmpIPredicate::eq, e32, i32(0)), i32(0x00400000),
+                        select(cmpi(arith::CmpIPredicate::eq, e32, i32(255)), i32(0x7fc00000),
+                               arith::ShLIOp::create(b, e32, i32(23))));
     Value scale = arith::BitcastOp::create(b, f32, bits);
-    return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale))
-        .getResult();
+    return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale)).getResult();
   });
 }
 
@@ -516,54 +451,47 @@ Value SparseAttentionKernelEmitter::decodeE4M3(Value bytes) {
   auto i32v = VectorType::get({16}, b.getI32Type());
   auto f32v = VectorType::get({16}, b.getF32Type());
   Value x = arith::ExtUIOp::create(b, i32v, bytes);
-  Value sign = arith::AndIOp::create(
-      b, arith::ShRUIOp::create(b, x, splatI32(i32v, 7)), splatI32(i32v, 1));
-  Value exponent = arith::AndIOp::create(
-      b, arith::ShRUIOp::create(b, x, splatI32(i32v, 3)), splatI32(i32v, 15));
+  Value sign =
+      arith::AndIOp::create(b, arith::ShRUIOp::create(b, x, splatI32(i32v, 7)), splatI32(i32v, 1));
+  Value exponent =
+      arith::AndIOp::create(b, arith::ShRUIOp::create(b, x, splatI32(i32v, 3)), splatI32(i32v, 15));
   Value mantissa = arith::AndIOp::create(b, x, splatI32(i32v, 7));
   // Normal: (1 + m/8) 2^(e-7): f32 exponent e - 7 + 127, mantissa m << 20.
   Value normalBits = arith::OrIOp::create(
       b,
       arith::OrIOp::create(
           b, arith::ShLIOp::create(b, sign, splatI32(i32v, 31)),
-          arith::ShLIOp::create(
-              b, arith::AddIOp::create(b, exponent, splatI32(i32v, 120)),
-              splatI32(i32v, 23))),
+          arith::ShLIOp::create(b, arith::AddIOp::create(b, exponent, splatI32(i32v, 120)),
+                                splatI32(i32v, 23))),
       arith::ShLIOp::create(b, mantissa, splatI32(i32v, 20)));
   Value normal = arith::BitcastOp::create(b, f32v, normalBits);
   // Subnormal (e = 0): m/8 2^-6 = m 2^-9, with the sign.
-  Value magnitude = arith::MulFOp::create(
-      b, arith::UIToFPOp::create(b, f32v, mantissa),
-      splat(f32v, f32(1.0 / 512.0)));
-  Value negative = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, sign,
-                                         splatI32(i32v, 0));
-  Value subnormal = arith::SelectOp::create(
-      b, negative, arith::NegFOp::create(b, magnitude), magnitude);
-  Value isSubnormal = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                            exponent, splatI32(i32v, 0));
+  Value magnitude = arith::MulFOp::create(b, arith::UIToFPOp::create(b, f32v, mantissa),
+                                          splat(f32v, f32(1.0 / 512.0)));
+  Value negative = arith::CmpIOp::create(b, arith::CmpIPredicate::ne, sign, splatI32(i32v, 0));
+  Value subnormal =
+      arith::SelectOp::create(b, negative, arith::NegFOp::create(b, magnitude), magnitude);
+  Value isSubnormal =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, exponent, splatI32(i32v, 0));
   Value value = arith::SelectOp::create(b, isSubnormal, subnormal, normal);
   // e4m3fn has no infinities; S.1111.111 is NaN.
-  Value isNan = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::eq, arith::AndIOp::create(b, x, splatI32(i32v, 0x7f)),
-      splatI32(i32v, 0x7f));
-  return arith::SelectOp::create(
-      b, isNan, splat(f32v, f32(std::numeric_limits<double>::quiet_NaN())),
-      value);
+  Value isNan = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                      arith::AndIOp::create(b, x, splatI32(i32v, 0x7f)),
+                                      splatI32(i32v, 0x7f));
+  return arith::SelectOp::create(b, isNan,
+                                 splat(f32v, f32(std::numeric_limits<double>::quiet_NaN())), value);
 }
 
 void SparseAttentionKernelEmitter::emitStageSegment(
-    int64_t firstChunk, int64_t chunks, int64_t elementsPerChunk,
-    int64_t firstColumn,
-    function_ref<Value(Value tier, Value where, Value chunk, Value bytes)>
-        decode,
+    int64_t firstChunk, int64_t chunks, int64_t elementsPerChunk, int64_t firstColumn,
+    function_ref<Value(Value tier, Value where, Value chunk, Value bytes)> decode,
     Value chunkBase) {
   OpBuilder::InsertionGuard guard(b);
   int64_t threads = config.block()[0];
   auto rawType = VectorType::get({kCopyBytes}, b.getI8Type());
   auto decodedType = VectorType::get({elementsPerChunk}, b.getF32Type());
 
-  auto copyLoop = scf::ForOp::create(b, tid, index(config.tileRows * chunks),
-                                     index(threads));
+  auto copyLoop = scf::ForOp::create(b, tid, index(config.tileRows * chunks), index(threads));
   b.setInsertionPoint(copyLoop.getBody()->getTerminator());
   Value item = copyLoop.getInductionVar();
   Value row = arith::DivUIOp::create(b, item, index(chunks));
@@ -572,8 +500,8 @@ void SparseAttentionKernelEmitter::emitStageSegment(
   if (chunkBase)
     chunk = arith::AddIOp::create(b, chunkBase, chunk);
   Value source = memref::LoadOp::create(b, rowSource, ValueRange{row});
-  Value where = arith::IndexCastOp::create(
-      b, b.getIndexType(), memref::LoadOp::create(b, rowIndex, ValueRange{row}));
+  Value where = arith::IndexCastOp::create(b, b.getIndexType(),
+                                           memref::LoadOp::create(b, rowIndex, ValueRange{row}));
   Value present = cmpi(arith::CmpIPredicate::ne, source, i32(0));
   auto decoded = scf::IfOp::create(b, TypeRange{decodedType}, present,
                                    /*withElse=*/true);
@@ -583,36 +511,30 @@ void SparseAttentionKernelEmitter::emitStageSegment(
     Value fromHost = cmpi(arith::CmpIPredicate::eq, source, i32(2));
     Value tier = select(fromHost, host, hbm);
     if (window)
-      tier = select(cmpi(arith::CmpIPredicate::eq, source, i32(3)), window,
-                    tier);
+      tier = select(cmpi(arith::CmpIPredicate::eq, source, i32(3)), window, tier);
     Value bytes = vector::LoadOp::create(
         b, rawType, tier,
-        ValueRange{where, index(config.layer),
-                   arith::MulIOp::create(b, chunk, index(kCopyBytes))},
+        ValueRange{where, index(config.layer), arith::MulIOp::create(b, chunk, index(kCopyBytes))},
         /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
     scf::YieldOp::create(b, decode(tier, where, chunk, bytes));
     // Absent rows become zeros, so that a zero probability never meets
     // stale (possibly non-finite) shared memory.
     b.setInsertionPointToStart(decoded.elseBlock());
     Value zeros = arith::ConstantOp::create(
-        b, decodedType,
-        DenseElementsAttr::get(decodedType, b.getF32FloatAttr(0.0f)));
+        b, decodedType, DenseElementsAttr::get(decodedType, b.getF32FloatAttr(0.0f)));
     scf::YieldOp::create(b, zeros);
   }
   Value column = arith::AddIOp::create(
-      b, index(firstColumn),
-      arith::MulIOp::create(b, inSegment, index(elementsPerChunk)));
-  vector::StoreOp::create(b, decoded.getResult(0), tile,
-                          ValueRange{row, column}, /*nontemporal=*/false,
-                          llvm::MaybeAlign(16));
+      b, index(firstColumn), arith::MulIOp::create(b, inSegment, index(elementsPerChunk)));
+  vector::StoreOp::create(b, decoded.getResult(0), tile, ValueRange{row, column},
+                          /*nontemporal=*/false, llvm::MaybeAlign(16));
 }
 
 /// Phase C: one warp folds the staged rows, one at a time, into its head's
 /// online softmax. `state` is (running max, running sum, output slice...) in
 /// base-2 units; returns the updated state. The loop over rows stays rolled:
 /// unrolled, the compiler hoists every row's loads and spills.
-SmallVector<Value>
-SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
+SmallVector<Value> SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
   OpBuilder::InsertionGuard guard(b);
   int64_t qkPerLane = config.pool.getFormat().getQKDim() / kWarpSize;
   int64_t vPerLane = config.pool.getFormat().getVDim() / kWarpSize;
@@ -620,8 +542,7 @@ SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
   Value scoreScale = f32(static_cast<double>(config.softmaxScale) * M_LOG2E);
   Value negInf = f32(-std::numeric_limits<double>::infinity());
 
-  auto rowLoop = scf::ForOp::create(b, index(0), index(config.tileRows),
-                                    index(1), state);
+  auto rowLoop = scf::ForOp::create(b, index(0), index(config.tileRows), index(1), state);
   b.setInsertionPointToStart(rowLoop.getBody());
   Value row = rowLoop.getInductionVar();
   ValueRange carried = rowLoop.getRegionIterArgs();
@@ -630,9 +551,8 @@ SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
 
   // Absent rows (and those past the selection) are skipped; the branch is
   // uniform across the CTA.
-  Value present = cmpi(arith::CmpIPredicate::ne,
-                       memref::LoadOp::create(b, rowSource, ValueRange{row}),
-                       i32(0));
+  Value present =
+      cmpi(arith::CmpIPredicate::ne, memref::LoadOp::create(b, rowSource, ValueRange{row}), i32(0));
   auto fold = scf::IfOp::create(b, rowLoop.getResultTypes(), present,
                                 /*withElse=*/true);
   {
@@ -644,28 +564,20 @@ SparseAttentionKernelEmitter::emitComputeTile(ValueRange state) {
   Value dot = f32(0.0);
   for (int64_t j = 0; j < qkPerLane; ++j) {
     Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
-    dot = fma(queryRegs[j], loadTileElement(row, column),
-                              dot);
+    dot = fma(queryRegs[j], loadTileElement(row, column), dot);
   }
   Value score = arith::MulFOp::create(b, warpSum(dot), scoreScale);
   Value newMax = arith::MaximumFOp::create(b, runningMax, score);
   // Rescale what was accumulated so far; while the max is -inf nothing was
   // (and exp2(-inf - -inf) would be NaN).
-  Value hadRows = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE,
-                                        runningMax, negInf);
-  Value alpha = select(
-      hadRows,
-      exp2(arith::SubFOp::create(b, runningMax, newMax)),
-      f32(0.0));
+  Value hadRows = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, runningMax, negInf);
+  Value alpha = select(hadRows, exp2(arith::SubFOp::create(b, runningMax, newMax)), f32(0.0));
   Value p = exp2(arith::SubFOp::create(b, score, newMax));
-  SmallVector<Value> next{
-      newMax, fma(runningSum, alpha, p)};
+  SmallVector<Value> next{newMax, fma(runningSum, alpha, p)};
   for (int64_t j = 0; j < vPerLane; ++j) {
-    Value column = arith::AddIOp::create(
-        b, lane, index(config.valueColumn + j * kWarpSize));
+    Value column = arith::AddIOp::create(b, lane, index(config.valueColumn + j * kWarpSize));
     Value acc = arith::MulFOp::create(b, carried[2 + j], alpha);
-    next.push_back(
-        fma(p, loadTileElement(row, column), acc));
+    next.push_back(fma(p, loadTileElement(row, column), acc));
   }
   scf::YieldOp::create(b, next);
 
@@ -713,22 +625,20 @@ void SparseAttentionKernelEmitter::emit() {
   lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
   request = arith::DivUIOp::create(b, blockX, index(config.positions));
   position = arith::RemUIOp::create(b, blockX, index(config.positions));
-  head = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)), warp);
+  head =
+      arith::AddIOp::create(b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)), warp);
   // Every head of the CTA shares one KV head.
-  kvHead = arith::DivUIOp::create(
-      b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)),
-      index(config.groupHeads));
+  kvHead = arith::DivUIOp::create(b, arith::MulIOp::create(b, blockY, index(config.headsPerBlock)),
+                                  index(config.groupHeads));
 
   // A [B, N, layers, row bytes] buffer as one tier of B * N tokens.
   auto asTier = [&](Value buffer) -> Value {
-    Value flat = memref::CollapseShapeOp::create(
-        b, buffer, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+    Value flat = memref::CollapseShapeOp::create(b, buffer,
+                                                 ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
     auto flatType = cast<MemRefType>(flat.getType());
     return memref::CastOp::create(
         b,
-        MemRefType::get({ShapedType::kDynamic, flatType.getDimSize(1),
-                         flatType.getDimSize(2)},
+        MemRefType::get({ShapedType::kDynamic, flatType.getDimSize(1), flatType.getDimSize(2)},
                         flatType.getElementType()),
         flat);
   };
@@ -742,40 +652,33 @@ void SparseAttentionKernelEmitter::emit() {
     window = asTier(window);
     // Query q of Q sees tokens [e - W, e), e = tokens - (Q - 1 - q).
     windowTokenCount = arith::ExtSIOp::create(
-        b, b.getI64Type(),
-        memref::LoadOp::create(b, windowTokens, ValueRange{request}));
+        b, b.getI64Type(), memref::LoadOp::create(b, windowTokens, ValueRange{request}));
     Value hidden = arith::IndexCastOp::create(
-        b, b.getI64Type(),
-        arith::SubIOp::create(b, index(config.positions - 1), position));
-    windowFirst = arith::SubIOp::create(
-        b, arith::SubIOp::create(b, windowTokenCount, hidden),
-        i64(config.windowSize));
+        b, b.getI64Type(), arith::SubIOp::create(b, index(config.positions - 1), position));
+    windowFirst = arith::SubIOp::create(b, arith::SubIOp::create(b, windowTokenCount, hidden),
+                                        i64(config.windowSize));
   }
-  hbmRows = arith::IndexCastOp::create(
-      b, b.getI64Type(), memref::DimOp::create(b, hbm, index(0)));
-  hostRows = arith::IndexCastOp::create(
-      b, b.getI64Type(), memref::DimOp::create(b, host, index(0)));
+  hbmRows = arith::IndexCastOp::create(b, b.getI64Type(), memref::DimOp::create(b, hbm, index(0)));
+  hostRows =
+      arith::IndexCastOp::create(b, b.getI64Type(), memref::DimOp::create(b, host, index(0)));
 
   // This lane's slice of its head's query: elements lane + 32 j.
   int64_t qkPerLane = format.getQKDim() / kWarpSize;
   for (int64_t j = 0; j < qkPerLane; ++j) {
     Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
-    Value q = memref::LoadOp::create(
-        b, queries, ValueRange{request, position, head, column});
+    Value q = memref::LoadOp::create(b, queries, ValueRange{request, position, head, column});
     queryRegs.push_back(arith::ExtFOp::create(b, b.getF32Type(), q));
   }
 
   int64_t vPerLane = format.getVDim() / kWarpSize;
-  SmallVector<Value> init{f32(-std::numeric_limits<double>::infinity()),
-                          f32(0.0)};
+  SmallVector<Value> init{f32(-std::numeric_limits<double>::infinity()), f32(0.0)};
   init.append(vPerLane, f32(0.0));
 
   // This CTA's entries: split z of [0, K + W).
   Value split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
   Value first = arith::MulIOp::create(b, split, index(config.splitRows));
-  Value end = arith::MinUIOp::create(
-      b, arith::AddIOp::create(b, first, index(config.splitRows)),
-      index(config.entries()));
+  Value end = arith::MinUIOp::create(b, arith::AddIOp::create(b, first, index(config.splitRows)),
+                                     index(config.entries()));
   auto loop = scf::ForOp::create(b, first, end, index(config.tileRows), init);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -803,107 +706,95 @@ void SparseAttentionKernelEmitter::emit() {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(write.thenBlock()->getTerminator());
       for (int64_t i = 0; i < 2; ++i)
-        memref::StoreOp::create(
-            b, loop.getResult(i), partials,
-            ValueRange{request, position, head, split, index(i)});
+        memref::StoreOp::create(b, loop.getResult(i), partials,
+                                ValueRange{request, position, head, split, index(i)});
     }
     gpu::ReturnOp::create(b);
     return;
   }
   // Normalize; a query without any valid row yields zeros.
   Value sum = loop.getResult(1);
-  Value inverse =
-      select(arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
-             arith::DivFOp::create(b, f32(1.0), sum), f32(0.0));
+  Value inverse = select(arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
+                         arith::DivFOp::create(b, f32(1.0), sum), f32(0.0));
   for (int64_t j = 0; j < vPerLane; ++j) {
     Value column = arith::AddIOp::create(b, lane, index(j * kWarpSize));
     Value value = arith::MulFOp::create(b, loop.getResult(2 + j), inverse);
     Value rounded = arith::TruncFOp::create(b, b.getBF16Type(), value);
-    memref::StoreOp::create(b, rounded, output,
-                            ValueRange{request, position, head, column});
+    memref::StoreOp::create(b, rounded, output, ValueRange{request, position, head, column});
   }
   gpu::ReturnOp::create(b);
 }
 
-gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(
-    OpBuilder &builder, Location loc, StringRef name,
-    const SparseAttentionKernelConfig &config) {
+gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(OpBuilder &builder, Location loc,
+                                                     StringRef name,
+                                                     const SparseAttentionKernelConfig &config) {
   MLIRContext *ctx = builder.getContext();
   RowFormatAttrInterface format = config.pool.getFormat();
   Type bf16 = builder.getBF16Type();
-  int64_t B = config.requests, Q = config.positions, H = config.heads,
-          K = config.selected;
+  int64_t B = config.requests, Q = config.positions, H = config.heads, K = config.selected;
   // Tiers as kernels see them: [tokens, layers, row bytes] of i8.
   Type tierType = MemRefType::get(
-      {ShapedType::kDynamic, config.pool.getLayers(), format.getRowBytes()},
-      builder.getI8Type());
+      {ShapedType::kDynamic, config.pool.getLayers(), format.getRowBytes()}, builder.getI8Type());
   Type selections = MemRefType::get({B, Q, K}, builder.getI32Type());
-  SmallVector<Type> arguments{
-      MemRefType::get({B, Q, H, format.getQKDim()}, bf16), selections,
-      selections};
+  SmallVector<Type> arguments{MemRefType::get({B, Q, H, format.getQKDim()}, bf16), selections,
+                              selections};
   if (config.staged) {
-    arguments.push_back(MemRefType::get(
-        {B, config.stagingRows, config.pool.getLayers(), format.getRowBytes()},
-        builder.getI8Type()));
+    arguments.push_back(
+        MemRefType::get({B, config.stagingRows, config.pool.getLayers(), format.getRowBytes()},
+                        builder.getI8Type()));
     if (config.indexed)
       arguments.push_back(selections);
     arguments.push_back(tierType);
   } else {
     arguments.append({MemRefType::get({B}, builder.getI64Type()),
-                      MemRefType::get({B}, builder.getI32Type()), tierType,
-                      tierType});
+                      MemRefType::get({B}, builder.getI32Type()), tierType, tierType});
   }
   if (config.windowSize > 0)
-    arguments.append({MemRefType::get({B, config.windowRing,
-                                       config.pool.getLayers(),
-                                       format.getRowBytes()},
-                                      builder.getI8Type()),
-                      MemRefType::get({B}, builder.getI32Type())});
+    arguments.append(
+        {MemRefType::get({B, config.windowRing, config.pool.getLayers(), format.getRowBytes()},
+                         builder.getI8Type()),
+         MemRefType::get({B}, builder.getI32Type())});
   arguments.push_back(MemRefType::get({B, Q, H, format.getVDim()}, bf16));
   if (config.splits > 1)
     arguments.push_back(config.partialsType(ctx));
   arguments.push_back(MemRefType::get({1}, builder.getI32Type()));
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  SmallVector<Type> shared{
-      MemRefType::get({config.tileRows, config.tileColumns},
-                      builder.getF32Type(), MemRefLayoutAttrInterface{},
-                      workgroup),
-      MemRefType::get({config.tileRows}, builder.getI32Type(),
-                      MemRefLayoutAttrInterface{}, workgroup),
-      MemRefType::get({config.tileRows}, builder.getI64Type(),
-                      MemRefLayoutAttrInterface{}, workgroup)};
+  SmallVector<Type> shared{MemRefType::get({config.tileRows, config.tileColumns},
+                                           builder.getF32Type(), MemRefLayoutAttrInterface{},
+                                           workgroup),
+                           MemRefType::get({config.tileRows}, builder.getI32Type(),
+                                           MemRefLayoutAttrInterface{}, workgroup),
+                           MemRefType::get({config.tileRows}, builder.getI64Type(),
+                                           MemRefLayoutAttrInterface{}, workgroup)};
 
-  auto func = gpu::GPUFuncOp::create(
-      builder, loc, name, builder.getFunctionType(arguments, {}), shared);
+  auto func =
+      gpu::GPUFuncOp::create(builder, loc, name, builder.getFunctionType(arguments, {}), shared);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
   std::array<int64_t, 3> block = config.block();
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(block[0]), static_cast<int32_t>(block[1]),
-       static_cast<int32_t>(block[2])}));
+  func.setKnownBlockSizeAttr(
+      builder.getDenseI32ArrayAttr({static_cast<int32_t>(block[0]), static_cast<int32_t>(block[1]),
+                                    static_cast<int32_t>(block[2])}));
 
   ImplicitLocOpBuilder b(loc, builder);
   SparseAttentionKernelEmitter(b, config, func).emit();
   return func;
 }
 
-gpu::GPUFuncOp mlir::dhs::buildAttentionCombineKernel(
-    OpBuilder &builder, Location loc, StringRef name,
-    const SparseAttentionKernelConfig &config) {
+gpu::GPUFuncOp mlir::dhs::buildAttentionCombineKernel(OpBuilder &builder, Location loc,
+                                                      StringRef name,
+                                                      const SparseAttentionKernelConfig &config) {
   MLIRContext *ctx = builder.getContext();
   int64_t vDim = config.pool.getFormat().getVDim();
   MemRefType partials = config.partialsType(ctx);
-  MemRefType output =
-      MemRefType::get({config.requests, config.positions, config.heads, vDim},
-                      builder.getBF16Type());
+  MemRefType output = MemRefType::get({config.requests, config.positions, config.heads, vDim},
+                                      builder.getBF16Type());
   std::array<int64_t, 3> block = config.block();
-  gpu::GPUFuncOp func = createKernel(builder, loc, name, {partials, output},
-                                     block[0]);
+  gpu::GPUFuncOp func = createKernel(builder, loc, name, {partials, output}, block[0]);
   ImplicitLocOpBuilder b(loc, builder);
   b.setInsertionPointToStart(&func.getBody().front());
   KernelBuilder kb{b};
   auto f32 = [&](double v) -> Value {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                          APFloat(static_cast<float>(v)));
+    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
   };
   auto exp2 = [&](Value x) { return exp2Approx(b, x); };
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -912,16 +803,15 @@ gpu::GPUFuncOp mlir::dhs::buildAttentionCombineKernel(
   Value pair = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value request = arith::DivUIOp::create(b, pair, kb.index(config.positions));
   Value position = arith::RemUIOp::create(b, pair, kb.index(config.positions));
-  Value head = arith::AddIOp::create(
-      b,
-      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                            kb.index(config.headsPerBlock)),
-      warp);
+  Value head =
+      arith::AddIOp::create(b,
+                            arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                                                  kb.index(config.headsPerBlock)),
+                            warp);
   Value negInf = f32(-std::numeric_limits<double>::infinity());
   auto load = [&](Value split, Value column) -> Value {
-    return memref::LoadOp::create(
-        b, func.getArgument(0),
-        ValueRange{request, position, head, split, column});
+    return memref::LoadOp::create(b, func.getArgument(0),
+                                  ValueRange{request, position, head, split, column});
   };
   // The common max over the splits (base 2), then the weighted sums.
   Value max = negInf;
@@ -934,26 +824,21 @@ gpu::GPUFuncOp mlir::dhs::buildAttentionCombineKernel(
     Value m = load(kb.index(s), kb.index(0));
     // A split without rows (max -inf) weighs nothing.
     Value used = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, m, negInf);
-    Value weight = kb.select(
-        arith::AndIOp::create(b, used, any),
-        exp2(arith::SubFOp::create(b, m, max)), f32(0.0));
+    Value weight = kb.select(arith::AndIOp::create(b, used, any),
+                             exp2(arith::SubFOp::create(b, m, max)), f32(0.0));
     weights.push_back(weight);
     sum = LLVM::FMAOp::create(b, load(kb.index(s), kb.index(1)), weight, sum);
   }
-  Value inverse = kb.select(
-      arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
-      arith::DivFOp::create(b, f32(1.0), sum), f32(0.0));
+  Value inverse = kb.select(arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
+                            arith::DivFOp::create(b, f32(1.0), sum), f32(0.0));
   for (int64_t j = 0; j < vDim / kWarpSize; ++j) {
     Value column = arith::AddIOp::create(b, lane, kb.index(j * kWarpSize));
     Value value = f32(0.0);
     for (int64_t s = 0; s < config.splits; ++s)
       value = LLVM::FMAOp::create(
-          b, load(kb.index(s), arith::AddIOp::create(b, column, kb.index(2))),
-          weights[s], value);
+          b, load(kb.index(s), arith::AddIOp::create(b, column, kb.index(2))), weights[s], value);
     memref::StoreOp::create(
-        b,
-        arith::TruncFOp::create(b, b.getBF16Type(),
-                                arith::MulFOp::create(b, value, inverse)),
+        b, arith::TruncFOp::create(b, b.getBF16Type(), arith::MulFOp::create(b, value, inverse)),
         func.getArgument(1), ValueRange{request, position, head, column});
   }
   gpu::ReturnOp::create(b);

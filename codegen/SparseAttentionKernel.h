@@ -13,13 +13,13 @@ namespace mlir::dhs {
 
 /// Static shape and tiling of one sparse attention kernel.
 struct SparseAttentionKernelConfig {
-  int64_t requests = 0;          // B
-  int64_t positions = 0;         // Q, query positions per request
-  int64_t heads = 0;             // H
-  int64_t selected = 0;          // K, selected rows per query
-  int64_t headsPerBlock = 0;     // warps per CTA, one head each
-  int64_t tileRows = 0;          // rows staged in shared memory at a time
-  int64_t layer = 0;             // layer of the pool's group to read
+  int64_t requests = 0;      // B
+  int64_t positions = 0;     // Q, query positions per request
+  int64_t heads = 0;         // H
+  int64_t selected = 0;      // K, selected rows per query
+  int64_t headsPerBlock = 0; // warps per CTA, one head each
+  int64_t tileRows = 0;      // rows staged in shared memory at a time
+  int64_t layer = 0;         // layer of the pool's group to read
   /// Missing rows come from a staging buffer [B, stagingRows, layers, row
   /// bytes] (dhs.attention) instead of the host store (dhs.sparse_attention).
   bool staged = false;
@@ -70,9 +70,10 @@ struct SparseAttentionKernelConfig {
 /// the op cannot be compiled as is (dynamic shapes, unsupported sizes).
 /// `minBlocks` > 0 splits each query's entries over CTAs until the grid has
 /// about that many (each split keeping at least two tiles).
-FailureOr<SparseAttentionKernelConfig>
-getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock,
-                               int64_t tileRows, int64_t minBlocks = 0);
+FailureOr<SparseAttentionKernelConfig> getSparseAttentionKernelConfig(Operation *op,
+                                                                      int64_t maxHeadsPerBlock,
+                                                                      int64_t tileRows,
+                                                                      int64_t minBlocks = 0);
 
 /// Builds the kernel `name` for `config` at the builder's insertion point,
 /// which must be inside a gpu.module. Its arguments are, in order:
@@ -83,17 +84,15 @@ getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock,
 /// - staged (dhs.attention): queries, row_ids, slots, staging, [staging
 ///   index], the HBM tier, [window ring, window tokens], output, step status;
 /// - with splits > 1, the partials before the step status.
-gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc,
-                                          StringRef name,
+gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc, StringRef name,
                                           const SparseAttentionKernelConfig &config);
 
 /// Builds the kernel that merges a split kernel's partials into the output
 /// (arguments: partials, output): a warp per head rescales every split's
 /// state to the common max, sums and normalizes; a query without any valid
 /// row yields zeros.
-gpu::GPUFuncOp
-buildAttentionCombineKernel(OpBuilder &builder, Location loc, StringRef name,
-                            const SparseAttentionKernelConfig &config);
+gpu::GPUFuncOp buildAttentionCombineKernel(OpBuilder &builder, Location loc, StringRef name,
+                                           const SparseAttentionKernelConfig &config);
 
 } // namespace mlir::dhs
 

@@ -18,8 +18,7 @@ namespace mlir::dhs {
 /// at or above it are gathered, sorted (bitonic, descending) and written;
 /// slots past the visible rows hold -1. A history longer than the scores
 /// sets status bit 16.
-FailureOr<gpu::GPUFuncOp> buildTopKKernel(OpBuilder &builder, TopKOp op,
-                                          StringRef name,
+FailureOr<gpu::GPUFuncOp> buildTopKKernel(OpBuilder &builder, TopKOp op, StringRef name,
                                           KernelGeometry &geometry);
 
 } // namespace mlir::dhs

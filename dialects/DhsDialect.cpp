@@ -37,11 +37,10 @@ int64_t V41Fp8Attr::getQKDim() const { return 512; }
 int64_t V41Fp8Attr::getVDim() const { return 512; }
 StringRef V41Fp8Attr::getFormatName() const { return "v41_fp8"; }
 
-LogicalResult GqaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                              int64_t kvHeads, int64_t headDim, Type dtype) {
+LogicalResult GqaAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t kvHeads,
+                              int64_t headDim, Type dtype) {
   if (kvHeads <= 0)
-    return emitError() << "a GQA row needs at least one KV head, got "
-                       << kvHeads;
+    return emitError() << "a GQA row needs at least one KV head, got " << kvHeads;
   if (headDim <= 0 || headDim % 32 != 0)
     return emitError() << "GQA head_dim must be a positive multiple of 32, "
                           "got "
@@ -51,8 +50,7 @@ LogicalResult GqaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 int64_t GqaAttr::getRowBytes() const {
-  return 2 * getKvHeads() * getHeadDim() *
-         (getDtype().getIntOrFloatBitWidth() / 8);
+  return 2 * getKvHeads() * getHeadDim() * (getDtype().getIntOrFloatBitWidth() / 8);
 }
 int64_t GqaAttr::getKVHeads() const { return getKvHeads(); }
 int64_t GqaAttr::getQKDim() const { return getHeadDim(); }
@@ -80,15 +78,13 @@ static void printCapacity(AsmPrinter &printer, int64_t capacity) {
     printer << capacity;
 }
 
-LogicalResult
-KVPoolType::verify(function_ref<InFlightDiagnostic()> emitError,
-                   RowFormatAttrInterface format, int64_t layers,
-                   int64_t hbmSlots, int64_t hostRows) {
+LogicalResult KVPoolType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 RowFormatAttrInterface format, int64_t layers, int64_t hbmSlots,
+                                 int64_t hostRows) {
   if (!format)
     return emitError() << "a KV pool needs a row format";
   if (layers <= 0)
-    return emitError() << "a layer group has at least one layer, got "
-                       << layers;
+    return emitError() << "a layer group has at least one layer, got " << layers;
   if (!ShapedType::isDynamic(hbmSlots) && hbmSlots <= 0)
     return emitError() << "HBM capacity must be a positive number of slots "
                           "or '?', got "
@@ -100,18 +96,15 @@ KVPoolType::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-int64_t KVPoolType::getTokenBytes() const {
-  return getLayers() * getFormat().getRowBytes();
-}
+int64_t KVPoolType::getTokenBytes() const { return getLayers() * getFormat().getRowBytes(); }
 
 int64_t KVPoolType::getCapacity(Tier tier) const {
   return tier == Tier::hbm ? getHbmSlots() : getHostRows();
 }
 
 MemRefType KVPoolType::getTierMemRefType(Tier tier) const {
-  return MemRefType::get(
-      {getCapacity(tier), getLayers(), getFormat().getRowBytes()},
-      IntegerType::get(getContext(), 8));
+  return MemRefType::get({getCapacity(tier), getLayers(), getFormat().getRowBytes()},
+                         IntegerType::get(getContext(), 8));
 }
 
 #define GET_ATTRDEF_CLASSES

@@ -7,9 +7,9 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 
+#include "dialects/DhsAttrInterfaces.h.inc"
 #include "dialects/DhsDialect.h.inc"
 #include "dialects/DhsEnums.h.inc"
-#include "dialects/DhsAttrInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/DhsAttrs.h.inc"

@@ -17,65 +17,54 @@ static std::string dimToString(int64_t dim) {
 
 /// Checks that dimension `dim` of `type` equals `expected` where both are
 /// static; `what` names the dimension in the diagnostic.
-static LogicalResult checkDim(Operation *op, StringRef operand,
-                              MemRefType type, unsigned dim, int64_t expected,
-                              StringRef what) {
+static LogicalResult checkDim(Operation *op, StringRef operand, MemRefType type, unsigned dim,
+                              int64_t expected, StringRef what) {
   int64_t actual = type.getDimSize(dim);
-  if (ShapedType::isDynamic(actual) || ShapedType::isDynamic(expected) ||
-      actual == expected)
+  if (ShapedType::isDynamic(actual) || ShapedType::isDynamic(expected) || actual == expected)
     return success();
-  return op->emitOpError() << operand << " dimension " << dim << " (" << what
-                           << ") is " << actual << ", expected "
-                           << dimToString(expected);
+  return op->emitOpError() << operand << " dimension " << dim << " (" << what << ") is " << actual
+                           << ", expected " << dimToString(expected);
 }
 
 /// Checks that the trailing [layers, row bytes] of a row buffer match `pool`.
-static LogicalResult checkRowBlock(Operation *op, StringRef operand,
-                                   MemRefType type, KVPoolType pool) {
+static LogicalResult checkRowBlock(Operation *op, StringRef operand, MemRefType type,
+                                   KVPoolType pool) {
   unsigned rank = type.getRank();
   int64_t layers = type.getDimSize(rank - 2);
   int64_t bytes = type.getDimSize(rank - 1);
   RowFormatAttrInterface format = pool.getFormat();
   if (!ShapedType::isDynamic(bytes) && bytes != format.getRowBytes())
-    return op->emitOpError()
-           << operand << " holds rows of " << bytes << " bytes but row format "
-           << format.getFormatName() << " has " << format.getRowBytes();
+    return op->emitOpError() << operand << " holds rows of " << bytes << " bytes but row format "
+                             << format.getFormatName() << " has " << format.getRowBytes();
   if (!ShapedType::isDynamic(layers) && layers != pool.getLayers())
     return op->emitOpError() << operand << " holds " << layers
-                             << " layers per token but the pool's group has "
-                             << pool.getLayers();
+                             << " layers per token but the pool's group has " << pool.getLayers();
   return success();
 }
 
 /// Checks the operands common to both attention ops: queries [B, Q, H, qk],
 /// rows and slots [B, Q, K], output [B, Q, H, v], a layer of the group and a
 /// positive scale.
-static LogicalResult verifyAttention(Operation *op, MemRefType queries,
-                                     MemRefType rows, MemRefType slots,
-                                     MemRefType output, KVPoolType pool,
+static LogicalResult verifyAttention(Operation *op, MemRefType queries, MemRefType rows,
+                                     MemRefType slots, MemRefType output, KVPoolType pool,
                                      int64_t layer, APFloat scaleValue) {
   RowFormatAttrInterface format = pool.getFormat();
   StringRef name = format.getFormatName();
   if (layer >= pool.getLayers())
-    return op->emitOpError() << "layer " << layer
-                             << " is outside the pool's group of "
+    return op->emitOpError() << "layer " << layer << " is outside the pool's group of "
                              << pool.getLayers() << " layers";
   int64_t qkDim = queries.getDimSize(3);
   if (!ShapedType::isDynamic(qkDim) && qkDim != format.getQKDim())
-    return op->emitOpError() << "queries have " << qkDim
-                             << " dims per head but row format " << name
-                             << " has keys of " << format.getQKDim()
-                             << " dims";
+    return op->emitOpError() << "queries have " << qkDim << " dims per head but row format " << name
+                             << " has keys of " << format.getQKDim() << " dims";
   int64_t vDim = output.getDimSize(3);
   if (!ShapedType::isDynamic(vDim) && vDim != format.getVDim())
-    return op->emitOpError() << "output has " << vDim
-                             << " dims per head but row format " << name
-                             << " has values of " << format.getVDim()
-                             << " dims";
+    return op->emitOpError() << "output has " << vDim << " dims per head but row format " << name
+                             << " has values of " << format.getVDim() << " dims";
   int64_t heads = queries.getDimSize(2);
   if (!ShapedType::isDynamic(heads) && heads % format.getKVHeads() != 0)
-    return op->emitOpError() << heads << " query heads cannot share "
-                             << format.getKVHeads() << " KV heads evenly";
+    return op->emitOpError() << heads << " query heads cannot share " << format.getKVHeads()
+                             << " KV heads evenly";
 
   int64_t batch = queries.getDimSize(0);
   int64_t positions = queries.getDimSize(1);
@@ -104,13 +93,10 @@ static LogicalResult verifyAttention(Operation *op, MemRefType queries,
 
 /// Query positions of a selection-shaped operand ([B, Q, ...]), if static.
 static std::optional<int64_t> getQueryPositions(Operation *op) {
-  Value rows =
-      TypeSwitch<Operation *, Value>(op)
-          .Case<AttentionOp, SparseAttentionOp>(
-              [](auto op) { return op.getRowIds(); })
-          .Case<TopKOp, ResolveOp, UnionMissingOp>(
-              [](auto op) { return op.getRows(); })
-          .Default([](Operation *) { return Value(); });
+  Value rows = TypeSwitch<Operation *, Value>(op)
+                   .Case<AttentionOp, SparseAttentionOp>([](auto op) { return op.getRowIds(); })
+                   .Case<TopKOp, ResolveOp, UnionMissingOp>([](auto op) { return op.getRows(); })
+                   .Default([](Operation *) { return Value(); });
   if (!rows)
     return std::nullopt;
   auto type = cast<MemRefType>(rows.getType());
@@ -132,9 +118,8 @@ LogicalResult PoolTierOp::verify() {
   if (failed(checkRowBlock(*this, "the result", actual, pool)))
     return failure();
   if (actual.getDimSize(0) != expected.getDimSize(0))
-    return emitOpError() << "the " << stringifyTier(getTier())
-                         << " tier holds " << dimToString(expected.getDimSize(0))
-                         << " tokens but the result has "
+    return emitOpError() << "the " << stringifyTier(getTier()) << " tier holds "
+                         << dimToString(expected.getDimSize(0)) << " tokens but the result has "
                          << dimToString(actual.getDimSize(0));
   return success();
 }
@@ -142,10 +127,9 @@ LogicalResult PoolTierOp::verify() {
 LogicalResult PoolMapOp::verify() {
   int64_t capacity = getPool().getType().getCapacity(Tier::host);
   int64_t size = getMap().getType().getDimSize(0);
-  if (!ShapedType::isDynamic(capacity) && !ShapedType::isDynamic(size) &&
-      size != capacity)
-    return emitOpError() << "a residency map has one entry per host row ("
-                         << capacity << "), got " << size;
+  if (!ShapedType::isDynamic(capacity) && !ShapedType::isDynamic(size) && size != capacity)
+    return emitOpError() << "a residency map has one entry per host row (" << capacity << "), got "
+                         << size;
   return success();
 }
 
@@ -157,16 +141,15 @@ LogicalResult PoolRecencyOp::verify() {
                             "use] per slot: expected [slots, 2], got "
                          << type;
   int64_t size = type.getDimSize(0);
-  if (!ShapedType::isDynamic(capacity) && !ShapedType::isDynamic(size) &&
-      size != capacity)
-    return emitOpError() << "the replacement state has one entry per HBM slot ("
-                         << capacity << "), got " << size;
+  if (!ShapedType::isDynamic(capacity) && !ShapedType::isDynamic(size) && size != capacity)
+    return emitOpError() << "the replacement state has one entry per HBM slot (" << capacity
+                         << "), got " << size;
   return success();
 }
 
 LogicalResult PlaceRowsOp::verify() {
-  return checkDim(*this, "slots", getSlots().getType(), 0,
-                  getRows().getType().getDimSize(0), "rows placed");
+  return checkDim(*this, "slots", getSlots().getType(), 0, getRows().getType().getDimSize(0),
+                  "rows placed");
 }
 
 LogicalResult StepStatusOp::verify() {
@@ -183,11 +166,9 @@ LogicalResult ScratchOp::verify() {
   if (!type.getLayout().isIdentity())
     return emitOpError() << "scratch buffers are dense: identity layout only";
   if (getOffset() && *getOffset() < 0)
-    return emitOpError() << "arena offset must be non-negative, got "
-                         << *getOffset();
+    return emitOpError() << "arena offset must be non-negative, got " << *getOffset();
   if (getSlot() && (*getSlot() < 0 || *getSlot() > 1))
-    return emitOpError() << "staging is double-buffered: slot 0 or 1, got "
-                         << *getSlot();
+    return emitOpError() << "staging is double-buffered: slot 0 or 1, got " << *getSlot();
   return success();
 }
 
@@ -198,27 +179,23 @@ LogicalResult ScratchOp::verify() {
 LogicalResult TopKOp::verify() {
   MemRefType scores = getScores().getType();
   MemRefType rows = getRows().getType();
-  if (failed(checkDim(*this, "rows", rows, 0, scores.getDimSize(0),
-                      "requests")) ||
-      failed(checkDim(*this, "rows", rows, 1, scores.getDimSize(1),
-                      "query positions")) ||
-      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
-                      scores.getDimSize(0), "requests")))
+  if (failed(checkDim(*this, "rows", rows, 0, scores.getDimSize(0), "requests")) ||
+      failed(checkDim(*this, "rows", rows, 1, scores.getDimSize(1), "query positions")) ||
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, scores.getDimSize(0),
+                      "requests")))
     return failure();
   int64_t k = rows.getDimSize(2), n = scores.getDimSize(2);
   if (k == 0)
     return emitOpError() << "selects no rows (k = 0)";
   if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(n) && k > n)
-    return emitOpError() << "selects k = " << k << " rows out of " << n
-                         << " scored rows";
+    return emitOpError() << "selects k = " << k << " rows out of " << n << " scored rows";
   return success();
 }
 
 Replacement ResidencyOp::getEffectiveReplacement() {
   if (std::optional<Replacement> given = getReplacement())
     return *given;
-  return getPolicy() == ResidencyPolicy::fixed ? Replacement::lru
-                                                : Replacement::clock;
+  return getPolicy() == ResidencyPolicy::fixed ? Replacement::lru : Replacement::clock;
 }
 
 LogicalResult ResidencyOp::verify() {
@@ -229,9 +206,8 @@ LogicalResult ResidencyOp::verify() {
     return emitOpError() << "a fixed hot buffer needs floor > 0 slots per "
                             "request";
   if (!pool.isDynamicHbm() && newest + floor > pool.getHbmSlots())
-    return emitOpError() << "the working set of one request (newest "
-                         << newest << " + floor " << floor << " = "
-                         << newest + floor << " slots) does not fit the pool's "
+    return emitOpError() << "the working set of one request (newest " << newest << " + floor "
+                         << floor << " = " << newest + floor << " slots) does not fit the pool's "
                          << pool.getHbmSlots() << " HBM slots";
   // One spec per pool; the tokens a query attends from are among the newest.
   for (OpOperand &use : getPool().getUses()) {
@@ -239,8 +215,7 @@ LogicalResult ResidencyOp::verify() {
     // The later of two specs in a block is the one reported.
     if (auto other = dyn_cast<ResidencyOp>(user);
         other && other != *this &&
-        (other->getBlock() != (*this)->getBlock() ||
-         other->isBeforeInBlock(*this)))
+        (other->getBlock() != (*this)->getBlock() || other->isBeforeInBlock(*this)))
       return emitOpError() << "is the second residency spec of its pool";
     if (!isa<AttentionOp, SparseAttentionOp>(user))
       continue;
@@ -258,14 +233,13 @@ LogicalResult ResidencyOp::verify() {
 
 LogicalResult ResolveOp::verify() {
   MemRefType rows = getRows().getType();
-  if (failed(verifyCompatibleShape(getSlots().getType().getShape(),
-                                   rows.getShape())))
-    return emitOpError() << "slots must have the shape of rows, got "
-                         << getSlots().getType() << " for " << rows;
-  if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0,
-                      rows.getDimSize(0), "requests")) ||
-      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
-                      rows.getDimSize(0), "requests")))
+  if (failed(verifyCompatibleShape(getSlots().getType().getShape(), rows.getShape())))
+    return emitOpError() << "slots must have the shape of rows, got " << getSlots().getType()
+                         << " for " << rows;
+  if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0, rows.getDimSize(0),
+                      "requests")) ||
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, rows.getDimSize(0),
+                      "requests")))
     return failure();
   return success();
 }
@@ -280,24 +254,20 @@ LogicalResult FetchOp::verify() {
   MemRefType staging = getStaging().getType();
   if (rows.getRank() < 2)
     return emitOpError() << "rows are [requests, ...], got " << rows;
-  if (getSlots() &&
-      failed(verifyCompatibleShape(getSlots().getType().getShape(),
-                                   rows.getShape())))
-    return emitOpError() << "slots must have the shape of rows, got "
-                         << getSlots().getType() << " for " << rows;
+  if (getSlots() && failed(verifyCompatibleShape(getSlots().getType().getShape(), rows.getShape())))
+    return emitOpError() << "slots must have the shape of rows, got " << getSlots().getType()
+                         << " for " << rows;
   if (failed(checkRowBlock(*this, "staging", staging, pool)) ||
-      failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0),
+      failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0), "requests")) ||
+      failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0, rows.getDimSize(0),
                       "requests")) ||
-      failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0,
-                      rows.getDimSize(0), "requests")) ||
-      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
-                      rows.getDimSize(0), "requests")))
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, rows.getDimSize(0),
+                      "requests")))
     return failure();
   // One staging row per listed row.
   if (rows.hasStaticShape()) {
     int64_t listed = rows.getNumElements() / rows.getDimSize(0);
-    if (failed(checkDim(*this, "staging", staging, 1, listed,
-                        "rows per request")))
+    if (failed(checkDim(*this, "staging", staging, 1, listed, "rows per request")))
       return failure();
   }
   return success();
@@ -309,10 +279,8 @@ FailureOr<SmallVector<AttentionOp>> FetchOp::getSelectionOrderReaders() {
     if (user == getOperation())
       continue;
     auto attention = dyn_cast<AttentionOp>(user);
-    if (!attention || attention.getStagingIndex() ||
-        attention.getRowIds() != getRows() ||
-        attention.getSlots() != getSlots() ||
-        attention.getPool() != getPool())
+    if (!attention || attention.getStagingIndex() || attention.getRowIds() != getRows() ||
+        attention.getSlots() != getSlots() || attention.getPool() != getPool())
       return failure();
     readers.push_back(attention);
   }
@@ -321,23 +289,18 @@ FailureOr<SmallVector<AttentionOp>> FetchOp::getSelectionOrderReaders() {
 
 LogicalResult UnionMissingOp::verify() {
   MemRefType rows = getRows().getType();
-  if (failed(verifyCompatibleShape(getSlots().getType().getShape(),
-                                   rows.getShape())) ||
-      failed(verifyCompatibleShape(getRemap().getType().getShape(),
-                                   rows.getShape())))
-    return emitOpError() << "slots and remap must have the shape of rows "
-                         << rows;
+  if (failed(verifyCompatibleShape(getSlots().getType().getShape(), rows.getShape())) ||
+      failed(verifyCompatibleShape(getRemap().getType().getShape(), rows.getShape())))
+    return emitOpError() << "slots and remap must have the shape of rows " << rows;
   MemRefType unionType = getMissing().getType();
-  if (failed(checkDim(*this, "missing", unionType, 0, rows.getDimSize(0),
-                      "requests")))
+  if (failed(checkDim(*this, "missing", unionType, 0, rows.getDimSize(0), "requests")))
     return failure();
   // Room for the worst case: every selection distinct and missing.
   if (rows.hasStaticShape() && !unionType.isDynamicDim(1) &&
       unionType.getDimSize(1) < rows.getDimSize(1) * rows.getDimSize(2))
     return emitOpError() << "missing has room for " << unionType.getDimSize(1)
                          << " rows per request but the queries may select "
-                         << rows.getDimSize(1) * rows.getDimSize(2)
-                         << " distinct missing rows";
+                         << rows.getDimSize(1) * rows.getDimSize(2) << " distinct missing rows";
   return success();
 }
 
@@ -347,14 +310,12 @@ LogicalResult UnionMissingOp::verify() {
 
 /// Checks an attention op's optional sliding window: ring [B, R, layers,
 /// row bytes] with R >= W + Q - 1, token counts [B] and size W, all or none.
-static LogicalResult verifyWindow(Operation *op, MemRefType queries,
-                                  KVPoolType pool,
+static LogicalResult verifyWindow(Operation *op, MemRefType queries, KVPoolType pool,
                                   TypedValue<MemRefType> window,
                                   TypedValue<MemRefType> windowTokens,
                                   std::optional<uint64_t> windowSize) {
   bool hasRing = static_cast<bool>(window);
-  if (hasRing != static_cast<bool>(windowTokens) ||
-      hasRing != windowSize.has_value())
+  if (hasRing != static_cast<bool>(windowTokens) || hasRing != windowSize.has_value())
     return op->emitOpError() << "a sliding window needs its ring, its token "
                                 "counts and its size together";
   if (!hasRing)
@@ -363,8 +324,7 @@ static LogicalResult verifyWindow(Operation *op, MemRefType queries,
   MemRefType ring = window.getType();
   if (failed(checkDim(op, "window ring", ring, 0, batch, "requests")) ||
       failed(checkRowBlock(op, "window ring", ring, pool)) ||
-      failed(checkDim(op, "window tokens", windowTokens.getType(), 0, batch,
-                      "requests")))
+      failed(checkDim(op, "window tokens", windowTokens.getType(), 0, batch, "requests")))
     return failure();
   // Query position 0 looks W tokens back from Q - 1 tokens before the
   // newest: the ring must reach that far.
@@ -373,61 +333,52 @@ static LogicalResult verifyWindow(Operation *op, MemRefType queries,
   int64_t ringTokens = ring.getDimSize(1);
   if (!ShapedType::isDynamic(positions) && !ShapedType::isDynamic(ringTokens) &&
       ringTokens < size + positions - 1)
-    return op->emitOpError() << "a window ring of " << ringTokens
-                             << " tokens cannot hold a " << size
-                             << "-token window for " << positions
-                             << " query positions; it needs at least "
-                             << size + positions - 1;
+    return op->emitOpError() << "a window ring of " << ringTokens << " tokens cannot hold a "
+                             << size << "-token window for " << positions
+                             << " query positions; it needs at least " << size + positions - 1;
   return success();
 }
 
 LogicalResult AttentionOp::verify() {
   KVPoolType pool = getPool().getType();
-  if (failed(verifyAttention(*this, getQueries().getType(),
-                             getRowIds().getType(), getSlots().getType(),
-                             getOutput().getType(), pool, getLayer(),
+  if (failed(verifyAttention(*this, getQueries().getType(), getRowIds().getType(),
+                             getSlots().getType(), getOutput().getType(), pool, getLayer(),
                              getSoftmaxScale())))
     return failure();
   MemRefType rows = getRowIds().getType();
   MemRefType staging = getStaging().getType();
   if (failed(checkRowBlock(*this, "staging", staging, pool)) ||
-      failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0),
-                      "requests")))
+      failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0), "requests")))
     return failure();
   if (Value index = getStagingIndex()) {
-    if (failed(verifyCompatibleShape(
-            cast<MemRefType>(index.getType()).getShape(), rows.getShape())))
+    if (failed(
+            verifyCompatibleShape(cast<MemRefType>(index.getType()).getShape(), rows.getShape())))
       return emitOpError() << "the staging index must have the shape of "
                               "row_ids, got "
                            << index.getType() << " for " << rows;
   } else if (rows.hasStaticShape() &&
-             failed(checkDim(*this, "staging", staging, 1,
-                             rows.getDimSize(1) * rows.getDimSize(2),
+             failed(checkDim(*this, "staging", staging, 1, rows.getDimSize(1) * rows.getDimSize(2),
                              "rows per request, one per selection"))) {
     return failure();
   }
-  return verifyWindow(*this, getQueries().getType(), getPool().getType(),
-                      getWindow(), getWindowTokens(), getWindowSize());
+  return verifyWindow(*this, getQueries().getType(), getPool().getType(), getWindow(),
+                      getWindowTokens(), getWindowSize());
 }
 
 LogicalResult SparseAttentionOp::verify() {
-  if (failed(verifyAttention(*this, getQueries().getType(),
-                             getRowIds().getType(), getSlots().getType(),
-                             getOutput().getType(), getPool().getType(),
+  if (failed(verifyAttention(*this, getQueries().getType(), getRowIds().getType(),
+                             getSlots().getType(), getOutput().getType(), getPool().getType(),
                              getLayer(), getSoftmaxScale())))
     return failure();
   int64_t batch = getQueries().getType().getDimSize(0);
-  if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0,
-                      batch, "requests")) ||
-      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0,
-                      batch, "requests")))
+  if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0, batch, "requests")) ||
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, batch, "requests")))
     return failure();
-  return verifyWindow(*this, getQueries().getType(), getPool().getType(),
-                      getWindow(), getWindowTokens(), getWindowSize());
+  return verifyWindow(*this, getQueries().getType(), getPool().getType(), getWindow(),
+                      getWindowTokens(), getWindowSize());
 }
 
-LogicalResult SparseAttentionOp::fold(FoldAdaptor adaptor,
-                                      SmallVectorImpl<OpFoldResult> &results) {
+LogicalResult SparseAttentionOp::fold(FoldAdaptor adaptor, SmallVectorImpl<OpFoldResult> &results) {
   // Static shapes are what code generation needs; keep them.
   return memref::foldMemRefCast(*this);
 }
@@ -443,10 +394,9 @@ LogicalResult VerifyOp::verify() {
       return op.emitOpError() << "cannot nest inside a verify phase";
     std::optional<int64_t> positions = getQueryPositions(&op);
     if (positions && *positions != expected)
-      return op.emitOpError()
-             << "in a verify phase of gamma = " << getGamma() << " has "
-             << *positions << " query positions; the phase checks gamma + 1 = "
-             << expected;
+      return op.emitOpError() << "in a verify phase of gamma = " << getGamma() << " has "
+                              << *positions
+                              << " query positions; the phase checks gamma + 1 = " << expected;
   }
   return success();
 }
@@ -456,8 +406,7 @@ LogicalResult DraftOp::verify() {
   int64_t window = ring.getDimSize(1);
   if (!ShapedType::isDynamic(window) && window < getBlock())
     return emitOpError() << "a draft ring of " << window
-                         << " tokens is smaller than a draft block of "
-                         << getBlock() << " tokens";
+                         << " tokens is smaller than a draft block of " << getBlock() << " tokens";
   for (Operation &op : getBody().front()) {
     if (isa<VerifyOp, DraftOp>(op))
       return op.emitOpError() << "cannot nest inside a draft phase";
@@ -473,19 +422,16 @@ LogicalResult DraftOp::verify() {
 
 /// Checks a ring op: [B, W, layers, bytes] ring, [B, N, layers, bytes] rows,
 /// positions [B], N <= W.
-static LogicalResult verifyRingAccess(Operation *op, MemRefType ring,
-                                      MemRefType rows, MemRefType positions) {
+static LogicalResult verifyRingAccess(Operation *op, MemRefType ring, MemRefType rows,
+                                      MemRefType positions) {
   if (failed(checkDim(op, "rows", rows, 0, ring.getDimSize(0), "requests")) ||
-      failed(checkDim(op, "positions", positions, 0, ring.getDimSize(0),
-                      "requests")) ||
+      failed(checkDim(op, "positions", positions, 0, ring.getDimSize(0), "requests")) ||
       failed(checkDim(op, "rows", rows, 2, ring.getDimSize(2), "layers")) ||
       failed(checkDim(op, "rows", rows, 3, ring.getDimSize(3), "row bytes")))
     return failure();
   int64_t n = rows.getDimSize(1), window = ring.getDimSize(1);
-  if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(window) &&
-      n > window)
-    return op->emitOpError() << "moves " << n << " rows through a ring of "
-                             << window << " tokens";
+  if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(window) && n > window)
+    return op->emitOpError() << "moves " << n << " rows through a ring of " << window << " tokens";
   return success();
 }
 
@@ -500,8 +446,8 @@ LogicalResult RingReadOp::verify() {
 }
 
 LogicalResult RingIndexOp::verify() {
-  return checkDim(*this, "slots", getSlots().getType(), 0,
-                  getPositions().getType().getDimSize(0), "requests");
+  return checkDim(*this, "slots", getSlots().getType(), 0, getPositions().getType().getDimSize(0),
+                  "requests");
 }
 
 LogicalResult CopyRowsOp::verify() {
@@ -514,10 +460,9 @@ LogicalResult CopyRowsOp::verify() {
       failed(checkDim(*this, "dst", dst, 3, src.getDimSize(3), "row bytes")))
     return failure();
   if (Value index = getSrcIndex())
-    return checkDim(*this, "src_index", cast<MemRefType>(index.getType()), 1,
-                    dst.getDimSize(1), "rows");
-  return checkDim(*this, "dst_index",
-                  cast<MemRefType>(getDstIndex().getType()), 1,
+    return checkDim(*this, "src_index", cast<MemRefType>(index.getType()), 1, dst.getDimSize(1),
+                    "rows");
+  return checkDim(*this, "dst_index", cast<MemRefType>(getDstIndex().getType()), 1,
                   src.getDimSize(1), "rows");
 }
 
@@ -526,16 +471,12 @@ LogicalResult AcceptOp::verify() {
   MemRefType target = getTarget().getType();
   int64_t batch = draft.getDimSize(0), gamma = draft.getDimSize(1);
   if (failed(checkDim(*this, "target", target, 0, batch, "requests")) ||
-      failed(checkDim(*this, "seeds", getSeeds().getType(), 0, batch,
-                      "requests")) ||
-      failed(checkDim(*this, "accepted", getAccepted().getType(), 0, batch,
-                      "requests")) ||
-      failed(checkDim(*this, "next_token", getNextToken().getType(), 0, batch,
-                      "requests")))
+      failed(checkDim(*this, "seeds", getSeeds().getType(), 0, batch, "requests")) ||
+      failed(checkDim(*this, "accepted", getAccepted().getType(), 0, batch, "requests")) ||
+      failed(checkDim(*this, "next_token", getNextToken().getType(), 0, batch, "requests")))
     return failure();
   if (!ShapedType::isDynamic(gamma) &&
-      failed(checkDim(*this, "target", target, 1, gamma + 1,
-                      "positions: gamma + 1")))
+      failed(checkDim(*this, "target", target, 1, gamma + 1, "positions: gamma + 1")))
     return failure();
   if (failed(checkDim(*this, "step", getStep().getType(), 0, 1, "one word")))
     return failure();
@@ -547,8 +488,7 @@ LogicalResult AcceptOp::verify() {
     MemRefType qType = cast<MemRefType>(q.getType());
     if (failed(checkDim(*this, "draft_probs", qType, 0, batch, "requests")) ||
         failed(checkDim(*this, "draft_probs", qType, 1, gamma, "gamma")) ||
-        failed(checkDim(*this, "draft_probs", qType, 2, target.getDimSize(2),
-                        "vocabulary")))
+        failed(checkDim(*this, "draft_probs", qType, 2, target.getDimSize(2), "vocabulary")))
       return failure();
   } else if (q) {
     return emitOpError() << "greedy acceptance does not use draft_probs";

@@ -19,14 +19,12 @@ struct DhsDraftRing : public dhs::impl::DhsDraftRingBase<DhsDraftRing> {
 
 /// Emits the ring slots of `count` positions starting at `positions + offset`
 /// into a new scratch buffer.
-Value emitRingSlots(OpBuilder &builder, Location loc, Value positions,
-                    MemRefType ring, int64_t count, int64_t offset) {
+Value emitRingSlots(OpBuilder &builder, Location loc, Value positions, MemRefType ring,
+                    int64_t count, int64_t offset) {
   Type i32 = builder.getI32Type();
-  Value slots = ScratchOp::create(
-      builder, loc, MemRefType::get({ring.getDimSize(0), count}, i32),
-      /*offset=*/nullptr, /*slot=*/nullptr);
-  RingIndexOp::create(builder, loc, positions, offset, ring.getDimSize(1),
-                      slots);
+  Value slots = ScratchOp::create(builder, loc, MemRefType::get({ring.getDimSize(0), count}, i32),
+                                  /*offset=*/nullptr, /*slot=*/nullptr);
+  RingIndexOp::create(builder, loc, positions, offset, ring.getDimSize(1), slots);
   return slots;
 }
 
@@ -49,8 +47,8 @@ void DhsDraftRing::runOnOperation() {
         return signalPassFailure();
       }
       // Position p lands in slot p mod W.
-      Value slots = emitRingSlots(builder, loc, append.getPositions(), ring,
-                                  rows.getDimSize(1), /*offset=*/0);
+      Value slots = emitRingSlots(builder, loc, append.getPositions(), ring, rows.getDimSize(1),
+                                  /*offset=*/0);
       CopyRowsOp::create(builder, loc, append.getRows(), append.getRing(),
                          /*src_index=*/Value(), /*dst_index=*/slots);
     } else {
@@ -63,8 +61,8 @@ void DhsDraftRing::runOnOperation() {
       }
       // The N newest rows end at `positions` (exclusive): start N earlier.
       int64_t count = rows.getDimSize(1);
-      Value slots = emitRingSlots(builder, loc, read.getPositions(), ring,
-                                  count, /*offset=*/-count);
+      Value slots =
+          emitRingSlots(builder, loc, read.getPositions(), ring, count, /*offset=*/-count);
       CopyRowsOp::create(builder, loc, read.getRing(), read.getRows(),
                          /*src_index=*/slots, /*dst_index=*/Value());
     }

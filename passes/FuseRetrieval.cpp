@@ -12,8 +12,7 @@ using namespace mlir::dhs;
 
 namespace {
 
-struct DhsFuseRetrieval
-    : public dhs::impl::DhsFuseRetrievalBase<DhsFuseRetrieval> {
+struct DhsFuseRetrieval : public dhs::impl::DhsFuseRetrievalBase<DhsFuseRetrieval> {
   using Base::Base;
   void runOnOperation() final;
 
@@ -31,27 +30,23 @@ bool DhsFuseRetrieval::fuse(FetchOp fetch) {
   if (!slots)
     return false;
   Value staging = fetch.getStaging();
-  FailureOr<SmallVector<AttentionOp>> readers =
-      fetch.getSelectionOrderReaders();
+  FailureOr<SmallVector<AttentionOp>> readers = fetch.getSelectionOrderReaders();
   if (failed(readers) || readers->empty())
     return false;
 
   for (AttentionOp attention : *readers) {
     OpBuilder builder(attention);
     SparseAttentionOp::create(
-        builder, attention.getLoc(), attention.getQueries(),
-        attention.getRowIds(), attention.getSlots(), fetch.getHistoryStart(),
-        fetch.getHistoryLen(), attention.getPool(), attention.getWindow(),
-        attention.getWindowTokens(), attention.getOutput(),
-        attention.getLayerAttr(), attention.getSoftmaxScaleAttr(),
-        attention.getWindowSizeAttr());
+        builder, attention.getLoc(), attention.getQueries(), attention.getRowIds(),
+        attention.getSlots(), fetch.getHistoryStart(), fetch.getHistoryLen(), attention.getPool(),
+        attention.getWindow(), attention.getWindowTokens(), attention.getOutput(),
+        attention.getLayerAttr(), attention.getSoftmaxScaleAttr(), attention.getWindowSizeAttr());
     attention.erase();
     ++numFused;
   }
   fetch.erase();
   ++numFetchesRemoved;
-  if (auto scratch = staging.getDefiningOp<ScratchOp>();
-      scratch && scratch->use_empty())
+  if (auto scratch = staging.getDefiningOp<ScratchOp>(); scratch && scratch->use_empty())
     scratch.erase();
   return true;
 }

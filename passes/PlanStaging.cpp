@@ -56,8 +56,7 @@ bool mayWrite(Operation *op, Value buffer) {
   SmallVector<MemoryEffects::EffectInstance> instances;
   effects.getEffects(instances);
   return llvm::any_of(instances, [&](const MemoryEffects::EffectInstance &e) {
-    return isa<MemoryEffects::Write>(e.getEffect()) &&
-           (!e.getValue() || e.getValue() == buffer);
+    return isa<MemoryEffects::Write>(e.getEffect()) && (!e.getValue() || e.getValue() == buffer);
   });
 }
 
@@ -77,8 +76,7 @@ void DhsPlanStaging::replayMissPlans(func::FuncOp func) {
       continue;
     for (FetchOp later : ArrayRef(fetches).drop_front(i + 1)) {
       if (erased.contains(later) || later->getBlock() != first->getBlock() ||
-          later.getPool() != first.getPool() ||
-          later.getRows() != first.getRows() ||
+          later.getPool() != first.getPool() || later.getRows() != first.getRows() ||
           later.getSlots() != first.getSlots() ||
           later.getHistoryStart() != first.getHistoryStart() ||
           later.getHistoryLen() != first.getHistoryLen() ||
@@ -100,8 +98,7 @@ void DhsPlanStaging::replayMissPlans(func::FuncOp func) {
       });
       erased.insert(later);
       later.erase();
-      if (auto scratch = replaced.getDefiningOp<ScratchOp>();
-          scratch && scratch->use_empty())
+      if (auto scratch = replaced.getDefiningOp<ScratchOp>(); scratch && scratch->use_empty())
         scratch.erase();
       ++numReplayed;
     }
@@ -129,8 +126,7 @@ void DhsPlanStaging::runOnOperation() {
       Operation *user = use.getOwner();
       // A use inside a phase keeps the buffer alive until the phase ends.
       buffer.end = std::max(buffer.end, order[user]);
-      if (auto fetch = dyn_cast<FetchOp>(user);
-          fetch && fetch.getStaging() == op.getBuffer())
+      if (auto fetch = dyn_cast<FetchOp>(user); fetch && fetch.getStaging() == op.getBuffer())
         buffer.staged = true;
     }
     buffers.push_back(buffer);
@@ -172,8 +168,7 @@ void DhsPlanStaging::runOnOperation() {
     while (moved) {
       moved = false;
       for (const Buffer &placed : buffers) {
-        if (placed.offset < 0 || &placed == &buffer ||
-            !placed.overlapsInTime(buffer) ||
+        if (placed.offset < 0 || &placed == &buffer || !placed.overlapsInTime(buffer) ||
             !placed.overlapsInSpace(offset, buffer.bytes))
           continue;
         offset = placed.offset + placed.bytes;
@@ -194,19 +189,15 @@ void DhsPlanStaging::runOnOperation() {
     SmallVector<NamedAttribute> fields{
         builder.getNamedAttr("offset", builder.getI64IntegerAttr(buffer.offset)),
         builder.getNamedAttr("bytes", builder.getI64IntegerAttr(buffer.bytes)),
-        builder.getNamedAttr("live", builder.getDenseI64ArrayAttr(
-                                         {buffer.start, buffer.end}))};
+        builder.getNamedAttr("live", builder.getDenseI64ArrayAttr({buffer.start, buffer.end}))};
     if (buffer.slot >= 0)
-      fields.push_back(builder.getNamedAttr(
-          "slot", builder.getI64IntegerAttr(buffer.slot)));
+      fields.push_back(builder.getNamedAttr("slot", builder.getI64IntegerAttr(buffer.slot)));
     entries.push_back(builder.getDictionaryAttr(fields));
   }
-  func->setAttr(
-      "dhs.staging_plan",
-      builder.getDictionaryAttr(
-          {builder.getNamedAttr("arena_bytes", builder.getI64IntegerAttr(arena)),
-           builder.getNamedAttr("slot_bytes",
-                                builder.getDenseI64ArrayAttr(slotBytes)),
-           builder.getNamedAttr("buffers", builder.getArrayAttr(entries))}));
+  func->setAttr("dhs.staging_plan",
+                builder.getDictionaryAttr(
+                    {builder.getNamedAttr("arena_bytes", builder.getI64IntegerAttr(arena)),
+                     builder.getNamedAttr("slot_bytes", builder.getDenseI64ArrayAttr(slotBytes)),
+                     builder.getNamedAttr("buffers", builder.getArrayAttr(entries))}));
   arenaBytes = arena;
 }

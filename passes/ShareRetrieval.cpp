@@ -12,8 +12,7 @@ using namespace mlir::dhs;
 
 namespace {
 
-struct DhsShareRetrieval
-    : public dhs::impl::DhsShareRetrievalBase<DhsShareRetrieval> {
+struct DhsShareRetrieval : public dhs::impl::DhsShareRetrievalBase<DhsShareRetrieval> {
   using Base::Base;
   void runOnOperation() final;
 
@@ -31,14 +30,12 @@ bool DhsShareRetrieval::share(FetchOp fetch) {
   // slots already lists missing rows only.
   Value slots = fetch.getSlots();
   MemRefType rows = fetch.getRows().getType();
-  if (!slots || rows.getRank() != 3 || !rows.hasStaticShape() ||
-      rows.getDimSize(1) < 2)
+  if (!slots || rows.getRank() != 3 || !rows.hasStaticShape() || rows.getDimSize(1) < 2)
     return false;
 
   // Its staged rows must be read only by attention over the same selection,
   // in staging order (no index yet).
-  FailureOr<SmallVector<AttentionOp>> readers =
-      fetch.getSelectionOrderReaders();
+  FailureOr<SmallVector<AttentionOp>> readers = fetch.getSelectionOrderReaders();
   if (failed(readers))
     return false;
 
@@ -47,8 +44,7 @@ bool DhsShareRetrieval::share(FetchOp fetch) {
   Type i32 = IntegerType::get(&getContext(), 32);
   OpBuilder builder(fetch);
   Location loc = fetch.getLoc();
-  Value missing = ScratchOp::create(builder, loc,
-                                    MemRefType::get({batch, selections}, i32),
+  Value missing = ScratchOp::create(builder, loc, MemRefType::get({batch, selections}, i32),
                                     /*offset=*/nullptr, /*slot=*/nullptr);
   Value remap = ScratchOp::create(builder, loc, MemRefType::get(rows.getShape(), i32),
                                   /*offset=*/nullptr, /*slot=*/nullptr);

@@ -37,8 +37,7 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
     return {Dim::Request};
   };
   if (auto op2 = dyn_cast<SparseAttentionOp>(op))
-    return attention(op2.getQueries(), op2.getOutput(),
-                     {op2.getRowIds(), op2.getSlots()});
+    return attention(op2.getQueries(), op2.getOutput(), {op2.getRowIds(), op2.getSlots()});
   if (auto op2 = dyn_cast<AttentionOp>(op)) {
     if (v == op2.getStaging())
       return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
@@ -64,15 +63,13 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
     return v == op2.getHistoryLen()
                ? SmallVector<Dim, 4>{Dim::Request}
                : SmallVector<Dim, 4>{Dim::Request, Dim::Position,
-                                     v == op2.getRows() ? Dim::TopK
-                                                        : Dim::None};
+                                     v == op2.getRows() ? Dim::TopK : Dim::None};
   if (auto op2 = dyn_cast<ResolveOp>(op))
     return v == op2.getRows() || v == op2.getSlots()
                ? SmallVector<Dim, 4>{Dim::Request, Dim::Position, Dim::TopK}
                : SmallVector<Dim, 4>{Dim::Request};
   // Every other batched operand (rings, positions, acceptance): requests.
-  if (isa<RingAppendOp, RingReadOp, RingIndexOp, CopyRowsOp, AcceptOp,
-          DraftOp>(op))
+  if (isa<RingAppendOp, RingReadOp, RingIndexOp, CopyRowsOp, AcceptOp, DraftOp>(op))
     return {Dim::Request};
   return {};
 }
@@ -107,13 +104,10 @@ void DhsSpecialize::runOnOperation() {
     Type type = arg.getType();
     if (auto pool = dyn_cast<KVPoolType>(type)) {
       auto capacity = [](int64_t current, int64_t configured) {
-        return configured > 0 && ShapedType::isDynamic(current) ? configured
-                                                                : current;
+        return configured > 0 && ShapedType::isDynamic(current) ? configured : current;
       };
-      if ((hbmSlots > 0 && !pool.isDynamicHbm() &&
-           pool.getHbmSlots() != hbmSlots) ||
-          (hostRows > 0 && !pool.isDynamicHost() &&
-           pool.getHostRows() != hostRows)) {
+      if ((hbmSlots > 0 && !pool.isDynamicHbm() && pool.getHbmSlots() != hbmSlots) ||
+          (hostRows > 0 && !pool.isDynamicHost() && pool.getHostRows() != hostRows)) {
         func.emitError() << "argument #" << arg.getArgNumber() << " " << pool
                          << " disagrees with the configured capacities";
         return signalPassFailure();
@@ -131,9 +125,8 @@ void DhsSpecialize::runOnOperation() {
             continue;
           if (!ShapedType::isDynamic(shape[i]) && shape[i] != size) {
             use.getOwner()->emitOpError()
-                << "operand #" << use.getOperandNumber() << " has "
-                << shape[i] << " in dimension " << i
-                << " but the configuration says " << size;
+                << "operand #" << use.getOperandNumber() << " has " << shape[i] << " in dimension "
+                << i << " but the configuration says " << size;
             return signalPassFailure();
           }
           if (ShapedType::isDynamic(shape[i])) {
@@ -142,12 +135,11 @@ void DhsSpecialize::runOnOperation() {
           }
         }
       }
-      type = MemRefType::get(shape, memref.getElementType(),
-                             memref.getLayout(), memref.getMemorySpace());
+      type = MemRefType::get(shape, memref.getElementType(), memref.getLayout(),
+                             memref.getMemorySpace());
     }
     arg.setType(type);
     argTypes.push_back(type);
   }
-  func.setType(FunctionType::get(&getContext(), argTypes,
-                                 func.getFunctionType().getResults()));
+  func.setType(FunctionType::get(&getContext(), argTypes, func.getFunctionType().getResults()));
 }

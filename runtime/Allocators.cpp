@@ -107,10 +107,9 @@ std::optional<std::int64_t> HostRowAllocator::tryAllocate(std::int64_t length) {
 std::int64_t HostRowAllocator::allocate(std::int64_t length) {
   if (std::optional<std::int64_t> start = tryAllocate(length))
     return *start;
-  throw CapacityError("the host store has no free range of " + std::to_string(length) +
-                      " rows (" + std::to_string(freeRows_) + " of " +
-                      std::to_string(capacity_) + " rows free in " +
-                      std::to_string(free_.size()) + " ranges, the longest " +
+  throw CapacityError("the host store has no free range of " + std::to_string(length) + " rows (" +
+                      std::to_string(freeRows_) + " of " + std::to_string(capacity_) +
+                      " rows free in " + std::to_string(free_.size()) + " ranges, the longest " +
                       std::to_string(largestFreeRange()) + ")");
 }
 

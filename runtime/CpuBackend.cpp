@@ -17,8 +17,7 @@ namespace {
 
 /// Computes the unrounded output of the (b, q) pairs [begin, end) in Acc.
 template <typename Acc>
-void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
-                 std::int64_t end, Acc *out) {
+void attendPairs(const SparseAttentionProblem &p, std::int64_t begin, std::int64_t end, Acc *out) {
   const ProblemShape &s = p.shape;
   const std::size_t qkDim = static_cast<std::size_t>(s.qkDim);
   const std::size_t vDim = static_cast<std::size_t>(s.vDim);
@@ -41,13 +40,11 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
     selected.clear();
     for (std::int64_t k = 0; k < s.topk; ++k)
       if (const bf16_t *token = p.row(b, q, k))
-        selected.push_back(reinterpret_cast<const std::uint8_t *>(token) +
-                           s.layer * s.rowBytes);
+        selected.push_back(reinterpret_cast<const std::uint8_t *>(token) + s.layer * s.rowBytes);
     // Then the sliding window's tokens, in the same softmax.
     for (std::int64_t j = 0; j < s.windowSize; ++j)
       if (const bf16_t *token = p.windowRow(b, q, j))
-        selected.push_back(reinterpret_cast<const std::uint8_t *>(token) +
-                           s.layer * s.rowBytes);
+        selected.push_back(reinterpret_cast<const std::uint8_t *>(token) + s.layer * s.rowBytes);
     const std::size_t valid = selected.size();
     keys.resize(static_cast<std::size_t>(kvHeads) * valid * qkDim);
     values.resize(static_cast<std::size_t>(kvHeads) * valid * vDim);
@@ -73,8 +70,8 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
         continue;
       }
       const std::size_t kvh = static_cast<std::size_t>(h / groupHeads);
-      const bf16_t *qRow = p.queries.data() +
-                           static_cast<std::size_t>((pair * s.heads + h) * s.qkDim);
+      const bf16_t *qRow =
+          p.queries.data() + static_cast<std::size_t>((pair * s.heads + h) * s.qkDim);
       for (std::size_t d = 0; d < qkDim; ++d)
         query[d] = static_cast<Acc>(bf16ToFloat(qRow[d]));
 
@@ -106,15 +103,13 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin,
 }
 
 /// Runs attendPairs over all (b, q) pairs on up to `threads` threads.
-template <typename Acc>
-std::vector<Acc> attend(const SparseAttentionProblem &p, unsigned threads) {
+template <typename Acc> std::vector<Acc> attend(const SparseAttentionProblem &p, unsigned threads) {
   const ProblemShape &s = p.shape;
   std::vector<Acc> out(static_cast<std::size_t>(s.outputCount()));
   const std::int64_t pairs = s.batch * s.queries;
   if (threads == 0)
     threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(
-      std::min<std::int64_t>(std::min<unsigned>(threads, 64), pairs));
+  threads = static_cast<unsigned>(std::min<std::int64_t>(std::min<unsigned>(threads, 64), pairs));
   if (threads <= 1) {
     attendPairs<Acc>(p, 0, pairs, out.data());
     return out;
@@ -164,8 +159,7 @@ std::vector<bf16_t> CpuBackend::run(const SparseAttentionProblem &problem) const
   return out;
 }
 
-std::vector<double>
-CpuBackend::runUnrounded(const SparseAttentionProblem &problem) const {
+std::vector<double> CpuBackend::runUnrounded(const SparseAttentionProblem &problem) const {
   problem.validate();
   if (precision_ == CpuPrecision::Double)
     return attend<double>(problem, threads_);
@@ -183,8 +177,8 @@ template <typename A, typename R, typename ToDouble>
 Comparison compareImpl(const std::vector<A> &actual, const std::vector<R> &reference,
                        ToDouble toDoubleA, ToDouble toDoubleR) {
   if (actual.size() != reference.size())
-    throw Error("cannot compare outputs of " + std::to_string(actual.size()) +
-                " and " + std::to_string(reference.size()) + " elements");
+    throw Error("cannot compare outputs of " + std::to_string(actual.size()) + " and " +
+                std::to_string(reference.size()) + " elements");
   Comparison result;
   result.elements = actual.size();
   double diffSquares = 0.0, refSquares = 0.0;
@@ -214,11 +208,10 @@ Comparison compareImpl(const std::vector<A> &actual, const std::vector<R> &refer
 
 } // namespace
 
-Comparison compareOutputs(const std::vector<bf16_t> &actual,
-                          const std::vector<double> &reference) {
+Comparison compareOutputs(const std::vector<bf16_t> &actual, const std::vector<double> &reference) {
   if (actual.size() != reference.size())
-    throw Error("cannot compare outputs of " + std::to_string(actual.size()) +
-                " and " + std::to_string(reference.size()) + " elements");
+    throw Error("cannot compare outputs of " + std::to_string(actual.size()) + " and " +
+                std::to_string(reference.size()) + " elements");
   // Widen the bf16 side, then compare as doubles.
   std::vector<double> widened(actual.size());
   for (std::size_t i = 0; i < actual.size(); ++i)
@@ -226,23 +219,20 @@ Comparison compareOutputs(const std::vector<bf16_t> &actual,
   return compareOutputs(widened, reference);
 }
 
-Comparison compareOutputs(const std::vector<bf16_t> &actual,
-                          const std::vector<bf16_t> &reference) {
+Comparison compareOutputs(const std::vector<bf16_t> &actual, const std::vector<bf16_t> &reference) {
   auto widen = [](bf16_t v) { return static_cast<double>(bf16ToFloat(v)); };
   return compareImpl(actual, reference, widen, widen);
 }
 
-Comparison compareOutputs(const std::vector<double> &actual,
-                          const std::vector<double> &reference) {
+Comparison compareOutputs(const std::vector<double> &actual, const std::vector<double> &reference) {
   auto same = [](double v) { return v; };
   return compareImpl(actual, reference, same, same);
 }
 
-std::size_t countBitDifferences(const std::vector<bf16_t> &a,
-                                const std::vector<bf16_t> &b) {
+std::size_t countBitDifferences(const std::vector<bf16_t> &a, const std::vector<bf16_t> &b) {
   if (a.size() != b.size())
-    throw Error("cannot compare outputs of " + std::to_string(a.size()) +
-                " and " + std::to_string(b.size()) + " elements");
+    throw Error("cannot compare outputs of " + std::to_string(a.size()) + " and " +
+                std::to_string(b.size()) + " elements");
   std::size_t count = 0;
   for (std::size_t i = 0; i < a.size(); ++i)
     count += a[i] != b[i];

@@ -32,8 +32,7 @@ class CpuBackend {
 public:
   /// A backend with the given precision, running on `threads` threads
   /// (0: one per hardware thread).
-  explicit CpuBackend(CpuPrecision precision = CpuPrecision::Float,
-                      unsigned threads = 0);
+  explicit CpuBackend(CpuPrecision precision = CpuPrecision::Float, unsigned threads = 0);
 
   /// Validates the problem (throws InputError) and returns the bf16 output
   /// [B,Q,H,v_dim].
@@ -64,21 +63,17 @@ struct Comparison {
 
 /// Compares a bf16 output with a double reference (sizes must match; throws
 /// Error otherwise). Sums are in double.
-Comparison compareOutputs(const std::vector<bf16_t> &actual,
-                          const std::vector<double> &reference);
+Comparison compareOutputs(const std::vector<bf16_t> &actual, const std::vector<double> &reference);
 
 /// Compares two bf16 outputs.
-Comparison compareOutputs(const std::vector<bf16_t> &actual,
-                          const std::vector<bf16_t> &reference);
+Comparison compareOutputs(const std::vector<bf16_t> &actual, const std::vector<bf16_t> &reference);
 
 /// Compares two double outputs.
-Comparison compareOutputs(const std::vector<double> &actual,
-                          const std::vector<double> &reference);
+Comparison compareOutputs(const std::vector<double> &actual, const std::vector<double> &reference);
 
 /// Number of elements whose bit patterns differ (sizes must match; throws
 /// Error otherwise).
-std::size_t countBitDifferences(const std::vector<bf16_t> &a,
-                                const std::vector<bf16_t> &b);
+std::size_t countBitDifferences(const std::vector<bf16_t> &a, const std::vector<bf16_t> &b);
 
 } // namespace dhs::runtime
 

@@ -56,8 +56,8 @@ DraftStepInfo draftStepInfo(const Manifest &m) {
       fail("launch " + std::to_string(i) + " is " + m.launches[i].op + ", expected " + ops[i]);
     const std::size_t params = i % 2 == 0 ? 2 : 4;
     if (m.launches[i].params.size() != params)
-      fail("launch " + std::to_string(i) + " has " +
-           std::to_string(m.launches[i].params.size()) + " parameters");
+      fail("launch " + std::to_string(i) + " has " + std::to_string(m.launches[i].params.size()) +
+           " parameters");
   }
   auto argumentOf = [&](std::size_t launch, std::size_t param) {
     const LaunchParam &p = m.launches[launch].params[param];
@@ -127,11 +127,10 @@ public:
             static_cast<std::size_t>(layout.hbmSlots) * tokenUnits, 0);
       }
     } catch (const std::bad_alloc &) {
-      throw CapacityError("out of host memory for the CPU tiers (" +
-                          std::to_string(layout.pools()) + " pools x (" +
-                          std::to_string(layout.hostRows) + " host rows + " +
-                          std::to_string(layout.hbmSlots) + " slots) x " +
-                          std::to_string(layout.tokenBytes()) + " bytes)");
+      throw CapacityError(
+          "out of host memory for the CPU tiers (" + std::to_string(layout.pools()) + " pools x (" +
+          std::to_string(layout.hostRows) + " host rows + " + std::to_string(layout.hbmSlots) +
+          " slots) x " + std::to_string(layout.tokenBytes()) + " bytes)");
     }
   }
 
@@ -184,8 +183,8 @@ public:
     problem_.hbmPoolView = hbm_[pool].data();
     if (shape.windowSize > 0) {
       // The lanes' rings of this pool, [B][R][token].
-      const std::size_t ringBytes =
-          static_cast<std::size_t>(layout_.windowRing) * static_cast<std::size_t>(layout_.tokenBytes());
+      const std::size_t ringBytes = static_cast<std::size_t>(layout_.windowRing) *
+                                    static_cast<std::size_t>(layout_.tokenBytes());
       problem_.windowRing.assign(static_cast<std::size_t>(shape.batch) * ringBytes / 2, 0);
       for (std::int64_t b = 0; b < shape.batch; ++b)
         if (step.laneRequests[b] >= 0)
@@ -204,11 +203,12 @@ public:
   // Draft rings: host vectors [W_draft][G * row_bytes] per group, plain
   // copies with the modulo arithmetic.
   void allocateDraftRings(std::int32_t index) override {
-    const std::size_t ringBytes =
-        static_cast<std::size_t>(layout_.draftWindow) * static_cast<std::size_t>(layout_.draftTokenBytes());
+    const std::size_t ringBytes = static_cast<std::size_t>(layout_.draftWindow) *
+                                  static_cast<std::size_t>(layout_.draftTokenBytes());
     std::vector<std::vector<std::uint8_t>> rings;
     try {
-      rings.assign(static_cast<std::size_t>(layout_.groups()), std::vector<std::uint8_t>(ringBytes, 0));
+      rings.assign(static_cast<std::size_t>(layout_.groups()),
+                   std::vector<std::uint8_t>(ringBytes, 0));
     } catch (const std::bad_alloc &) {
       throw CapacityError("out of host memory for the draft rings (" +
                           std::to_string(layout_.groups()) + " x " + std::to_string(ringBytes) +
@@ -236,19 +236,19 @@ public:
   void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
                    const std::uint8_t *tokens) override {
     std::vector<std::uint8_t> &ring = windows_.at(index);
-    forEachWindowCopy(layout_, position, count, [&](std::size_t ringOffset,
-                                                    std::size_t tokenOffset, std::size_t bytes) {
-      std::memcpy(ring.data() + ringOffset, tokens + tokenOffset, bytes);
-    });
+    forEachWindowCopy(layout_, position, count,
+                      [&](std::size_t ringOffset, std::size_t tokenOffset, std::size_t bytes) {
+                        std::memcpy(ring.data() + ringOffset, tokens + tokenOffset, bytes);
+                      });
   }
 
-  void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position,
-                  std::int64_t count, const std::uint8_t *tokens) override {
+  void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position, std::int64_t count,
+                  const std::uint8_t *tokens) override {
     std::uint8_t *ring = draftRing(index, group);
     const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
     for (std::int64_t i = 0; i < count; ++i)
-      std::memcpy(ring + draftSlot(position + i) * token, tokens + static_cast<std::size_t>(i) * token,
-                  token);
+      std::memcpy(ring + draftSlot(position + i) * token,
+                  tokens + static_cast<std::size_t>(i) * token, token);
   }
 
   void readDraft(std::int32_t index, std::int32_t group, std::int64_t end, std::int64_t count,
@@ -279,11 +279,12 @@ private:
 
   TierLayout layout_;
   CpuBackend backend_;
-  std::unordered_map<std::int32_t, std::vector<std::vector<std::uint8_t>>> drafts_; // [index][group]
+  std::unordered_map<std::int32_t, std::vector<std::vector<std::uint8_t>>>
+      drafts_;                                                          // [index][group]
   std::unordered_map<std::int32_t, std::vector<std::uint8_t>> windows_; // [index]
-  std::vector<std::vector<bf16_t>> host_; // [pool][host_rows * token]
-  std::vector<std::vector<bf16_t>> hbm_;  // [pool][slots * token]
-  SparseAttentionProblem problem_;        // reused between layers
+  std::vector<std::vector<bf16_t>> host_;                               // [pool][host_rows * token]
+  std::vector<std::vector<bf16_t>> hbm_;                                // [pool][slots * token]
+  SparseAttentionProblem problem_;                                      // reused between layers
 };
 
 } // namespace

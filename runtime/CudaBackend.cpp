@@ -16,8 +16,7 @@
 namespace dhs::runtime {
 
 std::string archForDevice(int major, int minor) {
-  return "sm_" + std::to_string(major) + std::to_string(minor) +
-         (major == 9 ? "a" : "");
+  return "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
 }
 
 namespace {
@@ -33,8 +32,8 @@ std::string outputPosition(const ProblemShape &s, std::size_t index) {
   i /= s.heads;
   std::int64_t q = i % s.queries;
   std::int64_t b = i / s.queries;
-  return "[request " + std::to_string(b) + ", query " + std::to_string(q) +
-         ", head " + std::to_string(h) + ", v " + std::to_string(v) + "]";
+  return "[request " + std::to_string(b) + ", query " + std::to_string(q) + ", head " +
+         std::to_string(h) + ", v " + std::to_string(v) + "]";
 }
 
 } // namespace
@@ -76,11 +75,9 @@ CudaBackend::CudaBackend(const Manifest &manifest, int ordinal)
   };
   info.major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major");
   info.minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor");
-  info.multiprocessors =
-      attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessors");
-  info.maxSharedPerBlockOptin =
-      attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                "max shared memory per block opt-in");
+  info.multiprocessors = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessors");
+  info.maxSharedPerBlockOptin = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                          "max shared memory per block opt-in");
   if (!attribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, "can map host memory"))
     throw Error("CUDA device " + info.name +
                 " cannot map host memory (needed for the host KV store)");
@@ -101,17 +98,15 @@ CudaBackend::CudaBackend(const Manifest &manifest, int ordinal)
       std::string ptx = readPtxFile(launch.ptxPath);
       LinkedCubin linked = jitLink.linkPtx(ptx, info.arch, launch.ptxPath);
       st.modules.push_back(std::make_unique<Module>(linked.cubin, launch.ptxPath));
-      it = loaded
-               .emplace(launch.ptxPath,
-                        std::make_pair(st.modules.back().get(), std::move(linked)))
-               .first;
+      it =
+          loaded.emplace(launch.ptxPath, std::make_pair(st.modules.back().get(), std::move(linked)))
+              .first;
     }
     const Module &module = *it->second.first;
     const std::vector<std::uint8_t> &cubin = it->second.second.cubin;
 
     CUfunction function = nullptr;
-    CUresult result =
-        cuda.moduleGetFunction(&function, module.get(), launch.kernel.c_str());
+    CUresult result = cuda.moduleGetFunction(&function, module.get(), launch.kernel.c_str());
     if (result == CUDA_ERROR_NOT_FOUND) {
       std::string known;
       try {
@@ -120,8 +115,8 @@ CudaBackend::CudaBackend(const Manifest &manifest, int ordinal)
       } catch (const Error &) {
         known = "unknown";
       }
-      throw Error("kernel '" + launch.kernel + "' of launches[" +
-                  std::to_string(i) + "] is not in " + launch.ptxPath +
+      throw Error("kernel '" + launch.kernel + "' of launches[" + std::to_string(i) +
+                  "] is not in " + launch.ptxPath +
                   " (its kernels: " + (known.empty() ? "none" : known) + ")");
     }
     cuda.check(result, "cuModuleGetFunction(" + launch.kernel + ")");
@@ -147,23 +142,20 @@ CudaBackend::CudaBackend(const Manifest &manifest, int ordinal)
     const unsigned threads = launch.block[0] * launch.block[1] * launch.block[2];
     if (static_cast<int>(threads) > kernel.maxThreadsPerBlock)
       throw Error("kernel '" + launch.kernel + "' can run at most " +
-                  std::to_string(kernel.maxThreadsPerBlock) +
-                  " threads per block (" + std::to_string(kernel.registers) +
-                  " registers each), the manifest asks for " +
+                  std::to_string(kernel.maxThreadsPerBlock) + " threads per block (" +
+                  std::to_string(kernel.registers) + " registers each), the manifest asks for " +
                   std::to_string(threads));
     const long long shared =
         static_cast<long long>(launch.dynamicSharedBytes) + kernel.staticSharedBytes;
     if (shared > info.maxSharedPerBlockOptin)
       throw Error("kernel '" + launch.kernel + "' needs " + std::to_string(shared) +
                   " bytes of shared memory per block (" +
-                  std::to_string(launch.dynamicSharedBytes) + " dynamic), " +
-                  info.name + " allows " + std::to_string(info.maxSharedPerBlockOptin));
+                  std::to_string(launch.dynamicSharedBytes) + " dynamic), " + info.name +
+                  " allows " + std::to_string(info.maxSharedPerBlockOptin));
     if (launch.dynamicSharedBytes > 48 * 1024)
-      cuda.check(cuda.funcSetAttribute(function,
-                                       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      cuda.check(cuda.funcSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(launch.dynamicSharedBytes)),
-                 "cuFuncSetAttribute(" + launch.kernel +
-                     ", MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+                 "cuFuncSetAttribute(" + launch.kernel + ", MAX_DYNAMIC_SHARED_SIZE_BYTES)");
     st.functions.push_back(function);
     st.kernels.push_back(kernel);
   }
@@ -239,25 +231,21 @@ void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream, s
         break;
       case ParamSource::Scratch:
         if (!buffers.arena)
-          throw Error("step '" + st.manifest.step +
-                      "' needs a staging arena but none was given");
-        params.addMemref(buffers.arena + static_cast<CUdeviceptr>(param.offset),
-                         sizes);
+          throw Error("step '" + st.manifest.step + "' needs a staging arena but none was given");
+        params.addMemref(buffers.arena + static_cast<CUdeviceptr>(param.offset), sizes);
         break;
       }
     }
     params.finish();
-    cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1],
-                                 launch.grid[2], launch.block[0], launch.block[1],
-                                 launch.block[2], launch.dynamicSharedBytes, stream,
-                                 params.pointers.data(), nullptr),
+    cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1], launch.grid[2],
+                                 launch.block[0], launch.block[1], launch.block[2],
+                                 launch.dynamicSharedBytes, stream, params.pointers.data(),
+                                 nullptr),
                "cuLaunchKernel(" + launch.kernel + ")");
   }
 }
 
-const std::vector<KernelInfo> &CudaBackend::kernels() const {
-  return state_->kernels;
-}
+const std::vector<KernelInfo> &CudaBackend::kernels() const { return state_->kernels; }
 
 CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
                                const CudaRunOptions &options) {
@@ -283,12 +271,9 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
                std::string("cuMemcpyHtoD(") + roleName(role) + ")");
     argumentBuffers[static_cast<std::size_t>(arg.index)] = std::move(buffer);
   };
-  upload(ArgumentRole::Queries, problem.queries.data(),
-         problem.queries.size() * sizeof(bf16_t));
-  upload(ArgumentRole::RowIds, problem.rowIds.data(),
-         problem.rowIds.size() * sizeof(std::int32_t));
-  upload(ArgumentRole::Slots, problem.slots.data(),
-         problem.slots.size() * sizeof(std::int32_t));
+  upload(ArgumentRole::Queries, problem.queries.data(), problem.queries.size() * sizeof(bf16_t));
+  upload(ArgumentRole::RowIds, problem.rowIds.data(), problem.rowIds.size() * sizeof(std::int32_t));
+  upload(ArgumentRole::Slots, problem.slots.data(), problem.slots.size() * sizeof(std::int32_t));
   upload(ArgumentRole::HistoryStart, problem.historyStart.data(),
          problem.historyStart.size() * sizeof(std::int64_t));
   upload(ArgumentRole::HistoryLen, problem.historyLen.data(),
@@ -321,8 +306,8 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
   // The staging arena of scratch buffers (fetched rows, union lists, remaps).
   std::unique_ptr<DeviceBuffer> arena;
   if (manifest.arenaBytes > 0)
-    arena = std::make_unique<DeviceBuffer>(
-        static_cast<std::size_t>(manifest.arenaBytes), "the staging arena");
+    arena = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
+                                           "the staging arena");
 
   // Kernel parameters per launch.
   std::vector<KernelParams> params(manifest.launches.size());
@@ -331,9 +316,8 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
       std::vector<std::int64_t> sizes = param.shape;
       switch (param.source) {
       case ParamSource::Argument:
-        params[i].addMemref(
-            argumentBuffers[static_cast<std::size_t>(param.argumentIndex)]->get(),
-            sizes);
+        params[i].addMemref(argumentBuffers[static_cast<std::size_t>(param.argumentIndex)]->get(),
+                            sizes);
         break;
       case ParamSource::PoolHbm:
         sizes[0] = shape.hbmSlots;
@@ -346,15 +330,13 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
       case ParamSource::PoolMap:
       case ParamSource::PoolRecency:
       case ParamSource::PoolLog:
-        throw Error("step '" + manifest.step +
-                    "' uses a pool's residency state (" + paramSourceName(param.source) +
-                    "), which one attention problem does not have");
+        throw Error("step '" + manifest.step + "' uses a pool's residency state (" +
+                    paramSourceName(param.source) + "), which one attention problem does not have");
       case ParamSource::Status:
         params[i].addMemref(status.get(), sizes);
         break;
       case ParamSource::Scratch:
-        params[i].addMemref(arena->get() + static_cast<CUdeviceptr>(param.offset),
-                            sizes);
+        params[i].addMemref(arena->get() + static_cast<CUdeviceptr>(param.offset), sizes);
         break;
       }
     }
@@ -365,17 +347,15 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
   auto launchAll = [&](bool syncEach) {
     for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
       const Launch &launch = manifest.launches[i];
-      cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1],
-                                   launch.grid[2], launch.block[0], launch.block[1],
-                                   launch.block[2], launch.dynamicSharedBytes,
-                                   stream.get(), params[i].pointers.data(), nullptr),
-                 "cuLaunchKernel(" + launch.kernel + ", grid " +
-                     formatDims(launch.grid) + ", block " + formatDims(launch.block) +
-                     ", " + std::to_string(launch.dynamicSharedBytes) +
-                     " bytes dynamic shared)");
+      cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1], launch.grid[2],
+                                   launch.block[0], launch.block[1], launch.block[2],
+                                   launch.dynamicSharedBytes, stream.get(),
+                                   params[i].pointers.data(), nullptr),
+                 "cuLaunchKernel(" + launch.kernel + ", grid " + formatDims(launch.grid) +
+                     ", block " + formatDims(launch.block) + ", " +
+                     std::to_string(launch.dynamicSharedBytes) + " bytes dynamic shared)");
       if (syncEach)
-        cuda.check(cuda.streamSynchronize(stream.get()),
-                   "kernel " + launch.kernel + " failed");
+        cuda.check(cuda.streamSynchronize(stream.get()), "kernel " + launch.kernel + " failed");
     }
   };
   auto checkStatus = [&]() {
@@ -384,8 +364,8 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
                "reading the status word");
     cuda.check(cuda.streamSynchronize(stream.get()), "reading the status word");
     if (word != 0)
-      throw Error("the kernels of step '" + manifest.step +
-                  "' rejected their input: status " + describeStatus(word));
+      throw Error("the kernels of step '" + manifest.step + "' rejected their input: status " +
+                  describeStatus(word));
   };
   auto download = [&]() {
     std::vector<bf16_t> out(outputCount);
@@ -395,8 +375,7 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
     return out;
   };
   auto clearStatus = [&]() {
-    cuda.check(cuda.memsetD32Async(status.get(), 0, 1, stream.get()),
-               "clearing the status word");
+    cuda.check(cuda.memsetD32Async(status.get(), 0, 1, stream.get()), "clearing the status word");
   };
 
   // The checked run: poisoned output, one launch at a time so that a fault
@@ -425,8 +404,8 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
                 outputPosition(shape, firstUnwritten) + ")");
   if (nans)
     throw Error("the kernels produced " + std::to_string(nans) +
-                " NaN or infinite output elements (first at " +
-                outputPosition(shape, firstNan) + ")");
+                " NaN or infinite output elements (first at " + outputPosition(shape, firstNan) +
+                ")");
 
   // Rows the fetches copied from the host: the listed rows that were not
   // resident (a union's list marks each distinct missing row once).
@@ -440,8 +419,7 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
       for (std::int64_t dim : list.shape)
         count *= static_cast<std::size_t>(dim);
       rows.resize(count);
-      cuda.check(cuda.memcpyDtoH(rows.data(),
-                                 arena->get() + static_cast<CUdeviceptr>(list.offset),
+      cuda.check(cuda.memcpyDtoH(rows.data(), arena->get() + static_cast<CUdeviceptr>(list.offset),
                                  count * sizeof(std::int32_t)),
                  "reading a fetch's row list");
     } else {
@@ -471,8 +449,7 @@ CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
       cuda.check(cuda.eventRecord(stop.get(), stream.get()), "cuEventRecord");
       cuda.check(cuda.eventSynchronize(stop.get()), "timed run");
       float ms = 0.0f;
-      cuda.check(cuda.eventElapsedTime(&ms, start.get(), stop.get()),
-                 "cuEventElapsedTime");
+      cuda.check(cuda.eventElapsedTime(&ms, start.get(), stop.get()), "cuEventElapsedTime");
       result.timesMs.push_back(ms);
     }
     checkStatus();

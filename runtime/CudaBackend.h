@@ -28,14 +28,14 @@ namespace dhs::runtime {
 
 /// A CUDA device as the backend sees it.
 struct DeviceInfo {
-  int ordinal = 0;              ///< device ordinal
-  std::string name;             ///< e.g. "NVIDIA H200"
-  int major = 0;                ///< compute capability major
-  int minor = 0;                ///< compute capability minor
-  int multiprocessors = 0;      ///< SM count
-  std::size_t totalMemory = 0;  ///< bytes of device memory
+  int ordinal = 0;                ///< device ordinal
+  std::string name;               ///< e.g. "NVIDIA H200"
+  int major = 0;                  ///< compute capability major
+  int minor = 0;                  ///< compute capability minor
+  int multiprocessors = 0;        ///< SM count
+  std::size_t totalMemory = 0;    ///< bytes of device memory
   int maxSharedPerBlockOptin = 0; ///< most dynamic+static shared bytes per block
-  std::string arch;             ///< link architecture, see archForDevice
+  std::string arch;               ///< link architecture, see archForDevice
 };
 
 /// The nvJitLink architecture for a compute capability: "sm_" + major +
@@ -44,13 +44,13 @@ std::string archForDevice(int major, int minor);
 
 /// One loaded kernel.
 struct KernelInfo {
-  std::string kernel;       ///< entry point
-  std::string ptxPath;      ///< its PTX file
+  std::string kernel;         ///< entry point
+  std::string ptxPath;        ///< its PTX file
   std::size_t cubinBytes = 0; ///< size of the linked cubin
-  int registers = 0;        ///< registers per thread
+  int registers = 0;          ///< registers per thread
   int maxThreadsPerBlock = 0; ///< the most threads a block may have
   int staticSharedBytes = 0;  ///< static shared memory per block
-  int localBytes = 0;       ///< local (spill) memory per thread
+  int localBytes = 0;         ///< local (spill) memory per thread
 };
 
 /// How to run a step.
@@ -64,9 +64,9 @@ struct CudaRunOptions {
 
 /// What a run produced.
 struct CudaRunResult {
-  std::vector<bf16_t> output;  ///< [B,Q,H,v_dim] from the checked run
-  std::vector<double> timesMs; ///< per timed repetition, whole step
-  double medianMs = 0.0;       ///< median of timesMs (0 if not timed)
+  std::vector<bf16_t> output;   ///< [B,Q,H,v_dim] from the checked run
+  std::vector<double> timesMs;  ///< per timed repetition, whole step
+  double medianMs = 0.0;        ///< median of timesMs (0 if not timed)
   bool repeatsIdentical = true; ///< the output after timing equals the first bit for bit
   /// Rows the step's fetch launches copied from the host store into staging
   /// (-1: the step has no fetch; missing rows were read by attention itself).
@@ -113,8 +113,7 @@ public:
   /// K, row format and any pool size the manifest fixes). Throws InputError
   /// for inputs rejected on the host, Error for anything else: a nonzero
   /// status word, output elements left unwritten or NaN, driver errors.
-  CudaRunResult run(const SparseAttentionProblem &problem,
-                    const CudaRunOptions &options = {});
+  CudaRunResult run(const SparseAttentionProblem &problem, const CudaRunOptions &options = {});
 
   /// Enqueues the step's launches, in manifest order, on `stream` over
   /// `buffers`; no synchronization, no checks of the data. Throws Error if a

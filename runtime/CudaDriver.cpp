@@ -11,10 +11,7 @@
 
 namespace dhs::runtime {
 
-namespace {
-
-
-} // namespace
+namespace {} // namespace
 
 const CudaDriver &CudaDriver::instance() {
   static const CudaDriver driver;
@@ -40,10 +37,8 @@ CudaDriver::CudaDriver() {
   ok &= resolveSymbol(library, deviceGetName, {"cuDeviceGetName"}, missing);
   ok &= resolveSymbol(library, deviceGetAttribute, {"cuDeviceGetAttribute"}, missing);
   ok &= resolveSymbol(library, deviceTotalMem, {"cuDeviceTotalMem_v2"}, missing);
-  ok &= resolveSymbol(library, devicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"},
-                missing);
-  ok &= resolveSymbol(library, devicePrimaryCtxRelease,
-                {"cuDevicePrimaryCtxRelease_v2"}, missing);
+  ok &= resolveSymbol(library, devicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}, missing);
+  ok &= resolveSymbol(library, devicePrimaryCtxRelease, {"cuDevicePrimaryCtxRelease_v2"}, missing);
   ok &= resolveSymbol(library, ctxSetCurrent, {"cuCtxSetCurrent"}, missing);
   ok &= resolveSymbol(library, ctxSynchronize, {"cuCtxSynchronize"}, missing);
   ok &= resolveSymbol(library, moduleLoadData, {"cuModuleLoadData"}, missing);
@@ -56,8 +51,7 @@ CudaDriver::CudaDriver() {
   ok &= resolveSymbol(library, memFree, {"cuMemFree_v2"}, missing);
   ok &= resolveSymbol(library, memHostAlloc, {"cuMemHostAlloc"}, missing);
   ok &= resolveSymbol(library, memFreeHost, {"cuMemFreeHost"}, missing);
-  ok &= resolveSymbol(library, memHostGetDevicePointer,
-                {"cuMemHostGetDevicePointer_v2"}, missing);
+  ok &= resolveSymbol(library, memHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2"}, missing);
   ok &= resolveSymbol(library, memcpyHtoD, {"cuMemcpyHtoD_v2"}, missing);
   ok &= resolveSymbol(library, memcpyDtoH, {"cuMemcpyDtoH_v2"}, missing);
   ok &= resolveSymbol(library, memsetD16, {"cuMemsetD16_v2"}, missing);
@@ -74,8 +68,8 @@ CudaDriver::CudaDriver() {
   ok &= resolveSymbol(library, eventDestroy, {"cuEventDestroy_v2"}, missing);
   ok &= resolveSymbol(library, eventRecord, {"cuEventRecord"}, missing);
   ok &= resolveSymbol(library, eventSynchronize, {"cuEventSynchronize"}, missing);
-  ok &= resolveSymbol(library, eventElapsedTime,
-                {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, missing);
+  ok &= resolveSymbol(library, eventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"},
+                      missing);
   ok &= resolveSymbol(library, launchKernel, {"cuLaunchKernel"}, missing);
   if (!ok) {
     reason_ = "CUDA driver too old (libcuda.so.1 lacks " + missing + ")";
@@ -85,8 +79,7 @@ CudaDriver::CudaDriver() {
   bool graphs = true;
   graphs &= resolveSymbol(library, streamBeginCapture, {"cuStreamBeginCapture_v2"}, missingGraph);
   graphs &= resolveSymbol(library, streamEndCapture, {"cuStreamEndCapture"}, missingGraph);
-  graphs &= resolveSymbol(library, graphInstantiate, {"cuGraphInstantiateWithFlags"},
-                          missingGraph);
+  graphs &= resolveSymbol(library, graphInstantiate, {"cuGraphInstantiateWithFlags"}, missingGraph);
   graphs &= resolveSymbol(library, graphLaunch, {"cuGraphLaunch"}, missingGraph);
   graphs &= resolveSymbol(library, graphExecDestroy, {"cuGraphExecDestroy"}, missingGraph);
   graphs &= resolveSymbol(library, graphDestroy, {"cuGraphDestroy"}, missingGraph);

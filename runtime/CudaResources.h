@@ -44,8 +44,7 @@ inline std::string formatBytes(std::size_t bytes) {
 class PrimaryContext {
 public:
   explicit PrimaryContext(CUdevice device) : device_(device) {
-    driver().check(driver().devicePrimaryCtxRetain(&context_, device),
-                   "cuDevicePrimaryCtxRetain");
+    driver().check(driver().devicePrimaryCtxRetain(&context_, device), "cuDevicePrimaryCtxRetain");
     makeCurrent();
   }
   ~PrimaryContext() {
@@ -56,9 +55,7 @@ public:
   PrimaryContext &operator=(const PrimaryContext &) = delete;
 
   /// Makes the context current on the calling thread.
-  void makeCurrent() const {
-    driver().check(driver().ctxSetCurrent(context_), "cuCtxSetCurrent");
-  }
+  void makeCurrent() const { driver().check(driver().ctxSetCurrent(context_), "cuCtxSetCurrent"); }
 
 private:
   CUdevice device_;
@@ -91,8 +88,7 @@ public:
     // cuMemAlloc rejects 0 bytes; an empty tier still gets a valid address.
     CUresult result = driver().memAlloc(&ptr_, std::max<std::size_t>(bytes, 16));
     if (result == CUDA_ERROR_OUT_OF_MEMORY)
-      throw Error("out of GPU memory allocating " + formatBytes(bytes) +
-                  " for " + what);
+      throw Error("out of GPU memory allocating " + formatBytes(bytes) + " for " + what);
     driver().check(result, "cuMemAlloc(" + formatBytes(bytes) + " for " + what + ")");
   }
   ~DeviceBuffer() {
@@ -113,12 +109,10 @@ private:
 class MappedHostBuffer {
 public:
   MappedHostBuffer(std::size_t bytes, const std::string &what) : bytes_(bytes) {
-    CUresult result =
-        driver().memHostAlloc(&host_, std::max<std::size_t>(bytes, 16),
-                              CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    CUresult result = driver().memHostAlloc(&host_, std::max<std::size_t>(bytes, 16),
+                                            CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (result == CUDA_ERROR_OUT_OF_MEMORY)
-      throw Error("out of pinned host memory allocating " + formatBytes(bytes) +
-                  " for " + what);
+      throw Error("out of pinned host memory allocating " + formatBytes(bytes) + " for " + what);
     driver().check(result, "cuMemHostAlloc(" + formatBytes(bytes) + " for " + what + ")");
     driver().check(driver().memHostGetDevicePointer(&device_, host_, 0),
                    "cuMemHostGetDevicePointer(" + what + ")");
@@ -142,8 +136,7 @@ private:
 class Stream {
 public:
   Stream() {
-    driver().check(driver().streamCreate(&stream_, CU_STREAM_NON_BLOCKING),
-                   "cuStreamCreate");
+    driver().check(driver().streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   }
   ~Stream() {
     if (stream_)
@@ -160,9 +153,7 @@ private:
 /// An event.
 class Event {
 public:
-  Event() {
-    driver().check(driver().eventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate");
-  }
+  Event() { driver().check(driver().eventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate"); }
   ~Event() {
     if (event_)
       driver().eventDestroy(event_);
@@ -181,8 +172,8 @@ private:
 /// else one cuMemcpyAsync each. The copies of a batch may run in any order,
 /// so destinations must not overlap. `what` names them in errors.
 inline void copyBatch(const std::vector<CUdeviceptr> &destinations,
-                      const std::vector<CUdeviceptr> &sources, std::size_t bytes,
-                      CUstream stream, const std::string &what) {
+                      const std::vector<CUdeviceptr> &sources, std::size_t bytes, CUstream stream,
+                      const std::string &what) {
   const CudaDriver &cuda = driver();
   const std::size_t count = sources.size();
   if (!cuda.memcpyBatchAsync) {
@@ -200,8 +191,7 @@ inline void copyBatch(const std::vector<CUdeviceptr> &destinations,
     const std::size_t n = std::min(kBatch, count - begin);
     cuda.check(cuda.memcpyBatchAsync(const_cast<CUdeviceptr *>(destinations.data() + begin),
                                      const_cast<CUdeviceptr *>(sources.data() + begin),
-                                     sizes.data(), n, &attributes, &firstWithAttributes, 1,
-                                     stream),
+                                     sizes.data(), n, &attributes, &firstWithAttributes, 1, stream),
                what);
   }
 }

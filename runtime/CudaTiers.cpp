@@ -128,18 +128,16 @@ public:
     std::size_t freeBytes = 0, totalBytes = 0;
     cuda.check(cuda.memGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo");
     if (hbmBytes + (64u << 20) > freeBytes)
-      throw CapacityError("the HBM tier needs " + formatBytes(hbmBytes) + " (" +
-                          std::to_string(layout.pools()) + " pools x " +
-                          std::to_string(layout.hbmSlots) + " slots x " +
-                          std::to_string(tokenBytes) + " bytes), the device has " +
-                          formatBytes(freeBytes) + " free");
+      throw CapacityError(
+          "the HBM tier needs " + formatBytes(hbmBytes) + " (" + std::to_string(layout.pools()) +
+          " pools x " + std::to_string(layout.hbmSlots) + " slots x " + std::to_string(tokenBytes) +
+          " bytes), the device has " + formatBytes(freeBytes) + " free");
     for (std::int32_t p = 0; p < layout.pools(); ++p) {
       hbm_.push_back(std::make_unique<DeviceBuffer>(
-          static_cast<std::size_t>(layout.hbmSlots) * tokenBytes,
-          "HBM pool " + std::to_string(p)));
-      host_.push_back(std::make_unique<MappedHostBuffer>(
-          static_cast<std::size_t>(layout.hostRows) * tokenBytes,
-          "host store " + std::to_string(p)));
+          static_cast<std::size_t>(layout.hbmSlots) * tokenBytes, "HBM pool " + std::to_string(p)));
+      host_.push_back(
+          std::make_unique<MappedHostBuffer>(static_cast<std::size_t>(layout.hostRows) * tokenBytes,
+                                             "host store " + std::to_string(p)));
     }
     // The step's memref arguments: one device buffer each, reused by every
     // layer (uploads are stream-ordered behind the previous layer's kernels).
@@ -165,16 +163,16 @@ public:
     for (const Manifest *step : steps)
       arenaBytes = std::max(arenaBytes, step->arenaBytes);
     if (arenaBytes > 0) {
-      arena_ = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(arenaBytes),
-                                              "the staging arena");
+      arena_ =
+          std::make_unique<DeviceBuffer>(static_cast<std::size_t>(arenaBytes), "the staging arena");
       buffers_.arena = arena_->get();
     }
     // Pinned staging per layer: selections, slots, history bounds, queries in;
     // output back.
-    stagingIn_ = std::make_unique<MappedHostBuffer>(stagingInBytes() * layout.layers,
-                                                    "upload staging");
-    stagingOut_ = std::make_unique<MappedHostBuffer>(
-        bytesOf(ArgumentRole::Output) * layout.layers, "download staging");
+    stagingIn_ =
+        std::make_unique<MappedHostBuffer>(stagingInBytes() * layout.layers, "upload staging");
+    stagingOut_ = std::make_unique<MappedHostBuffer>(bytesOf(ArgumentRole::Output) * layout.layers,
+                                                     "download staging");
     stream_ = std::make_unique<Stream>();
     snapshot_.resize(static_cast<std::size_t>(layout.hbmSlots) * tokenBytes);
     describe_ = "cuda on " + backend.device().name + " (" + backend.device().arch + ")";
@@ -211,7 +209,8 @@ public:
   std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) override {
     // The caller may write: nothing in flight may still read the store.
     quiesce();
-    return static_cast<std::uint8_t *>(host_[static_cast<std::size_t>(layer / layout_.layersPerPool)]->host()) +
+    return static_cast<std::uint8_t *>(
+               host_[static_cast<std::size_t>(layer / layout_.layersPerPool)]->host()) +
            row * layout_.tokenBytes() + layout_.layerOffset(layer);
   }
 
@@ -240,13 +239,13 @@ public:
     busy_ = busy_ || !copies.empty();
   }
 
-  void setPlacementStep(const Manifest &manifest,
-                        const ResidencyController &controller) override {
+  void setPlacementStep(const Manifest &manifest, const ResidencyController &controller) override {
     const CudaDriver &cuda = driver();
     backends_.front()->makeCurrent();
     quiesce();
     auto placement = std::make_unique<Placement>();
-    placement->backend = std::make_unique<CudaBackend>(manifest, backends_.front()->device().ordinal);
+    placement->backend =
+        std::make_unique<CudaBackend>(manifest, backends_.front()->device().ordinal);
     placement->backend->makeCurrent();
     placement->rowsIndex = manifest.argument(ArgumentRole::PlaceRows).index;
     placement->slotsIndex = manifest.argument(ArgumentRole::PlaceSlots).index;
@@ -255,25 +254,25 @@ public:
     placement->buffers.arguments.assign(manifest.arguments.size(), 0);
     placement->buffers.hbmSlots = layout_.hbmSlots;
     placement->buffers.hostRows = layout_.hostRows;
-    placement->status = std::make_unique<DeviceBuffer>(sizeof(std::uint32_t), "the placement status");
+    placement->status =
+        std::make_unique<DeviceBuffer>(sizeof(std::uint32_t), "the placement status");
     cuda.check(cuda.memsetD32(placement->status->get(), 0, 1), "clearing the placement status");
     placement->buffers.status = placement->status->get();
     const std::size_t mapBytes = static_cast<std::size_t>(layout_.hostRows) * sizeof(std::int32_t);
     const std::size_t slots = static_cast<std::size_t>(layout_.hbmSlots);
     // The step log: room for every selection of a step (resolving steps).
-    const std::size_t logWords =
-        resolveLaunches_ ? StepLogLayout::words(bytesOf(ArgumentRole::RowIds) / 4)
-                         : StepLogLayout::kHeader;
+    const std::size_t logWords = resolveLaunches_
+                                     ? StepLogLayout::words(bytesOf(ArgumentRole::RowIds) / 4)
+                                     : StepLogLayout::kHeader;
     placement->logWords = logWords;
     for (std::int32_t g = 0; g < layout_.groups(); ++g) {
       const std::string group = std::to_string(g);
-      placement->recency.push_back(std::make_unique<DeviceBuffer>(
-          std::max<std::size_t>(2 * slots, 1) * sizeof(std::int32_t),
-          "the replacement state of group " + group));
-      placement->logs.push_back(std::make_unique<DeviceBuffer>(
-          logWords * sizeof(std::int32_t), "the step log of group " + group));
-      cuda.check(cuda.memsetD32(placement->logs.back()->get(), 0, logWords),
-                 "clearing a step log");
+      placement->recency.push_back(
+          std::make_unique<DeviceBuffer>(std::max<std::size_t>(2 * slots, 1) * sizeof(std::int32_t),
+                                         "the replacement state of group " + group));
+      placement->logs.push_back(std::make_unique<DeviceBuffer>(logWords * sizeof(std::int32_t),
+                                                               "the step log of group " + group));
+      cuda.check(cuda.memsetD32(placement->logs.back()->get(), 0, logWords), "clearing a step log");
       cuda.check(cuda.memsetD32(placement->logs.back()->get(), controller.stepCount(), 1),
                  "stamping a step log");
       const std::vector<std::int32_t> &table = controller.residencyTable(g);
@@ -281,8 +280,8 @@ public:
         throw Error("the residency table of group " + std::to_string(g) + " has " +
                     std::to_string(table.size()) + " rows, the host store " +
                     std::to_string(layout_.hostRows));
-      placement->maps.push_back(
-          std::make_unique<DeviceBuffer>(mapBytes, "the residency map of group " + std::to_string(g)));
+      placement->maps.push_back(std::make_unique<DeviceBuffer>(
+          mapBytes, "the residency map of group " + std::to_string(g)));
       cuda.check(cuda.memcpyHtoD(placement->maps.back()->get(), table.data(), mapBytes),
                  "uploading a residency map");
     }
@@ -328,9 +327,9 @@ public:
     for (const auto &log : placement_->logs) {
       cuda.check(cuda.memsetD32Async(log->get(), 0, StepLogLayout::kHeader, stream_->get()),
                  "clearing a step log");
-      cuda.check(cuda.memsetD32Async(log->get() + StepLogLayout::kStep * 4, step, 1,
-                                     stream_->get()),
-                 "stamping a step log");
+      cuda.check(
+          cuda.memsetD32Async(log->get() + StepLogLayout::kStep * 4, step, 1, stream_->get()),
+          "stamping a step log");
     }
     busy_ = true;
   }
@@ -345,8 +344,8 @@ public:
     const auto hits = static_cast<std::uint32_t>(log[StepLogLayout::kHits]);
     const auto misses = static_cast<std::uint32_t>(log[StepLogLayout::kMisses]);
     if (hits > room || misses > room)
-      throw Error("the step log of group " + std::to_string(g) + " overflowed: " +
-                  std::to_string(hits) + " hits and " + std::to_string(misses) +
+      throw Error("the step log of group " + std::to_string(g) +
+                  " overflowed: " + std::to_string(hits) + " hits and " + std::to_string(misses) +
                   " misses, room for " + std::to_string(room));
     StepLog &out = stepLogs_[g];
     out.hitSlots.assign(log + StepLogLayout::kHeader, log + StepLogLayout::kHeader + hits);
@@ -365,9 +364,9 @@ public:
     // Without graphs the group's copy is ready once its event is: the
     // later layers may still run. With graphs, after finishStep.
     if (!graphs_ && stepOpen_)
-      driver().check(driver().eventSynchronize(
-                         placement_->logReady[static_cast<std::size_t>(group)]->get()),
-                     "waiting for a step log");
+      driver().check(
+          driver().eventSynchronize(placement_->logReady[static_cast<std::size_t>(group)]->get()),
+          "waiting for a step log");
     else if (stepOpen_)
       throw StateError("the step logs of a CUDA-graph step arrive with finishStep");
     return parseStepLog(static_cast<std::size_t>(group));
@@ -392,8 +391,7 @@ public:
 
   bool resolvesOnDevice() const override { return resolveLaunches_ && placement_; }
 
-  void takeSelections(std::int32_t group, const std::int32_t *rowIds,
-                      std::int64_t count) override {
+  void takeSelections(std::int32_t group, const std::int32_t *rowIds, std::int64_t count) override {
     const CudaDriver &cuda = driver();
     backends_.front()->makeCurrent();
     if (!resolvesOnDevice())
@@ -539,12 +537,11 @@ public:
       std::size_t bytes = dtypeSize(arg.dtype);
       for (std::int64_t d : arg.shape)
         bytes *= static_cast<std::size_t>(d);
-      draft->arguments.push_back(
-          std::make_unique<DeviceBuffer>(bytes, std::string("draft step argument ") +
-                                                    std::to_string(arg.index)));
-      cuda.check(cuda.memsetD32(draft->arguments.back()->get(), 0,
-                                std::max<std::size_t>(bytes, 16) / 4),
-                 "clearing a draft step argument");
+      draft->arguments.push_back(std::make_unique<DeviceBuffer>(
+          bytes, std::string("draft step argument ") + std::to_string(arg.index)));
+      cuda.check(
+          cuda.memsetD32(draft->arguments.back()->get(), 0, std::max<std::size_t>(bytes, 16) / 4),
+          "clearing a draft step argument");
       draft->buffers.arguments[static_cast<std::size_t>(arg.index)] =
           draft->arguments.back()->get();
     }
@@ -570,8 +567,8 @@ public:
     std::vector<std::unique_ptr<DeviceBuffer>> rings;
     const std::vector<std::uint8_t> zeros(ringBytes, 0);
     for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-      rings.push_back(std::make_unique<DeviceBuffer>(
-          ringBytes, "the draft ring of group " + std::to_string(g)));
+      rings.push_back(std::make_unique<DeviceBuffer>(ringBytes, "the draft ring of group " +
+                                                                    std::to_string(g)));
       cuda.check(cuda.memcpyHtoD(rings.back()->get(), zeros.data(), ringBytes),
                  "clearing a draft ring");
     }
@@ -609,11 +606,11 @@ public:
     backends_.front()->makeCurrent();
     quiesce(); // steps in flight may read the slots being rewritten
     const CUdeviceptr ring = windows_.at(index)->get();
-    forEachWindowCopy(layout_, position, count, [&](std::size_t ringOffset,
-                                                    std::size_t tokenOffset, std::size_t bytes) {
-      cuda.check(cuda.memcpyHtoD(ring + ringOffset, tokens + tokenOffset, bytes),
-                 "writing a window token");
-    });
+    forEachWindowCopy(layout_, position, count,
+                      [&](std::size_t ringOffset, std::size_t tokenOffset, std::size_t bytes) {
+                        cuda.check(cuda.memcpyHtoD(ring + ringOffset, tokens + tokenOffset, bytes),
+                                   "writing a window token");
+                      });
   }
 
   void freeDraftRings(std::int32_t index) override {
@@ -625,8 +622,8 @@ public:
     drafts_.erase(it);
   }
 
-  void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position,
-                  std::int64_t count, const std::uint8_t *tokens) override {
+  void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position, std::int64_t count,
+                  const std::uint8_t *tokens) override {
     const CudaDriver &cuda = driver();
     Draft &d = requireDraft();
     const CUdeviceptr ring = draftRing(index, group);
@@ -691,18 +688,18 @@ private:
   struct Placement {
     std::unique_ptr<CudaBackend> backend;
     int rowsIndex = -1, slotsIndex = -1;
-    std::size_t perLaunch = 0;                        // N: rows per launch
-    std::vector<std::unique_ptr<DeviceBuffer>> maps; // [group]
+    std::size_t perLaunch = 0;                          // N: rows per launch
+    std::vector<std::unique_ptr<DeviceBuffer>> maps;    // [group]
     std::vector<std::unique_ptr<DeviceBuffer>> recency; // [group] [slots x 2]
     std::vector<std::unique_ptr<DeviceBuffer>> logs;    // [group] step logs
     std::size_t logWords = 0;                           // words per log
     std::unique_ptr<MappedHostBuffer> logsHost;         // [group x logWords]
     std::vector<std::unique_ptr<Event>> logReady;       // [group] logsHost holds it
-    std::unique_ptr<MappedHostBuffer> lists;         // rows then slots per launch
-    std::size_t listLaunches = 0;                    // launches lists has room for
+    std::unique_ptr<MappedHostBuffer> lists;            // rows then slots per launch
+    std::size_t listLaunches = 0;                       // launches lists has room for
     std::unique_ptr<DeviceBuffer> status;
-    std::unique_ptr<Event> done;                     // after the last placement
-    bool pending = false;                            // `done` was recorded
+    std::unique_ptr<Event> done; // after the last placement
+    bool pending = false;        // `done` was recorded
     CudaStepBuffers buffers;
   };
 
@@ -808,9 +805,9 @@ private:
   void setLane(Draft &d, int argument, std::int64_t position) {
     const std::int64_t w = d.info.window;
     const std::int32_t value = static_cast<std::int32_t>(((position % w) + w) % w);
-    driver().check(driver().memcpyHtoDAsync(d.argument(argument), &value, sizeof(value),
-                                            stream_->get()),
-                   "uploading a draft position");
+    driver().check(
+        driver().memcpyHtoDAsync(d.argument(argument), &value, sizeof(value), stream_->get()),
+        "uploading a draft position");
   }
   /// The append pair: the staged block at positions position .. +N-1.
   void draftAppend(Draft &d, std::int64_t position) {
@@ -831,8 +828,7 @@ private:
     cuda.check(cuda.streamSynchronize(stream_->get()), std::string(what) + " failed");
     busy_ = false;
     if (word != 0)
-      throw Error(std::string(what) + ": the ring kernels reported status " +
-                  describeStatus(word));
+      throw Error(std::string(what) + ": the ring kernels reported status " + describeStatus(word));
   }
 
   struct HostOutput {
@@ -846,9 +842,9 @@ private:
     std::int32_t layer = 0;
     MemorySpace memory = MemorySpace::Host;
     std::size_t queryBytes = 0, outputBytes = 0;
-    CUdeviceptr queries = 0; ///< device queries (MemorySpace::Device)
-    CUdeviceptr output = 0;  ///< device output (MemorySpace::Device)
-    bool selectionsOnDevice = false; ///< row ids from takeSelections
+    CUdeviceptr queries = 0;                  ///< device queries (MemorySpace::Device)
+    CUdeviceptr output = 0;                   ///< device output (MemorySpace::Device)
+    bool selectionsOnDevice = false;          ///< row ids from takeSelections
     std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
 
     bool operator==(const LayerWork &o) const {
@@ -886,10 +882,10 @@ private:
     LayerWork work;
     work.layer = layer;
     work.memory = step.memory;
-    work.queryBytes = static_cast<std::size_t>(
-        step.lanes * s.queries * s.heads * s.qkDim * static_cast<std::int64_t>(sizeof(bf16_t)));
-    work.outputBytes = static_cast<std::size_t>(
-        step.lanes * s.queries * s.heads * s.vDim * static_cast<std::int64_t>(sizeof(bf16_t)));
+    work.queryBytes = static_cast<std::size_t>(step.lanes * s.queries * s.heads * s.qkDim *
+                                               static_cast<std::int64_t>(sizeof(bf16_t)));
+    work.outputBytes = static_cast<std::size_t>(step.lanes * s.queries * s.heads * s.vDim *
+                                                static_cast<std::int64_t>(sizeof(bf16_t)));
     work.selectionsOnDevice = step.selectionsOnDevice;
     if (step.selectionsOnDevice && !resolvesOnDevice())
       throw Error("selections in device memory need steps that resolve them (dhs.resolve) and "
@@ -928,9 +924,8 @@ private:
     CUstream stream = stream_->get();
     std::uint8_t *stage = stagingIn(work.layer);
     const std::int32_t group = work.layer / layout_.layersPerGroup;
-    for (ArgumentRole role : {ArgumentRole::RowIds, ArgumentRole::Slots,
-                              ArgumentRole::HistoryStart, ArgumentRole::HistoryLen,
-                              ArgumentRole::WindowTokens}) {
+    for (ArgumentRole role : {ArgumentRole::RowIds, ArgumentRole::Slots, ArgumentRole::HistoryStart,
+                              ArgumentRole::HistoryLen, ArgumentRole::WindowTokens}) {
       if (bytesOf(role) == 0)
         continue;
       if (work.selectionsOnDevice && role == ArgumentRole::RowIds)
@@ -949,9 +944,9 @@ private:
                "clearing the queries");
     if (work.queryBytes > 0) {
       if (work.memory == MemorySpace::Host)
-        cuda.check(cuda.memcpyHtoDAsync(argument(ArgumentRole::Queries), stage, work.queryBytes,
-                                        stream),
-                   "uploading queries");
+        cuda.check(
+            cuda.memcpyHtoDAsync(argument(ArgumentRole::Queries), stage, work.queryBytes, stream),
+            "uploading queries");
       else
         cuda.check(cuda.memcpyDtoDAsync(argument(ArgumentRole::Queries), work.queries,
                                         work.queryBytes, stream),
@@ -966,11 +961,11 @@ private:
                                   static_cast<std::size_t>(layout_.tokenBytes());
     for (std::size_t b = 0; b < work.windowRequests.size(); ++b)
       if (work.windowRequests[b] >= 0)
-        cuda.check(cuda.memcpyDtoDAsync(argument(ArgumentRole::WindowRing) + b * ringBytes,
-                                        windows_.at(work.windowRequests[b])->get() +
-                                            pool * ringBytes,
-                                        ringBytes, stream),
-                   "gathering window rings");
+        cuda.check(
+            cuda.memcpyDtoDAsync(argument(ArgumentRole::WindowRing) + b * ringBytes,
+                                 windows_.at(work.windowRequests[b])->get() + pool * ringBytes,
+                                 ringBytes, stream),
+            "gathering window rings");
     CudaStepBuffers buffers = buffers_;
     buffers.hbm = hbm_[pool]->get();
     buffers.host = host_[pool]->device();
@@ -997,10 +992,9 @@ private:
     // booked before the launch: their log stays on the device.
     if (placement_ && resolveLaunches_ && buffers.logWords > 0 && work.selectionsOnDevice) {
       const std::size_t g = static_cast<std::size_t>(group);
-      cuda.check(cuda.memcpyDtoHAsync(
-                     static_cast<std::int32_t *>(placement_->logsHost->host()) +
-                         g * placement_->logWords,
-                     placement_->logs[g]->get(), placement_->logWords * 4, stream),
+      cuda.check(cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(placement_->logsHost->host()) +
+                                          g * placement_->logWords,
+                                      placement_->logs[g]->get(), placement_->logWords * 4, stream),
                  "copying a step log");
       if (!graphs_)
         cuda.check(cuda.eventRecord(placement_->logReady[g]->get(), stream),

@@ -19,8 +19,7 @@ namespace dhs::runtime {
 /// false (and names the first candidate in `missing`, if still empty) when
 /// none does.
 template <typename Fn>
-bool resolveSymbol(void *library, Fn &slot,
-                   std::initializer_list<const char *> names,
+bool resolveSymbol(void *library, Fn &slot, std::initializer_list<const char *> names,
                    std::string &missing) {
   for (const char *name : names) {
     if (void *symbol = dlsym(library, name)) {

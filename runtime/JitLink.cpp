@@ -37,7 +37,6 @@ struct JitLink::Api {
 
 namespace {
 
-
 /// Spells an nvJitLink result code.
 const char *resultName(nvJitLinkResult result) {
   switch (result) {
@@ -99,9 +98,8 @@ const JitLink &JitLink::instance() {
 }
 
 JitLink::JitLink() {
-  static const char *const candidates[] = {
-      "libnvJitLink.so.13", "libnvJitLink.so",
-      "/usr/local/cuda/lib64/libnvJitLink.so.13"};
+  static const char *const candidates[] = {"libnvJitLink.so.13", "libnvJitLink.so",
+                                           "/usr/local/cuda/lib64/libnvJitLink.so.13"};
   void *library = nullptr;
   for (const char *candidate : candidates) {
     library = dlopen(candidate, RTLD_NOW | RTLD_LOCAL);
@@ -120,36 +118,31 @@ JitLink::JitLink() {
   static Api api;
   std::string missing;
   bool ok = true;
-  ok &= resolveSymbol(library, api.create, {"__nvJitLinkCreate_13_0", "nvJitLinkCreate"},
-                missing);
-  ok &= resolveSymbol(library, api.destroy,
-                {"__nvJitLinkDestroy_13_0", "nvJitLinkDestroy"}, missing);
-  ok &= resolveSymbol(library, api.addData,
-                {"__nvJitLinkAddData_13_0", "nvJitLinkAddData"}, missing);
-  ok &= resolveSymbol(library, api.complete,
-                {"__nvJitLinkComplete_13_0", "nvJitLinkComplete"}, missing);
-  ok &= resolveSymbol(library, api.getLinkedCubinSize,
-                {"__nvJitLinkGetLinkedCubinSize_13_0", "nvJitLinkGetLinkedCubinSize"},
-                missing);
+  ok &= resolveSymbol(library, api.create, {"__nvJitLinkCreate_13_0", "nvJitLinkCreate"}, missing);
+  ok &=
+      resolveSymbol(library, api.destroy, {"__nvJitLinkDestroy_13_0", "nvJitLinkDestroy"}, missing);
+  ok &=
+      resolveSymbol(library, api.addData, {"__nvJitLinkAddData_13_0", "nvJitLinkAddData"}, missing);
+  ok &= resolveSymbol(library, api.complete, {"__nvJitLinkComplete_13_0", "nvJitLinkComplete"},
+                      missing);
+  ok &=
+      resolveSymbol(library, api.getLinkedCubinSize,
+                    {"__nvJitLinkGetLinkedCubinSize_13_0", "nvJitLinkGetLinkedCubinSize"}, missing);
   ok &= resolveSymbol(library, api.getLinkedCubin,
-                {"__nvJitLinkGetLinkedCubin_13_0", "nvJitLinkGetLinkedCubin"},
-                missing);
+                      {"__nvJitLinkGetLinkedCubin_13_0", "nvJitLinkGetLinkedCubin"}, missing);
   ok &= resolveSymbol(library, api.getErrorLogSize,
-                {"__nvJitLinkGetErrorLogSize_13_0", "nvJitLinkGetErrorLogSize"},
-                missing);
+                      {"__nvJitLinkGetErrorLogSize_13_0", "nvJitLinkGetErrorLogSize"}, missing);
   ok &= resolveSymbol(library, api.getErrorLog,
-                {"__nvJitLinkGetErrorLog_13_0", "nvJitLinkGetErrorLog"}, missing);
+                      {"__nvJitLinkGetErrorLog_13_0", "nvJitLinkGetErrorLog"}, missing);
   ok &= resolveSymbol(library, api.getInfoLogSize,
-                {"__nvJitLinkGetInfoLogSize_13_0", "nvJitLinkGetInfoLogSize"},
-                missing);
+                      {"__nvJitLinkGetInfoLogSize_13_0", "nvJitLinkGetInfoLogSize"}, missing);
   ok &= resolveSymbol(library, api.getInfoLog,
-                {"__nvJitLinkGetInfoLog_13_0", "nvJitLinkGetInfoLog"}, missing);
+                      {"__nvJitLinkGetInfoLog_13_0", "nvJitLinkGetInfoLog"}, missing);
   if (!ok) {
     reason_ = library_ + " lacks " + missing;
     return;
   }
-  api.version = reinterpret_cast<decltype(api.version)>(
-      dlsym(library, "nvJitLinkVersion"));
+  api.version = reinterpret_cast<decltype(api.version)>(dlsym(library, "nvJitLinkVersion"));
   api_ = &api;
   available_ = true;
 }
@@ -170,8 +163,7 @@ bool isValidArch(const std::string &arch) {
   std::size_t digits = i - 3;
   if (digits < 2 || digits > 3)
     return false;
-  return i == arch.size() ||
-         (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f'));
+  return i == arch.size() || (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f'));
 }
 
 LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
@@ -180,8 +172,7 @@ LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
   if (!available_)
     throw Error("cannot link " + name + ": " + reason_);
   if (!isValidArch(arch))
-    throw Error("cannot link " + name + ": '" + arch +
-                "' is not an architecture like sm_90a");
+    throw Error("cannot link " + name + ": '" + arch + "' is not an architecture like sm_90a");
   if (ptx.empty())
     throw Error("cannot link " + name + ": the PTX is empty");
 
@@ -192,31 +183,29 @@ LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
     optionPointers.push_back(option.c_str());
 
   nvJitLinkHandle handle = nullptr;
-  nvJitLinkResult result = api_->create(
-      &handle, static_cast<std::uint32_t>(optionPointers.size()),
-      optionPointers.data());
+  nvJitLinkResult result = api_->create(&handle, static_cast<std::uint32_t>(optionPointers.size()),
+                                        optionPointers.data());
   if (result != NVJITLINK_SUCCESS)
-    throw Error("cannot link " + name + ": nvJitLinkCreate failed with " +
-                resultName(result) + " (options: -arch=" + arch + " -O3)");
+    throw Error("cannot link " + name + ": nvJitLinkCreate failed with " + resultName(result) +
+                " (options: -arch=" + arch + " -O3)");
   // Destroy the handle on every path.
   auto destroy = [this](nvJitLinkHandle *h) { api_->destroy(h); };
   std::unique_ptr<nvJitLinkHandle, decltype(destroy)> guard(&handle, destroy);
 
   auto readLog = [&](bool errors) {
     std::size_t size = 0;
-    nvJitLinkResult r = errors ? api_->getErrorLogSize(handle, &size)
-                               : api_->getInfoLogSize(handle, &size);
+    nvJitLinkResult r =
+        errors ? api_->getErrorLogSize(handle, &size) : api_->getInfoLogSize(handle, &size);
     if (r != NVJITLINK_SUCCESS || size == 0)
       return std::string();
     std::string log(size, '\0');
-    r = errors ? api_->getErrorLog(handle, log.data())
-               : api_->getInfoLog(handle, log.data());
+    r = errors ? api_->getErrorLog(handle, log.data()) : api_->getInfoLog(handle, log.data());
     return r == NVJITLINK_SUCCESS ? trimLog(log) : std::string();
   };
   auto fail = [&](const char *step, nvJitLinkResult r) {
     std::string log = readLog(true);
-    std::string message = "cannot link " + name + " for " + arch + ": " + step +
-                          " failed with " + resultName(r);
+    std::string message =
+        "cannot link " + name + " for " + arch + ": " + step + " failed with " + resultName(r);
     if (!log.empty()) {
       // Keep the message one line: fold the log's lines.
       for (char &c : log)
@@ -228,8 +217,7 @@ LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
   };
 
   // nvJitLink wants the PTX NUL-terminated; std::string guarantees that.
-  result = api_->addData(handle, NVJITLINK_INPUT_PTX, ptx.c_str(),
-                         ptx.size() + 1, name.c_str());
+  result = api_->addData(handle, NVJITLINK_INPUT_PTX, ptx.c_str(), ptx.size() + 1, name.c_str());
   if (result != NVJITLINK_SUCCESS)
     fail("nvJitLinkAddData", result);
   result = api_->complete(handle);
@@ -241,8 +229,7 @@ LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
   if (result != NVJITLINK_SUCCESS)
     fail("nvJitLinkGetLinkedCubinSize", result);
   if (size == 0)
-    throw Error("cannot link " + name + " for " + arch +
-                ": nvJitLink produced an empty cubin");
+    throw Error("cannot link " + name + " for " + arch + ": nvJitLink produced an empty cubin");
   LinkedCubin linked;
   linked.cubin.resize(size);
   result = api_->getLinkedCubin(handle, linked.cubin.data());
@@ -257,9 +244,7 @@ LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
 //===----------------------------------------------------------------------===//
 
 std::vector<std::string> cubinFunctionNames(const std::vector<std::uint8_t> &cubin) {
-  auto bad = [](const std::string &what) -> Error {
-    return Error("malformed cubin: " + what);
-  };
+  auto bad = [](const std::string &what) -> Error { return Error("malformed cubin: " + what); };
   // Copies a T from [offset, offset + sizeof(T)) after a bounds check.
   auto read = [&](auto &out, std::uint64_t offset) {
     if (offset > cubin.size() || cubin.size() - offset < sizeof(out))
@@ -271,8 +256,7 @@ std::vector<std::string> cubinFunctionNames(const std::vector<std::uint8_t> &cub
   read(header, 0);
   if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
     throw bad("no ELF magic");
-  if (header.e_ident[EI_CLASS] != ELFCLASS64 ||
-      header.e_ident[EI_DATA] != ELFDATA2LSB)
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB)
     throw bad("not a 64-bit little-endian ELF image");
   if (header.e_shentsize != sizeof(Elf64_Shdr))
     throw bad("unexpected section header size");

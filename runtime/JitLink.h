@@ -44,8 +44,7 @@ public:
   /// Links PTX text into a cubin for `arch` (e.g. "sm_90a"), with "-O3" and
   /// any `extraOptions`. `name` names the input in messages and logs.
   /// Throws Error with nvJitLink's error log on failure.
-  LinkedCubin linkPtx(const std::string &ptx, const std::string &arch,
-                      const std::string &name,
+  LinkedCubin linkPtx(const std::string &ptx, const std::string &arch, const std::string &name,
                       const std::vector<std::string> &extraOptions = {}) const;
 
   JitLink(const JitLink &) = delete;

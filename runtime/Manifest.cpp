@@ -153,8 +153,7 @@ std::string describeStatus(std::uint32_t status) {
   add(kStatusSlotOutOfRange, "slot >= hbm_slots");
   add(kStatusHostRowOutOfRange, "host index >= host_rows");
   add(kStatusStagingOutOfRange, "staging position outside the staging buffer");
-  add(kStatusHistoryBeyondScores,
-      "history longer than the indexer scores given for it");
+  add(kStatusHistoryBeyondScores, "history longer than the indexer scores given for it");
   add(kStatusBadWindowTokens, "negative sliding-window token count");
   std::uint32_t known = kStatusRowOutsideHistory | kStatusSlotOutOfRange |
                         kStatusHostRowOutOfRange | kStatusStagingOutOfRange |
@@ -185,8 +184,7 @@ const Argument &Manifest::argument(ArgumentRole role) const {
       return arg;
   // Validation guarantees every role is present; reaching this is a bug in a
   // hand-built Manifest, reported rather than crashing.
-  throw Error(std::string("manifest ") + path + ": no argument with role '" +
-              roleName(role) + "'");
+  throw Error(std::string("manifest ") + path + ": no argument with role '" + roleName(role) + "'");
 }
 
 std::vector<std::string> Manifest::ptxPaths() const {
@@ -228,8 +226,7 @@ void checkPtxText(const std::string &text, const std::string &name) {
     }
   }
   static const std::string directive = ".version";
-  bool ok = text.compare(pos, directive.size(), directive) == 0 &&
-            pos + directive.size() < size &&
+  bool ok = text.compare(pos, directive.size(), directive) == 0 && pos + directive.size() < size &&
             std::isspace(static_cast<unsigned char>(text[pos + directive.size()]));
   if (!ok)
     throw Error("PTX file " + name +
@@ -275,16 +272,13 @@ std::string formatShape(const std::vector<std::int64_t> &shape) {
 /// Validation context: the manifest's name, for messages.
 class Parser {
 public:
-  Parser(std::string sourceName, std::string directory,
-         const ManifestLoadOptions &options)
-      : source_(std::move(sourceName)), directory_(std::move(directory)),
-        options_(options) {}
+  Parser(std::string sourceName, std::string directory, const ManifestLoadOptions &options)
+      : source_(std::move(sourceName)), directory_(std::move(directory)), options_(options) {}
 
   Manifest parse(const std::string &text);
 
 private:
-  [[noreturn]] void fail(const std::string &field,
-                         const std::string &message) const {
+  [[noreturn]] void fail(const std::string &field, const std::string &message) const {
     throw Error("manifest " + source_ + ": " + field + ": " + message);
   }
 
@@ -310,16 +304,14 @@ private:
     }
   }
 
-  std::string getString(const json &object, const char *key,
-                        const std::string &field) const {
+  std::string getString(const json &object, const char *key, const std::string &field) const {
     const json &value = object.at(key);
     if (!value.is_string())
       fail(field + "." + key, "must be a string");
     return value.get<std::string>();
   }
 
-  std::int64_t getInt(const json &object, const char *key,
-                      const std::string &field) const {
+  std::int64_t getInt(const json &object, const char *key, const std::string &field) const {
     return asInt(object.at(key), field + "." + key);
   }
 
@@ -335,8 +327,7 @@ private:
     return value.get<std::int64_t>();
   }
 
-  double getNumber(const json &object, const char *key,
-                   const std::string &field) const {
+  double getNumber(const json &object, const char *key, const std::string &field) const {
     const json &value = object.at(key);
     if (!value.is_number())
       fail(field + "." + key, "must be a number");
@@ -359,8 +350,7 @@ private:
     std::string name = getString(object, "dtype", field);
     std::optional<DType> type = parseDType(name);
     if (!type)
-      fail(field + ".dtype", "unknown dtype '" + name +
-                                 "' (known: bf16, i32, i64)");
+      fail(field + ".dtype", "unknown dtype '" + name + "' (known: bf16, i32, i64)");
     return *type;
   }
 
@@ -370,8 +360,7 @@ private:
                                 const Manifest &manifest, Launch &launch) const;
   /// The step has attention launches.
   bool attention_ = false;
-  Launch parseLaunch(const json &value, std::size_t position,
-                     const Manifest &manifest);
+  Launch parseLaunch(const json &value, std::size_t position, const Manifest &manifest);
   LaunchParam parseParam(const json &value, const std::string &field,
                          const Manifest &manifest) const;
 
@@ -382,18 +371,15 @@ private:
 
 /// The roles of an attention step, each present exactly once.
 const ArgumentRole kAllRoles[] = {
-    ArgumentRole::Queries,      ArgumentRole::RowIds,
-    ArgumentRole::Slots,        ArgumentRole::HistoryStart,
-    ArgumentRole::HistoryLen,   ArgumentRole::KvPool,
-    ArgumentRole::Output};
+    ArgumentRole::Queries,    ArgumentRole::RowIds, ArgumentRole::Slots, ArgumentRole::HistoryStart,
+    ArgumentRole::HistoryLen, ArgumentRole::KvPool, ArgumentRole::Output};
 /// Roles of the non-attention steps (ring, resolve, accept, topk), any number
 /// of times.
 const ArgumentRole kStepRoles[] = {
-    ArgumentRole::Positions,   ArgumentRole::Rows,
-    ArgumentRole::DraftTokens, ArgumentRole::TargetProbs, ArgumentRole::DraftProbs,
-    ArgumentRole::Seeds,
-    ArgumentRole::StepCounter, ArgumentRole::Accepted,    ArgumentRole::NextToken,
-    ArgumentRole::Scores,      ArgumentRole::WindowRing,  ArgumentRole::WindowTokens,
+    ArgumentRole::Positions,   ArgumentRole::Rows,       ArgumentRole::DraftTokens,
+    ArgumentRole::TargetProbs, ArgumentRole::DraftProbs, ArgumentRole::Seeds,
+    ArgumentRole::StepCounter, ArgumentRole::Accepted,   ArgumentRole::NextToken,
+    ArgumentRole::Scores,      ArgumentRole::WindowRing, ArgumentRole::WindowTokens,
     ArgumentRole::PlaceRows,   ArgumentRole::PlaceSlots};
 
 std::optional<ArgumentRole> parseRole(const std::string &name) {
@@ -427,8 +413,7 @@ bool isPtxIdentifier(const std::string &name) {
     return false;
   for (std::size_t i = 0; i < name.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(name[i]);
-    bool ok = std::isalpha(c) || c == '_' || c == '$' ||
-              (i == 0 ? c == '%' : std::isdigit(c) != 0);
+    bool ok = std::isalpha(c) || c == '_' || c == '$' || (i == 0 ? c == '%' : std::isdigit(c) != 0);
     if (!ok)
       return false;
   }
@@ -443,34 +428,31 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   std::string roleText = getString(value, "role", field);
   std::optional<ArgumentRole> role = parseRole(roleText);
   if (!role)
-    fail(field + ".role",
-         "unknown role '" + roleText +
-             "' (known: queries, row_ids, slots, history_start, history_len, "
-             "kv_pool, output, positions, rows, draft_tokens, "
-             "target_probs, draft_probs, seeds, step_counter, accepted, "
-             "next_token, scores, window_ring, window_tokens, place_rows, "
-             "place_slots)");
+    fail(field + ".role", "unknown role '" + roleText +
+                              "' (known: queries, row_ids, slots, history_start, history_len, "
+                              "kv_pool, output, positions, rows, draft_tokens, "
+                              "target_probs, draft_probs, seeds, step_counter, accepted, "
+                              "next_token, scores, window_ring, window_tokens, place_rows, "
+                              "place_slots)");
 
   Argument arg;
   arg.role = *role;
   arg.isPool = *role == ArgumentRole::KvPool;
   if (arg.isPool && value.contains("format") && value.at("format") == "gqa")
     checkKeys(value, field,
-              {"index", "role", "kind", "format", "kv_heads", "element",
-               "layers", "row_bytes", "row_elems", "qk_dim", "v_dim",
-               "hbm_slots", "host_rows"});
+              {"index", "role", "kind", "format", "kv_heads", "element", "layers", "row_bytes",
+               "row_elems", "qk_dim", "v_dim", "hbm_slots", "host_rows"});
   else if (arg.isPool)
     checkKeys(value, field,
-              {"index", "role", "kind", "format", "layers", "row_bytes",
-               "row_elems", "qk_dim", "v_dim", "hbm_slots", "host_rows"});
+              {"index", "role", "kind", "format", "layers", "row_bytes", "row_elems", "qk_dim",
+               "v_dim", "hbm_slots", "host_rows"});
   else
     checkKeys(value, field, {"index", "role", "kind", "dtype", "shape"});
 
   std::int64_t index = getInt(value, "index", field);
   if (index != static_cast<std::int64_t>(position))
-    fail(field + ".index", "is " + std::to_string(index) +
-                               ", expected its position " +
-                               std::to_string(position));
+    fail(field + ".index",
+         "is " + std::to_string(index) + ", expected its position " + std::to_string(position));
   arg.index = static_cast<int>(position);
 
   std::string kind = getString(value, "kind", field);
@@ -478,8 +460,8 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   if (kind != "memref" && kind != "kv_pool")
     fail(field + ".kind", "unknown kind '" + kind + "' (known: memref, kv_pool)");
   if (kind != expectedKind)
-    fail(field + ".kind", "role '" + roleText + "' needs kind '" +
-                              expectedKind + "', not '" + kind + "'");
+    fail(field + ".kind",
+         "role '" + roleText + "' needs kind '" + expectedKind + "', not '" + kind + "'");
 
   if (!arg.isPool) {
     arg.dtype = getDType(value, field);
@@ -507,11 +489,10 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
       fail(field + ".element", e.what());
     }
     pool.gqa.headDim = getInt(value, "qk_dim", field);
-    if (pool.gqa.kvHeads < 1 || pool.gqa.kvHeads > 1024 ||
-        pool.gqa.headDim < 1 || pool.gqa.headDim > 4096)
+    if (pool.gqa.kvHeads < 1 || pool.gqa.kvHeads > 1024 || pool.gqa.headDim < 1 ||
+        pool.gqa.headDim > 4096)
       fail(field, "a GQA row has 1..1024 KV heads of 1..4096 dims");
-    sizes = {RowFormat::Gqa, "gqa", pool.gqa.rowBytes(), pool.gqa.headDim,
-             pool.gqa.headDim};
+    sizes = {RowFormat::Gqa, "gqa", pool.gqa.rowBytes(), pool.gqa.headDim, pool.gqa.headDim};
   } else {
     try {
       sizes = rowFormatInfo(pool.format);
@@ -525,8 +506,8 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   pool.rowElems = getInt(value, "row_elems", field);
   pool.layers = getInt(value, "layers", field);
   if (pool.layers < 1 || pool.layers > 64)
-    fail(field + ".layers", "is " + std::to_string(pool.layers) +
-                                ": a layer group has 1 to 64 layers");
+    fail(field + ".layers",
+         "is " + std::to_string(pool.layers) + ": a layer group has 1 to 64 layers");
   pool.qkDim = getInt(value, "qk_dim", field);
   pool.vDim = getInt(value, "v_dim", field);
   pool.hbmSlots = getInt(value, "hbm_slots", field);
@@ -534,8 +515,7 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   // The sizes must be the format's.
   auto expect = [&](const char *key, std::int64_t actual, std::int64_t wanted) {
     if (actual != wanted)
-      fail(field + "." + key, "is " + std::to_string(actual) + ", format " +
-                                  pool.format + " has " +
+      fail(field + "." + key, "is " + std::to_string(actual) + ", format " + pool.format + " has " +
                                   std::to_string(wanted));
   };
   expect("row_bytes", pool.rowBytes, format->rowBytes);
@@ -557,26 +537,20 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
   // Ring arguments: positions [B] i32, rows [B, N, layers, bytes] i8.
   for (const Argument &arg : manifest.arguments) {
     std::string here = "arguments[" + std::to_string(arg.index) + "]";
-    if (arg.role == ArgumentRole::Positions &&
-        (arg.dtype != DType::I32 || arg.shape.size() != 1))
+    if (arg.role == ArgumentRole::Positions && (arg.dtype != DType::I32 || arg.shape.size() != 1))
       fail(here, "positions are i32 [B]");
-    if (arg.role == ArgumentRole::Rows &&
-        (arg.dtype != DType::I8 || arg.shape.size() != 4))
+    if (arg.role == ArgumentRole::Rows && (arg.dtype != DType::I8 || arg.shape.size() != 4))
       fail(here, "rows are i8 [B, N, layers, row bytes]");
-    if (arg.role == ArgumentRole::Scores &&
-        (arg.dtype != DType::F32 || arg.shape.size() != 3))
+    if (arg.role == ArgumentRole::Scores && (arg.dtype != DType::F32 || arg.shape.size() != 3))
       fail(here, "scores are f32 [B, Q, rows]");
-    if (arg.role == ArgumentRole::WindowRing &&
-        (arg.dtype != DType::I8 || arg.shape.size() != 4))
+    if (arg.role == ArgumentRole::WindowRing && (arg.dtype != DType::I8 || arg.shape.size() != 4))
       fail(here, "a window ring is i8 [B, R, layers, row bytes]");
     if (arg.role == ArgumentRole::WindowTokens &&
         (arg.dtype != DType::I32 || arg.shape.size() != 1))
       fail(here, "window token counts are i32 [B]");
-    if (arg.role == ArgumentRole::PlaceRows &&
-        (arg.dtype != DType::I64 || arg.shape.size() != 1))
+    if (arg.role == ArgumentRole::PlaceRows && (arg.dtype != DType::I64 || arg.shape.size() != 1))
       fail(here, "rows to place are i64 [N]");
-    if (arg.role == ArgumentRole::PlaceSlots &&
-        (arg.dtype != DType::I32 || arg.shape.size() != 1))
+    if (arg.role == ArgumentRole::PlaceSlots && (arg.dtype != DType::I32 || arg.shape.size() != 1))
       fail(here, "slots to place rows in are i32 [N]");
   }
   if (!attention_)
@@ -587,30 +561,28 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
     for (const Argument &arg : manifest.arguments)
       count += arg.role == role;
     if (count == 0)
-      fail("arguments", std::string("no argument with role '") +
-                            roleName(role) + "'");
+      fail("arguments", std::string("no argument with role '") + roleName(role) + "'");
     if (count > 1)
-      fail("arguments", std::string("role '") + roleName(role) +
-                            "' appears " + std::to_string(count) + " times");
+      fail("arguments", std::string("role '") + roleName(role) + "' appears " +
+                            std::to_string(count) + " times");
   }
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
 
   auto fieldOf = [](const Argument &arg) {
-    return "arguments[" + std::to_string(arg.index) + "] (" +
-           roleName(arg.role) + ")";
+    return "arguments[" + std::to_string(arg.index) + "] (" + roleName(arg.role) + ")";
   };
   auto expectDType = [&](ArgumentRole role, DType type) {
     const Argument &arg = manifest.argument(role);
     if (arg.dtype != type)
-      fail(fieldOf(arg) + ".dtype", std::string("is ") + dtypeName(arg.dtype) +
-                                        ", expected " + dtypeName(type));
+      fail(fieldOf(arg) + ".dtype",
+           std::string("is ") + dtypeName(arg.dtype) + ", expected " + dtypeName(type));
   };
   auto expectRank = [&](ArgumentRole role, std::size_t rank) {
     const Argument &arg = manifest.argument(role);
     if (arg.shape.size() != rank)
       fail(fieldOf(arg) + ".shape", formatShape(arg.shape) + " has rank " +
-                                        std::to_string(arg.shape.size()) +
-                                        ", expected " + std::to_string(rank));
+                                        std::to_string(arg.shape.size()) + ", expected " +
+                                        std::to_string(rank));
   };
   expectDType(ArgumentRole::Queries, DType::BF16);
   expectDType(ArgumentRole::RowIds, DType::I32);
@@ -629,15 +601,13 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
   const std::vector<std::int64_t> &q = manifest.argument(ArgumentRole::Queries).shape;
   const std::vector<std::int64_t> &ids = manifest.argument(ArgumentRole::RowIds).shape;
   std::int64_t B = q[0], Q = q[1], H = q[2], K = ids[2];
-  auto expectShape = [&](ArgumentRole role, std::vector<std::int64_t> wanted,
-                         const char *meaning) {
+  auto expectShape = [&](ArgumentRole role, std::vector<std::int64_t> wanted, const char *meaning) {
     const Argument &arg = manifest.argument(role);
     if (arg.shape != wanted)
-      fail(fieldOf(arg) + ".shape", formatShape(arg.shape) + " does not match " +
-                                        meaning + " = " + formatShape(wanted));
+      fail(fieldOf(arg) + ".shape",
+           formatShape(arg.shape) + " does not match " + meaning + " = " + formatShape(wanted));
   };
-  expectShape(ArgumentRole::Queries, {B, Q, H, pool.qkDim},
-              "[B,Q,H,qk_dim] of the kv pool");
+  expectShape(ArgumentRole::Queries, {B, Q, H, pool.qkDim}, "[B,Q,H,qk_dim] of the kv pool");
   expectShape(ArgumentRole::RowIds, {B, Q, K}, "[B,Q,K] of the queries");
   expectShape(ArgumentRole::Slots, {B, Q, K}, "[B,Q,K] of row_ids");
   expectShape(ArgumentRole::HistoryStart, {B}, "[B] of the queries");
@@ -649,17 +619,16 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
   for (const Argument &arg : manifest.arguments) {
     if (arg.role == ArgumentRole::WindowRing) {
       ++rings;
-      if (arg.shape[0] != B || arg.shape[2] != pool.layers ||
-          arg.shape[3] != pool.rowBytes)
-        fail(fieldOf(arg) + ".shape",
-             formatShape(arg.shape) + " does not match [B,R,layers,row_bytes] "
-             "of the queries and kv pool");
+      if (arg.shape[0] != B || arg.shape[2] != pool.layers || arg.shape[3] != pool.rowBytes)
+        fail(fieldOf(arg) + ".shape", formatShape(arg.shape) +
+                                          " does not match [B,R,layers,row_bytes] "
+                                          "of the queries and kv pool");
     }
     if (arg.role == ArgumentRole::WindowTokens) {
       ++counts;
       if (arg.shape[0] != B)
-        fail(fieldOf(arg) + ".shape", formatShape(arg.shape) +
-                                          " does not match [B] of the queries");
+        fail(fieldOf(arg) + ".shape",
+             formatShape(arg.shape) + " does not match [B] of the queries");
     }
   }
   if (rings > 1 || counts > 1 || rings != counts)
@@ -667,8 +636,7 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
                       "window_tokens argument");
   // Bound the element counts so that every size product fits comfortably.
   const double limit = static_cast<double>(std::int64_t(1) << 40);
-  if (static_cast<double>(B) * Q * H * pool.qkDim > limit ||
-      static_cast<double>(B) * Q * K > limit)
+  if (static_cast<double>(B) * Q * H * pool.qkDim > limit || static_cast<double>(B) * Q * K > limit)
     fail("arguments", "shapes are too large (more than 2^40 elements)");
 }
 
@@ -710,19 +678,16 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     double bytes = static_cast<double>(dtypeSize(param.dtype));
     for (std::int64_t dim : param.shape) {
       if (dim <= 0)
-        fail(field + ".shape", formatShape(param.shape) +
-                                   ": scratch buffers have static, positive "
-                                   "sizes");
+        fail(field + ".shape", formatShape(param.shape) + ": scratch buffers have static, positive "
+                                                          "sizes");
       bytes *= static_cast<double>(dim);
     }
     if (param.offset < 0 || param.offset % 16 != 0 ||
-        static_cast<double>(param.offset) + bytes >
-            static_cast<double>(manifest.arenaBytes))
-      fail(field + ".offset",
-           std::to_string(param.offset) + " (+" +
-               std::to_string(static_cast<std::int64_t>(bytes)) +
-               " bytes) does not lie 16-byte aligned inside the " +
-               std::to_string(manifest.arenaBytes) + "-byte staging arena");
+        static_cast<double>(param.offset) + bytes > static_cast<double>(manifest.arenaBytes))
+      fail(field + ".offset", std::to_string(param.offset) + " (+" +
+                                  std::to_string(static_cast<std::int64_t>(bytes)) +
+                                  " bytes) does not lie 16-byte aligned inside the " +
+                                  std::to_string(manifest.arenaBytes) + "-byte staging arena");
     return param;
   }
 
@@ -731,51 +696,46 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     param.dtype = getDType(value, field);
     param.shape = getIntArray(value, "shape", field);
     if (param.dtype != DType::I32 || param.shape != std::vector<std::int64_t>{1})
-      fail(field, std::string("the status word must be i32 [1], not ") +
-                      dtypeName(param.dtype) + " " + formatShape(param.shape));
+      fail(field, std::string("the status word must be i32 [1], not ") + dtypeName(param.dtype) +
+                      " " + formatShape(param.shape));
     return param;
   }
 
   checkKeys(value, field, {"source", "index", "dtype", "shape"});
   std::int64_t index = getInt(value, "index", field);
   if (index < 0 || index >= static_cast<std::int64_t>(manifest.arguments.size()))
-    fail(field + ".index", "argument " + std::to_string(index) +
-                               " does not exist (the step has " +
-                               std::to_string(manifest.arguments.size()) +
-                               " arguments)");
+    fail(field + ".index", "argument " + std::to_string(index) + " does not exist (the step has " +
+                               std::to_string(manifest.arguments.size()) + " arguments)");
   param.argumentIndex = static_cast<int>(index);
   param.dtype = getDType(value, field);
   param.shape = getIntArray(value, "shape", field);
   const Argument &arg = manifest.arguments[static_cast<std::size_t>(index)];
-  std::string argText = "argument " + std::to_string(index) + " (" +
-                        roleName(arg.role) + ")";
+  std::string argText = "argument " + std::to_string(index) + " (" + roleName(arg.role) + ")";
 
   if (param.source == ParamSource::Argument) {
     if (arg.isPool)
-      fail(field + ".source", argText +
-                                  " is a kv_pool: pass it as pool_hbm or "
-                                  "pool_host");
+      fail(field + ".source", argText + " is a kv_pool: pass it as pool_hbm or "
+                                        "pool_host");
     if (param.dtype != arg.dtype)
-      fail(field + ".dtype", std::string(dtypeName(param.dtype)) +
-                                 " does not match " + argText + " dtype " +
-                                 dtypeName(arg.dtype));
+      fail(field + ".dtype", std::string(dtypeName(param.dtype)) + " does not match " + argText +
+                                 " dtype " + dtypeName(arg.dtype));
     if (param.shape != arg.shape)
-      fail(field + ".shape", formatShape(param.shape) + " does not match " +
-                                 argText + " shape " + formatShape(arg.shape));
+      fail(field + ".shape", formatShape(param.shape) + " does not match " + argText + " shape " +
+                                 formatShape(arg.shape));
     return param;
   }
 
   // pool_hbm / pool_host: [tokens, layers, row_bytes] of i8; pool_map:
   // [host_rows] of i32.
   if (!arg.isPool)
-    fail(field + ".index", argText + " is not a kv_pool argument (source '" +
-                               sourceText + "' needs one)");
+    fail(field + ".index",
+         argText + " is not a kv_pool argument (source '" + sourceText + "' needs one)");
   const KvPoolInfo &pool = arg.pool;
   if (param.source == ParamSource::PoolMap) {
     if (param.dtype != DType::I32 || param.shape.size() != 1 ||
         (param.shape[0] != -1 && param.shape[0] != pool.hostRows))
-      fail(field, std::string("a residency map is i32 [host_rows], not ") +
-                      dtypeName(param.dtype) + " " + formatShape(param.shape));
+      fail(field, std::string("a residency map is i32 [host_rows], not ") + dtypeName(param.dtype) +
+                      " " + formatShape(param.shape));
     return param;
   }
   if (param.source == ParamSource::PoolRecency) {
@@ -787,65 +747,55 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
   }
   if (param.source == ParamSource::PoolLog) {
     if (param.dtype != DType::I32 || param.shape.size() != 1)
-      fail(field, std::string("a step log is i32 [words], not ") +
-                      dtypeName(param.dtype) + " " + formatShape(param.shape));
+      fail(field, std::string("a step log is i32 [words], not ") + dtypeName(param.dtype) + " " +
+                      formatShape(param.shape));
     return param;
   }
   if (param.dtype != DType::I8)
-    fail(field + ".dtype", std::string(dtypeName(param.dtype)) +
-                               ": pool tiers are passed as bytes (i8)");
-  std::int64_t fixed =
-      param.source == ParamSource::PoolHbm ? pool.hbmSlots : pool.hostRows;
-  const char *countKey =
-      param.source == ParamSource::PoolHbm ? "hbm_slots" : "host_rows";
+    fail(field + ".dtype",
+         std::string(dtypeName(param.dtype)) + ": pool tiers are passed as bytes (i8)");
+  std::int64_t fixed = param.source == ParamSource::PoolHbm ? pool.hbmSlots : pool.hostRows;
+  const char *countKey = param.source == ParamSource::PoolHbm ? "hbm_slots" : "host_rows";
   bool ok = param.shape.size() == 3 && param.shape[1] == pool.layers &&
             param.shape[2] == pool.rowBytes &&
             (param.shape[0] == -1 || (fixed != -1 && param.shape[0] == fixed));
   if (!ok)
-    fail(field + ".shape",
-         formatShape(param.shape) + " does not match the pool's [" +
-             (fixed == -1 ? std::string("-1") : std::to_string(fixed)) + "," +
-             std::to_string(pool.layers) + "," +
-             std::to_string(pool.rowBytes) + "] (" + countKey + " " +
-             std::to_string(fixed) + ", layers " +
-             std::to_string(pool.layers) + ", row_bytes " +
-             std::to_string(pool.rowBytes) + ")");
+    fail(field + ".shape", formatShape(param.shape) + " does not match the pool's [" +
+                               (fixed == -1 ? std::string("-1") : std::to_string(fixed)) + "," +
+                               std::to_string(pool.layers) + "," + std::to_string(pool.rowBytes) +
+                               "] (" + countKey + " " + std::to_string(fixed) + ", layers " +
+                               std::to_string(pool.layers) + ", row_bytes " +
+                               std::to_string(pool.rowBytes) + ")");
   return param;
 }
 
-void Parser::parseAttentionAttributes(const json &value,
-                                      const std::string &field,
-                                      const Manifest &manifest,
-                                      Launch &launch) const {
+void Parser::parseAttentionAttributes(const json &value, const std::string &field,
+                                      const Manifest &manifest, Launch &launch) const {
   double scale = getNumber(value, "softmax_scale", field);
-  if (!std::isfinite(scale) || scale <= 0.0 ||
-      scale > std::numeric_limits<float>::max())
+  if (!std::isfinite(scale) || scale <= 0.0 || scale > std::numeric_limits<float>::max())
     fail(field + ".softmax_scale", "must be a positive finite f32");
   launch.softmaxScale = static_cast<float>(scale);
   std::int64_t layer = getInt(value, "layer", field);
   std::int64_t layers = manifest.argument(ArgumentRole::KvPool).pool.layers;
   if (layer < 0 || layer >= layers)
-    fail(field + ".layer", "is " + std::to_string(layer) +
-                               ": the pool's group has layers 0.." +
+    fail(field + ".layer", "is " + std::to_string(layer) + ": the pool's group has layers 0.." +
                                std::to_string(layers - 1));
   launch.layer = static_cast<int>(layer);
   if (value.contains("window_size")) {
     std::int64_t size = getInt(value, "window_size", field);
     if (size <= 0 || size > std::numeric_limits<std::int32_t>::max())
-      fail(field + ".window_size", "is " + std::to_string(size) +
-                                       ": must be a positive token count");
+      fail(field + ".window_size",
+           "is " + std::to_string(size) + ": must be a positive token count");
     launch.windowSize = size;
   }
 }
 
-Launch Parser::parseLaunch(const json &value, std::size_t position,
-                           const Manifest &manifest) {
+Launch Parser::parseLaunch(const json &value, std::size_t position, const Manifest &manifest) {
   std::string field = "launches[" + std::to_string(position) + "]";
   Launch launch;
   launch.op = getString(value, "op", field);
-  if (!launch.isAttention() && launch.op != "fetch" &&
-      launch.op != "union_missing" && launch.op != "ring_index" &&
-      launch.op != "copy_rows" && launch.op != "resolve" &&
+  if (!launch.isAttention() && launch.op != "fetch" && launch.op != "union_missing" &&
+      launch.op != "ring_index" && launch.op != "copy_rows" && launch.op != "resolve" &&
       launch.op != "accept" && launch.op != "topk" && launch.op != "place_rows" &&
       launch.op != "attention_combine")
     fail(field + ".op", "unknown op '" + launch.op +
@@ -856,20 +806,19 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   // direction.
   if (launch.isAttention() && value.contains("window_size"))
     checkKeys(value, field,
-              {"kernel", "ptx", "op", "softmax_scale", "layer", "window_size",
-               "grid", "block", "dynamic_shared_bytes", "params"});
+              {"kernel", "ptx", "op", "softmax_scale", "layer", "window_size", "grid", "block",
+               "dynamic_shared_bytes", "params"});
   else if (launch.isAttention())
     checkKeys(value, field,
-              {"kernel", "ptx", "op", "softmax_scale", "layer", "grid",
-               "block", "dynamic_shared_bytes", "params"});
-  else if (launch.op == "copy_rows")
-    checkKeys(value, field,
-              {"kernel", "ptx", "op", "direction", "grid", "block",
+              {"kernel", "ptx", "op", "softmax_scale", "layer", "grid", "block",
                "dynamic_shared_bytes", "params"});
+  else if (launch.op == "copy_rows")
+    checkKeys(
+        value, field,
+        {"kernel", "ptx", "op", "direction", "grid", "block", "dynamic_shared_bytes", "params"});
   else
     checkKeys(value, field,
-              {"kernel", "ptx", "op", "grid", "block",
-               "dynamic_shared_bytes", "params"});
+              {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"});
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))
     fail(field + ".kernel", "'" + launch.kernel + "' is not a PTX identifier");
@@ -888,12 +837,10 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   for (int i = 0; i < 3; ++i) {
     if (grid[i] < 1 || grid[i] > gridMax[i])
       fail(field + ".grid[" + std::to_string(i) + "]",
-           std::to_string(grid[i]) + " is outside [1, " +
-               std::to_string(gridMax[i]) + "]");
+           std::to_string(grid[i]) + " is outside [1, " + std::to_string(gridMax[i]) + "]");
     if (block[i] < 1 || block[i] > blockMax[i])
       fail(field + ".block[" + std::to_string(i) + "]",
-           std::to_string(block[i]) + " is outside [1, " +
-               std::to_string(blockMax[i]) + "]");
+           std::to_string(block[i]) + " is outside [1, " + std::to_string(blockMax[i]) + "]");
     launch.grid[i] = static_cast<unsigned>(grid[i]);
     launch.block[i] = static_cast<unsigned>(block[i]);
   }
@@ -903,16 +850,15 @@ Launch Parser::parseLaunch(const json &value, std::size_t position,
   std::int64_t shared = getInt(value, "dynamic_shared_bytes", field);
   // 227 KiB is the most any current GPU grants one block.
   if (shared < 0 || shared > 232448)
-    fail(field + ".dynamic_shared_bytes",
-         std::to_string(shared) + " is outside [0, 232448]");
+    fail(field + ".dynamic_shared_bytes", std::to_string(shared) + " is outside [0, 232448]");
   launch.dynamicSharedBytes = static_cast<unsigned>(shared);
 
   const json &params = value.at("params");
   if (!params.is_array() || params.empty())
     fail(field + ".params", "must be a non-empty array");
   for (std::size_t i = 0; i < params.size(); ++i)
-    launch.params.push_back(parseParam(
-        params[i], field + ".params[" + std::to_string(i) + "]", manifest));
+    launch.params.push_back(
+        parseParam(params[i], field + ".params[" + std::to_string(i) + "]", manifest));
   // The classic kernel parameter space is 4 KiB.
   if (launch.flattenedParamCount() * 8 > 4096)
     fail(field + ".params", "the flattened descriptors take " +
@@ -960,23 +906,20 @@ Manifest Parser::parse(const std::string &text) {
     fail("top level", "missing key 'format'");
   std::string format = getString(root, "format", "top level");
   if (format != kManifestFormat)
-    fail("format", "unknown format '" + format + "' (expected '" +
-                       kManifestFormat + "')");
+    fail("format", "unknown format '" + format + "' (expected '" + kManifestFormat + "')");
   if (!root.contains("version"))
     fail("top level", "missing key 'version'");
   std::int64_t version = getInt(root, "version", "top level");
   if (version != kManifestVersion)
     fail("version", "unsupported version " + std::to_string(version) +
-                        " (this runtime reads version " +
-                        std::to_string(kManifestVersion) + ")");
+                        " (this runtime reads version " + std::to_string(kManifestVersion) + ")");
   if (root.contains("residency"))
     checkKeys(root, "top level",
-              {"format", "version", "arena_bytes", "target", "step", "arguments",
-               "launches", "residency"});
+              {"format", "version", "arena_bytes", "target", "step", "arguments", "launches",
+               "residency"});
   else
     checkKeys(root, "top level",
-              {"format", "version", "arena_bytes", "target", "step", "arguments",
-               "launches"});
+              {"format", "version", "arena_bytes", "target", "step", "arguments", "launches"});
 
   Manifest manifest;
   manifest.path = source_;
@@ -992,8 +935,7 @@ Manifest Parser::parse(const std::string &text) {
   manifest.step = getString(root, "step", "top level");
   manifest.arenaBytes = getInt(root, "arena_bytes", "top level");
   if (manifest.arenaBytes < 0 || manifest.arenaBytes > (std::int64_t(1) << 40))
-    fail("top level.arena_bytes",
-         std::to_string(manifest.arenaBytes) + " is outside [0, 2^40]");
+    fail("top level.arena_bytes", std::to_string(manifest.arenaBytes) + " is outside [0, 2^40]");
   if (manifest.step.empty())
     fail("step", "must not be empty");
 
@@ -1034,8 +976,8 @@ Manifest Parser::parse(const std::string &text) {
       auto count = [&](const char *key, std::int64_t low) {
         std::int64_t value = getInt(specs[i], key, field);
         if (value < low || value > std::numeric_limits<std::int32_t>::max())
-          fail(field + "." + key, "is " + std::to_string(value) + ", outside [" +
-                                      std::to_string(low) + ", 2^31)");
+          fail(field + "." + key,
+               "is " + std::to_string(value) + ", outside [" + std::to_string(low) + ", 2^31)");
         return static_cast<std::int32_t>(value);
       };
       spec.newest = count("newest", 1);
@@ -1058,8 +1000,8 @@ Manifest Parser::parse(const std::string &text) {
   bool written = false;
   for (const Launch &launch : manifest.launches)
     for (const LaunchParam &param : launch.params)
-      written = written || (param.source == ParamSource::Argument &&
-                            param.argumentIndex == outputIndex);
+      written =
+          written || (param.source == ParamSource::Argument && param.argumentIndex == outputIndex);
   if (!written)
     fail("launches", "no launch takes the output argument");
   return manifest;
@@ -1067,22 +1009,18 @@ Manifest Parser::parse(const std::string &text) {
 
 } // namespace
 
-Manifest Manifest::parse(const std::string &jsonText,
-                         const std::string &directory,
-                         const std::string &sourceName,
-                         const ManifestLoadOptions &options) {
+Manifest Manifest::parse(const std::string &jsonText, const std::string &directory,
+                         const std::string &sourceName, const ManifestLoadOptions &options) {
   return Parser(sourceName, directory, options).parse(jsonText);
 }
 
-Manifest Manifest::load(const std::string &stepDirectory,
-                        const ManifestLoadOptions &options) {
+Manifest Manifest::load(const std::string &stepDirectory, const ManifestLoadOptions &options) {
   std::error_code ec;
   if (!fs::is_directory(stepDirectory, ec))
     throw Error("step directory " + stepDirectory + " does not exist");
   std::string path = (fs::path(stepDirectory) / kManifestFileName).string();
   if (!fs::exists(path, ec))
-    throw Error("step directory " + stepDirectory + " has no " +
-                kManifestFileName);
+    throw Error("step directory " + stepDirectory + " has no " + kManifestFileName);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("manifest " + path + " cannot be read");

@@ -17,11 +17,11 @@
 #ifndef DHS_RUNTIME_MANIFEST_H
 #define DHS_RUNTIME_MANIFEST_H
 
+#include "runtime/RowFormat.h"
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include "runtime/RowFormat.h"
 
 #include <string>
 #include <vector>
@@ -74,15 +74,15 @@ const char *roleName(ArgumentRole role);
 
 /// Where a kernel parameter's memory comes from.
 enum class ParamSource {
-  Argument, ///< a memref argument of the step
-  PoolHbm,  ///< the KV pool's HBM slots [hbm_slots, layers, row_bytes] x i8
-  PoolHost, ///< the host store [host_rows, layers, row_bytes] x i8, zero-copy
-  PoolMap,  ///< the pool's residency map [host_rows] x i32: slot of each row
+  Argument,    ///< a memref argument of the step
+  PoolHbm,     ///< the KV pool's HBM slots [hbm_slots, layers, row_bytes] x i8
+  PoolHost,    ///< the host store [host_rows, layers, row_bytes] x i8, zero-copy
+  PoolMap,     ///< the pool's residency map [host_rows] x i32: slot of each row
   PoolRecency, ///< the pool's replacement state [hbm_slots, 2] x i32: last
                ///< and previous use step of each slot
-  PoolLog,  ///< the pool's step log [words] x i32 (see StepLog)
-  Status,   ///< the step's device status word, i32 [1]
-  Scratch,  ///< a buffer at `offset` bytes into the step's staging arena
+  PoolLog,     ///< the pool's step log [words] x i32 (see StepLog)
+  Status,      ///< the step's device status word, i32 [1]
+  Scratch,     ///< a buffer at `offset` bytes into the step's staging arena
 };
 
 /// Returns the manifest spelling of a parameter source.
@@ -103,12 +103,12 @@ struct StepLogLayout {
 
 /// Status word bits a kernel sets when it rejects its input.
 enum StatusBits : std::uint32_t {
-  kStatusRowOutsideHistory = 1, ///< a row id outside its request's history
-  kStatusSlotOutOfRange = 2,    ///< a slot >= hbm_slots
-  kStatusHostRowOutOfRange = 4, ///< a host index >= host_rows
-  kStatusStagingOutOfRange = 8, ///< a staging position outside its buffer
+  kStatusRowOutsideHistory = 1,    ///< a row id outside its request's history
+  kStatusSlotOutOfRange = 2,       ///< a slot >= hbm_slots
+  kStatusHostRowOutOfRange = 4,    ///< a host index >= host_rows
+  kStatusStagingOutOfRange = 8,    ///< a staging position outside its buffer
   kStatusHistoryBeyondScores = 16, ///< a history longer than its scores (topk)
-  kStatusBadWindowTokens = 32,  ///< a negative sliding-window token count
+  kStatusBadWindowTokens = 32,     ///< a negative sliding-window token count
 };
 
 /// Describes the set bits of a status word in words, e.g.
@@ -117,34 +117,34 @@ std::string describeStatus(std::uint32_t status);
 
 /// The KV pool argument: row format and tier sizes.
 struct KvPoolInfo {
-  std::string format;       ///< row format, e.g. "mla_bf16"
-  DType elementType;        ///< element type of a row (bf16 for mla_bf16)
-  std::int64_t rowBytes;    ///< bytes per row (1152 for mla_bf16)
-  std::int64_t rowElems;    ///< row bytes / 2 (bf16 elements for mla_bf16)
-  std::int64_t layers;      ///< layers per token in the pool's group
-  std::int64_t qkDim;       ///< dims used for scores (576)
-  std::int64_t vDim;        ///< leading dims used as values (512)
-  std::int64_t hbmSlots;    ///< fixed HBM slot count, or -1 = chosen at run time
-  std::int64_t hostRows;    ///< fixed host-store rows, or -1 = chosen at run time
-  GqaLayout gqa;            ///< the layout of "gqa" rows
+  std::string format;    ///< row format, e.g. "mla_bf16"
+  DType elementType;     ///< element type of a row (bf16 for mla_bf16)
+  std::int64_t rowBytes; ///< bytes per row (1152 for mla_bf16)
+  std::int64_t rowElems; ///< row bytes / 2 (bf16 elements for mla_bf16)
+  std::int64_t layers;   ///< layers per token in the pool's group
+  std::int64_t qkDim;    ///< dims used for scores (576)
+  std::int64_t vDim;     ///< leading dims used as values (512)
+  std::int64_t hbmSlots; ///< fixed HBM slot count, or -1 = chosen at run time
+  std::int64_t hostRows; ///< fixed host-store rows, or -1 = chosen at run time
+  GqaLayout gqa;         ///< the layout of "gqa" rows
 };
 
 /// One argument of the step.
 struct Argument {
-  int index = 0;                  ///< position in "arguments"
-  ArgumentRole role;              ///< what it means
-  bool isPool = false;            ///< kind "kv_pool" (else "memref")
-  DType dtype = DType::BF16;      ///< element type (memref arguments)
+  int index = 0;                   ///< position in "arguments"
+  ArgumentRole role;               ///< what it means
+  bool isPool = false;             ///< kind "kv_pool" (else "memref")
+  DType dtype = DType::BF16;       ///< element type (memref arguments)
   std::vector<std::int64_t> shape; ///< static shape (memref arguments)
-  KvPoolInfo pool{};              ///< row format and sizes (kv_pool only)
+  KvPoolInfo pool{};               ///< row format and sizes (kv_pool only)
 };
 
 /// One kernel parameter (a memref descriptor).
 struct LaunchParam {
-  ParamSource source;             ///< where its memory comes from
-  int argumentIndex = -1;         ///< argument index (-1 for status, scratch)
-  std::int64_t offset = 0;        ///< byte offset into the arena (scratch)
-  DType dtype;                    ///< element type
+  ParamSource source;              ///< where its memory comes from
+  int argumentIndex = -1;          ///< argument index (-1 for status, scratch)
+  std::int64_t offset = 0;         ///< byte offset into the arena (scratch)
+  DType dtype;                     ///< element type
   std::vector<std::int64_t> shape; ///< sizes; -1 = pool size chosen at run time
 
   /// Number of 8-byte kernel parameters this descriptor flattens to.
@@ -153,10 +153,10 @@ struct LaunchParam {
 
 /// One kernel launch.
 struct Launch {
-  std::string kernel;              ///< entry point name in the PTX
-  std::string ptxFile;             ///< file name as written in the manifest
-  std::string ptxPath;             ///< that file, resolved in the step directory
-  bool ptxPresent = false;         ///< the file exists (and was validated)
+  std::string kernel;      ///< entry point name in the PTX
+  std::string ptxFile;     ///< file name as written in the manifest
+  std::string ptxPath;     ///< that file, resolved in the step directory
+  bool ptxPresent = false; ///< the file exists (and was validated)
   /// operation: "sparse_attention" (fused retrieval), "attention" (staged
   /// rows), "fetch" or "union_missing"
   std::string op;
@@ -169,9 +169,7 @@ struct Launch {
   std::vector<LaunchParam> params; ///< memref descriptors, in order
 
   /// Whether the launch computes attention (sparse_attention, attention).
-  bool isAttention() const {
-    return op == "sparse_attention" || op == "attention";
-  }
+  bool isAttention() const { return op == "sparse_attention" || op == "attention"; }
 
   /// Total number of 8-byte kernel parameters.
   std::size_t flattenedParamCount() const;
@@ -180,11 +178,11 @@ struct Launch {
 /// A pool's residency spec (dhs.residency): its protected working set and
 /// the hints for optional residency.
 struct ResidencySpec {
-  int pool = -1;               ///< argument index of the pool
-  std::int32_t newest = 0;     ///< newest tokens always resident
-  std::int32_t floor = 0;      ///< guaranteed hot slots per request
-  std::string policy;          ///< "adaptive" or "fixed"
-  std::string replacement;     ///< "clock", "lru" or "lru2"
+  int pool = -1;                   ///< argument index of the pool
+  std::int32_t newest = 0;         ///< newest tokens always resident
+  std::int32_t floor = 0;          ///< guaranteed hot slots per request
+  std::string policy;              ///< "adaptive" or "fixed"
+  std::string replacement;         ///< "clock", "lru" or "lru2"
   std::int32_t maxPromotions = -1; ///< rows promoted per request and step (-1: all)
 
   bool operator==(const ResidencySpec &other) const {
@@ -203,15 +201,15 @@ struct ManifestLoadOptions {
 
 /// A parsed and validated step manifest.
 struct Manifest {
-  std::string path;      ///< manifest.json path (for messages)
-  std::string directory; ///< step directory
-  int version = 0;       ///< manifest version (1)
-  std::string chip;      ///< compile target, e.g. "sm_90a"
-  std::string features;  ///< target features, e.g. "+ptx80"
-  std::string step;      ///< step name
-  std::int64_t arenaBytes = 0; ///< the staging arena scratch buffers live in
-  std::vector<Argument> arguments; ///< by index
-  std::vector<Launch> launches;    ///< in launch order
+  std::string path;                     ///< manifest.json path (for messages)
+  std::string directory;                ///< step directory
+  int version = 0;                      ///< manifest version (1)
+  std::string chip;                     ///< compile target, e.g. "sm_90a"
+  std::string features;                 ///< target features, e.g. "+ptx80"
+  std::string step;                     ///< step name
+  std::int64_t arenaBytes = 0;          ///< the staging arena scratch buffers live in
+  std::vector<Argument> arguments;      ///< by index
+  std::vector<Launch> launches;         ///< in launch order
   std::vector<ResidencySpec> residency; ///< the pools' specs (may be none)
 
   /// Whether the step computes attention (its attention arguments, each
@@ -219,15 +217,12 @@ struct Manifest {
   bool hasAttention() const;
 
   /// Loads `<stepDirectory>/manifest.json` and validates it. Throws Error.
-  static Manifest load(const std::string &stepDirectory,
-                       const ManifestLoadOptions &options = {});
+  static Manifest load(const std::string &stepDirectory, const ManifestLoadOptions &options = {});
 
   /// Parses manifest JSON text; PTX file names resolve against `directory`.
   /// `sourceName` names the text in messages. Throws Error.
-  static Manifest parse(const std::string &jsonText,
-                        const std::string &directory,
-                        const std::string &sourceName,
-                        const ManifestLoadOptions &options = {});
+  static Manifest parse(const std::string &jsonText, const std::string &directory,
+                        const std::string &sourceName, const ManifestLoadOptions &options = {});
 
   /// The argument with a role (each role appears exactly once).
   const Argument &argument(ArgumentRole role) const;

@@ -38,10 +38,8 @@ ResidencyStepStats &ResidencyStepStats::operator+=(const ResidencyStepStats &oth
 }
 
 ResidencyConfig ResidencyConfig::adaptive(std::int32_t groups, std::int32_t hbmSlots,
-                                          std::int64_t hostRows,
-                                          std::int32_t newestWindow,
-                                          std::int32_t draftWindow,
-                                          std::int32_t hotFloor) {
+                                          std::int64_t hostRows, std::int32_t newestWindow,
+                                          std::int32_t draftWindow, std::int32_t hotFloor) {
   ResidencyConfig config;
   config.groups = groups;
   config.hbmSlots = hbmSlots;
@@ -55,12 +53,10 @@ ResidencyConfig ResidencyConfig::adaptive(std::int32_t groups, std::int32_t hbmS
 }
 
 ResidencyConfig ResidencyConfig::fixedBudget(std::int32_t groups, std::int32_t hbmSlots,
-                                             std::int64_t hostRows,
-                                             std::int32_t newestWindow,
-                                             std::int32_t draftWindow,
-                                             std::int32_t bufferSlots) {
-  ResidencyConfig config = adaptive(groups, hbmSlots, hostRows, newestWindow,
-                                    draftWindow, bufferSlots);
+                                             std::int64_t hostRows, std::int32_t newestWindow,
+                                             std::int32_t draftWindow, std::int32_t bufferSlots) {
+  ResidencyConfig config =
+      adaptive(groups, hbmSlots, hostRows, newestWindow, draftWindow, bufferSlots);
   config.policy = ResidencyPolicy::Fixed;
   config.replacement = Replacement::Lru;
   return config;
@@ -69,8 +65,8 @@ ResidencyConfig ResidencyConfig::fixedBudget(std::int32_t groups, std::int32_t h
 void ResidencyConfig::validate() const {
   auto positive = [](const char *name, std::int64_t value, std::int64_t min) {
     if (value < min)
-      throw Error(std::string("residency config: ") + name + " is " +
-                  std::to_string(value) + ", it must be at least " + std::to_string(min));
+      throw Error(std::string("residency config: ") + name + " is " + std::to_string(value) +
+                  ", it must be at least " + std::to_string(min));
   };
   positive("groups", groups, 1);
   positive("hbm_slots", hbmSlots, 0);
@@ -110,8 +106,7 @@ struct LruCursor {
     std::size_t end = std::min(order.size(), sorted + std::max<std::size_t>(chunk, 64));
     if (end < order.size())
       std::nth_element(order.begin() + static_cast<std::ptrdiff_t>(sorted),
-                       order.begin() + static_cast<std::ptrdiff_t>(end),
-                       order.end(), less);
+                       order.begin() + static_cast<std::ptrdiff_t>(end), order.end(), less);
     std::sort(order.begin() + static_cast<std::ptrdiff_t>(sorted),
               order.begin() + static_cast<std::ptrdiff_t>(end), less);
     sorted = end;
@@ -122,25 +117,25 @@ struct LruCursor {
 } // namespace
 
 struct ResidencyController::Group {
-  std::vector<std::int32_t> owner;    // [slots] request or -1
-  std::vector<std::int32_t> row;      // [slots] history row or -1
-  std::vector<std::int32_t> listPos;  // [slots] position in the owner's hot list
-  std::vector<std::uint8_t> kind;     // [slots] SlotKind
+  std::vector<std::int32_t> owner;   // [slots] request or -1
+  std::vector<std::int32_t> row;     // [slots] history row or -1
+  std::vector<std::int32_t> listPos; // [slots] position in the owner's hot list
+  std::vector<std::uint8_t> kind;    // [slots] SlotKind
   // [slots] the last use when the CLOCK hand (or an eviction) last took
   // the slot's reference away; a slot is referenced while its last use
   // differs, so every use (a kernel's stamp) sets the reference.
   std::vector<std::uint32_t> cleared;
-  std::vector<std::uint32_t> lastUse; // [slots] step of the last selection
-  std::vector<std::uint32_t> prevUse; // [slots] step of the one before (0: none)
+  std::vector<std::uint32_t> lastUse;      // [slots] step of the last selection
+  std::vector<std::uint32_t> prevUse;      // [slots] step of the one before (0: none)
   std::vector<std::int32_t> slotOfHostRow; // [host rows] slot or -1
-  std::vector<std::uint32_t> seen;    // [host rows] resolve serial of last count
+  std::vector<std::uint32_t> seen;         // [host rows] resolve serial of last count
   SlotAllocator free;
-  std::int32_t hand = 0;              // CLOCK hand (Adaptive)
-  std::int64_t excess = 0;            // hot rows beyond their request's floor
+  std::int32_t hand = 0;   // CLOCK hand (Adaptive)
+  std::int64_t excess = 0; // hot rows beyond their request's floor
   std::int32_t newest = 0, ring = 0, hot = 0;
-  std::uint32_t noVictimStep = 0;     // a non-forced search failed in this step
-  LruCursor lru;                      // global LRU order (Adaptive + Lru)
-  std::vector<std::int32_t> touched;  // requests with rows to fetch this step
+  std::uint32_t noVictimStep = 0;    // a non-forced search failed in this step
+  LruCursor lru;                     // global LRU order (Adaptive + Lru)
+  std::vector<std::int32_t> touched; // requests with rows to fetch this step
 };
 
 namespace {
@@ -205,18 +200,18 @@ ResidencyController &ResidencyController::operator=(const ResidencyController &)
 ResidencyController::ResidencyController(ResidencyController &&) noexcept = default;
 ResidencyController &ResidencyController::operator=(ResidencyController &&) noexcept = default;
 
-ResidencyController::Request &
-ResidencyController::liveRequest(std::int32_t request, const char *what) {
+ResidencyController::Request &ResidencyController::liveRequest(std::int32_t request,
+                                                               const char *what) {
   return const_cast<Request &>(
       static_cast<const ResidencyController *>(this)->liveRequest(request, what));
 }
 
-const ResidencyController::Request &
-ResidencyController::liveRequest(std::int32_t request, const char *what) const {
+const ResidencyController::Request &ResidencyController::liveRequest(std::int32_t request,
+                                                                     const char *what) const {
   if (request < 0 || request >= config_.maxRequests ||
       !requests_[static_cast<std::size_t>(request)].live)
-    throw UnknownRequestError(std::string(what) + ": request " +
-                              std::to_string(request) + " is not admitted");
+    throw UnknownRequestError(std::string(what) + ": request " + std::to_string(request) +
+                              " is not admitted");
   return requests_[static_cast<std::size_t>(request)];
 }
 
@@ -247,9 +242,8 @@ std::int64_t ResidencyController::optionalBudget() const {
 // Slot bookkeeping
 //===----------------------------------------------------------------------===//
 
-void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot,
-                                std::int32_t request, std::int32_t row, SlotKind kind,
-                                std::vector<RowCopy> *copies) {
+void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot, std::int32_t request,
+                                std::int32_t row, SlotKind kind, std::vector<RowCopy> *copies) {
   Request &r = requests_[static_cast<std::size_t>(request)];
   const std::size_t s = static_cast<std::size_t>(slot);
   g.owner[s] = request;
@@ -332,8 +326,8 @@ void ResidencyController::evict(Group &g, std::int32_t slot) {
     ++pendingEvictions_;
 }
 
-bool ResidencyController::isVictimCandidate(const Group &g, std::int32_t slot,
-                                            std::int32_t owner, bool force) const {
+bool ResidencyController::isVictimCandidate(const Group &g, std::int32_t slot, std::int32_t owner,
+                                            bool force) const {
   const std::size_t s = static_cast<std::size_t>(slot);
   if (g.kind[s] != static_cast<std::uint8_t>(SlotKind::Hot))
     return false;
@@ -343,8 +337,7 @@ bool ResidencyController::isVictimCandidate(const Group &g, std::int32_t slot,
     return g.owner[s] == owner;
   const std::int32_t gi = static_cast<std::int32_t>(&g - groups_.data());
   const Request &r = requests_[static_cast<std::size_t>(g.owner[s])];
-  return static_cast<std::int64_t>(r.hot[static_cast<std::size_t>(gi)].size()) >
-         config_.hotFloor;
+  return static_cast<std::int64_t>(r.hot[static_cast<std::size_t>(gi)].size()) > config_.hotFloor;
 }
 
 std::int32_t ResidencyController::clockVictim(Group &g, std::int32_t owner, bool force) {
@@ -386,9 +379,9 @@ std::int32_t ResidencyController::clockVictim(Group &g, std::int32_t owner, bool
 
 std::int32_t ResidencyController::lruVictim(Group &g, std::int32_t gi, std::int32_t owner,
                                             bool force) {
-  LruCursor &cursor = owner < 0 ? g.lru
-                                : requests_[static_cast<std::size_t>(owner)]
-                                      .lru[static_cast<std::size_t>(gi)];
+  LruCursor &cursor =
+      owner < 0 ? g.lru
+                : requests_[static_cast<std::size_t>(owner)].lru[static_cast<std::size_t>(gi)];
   // The order holds every hot row that may be a victim at this stamp (a
   // forced search, for admission, also this step's rows); the full test,
   // floors included, is made when a row is taken.
@@ -404,8 +397,8 @@ std::int32_t ResidencyController::lruVictim(Group &g, std::int32_t gi, std::int3
         if (mayBeVictim(s))
           cursor.order.push_back(s);
     } else {
-      for (std::int32_t s : requests_[static_cast<std::size_t>(owner)]
-                                .hot[static_cast<std::size_t>(gi)])
+      for (std::int32_t s :
+           requests_[static_cast<std::size_t>(owner)].hot[static_cast<std::size_t>(gi)])
         if (mayBeVictim(s))
           cursor.order.push_back(s);
     }
@@ -434,26 +427,25 @@ std::int32_t ResidencyController::lruVictim(Group &g, std::int32_t gi, std::int3
   }
 }
 
-std::int32_t ResidencyController::findVictim(Group &g, std::int32_t gi,
-                                             std::int32_t owner, bool force) {
+std::int32_t ResidencyController::findVictim(Group &g, std::int32_t gi, std::int32_t owner,
+                                             bool force) {
   std::uint32_t &failed =
-      owner < 0 ? g.noVictimStep
-                : requests_[static_cast<std::size_t>(owner)].noVictimStep[static_cast<std::size_t>(gi)];
+      owner < 0
+          ? g.noVictimStep
+          : requests_[static_cast<std::size_t>(owner)].noVictimStep[static_cast<std::size_t>(gi)];
   if (!force && failed == step_ && step_ != 0)
     return -1;
-  std::int32_t victim = config_.replacement == Replacement::Clock
-                            ? clockVictim(g, owner, force)
-                            : lruVictim(g, gi, owner, force);
+  std::int32_t victim = config_.replacement == Replacement::Clock ? clockVictim(g, owner, force)
+                                                                  : lruVictim(g, gi, owner, force);
   if (victim < 0 && !force)
     failed = step_;
   return victim;
 }
 
-std::int32_t ResidencyController::hotSlotFor(Group &g, std::int32_t gi,
-                                             std::int32_t request, bool force) {
+std::int32_t ResidencyController::hotSlotFor(Group &g, std::int32_t gi, std::int32_t request,
+                                             bool force) {
   const Request &r = requests_[static_cast<std::size_t>(request)];
-  const std::int64_t hot =
-      static_cast<std::int64_t>(r.hot[static_cast<std::size_t>(gi)].size());
+  const std::int64_t hot = static_cast<std::int64_t>(r.hot[static_cast<std::size_t>(gi)].size());
   if (hot < config_.hotFloor)
     return g.free.allocate(); // the floor is reserved: a free slot exists
   if (config_.policy == ResidencyPolicy::Adaptive) {
@@ -483,17 +475,16 @@ std::string ResidencyController::admissionRefusal(std::int64_t maxContext) const
   const std::int64_t reserved = config_.reservedSlots();
   const std::int64_t needed = (static_cast<std::int64_t>(liveCount_) + 1) * reserved;
   if (needed > config_.hbmSlots)
-    return "HBM cannot guarantee another protected working set: " +
-           std::to_string(liveCount_ + 1) + " requests x " + std::to_string(reserved) +
-           " slots (newest " + std::to_string(config_.newestWindow) + " + draft ring " +
+    return "HBM cannot guarantee another protected working set: " + std::to_string(liveCount_ + 1) +
+           " requests x " + std::to_string(reserved) + " slots (newest " +
+           std::to_string(config_.newestWindow) + " + draft ring " +
            std::to_string(config_.draftWindow) + " + hot floor " +
            std::to_string(config_.hotFloor) + ") = " + std::to_string(needed) +
            " slots per group, the pool has " + std::to_string(config_.hbmSlots);
   if (maxContext > 0 && host_.largestFreeRange() < maxContext)
-    return "the host store has no free range of " + std::to_string(maxContext) +
-           " rows (" + std::to_string(host_.freeRows()) + " of " +
-           std::to_string(host_.capacity()) + " rows free, the longest range " +
-           std::to_string(host_.largestFreeRange()) + ")";
+    return "the host store has no free range of " + std::to_string(maxContext) + " rows (" +
+           std::to_string(host_.freeRows()) + " of " + std::to_string(host_.capacity()) +
+           " rows free, the longest range " + std::to_string(host_.largestFreeRange()) + ")";
   return "";
 }
 
@@ -502,13 +493,11 @@ std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t ma
   if (inStep_)
     throw StateError("cannot admit a request during a step");
   if (historyLen < 0)
-    throw Error("cannot admit a request with a history of " + std::to_string(historyLen) +
-                " rows");
+    throw Error("cannot admit a request with a history of " + std::to_string(historyLen) + " rows");
   if (maxContext < std::max<std::int64_t>(1, historyLen) ||
       maxContext > std::numeric_limits<std::int32_t>::max())
     throw Error("maximum context " + std::to_string(maxContext) +
-                " must lie in [max(1, history length " + std::to_string(historyLen) +
-                "), 2^31)");
+                " must lie in [max(1, history length " + std::to_string(historyLen) + "), 2^31)");
   std::string refusal = admissionRefusal(maxContext);
   if (!refusal.empty())
     throw CapacityError("admission refused: " + refusal);
@@ -540,8 +529,8 @@ std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t ma
     }
     g.lru.invalidate();
     for (std::int32_t i = 0; i < config_.draftWindow; ++i)
-      place(g, static_cast<std::int32_t>(gi), g.free.allocate(), index, -1,
-            SlotKind::Ring, nullptr);
+      place(g, static_cast<std::int32_t>(gi), g.free.allocate(), index, -1, SlotKind::Ring,
+            nullptr);
     for (std::int64_t row = std::max<std::int64_t>(0, historyLen - config_.newestWindow);
          row < historyLen; ++row)
       place(g, static_cast<std::int32_t>(gi), g.free.allocate(), index,
@@ -555,8 +544,7 @@ void ResidencyController::append(std::int32_t request, std::vector<RowCopy> &cop
     throw StateError("cannot append to a request during a step");
   Request &r = liveRequest(request, "append");
   if (r.len >= r.maxContext)
-    throw CapacityError("request " + std::to_string(request) +
-                        " reached its maximum context of " +
+    throw CapacityError("request " + std::to_string(request) + " reached its maximum context of " +
                         std::to_string(r.maxContext) + " rows");
   const std::int64_t newRow = r.len;
   const std::int64_t window = config_.newestWindow;
@@ -575,9 +563,9 @@ void ResidencyController::append(std::int32_t request, std::vector<RowCopy> &cop
                       ? hot > config_.hotFloor && g.excess > optionalBudget()
                       : hot > config_.hotFloor;
       if (over) {
-        std::int32_t victim = findVictim(
-            g, static_cast<std::int32_t>(gi),
-            config_.policy == ResidencyPolicy::Adaptive ? -1 : request, false);
+        std::int32_t victim =
+            findVictim(g, static_cast<std::int32_t>(gi),
+                       config_.policy == ResidencyPolicy::Adaptive ? -1 : request, false);
         evict(g, victim >= 0 ? victim : s);
       }
     }
@@ -602,8 +590,8 @@ void ResidencyController::finish(std::int32_t request) {
       g.cleared[i] = g.lastUse[i];
       g.free.release(s);
     };
-    g.excess -= std::max<std::int64_t>(
-        0, static_cast<std::int64_t>(r.hot[gi].size()) - config_.hotFloor);
+    g.excess -=
+        std::max<std::int64_t>(0, static_cast<std::int64_t>(r.hot[gi].size()) - config_.hotFloor);
     auto release = [&](std::int64_t hostRow) {
       g.slotOfHostRow[static_cast<std::size_t>(hostRow)] = -1;
       if (releaseLog_)
@@ -615,8 +603,8 @@ void ResidencyController::finish(std::int32_t request) {
     }
     g.hot -= static_cast<std::int32_t>(r.hot[gi].size());
     r.hot[gi].clear();
-    for (std::int64_t row = std::max<std::int64_t>(0, r.len - config_.newestWindow);
-         row < r.len; ++row) {
+    for (std::int64_t row = std::max<std::int64_t>(0, r.len - config_.newestWindow); row < r.len;
+         ++row) {
       clear(g.slotOfHostRow[static_cast<std::size_t>(r.start + row)]);
       release(r.start + row);
       --g.newest;
@@ -660,20 +648,18 @@ std::string where(std::int64_t b, std::int64_t q, std::int64_t k) {
 
 } // namespace
 
-void ResidencyController::beginResolve(std::int32_t gi, std::int64_t batch,
-                                       std::int64_t queries, std::int64_t topk) {
+void ResidencyController::beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries,
+                                       std::int64_t topk) {
   if (!inStep_)
     throw StateError("resolve outside a step (call beginStep first)");
   if (gi < 0 || gi >= config_.groups)
     throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
-                     std::to_string(config_.groups) + " groups)");
+                          std::to_string(config_.groups) + " groups)");
   if (resolved_[static_cast<std::size_t>(gi)])
-    throw StateError("layer group " + std::to_string(gi) +
-                     " was already resolved in this step");
+    throw StateError("layer group " + std::to_string(gi) + " was already resolved in this step");
   if (batch < 0 || queries <= 0 || topk <= 0)
-    throw InputError("selection shape [" + std::to_string(batch) + ", " +
-                     std::to_string(queries) + ", " + std::to_string(topk) +
-                     "] is invalid");
+    throw InputError("selection shape [" + std::to_string(batch) + ", " + std::to_string(queries) +
+                     ", " + std::to_string(topk) + "] is invalid");
 }
 
 void ResidencyController::touchSlot(Group &g, std::int32_t slot) {
@@ -685,10 +671,9 @@ void ResidencyController::touchSlot(Group &g, std::int32_t slot) {
   }
 }
 
-void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
-                                  std::int64_t batch, const std::int32_t *rowIds,
-                                  std::int64_t queries, std::int64_t topk,
-                                  std::int32_t *slots) {
+void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests, std::int64_t batch,
+                                  const std::int32_t *rowIds, std::int64_t queries,
+                                  std::int64_t topk, std::int32_t *slots) {
   beginResolve(gi, batch, queries, topk);
   if (batch > 0 && (!requests || !rowIds || !slots))
     throw InputError("resolve: null request, row id or slot array");
@@ -703,26 +688,24 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
       for (std::int64_t i = 0; i < perLane; ++i)
         if (ids[i] != -1)
           throw InputError("row id " + std::to_string(ids[i]) + " at " +
-                           where(b, i / topk, i % topk) +
-                           " selects a row for an empty batch lane");
+                           where(b, i / topk, i % topk) + " selects a row for an empty batch lane");
       continue;
     }
     Request &r = liveRequest(request, "resolve");
     if (r.batchMark == mark)
-      throw InputError("request " + std::to_string(request) +
-                       " appears twice in the batch (lane " + std::to_string(b) + ")");
+      throw InputError("request " + std::to_string(request) + " appears twice in the batch (lane " +
+                       std::to_string(b) + ")");
     r.batchMark = mark;
     for (std::int64_t i = 0; i < perLane; ++i) {
       const std::int32_t id = ids[i];
       if (id < -1)
-        throw InputError("row id " + std::to_string(id) + " at " +
-                         where(b, i / topk, i % topk) +
+        throw InputError("row id " + std::to_string(id) + " at " + where(b, i / topk, i % topk) +
                          " is invalid (only -1 marks an unused selection)");
       if (id >= r.len)
         throw OutOfRangeError("row id " + std::to_string(id) + " at " +
-                         where(b, i / topk, i % topk) + " is outside request " +
-                         std::to_string(request) + "'s history (length " +
-                         std::to_string(r.len) + ")");
+                              where(b, i / topk, i % topk) + " is outside request " +
+                              std::to_string(request) + "'s history (length " +
+                              std::to_string(r.len) + ")");
     }
   }
 
@@ -775,15 +758,15 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
   resolved_[static_cast<std::size_t>(gi)] = 1;
 }
 
-void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
-                               std::int64_t batch, const std::int32_t *hitSlots,
-                               std::int64_t hits, const std::int32_t *misses,
-                               std::int64_t missCount, std::int64_t entries) {
+void ResidencyController::book(std::int32_t gi, const std::int32_t *requests, std::int64_t batch,
+                               const std::int32_t *hitSlots, std::int64_t hits,
+                               const std::int32_t *misses, std::int64_t missCount,
+                               std::int64_t entries) {
   beginResolve(gi, batch, 1, 1);
   if (hits < 0 || missCount < 0 || entries < hits + missCount)
-    throw InputError("step log of layer group " + std::to_string(gi) + ": " +
-                     std::to_string(hits) + " hits and " + std::to_string(missCount) +
-                     " misses do not fit " + std::to_string(entries) + " valid selections");
+    throw InputError("step log of layer group " + std::to_string(gi) + ": " + std::to_string(hits) +
+                     " hits and " + std::to_string(missCount) + " misses do not fit " +
+                     std::to_string(entries) + " valid selections");
   if ((batch > 0 && !requests) || (hits > 0 && !hitSlots) || (missCount > 0 && !misses))
     throw InputError("book: null request, hit or miss array");
   Group &g = groups_[static_cast<std::size_t>(gi)];
@@ -814,8 +797,7 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests,
     const std::size_t si = static_cast<std::size_t>(s);
     const SlotKind kind = static_cast<SlotKind>(g.kind[si]);
     if (kind != SlotKind::Newest && kind != SlotKind::Hot)
-      throw InputError(where + " lists slot " + std::to_string(s) +
-                       ", which holds no history row");
+      throw InputError(where + " lists slot " + std::to_string(s) + ", which holds no history row");
     const Request &r = requests_[static_cast<std::size_t>(g.owner[si])];
     if (r.batchMark != mark)
       throw InputError(where + " lists slot " + std::to_string(s) + " of request " +
@@ -947,23 +929,22 @@ std::int32_t ResidencyController::slotOf(std::int32_t gi, std::int32_t request,
       .slotOfHostRow[static_cast<std::size_t>(r.start + row)];
 }
 
-const std::vector<std::int32_t> &
-ResidencyController::residencyTable(std::int32_t gi) const {
+const std::vector<std::int32_t> &ResidencyController::residencyTable(std::int32_t gi) const {
   if (gi < 0 || gi >= static_cast<std::int32_t>(groups_.size()))
     throw InputError("layer group " + std::to_string(gi) + " does not exist");
   return groups_[static_cast<std::size_t>(gi)].slotOfHostRow;
 }
 
-std::pair<std::uint32_t, std::uint32_t>
-ResidencyController::slotRecency(std::int32_t gi, std::int32_t slot) const {
+std::pair<std::uint32_t, std::uint32_t> ResidencyController::slotRecency(std::int32_t gi,
+                                                                         std::int32_t slot) const {
   const Group &g = groups_.at(static_cast<std::size_t>(gi));
   return {g.lastUse.at(static_cast<std::size_t>(slot)),
           g.prevUse.at(static_cast<std::size_t>(slot))};
 }
 
 SlotKind ResidencyController::slotKind(std::int32_t gi, std::int32_t slot) const {
-  return static_cast<SlotKind>(groups_.at(static_cast<std::size_t>(gi))
-                                   .kind.at(static_cast<std::size_t>(slot)));
+  return static_cast<SlotKind>(
+      groups_.at(static_cast<std::size_t>(gi)).kind.at(static_cast<std::size_t>(slot)));
 }
 
 std::int32_t ResidencyController::slotOwner(std::int32_t gi, std::int32_t slot) const {
@@ -1010,8 +991,8 @@ void ResidencyController::checkConsistency() const {
   for (const Request &r : requests_)
     live += r.live;
   if (live != liveCount_)
-    fail("live request count " + std::to_string(liveCount_) + " but " +
-         std::to_string(live) + " requests are live");
+    fail("live request count " + std::to_string(liveCount_) + " but " + std::to_string(live) +
+         " requests are live");
 
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group &g = groups_[gi];
@@ -1045,8 +1026,8 @@ void ResidencyController::checkConsistency() const {
         fail(sname + " holds row " + std::to_string(row) + " outside request " +
              std::to_string(owner) + "'s history (length " + std::to_string(r.len) + ")");
       if (g.slotOfHostRow[static_cast<std::size_t>(r.start + row)] != s)
-        fail(sname + " holds row " + std::to_string(row) + " of request " +
-             std::to_string(owner) + " but the resolve table says slot " +
+        fail(sname + " holds row " + std::to_string(row) + " of request " + std::to_string(owner) +
+             " but the resolve table says slot " +
              std::to_string(g.slotOfHostRow[static_cast<std::size_t>(r.start + row)]));
       if (kind == SlotKind::Newest) {
         ++newest;
@@ -1085,8 +1066,7 @@ void ResidencyController::checkConsistency() const {
              std::to_string(config_.draftWindow));
       for (std::int64_t row = std::max<std::int64_t>(0, r.len - W); row < r.len; ++row) {
         std::int32_t s = g.slotOfHostRow[static_cast<std::size_t>(r.start + row)];
-        if (s < 0 || static_cast<SlotKind>(g.kind[static_cast<std::size_t>(s)]) !=
-                         SlotKind::Newest)
+        if (s < 0 || static_cast<SlotKind>(g.kind[static_cast<std::size_t>(s)]) != SlotKind::Newest)
           fail(rname + ": newest row " + std::to_string(row) + " is not resident");
       }
       for (std::int64_t row = 0; row < r.maxContext; ++row) {
@@ -1099,13 +1079,13 @@ void ResidencyController::checkConsistency() const {
                std::to_string(s));
         if (g.owner[static_cast<std::size_t>(s)] != static_cast<std::int32_t>(ri) ||
             g.row[static_cast<std::size_t>(s)] != row)
-          fail(rname + ": the resolve table maps row " + std::to_string(row) +
-               " to slot " + std::to_string(s) + ", which holds another row");
+          fail(rname + ": the resolve table maps row " + std::to_string(row) + " to slot " +
+               std::to_string(s) + ", which holds another row");
       }
     }
     if (resident != newest + hot)
-      fail(gname + ": the resolve table has " + std::to_string(resident) +
-           " entries for " + std::to_string(newest + hot) + " resident rows");
+      fail(gname + ": the resolve table has " + std::to_string(resident) + " entries for " +
+           std::to_string(newest + hot) + " resident rows");
     if (excess != g.excess)
       fail(gname + ": optional rows counted " + std::to_string(g.excess) + ", actually " +
            std::to_string(excess));

@@ -64,8 +64,8 @@
 // owns the data to carry out.
 //
 // All state is in flat arrays: per group and slot (owner, row, kind, last
-// and previous use, the last use the CLOCK hand cleared), per group and host row (its slot or -1: the
-// resolve table a kernel could read), per request and group (its hot slots).
+// and previous use, the last use the CLOCK hand cleared), per group and host row (its slot or -1:
+// the resolve table a kernel could read), per request and group (its hot slots).
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,9 +121,9 @@ struct ResidencyConfig {
   }
 
   /// Adaptive residency with CLOCK replacement.
-  static ResidencyConfig adaptive(std::int32_t groups, std::int32_t hbmSlots,
-                                  std::int64_t hostRows, std::int32_t newestWindow,
-                                  std::int32_t draftWindow, std::int32_t hotFloor);
+  static ResidencyConfig adaptive(std::int32_t groups, std::int32_t hbmSlots, std::int64_t hostRows,
+                                  std::int32_t newestWindow, std::int32_t draftWindow,
+                                  std::int32_t hotFloor);
   /// A fixed hot buffer of `bufferSlots` per request and group, LRU.
   static ResidencyConfig fixedBudget(std::int32_t groups, std::int32_t hbmSlots,
                                      std::int64_t hostRows, std::int32_t newestWindow,
@@ -303,8 +303,7 @@ public:
   /// (0: none)}, a use being a selection or the placement; the table a
   /// device replacement state (dhs.pool_recency) mirrors for slots that
   /// hold history rows.
-  std::pair<std::uint32_t, std::uint32_t> slotRecency(std::int32_t group,
-                                                      std::int32_t slot) const;
+  std::pair<std::uint32_t, std::uint32_t> slotRecency(std::int32_t group, std::int32_t slot) const;
   /// Owner of a slot (-1 when free).
   std::int32_t slotOwner(std::int32_t group, std::int32_t slot) const;
   /// History row held by a slot (-1 when free or a ring slot).
@@ -343,15 +342,13 @@ private:
   std::int32_t findVictim(Group &g, std::int32_t gi, std::int32_t owner, bool force);
   std::int32_t clockVictim(Group &g, std::int32_t owner, bool force);
   std::int32_t lruVictim(Group &g, std::int32_t gi, std::int32_t owner, bool force);
-  bool isVictimCandidate(const Group &g, std::int32_t slot, std::int32_t owner,
-                         bool force) const;
-  void place(Group &g, std::int32_t gi, std::int32_t slot, std::int32_t request,
-             std::int32_t row, SlotKind kind, std::vector<RowCopy> *copies);
+  bool isVictimCandidate(const Group &g, std::int32_t slot, std::int32_t owner, bool force) const;
+  void place(Group &g, std::int32_t gi, std::int32_t slot, std::int32_t request, std::int32_t row,
+             SlotKind kind, std::vector<RowCopy> *copies);
   void makeHot(Group &g, std::int32_t slot, bool mayBeOld);
   void evict(Group &g, std::int32_t slot);
   void promote(std::int32_t gi, std::vector<RowCopy> &copies);
-  void beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries,
-                    std::int64_t topk);
+  void beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries, std::int64_t topk);
   void touchSlot(Group &g, std::int32_t slot);
   /// CLOCK: whether a slot was used since the hand last passed it.
   static bool referenced(const Group &g, std::int32_t slot);
@@ -366,13 +363,13 @@ private:
   std::uint32_t step_ = 0;
   bool inStep_ = false;
   std::vector<std::uint8_t> resolved_; // per group, this step
-  std::uint32_t markSerial_ = 0;      // resolve calls (duplicate requests)
-  std::uint32_t seenSerial_ = 0;      // resolved lanes (distinct rows)
+  std::uint32_t markSerial_ = 0;       // resolve calls (duplicate requests)
+  std::uint32_t seenSerial_ = 0;       // resolved lanes (distinct rows)
   ResidencyStepStats last_, totals_;
-  std::int64_t evictions_ = 0;        // all evictions
+  std::int64_t evictions_ = 0;                 // all evictions
   std::vector<RowCopy> *releaseLog_ = nullptr; // see setReleaseLog
-  std::int64_t pendingEvictions_ = 0; // evictions since the last step ended
-  std::vector<std::int64_t> bookScratch_; // book(): the distinct misses
+  std::int64_t pendingEvictions_ = 0;          // evictions since the last step ended
+  std::vector<std::int64_t> bookScratch_;      // book(): the distinct misses
 };
 
 } // namespace dhs::runtime

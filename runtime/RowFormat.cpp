@@ -32,8 +32,7 @@ double normal(std::mt19937_64 &rng) {
   auto uniform = [&] {
     return (static_cast<double>(rng() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
   };
-  return std::sqrt(-2.0 * std::log(uniform())) *
-         std::cos(6.283185307179586 * uniform());
+  return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
 }
 
 /// A random e4m3 byte that is not NaN (0x7f, 0xff).
@@ -51,8 +50,7 @@ const RowFormatInfo &rowFormatInfo(const std::string &name) {
   for (const RowFormatInfo &info : kFormats)
     if (name == info.name)
       return info;
-  throw Error("unknown KV row format '" + name + "' (known: " +
-              knownRowFormats() + ")");
+  throw Error("unknown KV row format '" + name + "' (known: " + knownRowFormats() + ")");
 }
 
 const RowFormatInfo &rowFormatInfo(RowFormat format) {
@@ -73,9 +71,8 @@ double decodeE4M3(std::uint8_t byte) {
   int sign = byte >> 7, exponent = (byte >> 3) & 15, mantissa = byte & 7;
   if (exponent == 15 && mantissa == 7)
     return std::numeric_limits<double>::quiet_NaN();
-  double magnitude = exponent == 0
-                         ? std::ldexp(mantissa, -9)
-                         : std::ldexp(8 + mantissa, exponent - 10);
+  double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
   return sign ? -magnitude : magnitude;
 }
 
@@ -87,16 +84,14 @@ void decodeKey(RowFormat format, const std::uint8_t *row, double *key) {
     return;
   case RowFormat::MlaFp8:
     for (int d = 0; d < 512; ++d)
-      key[d] = decodeE4M3(row[d]) *
-               static_cast<double>(load<float>(row + 512 + 4 * (d / 128)));
+      key[d] = decodeE4M3(row[d]) * static_cast<double>(load<float>(row + 512 + 4 * (d / 128)));
     for (int d = 0; d < 64; ++d)
       key[512 + d] = bf16ToFloat(load<bf16_t>(row + 528 + 2 * d));
     return;
   case RowFormat::V41Fp8:
     for (int d = 0; d < 512; ++d) {
       int e = row[512 + d / 32];
-      double scale = e == 255 ? std::numeric_limits<double>::quiet_NaN()
-                              : std::ldexp(1.0, e - 127);
+      double scale = e == 255 ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, e - 127);
       key[d] = decodeE4M3(row[d]) * scale;
     }
     return;
@@ -130,8 +125,8 @@ static double halfToDouble(std::uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-void decodeGqa(const GqaLayout &layout, const std::uint8_t *row,
-               std::int64_t kvHead, double *key, double *value) {
+void decodeGqa(const GqaLayout &layout, const std::uint8_t *row, std::int64_t kvHead, double *key,
+               double *value) {
   const std::int64_t d = layout.headDim, size = layout.elementBytes();
   auto element = [&](std::int64_t index) -> double {
     const std::uint8_t *at = row + index * size;
@@ -151,8 +146,7 @@ void decodeGqa(const GqaLayout &layout, const std::uint8_t *row,
   }
 }
 
-void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row,
-                      std::mt19937_64 &rng) {
+void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, std::mt19937_64 &rng) {
   const std::int64_t count = 2 * layout.kvHeads * layout.headDim;
   for (std::int64_t i = 0; i < count; ++i) {
     double v = normal(rng);

@@ -30,10 +30,10 @@ enum class GqaElement { BF16, F16, F32 };
 /// Sizes of a row format.
 struct RowFormatInfo {
   RowFormat format;
-  const char *name;        ///< as in manifests: "mla_bf16", ...
-  std::int64_t rowBytes;   ///< bytes of one row
-  std::int64_t qkDim;      ///< key dims
-  std::int64_t vDim;       ///< value dims (the leading key dims)
+  const char *name;      ///< as in manifests: "mla_bf16", ...
+  std::int64_t rowBytes; ///< bytes of one row
+  std::int64_t qkDim;    ///< key dims
+  std::int64_t vDim;     ///< value dims (the leading key dims)
 };
 
 /// The MLA format named `name`; throws Error for unknown names (GQA rows are
@@ -72,12 +72,11 @@ struct GqaLayout {
 GqaElement parseGqaElement(const std::string &name);
 
 /// Decodes the key and the value of KV head `kvHead` of a GQA row.
-void decodeGqa(const GqaLayout &layout, const std::uint8_t *row,
-               std::int64_t kvHead, double *key, double *value);
+void decodeGqa(const GqaLayout &layout, const std::uint8_t *row, std::int64_t kvHead, double *key,
+               double *value);
 
 /// Fills a GQA row with N(0,1) elements (never zero).
-void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row,
-                      std::mt19937_64 &rng);
+void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, std::mt19937_64 &rng);
 
 } // namespace dhs::runtime
 

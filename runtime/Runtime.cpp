@@ -6,8 +6,8 @@
 #include "runtime/Error.h"
 
 #include <algorithm>
-#include <exception>
 #include <cstring>
+#include <exception>
 #include <limits>
 
 #include <unistd.h>
@@ -106,23 +106,23 @@ std::string joinLayers(const std::vector<std::int64_t> &layers) {
 void requireSameArguments(const Manifest &first, const Manifest &other) {
   auto fail = [&](const std::string &what) {
     throw Error("the step " + other.directory + " differs from the step " + first.directory +
-                " in " + what + ": a layer group's steps must be one step compiled for each "
+                " in " + what +
+                ": a layer group's steps must be one step compiled for each "
                 "layer index (only `layer` may differ)");
   };
   if (first.arguments.size() != other.arguments.size())
     fail("its number of arguments");
   for (std::size_t i = 0; i < first.arguments.size(); ++i) {
     const Argument &a = first.arguments[i], &b = other.arguments[i];
-    const std::string name = std::string("argument ") + std::to_string(i) + " (" +
-                             roleName(a.role) + ")";
+    const std::string name =
+        std::string("argument ") + std::to_string(i) + " (" + roleName(a.role) + ")";
     if (a.role != b.role || a.isPool != b.isPool)
       fail(name + "'s role or kind");
     if (!a.isPool && (a.dtype != b.dtype || a.shape != b.shape))
       fail(name + "'s type or shape");
-    if (a.isPool &&
-        (a.pool.format != b.pool.format || a.pool.layers != b.pool.layers ||
-         a.pool.rowBytes != b.pool.rowBytes || a.pool.hbmSlots != b.pool.hbmSlots ||
-         a.pool.hostRows != b.pool.hostRows))
+    if (a.isPool && (a.pool.format != b.pool.format || a.pool.layers != b.pool.layers ||
+                     a.pool.rowBytes != b.pool.rowBytes || a.pool.hbmSlots != b.pool.hbmSlots ||
+                     a.pool.hostRows != b.pool.hostRows))
       fail(name + "'s row format, layers or tier sizes");
   }
 }
@@ -138,8 +138,8 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   ProblemShape shape = problemShapeFromManifest(manifest);
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
   // The steps by the pool layer their kernels read.
-  std::vector<const Manifest *> byLayer(static_cast<std::size_t>(std::max<std::int64_t>(pool.layers, 1)),
-                                        nullptr);
+  std::vector<const Manifest *> byLayer(
+      static_cast<std::size_t>(std::max<std::int64_t>(pool.layers, 1)), nullptr);
   for (const Manifest &m : manifests) {
     requireSameArguments(manifest, m);
     const std::int64_t layer = problemShapeFromManifest(m).layer;
@@ -187,8 +187,8 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
 
   // The step's pool holds one layer per token, or a whole layer group.
   if (pool.layers != 1 && pool.layers != config_.layersPerGroup)
-    throw Error("the step " + manifest.directory + "'s pool holds " +
-                std::to_string(pool.layers) + " layers per token; the runtime's layer groups have " +
+    throw Error("the step " + manifest.directory + "'s pool holds " + std::to_string(pool.layers) +
+                " layers per token; the runtime's layer groups have " +
                 std::to_string(config_.layersPerGroup) + " (a pool holds 1 layer or a group)");
 
   TierLayout layout;
@@ -205,8 +205,9 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   // controller's per-row tables, against what the machine has.
   {
     const double tokenBytes = static_cast<double>(layout.tokenBytes());
-    double bytes = static_cast<double>(layout.pools()) * static_cast<double>(hostRows) * tokenBytes +
-                   static_cast<double>(layout.groups()) * static_cast<double>(hostRows) * 8.0;
+    double bytes =
+        static_cast<double>(layout.pools()) * static_cast<double>(hostRows) * tokenBytes +
+        static_cast<double>(layout.groups()) * static_cast<double>(hostRows) * 8.0;
     if (config_.backend == BackendKind::Cpu)
       bytes += static_cast<double>(layout.pools()) * static_cast<double>(slots) * tokenBytes +
                static_cast<double>(config_.maxRequests) * layout.groups() * layout.draftWindow *
@@ -216,7 +217,8 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
                                 ? static_cast<double>(pages) * static_cast<double>(pageSize)
                                 : 0.0;
     if (physical > 0.0 && bytes > physical)
-      throw CapacityError("the tiers need " + std::to_string(static_cast<long long>(bytes / 1048576.0)) +
+      throw CapacityError("the tiers need " +
+                          std::to_string(static_cast<long long>(bytes / 1048576.0)) +
                           " MiB of host memory (" + std::to_string(hostRows) +
                           " host rows per layer), this machine has " +
                           std::to_string(static_cast<long long>(physical / 1048576.0)) + " MiB");
@@ -241,12 +243,13 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   for (const Manifest &m : manifests)
     for (const ResidencySpec &s : m.residency) {
       if (spec && !(*spec == s))
-        throw Error("the step " + m.directory + " gives its pools different residency specs "
-                    "(newest " + std::to_string(spec->newest) + " vs " +
-                    std::to_string(s.newest) + ", floor " + std::to_string(spec->floor) +
-                    " vs " + std::to_string(s.floor) + ", " + spec->policy + "/" +
-                    spec->replacement + " vs " + s.policy + "/" + s.replacement +
-                    "): the runtime keeps one policy for all layer groups");
+        throw Error("the step " + m.directory +
+                    " gives its pools different residency specs "
+                    "(newest " +
+                    std::to_string(spec->newest) + " vs " + std::to_string(s.newest) + ", floor " +
+                    std::to_string(spec->floor) + " vs " + std::to_string(s.floor) + ", " +
+                    spec->policy + "/" + spec->replacement + " vs " + s.policy + "/" +
+                    s.replacement + "): the runtime keeps one policy for all layer groups");
       spec = &s;
     }
   if (spec) {
@@ -283,9 +286,8 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   std::vector<const Manifest *> cudaSteps = byLayer;
   if (pool.layers <= 1 || !missing.empty())
     cudaSteps.assign(1, &manifest);
-  std::unique_ptr<TierBackend> tiers =
-      useCuda ? makeCudaTiers(layout, cudaSteps, config_.device)
-              : makeCpuTiers(layout, config_.cpuThreads);
+  std::unique_ptr<TierBackend> tiers = useCuda ? makeCudaTiers(layout, cudaSteps, config_.device)
+                                               : makeCpuTiers(layout, config_.cpuThreads);
   if (config_.cudaGraphs)
     tiers->setGraphs(true);
 
@@ -304,8 +306,10 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   windowTokensLane_.assign(B, 0);
   historyStart_.assign(B, 0);
   historyLen_.assign(B, 0);
-  rowIds_.assign(static_cast<std::size_t>(layout.groups()), std::vector<std::int32_t>(selections, -1));
-  slots_.assign(static_cast<std::size_t>(layout.groups()), std::vector<std::int32_t>(selections, -1));
+  rowIds_.assign(static_cast<std::size_t>(layout.groups()),
+                 std::vector<std::int32_t>(selections, -1));
+  slots_.assign(static_cast<std::size_t>(layout.groups()),
+                std::vector<std::int32_t>(selections, -1));
   selected_.assign(static_cast<std::size_t>(layout.groups()), 0);
   deviceSelected_.assign(static_cast<std::size_t>(layout.groups()), 0);
   attended_.assign(static_cast<std::size_t>(layout.layers), 0);
@@ -444,13 +448,12 @@ void Runtime::finish(std::uint64_t id) {
   }
 }
 
-std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
-                                           std::int64_t row) {
+std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer, std::int64_t row) {
   requireStep("host row");
   const std::int32_t index = indexOf(id, "host row");
   if (layer < 0 || layer >= layout_.layers || row < 0 || row >= controller_->historyLen(index))
     throw OutOfRangeError("host row: layer " + std::to_string(layer) + ", row " +
-                     std::to_string(row) + " is outside " + requestName(id) + "'s history");
+                          std::to_string(row) + " is outside " + requestName(id) + "'s history");
   const std::uint8_t *data = tiers_->hostRow(layer, controller_->historyStart(index) + row);
   return std::vector<std::uint8_t>(data, data + layout_.rowBytes);
 }
@@ -478,18 +481,18 @@ void Runtime::loadDraftStep(const Manifest &manifest) {
     throw StateError("a draft-ring step is already loaded");
   if (layout_.draftWindow <= 0)
     throw Error("the runtime has no draft rings (draft_window is 0): configure draft_window "
-                "to use the draft-ring step " + manifest.directory);
+                "to use the draft-ring step " +
+                manifest.directory);
   const DraftStepInfo info = draftStepInfo(manifest);
   if (info.window != layout_.draftWindow || info.tokenBytes != layout_.draftTokenBytes())
-    throw Error("the draft-ring step " + manifest.directory + " has rings of " +
-                std::to_string(info.window) + " tokens x " + std::to_string(info.tokenBytes) +
-                " bytes; this session's draft rings are " + std::to_string(layout_.draftWindow) +
-                " tokens (draft_window) x " + std::to_string(layout_.layersPerGroup) +
-                " layers x " + std::to_string(layout_.rowBytes) + " bytes = " +
-                std::to_string(layout_.draftTokenBytes()) +
-                " bytes: compile the ring with memref<Bx" + std::to_string(layout_.draftWindow) +
-                "x" + std::to_string(layout_.layersPerGroup) + "x" +
-                std::to_string(layout_.rowBytes) + "xi8>");
+    throw Error(
+        "the draft-ring step " + manifest.directory + " has rings of " +
+        std::to_string(info.window) + " tokens x " + std::to_string(info.tokenBytes) +
+        " bytes; this session's draft rings are " + std::to_string(layout_.draftWindow) +
+        " tokens (draft_window) x " + std::to_string(layout_.layersPerGroup) + " layers x " +
+        std::to_string(layout_.rowBytes) + " bytes = " + std::to_string(layout_.draftTokenBytes()) +
+        " bytes: compile the ring with memref<Bx" + std::to_string(layout_.draftWindow) + "x" +
+        std::to_string(layout_.layersPerGroup) + "x" + std::to_string(layout_.rowBytes) + "xi8>");
   if (info.block > info.window || info.block - 1 > info.readRows)
     throw Error("the draft-ring step " + manifest.directory + " appends blocks of " +
                 std::to_string(info.block) + " rows and reads " + std::to_string(info.readRows) +
@@ -533,14 +536,15 @@ std::int32_t Runtime::requireDraft(std::uint64_t id, std::int64_t count, const v
   if (layout_.draftWindow <= 0)
     throw InputError(std::string(what) + ": the runtime has no draft rings (draft_window is 0)");
   if (count < 1 || count > layout_.draftWindow)
-    throw InputError(std::string(what) + " of " + requestName(id) + ": " +
-                     std::to_string(count) + " tokens; a draft ring holds 1 to " +
-                     std::to_string(layout_.draftWindow) + " (draft_window)");
+    throw InputError(std::string(what) + " of " + requestName(id) + ": " + std::to_string(count) +
+                     " tokens; a draft ring holds 1 to " + std::to_string(layout_.draftWindow) +
+                     " (draft_window)");
   if (!rows)
     throw InputError(std::string(what) + " of " + requestName(id) +
                      (std::string(what) == "draft read" ? ": null output" : ": null rows"));
   if (tiers_->acceptsDevicePointers() && !draftStepLoaded_)
-    throw StateError(std::string(what) + ": the CUDA tiers run the draft rings with the "
+    throw StateError(std::string(what) +
+                     ": the CUDA tiers run the draft rings with the "
                      "compiler's ring kernels; load a compiled draft-ring step first "
                      "(loadDraftStep; e.g. dhs-compile examples/draft_ring_step.mlir)");
   return index;
@@ -580,12 +584,11 @@ void Runtime::readDraft(std::uint64_t id, std::int64_t end, std::int64_t count, 
                             " start at a negative position");
     const std::int64_t held = slots[static_cast<std::size_t>(p % layout_.draftWindow)];
     if (held != p)
-      throw OutOfRangeError(
-          "draft read of " + requestName(id) + ": position " + std::to_string(p) +
-          (held < 0 ? std::string(" was never written")
-                    : " is not in the draft ring (its slot " +
-                          std::to_string(p % layout_.draftWindow) + " now holds position " +
-                          std::to_string(held) + ")"));
+      throw OutOfRangeError("draft read of " + requestName(id) + ": position " + std::to_string(p) +
+                            (held < 0 ? std::string(" was never written")
+                                      : " is not in the draft ring (its slot " +
+                                            std::to_string(p % layout_.draftWindow) +
+                                            " now holds position " + std::to_string(held) + ")"));
   }
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
   const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
@@ -660,7 +663,7 @@ void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds, Memory
     throw StateError("selections outside a step (begin a step first)");
   if (group < 0 || group >= layout_.groups())
     throw OutOfRangeError("layer group " + std::to_string(group) + " does not exist (" +
-                     std::to_string(layout_.groups()) + " groups)");
+                          std::to_string(layout_.groups()) + " groups)");
   const std::size_t g = static_cast<std::size_t>(group);
   if (selected_[g])
     throw StateError("layer group " + std::to_string(group) + " already has its selections");
@@ -704,9 +707,9 @@ void Runtime::checkSelections(std::int32_t group, const std::int32_t *rowIds) co
       if (id < -1)
         throw InputError(where + " is invalid (only -1 marks an unused selection)");
       if (id >= historyLen_[static_cast<std::size_t>(b)])
-        throw OutOfRangeError(where + " is outside " + requestName(batchIds_[static_cast<std::size_t>(b)]) +
-                         "'s history (length " +
-                         std::to_string(historyLen_[static_cast<std::size_t>(b)]) + ")");
+        throw OutOfRangeError(
+            where + " is outside " + requestName(batchIds_[static_cast<std::size_t>(b)]) +
+            "'s history (length " + std::to_string(historyLen_[static_cast<std::size_t>(b)]) + ")");
     }
 }
 
@@ -716,7 +719,7 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
     throw StateError("attention outside a step (begin a step first)");
   if (layer < 0 || layer >= layout_.layers)
     throw OutOfRangeError("layer " + std::to_string(layer) + " does not exist (" +
-                     std::to_string(layout_.layers) + " layers)");
+                          std::to_string(layout_.layers) + " layers)");
   const std::int32_t group = layer / layout_.layersPerGroup;
   if (!selected_[static_cast<std::size_t>(group)])
     throw StateError("layer " + std::to_string(layer) + ": its group " + std::to_string(group) +
@@ -853,8 +856,8 @@ void Runtime::step(const std::uint64_t *ids, std::int64_t batch, const std::int3
     const std::int64_t queryElems = batch * shape_.queries * shape_.heads * shape_.qkDim;
     const std::int64_t outputElems = batch * shape_.queries * shape_.heads * shape_.vDim;
     if (batch > 0 && (!rowIds || !queries || !output))
-      throw InputError("null row ids, queries or output for a step of " +
-                       std::to_string(batch) + " requests");
+      throw InputError("null row ids, queries or output for a step of " + std::to_string(batch) +
+                       " requests");
     for (std::int32_t g = 0; g < layout_.groups(); ++g)
       selectGroup(g, batch > 0 ? rowIds + g * selections : nullptr, selectionMemory);
     for (std::int32_t l = 0; l < layout_.layers; ++l)
@@ -919,15 +922,16 @@ void Runtime::checkReads(std::int32_t layer) {
       const std::uint8_t *host = tiers_->hostRow(layer, hostRow);
       if (!hashes_.empty() &&
           rowHash(host) != hashes_[static_cast<std::size_t>(layer * layout_.hostRows + hostRow)])
-        throw InvariantError("invariant violated: host row " + std::to_string(hostRow) + " of layer " +
-                    std::to_string(layer) + " (lane " + std::to_string(b) + ", row " +
-                    std::to_string(rows[e]) + ") changed since it was written");
+        throw InvariantError("invariant violated: host row " + std::to_string(hostRow) +
+                             " of layer " + std::to_string(layer) + " (lane " + std::to_string(b) +
+                             ", row " + std::to_string(rows[e]) + ") changed since it was written");
       if (slots[e] >= 0 &&
           std::memcmp(pool + static_cast<std::size_t>(slots[e]) * tokenBytes + layerOffset, host,
                       rowBytes) != 0)
-        throw InvariantError("invariant violated: layer " + std::to_string(layer) + " read HBM slot " +
-                    std::to_string(slots[e]) + " for lane " + std::to_string(b) + ", row " +
-                    std::to_string(rows[e]) + ", and it differs from the host copy");
+        throw InvariantError("invariant violated: layer " + std::to_string(layer) +
+                             " read HBM slot " + std::to_string(slots[e]) + " for lane " +
+                             std::to_string(b) + ", row " + std::to_string(rows[e]) +
+                             ", and it differs from the host copy");
     }
   }
 }
@@ -975,14 +979,14 @@ void Runtime::checkStepLog(std::int32_t group, const TierBackend::StepLog &log) 
   distinct(loggedMisses);
   const std::int64_t hitEntries = entries - static_cast<std::int64_t>(missEntries);
   if (loggedHits != hits || loggedMisses != misses || log.entries != entries || hitEntries < 0)
-    throw InvariantError(
-        "invariant violated: the step log of layer group " + std::to_string(group) + " lists " +
-        std::to_string(loggedHits.size()) + " slots hit, " + std::to_string(missEntries) +
-        " misses (" + std::to_string(loggedMisses.size()) + " distinct) and " +
-        std::to_string(log.entries) + " valid selections; the selections give " +
-        std::to_string(hits.size()) + " slots, " + std::to_string(misses.size()) +
-        " distinct misses and " + std::to_string(entries) + " valid selections" +
-        (loggedHits == hits && loggedMisses == misses ? "" : ", other rows"));
+    throw InvariantError("invariant violated: the step log of layer group " +
+                         std::to_string(group) + " lists " + std::to_string(loggedHits.size()) +
+                         " slots hit, " + std::to_string(missEntries) + " misses (" +
+                         std::to_string(loggedMisses.size()) + " distinct) and " +
+                         std::to_string(log.entries) + " valid selections; the selections give " +
+                         std::to_string(hits.size()) + " slots, " + std::to_string(misses.size()) +
+                         " distinct misses and " + std::to_string(entries) + " valid selections" +
+                         (loggedHits == hits && loggedMisses == misses ? "" : ", other rows"));
 }
 
 void Runtime::checkCopies(const std::vector<RowCopy> &copies) {
@@ -1001,8 +1005,8 @@ void Runtime::checkCopies(const std::vector<RowCopy> &copies) {
                           layout_.layerOffset(l),
                       tiers_->hostRow(l, copy.hostRow), rowBytes) != 0)
         throw InvariantError("invariant violated: layer " + std::to_string(l) + " slot " +
-                    std::to_string(copy.slot) + " differs from host row " +
-                    std::to_string(copy.hostRow) + " after it was copied there");
+                             std::to_string(copy.slot) + " differs from host row " +
+                             std::to_string(copy.hostRow) + " after it was copied there");
     }
   }
 }
@@ -1019,17 +1023,16 @@ void Runtime::checkRequestRows(std::int32_t index, const char *when) {
       if (!hashes_.empty() &&
           rowHash(host) != hashes_[static_cast<std::size_t>(l * layout_.hostRows + start + row)])
         throw InvariantError(std::string("invariant violated (") + when + "): row " +
-                    std::to_string(row) + " of request index " + std::to_string(index) +
-                    ", layer " + std::to_string(l) + ", is not what was written");
+                             std::to_string(row) + " of request index " + std::to_string(index) +
+                             ", layer " + std::to_string(l) + ", is not what was written");
       const std::int32_t slot = controller_->slotOf(group, index, row);
-      if (slot >= 0 &&
-          std::memcmp(pool + static_cast<std::size_t>(slot) * layout_.tokenBytes() +
-                          layout_.layerOffset(l),
-                      host, rowBytes) != 0)
+      if (slot >= 0 && std::memcmp(pool + static_cast<std::size_t>(slot) * layout_.tokenBytes() +
+                                       layout_.layerOffset(l),
+                                   host, rowBytes) != 0)
         throw InvariantError(std::string("invariant violated (") + when + "): resident row " +
-                    std::to_string(row) + " of request index " + std::to_string(index) +
-                    ", layer " + std::to_string(l) + " (slot " + std::to_string(slot) +
-                    ") differs from its host copy");
+                             std::to_string(row) + " of request index " + std::to_string(index) +
+                             ", layer " + std::to_string(l) + " (slot " + std::to_string(slot) +
+                             ") differs from its host copy");
     }
   }
 }
@@ -1048,8 +1051,8 @@ void Runtime::checkInvariants() {
     for (std::size_t row = 0; row < table.size(); ++row)
       if (map[row] != table[row])
         throw Error("invariant: the device residency map of layer group " + std::to_string(g) +
-                    " gives host row " + std::to_string(row) + " slot " +
-                    std::to_string(map[row]) + ", the controller " + std::to_string(table[row]));
+                    " gives host row " + std::to_string(row) + " slot " + std::to_string(map[row]) +
+                    ", the controller " + std::to_string(table[row]));
   }
   // So does the device replacement state, where kernels stamp the hits: for
   // every slot that holds a history row.
@@ -1065,11 +1068,10 @@ void Runtime::checkInvariants() {
       const auto deviceLast = static_cast<std::uint32_t>(recency[2 * s]);
       const auto devicePrevious = static_cast<std::uint32_t>(recency[2 * s + 1]);
       if (deviceLast != last || devicePrevious != previous)
-        throw Error("invariant: the device replacement state of layer group " +
-                    std::to_string(g) + " gives slot " + std::to_string(s) + " uses {" +
-                    std::to_string(deviceLast) + ", " + std::to_string(devicePrevious) +
-                    "}, the controller {" + std::to_string(last) + ", " +
-                    std::to_string(previous) + "}");
+        throw Error("invariant: the device replacement state of layer group " + std::to_string(g) +
+                    " gives slot " + std::to_string(s) + " uses {" + std::to_string(deviceLast) +
+                    ", " + std::to_string(devicePrevious) + "}, the controller {" +
+                    std::to_string(last) + ", " + std::to_string(previous) + "}");
     }
   }
 }

@@ -62,40 +62,40 @@ enum class BackendKind {
 /// policy, replacement, maxPromotionsPerStep) apply to steps without a
 /// residency spec; a step compiled with `dhs.residency` brings its own.
 struct RuntimeConfig {
-  std::int32_t layers = 1;          ///< L: layers of the model
-  std::int32_t layersPerGroup = 1;  ///< G: layers sharing one selection
-  std::int32_t hbmSlots = -1;       ///< HBM slots per layer (-1: the step's)
-  std::int64_t hostRows = 1 << 16;  ///< host-store rows per layer
-  std::int32_t maxRequests = 64;    ///< admitted at once, at most
-  std::int32_t newestWindow = 64;   ///< W
-  std::int32_t draftWindow = 0;     ///< W_draft
-  std::int32_t hotFloor = 0;        ///< F (Fixed: the buffer size)
+  std::int32_t layers = 1;                            ///< L: layers of the model
+  std::int32_t layersPerGroup = 1;                    ///< G: layers sharing one selection
+  std::int32_t hbmSlots = -1;                         ///< HBM slots per layer (-1: the step's)
+  std::int64_t hostRows = 1 << 16;                    ///< host-store rows per layer
+  std::int32_t maxRequests = 64;                      ///< admitted at once, at most
+  std::int32_t newestWindow = 64;                     ///< W
+  std::int32_t draftWindow = 0;                       ///< W_draft
+  std::int32_t hotFloor = 0;                          ///< F (Fixed: the buffer size)
   ResidencyPolicy policy = ResidencyPolicy::Adaptive; ///< spare-memory policy
   Replacement replacement = Replacement::Clock;       ///< victim choice
-  std::int32_t maxPromotionsPerStep = -1; ///< per request and group (-1: all)
-  BackendKind backend = BackendKind::Cpu; ///< attention backend
-  int device = 0;                   ///< CUDA device ordinal
-  unsigned cpuThreads = 1;          ///< CPU backend threads (0: all)
-  bool cudaGraphs = false;          ///< CUDA: run each step as a CUDA graph
-                                    ///< (see Runtime::setCudaGraphs)
-  bool checkInvariants = false;     ///< run the invariant checker
-  std::int32_t fullCheckInterval = 64; ///< steps between full checks (0: never)
+  std::int32_t maxPromotionsPerStep = -1;             ///< per request and group (-1: all)
+  BackendKind backend = BackendKind::Cpu;             ///< attention backend
+  int device = 0;                                     ///< CUDA device ordinal
+  unsigned cpuThreads = 1;                            ///< CPU backend threads (0: all)
+  bool cudaGraphs = false;                            ///< CUDA: run each step as a CUDA graph
+                                                      ///< (see Runtime::setCudaGraphs)
+  bool checkInvariants = false;                       ///< run the invariant checker
+  std::int32_t fullCheckInterval = 64;                ///< steps between full checks (0: never)
 };
 
 /// Statistics of a runtime.
 struct RuntimeStats {
-  std::uint64_t steps = 0;           ///< completed steps
-  ResidencyStepStats lastStep;       ///< the last completed step
-  ResidencyStepStats totals;         ///< all completed steps
-  std::int32_t admittedRequests = 0; ///< requests admitted now
-  std::int64_t hbmBytesUsed = 0;     ///< bytes of occupied slots, all layers
-  std::int64_t hbmBytesCapacity = 0; ///< bytes of all slots, all layers
-  std::int64_t hostBytesUsed = 0;    ///< bytes of reserved host ranges, all layers
-  std::int64_t hostBytesCapacity = 0; ///< bytes of the host store, all layers
+  std::uint64_t steps = 0;              ///< completed steps
+  ResidencyStepStats lastStep;          ///< the last completed step
+  ResidencyStepStats totals;            ///< all completed steps
+  std::int32_t admittedRequests = 0;    ///< requests admitted now
+  std::int64_t hbmBytesUsed = 0;        ///< bytes of occupied slots, all layers
+  std::int64_t hbmBytesCapacity = 0;    ///< bytes of all slots, all layers
+  std::int64_t hostBytesUsed = 0;       ///< bytes of reserved host ranges, all layers
+  std::int64_t hostBytesCapacity = 0;   ///< bytes of the host store, all layers
   std::int64_t optionalBudgetSlots = 0; ///< optional budget, slots per group
   std::int64_t optionalUsedSlots = 0;   ///< optional rows in use, all groups
-  std::uint64_t graphCaptures = 0; ///< CUDA: steps captured into a new graph
-  std::uint64_t graphReplays = 0;  ///< CUDA: steps run by replaying a graph
+  std::uint64_t graphCaptures = 0;      ///< CUDA: steps captured into a new graph
+  std::uint64_t graphReplays = 0;       ///< CUDA: steps run by replaying a graph
 };
 
 /// The runtime.
@@ -232,8 +232,7 @@ public:
   /// UnknownRequestError, InputError (count < 1 or > W_draft, null rows, a
   /// negative position, draft_window 0), StateError (no step, during a
   /// step, CUDA without a draft-ring step), Error (kernels).
-  void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count,
-                   const void *rows);
+  void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count, const void *rows);
   /// Reads the `count` newest draft tokens ending at `end` (positions
   /// end-count .. end-1) of request `id` into `out` [count][L][row_bytes]
   /// (host memory). Every position must hold what was last written there:
@@ -266,8 +265,7 @@ public:
   /// before each of its Q positions) and names one that is missing. Throws
   /// UnknownRequestError, InputError (no window, count, null rows, a
   /// negative position), StateError (no step, during a step).
-  void writeWindow(std::uint64_t id, std::int64_t position, std::int64_t count,
-                   const void *rows);
+  void writeWindow(std::uint64_t id, std::int64_t position, std::int64_t count, const void *rows);
 
   /// Statistics.
   RuntimeStats stats() const;
@@ -331,16 +329,16 @@ private:
   // The step in progress.
   bool inStep_ = false;
   std::int64_t batch_ = 0;
-  std::vector<std::int32_t> lanes_;             // [B] request index or -1
-  std::vector<std::uint64_t> batchIds_;         // [batch] engine ids
-  std::vector<std::int64_t> historyStart_;      // [B]
-  std::vector<std::int32_t> historyLen_;        // [B]
+  std::vector<std::int32_t> lanes_;               // [B] request index or -1
+  std::vector<std::uint64_t> batchIds_;           // [batch] engine ids
+  std::vector<std::int64_t> historyStart_;        // [B]
+  std::vector<std::int32_t> historyLen_;          // [B]
   std::vector<std::vector<std::int32_t>> rowIds_; // [group][B*Q*K]
   std::vector<std::vector<std::int32_t>> slots_;  // [group][B*Q*K]
-  std::vector<std::uint8_t> selected_;          // [group]
-  std::vector<std::uint8_t> deviceSelected_;    // [group] selections on the device
-  std::vector<std::uint8_t> attended_;          // [layer]
-  std::vector<bf16_t> queries_, output_;        // padded staging (host)
+  std::vector<std::uint8_t> selected_;            // [group]
+  std::vector<std::uint8_t> deviceSelected_;      // [group] selections on the device
+  std::vector<std::uint8_t> attended_;            // [layer]
+  std::vector<bf16_t> queries_, output_;          // padded staging (host)
 };
 
 } // namespace dhs::runtime

@@ -87,7 +87,8 @@ bool DrrGenerator::tryGhost(std::int64_t contextLen) {
     const std::int64_t s = t - 1 - sampleAge(t - 1);
     std::vector<std::int32_t> &bucket = byStep_[static_cast<std::size_t>(s)];
     while (!bucket.empty()) {
-      const std::size_t i = static_cast<std::size_t>(below(rng_, static_cast<std::int64_t>(bucket.size())));
+      const std::size_t i =
+          static_cast<std::size_t>(below(rng_, static_cast<std::int64_t>(bucket.size())));
       const std::int32_t token = bucket[i];
       bucket[i] = bucket.back();
       bucket.pop_back();
@@ -184,8 +185,8 @@ const std::vector<std::int32_t> &DrrGenerator::next(std::int64_t contextLen) {
   for (std::int32_t token : previous_)
     both += inSet_[static_cast<std::size_t>(token)] == mark_;
   (void)kept;
-  overlap_ = current_.empty() ? 0.0
-                              : static_cast<double>(both) / static_cast<double>(current_.size());
+  overlap_ =
+      current_.empty() ? 0.0 : static_cast<double>(both) / static_cast<double>(current_.size());
   ++step_;
   return current_;
 }
@@ -194,8 +195,7 @@ const std::vector<std::int32_t> &DrrGenerator::next(std::int64_t contextLen) {
 // Trace files
 //===----------------------------------------------------------------------===//
 
-TraceReader::TraceReader(std::istream &in, std::string name)
-    : in_(in), name_(std::move(name)) {
+TraceReader::TraceReader(std::istream &in, std::string name) : in_(in), name_(std::move(name)) {
   std::string header;
   ++line_;
   if (!std::getline(in_, header) || header.rfind("dhs-trace 1", 0) != 0)

@@ -57,16 +57,16 @@ namespace dhs::runtime {
 
 /// Parameters of the DRR generator.
 struct DrrParams {
-  std::int32_t topk = 2048;     ///< K: selected rows per step
-  std::int32_t sinks = 16;      ///< s: positions 0..s-1 always selected
-  std::int32_t window = 64;     ///< w: the newest w tokens always selected
-  double f = 0.57;              ///< drop probability of a non-anchor member
-  double q = 0.96;              ///< probability that a refill is a ghost
-  double gamma = 1.8;           ///< ghost age exponent, P(A) ~ A^-gamma
-                                ///< (1.8: 14% misses at B = 4096, see above)
-  double r = 0.5;               ///< probability that a fresh refill is recent
-  double lambda = 2048;         ///< mean distance of recent fresh refills
-  bool contextScaling = false;  ///< (1 - q) grows as sqrt(L / 32K)
+  std::int32_t topk = 2048;    ///< K: selected rows per step
+  std::int32_t sinks = 16;     ///< s: positions 0..s-1 always selected
+  std::int32_t window = 64;    ///< w: the newest w tokens always selected
+  double f = 0.57;             ///< drop probability of a non-anchor member
+  double q = 0.96;             ///< probability that a refill is a ghost
+  double gamma = 1.8;          ///< ghost age exponent, P(A) ~ A^-gamma
+                               ///< (1.8: 14% misses at B = 4096, see above)
+  double r = 0.5;              ///< probability that a fresh refill is recent
+  double lambda = 2048;        ///< mean distance of recent fresh refills
+  bool contextScaling = false; ///< (1 - q) grows as sqrt(L / 32K)
 
   /// Throws Error naming the first invalid parameter.
   void validate() const;
@@ -99,23 +99,23 @@ private:
   std::mt19937_64 rng_;
   std::int64_t step_ = 0;
   std::int64_t contextLen_ = 0;
-  std::vector<std::int32_t> current_;         // S_t
-  std::vector<std::int32_t> previous_;        // S_{t-1}
-  std::vector<std::uint32_t> inSet_;          // [token] == mark: in S_t being built
+  std::vector<std::int32_t> current_;  // S_t
+  std::vector<std::int32_t> previous_; // S_{t-1}
+  std::vector<std::uint32_t> inSet_;   // [token] == mark: in S_t being built
   std::uint32_t mark_ = 0;
-  std::vector<std::int32_t> lastUse_;         // [token] step last selected, -1 never
+  std::vector<std::int32_t> lastUse_;             // [token] step last selected, -1 never
   std::vector<std::vector<std::int32_t>> byStep_; // [step] tokens last selected then
-  std::vector<double> ageCdf_;                // [A] sum_{a<=A} a^-gamma
+  std::vector<double> ageCdf_;                    // [A] sum_{a<=A} a^-gamma
   double overlap_ = 0.0;
 };
 
 /// One event of a trace.
 struct TraceEvent {
   enum Kind { Admit, Select, Step, Append, Finish } kind = Step; ///< what
-  std::uint64_t id = 0;       ///< request
-  std::int64_t a = 0;         ///< admit: history length; append: count;
-                              ///< select: group
-  std::int64_t b = 0;         ///< admit: max context; select: query
+  std::uint64_t id = 0;                                          ///< request
+  std::int64_t a = 0;             ///< admit: history length; append: count;
+                                  ///< select: group
+  std::int64_t b = 0;             ///< admit: max context; select: query
   std::vector<std::int32_t> rows; ///< select: row ids
 };
 

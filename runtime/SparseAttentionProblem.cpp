@@ -45,19 +45,15 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
       shape.softmaxScale = launch.softmaxScale;
       shape.layer = launch.layer;
     } else if (launch.layer != shape.layer) {
-      throw Error("manifest " + manifest.path +
-                  ": launches read different layers of the group (" +
-                  std::to_string(shape.layer) + " vs " +
-                  std::to_string(launch.layer) +
+      throw Error("manifest " + manifest.path + ": launches read different layers of the group (" +
+                  std::to_string(shape.layer) + " vs " + std::to_string(launch.layer) +
                   "): one problem covers one layer");
     } else if (launch.softmaxScale != shape.softmaxScale)
-      throw Error("manifest " + manifest.path +
-                  ": launches disagree on softmax_scale (" +
+      throw Error("manifest " + manifest.path + ": launches disagree on softmax_scale (" +
                   std::to_string(shape.softmaxScale) + " vs " +
                   std::to_string(launch.softmaxScale) + ")");
     if (!first && launch.windowSize != shape.windowSize)
-      throw Error("manifest " + manifest.path +
-                  ": launches disagree on the sliding window");
+      throw Error("manifest " + manifest.path + ": launches disagree on the sliding window");
     shape.windowSize = launch.windowSize;
     first = false;
   }
@@ -67,20 +63,17 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
     if (arg.role == ArgumentRole::WindowRing)
       shape.windowRing = arg.shape.at(1);
   if ((shape.windowSize > 0) != (shape.windowRing > 0))
-    throw Error("manifest " + manifest.path +
-                ": a sliding window needs its size and its ring");
+    throw Error("manifest " + manifest.path + ": a sliding window needs its size and its ring");
   return shape;
 }
 
-void checkProblemMatchesManifest(const SparseAttentionProblem &problem,
-                                 const Manifest &manifest) {
+void checkProblemMatchesManifest(const SparseAttentionProblem &problem, const Manifest &manifest) {
   ProblemShape expected = problemShapeFromManifest(manifest);
   const ProblemShape &actual = problem.shape;
   auto same = [&](const char *what, std::int64_t have, std::int64_t want) {
     if (have != want)
-      throw InputError(std::string("the problem's ") + what + " is " +
-                       std::to_string(have) + ", the step " +
-                       manifest.directory + " needs " + std::to_string(want));
+      throw InputError(std::string("the problem's ") + what + " is " + std::to_string(have) +
+                       ", the step " + manifest.directory + " needs " + std::to_string(want));
   };
   same("batch B", actual.batch, expected.batch);
   same("query count Q", actual.queries, expected.queries);
@@ -99,17 +92,18 @@ void checkProblemMatchesManifest(const SparseAttentionProblem &problem,
   if (expected.hostRows >= 0)
     same("host row count", actual.hostRows, expected.hostRows);
   if (actual.softmaxScale != expected.softmaxScale)
-    throw InputError("the problem's softmax_scale " +
-                     std::to_string(actual.softmaxScale) + " differs from the "
-                     "step's " + std::to_string(expected.softmaxScale));
+    throw InputError("the problem's softmax_scale " + std::to_string(actual.softmaxScale) +
+                     " differs from the "
+                     "step's " +
+                     std::to_string(expected.softmaxScale));
 }
 
 namespace {
 
 /// "[request 1, query 0, k 17]"
 std::string where(std::int64_t b, std::int64_t q, std::int64_t k) {
-  return "[request " + std::to_string(b) + ", query " + std::to_string(q) +
-         ", k " + std::to_string(k) + "]";
+  return "[request " + std::to_string(b) + ", query " + std::to_string(q) + ", k " +
+         std::to_string(k) + "]";
 }
 
 /// Checks shape fields and array sizes.
@@ -117,31 +111,25 @@ void checkLayout(const SparseAttentionProblem &p) {
   const ProblemShape &s = p.shape;
   if (s.batch <= 0 || s.queries <= 0 || s.heads <= 0 || s.topk <= 0)
     throw InputError("problem shape B=" + std::to_string(s.batch) +
-                     " Q=" + std::to_string(s.queries) +
-                     " H=" + std::to_string(s.heads) +
+                     " Q=" + std::to_string(s.queries) + " H=" + std::to_string(s.heads) +
                      " K=" + std::to_string(s.topk) + " has an empty dimension");
   const RowFormatInfo format =
       s.format == RowFormat::Gqa
-          ? RowFormatInfo{RowFormat::Gqa, "gqa", s.gqa.rowBytes(),
-                          s.gqa.headDim, s.gqa.headDim}
+          ? RowFormatInfo{RowFormat::Gqa, "gqa", s.gqa.rowBytes(), s.gqa.headDim, s.gqa.headDim}
           : rowFormatInfo(s.format);
   if (s.format == RowFormat::Gqa && (s.gqa.kvHeads < 1 || s.heads % s.gqa.kvHeads != 0))
     throw InputError(std::to_string(s.heads) + " query heads cannot share " +
                      std::to_string(s.gqa.kvHeads) + " KV heads evenly");
-  if (s.rowBytes != format.rowBytes || s.qkDim != format.qkDim ||
-      s.vDim != format.vDim || s.layers < 1 || s.layer < 0 ||
-      s.layer >= s.layers || s.rowElems * 2 != s.layers * s.rowBytes)
-    throw InputError(std::string("row layout (format ") + format.name +
-                     ", row_bytes " + std::to_string(s.rowBytes) +
-                     ", layer " + std::to_string(s.layer) + " of " +
-                     std::to_string(s.layers) + ", row_elems " +
-                     std::to_string(s.rowElems) + ", qk_dim " +
-                     std::to_string(s.qkDim) + ", v_dim " +
-                     std::to_string(s.vDim) + ") is inconsistent");
+  if (s.rowBytes != format.rowBytes || s.qkDim != format.qkDim || s.vDim != format.vDim ||
+      s.layers < 1 || s.layer < 0 || s.layer >= s.layers || s.rowElems * 2 != s.layers * s.rowBytes)
+    throw InputError(std::string("row layout (format ") + format.name + ", row_bytes " +
+                     std::to_string(s.rowBytes) + ", layer " + std::to_string(s.layer) + " of " +
+                     std::to_string(s.layers) + ", row_elems " + std::to_string(s.rowElems) +
+                     ", qk_dim " + std::to_string(s.qkDim) + ", v_dim " + std::to_string(s.vDim) +
+                     ") is inconsistent");
   if (s.hbmSlots < 0 || s.hostRows < 0)
-    throw InputError("problem has no concrete pool size (hbm_slots " +
-                     std::to_string(s.hbmSlots) + ", host_rows " +
-                     std::to_string(s.hostRows) + ")");
+    throw InputError("problem has no concrete pool size (hbm_slots " + std::to_string(s.hbmSlots) +
+                     ", host_rows " + std::to_string(s.hostRows) + ")");
   if (!std::isfinite(s.softmaxScale))
     throw InputError("softmax_scale is not finite");
   auto expect = [](const char *name, std::size_t actual, std::int64_t wanted) {
@@ -167,29 +155,28 @@ void checkLayout(const SparseAttentionProblem &p) {
     expect("HBM pool", p.hbmPool.size(), s.hbmSlots * s.rowElems);
   }
   if (s.windowSize < 0 || (s.windowSize > 0 && s.windowRing < s.windowSize + s.queries - 1))
-    throw InputError("a window ring of " + std::to_string(s.windowRing) +
-                     " tokens cannot hold a " + std::to_string(s.windowSize) +
-                     "-token window for " + std::to_string(s.queries) +
-                     " query positions");
+    throw InputError("a window ring of " + std::to_string(s.windowRing) + " tokens cannot hold a " +
+                     std::to_string(s.windowSize) + "-token window for " +
+                     std::to_string(s.queries) + " query positions");
   expect("window ring", p.windowRing.size(),
          s.windowSize > 0 ? s.batch * s.windowRing * s.rowElems : 0);
   expect("window tokens", p.windowTokens.size(), s.windowSize > 0 ? s.batch : 0);
   for (std::int64_t b = 0; b < s.batch; ++b) {
     if (s.windowSize > 0 && p.windowTokens[b] < 0)
-      throw InputError("window token count " + std::to_string(p.windowTokens[b]) +
-                       " of request " + std::to_string(b) + " is negative");
+      throw InputError("window token count " + std::to_string(p.windowTokens[b]) + " of request " +
+                       std::to_string(b) + " is negative");
     if (p.historyLen[b] < 0)
-      throw InputError("history length " + std::to_string(p.historyLen[b]) +
-                       " of request " + std::to_string(b) + " is negative");
+      throw InputError("history length " + std::to_string(p.historyLen[b]) + " of request " +
+                       std::to_string(b) + " is negative");
     if (p.historyStart[b] < 0)
-      throw InputError("history start " + std::to_string(p.historyStart[b]) +
-                       " of request " + std::to_string(b) + " is negative");
+      throw InputError("history start " + std::to_string(p.historyStart[b]) + " of request " +
+                       std::to_string(b) + " is negative");
   }
 }
 
 /// Checks one valid row id against its history; throws InputError.
-void checkRowId(const SparseAttentionProblem &p, std::int64_t b, std::int64_t q,
-                std::int64_t k, std::int32_t r) {
+void checkRowId(const SparseAttentionProblem &p, std::int64_t b, std::int64_t q, std::int64_t k,
+                std::int32_t r) {
   if (r < -1)
     throw InputError("row id " + std::to_string(r) + " at " + where(b, q, k) +
                      " is invalid (only -1 marks an unused selection)");
@@ -200,14 +187,13 @@ void checkRowId(const SparseAttentionProblem &p, std::int64_t b, std::int64_t q,
 }
 
 /// Checks that the host row of a valid selection exists; throws InputError.
-void checkHostRow(const SparseAttentionProblem &p, std::int64_t b,
-                  std::int64_t q, std::int64_t k, std::int32_t r) {
+void checkHostRow(const SparseAttentionProblem &p, std::int64_t b, std::int64_t q, std::int64_t k,
+                  std::int32_t r) {
   std::int64_t start = p.historyStart[b];
   // start >= 0 and r >= 0 were checked; compare without overflow.
   if (start >= p.shape.hostRows || r >= p.shape.hostRows - start)
-    throw InputError("host row " + std::to_string(start + r) +
-                     " (history start " + std::to_string(start) +
-                     " + row id " + std::to_string(r) + ") for " +
+    throw InputError("host row " + std::to_string(start + r) + " (history start " +
+                     std::to_string(start) + " + row id " + std::to_string(r) + ") for " +
                      where(b, q, k) + " is outside the host store (" +
                      std::to_string(p.shape.hostRows) + " rows)");
 }
@@ -290,21 +276,18 @@ void SparseAttentionProblem::validate() const {
         checkRowId(*this, b, q, k, r);
         std::int32_t slot = slots[i];
         if (slot < -1)
-          throw InputError("slot " + std::to_string(slot) + " at " +
-                           where(b, q, k) +
+          throw InputError("slot " + std::to_string(slot) + " at " + where(b, q, k) +
                            " is invalid (-1 means the row is read from the "
                            "host store)");
         if (slot >= s.hbmSlots)
-          throw InputError("slot " + std::to_string(slot) + " at " +
-                           where(b, q, k) + " is outside the HBM pool (" +
-                           std::to_string(s.hbmSlots) + " slots)");
+          throw InputError("slot " + std::to_string(slot) + " at " + where(b, q, k) +
+                           " is outside the HBM pool (" + std::to_string(s.hbmSlots) + " slots)");
         if (slot == -1)
           checkHostRow(*this, b, q, k, r);
       }
 }
 
-const bf16_t *SparseAttentionProblem::row(std::int64_t b, std::int64_t q,
-                                          std::int64_t k) const {
+const bf16_t *SparseAttentionProblem::row(std::int64_t b, std::int64_t q, std::int64_t k) const {
   std::size_t i = selectionIndex(b, q, k);
   std::int32_t r = rowIds[i];
   if (r == -1)
@@ -313,8 +296,7 @@ const bf16_t *SparseAttentionProblem::row(std::int64_t b, std::int64_t q,
   std::size_t rowElems = static_cast<std::size_t>(shape.rowElems);
   if (slot >= 0)
     return hbmPoolData() + static_cast<std::size_t>(slot) * rowElems;
-  return hostStoreData() +
-         static_cast<std::size_t>(historyStart[b] + r) * rowElems;
+  return hostStoreData() + static_cast<std::size_t>(historyStart[b] + r) * rowElems;
 }
 
 const bf16_t *SparseAttentionProblem::windowRow(std::int64_t b, std::int64_t q,
@@ -365,16 +347,14 @@ ProblemStats SparseAttentionProblem::stats() const {
 // Generator
 //===----------------------------------------------------------------------===//
 
-SparseAttentionProblem generateProblem(const ProblemShape &shape,
-                                       const GeneratorOptions &options) {
+SparseAttentionProblem generateProblem(const ProblemShape &shape, const GeneratorOptions &options) {
   if (!(options.positionOverlap >= 0.0 && options.positionOverlap <= 1.0))
     throw Error("the position overlap must lie in [0, 1]");
   if (!(options.unusedFraction >= 0.0 && options.unusedFraction <= 1.0))
     throw Error("the unused fraction must lie in [0, 1]");
   if (!(options.residency >= 0.0 && options.residency <= 1.0))
     throw Error("the residency fraction must lie in [0, 1]");
-  if (shape.batch <= 0 || shape.queries <= 0 || shape.heads <= 0 ||
-      shape.topk <= 0)
+  if (shape.batch <= 0 || shape.queries <= 0 || shape.heads <= 0 || shape.topk <= 0)
     throw Error("cannot generate a problem with an empty dimension");
 
   SparseAttentionProblem p;
@@ -389,34 +369,29 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
   for (std::int64_t b = 0; b < B; ++b) {
     std::int64_t len = options.historyRows;
     if (len <= 0) {
-      if (options.minHistoryRows <= 0 ||
-          options.maxHistoryRows < options.minHistoryRows)
-        throw Error("invalid random history range [" +
-                    std::to_string(options.minHistoryRows) + ", " +
-                    std::to_string(options.maxHistoryRows) + "]");
+      if (options.minHistoryRows <= 0 || options.maxHistoryRows < options.minHistoryRows)
+        throw Error("invalid random history range [" + std::to_string(options.minHistoryRows) +
+                    ", " + std::to_string(options.maxHistoryRows) + "]");
       len = options.minHistoryRows +
             static_cast<std::int64_t>(uniformBelow(
-                rng, static_cast<std::uint64_t>(options.maxHistoryRows -
-                                                options.minHistoryRows + 1)));
+                rng,
+                static_cast<std::uint64_t>(options.maxHistoryRows - options.minHistoryRows + 1)));
     }
     if (len < K)
       throw Error("a history of " + std::to_string(len) +
-                  " rows cannot provide K = " + std::to_string(K) +
-                  " distinct selections");
+                  " rows cannot provide K = " + std::to_string(K) + " distinct selections");
     if (len > std::numeric_limits<std::int32_t>::max())
-      throw Error("a history of " + std::to_string(len) +
-                  " rows does not fit i32 row ids");
+      throw Error("a history of " + std::to_string(len) + " rows does not fit i32 row ids");
     p.historyLen[b] = static_cast<std::int32_t>(len);
     p.historyStart[b] = totalHistory;
     totalHistory += len;
   }
-  std::int64_t hostRows = shape.hostRows >= 0 ? shape.hostRows
+  std::int64_t hostRows = shape.hostRows >= 0     ? shape.hostRows
                           : options.hostRows >= 0 ? options.hostRows
                                                   : totalHistory;
   if (hostRows < totalHistory)
     throw Error("the host store has " + std::to_string(hostRows) +
-                " rows, but the requests' histories need " +
-                std::to_string(totalHistory));
+                " rows, but the requests' histories need " + std::to_string(totalHistory));
   p.shape.hostRows = hostRows;
 
   // Values: queries, then the host store.
@@ -439,8 +414,7 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
   // is not reset between queries), then the unused entries.
   p.rowIds.resize(static_cast<std::size_t>(shape.selectionCount()));
   p.slots.assign(p.rowIds.size(), -1);
-  const std::int64_t unused =
-      std::llround(options.unusedFraction * static_cast<double>(K));
+  const std::int64_t unused = std::llround(options.unusedFraction * static_cast<double>(K));
   std::vector<std::int32_t> permutation;
   std::vector<std::int64_t> positions(static_cast<std::size_t>(K));
   for (std::int64_t b = 0; b < B; ++b) {
@@ -451,14 +425,13 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
     // Overlapping positions: the first `kept` rows of the permutation stay
     // (selected again by the next position), the rest are redrawn from the
     // rows after them; every query's K rows stay distinct.
-    const std::int64_t kept =
-        std::llround(options.positionOverlap * static_cast<double>(K));
+    const std::int64_t kept = std::llround(options.positionOverlap * static_cast<double>(K));
     for (std::int64_t q = 0; q < Q; ++q) {
       if (q > 0 && kept > 0) {
         // Keep a random `kept` of the previous position's rows in front.
         for (std::int64_t k = 0; k < kept; ++k) {
-          std::int64_t j = k + static_cast<std::int64_t>(
-                                   uniformBelow(rng, static_cast<std::uint64_t>(K - k)));
+          std::int64_t j =
+              k + static_cast<std::int64_t>(uniformBelow(rng, static_cast<std::uint64_t>(K - k)));
           std::swap(permutation[k], permutation[j]);
         }
       }
@@ -476,8 +449,8 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
       for (std::int64_t k = 0; k < K; ++k)
         positions[k] = k;
       for (std::int64_t u = 0; u < unused; ++u) {
-        std::int64_t j = u + static_cast<std::int64_t>(
-                                 uniformBelow(rng, static_cast<std::uint64_t>(K - u)));
+        std::int64_t j =
+            u + static_cast<std::int64_t>(uniformBelow(rng, static_cast<std::uint64_t>(K - u)));
         std::swap(positions[u], positions[j]);
         p.rowIds[p.selectionIndex(b, q, positions[u])] = -1;
       }
@@ -501,8 +474,7 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
     hbmSlots = std::max<std::int64_t>(hbmSlots, 1);
   }
   if (hbmSlots > std::numeric_limits<std::int32_t>::max())
-    throw Error("the HBM pool cannot have " + std::to_string(hbmSlots) +
-                " slots (i32 slot ids)");
+    throw Error("the HBM pool cannot have " + std::to_string(hbmSlots) + " slots (i32 slot ids)");
   p.shape.hbmSlots = hbmSlots;
   p.hbmPool.assign(static_cast<std::size_t>(hbmSlots * shape.rowElems), 0);
 
@@ -518,10 +490,11 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
     p.windowTokens.resize(static_cast<std::size_t>(B));
     for (std::int64_t b = 0; b < B; ++b) {
       std::int64_t tokens =
-          b == 0 ? static_cast<std::int64_t>(uniformBelow(
-                       windowRng, static_cast<std::uint64_t>(shape.windowSize)))
-                 : shape.windowRing + static_cast<std::int64_t>(uniformBelow(
-                       windowRng, static_cast<std::uint64_t>(4 * shape.windowRing)));
+          b == 0 ? static_cast<std::int64_t>(
+                       uniformBelow(windowRng, static_cast<std::uint64_t>(shape.windowSize)))
+                 : shape.windowRing +
+                       static_cast<std::int64_t>(uniformBelow(
+                           windowRng, static_cast<std::uint64_t>(4 * shape.windowRing)));
       p.windowTokens[b] = static_cast<std::int32_t>(tokens);
     }
     p.windowRing.resize(static_cast<std::size_t>(B * shape.windowRing * shape.rowElems));
@@ -537,11 +510,9 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
   return p;
 }
 
-void applyResidency(SparseAttentionProblem &p, double fraction,
-                    std::uint64_t seed) {
+void applyResidency(SparseAttentionProblem &p, double fraction, std::uint64_t seed) {
   if (!(fraction >= 0.0 && fraction <= 1.0))
-    throw Error("the residency fraction " + std::to_string(fraction) +
-                " is outside [0, 1]");
+    throw Error("the residency fraction " + std::to_string(fraction) + " is outside [0, 1]");
   checkLayout(p);
   const ProblemShape &s = p.shape;
   const std::int64_t B = s.batch, Q = s.queries, K = s.topk;
@@ -577,8 +548,8 @@ void applyResidency(SparseAttentionProblem &p, double fraction,
     // Shuffle: the first residentCount rows become resident.
     std::int64_t count = std::llround(fraction * static_cast<double>(rows.size()));
     for (std::int64_t i = 0; i < count; ++i) {
-      std::int64_t j = i + static_cast<std::int64_t>(uniformBelow(
-                               rng, static_cast<std::uint64_t>(rows.size() - i)));
+      std::int64_t j = i + static_cast<std::int64_t>(
+                               uniformBelow(rng, static_cast<std::uint64_t>(rows.size() - i)));
       std::swap(rows[i], rows[j]);
     }
     residentCount[b] = count;
@@ -594,8 +565,8 @@ void applyResidency(SparseAttentionProblem &p, double fraction,
   for (std::size_t i = 0; i < slotIds.size(); ++i)
     slotIds[i] = static_cast<std::int32_t>(i);
   for (std::int64_t i = 0; i < totalResident; ++i) {
-    std::int64_t j = i + static_cast<std::int64_t>(uniformBelow(
-                             rng, static_cast<std::uint64_t>(s.hbmSlots - i)));
+    std::int64_t j = i + static_cast<std::int64_t>(
+                             uniformBelow(rng, static_cast<std::uint64_t>(s.hbmSlots - i)));
     std::swap(slotIds[i], slotIds[j]);
   }
 
@@ -617,8 +588,7 @@ void applyResidency(SparseAttentionProblem &p, double fraction,
       std::int32_t slot = slotIds[nextSlot++];
       std::copy_n(p.hostStore.begin() +
                       static_cast<std::ptrdiff_t>((p.historyStart[b] + r) * s.rowElems),
-                  rowElems,
-                  p.hbmPool.begin() + static_cast<std::ptrdiff_t>(slot * rowElems));
+                  rowElems, p.hbmPool.begin() + static_cast<std::ptrdiff_t>(slot * rowElems));
       rowToSlot.emplace_back(r, slot);
     }
     std::sort(rowToSlot.begin(), rowToSlot.end());
@@ -627,8 +597,8 @@ void applyResidency(SparseAttentionProblem &p, double fraction,
       p.slots[i] = -1;
       if (r == -1)
         continue;
-      auto it = std::lower_bound(rowToSlot.begin(), rowToSlot.end(),
-                                 std::make_pair(r, std::int32_t(-1)));
+      auto it =
+          std::lower_bound(rowToSlot.begin(), rowToSlot.end(), std::make_pair(r, std::int32_t(-1)));
       if (it != rowToSlot.end() && it->first == r)
         p.slots[i] = it->second;
     }

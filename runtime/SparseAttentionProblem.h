@@ -33,23 +33,23 @@ struct SparseAttentionProblem;
 
 /// Shapes and attributes of a sparse_attention step.
 struct ProblemShape {
-  std::int64_t batch = 0;    ///< B: requests
-  std::int64_t queries = 0;  ///< Q: query positions per request
-  std::int64_t heads = 0;    ///< H: query heads
-  std::int64_t topk = 0;     ///< K: selected rows per query
+  std::int64_t batch = 0;                ///< B: requests
+  std::int64_t queries = 0;              ///< Q: query positions per request
+  std::int64_t heads = 0;                ///< H: query heads
+  std::int64_t topk = 0;                 ///< K: selected rows per query
   RowFormat format = RowFormat::MlaBf16; ///< layout of one layer's row
-  GqaLayout gqa;             ///< the row layout when format is Gqa
-  std::int64_t rowBytes = 1152; ///< bytes of one layer's row
-  std::int64_t layers = 1;   ///< layers per token in the pool's group
-  std::int64_t layer = 0;    ///< the layer attention reads
+  GqaLayout gqa;                         ///< the row layout when format is Gqa
+  std::int64_t rowBytes = 1152;          ///< bytes of one layer's row
+  std::int64_t layers = 1;               ///< layers per token in the pool's group
+  std::int64_t layer = 0;                ///< the layer attention reads
   /// Storage of one token in bf16-sized units: layers * row_bytes / 2 (for
   /// mla_bf16 with one layer, its 576 elements).
   std::int64_t rowElems = 576;
-  std::int64_t qkDim = 576;  ///< dims used for scores
-  std::int64_t vDim = 512;   ///< leading dims used as values
+  std::int64_t qkDim = 576;   ///< dims used for scores
+  std::int64_t vDim = 512;    ///< leading dims used as values
   std::int64_t hbmSlots = -1; ///< HBM slots (-1: chosen by the generator)
   std::int64_t hostRows = -1; ///< host-store rows (-1: chosen by the generator)
-  float softmaxScale = 0.0f; ///< multiplies q.k before the softmax
+  float softmaxScale = 0.0f;  ///< multiplies q.k before the softmax
   /// W: tokens of the sliding window each query also attends to (0: none).
   std::int64_t windowSize = 0;
   /// R: tokens of each request's window ring (>= W + Q - 1 with a window).
@@ -70,30 +70,29 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest);
 
 /// Checks that a problem fits a manifest: B, Q, H, K, the row layout and any
 /// pool size the manifest fixes. Throws InputError naming the first mismatch.
-void checkProblemMatchesManifest(const SparseAttentionProblem &problem,
-                                 const Manifest &manifest);
+void checkProblemMatchesManifest(const SparseAttentionProblem &problem, const Manifest &manifest);
 
 /// Selection statistics of a problem.
 struct ProblemStats {
-  std::int64_t selections = 0;       ///< valid (b,q,k) entries
-  std::int64_t unusedSelections = 0; ///< entries with row id -1
-  std::int64_t residentReads = 0;    ///< valid entries read from HBM
-  std::int64_t hostReads = 0;        ///< valid entries read from the host store
-  std::int64_t distinctRows = 0;     ///< distinct (request, row) selected
+  std::int64_t selections = 0;           ///< valid (b,q,k) entries
+  std::int64_t unusedSelections = 0;     ///< entries with row id -1
+  std::int64_t residentReads = 0;        ///< valid entries read from HBM
+  std::int64_t hostReads = 0;            ///< valid entries read from the host store
+  std::int64_t distinctRows = 0;         ///< distinct (request, row) selected
   std::int64_t distinctResidentRows = 0; ///< of those, read from HBM somewhere
-  std::int64_t distinctHostRows = 0; ///< of those, read from host somewhere
+  std::int64_t distinctHostRows = 0;     ///< of those, read from host somewhere
 };
 
 /// The host-side data of one step. All arrays are row-major.
 struct SparseAttentionProblem {
-  ProblemShape shape;                ///< concrete shape (hbmSlots, hostRows >= 0)
-  std::vector<bf16_t> queries;       ///< [B,Q,H,qk_dim]
-  std::vector<std::int32_t> rowIds;  ///< [B,Q,K]
-  std::vector<std::int32_t> slots;   ///< [B,Q,K]
+  ProblemShape shape;                     ///< concrete shape (hbmSlots, hostRows >= 0)
+  std::vector<bf16_t> queries;            ///< [B,Q,H,qk_dim]
+  std::vector<std::int32_t> rowIds;       ///< [B,Q,K]
+  std::vector<std::int32_t> slots;        ///< [B,Q,K]
   std::vector<std::int64_t> historyStart; ///< [B]
   std::vector<std::int32_t> historyLen;   ///< [B]
-  std::vector<bf16_t> hostStore;     ///< [host_rows, row_elems]
-  std::vector<bf16_t> hbmPool;       ///< [hbm_slots, row_elems]
+  std::vector<bf16_t> hostStore;          ///< [host_rows, row_elems]
+  std::vector<bf16_t> hbmPool;            ///< [hbm_slots, row_elems]
   /// Optional non-owning tiers (the runtime's persistent stores): when set,
   /// they are read instead of hostStore / hbmPool, which must then be empty.
   /// They must hold host_rows and hbm_slots rows.
@@ -107,13 +106,9 @@ struct SparseAttentionProblem {
   std::vector<std::int32_t> windowTokens;
 
   /// The host store's rows: hostStoreView if set, else hostStore.
-  const bf16_t *hostStoreData() const {
-    return hostStoreView ? hostStoreView : hostStore.data();
-  }
+  const bf16_t *hostStoreData() const { return hostStoreView ? hostStoreView : hostStore.data(); }
   /// The HBM pool's rows: hbmPoolView if set, else hbmPool.
-  const bf16_t *hbmPoolData() const {
-    return hbmPoolView ? hbmPoolView : hbmPool.data();
-  }
+  const bf16_t *hbmPoolData() const { return hbmPoolView ? hbmPoolView : hbmPool.data(); }
 
   /// Flat index of selection (b, q, k).
   std::size_t selectionIndex(std::int64_t b, std::int64_t q, std::int64_t k) const {
@@ -141,29 +136,27 @@ struct SparseAttentionProblem {
 
 /// How to generate a problem.
 struct GeneratorOptions {
-  std::uint64_t seed = 1;          ///< seeds std::mt19937_64
-  std::int64_t historyRows = 0;    ///< rows per request; 0: random in [min, max]
+  std::uint64_t seed = 1;             ///< seeds std::mt19937_64
+  std::int64_t historyRows = 0;       ///< rows per request; 0: random in [min, max]
   std::int64_t minHistoryRows = 2048; ///< lower bound for random histories
   std::int64_t maxHistoryRows = 6144; ///< upper bound for random histories
-  double unusedFraction = 0.0;     ///< fraction of each query's K entries set to -1
+  double unusedFraction = 0.0;        ///< fraction of each query's K entries set to -1
   /// Fraction of a query position's rows that the next position of the same
   /// request selects again (verify positions overlap: 0.85 is typical).
   double positionOverlap = 0.0;
-  double residency = 0.0;          ///< fraction of selected rows made resident
-  std::int64_t hbmSlots = -1;      ///< if the shape leaves it open; -1: enough for residency 1
-  std::int64_t hostRows = -1;      ///< if the shape leaves it open; -1: sum of histories
+  double residency = 0.0;     ///< fraction of selected rows made resident
+  std::int64_t hbmSlots = -1; ///< if the shape leaves it open; -1: enough for residency 1
+  std::int64_t hostRows = -1; ///< if the shape leaves it open; -1: sum of histories
 };
 
 /// Generates a problem: histories of the requests laid out contiguously in the
 /// host store, with a sliding window when the shape has one (request 0 has
-/// fewer raw tokens than the window, the others more than the ring), K distinct random rows per query from its request's history
-/// (then round(unusedFraction * K) of them, at random positions, replaced by
-/// -1), queries and KV rows drawn from N(0,1) in bf16 (never zero), and the
-/// given residency (see applyResidency). Deterministic for a seed on every
-/// platform. Throws Error for impossible options (history shorter than K,
-/// host store or HBM pool too small).
-SparseAttentionProblem generateProblem(const ProblemShape &shape,
-                                       const GeneratorOptions &options);
+/// fewer raw tokens than the window, the others more than the ring), K distinct random rows per
+/// query from its request's history (then round(unusedFraction * K) of them, at random positions,
+/// replaced by -1), queries and KV rows drawn from N(0,1) in bf16 (never zero), and the given
+/// residency (see applyResidency). Deterministic for a seed on every platform. Throws Error for
+/// impossible options (history shorter than K, host store or HBM pool too small).
+SparseAttentionProblem generateProblem(const ProblemShape &shape, const GeneratorOptions &options);
 
 /// Redoes the residency of a problem, leaving every other input unchanged:
 /// for each request, round(fraction * D) of its D distinct selected rows
@@ -172,8 +165,7 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape,
 /// host store (slot -1). HBM slots not used are filled with noise, so that a
 /// backend reading a wrong slot gives a wrong answer. Throws Error if
 /// fraction is outside [0, 1] or the pool has too few slots.
-void applyResidency(SparseAttentionProblem &problem, double fraction,
-                    std::uint64_t seed);
+void applyResidency(SparseAttentionProblem &problem, double fraction, std::uint64_t seed);
 
 } // namespace dhs::runtime
 

@@ -51,9 +51,7 @@ struct TierLayout {
   /// Layers of group g: [first, end).
   std::int32_t firstLayer(std::int32_t g) const { return g * layersPerGroup; }
   /// One past the last layer of group g.
-  std::int32_t endLayer(std::int32_t g) const {
-    return std::min(layers, (g + 1) * layersPerGroup);
-  }
+  std::int32_t endLayer(std::int32_t g) const { return std::min(layers, (g + 1) * layersPerGroup); }
   /// Pools: ceil(L / P).
   std::int32_t pools() const { return (layers + layersPerPool - 1) / layersPerPool; }
   /// Bytes of one token in a pool: P * row_bytes.
@@ -62,9 +60,7 @@ struct TierLayout {
   /// the last group's ring is padded when G does not divide L).
   std::int64_t draftTokenBytes() const { return layersPerGroup * rowBytes; }
   /// Byte offset of a layer's row within its pool's token.
-  std::int64_t layerOffset(std::int32_t layer) const {
-    return (layer % layersPerPool) * rowBytes;
-  }
+  std::int64_t layerOffset(std::int32_t layer) const { return (layer % layersPerPool) * rowBytes; }
 };
 
 /// The structure of a compiled draft-ring step (examples/draft_ring_step.mlir
@@ -74,15 +70,15 @@ struct TierLayout {
 /// at positions p .. p+N-1 mod W), ring_index + copy_rows (gather: read the
 /// R rows end-R .. end-1).
 struct DraftStepInfo {
-  int ringArgument = -1;      ///< argument index of the rings
-  int rowsArgument = -1;      ///< of the appended rows
-  int positionsArgument = -1; ///< of the append positions
-  int endsArgument = -1;      ///< of the read ends
-  int windowArgument = -1;    ///< of the rows read
-  std::int64_t lanes = 0;     ///< B: rings per launch
-  std::int64_t window = 0;    ///< W: tokens per ring
-  std::int64_t block = 0;     ///< N: rows per append
-  std::int64_t readRows = 0;  ///< R: rows per read
+  int ringArgument = -1;       ///< argument index of the rings
+  int rowsArgument = -1;       ///< of the appended rows
+  int positionsArgument = -1;  ///< of the append positions
+  int endsArgument = -1;       ///< of the read ends
+  int windowArgument = -1;     ///< of the rows read
+  std::int64_t lanes = 0;      ///< B: rings per launch
+  std::int64_t window = 0;     ///< W: tokens per ring
+  std::int64_t block = 0;      ///< N: rows per append
+  std::int64_t readRows = 0;   ///< R: rows per read
   std::int64_t tokenBytes = 0; ///< a * b: bytes per ring token
 };
 
@@ -100,15 +96,15 @@ enum class MemorySpace {
 /// padded to the step's batch B; queries and output hold only the first
 /// `lanes` requests (the backend pads them).
 struct LayerStep {
-  const ProblemShape *shape = nullptr;    ///< B, Q, H, K, row layout, scale
-  std::int64_t lanes = 0;                 ///< requests in queries / output
-  const bf16_t *queries = nullptr;        ///< [lanes,Q,H,qk_dim] in `memory`
-  MemorySpace memory = MemorySpace::Host; ///< where queries and output are
-  const std::int32_t *rowIds = nullptr;   ///< [B,Q,K] host
-  const std::int32_t *slots = nullptr;    ///< [B,Q,K] host
+  const ProblemShape *shape = nullptr;        ///< B, Q, H, K, row layout, scale
+  std::int64_t lanes = 0;                     ///< requests in queries / output
+  const bf16_t *queries = nullptr;            ///< [lanes,Q,H,qk_dim] in `memory`
+  MemorySpace memory = MemorySpace::Host;     ///< where queries and output are
+  const std::int32_t *rowIds = nullptr;       ///< [B,Q,K] host
+  const std::int32_t *slots = nullptr;        ///< [B,Q,K] host
   const std::int64_t *historyStart = nullptr; ///< [B] host
   const std::int32_t *historyLen = nullptr;   ///< [B] host
-  bf16_t *output = nullptr;               ///< [lanes,Q,H,v_dim] in `memory`
+  bf16_t *output = nullptr;                   ///< [lanes,Q,H,v_dim] in `memory`
   /// Sliding window (steps with one): raw tokens of each lane's request [B]
   /// and the request index of each lane [B] (-1: padding), host memory.
   const std::int32_t *windowTokens = nullptr;
@@ -148,8 +144,7 @@ public:
   /// `controller` (its residency tables and slot recency), and, when the
   /// steps resolve on the device, a step log. The Runtime has checked the
   /// step. The CPU tiers keep nothing.
-  virtual void setPlacementStep(const Manifest &manifest,
-                                const ResidencyController &controller);
+  virtual void setPlacementStep(const Manifest &manifest, const ResidencyController &controller);
   /// True when the steps resolve selections on the device (they contain
   /// dhs.resolve) and a placement step keeps the residency maps there: then
   /// selections may stay in device memory (takeSelections).
@@ -157,8 +152,7 @@ public:
   /// Takes group g's selections [count] (row ids, device memory) for the
   /// step in progress: enqueues a copy into the step's row_ids (padded with
   /// -1 to [B, Q, K]). No host wait. Throws Error where unsupported.
-  virtual void takeSelections(std::int32_t group, const std::int32_t *rowIds,
-                              std::int64_t count);
+  virtual void takeSelections(std::int32_t group, const std::int32_t *rowIds, std::int64_t count);
   /// Group g's selections taken this step [B, Q, K], downloaded (after
   /// finishStep) for error messages and checks; steps never need them.
   virtual const std::int32_t *selectionsOnHost(std::int32_t group);

@@ -115,8 +115,8 @@ RuntimeConfig toConfig(const dhs_runtime_config &c) {
   }
   switch (c.replacement) {
   case DHS_REPLACEMENT_DEFAULT:
-    config.replacement = config.policy == ResidencyPolicy::Adaptive ? Replacement::Clock
-                                                                    : Replacement::Lru;
+    config.replacement =
+        config.policy == ResidencyPolicy::Adaptive ? Replacement::Clock : Replacement::Lru;
     break;
   case DHS_REPLACEMENT_CLOCK:
     config.replacement = Replacement::Clock;

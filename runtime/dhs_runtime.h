@@ -86,7 +86,7 @@ typedef enum dhs_replacement {
   DHS_REPLACEMENT_DEFAULT = 0, /**< CLOCK for adaptive, LRU for fixed */
   DHS_REPLACEMENT_CLOCK = 1,
   DHS_REPLACEMENT_LRU = 2,
-  DHS_REPLACEMENT_LRU2 = 3     /**< LRU with frequency (LRU-2) */
+  DHS_REPLACEMENT_LRU2 = 3 /**< LRU with frequency (LRU-2) */
 } dhs_replacement;
 
 /** Where step inputs and outputs live. */
@@ -133,13 +133,13 @@ typedef struct dhs_step_shape {
 
 /** Statistics. */
 typedef struct dhs_stats {
-  uint64_t steps;                /**< completed steps */
-  int64_t last_selected;         /**< distinct rows selected, last step */
-  int64_t last_resident;         /**< of those, resident */
-  int64_t last_fetched;          /**< of those, read from the host */
-  int64_t last_promoted;         /**< fetched rows given a slot after it */
-  int64_t last_evicted;          /**< hot rows evicted since the step before */
-  int64_t total_selected;        /**< sums over all steps */
+  uint64_t steps;         /**< completed steps */
+  int64_t last_selected;  /**< distinct rows selected, last step */
+  int64_t last_resident;  /**< of those, resident */
+  int64_t last_fetched;   /**< of those, read from the host */
+  int64_t last_promoted;  /**< fetched rows given a slot after it */
+  int64_t last_evicted;   /**< hot rows evicted since the step before */
+  int64_t total_selected; /**< sums over all steps */
   int64_t total_resident;
   int64_t total_fetched;
   int64_t total_promoted;
@@ -277,8 +277,7 @@ dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position,
  *  (host memory). DHS_ERROR_OUT_OF_RANGE when a position was never written
  *  or has been overwritten (its slot holds another position); otherwise as
  *  dhs_draft_append. */
-dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count,
-                          void *out);
+dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count, void *out);
 
 /** Runs the full invariant check now (DHS_ERROR_INVARIANT on a violation). */
 dhs_status dhs_runtime_check(dhs_runtime *runtime);

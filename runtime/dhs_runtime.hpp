@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 namespace dhs::api {
 
@@ -104,9 +104,7 @@ public:
     check(dhs_request_admit(handle_, id, historyLen, maxContext, prefill));
   }
   /// Appends one token's rows [layers][row_bytes].
-  void append(std::uint64_t id, const void *rows) {
-    check(dhs_request_append(handle_, id, rows));
-  }
+  void append(std::uint64_t id, const void *rows) { check(dhs_request_append(handle_, id, rows)); }
   /// Finishes a request.
   void finish(std::uint64_t id) { check(dhs_request_finish(handle_, id)); }
   /// History length of a request.
@@ -127,8 +125,7 @@ public:
     check(dhs_step_begin(handle_, ids, batch));
   }
   /// Group selections of the step in progress (host or device memory).
-  void select(std::int32_t group, const std::int32_t *rowIds,
-              dhs_memory memory = DHS_MEMORY_HOST) {
+  void select(std::int32_t group, const std::int32_t *rowIds, dhs_memory memory = DHS_MEMORY_HOST) {
     check(dhs_step_select(handle_, group, rowIds, memory));
   }
   /// One layer's attention of the step in progress.
@@ -146,8 +143,7 @@ public:
   }
   /// Writes raw tokens [count][layers][row_bytes] into a request's
   /// sliding-window rings at positions position.. .
-  void writeWindow(std::uint64_t id, std::int64_t position, std::int64_t count,
-                   const void *rows) {
+  void writeWindow(std::uint64_t id, std::int64_t position, std::int64_t count, const void *rows) {
     check(dhs_window_write(handle_, id, position, count, rows));
   }
   /// Loads a compiled placement step (promotions by kernel, device residency
@@ -157,8 +153,7 @@ public:
   }
   /// Writes `count` draft tokens [count][layers][row_bytes] at positions
   /// position .. position+count-1 of a request's draft rings.
-  void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count,
-                   const void *rows) {
+  void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count, const void *rows) {
     check(dhs_draft_append(handle_, id, position, count, rows));
   }
   /// Reads the `count` draft tokens ending at `end` into `out`

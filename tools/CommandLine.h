@@ -23,8 +23,8 @@ struct UsageError : std::runtime_error {
 };
 
 /// Parses `text` as an integer in [min, max] for `option`.
-inline std::int64_t parseInt(const std::string &text, const std::string &option,
-                             std::int64_t min, std::int64_t max) {
+inline std::int64_t parseInt(const std::string &text, const std::string &option, std::int64_t min,
+                             std::int64_t max) {
   errno = 0;
   char *end = nullptr;
   long long value = std::strtoll(text.c_str(), &end, 10);

@@ -116,10 +116,10 @@ static double time_steps(const dhs_runtime_config *base, const char *const *step
   batch = shape.batch < REQUESTS ? shape.batch : REQUESTS;
   prefill = malloc((size_t)LAYERS * PREFILL * (size_t)shape.row_bytes);
   rows = malloc(sizeof(int32_t) * (size_t)(shape.groups * batch * shape.queries * shape.topk));
-  queries = malloc(sizeof(uint16_t) * (size_t)(LAYERS * batch * shape.queries * shape.heads *
-                                               shape.qk_dim));
-  output = malloc(sizeof(uint16_t) * (size_t)(LAYERS * batch * shape.queries * shape.heads *
-                                              shape.v_dim));
+  queries = malloc(sizeof(uint16_t) *
+                   (size_t)(LAYERS * batch * shape.queries * shape.heads * shape.qk_dim));
+  output = malloc(sizeof(uint16_t) *
+                  (size_t)(LAYERS * batch * shape.queries * shape.heads * shape.v_dim));
   times = malloc(sizeof(double) * (size_t)count);
   if (!prefill || !rows || !queries || !output || !times)
     goto done;
@@ -173,8 +173,9 @@ int main(int argc, char **argv) {
   for (i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
       const char *b = argv[++i];
-      backend = strcmp(b, "cuda") == 0 ? DHS_BACKEND_CUDA
-                : strcmp(b, "auto") == 0 ? DHS_BACKEND_AUTO : DHS_BACKEND_CPU;
+      backend = strcmp(b, "cuda") == 0   ? DHS_BACKEND_CUDA
+                : strcmp(b, "auto") == 0 ? DHS_BACKEND_AUTO
+                                         : DHS_BACKEND_CPU;
     } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--timed-steps") == 0 && i + 1 < argc) {
@@ -235,8 +236,8 @@ int main(int argc, char **argv) {
     ids[i] = 1000 + (uint64_t)i;
     lengths[i] = PREFILL;
     fill_bf16(prefill, (size_t)LAYERS * PREFILL * row_bytes / 2);
-    errors += failed(dhs_request_admit(rt, ids[i], PREFILL, MAX_CONTEXT, prefill),
-                     "dhs_request_admit");
+    errors +=
+        failed(dhs_request_admit(rt, ids[i], PREFILL, MAX_CONTEXT, prefill), "dhs_request_admit");
   }
   /* More requests than the protected sets allow are refused cleanly. */
   {
@@ -324,8 +325,8 @@ int main(int argc, char **argv) {
     } else {
       printf("step time, median of %d (B=%lld, %d layers, no checks): %.3f ms launched, "
              "%.3f ms as a CUDA graph (%.2fx)\n",
-             timed_steps, (long long)(shape.batch < REQUESTS ? shape.batch : REQUESTS), LAYERS,
-             off, on, on > 0.0 ? off / on : 0.0);
+             timed_steps, (long long)(shape.batch < REQUESTS ? shape.batch : REQUESTS), LAYERS, off,
+             on, on > 0.0 ? off / on : 0.0);
     }
   } else if (timed_steps > 0) {
     uint64_t replays = 0;

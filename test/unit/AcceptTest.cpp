@@ -23,8 +23,7 @@
 using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
-TEST_CASE("the generated greedy acceptance kernel accepts matching drafts",
-          "[cuda][gpu][accept]") {
+TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cuda][gpu][accept]") {
   std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("accept");
   if (!compiled)
     return;
@@ -113,8 +112,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }
 float uniformOf(std::uint64_t seed, std::uint64_t step, std::uint64_t counter) {
   std::uint64_t z = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ counter);
-  return static_cast<float>(static_cast<std::uint32_t>(z >> 40)) *
-         (1.0f / 16777216.0f);
+  return static_cast<float>(static_cast<std::uint32_t>(z >> 40)) * (1.0f / 16777216.0f);
 }
 
 } // namespace

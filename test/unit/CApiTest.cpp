@@ -11,8 +11,8 @@
 #include <map>
 #include <thread>
 
-using dhs::test::freshSeed;
 using dhs::runtime::bf16_t;
+using dhs::test::freshSeed;
 
 namespace {
 
@@ -61,7 +61,7 @@ TEST_CASE("C API: creation and configuration errors", "[capi]") {
   REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
   CHECK(lastError().empty());
   dhs_runtime_destroy(rt);
-  dhs_runtime_destroy(nullptr); // fine
+  dhs_runtime_destroy(nullptr);     // fine
   dhs_runtime_config_init(nullptr); // fine
 }
 
@@ -84,8 +84,7 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
         DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_begin(nullptr, &id, 1) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_select(nullptr, 0, nullptr, DHS_MEMORY_HOST) == DHS_ERROR_INVALID_HANDLE);
-  CHECK(dhs_step_attend(nullptr, 0, nullptr, nullptr, DHS_MEMORY_HOST) ==
-        DHS_ERROR_INVALID_HANDLE);
+  CHECK(dhs_step_attend(nullptr, 0, nullptr, nullptr, DHS_MEMORY_HOST) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_end(nullptr) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_abort(nullptr) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_runtime_check(nullptr) == DHS_ERROR_INVALID_HANDLE);
@@ -148,11 +147,11 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
     CHECK((status == DHS_ERROR_DEVICE || status == DHS_ERROR_STEP));
     dhs_runtime_destroy(rt);
     c = smallConfig();
-    c.host_rows = std::int64_t(1) << 36; // 2^36 rows x 1152 B per layer: refused
-    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);     // before any allocation
+    c.host_rows = std::int64_t(1) << 36;            // 2^36 rows x 1152 B per layer: refused
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK); // before any allocation
     CHECK(dhs_runtime_load_step(rt, dir.path().c_str()) == DHS_ERROR_OUT_OF_MEMORY);
-    CHECK_THAT(lastError(), Catch::Contains("MiB of host memory") &&
-                                Catch::Contains("this machine has"));
+    CHECK_THAT(lastError(),
+               Catch::Contains("MiB of host memory") && Catch::Contains("this machine has"));
     dhs_runtime_destroy(rt);
   }
 }
@@ -191,8 +190,8 @@ TEST_CASE("C API: request and step errors", "[capi]") {
 
   // Steps: [groups=2][batch=2][Q=1][K=4].
   std::uint64_t ids[2] = {42, 43};
-  std::vector<std::int32_t> rows = {0, 11, -1, 3, 4, 5, 6, 7, // group 0: lanes 0, 1
-                                    1, 2, 9, -1, 1, 2, 9, -1}; // group 1
+  std::vector<std::int32_t> rows = {0, 11, -1, 3,  4, 5, 6, 7,   // group 0: lanes 0, 1
+                                    1, 2,  9,  -1, 1, 2, 9, -1}; // group 1
   std::vector<bf16_t> q(2 * 2 * 576), out(2 * 2 * 512);
   dhs::test::fillRandom(rng, q.data(), q.size());
   rows[14] = 10; // request 43 has 10 rows
@@ -211,8 +210,8 @@ TEST_CASE("C API: request and step errors", "[capi]") {
   CHECK(dhs_step_run(rt, ids, 2, rows.data(), q.data(), out.data(), DHS_MEMORY_DEVICE) ==
         DHS_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(lastError(), Catch::Contains("host pointers only"));
-  CHECK(dhs_step_run(rt, ids, 2, rows.data(), q.data(), out.data(),
-                     static_cast<dhs_memory>(5)) == DHS_ERROR_INVALID_ARGUMENT);
+  CHECK(dhs_step_run(rt, ids, 2, rows.data(), q.data(), out.data(), static_cast<dhs_memory>(5)) ==
+        DHS_ERROR_INVALID_ARGUMENT);
   dhs_stats stats;
   REQUIRE(dhs_runtime_get_stats(rt, &stats) == DHS_OK);
   CHECK(stats.steps == 0); // every failed step was abandoned
@@ -320,9 +319,9 @@ TEST_CASE("C++ wrapper: a session end to end, outputs equal the oracle", "[capi]
       for (int b = 0; b < 2; ++b)
         for (std::int64_t i = 0; i < perLane; ++i)
           sel[static_cast<std::size_t>((g * 2 + b) * perLane + i)] =
-              rng() % 5 == 0 ? -1
-                             : static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(
-                                                                     len[ids[b]]));
+              rng() % 5 == 0
+                  ? -1
+                  : static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(len[ids[b]]));
     const std::int64_t qPerLayer = 2 * s.queries * s.heads * s.qk_dim;
     const std::int64_t oPerLayer = 2 * s.queries * s.heads * s.v_dim;
     std::vector<std::uint16_t> q(static_cast<std::size_t>(4 * qPerLayer)),

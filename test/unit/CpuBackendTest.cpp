@@ -62,8 +62,7 @@ std::vector<double> naiveAttention(const SparseAttentionProblem &p) {
   return out;
 }
 
-SparseAttentionProblem problemFor(std::uint64_t seed, double residency = 0.5,
-                                  double unused = 0.0) {
+SparseAttentionProblem problemFor(std::uint64_t seed, double residency = 0.5, double unused = 0.0) {
   GeneratorOptions options;
   options.seed = seed;
   options.historyRows = 300;
@@ -209,8 +208,8 @@ TEST_CASE("output comparisons", "[cpu]") {
   CHECK(nan.nonFinite == 1);
   CHECK(std::isinf(nan.relativeError));
   CHECK(compareOutputs(std::vector<double>{0.0}, std::vector<double>{0.0}).relativeError == 0.0);
-  CHECK(std::isinf(
-      compareOutputs(std::vector<double>{1.0}, std::vector<double>{0.0}).relativeError));
+  CHECK(
+      std::isinf(compareOutputs(std::vector<double>{1.0}, std::vector<double>{0.0}).relativeError));
   CHECK_THROWS_AS(compareOutputs(std::vector<double>{1.0}, ref), Error);
   CHECK(countBitDifferences({1, 2, 3}, {1, 5, 3}) == 1);
   CHECK_THROWS_AS(countBitDifferences({1}, {1, 2}), Error);
@@ -289,8 +288,7 @@ TEST_CASE("sliding-window inputs are validated", "[cpu][window][validation]") {
   REQUIRE_NOTHROW(p.validate());
   SparseAttentionProblem negative = p;
   negative.windowTokens[1] = -3;
-  REQUIRE_THROWS_WITH(negative.validate(),
-                      "window token count -3 of request 1 is negative");
+  REQUIRE_THROWS_WITH(negative.validate(), "window token count -3 of request 1 is negative");
   SparseAttentionProblem small = p;
   small.shape.windowRing = 5;
   REQUIRE_THROWS_WITH(small.validate(),

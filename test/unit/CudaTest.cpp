@@ -26,8 +26,7 @@ TEST_CASE("the CUDA driver loads or says why not", "[cuda]") {
     INFO("reason: " << driver.unavailableReason());
     CHECK_FALSE(driver.unavailableReason().empty());
     CHECK(driver.deviceCount() == 0);
-    CHECK_THROWS_WITH(driver.requireAvailable(),
-                      Catch::Contains(driver.unavailableReason()));
+    CHECK_THROWS_WITH(driver.requireAvailable(), Catch::Contains(driver.unavailableReason()));
     // A backend cannot be created, and says why.
     Manifest manifest = Manifest::load(dhs::test::stepsDir() + "/naive");
     CHECK_THROWS_WITH(CudaBackend(manifest), Catch::Contains("CUDA is unavailable"));
@@ -104,6 +103,5 @@ TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
 
   // A problem of another shape is refused.
   SparseAttentionProblem other = generateProblem(dhs::test::smallShape(), options);
-  CHECK_THROWS_WITH(backend.run(other, runOptions),
-                    Catch::Contains("the problem's batch B is 2"));
+  CHECK_THROWS_WITH(backend.run(other, runOptions), Catch::Contains("the problem's batch B is 2"));
 }

@@ -81,13 +81,13 @@ struct TargetState {
     const ResidencyController &c = rt.controller();
     for (std::int32_t g = 0; g < rt.groups(); ++g) {
       GroupOccupancy o = c.occupancy(g);
-      s.values.insert(s.values.end(), {o.slots, o.used, o.newest, o.ring, o.hot,
-                                       o.optionalBudget, o.optionalUsed});
+      s.values.insert(s.values.end(),
+                      {o.slots, o.used, o.newest, o.ring, o.hot, o.optionalBudget, o.optionalUsed});
     }
     RuntimeStats st = rt.stats();
-    s.values.insert(s.values.end(), {st.admittedRequests, st.hbmBytesUsed, st.hostBytesUsed,
-                                     st.optionalBudgetSlots, st.optionalUsedSlots,
-                                     static_cast<std::int64_t>(st.steps)});
+    s.values.insert(s.values.end(),
+                    {st.admittedRequests, st.hbmBytesUsed, st.hostBytesUsed, st.optionalBudgetSlots,
+                     st.optionalUsedSlots, static_cast<std::int64_t>(st.steps)});
     TierBackend &tiers = rt.tiersForTesting();
     const TierLayout &layout = tiers.layout();
     for (std::int32_t l = 0; l < layout.layers; l += layout.layersPerPool) {
@@ -131,8 +131,8 @@ std::vector<std::uint8_t> randomRows(std::mt19937_64 &rng, std::int64_t count,
 /// `runtimes` and the models; reads are compared with the model (and so
 /// with each other).
 void driveDrafts(std::mt19937_64 &rng, const std::vector<Runtime *> &runtimes,
-                 const std::vector<std::uint64_t> &ids, std::int64_t window,
-                 std::size_t tokenBytes, int operations) {
+                 const std::vector<std::uint64_t> &ids, std::int64_t window, std::size_t tokenBytes,
+                 int operations) {
   std::map<std::uint64_t, RingModel> models;
   std::map<std::uint64_t, std::int64_t> next;
   for (std::uint64_t id : ids) {
@@ -152,7 +152,9 @@ void driveDrafts(std::mt19937_64 &rng, const std::vector<Runtime *> &runtimes,
       else if (kind == 1)
         position += static_cast<std::int64_t>(rng() % (3 * window));
       const std::int64_t count =
-          rng() % 4 == 0 ? window : 1 + static_cast<std::int64_t>(rng() % std::min<std::int64_t>(window, 12));
+          rng() % 4 == 0
+              ? window
+              : 1 + static_cast<std::int64_t>(rng() % std::min<std::int64_t>(window, 12));
       std::vector<std::uint8_t> rows = randomRows(rng, count, tokenBytes);
       for (Runtime *rt : runtimes)
         rt->appendDraft(id, position, count, rows.data());
@@ -206,8 +208,8 @@ std::unique_ptr<Runtime> cpuRuntime(const dhs::test::TempDir &dir, std::int32_t 
 void admitAll(std::mt19937_64 &rng, const std::vector<Runtime *> &runtimes,
               const std::vector<std::uint64_t> &ids, std::int64_t history) {
   const Runtime &first = *runtimes.front();
-  std::vector<std::uint8_t> prefill = randomRows(
-      rng, history * first.layers(), static_cast<std::size_t>(first.rowBytes()));
+  std::vector<std::uint8_t> prefill =
+      randomRows(rng, history * first.layers(), static_cast<std::size_t>(first.rowBytes()));
   for (Runtime *rt : runtimes)
     for (std::uint64_t id : ids)
       rt->admit(id, history, history + 64, prefill.data());
@@ -231,9 +233,11 @@ TEST_CASE("draft rings on the CPU follow the ring model and leave the target alo
     std::vector<std::int32_t> rows(static_cast<std::size_t>(rt->groups() * 2 * s.queries * s.topk));
     for (std::size_t i = 0; i < rows.size(); ++i)
       rows[i] = static_cast<std::int32_t>((i * 7 + rng() % 40) % 40);
-    std::vector<bf16_t> queries(static_cast<std::size_t>(rt->layers() * 2 * s.queries * s.heads * s.qkDim));
+    std::vector<bf16_t> queries(
+        static_cast<std::size_t>(rt->layers() * 2 * s.queries * s.heads * s.qkDim));
     dhs::test::fillRandom(rng, queries.data(), queries.size());
-    std::vector<bf16_t> out(static_cast<std::size_t>(rt->layers() * 2 * s.queries * s.heads * s.vDim));
+    std::vector<bf16_t> out(
+        static_cast<std::size_t>(rt->layers() * 2 * s.queries * s.heads * s.vDim));
     rt->step(ids.data(), 2, rows.data(), queries.data(), out.data());
   }
   const TargetState before = TargetState::of(*rt, ids);
@@ -254,7 +258,8 @@ TEST_CASE("draft rings on the CPU follow the ring model and leave the target alo
                       Catch::Contains("position 100 was never written"));
   }
   SECTION("a full window wraps exactly once; older positions are gone") {
-    std::vector<std::uint8_t> a = randomRows(rng, W, tokenBytes), b = randomRows(rng, 5, tokenBytes);
+    std::vector<std::uint8_t> a = randomRows(rng, W, tokenBytes),
+                              b = randomRows(rng, 5, tokenBytes);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(W) * tokenBytes);
     rt->appendDraft(11, 1000, W, a.data());
     rt->appendDraft(11, 1000 + W, 5, b.data()); // overwrites 1000 .. 1004

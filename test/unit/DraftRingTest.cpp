@@ -26,8 +26,7 @@
 using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
-TEST_CASE("the generated draft-ring kernels append to and read the ring",
-          "[cuda][gpu][ring]") {
+TEST_CASE("the generated draft-ring kernels append to and read the ring", "[cuda][gpu][ring]") {
   std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("draft_ring");
   if (!compiled)
     return;
@@ -48,8 +47,7 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring",
 
   // [4, 64, 1, 1152] ring, [4, 5, ...] new rows, positions, ends, window.
   const std::size_t B = 4, W = 64, N = 5, R = 32, row = 1152;
-  std::vector<std::uint8_t> ring(B * W * row), fresh(B * N * row),
-      window(B * R * row, 0xAB);
+  std::vector<std::uint8_t> ring(B * W * row), fresh(B * N * row), window(B * R * row, 0xAB);
   for (auto &b : ring)
     b = static_cast<std::uint8_t>(rng());
   for (auto &b : fresh)
@@ -90,8 +88,7 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring",
   std::vector<std::uint8_t> gotRing(ring.size()), gotWindow(window.size());
   std::uint32_t word = 1;
   cuda.check(cuda.memcpyDtoH(gotRing.data(), owned[0]->get(), gotRing.size()), "ring");
-  cuda.check(cuda.memcpyDtoH(gotWindow.data(), owned[4]->get(), gotWindow.size()),
-             "window");
+  cuda.check(cuda.memcpyDtoH(gotWindow.data(), owned[4]->get(), gotWindow.size()), "window");
   cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
   CHECK(word == 0);
 
@@ -99,13 +96,19 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring",
   auto mod = [](std::int64_t x, std::int64_t m) { return ((x % m) + m) % m; };
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t i = 0; i < N; ++i)
-      std::memcpy(&ring[(b * W + static_cast<std::size_t>(mod(positions[b] + static_cast<std::int64_t>(i), W))) * row],
+      std::memcpy(&ring[(b * W + static_cast<std::size_t>(
+                                     mod(positions[b] + static_cast<std::int64_t>(i), W))) *
+                        row],
                   &fresh[(b * N + i) * row], row);
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t i = 0; i < R; ++i)
-      std::memcpy(&window[(b * R + i) * row],
-                  &ring[(b * W + static_cast<std::size_t>(mod(ends[b] - static_cast<std::int64_t>(R) + static_cast<std::int64_t>(i), W))) * row],
-                  row);
+      std::memcpy(
+          &window[(b * R + i) * row],
+          &ring[(b * W +
+                 static_cast<std::size_t>(mod(
+                     ends[b] - static_cast<std::int64_t>(R) + static_cast<std::int64_t>(i), W))) *
+                row],
+          row);
   CHECK(gotRing == ring);
   CHECK(gotWindow == window);
 }

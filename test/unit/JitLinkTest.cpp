@@ -33,7 +33,10 @@ TEST_CASE("nvJitLink links a tiny PTX module", "[jitlink]") {
   INFO("nvJitLink " << jitLink.version() << " from " << jitLink.libraryName());
   LinkedCubin linked = jitLink.linkPtx(dhs::test::kTinyPtx, "sm_90a", "tiny.ptx");
   REQUIRE(linked.cubin.size() > 64);
-  CHECK(std::memcmp(linked.cubin.data(), "\x7f" "ELF", 4) == 0);
+  CHECK(std::memcmp(linked.cubin.data(),
+                    "\x7f"
+                    "ELF",
+                    4) == 0);
   CHECK(cubinFunctionNames(linked.cubin) == std::vector<std::string>{"k"});
   // Portable PTX links for later architectures too; arch-specific does not.
   std::string portable = dhs::test::kTinyPtx;

@@ -162,19 +162,22 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "arguments[0].kind: unknown kind 'tensor'"},
       {"argument dtype", [](json &j) { j["arguments"][0]["dtype"] = "f8"; },
        "arguments[0].dtype: unknown dtype 'f8'"},
-      {"role dtype", [](json &j) {
+      {"role dtype",
+       [](json &j) {
          j["arguments"][1]["dtype"] = "i64";
          j["launches"][0]["params"][1]["dtype"] = "i64";
        },
        "arguments[1] (row_ids).dtype: is i64, expected i32"},
       {"index", [](json &j) { j["arguments"][2]["index"] = 3; },
        "arguments[2].index: is 3, expected its position 2"},
-      {"output shape", [](json &j) {
+      {"output shape",
+       [](json &j) {
          j["arguments"][6]["shape"] = {4, 1, 16, 511};
          j["launches"][0]["params"][7]["shape"] = {4, 1, 16, 511};
        },
        "does not match [B,Q,H,v_dim]"},
-      {"slots shape", [](json &j) {
+      {"slots shape",
+       [](json &j) {
          j["arguments"][2]["shape"] = {4, 1, 128};
          j["launches"][0]["params"][2]["shape"] = {4, 1, 128};
        },
@@ -193,9 +196,7 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "launches[0].params[0].source: unknown source 'texture'"},
       {"param dtype", [](json &j) { j["launches"][0]["params"][3]["dtype"] = "i32"; },
        "launches[0].params[3].dtype: i32 does not match argument 3 (history_start) dtype i64"},
-      {"param shape", [](json &j) {
-         j["launches"][0]["params"][0]["shape"] = {4, 1, 16, 512};
-       },
+      {"param shape", [](json &j) { j["launches"][0]["params"][0]["shape"] = {4, 1, 16, 512}; },
        "launches[0].params[0].shape: [4,1,16,512] does not match argument 0 (queries) "
        "shape [4,1,16,576]"},
       {"param index", [](json &j) { j["launches"][0]["params"][0]["index"] = 9; },
@@ -204,7 +205,8 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "is a kv_pool: pass it as pool_hbm or pool_host"},
       {"pool shape", [](json &j) { j["launches"][0]["params"][5]["shape"] = {100, 1, 1152}; },
        "launches[0].params[5].shape: [100,1,1152] does not match the pool's [2048,1,1152]"},
-      {"host pool shape", [](json &j) { j["launches"][0]["params"][6]["shape"] = {16384, 1, 1152}; },
+      {"host pool shape",
+       [](json &j) { j["launches"][0]["params"][6]["shape"] = {16384, 1, 1152}; },
        "launches[0].params[6].shape: [16384,1,1152] does not match the pool's [-1,1,1152]"},
       {"pool dtype", [](json &j) { j["launches"][0]["params"][5]["dtype"] = "bf16"; },
        "launches[0].params[5].dtype: bf16: pool tiers are passed as bytes (i8)"},
@@ -216,22 +218,26 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "launches[0].layer: is 2: the pool's group has layers 0..0"},
       {"status shape", [](json &j) { j["launches"][0]["params"][8]["shape"] = {2}; },
        "the status word must be i32 [1]"},
-      {"replacement state shape", [](json &j) {
+      {"replacement state shape",
+       [](json &j) {
          j["launches"][0]["params"].push_back(
              {{"source", "pool_recency"}, {"index", 5}, {"dtype", "i32"}, {"shape", {2048, 3}}});
        },
        "a replacement state is i32 [hbm_slots, 2], not i32 [2048,3]"},
-      {"replacement state slots", [](json &j) {
+      {"replacement state slots",
+       [](json &j) {
          j["launches"][0]["params"].push_back(
              {{"source", "pool_recency"}, {"index", 5}, {"dtype", "i32"}, {"shape", {1024, 2}}});
        },
        "a replacement state is i32 [hbm_slots, 2], not i32 [1024,2]"},
-      {"step log rank", [](json &j) {
+      {"step log rank",
+       [](json &j) {
          j["launches"][0]["params"].push_back(
              {{"source", "pool_log"}, {"index", 5}, {"dtype", "i64"}, {"shape", {-1}}});
        },
        "a step log is i32 [words], not i64 [-1]"},
-      {"replacement state of no pool", [](json &j) {
+      {"replacement state of no pool",
+       [](json &j) {
          j["launches"][0]["params"].push_back(
              {{"source", "pool_recency"}, {"index", 1}, {"dtype", "i32"}, {"shape", {-1, 2}}});
        },
@@ -263,9 +269,7 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "launches[0].ptx: PTX file"},
       {"no launches", [](json &j) { j["launches"] = json::array(); },
        "launches: must be a non-empty array"},
-      {"no output", [](json &j) {
-         j["launches"][0]["params"].erase(7);
-       },
+      {"no output", [](json &j) { j["launches"][0]["params"].erase(7); },
        "no launch takes the output argument"},
   };
   for (const Case &c : cases) {
@@ -279,18 +283,19 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
 
 TEST_CASE("bad PTX and JSON files are named in errors", "[manifest]") {
   auto none = [](json &) {};
-  std::string empty =
-      loadError(none, [](TempDir &d) { d.write("sparse_attention_0.ptx", ""); });
+  std::string empty = loadError(none, [](TempDir &d) { d.write("sparse_attention_0.ptx", ""); });
   CHECK_THAT(empty, Catch::Contains("launches[0].ptx"));
   CHECK_THAT(empty, Catch::Contains("sparse_attention_0.ptx is empty"));
 
-  std::string notPtx = loadError(
-      none, [](TempDir &d) { d.write("sparse_attention_0.ptx", "\x7f" "ELF binary"); });
+  std::string notPtx = loadError(none, [](TempDir &d) {
+    d.write("sparse_attention_0.ptx", "\x7f"
+                                      "ELF binary");
+  });
   CHECK_THAT(notPtx, Catch::Contains("sparse_attention_0.ptx is not PTX: PTX must "
                                      "start with a .version directive"));
 
-  std::string comment = loadError(
-      none, [](TempDir &d) { d.write("sparse_attention_0.ptx", "/* never closed"); });
+  std::string comment =
+      loadError(none, [](TempDir &d) { d.write("sparse_attention_0.ptx", "/* never closed"); });
   CHECK_THAT(comment, Catch::Contains("unterminated /* comment"));
 
   TempDir dir;
@@ -319,8 +324,7 @@ TEST_CASE("PTX text checks", "[manifest]") {
 TEST_CASE("status words are described", "[manifest]") {
   CHECK(describeStatus(1) == "0x1: row id outside its request's history");
   CHECK(describeStatus(6) == "0x6: slot >= hbm_slots, host index >= host_rows");
-  CHECK(describeStatus(0x10) ==
-        "0x10: history longer than the indexer scores given for it");
+  CHECK(describeStatus(0x10) == "0x10: history longer than the indexer scores given for it");
   CHECK(describeStatus(0x20) == "0x20: negative sliding-window token count");
   CHECK_THAT(describeStatus(0x41), Catch::Contains("unknown bits 0x40"));
 }

@@ -75,7 +75,7 @@ TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps
       slotList[i] = i < 3000 ? static_cast<std::int32_t>(slotOrder[i]) : -1;
     }
     if (bad) {
-      slotList[5] = static_cast<std::int32_t>(slots); // outside HBM
+      slotList[5] = static_cast<std::int32_t>(slots);       // outside HBM
       rows[3200] = static_cast<std::int64_t>(hostRows) + 3; // outside the store
     }
     DeviceBuffer rowsBuffer(N * 8, "rows"), slotsBuffer(N * 4, "slots"), status(4, "status");
@@ -133,9 +133,9 @@ TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps
     for (std::size_t i = 0; i < N; ++i)
       if (rows[i] >= 0 && rows[i] < static_cast<std::int64_t>(hostRows) && slotList[i] >= 0 &&
           slotList[i] < static_cast<std::int32_t>(slots))
-        rowMismatches += std::memcmp(pool.data() + static_cast<std::size_t>(slotList[i]) * token,
-                                     hostBytes + static_cast<std::size_t>(rows[i]) * token,
-                                     token) != 0;
+        rowMismatches +=
+            std::memcmp(pool.data() + static_cast<std::size_t>(slotList[i]) * token,
+                        hostBytes + static_cast<std::size_t>(rows[i]) * token, token) != 0;
     for (std::size_t s = 0; s < slots; ++s)
       if (!written[s])
         for (std::size_t b = 0; b < token; ++b)

@@ -38,8 +38,8 @@ std::string validationError(const SparseAttentionProblem &p) {
 }
 
 /// The first (request 1) selection that reads from `wantResident` memory.
-std::size_t findSelection(const SparseAttentionProblem &p, bool wantResident,
-                          std::int64_t &q, std::int64_t &k) {
+std::size_t findSelection(const SparseAttentionProblem &p, bool wantResident, std::int64_t &q,
+                          std::int64_t &k) {
   for (q = 0; q < p.shape.queries; ++q)
     for (k = 0; k < p.shape.topk; ++k) {
       std::size_t i = p.selectionIndex(1, q, k);
@@ -126,8 +126,7 @@ TEST_CASE("unused selections", "[problem]") {
   CHECK(stats.selections == 48);
 }
 
-TEST_CASE("residency makes exactly round(f * D) rows of each request resident",
-          "[problem]") {
+TEST_CASE("residency makes exactly round(f * D) rows of each request resident", "[problem]") {
   for (double f : {0.0, 0.3, 0.5, 1.0}) {
     INFO("residency " << f);
     SparseAttentionProblem p = smallProblem(f);
@@ -148,8 +147,7 @@ TEST_CASE("residency makes exactly round(f * D) rows of each request resident",
           resident.insert(r);
           usedSlots.insert(slot);
           // The HBM copy is byte-exact.
-          REQUIRE(std::memcmp(&p.hbmPool[slot * 576],
-                              &p.hostStore[(p.historyStart[b] + r) * 576],
+          REQUIRE(std::memcmp(&p.hbmPool[slot * 576], &p.hostStore[(p.historyStart[b] + r) * 576],
                               576 * sizeof(bf16_t)) == 0);
         }
       CHECK(static_cast<std::int64_t>(resident.size()) ==
@@ -196,8 +194,8 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
     SparseAttentionProblem p = smallProblem();
     std::size_t i = findSelection(p, false, q, k);
     p.rowIds[i] = 5000;
-    CHECK(validationError(p) == "row id 5000 at [request 1, query " + std::to_string(q) +
-                                    ", k " + std::to_string(k) +
+    CHECK(validationError(p) == "row id 5000 at [request 1, query " + std::to_string(q) + ", k " +
+                                    std::to_string(k) +
                                     "] is outside the request's history (length 64)");
     // The CPU backend validates too, and never reads out of bounds.
     CHECK_THROWS_AS(CpuBackend().run(p), InputError);
@@ -221,18 +219,18 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
     SparseAttentionProblem p = smallProblem();
     std::size_t i = findSelection(p, true, q, k);
     p.slots[i] = static_cast<std::int32_t>(p.shape.hbmSlots);
-    CHECK(validationError(p) ==
-          "slot " + std::to_string(p.shape.hbmSlots) + " at [request 1, query " +
-              std::to_string(q) + ", k " + std::to_string(k) +
-              "] is outside the HBM pool (" + std::to_string(p.shape.hbmSlots) + " slots)");
+    CHECK(validationError(p) == "slot " + std::to_string(p.shape.hbmSlots) +
+                                    " at [request 1, query " + std::to_string(q) + ", k " +
+                                    std::to_string(k) + "] is outside the HBM pool (" +
+                                    std::to_string(p.shape.hbmSlots) + " slots)");
     CHECK_THROWS_AS(CpuBackend().run(p), InputError);
   }
   SECTION("slot below -1") {
     SparseAttentionProblem p = smallProblem();
     std::size_t i = findSelection(p, true, q, k);
     p.slots[i] = -3;
-    CHECK_THAT(validationError(p), Catch::Contains("slot -3 at [request 1") &&
-                                       Catch::Contains("is invalid"));
+    CHECK_THAT(validationError(p),
+               Catch::Contains("slot -3 at [request 1") && Catch::Contains("is invalid"));
   }
   SECTION("host row outside the store") {
     SparseAttentionProblem p = smallProblem();
@@ -264,9 +262,7 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
     p.slots[i] = 1 << 30;
     CHECK(validationError(p).empty());
   }
-  SECTION("a valid problem passes") {
-    CHECK(validationError(smallProblem()).empty());
-  }
+  SECTION("a valid problem passes") { CHECK(validationError(smallProblem()).empty()); }
 }
 
 TEST_CASE("tier views read the same rows as owned tiers", "[problem]") {
@@ -285,8 +281,8 @@ TEST_CASE("tier views read the same rows as owned tiers", "[problem]") {
     // A view changes what is read: poison one resident row in the view only.
     std::int64_t q = 0, k = 0;
     std::size_t i = findSelection(owned, true, q, k);
-    std::fill_n(hbm.begin() + owned.slots[i] * owned.shape.rowElems,
-                owned.shape.rowElems, floatToBf16(100.0f));
+    std::fill_n(hbm.begin() + owned.slots[i] * owned.shape.rowElems, owned.shape.rowElems,
+                floatToBf16(100.0f));
     CHECK(CpuBackend(CpuPrecision::Float, 1).run(viewed) !=
           CpuBackend(CpuPrecision::Float, 1).run(owned));
     // Both an owned tier and a view is an error.

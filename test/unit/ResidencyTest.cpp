@@ -27,15 +27,15 @@ struct StepResult {
 /// Runs a whole step over group 0 only (or every group with the same
 /// selections when `allGroups`).
 StepResult runStep(ResidencyController &c, const std::vector<std::int32_t> &requests,
-                   const std::vector<std::int32_t> &rowIds, std::int64_t Q,
-                   std::int64_t K, bool allGroups = true) {
+                   const std::vector<std::int32_t> &rowIds, std::int64_t Q, std::int64_t K,
+                   bool allGroups = true) {
   StepResult result;
   result.slots.assign(rowIds.size(), -2);
   c.beginStep();
   for (std::int32_t g = 0; g < (allGroups ? c.config().groups : 1); ++g) {
     std::vector<std::int32_t> slots(rowIds.size());
-    c.resolve(g, requests.data(), static_cast<std::int64_t>(requests.size()),
-              rowIds.data(), Q, K, slots.data());
+    c.resolve(g, requests.data(), static_cast<std::int64_t>(requests.size()), rowIds.data(), Q, K,
+              slots.data());
     if (g == 0)
       result.slots = slots;
   }
@@ -116,8 +116,7 @@ TEST_CASE("config validation and admission refusals", "[residency]") {
   }
 }
 
-TEST_CASE("the protected set: newest window and draft ring are always resident",
-          "[residency]") {
+TEST_CASE("the protected set: newest window and draft ring are always resident", "[residency]") {
   const std::uint64_t seed = freshSeed() + 10;
   INFO("DHS_TEST_SEED=" << seed - 10);
   std::mt19937_64 rng(seed);
@@ -191,8 +190,7 @@ TEST_CASE("promotion: fetched rows become resident after the step, never during 
     std::int32_t slot = c.slotOf(0, r, row);
     REQUIRE(slot >= 0);
     CHECK(c.slotKind(0, slot) == SlotKind::Hot);
-    CHECK(std::count(first.copies.begin(), first.copies.end(),
-                     RowCopy{0, slot, start + row}) == 1);
+    CHECK(std::count(first.copies.begin(), first.copies.end(), RowCopy{0, slot, start + row}) == 1);
   }
   // The next step reads them from HBM.
   StepResult second = runStep(c, {r}, rows, 2, 4);
@@ -253,15 +251,13 @@ TEST_CASE("resolve validates everything before changing anything", "[residency]"
   c.resolve(0, requests.data(), 2, rows.data(), 1, 2, slots.data());
   CHECK(slots[0] == -1);
   CHECK(slots[3] == c.slotOf(0, other, 49));
-  CHECK_THROWS_AS(c.resolve(0, requests.data(), 2, rows.data(), 1, 2, slots.data()),
-                  StateError);
+  CHECK_THROWS_AS(c.resolve(0, requests.data(), 2, rows.data(), 1, 2, slots.data()), StateError);
   c.endStep(copies);
   CHECK_THROWS_AS(c.endStep(copies), StateError);
   c.checkConsistency();
 }
 
-TEST_CASE("optional residency uses spare memory and is released under pressure",
-          "[residency]") {
+TEST_CASE("optional residency uses spare memory and is released under pressure", "[residency]") {
   const std::uint64_t seed = freshSeed() + 20;
   INFO("DHS_TEST_SEED=" << seed - 20);
   std::mt19937_64 rng(seed);
@@ -353,8 +349,7 @@ TEST_CASE("an admitted request is never starved of its floor", "[residency]") {
   }
 }
 
-TEST_CASE("fixed budget: a private buffer per request, spare memory unused",
-          "[residency]") {
+TEST_CASE("fixed budget: a private buffer per request, spare memory unused", "[residency]") {
   const std::uint64_t seed = freshSeed() + 40;
   INFO("DHS_TEST_SEED=" << seed - 40);
   std::mt19937_64 rng(seed);
@@ -541,8 +536,7 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
             std::int32_t r = c.admit(len, max, copies);
             REQUIRE(live.count(r) == 0);
             live[r] = len;
-            REQUIRE(static_cast<std::int64_t>(copies.size()) ==
-                    3 * std::min<std::int64_t>(len, 6));
+            REQUIRE(static_cast<std::int64_t>(copies.size()) == 3 * std::min<std::int64_t>(len, 6));
           }
         } else if (kind == 2) {
           auto it = live.begin();
@@ -578,8 +572,8 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
                   rows[b * Q * K + i] =
                       static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(live[batch[b]]));
             std::vector<std::int32_t> slots(rows.size());
-            c.resolve(g, batch.data(), static_cast<std::int64_t>(batch.size()), rows.data(), Q,
-                      K, slots.data());
+            c.resolve(g, batch.data(), static_cast<std::int64_t>(batch.size()), rows.data(), Q, K,
+                      slots.data());
             // Every slot given is the row's current slot.
             for (std::size_t b = 0; b < batch.size(); ++b)
               for (std::int64_t i = 0; i < Q * K; ++i) {
@@ -612,7 +606,8 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
               REQUIRE(c.hotCount(g, r) <= 10);
         for (const RowCopy &release : releases) {
           REQUIRE(release.slot == -1);
-          mirror[static_cast<std::size_t>(release.group)][static_cast<std::size_t>(release.hostRow)] = -1;
+          mirror[static_cast<std::size_t>(release.group)]
+                [static_cast<std::size_t>(release.hostRow)] = -1;
         }
         released += static_cast<std::int64_t>(releases.size());
         releases.clear();
@@ -644,7 +639,8 @@ struct DeviceModel {
   };
 
   DeviceModel(std::int32_t groups, std::int32_t slots)
-      : last(static_cast<std::size_t>(groups), std::vector<std::uint32_t>(static_cast<std::size_t>(slots))),
+      : last(static_cast<std::size_t>(groups),
+             std::vector<std::uint32_t>(static_cast<std::size_t>(slots))),
         previous(last) {}
 
   Log resolve(const ResidencyController &c, std::int32_t g, const std::vector<std::int32_t> &lanes,
@@ -662,8 +658,7 @@ struct DeviceModel {
         continue;
       const std::size_t lane = e / static_cast<std::size_t>(perLane);
       ++log.entries;
-      const std::int32_t slot =
-          table[static_cast<std::size_t>(c.historyStart(lanes[lane]) + id)];
+      const std::int32_t slot = table[static_cast<std::size_t>(c.historyStart(lanes[lane]) + id)];
       if (slot < 0) {
         log.misses.push_back(static_cast<std::int32_t>(lane));
         log.misses.push_back(id);
@@ -749,7 +744,8 @@ TEST_CASE("booking a step from the device log equals resolving its selections; t
               for (std::int64_t i = 0; i < Q * K; ++i)
                 if (rng() % 6) // queries overlap: few distinct rows per lane
                   rows[b * Q * K + i] = static_cast<std::int32_t>(
-                      rng() % static_cast<std::uint64_t>(std::min<std::int64_t>(live[lanes[b]], 40)));
+                      rng() %
+                      static_cast<std::uint64_t>(std::min<std::int64_t>(live[lanes[b]], 40)));
             std::vector<std::int32_t> slots(rows.size());
             host.resolve(g, lanes.data(), static_cast<std::int64_t>(lanes.size()), rows.data(), Q,
                          K, slots.data());

@@ -28,8 +28,7 @@
 using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
-TEST_CASE("the generated resolve kernel maps selections to slots",
-          "[cuda][gpu][resolve]") {
+TEST_CASE("the generated resolve kernel maps selections to slots", "[cuda][gpu][resolve]") {
   std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("resolve");
   if (!compiled)
     return;
@@ -60,9 +59,7 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
     slot = rng() % 3 ? -1 : static_cast<std::int32_t>(rng() % 65536);
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t i = 0; i < Q * K; ++i)
-      rows[b * Q * K + i] = rng() % 10 == 0
-                                ? -1
-                                : static_cast<std::int32_t>(rng() % length[b]);
+      rows[b * Q * K + i] = rng() % 10 == 0 ? -1 : static_cast<std::int32_t>(rng() % length[b]);
 
   for (bool bad : {false, true}) {
     INFO((bad ? "with" : "without") << " a row id outside its history");
@@ -148,7 +145,8 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
     // The replacement state: hit slots stamped, the rest untouched.
     std::size_t stampErrors = 0;
     for (std::size_t slot = 0; slot < 65536; ++slot) {
-      const bool hit = std::binary_search(hits.begin(), hits.end(), static_cast<std::int32_t>(slot));
+      const bool hit =
+          std::binary_search(hits.begin(), hits.end(), static_cast<std::int32_t>(slot));
       const std::int32_t last = hit ? static_cast<std::int32_t>(step) : recency[2 * slot];
       const std::int32_t previous = hit ? recency[2 * slot] : recency[2 * slot + 1];
       stampErrors += stamped[2 * slot] != last || stamped[2 * slot + 1] != previous;
@@ -167,9 +165,9 @@ TEST_CASE("the generated resolve kernel maps selections to slots",
     CHECK(loggedHits == hits);
     std::vector<std::int64_t> loggedMisses;
     for (std::size_t i = 0; i < misses.size(); ++i)
-      loggedMisses.push_back(
-          static_cast<std::int64_t>(logged[StepLogLayout::kHeader + N + 2 * i]) << 32 |
-          logged[StepLogLayout::kHeader + N + 2 * i + 1]);
+      loggedMisses.push_back(static_cast<std::int64_t>(logged[StepLogLayout::kHeader + N + 2 * i])
+                                 << 32 |
+                             logged[StepLogLayout::kHeader + N + 2 * i + 1]);
     std::sort(loggedMisses.begin(), loggedMisses.end());
     CHECK(loggedMisses == misses);
   }

@@ -42,8 +42,7 @@ TEST_CASE("formats are looked up by name with their sizes", "[format]") {
                                     "mla_bf16, mla_fp8, v41_fp8)"));
 }
 
-TEST_CASE("mla_fp8 keys: e4m3 times the group's fp32 scale, then bf16 RoPE",
-          "[format]") {
+TEST_CASE("mla_fp8 keys: e4m3 times the group's fp32 scale, then bf16 RoPE", "[format]") {
   std::vector<std::uint8_t> row(656, 0);
   row[3] = 0x38;   // 1.0 in group 0
   row[130] = 0xbc; // -1.5 in group 1
@@ -77,8 +76,7 @@ TEST_CASE("v41_fp8 keys: e4m3 times 2^(e - 127) per 32 dims", "[format]") {
 
 TEST_CASE("random rows are finite, not zero, and of every format", "[format]") {
   std::mt19937_64 rng(7);
-  for (RowFormat format :
-       {RowFormat::MlaBf16, RowFormat::MlaFp8, RowFormat::V41Fp8}) {
+  for (RowFormat format : {RowFormat::MlaBf16, RowFormat::MlaFp8, RowFormat::V41Fp8}) {
     const RowFormatInfo &info = rowFormatInfo(format);
     std::vector<std::uint8_t> row(static_cast<std::size_t>(info.rowBytes));
     std::vector<double> key(static_cast<std::size_t>(info.qkDim));
@@ -99,8 +97,7 @@ TEST_CASE("random rows are finite, not zero, and of every format", "[format]") {
   }
 }
 
-TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group",
-          "[format][cpu]") {
+TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group", "[format][cpu]") {
   for (RowFormat format : {RowFormat::MlaFp8, RowFormat::V41Fp8}) {
     const RowFormatInfo &info = rowFormatInfo(format);
     ProblemShape shape = dhs::test::smallShape(2, 2, 3, 16);
@@ -130,8 +127,7 @@ TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group",
             if (!token)
               continue;
             std::vector<double> key(static_cast<std::size_t>(s.qkDim));
-            decodeKey(format,
-                      reinterpret_cast<const std::uint8_t *>(token) + s.rowBytes,
+            decodeKey(format, reinterpret_cast<const std::uint8_t *>(token) + s.rowBytes,
                       key.data());
             keys.push_back(key);
           }
@@ -153,8 +149,8 @@ TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group",
             double o = 0;
             for (std::size_t k = 0; k < keys.size(); ++k)
               o += scores[k] / sum * keys[k][static_cast<std::size_t>(v)];
-            double r = ref[static_cast<std::size_t>(
-                (((b * s.queries + q) * s.heads + h) * s.vDim) + v)];
+            double r =
+                ref[static_cast<std::size_t>((((b * s.queries + q) * s.heads + h) * s.vDim) + v)];
             err += (o - r) * (o - r);
             norm += o * o;
           }
@@ -164,8 +160,8 @@ TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group",
     CHECK(std::sqrt(err / norm) < 1e-12);
     // Residency does not change the answer.
     applyResidency(p, 1.0, 3);
-    CHECK(compareOutputs(CpuBackend(CpuPrecision::Double).runUnrounded(p), ref)
-              .relativeError == 0.0);
+    CHECK(compareOutputs(CpuBackend(CpuPrecision::Double).runUnrounded(p), ref).relativeError ==
+          0.0);
   }
 }
 

@@ -92,8 +92,9 @@ TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]
         for (std::int64_t i = 0; i < perLane; ++i) {
           const std::int64_t n = len[id];
           std::int64_t r = rng() % 10 == 0 ? -1
-                           : rng() % 2    ? n - 1 - static_cast<std::int64_t>(rng() % 400)
-                                          : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
+                           : rng() % 2
+                               ? n - 1 - static_cast<std::int64_t>(rng() % 400)
+                               : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
           rows.push_back(static_cast<std::int32_t>(r));
         }
     std::vector<bf16_t> q(static_cast<std::size_t>(3 * 4 * s.queries * s.heads * 576));
@@ -127,8 +128,8 @@ TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]
     }
   cpu.checkInvariants();
   gpu.checkInvariants();
-  WARN("CUDA executor vs CPU executor: 30 steps x 3 layers, worst relative error " << worst
-                                                                                   << ", same promotions");
+  WARN("CUDA executor vs CPU executor: 30 steps x 3 layers, worst relative error "
+       << worst << ", same promotions");
 
   // Device pointers: the same step twice (no appends between), host then
   // device memory, gives the same bits.
@@ -164,10 +165,9 @@ TEST_CASE("the executor on CUDA matches the CPU executor", "[cuda][gpu][runtime]
 namespace {
 
 /// A lockstep session of several runtimes over layer groups of `G` MLA
-/// layers (`layers` in all, rows of the step's format): admits 5 requests, then `steps` steps of 4 of
-/// them with random selections (recurring, some -1) and queries, appending a
-/// token after each. `onStep(outputs)` gets every runtime's output of the
-/// step, [layers][4][Q][H][v_dim] each.
+/// layers (`layers` in all, rows of the step's format): admits 5 requests, then `steps` steps of 4
+/// of them with random selections (recurring, some -1) and queries, appending a token after each.
+/// `onStep(outputs)` gets every runtime's output of the step, [layers][4][Q][H][v_dim] each.
 template <typename OnStep>
 void lockstepSession(std::vector<Runtime *> runtimes, std::int32_t layers, std::int32_t G,
                      int steps, std::mt19937_64 &rng, OnStep onStep,
@@ -201,8 +201,9 @@ void lockstepSession(std::vector<Runtime *> runtimes, std::int32_t layers, std::
         for (std::int64_t i = 0; i < perLane; ++i) {
           const std::int64_t n = len[id];
           std::int64_t r = rng() % 10 == 0 ? -1
-                           : rng() % 2    ? n - 1 - static_cast<std::int64_t>(rng() % 300)
-                                          : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
+                           : rng() % 2
+                               ? n - 1 - static_cast<std::int64_t>(rng() % 300)
+                               : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
           rows.push_back(static_cast<std::int32_t>(r));
         }
     std::vector<bf16_t> q(static_cast<std::size_t>(layers * 4 * s.queries * s.heads * s.qkDim));
@@ -295,8 +296,7 @@ std::string placementStep() { return dhs::test::compiledStepsDir() + "/place_row
 /// Why the layer-group steps for groups of G layers (`variant` "" or
 /// "_resolved") and, with `placement`, the placement step cannot be loaded,
 /// or "".
-std::string groupStepsUnavailable(int G, const std::string &variant = "",
-                                  bool placement = false) {
+std::string groupStepsUnavailable(int G, const std::string &variant = "", bool placement = false) {
   if (dhs::test::groupStepsDir().empty())
     return "the layer-group steps were not compiled (DHS_BUILD_COMPILER is OFF; set "
            "DHS_TEST_GROUP_STEPS_DIR)";
@@ -310,8 +310,7 @@ std::string groupStepsUnavailable(int G, const std::string &variant = "",
 
 } // namespace
 
-TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor",
-          "[cuda][gpu][runtime]") {
+TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor", "[cuda][gpu][runtime]") {
   const std::uint64_t seed = dhs::test::freshSeed() + 510;
   INFO("DHS_TEST_SEED=" << seed - 510);
   for (std::int32_t G : {2, 4}) {
@@ -334,8 +333,9 @@ TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor",
     // Any order of the set; one layer index short is refused.
     std::vector<std::string> reversed(steps.rbegin(), steps.rend());
     gpu.loadSteps(reversed);
-    CHECK_THROWS_WITH(Runtime(config).loadSteps(std::vector<std::string>(steps.begin(), steps.end() - 1)),
-                      Catch::Contains("missing layer " + std::to_string(G - 1)));
+    CHECK_THROWS_WITH(
+        Runtime(config).loadSteps(std::vector<std::string>(steps.begin(), steps.end() - 1)),
+        Catch::Contains("missing layer " + std::to_string(G - 1)));
     std::mt19937_64 rng(seed + static_cast<std::uint64_t>(G));
     double worst = 0.0;
     lockstepSession({&cpu, &gpu}, layers, G, 16, rng, [&](auto &outputs) {
@@ -345,8 +345,8 @@ TEST_CASE("layer-group pools: the CUDA executor matches the CPU executor",
     cpu.checkInvariants();
     gpu.checkInvariants();
     WARN("CUDA vs CPU executor, FP8 layer groups of " << G << ": 16 steps x " << layers
-                                                       << " layers, worst relative error "
-                                                       << worst << ", same promotions");
+                                                      << " layers, worst relative error " << worst
+                                                      << ", same promotions");
   }
 }
 
@@ -579,11 +579,13 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
   std::mt19937_64 rng(seed);
   double worst = 0.0;
   std::size_t differing = 0;
-  lockstepSession({&cpu, &gpu, &graphed, &unchecked}, layers, 4, 16, rng, [&](auto &outputs) {
-    worst = std::max(worst, expectSameStep(cpu, gpu, outputs, layers));
-    differing += countBitDifferences(outputs[1], outputs[2]);
-    differing += countBitDifferences(outputs[1], outputs[3]);
-  }, {false, true, true, true});
+  lockstepSession({&cpu, &gpu, &graphed, &unchecked}, layers, 4, 16, rng,
+                  [&](auto &outputs) {
+                    worst = std::max(worst, expectSameStep(cpu, gpu, outputs, layers));
+                    differing += countBitDifferences(outputs[1], outputs[2]);
+                    differing += countBitDifferences(outputs[1], outputs[3]);
+                  },
+                  {false, true, true, true});
   CHECK(differing == 0);
   CHECK(graphed.stats().graphReplays > 0);
   expectSameResidency(cpu, gpu, 2048);
@@ -603,8 +605,8 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
   rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 1 << 20; // group 1, lane 1
   cuda_detail::DeviceBuffer deviceRows(rows.size() * 4, "selections");
   cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
-  std::vector<bf16_t> q(static_cast<std::size_t>(layers * 2 * gpu.shape().queries *
-                                                 gpu.shape().heads * 576)),
+  std::vector<bf16_t> q(
+      static_cast<std::size_t>(layers * 2 * gpu.shape().queries * gpu.shape().heads * 576)),
       out(static_cast<std::size_t>(layers * 2 * gpu.shape().queries * gpu.shape().heads * 512));
   dhs::test::fillRandom(rng, q.data(), q.size());
   CHECK_THROWS_WITH(gpu.step(batch.data(), 2,
@@ -639,8 +641,9 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
   unchecked.checkInvariants();
   WARN("device selections, FP8 layer groups of 4: 16 steps x 8 layers in lockstep with the CPU "
        "executor, worst relative error "
-       << worst << ", same promotions, device maps match, bits equal as CUDA graphs; a bad row "
-       "id fails the step cleanly");
+       << worst
+       << ", same promotions, device maps match, bits equal as CUDA graphs; a bad row "
+          "id fails the step cleanly");
 }
 
 TEST_CASE("sliding window: the CUDA executor matches the CPU executor", "[cuda][gpu][runtime]") {
@@ -684,7 +687,8 @@ TEST_CASE("sliding window: the CUDA executor matches the CPU executor", "[cuda][
   };
   std::map<std::uint64_t, std::int64_t> tokens;
   for (auto [id, n, raw] : {std::tuple<std::uint64_t, std::int64_t, std::int64_t>{1, 300, 1200},
-                            {2, 120, 5}, {3, 200, 40}}) {
+                            {2, 120, 5},
+                            {3, 200, 40}}) {
     std::vector<std::uint8_t> prefill = randomRows(L * n);
     for (Runtime *rt : all)
       rt->admit(id, n, 600, prefill.data());
@@ -710,17 +714,18 @@ TEST_CASE("sliding window: the CUDA executor matches the CPU executor", "[cuda][
     for (std::int64_t g = 0; g < L; ++g)
       for (std::uint64_t id : batch)
         for (std::int64_t i = 0; i < perLane; ++i)
-          rows.push_back(rng() % 10 == 0 ? -1
-                                         : static_cast<std::int32_t>(
-                                               rng() % static_cast<std::uint64_t>(
-                                                           cpu.historyLen(id))));
+          rows.push_back(rng() % 10 == 0
+                             ? -1
+                             : static_cast<std::int32_t>(
+                                   rng() % static_cast<std::uint64_t>(cpu.historyLen(id))));
     std::vector<bf16_t> q(static_cast<std::size_t>(L * 2 * s.queries * s.heads * s.qkDim));
     dhs::test::fillRandom(rng, q.data(), q.size());
     std::vector<std::vector<bf16_t>> out(
         3, std::vector<bf16_t>(static_cast<std::size_t>(L * 2 * s.queries * s.heads * s.vDim)));
     for (std::size_t i = 0; i < all.size(); ++i)
       all[i]->step(batch.data(), 2, rows.data(), q.data(), out[i].data());
-    worst = std::max(worst, expectSameStep(cpu, gpu, {out[0], out[1]}, static_cast<std::int32_t>(L)));
+    worst =
+        std::max(worst, expectSameStep(cpu, gpu, {out[0], out[1]}, static_cast<std::int32_t>(L)));
     differing += countBitDifferences(out[1], out[2]);
     for (std::uint64_t id : batch) {
       std::vector<std::uint8_t> token = randomRows(L), raw = randomRows(L);

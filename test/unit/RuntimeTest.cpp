@@ -85,8 +85,9 @@ std::vector<std::int32_t> randomSelections(std::mt19937_64 &rng, const Shadow &s
           continue;
         }
         // Half the time one of the 24 rows before the newest 8, so rows recur.
-        std::int64_t r = rng() % 2 ? len - 1 - static_cast<std::int64_t>(rng() % 32)
-                                   : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(len));
+        std::int64_t r = rng() % 2
+                             ? len - 1 - static_cast<std::int64_t>(rng() % 32)
+                             : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(len));
         rows.push_back(static_cast<std::int32_t>(std::max<std::int64_t>(0, r)));
       }
     }
@@ -108,14 +109,15 @@ std::vector<bf16_t> stepAndCompare(Runtime &rt, const Shadow &shadow, std::mt199
   std::vector<bf16_t> output(static_cast<std::size_t>(L * oPerLayer), kBf16Poison);
   rt.step(batch.data(), lanes, rows.data(), queries.data(), output.data());
   const std::int64_t G = rt.groups();
-  const std::int32_t perGroup = (L + static_cast<std::int32_t>(G) - 1) / static_cast<std::int32_t>(G);
+  const std::int32_t perGroup =
+      (L + static_cast<std::int32_t>(G) - 1) / static_cast<std::int32_t>(G);
   for (std::int32_t l = 0; l < L && lanes > 0; ++l) {
     const std::int32_t g = l / perGroup;
-    std::vector<bf16_t> expected = dhs::test::oracleLayer(
-        s, lanes, rows.data() + g * lanes * s.queries * s.topk, queries.data() + l * qPerLayer,
-        [&](std::int64_t b, std::int32_t r) {
-          return shadow.row(batch[static_cast<std::size_t>(b)], l, r);
-        });
+    std::vector<bf16_t> expected =
+        dhs::test::oracleLayer(s, lanes, rows.data() + g * lanes * s.queries * s.topk,
+                               queries.data() + l * qPerLayer, [&](std::int64_t b, std::int32_t r) {
+                                 return shadow.row(batch[static_cast<std::size_t>(b)], l, r);
+                               });
     std::vector<bf16_t> actual(output.begin() + l * oPerLayer,
                                output.begin() + (l + 1) * oPerLayer);
     REQUIRE(countBitDifferences(actual, expected) == 0);
@@ -270,8 +272,8 @@ TEST_CASE("the invariant checker catches a corrupted slot or host row", "[runtim
   SECTION("a row nobody selects is checked when its request finishes") {
     tiers.hostRow(0, start + 11)[7] ^= 0x01;
     rt.step(&id, 1, rows.data(), q.data(), out.data()); // rows 3 and 19 are fine
-    CHECK_THROWS_WITH(rt.finish(9), Catch::Contains("row 11") &&
-                                        Catch::Contains("is not what was written"));
+    CHECK_THROWS_WITH(rt.finish(9),
+                      Catch::Contains("row 11") && Catch::Contains("is not what was written"));
   }
   SECTION("without corruption everything passes") {
     for (int i = 0; i < 5; ++i)
@@ -325,8 +327,7 @@ TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]")
   CHECK_FALSE(rt.inStep());
   CHECK(rt.stats().steps == 0);
   rows[13] = 9;
-  CHECK_THROWS_WITH(rt.step(ids.data(), 2, rows.data(), q.data(), out.data(),
-                            MemorySpace::Device),
+  CHECK_THROWS_WITH(rt.step(ids.data(), 2, rows.data(), q.data(), out.data(), MemorySpace::Device),
                     Catch::Contains("host pointers only"));
   // Granular calls in the wrong order.
   CHECK_THROWS_AS(rt.selectGroup(0, rows.data()), StateError);
@@ -336,7 +337,8 @@ TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]")
                     Catch::Contains("its group 0 has no selections yet"));
   rt.selectGroup(0, rows.data());
   CHECK_THROWS_AS(rt.selectGroup(0, rows.data()), StateError);
-  CHECK_THROWS_WITH(rt.selectGroup(5, rows.data()), Catch::Contains("layer group 5 does not exist"));
+  CHECK_THROWS_WITH(rt.selectGroup(5, rows.data()),
+                    Catch::Contains("layer group 5 does not exist"));
   rt.attendLayer(0, q.data(), out.data());
   CHECK_THROWS_AS(rt.attendLayer(0, q.data(), out.data()), StateError);
   CHECK_THROWS_WITH(rt.endStep(), Catch::Contains("layer group 1 has no selections"));
@@ -416,7 +418,7 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
     Runtime rt(config);
     rt.loadStep(dir.path());
     Shadow shadow(config.layers);
-    std::vector<char> hostModel(static_cast<std::size_t>(hostRows), 0); // first-fit model
+    std::vector<char> hostModel(static_cast<std::size_t>(hostRows), 0);    // first-fit model
     std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> ranges; // id -> start, len
     std::map<std::uint64_t, std::int64_t> maxContext;
     std::uint64_t nextId = 1000 * static_cast<std::uint64_t>(phase + 1);
@@ -497,8 +499,8 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
     CHECK(end.hostBytesUsed == 0);
     CHECK(end.admittedRequests == 0);
   }
-  INFO("admits " << counts[0] << " appends " << counts[1] << " steps " << counts[2]
-                 << " finishes " << counts[3]);
+  INFO("admits " << counts[0] << " appends " << counts[1] << " steps " << counts[2] << " finishes "
+                 << counts[3]);
   CHECK(counts[0] + counts[1] + counts[2] + counts[3] == totalOps);
   CHECK(refusals > 0);
   CHECK(all.fetched > 0);
@@ -506,10 +508,9 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
   CHECK(all.promoted > 0);
   CHECK(all.evicted > 0);
   WARN("soak: " << counts[0] << " admits (" << refusals << " refused), " << counts[1]
-                << " appends (" << fullAppends << " at max context), " << counts[2]
-                << " steps, " << counts[3] << " finishes; selected " << all.selected
-                << ", fetched " << all.fetched << ", promoted " << all.promoted
-                << ", evicted " << all.evicted);
+                << " appends (" << fullAppends << " at max context), " << counts[2] << " steps, "
+                << counts[3] << " finishes; selected " << all.selected << ", fetched "
+                << all.fetched << ", promoted " << all.promoted << ", evicted " << all.evicted);
 }
 
 TEST_CASE("FP8 rows and layer-group pools: same outputs as per-layer pools", "[runtime]") {
@@ -522,8 +523,7 @@ TEST_CASE("FP8 rows and layer-group pools: same outputs as per-layer pools", "[r
     // token's 2 rows stored together, the step reading layer 1 of it).
     dhs::test::TempDir perLayer, perGroup;
     perLayer.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, formatName));
-    perGroup.write("manifest.json",
-                   dhs::test::stepManifest(2, 2, 2, 8, -1, -1, formatName, 2, 1));
+    perGroup.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, formatName, 2, 1));
     std::vector<std::vector<bf16_t>> outputs;
     std::vector<RuntimeStats> stats;
     for (const std::string &dir : {perLayer.path(), perGroup.path()}) {
@@ -701,16 +701,18 @@ TEST_CASE("a step's residency spec configures the controller", "[runtime][reside
   }
   {
     // Malformed specs are named.
-    CHECK_THROWS_WITH(Manifest::parse(manifestWithResidency(
-                                          R"({"pool": 0, "newest": 24, "floor": 0, "policy": "fixed",
+    CHECK_THROWS_WITH(
+        Manifest::parse(manifestWithResidency(
+                            R"({"pool": 0, "newest": 24, "floor": 0, "policy": "fixed",
                                                "replacement": "lru", "max_promotions": -1})"),
-                                      ".", "m.json", {false}),
-                      Catch::Contains("residency[0].pool: is 0, not a kv_pool argument"));
-    CHECK_THROWS_WITH(Manifest::parse(manifestWithResidency(
-                                          R"({"pool": 5, "newest": 24, "floor": 0, "policy": "greedy",
+                        ".", "m.json", {false}),
+        Catch::Contains("residency[0].pool: is 0, not a kv_pool argument"));
+    CHECK_THROWS_WITH(
+        Manifest::parse(manifestWithResidency(
+                            R"({"pool": 5, "newest": 24, "floor": 0, "policy": "greedy",
                                                "replacement": "lru", "max_promotions": -1})"),
-                                      ".", "m.json", {false}),
-                      Catch::Contains("'greedy' is not adaptive or fixed"));
+                        ".", "m.json", {false}),
+        Catch::Contains("'greedy' is not adaptive or fixed"));
   }
 }
 

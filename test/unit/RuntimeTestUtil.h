@@ -57,32 +57,48 @@ inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long 
   return R"({"format": "dhs-step-manifest", "version": 1, "arena_bytes": 0,
   "target": {"chip": "sm_90a", "features": "+ptx80"}, "step": "test_step",
   "arguments": [
-    {"index": 0, "role": "queries", "kind": "memref", "dtype": "bf16", "shape": )" + q + R"(},
-    {"index": 1, "role": "row_ids", "kind": "memref", "dtype": "i32", "shape": )" + sel + R"(},
-    {"index": 2, "role": "slots", "kind": "memref", "dtype": "i32", "shape": )" + sel + R"(},
-    {"index": 3, "role": "history_start", "kind": "memref", "dtype": "i64", "shape": )" + b + R"(},
-    {"index": 4, "role": "history_len", "kind": "memref", "dtype": "i32", "shape": )" + b + R"(},
-    {"index": 5, "role": "kv_pool", "kind": "kv_pool", "format": ")" + format +
-         R"(", "layers": )" + std::to_string(layers) + R"(,
-     "row_bytes": )" + std::to_string(rowBytes) + R"(, "row_elems": )" +
-         std::to_string(rowBytes / 2) + R"(, "qk_dim": )" + std::to_string(qk) +
-         R"(, "v_dim": )" + std::to_string(v) + R"(,
-     "hbm_slots": )" + std::to_string(hbm) + R"(, "host_rows": )" + std::to_string(host) + R"(},
-    {"index": 6, "role": "output", "kind": "memref", "dtype": "bf16", "shape": )" + out + R"(}
+    {"index": 0, "role": "queries", "kind": "memref", "dtype": "bf16", "shape": )" +
+         q + R"(},
+    {"index": 1, "role": "row_ids", "kind": "memref", "dtype": "i32", "shape": )" +
+         sel + R"(},
+    {"index": 2, "role": "slots", "kind": "memref", "dtype": "i32", "shape": )" +
+         sel + R"(},
+    {"index": 3, "role": "history_start", "kind": "memref", "dtype": "i64", "shape": )" +
+         b + R"(},
+    {"index": 4, "role": "history_len", "kind": "memref", "dtype": "i32", "shape": )" +
+         b + R"(},
+    {"index": 5, "role": "kv_pool", "kind": "kv_pool", "format": ")" +
+         format + R"(", "layers": )" + std::to_string(layers) + R"(,
+     "row_bytes": )" +
+         std::to_string(rowBytes) + R"(, "row_elems": )" + std::to_string(rowBytes / 2) +
+         R"(, "qk_dim": )" + std::to_string(qk) + R"(, "v_dim": )" + std::to_string(v) + R"(,
+     "hbm_slots": )" +
+         std::to_string(hbm) + R"(, "host_rows": )" + std::to_string(host) + R"(},
+    {"index": 6, "role": "output", "kind": "memref", "dtype": "bf16", "shape": )" +
+         out + R"(}
   ],
   "launches": [
     {"kernel": "sparse_attention", "ptx": "step.ptx", "op": "sparse_attention",
-     "softmax_scale": 0.0416666679, "layer": )" + std::to_string(layer) + R"(,
+     "softmax_scale": 0.0416666679, "layer": )" +
+         std::to_string(layer) + R"(,
      "grid": [1,1,1], "block": [128,1,1], "dynamic_shared_bytes": 0,
      "params": [
-       {"source": "argument", "index": 0, "dtype": "bf16", "shape": )" + q + R"(},
-       {"source": "argument", "index": 1, "dtype": "i32", "shape": )" + sel + R"(},
-       {"source": "argument", "index": 2, "dtype": "i32", "shape": )" + sel + R"(},
-       {"source": "argument", "index": 3, "dtype": "i64", "shape": )" + b + R"(},
-       {"source": "argument", "index": 4, "dtype": "i32", "shape": )" + b + R"(},
-       {"source": "pool_hbm", "index": 5, "dtype": "i8", "shape": )" + tier + R"(},
-       {"source": "pool_host", "index": 5, "dtype": "i8", "shape": )" + tier + R"(},
-       {"source": "argument", "index": 6, "dtype": "bf16", "shape": )" + out + R"(},
+       {"source": "argument", "index": 0, "dtype": "bf16", "shape": )" +
+         q + R"(},
+       {"source": "argument", "index": 1, "dtype": "i32", "shape": )" +
+         sel + R"(},
+       {"source": "argument", "index": 2, "dtype": "i32", "shape": )" +
+         sel + R"(},
+       {"source": "argument", "index": 3, "dtype": "i64", "shape": )" +
+         b + R"(},
+       {"source": "argument", "index": 4, "dtype": "i32", "shape": )" +
+         b + R"(},
+       {"source": "pool_hbm", "index": 5, "dtype": "i8", "shape": )" +
+         tier + R"(},
+       {"source": "pool_host", "index": 5, "dtype": "i8", "shape": )" +
+         tier + R"(},
+       {"source": "argument", "index": 6, "dtype": "bf16", "shape": )" +
+         out + R"(},
        {"source": "status", "dtype": "i32", "shape": [1]}
      ]}
   ]
@@ -114,8 +130,8 @@ inline void fillRandom(std::mt19937_64 &rng, runtime::bf16_t *data, std::size_t 
 /// (shape.rowBytes bytes of shape.format; for mla_bf16, 576 bf16 values).
 template <typename RowOf>
 std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std::int64_t lanes,
-                                         const std::int32_t *rowIds,
-                                         const runtime::bf16_t *queries, RowOf rowOf) {
+                                         const std::int32_t *rowIds, const runtime::bf16_t *queries,
+                                         RowOf rowOf) {
   runtime::SparseAttentionProblem p;
   p.shape = shape;
   p.shape.batch = lanes;

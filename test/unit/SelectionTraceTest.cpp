@@ -133,7 +133,8 @@ TEST_CASE("trace files round-trip and report bad lines", "[trace]") {
     return std::string();
   };
   CHECK_THAT(error("nope\n"), Catch::Contains("bad.trace:1: not a dhs trace"));
-  CHECK_THAT(error("dhs-trace 1\nstep\nfly 3\n"), Catch::Contains("bad.trace:3: unknown event 'fly'"));
+  CHECK_THAT(error("dhs-trace 1\nstep\nfly 3\n"),
+             Catch::Contains("bad.trace:3: unknown event 'fly'"));
   CHECK_THAT(error("dhs-trace 1\nadmit 1 10\n"), Catch::Contains(":2: missing maximum context"));
   CHECK_THAT(error("dhs-trace 1\nadmit 1 10 5\n"), Catch::Contains("length <= max"));
   CHECK_THAT(error("dhs-trace 1\nselect 1 0 0 4 x\n"), Catch::Contains("bad row id 'x'"));

@@ -26,8 +26,7 @@ namespace dhs::test {
 class TempDir {
 public:
   TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "dhs-unit-XXXXXX").string();
+    std::string pattern = (std::filesystem::temp_directory_path() / "dhs-unit-XXXXXX").string();
     std::vector<char> buffer(pattern.begin(), pattern.end());
     buffer.push_back('\0');
     if (!mkdtemp(buffer.data()))
@@ -59,8 +58,8 @@ private:
 };
 
 /// A small shape for fast tests.
-inline runtime::ProblemShape smallShape(std::int64_t B = 2, std::int64_t Q = 2,
-                                        std::int64_t H = 3, std::int64_t K = 16) {
+inline runtime::ProblemShape smallShape(std::int64_t B = 2, std::int64_t Q = 2, std::int64_t H = 3,
+                                        std::int64_t K = 16) {
   runtime::ProblemShape shape;
   shape.batch = B;
   shape.queries = Q;

@@ -26,8 +26,7 @@
 using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
-TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
-          "[cuda][gpu][topk]") {
+TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda][gpu][topk]") {
   std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("topk");
   if (!compiled)
     return;
@@ -49,10 +48,9 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
     // One score in eight is drawn from a handful of values: many ties.
     s = rng() % 8 == 0 ? static_cast<float>(rng() % 5) - 2.0f : normal(rng);
   // A long history, a history below k, one beyond the scores, one of 1 row.
-  std::vector<std::int32_t> length = {
-      static_cast<std::int32_t>(4000 + rng() % 12000),
-      static_cast<std::int32_t>(100 + rng() % 300), static_cast<std::int32_t>(N),
-      1};
+  std::vector<std::int32_t> length = {static_cast<std::int32_t>(4000 + rng() % 12000),
+                                      static_cast<std::int32_t>(100 + rng() % 300),
+                                      static_cast<std::int32_t>(N), 1};
 
   for (bool beyond : {false, true}) {
     INFO((beyond ? "with" : "without") << " a history longer than its scores");
@@ -63,10 +61,8 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
     DeviceBuffer scoresBuffer(scores.size() * 4, "scores");
     DeviceBuffer lengthBuffer(B * 4, "history_len");
     DeviceBuffer rowsBuffer(B * Q * K * 4, "rows");
-    cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4),
-               "scores");
-    cuda.check(cuda.memcpyHtoD(lengthBuffer.get(), length.data(), B * 4),
-               "history_len");
+    cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4), "scores");
+    cuda.check(cuda.memcpyHtoD(lengthBuffer.get(), length.data(), B * 4), "history_len");
     cuda.check(cuda.memsetD32(rowsBuffer.get(), 12345, B * Q * K), "rows");
     DeviceBuffer status(4, "status");
     cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
@@ -87,8 +83,8 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
     for (std::size_t b = 0; b < B; ++b)
       for (std::size_t q = 0; q < Q; ++q) {
         const float *row = &scores[(b * Q + q) * N];
-        std::int64_t visible = std::clamp<std::int64_t>(
-            length[b] - static_cast<std::int64_t>(Q - 1 - q), 0, N);
+        std::int64_t visible =
+            std::clamp<std::int64_t>(length[b] - static_cast<std::int64_t>(Q - 1 - q), 0, N);
         std::vector<std::int32_t> ids(static_cast<std::size_t>(visible));
         std::iota(ids.begin(), ids.end(), 0);
         std::size_t taken = std::min<std::size_t>(K, ids.size());
@@ -100,9 +96,8 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows",
           std::int32_t expected = k < taken ? ids[k] : -1;
           std::int32_t got = rows[(b * Q + q) * K + k];
           if (got != expected && mismatches++ < 5)
-            UNSCOPED_INFO("request " << b << " query " << q << " k " << k
-                                     << ": got " << got << ", expected "
-                                     << expected);
+            UNSCOPED_INFO("request " << b << " query " << q << " k " << k << ": got " << got
+                                     << ", expected " << expected);
         }
       }
     CHECK(mismatches == 0);

@@ -24,63 +24,52 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFilename(cl::Positional,
-                                          cl::desc("<step .mlir>"),
-                                          cl::init("-"));
-static cl::opt<std::string>
-    outputDir("o", cl::desc("Directory for manifest.json and the PTX files"),
-              cl::value_desc("dir"));
+static cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<step .mlir>"), cl::init("-"));
+static cl::opt<std::string> outputDir("o",
+                                      cl::desc("Directory for manifest.json and the PTX files"),
+                                      cl::value_desc("dir"));
 static cl::opt<std::string> stepName("step",
                                      cl::desc("Step function to compile "
                                               "(default: the only one)"),
                                      cl::init(""));
-static cl::opt<std::string> chip("chip", cl::desc("Target chip"),
-                                 cl::init("sm_90a"));
-static cl::opt<std::string> features("features", cl::desc("PTX features"),
-                                     cl::init("+ptx80"));
-static cl::OptionCategory configCategory(
-    "Serving configuration (folded into static shapes; 0 keeps the step's)");
-static cl::opt<int64_t> requests("requests", cl::desc("Requests per step"),
-                                 cl::init(0), cl::cat(configCategory));
-static cl::opt<int64_t> positions("positions",
-                                  cl::desc("Query positions per request"),
-                                  cl::init(0), cl::cat(configCategory));
+static cl::opt<std::string> chip("chip", cl::desc("Target chip"), cl::init("sm_90a"));
+static cl::opt<std::string> features("features", cl::desc("PTX features"), cl::init("+ptx80"));
+static cl::OptionCategory
+    configCategory("Serving configuration (folded into static shapes; 0 keeps the step's)");
+static cl::opt<int64_t> requests("requests", cl::desc("Requests per step"), cl::init(0),
+                                 cl::cat(configCategory));
+static cl::opt<int64_t> positions("positions", cl::desc("Query positions per request"), cl::init(0),
+                                  cl::cat(configCategory));
 static cl::opt<int64_t> heads("heads", cl::desc("Query heads"), cl::init(0),
                               cl::cat(configCategory));
-static cl::opt<int64_t> topk("topk", cl::desc("Selected rows per query"),
-                             cl::init(0), cl::cat(configCategory));
-static cl::opt<int64_t> hbmSlots("hbm-slots", cl::desc("HBM slots per pool"),
-                                 cl::init(0), cl::cat(configCategory));
+static cl::opt<int64_t> topk("topk", cl::desc("Selected rows per query"), cl::init(0),
+                             cl::cat(configCategory));
+static cl::opt<int64_t> hbmSlots("hbm-slots", cl::desc("HBM slots per pool"), cl::init(0),
+                                 cl::cat(configCategory));
 static cl::OptionCategory tileCategory("Attention kernel tiles");
-static cl::opt<int64_t> maxHeadsPerBlock(
-    "max-heads-per-block",
-    cl::desc("Most heads (warps) one attention CTA computes; the largest "
-             "divisor of the heads sharing a KV head not above it is used"),
-    cl::init(16), cl::cat(tileCategory));
-static cl::opt<int64_t> tileRows(
-    "tile-rows", cl::desc("Selected rows staged in shared memory per step"),
-    cl::init(16), cl::cat(tileCategory));
-static cl::opt<int64_t> minBlocks(
-    "min-blocks",
-    cl::desc("Split each query's rows over CTAs until an attention grid has "
-             "about this many (0: never split)"),
-    cl::init(264), cl::cat(tileCategory));
-static cl::opt<bool> timing("time",
-                            cl::desc("Print how long compilation took"),
-                            cl::init(false));
+static cl::opt<int64_t>
+    maxHeadsPerBlock("max-heads-per-block",
+                     cl::desc("Most heads (warps) one attention CTA computes; the largest "
+                              "divisor of the heads sharing a KV head not above it is used"),
+                     cl::init(16), cl::cat(tileCategory));
+static cl::opt<int64_t> tileRows("tile-rows",
+                                 cl::desc("Selected rows staged in shared memory per step"),
+                                 cl::init(16), cl::cat(tileCategory));
+static cl::opt<int64_t>
+    minBlocks("min-blocks",
+              cl::desc("Split each query's rows over CTAs until an attention grid has "
+                       "about this many (0: never split)"),
+              cl::init(264), cl::cat(tileCategory));
+static cl::opt<bool> timing("time", cl::desc("Print how long compilation took"), cl::init(false));
 enum class Emit { Files, Mlir, Manifest };
-static cl::opt<Emit> emit(
-    "emit", cl::desc("What to produce"), cl::init(Emit::Files),
-    cl::values(clEnumValN(Emit::Files, "files",
-                          "manifest.json and PTX files in -o (default)"),
-               clEnumValN(Emit::Mlir, "mlir",
-                          "the module after the pipeline, on stdout"),
-               clEnumValN(Emit::Manifest, "manifest",
-                          "the manifest, on stdout")));
+static cl::opt<Emit>
+    emit("emit", cl::desc("What to produce"), cl::init(Emit::Files),
+         cl::values(clEnumValN(Emit::Files, "files", "manifest.json and PTX files in -o (default)"),
+                    clEnumValN(Emit::Mlir, "mlir", "the module after the pipeline, on stdout"),
+                    clEnumValN(Emit::Manifest, "manifest", "the manifest, on stdout")));
 
 /// Writes `contents` to `dir/name`, reporting failures.
-static LogicalResult writeFile(StringRef dir, StringRef name,
-                               StringRef contents) {
+static LogicalResult writeFile(StringRef dir, StringRef name, StringRef contents) {
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, name);
   std::string error;
@@ -96,8 +85,7 @@ static LogicalResult writeFile(StringRef dir, StringRef name,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "dhs-compile: a dhs step to PTX + manifest\n");
+  cl::ParseCommandLineOptions(argc, argv, "dhs-compile: a dhs step to PTX + manifest\n");
   if (emit == Emit::Files && outputDir.empty()) {
     llvm::errs() << "dhs-compile: give an output directory with -o DIR (or "
                     "--emit=mlir|manifest)\n";
@@ -141,17 +129,14 @@ int main(int argc, char **argv) {
     return 1;
   if (timing)
     llvm::errs() << "dhs-compile: pipeline took "
-                 << std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count()
+                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
                  << " s\n";
 
   if (emit == Emit::Mlir) {
     module->print(llvm::outs());
     return 0;
   }
-  FailureOr<dhs::CompiledStep> compiled =
-      dhs::buildCompiledStep(*module, stepName, options);
+  FailureOr<dhs::CompiledStep> compiled = dhs::buildCompiledStep(*module, stepName, options);
   if (failed(compiled))
     return 1;
   if (emit == Emit::Manifest) {
@@ -159,8 +144,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
-    llvm::errs() << "dhs-compile: cannot create " << outputDir << ": "
-                 << ec.message() << "\n";
+    llvm::errs() << "dhs-compile: cannot create " << outputDir << ": " << ec.message() << "\n";
     return 1;
   }
   if (failed(writeFile(outputDir, "manifest.json", compiled->manifest)))

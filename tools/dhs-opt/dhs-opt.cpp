@@ -16,6 +16,5 @@ int main(int argc, char **argv) {
   mlir::dhs::registerCompilerDialects(registry);
   mlir::dhs::registerDhsPasses();
   mlir::dhs::registerCodegenPasses();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "dhs optimizer driver\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "dhs optimizer driver\n", registry));
 }

@@ -11,7 +11,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/CommandLine.h"
 #include "runtime/Bf16.h"
 #include "runtime/CpuBackend.h"
 #include "runtime/CudaBackend.h"
@@ -20,6 +19,7 @@
 #include "runtime/JitLink.h"
 #include "runtime/Manifest.h"
 #include "runtime/SparseAttentionProblem.h"
+#include "tools/CommandLine.h"
 
 #include <nlohmann/json.hpp>
 
@@ -58,11 +58,11 @@ enum class Injection { None, RowId, BadId, Slot, HostRow };
 
 /// Command-line options.
 struct Options {
-  std::string step;                 ///< STEP argument ("" = default example)
-  std::string backend = "auto";     ///< auto | cpu | cuda
+  std::string step;             ///< STEP argument ("" = default example)
+  std::string backend = "auto"; ///< auto | cpu | cuda
   std::uint64_t seed = 1;
   std::vector<double> residency = {0.5};
-  std::int64_t historyRows = 0;     ///< 0: random per request
+  std::int64_t historyRows = 0; ///< 0: random per request
   double unused = 0.0;
   double overlap = 0.0;
   std::int64_t hbmSlots = -1;
@@ -256,16 +256,14 @@ std::string findCompiler() {
     throw Error("cannot locate dhs-run itself (/proc/self/exe): " + ec.message());
   fs::path compiler = self.parent_path() / "dhs-compile";
   if (!fs::exists(compiler, ec))
-    throw Error("dhs-compile not found next to dhs-run (looked for " +
-                compiler.string() +
+    throw Error("dhs-compile not found next to dhs-run (looked for " + compiler.string() +
                 "); build it (-DDHS_BUILD_COMPILER=ON) or pass a compiled step "
                 "directory");
   return compiler.string();
 }
 
 /// Runs `dhs-compile input -o outDir`; throws on failure.
-void compileStep(const std::string &compiler, const std::string &input,
-                 const std::string &outDir) {
+void compileStep(const std::string &compiler, const std::string &input, const std::string &outDir) {
   std::cout.flush();
   pid_t pid = fork();
   if (pid < 0)
@@ -283,12 +281,12 @@ void compileStep(const std::string &compiler, const std::string &input,
       throw Error("waiting for dhs-compile: " + std::string(std::strerror(errno)));
   }
   if (WIFSIGNALED(status))
-    throw Error("dhs-compile crashed (signal " + std::to_string(WTERMSIG(status)) +
-                ") compiling " + input);
+    throw Error("dhs-compile crashed (signal " + std::to_string(WTERMSIG(status)) + ") compiling " +
+                input);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw Error("dhs-compile failed (exit status " +
-                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                ") compiling " + input);
+                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ") compiling " +
+                input);
 }
 
 //===----------------------------------------------------------------------===//
@@ -408,8 +406,7 @@ int run(const Options &options) {
     stepDir = compiled->path();
     stepNote = " (compiled from " + input + (options.keepStep ? ", kept" : "") + ")";
   } else {
-    throw Error("step " + input +
-                " is neither a step directory, a manifest.json nor a .mlir file");
+    throw Error("step " + input + " is neither a step directory, a manifest.json nor a .mlir file");
   }
 
   // --link-only: nvJitLink every PTX, no GPU needed.
@@ -419,18 +416,17 @@ int run(const Options &options) {
     if (!jitLink.available())
       throw Error("cannot link: " + jitLink.unavailableReason());
     std::cout << "step: " << stepDir << stepNote << "\n";
-    std::cout << "linking with nvJitLink " << jitLink.version() << " ("
-              << jitLink.libraryName() << ") for " << options.arch << "\n";
+    std::cout << "linking with nvJitLink " << jitLink.version() << " (" << jitLink.libraryName()
+              << ") for " << options.arch << "\n";
     for (const std::string &path : manifest.ptxPaths()) {
       LinkedCubin linked = jitLink.linkPtx(readPtxFile(path), options.arch, path);
       std::vector<std::string> functions = cubinFunctionNames(linked.cubin);
       for (const Launch &launch : manifest.launches)
         if (launch.ptxPath == path &&
             std::find(functions.begin(), functions.end(), launch.kernel) == functions.end())
-          throw Error("kernel '" + launch.kernel + "' is not in the cubin linked from " +
-                      path);
-      std::cout << "  " << fs::path(path).filename().string() << ": "
-                << linked.cubin.size() << " bytes of " << options.arch << " cubin, kernels:";
+          throw Error("kernel '" + launch.kernel + "' is not in the cubin linked from " + path);
+      std::cout << "  " << fs::path(path).filename().string() << ": " << linked.cubin.size()
+                << " bytes of " << options.arch << " cubin, kernels:";
       for (const std::string &f : functions)
         std::cout << " " << f;
       std::cout << "\n";
@@ -481,7 +477,7 @@ int run(const Options &options) {
   gen.residency = 0.0;
   gen.hbmSlots = options.hbmSlots;
   gen.hostRows = options.hostRows;
-  std::int64_t hostLimit = shape.hostRows >= 0 ? shape.hostRows
+  std::int64_t hostLimit = shape.hostRows >= 0     ? shape.hostRows
                            : options.hostRows >= 0 ? options.hostRows
                                                    : -1;
   if (hostLimit >= 0 && options.historyRows == 0) {
@@ -499,31 +495,29 @@ int run(const Options &options) {
 
   // Header.
   std::cout << "step: " << stepDir << stepNote << " ('" << manifest.step << "', "
-            << manifest.launches.size() << " launch"
-            << (manifest.launches.size() == 1 ? "" : "es") << ")\n";
+            << manifest.launches.size() << " launch" << (manifest.launches.size() == 1 ? "" : "es")
+            << ")\n";
   if (cuda) {
     const DeviceInfo &d = cuda->device();
-    std::cout << "backend: cuda on " << d.name << " (" << d.arch << ", "
-              << d.multiprocessors << " SMs, "
-              << format("%.1f", static_cast<double>(d.totalMemory) / (1ull << 30))
+    std::cout << "backend: cuda on " << d.name << " (" << d.arch << ", " << d.multiprocessors
+              << " SMs, " << format("%.1f", static_cast<double>(d.totalMemory) / (1ull << 30))
               << " GiB)\n";
     for (const KernelInfo &k : cuda->kernels())
       std::cout << "kernel: " << k.kernel << ": " << k.registers << " registers, "
-                << k.staticSharedBytes << " B static shared, " << k.localBytes
-                << " B local, cubin " << k.cubinBytes << " B\n";
+                << k.staticSharedBytes << " B static shared, " << k.localBytes << " B local, cubin "
+                << k.cubinBytes << " B\n";
   } else {
     std::cout << "backend: cpu (float accumulation)\n";
   }
   std::int32_t minHistory = *std::min_element(problem.historyLen.begin(), problem.historyLen.end());
   std::int32_t maxHistory = *std::max_element(problem.historyLen.begin(), problem.historyLen.end());
   std::cout << "shapes: B=" << shape.batch << " Q=" << shape.queries << " H=" << shape.heads
-            << " K=" << shape.topk << ", kv format " << pool.format << " ("
-            << pool.rowBytes << "-byte rows, qk_dim " << pool.qkDim << ", v_dim "
-            << pool.vDim << "), layer " << shape.layer << " of a group of "
-            << shape.layers << ", softmax_scale " << format("%g", shape.softmaxScale)
-            << "\n";
-  std::cout << "pool: " << problem.shape.hbmSlots << " HBM slots, "
-            << problem.shape.hostRows << " host rows (history " << minHistory;
+            << " K=" << shape.topk << ", kv format " << pool.format << " (" << pool.rowBytes
+            << "-byte rows, qk_dim " << pool.qkDim << ", v_dim " << pool.vDim << "), layer "
+            << shape.layer << " of a group of " << shape.layers << ", softmax_scale "
+            << format("%g", shape.softmaxScale) << "\n";
+  std::cout << "pool: " << problem.shape.hbmSlots << " HBM slots, " << problem.shape.hostRows
+            << " host rows (history " << minHistory;
   if (maxHistory != minHistory)
     std::cout << ".." << maxHistory;
   std::cout << " rows per request), seed " << options.seed << "\n";
@@ -575,22 +569,18 @@ int run(const Options &options) {
     mix.pass = mix.check.relativeError < options.tolerance && mix.repeatsIdentical;
     // A step that fetches the union of its missing rows copies each distinct
     // missing (request, row) exactly once.
-    bool shared = std::any_of(
-        manifest.launches.begin(), manifest.launches.end(),
-        [](const Launch &l) { return l.op == "union_missing"; });
-    if (shared && mix.fetchedRows >= 0 &&
-        mix.fetchedRows != mix.stats.distinctHostRows) {
-      std::cout << "fetch: copied " << mix.fetchedRows
-                << " rows from the host, but " << mix.stats.distinctHostRows
-                << " distinct rows were missing\n";
+    bool shared = std::any_of(manifest.launches.begin(), manifest.launches.end(),
+                              [](const Launch &l) { return l.op == "union_missing"; });
+    if (shared && mix.fetchedRows >= 0 && mix.fetchedRows != mix.stats.distinctHostRows) {
+      std::cout << "fetch: copied " << mix.fetchedRows << " rows from the host, but "
+                << mix.stats.distinctHostRows << " distinct rows were missing\n";
       mix.pass = false;
     }
     if (!table) {
       const ProblemStats &st = mix.stats;
       std::cout << "residency " << format("%.2f", fraction) << ": " << st.selections
-                << " rows selected (" << st.distinctRows << " distinct), "
-                << st.residentReads << " resident in HBM, " << st.hostReads
-                << " read from host\n";
+                << " rows selected (" << st.distinctRows << " distinct), " << st.residentReads
+                << " resident in HBM, " << st.hostReads << " read from host\n";
       if (mix.timed) {
         double rate = st.selections / (mix.medianMs / 1e3);
         std::cout << "time: " << format("%.4f", mix.medianMs) << " ms"
@@ -599,28 +589,25 @@ int run(const Options &options) {
                   << ", " << formatRate(rate) << " rows/s\n";
       }
       if (mix.fetchedRows >= 0)
-        std::cout << "fetched from host: " << mix.fetchedRows << " rows for "
-                  << st.hostReads << " selections of missing rows ("
-                  << st.distinctHostRows << " distinct)\n";
+        std::cout << "fetched from host: " << mix.fetchedRows << " rows for " << st.hostReads
+                  << " selections of missing rows (" << st.distinctHostRows << " distinct)\n";
       if (!mix.repeatsIdentical)
         std::cout << "repetitions: output changed between runs (nondeterministic)\n";
       std::cout << "check vs fp64 CPU reference: relative error "
                 << formatError(mix.check.relativeError) << ", max abs error "
                 << formatError(mix.check.maxAbsError) << " (tolerance "
-                << format("%g", options.tolerance) << "): "
-                << (mix.pass ? "PASS" : "FAIL") << "\n";
+                << format("%g", options.tolerance) << "): " << (mix.pass ? "PASS" : "FAIL") << "\n";
     }
     results.push_back(std::move(mix));
   }
 
-  bool pass = std::all_of(results.begin(), results.end(),
-                          [](const MixResult &m) { return m.pass; });
+  bool pass =
+      std::all_of(results.begin(), results.end(), [](const MixResult &m) { return m.pass; });
   std::optional<bool> identical;
   std::size_t differing = 0;
   if (table) {
-    std::printf("%9s %10s %10s %10s %10s %11s %10s %10s %6s\n", "residency",
-                "selected", "resident", "from host", "fetched", "time (ms)", "rows/s",
-                "rel error", "check");
+    std::printf("%9s %10s %10s %10s %10s %11s %10s %10s %6s\n", "residency", "selected", "resident",
+                "from host", "fetched", "time (ms)", "rows/s", "rel error", "check");
     for (const MixResult &m : results) {
       double rate = m.timed ? m.stats.selections / (m.medianMs / 1e3) : 0.0;
       std::printf("%9.2f %10lld %10lld %10lld %10s %11s %10s %10s %6s\n", m.residency,
@@ -628,20 +615,18 @@ int run(const Options &options) {
                   static_cast<long long>(m.stats.residentReads),
                   static_cast<long long>(m.stats.hostReads),
                   m.fetchedRows >= 0 ? std::to_string(m.fetchedRows).c_str() : "-",
-                  m.timed ? format("%.4f", m.medianMs).c_str() : "-",
-                  formatRate(rate).c_str(), formatError(m.check.relativeError).c_str(),
-                  m.pass ? "PASS" : "FAIL");
+                  m.timed ? format("%.4f", m.medianMs).c_str() : "-", formatRate(rate).c_str(),
+                  formatError(m.check.relativeError).c_str(), m.pass ? "PASS" : "FAIL");
     }
     std::fflush(stdout);
     for (const MixResult &m : results)
       differing = std::max(differing, countBitDifferences(m.output, results[0].output));
     identical = differing == 0;
     if (*identical)
-      std::cout << "outputs at all " << results.size()
-                << " residency mixes: bit-identical\n";
+      std::cout << "outputs at all " << results.size() << " residency mixes: bit-identical\n";
     else
-      std::cout << "outputs at different residency mixes DIFFER (up to " << differing
-                << " of " << results[0].output.size() << " elements)\n";
+      std::cout << "outputs at different residency mixes DIFFER (up to " << differing << " of "
+                << results[0].output.size() << " elements)\n";
     pass = pass && *identical;
   }
   std::cout << "result: " << (pass ? "PASS" : "FAIL") << "\n";
@@ -696,8 +681,8 @@ int run(const Options &options) {
            {"resident_reads", m.stats.residentReads},
            {"host_reads", m.stats.hostReads},
            {"distinct_missing_rows", m.stats.distinctHostRows},
-           {"fetched_rows", m.fetchedRows >= 0 ? nlohmann::json(m.fetchedRows)
-                                                : nlohmann::json(nullptr)},
+           {"fetched_rows",
+            m.fetchedRows >= 0 ? nlohmann::json(m.fetchedRows) : nlohmann::json(nullptr)},
            {"distinct_rows", m.stats.distinctRows},
            {"distinct_resident_rows", m.stats.distinctResidentRows},
            {"distinct_host_rows", m.stats.distinctHostRows},

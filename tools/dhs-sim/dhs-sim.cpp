@@ -18,10 +18,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/CommandLine.h"
 #include "runtime/Error.h"
 #include "runtime/Residency.h"
 #include "runtime/SelectionTrace.h"
+#include "tools/CommandLine.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -286,10 +286,10 @@ struct StepRecord {
   std::int64_t step = 0;
   std::int32_t admitted = 0;
   std::int64_t selected = 0, fetched = 0, promoted = 0, evicted = 0;
-  std::int64_t usedSlots = 0;      // all simulated groups
-  std::int64_t budget = 0;         // optional budget, slots per group
-  std::int64_t optionalUsed = 0;   // all simulated groups
-  std::int64_t refused = 0;        // admissions refused so far
+  std::int64_t usedSlots = 0;    // all simulated groups
+  std::int64_t budget = 0;       // optional budget, slots per group
+  std::int64_t optionalUsed = 0; // all simulated groups
+  std::int64_t refused = 0;      // admissions refused so far
 };
 
 /// A policy under simulation.
@@ -300,8 +300,7 @@ struct Policy {
   std::int64_t refused = 0;
   std::vector<StepRecord> records;
 
-  Policy(std::string n, const ResidencyConfig &config)
-      : name(std::move(n)), controller(config) {}
+  Policy(std::string n, const ResidencyConfig &config) : name(std::move(n)), controller(config) {}
 };
 
 class Simulation {
@@ -508,8 +507,8 @@ public:
       arrive(out);
     for (std::int64_t n = departuresBy(t) - departuresBy(t - 1); n > 0; --n) {
       // The newcomers leave, oldest first.
-      auto it = std::find_if(live_.begin(), live_.end(),
-                             [&](const Request &r) { return r.id >= 1000; });
+      auto it =
+          std::find_if(live_.begin(), live_.end(), [&](const Request &r) { return r.id >= 1000; });
       TraceEvent e;
       e.kind = TraceEvent::Finish;
       e.id = it->id;
@@ -549,13 +548,12 @@ private:
 
   void arrive(std::vector<TraceEvent> &out) {
     Request r;
-    r.id = live_.size() < static_cast<std::size_t>(o_.low) && nextLow_ < 1000
-               ? nextLow_++
-               : nextHigh_++;
+    r.id = live_.size() < static_cast<std::size_t>(o_.low) && nextLow_ < 1000 ? nextLow_++
+                                                                              : nextHigh_++;
     r.len = o_.context;
     for (std::int32_t g = 0; g < o_.groups; ++g)
-      r.drr.push_back(std::make_unique<DrrGenerator>(
-          o_.drr, o_.seed * 0x9E3779B97F4A7C15ull + r.id * 1315423911ull + g));
+      r.drr.push_back(std::make_unique<DrrGenerator>(o_.drr, o_.seed * 0x9E3779B97F4A7C15ull +
+                                                                 r.id * 1315423911ull + g));
     TraceEvent e;
     e.kind = TraceEvent::Admit;
     e.id = r.id;
@@ -631,8 +629,7 @@ int run(const Options &o) {
   }
 
   // Memory: the same slot pool for both policies.
-  const std::int64_t fixedReserve =
-      static_cast<std::int64_t>(o.newest) + o.draft + o.fixedBuffer;
+  const std::int64_t fixedReserve = static_cast<std::int64_t>(o.newest) + o.draft + o.fixedBuffer;
   std::int64_t slots = o.hbmSlots >= 0 ? o.hbmSlots : o.high * fixedReserve;
   if (slots > std::numeric_limits<std::int32_t>::max())
     throw UsageError("too many HBM slots");
@@ -656,12 +653,12 @@ int run(const Options &o) {
       }
     maxRequests = static_cast<std::int32_t>(std::min<std::int64_t>(admits + 1, 1 << 20));
   }
-  ResidencyConfig adaptive = ResidencyConfig::adaptive(
-      o.groups, static_cast<std::int32_t>(slots), hostRows, o.newest, o.draft, o.floor);
+  ResidencyConfig adaptive = ResidencyConfig::adaptive(o.groups, static_cast<std::int32_t>(slots),
+                                                       hostRows, o.newest, o.draft, o.floor);
   adaptive.replacement = o.adaptiveReplacement;
   adaptive.maxRequests = maxRequests;
-  ResidencyConfig fixed = ResidencyConfig::fixedBudget(
-      o.groups, static_cast<std::int32_t>(slots), hostRows, o.newest, o.draft, o.fixedBuffer);
+  ResidencyConfig fixed = ResidencyConfig::fixedBudget(o.groups, static_cast<std::int32_t>(slots),
+                                                       hostRows, o.newest, o.draft, o.fixedBuffer);
   fixed.replacement = o.fixedReplacement;
   fixed.maxRequests = maxRequests;
   // Bytes: every layer of the model holds the simulated groups' occupancy.
@@ -676,8 +673,7 @@ int run(const Options &o) {
               static_cast<long long>(adaptive.reservedSlots()), o.newest, o.draft, o.floor,
               static_cast<long long>(fixedReserve), o.newest, o.draft, o.fixedBuffer);
   std::printf("policies: adaptive (%s), fixed (%s); %d group(s) simulated\n",
-              replacementName(adaptive.replacement), replacementName(fixed.replacement),
-              o.groups);
+              replacementName(adaptive.replacement), replacementName(fixed.replacement), o.groups);
 
   Simulation sim(o, {adaptive, fixed}, {"adaptive", "fixed"});
   std::unique_ptr<std::ofstream> traceOut;
@@ -689,8 +685,8 @@ int run(const Options &o) {
     writer = std::make_unique<TraceWriter>(*traceOut);
   }
 
-  std::printf("\n%6s %5s | %9s %8s %8s %9s | %9s %8s %8s\n", "step", "reqs", "selected",
-              "adapt%", "HBM GiB", "budget", "fixed%", "HBM GiB", "refused");
+  std::printf("\n%6s %5s | %9s %8s %8s %9s | %9s %8s %8s\n", "step", "reqs", "selected", "adapt%",
+              "HBM GiB", "budget", "fixed%", "HBM GiB", "refused");
   auto printStep = [&](std::int64_t t) {
     const StepRecord &a = sim.policies()[0]->records.back();
     const StepRecord &f = sim.policies()[1]->records.back();
@@ -742,9 +738,9 @@ int run(const Options &o) {
       throw Error("cannot write " + o.csv);
     csv << "step";
     for (auto &p : sim.policies())
-      for (const char *column : {"admitted", "selected", "fetched", "fetch_pct", "promoted",
-                                 "evicted", "hbm_slots_used", "hbm_gib", "optional_budget",
-                                 "optional_used", "refused"})
+      for (const char *column :
+           {"admitted", "selected", "fetched", "fetch_pct", "promoted", "evicted", "hbm_slots_used",
+            "hbm_gib", "optional_budget", "optional_used", "refused"})
         csv << ',' << p->name << '_' << column;
     csv << '\n';
     for (std::size_t i = 0; i < sim.policies()[0]->records.size(); ++i) {
@@ -753,8 +749,8 @@ int run(const Options &o) {
         const StepRecord &r = p->records[i];
         csv << ',' << r.admitted << ',' << r.selected << ',' << r.fetched << ','
             << pct(r.fetched, r.selected) << ',' << r.promoted << ',' << r.evicted << ','
-            << r.usedSlots << ',' << static_cast<double>(r.usedSlots) * slotGiB << ','
-            << r.budget << ',' << r.optionalUsed << ',' << r.refused;
+            << r.usedSlots << ',' << static_cast<double>(r.usedSlots) * slotGiB << ',' << r.budget
+            << ',' << r.optionalUsed << ',' << r.refused;
       }
       csv << '\n';
     }
@@ -776,16 +772,16 @@ int run(const Options &o) {
   }
   std::printf("\nsummary (means over each phase, its first %lld steps left out):\n",
               static_cast<long long>(o.trace.empty() ? o.warmup : 0));
-  std::printf("  %-12s %11s %6s | %9s %9s %10s | %9s %9s\n", "phase", "steps", "reqs",
-              "adapt%", "HBM GiB", "budget", "fixed%", "HBM GiB");
+  std::printf("  %-12s %11s %6s | %9s %9s %10s | %9s %9s\n", "phase", "steps", "reqs", "adapt%",
+              "HBM GiB", "budget", "fixed%", "HBM GiB");
   std::vector<std::pair<PhaseSummary, PhaseSummary>> results;
   for (const Phase &phase : phases) {
     PhaseSummary a = summarize(*sim.policies()[0], phase.begin, phase.end, slotGiB);
     PhaseSummary f = summarize(*sim.policies()[1], phase.begin, phase.end, slotGiB);
     results.emplace_back(a, f);
     std::printf("  %-12s %5lld-%-5lld %6.1f | %8.2f%% %9.2f %10.0f | %8.2f%% %9.2f\n", phase.name,
-                static_cast<long long>(phase.begin), static_cast<long long>(phase.end),
-                a.admitted, a.fetchPct, a.hbmGiB, a.budget, f.fetchPct, f.hbmGiB);
+                static_cast<long long>(phase.begin), static_cast<long long>(phase.end), a.admitted,
+                a.fetchPct, a.hbmGiB, a.budget, f.fetchPct, f.hbmGiB);
   }
   std::printf("  HBM capacity %.2f GiB\n", static_cast<double>(slots) * o.groups * slotGiB);
 
