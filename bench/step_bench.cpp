@@ -16,9 +16,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CudaDriver.h"
-#include "runtime/CudaResources.h"
-#include "runtime/RowFormat.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/core/RowFormat.h"
 #include "runtime/Runtime.h"
 
 #include <algorithm>

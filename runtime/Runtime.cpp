@@ -2,8 +2,8 @@
 
 #include "runtime/Runtime.h"
 
-#include "runtime/CudaDriver.h"
-#include "runtime/Error.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/core/Error.h"
 
 #include <algorithm>
 #include <cstring>

@@ -36,11 +36,11 @@
 #ifndef DHS_RUNTIME_RUNTIME_H
 #define DHS_RUNTIME_RUNTIME_H
 
-#include "runtime/Bf16.h"
-#include "runtime/Manifest.h"
-#include "runtime/Residency.h"
-#include "runtime/SparseAttentionProblem.h"
-#include "runtime/Tiers.h"
+#include "runtime/core/Bf16.h"
+#include "runtime/core/Manifest.h"
+#include "runtime/residency/Residency.h"
+#include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/core/Tiers.h"
 
 #include <cstdint>
 #include <memory>

@@ -19,7 +19,7 @@
 
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 
-#include "runtime/dhs_runtime.h"
+#include "runtime/capi/dhs_runtime.h"
 
 #include <stdint.h>
 #include <stdio.h>

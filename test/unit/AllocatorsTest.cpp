@@ -2,8 +2,8 @@
 
 #include "TestUtil.h"
 
-#include "runtime/Allocators.h"
-#include "runtime/Error.h"
+#include "runtime/residency/Allocators.h"
+#include "runtime/core/Error.h"
 
 #include <catch2/catch.hpp>
 

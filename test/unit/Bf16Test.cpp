@@ -1,6 +1,6 @@
 //===- Bf16Test.cpp - bfloat16 conversions --------------------------------===//
 
-#include "runtime/Bf16.h"
+#include "runtime/core/Bf16.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,8 +2,8 @@
 
 #include "RuntimeTestUtil.h"
 
-#include "runtime/dhs_runtime.h"
-#include "runtime/dhs_runtime.hpp"
+#include "runtime/capi/dhs_runtime.h"
+#include "runtime/capi/dhs_runtime.hpp"
 
 #include <catch2/catch.hpp>
 

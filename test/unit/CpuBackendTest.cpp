@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "runtime/CpuBackend.h"
-#include "runtime/Error.h"
-#include "runtime/SparseAttentionProblem.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/SparseAttentionProblem.h"
 
 #include <catch2/catch.hpp>
 

@@ -8,12 +8,12 @@
 
 #include "TestUtil.h"
 
-#include "runtime/CpuBackend.h"
-#include "runtime/CudaBackend.h"
-#include "runtime/CudaDriver.h"
-#include "runtime/Error.h"
-#include "runtime/JitLink.h"
-#include "runtime/Manifest.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/core/Error.h"
+#include "runtime/cuda/JitLink.h"
+#include "runtime/core/Manifest.h"
 
 #include <catch2/catch.hpp>
 

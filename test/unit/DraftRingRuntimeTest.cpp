@@ -14,11 +14,11 @@
 
 #include "RuntimeTestUtil.h"
 
-#include "runtime/CudaDriver.h"
-#include "runtime/Error.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/core/Error.h"
 #include "runtime/Runtime.h"
-#include "runtime/dhs_runtime.h"
-#include "runtime/dhs_runtime.hpp"
+#include "runtime/capi/dhs_runtime.h"
+#include "runtime/capi/dhs_runtime.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -11,11 +11,11 @@
 
 #include "TestUtil.h"
 
-#include "runtime/CudaBackend.h"
-#include "runtime/CudaDriver.h"
-#include "runtime/CudaResources.h"
-#include "runtime/Error.h"
-#include "runtime/Manifest.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Manifest.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "runtime/Error.h"
-#include "runtime/JitLink.h"
-#include "runtime/Manifest.h"
+#include "runtime/core/Error.h"
+#include "runtime/cuda/JitLink.h"
+#include "runtime/core/Manifest.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "runtime/Error.h"
-#include "runtime/Manifest.h"
-#include "runtime/SparseAttentionProblem.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Manifest.h"
+#include "runtime/core/SparseAttentionProblem.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -2,8 +2,8 @@
 
 #include "TestUtil.h"
 
-#include "runtime/Error.h"
-#include "runtime/Residency.h"
+#include "runtime/core/Error.h"
+#include "runtime/residency/Residency.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,11 +2,11 @@
 
 #include "TestUtil.h"
 
-#include "runtime/Bf16.h"
-#include "runtime/CpuBackend.h"
-#include "runtime/Error.h"
-#include "runtime/RowFormat.h"
-#include "runtime/SparseAttentionProblem.h"
+#include "runtime/core/Bf16.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/RowFormat.h"
+#include "runtime/core/SparseAttentionProblem.h"
 
 #include <catch2/catch.hpp>
 

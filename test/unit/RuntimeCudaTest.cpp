@@ -10,10 +10,10 @@
 
 #include "RuntimeTestUtil.h"
 
-#include "runtime/CpuBackend.h"
-#include "runtime/CudaDriver.h"
-#include "runtime/CudaResources.h"
-#include "runtime/Error.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/core/Error.h"
 #include "runtime/Runtime.h"
 
 #include <catch2/catch.hpp>

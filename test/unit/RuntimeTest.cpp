@@ -2,8 +2,8 @@
 
 #include "RuntimeTestUtil.h"
 
-#include "runtime/Error.h"
-#include "runtime/RowFormat.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/RowFormat.h"
 #include "runtime/Runtime.h"
 
 #include <catch2/catch.hpp>

@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "runtime/Error.h"
-#include "runtime/Residency.h"
-#include "runtime/SelectionTrace.h"
+#include "runtime/core/Error.h"
+#include "runtime/residency/Residency.h"
+#include "runtime/testing/SelectionTrace.h"
 
 #include <catch2/catch.hpp>
 

@@ -11,10 +11,10 @@
 
 #include "TestUtil.h"
 
-#include "runtime/CudaBackend.h"
-#include "runtime/CudaDriver.h"
-#include "runtime/CudaResources.h"
-#include "runtime/Manifest.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/core/Manifest.h"
 
 #include <catch2/catch.hpp>
 

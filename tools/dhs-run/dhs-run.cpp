@@ -11,14 +11,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Bf16.h"
-#include "runtime/CpuBackend.h"
-#include "runtime/CudaBackend.h"
-#include "runtime/CudaDriver.h"
-#include "runtime/Error.h"
-#include "runtime/JitLink.h"
-#include "runtime/Manifest.h"
-#include "runtime/SparseAttentionProblem.h"
+#include "runtime/core/Bf16.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/core/Error.h"
+#include "runtime/cuda/JitLink.h"
+#include "runtime/core/Manifest.h"
+#include "runtime/core/SparseAttentionProblem.h"
 #include "tools/CommandLine.h"
 
 #include <nlohmann/json.hpp>

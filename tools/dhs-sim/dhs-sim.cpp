@@ -10,7 +10,7 @@
 //
 // Traces: the DRR generator (shared/background/selection-locality.md) in a
 // load-step scenario (a few requests, then many arrivals, later departures),
-// or a trace file (format in runtime/SelectionTrace.h). Before the scenario
+// or a trace file (format in runtime/testing/SelectionTrace.h). Before the scenario
 // it prints the generator's calibration check: the miss rate of a 4096-slot
 // LRU buffer per request at K = 2048 (target ~14%).
 //
@@ -18,9 +18,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Error.h"
-#include "runtime/Residency.h"
-#include "runtime/SelectionTrace.h"
+#include "runtime/core/Error.h"
+#include "runtime/residency/Residency.h"
+#include "runtime/testing/SelectionTrace.h"
 #include "tools/CommandLine.h"
 
 #include <algorithm>

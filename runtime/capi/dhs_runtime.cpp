@@ -1,0 +1,515 @@
+//===- dhs_runtime.cpp - The C API over dhs::runtime::Runtime -------------===//
+//
+// Every entry point catches everything: exceptions become a dhs_status and a
+// thread-local message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/capi/dhs_runtime.h"
+
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/core/Error.h"
+#include "runtime/Runtime.h"
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+using namespace dhs::runtime;
+
+/// The opaque handle.
+struct dhs_runtime {
+  std::unique_ptr<Runtime> runtime;
+  BackendKind backend = BackendKind::Cpu;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+dhs_status failWith(dhs_status status, const char *where, const std::string &message) {
+  try {
+    lastError = std::string(where) + ": " + message;
+  } catch (...) {
+    // No memory for the message: keep the status.
+  }
+  return status;
+}
+
+/// Runs `body`, turning every exception into a status. `generic` is the
+/// status of a plain dhs::runtime::Error for this entry point.
+template <typename Body>
+dhs_status guarded(const char *where, dhs_status generic, Body &&body) noexcept {
+  try {
+    dhs_status status = body();
+    if (status == DHS_OK)
+      lastError.clear();
+    return status;
+  } catch (const OutOfRangeError &error) {
+    return failWith(DHS_ERROR_OUT_OF_RANGE, where, error.what());
+  } catch (const InputError &error) {
+    return failWith(DHS_ERROR_INVALID_ARGUMENT, where, error.what());
+  } catch (const UnknownRequestError &error) {
+    return failWith(DHS_ERROR_UNKNOWN_REQUEST, where, error.what());
+  } catch (const CapacityError &error) {
+    return failWith(DHS_ERROR_OUT_OF_MEMORY, where, error.what());
+  } catch (const StateError &error) {
+    return failWith(DHS_ERROR_STATE, where, error.what());
+  } catch (const InvariantError &error) {
+    return failWith(DHS_ERROR_INVARIANT, where, error.what());
+  } catch (const Error &error) {
+    return failWith(generic, where, error.what());
+  } catch (const std::bad_alloc &) {
+    return failWith(DHS_ERROR_OUT_OF_MEMORY, where, "out of host memory");
+  } catch (const std::exception &error) {
+    return failWith(DHS_ERROR_INTERNAL, where, error.what());
+  } catch (...) {
+    return failWith(DHS_ERROR_INTERNAL, where, "unknown exception");
+  }
+}
+
+/// Checks a handle and that a step is loaded.
+dhs_status requireLoaded(const dhs_runtime *handle, const char *where) {
+  if (!handle)
+    return failWith(DHS_ERROR_INVALID_HANDLE, where, "null runtime handle");
+  if (!handle->runtime->stepLoaded())
+    return failWith(DHS_ERROR_NOT_LOADED, where,
+                    "no step is loaded (call dhs_runtime_load_step first)");
+  return DHS_OK;
+}
+
+MemorySpace memorySpace(dhs_memory memory) {
+  if (memory == DHS_MEMORY_HOST)
+    return MemorySpace::Host;
+  if (memory == DHS_MEMORY_DEVICE)
+    return MemorySpace::Device;
+  throw InputError("memory must be DHS_MEMORY_HOST or DHS_MEMORY_DEVICE, not " +
+                   std::to_string(static_cast<int>(memory)));
+}
+
+RuntimeConfig toConfig(const dhs_runtime_config &c) {
+  if (c.struct_size != sizeof(dhs_runtime_config))
+    throw InputError("config.struct_size is " + std::to_string(c.struct_size) + ", expected " +
+                     std::to_string(sizeof(dhs_runtime_config)) +
+                     " (call dhs_runtime_config_init)");
+  RuntimeConfig config;
+  config.layers = c.layers;
+  config.layersPerGroup = c.layers_per_group;
+  config.hbmSlots = c.hbm_slots;
+  config.hostRows = c.host_rows;
+  config.maxRequests = c.max_requests;
+  config.newestWindow = c.newest_window;
+  config.draftWindow = c.draft_window;
+  config.hotFloor = c.hot_floor;
+  switch (c.policy) {
+  case DHS_POLICY_ADAPTIVE:
+    config.policy = ResidencyPolicy::Adaptive;
+    break;
+  case DHS_POLICY_FIXED:
+    config.policy = ResidencyPolicy::Fixed;
+    break;
+  default:
+    throw InputError("config.policy " + std::to_string(c.policy) + " is not a dhs_policy");
+  }
+  switch (c.replacement) {
+  case DHS_REPLACEMENT_DEFAULT:
+    config.replacement =
+        config.policy == ResidencyPolicy::Adaptive ? Replacement::Clock : Replacement::Lru;
+    break;
+  case DHS_REPLACEMENT_CLOCK:
+    config.replacement = Replacement::Clock;
+    break;
+  case DHS_REPLACEMENT_LRU:
+    config.replacement = Replacement::Lru;
+    break;
+  case DHS_REPLACEMENT_LRU2:
+    config.replacement = Replacement::Lru2;
+    break;
+  default:
+    throw InputError("config.replacement " + std::to_string(c.replacement) +
+                     " is not a dhs_replacement");
+  }
+  config.maxPromotionsPerStep = c.max_promotions_per_step;
+  switch (c.backend) {
+  case DHS_BACKEND_CPU:
+    config.backend = BackendKind::Cpu;
+    break;
+  case DHS_BACKEND_CUDA:
+    config.backend = BackendKind::Cuda;
+    break;
+  case DHS_BACKEND_AUTO:
+    config.backend = BackendKind::Auto;
+    break;
+  default:
+    throw InputError("config.backend " + std::to_string(c.backend) + " is not a dhs_backend");
+  }
+  config.device = c.device;
+  if (c.cpu_threads < 0)
+    throw InputError("config.cpu_threads must not be negative");
+  config.cpuThreads = static_cast<unsigned>(c.cpu_threads);
+  config.checkInvariants = c.check_invariants != 0;
+  config.fullCheckInterval = c.full_check_interval;
+  return config;
+}
+
+} // namespace
+
+extern "C" {
+
+void dhs_runtime_config_init(dhs_runtime_config *config) {
+  if (!config)
+    return;
+  std::memset(config, 0, sizeof(*config));
+  RuntimeConfig defaults;
+  config->struct_size = sizeof(dhs_runtime_config);
+  config->layers = defaults.layers;
+  config->layers_per_group = defaults.layersPerGroup;
+  config->hbm_slots = defaults.hbmSlots;
+  config->host_rows = defaults.hostRows;
+  config->max_requests = defaults.maxRequests;
+  config->newest_window = defaults.newestWindow;
+  config->draft_window = defaults.draftWindow;
+  config->hot_floor = defaults.hotFloor;
+  config->policy = DHS_POLICY_ADAPTIVE;
+  config->replacement = DHS_REPLACEMENT_DEFAULT;
+  config->max_promotions_per_step = defaults.maxPromotionsPerStep;
+  config->backend = DHS_BACKEND_CPU;
+  config->device = defaults.device;
+  config->cpu_threads = static_cast<int32_t>(defaults.cpuThreads);
+  config->check_invariants = defaults.checkInvariants ? 1 : 0;
+  config->full_check_interval = defaults.fullCheckInterval;
+}
+
+dhs_status dhs_runtime_create(const dhs_runtime_config *config, dhs_runtime **runtime) {
+  return guarded("dhs_runtime_create", DHS_ERROR_INVALID_ARGUMENT, [&] {
+    if (!runtime)
+      throw InputError("null output handle pointer");
+    *runtime = nullptr;
+    if (!config)
+      throw InputError("null config (fill one with dhs_runtime_config_init)");
+    RuntimeConfig converted = toConfig(*config);
+    auto handle = std::make_unique<dhs_runtime>();
+    handle->runtime = std::make_unique<Runtime>(converted);
+    handle->backend = converted.backend;
+    *runtime = handle.release();
+    return DHS_OK;
+  });
+}
+
+void dhs_runtime_destroy(dhs_runtime *runtime) {
+  try {
+    delete runtime;
+  } catch (...) {
+    // Destructors do not throw; nothing to report here anyway.
+  }
+}
+
+dhs_status dhs_runtime_load_step(dhs_runtime *runtime, const char *step_directory) {
+  return guarded("dhs_runtime_load_step", DHS_ERROR_STEP, [&] {
+    if (!runtime)
+      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_load_step", "null runtime handle");
+    if (!step_directory)
+      throw InputError("null step directory");
+    if (runtime->backend == BackendKind::Cuda && !CudaDriver::instance().available())
+      return failWith(DHS_ERROR_DEVICE, "dhs_runtime_load_step",
+                      "the CUDA backend was asked for: " +
+                          CudaDriver::instance().unavailableReason());
+    runtime->runtime->loadStep(std::string(step_directory));
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_directories,
+                                  size_t count) {
+  return guarded("dhs_runtime_load_steps", DHS_ERROR_STEP, [&] {
+    if (!runtime)
+      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_load_steps", "null runtime handle");
+    if (count == 0 || !step_directories)
+      throw InputError("no step directories (null list or count 0)");
+    std::vector<std::string> directories;
+    for (size_t i = 0; i < count; ++i) {
+      if (!step_directories[i])
+        throw InputError("step directory " + std::to_string(i) + " is null");
+      directories.emplace_back(step_directories[i]);
+    }
+    if (runtime->backend == BackendKind::Cuda && !CudaDriver::instance().available())
+      return failWith(DHS_ERROR_DEVICE, "dhs_runtime_load_steps",
+                      "the CUDA backend was asked for: " +
+                          CudaDriver::instance().unavailableReason());
+    runtime->runtime->loadSteps(directories);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_directory) {
+  return guarded("dhs_runtime_load_draft_step", DHS_ERROR_STEP, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_load_draft_step"))
+      return status;
+    if (!step_directory)
+      throw InputError("null step directory");
+    runtime->runtime->loadDraftStep(std::string(step_directory));
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_window_write(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows) {
+  return guarded("dhs_window_write", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_window_write"))
+      return status;
+    runtime->runtime->writeWindow(id, position, count, rows);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *step_directory) {
+  return guarded("dhs_runtime_load_placement_step", DHS_ERROR_STEP, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_load_placement_step"))
+      return status;
+    if (!step_directory)
+      throw InputError("null step directory");
+    runtime->runtime->loadPlacementStep(std::string(step_directory));
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows) {
+  return guarded("dhs_draft_append", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_draft_append"))
+      return status;
+    runtime->runtime->appendDraft(id, position, count, rows);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count,
+                          void *out) {
+  return guarded("dhs_draft_read", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_draft_read"))
+      return status;
+    runtime->runtime->readDraft(id, end, count, out);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on) {
+  return guarded("dhs_runtime_set_cuda_graphs", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_set_cuda_graphs"))
+      return status;
+    runtime->runtime->setCudaGraphs(on != 0);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *shape) {
+  return guarded("dhs_runtime_get_shape", DHS_ERROR_INTERNAL, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_get_shape"))
+      return status;
+    if (!shape)
+      throw InputError("null shape pointer");
+    const Runtime &rt = *runtime->runtime;
+    const ProblemShape &s = rt.shape();
+    shape->batch = s.batch;
+    shape->queries = s.queries;
+    shape->heads = s.heads;
+    shape->topk = s.topk;
+    shape->qk_dim = s.qkDim;
+    shape->v_dim = s.vDim;
+    shape->row_bytes = rt.rowBytes();
+    shape->groups = rt.groups();
+    shape->hbm_slots = rt.controller().config().hbmSlots;
+    shape->layers = rt.layers();
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_describe(const dhs_runtime *runtime, char *buffer, size_t size) {
+  return guarded("dhs_runtime_describe", DHS_ERROR_INTERNAL, [&] {
+    if (!runtime)
+      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_describe", "null runtime handle");
+    if (!buffer || size == 0)
+      throw InputError("null or empty buffer");
+    std::string text = runtime->runtime->backendDescription();
+    if (!runtime->runtime->fallbackReason().empty())
+      text += " (CUDA not used: " + runtime->runtime->fallbackReason() + ")";
+    std::size_t n = std::min(size - 1, text.size());
+    std::memcpy(buffer, text.data(), n);
+    buffer[n] = '\0';
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_get_stats(const dhs_runtime *runtime, dhs_stats *stats) {
+  return guarded("dhs_runtime_get_stats", DHS_ERROR_INTERNAL, [&] {
+    if (!runtime)
+      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_get_stats", "null runtime handle");
+    if (!stats)
+      throw InputError("null stats pointer");
+    RuntimeStats s = runtime->runtime->stats();
+    std::memset(stats, 0, sizeof(*stats));
+    stats->steps = s.steps;
+    stats->last_selected = s.lastStep.selected;
+    stats->last_resident = s.lastStep.resident;
+    stats->last_fetched = s.lastStep.fetched;
+    stats->last_promoted = s.lastStep.promoted;
+    stats->last_evicted = s.lastStep.evicted;
+    stats->total_selected = s.totals.selected;
+    stats->total_resident = s.totals.resident;
+    stats->total_fetched = s.totals.fetched;
+    stats->total_promoted = s.totals.promoted;
+    stats->total_evicted = s.totals.evicted;
+    stats->admitted_requests = s.admittedRequests;
+    stats->hbm_bytes_used = s.hbmBytesUsed;
+    stats->hbm_bytes_capacity = s.hbmBytesCapacity;
+    stats->host_bytes_used = s.hostBytesUsed;
+    stats->host_bytes_capacity = s.hostBytesCapacity;
+    stats->optional_budget_slots = s.optionalBudgetSlots;
+    stats->optional_used_slots = s.optionalUsedSlots;
+    stats->graph_captures = s.graphCaptures;
+    stats->graph_replays = s.graphReplays;
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_request_admit(dhs_runtime *runtime, uint64_t id, int64_t history_len,
+                             int64_t max_context, const void *prefill) {
+  return guarded("dhs_request_admit", DHS_ERROR_INTERNAL, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_request_admit"))
+      return status;
+    runtime->runtime->admit(id, history_len, max_context, prefill);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_request_append(dhs_runtime *runtime, uint64_t id, const void *rows) {
+  return guarded("dhs_request_append", DHS_ERROR_INTERNAL, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_request_append"))
+      return status;
+    runtime->runtime->append(id, rows);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_request_finish(dhs_runtime *runtime, uint64_t id) {
+  return guarded("dhs_request_finish", DHS_ERROR_INTERNAL, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_request_finish"))
+      return status;
+    runtime->runtime->finish(id);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_request_length(const dhs_runtime *runtime, uint64_t id, int64_t *length) {
+  return guarded("dhs_request_length", DHS_ERROR_INTERNAL, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_request_length"))
+      return status;
+    if (!length)
+      throw InputError("null length pointer");
+    *length = runtime->runtime->historyLen(id);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_step_run(dhs_runtime *runtime, const uint64_t *ids, int64_t batch,
+                        const int32_t *row_ids, const uint16_t *queries, uint16_t *output,
+                        dhs_memory memory) {
+  return guarded("dhs_step_run", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_step_run"))
+      return status;
+    runtime->runtime->step(ids, batch, row_ids, queries, output, memorySpace(memory));
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch) {
+  return guarded("dhs_step_begin", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_step_begin"))
+      return status;
+    runtime->runtime->beginStep(ids, batch);
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
+                           dhs_memory memory) {
+  return guarded("dhs_step_select", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_step_select"))
+      return status;
+    runtime->runtime->selectGroup(group, row_ids, memorySpace(memory));
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_step_attend(dhs_runtime *runtime, int32_t layer, const uint16_t *queries,
+                           uint16_t *output, dhs_memory memory) {
+  return guarded("dhs_step_attend", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_step_attend"))
+      return status;
+    runtime->runtime->attendLayer(layer, queries, output, memorySpace(memory));
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_step_end(dhs_runtime *runtime) {
+  return guarded("dhs_step_end", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_step_end"))
+      return status;
+    runtime->runtime->endStep();
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_step_abort(dhs_runtime *runtime) {
+  return guarded("dhs_step_abort", DHS_ERROR_DEVICE, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_step_abort"))
+      return status;
+    runtime->runtime->abortStep();
+    return DHS_OK;
+  });
+}
+
+dhs_status dhs_runtime_check(dhs_runtime *runtime) {
+  return guarded("dhs_runtime_check", DHS_ERROR_INVARIANT, [&] {
+    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_check"))
+      return status;
+    runtime->runtime->checkInvariants();
+    return DHS_OK;
+  });
+}
+
+const char *dhs_last_error(void) { return lastError.c_str(); }
+
+const char *dhs_status_name(dhs_status status) {
+  switch (status) {
+  case DHS_OK:
+    return "DHS_OK";
+  case DHS_ERROR_INVALID_HANDLE:
+    return "DHS_ERROR_INVALID_HANDLE";
+  case DHS_ERROR_INVALID_ARGUMENT:
+    return "DHS_ERROR_INVALID_ARGUMENT";
+  case DHS_ERROR_OUT_OF_RANGE:
+    return "DHS_ERROR_OUT_OF_RANGE";
+  case DHS_ERROR_UNKNOWN_REQUEST:
+    return "DHS_ERROR_UNKNOWN_REQUEST";
+  case DHS_ERROR_OUT_OF_MEMORY:
+    return "DHS_ERROR_OUT_OF_MEMORY";
+  case DHS_ERROR_NOT_LOADED:
+    return "DHS_ERROR_NOT_LOADED";
+  case DHS_ERROR_STATE:
+    return "DHS_ERROR_STATE";
+  case DHS_ERROR_STEP:
+    return "DHS_ERROR_STEP";
+  case DHS_ERROR_DEVICE:
+    return "DHS_ERROR_DEVICE";
+  case DHS_ERROR_INVARIANT:
+    return "DHS_ERROR_INVARIANT";
+  case DHS_ERROR_INTERNAL:
+    return "DHS_ERROR_INTERNAL";
+  }
+  return "DHS_ERROR_UNKNOWN_STATUS";
+}
+
+} // extern "C"

@@ -1,0 +1,295 @@
+/*===- dhs_runtime.h - The dhs runtime's C API (C99) -----------------------===
+ *
+ * What a serving engine links to run decode-time sparse attention over the
+ * load-adaptive KV hierarchy: create a runtime (CPU reference backend or a
+ * CUDA device), load a step compiled by dhs-compile, admit requests with
+ * their prefill KV, append decode tokens, run steps with the engine's
+ * selections and queries, read outputs and statistics, finish requests.
+ *
+ * Conventions:
+ *  - Every function returns a dhs_status; DHS_OK is 0. On failure,
+ *    dhs_last_error() returns a one-line message (thread-local: each thread
+ *    sees its own last failure; a successful call clears it). No C++
+ *    exception ever crosses this boundary.
+ *  - Handles are opaque; a null handle gives DHS_ERROR_INVALID_HANDLE.
+ *  - KV rows are raw bytes of the step's row format (row_bytes each, e.g.
+ *    1152 for mla_bf16: 576 bf16 values). bf16 values are uint16_t bit
+ *    patterns.
+ *  - Requests are named by the engine's 64-bit ids.
+ *  - A runtime is not thread-safe: call it from one thread at a time.
+ *
+ * Layouts (row-major; batch = the number of requests in the step, at most
+ * the step's B; groups = ceil(layers / layers_per_group)):
+ *    prefill   [layers][history_len][row_bytes]
+ *    rows      [layers][row_bytes]                      (one appended token)
+ *    row_ids   [groups][batch][Q][K] int32, -1 = none   (dhs_step_run)
+ *    queries   [layers][batch][Q][H][qk_dim] bf16       (dhs_step_run)
+ *    output    [layers][batch][Q][H][v_dim] bf16        (dhs_step_run)
+ *    draft     [count][layers][row_bytes]                (dhs_draft_append,
+ *                                                         dhs_draft_read)
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef DHS_RUNTIME_CAPI_C_API_H
+#define DHS_RUNTIME_CAPI_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Result of every call. */
+typedef enum dhs_status {
+  DHS_OK = 0,
+  DHS_ERROR_INVALID_HANDLE = 1,   /**< a null runtime handle */
+  DHS_ERROR_INVALID_ARGUMENT = 2, /**< a null pointer, a bad size or config,
+                                       an id admitted twice, a bad batch */
+  DHS_ERROR_OUT_OF_RANGE = 3,     /**< a row id outside its request's
+                                       history, a layer or group that does
+                                       not exist */
+  DHS_ERROR_UNKNOWN_REQUEST = 4,  /**< a request id that is not admitted */
+  DHS_ERROR_OUT_OF_MEMORY = 5,    /**< admission refused (the protected
+                                       working set cannot be guaranteed),
+                                       host store full, maximum context
+                                       reached, an allocation failed */
+  DHS_ERROR_NOT_LOADED = 6,       /**< no step is loaded */
+  DHS_ERROR_STATE = 7,            /**< wrong order: a step in progress, a
+                                       step loaded twice, a group selected
+                                       twice, a layer not run */
+  DHS_ERROR_STEP = 8,             /**< the step directory cannot be loaded
+                                       (missing, malformed manifest, no PTX
+                                       for CUDA, pool sizes that disagree) */
+  DHS_ERROR_DEVICE = 9,           /**< CUDA unavailable or failed, kernels
+                                       rejected their input */
+  DHS_ERROR_INVARIANT = 10,       /**< the invariant checker found a
+                                       violation */
+  DHS_ERROR_INTERNAL = 11         /**< anything else */
+} dhs_status;
+
+/** Where attention runs. */
+typedef enum dhs_backend {
+  DHS_BACKEND_CPU = 0,  /**< the CPU reference backend */
+  DHS_BACKEND_CUDA = 1, /**< a CUDA device (error if unusable) */
+  DHS_BACKEND_AUTO = 2  /**< CUDA if usable, else the CPU */
+} dhs_backend;
+
+/** How spare HBM is used. */
+typedef enum dhs_policy {
+  DHS_POLICY_ADAPTIVE = 0, /**< optional residency shares spare slots */
+  DHS_POLICY_FIXED = 1     /**< a fixed hot buffer per request (HiSparse) */
+} dhs_policy;
+
+/** Which hot row gives up its slot. */
+typedef enum dhs_replacement {
+  DHS_REPLACEMENT_DEFAULT = 0, /**< CLOCK for adaptive, LRU for fixed */
+  DHS_REPLACEMENT_CLOCK = 1,
+  DHS_REPLACEMENT_LRU = 2,
+  DHS_REPLACEMENT_LRU2 = 3 /**< LRU with frequency (LRU-2) */
+} dhs_replacement;
+
+/** Where step inputs and outputs live. */
+typedef enum dhs_memory {
+  DHS_MEMORY_HOST = 0,  /**< host pointers */
+  DHS_MEMORY_DEVICE = 1 /**< device pointers (CUDA backend only) */
+} dhs_memory;
+
+/** Runtime configuration; fill with dhs_runtime_config_init first. */
+typedef struct dhs_runtime_config {
+  uint32_t struct_size;            /**< sizeof(dhs_runtime_config) */
+  int32_t layers;                  /**< model layers (default 1) */
+  int32_t layers_per_group;        /**< layers sharing a selection (1) */
+  int32_t hbm_slots;               /**< HBM slots per layer; -1: the step's */
+  int64_t host_rows;               /**< host-store rows per layer (65536) */
+  int32_t max_requests;            /**< admitted at once (64) */
+  int32_t newest_window;           /**< newest tokens protected (64) */
+  int32_t draft_window;            /**< draft-ring slots per request (0) */
+  int32_t hot_floor;               /**< guaranteed hot slots per request (0);
+                                        fixed policy: the buffer size */
+  int32_t policy;                  /**< dhs_policy (adaptive) */
+  int32_t replacement;             /**< dhs_replacement (default) */
+  int32_t max_promotions_per_step; /**< per request and group; -1: all */
+  int32_t backend;                 /**< dhs_backend (CPU) */
+  int32_t device;                  /**< CUDA device ordinal (0) */
+  int32_t cpu_threads;             /**< CPU backend threads; 0: all (1) */
+  int32_t check_invariants;        /**< nonzero: run the invariant checker */
+  int32_t full_check_interval;     /**< steps between full checks (64) */
+} dhs_runtime_config;
+
+/** The loaded step's shape. */
+typedef struct dhs_step_shape {
+  int64_t batch;     /**< B: requests per step, at most */
+  int64_t queries;   /**< Q: query positions per request */
+  int64_t heads;     /**< H */
+  int64_t topk;      /**< K: selections per query */
+  int64_t qk_dim;    /**< query / key dims */
+  int64_t v_dim;     /**< value (output) dims */
+  int64_t row_bytes; /**< bytes per KV row */
+  int32_t layers;    /**< model layers */
+  int32_t groups;    /**< layer groups */
+  int32_t hbm_slots; /**< HBM slots per layer */
+} dhs_step_shape;
+
+/** Statistics. */
+typedef struct dhs_stats {
+  uint64_t steps;         /**< completed steps */
+  int64_t last_selected;  /**< distinct rows selected, last step */
+  int64_t last_resident;  /**< of those, resident */
+  int64_t last_fetched;   /**< of those, read from the host */
+  int64_t last_promoted;  /**< fetched rows given a slot after it */
+  int64_t last_evicted;   /**< hot rows evicted since the step before */
+  int64_t total_selected; /**< sums over all steps */
+  int64_t total_resident;
+  int64_t total_fetched;
+  int64_t total_promoted;
+  int64_t total_evicted;
+  int32_t admitted_requests;     /**< admitted now */
+  int64_t hbm_bytes_used;        /**< occupied slots, all layers */
+  int64_t hbm_bytes_capacity;    /**< all slots, all layers */
+  int64_t host_bytes_used;       /**< reserved host ranges, all layers */
+  int64_t host_bytes_capacity;   /**< the host store, all layers */
+  int64_t optional_budget_slots; /**< optional budget, slots per group */
+  int64_t optional_used_slots;   /**< optional rows in use, all groups */
+  uint64_t graph_captures;       /**< CUDA: steps captured into a new graph */
+  uint64_t graph_replays;        /**< CUDA: steps run by replaying a graph */
+} dhs_stats;
+
+/** The runtime (opaque). */
+typedef struct dhs_runtime dhs_runtime;
+
+/** Fills a config with the defaults (never fails for a non-null pointer). */
+void dhs_runtime_config_init(dhs_runtime_config *config);
+
+/** Creates a runtime with no step loaded. */
+dhs_status dhs_runtime_create(const dhs_runtime_config *config, dhs_runtime **runtime);
+
+/** Destroys a runtime and frees everything it holds (null is fine). */
+void dhs_runtime_destroy(dhs_runtime *runtime);
+
+/** Loads a step directory written by dhs-compile (manifest.json + PTX) and
+ *  allocates the KV tiers. */
+dhs_status dhs_runtime_load_step(dhs_runtime *runtime, const char *step_directory);
+
+/** Loads a layer group's steps: `count` directories of the same step
+ *  compiled once per layer index of its pool (layer = 0 .. G-1), in any
+ *  order. The CUDA backend needs one per layer index when a pool holds a
+ *  group's layers; the CPU backend runs every layer from any of them. */
+dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_directories,
+                                  size_t count);
+
+/** CUDA backend: nonzero runs each step (all layers) as one CUDA graph,
+ *  captured once and replayed while the step keeps its shape; zero turns
+ *  graphs off. Between steps only. DHS_ERROR_DEVICE on the CPU backend. */
+dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on);
+
+/** The loaded step's shape. */
+dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *shape);
+
+/** The backend in words into `buffer` (truncated, always terminated). */
+dhs_status dhs_runtime_describe(const dhs_runtime *runtime, char *buffer, size_t size);
+
+/** Statistics. */
+dhs_status dhs_runtime_get_stats(const dhs_runtime *runtime, dhs_stats *stats);
+
+/** Admits request `id` with `history_len` prefill rows (`prefill` may be
+ *  null when history_len is 0) and room for `max_context` rows. Refused
+ *  with DHS_ERROR_OUT_OF_MEMORY, changing nothing, when its protected
+ *  working set cannot be guaranteed. */
+dhs_status dhs_request_admit(dhs_runtime *runtime, uint64_t id, int64_t history_len,
+                             int64_t max_context, const void *prefill);
+
+/** Appends one decode token's rows [layers][row_bytes] (host memory). */
+dhs_status dhs_request_append(dhs_runtime *runtime, uint64_t id, const void *rows);
+
+/** Finishes a request: frees its slots and host rows. */
+dhs_status dhs_request_finish(dhs_runtime *runtime, uint64_t id);
+
+/** History length of a request into `length`. */
+dhs_status dhs_request_length(const dhs_runtime *runtime, uint64_t id, int64_t *length);
+
+/** A whole step over `batch` requests (layouts above). On failure nothing
+ *  is promoted and the runtime is ready for the next step. */
+dhs_status dhs_step_run(dhs_runtime *runtime, const uint64_t *ids, int64_t batch,
+                        const int32_t *row_ids, const uint16_t *queries, uint16_t *output,
+                        dhs_memory memory);
+
+/** A step in parts, for engines that compute each layer's queries from the
+ *  previous layer: begin, then per group select (row_ids [batch][Q][K]),
+ *  per layer attend (queries [batch][Q][H][qk_dim], output [batch][Q][H]
+ *  [v_dim]), then end (or abort). */
+dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch);
+/** Group `group`'s selections for the step in progress, in `memory`
+ *  Device selections (CUDA, with steps that resolve them on
+ *  the device and a placement step) never wait for the host; a bad row id
+ *  among them makes dhs_step_end fail with DHS_ERROR_OUT_OF_RANGE. */
+dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
+                           dhs_memory memory);
+/** Layer `layer`'s attention for the step in progress. */
+dhs_status dhs_step_attend(dhs_runtime *runtime, int32_t layer, const uint16_t *queries,
+                           uint16_t *output, dhs_memory memory);
+/** Ends the step: promotions, bookkeeping, checks. */
+dhs_status dhs_step_end(dhs_runtime *runtime);
+/** Abandons the step in progress (nothing is promoted). */
+dhs_status dhs_step_abort(dhs_runtime *runtime);
+
+/** Draft rings (config.draft_window > 0): each admitted request has, per
+ *  layer group, a ring of draft_window tokens x (layers_per_group x
+ *  row_bytes) in memory of its own (host memory on the CPU backend, device
+ *  memory on CUDA), never in the KV pools and never counted by residency
+ *  beyond the slots its admission reserved. Token position p lives in slot
+ *  p mod draft_window. */
+
+/** Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
+ *  through dhs-compile) after dhs_runtime_load_step. On CUDA its generated
+ *  kernels (ring_index + copy_rows) do all ring work and it is required
+ *  before any draft call (DHS_ERROR_STATE otherwise); the CPU backend only
+ *  checks it. DHS_ERROR_STEP when it is not a draft-ring step or its rings
+ *  are not draft_window tokens of layers_per_group x row_bytes. */
+dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_directory);
+
+/** Writes `count` raw tokens `rows` [count][layers][row_bytes] (host
+ *  memory) at positions position .. position+count-1 of request `id`'s
+ *  sliding-window rings (steps with a window); the request then has
+ *  position + count raw tokens. DHS_ERROR_INVALID_ARGUMENT without a window,
+ *  for count outside 1..ring, null rows or a negative position. */
+dhs_status dhs_window_write(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows);
+
+/** Loads a compiled placement step (examples/place_rows_step.mlir compiled
+ *  for the session's pools). On CUDA, promotions, appends and admissions are
+ *  then carried out by its kernel and each layer group's residency map is
+ *  kept on the device; the CPU backend only checks it. DHS_ERROR_STEP when
+ *  it is not a placement step or its pool does not match; DHS_ERROR_STATE
+ *  when one is loaded already or a step is in progress. */
+dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *step_directory);
+
+/** Writes `count` draft tokens `rows` [count][layers][row_bytes] (host
+ *  memory) at positions position .. position+count-1 (mod draft_window) of
+ *  request `id`'s draft rings. DHS_ERROR_UNKNOWN_REQUEST for an id not
+ *  admitted; DHS_ERROR_INVALID_ARGUMENT for count < 1 or > draft_window,
+ *  null rows, a negative position, or draft_window 0. */
+dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
+                            const void *rows);
+
+/** Reads the `count` newest draft tokens ending at `end` (positions
+ *  end-count .. end-1) of request `id` into `out` [count][layers][row_bytes]
+ *  (host memory). DHS_ERROR_OUT_OF_RANGE when a position was never written
+ *  or has been overwritten (its slot holds another position); otherwise as
+ *  dhs_draft_append. */
+dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count, void *out);
+
+/** Runs the full invariant check now (DHS_ERROR_INVARIANT on a violation). */
+dhs_status dhs_runtime_check(dhs_runtime *runtime);
+
+/** The message of this thread's last failed call ("" after a success). */
+const char *dhs_last_error(void);
+
+/** The name of a status, e.g. "DHS_ERROR_OUT_OF_MEMORY". */
+const char *dhs_status_name(dhs_status status);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DHS_RUNTIME_CAPI_C_API_H */

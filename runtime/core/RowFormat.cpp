@@ -1,0 +1,225 @@
+//===- RowFormat.cpp - KV row formats -------------------------------------===//
+
+#include "runtime/core/RowFormat.h"
+
+#include "runtime/core/Bf16.h"
+#include "runtime/core/Error.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace dhs::runtime {
+
+namespace {
+
+const RowFormatInfo kFormats[] = {
+    {RowFormat::MlaBf16, "mla_bf16", 1152, 576, 512},
+    {RowFormat::MlaFp8, "mla_fp8", 656, 576, 512},
+    {RowFormat::V41Fp8, "v41_fp8", 528, 512, 512},
+};
+
+/// Reads a little-endian value of type T at `bytes`.
+template <typename T> T load(const std::uint8_t *bytes) {
+  T value;
+  std::memcpy(&value, bytes, sizeof(T));
+  return value;
+}
+
+/// N(0,1) by Box-Muller on 53-bit uniforms, so a seed gives the same values on
+/// every platform (std::normal_distribution is implementation-defined).
+double normal(std::mt19937_64 &rng) {
+  auto uniform = [&] {
+    return (static_cast<double>(rng() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+  };
+  return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
+}
+
+/// A random e4m3 byte that is not NaN (0x7f, 0xff).
+std::uint8_t randomE4M3(std::mt19937_64 &rng) {
+  for (;;) {
+    auto byte = static_cast<std::uint8_t>(rng() & 0xff);
+    if ((byte & 0x7f) != 0x7f)
+      return byte;
+  }
+}
+
+} // namespace
+
+const RowFormatInfo &rowFormatInfo(const std::string &name) {
+  for (const RowFormatInfo &info : kFormats)
+    if (name == info.name)
+      return info;
+  throw Error("unknown KV row format '" + name + "' (known: " + knownRowFormats() + ")");
+}
+
+const RowFormatInfo &rowFormatInfo(RowFormat format) {
+  for (const RowFormatInfo &info : kFormats)
+    if (info.format == format)
+      return info;
+  throw Error("unknown KV row format");
+}
+
+std::string knownRowFormats() {
+  std::string names;
+  for (const RowFormatInfo &info : kFormats)
+    names += (names.empty() ? "" : ", ") + std::string(info.name);
+  return names;
+}
+
+double decodeE4M3(std::uint8_t byte) {
+  int sign = byte >> 7, exponent = (byte >> 3) & 15, mantissa = byte & 7;
+  if (exponent == 15 && mantissa == 7)
+    return std::numeric_limits<double>::quiet_NaN();
+  double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
+  return sign ? -magnitude : magnitude;
+}
+
+void decodeKey(RowFormat format, const std::uint8_t *row, double *key) {
+  switch (format) {
+  case RowFormat::MlaBf16:
+    for (int d = 0; d < 576; ++d)
+      key[d] = bf16ToFloat(load<bf16_t>(row + 2 * d));
+    return;
+  case RowFormat::MlaFp8:
+    for (int d = 0; d < 512; ++d)
+      key[d] = decodeE4M3(row[d]) * static_cast<double>(load<float>(row + 512 + 4 * (d / 128)));
+    for (int d = 0; d < 64; ++d)
+      key[512 + d] = bf16ToFloat(load<bf16_t>(row + 528 + 2 * d));
+    return;
+  case RowFormat::V41Fp8:
+    for (int d = 0; d < 512; ++d) {
+      int e = row[512 + d / 32];
+      double scale = e == 255 ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, e - 127);
+      key[d] = decodeE4M3(row[d]) * scale;
+    }
+    return;
+  case RowFormat::Gqa:
+    break;
+  }
+  throw Error("decodeKey reads MLA rows; GQA rows are decoded by decodeGqa");
+}
+
+GqaElement parseGqaElement(const std::string &name) {
+  if (name == "bf16")
+    return GqaElement::BF16;
+  if (name == "f16")
+    return GqaElement::F16;
+  if (name == "f32")
+    return GqaElement::F32;
+  throw Error("GQA rows hold bf16, f16 or f32, not '" + name + "'");
+}
+
+/// IEEE half precision to double.
+static double halfToDouble(std::uint16_t h) {
+  int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+  double magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(mantissa, -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN()
+                         : std::numeric_limits<double>::infinity();
+  else
+    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
+  return sign ? -magnitude : magnitude;
+}
+
+void decodeGqa(const GqaLayout &layout, const std::uint8_t *row, std::int64_t kvHead, double *key,
+               double *value) {
+  const std::int64_t d = layout.headDim, size = layout.elementBytes();
+  auto element = [&](std::int64_t index) -> double {
+    const std::uint8_t *at = row + index * size;
+    switch (layout.element) {
+    case GqaElement::BF16:
+      return bf16ToFloat(load<bf16_t>(at));
+    case GqaElement::F16:
+      return halfToDouble(load<std::uint16_t>(at));
+    case GqaElement::F32:
+      return load<float>(at);
+    }
+    return 0.0;
+  };
+  for (std::int64_t i = 0; i < d; ++i) {
+    key[i] = element(kvHead * d + i);
+    value[i] = element((layout.kvHeads + kvHead) * d + i);
+  }
+}
+
+void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, std::mt19937_64 &rng) {
+  const std::int64_t count = 2 * layout.kvHeads * layout.headDim;
+  for (std::int64_t i = 0; i < count; ++i) {
+    double v = normal(rng);
+    if (v == 0.0)
+      v = 0.5;
+    switch (layout.element) {
+    case GqaElement::BF16: {
+      bf16_t b = doubleToBf16(v);
+      std::memcpy(row + 2 * i, &b, 2);
+      break;
+    }
+    case GqaElement::F16: {
+      // Round to half by way of float: exact enough for test data, and the
+      // decoder reads back exactly what is stored.
+      float f = static_cast<float>(v);
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000);
+      int exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
+      std::uint16_t half = sign;
+      if (exponent > 0 && exponent < 31)
+        half |= static_cast<std::uint16_t>((exponent << 10) | ((bits >> 13) & 0x3ff));
+      else if (exponent >= 31)
+        half |= 0x7bff; // largest finite
+      else
+        half |= 0x0400; // smallest normal, keeping it nonzero
+      std::memcpy(row + 2 * i, &half, 2);
+      break;
+    }
+    case GqaElement::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(row + 4 * i, &f, 4);
+      break;
+    }
+    }
+  }
+}
+
+void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng) {
+  auto putBf16 = [&](std::uint8_t *at) {
+    bf16_t value = doubleToBf16(normal(rng));
+    if ((value & 0x7fff) == 0) // never exact zeros
+      value = floatToBf16(0.5f);
+    std::memcpy(at, &value, sizeof value);
+  };
+  switch (format) {
+  case RowFormat::MlaBf16:
+    for (int d = 0; d < 576; ++d)
+      putBf16(row + 2 * d);
+    return;
+  case RowFormat::MlaFp8:
+    for (int d = 0; d < 512; ++d)
+      row[d] = randomE4M3(rng);
+    // Random bytes span +-448 (log-uniformly); scales of 2^-9..2^-8 keep the
+    // keys within a few units, like quantized real KV.
+    for (int g = 0; g < 4; ++g) {
+      float scale = static_cast<float>(std::ldexp(1.0 + (rng() % 1024) / 1024.0, -9));
+      std::memcpy(row + 512 + 4 * g, &scale, sizeof scale);
+    }
+    for (int d = 0; d < 64; ++d)
+      putBf16(row + 528 + 2 * d);
+    return;
+  case RowFormat::V41Fp8:
+    for (int d = 0; d < 512; ++d)
+      row[d] = randomE4M3(rng);
+    for (int g = 0; g < 16; ++g)
+      row[512 + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
+    return;
+  case RowFormat::Gqa:
+    break;
+  }
+  throw Error("fillRandomRow fills MLA rows; GQA rows are filled by "
+              "fillRandomGqaRow");
+}
+
+} // namespace dhs::runtime

@@ -1,0 +1,465 @@
+//===- CudaBackend.cpp - Run a compiled step on a GPU ---------------------===//
+
+#include "runtime/cuda/CudaBackend.h"
+
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/core/Error.h"
+#include "runtime/cuda/JitLink.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <utility>
+
+namespace dhs::runtime {
+
+std::string archForDevice(int major, int minor) {
+  return "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
+}
+
+namespace {
+
+using namespace cuda_detail;
+
+/// Position of flat output element `index` as "[b, q, h, v]".
+std::string outputPosition(const ProblemShape &s, std::size_t index) {
+  std::int64_t i = static_cast<std::int64_t>(index);
+  std::int64_t v = i % s.vDim;
+  i /= s.vDim;
+  std::int64_t h = i % s.heads;
+  i /= s.heads;
+  std::int64_t q = i % s.queries;
+  std::int64_t b = i / s.queries;
+  return "[request " + std::to_string(b) + ", query " + std::to_string(q) + ", head " +
+         std::to_string(h) + ", v " + std::to_string(v) + "]";
+}
+
+} // namespace
+
+/// Everything the backend holds; members are destroyed in reverse order, so
+/// modules go before the context.
+struct CudaBackend::State {
+  Manifest manifest;
+  DeviceInfo device;
+  std::unique_ptr<PrimaryContext> context;
+  std::vector<std::unique_ptr<Module>> modules;
+  std::vector<CUfunction> functions; // per launch
+  std::vector<KernelInfo> kernels;   // per launch
+};
+
+CudaBackend::CudaBackend(const Manifest &manifest, int ordinal)
+    : state_(std::make_unique<State>()) {
+  const CudaDriver &cuda = driver();
+  cuda.requireAvailable();
+  if (ordinal < 0 || ordinal >= cuda.deviceCount())
+    throw Error("CUDA device " + std::to_string(ordinal) + " does not exist (" +
+                std::to_string(cuda.deviceCount()) + " devices)");
+  State &st = *state_;
+  st.manifest = manifest;
+
+  // The device.
+  CUdevice device;
+  cuda.check(cuda.deviceGet(&device, ordinal), "cuDeviceGet");
+  char name[256] = {};
+  cuda.check(cuda.deviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName");
+  DeviceInfo &info = st.device;
+  info.ordinal = ordinal;
+  info.name = name;
+  auto attribute = [&](CUdevice_attribute which, const char *what) {
+    int value = 0;
+    cuda.check(cuda.deviceGetAttribute(&value, which, device),
+               std::string("cuDeviceGetAttribute(") + what + ")");
+    return value;
+  };
+  info.major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major");
+  info.minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor");
+  info.multiprocessors = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessors");
+  info.maxSharedPerBlockOptin = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                          "max shared memory per block opt-in");
+  if (!attribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, "can map host memory"))
+    throw Error("CUDA device " + info.name +
+                " cannot map host memory (needed for the host KV store)");
+  cuda.check(cuda.deviceTotalMem(&info.totalMemory, device), "cuDeviceTotalMem");
+  info.arch = archForDevice(info.major, info.minor);
+
+  st.context = std::make_unique<PrimaryContext>(device);
+
+  // Link each distinct PTX file once, load it, find the launches' kernels.
+  const JitLink &jitLink = JitLink::instance();
+  if (!jitLink.available())
+    throw Error("cannot link the step's PTX: " + jitLink.unavailableReason());
+  std::map<std::string, std::pair<Module *, LinkedCubin>> loaded;
+  for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
+    const Launch &launch = manifest.launches[i];
+    auto it = loaded.find(launch.ptxPath);
+    if (it == loaded.end()) {
+      std::string ptx = readPtxFile(launch.ptxPath);
+      LinkedCubin linked = jitLink.linkPtx(ptx, info.arch, launch.ptxPath);
+      st.modules.push_back(std::make_unique<Module>(linked.cubin, launch.ptxPath));
+      it =
+          loaded.emplace(launch.ptxPath, std::make_pair(st.modules.back().get(), std::move(linked)))
+              .first;
+    }
+    const Module &module = *it->second.first;
+    const std::vector<std::uint8_t> &cubin = it->second.second.cubin;
+
+    CUfunction function = nullptr;
+    CUresult result = cuda.moduleGetFunction(&function, module.get(), launch.kernel.c_str());
+    if (result == CUDA_ERROR_NOT_FOUND) {
+      std::string known;
+      try {
+        for (const std::string &entry : cubinFunctionNames(cubin))
+          known += (known.empty() ? "" : ", ") + entry;
+      } catch (const Error &) {
+        known = "unknown";
+      }
+      throw Error("kernel '" + launch.kernel + "' of launches[" + std::to_string(i) +
+                  "] is not in " + launch.ptxPath +
+                  " (its kernels: " + (known.empty() ? "none" : known) + ")");
+    }
+    cuda.check(result, "cuModuleGetFunction(" + launch.kernel + ")");
+
+    KernelInfo kernel;
+    kernel.kernel = launch.kernel;
+    kernel.ptxPath = launch.ptxPath;
+    kernel.cubinBytes = cubin.size();
+    auto functionAttribute = [&](CUfunction_attribute which, const char *what) {
+      int value = 0;
+      cuda.check(cuda.funcGetAttribute(&value, which, function),
+                 std::string("cuFuncGetAttribute(") + launch.kernel + ", " + what + ")");
+      return value;
+    };
+    kernel.registers = functionAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, "registers");
+    kernel.maxThreadsPerBlock =
+        functionAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads");
+    kernel.staticSharedBytes =
+        functionAttribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "shared bytes");
+    kernel.localBytes = functionAttribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local bytes");
+
+    // The launch configuration must fit the kernel and the device.
+    const unsigned threads = launch.block[0] * launch.block[1] * launch.block[2];
+    if (static_cast<int>(threads) > kernel.maxThreadsPerBlock)
+      throw Error("kernel '" + launch.kernel + "' can run at most " +
+                  std::to_string(kernel.maxThreadsPerBlock) + " threads per block (" +
+                  std::to_string(kernel.registers) + " registers each), the manifest asks for " +
+                  std::to_string(threads));
+    const long long shared =
+        static_cast<long long>(launch.dynamicSharedBytes) + kernel.staticSharedBytes;
+    if (shared > info.maxSharedPerBlockOptin)
+      throw Error("kernel '" + launch.kernel + "' needs " + std::to_string(shared) +
+                  " bytes of shared memory per block (" +
+                  std::to_string(launch.dynamicSharedBytes) + " dynamic), " + info.name +
+                  " allows " + std::to_string(info.maxSharedPerBlockOptin));
+    if (launch.dynamicSharedBytes > 48 * 1024)
+      cuda.check(cuda.funcSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(launch.dynamicSharedBytes)),
+                 "cuFuncSetAttribute(" + launch.kernel + ", MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    st.functions.push_back(function);
+    st.kernels.push_back(kernel);
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  // Unload modules with the context current; errors cannot be reported here.
+  if (state_ && state_->context) {
+    try {
+      state_->context->makeCurrent();
+    } catch (const Error &) {
+    }
+  }
+}
+
+const DeviceInfo &CudaBackend::device() const { return state_->device; }
+
+void CudaBackend::makeCurrent() const { state_->context->makeCurrent(); }
+
+void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream) const {
+  launchAsync(buffers, stream, 0, state_->manifest.launches.size());
+}
+
+void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
+                              std::size_t count) const {
+  const CudaDriver &cuda = driver();
+  const State &st = *state_;
+  if (first > st.manifest.launches.size() || count > st.manifest.launches.size() - first)
+    throw Error("launches " + std::to_string(first) + " .. " + std::to_string(first + count) +
+                " of step '" + st.manifest.step + "', which has " +
+                std::to_string(st.manifest.launches.size()));
+  for (std::size_t i = first; i < first + count; ++i) {
+    const Launch &launch = st.manifest.launches[i];
+    KernelParams params;
+    for (const LaunchParam &param : launch.params) {
+      std::vector<std::int64_t> sizes = param.shape;
+      switch (param.source) {
+      case ParamSource::Argument:
+        params.addMemref(buffers.arguments.at(static_cast<std::size_t>(param.argumentIndex)),
+                         sizes);
+        break;
+      case ParamSource::PoolHbm:
+        sizes[0] = buffers.hbmSlots;
+        params.addMemref(buffers.hbm, sizes);
+        break;
+      case ParamSource::PoolHost:
+        sizes[0] = buffers.hostRows;
+        params.addMemref(buffers.host, sizes);
+        break;
+      case ParamSource::PoolMap:
+        if (!buffers.map)
+          throw Error("step '" + st.manifest.step +
+                      "' needs the pool's residency map but none was given");
+        sizes[0] = buffers.hostRows;
+        params.addMemref(buffers.map, sizes);
+        break;
+      case ParamSource::PoolRecency:
+        if (!buffers.recency)
+          throw Error("step '" + st.manifest.step +
+                      "' needs the pool's replacement state but none was given");
+        sizes[0] = buffers.hbmSlots;
+        params.addMemref(buffers.recency, sizes);
+        break;
+      case ParamSource::PoolLog:
+        // An empty log (no address needed) records nothing.
+        if (!buffers.log && buffers.logWords > 0)
+          throw Error("step '" + st.manifest.step + "' was given a step log without memory");
+        sizes[0] = buffers.logWords;
+        params.addMemref(buffers.log, sizes);
+        break;
+      case ParamSource::Status:
+        params.addMemref(buffers.status, sizes);
+        break;
+      case ParamSource::Scratch:
+        if (!buffers.arena)
+          throw Error("step '" + st.manifest.step + "' needs a staging arena but none was given");
+        params.addMemref(buffers.arena + static_cast<CUdeviceptr>(param.offset), sizes);
+        break;
+      }
+    }
+    params.finish();
+    cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1], launch.grid[2],
+                                 launch.block[0], launch.block[1], launch.block[2],
+                                 launch.dynamicSharedBytes, stream, params.pointers.data(),
+                                 nullptr),
+               "cuLaunchKernel(" + launch.kernel + ")");
+  }
+}
+
+const std::vector<KernelInfo> &CudaBackend::kernels() const { return state_->kernels; }
+
+CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
+                               const CudaRunOptions &options) {
+  const CudaDriver &cuda = driver();
+  State &st = *state_;
+  const Manifest &manifest = st.manifest;
+  const ProblemShape &shape = problem.shape;
+  if (options.warmup < 0 || options.repeat < 0)
+    throw Error("warm-up and repetition counts must not be negative");
+  checkProblemMatchesManifest(problem, manifest);
+  if (options.validateInputs)
+    problem.validate();
+  st.context->makeCurrent();
+
+  // Memory: one device buffer per memref argument, the two pool tiers, the
+  // status word.
+  const std::size_t rowBytes = static_cast<std::size_t>(shape.rowElems) * sizeof(bf16_t);
+  std::vector<std::unique_ptr<DeviceBuffer>> argumentBuffers(manifest.arguments.size());
+  auto upload = [&](ArgumentRole role, const void *data, std::size_t bytes) {
+    const Argument &arg = manifest.argument(role);
+    auto buffer = std::make_unique<DeviceBuffer>(bytes, roleName(role));
+    cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes),
+               std::string("cuMemcpyHtoD(") + roleName(role) + ")");
+    argumentBuffers[static_cast<std::size_t>(arg.index)] = std::move(buffer);
+  };
+  upload(ArgumentRole::Queries, problem.queries.data(), problem.queries.size() * sizeof(bf16_t));
+  upload(ArgumentRole::RowIds, problem.rowIds.data(), problem.rowIds.size() * sizeof(std::int32_t));
+  upload(ArgumentRole::Slots, problem.slots.data(), problem.slots.size() * sizeof(std::int32_t));
+  upload(ArgumentRole::HistoryStart, problem.historyStart.data(),
+         problem.historyStart.size() * sizeof(std::int64_t));
+  upload(ArgumentRole::HistoryLen, problem.historyLen.data(),
+         problem.historyLen.size() * sizeof(std::int32_t));
+  if (shape.windowSize > 0) {
+    upload(ArgumentRole::WindowRing, problem.windowRing.data(),
+           problem.windowRing.size() * sizeof(bf16_t));
+    upload(ArgumentRole::WindowTokens, problem.windowTokens.data(),
+           problem.windowTokens.size() * sizeof(std::int32_t));
+  }
+  const std::size_t outputCount = static_cast<std::size_t>(shape.outputCount());
+  const std::size_t outputBytes = outputCount * sizeof(bf16_t);
+  const int outputIndex = manifest.argument(ArgumentRole::Output).index;
+  argumentBuffers[static_cast<std::size_t>(outputIndex)] =
+      std::make_unique<DeviceBuffer>(outputBytes, "output");
+  const CUdeviceptr output = argumentBuffers[static_cast<std::size_t>(outputIndex)]->get();
+
+  DeviceBuffer hbm(static_cast<std::size_t>(shape.hbmSlots) * rowBytes,
+                   "the HBM pool (" + std::to_string(shape.hbmSlots) + " slots)");
+  const std::size_t hbmBytes = static_cast<std::size_t>(shape.hbmSlots) * rowBytes;
+  if (hbmBytes > 0)
+    cuda.check(cuda.memcpyHtoD(hbm.get(), problem.hbmPoolData(), hbmBytes),
+               "cuMemcpyHtoD(HBM pool)");
+  MappedHostBuffer host(static_cast<std::size_t>(shape.hostRows) * rowBytes,
+                        "the host store (" + std::to_string(shape.hostRows) + " rows)");
+  const std::size_t hostBytes = static_cast<std::size_t>(shape.hostRows) * rowBytes;
+  if (hostBytes > 0)
+    std::memcpy(host.host(), problem.hostStoreData(), hostBytes);
+  DeviceBuffer status(sizeof(std::uint32_t), "the status word");
+  // The staging arena of scratch buffers (fetched rows, union lists, remaps).
+  std::unique_ptr<DeviceBuffer> arena;
+  if (manifest.arenaBytes > 0)
+    arena = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
+                                           "the staging arena");
+
+  // Kernel parameters per launch.
+  std::vector<KernelParams> params(manifest.launches.size());
+  for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
+    for (const LaunchParam &param : manifest.launches[i].params) {
+      std::vector<std::int64_t> sizes = param.shape;
+      switch (param.source) {
+      case ParamSource::Argument:
+        params[i].addMemref(argumentBuffers[static_cast<std::size_t>(param.argumentIndex)]->get(),
+                            sizes);
+        break;
+      case ParamSource::PoolHbm:
+        sizes[0] = shape.hbmSlots;
+        params[i].addMemref(hbm.get(), sizes);
+        break;
+      case ParamSource::PoolHost:
+        sizes[0] = shape.hostRows;
+        params[i].addMemref(host.device(), sizes);
+        break;
+      case ParamSource::PoolMap:
+      case ParamSource::PoolRecency:
+      case ParamSource::PoolLog:
+        throw Error("step '" + manifest.step + "' uses a pool's residency state (" +
+                    paramSourceName(param.source) + "), which one attention problem does not have");
+      case ParamSource::Status:
+        params[i].addMemref(status.get(), sizes);
+        break;
+      case ParamSource::Scratch:
+        params[i].addMemref(arena->get() + static_cast<CUdeviceptr>(param.offset), sizes);
+        break;
+      }
+    }
+    params[i].finish();
+  }
+
+  Stream stream;
+  auto launchAll = [&](bool syncEach) {
+    for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
+      const Launch &launch = manifest.launches[i];
+      cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1], launch.grid[2],
+                                   launch.block[0], launch.block[1], launch.block[2],
+                                   launch.dynamicSharedBytes, stream.get(),
+                                   params[i].pointers.data(), nullptr),
+                 "cuLaunchKernel(" + launch.kernel + ", grid " + formatDims(launch.grid) +
+                     ", block " + formatDims(launch.block) + ", " +
+                     std::to_string(launch.dynamicSharedBytes) + " bytes dynamic shared)");
+      if (syncEach)
+        cuda.check(cuda.streamSynchronize(stream.get()), "kernel " + launch.kernel + " failed");
+    }
+  };
+  auto checkStatus = [&]() {
+    std::uint32_t word = 0;
+    cuda.check(cuda.memcpyDtoHAsync(&word, status.get(), sizeof(word), stream.get()),
+               "reading the status word");
+    cuda.check(cuda.streamSynchronize(stream.get()), "reading the status word");
+    if (word != 0)
+      throw Error("the kernels of step '" + manifest.step + "' rejected their input: status " +
+                  describeStatus(word));
+  };
+  auto download = [&]() {
+    std::vector<bf16_t> out(outputCount);
+    cuda.check(cuda.memcpyDtoHAsync(out.data(), output, outputBytes, stream.get()),
+               "downloading the output");
+    cuda.check(cuda.streamSynchronize(stream.get()), "downloading the output");
+    return out;
+  };
+  auto clearStatus = [&]() {
+    cuda.check(cuda.memsetD32Async(status.get(), 0, 1, stream.get()), "clearing the status word");
+  };
+
+  // The checked run: poisoned output, one launch at a time so that a fault
+  // names its kernel.
+  CudaRunResult result;
+  cuda.check(cuda.memsetD16Async(output, kBf16Poison, outputCount, stream.get()),
+             "poisoning the output");
+  clearStatus();
+  launchAll(/*syncEach=*/true);
+  checkStatus();
+  result.output = download();
+  std::size_t unwritten = 0, nans = 0, firstUnwritten = 0, firstNan = 0;
+  for (std::size_t i = 0; i < outputCount; ++i) {
+    bf16_t value = result.output[i];
+    if (value == kBf16Poison) {
+      if (unwritten++ == 0)
+        firstUnwritten = i;
+    } else if (bf16IsNan(value) || (value & 0x7FFFu) == 0x7F80u) {
+      if (nans++ == 0)
+        firstNan = i;
+    }
+  }
+  if (unwritten)
+    throw Error(std::to_string(unwritten) + " of " + std::to_string(outputCount) +
+                " output elements were not written by the kernels (first at " +
+                outputPosition(shape, firstUnwritten) + ")");
+  if (nans)
+    throw Error("the kernels produced " + std::to_string(nans) +
+                " NaN or infinite output elements (first at " + outputPosition(shape, firstNan) +
+                ")");
+
+  // Rows the fetches copied from the host: the listed rows that were not
+  // resident (a union's list marks each distinct missing row once).
+  for (const Launch &launch : manifest.launches) {
+    if (launch.op != "fetch")
+      continue;
+    const LaunchParam &list = launch.params.at(0);
+    std::vector<std::int32_t> rows;
+    if (list.source == ParamSource::Scratch) {
+      std::size_t count = 1;
+      for (std::int64_t dim : list.shape)
+        count *= static_cast<std::size_t>(dim);
+      rows.resize(count);
+      cuda.check(cuda.memcpyDtoH(rows.data(), arena->get() + static_cast<CUdeviceptr>(list.offset),
+                                 count * sizeof(std::int32_t)),
+                 "reading a fetch's row list");
+    } else {
+      rows = problem.rowIds;
+    }
+    // A fetch of selections with their slots (7 parameters) skips resident ones.
+    bool withSlots = launch.params.size() == 7;
+    if (result.fetchedRows < 0)
+      result.fetchedRows = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i] != -1 && (!withSlots || problem.slots[i] == -1))
+        ++result.fetchedRows;
+  }
+
+  // Timing: warm-up, then each repetition between two events.
+  if (options.repeat > 0) {
+    for (int i = 0; i < options.warmup; ++i) {
+      clearStatus();
+      launchAll(false);
+    }
+    cuda.check(cuda.streamSynchronize(stream.get()), "warm-up runs");
+    Event start, stop;
+    for (int i = 0; i < options.repeat; ++i) {
+      clearStatus();
+      cuda.check(cuda.eventRecord(start.get(), stream.get()), "cuEventRecord");
+      launchAll(false);
+      cuda.check(cuda.eventRecord(stop.get(), stream.get()), "cuEventRecord");
+      cuda.check(cuda.eventSynchronize(stop.get()), "timed run");
+      float ms = 0.0f;
+      cuda.check(cuda.eventElapsedTime(&ms, start.get(), stop.get()), "cuEventElapsedTime");
+      result.timesMs.push_back(ms);
+    }
+    checkStatus();
+    std::vector<double> sorted = result.timesMs;
+    std::sort(sorted.begin(), sorted.end());
+    std::size_t n = sorted.size();
+    result.medianMs = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    result.repeatsIdentical = download() == result.output;
+  }
+  return result;
+}
+
+} // namespace dhs::runtime

@@ -1,0 +1,138 @@
+//===- CudaBackend.h - Run a compiled step on a GPU -------------*- C++ -*-===//
+//
+// Runs a step's kernels on CUDA device 0 (or another ordinal) through the
+// driver API: links each PTX file with nvJitLink for the device's
+// architecture, loads the cubins, allocates the KV tiers (HBM slots with
+// cuMemAlloc, the host store pinned and mapped for zero-copy reads), uploads
+// a problem, poisons the output, launches in manifest order on one stream,
+// checks the status word and that every output element was written, times
+// repetitions with CUDA events and downloads the output. Everything it
+// allocates is freed when the objects holding it go out of scope.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_CUDA_CUDABACKEND_H
+#define DHS_RUNTIME_CUDA_CUDABACKEND_H
+
+#include "runtime/core/Bf16.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/core/Manifest.h"
+#include "runtime/core/SparseAttentionProblem.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dhs::runtime {
+
+/// A CUDA device as the backend sees it.
+struct DeviceInfo {
+  int ordinal = 0;                ///< device ordinal
+  std::string name;               ///< e.g. "NVIDIA H200"
+  int major = 0;                  ///< compute capability major
+  int minor = 0;                  ///< compute capability minor
+  int multiprocessors = 0;        ///< SM count
+  std::size_t totalMemory = 0;    ///< bytes of device memory
+  int maxSharedPerBlockOptin = 0; ///< most dynamic+static shared bytes per block
+  std::string arch;               ///< link architecture, see archForDevice
+};
+
+/// The nvJitLink architecture for a compute capability: "sm_" + major +
+/// minor, plus "a" when major == 9 (wgmma and other sm_90a features).
+std::string archForDevice(int major, int minor);
+
+/// One loaded kernel.
+struct KernelInfo {
+  std::string kernel;         ///< entry point
+  std::string ptxPath;        ///< its PTX file
+  std::size_t cubinBytes = 0; ///< size of the linked cubin
+  int registers = 0;          ///< registers per thread
+  int maxThreadsPerBlock = 0; ///< the most threads a block may have
+  int staticSharedBytes = 0;  ///< static shared memory per block
+  int localBytes = 0;         ///< local (spill) memory per thread
+};
+
+/// How to run a step.
+struct CudaRunOptions {
+  int warmup = 1;  ///< untimed runs before timing
+  int repeat = 10; ///< timed runs (0: no timing)
+  /// Validate inputs on the host first (turn off only to test the kernels'
+  /// own status checks).
+  bool validateInputs = true;
+};
+
+/// What a run produced.
+struct CudaRunResult {
+  std::vector<bf16_t> output;   ///< [B,Q,H,v_dim] from the checked run
+  std::vector<double> timesMs;  ///< per timed repetition, whole step
+  double medianMs = 0.0;        ///< median of timesMs (0 if not timed)
+  bool repeatsIdentical = true; ///< the output after timing equals the first bit for bit
+  /// Rows the step's fetch launches copied from the host store into staging
+  /// (-1: the step has no fetch; missing rows were read by attention itself).
+  std::int64_t fetchedRows = -1;
+};
+
+/// Persistent device memory of a step that its owner (the runtime's CUDA
+/// tiers) keeps between runs: a buffer per memref argument, the two pool
+/// tiers and the status word.
+struct CudaStepBuffers {
+  std::vector<CUdeviceptr> arguments; ///< by manifest argument index (the pool's unused)
+  CUdeviceptr hbm = 0;                ///< the HBM tier [hbm_slots, layers, row_bytes]
+  std::int64_t hbmSlots = 0;          ///< its slots
+  CUdeviceptr host = 0;               ///< the mapped host store, device address
+  std::int64_t hostRows = 0;          ///< its rows
+  CUdeviceptr map = 0;                ///< the pool's residency map [host_rows] i32
+  CUdeviceptr recency = 0;            ///< its replacement state [hbm_slots, 2] i32
+  CUdeviceptr log = 0;                ///< its step log (StepLogLayout)
+  std::int64_t logWords = 0;          ///< the log's words (0: record nothing)
+  CUdeviceptr status = 0;             ///< the status word (u32)
+  CUdeviceptr arena = 0;              ///< the staging arena (manifest arena_bytes)
+};
+
+/// A step loaded on a device. Throws Error (with the driver's or
+/// nvJitLink's message) from every operation that fails.
+class CudaBackend {
+public:
+  /// Initializes device `ordinal` (its primary context), links every PTX of
+  /// the manifest for the device's architecture and loads the kernels. The
+  /// manifest must have been loaded with requirePtx.
+  explicit CudaBackend(const Manifest &manifest, int ordinal = 0);
+  ~CudaBackend();
+
+  CudaBackend(const CudaBackend &) = delete;
+  CudaBackend &operator=(const CudaBackend &) = delete;
+
+  /// The device.
+  const DeviceInfo &device() const;
+
+  /// The loaded kernels, one per launch.
+  const std::vector<KernelInfo> &kernels() const;
+
+  /// Runs the step on a problem (its shape must match the manifest: B, Q, H,
+  /// K, row format and any pool size the manifest fixes). Throws InputError
+  /// for inputs rejected on the host, Error for anything else: a nonzero
+  /// status word, output elements left unwritten or NaN, driver errors.
+  CudaRunResult run(const SparseAttentionProblem &problem, const CudaRunOptions &options = {});
+
+  /// Enqueues the step's launches, in manifest order, on `stream` over
+  /// `buffers`; no synchronization, no checks of the data. Throws Error if a
+  /// launch cannot be enqueued.
+  void launchAsync(const CudaStepBuffers &buffers, CUstream stream) const;
+  /// Enqueues launches [first, first + count) of the manifest only (a part
+  /// of a step, e.g. a draft-ring step's append or read pair). Throws Error
+  /// for a range outside the manifest's launches or a failed launch.
+  void launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
+                   std::size_t count) const;
+
+  /// Makes the device's primary context current on the calling thread.
+  void makeCurrent() const;
+
+private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_CUDA_CUDABACKEND_H

@@ -1,0 +1,377 @@
+//===- Residency.h - The residency controller of the KV hierarchy -*- C++ -*-===//
+//
+// Decides, every step, which KV rows are in HBM. Every row of an admitted
+// request is in the pinned host store (the backing store, never lost); HBM
+// holds a subset in slots. The unit is (request, layer group, token): all
+// layers of a group share one selection and one slot assignment (IndexShare),
+// so a token resident for a group is resident in every layer of it, and the
+// number of layers only scales bytes. Each group has its own slot space of
+// `hbmSlots` slots.
+//
+// Per request and group, HBM holds:
+//  - the protected working set, always resident: the newest W tokens
+//    (newestWindow) and a draft ring of W_draft slots (draftWindow, reserved
+//    at admission; the ring's content lives outside the pools, in the
+//    tiers' draft rings, see Runtime::appendDraft);
+//  - hot rows: recently selected rows, promoted after the step that fetched
+//    them. The first F (hotFloor) of a request's hot rows are guaranteed
+//    (no other request can take them); rows beyond the floor are optional.
+//
+// Policies (one controller, so benchmarks compare them in one binary):
+//  - Adaptive: optional rows of every request share all spare slots. The
+//    optional budget is hbmSlots - admitted * (W + W_draft + F): admission
+//    shrinks it and releases optional rows at once (within the admitting
+//    call) until they fit; finishing a request grows it again. Invariant:
+//    optional rows in use <= budget, which leaves enough free slots for every
+//    admitted request's protected set and floor, so protected placements and
+//    floor promotions never wait and an admitted request is never starved.
+//  - Fixed (HiSparse style): a fixed hot buffer of F slots per request and
+//    group, no sharing of spare memory (the optional budget is 0).
+//
+// Replacement (which hot row gives up its slot):
+//  - Clock (the default for Adaptive): a reference bit per slot, set when the
+//    slot is hit, and a hand; a victim search is a scan.
+//  - Lru (the default for Fixed, as HiSparse): victims are the oldest
+//    last-use stamps (a selection over the candidates).
+//  - Lru2 (LRU with frequency): oldest use before the last first.
+// All protect the current step's hits: a row selected in the step being
+// promoted for (or, between steps, in the last step) is not a victim, except
+// when admission must release memory.
+//
+// The replacement state is per slot and flat: {last use, previous use}
+// step stamps. CLOCK's reference bit is derived from them: a slot is
+// referenced while its last use differs from the last use the hand saw when
+// it last took the reference away, so every use sets it. On the GPU it is kept on
+// the device (dhs.pool_recency) and updated by the kernels: the resolve
+// kernel stamps every slot its selections hit (an atomic exchange; the
+// first hit of the step moves the last use to the previous one) and the
+// placement kernel stamps every slot it fills. The resolve kernel also logs
+// the step (dhs.pool_log: the distinct slots hit, the misses), from which
+// book() applies the same stamps here, so the controller's copy, which the
+// victim searches read, equals the device's (the executor's invariant check
+// compares them) without the host ever reading a selection. Decisions
+// (victims, promotions, releases) are made here, on the host.
+//
+// Steps: beginStep(); resolve(group, ...) once per group with the batch's
+// selections (row ids per request and query, -1 = none), which writes the
+// slot map the kernels read (slot, or -1 = read from the host store at
+// history_start + row) and records hits and the rows to fetch, or, when the
+// selections stayed on the device, book(group, ...) with what the resolve
+// kernel logged; the kernels run; endStep() promotes the fetched rows into
+// free or evictable slots. So a step's reads never depend on promotions
+// made for it. Every placement of a
+// row into a slot is returned as a RowCopy (host row -> slot) for whoever
+// owns the data to carry out.
+//
+// All state is in flat arrays: per group and slot (owner, row, kind, last
+// and previous use, the last use the CLOCK hand cleared), per group and host row (its slot or -1:
+// the resolve table a kernel could read), per request and group (its hot slots).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_RESIDENCY_RESIDENCY_H
+#define DHS_RUNTIME_RESIDENCY_RESIDENCY_H
+
+#include "runtime/residency/Allocators.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dhs::runtime {
+
+/// How spare HBM is used.
+enum class ResidencyPolicy {
+  Adaptive, ///< optional residency shares all spare slots, budget follows load
+  Fixed,    ///< a fixed hot buffer of hotFloor slots per request (HiSparse)
+};
+
+/// Which hot row gives up its slot.
+enum class Replacement {
+  Clock, ///< reference bit + hand
+  Lru,   ///< oldest last-use stamp
+  Lru2,  ///< LRU with frequency (LRU-2): oldest use before the last, so rows
+         ///< selected in one step only go first, oldest last use first
+};
+
+/// Returns "adaptive" / "fixed".
+const char *policyName(ResidencyPolicy policy);
+/// Returns "clock" / "lru" / "lru2".
+const char *replacementName(Replacement replacement);
+
+/// Configuration of a residency controller.
+struct ResidencyConfig {
+  std::int32_t groups = 1;        ///< layer groups (one selection, one slot space each)
+  std::int32_t hbmSlots = 0;      ///< slots per group
+  std::int64_t hostRows = 0;      ///< host-store rows (shared by all groups)
+  std::int32_t maxRequests = 64;  ///< requests admitted at once, at most
+  std::int32_t newestWindow = 64; ///< W: newest tokens always resident
+  std::int32_t draftWindow = 0;   ///< W_draft: draft ring slots per request and group
+  std::int32_t hotFloor = 0;      ///< F: guaranteed hot slots per request and group
+                                  ///< (Fixed: the hot buffer size)
+  ResidencyPolicy policy = ResidencyPolicy::Adaptive; ///< spare-memory policy
+  Replacement replacement = Replacement::Clock;       ///< victim choice
+  /// Most rows promoted per request and group in one step (-1: no limit).
+  std::int32_t maxPromotionsPerStep = -1;
+
+  /// Slots one admitted request reserves in each group: W + W_draft + F.
+  std::int64_t reservedSlots() const {
+    return static_cast<std::int64_t>(newestWindow) + draftWindow + hotFloor;
+  }
+
+  /// Adaptive residency with CLOCK replacement.
+  static ResidencyConfig adaptive(std::int32_t groups, std::int32_t hbmSlots, std::int64_t hostRows,
+                                  std::int32_t newestWindow, std::int32_t draftWindow,
+                                  std::int32_t hotFloor);
+  /// A fixed hot buffer of `bufferSlots` per request and group, LRU.
+  static ResidencyConfig fixedBudget(std::int32_t groups, std::int32_t hbmSlots,
+                                     std::int64_t hostRows, std::int32_t newestWindow,
+                                     std::int32_t draftWindow, std::int32_t bufferSlots);
+
+  /// Throws Error naming the first invalid field.
+  void validate() const;
+};
+
+/// Kinds of slot.
+enum class SlotKind : std::uint8_t {
+  Free = 0,   ///< unused
+  Newest = 1, ///< one of a request's newest W tokens (protected)
+  Ring = 2,   ///< a draft-ring slot (protected, no history row)
+  Hot = 3,    ///< a promoted or aged-out row (floor or optional)
+};
+
+/// A row to copy from the host store into a slot, in every layer of a group;
+/// in a release log (setReleaseLog) slot is -1: the row left HBM.
+struct RowCopy {
+  std::int32_t group = 0;   ///< layer group
+  std::int32_t slot = 0;    ///< destination HBM slot (-1: released)
+  std::int64_t hostRow = 0; ///< source host-store row
+  bool operator==(const RowCopy &other) const {
+    return group == other.group && slot == other.slot && hostRow == other.hostRow;
+  }
+};
+
+/// Counts of one step (or, summed, of many).
+struct ResidencyStepStats {
+  std::int64_t entries = 0;     ///< valid selection entries (row id != -1)
+  std::int64_t selected = 0;    ///< distinct (request, group, row) selected
+  std::int64_t resident = 0;    ///< of those, resident when resolved
+  std::int64_t fetched = 0;     ///< of those, read from the host store
+  std::int64_t promoted = 0;    ///< fetched rows given a slot after the step
+  std::int64_t notPromoted = 0; ///< fetched rows left on the host (no slot)
+  std::int64_t evicted = 0;     ///< hot rows that lost their slot
+
+  /// Adds another step's counts.
+  ResidencyStepStats &operator+=(const ResidencyStepStats &other);
+};
+
+/// Memory state of one group.
+struct GroupOccupancy {
+  std::int32_t slots = 0;          ///< slot space
+  std::int32_t used = 0;           ///< slots not free
+  std::int32_t newest = 0;         ///< Newest slots
+  std::int32_t ring = 0;           ///< Ring slots
+  std::int32_t hot = 0;            ///< Hot slots
+  std::int64_t optionalBudget = 0; ///< slots optional rows may use
+  std::int64_t optionalUsed = 0;   ///< hot rows beyond their request's floor
+};
+
+/// The residency controller. Requests are small integer indices in
+/// [0, maxRequests) handed out by admit.
+class ResidencyController {
+public:
+  /// A controller with every slot free. Throws Error for a bad config.
+  explicit ResidencyController(const ResidencyConfig &config);
+  ~ResidencyController();
+  /// Copies and moves carry the whole state.
+  ResidencyController(const ResidencyController &);
+  ResidencyController &operator=(const ResidencyController &);
+  ResidencyController(ResidencyController &&) noexcept;
+  ResidencyController &operator=(ResidencyController &&) noexcept;
+
+  /// The configuration.
+  const ResidencyConfig &config() const { return config_; }
+
+  //===--------------------------------------------------------------------===//
+  // Requests
+  //===--------------------------------------------------------------------===//
+
+  /// Why a request with room for `maxContext` rows could not be admitted now,
+  /// or "" when it can.
+  std::string admissionRefusal(std::int64_t maxContext) const;
+
+  /// Admits a request whose history of `historyLen` rows (the prefill,
+  /// already or about to be written by the caller) may grow to `maxContext`
+  /// rows: reserves host rows [start, start + maxContext), releases optional
+  /// rows until every admitted request's reservation fits, reserves the
+  /// draft ring and places the newest min(W, historyLen) rows (appending a
+  /// RowCopy per group and row to `copies`). Returns the request's index.
+  /// Throws CapacityError (admission refused, nothing changed), StateError
+  /// during a step, Error for historyLen < 0 or maxContext < max(1,
+  /// historyLen).
+  std::int32_t admit(std::int64_t historyLen, std::int64_t maxContext,
+                     std::vector<RowCopy> &copies);
+
+  /// Appends one token to a request: its row (host row start + old length,
+  /// written by the caller) becomes the newest, placed in a slot of every
+  /// group (a RowCopy each); the token leaving the newest window becomes a
+  /// hot row or is dropped if no budget is left. Throws CapacityError at
+  /// the request's maximum context, UnknownRequestError, StateError during
+  /// a step.
+  void append(std::int32_t request, std::vector<RowCopy> &copies);
+
+  /// Frees every slot and the host range of a request. Throws
+  /// UnknownRequestError, StateError during a step.
+  void finish(std::int32_t request);
+
+  /// True if `request` is admitted.
+  bool live(std::int32_t request) const;
+  /// Admitted requests.
+  std::int32_t liveCount() const { return liveCount_; }
+  /// First host row of a request's range. Throws UnknownRequestError.
+  std::int64_t historyStart(std::int32_t request) const;
+  /// History length of a request. Throws UnknownRequestError.
+  std::int64_t historyLen(std::int32_t request) const;
+  /// Maximum context of a request. Throws UnknownRequestError.
+  std::int64_t maxContext(std::int32_t request) const;
+
+  //===--------------------------------------------------------------------===//
+  // Steps
+  //===--------------------------------------------------------------------===//
+
+  /// Starts a step. Throws StateError if one is in progress.
+  void beginStep();
+
+  /// Resolves group `group`'s selections for a batch: `requests` [batch]
+  /// (request index, or -1 for an unused lane whose row ids must all be -1),
+  /// `rowIds` [batch, queries, topk] (-1 = none), writes `slots` [batch,
+  /// queries, topk] (slot, or -1 = read from the host store). Records hits
+  /// and the distinct rows to fetch. Validates everything before changing
+  /// anything: throws InputError for a row id outside its request's history
+  /// or a request twice in a batch, UnknownRequestError, StateError outside
+  /// a step or for a group resolved twice.
+  void resolve(std::int32_t group, const std::int32_t *requests, std::int64_t batch,
+               const std::int32_t *rowIds, std::int64_t queries, std::int64_t topk,
+               std::int32_t *slots);
+
+  /// Books group `group`'s selections from what a resolve kernel logged on
+  /// the device (dhs.pool_log), with the same effect as resolve on the
+  /// selections themselves, which the host then never reads: `hitSlots`
+  /// [hits] the distinct slots hit (any order), `misses` [missCount x 2]
+  /// (lane, row id) pairs of the selections that missed (any order,
+  /// repeats allowed), `entries` the valid selections. Validates everything
+  /// before changing anything: throws InputError for a log that contradicts
+  /// the state (a slot listed twice, free, or not of a batch request; a
+  /// miss of a resident row or of an empty lane), OutOfRangeError for a row
+  /// id outside its request's history, StateError as resolve.
+  void book(std::int32_t group, const std::int32_t *requests, std::int64_t batch,
+            const std::int32_t *hitSlots, std::int64_t hits, const std::int32_t *misses,
+            std::int64_t missCount, std::int64_t entries);
+
+  /// Ends the step after its reads: promotes the fetched rows, each
+  /// request's in ascending row order (RowCopy per row into `copies`).
+  /// Throws StateError outside a step.
+  void endStep(std::vector<RowCopy> &copies);
+
+  /// Ends a step without promoting anything (after a failure between
+  /// resolve and the reads). Hits already recorded stay. Throws StateError
+  /// outside a step.
+  void abortStep();
+
+  /// True between beginStep and endStep.
+  bool inStep() const { return inStep_; }
+  /// Steps begun so far.
+  std::uint32_t stepCount() const { return step_; }
+
+  //===--------------------------------------------------------------------===//
+  // State
+  //===--------------------------------------------------------------------===//
+
+  /// The slot of a request's row in a group, or -1.
+  std::int32_t slotOf(std::int32_t group, std::int32_t request, std::int64_t row) const;
+  /// A group's slot of every host row (-1: on the host only), the table a
+  /// device residency map mirrors.
+  const std::vector<std::int32_t> &residencyTable(std::int32_t group) const;
+  /// Records, from now on, every history row that leaves HBM (evicted, or
+  /// its request finished) into `log` as RowCopy{group, -1, host row}
+  /// (nullptr: stop). Copies are reported by the calls that make them.
+  void setReleaseLog(std::vector<RowCopy> *log) { releaseLog_ = log; }
+  /// Kind of a slot.
+  SlotKind slotKind(std::int32_t group, std::int32_t slot) const;
+  /// Replacement state of a slot: {step of its last use, of the use before
+  /// (0: none)}, a use being a selection or the placement; the table a
+  /// device replacement state (dhs.pool_recency) mirrors for slots that
+  /// hold history rows.
+  std::pair<std::uint32_t, std::uint32_t> slotRecency(std::int32_t group, std::int32_t slot) const;
+  /// Owner of a slot (-1 when free).
+  std::int32_t slotOwner(std::int32_t group, std::int32_t slot) const;
+  /// History row held by a slot (-1 when free or a ring slot).
+  std::int32_t slotRow(std::int32_t group, std::int32_t slot) const;
+  /// Hot rows of a request in a group.
+  std::int32_t hotCount(std::int32_t group, std::int32_t request) const;
+  /// Memory state of a group.
+  GroupOccupancy occupancy(std::int32_t group) const;
+  /// Optional budget (slots per group): Adaptive hbmSlots - admitted *
+  /// (W + W_draft + F), Fixed 0.
+  std::int64_t optionalBudget() const;
+  /// Counts of the last completed step (or the one in progress); its
+  /// evictions include those made between the previous step and it (by
+  /// appends and admissions).
+  const ResidencyStepStats &lastStep() const { return last_; }
+  /// Evictions since construction, wherever they happened.
+  std::int64_t evictionCount() const { return evictions_; }
+  /// Counts since construction.
+  const ResidencyStepStats &totals() const { return totals_; }
+  /// Host allocator (for inspection).
+  const HostRowAllocator &hostAllocator() const { return host_; }
+
+  /// Checks every invariant of the bookkeeping (slot owners and kinds, the
+  /// resolve table, hot lists, the protected sets, budgets, free counts,
+  /// host ranges). Throws Error describing the first violation. O(slots +
+  /// live history rows).
+  void checkConsistency() const;
+
+private:
+  struct Group;
+  struct Request;
+
+  Request &liveRequest(std::int32_t request, const char *what);
+  const Request &liveRequest(std::int32_t request, const char *what) const;
+  std::int32_t hotSlotFor(Group &g, std::int32_t gi, std::int32_t request, bool force);
+  std::int32_t findVictim(Group &g, std::int32_t gi, std::int32_t owner, bool force);
+  std::int32_t clockVictim(Group &g, std::int32_t owner, bool force);
+  std::int32_t lruVictim(Group &g, std::int32_t gi, std::int32_t owner, bool force);
+  bool isVictimCandidate(const Group &g, std::int32_t slot, std::int32_t owner, bool force) const;
+  void place(Group &g, std::int32_t gi, std::int32_t slot, std::int32_t request, std::int32_t row,
+             SlotKind kind, std::vector<RowCopy> *copies);
+  void makeHot(Group &g, std::int32_t slot, bool mayBeOld);
+  void evict(Group &g, std::int32_t slot);
+  void promote(std::int32_t gi, std::vector<RowCopy> &copies);
+  void beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries, std::int64_t topk);
+  void touchSlot(Group &g, std::int32_t slot);
+  /// CLOCK: whether a slot was used since the hand last passed it.
+  static bool referenced(const Group &g, std::int32_t slot);
+  /// CLOCK: the hand passes a referenced slot (its second chance).
+  static void clearReference(Group &g, std::int32_t slot);
+
+  ResidencyConfig config_;
+  HostRowAllocator host_;
+  std::vector<Group> groups_;
+  std::vector<Request> requests_;
+  std::int32_t liveCount_ = 0;
+  std::uint32_t step_ = 0;
+  bool inStep_ = false;
+  std::vector<std::uint8_t> resolved_; // per group, this step
+  std::uint32_t markSerial_ = 0;       // resolve calls (duplicate requests)
+  std::uint32_t seenSerial_ = 0;       // resolved lanes (distinct rows)
+  ResidencyStepStats last_, totals_;
+  std::int64_t evictions_ = 0;                 // all evictions
+  std::vector<RowCopy> *releaseLog_ = nullptr; // see setReleaseLog
+  std::int64_t pendingEvictions_ = 0;          // evictions since the last step ended
+  std::vector<std::int64_t> bookScratch_;      // book(): the distinct misses
+};
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_RESIDENCY_RESIDENCY_H
