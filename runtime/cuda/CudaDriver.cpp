@@ -11,8 +11,6 @@
 
 namespace dhs::runtime {
 
-namespace {} // namespace
-
 const CudaDriver &CudaDriver::instance() {
   static const CudaDriver driver;
   return driver;
@@ -28,64 +26,23 @@ CudaDriver::CudaDriver() {
 
   std::string missing;
   bool ok = true;
-  ok &= resolveSymbol(library, getErrorName, {"cuGetErrorName"}, missing);
-  ok &= resolveSymbol(library, getErrorString, {"cuGetErrorString"}, missing);
-  ok &= resolveSymbol(library, init, {"cuInit"}, missing);
-  ok &= resolveSymbol(library, driverGetVersion, {"cuDriverGetVersion"}, missing);
-  ok &= resolveSymbol(library, deviceGetCount, {"cuDeviceGetCount"}, missing);
-  ok &= resolveSymbol(library, deviceGet, {"cuDeviceGet"}, missing);
-  ok &= resolveSymbol(library, deviceGetName, {"cuDeviceGetName"}, missing);
-  ok &= resolveSymbol(library, deviceGetAttribute, {"cuDeviceGetAttribute"}, missing);
-  ok &= resolveSymbol(library, deviceTotalMem, {"cuDeviceTotalMem_v2"}, missing);
-  ok &= resolveSymbol(library, devicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}, missing);
-  ok &= resolveSymbol(library, devicePrimaryCtxRelease, {"cuDevicePrimaryCtxRelease_v2"}, missing);
-  ok &= resolveSymbol(library, ctxSetCurrent, {"cuCtxSetCurrent"}, missing);
-  ok &= resolveSymbol(library, ctxSynchronize, {"cuCtxSynchronize"}, missing);
-  ok &= resolveSymbol(library, moduleLoadData, {"cuModuleLoadData"}, missing);
-  ok &= resolveSymbol(library, moduleUnload, {"cuModuleUnload"}, missing);
-  ok &= resolveSymbol(library, moduleGetFunction, {"cuModuleGetFunction"}, missing);
-  ok &= resolveSymbol(library, funcGetAttribute, {"cuFuncGetAttribute"}, missing);
-  ok &= resolveSymbol(library, funcSetAttribute, {"cuFuncSetAttribute"}, missing);
-  ok &= resolveSymbol(library, memGetInfo, {"cuMemGetInfo_v2"}, missing);
-  ok &= resolveSymbol(library, memAlloc, {"cuMemAlloc_v2"}, missing);
-  ok &= resolveSymbol(library, memFree, {"cuMemFree_v2"}, missing);
-  ok &= resolveSymbol(library, memHostAlloc, {"cuMemHostAlloc"}, missing);
-  ok &= resolveSymbol(library, memFreeHost, {"cuMemFreeHost"}, missing);
-  ok &= resolveSymbol(library, memHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2"}, missing);
-  ok &= resolveSymbol(library, memcpyHtoD, {"cuMemcpyHtoD_v2"}, missing);
-  ok &= resolveSymbol(library, memcpyDtoH, {"cuMemcpyDtoH_v2"}, missing);
-  ok &= resolveSymbol(library, memsetD16, {"cuMemsetD16_v2"}, missing);
-  ok &= resolveSymbol(library, memsetD32, {"cuMemsetD32_v2"}, missing);
-  ok &= resolveSymbol(library, memsetD16Async, {"cuMemsetD16Async"}, missing);
-  ok &= resolveSymbol(library, memsetD32Async, {"cuMemsetD32Async"}, missing);
-  ok &= resolveSymbol(library, memcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"}, missing);
-  ok &= resolveSymbol(library, memcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"}, missing);
-  ok &= resolveSymbol(library, memcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, missing);
-  ok &= resolveSymbol(library, streamCreate, {"cuStreamCreate"}, missing);
-  ok &= resolveSymbol(library, streamDestroy, {"cuStreamDestroy_v2"}, missing);
-  ok &= resolveSymbol(library, streamSynchronize, {"cuStreamSynchronize"}, missing);
-  ok &= resolveSymbol(library, eventCreate, {"cuEventCreate"}, missing);
-  ok &= resolveSymbol(library, eventDestroy, {"cuEventDestroy_v2"}, missing);
-  ok &= resolveSymbol(library, eventRecord, {"cuEventRecord"}, missing);
-  ok &= resolveSymbol(library, eventSynchronize, {"cuEventSynchronize"}, missing);
-  ok &= resolveSymbol(library, eventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"},
-                      missing);
-  ok &= resolveSymbol(library, launchKernel, {"cuLaunchKernel"}, missing);
+#define DHS_CUDA_REQUIRED(member, function, ...)                                                   \
+  ok &= resolveSymbol(library, member, {__VA_ARGS__}, missing);
+#include "runtime/cuda/CudaDriverSymbols.def"
   if (!ok) {
     reason_ = "CUDA driver too old (libcuda.so.1 lacks " + missing + ")";
     return;
   }
   std::string missingGraph;
   bool graphs = true;
-  graphs &= resolveSymbol(library, streamBeginCapture, {"cuStreamBeginCapture_v2"}, missingGraph);
-  graphs &= resolveSymbol(library, streamEndCapture, {"cuStreamEndCapture"}, missingGraph);
-  graphs &= resolveSymbol(library, graphInstantiate, {"cuGraphInstantiateWithFlags"}, missingGraph);
-  graphs &= resolveSymbol(library, graphLaunch, {"cuGraphLaunch"}, missingGraph);
-  graphs &= resolveSymbol(library, graphExecDestroy, {"cuGraphExecDestroy"}, missingGraph);
-  graphs &= resolveSymbol(library, graphDestroy, {"cuGraphDestroy"}, missingGraph);
+#define DHS_CUDA_GRAPH(member, function, ...)                                                      \
+  graphs &= resolveSymbol(library, member, {__VA_ARGS__}, missingGraph);
+#include "runtime/cuda/CudaDriverSymbols.def"
   graphsAvailable_ = graphs;
-  std::string missingBatch;
-  resolveSymbol(library, memcpyBatchAsync, {"cuMemcpyBatchAsync_v2"}, missingBatch);
+  std::string missingOptional;
+#define DHS_CUDA_OPTIONAL(member, function, ...)                                                   \
+  resolveSymbol(library, member, {__VA_ARGS__}, missingOptional);
+#include "runtime/cuda/CudaDriverSymbols.def"
   if (!graphs)
     graphsReason_ = "CUDA driver too old for graphs (libcuda.so.1 lacks " + missingGraph + ")";
 

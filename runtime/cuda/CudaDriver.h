@@ -49,113 +49,13 @@ public:
   /// Throws Error(unavailableReason()) unless available().
   void requireAvailable() const;
 
-  // Entry points (valid only when available()). Names drop the "cu" prefix
-  // so that cuda.h's versioning macros (cuMemAlloc -> cuMemAlloc_v2) do not
-  // rename them; types come from the declarations in cuda.h.
-  /// cuGetErrorName
-  decltype(&::cuGetErrorName) getErrorName = nullptr;
-  /// cuGetErrorString
-  decltype(&::cuGetErrorString) getErrorString = nullptr;
-  /// cuInit
-  decltype(&::cuInit) init = nullptr;
-  /// cuDriverGetVersion
-  decltype(&::cuDriverGetVersion) driverGetVersion = nullptr;
-  /// cuDeviceGetCount
-  decltype(&::cuDeviceGetCount) deviceGetCount = nullptr;
-  /// cuDeviceGet
-  decltype(&::cuDeviceGet) deviceGet = nullptr;
-  /// cuDeviceGetName
-  decltype(&::cuDeviceGetName) deviceGetName = nullptr;
-  /// cuDeviceGetAttribute
-  decltype(&::cuDeviceGetAttribute) deviceGetAttribute = nullptr;
-  /// cuDeviceTotalMem_v2
-  decltype(&::cuDeviceTotalMem) deviceTotalMem = nullptr;
-  /// cuDevicePrimaryCtxRetain
-  decltype(&::cuDevicePrimaryCtxRetain) devicePrimaryCtxRetain = nullptr;
-  /// cuDevicePrimaryCtxRelease_v2
-  decltype(&::cuDevicePrimaryCtxRelease) devicePrimaryCtxRelease = nullptr;
-  /// cuCtxSetCurrent
-  decltype(&::cuCtxSetCurrent) ctxSetCurrent = nullptr;
-  /// cuCtxSynchronize
-  decltype(&::cuCtxSynchronize) ctxSynchronize = nullptr;
-  /// cuModuleLoadData
-  decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
-  /// cuModuleUnload
-  decltype(&::cuModuleUnload) moduleUnload = nullptr;
-  /// cuModuleGetFunction
-  decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
-  /// cuFuncGetAttribute
-  decltype(&::cuFuncGetAttribute) funcGetAttribute = nullptr;
-  /// cuFuncSetAttribute
-  decltype(&::cuFuncSetAttribute) funcSetAttribute = nullptr;
-  /// cuMemGetInfo_v2
-  decltype(&::cuMemGetInfo) memGetInfo = nullptr;
-  /// cuMemAlloc_v2
-  decltype(&::cuMemAlloc) memAlloc = nullptr;
-  /// cuMemFree_v2
-  decltype(&::cuMemFree) memFree = nullptr;
-  /// cuMemHostAlloc
-  decltype(&::cuMemHostAlloc) memHostAlloc = nullptr;
-  /// cuMemFreeHost
-  decltype(&::cuMemFreeHost) memFreeHost = nullptr;
-  /// cuMemHostGetDevicePointer_v2
-  decltype(&::cuMemHostGetDevicePointer) memHostGetDevicePointer = nullptr;
-  /// cuMemcpyHtoD_v2
-  decltype(&::cuMemcpyHtoD) memcpyHtoD = nullptr;
-  /// cuMemcpyDtoH_v2
-  decltype(&::cuMemcpyDtoH) memcpyDtoH = nullptr;
-  /// cuMemsetD16_v2
-  decltype(&::cuMemsetD16) memsetD16 = nullptr;
-  /// cuMemsetD32_v2
-  decltype(&::cuMemsetD32) memsetD32 = nullptr;
-  /// cuMemsetD16Async
-  decltype(&::cuMemsetD16Async) memsetD16Async = nullptr;
-  /// cuMemsetD32Async
-  decltype(&::cuMemsetD32Async) memsetD32Async = nullptr;
-  /// cuMemcpyDtoHAsync_v2
-  decltype(&::cuMemcpyDtoHAsync) memcpyDtoHAsync = nullptr;
-  /// cuMemcpyHtoDAsync_v2
-  decltype(&::cuMemcpyHtoDAsync) memcpyHtoDAsync = nullptr;
-  /// cuMemcpyDtoDAsync_v2
-  decltype(&::cuMemcpyDtoDAsync) memcpyDtoDAsync = nullptr;
-  /// cuStreamCreate
-  decltype(&::cuStreamCreate) streamCreate = nullptr;
-  /// cuStreamDestroy_v2
-  decltype(&::cuStreamDestroy) streamDestroy = nullptr;
-  /// cuStreamSynchronize
-  decltype(&::cuStreamSynchronize) streamSynchronize = nullptr;
-  /// cuEventCreate
-  decltype(&::cuEventCreate) eventCreate = nullptr;
-  /// cuEventDestroy_v2
-  decltype(&::cuEventDestroy) eventDestroy = nullptr;
-  /// cuEventRecord
-  decltype(&::cuEventRecord) eventRecord = nullptr;
-  /// cuEventSynchronize
-  decltype(&::cuEventSynchronize) eventSynchronize = nullptr;
-  /// cuEventElapsedTime_v2 (falls back to cuEventElapsedTime)
-  decltype(&::cuEventElapsedTime) eventElapsedTime = nullptr;
-  /// cuLaunchKernel
-  decltype(&::cuLaunchKernel) launchKernel = nullptr;
-
-  // CUDA graphs (stream capture and replay). Optional: when the driver lacks
-  // one, graphsAvailable() is false and everything else still works.
-  /// cuStreamBeginCapture_v2
-  decltype(&::cuStreamBeginCapture) streamBeginCapture = nullptr;
-  /// cuStreamEndCapture
-  decltype(&::cuStreamEndCapture) streamEndCapture = nullptr;
-  /// cuGraphInstantiateWithFlags
-  decltype(&::cuGraphInstantiateWithFlags) graphInstantiate = nullptr;
-  /// cuGraphLaunch
-  decltype(&::cuGraphLaunch) graphLaunch = nullptr;
-  /// cuGraphExecDestroy
-  decltype(&::cuGraphExecDestroy) graphExecDestroy = nullptr;
-  /// cuGraphDestroy
-  decltype(&::cuGraphDestroy) graphDestroy = nullptr;
-
-  // Batched copies (CUDA 12.8+). Optional: null when the driver lacks it;
-  // copyBatch (CudaResources.h) then copies one by one.
-  /// cuMemcpyBatchAsync_v2
-  decltype(&::cuMemcpyBatchAsync) memcpyBatchAsync = nullptr;
+  // Entry points (valid only when available()), one field per entry of
+  // CudaDriverSymbols.def, typed by cuda.h's declaration. The graph entries
+  // are null unless graphsAvailable(); the optional ones may be null.
+#define DHS_CUDA_REQUIRED(member, function, ...) decltype(&::function) member = nullptr;
+#define DHS_CUDA_GRAPH DHS_CUDA_REQUIRED
+#define DHS_CUDA_OPTIONAL DHS_CUDA_REQUIRED
+#include "runtime/cuda/CudaDriverSymbols.def"
 
   /// True when the graph entry points above were all resolved.
   bool graphsAvailable() const { return graphsAvailable_; }
