@@ -17,10 +17,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <algorithm>
 #include <chrono>
@@ -75,8 +75,8 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "dhs-promotion-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
       return 1;
     }
-    CudaBackend backend(manifest, 0);
-    backend.makeCurrent();
+    CudaStep cudaStep(manifest, 0);
+    cudaStep.makeCurrent();
     const std::size_t hostTokens = 200000, slots = 65536;
     MappedHostBuffer host(hostTokens * tokenBytes, "the host store");
     DeviceBuffer hbm(slots * tokenBytes, "the HBM pool");
@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
                      "rows");
           cuda.check(cuda.memcpyHtoDAsync(placeSlots.get(), listSlots, perLaunch * 4, stream.get()),
                      "slots");
-          backend.launchAsync(buffers, stream.get());
+          cudaStep.launchAsync(buffers, stream.get());
         }
       });
       std::uint32_t word = 0;

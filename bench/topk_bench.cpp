@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -46,8 +46,8 @@ int main(int argc, char **argv) {
       s = normal(rng);
     std::vector<std::int32_t> length(static_cast<std::size_t>(B), static_cast<std::int32_t>(N));
 
-    CudaBackend backend(manifest, 0);
-    backend.makeCurrent();
+    CudaStep cudaStep(manifest, 0);
+    cudaStep.makeCurrent();
     DeviceBuffer scoresBuffer(scores.size() * 4, "scores");
     DeviceBuffer lengthBuffer(length.size() * 4, "history_len");
     DeviceBuffer rowsBuffer(static_cast<std::size_t>(B * Q * K) * 4, "rows");
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     buffers.arguments = {scoresBuffer.get(), lengthBuffer.get(), rowsBuffer.get()};
     buffers.status = status.get();
     Stream stream;
-    backend.launchAsync(buffers, stream.get());
+    cudaStep.launchAsync(buffers, stream.get());
     cuda.check(cuda.streamSynchronize(stream.get()), "topk");
 
     // Check the last query of the last request against a CPU partial sort.
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     Event start, stop;
     for (int i = 0; i < 25; ++i) {
       cuda.check(cuda.eventRecord(start.get(), stream.get()), "event");
-      backend.launchAsync(buffers, stream.get());
+      cudaStep.launchAsync(buffers, stream.get());
       cuda.check(cuda.eventRecord(stop.get(), stream.get()), "event");
       cuda.check(cuda.eventSynchronize(stop.get()), "event");
       float ms = 0;

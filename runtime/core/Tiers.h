@@ -8,7 +8,7 @@
 // the compiled step's kv_pool says). Slot numbers are shared by all layers
 // of a layer group either way. A TierBackend owns that memory and
 // runs one layer's sparse attention over it:
-//  - the CPU backend keeps both tiers in host vectors and runs CpuBackend on
+//  - the CPU backend keeps both tiers in host vectors and runs CpuAttention on
 //    views of them (no copies per step);
 //  - the CUDA backend (CudaTiers.cpp) keeps the HBM pool in device memory and
 //    the host store in pinned, device-mapped memory, and runs the step's
@@ -22,8 +22,8 @@
 #define DHS_RUNTIME_CORE_TIERS_H
 
 #include "runtime/core/Bf16.h"
-#include "runtime/residency/Residency.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/residency/Residency.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -267,7 +267,7 @@ void forEachWindowCopy(const TierLayout &layout, std::int64_t position, std::int
   }
 }
 
-/// The CPU tiers: host vectors, CpuBackend (float, `threads` threads).
+/// The CPU tiers: host vectors, CpuAttention (float, `threads` threads).
 std::unique_ptr<TierBackend> makeCpuTiers(const TierLayout &layout, unsigned threads);
 
 /// The CUDA tiers on device `ordinal` for a step (linked and loaded from the

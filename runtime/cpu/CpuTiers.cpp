@@ -1,9 +1,9 @@
 //===- CpuTiers.cpp - The KV tiers in host memory, CPU attention ----------===//
 
-#include "runtime/cpu/CpuBackend.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/Tiers.h"
+#include "runtime/cpu/CpuAttention.h"
 
 #include <algorithm>
 #include <cstring>
@@ -278,7 +278,7 @@ private:
   }
 
   TierLayout layout_;
-  CpuBackend backend_;
+  CpuAttention backend_;
   std::unordered_map<std::int32_t, std::vector<std::vector<std::uint8_t>>>
       drafts_;                                                          // [index][group]
   std::unordered_map<std::int32_t, std::vector<std::uint8_t>> windows_; // [index]

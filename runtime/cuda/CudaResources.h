@@ -1,6 +1,6 @@
 //===- CudaResources.h - RAII over CUDA driver objects ----------*- C++ -*-===//
 //
-// Internal to the runtime's CUDA code (CudaBackend.cpp, CudaTiers.cpp): the
+// Internal to the runtime's CUDA code (CudaStep.cpp, CudaTiers.cpp): the
 // primary context, modules, device and mapped pinned host buffers, streams,
 // events, and the flattened memref descriptors of a kernel launch. Every
 // failure throws Error with the driver's message; destructors release
@@ -11,8 +11,8 @@
 #ifndef DHS_RUNTIME_CUDA_CUDARESOURCES_H
 #define DHS_RUNTIME_CUDA_CUDARESOURCES_H
 
-#include "runtime/cuda/CudaDriver.h"
 #include "runtime/core/Error.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include <algorithm>
 #include <array>

@@ -43,11 +43,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/CudaResources.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/Tiers.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <algorithm>
 #include <cstring>
@@ -113,13 +113,13 @@ public:
         throw Error("the step " + steps[i]->directory + " reads layer " +
                     std::to_string(shape.layer) + " of its group's pool, expected layer " +
                     std::to_string(i));
-      backends_.push_back(std::make_unique<CudaBackend>(*steps[i], ordinal));
+      backends_.push_back(std::make_unique<CudaStep>(*steps[i], ordinal));
       for (const Launch &launch : steps[i]->launches)
         resolveLaunches_ = resolveLaunches_ || launch.op == "resolve";
     }
     const Manifest &manifest = *steps.front();
     const CudaDriver &cuda = driver();
-    CudaBackend &backend = *backends_.front();
+    CudaStep &backend = *backends_.front();
     backend.makeCurrent();
     // Memory: check against what the device has before allocating.
     const std::size_t tokenBytes = static_cast<std::size_t>(layout.tokenBytes());
@@ -244,8 +244,7 @@ public:
     backends_.front()->makeCurrent();
     quiesce();
     auto placement = std::make_unique<Placement>();
-    placement->backend =
-        std::make_unique<CudaBackend>(manifest, backends_.front()->device().ordinal);
+    placement->backend = std::make_unique<CudaStep>(manifest, backends_.front()->device().ordinal);
     placement->backend->makeCurrent();
     placement->rowsIndex = manifest.argument(ArgumentRole::PlaceRows).index;
     placement->slotsIndex = manifest.argument(ArgumentRole::PlaceSlots).index;
@@ -530,7 +529,7 @@ public:
     const DraftStepInfo info = draftStepInfo(manifest);
     auto draft = std::make_unique<Draft>();
     draft->info = info;
-    draft->backend = std::make_unique<CudaBackend>(manifest, backends_.front()->device().ordinal);
+    draft->backend = std::make_unique<CudaStep>(manifest, backends_.front()->device().ordinal);
     backends_.front()->makeCurrent();
     draft->buffers.arguments.assign(manifest.arguments.size(), 0);
     for (const Argument &arg : manifest.arguments) {
@@ -686,7 +685,7 @@ private:
   /// The loaded placement step (dhs.place_rows), its lists and the groups'
   /// residency maps.
   struct Placement {
-    std::unique_ptr<CudaBackend> backend;
+    std::unique_ptr<CudaStep> backend;
     int rowsIndex = -1, slotsIndex = -1;
     std::size_t perLaunch = 0;                          // N: rows per launch
     std::vector<std::unique_ptr<DeviceBuffer>> maps;    // [group]
@@ -761,7 +760,7 @@ private:
   /// The loaded draft-ring step and its buffers (lane 0 is the request's).
   struct Draft {
     DraftStepInfo info;
-    std::unique_ptr<CudaBackend> backend;
+    std::unique_ptr<CudaStep> backend;
     std::vector<std::unique_ptr<DeviceBuffer>> arguments;
     std::unique_ptr<DeviceBuffer> arena, status;
     CudaStepBuffers buffers;
@@ -1056,7 +1055,7 @@ private:
 
   TierLayout layout_;
   // Context and kernels per layer index; destroyed after the buffers.
-  std::vector<std::unique_ptr<CudaBackend>> backends_;
+  std::vector<std::unique_ptr<CudaStep>> backends_;
   std::vector<std::unique_ptr<DeviceBuffer>> hbm_;      // [pool]
   std::vector<std::unique_ptr<MappedHostBuffer>> host_; // [pool]
   std::vector<std::unique_ptr<DeviceBuffer>> arguments_;

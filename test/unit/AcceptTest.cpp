@@ -10,10 +10,10 @@
 
 #include "TestUtil.h"
 
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
@@ -72,8 +72,8 @@ TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cu
     wantNext[b] = argmax(b, prefix);
   }
 
-  CudaBackend backend(manifest, 0);
-  backend.makeCurrent();
+  CudaStep cudaStep(manifest, 0);
+  cudaStep.makeCurrent();
   auto upload = [&](const void *data, std::size_t bytes, const char *name) {
     auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
     cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
@@ -92,7 +92,7 @@ TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cu
   for (auto &buffer : owned)
     buffers.arguments.push_back(buffer->get());
   Stream stream;
-  backend.launchAsync(buffers, stream.get());
+  cudaStep.launchAsync(buffers, stream.get());
   cuda.check(cuda.streamSynchronize(stream.get()), "accept");
   std::vector<std::int32_t> accepted(B), next(B);
   cuda.check(cuda.memcpyDtoH(accepted.data(), owned[4]->get(), B * 4), "accepted");
@@ -157,8 +157,8 @@ TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
     s = static_cast<std::int64_t>(rng());
   std::vector<std::int64_t> counter{static_cast<std::int64_t>(rng() % 1000)};
 
-  CudaBackend backend(manifest, 0);
-  backend.makeCurrent();
+  CudaStep cudaStep(manifest, 0);
+  cudaStep.makeCurrent();
   auto upload = [&](const void *data, std::size_t bytes, const char *name) {
     auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
     cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
@@ -177,7 +177,7 @@ TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
   for (auto &buffer : owned)
     buffers.arguments.push_back(buffer->get());
   Stream stream;
-  backend.launchAsync(buffers, stream.get());
+  cudaStep.launchAsync(buffers, stream.get());
   cuda.check(cuda.streamSynchronize(stream.get()), "accept");
   std::vector<std::int32_t> accepted(B), next(B);
   cuda.check(cuda.memcpyDtoH(accepted.data(), owned[5]->get(), B * 4), "accepted");

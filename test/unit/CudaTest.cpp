@@ -1,4 +1,4 @@
-//===- CudaTest.cpp - The CUDA driver and backend -------------------------===//
+//===- CudaTest.cpp - The CUDA driver and a loaded step -------------------===//
 //
 // These tests pass on machines with and without a GPU: without one they
 // check that the driver reports itself unavailable cleanly; with one they
@@ -8,12 +8,12 @@
 
 #include "TestUtil.h"
 
-#include "runtime/cpu/CpuBackend.h"
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/CudaDriver.h"
 #include "runtime/core/Error.h"
-#include "runtime/cuda/JitLink.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/cpu/CpuAttention.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaStep.h"
+#include "runtime/cuda/JitLink.h"
 
 #include <catch2/catch.hpp>
 
@@ -27,9 +27,9 @@ TEST_CASE("the CUDA driver loads or says why not", "[cuda]") {
     CHECK_FALSE(driver.unavailableReason().empty());
     CHECK(driver.deviceCount() == 0);
     CHECK_THROWS_WITH(driver.requireAvailable(), Catch::Contains(driver.unavailableReason()));
-    // A backend cannot be created, and says why.
+    // A step cannot be loaded, and says why.
     Manifest manifest = Manifest::load(dhs::test::stepsDir() + "/naive");
-    CHECK_THROWS_WITH(CudaBackend(manifest), Catch::Contains("CUDA is unavailable"));
+    CHECK_THROWS_WITH(CudaStep(manifest), Catch::Contains("CUDA is unavailable"));
     WARN("no usable CUDA driver here: " << driver.unavailableReason());
     return;
   }
@@ -57,23 +57,23 @@ TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
     return;
   }
   Manifest manifest = Manifest::load(dhs::test::stepsDir() + "/naive");
-  CudaBackend backend(manifest);
-  INFO("device " << backend.device().name << " " << backend.device().arch);
-  REQUIRE(backend.kernels().size() == 1);
-  CHECK(backend.kernels()[0].registers > 0);
+  CudaStep cudaStep(manifest);
+  INFO("device " << cudaStep.device().name << " " << cudaStep.device().arch);
+  REQUIRE(cudaStep.kernels().size() == 1);
+  CHECK(cudaStep.kernels()[0].registers > 0);
 
   GeneratorOptions options;
   options.seed = 21;
   options.unusedFraction = 0.1;
   SparseAttentionProblem problem = generateProblem(problemShapeFromManifest(manifest), options);
-  std::vector<double> reference = CpuBackend(CpuPrecision::Double).runUnrounded(problem);
+  std::vector<double> reference = CpuAttention(CpuPrecision::Double).runUnrounded(problem);
   CudaRunOptions runOptions;
   runOptions.repeat = 3;
   std::vector<bf16_t> first;
   for (double f : {0.0, 0.5, 1.0}) {
     INFO("residency " << f);
     applyResidency(problem, f, 21);
-    CudaRunResult result = backend.run(problem, runOptions);
+    CudaRunResult result = cudaStep.run(problem, runOptions);
     CHECK(compareOutputs(result.output, reference).relativeError < 1e-2);
     CHECK(result.repeatsIdentical);
     CHECK(result.timesMs.size() == 3);
@@ -90,18 +90,18 @@ TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
   unchecked.validateInputs = false;
   SparseAttentionProblem bad = problem;
   bad.rowIds[bad.selectionIndex(2, 0, 3)] = bad.historyLen[2];
-  CHECK_THROWS_WITH(backend.run(bad, unchecked),
+  CHECK_THROWS_WITH(cudaStep.run(bad, unchecked),
                     Catch::Contains("status 0x1: row id outside its request's history"));
   // With validation on, the host rejects it first.
-  CHECK_THROWS_AS(backend.run(bad, runOptions), InputError);
+  CHECK_THROWS_AS(cudaStep.run(bad, runOptions), InputError);
   bad = problem;
   std::int64_t k = 0;
   while (bad.rowIds[bad.selectionIndex(1, 0, k)] == -1)
     ++k;
   bad.slots[bad.selectionIndex(1, 0, k)] = static_cast<std::int32_t>(bad.shape.hbmSlots);
-  CHECK_THROWS_WITH(backend.run(bad, unchecked), Catch::Contains("status 0x2"));
+  CHECK_THROWS_WITH(cudaStep.run(bad, unchecked), Catch::Contains("status 0x2"));
 
   // A problem of another shape is refused.
   SparseAttentionProblem other = generateProblem(dhs::test::smallShape(), options);
-  CHECK_THROWS_WITH(backend.run(other, runOptions), Catch::Contains("the problem's batch B is 2"));
+  CHECK_THROWS_WITH(cudaStep.run(other, runOptions), Catch::Contains("the problem's batch B is 2"));
 }

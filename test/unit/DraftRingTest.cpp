@@ -11,11 +11,11 @@
 
 #include "TestUtil.h"
 
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/CudaResources.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
@@ -59,8 +59,8 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring", "[cuda
     ends[b] = positions[b] + static_cast<std::int32_t>(N);
   }
 
-  CudaBackend backend(manifest, 0);
-  backend.makeCurrent();
+  CudaStep cudaStep(manifest, 0);
+  cudaStep.makeCurrent();
   auto upload = [&](const void *data, std::size_t bytes, const char *name) {
     auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
     cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
@@ -82,7 +82,7 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring", "[cuda
   buffers.arena = arena.get();
   buffers.status = status.get();
   Stream stream;
-  backend.launchAsync(buffers, stream.get());
+  cudaStep.launchAsync(buffers, stream.get());
   cuda.check(cuda.streamSynchronize(stream.get()), "draft ring step");
 
   std::vector<std::uint8_t> gotRing(ring.size()), gotWindow(window.size());

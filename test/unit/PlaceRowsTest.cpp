@@ -11,10 +11,10 @@
 
 #include "TestUtil.h"
 
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
@@ -47,8 +47,8 @@ TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps
 
   for (bool bad : {false, true}) {
     INFO((bad ? "with" : "without") << " a bad slot and a bad host row");
-    CudaBackend backend(manifest, 0);
-    backend.makeCurrent();
+    CudaStep cudaStep(manifest, 0);
+    cudaStep.makeCurrent();
     MappedHostBuffer host(hostRows * token, "host store");
     auto *hostBytes = static_cast<std::uint8_t *>(host.host());
     for (std::size_t i = 0; i < hostRows * token; ++i)
@@ -102,7 +102,7 @@ TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps
     buffers.map = map.get();
     buffers.status = status.get();
     Stream stream;
-    backend.launchAsync(buffers, stream.get());
+    cudaStep.launchAsync(buffers, stream.get());
     cuda.check(cuda.streamSynchronize(stream.get()), "place_rows");
 
     std::uint32_t word = 0;

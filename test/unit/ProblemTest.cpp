@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "runtime/cpu/CpuBackend.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/cpu/CpuAttention.h"
 
 #include <catch2/catch.hpp>
 
@@ -198,7 +198,7 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
                                     std::to_string(k) +
                                     "] is outside the request's history (length 64)");
     // The CPU backend validates too, and never reads out of bounds.
-    CHECK_THROWS_AS(CpuBackend().run(p), InputError);
+    CHECK_THROWS_AS(CpuAttention().run(p), InputError);
   }
   SECTION("row id just past the history, read from HBM") {
     SparseAttentionProblem p = smallProblem();
@@ -213,7 +213,7 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
     CHECK_THAT(validationError(p),
                Catch::Contains("row id -2 at [request 1, query " + std::to_string(q)) &&
                    Catch::Contains("is invalid (only -1 marks an unused selection)"));
-    CHECK_THROWS_AS(CpuBackend(CpuPrecision::Double).run(p), InputError);
+    CHECK_THROWS_AS(CpuAttention(CpuPrecision::Double).run(p), InputError);
   }
   SECTION("slot out of range") {
     SparseAttentionProblem p = smallProblem();
@@ -223,7 +223,7 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
                                     " at [request 1, query " + std::to_string(q) + ", k " +
                                     std::to_string(k) + "] is outside the HBM pool (" +
                                     std::to_string(p.shape.hbmSlots) + " slots)");
-    CHECK_THROWS_AS(CpuBackend().run(p), InputError);
+    CHECK_THROWS_AS(CpuAttention().run(p), InputError);
   }
   SECTION("slot below -1") {
     SparseAttentionProblem p = smallProblem();
@@ -242,7 +242,7 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
               std::to_string(p.shape.hostRows - r) + " + row id " + std::to_string(r) +
               ") for [request 1, query " + std::to_string(q) + ", k " + std::to_string(k) +
               "] is outside the host store (" + std::to_string(p.shape.hostRows) + " rows)");
-    CHECK_THROWS_AS(CpuBackend().run(p), InputError);
+    CHECK_THROWS_AS(CpuAttention().run(p), InputError);
   }
   SECTION("negative history") {
     SparseAttentionProblem p = smallProblem();
@@ -253,7 +253,7 @@ TEST_CASE("input validation names the offending entry", "[problem][validation]")
     SparseAttentionProblem p = smallProblem();
     p.slots.pop_back();
     CHECK_THAT(validationError(p), Catch::Contains("slots holds"));
-    CHECK_THROWS_AS(CpuBackend().run(p), InputError);
+    CHECK_THROWS_AS(CpuAttention().run(p), InputError);
   }
   SECTION("the slot of an unused selection is ignored") {
     SparseAttentionProblem p = smallProblem();
@@ -276,15 +276,15 @@ TEST_CASE("tier views read the same rows as owned tiers", "[problem]") {
     viewed.hostStoreView = host.data();
     viewed.hbmPoolView = hbm.data();
     REQUIRE(validationError(viewed).empty());
-    CHECK(CpuBackend(CpuPrecision::Float, 1).run(viewed) ==
-          CpuBackend(CpuPrecision::Float, 1).run(owned));
+    CHECK(CpuAttention(CpuPrecision::Float, 1).run(viewed) ==
+          CpuAttention(CpuPrecision::Float, 1).run(owned));
     // A view changes what is read: poison one resident row in the view only.
     std::int64_t q = 0, k = 0;
     std::size_t i = findSelection(owned, true, q, k);
     std::fill_n(hbm.begin() + owned.slots[i] * owned.shape.rowElems, owned.shape.rowElems,
                 floatToBf16(100.0f));
-    CHECK(CpuBackend(CpuPrecision::Float, 1).run(viewed) !=
-          CpuBackend(CpuPrecision::Float, 1).run(owned));
+    CHECK(CpuAttention(CpuPrecision::Float, 1).run(viewed) !=
+          CpuAttention(CpuPrecision::Float, 1).run(owned));
     // Both an owned tier and a view is an error.
     viewed.hostStore = host;
     CHECK_THAT(validationError(viewed), Catch::Contains("both a host store and a host store view"));

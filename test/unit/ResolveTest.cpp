@@ -14,10 +14,10 @@
 
 #include "TestUtil.h"
 
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
@@ -65,8 +65,8 @@ TEST_CASE("the generated resolve kernel maps selections to slots", "[cuda][gpu][
     INFO((bad ? "with" : "without") << " a row id outside its history");
     if (bad)
       rows[3] = length[0] + 5;
-    CudaBackend backend(manifest, 0);
-    backend.makeCurrent();
+    CudaStep cudaStep(manifest, 0);
+    cudaStep.makeCurrent();
     auto upload = [&](const auto &data, const char *name) {
       const std::size_t bytes = data.size() * sizeof(data[0]);
       auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
@@ -103,10 +103,10 @@ TEST_CASE("the generated resolve kernel maps selections to slots", "[cuda][gpu][
     buffers.logWords = static_cast<std::int64_t>(words);
     buffers.status = status.get();
     Stream stream;
-    backend.launchAsync(buffers, stream.get());
+    cudaStep.launchAsync(buffers, stream.get());
     // A second layer of the group: the same selections, an empty log.
     buffers.logWords = 0;
-    backend.launchAsync(buffers, stream.get());
+    cudaStep.launchAsync(buffers, stream.get());
     cuda.check(cuda.streamSynchronize(stream.get()), "resolve");
     std::vector<std::int32_t> slots(B * Q * K), stamped(recency.size()), logged(words);
     std::uint32_t word = 0;

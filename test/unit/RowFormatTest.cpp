@@ -3,10 +3,10 @@
 #include "TestUtil.h"
 
 #include "runtime/core/Bf16.h"
-#include "runtime/cpu/CpuBackend.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/cpu/CpuAttention.h"
 
 #include <catch2/catch.hpp>
 
@@ -113,7 +113,7 @@ TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group", "[for
     options.historyRows = 64;
     options.residency = 0.5;
     SparseAttentionProblem p = generateProblem(shape, options);
-    std::vector<double> ref = CpuBackend(CpuPrecision::Double).runUnrounded(p);
+    std::vector<double> ref = CpuAttention(CpuPrecision::Double).runUnrounded(p);
 
     // Independently: decode the selected rows of layer 1 and attend in fp64.
     const ProblemShape &s = p.shape;
@@ -160,7 +160,7 @@ TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group", "[for
     CHECK(std::sqrt(err / norm) < 1e-12);
     // Residency does not change the answer.
     applyResidency(p, 1.0, 3);
-    CHECK(compareOutputs(CpuBackend(CpuPrecision::Double).runUnrounded(p), ref).relativeError ==
+    CHECK(compareOutputs(CpuAttention(CpuPrecision::Double).runUnrounded(p), ref).relativeError ==
           0.0);
   }
 }

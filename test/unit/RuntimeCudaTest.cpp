@@ -10,11 +10,11 @@
 
 #include "RuntimeTestUtil.h"
 
-#include "runtime/cpu/CpuBackend.h"
+#include "runtime/Runtime.h"
+#include "runtime/core/Error.h"
+#include "runtime/cpu/CpuAttention.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Error.h"
-#include "runtime/Runtime.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,9 @@
 
 #include "RuntimeTestUtil.h"
 
+#include "runtime/Runtime.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/RowFormat.h"
-#include "runtime/Runtime.h"
 
 #include <catch2/catch.hpp>
 
@@ -829,7 +829,7 @@ TEST_CASE("sliding window: each lane attends to its request's ring", "[runtime][
                           (b * R + t % R) * rowBytes,
                       model.tokens[batch[b]][t].data() + l * rowBytes, rowBytes);
       }
-      std::vector<bf16_t> expected = CpuBackend(CpuPrecision::Float).run(p);
+      std::vector<bf16_t> expected = CpuAttention(CpuPrecision::Float).run(p);
       std::vector<bf16_t> actual(out.begin() + l * 2 * s.queries * s.heads * s.vDim,
                                  out.begin() + (l + 1) * 2 * s.queries * s.heads * s.vDim);
       INFO("layer " << l);

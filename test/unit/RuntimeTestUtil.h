@@ -1,4 +1,4 @@
-//===- RuntimeTestUtil.h - Helpers for the step executor's tests -*- C++ -*-===//
+//===- RuntimeTestUtil.h - Helpers for the step executor's tests --*- C++ -*-===//
 
 #ifndef DHS_TEST_UNIT_RUNTIMETESTUTIL_H
 #define DHS_TEST_UNIT_RUNTIMETESTUTIL_H
@@ -6,9 +6,9 @@
 #include "TestUtil.h"
 
 #include "runtime/core/Bf16.h"
-#include "runtime/cpu/CpuBackend.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/cpu/CpuAttention.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -159,7 +159,7 @@ std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std
       std::memcpy(p.hostStore.data() + compact * units, row,
                   static_cast<std::size_t>(shape.rowBytes));
     }
-  return runtime::CpuBackend(runtime::CpuPrecision::Float, 1).run(p);
+  return runtime::CpuAttention(runtime::CpuPrecision::Float, 1).run(p);
 }
 
 } // namespace dhs::test

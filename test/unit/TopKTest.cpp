@@ -11,10 +11,10 @@
 
 #include "TestUtil.h"
 
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
@@ -56,8 +56,8 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda]
     INFO((beyond ? "with" : "without") << " a history longer than its scores");
     if (beyond)
       length[2] = static_cast<std::int32_t>(N + 7);
-    CudaBackend backend(manifest, 0);
-    backend.makeCurrent();
+    CudaStep cudaStep(manifest, 0);
+    cudaStep.makeCurrent();
     DeviceBuffer scoresBuffer(scores.size() * 4, "scores");
     DeviceBuffer lengthBuffer(B * 4, "history_len");
     DeviceBuffer rowsBuffer(B * Q * K * 4, "rows");
@@ -70,7 +70,7 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda]
     buffers.arguments = {scoresBuffer.get(), lengthBuffer.get(), rowsBuffer.get()};
     buffers.status = status.get();
     Stream stream;
-    backend.launchAsync(buffers, stream.get());
+    cudaStep.launchAsync(buffers, stream.get());
     cuda.check(cuda.streamSynchronize(stream.get()), "topk");
     std::vector<std::int32_t> rows(B * Q * K);
     std::uint32_t word = 0;

@@ -12,13 +12,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/Bf16.h"
-#include "runtime/cpu/CpuBackend.h"
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/CudaDriver.h"
 #include "runtime/core/Error.h"
-#include "runtime/cuda/JitLink.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/cpu/CpuAttention.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaStep.h"
+#include "runtime/cuda/JitLink.h"
 #include "tools/CommandLine.h"
 
 #include <nlohmann/json.hpp>
@@ -489,9 +489,9 @@ int run(const Options &options) {
   gen.maxHistoryRows = std::max(gen.maxHistoryRows, gen.minHistoryRows);
   SparseAttentionProblem problem = generateProblem(shape, gen);
 
-  std::unique_ptr<CudaBackend> cuda;
+  std::unique_ptr<CudaStep> cuda;
   if (useCuda)
-    cuda = std::make_unique<CudaBackend>(manifest);
+    cuda = std::make_unique<CudaStep>(manifest);
 
   // Header.
   std::cout << "step: " << stepDir << stepNote << " ('" << manifest.step << "', "
@@ -533,7 +533,7 @@ int run(const Options &options) {
 
   // The fp64 reference, from the inputs with every row read from the host
   // store: the exact attention over the selected rows.
-  std::vector<double> reference = CpuBackend(CpuPrecision::Double).runUnrounded(problem);
+  std::vector<double> reference = CpuAttention(CpuPrecision::Double).runUnrounded(problem);
 
   std::vector<MixResult> results;
   CudaRunOptions runOptions;
@@ -559,7 +559,7 @@ int run(const Options &options) {
       mix.fetchedRows = r.fetchedRows;
     } else {
       auto start = std::chrono::steady_clock::now();
-      mix.output = CpuBackend(CpuPrecision::Float).run(problem);
+      mix.output = CpuAttention(CpuPrecision::Float).run(problem);
       auto stop = std::chrono::steady_clock::now();
       mix.medianMs = std::chrono::duration<double, std::milli>(stop - start).count();
       mix.timesMs = {mix.medianMs};

@@ -1,10 +1,10 @@
-//===- CpuBackendTest.cpp - The CPU reference -----------------------------===//
+//===- CpuAttentionTest.cpp - The CPU reference ---------------------------===//
 
 #include "TestUtil.h"
 
-#include "runtime/cpu/CpuBackend.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/cpu/CpuAttention.h"
 
 #include <catch2/catch.hpp>
 
@@ -17,7 +17,7 @@ using dhs::test::smallShape;
 namespace {
 
 /// An independent, deliberately plain fp64 sparse attention: every quantity
-/// written out from the specification, sharing no code with CpuBackend.
+/// written out from the specification, sharing no code with CpuAttention.
 std::vector<double> naiveAttention(const SparseAttentionProblem &p) {
   const ProblemShape &s = p.shape;
   std::vector<double> out(static_cast<std::size_t>(s.batch * s.queries * s.heads * 512), 0.0);
@@ -77,15 +77,15 @@ TEST_CASE("float and fp64 CPU backends agree", "[cpu]") {
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     INFO("seed " << seed);
     SparseAttentionProblem p = problemFor(seed, 0.5, 0.1);
-    std::vector<double> f = CpuBackend(CpuPrecision::Float).runUnrounded(p);
-    std::vector<double> d = CpuBackend(CpuPrecision::Double).runUnrounded(p);
+    std::vector<double> f = CpuAttention(CpuPrecision::Float).runUnrounded(p);
+    std::vector<double> d = CpuAttention(CpuPrecision::Double).runUnrounded(p);
     Comparison c = compareOutputs(f, d);
     CHECK(c.relativeError < 1e-5);
     CHECK(c.relativeError > 0.0); // float really is less precise
     CHECK(c.nonFinite == 0);
     // After rounding, nearly every bf16 value is the same.
-    std::vector<bf16_t> fb = CpuBackend(CpuPrecision::Float).run(p);
-    std::vector<bf16_t> db = CpuBackend(CpuPrecision::Double).run(p);
+    std::vector<bf16_t> fb = CpuAttention(CpuPrecision::Float).run(p);
+    std::vector<bf16_t> db = CpuAttention(CpuPrecision::Double).run(p);
     std::size_t differing = countBitDifferences(fb, db);
     CHECK(differing < fb.size() / 50);
     // Rounding the unrounded results gives the rounded ones.
@@ -100,12 +100,12 @@ TEST_CASE("the fp64 CPU backend matches a naive implementation", "[cpu]") {
       INFO("seed " << seed << " residency " << residency);
       SparseAttentionProblem p = problemFor(seed, residency, 0.2);
       std::vector<double> naive = naiveAttention(p);
-      std::vector<double> d = CpuBackend(CpuPrecision::Double, 3).runUnrounded(p);
+      std::vector<double> d = CpuAttention(CpuPrecision::Double, 3).runUnrounded(p);
       Comparison c = compareOutputs(d, naive);
       CHECK(c.relativeError < 1e-12);
       CHECK(c.referenceNorm > 1.0);
       // The bf16 output within bf16 precision of the naive one.
-      Comparison rounded = compareOutputs(CpuBackend(CpuPrecision::Double).run(p), naive);
+      Comparison rounded = compareOutputs(CpuAttention(CpuPrecision::Double).run(p), naive);
       CHECK(rounded.relativeError < 4e-3);
       CHECK(rounded.relativeError > 0.0);
     }
@@ -114,14 +114,14 @@ TEST_CASE("the fp64 CPU backend matches a naive implementation", "[cpu]") {
 
 TEST_CASE("outputs do not depend on residency", "[cpu][residency]") {
   SparseAttentionProblem p = problemFor(9, 0.0, 0.1);
-  std::vector<bf16_t> atZero = CpuBackend(CpuPrecision::Float).run(p);
-  std::vector<bf16_t> atZeroDouble = CpuBackend(CpuPrecision::Double).run(p);
+  std::vector<bf16_t> atZero = CpuAttention(CpuPrecision::Float).run(p);
+  std::vector<bf16_t> atZeroDouble = CpuAttention(CpuPrecision::Double).run(p);
   for (double f : {0.5, 1.0, 0.25}) {
     INFO("residency " << f);
     applyResidency(p, f, 9);
     REQUIRE(p.stats().residentReads > 0);
-    CHECK(countBitDifferences(CpuBackend(CpuPrecision::Float).run(p), atZero) == 0);
-    CHECK(countBitDifferences(CpuBackend(CpuPrecision::Double).run(p), atZeroDouble) == 0);
+    CHECK(countBitDifferences(CpuAttention(CpuPrecision::Float).run(p), atZero) == 0);
+    CHECK(countBitDifferences(CpuAttention(CpuPrecision::Double).run(p), atZeroDouble) == 0);
   }
 }
 
@@ -129,12 +129,12 @@ TEST_CASE("resident rows are read from HBM", "[cpu][residency]") {
   // Changing a resident row's HBM copy must change the output: the backend
   // reads the slot, not the host store.
   SparseAttentionProblem p = problemFor(4, 1.0);
-  std::vector<bf16_t> before = CpuBackend().run(p);
+  std::vector<bf16_t> before = CpuAttention().run(p);
   std::int32_t slot = p.slots[p.selectionIndex(0, 0, 0)];
   REQUIRE(slot >= 0);
   for (int d = 0; d < 576; ++d)
     p.hbmPool[static_cast<std::size_t>(slot) * 576 + d] = floatToBf16(3.0f);
-  CHECK(countBitDifferences(CpuBackend().run(p), before) > 0);
+  CHECK(countBitDifferences(CpuAttention().run(p), before) > 0);
 }
 
 TEST_CASE("unused selections and duplicates", "[cpu]") {
@@ -146,7 +146,7 @@ TEST_CASE("unused selections and duplicates", "[cpu]") {
   SECTION("a query with no valid selection gives zeros") {
     for (std::int64_t k = 0; k < s.topk; ++k)
       p.rowIds[p.selectionIndex(0, 1, k)] = -1;
-    std::vector<bf16_t> out = CpuBackend().run(p);
+    std::vector<bf16_t> out = CpuAttention().run(p);
     for (std::int64_t h = 0; h < s.heads; ++h)
       for (int v = 0; v < 512; ++v)
         REQUIRE(out[static_cast<std::size_t>(((0 * s.queries + 1) * s.heads + h) * 512 + v)] == 0);
@@ -156,7 +156,7 @@ TEST_CASE("unused selections and duplicates", "[cpu]") {
   SECTION("a single selection returns its value row") {
     for (std::int64_t k = 1; k < s.topk; ++k)
       p.rowIds[p.selectionIndex(0, 0, k)] = -1;
-    std::vector<double> out = CpuBackend(CpuPrecision::Double).runUnrounded(p);
+    std::vector<double> out = CpuAttention(CpuPrecision::Double).runUnrounded(p);
     for (int v = 0; v < 512; ++v)
       REQUIRE(out[v] == bf16ToFloat(p.hostStore[(p.historyStart[0] + a) * 576 + v]));
   }
@@ -167,7 +167,7 @@ TEST_CASE("unused selections and duplicates", "[cpu]") {
     p.rowIds[p.selectionIndex(0, 0, 0)] = a;
     p.rowIds[p.selectionIndex(0, 0, 5)] = a;
     p.rowIds[p.selectionIndex(0, 0, 9)] = b;
-    std::vector<double> out = CpuBackend(CpuPrecision::Double).runUnrounded(p);
+    std::vector<double> out = CpuAttention(CpuPrecision::Double).runUnrounded(p);
     const bf16_t *rowA = &p.hostStore[(p.historyStart[0] + a) * 576];
     const bf16_t *rowB = &p.hostStore[(p.historyStart[0] + b) * 576];
     const bf16_t *query = &p.queries[0];
@@ -190,10 +190,10 @@ TEST_CASE("unused selections and duplicates", "[cpu]") {
 TEST_CASE("large scores do not overflow the softmax", "[cpu]") {
   SparseAttentionProblem p = problemFor(13, 0.5);
   p.shape.softmaxScale = 1000.0f;
-  std::vector<bf16_t> out = CpuBackend().run(p);
+  std::vector<bf16_t> out = CpuAttention().run(p);
   for (bf16_t v : out)
     REQUIRE_FALSE(bf16IsNan(v));
-  CHECK(compareOutputs(CpuBackend(CpuPrecision::Double).runUnrounded(p), naiveAttention(p))
+  CHECK(compareOutputs(CpuAttention(CpuPrecision::Double).runUnrounded(p), naiveAttention(p))
             .relativeError < 1e-12);
 }
 
@@ -264,8 +264,8 @@ TEST_CASE("a sliding window attends like extra selected rows", "[cpu][window]") 
     flat.historyLen[b] = static_cast<std::int32_t>(flat.shape.hostRows - flat.historyStart[b]);
   }
   for (CpuPrecision precision : {CpuPrecision::Float, CpuPrecision::Double}) {
-    std::vector<bf16_t> a = CpuBackend(precision).run(windowed);
-    std::vector<bf16_t> b = CpuBackend(precision).run(flat);
+    std::vector<bf16_t> a = CpuAttention(precision).run(windowed);
+    std::vector<bf16_t> b = CpuAttention(precision).run(flat);
     CHECK(countBitDifferences(a, b) == 0);
   }
   // The window matters: without it the output changes.
@@ -273,8 +273,8 @@ TEST_CASE("a sliding window attends like extra selected rows", "[cpu][window]") 
   without.shape.windowSize = without.shape.windowRing = 0;
   without.windowRing.clear();
   without.windowTokens.clear();
-  CHECK(countBitDifferences(CpuBackend(CpuPrecision::Float).run(windowed),
-                            CpuBackend(CpuPrecision::Float).run(without)) > 0);
+  CHECK(countBitDifferences(CpuAttention(CpuPrecision::Float).run(windowed),
+                            CpuAttention(CpuPrecision::Float).run(without)) > 0);
 }
 
 TEST_CASE("sliding-window inputs are validated", "[cpu][window][validation]") {

@@ -1,6 +1,6 @@
-//===- CpuBackend.cpp - The CPU reference of sparse_attention -------------===//
+//===- CpuAttention.cpp - The CPU reference of sparse_attention -----------===//
 
-#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/CpuAttention.h"
 
 #include "runtime/core/Error.h"
 #include "runtime/core/RowFormat.h"
@@ -141,10 +141,10 @@ template <typename Acc> std::vector<Acc> attend(const SparseAttentionProblem &p,
 
 } // namespace
 
-CpuBackend::CpuBackend(CpuPrecision precision, unsigned threads)
+CpuAttention::CpuAttention(CpuPrecision precision, unsigned threads)
     : precision_(precision), threads_(threads) {}
 
-std::vector<bf16_t> CpuBackend::run(const SparseAttentionProblem &problem) const {
+std::vector<bf16_t> CpuAttention::run(const SparseAttentionProblem &problem) const {
   problem.validate();
   std::vector<bf16_t> out(static_cast<std::size_t>(problem.shape.outputCount()));
   if (precision_ == CpuPrecision::Float) {
@@ -159,7 +159,7 @@ std::vector<bf16_t> CpuBackend::run(const SparseAttentionProblem &problem) const
   return out;
 }
 
-std::vector<double> CpuBackend::runUnrounded(const SparseAttentionProblem &problem) const {
+std::vector<double> CpuAttention::runUnrounded(const SparseAttentionProblem &problem) const {
   problem.validate();
   if (precision_ == CpuPrecision::Double)
     return attend<double>(problem, threads_);

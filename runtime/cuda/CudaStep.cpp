@@ -1,10 +1,10 @@
-//===- CudaBackend.cpp - Run a compiled step on a GPU ---------------------===//
+//===- CudaStep.cpp - Run a compiled step on a GPU ------------------------===//
 
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaStep.h"
 
+#include "runtime/core/Error.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/Error.h"
 #include "runtime/cuda/JitLink.h"
 
 #include <algorithm>
@@ -40,7 +40,7 @@ std::string outputPosition(const ProblemShape &s, std::size_t index) {
 
 /// Everything the backend holds; members are destroyed in reverse order, so
 /// modules go before the context.
-struct CudaBackend::State {
+struct CudaStep::State {
   Manifest manifest;
   DeviceInfo device;
   std::unique_ptr<PrimaryContext> context;
@@ -49,8 +49,7 @@ struct CudaBackend::State {
   std::vector<KernelInfo> kernels;   // per launch
 };
 
-CudaBackend::CudaBackend(const Manifest &manifest, int ordinal)
-    : state_(std::make_unique<State>()) {
+CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_unique<State>()) {
   const CudaDriver &cuda = driver();
   cuda.requireAvailable();
   if (ordinal < 0 || ordinal >= cuda.deviceCount())
@@ -161,7 +160,7 @@ CudaBackend::CudaBackend(const Manifest &manifest, int ordinal)
   }
 }
 
-CudaBackend::~CudaBackend() {
+CudaStep::~CudaStep() {
   // Unload modules with the context current; errors cannot be reported here.
   if (state_ && state_->context) {
     try {
@@ -171,16 +170,16 @@ CudaBackend::~CudaBackend() {
   }
 }
 
-const DeviceInfo &CudaBackend::device() const { return state_->device; }
+const DeviceInfo &CudaStep::device() const { return state_->device; }
 
-void CudaBackend::makeCurrent() const { state_->context->makeCurrent(); }
+void CudaStep::makeCurrent() const { state_->context->makeCurrent(); }
 
-void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream) const {
+void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream) const {
   launchAsync(buffers, stream, 0, state_->manifest.launches.size());
 }
 
-void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
-                              std::size_t count) const {
+void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
+                           std::size_t count) const {
   const CudaDriver &cuda = driver();
   const State &st = *state_;
   if (first > st.manifest.launches.size() || count > st.manifest.launches.size() - first)
@@ -245,10 +244,9 @@ void CudaBackend::launchAsync(const CudaStepBuffers &buffers, CUstream stream, s
   }
 }
 
-const std::vector<KernelInfo> &CudaBackend::kernels() const { return state_->kernels; }
+const std::vector<KernelInfo> &CudaStep::kernels() const { return state_->kernels; }
 
-CudaRunResult CudaBackend::run(const SparseAttentionProblem &problem,
-                               const CudaRunOptions &options) {
+CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRunOptions &options) {
   const CudaDriver &cuda = driver();
   State &st = *state_;
   const Manifest &manifest = st.manifest;

@@ -1,4 +1,4 @@
-//===- CudaBackend.h - Run a compiled step on a GPU -------------*- C++ -*-===//
+//===- CudaStep.h - Run a compiled step on a GPU ----------------*- C++ -*-===//
 //
 // Runs a step's kernels on CUDA device 0 (or another ordinal) through the
 // driver API: links each PTX file with nvJitLink for the device's
@@ -11,13 +11,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DHS_RUNTIME_CUDA_CUDABACKEND_H
-#define DHS_RUNTIME_CUDA_CUDABACKEND_H
+#ifndef DHS_RUNTIME_CUDA_CUDASTEP_H
+#define DHS_RUNTIME_CUDA_CUDASTEP_H
 
 #include "runtime/core/Bf16.h"
-#include "runtime/cuda/CudaDriver.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include <cstddef>
 #include <memory>
@@ -92,16 +92,16 @@ struct CudaStepBuffers {
 
 /// A step loaded on a device. Throws Error (with the driver's or
 /// nvJitLink's message) from every operation that fails.
-class CudaBackend {
+class CudaStep {
 public:
   /// Initializes device `ordinal` (its primary context), links every PTX of
   /// the manifest for the device's architecture and loads the kernels. The
   /// manifest must have been loaded with requirePtx.
-  explicit CudaBackend(const Manifest &manifest, int ordinal = 0);
-  ~CudaBackend();
+  explicit CudaStep(const Manifest &manifest, int ordinal = 0);
+  ~CudaStep();
 
-  CudaBackend(const CudaBackend &) = delete;
-  CudaBackend &operator=(const CudaBackend &) = delete;
+  CudaStep(const CudaStep &) = delete;
+  CudaStep &operator=(const CudaStep &) = delete;
 
   /// The device.
   const DeviceInfo &device() const;
@@ -135,4 +135,4 @@ private:
 
 } // namespace dhs::runtime
 
-#endif // DHS_RUNTIME_CUDA_CUDABACKEND_H
+#endif // DHS_RUNTIME_CUDA_CUDASTEP_H

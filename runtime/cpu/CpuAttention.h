@@ -1,4 +1,4 @@
-//===- CpuBackend.h - The CPU reference of sparse_attention -----*- C++ -*-===//
+//===- CpuAttention.h - The CPU reference of sparse_attention ---*- C++ -*-===//
 //
 // Computes sparse_attention exactly as specified, on the host: for each
 // request b, query q, head h, scores over the valid selections k
@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DHS_RUNTIME_CPU_CPUBACKEND_H
-#define DHS_RUNTIME_CPU_CPUBACKEND_H
+#ifndef DHS_RUNTIME_CPU_CPUATTENTION_H
+#define DHS_RUNTIME_CPU_CPUATTENTION_H
 
 #include "runtime/core/Bf16.h"
 #include "runtime/core/SparseAttentionProblem.h"
@@ -28,11 +28,11 @@ enum class CpuPrecision {
 };
 
 /// The CPU backend.
-class CpuBackend {
+class CpuAttention {
 public:
   /// A backend with the given precision, running on `threads` threads
   /// (0: one per hardware thread).
-  explicit CpuBackend(CpuPrecision precision = CpuPrecision::Float, unsigned threads = 0);
+  explicit CpuAttention(CpuPrecision precision = CpuPrecision::Float, unsigned threads = 0);
 
   /// Validates the problem (throws InputError) and returns the bf16 output
   /// [B,Q,H,v_dim].
@@ -77,4 +77,4 @@ std::size_t countBitDifferences(const std::vector<bf16_t> &a, const std::vector<
 
 } // namespace dhs::runtime
 
-#endif // DHS_RUNTIME_CPU_CPUBACKEND_H
+#endif // DHS_RUNTIME_CPU_CPUATTENTION_H
