@@ -2,8 +2,8 @@
 
 #include "runtime/Runtime.h"
 
-#include "runtime/cuda/CudaDriver.h"
 #include "runtime/core/Error.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include <algorithm>
 #include <cstring>
@@ -45,7 +45,7 @@ Runtime::Runtime(const RuntimeConfig &config) : config_(config) {
 Runtime::~Runtime() = default;
 
 void Runtime::requireStep(const char *what) const {
-  if (!tiers_)
+  if (!tiers_.storage)
     throw StateError(std::string(what) + ": no step is loaded (load a compiled step first)");
 }
 
@@ -64,7 +64,7 @@ std::int32_t Runtime::groups() const {
 }
 
 std::string Runtime::backendDescription() const {
-  return tiers_ ? tiers_->describe() : "none (no step loaded)";
+  return tiers_.storage ? tiers_.storage->describe() : "none (no step loaded)";
 }
 
 const ResidencyController &Runtime::controller() const {
@@ -81,7 +81,7 @@ void Runtime::loadStep(const Manifest &manifest) {
 }
 
 void Runtime::loadSteps(const std::vector<std::string> &stepDirectories) {
-  if (tiers_)
+  if (tiers_.storage)
     throw StateError("a step is already loaded");
   ManifestLoadOptions options;
   options.requirePtx = config_.backend == BackendKind::Cuda;
@@ -130,7 +130,7 @@ void requireSameArguments(const Manifest &first, const Manifest &other) {
 } // namespace
 
 void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
-  if (tiers_)
+  if (tiers_.storage)
     throw StateError("a step is already loaded");
   if (manifests.empty())
     throw InputError("no step to load (an empty set of steps)");
@@ -230,7 +230,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   residency.hostRows = hostRows;
   residency.maxRequests = config_.maxRequests;
   residency.newestWindow = config_.newestWindow;
-  // Draft rings live in memory of their own (TierBackend), not in the pools:
+  // Draft rings live in memory of their own (RingStore), not in the pools:
   // no pool slots are reserved for them.
   residency.draftWindow = 0;
   residency.hotFloor = config_.hotFloor;
@@ -286,10 +286,10 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   std::vector<const Manifest *> cudaSteps = byLayer;
   if (pool.layers <= 1 || !missing.empty())
     cudaSteps.assign(1, &manifest);
-  std::unique_ptr<TierBackend> tiers = useCuda ? makeCudaTiers(layout, cudaSteps, config_.device)
-                                               : makeCpuTiers(layout, config_.cpuThreads);
+  Tiers tiers = useCuda ? makeCudaTiers(layout, cudaSteps, config_.device)
+                        : makeCpuTiers(layout, config_.cpuThreads);
   if (config_.cudaGraphs)
-    tiers->setGraphs(true);
+    tiers.runner->setGraphs(true);
 
   manifest_ = std::make_unique<Manifest>(manifest);
   shape_ = shape;
@@ -352,7 +352,7 @@ void Runtime::recordHash(std::int32_t layer, std::int64_t hostRow) {
   if (hashes_.empty())
     return;
   hashes_[static_cast<std::size_t>(layer * layout_.hostRows + hostRow)] =
-      rowHash(tiers_->hostRow(layer, hostRow));
+      rowHash(tiers_.storage->hostRow(layer, hostRow));
 }
 
 void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxContext,
@@ -370,17 +370,17 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
   if (layout_.draftWindow > 0 || layout_.windowRing > 0) {
     try {
       if (layout_.draftWindow > 0) {
-        tiers_->allocateDraftRings(index);
+        tiers_.rings->allocateDraftRings(index);
         draftPositions_[index].assign(static_cast<std::size_t>(layout_.draftWindow), -1);
       }
       if (layout_.windowRing > 0) {
-        tiers_->allocateWindowRings(index);
+        tiers_.rings->allocateWindowRings(index);
         windowPositions_[index].assign(static_cast<std::size_t>(layout_.windowRing), -1);
         windowTokens_[index] = 0;
       }
     } catch (...) {
-      tiers_->freeDraftRings(index);
-      tiers_->freeWindowRings(index);
+      tiers_.rings->freeDraftRings(index);
+      tiers_.rings->freeWindowRings(index);
       draftPositions_.erase(index);
       windowPositions_.erase(index);
       windowTokens_.erase(index);
@@ -394,7 +394,7 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
   const auto *source = static_cast<const std::uint8_t *>(prefill);
   for (std::int32_t l = 0; l < layout_.layers; ++l)
     for (std::int64_t row = 0; row < historyLen; ++row) {
-      std::memcpy(tiers_->hostRow(l, start + row),
+      std::memcpy(tiers_.storage->hostRow(l, start + row),
                   source + (static_cast<std::size_t>(l * historyLen + row)) * rowBytes, rowBytes);
       recordHash(l, start + row);
     }
@@ -418,8 +418,8 @@ void Runtime::append(std::uint64_t id, const void *rows) {
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
   const auto *source = static_cast<const std::uint8_t *>(rows);
   for (std::int32_t l = 0; l < layout_.layers; ++l) {
-    std::memcpy(tiers_->hostRow(l, hostRow), source + static_cast<std::size_t>(l) * rowBytes,
-                rowBytes);
+    std::memcpy(tiers_.storage->hostRow(l, hostRow),
+                source + static_cast<std::size_t>(l) * rowBytes, rowBytes);
     recordHash(l, hostRow);
   }
   applyCopies(copies);
@@ -438,11 +438,11 @@ void Runtime::finish(std::uint64_t id) {
   applyCopies({}); // its rows leave the device residency maps
   index_.erase(id);
   if (layout_.draftWindow > 0) {
-    tiers_->freeDraftRings(index);
+    tiers_.rings->freeDraftRings(index);
     draftPositions_.erase(index);
   }
   if (layout_.windowRing > 0) {
-    tiers_->freeWindowRings(index);
+    tiers_.rings->freeWindowRings(index);
     windowPositions_.erase(index);
     windowTokens_.erase(index);
   }
@@ -454,7 +454,7 @@ std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
   if (layer < 0 || layer >= layout_.layers || row < 0 || row >= controller_->historyLen(index))
     throw OutOfRangeError("host row: layer " + std::to_string(layer) + ", row " +
                           std::to_string(row) + " is outside " + requestName(id) + "'s history");
-  const std::uint8_t *data = tiers_->hostRow(layer, controller_->historyStart(index) + row);
+  const std::uint8_t *data = tiers_.storage->hostRow(layer, controller_->historyStart(index) + row);
   return std::vector<std::uint8_t>(data, data + layout_.rowBytes);
 }
 
@@ -465,7 +465,7 @@ std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer,
 Manifest Runtime::loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const {
   requireStep(what);
   ManifestLoadOptions options;
-  options.requirePtx = tiers_->acceptsDevicePointers(); // CUDA tiers run its kernels
+  options.requirePtx = tiers_.runner->acceptsDevicePointers(); // CUDA tiers run its kernels
   return Manifest::load(stepDirectory, options);
 }
 
@@ -498,7 +498,7 @@ void Runtime::loadDraftStep(const Manifest &manifest) {
                 std::to_string(info.block) + " rows and reads " + std::to_string(info.readRows) +
                 " into rings of " + std::to_string(info.window) +
                 ": the runtime needs block <= window and block - 1 <= rows read");
-  tiers_->setDraftStep(manifest);
+  tiers_.rings->setDraftStep(manifest);
   draftStepLoaded_ = true;
 }
 
@@ -519,7 +519,7 @@ void Runtime::writeWindow(std::uint64_t id, std::int64_t position, std::int64_t 
   if (position < 0 || position > std::numeric_limits<std::int32_t>::max() - count)
     throw InputError("write window of " + requestName(id) + ": position " +
                      std::to_string(position) + " is outside [0, 2^31 - count)");
-  tiers_->writeWindow(index, position, count, static_cast<const std::uint8_t *>(rows));
+  tiers_.rings->writeWindow(index, position, count, static_cast<const std::uint8_t *>(rows));
   std::vector<std::int64_t> &held = windowPositions_.at(index);
   for (std::int64_t t = 0; t < count; ++t)
     held[static_cast<std::size_t>((position + t) % R)] = position + t;
@@ -542,7 +542,7 @@ std::int32_t Runtime::requireDraft(std::uint64_t id, std::int64_t count, const v
   if (!rows)
     throw InputError(std::string(what) + " of " + requestName(id) +
                      (std::string(what) == "draft read" ? ": null output" : ": null rows"));
-  if (tiers_->acceptsDevicePointers() && !draftStepLoaded_)
+  if (tiers_.runner->acceptsDevicePointers() && !draftStepLoaded_)
     throw StateError(std::string(what) +
                      ": the CUDA tiers run the draft rings with the "
                      "compiler's ring kernels; load a compiled draft-ring step first "
@@ -567,7 +567,7 @@ void Runtime::appendDraft(std::uint64_t id, std::int64_t position, std::int64_t 
       std::memcpy(draftScratch_.data() + static_cast<std::size_t>(t) * token,
                   source + (static_cast<std::size_t>(t) * layout_.layers + first) * rowBytes,
                   static_cast<std::size_t>(layers) * rowBytes);
-    tiers_->writeDraft(index, g, position, count, draftScratch_.data());
+    tiers_.rings->writeDraft(index, g, position, count, draftScratch_.data());
   }
   std::vector<std::int64_t> &slots = draftPositions_.at(index);
   for (std::int64_t t = 0; t < count; ++t)
@@ -595,7 +595,7 @@ void Runtime::readDraft(std::uint64_t id, std::int64_t end, std::int64_t count, 
   auto *target = static_cast<std::uint8_t *>(out);
   draftScratch_.assign(static_cast<std::size_t>(count) * token, 0);
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-    tiers_->readDraft(index, g, end, count, draftScratch_.data());
+    tiers_.rings->readDraft(index, g, end, count, draftScratch_.data());
     const std::int32_t first = layout_.firstLayer(g), layers = layout_.endLayer(g) - first;
     for (std::int64_t t = 0; t < count; ++t)
       std::memcpy(target + (static_cast<std::size_t>(t) * layout_.layers + first) * rowBytes,
@@ -642,7 +642,7 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
       windowTokens[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(tokens);
     }
   controller_->beginStep();
-  tiers_->beginStep(controller_->stepCount());
+  tiers_.runner->beginStep(controller_->stepCount());
   windowTokensLane_ = windowTokens;
   lanes_ = lanes;
   batchIds_.assign(ids, ids + batch);
@@ -673,9 +673,9 @@ void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds, Memory
   if (memory == MemorySpace::Device) {
     // The step's dhs.resolve maps them to slots on the device; they are
     // checked and booked by the controller after the step, from a copy.
-    if (!tiers_->acceptsDevicePointers())
-      throw InputError("the " + tiers_->describe() + " backend takes host pointers only");
-    tiers_->takeSelections(group, rowIds, batch_ * perLane);
+    if (!tiers_.runner->acceptsDevicePointers())
+      throw InputError("the " + tiers_.storage->describe() + " backend takes host pointers only");
+    tiers_.runner->takeSelections(group, rowIds, batch_ * perLane);
     selected_[g] = 1;
     deviceSelected_[g] = 1;
     return;
@@ -728,8 +728,8 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
     throw StateError("layer " + std::to_string(layer) + " already ran in this step");
   if (batch_ > 0 && (!queries || !output))
     throw InputError("null queries or output for layer " + std::to_string(layer));
-  if (memory == MemorySpace::Device && !tiers_->acceptsDevicePointers())
-    throw InputError("the " + tiers_->describe() + " backend takes host pointers only");
+  if (memory == MemorySpace::Device && !tiers_.runner->acceptsDevicePointers())
+    throw InputError("the " + tiers_.storage->describe() + " backend takes host pointers only");
   LayerStep step;
   step.shape = &shape_;
   step.lanes = batch_;
@@ -743,7 +743,7 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
   step.selectionsOnDevice = deviceSelected_[static_cast<std::size_t>(group)] != 0;
   step.windowTokens = windowTokensLane_.data();
   step.laneRequests = lanes_.data();
-  tiers_->attend(layer, step);
+  tiers_.runner->attend(layer, step);
   attended_[static_cast<std::size_t>(layer)] = 1;
   // (Reads of device selections are checked once they are booked.)
   if (config_.checkInvariants && !step.selectionsOnDevice)
@@ -768,7 +768,7 @@ void Runtime::endStep() {
   std::vector<std::uint8_t> booked(static_cast<std::size_t>(layout_.groups()), 0);
   auto bookGroup = [&](std::int32_t g) {
     try {
-      const TierBackend::StepLog &log = tiers_->stepLog(g);
+      const StepLog &log = tiers_.runner->stepLog(g);
       if (config_.checkInvariants)
         checkStepLog(g, log);
       controller_->book(g, lanes_.data(), shape_.batch, log.hitSlots.data(),
@@ -776,17 +776,17 @@ void Runtime::endStep() {
                         static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
     } catch (...) {
       abortStep();
-      tiers_->restoreRecency(*controller_);
+      tiers_.storage->restoreRecency(*controller_);
       throw;
     }
     booked[static_cast<std::size_t>(g)] = 1;
   };
-  if (tiers_->stepLogsEarly())
+  if (tiers_.runner->stepLogsEarly())
     for (std::int32_t g = 0; g < layout_.groups(); ++g)
       if (deviceSelected_[static_cast<std::size_t>(g)])
         bookGroup(g);
   try {
-    tiers_->finishStep();
+    tiers_.runner->finishStep();
   } catch (const Error &) {
     // Device selections the kernels rejected: name the first bad one from
     // a download of them. The kernels stamped the hits of the valid ones,
@@ -799,14 +799,14 @@ void Runtime::endStep() {
         anyOnDevice = true;
         if (!precise)
           try {
-            checkSelections(g, tiers_->selectionsOnHost(g));
+            checkSelections(g, tiers_.runner->selectionsOnHost(g));
           } catch (const Error &) {
             precise = std::current_exception();
           }
       }
     abortStep();
     if (anyOnDevice)
-      tiers_->restoreRecency(*controller_);
+      tiers_.storage->restoreRecency(*controller_);
     if (precise)
       std::rethrow_exception(precise);
     throw;
@@ -841,7 +841,7 @@ void Runtime::abortStep() {
   inStep_ = false;
   controller_->abortStep();
   try {
-    tiers_->finishStep();
+    tiers_.runner->finishStep();
   } catch (const Error &) {
     // The step is abandoned either way.
   }
@@ -878,7 +878,7 @@ void Runtime::step(const std::uint64_t *ids, std::int64_t batch, const std::int3
 RuntimeStats Runtime::stats() const {
   RuntimeStats s;
   s.steps = steps_;
-  if (!tiers_)
+  if (!tiers_.storage)
     return s;
   s.lastStep = controller_->lastStep();
   s.totals = controller_->totals();
@@ -896,7 +896,7 @@ RuntimeStats Runtime::stats() const {
   s.hostBytesUsed = controller_->hostAllocator().usedRows() * poolBytes;
   s.hostBytesCapacity = layout_.hostRows * poolBytes;
   s.optionalBudgetSlots = controller_->optionalBudget();
-  const TierGraphStats graphs = tiers_->graphStats();
+  const TierGraphStats graphs = tiers_.runner->graphStats();
   s.graphCaptures = graphs.captures;
   s.graphReplays = graphs.replays;
   return s;
@@ -906,7 +906,7 @@ void Runtime::checkReads(std::int32_t layer) {
   const std::int32_t group = layer / layout_.layersPerGroup;
   const std::vector<std::int32_t> &rows = rowIds_[static_cast<std::size_t>(group)];
   const std::vector<std::int32_t> &slots = slots_[static_cast<std::size_t>(group)];
-  const std::uint8_t *pool = tiers_->hbmSnapshot(layer);
+  const std::uint8_t *pool = tiers_.storage->hbmSnapshot(layer);
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
   const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
   const std::size_t layerOffset = static_cast<std::size_t>(layout_.layerOffset(layer));
@@ -919,7 +919,7 @@ void Runtime::checkReads(std::int32_t layer) {
       if (rows[e] < 0)
         continue;
       const std::int64_t hostRow = historyStart_[static_cast<std::size_t>(b)] + rows[e];
-      const std::uint8_t *host = tiers_->hostRow(layer, hostRow);
+      const std::uint8_t *host = tiers_.storage->hostRow(layer, hostRow);
       if (!hashes_.empty() &&
           rowHash(host) != hashes_[static_cast<std::size_t>(layer * layout_.hostRows + hostRow)])
         throw InvariantError("invariant violated: host row " + std::to_string(hostRow) +
@@ -936,10 +936,10 @@ void Runtime::checkReads(std::int32_t layer) {
   }
 }
 
-void Runtime::checkStepLog(std::int32_t group, const TierBackend::StepLog &log) {
+void Runtime::checkStepLog(std::int32_t group, const StepLog &log) {
   // The selections themselves, downloaded for the check (and for checkReads).
   const std::size_t gi = static_cast<std::size_t>(group);
-  const std::int32_t *taken = tiers_->selectionsOnHost(group);
+  const std::int32_t *taken = tiers_.runner->selectionsOnHost(group);
   checkSelections(group, taken);
   std::copy(taken, taken + rowIds_[gi].size(), rowIds_[gi].begin());
   // What the log must say: the slots the controller's table gives (as the
@@ -1000,10 +1000,10 @@ void Runtime::checkCopies(const std::vector<RowCopy> &copies) {
       if (copy.group != group)
         continue;
       if (!pool)
-        pool = tiers_->hbmSnapshot(l);
+        pool = tiers_.storage->hbmSnapshot(l);
       if (std::memcmp(pool + static_cast<std::size_t>(copy.slot) * layout_.tokenBytes() +
                           layout_.layerOffset(l),
-                      tiers_->hostRow(l, copy.hostRow), rowBytes) != 0)
+                      tiers_.storage->hostRow(l, copy.hostRow), rowBytes) != 0)
         throw InvariantError("invariant violated: layer " + std::to_string(l) + " slot " +
                              std::to_string(copy.slot) + " differs from host row " +
                              std::to_string(copy.hostRow) + " after it was copied there");
@@ -1017,9 +1017,9 @@ void Runtime::checkRequestRows(std::int32_t index, const char *when) {
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
   for (std::int32_t l = 0; l < layout_.layers; ++l) {
     const std::int32_t group = l / layout_.layersPerGroup;
-    const std::uint8_t *pool = tiers_->hbmSnapshot(l);
+    const std::uint8_t *pool = tiers_.storage->hbmSnapshot(l);
     for (std::int64_t row = 0; row < len; ++row) {
-      const std::uint8_t *host = tiers_->hostRow(l, start + row);
+      const std::uint8_t *host = tiers_.storage->hostRow(l, start + row);
       if (!hashes_.empty() &&
           rowHash(host) != hashes_[static_cast<std::size_t>(l * layout_.hostRows + start + row)])
         throw InvariantError(std::string("invariant violated (") + when + "): row " +
@@ -1044,7 +1044,7 @@ void Runtime::checkInvariants() {
     checkRequestRows(index, "full check");
   // The device residency maps (with a placement step) mirror the controller.
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-    const std::int32_t *map = tiers_->residencyMapSnapshot(g);
+    const std::int32_t *map = tiers_.storage->residencyMapSnapshot(g);
     if (!map)
       break;
     const std::vector<std::int32_t> &table = controller_->residencyTable(g);
@@ -1056,10 +1056,10 @@ void Runtime::checkInvariants() {
   }
   // So does the device replacement state, where kernels stamp the hits: for
   // every slot that holds a history row.
-  if (!tiers_->resolvesOnDevice())
+  if (!tiers_.runner->resolvesOnDevice())
     return;
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-    const std::int32_t *recency = tiers_->recencySnapshot(g);
+    const std::int32_t *recency = tiers_.storage->recencySnapshot(g);
     for (std::int32_t s = 0; s < layout_.hbmSlots; ++s) {
       const SlotKind kind = controller_->slotKind(g, s);
       if (kind != SlotKind::Newest && kind != SlotKind::Hot)
@@ -1078,7 +1078,7 @@ void Runtime::checkInvariants() {
 
 void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
   if (releases_.empty()) {
-    tiers_->copyToHbm(copies);
+    tiers_.storage->copyToHbm(copies);
     return;
   }
   // Releases, then copies. One placement launch needs distinct rows, which
@@ -1100,7 +1100,7 @@ void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
                            std::to_string(*twice % layout_.groups()) +
                            " is released and placed in one call");
   }
-  tiers_->copyToHbm(changes);
+  tiers_.storage->copyToHbm(changes);
 }
 
 void Runtime::loadPlacementStep(const std::string &stepDirectory) {
@@ -1123,7 +1123,7 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
                 " bytes (" + pool.format + "); this session's pools hold " +
                 std::to_string(layout_.layersPerPool) + " layers x " +
                 std::to_string(layout_.rowBytes) + " bytes");
-  tiers_->setPlacementStep(manifest, *controller_);
+  tiers_.storage->setPlacementStep(manifest, *controller_);
   controller_->setReleaseLog(&releases_);
   placementStepLoaded_ = true;
 }
@@ -1132,14 +1132,14 @@ void Runtime::setCudaGraphs(bool on) {
   requireStep("CUDA graphs");
   if (inStep_)
     throw StateError("CUDA graphs can be turned on or off only between steps");
-  tiers_->setGraphs(on);
+  tiers_.runner->setGraphs(on);
 }
 
-bool Runtime::cudaGraphs() const { return tiers_ && tiers_->graphsOn(); }
+bool Runtime::cudaGraphs() const { return tiers_.runner && tiers_.runner->graphsOn(); }
 
-TierBackend &Runtime::tiersForTesting() {
+TierStorage &Runtime::storageForTesting() {
   requireStep("tiers");
-  return *tiers_;
+  return *tiers_.storage;
 }
 
 } // namespace dhs::runtime

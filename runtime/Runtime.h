@@ -37,10 +37,11 @@
 #define DHS_RUNTIME_RUNTIME_H
 
 #include "runtime/core/Bf16.h"
+#include "runtime/core/DraftRingStep.h"
 #include "runtime/core/Manifest.h"
-#include "runtime/residency/Residency.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/core/Tiers.h"
+#include "runtime/residency/Residency.h"
 
 #include <cstdint>
 #include <memory>
@@ -128,7 +129,7 @@ public:
   /// As loadSteps, from parsed manifests.
   void loadStepManifests(const std::vector<Manifest> &manifests);
   /// True once a step is loaded.
-  bool stepLoaded() const { return tiers_ != nullptr; }
+  bool stepLoaded() const { return tiers_.storage != nullptr; }
   /// The loaded step's shape (B, Q, H, K, row layout). Throws StateError.
   const ProblemShape &shape() const;
   /// Bytes per KV row. Throws StateError.
@@ -275,9 +276,9 @@ public:
   std::vector<std::uint8_t> hostRow(std::uint64_t id, std::int32_t layer, std::int64_t row);
   /// Runs every check now (the full check). Throws Error on a violation.
   void checkInvariants();
-  /// The tiers themselves, for tests that corrupt them on purpose. Throws
-  /// StateError when no step is loaded.
-  TierBackend &tiersForTesting();
+  /// The tiers' storage itself, for tests that corrupt it on purpose.
+  /// Throws StateError when no step is loaded.
+  TierStorage &storageForTesting();
 
 private:
   std::int32_t indexOf(std::uint64_t id, const char *what) const;
@@ -287,7 +288,7 @@ private:
   Manifest loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const;
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
-  void checkStepLog(std::int32_t group, const TierBackend::StepLog &log);
+  void checkStepLog(std::int32_t group, const StepLog &log);
   void checkReads(std::int32_t layer);
   void checkCopies(const std::vector<RowCopy> &copies);
   /// Checks group g's selections [batch, Q, K] (host memory) against the
@@ -308,7 +309,7 @@ private:
   ProblemShape shape_{};
   TierLayout layout_{};
   std::unique_ptr<ResidencyController> controller_;
-  std::unique_ptr<TierBackend> tiers_;
+  Tiers tiers_;
   std::unordered_map<std::uint64_t, std::int32_t> index_; // id -> request index
   std::vector<std::uint64_t> hashes_;                     // [layer][host row]
   std::uint64_t steps_ = 0;

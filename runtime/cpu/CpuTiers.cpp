@@ -1,4 +1,11 @@
 //===- CpuTiers.cpp - The KV tiers in host memory, CPU attention ----------===//
+//
+// The CPU backend's tiers: host vectors for the host store, the HBM pools
+// and the rings, and CpuAttention (float) over views of them (no copies per
+// step). The same semantics as the CUDA tiers, checked against them by the
+// unit tests.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
@@ -11,111 +18,20 @@
 
 namespace dhs::runtime {
 
-TierBackend::~TierBackend() = default;
-
-void TierBackend::setGraphs(bool on) {
-  if (on)
-    throw Error("CUDA graphs need the CUDA backend (this runtime runs on " + describe() + ")");
-}
-
-void TierBackend::setDraftStep(const Manifest &) {}
-
-void TierBackend::setPlacementStep(const Manifest &, const ResidencyController &) {}
-
-const std::int32_t *TierBackend::residencyMapSnapshot(std::int32_t) { return nullptr; }
-
-void TierBackend::takeSelections(std::int32_t, const std::int32_t *, std::int64_t) {
-  throw InputError("the " + describe() + " backend takes selections in host memory only");
-}
-
-const std::int32_t *TierBackend::selectionsOnHost(std::int32_t) {
-  throw StateError("no selections were taken on the device");
-}
-
-void TierBackend::beginStep(std::uint32_t) {}
-
-const TierBackend::StepLog &TierBackend::stepLog(std::int32_t) {
-  throw StateError("the " + describe() + " backend keeps no step log");
-}
-
-const std::int32_t *TierBackend::recencySnapshot(std::int32_t) { return nullptr; }
-
-void TierBackend::restoreRecency(const ResidencyController &) {}
-
-DraftStepInfo draftStepInfo(const Manifest &m) {
-  auto fail = [&](const std::string &what) {
-    throw Error("the step " + m.directory + " is not a draft-ring step (" + what +
-                "); compile one like examples/draft_ring_step.mlir: ring_append then ring_read "
-                "in a dhs.draft region");
-  };
-  if (m.launches.size() != 4)
-    fail(std::to_string(m.launches.size()) + " launches, expected 4");
-  const char *ops[] = {"ring_index", "copy_rows", "ring_index", "copy_rows"};
-  for (std::size_t i = 0; i < 4; ++i) {
-    if (m.launches[i].op != ops[i])
-      fail("launch " + std::to_string(i) + " is " + m.launches[i].op + ", expected " + ops[i]);
-    const std::size_t params = i % 2 == 0 ? 2 : 4;
-    if (m.launches[i].params.size() != params)
-      fail("launch " + std::to_string(i) + " has " + std::to_string(m.launches[i].params.size()) +
-           " parameters");
-  }
-  auto argumentOf = [&](std::size_t launch, std::size_t param) {
-    const LaunchParam &p = m.launches[launch].params[param];
-    if (p.source != ParamSource::Argument || p.argumentIndex < 0 ||
-        p.argumentIndex >= static_cast<int>(m.arguments.size()))
-      fail("parameter " + std::to_string(param) + " of launch " + std::to_string(launch) +
-           " is not an argument");
-    return p.argumentIndex;
-  };
-  DraftStepInfo info;
-  info.positionsArgument = argumentOf(0, 0);
-  info.rowsArgument = argumentOf(1, 0);
-  info.ringArgument = argumentOf(1, 1);
-  info.endsArgument = argumentOf(2, 0);
-  info.windowArgument = argumentOf(3, 1);
-  if (argumentOf(3, 0) != info.ringArgument)
-    fail("the read does not gather from the ring the append scatters into");
-  auto rows = [&](int index, const char *name) {
-    const Argument &a = m.arguments[static_cast<std::size_t>(index)];
-    if (a.isPool || a.dtype != DType::I8 || a.shape.size() != 4)
-      fail(std::string("the ") + name + " are not an i8 memref [B, rows, a, b]");
-    return a.shape;
-  };
-  auto lanes = [&](int index, const char *name) {
-    const Argument &a = m.arguments[static_cast<std::size_t>(index)];
-    if (a.isPool || a.dtype != DType::I32 || a.shape.size() != 1)
-      fail(std::string("the ") + name + " are not an i32 memref [B]");
-    return a.shape[0];
-  };
-  const std::vector<std::int64_t> ring = rows(info.ringArgument, "ring"),
-                                  fresh = rows(info.rowsArgument, "appended rows"),
-                                  window = rows(info.windowArgument, "rows read");
-  info.lanes = ring[0];
-  info.window = ring[1];
-  info.block = fresh[1];
-  info.readRows = window[1];
-  info.tokenBytes = ring[2] * ring[3];
-  for (const auto &shape : {fresh, window})
-    if (shape[0] != info.lanes || shape[2] * shape[3] != info.tokenBytes)
-      fail("the rings, appended rows and rows read disagree in batch or row bytes");
-  if (lanes(info.positionsArgument, "positions") != info.lanes ||
-      lanes(info.endsArgument, "ends") != info.lanes)
-    fail("the positions or ends are not one per ring");
-  if (info.lanes < 1 || info.window < 1 || info.block < 1 || info.readRows < 1)
-    fail("an empty dimension");
-  return info;
-}
+TierStorage::~TierStorage() = default;
+StepRunner::~StepRunner() = default;
+RingStore::~RingStore() = default;
 
 namespace {
 
-class CpuTiers final : public TierBackend {
+/// The two tiers as host vectors [pool][rows x token], in bf16-sized units as
+/// CpuAttention's views expect.
+class CpuStorage final : public TierStorage {
 public:
-  CpuTiers(const TierLayout &layout, unsigned threads)
-      : layout_(layout), backend_(CpuPrecision::Float, threads) {
+  explicit CpuStorage(const TierLayout &layout) : layout_(layout) {
     if (layout.rowBytes <= 0 || layout.tokenBytes() % 2 != 0)
       throw Error("the CPU tiers need an even number of bytes per token (row_bytes " +
                   std::to_string(layout.rowBytes) + ")");
-    // Stored as bf16-sized units, as the CPU backend's views expect.
     const std::size_t tokenUnits = static_cast<std::size_t>(layout.tokenBytes() / 2);
     host_.resize(static_cast<std::size_t>(layout.pools()));
     hbm_.resize(static_cast<std::size_t>(layout.pools()));
@@ -138,9 +54,8 @@ public:
   const TierLayout &layout() const override { return layout_; }
 
   std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) override {
-    return reinterpret_cast<std::uint8_t *>(
-               host_[static_cast<std::size_t>(layer / layout_.layersPerPool)].data()) +
-           row * layout_.tokenBytes() + layout_.layerOffset(layer);
+    return bytes(host_[layout_.poolOf(layer)]) + row * layout_.tokenBytes() +
+           layout_.layerOffset(layer);
   }
 
   void copyToHbm(const std::vector<RowCopy> &copies) override {
@@ -150,61 +65,48 @@ public:
     for (const RowCopy &copy : copies)
       for (std::int32_t l = layout_.firstLayer(copy.group);
            copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
-        const std::size_t pool = static_cast<std::size_t>(l / layout_.layersPerPool);
+        const std::size_t pool = layout_.poolOf(l);
         std::memcpy(bytes(hbm_[pool]) + static_cast<std::size_t>(copy.slot) * tokenBytes,
                     bytes(host_[pool]) + static_cast<std::size_t>(copy.hostRow) * tokenBytes,
                     tokenBytes);
       }
   }
 
+  // The CPU keeps no device residency state.
+  void setPlacementStep(const Manifest &, const ResidencyController &) override {}
+  void restoreRecency(const ResidencyController &) override {}
+  const std::int32_t *recencySnapshot(std::int32_t) override { return nullptr; }
+  const std::int32_t *residencyMapSnapshot(std::int32_t) override { return nullptr; }
+
   const std::uint8_t *hbmSnapshot(std::int32_t layer) override {
-    return bytes(hbm_[static_cast<std::size_t>(layer / layout_.layersPerPool)]);
+    return bytes(hbm_[layout_.poolOf(layer)]);
   }
 
-  void attend(std::int32_t layer, const LayerStep &step) override {
-    if (step.memory != MemorySpace::Host)
-      throw InputError("the CPU backend takes host pointers only");
-    const ProblemShape &shape = *step.shape;
-    problem_.shape = shape;
-    problem_.shape.hbmSlots = layout_.hbmSlots;
-    problem_.shape.hostRows = layout_.hostRows;
-    problem_.shape.layers = layout_.layersPerPool;
-    problem_.shape.layer = layer % layout_.layersPerPool;
-    problem_.shape.rowElems = layout_.tokenBytes() / 2;
-    const std::size_t pool = static_cast<std::size_t>(layer / layout_.layersPerPool);
-    const std::int64_t perLane = shape.queries * shape.heads;
-    problem_.queries.assign(step.queries, step.queries + step.lanes * perLane * shape.qkDim);
-    problem_.queries.resize(static_cast<std::size_t>(shape.queryCount()), 0);
-    problem_.rowIds.assign(step.rowIds, step.rowIds + shape.selectionCount());
-    problem_.slots.assign(step.slots, step.slots + shape.selectionCount());
-    problem_.historyStart.assign(step.historyStart, step.historyStart + shape.batch);
-    problem_.historyLen.assign(step.historyLen, step.historyLen + shape.batch);
-    problem_.hostStoreView = host_[pool].data();
-    problem_.hbmPoolView = hbm_[pool].data();
-    if (shape.windowSize > 0) {
-      // The lanes' rings of this pool, [B][R][token].
-      const std::size_t ringBytes = static_cast<std::size_t>(layout_.windowRing) *
-                                    static_cast<std::size_t>(layout_.tokenBytes());
-      problem_.windowRing.assign(static_cast<std::size_t>(shape.batch) * ringBytes / 2, 0);
-      for (std::int64_t b = 0; b < shape.batch; ++b)
-        if (step.laneRequests[b] >= 0)
-          std::memcpy(reinterpret_cast<std::uint8_t *>(problem_.windowRing.data()) +
-                          static_cast<std::size_t>(b) * ringBytes,
-                      windows_.at(step.laneRequests[b]).data() + pool * ringBytes, ringBytes);
-      problem_.windowTokens.assign(step.windowTokens, step.windowTokens + shape.batch);
-    }
-    std::vector<bf16_t> out = backend_.run(problem_);
-    std::copy(out.begin(), out.begin() + step.lanes * perLane * shape.vDim, step.output);
+  /// A pool's host store and HBM slots, for CpuAttention's views.
+  const bf16_t *hostPool(std::size_t pool) const { return host_[pool].data(); }
+  const bf16_t *hbmPool(std::size_t pool) const { return hbm_[pool].data(); }
+
+private:
+  static std::uint8_t *bytes(std::vector<bf16_t> &v) {
+    return reinterpret_cast<std::uint8_t *>(v.data());
   }
 
-  void finishStep() override {}
-  bool acceptsDevicePointers() const override { return false; }
+  TierLayout layout_;
+  std::vector<std::vector<bf16_t>> host_; // [pool][host_rows * token]
+  std::vector<std::vector<bf16_t>> hbm_;  // [pool][slots * token]
+};
 
-  // Draft rings: host vectors [W_draft][G * row_bytes] per group, plain
-  // copies with the modulo arithmetic.
+/// Draft rings, host vectors [W_draft][G * row_bytes] per group, and window
+/// rings, host vectors [pools][R][token] per request: plain copies with the
+/// modulo arithmetic.
+class CpuRings final : public RingStore {
+public:
+  explicit CpuRings(const TierLayout &layout) : layout_(layout) {}
+
+  void setDraftStep(const Manifest &) override {}
+
   void allocateDraftRings(std::int32_t index) override {
-    const std::size_t ringBytes = static_cast<std::size_t>(layout_.draftWindow) *
-                                  static_cast<std::size_t>(layout_.draftTokenBytes());
+    const std::size_t ringBytes = layout_.draftRingBytes();
     std::vector<std::vector<std::uint8_t>> rings;
     try {
       rings.assign(static_cast<std::size_t>(layout_.groups()),
@@ -218,29 +120,6 @@ public:
   }
 
   void freeDraftRings(std::int32_t index) override { drafts_.erase(index); }
-
-  // Window rings: host vectors [pools][R][token] per request.
-  void allocateWindowRings(std::int32_t index) override {
-    const std::size_t bytes = static_cast<std::size_t>(layout_.pools()) *
-                              static_cast<std::size_t>(layout_.windowRing) *
-                              static_cast<std::size_t>(layout_.tokenBytes());
-    try {
-      windows_[index].assign(bytes, 0);
-    } catch (const std::bad_alloc &) {
-      windows_.erase(index);
-      throw CapacityError("out of host memory for the window rings (" + std::to_string(bytes) +
-                          " bytes)");
-    }
-  }
-  void freeWindowRings(std::int32_t index) override { windows_.erase(index); }
-  void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
-                   const std::uint8_t *tokens) override {
-    std::vector<std::uint8_t> &ring = windows_.at(index);
-    forEachWindowCopy(layout_, position, count,
-                      [&](std::size_t ringOffset, std::size_t tokenOffset, std::size_t bytes) {
-                        std::memcpy(ring.data() + ringOffset, tokens + tokenOffset, bytes);
-                      });
-  }
 
   void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position, std::int64_t count,
                   const std::uint8_t *tokens) override {
@@ -260,11 +139,34 @@ public:
                   ring + draftSlot(end - count + i) * token, token);
   }
 
-private:
-  static std::uint8_t *bytes(std::vector<bf16_t> &v) {
-    return reinterpret_cast<std::uint8_t *>(v.data());
+  void allocateWindowRings(std::int32_t index) override {
+    const std::size_t bytes = static_cast<std::size_t>(layout_.pools()) * layout_.windowRingBytes();
+    try {
+      windows_[index].assign(bytes, 0);
+    } catch (const std::bad_alloc &) {
+      windows_.erase(index);
+      throw CapacityError("out of host memory for the window rings (" + std::to_string(bytes) +
+                          " bytes)");
+    }
   }
 
+  void freeWindowRings(std::int32_t index) override { windows_.erase(index); }
+
+  void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
+                   const std::uint8_t *tokens) override {
+    std::vector<std::uint8_t> &ring = windows_.at(index);
+    forEachWindowCopy(layout_, position, count,
+                      [&](std::size_t ringOffset, std::size_t tokenOffset, std::size_t bytes) {
+                        std::memcpy(ring.data() + ringOffset, tokens + tokenOffset, bytes);
+                      });
+  }
+
+  /// Request index `index`'s window ring of a pool [R][token].
+  const std::uint8_t *windowRing(std::int32_t index, std::size_t pool) const {
+    return windows_.at(index).data() + pool * layout_.windowRingBytes();
+  }
+
+private:
   std::uint8_t *draftRing(std::int32_t index, std::int32_t group) {
     auto it = drafts_.find(index);
     if (it == drafts_.end() || group < 0 || group >= layout_.groups())
@@ -278,19 +180,97 @@ private:
   }
 
   TierLayout layout_;
-  CpuAttention backend_;
   std::unordered_map<std::int32_t, std::vector<std::vector<std::uint8_t>>>
       drafts_;                                                          // [index][group]
   std::unordered_map<std::int32_t, std::vector<std::uint8_t>> windows_; // [index]
-  std::vector<std::vector<bf16_t>> host_;                               // [pool][host_rows * token]
-  std::vector<std::vector<bf16_t>> hbm_;                                // [pool][slots * token]
-  SparseAttentionProblem problem_;                                      // reused between layers
+};
+
+/// Runs each layer at once with CpuAttention over views of the tiers; the
+/// selections are always in host memory (resolved by the Runtime).
+class CpuStepRunner final : public StepRunner {
+public:
+  CpuStepRunner(const TierLayout &layout, const CpuStorage &storage, const CpuRings &rings,
+                unsigned threads)
+      : layout_(layout), storage_(storage), rings_(rings),
+        attention_(CpuPrecision::Float, threads) {}
+
+  bool acceptsDevicePointers() const override { return false; }
+  bool resolvesOnDevice() const override { return false; }
+  void takeSelections(std::int32_t, const std::int32_t *, std::int64_t) override {
+    throw InputError("the cpu backend takes selections in host memory only");
+  }
+  const std::int32_t *selectionsOnHost(std::int32_t) override {
+    throw StateError("no selections were taken on the device");
+  }
+  void beginStep(std::uint32_t) override {}
+  const StepLog &stepLog(std::int32_t) override {
+    throw StateError("the cpu backend keeps no step log");
+  }
+  bool stepLogsEarly() const override { return false; }
+
+  void attend(std::int32_t layer, const LayerStep &step) override {
+    if (step.memory != MemorySpace::Host)
+      throw InputError("the CPU backend takes host pointers only");
+    const ProblemShape &shape = *step.shape;
+    problem_.shape = shape;
+    problem_.shape.hbmSlots = layout_.hbmSlots;
+    problem_.shape.hostRows = layout_.hostRows;
+    problem_.shape.layers = layout_.layersPerPool;
+    problem_.shape.layer = layer % layout_.layersPerPool;
+    problem_.shape.rowElems = layout_.tokenBytes() / 2;
+    const std::size_t pool = layout_.poolOf(layer);
+    const std::int64_t perLane = shape.queries * shape.heads;
+    problem_.queries.assign(step.queries, step.queries + step.lanes * perLane * shape.qkDim);
+    problem_.queries.resize(static_cast<std::size_t>(shape.queryCount()), 0);
+    problem_.rowIds.assign(step.rowIds, step.rowIds + shape.selectionCount());
+    problem_.slots.assign(step.slots, step.slots + shape.selectionCount());
+    problem_.historyStart.assign(step.historyStart, step.historyStart + shape.batch);
+    problem_.historyLen.assign(step.historyLen, step.historyLen + shape.batch);
+    problem_.hostStoreView = storage_.hostPool(pool);
+    problem_.hbmPoolView = storage_.hbmPool(pool);
+    if (shape.windowSize > 0) {
+      // The lanes' rings of this pool, [B][R][token].
+      const std::size_t ringBytes = layout_.windowRingBytes();
+      problem_.windowRing.assign(static_cast<std::size_t>(shape.batch) * ringBytes / 2, 0);
+      for (std::int64_t b = 0; b < shape.batch; ++b)
+        if (step.laneRequests[b] >= 0)
+          std::memcpy(reinterpret_cast<std::uint8_t *>(problem_.windowRing.data()) +
+                          static_cast<std::size_t>(b) * ringBytes,
+                      rings_.windowRing(step.laneRequests[b], pool), ringBytes);
+      problem_.windowTokens.assign(step.windowTokens, step.windowTokens + shape.batch);
+    }
+    std::vector<bf16_t> out = attention_.run(problem_);
+    std::copy(out.begin(), out.begin() + step.lanes * perLane * shape.vDim, step.output);
+  }
+
+  void finishStep() override {}
+
+  void setGraphs(bool on) override {
+    if (on)
+      throw Error("CUDA graphs need the CUDA backend (this runtime runs on cpu)");
+  }
+  bool graphsOn() const override { return false; }
+  TierGraphStats graphStats() const override { return {}; }
+
+private:
+  TierLayout layout_;
+  const CpuStorage &storage_;
+  const CpuRings &rings_;
+  CpuAttention attention_;
+  SparseAttentionProblem problem_; // reused between layers
 };
 
 } // namespace
 
-std::unique_ptr<TierBackend> makeCpuTiers(const TierLayout &layout, unsigned threads) {
-  return std::make_unique<CpuTiers>(layout, threads);
+Tiers makeCpuTiers(const TierLayout &layout, unsigned threads) {
+  auto storage = std::make_unique<CpuStorage>(layout);
+  auto rings = std::make_unique<CpuRings>(layout);
+  auto runner = std::make_unique<CpuStepRunner>(layout, *storage, *rings, threads);
+  Tiers tiers;
+  tiers.storage = std::move(storage);
+  tiers.rings = std::move(rings);
+  tiers.runner = std::move(runner);
+  return tiers;
 }
 
 } // namespace dhs::runtime

@@ -172,6 +172,8 @@ CudaStep::~CudaStep() {
 
 const DeviceInfo &CudaStep::device() const { return state_->device; }
 
+const Manifest &CudaStep::manifest() const { return state_->manifest; }
+
 void CudaStep::makeCurrent() const { state_->context->makeCurrent(); }
 
 void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream) const {

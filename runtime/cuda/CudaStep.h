@@ -106,6 +106,9 @@ public:
   /// The device.
   const DeviceInfo &device() const;
 
+  /// The step's manifest.
+  const Manifest &manifest() const;
+
   /// The loaded kernels, one per launch.
   const std::vector<KernelInfo> &kernels() const;
 

@@ -14,11 +14,11 @@
 
 #include "RuntimeTestUtil.h"
 
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/core/Error.h"
 #include "runtime/Runtime.h"
 #include "runtime/capi/dhs_runtime.h"
 #include "runtime/capi/dhs_runtime.hpp"
+#include "runtime/core/Error.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include <catch2/catch.hpp>
 
@@ -88,7 +88,7 @@ struct TargetState {
     s.values.insert(s.values.end(),
                     {st.admittedRequests, st.hbmBytesUsed, st.hostBytesUsed, st.optionalBudgetSlots,
                      st.optionalUsedSlots, static_cast<std::int64_t>(st.steps)});
-    TierBackend &tiers = rt.tiersForTesting();
+    TierStorage &tiers = rt.storageForTesting();
     const TierLayout &layout = tiers.layout();
     for (std::int32_t l = 0; l < layout.layers; l += layout.layersPerPool) {
       const std::uint8_t *pool = tiers.hbmSnapshot(l);

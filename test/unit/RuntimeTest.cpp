@@ -254,7 +254,7 @@ TEST_CASE("the invariant checker catches a corrupted slot or host row", "[runtim
   const std::int32_t slot = rt.controller().slotOf(0, 0, 19);
   REQUIRE(slot >= 0);
   const std::int64_t start = rt.controller().historyStart(0);
-  TierBackend &tiers = rt.tiersForTesting();
+  TierStorage &tiers = rt.storageForTesting();
   SECTION("a resident slot that differs from its host row") {
     // The CPU tier's snapshot is the tier itself; only a test writes it.
     const_cast<std::uint8_t *>(tiers.hbmSnapshot(0))[slot * 1152 + 5] ^= 1;

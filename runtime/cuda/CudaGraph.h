@@ -1,0 +1,104 @@
+//===- CudaGraph.h - A decode step captured as a CUDA graph -----*- C++ -*-===//
+//
+// Internal to the CUDA tiers. With graphs on (Runtime::setCudaGraphs), a
+// step's work for all its layers (uploads from the pinned staging, kernels,
+// downloads) is captured into one graph the first time and replayed
+// afterwards, while the step looks the same (the key: its layers in order,
+// the batch, where inputs and outputs live, device pointers); a step that
+// differs is captured again.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_CUDA_CUDAGRAPH_H
+#define DHS_RUNTIME_CUDA_CUDAGRAPH_H
+
+#include "runtime/core/Tiers.h"
+#include "runtime/cuda/CudaResources.h"
+
+#include <functional>
+
+namespace dhs::runtime::cuda_detail {
+
+/// A captured step graph and its executable; destroyed quietly.
+class StepGraph {
+public:
+  StepGraph() = default;
+  ~StepGraph() { reset(); }
+  StepGraph(const StepGraph &) = delete;
+  StepGraph &operator=(const StepGraph &) = delete;
+
+  /// Captures what `enqueue` submits to `stream` and instantiates it.
+  void capture(CUstream stream, const std::function<void()> &enqueue) {
+    const CudaDriver &cuda = driver();
+    reset();
+    cuda.check(cuda.streamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+               "cuStreamBeginCapture");
+    CUgraph graph = nullptr;
+    try {
+      enqueue();
+    } catch (...) {
+      // End the capture so the stream is usable again; drop what it made.
+      if (cuda.streamEndCapture(stream, &graph) == CUDA_SUCCESS && graph)
+        cuda.graphDestroy(graph);
+      throw;
+    }
+    cuda.check(cuda.streamEndCapture(stream, &graph), "cuStreamEndCapture");
+    graph_ = graph;
+    cuda.check(cuda.graphInstantiate(&exec_, graph_, 0), "cuGraphInstantiate");
+  }
+  /// Launches the executable graph on `stream`.
+  void launch(CUstream stream) const {
+    driver().check(driver().graphLaunch(exec_, stream), "cuGraphLaunch");
+  }
+  /// True once instantiated.
+  bool ready() const { return exec_ != nullptr; }
+  /// Destroys the graph and its executable.
+  void reset() {
+    if (exec_)
+      driver().graphExecDestroy(exec_);
+    if (graph_)
+      driver().graphDestroy(graph_);
+    exec_ = nullptr;
+    graph_ = nullptr;
+  }
+
+private:
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+/// Replays a captured step while the step's key (what its work depends on)
+/// stays the same, else captures it again.
+template <typename Key> class StepGraphCache {
+public:
+  /// Launches the step keyed `key` on `stream`: replays the graph captured
+  /// for an equal key, else captures what `enqueue` submits first.
+  void run(const Key &key, CUstream stream, const std::function<void()> &enqueue) {
+    if (!graph_.ready() || key_ != key) {
+      graph_.reset();
+      key_ = Key();
+      graph_.capture(stream, enqueue);
+      key_ = key;
+      ++stats_.captures;
+    } else {
+      ++stats_.replays;
+    }
+    graph_.launch(stream);
+  }
+  /// Drops the captured graph.
+  void reset() {
+    graph_.reset();
+    key_ = Key();
+  }
+  /// Captures and replays so far.
+  const TierGraphStats &stats() const { return stats_; }
+
+private:
+  StepGraph graph_;
+  Key key_;
+  TierGraphStats stats_;
+};
+
+} // namespace dhs::runtime::cuda_detail
+
+#endif // DHS_RUNTIME_CUDA_CUDAGRAPH_H

@@ -1,0 +1,216 @@
+//===- CudaPlacement.cpp - The residency state on a CUDA device -----------===//
+
+#include "runtime/cuda/CudaPlacement.h"
+
+#include "runtime/core/Error.h"
+#include "runtime/core/Manifest.h"
+
+#include <algorithm>
+#include <map>
+
+namespace dhs::runtime::cuda_detail {
+
+CudaPlacement::CudaPlacement(const Manifest &manifest, const TierLayout &layout,
+                             std::shared_ptr<CudaQueue> queue,
+                             const ResidencyController &controller, std::size_t logWords)
+    : queue_(std::move(queue)), layout_(layout), logWords_(logWords) {
+  const CudaDriver &cuda = driver();
+  step_ = std::make_unique<CudaStep>(manifest, queue_->device().ordinal);
+  step_->makeCurrent();
+  rowsIndex_ = manifest.argument(ArgumentRole::PlaceRows).index;
+  slotsIndex_ = manifest.argument(ArgumentRole::PlaceSlots).index;
+  perLaunch_ = static_cast<std::size_t>(manifest.argument(ArgumentRole::PlaceRows).shape.at(0));
+  buffers_.arguments.assign(manifest.arguments.size(), 0);
+  buffers_.hbmSlots = layout.hbmSlots;
+  buffers_.hostRows = layout.hostRows;
+  status_ = std::make_unique<DeviceBuffer>(sizeof(std::uint32_t), "the placement status");
+  cuda.check(cuda.memsetD32(status_->get(), 0, 1), "clearing the placement status");
+  buffers_.status = status_->get();
+  const std::size_t mapBytes = static_cast<std::size_t>(layout.hostRows) * sizeof(std::int32_t);
+  const std::size_t slots = static_cast<std::size_t>(layout.hbmSlots);
+  for (std::int32_t g = 0; g < layout.groups(); ++g) {
+    const std::string group = std::to_string(g);
+    recency_.push_back(
+        std::make_unique<DeviceBuffer>(std::max<std::size_t>(2 * slots, 1) * sizeof(std::int32_t),
+                                       "the replacement state of group " + group));
+    logs_.push_back(std::make_unique<DeviceBuffer>(logWords * sizeof(std::int32_t),
+                                                   "the step log of group " + group));
+    cuda.check(cuda.memsetD32(logs_.back()->get(), 0, logWords), "clearing a step log");
+    cuda.check(cuda.memsetD32(logs_.back()->get(), controller.stepCount(), 1),
+               "stamping a step log");
+    const std::vector<std::int32_t> &table = controller.residencyTable(g);
+    if (table.size() * sizeof(std::int32_t) != mapBytes)
+      throw Error("the residency table of group " + std::to_string(g) + " has " +
+                  std::to_string(table.size()) + " rows, the host store " +
+                  std::to_string(layout.hostRows));
+    maps_.push_back(std::make_unique<DeviceBuffer>(mapBytes, "the residency map of group " +
+                                                                 std::to_string(g)));
+    cuda.check(cuda.memcpyHtoD(maps_.back()->get(), table.data(), mapBytes),
+               "uploading a residency map");
+  }
+  for (std::int32_t g = 0; g < layout.groups(); ++g)
+    logReady_.push_back(std::make_unique<Event>());
+  logsHost_ = std::make_unique<MappedHostBuffer>(static_cast<std::size_t>(layout.groups()) *
+                                                     logWords * sizeof(std::int32_t),
+                                                 "the step logs' host copy");
+  done_ = std::make_unique<Event>();
+  parsedLogs_.assign(static_cast<std::size_t>(layout.groups()), StepLog{});
+  queue_->makeCurrent();
+  restoreRecency(controller);
+}
+
+void CudaPlacement::place(const std::vector<RowCopy> &changes, const CudaPools &pools) {
+  if (changes.empty())
+    return;
+  const CudaDriver &cuda = driver();
+  const std::size_t n = perLaunch_;
+  std::map<std::int32_t, std::vector<const RowCopy *>> byGroup;
+  for (const RowCopy &change : changes)
+    byGroup[change.group].push_back(&change);
+  std::size_t launches = 0;
+  for (const auto &[group, list] : byGroup)
+    launches += (list.size() + n - 1) / n;
+  // The lists of the previous placement may still be read: wait for it
+  // (between steps; it has long finished by now).
+  if (pending_)
+    cuda.check(cuda.eventSynchronize(done_->get()), "waiting for the last placement");
+  if (launches > listLaunches_) {
+    lists_ = std::make_unique<MappedHostBuffer>(launches * n * 12, "the placement lists");
+    listLaunches_ = launches;
+  }
+  auto *base = static_cast<std::uint8_t *>(lists_->host());
+  std::size_t launch = 0;
+  for (const auto &[group, list] : byGroup) {
+    for (std::size_t begin = 0; begin < list.size(); begin += n, ++launch) {
+      auto *rows = reinterpret_cast<std::int64_t *>(base + launch * n * 12);
+      auto *slots = reinterpret_cast<std::int32_t *>(rows + n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool used = begin + i < list.size();
+        rows[i] = used ? list[begin + i]->hostRow : -1;
+        slots[i] = used ? list[begin + i]->slot : -1;
+      }
+      const CUdeviceptr device = lists_->device() + launch * n * 12;
+      buffers_.arguments[static_cast<std::size_t>(rowsIndex_)] = device;
+      buffers_.arguments[static_cast<std::size_t>(slotsIndex_)] = device + n * 8;
+      buffers_.map = maps_[static_cast<std::size_t>(group)]->get();
+      buffers_.recency = recency_[static_cast<std::size_t>(group)]->get();
+      buffers_.log = logs_[static_cast<std::size_t>(group)]->get();
+      buffers_.logWords = static_cast<std::int64_t>(logWords_);
+      for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+           l += layout_.layersPerPool) {
+        const std::size_t pool = layout_.poolOf(l);
+        buffers_.hbm = pools.hbm[pool]->get();
+        buffers_.host = pools.host[pool]->device();
+        step_->launchAsync(buffers_, queue_->stream());
+      }
+    }
+  }
+  cuda.check(cuda.eventRecord(done_->get(), queue_->stream()), "recording the placement");
+  pending_ = true;
+  queue_->submitted();
+}
+
+void CudaPlacement::restoreRecency(const ResidencyController &controller) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->quiesce();
+  const std::size_t slots = static_cast<std::size_t>(layout_.hbmSlots);
+  std::vector<std::int32_t> recency(2 * slots);
+  for (std::int32_t g = 0; g < layout_.groups() && slots > 0; ++g) {
+    for (std::size_t s = 0; s < slots; ++s) {
+      const auto [last, previous] = controller.slotRecency(g, static_cast<std::int32_t>(s));
+      recency[2 * s] = static_cast<std::int32_t>(last);
+      recency[2 * s + 1] = static_cast<std::int32_t>(previous);
+    }
+    cuda.check(cuda.memcpyHtoD(recency_[static_cast<std::size_t>(g)]->get(), recency.data(),
+                               recency.size() * sizeof(std::int32_t)),
+               "uploading a replacement state");
+  }
+}
+
+const std::int32_t *CudaPlacement::recencySnapshot(std::int32_t group) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->quiesce();
+  recencySnapshot_.resize(2 * static_cast<std::size_t>(layout_.hbmSlots));
+  if (!recencySnapshot_.empty())
+    cuda.check(cuda.memcpyDtoH(recencySnapshot_.data(),
+                               recency_.at(static_cast<std::size_t>(group))->get(),
+                               recencySnapshot_.size() * sizeof(std::int32_t)),
+               "reading a replacement state");
+  return recencySnapshot_.data();
+}
+
+const std::int32_t *CudaPlacement::mapSnapshot(std::int32_t group) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->quiesce();
+  std::uint32_t word = 0;
+  cuda.check(cuda.memcpyDtoH(&word, status_->get(), sizeof(word)), "reading the placement status");
+  if (word != 0)
+    throw Error("the placement kernel rejected its input: status " + describeStatus(word));
+  mapSnapshot_.resize(static_cast<std::size_t>(layout_.hostRows));
+  cuda.check(cuda.memcpyDtoH(mapSnapshot_.data(), maps_.at(static_cast<std::size_t>(group))->get(),
+                             mapSnapshot_.size() * sizeof(std::int32_t)),
+             "reading a residency map");
+  return mapSnapshot_.data();
+}
+
+void CudaPlacement::stampLogs(std::uint32_t step) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  // Before any of the step's work (outside any graph: the step number
+  // changes every step).
+  for (const auto &log : logs_) {
+    cuda.check(cuda.memsetD32Async(log->get(), 0, StepLogLayout::kHeader, queue_->stream()),
+               "clearing a step log");
+    cuda.check(
+        cuda.memsetD32Async(log->get() + StepLogLayout::kStep * 4, step, 1, queue_->stream()),
+        "stamping a step log");
+  }
+  queue_->submitted();
+}
+
+void CudaPlacement::bind(std::int32_t group, bool logs, CudaStepBuffers &buffers) const {
+  const std::size_t g = static_cast<std::size_t>(group);
+  buffers.map = maps_[g]->get();
+  buffers.recency = recency_[g]->get();
+  buffers.log = logs_[g]->get();
+  buffers.logWords = logs ? static_cast<std::int64_t>(logWords_) : 0;
+}
+
+void CudaPlacement::copyLogToHost(std::int32_t group, bool recordEvent) {
+  const CudaDriver &cuda = driver();
+  const std::size_t g = static_cast<std::size_t>(group);
+  cuda.check(cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(logsHost_->host()) + g * logWords_,
+                                  logs_[g]->get(), logWords_ * 4, queue_->stream()),
+             "copying a step log");
+  if (recordEvent)
+    cuda.check(cuda.eventRecord(logReady_[g]->get(), queue_->stream()), "recording a step log");
+}
+
+void CudaPlacement::waitForLog(std::int32_t group) {
+  driver().check(driver().eventSynchronize(logReady_[static_cast<std::size_t>(group)]->get()),
+                 "waiting for a step log");
+}
+
+const StepLog &CudaPlacement::parseLog(std::int32_t group) {
+  const std::size_t g = static_cast<std::size_t>(group);
+  const std::size_t words = logWords_;
+  const std::size_t room = (words - StepLogLayout::kHeader) / 3;
+  const std::int32_t *log = static_cast<const std::int32_t *>(logsHost_->host()) + g * words;
+  const auto hits = static_cast<std::uint32_t>(log[StepLogLayout::kHits]);
+  const auto misses = static_cast<std::uint32_t>(log[StepLogLayout::kMisses]);
+  if (hits > room || misses > room)
+    throw Error("the step log of group " + std::to_string(g) +
+                " overflowed: " + std::to_string(hits) + " hits and " + std::to_string(misses) +
+                " misses, room for " + std::to_string(room));
+  StepLog &out = parsedLogs_[g];
+  out.hitSlots.assign(log + StepLogLayout::kHeader, log + StepLogLayout::kHeader + hits);
+  out.misses.assign(log + StepLogLayout::kHeader + room,
+                    log + StepLogLayout::kHeader + room + 2 * misses);
+  out.entries = static_cast<std::uint32_t>(log[StepLogLayout::kEntries]);
+  return out;
+}
+
+} // namespace dhs::runtime::cuda_detail

@@ -1,0 +1,130 @@
+//===- CudaStepRunner.h - Running decode steps on a CUDA device -*- C++ -*-===//
+//
+// Internal to the CUDA tiers. One set of device buffers for the step's memref
+// arguments, the status word, and pinned staging per layer for what is
+// uploaded or downloaded. A step is stream-ordered on the tiers' one stream:
+// per layer, the padded selections, slot map, history bounds and queries are
+// uploaded and the step's kernels launched; outputs are copied back;
+// promotions (CudaStorage) follow in the same stream, after the reads. The
+// only host synchronization is finishStep's (the status word and host
+// outputs), plus the waits of checks and of host-store writes between steps.
+//
+// Layer groups: when a pool holds a group's G layers, a compiled step reads
+// one fixed layer of the token (its kernels take the layer as a constant),
+// so the runner holds G loaded steps, one per layer index, and layer l runs
+// the step of index l % G. They share every buffer (same arguments).
+//
+// With CUDA graphs on (CudaGraph.h), attend() only stages its inputs on the
+// host; the whole step is launched by finishStep.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_CUDA_CUDASTEPRUNNER_H
+#define DHS_RUNTIME_CUDA_CUDASTEPRUNNER_H
+
+#include "runtime/core/Manifest.h"
+#include "runtime/core/Tiers.h"
+#include "runtime/cuda/CudaGraph.h"
+#include "runtime/cuda/CudaRings.h"
+#include "runtime/cuda/CudaStorage.h"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace dhs::runtime::cuda_detail {
+
+/// Runs the layers of decode steps over a CudaStorage's pools.
+class CudaStepRunner final : public StepRunner {
+public:
+  /// `steps` holds the loaded step of each layer index of a pool (one when
+  /// the pools hold one layer), all with the arguments of `manifest`.
+  CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQueue> queue,
+                 std::vector<std::unique_ptr<CudaStep>> steps, const Manifest &manifest,
+                 bool resolveLaunches, CudaStorage &storage, const CudaRings &rings);
+  ~CudaStepRunner() override;
+
+  bool acceptsDevicePointers() const override { return true; }
+  bool resolvesOnDevice() const override { return resolveLaunches_ && storage_.placement(); }
+  void takeSelections(std::int32_t group, const std::int32_t *rowIds, std::int64_t count) override;
+  const std::int32_t *selectionsOnHost(std::int32_t group) override;
+  void beginStep(std::uint32_t step) override;
+  const StepLog &stepLog(std::int32_t group) override;
+  bool stepLogsEarly() const override { return resolvesOnDevice() && !graphs_; }
+  void attend(std::int32_t layer, const LayerStep &step) override;
+  void finishStep() override;
+  void setGraphs(bool on) override;
+  bool graphsOn() const override { return graphs_; }
+  TierGraphStats graphStats() const override { return graphCache_.stats(); }
+
+private:
+  struct HostOutput {
+    void *destination;
+    const void *staging;
+    std::size_t bytes;
+  };
+
+  /// One layer's stream work, with every address fixed (what a graph keys on).
+  struct LayerWork {
+    std::int32_t layer = 0;
+    MemorySpace memory = MemorySpace::Host;
+    std::size_t queryBytes = 0, outputBytes = 0;
+    CUdeviceptr queries = 0;                  ///< device queries (MemorySpace::Device)
+    CUdeviceptr output = 0;                   ///< device output (MemorySpace::Device)
+    bool selectionsOnDevice = false;          ///< row ids from takeSelections
+    std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
+
+    bool operator==(const LayerWork &o) const {
+      return layer == o.layer && memory == o.memory && queryBytes == o.queryBytes &&
+             outputBytes == o.outputBytes && queries == o.queries && output == o.output &&
+             selectionsOnDevice == o.selectionsOnDevice && windowRequests == o.windowRequests;
+    }
+  };
+
+  std::size_t bytesOf(ArgumentRole role) const {
+    auto it = argumentBytes_.find(static_cast<int>(role));
+    return it == argumentBytes_.end() ? 0 : it->second;
+  }
+  std::size_t stagingInBytes() const;
+  std::uint8_t *stagingIn(std::int32_t layer) const;
+  std::uint8_t *stagingOut(std::int32_t layer) const;
+  CUdeviceptr argument(ArgumentRole role) const {
+    return buffers_.arguments[static_cast<std::size_t>(argumentIndex_.at(static_cast<int>(role)))];
+  }
+  /// Copies a layer's host inputs into its own pinned staging region (host
+  /// work only) and describes the stream work that uploads them.
+  LayerWork stage(std::int32_t layer, const LayerStep &step);
+  /// Enqueues a staged layer: uploads, the layer's step's kernels over its
+  /// pool, the output copy. Only async operations (capturable).
+  void enqueue(const LayerWork &work);
+  /// Runs the pending layers as one graph (status clear + every layer).
+  void launchGraph();
+
+  std::shared_ptr<CudaQueue> queue_;
+  TierLayout layout_;
+  CudaStorage &storage_;
+  const CudaRings &rings_;
+  // Kernels per layer index (destroyed after the buffers).
+  std::vector<std::unique_ptr<CudaStep>> steps_;
+  bool resolveLaunches_ = false; // the steps contain dhs.resolve
+  std::vector<std::unique_ptr<DeviceBuffer>> arguments_;
+  std::map<int, std::size_t> argumentBytes_;
+  std::map<int, int> argumentIndex_;
+  std::unique_ptr<DeviceBuffer> status_;
+  std::unique_ptr<DeviceBuffer> arena_;
+  std::unique_ptr<MappedHostBuffer> stagingIn_, stagingOut_;
+  CudaStepBuffers buffers_;
+  std::vector<HostOutput> hostOutputs_;
+  bool stepOpen_ = false;
+  // CUDA graphs.
+  bool graphs_ = false;
+  std::vector<LayerWork> pending_; // the step's staged layers (graphs on)
+  StepGraphCache<std::vector<LayerWork>> graphCache_;
+  // Selections taken on the device, per group, and a download of one.
+  std::vector<std::unique_ptr<DeviceBuffer>> selections_;
+  std::vector<std::int32_t> selectionsHost_;
+};
+
+} // namespace dhs::runtime::cuda_detail
+
+#endif // DHS_RUNTIME_CUDA_CUDASTEPRUNNER_H

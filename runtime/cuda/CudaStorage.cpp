@@ -1,0 +1,101 @@
+//===- CudaStorage.cpp - The KV tiers' memory on a CUDA device ------------===//
+
+#include "runtime/cuda/CudaStorage.h"
+
+#include "runtime/core/Error.h"
+
+namespace dhs::runtime::cuda_detail {
+
+CudaStorage::CudaStorage(const TierLayout &layout, std::shared_ptr<CudaQueue> queue,
+                         std::size_t logWords)
+    : queue_(std::move(queue)), layout_(layout), logWords_(logWords) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  // Memory: check against what the device has before allocating.
+  const std::size_t tokenBytes = static_cast<std::size_t>(layout.tokenBytes());
+  const std::size_t hbmBytes =
+      static_cast<std::size_t>(layout.pools()) * layout.hbmSlots * tokenBytes;
+  std::size_t freeBytes = 0, totalBytes = 0;
+  cuda.check(cuda.memGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo");
+  if (hbmBytes + (64u << 20) > freeBytes)
+    throw CapacityError("the HBM tier needs " + formatBytes(hbmBytes) + " (" +
+                        std::to_string(layout.pools()) + " pools x " +
+                        std::to_string(layout.hbmSlots) + " slots x " + std::to_string(tokenBytes) +
+                        " bytes), the device has " + formatBytes(freeBytes) + " free");
+  for (std::int32_t p = 0; p < layout.pools(); ++p) {
+    pools_.hbm.push_back(std::make_unique<DeviceBuffer>(
+        static_cast<std::size_t>(layout.hbmSlots) * tokenBytes, "HBM pool " + std::to_string(p)));
+    pools_.host.push_back(std::make_unique<MappedHostBuffer>(
+        static_cast<std::size_t>(layout.hostRows) * tokenBytes, "host store " + std::to_string(p)));
+  }
+  snapshot_.resize(static_cast<std::size_t>(layout.hbmSlots) * tokenBytes);
+}
+
+std::string CudaStorage::describe() const {
+  return "cuda on " + queue_->device().name + " (" + queue_->device().arch + ")";
+}
+
+std::uint8_t *CudaStorage::hostRow(std::int32_t layer, std::int64_t row) {
+  // The caller may write: nothing in flight may still read the store.
+  queue_->quiesce();
+  return static_cast<std::uint8_t *>(pools_.host[layout_.poolOf(layer)]->host()) +
+         row * layout_.tokenBytes() + layout_.layerOffset(layer);
+}
+
+void CudaStorage::copyToHbm(const std::vector<RowCopy> &copies) {
+  queue_->makeCurrent();
+  if (placement_) {
+    placement_->place(copies, pools_);
+    return;
+  }
+  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
+  // Every copy is one token of one pool, from the mapped host store to its
+  // slot; all of them go to the driver as one batch. (Releases need no
+  // copy.)
+  std::vector<CUdeviceptr> sources, destinations;
+  for (const RowCopy &copy : copies)
+    for (std::int32_t l = layout_.firstLayer(copy.group);
+         copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
+      const std::size_t pool = layout_.poolOf(l);
+      sources.push_back(pools_.host[pool]->device() +
+                        static_cast<std::size_t>(copy.hostRow) * tokenBytes);
+      destinations.push_back(pools_.hbm[pool]->get() +
+                             static_cast<std::size_t>(copy.slot) * tokenBytes);
+    }
+  copyBatch(destinations, sources, tokenBytes, queue_->stream(),
+            "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
+  if (!copies.empty())
+    queue_->submitted();
+}
+
+void CudaStorage::setPlacementStep(const Manifest &manifest,
+                                   const ResidencyController &controller) {
+  queue_->makeCurrent();
+  queue_->quiesce();
+  placement_ = std::make_unique<CudaPlacement>(manifest, layout_, queue_, controller, logWords_);
+}
+
+void CudaStorage::restoreRecency(const ResidencyController &controller) {
+  if (placement_)
+    placement_->restoreRecency(controller);
+}
+
+const std::int32_t *CudaStorage::recencySnapshot(std::int32_t group) {
+  return placement_ ? placement_->recencySnapshot(group) : nullptr;
+}
+
+const std::int32_t *CudaStorage::residencyMapSnapshot(std::int32_t group) {
+  return placement_ ? placement_->mapSnapshot(group) : nullptr;
+}
+
+const std::uint8_t *CudaStorage::hbmSnapshot(std::int32_t layer) {
+  const CudaDriver &cuda = driver();
+  queue_->quiesce();
+  if (!snapshot_.empty())
+    cuda.check(cuda.memcpyDtoH(snapshot_.data(), pools_.hbm[layout_.poolOf(layer)]->get(),
+                               snapshot_.size()),
+               "reading the HBM tier for a check");
+  return snapshot_.data();
+}
+
+} // namespace dhs::runtime::cuda_detail
