@@ -2,15 +2,17 @@
 
 #include "runtime/Runtime.h"
 
+#include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/HostMemory.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
 #include <limits>
-
-#include <unistd.h>
+#include <optional>
+#include <thread>
 
 namespace dhs::runtime {
 
@@ -129,6 +131,67 @@ void requireSameArguments(const Manifest &first, const Manifest &other) {
 
 } // namespace
 
+std::vector<std::pair<std::string, std::uint64_t>>
+Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
+                         const ResidencyConfig &residency, bool cuda) const {
+  // Products saturate: a part that does not fit 64 bits is refused as such.
+  auto bytes = [](std::initializer_list<std::int64_t> factors) -> std::uint64_t {
+    std::optional<std::int64_t> product = tryProduct(factors);
+    return product ? static_cast<std::uint64_t>(*product) : UINT64_MAX;
+  };
+  auto sum = [](std::initializer_list<std::uint64_t> terms) {
+    std::uint64_t total = 0;
+    for (std::uint64_t term : terms)
+      if (__builtin_add_overflow(total, term, &total))
+        return UINT64_MAX;
+    return total;
+  };
+  const std::int64_t B = shape.batch, Q = shape.queries, H = shape.heads, K = shape.topk;
+  const std::int64_t token = layout.tokenBytes(), pools = layout.pools(), groups = layout.groups(),
+                     layers = layout.layers;
+  const std::int64_t live = residency.maxLiveRequests();
+  std::vector<std::pair<std::string, std::uint64_t>> parts;
+  // The host store: pinned and mapped on CUDA, a vector on the CPU.
+  parts.push_back({"host store", bytes({pools, layout.hostRows, token})});
+  parts.push_back({"residency tables", ResidencyController::hostBytes(residency)});
+  if (config_.checkInvariants)
+    parts.push_back({"row hashes (invariant checks)", bytes({layers, layout.hostRows, 8})});
+  // Per lane: request index, window tokens, history start and length, id
+  // (and a copy while a step begins); per group and selection: row id and
+  // slot, and the step log's check.
+  parts.push_back({"per-lane and selection tables",
+                   sum({bytes({B, 4 * 4 + 8 + 8 + 8}), bytes({groups, B, Q, K, 4 + 4 + 12})})});
+  // Draft-ring positions per admitted request, and on the CPU the rings
+  // themselves (on CUDA they are device memory).
+  parts.push_back({"draft-ring positions", bytes({live, layout.draftWindow, 8})});
+  parts.push_back({"window-ring positions", bytes({live, layout.windowRing, 8})});
+  if (cuda) {
+    // Pinned staging for every layer's queries, selections and outputs.
+    // (Dimensions are below 2^31 and dims below 2^13: the per-position sum fits.)
+    parts.push_back(
+        {"pinned step staging", bytes({layers, B, Q, H * (shape.qkDim + shape.vDim) * 2 + K * 8})});
+    return parts;
+  }
+  parts.push_back({"HBM tier (CPU)", bytes({pools, layout.hbmSlots, token})});
+  parts.push_back(
+      {"draft rings (CPU)", bytes({live, groups, layout.draftWindow, layout.draftTokenBytes()})});
+  parts.push_back({"window rings (CPU)", bytes({live, pools, layout.windowRing, token})});
+  // One layer's attention on the CPU: queries, selections, history bounds,
+  // the lanes' window rings, the float and bf16 outputs, and per thread the
+  // decoded keys and values of one query's rows (at most 64 threads).
+  const std::int64_t kvHeads = shape.format == RowFormat::Gqa ? shape.gqa.kvHeads : 1;
+  const std::int64_t threads = std::min<std::int64_t>(
+      64, config_.cpuThreads ? config_.cpuThreads
+                             : std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  parts.push_back(
+      {"CPU attention scratch",
+       sum({bytes({B, Q, H, shape.qkDim, 2}), bytes({B, Q, K, 8}), bytes({B, 12}),
+            bytes({B, layout.windowRing, token}), bytes({B, Q, H, shape.vDim, 4 + 2}),
+            // (K and the window are below 2^31 each: their sum fits.)
+            bytes({threads, kvHeads, K + shape.windowSize, shape.qkDim + shape.vDim, 4})})});
+  return parts;
+}
+
 void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   if (tiers_.storage)
     throw StateError("a step is already loaded");
@@ -201,29 +264,6 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   layout.draftWindow = config_.draftWindow;
   layout.windowRing = static_cast<std::int32_t>(shape.windowRing);
 
-  // Host memory: the host store (and, on the CPU, the HBM tier) plus the
-  // controller's per-row tables, against what the machine has.
-  {
-    const double tokenBytes = static_cast<double>(layout.tokenBytes());
-    double bytes =
-        static_cast<double>(layout.pools()) * static_cast<double>(hostRows) * tokenBytes +
-        static_cast<double>(layout.groups()) * static_cast<double>(hostRows) * 8.0;
-    if (config_.backend == BackendKind::Cpu)
-      bytes += static_cast<double>(layout.pools()) * static_cast<double>(slots) * tokenBytes +
-               static_cast<double>(config_.maxRequests) * layout.groups() * layout.draftWindow *
-                   static_cast<double>(layout.draftTokenBytes());
-    const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
-    const double physical = pages > 0 && pageSize > 0
-                                ? static_cast<double>(pages) * static_cast<double>(pageSize)
-                                : 0.0;
-    if (physical > 0.0 && bytes > physical)
-      throw CapacityError("the tiers need " +
-                          std::to_string(static_cast<long long>(bytes / 1048576.0)) +
-                          " MiB of host memory (" + std::to_string(hostRows) +
-                          " host rows per layer), this machine has " +
-                          std::to_string(static_cast<long long>(physical / 1048576.0)) + " MiB");
-  }
-
   ResidencyConfig residency;
   residency.groups = layout.groups();
   residency.hbmSlots = layout.hbmSlots;
@@ -261,8 +301,6 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
                                                           : Replacement::Clock;
     residency.maxPromotionsPerStep = spec->maxPromotions;
   }
-  auto controller = std::make_unique<ResidencyController>(residency);
-
   // The backend.
   bool useCuda = config_.backend == BackendKind::Cuda;
   if (useCuda && !missingReason.empty())
@@ -283,6 +321,13 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     else
       useCuda = true;
   }
+  // Everything this session allocates in host memory in proportion to the
+  // step's and the config's sizes, against what this process may use, before
+  // any of it is allocated.
+  requireHostMemory("loading the step " + manifest.directory,
+                    hostMemoryParts(layout, shape, residency, useCuda));
+  auto controller = std::make_unique<ResidencyController>(residency);
+
   std::vector<const Manifest *> cudaSteps = byLayer;
   if (pool.layers <= 1 || !missing.empty())
     cudaSteps.assign(1, &manifest);
@@ -362,6 +407,14 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
     throw StateError("cannot admit " + requestName(id) + " during a step");
   if (index_.count(id))
     throw InputError(requestName(id) + " is already admitted");
+  if (historyLen < 0)
+    throw InputError("admit " + requestName(id) + ": negative history length " +
+                     std::to_string(historyLen));
+  if (maxContext < 1 || maxContext < historyLen ||
+      maxContext > std::numeric_limits<std::int32_t>::max())
+    throw InputError("admit " + requestName(id) + ": maximum context " +
+                     std::to_string(maxContext) + " must lie in [max(1, history length " +
+                     std::to_string(historyLen) + "), 2^31)");
   if (historyLen > 0 && !prefill)
     throw InputError("admit " + requestName(id) + ": null prefill rows for a history of " +
                      std::to_string(historyLen));
@@ -400,7 +453,7 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
     }
   applyCopies(copies);
   index_.emplace(id, index);
-  if (config_.checkInvariants)
+  if (config_.checkInvariants && hbmCoherent())
     checkCopies(copies);
 }
 
@@ -411,6 +464,10 @@ void Runtime::append(std::uint64_t id, const void *rows) {
   const std::int32_t index = indexOf(id, "append");
   if (!rows)
     throw InputError("append to " + requestName(id) + ": null rows");
+  const std::int64_t maxContext = controller_->maxContext(index);
+  if (controller_->historyLen(index) >= maxContext)
+    throw CapacityError("append to " + requestName(id) + ": it reached its maximum context of " +
+                        std::to_string(maxContext) + " rows");
   std::vector<RowCopy> copies;
   controller_->append(index, copies);
   const std::int64_t hostRow =
@@ -423,7 +480,7 @@ void Runtime::append(std::uint64_t id, const void *rows) {
     recordHash(l, hostRow);
   }
   applyCopies(copies);
-  if (config_.checkInvariants)
+  if (config_.checkInvariants && hbmCoherent())
     checkCopies(copies);
 }
 
@@ -432,7 +489,7 @@ void Runtime::finish(std::uint64_t id) {
   if (inStep_)
     throw StateError("cannot finish " + requestName(id) + " during a step");
   const std::int32_t index = indexOf(id, "finish");
-  if (config_.checkInvariants)
+  if (config_.checkInvariants && repairHbm())
     checkRequestRows(index, "finishing");
   controller_->finish(index);
   applyCopies({}); // its rows leave the device residency maps
@@ -522,7 +579,7 @@ void Runtime::writeWindow(std::uint64_t id, std::int64_t position, std::int64_t 
   tiers_.rings->writeWindow(index, position, count, static_cast<const std::uint8_t *>(rows));
   std::vector<std::int64_t> &held = windowPositions_.at(index);
   for (std::int64_t t = 0; t < count; ++t)
-    held[static_cast<std::size_t>((position + t) % R)] = position + t;
+    held[static_cast<std::size_t>(floorMod(position + t, R))] = position + t;
   // The newest token written is the request's last raw token.
   windowTokens_.at(index) = position + count;
 }
@@ -556,6 +613,12 @@ void Runtime::appendDraft(std::uint64_t id, std::int64_t position, std::int64_t 
   if (position < 0)
     throw InputError("draft append of " + requestName(id) + ": negative position " +
                      std::to_string(position));
+  // Positions position .. position+count-1 must exist: the last one, and
+  // the request's next position after it, fit an int64.
+  if (!tryAdd(position, count))
+    throw InputError("draft append of " + requestName(id) + ": " + std::to_string(count) +
+                     " tokens at position " + std::to_string(position) +
+                     " run past the largest position (2^63 - 1)");
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
   const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
   const auto *source = static_cast<const std::uint8_t *>(rows);
@@ -571,18 +634,20 @@ void Runtime::appendDraft(std::uint64_t id, std::int64_t position, std::int64_t 
   }
   std::vector<std::int64_t> &slots = draftPositions_.at(index);
   for (std::int64_t t = 0; t < count; ++t)
-    slots[static_cast<std::size_t>((position + t) % layout_.draftWindow)] = position + t;
+    slots[static_cast<std::size_t>(floorMod(position + t, layout_.draftWindow))] = position + t;
 }
 
 void Runtime::readDraft(std::uint64_t id, std::int64_t end, std::int64_t count, void *out) {
   const std::int32_t index = requireDraft(id, count, out, "draft read");
   const std::vector<std::int64_t> &slots = draftPositions_.at(index);
-  for (std::int64_t p = end - count; p < end; ++p) {
-    if (p < 0)
-      throw OutOfRangeError("draft read of " + requestName(id) + ": " + std::to_string(count) +
-                            " tokens ending at " + std::to_string(end) +
-                            " start at a negative position");
-    const std::int64_t held = slots[static_cast<std::size_t>(p % layout_.draftWindow)];
+  // The first position, end - count, is negative or does not exist.
+  const std::optional<std::int64_t> first = trySub(end, count);
+  if (!first || *first < 0)
+    throw OutOfRangeError("draft read of " + requestName(id) + ": " + std::to_string(count) +
+                          " tokens ending at " + std::to_string(end) +
+                          " start at a negative position");
+  for (std::int64_t p = *first; p < end; ++p) {
+    const std::int64_t held = slots[static_cast<std::size_t>(floorMod(p, layout_.draftWindow))];
     if (held != p)
       throw OutOfRangeError("draft read of " + requestName(id) + ": position " + std::to_string(p) +
                             (held < 0 ? std::string(" was never written")
@@ -617,6 +682,8 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
                      std::to_string(shape_.batch));
   if (batch > 0 && !ids)
     throw InputError("null request ids for a batch of " + std::to_string(batch));
+  // Every slot the step may read must hold what the controller says.
+  requireHbmCoherent("step");
   std::vector<std::int32_t> lanes(static_cast<std::size_t>(shape_.batch), -1);
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int32_t index = indexOf(ids[b], "step");
@@ -635,7 +702,7 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
       const std::int64_t first =
           std::max<std::int64_t>(0, tokens - (shape_.queries - 1) - shape_.windowSize);
       for (std::int64_t p = first; p < tokens; ++p)
-        if (held[static_cast<std::size_t>(p % layout_.windowRing)] != p)
+        if (held[static_cast<std::size_t>(floorMod(p, layout_.windowRing))] != p)
           throw InputError(requestName(ids[b]) + "'s sliding window lacks raw token " +
                            std::to_string(p) + " (of " + std::to_string(tokens) +
                            "): write it with writeWindow before the step");
@@ -827,10 +894,13 @@ void Runtime::endStep() {
   inStep_ = false;
   ++steps_;
   if (config_.checkInvariants) {
-    checkCopies(copies);
+    if (hbmCoherent())
+      checkCopies(copies);
     controller_->checkConsistency();
+    // (Not while copies into HBM fail: the step itself succeeded, and the
+    // next one reports them.)
     if (config_.fullCheckInterval > 0 &&
-        steps_ % static_cast<std::uint64_t>(config_.fullCheckInterval) == 0)
+        steps_ % static_cast<std::uint64_t>(config_.fullCheckInterval) == 0 && repairHbm())
       checkInvariants();
   }
 }
@@ -1039,6 +1109,7 @@ void Runtime::checkRequestRows(std::int32_t index, const char *when) {
 
 void Runtime::checkInvariants() {
   requireStep("check");
+  requireHbmCoherent("check");
   controller_->checkConsistency();
   for (const auto &[id, index] : index_)
     checkRequestRows(index, "full check");
@@ -1077,16 +1148,14 @@ void Runtime::checkInvariants() {
 }
 
 void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
-  if (releases_.empty()) {
-    tiers_.storage->copyToHbm(copies);
-    return;
-  }
   // Releases, then copies. One placement launch needs distinct rows, which
   // they are: every call hands over what it changed, and the controller
   // never releases and places one row in one call. The checker verifies it.
   std::vector<RowCopy> changes = std::move(releases_);
   releases_.clear();
   changes.insert(changes.end(), copies.begin(), copies.end());
+  if (changes.empty())
+    return;
   if (config_.checkInvariants) {
     std::vector<std::int64_t> keys;
     keys.reserve(changes.size());
@@ -1100,7 +1169,42 @@ void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
                            std::to_string(*twice % layout_.groups()) +
                            " is released and placed in one call");
   }
-  tiers_.storage->copyToHbm(changes);
+  // Copies that failed before go first, in their order (see repairHbm).
+  if (!repairHbm()) {
+    pendingCopies_.push_back(std::move(changes));
+    return;
+  }
+  try {
+    tiers_.storage->copyToHbm(changes);
+  } catch (const std::exception &error) {
+    pendingCopies_.push_back(std::move(changes));
+    pendingError_ = error.what();
+  }
+}
+
+bool Runtime::repairHbm() {
+  while (!pendingCopies_.empty()) {
+    try {
+      tiers_.storage->copyToHbm(pendingCopies_.front());
+    } catch (const std::exception &error) {
+      pendingError_ = error.what();
+      return false;
+    }
+    pendingCopies_.erase(pendingCopies_.begin());
+  }
+  return true;
+}
+
+void Runtime::requireHbmCoherent(const char *what) {
+  if (repairHbm())
+    return;
+  std::size_t rows = 0;
+  for (const std::vector<RowCopy> &batch : pendingCopies_)
+    rows += batch.size();
+  throw DeviceError(std::string(what) + ": " + std::to_string(rows) +
+                    " row copies into HBM failed and still fail when retried (" + pendingError_ +
+                    "); the host store holds every row, and the copies are retried before every "
+                    "step");
 }
 
 void Runtime::loadPlacementStep(const std::string &stepDirectory) {

@@ -295,13 +295,27 @@ private:
   /// batch's histories; throws InputError / OutOfRangeError naming one.
   void checkSelections(std::int32_t group, const std::int32_t *rowIds) const;
   /// Hands copies, after the releases logged since the last call, to the
-  /// tiers.
+  /// tiers. A copy that fails does not fail the call (the host store holds
+  /// the rows): the batch is kept and retried, in order, before the next
+  /// copies, step or check (repairHbm).
   void applyCopies(const std::vector<RowCopy> &copies);
+  /// Retries the copies that failed, in order; false (and the copies kept)
+  /// while they still fail.
+  bool repairHbm();
+  /// repairHbm, or throws DeviceError naming `what`, the rows and the cause.
+  void requireHbmCoherent(const char *what);
+  /// True when no failed copy is waiting: every resident slot holds its row.
+  bool hbmCoherent() const { return pendingCopies_.empty(); }
   void checkRequestRows(std::int32_t index, const char *when);
   std::uint64_t rowHash(const std::uint8_t *row) const;
   void recordHash(std::int32_t layer, std::int64_t hostRow);
   std::int32_t requireDraft(std::uint64_t id, std::int64_t count, const void *rows,
                             const char *what);
+  /// What loading a step of `shape` on `layout` takes in host memory, by
+  /// part (name, bytes), for the check against what the process may use.
+  std::vector<std::pair<std::string, std::uint64_t>>
+  hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
+                  const ResidencyConfig &residency, bool cuda) const;
 
   RuntimeConfig config_;
   std::string fallbackReason_;
@@ -317,6 +331,10 @@ private:
   bool placementStepLoaded_ = false;
   /// Rows that left HBM since the last applyCopies (with a placement step).
   std::vector<RowCopy> releases_;
+  /// Batches of changes whose copy into HBM failed, oldest first, and the
+  /// last failure's message.
+  std::vector<std::vector<RowCopy>> pendingCopies_;
+  std::string pendingError_;
   /// Per request index: the logical position each draft-ring slot holds
   /// (-1: never written), shared by the groups (appends write all layers).
   std::unordered_map<std::int32_t, std::vector<std::int64_t>> draftPositions_;

@@ -7,9 +7,11 @@
 
 #include "runtime/capi/dhs_runtime.h"
 
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/core/Error.h"
+#include "runtime/capi/ErrorStatus.h"
+
 #include "runtime/Runtime.h"
+#include "runtime/core/Error.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include <cstring>
 #include <memory>
@@ -47,28 +49,61 @@ dhs_status guarded(const char *where, dhs_status generic, Body &&body) noexcept 
     if (status == DHS_OK)
       lastError.clear();
     return status;
-  } catch (const OutOfRangeError &error) {
-    return failWith(DHS_ERROR_OUT_OF_RANGE, where, error.what());
-  } catch (const InputError &error) {
-    return failWith(DHS_ERROR_INVALID_ARGUMENT, where, error.what());
-  } catch (const UnknownRequestError &error) {
-    return failWith(DHS_ERROR_UNKNOWN_REQUEST, where, error.what());
-  } catch (const CapacityError &error) {
-    return failWith(DHS_ERROR_OUT_OF_MEMORY, where, error.what());
-  } catch (const StateError &error) {
-    return failWith(DHS_ERROR_STATE, where, error.what());
-  } catch (const InvariantError &error) {
-    return failWith(DHS_ERROR_INVARIANT, where, error.what());
-  } catch (const Error &error) {
-    return failWith(generic, where, error.what());
-  } catch (const std::bad_alloc &) {
-    return failWith(DHS_ERROR_OUT_OF_MEMORY, where, "out of host memory");
-  } catch (const std::exception &error) {
-    return failWith(DHS_ERROR_INTERNAL, where, error.what());
   } catch (...) {
-    return failWith(DHS_ERROR_INTERNAL, where, "unknown exception");
+    std::string message;
+    dhs_status status = DHS_ERROR_INTERNAL;
+    try {
+      status = statusOfException(std::current_exception(), generic, message);
+    } catch (...) {
+      // No memory for the message: keep the status.
+    }
+    return failWith(status, where, message);
   }
 }
+
+} // namespace
+
+dhs_status dhs::runtime::statusOfException(const std::exception_ptr &error, dhs_status generic,
+                                           std::string &message) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const OutOfRangeError &e) {
+    message = e.what();
+    return DHS_ERROR_OUT_OF_RANGE;
+  } catch (const InputError &e) {
+    message = e.what();
+    return DHS_ERROR_INVALID_ARGUMENT;
+  } catch (const UnknownRequestError &e) {
+    message = e.what();
+    return DHS_ERROR_UNKNOWN_REQUEST;
+  } catch (const CapacityError &e) {
+    message = e.what();
+    return DHS_ERROR_OUT_OF_MEMORY;
+  } catch (const StateError &e) {
+    message = e.what();
+    return DHS_ERROR_STATE;
+  } catch (const InvariantError &e) {
+    message = e.what();
+    return DHS_ERROR_INVARIANT;
+  } catch (const DeviceError &e) {
+    message = e.what();
+    return DHS_ERROR_DEVICE;
+  } catch (const Error &e) {
+    message = e.what();
+    return generic;
+  } catch (const std::bad_alloc &) {
+    message = "out of host memory";
+    return DHS_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception &e) {
+    message = std::string("internal error: ") + e.what();
+    return DHS_ERROR_INTERNAL;
+  } catch (...) {
+    message = "internal error: an unknown exception";
+    return DHS_ERROR_INTERNAL;
+  }
+}
+
+namespace {
 
 /// Checks a handle and that a step is loaded.
 dhs_status requireLoaded(const dhs_runtime *handle, const char *where) {

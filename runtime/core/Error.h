@@ -71,6 +71,15 @@ public:
   explicit StateError(const std::string &message) : Error(message) {}
 };
 
+/// The device (or what stands for it) failed: a launch, a copy into HBM,
+/// a driver call. The inputs were fine; the runtime may serve again once
+/// the device does.
+class DeviceError : public Error {
+public:
+  /// Creates a device error carrying `message`.
+  explicit DeviceError(const std::string &message) : Error(message) {}
+};
+
 } // namespace dhs::runtime
 
 #endif // DHS_RUNTIME_CORE_ERROR_H

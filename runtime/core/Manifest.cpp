@@ -2,8 +2,11 @@
 
 #include "runtime/core/Manifest.h"
 
+#include "runtime/core/BoundedFile.h"
+#include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/RowFormat.h"
+#include "runtime/core/SparseAttentionProblem.h"
 
 #include <algorithm>
 
@@ -12,7 +15,6 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <set>
@@ -203,7 +205,11 @@ std::vector<std::string> Manifest::ptxPaths() const {
 // PTX checks
 //===----------------------------------------------------------------------===//
 
-void checkPtxText(const std::string &text, const std::string &name) {
+namespace {
+
+/// Checks that `text` (a whole PTX file, or its first bytes when `head`)
+/// starts with a .version directive after comments and blank space.
+void checkPtxStart(const std::string &text, const std::string &name, bool head) {
   if (text.empty())
     throw Error("PTX file " + name + " is empty");
   // Skip blank space, `//` line comments and `/* */` block comments.
@@ -219,7 +225,10 @@ void checkPtxText(const std::string &text, const std::string &name) {
     } else if (text.compare(pos, 2, "/*") == 0) {
       std::size_t end = text.find("*/", pos + 2);
       if (end == std::string::npos)
-        throw Error("PTX file " + name + " has an unterminated /* comment");
+        throw Error("PTX file " + name +
+                    (head ? " has no .version directive in its first " +
+                                std::to_string(text.size()) + " bytes (a /* comment runs past them)"
+                          : std::string(" has an unterminated /* comment")));
       pos = end + 2;
     } else {
       break;
@@ -234,22 +243,24 @@ void checkPtxText(const std::string &text, const std::string &name) {
                 "(after comments)");
 }
 
+/// The bytes of a PTX file read to check its start.
+constexpr std::uint64_t kPtxHeadBytes = 64 << 10;
+
+} // namespace
+
+void checkPtxText(const std::string &text, const std::string &name) {
+  checkPtxStart(text, name, /*head=*/false);
+}
+
 std::string readPtxFile(const std::string &path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    throw Error("PTX file " + path + " does not exist");
-  if (!fs::is_regular_file(path, ec))
-    throw Error("PTX file " + path + " is not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("PTX file " + path + " cannot be read");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad())
-    throw Error("PTX file " + path + ": read error");
-  std::string text = buffer.str();
+  std::string text = readRegularFile(path, kMaxPtxBytes, "PTX file");
   checkPtxText(text, path);
   return text;
+}
+
+void checkPtxFile(const std::string &path) {
+  std::string head = readRegularFileHead(path, kPtxHeadBytes, kMaxPtxBytes, "PTX file");
+  checkPtxStart(head, path, /*head=*/head.size() == kPtxHeadBytes);
 }
 
 //===----------------------------------------------------------------------===//
@@ -276,6 +287,7 @@ public:
       : source_(std::move(sourceName)), directory_(std::move(directory)), options_(options) {}
 
   Manifest parse(const std::string &text);
+  Manifest parseRoot(const json &root);
 
 private:
   [[noreturn]] void fail(const std::string &field, const std::string &message) const {
@@ -304,15 +316,25 @@ private:
     }
   }
 
+  /// object[key], failing with the field's name when `object` is not an
+  /// object or lacks the key (never a JSON library exception).
+  const json &member(const json &object, const char *key, const std::string &field) const {
+    requireObject(object, field);
+    auto it = object.find(key);
+    if (it == object.end())
+      fail(field, std::string("missing key '") + key + "'");
+    return *it;
+  }
+
   std::string getString(const json &object, const char *key, const std::string &field) const {
-    const json &value = object.at(key);
+    const json &value = member(object, key, field);
     if (!value.is_string())
       fail(field + "." + key, "must be a string");
     return value.get<std::string>();
   }
 
   std::int64_t getInt(const json &object, const char *key, const std::string &field) const {
-    return asInt(object.at(key), field + "." + key);
+    return asInt(member(object, key, field), field + "." + key);
   }
 
   std::int64_t asInt(const json &value, const std::string &field) const {
@@ -328,7 +350,7 @@ private:
   }
 
   double getNumber(const json &object, const char *key, const std::string &field) const {
-    const json &value = object.at(key);
+    const json &value = member(object, key, field);
     if (!value.is_number())
       fail(field + "." + key, "must be a number");
     return value.get<double>();
@@ -336,7 +358,7 @@ private:
 
   std::vector<std::int64_t> getIntArray(const json &object, const char *key,
                                         const std::string &field) const {
-    const json &value = object.at(key);
+    const json &value = member(object, key, field);
     std::string here = field + "." + key;
     if (!value.is_array())
       fail(here, "must be an array of integers");
@@ -634,9 +656,15 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
   if (rings > 1 || counts > 1 || rings != counts)
     fail("arguments", "a sliding window needs one window_ring and one "
                       "window_tokens argument");
-  // Bound the element counts so that every size product fits comfortably.
-  const double limit = static_cast<double>(std::int64_t(1) << 40);
-  if (static_cast<double>(B) * Q * H * pool.qkDim > limit || static_cast<double>(B) * Q * K > limit)
+  // Bound the element counts so that every size product fits comfortably
+  // (what the tiers and tables built from them take is checked against
+  // the host's memory when the step is loaded).
+  const std::int64_t limit = std::int64_t(1) << 40;
+  auto elements = [](std::initializer_list<std::int64_t> dims) {
+    return tryProduct(dims).value_or(std::numeric_limits<std::int64_t>::max());
+  };
+  if (elements({B, Q, H, pool.qkDim}) > limit || elements({B, Q, H, pool.vDim}) > limit ||
+      elements({B, Q, K}) > limit)
     fail("arguments", "shapes are too large (more than 2^40 elements)");
 }
 
@@ -675,17 +703,17 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     param.dtype = getDType(value, field);
     param.shape = getIntArray(value, "shape", field);
     param.offset = getInt(value, "offset", field);
-    double bytes = static_cast<double>(dtypeSize(param.dtype));
+    std::optional<std::int64_t> bytes = static_cast<std::int64_t>(dtypeSize(param.dtype));
     for (std::int64_t dim : param.shape) {
       if (dim <= 0)
         fail(field + ".shape", formatShape(param.shape) + ": scratch buffers have static, positive "
                                                           "sizes");
-      bytes *= static_cast<double>(dim);
+      bytes = bytes ? tryMul(*bytes, dim) : std::nullopt;
     }
-    if (param.offset < 0 || param.offset % 16 != 0 ||
-        static_cast<double>(param.offset) + bytes > static_cast<double>(manifest.arenaBytes))
+    std::optional<std::int64_t> end = bytes ? tryAdd(param.offset, *bytes) : std::nullopt;
+    if (param.offset < 0 || param.offset % 16 != 0 || !end || *end > manifest.arenaBytes)
       fail(field + ".offset", std::to_string(param.offset) + " (+" +
-                                  std::to_string(static_cast<std::int64_t>(bytes)) +
+                                  (bytes ? std::to_string(*bytes) : std::string("2^63 or more")) +
                                   " bytes) does not lie 16-byte aligned inside the " +
                                   std::to_string(manifest.arenaBytes) + "-byte staging arena");
     return param;
@@ -853,7 +881,7 @@ Launch Parser::parseLaunch(const json &value, std::size_t position, const Manife
     fail(field + ".dynamic_shared_bytes", std::to_string(shared) + " is outside [0, 232448]");
   launch.dynamicSharedBytes = static_cast<unsigned>(shared);
 
-  const json &params = value.at("params");
+  const json &params = member(value, "params", field);
   if (!params.is_array() || params.empty())
     fail(field + ".params", "must be a non-empty array");
   for (std::size_t i = 0; i < params.size(); ++i)
@@ -877,14 +905,15 @@ Launch Parser::parseLaunch(const json &value, std::size_t position, const Manife
                              "' must be a relative path inside the step "
                              "directory");
   launch.ptxPath = (fs::path(directory_) / ptx).string();
-  std::error_code ec;
-  launch.ptxPresent = fs::exists(launch.ptxPath, ec);
+  launch.ptxPresent = fileExists(launch.ptxPath);
   if (!launch.ptxPresent) {
     if (options_.requirePtx)
       fail(field + ".ptx", "PTX file " + launch.ptxPath + " does not exist");
   } else {
+    // Its start only (the CPU backend never reads the rest; CUDA reads it
+    // whole, within the same size limit, to link it).
     try {
-      (void)readPtxFile(launch.ptxPath);
+      checkPtxFile(launch.ptxPath);
     } catch (const Error &error) {
       fail(field + ".ptx", error.what());
     }
@@ -896,9 +925,20 @@ Manifest Parser::parse(const std::string &text) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error &error) {
+  } catch (const json::exception &error) {
+    // Syntax errors, and numbers that do not fit a double (out_of_range).
     throw Error("manifest " + source_ + ": invalid JSON: " + error.what());
   }
+  // Every access goes through the checked helpers; a JSON library exception
+  // that escapes them is still reported with the manifest's name.
+  try {
+    return parseRoot(root);
+  } catch (const json::exception &error) {
+    throw Error("manifest " + source_ + ": malformed value: " + error.what());
+  }
+}
+
+Manifest Parser::parseRoot(const json &root) {
   requireObject(root, "top level");
   // Check the format and version before anything else: a different version
   // may legitimately have different keys.
@@ -926,7 +966,7 @@ Manifest Parser::parse(const std::string &text) {
   manifest.directory = directory_;
   manifest.version = static_cast<int>(version);
 
-  const json &target = root.at("target");
+  const json &target = member(root, "target", "top level");
   checkKeys(target, "target", {"chip", "features"});
   manifest.chip = getString(target, "chip", "target");
   if (!isChipName(manifest.chip))
@@ -939,12 +979,12 @@ Manifest Parser::parse(const std::string &text) {
   if (manifest.step.empty())
     fail("step", "must not be empty");
 
-  const json &arguments = root.at("arguments");
+  const json &arguments = member(root, "arguments", "top level");
   if (!arguments.is_array() || arguments.empty())
     fail("arguments", "must be a non-empty array");
   // Whether attention launches follow decides which arguments must exist.
-  if (root.at("launches").is_array())
-    for (const json &launch : root.at("launches"))
+  if (member(root, "launches", "top level").is_array())
+    for (const json &launch : member(root, "launches", "top level"))
       if (launch.is_object() && launch.contains("op") && launch.at("op").is_string()) {
         std::string op = launch.at("op").get<std::string>();
         attention_ = attention_ || op == "sparse_attention" || op == "attention";
@@ -953,14 +993,14 @@ Manifest Parser::parse(const std::string &text) {
     manifest.arguments.push_back(parseArgument(arguments[i], i));
   checkArgumentShapes(manifest);
 
-  const json &launches = root.at("launches");
+  const json &launches = member(root, "launches", "top level");
   if (!launches.is_array() || launches.empty())
     fail("launches", "must be a non-empty array");
   for (std::size_t i = 0; i < launches.size(); ++i)
     manifest.launches.push_back(parseLaunch(launches[i], i, manifest));
 
   if (root.contains("residency")) {
-    const json &specs = root.at("residency");
+    const json &specs = member(root, "residency", "top level");
     if (!specs.is_array())
       fail("residency", "must be an array");
     for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -1004,6 +1044,15 @@ Manifest Parser::parse(const std::string &text) {
           written || (param.source == ParamSource::Argument && param.argumentIndex == outputIndex);
   if (!written)
     fail("launches", "no launch takes the output argument");
+  // The problem the step computes, checked whole now (as every step would
+  // check it later): GQA heads that divide, a window ring that holds the
+  // window, launches that agree.
+  const ProblemShape shape = problemShapeFromManifest(manifest);
+  try {
+    checkProblemShape(shape);
+  } catch (const Error &error) {
+    fail("arguments", error.what());
+  }
   return manifest;
 }
 
@@ -1019,16 +1068,9 @@ Manifest Manifest::load(const std::string &stepDirectory, const ManifestLoadOpti
   if (!fs::is_directory(stepDirectory, ec))
     throw Error("step directory " + stepDirectory + " does not exist");
   std::string path = (fs::path(stepDirectory) / kManifestFileName).string();
-  if (!fs::exists(path, ec))
+  if (!fileExists(path))
     throw Error("step directory " + stepDirectory + " has no " + kManifestFileName);
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("manifest " + path + " cannot be read");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad())
-    throw Error("manifest " + path + ": read error");
-  return parse(buffer.str(), stepDirectory, path, options);
+  return parse(readRegularFile(path, kMaxManifestBytes, "manifest"), stepDirectory, path, options);
 }
 
 } // namespace dhs::runtime

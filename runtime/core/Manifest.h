@@ -231,13 +231,19 @@ struct Manifest {
   std::vector<std::string> ptxPaths() const;
 };
 
-/// Reads a PTX file and checks that it looks like PTX: non-empty, and the
-/// first thing after comments and blank space is a `.version` directive.
-/// Throws Error naming the file.
+/// Reads a PTX file (a regular file of at most kMaxPtxBytes, BoundedFile.h)
+/// and checks that it looks like PTX: non-empty, and the first thing after
+/// comments and blank space is a `.version` directive. Throws Error naming
+/// the file.
 std::string readPtxFile(const std::string &path);
 
 /// Checks PTX text as readPtxFile does; `name` is used in messages.
 void checkPtxText(const std::string &text, const std::string &name);
+
+/// Checks that the file at `path` is a regular file of at most kMaxPtxBytes
+/// whose start looks like PTX, reading only its first 64 KiB. Throws Error
+/// naming the file.
+void checkPtxFile(const std::string &path);
 
 } // namespace dhs::runtime
 

@@ -98,6 +98,35 @@ void checkProblemMatchesManifest(const SparseAttentionProblem &problem, const Ma
                      std::to_string(expected.softmaxScale));
 }
 
+void checkProblemShape(const ProblemShape &s) {
+  if (s.batch <= 0 || s.queries <= 0 || s.heads <= 0 || s.topk <= 0)
+    throw InputError("problem shape B=" + std::to_string(s.batch) +
+                     " Q=" + std::to_string(s.queries) + " H=" + std::to_string(s.heads) +
+                     " K=" + std::to_string(s.topk) + " has an empty dimension");
+  if (s.format == RowFormat::Gqa && (s.gqa.kvHeads < 1 || s.heads % s.gqa.kvHeads != 0))
+    throw InputError(std::to_string(s.heads) + " query heads cannot share " +
+                     std::to_string(s.gqa.kvHeads) +
+                     " KV heads evenly (GQA needs query heads divisible by KV heads)");
+  const RowFormatInfo format =
+      s.format == RowFormat::Gqa
+          ? RowFormatInfo{RowFormat::Gqa, "gqa", s.gqa.rowBytes(), s.gqa.headDim, s.gqa.headDim}
+          : rowFormatInfo(s.format);
+  if (s.rowBytes != format.rowBytes || s.qkDim != format.qkDim || s.vDim != format.vDim ||
+      s.layers < 1 || s.layer < 0 || s.layer >= s.layers || s.rowElems * 2 != s.layers * s.rowBytes)
+    throw InputError(std::string("row layout (format ") + format.name + ", row_bytes " +
+                     std::to_string(s.rowBytes) + ", layer " + std::to_string(s.layer) + " of " +
+                     std::to_string(s.layers) + ", row_elems " + std::to_string(s.rowElems) +
+                     ", qk_dim " + std::to_string(s.qkDim) + ", v_dim " + std::to_string(s.vDim) +
+                     ") is inconsistent");
+  if (!std::isfinite(s.softmaxScale))
+    throw InputError("softmax_scale is not finite");
+  if (s.windowSize < 0 || s.windowRing < 0 ||
+      (s.windowSize > 0 && s.windowRing < s.windowSize + s.queries - 1))
+    throw InputError("a window ring of " + std::to_string(s.windowRing) + " tokens cannot hold a " +
+                     std::to_string(s.windowSize) + "-token window for " +
+                     std::to_string(s.queries) + " query positions");
+}
+
 namespace {
 
 /// "[request 1, query 0, k 17]"
@@ -109,29 +138,10 @@ std::string where(std::int64_t b, std::int64_t q, std::int64_t k) {
 /// Checks shape fields and array sizes.
 void checkLayout(const SparseAttentionProblem &p) {
   const ProblemShape &s = p.shape;
-  if (s.batch <= 0 || s.queries <= 0 || s.heads <= 0 || s.topk <= 0)
-    throw InputError("problem shape B=" + std::to_string(s.batch) +
-                     " Q=" + std::to_string(s.queries) + " H=" + std::to_string(s.heads) +
-                     " K=" + std::to_string(s.topk) + " has an empty dimension");
-  const RowFormatInfo format =
-      s.format == RowFormat::Gqa
-          ? RowFormatInfo{RowFormat::Gqa, "gqa", s.gqa.rowBytes(), s.gqa.headDim, s.gqa.headDim}
-          : rowFormatInfo(s.format);
-  if (s.format == RowFormat::Gqa && (s.gqa.kvHeads < 1 || s.heads % s.gqa.kvHeads != 0))
-    throw InputError(std::to_string(s.heads) + " query heads cannot share " +
-                     std::to_string(s.gqa.kvHeads) + " KV heads evenly");
-  if (s.rowBytes != format.rowBytes || s.qkDim != format.qkDim || s.vDim != format.vDim ||
-      s.layers < 1 || s.layer < 0 || s.layer >= s.layers || s.rowElems * 2 != s.layers * s.rowBytes)
-    throw InputError(std::string("row layout (format ") + format.name + ", row_bytes " +
-                     std::to_string(s.rowBytes) + ", layer " + std::to_string(s.layer) + " of " +
-                     std::to_string(s.layers) + ", row_elems " + std::to_string(s.rowElems) +
-                     ", qk_dim " + std::to_string(s.qkDim) + ", v_dim " + std::to_string(s.vDim) +
-                     ") is inconsistent");
+  checkProblemShape(s);
   if (s.hbmSlots < 0 || s.hostRows < 0)
     throw InputError("problem has no concrete pool size (hbm_slots " + std::to_string(s.hbmSlots) +
                      ", host_rows " + std::to_string(s.hostRows) + ")");
-  if (!std::isfinite(s.softmaxScale))
-    throw InputError("softmax_scale is not finite");
   auto expect = [](const char *name, std::size_t actual, std::int64_t wanted) {
     if (static_cast<std::int64_t>(actual) != wanted)
       throw InputError(std::string(name) + " holds " + std::to_string(actual) +

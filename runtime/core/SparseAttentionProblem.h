@@ -68,6 +68,12 @@ struct ProblemShape {
 /// launches disagree on softmax_scale.
 ProblemShape problemShapeFromManifest(const Manifest &manifest);
 
+/// Checks a shape on its own: no empty dimension, GQA query heads divisible
+/// by the KV heads, a row layout that is its format's, a finite scale, a
+/// window ring that holds the window for every query position. Pool sizes
+/// may be -1 (chosen at run time). Throws InputError naming what is wrong.
+void checkProblemShape(const ProblemShape &shape);
+
 /// Checks that a problem fits a manifest: B, Q, H, K, the row layout and any
 /// pool size the manifest fixes. Throws InputError naming the first mismatch.
 void checkProblemMatchesManifest(const SparseAttentionProblem &problem, const Manifest &manifest);

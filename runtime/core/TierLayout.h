@@ -10,6 +10,8 @@
 #ifndef DHS_RUNTIME_CORE_TIERLAYOUT_H
 #define DHS_RUNTIME_CORE_TIERLAYOUT_H
 
+#include "runtime/core/Checked.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -66,7 +68,7 @@ void forEachWindowCopy(const TierLayout &layout, std::int64_t position, std::int
   const std::size_t rowBytes = static_cast<std::size_t>(layout.rowBytes);
   const std::size_t tokenBytes = static_cast<std::size_t>(layout.tokenBytes());
   for (std::int64_t t = 0; t < count; ++t) {
-    const std::size_t slot = static_cast<std::size_t>((position + t) % layout.windowRing);
+    const std::size_t slot = static_cast<std::size_t>(floorMod(position + t, layout.windowRing));
     for (std::int32_t pool = 0; pool < layout.pools(); ++pool) {
       const std::int32_t first = pool * layout.layersPerPool;
       const std::int32_t layers = std::min(layout.layersPerPool, layout.layers - first);

@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/Tiers.h"
 #include "runtime/cpu/CpuAttention.h"
@@ -24,6 +26,11 @@ RingStore::~RingStore() = default;
 
 namespace {
 
+/// " (injected fault)" while `fault` has failed since it was armed.
+std::string injectedNote(Fault fault) {
+  return faults::kCompiledIn && faults::failed(fault) ? " (injected fault)" : "";
+}
+
 /// The two tiers as host vectors [pool][rows x token], in bf16-sized units as
 /// CpuAttention's views expect.
 class CpuStorage final : public TierStorage {
@@ -36,6 +43,8 @@ public:
     host_.resize(static_cast<std::size_t>(layout.pools()));
     hbm_.resize(static_cast<std::size_t>(layout.pools()));
     try {
+      if (DHS_FAULT(HostAlloc))
+        throw std::bad_alloc();
       for (std::int32_t p = 0; p < layout.pools(); ++p) {
         host_[static_cast<std::size_t>(p)].assign(
             static_cast<std::size_t>(layout.hostRows) * tokenUnits, 0);
@@ -46,7 +55,8 @@ public:
       throw CapacityError(
           "out of host memory for the CPU tiers (" + std::to_string(layout.pools()) + " pools x (" +
           std::to_string(layout.hostRows) + " host rows + " + std::to_string(layout.hbmSlots) +
-          " slots) x " + std::to_string(layout.tokenBytes()) + " bytes)");
+          " slots) x " + std::to_string(layout.tokenBytes()) + " bytes)" +
+          injectedNote(Fault::HostAlloc));
     }
   }
 
@@ -59,6 +69,9 @@ public:
   }
 
   void copyToHbm(const std::vector<RowCopy> &copies) override {
+    if (DHS_FAULT(Copy))
+      throw DeviceError("copying " + std::to_string(copies.size()) +
+                        " host rows into the HBM tier failed (injected fault)");
     // Whole tokens of every pool of the copy's group (a pool per layer, or
     // the group's one pool).
     const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
@@ -70,6 +83,10 @@ public:
                     bytes(host_[pool]) + static_cast<std::size_t>(copy.hostRow) * tokenBytes,
                     tokenBytes);
       }
+    if (!copies.empty() && copies.front().slot >= 0 && DHS_FAULT(CorruptCopy)) {
+      const std::size_t pool = layout_.poolOf(layout_.firstLayer(copies.front().group));
+      bytes(hbm_[pool])[static_cast<std::size_t>(copies.front().slot) * tokenBytes] ^= 0xff;
+    }
   }
 
   // The CPU keeps no device residency state.
@@ -109,12 +126,15 @@ public:
     const std::size_t ringBytes = layout_.draftRingBytes();
     std::vector<std::vector<std::uint8_t>> rings;
     try {
+      // (The rings stand for device memory: the CUDA tiers keep them in HBM.)
+      if (DHS_FAULT(DeviceAlloc))
+        throw std::bad_alloc();
       rings.assign(static_cast<std::size_t>(layout_.groups()),
                    std::vector<std::uint8_t>(ringBytes, 0));
     } catch (const std::bad_alloc &) {
       throw CapacityError("out of host memory for the draft rings (" +
                           std::to_string(layout_.groups()) + " x " + std::to_string(ringBytes) +
-                          " bytes)");
+                          " bytes)" + injectedNote(Fault::DeviceAlloc));
     }
     drafts_[index] = std::move(rings);
   }
@@ -142,11 +162,13 @@ public:
   void allocateWindowRings(std::int32_t index) override {
     const std::size_t bytes = static_cast<std::size_t>(layout_.pools()) * layout_.windowRingBytes();
     try {
+      if (DHS_FAULT(DeviceAlloc))
+        throw std::bad_alloc();
       windows_[index].assign(bytes, 0);
     } catch (const std::bad_alloc &) {
       windows_.erase(index);
       throw CapacityError("out of host memory for the window rings (" + std::to_string(bytes) +
-                          " bytes)");
+                          " bytes)" + injectedNote(Fault::DeviceAlloc));
     }
   }
 
@@ -175,8 +197,7 @@ private:
     return it->second[static_cast<std::size_t>(group)].data();
   }
   std::size_t draftSlot(std::int64_t position) const {
-    const std::int64_t w = layout_.draftWindow;
-    return static_cast<std::size_t>(((position % w) + w) % w);
+    return static_cast<std::size_t>(floorMod(position, layout_.draftWindow));
   }
 
   TierLayout layout_;
@@ -211,6 +232,9 @@ public:
   void attend(std::int32_t layer, const LayerStep &step) override {
     if (step.memory != MemorySpace::Host)
       throw InputError("the CPU backend takes host pointers only");
+    if (DHS_FAULT(Launch))
+      throw DeviceError("layer " + std::to_string(layer) +
+                        "'s attention failed to launch (injected fault)");
     const ProblemShape &shape = *step.shape;
     problem_.shape = shape;
     problem_.shape.hbmSlots = layout_.hbmSlots;

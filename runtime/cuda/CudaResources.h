@@ -12,6 +12,7 @@
 #define DHS_RUNTIME_CUDA_CUDARESOURCES_H
 
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <algorithm>
@@ -86,9 +87,12 @@ class DeviceBuffer {
 public:
   DeviceBuffer(std::size_t bytes, const std::string &what) : bytes_(bytes) {
     // cuMemAlloc rejects 0 bytes; an empty tier still gets a valid address.
-    CUresult result = driver().memAlloc(&ptr_, std::max<std::size_t>(bytes, 16));
+    const bool injected = DHS_FAULT(DeviceAlloc);
+    CUresult result = injected ? CUDA_ERROR_OUT_OF_MEMORY
+                               : driver().memAlloc(&ptr_, std::max<std::size_t>(bytes, 16));
     if (result == CUDA_ERROR_OUT_OF_MEMORY)
-      throw Error("out of GPU memory allocating " + formatBytes(bytes) + " for " + what);
+      throw CapacityError("out of GPU memory allocating " + formatBytes(bytes) + " for " + what +
+                          (injected ? " (injected fault)" : ""));
     driver().check(result, "cuMemAlloc(" + formatBytes(bytes) + " for " + what + ")");
   }
   ~DeviceBuffer() {
@@ -109,10 +113,14 @@ private:
 class MappedHostBuffer {
 public:
   MappedHostBuffer(std::size_t bytes, const std::string &what) : bytes_(bytes) {
-    CUresult result = driver().memHostAlloc(&host_, std::max<std::size_t>(bytes, 16),
-                                            CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    const bool injected = DHS_FAULT(HostAlloc);
+    CUresult result =
+        injected ? CUDA_ERROR_OUT_OF_MEMORY
+                 : driver().memHostAlloc(&host_, std::max<std::size_t>(bytes, 16),
+                                         CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (result == CUDA_ERROR_OUT_OF_MEMORY)
-      throw Error("out of pinned host memory allocating " + formatBytes(bytes) + " for " + what);
+      throw CapacityError("out of pinned host memory allocating " + formatBytes(bytes) + " for " +
+                          what + (injected ? " (injected fault)" : ""));
     driver().check(result, "cuMemHostAlloc(" + formatBytes(bytes) + " for " + what + ")");
     driver().check(driver().memHostGetDevicePointer(&device_, host_, 0),
                    "cuMemHostGetDevicePointer(" + what + ")");

@@ -238,11 +238,13 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
       }
     }
     params.finish();
-    cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1], launch.grid[2],
-                                 launch.block[0], launch.block[1], launch.block[2],
-                                 launch.dynamicSharedBytes, stream, params.pointers.data(),
-                                 nullptr),
-               "cuLaunchKernel(" + launch.kernel + ")");
+    const bool injected = DHS_FAULT(Launch);
+    cuda.check(injected ? CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+                        : cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1],
+                                            launch.grid[2], launch.block[0], launch.block[1],
+                                            launch.block[2], launch.dynamicSharedBytes, stream,
+                                            params.pointers.data(), nullptr),
+               "cuLaunchKernel(" + launch.kernel + ")" + (injected ? " (injected fault)" : ""));
   }
 }
 

@@ -43,6 +43,9 @@ std::uint8_t *CudaStorage::hostRow(std::int32_t layer, std::int64_t row) {
 }
 
 void CudaStorage::copyToHbm(const std::vector<RowCopy> &copies) {
+  if (DHS_FAULT(Copy))
+    throw DeviceError("copying " + std::to_string(copies.size()) +
+                      " host rows into HBM slots failed (injected fault)");
   queue_->makeCurrent();
   if (placement_) {
     placement_->place(copies, pools_);
@@ -64,6 +67,9 @@ void CudaStorage::copyToHbm(const std::vector<RowCopy> &copies) {
     }
   copyBatch(destinations, sources, tokenBytes, queue_->stream(),
             "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
+  if (!destinations.empty() && DHS_FAULT(CorruptCopy))
+    driver().check(driver().memsetD16Async(destinations.front(), 0x7fc1, 1, queue_->stream()),
+                   "corrupting a copied row (injected fault)");
   if (!copies.empty())
     queue_->submitted();
 }

@@ -4,6 +4,7 @@
 
 #include "runtime/core/DynamicLibrary.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 
 // Types and enums only: the header's inline wrappers would call the
 // versioned symbols directly, which this file resolves with dlsym instead.
@@ -175,6 +176,9 @@ LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
     throw Error("cannot link " + name + ": '" + arch + "' is not an architecture like sm_90a");
   if (ptx.empty())
     throw Error("cannot link " + name + ": the PTX is empty");
+  if (DHS_FAULT(JitLink))
+    throw Error("cannot link " + name + " for " + arch +
+                ": nvJitLinkComplete failed with NVJITLINK_ERROR_INTERNAL (injected fault)");
 
   std::vector<std::string> options = {"-arch=" + arch, "-O3"};
   options.insert(options.end(), extraOptions.begin(), extraOptions.end());

@@ -80,6 +80,13 @@ void ResidencyConfig::validate() const {
     throw Error("residency config: host_rows " + std::to_string(hostRows) + " is too large");
 }
 
+std::int64_t ResidencyConfig::maxLiveRequests() const {
+  std::int64_t live = std::min<std::int64_t>(maxRequests, std::max<std::int64_t>(hostRows, 1));
+  if (reservedSlots() > 0)
+    live = std::min<std::int64_t>(live, std::max<std::int64_t>(hbmSlots / reservedSlots(), 1));
+  return std::max<std::int64_t>(live, 1);
+}
+
 //===----------------------------------------------------------------------===//
 // State
 //===----------------------------------------------------------------------===//
@@ -182,16 +189,36 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
     g.seen.assign(hostRows, 0);
     g.free = SlotAllocator(config_.hbmSlots);
   }
-  requests_.resize(static_cast<std::size_t>(config_.maxRequests));
-  for (Request &r : requests_) {
-    r.hot.resize(groups_.size());
-    r.ring.resize(groups_.size());
-    r.fetch.resize(groups_.size());
-    r.hand.assign(groups_.size(), 0);
-    r.noVictimStep.assign(groups_.size(), 0);
-    r.lru.resize(groups_.size());
-  }
+  // The request table grows with admissions (see admit).
   resolved_.assign(groups_.size(), 0);
+}
+
+std::uint64_t ResidencyController::hostBytes(const ResidencyConfig &config) {
+  // Per slot: owner, row, list position, cleared, last and previous use
+  // (4 bytes each), its kind, and the free-slot allocator's stack and mark;
+  // per host row: its slot and resolve serial; per request and group: the
+  // lists' headers, hand, search stamp and LRU cursor (their contents are
+  // slots, counted above, and a step's fetched rows).
+  const std::uint64_t perSlot = 6 * 4 + 1 + 4 + 1;
+  const std::uint64_t perHostRow = 4 + 4;
+  const std::uint64_t perRequestGroup =
+      3 * sizeof(std::vector<std::int32_t>) + 4 + 4 + sizeof(LruCursor);
+  const std::uint64_t groups = static_cast<std::uint64_t>(std::max(config.groups, 1));
+  std::uint64_t total = 0, term = 0;
+  auto add = [&](std::initializer_list<std::uint64_t> factors) {
+    term = 1;
+    for (std::uint64_t f : factors)
+      if (__builtin_mul_overflow(term, f, &term))
+        term = UINT64_MAX;
+    if (__builtin_add_overflow(total, term, &total))
+      total = UINT64_MAX;
+  };
+  add({groups, static_cast<std::uint64_t>(std::max(config.hbmSlots, 0)), perSlot});
+  add({groups, static_cast<std::uint64_t>(std::max<std::int64_t>(config.hostRows, 0)), perHostRow});
+  // The host allocator's free ranges (at most one per live request + 1).
+  const std::uint64_t live = static_cast<std::uint64_t>(config.maxLiveRequests());
+  add({live, sizeof(Request) + groups * perRequestGroup + 2 * sizeof(HostRange)});
+  return total;
 }
 
 ResidencyController::~ResidencyController() = default;
@@ -208,7 +235,7 @@ ResidencyController::Request &ResidencyController::liveRequest(std::int32_t requ
 
 const ResidencyController::Request &ResidencyController::liveRequest(std::int32_t request,
                                                                      const char *what) const {
-  if (request < 0 || request >= config_.maxRequests ||
+  if (request < 0 || static_cast<std::size_t>(request) >= requests_.size() ||
       !requests_[static_cast<std::size_t>(request)].live)
     throw UnknownRequestError(std::string(what) + ": request " + std::to_string(request) +
                               " is not admitted");
@@ -216,7 +243,7 @@ const ResidencyController::Request &ResidencyController::liveRequest(std::int32_
 }
 
 bool ResidencyController::live(std::int32_t request) const {
-  return request >= 0 && request < config_.maxRequests &&
+  return request >= 0 && static_cast<std::size_t>(request) < requests_.size() &&
          requests_[static_cast<std::size_t>(request)].live;
 }
 
@@ -502,9 +529,21 @@ std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t ma
   if (!refusal.empty())
     throw CapacityError("admission refused: " + refusal);
 
+  // The lowest free index; the table grows by one entry when all are live.
   std::int32_t index = 0;
-  while (requests_[static_cast<std::size_t>(index)].live)
+  while (static_cast<std::size_t>(index) < requests_.size() &&
+         requests_[static_cast<std::size_t>(index)].live)
     ++index;
+  if (static_cast<std::size_t>(index) == requests_.size()) {
+    Request fresh;
+    fresh.hot.resize(groups_.size());
+    fresh.ring.resize(groups_.size());
+    fresh.fetch.resize(groups_.size());
+    fresh.hand.assign(groups_.size(), 0);
+    fresh.noVictimStep.assign(groups_.size(), 0);
+    fresh.lru.resize(groups_.size());
+    requests_.push_back(std::move(fresh));
+  }
   Request &r = requests_[static_cast<std::size_t>(index)];
   r.start = host_.allocate(maxContext);
   r.len = historyLen;
@@ -849,7 +888,7 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests, st
   }
   last_.selected += static_cast<std::int64_t>(distinct.size());
   last_.fetched += static_cast<std::int64_t>(distinct.size());
-  std::vector<std::int32_t> laneOf(static_cast<std::size_t>(config_.maxRequests), 0);
+  std::vector<std::int32_t> laneOf(requests_.size(), 0);
   for (std::int64_t b = 0; b < batch; ++b)
     if (requests[b] != -1)
       laneOf[static_cast<std::size_t>(requests[b])] = static_cast<std::int32_t>(b);
@@ -1011,7 +1050,7 @@ void ResidencyController::checkConsistency() const {
       if (g.free.isFree(s))
         fail(sname + " is in use but in the free list");
       const std::int32_t owner = g.owner[i];
-      if (owner < 0 || owner >= config_.maxRequests ||
+      if (owner < 0 || static_cast<std::size_t>(owner) >= requests_.size() ||
           !requests_[static_cast<std::size_t>(owner)].live)
         fail(sname + " belongs to request " + std::to_string(owner) + ", not admitted");
       const Request &r = requests_[static_cast<std::size_t>(owner)];

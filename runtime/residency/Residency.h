@@ -131,6 +131,11 @@ struct ResidencyConfig {
 
   /// Throws Error naming the first invalid field.
   void validate() const;
+
+  /// Requests that can be admitted at once: maxRequests, or fewer when the
+  /// protected working sets (reservedSlots() each) or the host store (a row
+  /// each, at least) run out first.
+  std::int64_t maxLiveRequests() const;
 };
 
 /// Kinds of slot.
@@ -178,7 +183,7 @@ struct GroupOccupancy {
 };
 
 /// The residency controller. Requests are small integer indices in
-/// [0, maxRequests) handed out by admit.
+/// [0, maxRequests) handed out by admit (the lowest free one).
 class ResidencyController {
 public:
   /// A controller with every slot free. Throws Error for a bad config.
@@ -192,6 +197,12 @@ public:
 
   /// The configuration.
   const ResidencyConfig &config() const { return config_; }
+
+  /// Host memory a controller of `config` takes at most: its per-slot and
+  /// per-host-row tables and the entries of as many requests as can be
+  /// admitted at once (maxLiveRequests; the request table grows as
+  /// requests are admitted, so max_requests alone costs nothing).
+  static std::uint64_t hostBytes(const ResidencyConfig &config);
 
   //===--------------------------------------------------------------------===//
   // Requests
