@@ -69,6 +69,23 @@ std::string Runtime::backendDescription() const {
   return tiers_.storage ? tiers_.storage->describe() : "none (no step loaded)";
 }
 
+const DeviceInfo *Runtime::device() const {
+  requireStep("device");
+  return tiers_.runner->device();
+}
+
+std::vector<KernelInfo> Runtime::kernels() const {
+  requireStep("kernels");
+  return tiers_.runner->kernels();
+}
+
+std::int64_t Runtime::fetchedRows() {
+  requireStep("fetched rows");
+  if (inStep_)
+    throw StateError("fetched rows: a step is in progress");
+  return tiers_.runner->fetchedRows();
+}
+
 const ResidencyController &Runtime::controller() const {
   requireStep("controller");
   return *controller_;
@@ -372,6 +389,8 @@ std::int32_t Runtime::indexOf(std::uint64_t id, const char *what) const {
 }
 
 bool Runtime::admitted(std::uint64_t id) const { return index_.count(id) != 0; }
+
+std::int32_t Runtime::requestIndex(std::uint64_t id) const { return indexOf(id, "request index"); }
 
 std::int64_t Runtime::historyLen(std::uint64_t id) const {
   return controller_->historyLen(indexOf(id, "history length"));

@@ -142,6 +142,11 @@ public:
   const std::string &fallbackReason() const { return fallbackReason_; }
   /// The backend in words ("cpu", "cuda on ...").
   std::string backendDescription() const;
+  /// The CUDA device the steps run on (nullptr on the CPU). Throws
+  /// StateError when no step is loaded.
+  const DeviceInfo *device() const;
+  /// The loaded attention kernels (none on the CPU). Throws StateError.
+  std::vector<KernelInfo> kernels() const;
 
   /// Admits request `id` (any value not admitted now) with `historyLen`
   /// prefill rows `prefill` [L][historyLen][row_bytes] (null when
@@ -161,6 +166,9 @@ public:
   bool admitted(std::uint64_t id) const;
   /// History length of a request. Throws UnknownRequestError.
   std::int64_t historyLen(std::uint64_t id) const;
+  /// The controller's index of a request, to read its state from
+  /// controller(). Throws UnknownRequestError.
+  std::int32_t requestIndex(std::uint64_t id) const;
 
   /// Starts a step over `batch` requests (at most the step's B; lanes past
   /// `batch` are padding). Throws InputError (batch too large, a request
@@ -270,6 +278,12 @@ public:
 
   /// Statistics.
   RuntimeStats stats() const;
+  /// Rows the step's fetch kernels copied from the host store for the last
+  /// layer run (a shared retrieval fetches each distinct missing row once),
+  /// downloaded for checks; -1 when the steps fetch nothing (fused retrieval
+  /// reads missing rows in the attention kernel) and on the CPU. Throws
+  /// StateError when no step is loaded or during a step.
+  std::int64_t fetchedRows();
   /// The residency controller.
   const ResidencyController &controller() const;
   /// A host-store row of a request (copied out), for tests and engines.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -43,6 +44,49 @@ inline double parseDouble(const std::string &text, const std::string &option) {
     throw UsageError(option + " needs a number, not '" + text + "'");
   return value;
 }
+
+/// Walks a command line: options as "--name value" or "--name=value", other
+/// arguments as they are.
+class ArgumentReader {
+public:
+  ArgumentReader(int argc, char **argv) : argc_(argc), argv_(argv) {}
+
+  /// Moves to the next argument; false past the last.
+  bool next() {
+    if (++index_ >= argc_)
+      return false;
+    arg_ = argv_[index_];
+    inlineValue_.reset();
+    const std::size_t eq = arg_.find('=');
+    if (arg_.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inlineValue_ = arg_.substr(eq + 1);
+      arg_ = arg_.substr(0, eq);
+    }
+    return true;
+  }
+  /// The current argument (an option without its "=value").
+  const std::string &arg() const { return arg_; }
+  /// The current option's value: its "=value", else the next argument.
+  /// Throws UsageError when there is none.
+  std::string value() {
+    if (inlineValue_)
+      return *inlineValue_;
+    if (index_ + 1 >= argc_)
+      throw UsageError(arg_ + " needs a value");
+    return argv_[++index_];
+  }
+  /// The value as an integer in [min, max] (see parseInt).
+  std::int64_t integer(std::int64_t min, std::int64_t max) {
+    return parseInt(value(), arg_, min, max);
+  }
+
+private:
+  int argc_;
+  char **argv_;
+  int index_ = 0;
+  std::string arg_;
+  std::optional<std::string> inlineValue_;
+};
 
 } // namespace dhs::tools
 

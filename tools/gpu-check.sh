@@ -10,8 +10,9 @@
 #                                    (their CUDA cases run there, the step
 #                                    executor on CUDA vs the CPU among them),
 #                                    the example engine on CUDA, then every
-#                                    step at residency 0, 0.5 and 1 on fresh
-#                                    seeds against the fp64 CPU reference,
+#                                    step through the runtime at residency 0,
+#                                    0.5 and 1 on fresh seeds against the fp64
+#                                    CPU reference,
 #                                    then the promotion benchmark and the
 #                                    top-k benchmark (vs torch.topk)
 #                                    and the bad-input cases; print a table.
@@ -44,9 +45,20 @@ bundle() {
   # The steps of one attention op (dhs-run's problems): every row format,
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
-  for name in default_step mla_bf16_64heads_top2048 mla_fp8_layer_group v41_fp8_step \
-              v41_window_step verify_step verify_step_fp8_group gqa_step; do
+  for name in default_step mla_bf16_64heads_top2048 v41_fp8_step v41_window_step verify_step \
+              gqa_step; do
     "$build/bin/dhs-compile" "$root/examples/$name.mlir" -o "$dir/steps/$name" || exit 1
+  done
+  # A layer of a group of 4 layers: the CUDA backend runs the group through
+  # the runtime, so compile the step for each layer index of the pool
+  # (steps/NAME/layer<l>; dhs-run gets all four).
+  for name in mla_fp8_layer_group verify_step_fp8_group; do
+    for layer in 0 1 2 3; do
+      sed -E "s/\blayer = [0-9]+/layer = $layer/" "$root/examples/$name.mlir" \
+        > "$dir/${name}_layer$layer.mlir"
+      "$build/bin/dhs-compile" "$dir/${name}_layer$layer.mlir" \
+        -o "$dir/steps/$name/layer$layer" || exit 1
+    done
   done
   # The default step with 3 and 4 query positions (the examples have 1, 2
   # and 5), in a pool that holds all their rows at residency 1.
@@ -107,13 +119,16 @@ run() {
   local seeds=${DHS_GPU_SEEDS:-"11 12 13"}
   for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
     local name; name=$(basename "$step")
+    # A layer group's steps (one per layer index) run together.
+    local steps=("$step")
+    [ -d "$step/layer0" ] && steps=("$step"layer*/)
     local extra=()
     # Long histories for the large step: rows spread over a 1.8 GB host store.
     [ "$name" = mla_bf16_64heads_top2048 ] && extra=(--history-rows 100000)
     # Verify positions select overlapping rows (the shared fetch's case).
     case "$name" in verify_step* | v41_window_step*) extra=(--overlap 0.85) ;; esac
     for seed in $seeds; do
-      "$dir/bin/dhs-run" "$step" --backend cuda --seed "$seed" --resident 0,0.5,1 \
+      "$dir/bin/dhs-run" "${steps[@]}" --backend cuda --seed "$seed" --resident 0,0.5,1 \
         --unused 0.05 --repeat 20 "${extra[@]}" \
         --json "$results/$name-seed$seed.json" > "$results/$name-seed$seed.log" 2>&1 ||
         { failed=1; echo "FAILED: $name seed $seed"; tail -n 3 "$results/$name-seed$seed.log"; }

@@ -18,6 +18,7 @@
 #define DHS_RUNTIME_CORE_TIERS_H
 
 #include "runtime/core/Bf16.h"
+#include "runtime/core/DeviceInfo.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/core/TierLayout.h"
 #include "runtime/residency/Residency.h"
@@ -163,6 +164,16 @@ public:
   virtual bool graphsOn() const = 0;
   /// Graph captures and replays so far.
   virtual TierGraphStats graphStats() const = 0;
+  /// The device the steps run on (nullptr on the CPU).
+  virtual const DeviceInfo *device() const = 0;
+  /// The attention steps' kernels, launch by launch, step by step (none on
+  /// the CPU).
+  virtual std::vector<KernelInfo> kernels() const = 0;
+  /// Rows the fetch launches of the last layer run copied from the host
+  /// store (see countFetchedRows in CudaStep.h), downloaded after the
+  /// submitted work; -1 when the steps have no fetch launch (fused
+  /// retrieval) or on the CPU. For checks, not for steps.
+  virtual std::int64_t fetchedRows() = 0;
 };
 
 /// Per admitted request (by its controller index): draft rings, per layer

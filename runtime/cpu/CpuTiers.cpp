@@ -275,6 +275,9 @@ public:
   }
   bool graphsOn() const override { return false; }
   TierGraphStats graphStats() const override { return {}; }
+  const DeviceInfo *device() const override { return nullptr; }
+  std::vector<KernelInfo> kernels() const override { return {}; }
+  std::int64_t fetchedRows() override { return -1; }
 
 private:
   TierLayout layout_;

@@ -250,6 +250,29 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
 
 const std::vector<KernelInfo> &CudaStep::kernels() const { return state_->kernels; }
 
+std::int64_t
+countFetchedRows(const Manifest &manifest,
+                 const std::function<std::vector<std::int32_t>(const LaunchParam &)> &rowList,
+                 const std::function<std::vector<std::int32_t>()> &slots) {
+  std::int64_t fetched = -1;
+  std::vector<std::int32_t> stepSlots;
+  for (const Launch &launch : manifest.launches) {
+    if (launch.op != "fetch")
+      continue;
+    const std::vector<std::int32_t> rows = rowList(launch.params.at(0));
+    // A fetch of selections with their slots (7 parameters) skips resident ones.
+    const bool withSlots = launch.params.size() == 7;
+    if (withSlots && stepSlots.empty())
+      stepSlots = slots();
+    if (fetched < 0)
+      fetched = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i] != -1 && (!withSlots || stepSlots.at(i) == -1))
+        ++fetched;
+  }
+  return fetched;
+}
+
 CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRunOptions &options) {
   const CudaDriver &cuda = driver();
   State &st = *state_;
@@ -409,32 +432,23 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
                 " NaN or infinite output elements (first at " + outputPosition(shape, firstNan) +
                 ")");
 
-  // Rows the fetches copied from the host: the listed rows that were not
-  // resident (a union's list marks each distinct missing row once).
-  for (const Launch &launch : manifest.launches) {
-    if (launch.op != "fetch")
-      continue;
-    const LaunchParam &list = launch.params.at(0);
-    std::vector<std::int32_t> rows;
-    if (list.source == ParamSource::Scratch) {
-      std::size_t count = 1;
-      for (std::int64_t dim : list.shape)
-        count *= static_cast<std::size_t>(dim);
-      rows.resize(count);
-      cuda.check(cuda.memcpyDtoH(rows.data(), arena->get() + static_cast<CUdeviceptr>(list.offset),
-                                 count * sizeof(std::int32_t)),
-                 "reading a fetch's row list");
-    } else {
-      rows = problem.rowIds;
-    }
-    // A fetch of selections with their slots (7 parameters) skips resident ones.
-    bool withSlots = launch.params.size() == 7;
-    if (result.fetchedRows < 0)
-      result.fetchedRows = 0;
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      if (rows[i] != -1 && (!withSlots || problem.slots[i] == -1))
-        ++result.fetchedRows;
-  }
+  // Rows the fetches copied from the host.
+  result.fetchedRows = countFetchedRows(
+      manifest,
+      [&](const LaunchParam &list) {
+        if (list.source != ParamSource::Scratch)
+          return problem.rowIds;
+        std::size_t count = 1;
+        for (std::int64_t dim : list.shape)
+          count *= static_cast<std::size_t>(dim);
+        std::vector<std::int32_t> rows(count);
+        cuda.check(cuda.memcpyDtoH(rows.data(),
+                                   arena->get() + static_cast<CUdeviceptr>(list.offset),
+                                   count * sizeof(std::int32_t)),
+                   "reading a fetch's row list");
+        return rows;
+      },
+      [&] { return problem.slots; });
 
   // Timing: warm-up, then each repetition between two events.
   if (options.repeat > 0) {

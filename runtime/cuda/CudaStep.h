@@ -15,43 +15,33 @@
 #define DHS_RUNTIME_CUDA_CUDASTEP_H
 
 #include "runtime/core/Bf16.h"
+#include "runtime/core/DeviceInfo.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace dhs::runtime {
 
-/// A CUDA device as the backend sees it.
-struct DeviceInfo {
-  int ordinal = 0;                ///< device ordinal
-  std::string name;               ///< e.g. "NVIDIA H200"
-  int major = 0;                  ///< compute capability major
-  int minor = 0;                  ///< compute capability minor
-  int multiprocessors = 0;        ///< SM count
-  std::size_t totalMemory = 0;    ///< bytes of device memory
-  int maxSharedPerBlockOptin = 0; ///< most dynamic+static shared bytes per block
-  std::string arch;               ///< link architecture, see archForDevice
-};
-
 /// The nvJitLink architecture for a compute capability: "sm_" + major +
 /// minor, plus "a" when major == 9 (wgmma and other sm_90a features).
 std::string archForDevice(int major, int minor);
 
-/// One loaded kernel.
-struct KernelInfo {
-  std::string kernel;         ///< entry point
-  std::string ptxPath;        ///< its PTX file
-  std::size_t cubinBytes = 0; ///< size of the linked cubin
-  int registers = 0;          ///< registers per thread
-  int maxThreadsPerBlock = 0; ///< the most threads a block may have
-  int staticSharedBytes = 0;  ///< static shared memory per block
-  int localBytes = 0;         ///< local (spill) memory per thread
-};
+/// Rows the fetch launches of a step copied from the host store in its last
+/// run: the entries of each fetch's row list that are not -1 and, for a fetch
+/// of selections with their slots (7 parameters), not resident (a union's
+/// list marks each distinct missing row once); -1 when the step has no fetch
+/// launch. `rowList(param)` gives the i32 values of a fetch's first parameter,
+/// `slots()` the step's slots [B,Q,K].
+std::int64_t
+countFetchedRows(const Manifest &manifest,
+                 const std::function<std::vector<std::int32_t>(const LaunchParam &)> &rowList,
+                 const std::function<std::vector<std::int32_t>()> &slots);
 
 /// How to run a step.
 struct CudaRunOptions {

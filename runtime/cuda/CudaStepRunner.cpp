@@ -285,8 +285,6 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   }
   // The kernels of the layer's index in its pool, over the layer's pool.
   const std::size_t pool = layout_.poolOf(work.layer);
-  const std::size_t index =
-      steps_.size() > 1 ? static_cast<std::size_t>(work.layer % layout_.layersPerPool) : 0;
   // The lanes' window rings of this pool, side by side.
   const std::size_t ringBytes = layout_.windowRingBytes();
   for (std::size_t b = 0; b < work.windowRequests.size(); ++b)
@@ -309,7 +307,8 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Output), kBf16Poison,
                                  bytesOf(ArgumentRole::Output) / 2, stream),
              "poisoning the output");
-  steps_[index]->launchAsync(buffers, stream);
+  stepOf(work.layer).launchAsync(buffers, stream);
+  lastLayer_ = work.layer;
   // The group's step log, complete after its first layer's resolve: to
   // the host now, so that the controller books the group while the later
   // layers run (an event marks it, outside graphs). Host selections were
@@ -338,6 +337,40 @@ void CudaStepRunner::launchGraph() {
       enqueue(work);
   });
   queue_->submitted();
+}
+
+std::vector<KernelInfo> CudaStepRunner::kernels() const {
+  std::vector<KernelInfo> all;
+  for (const std::unique_ptr<CudaStep> &step : steps_)
+    all.insert(all.end(), step->kernels().begin(), step->kernels().end());
+  return all;
+}
+
+std::int64_t CudaStepRunner::fetchedRows() {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->quiesce();
+  auto download = [&](CUdeviceptr from, std::size_t count) {
+    std::vector<std::int32_t> values(count);
+    cuda.check(cuda.memcpyDtoH(values.data(), from, count * sizeof(std::int32_t)),
+               "reading a fetch's rows");
+    return values;
+  };
+  return countFetchedRows(
+      stepOf(lastLayer_).manifest(),
+      [&](const LaunchParam &list) {
+        std::size_t count = 1;
+        for (std::int64_t dim : list.shape)
+          count *= static_cast<std::size_t>(dim);
+        return download(list.source == ParamSource::Scratch
+                            ? buffers_.arena + static_cast<CUdeviceptr>(list.offset)
+                            : buffers_.arguments.at(static_cast<std::size_t>(list.argumentIndex)),
+                        count);
+      },
+      [&] {
+        return download(argument(ArgumentRole::Slots),
+                        bytesOf(ArgumentRole::Slots) / sizeof(std::int32_t));
+      });
 }
 
 } // namespace dhs::runtime::cuda_detail

@@ -56,6 +56,9 @@ public:
   void setGraphs(bool on) override;
   bool graphsOn() const override { return graphs_; }
   TierGraphStats graphStats() const override { return graphCache_.stats(); }
+  const DeviceInfo *device() const override { return &queue_->device(); }
+  std::vector<KernelInfo> kernels() const override;
+  std::int64_t fetchedRows() override;
 
 private:
   struct HostOutput {
@@ -99,6 +102,10 @@ private:
   void enqueue(const LayerWork &work);
   /// Runs the pending layers as one graph (status clear + every layer).
   void launchGraph();
+  /// The loaded step that runs a layer.
+  const CudaStep &stepOf(std::int32_t layer) const {
+    return *steps_[steps_.size() > 1 ? static_cast<std::size_t>(layer % layout_.layersPerPool) : 0];
+  }
 
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;
@@ -116,6 +123,7 @@ private:
   CudaStepBuffers buffers_;
   std::vector<HostOutput> hostOutputs_;
   bool stepOpen_ = false;
+  std::int32_t lastLayer_ = 0; // the layer enqueued last
   // CUDA graphs.
   bool graphs_ = false;
   std::vector<LayerWork> pending_; // the step's staged layers (graphs on)
