@@ -22,20 +22,19 @@
 // dhs.residency spec when it has one, else from RuntimeConfig; the attention
 // is exact whatever is resident, so outputs never depend on residency.
 //
-// With checks on (RuntimeConfig::checkInvariants, on in the tests), after
-// every layer every selected row read from HBM is compared byte for byte
-// with its host copy, after every step the promoted slots are compared with
-// their host rows and the controller's bookkeeping is checked, every host
-// row's hash (taken when it was written) is compared for the rows selected,
-// and every `fullCheckInterval` steps and whenever a request finishes, all
-// rows of the live (or finishing) requests and all resident slots are
-// compared. A violation throws Error naming it.
+// With checks on (RuntimeConfig::checkInvariants, on in the tests), every
+// layer's reads, every step's promotions and every request's rows are
+// checked against the host store and the controller (InvariantChecker.h).
+// The per-request ring bookkeeping is in RequestRings.h, step loading in
+// StepLoading.cpp; docs/runtime.md describes the whole.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DHS_RUNTIME_RUNTIME_H
 #define DHS_RUNTIME_RUNTIME_H
 
+#include "runtime/InvariantChecker.h"
+#include "runtime/RequestRings.h"
 #include "runtime/core/Bf16.h"
 #include "runtime/core/DraftRingStep.h"
 #include "runtime/core/Manifest.h"
@@ -303,8 +302,8 @@ private:
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const StepLog &log);
+  /// Checks layer `layer`'s reads (InvariantChecker::checkReads).
   void checkReads(std::int32_t layer);
-  void checkCopies(const std::vector<RowCopy> &copies);
   /// Checks group g's selections [batch, Q, K] (host memory) against the
   /// batch's histories; throws InputError / OutOfRangeError naming one.
   void checkSelections(std::int32_t group, const std::int32_t *rowIds) const;
@@ -320,11 +319,14 @@ private:
   void requireHbmCoherent(const char *what);
   /// True when no failed copy is waiting: every resident slot holds its row.
   bool hbmCoherent() const { return pendingCopies_.empty(); }
-  void checkRequestRows(std::int32_t index, const char *when);
-  std::uint64_t rowHash(const std::uint8_t *row) const;
-  void recordHash(std::int32_t layer, std::int64_t hostRow);
   std::int32_t requireDraft(std::uint64_t id, std::int64_t count, const void *rows,
                             const char *what);
+  /// Whether the steps run on CUDA (config_.backend; Auto falls back to the
+  /// CPU, saying why in fallbackReason_). `cudaRefusal` says why CUDA cannot
+  /// run them ("" when it can). Throws Error when CUDA was asked and cannot.
+  bool chooseCuda(const std::vector<Manifest> &manifests, const std::string &cudaRefusal);
+  /// Sizes the tables of a step in progress for the loaded step.
+  void allocateStepTables();
   /// What loading a step of `shape` on `layout` takes in host memory, by
   /// part (name, bytes), for the check against what the process may use.
   std::vector<std::pair<std::string, std::uint64_t>>
@@ -339,7 +341,8 @@ private:
   std::unique_ptr<ResidencyController> controller_;
   Tiers tiers_;
   std::unordered_map<std::uint64_t, std::int32_t> index_; // id -> request index
-  std::vector<std::uint64_t> hashes_;                     // [layer][host row]
+  std::unique_ptr<InvariantChecker> checker_;
+  std::unique_ptr<RequestRings> rings_;
   std::uint64_t steps_ = 0;
   bool draftStepLoaded_ = false;
   bool placementStepLoaded_ = false;
@@ -349,14 +352,6 @@ private:
   /// last failure's message.
   std::vector<std::vector<RowCopy>> pendingCopies_;
   std::string pendingError_;
-  /// Per request index: the logical position each draft-ring slot holds
-  /// (-1: never written), shared by the groups (appends write all layers).
-  std::unordered_map<std::int32_t, std::vector<std::int64_t>> draftPositions_;
-  std::vector<std::uint8_t> draftScratch_; // one group's tokens
-  /// Per request index: the raw-token position each window-ring slot holds
-  /// (-1: never written), and the raw tokens written so far.
-  std::unordered_map<std::int32_t, std::vector<std::int64_t>> windowPositions_;
-  std::unordered_map<std::int32_t, std::int64_t> windowTokens_;
   std::vector<std::int32_t> windowTokensLane_; // [B] of the step in progress
 
   // The step in progress.
@@ -371,7 +366,6 @@ private:
   std::vector<std::uint8_t> selected_;            // [group]
   std::vector<std::uint8_t> deviceSelected_;      // [group] selections on the device
   std::vector<std::uint8_t> attended_;            // [layer]
-  std::vector<bf16_t> queries_, output_;          // padded staging (host)
 };
 
 } // namespace dhs::runtime

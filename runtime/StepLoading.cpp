@@ -1,0 +1,408 @@
+//===- StepLoading.cpp - Loading a session's compiled steps ---------------===//
+//
+// Runtime::loadStep and its kin: a layer group's attention steps indexed by
+// the pool layer they read, the tiers' layout, the residency controller's
+// config, the backend, the host-memory check, and the steps the tiers run
+// beside them (draft rings, placement).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Runtime.h"
+
+#include "runtime/core/Checked.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/HostMemory.h"
+#include "runtime/cuda/CudaDriver.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <thread>
+
+namespace dhs::runtime {
+
+void Runtime::loadStep(const std::string &stepDirectory) {
+  loadSteps(std::vector<std::string>{stepDirectory});
+}
+
+void Runtime::loadStep(const Manifest &manifest) {
+  loadStepManifests(std::vector<Manifest>{manifest});
+}
+
+void Runtime::loadSteps(const std::vector<std::string> &stepDirectories) {
+  if (tiers_.storage)
+    throw StateError("a step is already loaded");
+  ManifestLoadOptions options;
+  options.requirePtx = config_.backend == BackendKind::Cuda;
+  std::vector<Manifest> manifests;
+  for (const std::string &directory : stepDirectories)
+    manifests.push_back(Manifest::load(directory, options));
+  loadStepManifests(manifests);
+}
+
+namespace {
+
+/// "0, 1, 3"
+std::string joinLayers(const std::vector<std::int64_t> &layers) {
+  std::string text;
+  for (std::int64_t l : layers)
+    text += (text.empty() ? "" : ", ") + std::to_string(l);
+  return text;
+}
+
+/// Throws unless `other` takes exactly the arguments of `first` (the steps
+/// of a layer group share every buffer).
+void requireSameArguments(const Manifest &first, const Manifest &other) {
+  auto fail = [&](const std::string &what) {
+    throw Error("the step " + other.directory + " differs from the step " + first.directory +
+                " in " + what +
+                ": a layer group's steps must be one step compiled for each "
+                "layer index (only `layer` may differ)");
+  };
+  if (first.arguments.size() != other.arguments.size())
+    fail("its number of arguments");
+  for (std::size_t i = 0; i < first.arguments.size(); ++i) {
+    const Argument &a = first.arguments[i], &b = other.arguments[i];
+    const std::string name =
+        std::string("argument ") + std::to_string(i) + " (" + roleName(a.role) + ")";
+    if (a.role != b.role || a.isPool != b.isPool)
+      fail(name + "'s role or kind");
+    if (!a.isPool && (a.dtype != b.dtype || a.shape != b.shape))
+      fail(name + "'s type or shape");
+    if (a.isPool && (a.pool.format != b.pool.format || a.pool.layers != b.pool.layers ||
+                     a.pool.rowBytes != b.pool.rowBytes || a.pool.hbmSlots != b.pool.hbmSlots ||
+                     a.pool.hostRows != b.pool.hostRows))
+      fail(name + "'s row format, layers or tier sizes");
+  }
+}
+
+/// The steps of a layer group by the pool layer their kernels read, and why
+/// CUDA cannot run them ("" when it can).
+struct StepsByLayer {
+  std::vector<const Manifest *> steps; ///< [pool layer], null where none was given
+  std::string cudaRefusal;
+  /// The steps the CUDA tiers load: one per layer index of a group's pool,
+  /// else the first step.
+  std::vector<const Manifest *> cudaSteps(const Manifest &first) const {
+    if (steps.size() <= 1 || !cudaRefusal.empty())
+      return {&first};
+    return steps;
+  }
+};
+
+StepsByLayer indexByLayer(const std::vector<Manifest> &manifests, const KvPoolInfo &pool) {
+  const Manifest &manifest = manifests.front();
+  StepsByLayer result;
+  result.steps.assign(static_cast<std::size_t>(std::max<std::int64_t>(pool.layers, 1)), nullptr);
+  for (const Manifest &m : manifests) {
+    requireSameArguments(manifest, m);
+    const std::int64_t layer = problemShapeFromManifest(m).layer;
+    if (layer < 0 || layer >= pool.layers)
+      throw Error("the step " + m.directory + " reads layer " + std::to_string(layer) +
+                  " of a pool of " + std::to_string(pool.layers) + " layers");
+    const Manifest *&slot = result.steps[static_cast<std::size_t>(layer)];
+    if (slot)
+      throw Error("two steps read layer " + std::to_string(layer) + " of the group's pool (" +
+                  slot->directory + " and " + m.directory + "): give one step per layer index");
+    slot = &m;
+  }
+  std::vector<std::int64_t> missing;
+  for (std::size_t l = 0; l < result.steps.size(); ++l)
+    if (!result.steps[l])
+      missing.push_back(static_cast<std::int64_t>(l));
+  // Pools of one layer: the one step runs every layer. Group pools: on CUDA
+  // one step per layer index (the kernels read a fixed layer of the token).
+  if (pool.layers > 1 && !missing.empty())
+    result.cudaRefusal = "the step's pool holds " + std::to_string(pool.layers) +
+                         " layers per token and its kernels read one of them; the CUDA executor "
+                         "needs one step per layer index (compile it with layer = 0.." +
+                         std::to_string(pool.layers - 1) + "), missing layer " +
+                         joinLayers(missing);
+  return result;
+}
+
+/// The tiers' sizes: the config's, where the step leaves them to run time.
+TierLayout tierLayout(const RuntimeConfig &config, const Manifest &manifest,
+                      const ProblemShape &shape) {
+  const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+  std::int64_t slots = config.hbmSlots;
+  if (pool.hbmSlots >= 0) {
+    if (slots >= 0 && slots != pool.hbmSlots)
+      throw Error("the runtime is configured for " + std::to_string(slots) +
+                  " HBM slots per layer, the step " + manifest.directory + " fixes " +
+                  std::to_string(pool.hbmSlots));
+    slots = pool.hbmSlots;
+  }
+  if (slots < 0)
+    throw Error("the step " + manifest.directory +
+                " leaves the HBM slot count to run time: configure hbm_slots");
+  if (slots > std::numeric_limits<std::int32_t>::max())
+    throw Error("HBM slot count " + std::to_string(slots) + " is too large");
+  if (pool.hostRows >= 0 && pool.hostRows != config.hostRows)
+    throw Error("the runtime is configured for " + std::to_string(config.hostRows) +
+                " host rows per layer, the step " + manifest.directory + " fixes " +
+                std::to_string(pool.hostRows));
+  // The step's pool holds one layer per token, or a whole layer group.
+  if (pool.layers != 1 && pool.layers != config.layersPerGroup)
+    throw Error("the step " + manifest.directory + "'s pool holds " + std::to_string(pool.layers) +
+                " layers per token; the runtime's layer groups have " +
+                std::to_string(config.layersPerGroup) + " (a pool holds 1 layer or a group)");
+  TierLayout layout;
+  layout.layers = config.layers;
+  layout.layersPerGroup = config.layersPerGroup;
+  layout.layersPerPool = static_cast<std::int32_t>(pool.layers);
+  layout.hbmSlots = static_cast<std::int32_t>(slots);
+  layout.hostRows = config.hostRows;
+  layout.rowBytes = pool.rowBytes;
+  layout.draftWindow = config.draftWindow;
+  layout.windowRing = static_cast<std::int32_t>(shape.windowRing);
+  return layout;
+}
+
+/// The residency controller's config: the steps' residency spec
+/// (dhs.residency) where they carry one, else the runtime config's.
+ResidencyConfig residencyConfig(const RuntimeConfig &config, const TierLayout &layout,
+                                const std::vector<Manifest> &manifests) {
+  ResidencyConfig residency;
+  residency.groups = layout.groups();
+  residency.hbmSlots = layout.hbmSlots;
+  residency.hostRows = layout.hostRows;
+  residency.maxRequests = config.maxRequests;
+  residency.newestWindow = config.newestWindow;
+  // Draft rings live in memory of their own (RingStore), not in the pools:
+  // no pool slots are reserved for them.
+  residency.draftWindow = 0;
+  residency.hotFloor = config.hotFloor;
+  residency.policy = config.policy;
+  residency.replacement = config.replacement;
+  residency.maxPromotionsPerStep = config.maxPromotionsPerStep;
+  // A step that carries a residency spec decides the working set and the
+  // hints; all its pools and layer steps must agree.
+  const ResidencySpec *spec = nullptr;
+  for (const Manifest &m : manifests)
+    for (const ResidencySpec &s : m.residency) {
+      if (spec && !(*spec == s))
+        throw Error("the step " + m.directory +
+                    " gives its pools different residency specs "
+                    "(newest " +
+                    std::to_string(spec->newest) + " vs " + std::to_string(s.newest) + ", floor " +
+                    std::to_string(spec->floor) + " vs " + std::to_string(s.floor) + ", " +
+                    spec->policy + "/" + spec->replacement + " vs " + s.policy + "/" +
+                    s.replacement + "): the runtime keeps one policy for all layer groups");
+      spec = &s;
+    }
+  if (spec) {
+    residency.newestWindow = spec->newest;
+    residency.hotFloor = spec->floor;
+    residency.policy = spec->policy == "fixed" ? ResidencyPolicy::Fixed : ResidencyPolicy::Adaptive;
+    residency.replacement = spec->replacement == "lru"    ? Replacement::Lru
+                            : spec->replacement == "lru2" ? Replacement::Lru2
+                                                          : Replacement::Clock;
+    residency.maxPromotionsPerStep = spec->maxPromotions;
+  }
+  return residency;
+}
+
+} // namespace
+
+bool Runtime::chooseCuda(const std::vector<Manifest> &manifests, const std::string &cudaRefusal) {
+  fallbackReason_.clear();
+  if (config_.backend == BackendKind::Cuda) {
+    if (!cudaRefusal.empty())
+      throw Error(cudaRefusal);
+    return true;
+  }
+  if (config_.backend != BackendKind::Auto)
+    return false;
+  const CudaDriver &driver = CudaDriver::instance();
+  const bool ptx = std::all_of(manifests.begin(), manifests.end(), [](const Manifest &m) {
+    return std::all_of(m.launches.begin(), m.launches.end(),
+                       [](const Launch &launch) { return launch.ptxPresent; });
+  });
+  if (!driver.available())
+    fallbackReason_ = driver.unavailableReason();
+  else if (!ptx)
+    fallbackReason_ = "the step has no PTX for every kernel";
+  else if (!cudaRefusal.empty())
+    fallbackReason_ = cudaRefusal;
+  return fallbackReason_.empty();
+}
+
+void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
+  if (tiers_.storage)
+    throw StateError("a step is already loaded");
+  if (manifests.empty())
+    throw InputError("no step to load (an empty set of steps)");
+  const Manifest &manifest = manifests.front();
+  ProblemShape shape = problemShapeFromManifest(manifest);
+  const StepsByLayer byLayer =
+      indexByLayer(manifests, manifest.argument(ArgumentRole::KvPool).pool);
+  const TierLayout layout = tierLayout(config_, manifest, shape);
+  const ResidencyConfig residency = residencyConfig(config_, layout, manifests);
+  const bool useCuda = chooseCuda(manifests, byLayer.cudaRefusal);
+  // Everything this session allocates in host memory in proportion to the
+  // step's and the config's sizes, against what this process may use, before
+  // any of it is allocated.
+  requireHostMemory("loading the step " + manifest.directory,
+                    hostMemoryParts(layout, shape, residency, useCuda));
+  auto controller = std::make_unique<ResidencyController>(residency);
+  Tiers tiers = useCuda ? makeCudaTiers(layout, byLayer.cudaSteps(manifest), config_.device)
+                        : makeCpuTiers(layout, config_.cpuThreads);
+  if (config_.cudaGraphs)
+    tiers.runner->setGraphs(true);
+
+  manifest_ = std::make_unique<Manifest>(manifest);
+  shape_ = shape;
+  shape_.hbmSlots = layout.hbmSlots;
+  shape_.hostRows = layout.hostRows;
+  layout_ = layout;
+  controller_ = std::move(controller);
+  tiers_ = std::move(tiers);
+  checker_ = std::make_unique<InvariantChecker>(layout_, shape_, *tiers_.storage, *controller_,
+                                                config_.checkInvariants);
+  rings_ = std::make_unique<RequestRings>(layout_, *tiers_.rings);
+  allocateStepTables();
+}
+
+void Runtime::allocateStepTables() {
+  const std::size_t B = static_cast<std::size_t>(shape_.batch);
+  const std::size_t selections = static_cast<std::size_t>(shape_.selectionCount());
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  lanes_.assign(B, -1);
+  windowTokensLane_.assign(B, 0);
+  historyStart_.assign(B, 0);
+  historyLen_.assign(B, 0);
+  rowIds_.assign(groups, std::vector<std::int32_t>(selections, -1));
+  slots_.assign(groups, std::vector<std::int32_t>(selections, -1));
+  selected_.assign(groups, 0);
+  deviceSelected_.assign(groups, 0);
+  attended_.assign(static_cast<std::size_t>(layout_.layers), 0);
+}
+
+std::vector<std::pair<std::string, std::uint64_t>>
+Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
+                         const ResidencyConfig &residency, bool cuda) const {
+  // Products saturate: a part that does not fit 64 bits is refused as such.
+  auto bytes = [](std::initializer_list<std::int64_t> factors) -> std::uint64_t {
+    std::optional<std::int64_t> product = tryProduct(factors);
+    return product ? static_cast<std::uint64_t>(*product) : UINT64_MAX;
+  };
+  auto sum = [](std::initializer_list<std::uint64_t> terms) {
+    std::uint64_t total = 0;
+    for (std::uint64_t term : terms)
+      if (__builtin_add_overflow(total, term, &total))
+        return UINT64_MAX;
+    return total;
+  };
+  const std::int64_t B = shape.batch, Q = shape.queries, H = shape.heads, K = shape.topk;
+  const std::int64_t token = layout.tokenBytes(), pools = layout.pools(), groups = layout.groups(),
+                     layers = layout.layers;
+  const std::int64_t live = residency.maxLiveRequests();
+  std::vector<std::pair<std::string, std::uint64_t>> parts;
+  // The host store: pinned and mapped on CUDA, a vector on the CPU.
+  parts.push_back({"host store", bytes({pools, layout.hostRows, token})});
+  parts.push_back({"residency tables", ResidencyController::hostBytes(residency)});
+  if (config_.checkInvariants)
+    parts.push_back({"row hashes (invariant checks)", bytes({layers, layout.hostRows, 8})});
+  // Per lane: request index, window tokens, history start and length, id
+  // (and a copy while a step begins); per group and selection: row id and
+  // slot, and the step log's check.
+  parts.push_back({"per-lane and selection tables",
+                   sum({bytes({B, 4 * 4 + 8 + 8 + 8}), bytes({groups, B, Q, K, 4 + 4 + 12})})});
+  // Draft-ring positions per admitted request, and on the CPU the rings
+  // themselves (on CUDA they are device memory).
+  parts.push_back({"draft-ring positions", bytes({live, layout.draftWindow, 8})});
+  parts.push_back({"window-ring positions", bytes({live, layout.windowRing, 8})});
+  if (cuda) {
+    // Pinned staging for every layer's queries, selections and outputs.
+    // (Dimensions are below 2^31 and dims below 2^13: the per-position sum fits.)
+    parts.push_back(
+        {"pinned step staging", bytes({layers, B, Q, H * (shape.qkDim + shape.vDim) * 2 + K * 8})});
+    return parts;
+  }
+  parts.push_back({"HBM tier (CPU)", bytes({pools, layout.hbmSlots, token})});
+  parts.push_back(
+      {"draft rings (CPU)", bytes({live, groups, layout.draftWindow, layout.draftTokenBytes()})});
+  parts.push_back({"window rings (CPU)", bytes({live, pools, layout.windowRing, token})});
+  // One layer's attention on the CPU: queries, selections, history bounds,
+  // the lanes' window rings, the float and bf16 outputs, and per thread the
+  // decoded keys and values of one query's rows (at most 64 threads).
+  const std::int64_t kvHeads = shape.format == RowFormat::Gqa ? shape.gqa.kvHeads : 1;
+  const std::int64_t threads = std::min<std::int64_t>(
+      64, config_.cpuThreads ? config_.cpuThreads
+                             : std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  parts.push_back(
+      {"CPU attention scratch",
+       sum({bytes({B, Q, H, shape.qkDim, 2}), bytes({B, Q, K, 8}), bytes({B, 12}),
+            bytes({B, layout.windowRing, token}), bytes({B, Q, H, shape.vDim, 4 + 2}),
+            // (K and the window are below 2^31 each: their sum fits.)
+            bytes({threads, kvHeads, K + shape.windowSize, shape.qkDim + shape.vDim, 4})})});
+  return parts;
+}
+
+Manifest Runtime::loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const {
+  requireStep(what);
+  ManifestLoadOptions options;
+  options.requirePtx = tiers_.runner->acceptsDevicePointers(); // CUDA tiers run its kernels
+  return Manifest::load(stepDirectory, options);
+}
+
+void Runtime::loadDraftStep(const std::string &stepDirectory) {
+  loadDraftStep(loadAuxiliaryStep(stepDirectory, "load draft step"));
+}
+
+void Runtime::loadDraftStep(const Manifest &manifest) {
+  requireStep("load draft step");
+  if (inStep_)
+    throw StateError("cannot load a draft-ring step during a step");
+  if (draftStepLoaded_)
+    throw StateError("a draft-ring step is already loaded");
+  if (layout_.draftWindow <= 0)
+    throw Error("the runtime has no draft rings (draft_window is 0): configure draft_window "
+                "to use the draft-ring step " +
+                manifest.directory);
+  const DraftStepInfo info = draftStepInfo(manifest);
+  if (info.window != layout_.draftWindow || info.tokenBytes != layout_.draftTokenBytes())
+    throw Error(
+        "the draft-ring step " + manifest.directory + " has rings of " +
+        std::to_string(info.window) + " tokens x " + std::to_string(info.tokenBytes) +
+        " bytes; this session's draft rings are " + std::to_string(layout_.draftWindow) +
+        " tokens (draft_window) x " + std::to_string(layout_.layersPerGroup) + " layers x " +
+        std::to_string(layout_.rowBytes) + " bytes = " + std::to_string(layout_.draftTokenBytes()) +
+        " bytes: compile the ring with memref<Bx" + std::to_string(layout_.draftWindow) + "x" +
+        std::to_string(layout_.layersPerGroup) + "x" + std::to_string(layout_.rowBytes) + "xi8>");
+  if (info.block > info.window || info.block - 1 > info.readRows)
+    throw Error("the draft-ring step " + manifest.directory + " appends blocks of " +
+                std::to_string(info.block) + " rows and reads " + std::to_string(info.readRows) +
+                " into rings of " + std::to_string(info.window) +
+                ": the runtime needs block <= window and block - 1 <= rows read");
+  tiers_.rings->setDraftStep(manifest);
+  draftStepLoaded_ = true;
+}
+
+void Runtime::loadPlacementStep(const std::string &stepDirectory) {
+  loadPlacementStep(loadAuxiliaryStep(stepDirectory, "load placement step"));
+}
+
+void Runtime::loadPlacementStep(const Manifest &manifest) {
+  requireStep("load placement step");
+  if (inStep_)
+    throw StateError("cannot load a placement step during a step");
+  if (placementStepLoaded_)
+    throw StateError("a placement step is already loaded");
+  if (manifest.launches.size() != 1 || manifest.launches[0].op != "place_rows")
+    throw Error("the step " + manifest.directory +
+                " is not a placement step (one dhs.place_rows launch)");
+  const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+  if (pool.layers != layout_.layersPerPool || pool.rowBytes != layout_.rowBytes)
+    throw Error("the placement step " + manifest.directory + " places tokens of " +
+                std::to_string(pool.layers) + " layers x " + std::to_string(pool.rowBytes) +
+                " bytes (" + pool.format + "); this session's pools hold " +
+                std::to_string(layout_.layersPerPool) + " layers x " +
+                std::to_string(layout_.rowBytes) + " bytes");
+  tiers_.storage->setPlacementStep(manifest, *controller_);
+  controller_->setReleaseLog(&releases_);
+  placementStepLoaded_ = true;
+}
+
+} // namespace dhs::runtime
