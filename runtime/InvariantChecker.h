@@ -12,7 +12,7 @@
 #ifndef DHS_RUNTIME_INVARIANTCHECKER_H
 #define DHS_RUNTIME_INVARIANTCHECKER_H
 
-#include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/core/ProblemShape.h"
 #include "runtime/core/Tiers.h"
 #include "runtime/residency/Residency.h"
 

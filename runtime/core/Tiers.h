@@ -19,7 +19,7 @@
 
 #include "runtime/core/Bf16.h"
 #include "runtime/core/DeviceInfo.h"
-#include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/core/ProblemShape.h"
 #include "runtime/core/TierLayout.h"
 #include "runtime/residency/Residency.h"
 

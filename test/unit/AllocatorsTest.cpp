@@ -2,8 +2,8 @@
 
 #include "TestUtil.h"
 
-#include "runtime/residency/Allocators.h"
 #include "runtime/core/Error.h"
+#include "runtime/residency/Allocators.h"
 
 #include <catch2/catch.hpp>
 

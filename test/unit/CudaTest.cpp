@@ -14,6 +14,7 @@
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaStep.h"
 #include "runtime/cuda/JitLink.h"
+#include "runtime/testing/ProblemGenerator.h"
 
 #include <catch2/catch.hpp>
 

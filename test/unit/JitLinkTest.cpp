@@ -3,8 +3,8 @@
 #include "TestUtil.h"
 
 #include "runtime/core/Error.h"
-#include "runtime/cuda/JitLink.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/cuda/JitLink.h"
 
 #include <catch2/catch.hpp>
 

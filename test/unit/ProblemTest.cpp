@@ -5,6 +5,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cpu/CpuAttention.h"
+#include "runtime/testing/ProblemGenerator.h"
 
 #include <catch2/catch.hpp>
 

@@ -7,6 +7,7 @@
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cpu/CpuAttention.h"
+#include "runtime/testing/ProblemGenerator.h"
 
 #include <catch2/catch.hpp>
 

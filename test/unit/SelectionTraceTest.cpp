@@ -4,7 +4,7 @@
 
 #include "runtime/core/Error.h"
 #include "runtime/residency/Residency.h"
-#include "runtime/testing/SelectionTrace.h"
+#include "tools/dhs-sim/SelectionTrace.h"
 
 #include <catch2/catch.hpp>
 
@@ -12,6 +12,7 @@
 #include <sstream>
 
 using namespace dhs::runtime;
+using namespace dhs::tools::sim;
 using dhs::test::freshSeed;
 
 TEST_CASE("DRR selections: size, range, anchors, determinism", "[trace]") {

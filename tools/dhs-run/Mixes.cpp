@@ -4,6 +4,7 @@
 
 #include "runtime/core/Error.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/testing/ProblemGenerator.h"
 
 #include <algorithm>
 #include <chrono>

@@ -18,6 +18,7 @@
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/JitLink.h"
+#include "runtime/testing/ProblemGenerator.h"
 #include "tools/CommandLine.h"
 #include "tools/dhs-run/Mixes.h"
 #include "tools/dhs-run/Options.h"

@@ -1,6 +1,6 @@
 //===- SelectionTrace.cpp - Synthetic and recorded selection traces -------===//
 
-#include "runtime/testing/SelectionTrace.h"
+#include "tools/dhs-sim/SelectionTrace.h"
 
 #include "runtime/core/Error.h"
 
@@ -9,7 +9,9 @@
 #include <limits>
 #include <sstream>
 
-namespace dhs::runtime {
+namespace dhs::tools::sim {
+
+using runtime::Error;
 
 void DrrParams::validate() const {
   auto fail = [](const std::string &what) { throw Error("DRR parameters: " + what); };
@@ -325,4 +327,4 @@ void TraceWriter::write(const TraceEvent &event) {
   }
 }
 
-} // namespace dhs::runtime
+} // namespace dhs::tools::sim

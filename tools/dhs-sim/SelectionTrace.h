@@ -42,8 +42,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DHS_RUNTIME_TESTING_SELECTIONTRACE_H
-#define DHS_RUNTIME_TESTING_SELECTIONTRACE_H
+#ifndef DHS_TOOLS_DHSSIM_SELECTIONTRACE_H
+#define DHS_TOOLS_DHSSIM_SELECTIONTRACE_H
 
 #include <cstdint>
 #include <istream>
@@ -53,7 +53,7 @@
 #include <string>
 #include <vector>
 
-namespace dhs::runtime {
+namespace dhs::tools::sim {
 
 /// Parameters of the DRR generator.
 struct DrrParams {
@@ -149,6 +149,6 @@ private:
   std::ostream &out_;
 };
 
-} // namespace dhs::runtime
+} // namespace dhs::tools::sim
 
-#endif // DHS_RUNTIME_TESTING_SELECTIONTRACE_H
+#endif // DHS_TOOLS_DHSSIM_SELECTIONTRACE_H
