@@ -1,0 +1,126 @@
+//===- Replacement.cpp - Which hot row gives up its slot ------------------===//
+
+#include "runtime/residency/Residency.h"
+#include "runtime/residency/ResidencyState.h"
+
+#include <algorithm>
+
+namespace dhs::runtime {
+
+bool ResidencyController::isVictimCandidate(const Group &g, std::int32_t slot, std::int32_t owner,
+                                            bool force) const {
+  const std::size_t s = static_cast<std::size_t>(slot);
+  if (g.kind[s] != static_cast<std::uint8_t>(SlotKind::Hot))
+    return false;
+  if (!force && g.lastUse[s] >= step_)
+    return false; // selected in the current (or, between steps, the last) step
+  if (owner >= 0)
+    return g.owner[s] == owner;
+  const std::int32_t gi = static_cast<std::int32_t>(&g - groups_.data());
+  const Request &r = requests_[static_cast<std::size_t>(g.owner[s])];
+  return static_cast<std::int64_t>(r.hot[static_cast<std::size_t>(gi)].size()) > config_.hotFloor;
+}
+
+std::int32_t ResidencyController::clockVictim(Group &g, std::int32_t owner, bool force) {
+  const std::int32_t gi = static_cast<std::int32_t>(&g - groups_.data());
+  if (owner < 0) {
+    const std::int32_t n = config_.hbmSlots;
+    for (std::int64_t i = 0; i < 2ll * n; ++i) {
+      std::int32_t s = g.hand;
+      g.hand = g.hand + 1 == n ? 0 : g.hand + 1;
+      if (!isVictimCandidate(g, s, owner, force))
+        continue;
+      if (referenced(g, s)) {
+        clearReference(g, s); // second chance
+        continue;
+      }
+      return s;
+    }
+    return -1;
+  }
+  // Fixed: the hand runs over the owner's own hot list.
+  Request &r = requests_[static_cast<std::size_t>(owner)];
+  std::vector<std::int32_t> &list = r.hot[static_cast<std::size_t>(gi)];
+  std::int32_t &hand = r.hand[static_cast<std::size_t>(gi)];
+  const std::int64_t n = static_cast<std::int64_t>(list.size());
+  for (std::int64_t i = 0; i < 2 * n; ++i) {
+    if (hand >= n)
+      hand = 0;
+    std::int32_t s = list[static_cast<std::size_t>(hand++)];
+    if (!isVictimCandidate(g, s, owner, force))
+      continue;
+    if (referenced(g, s)) {
+      clearReference(g, s);
+      continue;
+    }
+    return s;
+  }
+  return -1;
+}
+
+std::int32_t ResidencyController::lruVictim(Group &g, std::int32_t gi, std::int32_t owner,
+                                            bool force) {
+  LruCursor &cursor =
+      owner < 0 ? g.lru
+                : requests_[static_cast<std::size_t>(owner)].lru[static_cast<std::size_t>(gi)];
+  // The order holds every hot row that may be a victim at this stamp (a
+  // forced search, for admission, also this step's rows); the full test,
+  // floors included, is made when a row is taken.
+  if (!cursor.valid || cursor.stamp != step_ || cursor.forced != force) {
+    cursor.order.clear();
+    auto mayBeVictim = [&](std::int32_t s) {
+      const std::size_t i = static_cast<std::size_t>(s);
+      return g.kind[i] == static_cast<std::uint8_t>(SlotKind::Hot) &&
+             (force || g.lastUse[i] < step_);
+    };
+    if (owner < 0) {
+      for (std::int32_t s = 0; s < config_.hbmSlots; ++s)
+        if (mayBeVictim(s))
+          cursor.order.push_back(s);
+    } else {
+      for (std::int32_t s :
+           requests_[static_cast<std::size_t>(owner)].hot[static_cast<std::size_t>(gi)])
+        if (mayBeVictim(s))
+          cursor.order.push_back(s);
+    }
+    cursor.next = cursor.sorted = 0;
+    cursor.valid = true;
+    cursor.forced = force;
+    cursor.stamp = step_;
+  }
+  // LRU: oldest last use first. LRU-2: oldest use before the last first
+  // (rows selected in a single step have none and go first), then LRU.
+  const bool second = config_.replacement == Replacement::Lru2;
+  auto less = [&g, second](std::int32_t a, std::int32_t b) {
+    const std::size_t ia = static_cast<std::size_t>(a), ib = static_cast<std::size_t>(b);
+    if (second && g.prevUse[ia] != g.prevUse[ib])
+      return g.prevUse[ia] < g.prevUse[ib];
+    std::uint32_t ua = g.lastUse[ia];
+    std::uint32_t ub = g.lastUse[ib];
+    return ua != ub ? ua < ub : a < b;
+  };
+  for (;;) {
+    if (cursor.next == cursor.sorted && !cursor.extend(cursor.sorted, less))
+      return -1;
+    std::int32_t s = cursor.order[cursor.next++];
+    if (isVictimCandidate(g, s, owner, force))
+      return s;
+  }
+}
+
+std::int32_t ResidencyController::findVictim(Group &g, std::int32_t gi, std::int32_t owner,
+                                             bool force) {
+  std::uint32_t &failed =
+      owner < 0
+          ? g.noVictimStep
+          : requests_[static_cast<std::size_t>(owner)].noVictimStep[static_cast<std::size_t>(gi)];
+  if (!force && failed == step_ && step_ != 0)
+    return -1;
+  std::int32_t victim = config_.replacement == Replacement::Clock ? clockVictim(g, owner, force)
+                                                                  : lruVictim(g, gi, owner, force);
+  if (victim < 0 && !force)
+    failed = step_;
+  return victim;
+}
+
+} // namespace dhs::runtime

@@ -1,0 +1,96 @@
+//===- ResidencyState.h - The residency controller's tables -----*- C++ -*-===//
+//
+// Internal to the residency controller's files (Residency.cpp,
+// ResidencySteps.cpp, Replacement.cpp, ResidencyCheck.cpp): its flat per-group
+// and per-request state.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_RESIDENCY_RESIDENCYSTATE_H
+#define DHS_RUNTIME_RESIDENCY_RESIDENCYSTATE_H
+
+#include "runtime/residency/Residency.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace dhs::runtime {
+
+/// Victims in LRU order, sorted lazily in chunks (a selection, then a sort of
+/// the chunk), so that taking a few victims out of many candidates costs
+/// O(candidates), not a full sort.
+struct LruCursor {
+  std::vector<std::int32_t> order;
+  std::size_t next = 0;
+  std::size_t sorted = 0;
+  bool valid = false;
+  bool forced = false;
+  std::uint32_t stamp = 0;
+
+  void invalidate() { valid = false; }
+
+  /// Sorts the next chunk of at least `chunk` entries into place.
+  template <typename Less> bool extend(std::size_t chunk, Less less) {
+    if (sorted >= order.size())
+      return false;
+    std::size_t end = std::min(order.size(), sorted + std::max<std::size_t>(chunk, 64));
+    if (end < order.size())
+      std::nth_element(order.begin() + static_cast<std::ptrdiff_t>(sorted),
+                       order.begin() + static_cast<std::ptrdiff_t>(end), order.end(), less);
+    std::sort(order.begin() + static_cast<std::ptrdiff_t>(sorted),
+              order.begin() + static_cast<std::ptrdiff_t>(end), less);
+    sorted = end;
+    return true;
+  }
+};
+
+struct ResidencyController::Group {
+  std::vector<std::int32_t> owner;   // [slots] request or -1
+  std::vector<std::int32_t> row;     // [slots] history row or -1
+  std::vector<std::int32_t> listPos; // [slots] position in the owner's hot list
+  std::vector<std::uint8_t> kind;    // [slots] SlotKind
+  // [slots] the last use when the CLOCK hand (or an eviction) last took
+  // the slot's reference away; a slot is referenced while its last use
+  // differs, so every use (a kernel's stamp) sets the reference.
+  std::vector<std::uint32_t> cleared;
+  std::vector<std::uint32_t> lastUse;      // [slots] step of the last selection
+  std::vector<std::uint32_t> prevUse;      // [slots] step of the one before (0: none)
+  std::vector<std::int32_t> slotOfHostRow; // [host rows] slot or -1
+  std::vector<std::uint32_t> seen;         // [host rows] resolve serial of last count
+  SlotAllocator free;
+  std::int32_t hand = 0;   // CLOCK hand (Adaptive)
+  std::int64_t excess = 0; // hot rows beyond their request's floor
+  std::int32_t newest = 0, ring = 0, hot = 0;
+  std::uint32_t noVictimStep = 0;    // a non-forced search failed in this step
+  LruCursor lru;                     // global LRU order (Adaptive + Lru)
+  std::vector<std::int32_t> touched; // requests with rows to fetch this step
+};
+
+/// A placed slot's reference, before any hand passed: no last use equals it.
+inline constexpr std::uint32_t kNeverCleared = ~0u;
+inline bool ResidencyController::referenced(const Group &g, std::int32_t slot) {
+  const std::size_t s = static_cast<std::size_t>(slot);
+  return g.lastUse[s] != g.cleared[s];
+}
+
+inline void ResidencyController::clearReference(Group &g, std::int32_t slot) {
+  const std::size_t s = static_cast<std::size_t>(slot);
+  g.cleared[s] = g.lastUse[s];
+}
+
+struct ResidencyController::Request {
+  bool live = false;
+  std::int64_t start = 0, len = 0, maxContext = 0;
+  std::vector<std::vector<std::int32_t>> hot;   // [group] hot slots
+  std::vector<std::vector<std::int32_t>> ring;  // [group] ring slots
+  std::vector<std::vector<std::int32_t>> fetch; // [group] rows fetched this step
+  std::vector<std::int32_t> hand;               // [group] CLOCK hand (Fixed)
+  std::vector<std::uint32_t> noVictimStep;      // [group]
+  std::vector<LruCursor> lru;                   // [group] own LRU order (Fixed)
+  std::uint32_t batchMark = 0;                  // resolve serial (duplicates)
+};
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_RESIDENCY_RESIDENCYSTATE_H
