@@ -113,7 +113,7 @@ run() {
     "$dir/bin/dhs-unittests" --reporter compact \
     > "$results/unittests.log" 2>&1 || failed=1
   tail -n 2 "$results/unittests.log"
-  grep -E "CUDA vs CPU executor|SKIPPED" "$results/unittests.log" | sed 's/^/  /'
+  grep -E "warning: .?(cuda|device selections)|SKIPPED" "$results/unittests.log" | sed "s/^/  /"
 
   echo "== kernels vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
   local seeds=${DHS_GPU_SEEDS:-"11 12 13"}

@@ -5,10 +5,10 @@
 // on fresh random rows and positions: wrap-around, overwrite, rewinding,
 // reads longer than the compiled step's read window, and every error. The
 // draft traffic must leave the residency controller, the HBM pools and the
-// host store exactly as they were. On a GPU the CUDA tiers (the generated
-// ring_index + copy_rows kernels of examples/draft_ring_step.mlir) must give
-// the CPU tiers' bytes; without a GPU that case says so and skips. The C
-// API's draft entry points are checked for their error codes.
+// host store exactly as they were, on the CPU and on CUDA (the generated
+// ring_index + copy_rows kernels of examples/draft_ring_step.mlir; without a
+// GPU that case says so and skips). The C API's draft entry points are
+// checked for their error codes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -189,15 +189,8 @@ void driveDrafts(std::mt19937_64 &rng, const std::vector<Runtime *> &runtimes,
 /// A CPU runtime over the small test step: 3 layers in groups of 2.
 std::unique_ptr<Runtime> cpuRuntime(const dhs::test::TempDir &dir, std::int32_t draftWindow,
                                     std::int32_t layers = 3, std::int32_t groupSize = 2) {
-  RuntimeConfig config;
-  config.layers = layers;
-  config.layersPerGroup = groupSize;
-  config.hostRows = 4096;
-  config.maxRequests = 8;
-  config.newestWindow = 8;
-  config.draftWindow = draftWindow;
-  config.hotFloor = 16;
-  config.checkInvariants = true;
+  RuntimeConfig config =
+      dhs::test::testConfig(layers, groupSize, BackendKind::Cpu, draftWindow, /*floor=*/16, 4096);
   auto rt = std::make_unique<Runtime>(config);
   dir.write("manifest.json", dhs::test::stepManifest(2, 1, 2, 8, 512));
   rt->loadStep(dir.path());
@@ -217,58 +210,85 @@ void admitAll(std::mt19937_64 &rng, const std::vector<Runtime *> &runtimes,
 
 } // namespace
 
-TEST_CASE("draft rings on the CPU follow the ring model and leave the target alone",
-          "[runtime][draft]") {
+TEST_CASE("draft rings follow the ring model and leave the target alone, on every backend",
+          "[runtime][draft][backends]") {
+  // On CUDA only the generated ring_index + copy_rows kernels of
+  // examples/draft_ring_step.mlir touch the rings; the CPU checks that step
+  // and copies with the modulo arithmetic itself.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string ring = draftStepDir();
+  if (ring.empty() && backend == BackendKind::Cuda) {
+    WARN("SKIPPED: " << dhs::test::compiledStepsDir()
+                     << "/draft_ring was not compiled (built without the compiler)");
+    return;
+  }
   const std::uint64_t seed = dhs::test::freshSeed() + 4100;
   INFO("DHS_TEST_SEED=" << seed - 4100);
   std::mt19937_64 rng(seed);
-  dhs::test::TempDir dir;
-  const std::int32_t W = 16;
-  auto rt = cpuRuntime(dir, W);
-  const std::vector<std::uint64_t> ids = {11, 22, 33};
-  admitAll(rng, {rt.get()}, ids, 40);
+  // The example ring: 64 tokens of 1 x 1152 bytes (mla_bf16, one layer per group).
+  const std::int32_t W = 64;
+  Runtime rt(dhs::test::testConfig(2, 1, backend, W, /*floor=*/32, 4096));
+  rt.loadStep(dhs::test::stepsDir() + "/naive");
+  const std::vector<std::uint64_t> ids = {3, 1, 4, 15, 9};
+  admitAll(rng, {&rt}, ids, 70);
+  const std::size_t tokenBytes = static_cast<std::size_t>(rt.layers() * rt.rowBytes());
+  if (backend == BackendKind::Cuda) {
+    std::vector<std::uint8_t> rows(tokenBytes);
+    CHECK_THROWS_WITH(rt.appendDraft(3, 0, 1, rows.data()),
+                      Catch::Contains("load a compiled draft-ring step first"));
+  }
+  if (!ring.empty()) {
+    rt.loadDraftStep(ring); // checked (and unused) by the CPU tiers
+    CHECK(rt.draftStepLoaded());
+  }
   // A step, so that hot rows and statistics exist.
   {
-    const ProblemShape &s = rt->shape();
-    std::vector<std::int32_t> rows(static_cast<std::size_t>(rt->groups() * 2 * s.queries * s.topk));
+    const ProblemShape &s = rt.shape();
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(rt.groups() * 2 * s.queries * s.topk));
     for (std::size_t i = 0; i < rows.size(); ++i)
-      rows[i] = static_cast<std::int32_t>((i * 7 + rng() % 40) % 40);
+      rows[i] = static_cast<std::int32_t>((i * 7 + rng() % 70) % 70);
     std::vector<bf16_t> queries(
-        static_cast<std::size_t>(rt->layers() * 2 * s.queries * s.heads * s.qkDim));
+        static_cast<std::size_t>(rt.layers() * 2 * s.queries * s.heads * s.qkDim));
     dhs::test::fillRandom(rng, queries.data(), queries.size());
     std::vector<bf16_t> out(
-        static_cast<std::size_t>(rt->layers() * 2 * s.queries * s.heads * s.vDim));
-    rt->step(ids.data(), 2, rows.data(), queries.data(), out.data());
+        static_cast<std::size_t>(rt.layers() * 2 * s.queries * s.heads * s.vDim));
+    rt.step(ids.data(), 2, rows.data(), queries.data(), out.data());
   }
-  const TargetState before = TargetState::of(*rt, ids);
-  const std::size_t tokenBytes = static_cast<std::size_t>(rt->layers() * rt->rowBytes());
-  driveDrafts(rng, {rt.get()}, ids, W, tokenBytes, 3000);
-  CHECK(TargetState::of(*rt, ids) == before);
-  rt->checkInvariants();
+  const TargetState before = TargetState::of(rt, ids);
+  driveDrafts(rng, {&rt}, ids, W, tokenBytes, 1000);
+  // Every ring whole.
+  for (std::uint64_t id : ids) {
+    std::vector<std::uint8_t> rows = randomRows(rng, W, tokenBytes), out(W * tokenBytes, 1);
+    rt.appendDraft(id, 5000 + id, W, rows.data());
+    rt.readDraft(id, 5000 + W + id, W, out.data());
+    CHECK(out == rows);
+  }
+  CHECK(TargetState::of(rt, ids) == before);
+  rt.checkInvariants();
 
   SECTION("finish frees the rings; a new admission starts empty") {
     std::vector<std::uint8_t> rows = randomRows(rng, 3, tokenBytes), out(3 * tokenBytes);
-    rt->appendDraft(22, 100, 3, rows.data());
-    rt->finish(22);
-    CHECK_THROWS_AS(rt->readDraft(22, 103, 3, out.data()), UnknownRequestError);
-    CHECK_THROWS_AS(rt->appendDraft(22, 0, 1, rows.data()), UnknownRequestError);
-    std::vector<std::uint8_t> prefill(static_cast<std::size_t>(rt->layers() * rt->rowBytes()));
-    rt->admit(22, 1, 64, prefill.data());
-    CHECK_THROWS_WITH(rt->readDraft(22, 103, 3, out.data()),
+    rt.appendDraft(1, 100, 3, rows.data());
+    rt.finish(1);
+    CHECK_THROWS_AS(rt.readDraft(1, 103, 3, out.data()), UnknownRequestError);
+    CHECK_THROWS_AS(rt.appendDraft(1, 0, 1, rows.data()), UnknownRequestError);
+    std::vector<std::uint8_t> prefill(static_cast<std::size_t>(rt.layers() * rt.rowBytes()));
+    rt.admit(1, 1, 64, prefill.data());
+    CHECK_THROWS_WITH(rt.readDraft(1, 103, 3, out.data()),
                       Catch::Contains("position 100 was never written"));
   }
   SECTION("a full window wraps exactly once; older positions are gone") {
     std::vector<std::uint8_t> a = randomRows(rng, W, tokenBytes),
                               b = randomRows(rng, 5, tokenBytes);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(W) * tokenBytes);
-    rt->appendDraft(11, 1000, W, a.data());
-    rt->appendDraft(11, 1000 + W, 5, b.data()); // overwrites 1000 .. 1004
-    rt->readDraft(11, 1000 + W + 5, W, out.data());
+    rt.appendDraft(4, 10000, W, a.data());
+    rt.appendDraft(4, 10000 + W, 5, b.data()); // overwrites 10000 .. 10004
+    rt.readDraft(4, 10000 + W + 5, W, out.data());
     CHECK(std::equal(a.begin() + 5 * tokenBytes, a.end(), out.begin()));
     CHECK(std::equal(b.begin(), b.end(), out.begin() + (W - 5) * tokenBytes));
-    CHECK_THROWS_WITH(rt->readDraft(11, 1005, 1, out.data()),
-                      Catch::Contains("position 1004 is not in the draft ring") &&
-                          Catch::Contains("now holds position 1020"));
+    CHECK_THROWS_WITH(rt.readDraft(4, 10005, 1, out.data()),
+                      Catch::Contains("position 10004 is not in the draft ring") &&
+                          Catch::Contains("now holds position 10068"));
   }
 }
 
@@ -327,69 +347,6 @@ TEST_CASE("draft rings: the errors", "[runtime][draft]") {
                         Catch::Contains("8 tokens (draft_window) x 1 layers x 1152 bytes"));
   CHECK_THROWS_WITH(none->loadDraftStep(ring), Catch::Contains("draft_window is 0"));
   CHECK_FALSE(rt->draftStepLoaded());
-}
-
-TEST_CASE("draft rings on CUDA (generated ring kernels) match the CPU bit for bit",
-          "[cuda][gpu][runtime][draft]") {
-  const std::string ring = draftStepDir();
-  if (ring.empty()) {
-    WARN("SKIPPED: " << dhs::test::compiledStepsDir()
-                     << "/draft_ring was not compiled (built without the compiler)");
-    return;
-  }
-  const std::uint64_t seed = dhs::test::freshSeed() + 4200;
-  INFO("DHS_TEST_SEED=" << seed - 4200);
-  std::mt19937_64 rng(seed);
-  // The example ring: 64 tokens of 1 x 1152 bytes (mla_bf16, one layer per group).
-  RuntimeConfig config;
-  config.layers = 2;
-  config.layersPerGroup = 1;
-  config.hostRows = 4096;
-  config.maxRequests = 8;
-  config.newestWindow = 16;
-  config.draftWindow = 64;
-  config.hotFloor = 32;
-  config.checkInvariants = true;
-  const std::string step = dhs::test::stepsDir() + "/naive";
-  Runtime cpu(config);
-  cpu.loadStep(step);
-  cpu.loadDraftStep(ring); // checked, unused by the CPU tiers
-  CHECK(cpu.draftStepLoaded());
-  const CudaDriver &driver = CudaDriver::instance();
-  if (!driver.available()) {
-    WARN("SKIPPED (no GPU): " << driver.unavailableReason());
-    return;
-  }
-  config.backend = BackendKind::Cuda;
-  Runtime cuda(config);
-  cuda.loadStep(step);
-  const std::vector<std::uint64_t> ids = {3, 1, 4, 15, 9};
-  admitAll(rng, {&cpu, &cuda}, ids, 70);
-  const std::size_t tokenBytes = static_cast<std::size_t>(2 * cuda.rowBytes());
-  {
-    std::vector<std::uint8_t> rows(tokenBytes);
-    CHECK_THROWS_WITH(cuda.appendDraft(3, 0, 1, rows.data()),
-                      Catch::Contains("load a compiled draft-ring step first"));
-  }
-  cuda.loadDraftStep(ring);
-  const TargetState before = TargetState::of(cuda, ids);
-  driveDrafts(rng, {&cpu, &cuda}, ids, 64, tokenBytes, 600);
-  // Every ring whole, both backends.
-  for (std::uint64_t id : ids) {
-    std::vector<std::uint8_t> a(64 * tokenBytes), b(64 * tokenBytes, 1);
-    std::vector<std::uint8_t> rows = randomRows(rng, 64, tokenBytes);
-    cpu.appendDraft(id, 5000 + id, 64, rows.data());
-    cuda.appendDraft(id, 5000 + id, 64, rows.data());
-    cpu.readDraft(id, 5064 + id, 64, a.data());
-    cuda.readDraft(id, 5064 + id, 64, b.data());
-    CHECK(a == rows);
-    CHECK(b == rows);
-  }
-  CHECK(TargetState::of(cuda, ids) == before);
-  cuda.checkInvariants();
-  cuda.finish(4);
-  std::vector<std::uint8_t> out(tokenBytes);
-  CHECK_THROWS_AS(cuda.readDraft(4, 5068, 1, out.data()), UnknownRequestError);
 }
 
 TEST_CASE("C API: draft rings and their error codes", "[capi][draft]") {

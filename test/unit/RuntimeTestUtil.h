@@ -5,13 +5,19 @@
 
 #include "TestUtil.h"
 
+#include "runtime/Runtime.h"
 #include "runtime/core/Bf16.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cpu/CpuAttention.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,6 +166,239 @@ std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std
                   static_cast<std::size_t>(shape.rowBytes));
     }
   return runtime::CpuAttention(runtime::CpuPrecision::Float, 1).run(p);
+}
+
+/// True when a runtime of `backend` can run here; for CUDA without a usable
+/// GPU, says that the case is skipped and returns false.
+inline bool backendOrSkip(runtime::BackendKind backend) {
+  if (backend != runtime::BackendKind::Cuda)
+    return true;
+  return gpuOrSkip();
+}
+
+/// "cpu" / "cuda", to name the backend a parameterized case runs on.
+inline const char *backendName(runtime::BackendKind backend) {
+  return backend == runtime::BackendKind::Cuda ? "cuda" : "cpu";
+}
+
+/// Runs the rest of a test case once per backend: declares `backend` as the
+/// CPU, then CUDA (Catch2 GENERATE), names it in messages, and ends the CUDA
+/// run where no GPU is usable, saying so.
+#define DHS_FOR_EACH_BACKEND(backend)                                                              \
+  const ::dhs::runtime::BackendKind backend =                                                      \
+      GENERATE(::dhs::runtime::BackendKind::Cpu, ::dhs::runtime::BackendKind::Cuda);               \
+  INFO(::dhs::test::backendName(backend));                                                         \
+  if (!::dhs::test::backendOrSkip(backend))                                                        \
+  return
+
+/// A runtime config for the tests on `backend`: `layers` in groups of `G`,
+/// `hostRows` host rows, 8 requests, per request the newest 16 tokens, a hot
+/// floor of `floor` and draft rings of `draftWindow` tokens, the invariant
+/// checker on (a full check every 8 steps).
+inline runtime::RuntimeConfig testConfig(std::int32_t layers, std::int32_t G,
+                                         runtime::BackendKind backend, std::int32_t draftWindow = 4,
+                                         std::int32_t floor = 64, std::int64_t hostRows = 8192) {
+  runtime::RuntimeConfig config;
+  config.layers = layers;
+  config.layersPerGroup = G;
+  config.hostRows = hostRows;
+  config.maxRequests = 8;
+  config.newestWindow = 16;
+  config.draftWindow = draftWindow;
+  config.hotFloor = floor;
+  config.checkInvariants = true;
+  config.fullCheckInterval = 8;
+  config.backend = backend;
+  return config;
+}
+
+/// What the engine wrote: every row of every request, per layer; the
+/// oracle's input.
+struct Shadow {
+  std::int32_t layers = 1;
+  runtime::RowFormat format = runtime::RowFormat::MlaBf16;
+  std::int64_t rowBytes = 1152;
+  std::map<std::uint64_t, std::vector<std::vector<std::uint8_t>>> rows; // id -> [layer][bytes]
+
+  explicit Shadow(std::int32_t l = 1, runtime::RowFormat f = runtime::RowFormat::MlaBf16)
+      : layers(l), format(f), rowBytes(runtime::rowFormatInfo(f).rowBytes) {}
+
+  std::int64_t len(std::uint64_t id) const {
+    return static_cast<std::int64_t>(rows.at(id)[0].size()) / rowBytes;
+  }
+  const std::uint8_t *row(std::uint64_t id, std::int32_t layer, std::int64_t r) const {
+    return rows.at(id)[static_cast<std::size_t>(layer)].data() + r * rowBytes;
+  }
+  /// `count` random rows of the format.
+  std::vector<std::uint8_t> randomRows(std::mt19937_64 &rng, std::int64_t count) const {
+    std::vector<std::uint8_t> data(static_cast<std::size_t>(count * rowBytes));
+    if (format == runtime::RowFormat::MlaBf16)
+      fillRandom(rng, reinterpret_cast<runtime::bf16_t *>(data.data()), data.size() / 2);
+    else
+      for (std::int64_t i = 0; i < count; ++i)
+        runtime::fillRandomRow(format, data.data() + i * rowBytes, rng);
+    return data;
+  }
+};
+
+/// Admits `id` with `len` random prefill rows into every runtime and the
+/// shadow.
+inline void admitRandom(const std::vector<runtime::Runtime *> &runtimes, Shadow &shadow,
+                        std::mt19937_64 &rng, std::uint64_t id, std::int64_t len,
+                        std::int64_t maxContext) {
+  std::vector<std::uint8_t> prefill = shadow.randomRows(rng, shadow.layers * len);
+  for (runtime::Runtime *rt : runtimes)
+    rt->admit(id, len, maxContext, prefill.empty() ? nullptr : prefill.data());
+  auto &layers = shadow.rows[id];
+  layers.resize(static_cast<std::size_t>(shadow.layers));
+  const std::int64_t perLayer = len * shadow.rowBytes;
+  for (std::int32_t l = 0; l < shadow.layers; ++l)
+    layers[static_cast<std::size_t>(l)].assign(prefill.begin() + l * perLayer,
+                                               prefill.begin() + (l + 1) * perLayer);
+}
+inline void admitRandom(runtime::Runtime &rt, Shadow &shadow, std::mt19937_64 &rng,
+                        std::uint64_t id, std::int64_t len, std::int64_t maxContext) {
+  admitRandom(std::vector<runtime::Runtime *>{&rt}, shadow, rng, id, len, maxContext);
+}
+
+/// Appends one random token to `id` in every runtime and the shadow.
+inline void appendRandom(const std::vector<runtime::Runtime *> &runtimes, Shadow &shadow,
+                         std::mt19937_64 &rng, std::uint64_t id) {
+  std::vector<std::uint8_t> rows = shadow.randomRows(rng, shadow.layers);
+  for (runtime::Runtime *rt : runtimes)
+    rt->append(id, rows.data());
+  for (std::int32_t l = 0; l < shadow.layers; ++l) {
+    auto &layer = shadow.rows[id][static_cast<std::size_t>(l)];
+    layer.insert(layer.end(), rows.begin() + l * shadow.rowBytes,
+                 rows.begin() + (l + 1) * shadow.rowBytes);
+  }
+}
+inline void appendRandom(runtime::Runtime &rt, Shadow &shadow, std::mt19937_64 &rng,
+                         std::uint64_t id) {
+  appendRandom(std::vector<runtime::Runtime *>{&rt}, shadow, rng, id);
+}
+
+/// Random selections for a batch: [groups][batch][Q][K], some -1, rows
+/// drawn half the time from the newest 32 so that they recur across steps.
+inline std::vector<std::int32_t> randomSelections(std::mt19937_64 &rng, const Shadow &shadow,
+                                                  const std::vector<std::uint64_t> &batch,
+                                                  std::int32_t groups,
+                                                  const runtime::ProblemShape &shape) {
+  std::vector<std::int32_t> rows;
+  for (std::int32_t g = 0; g < groups; ++g)
+    for (std::uint64_t id : batch) {
+      const std::int64_t len = shadow.len(id);
+      for (std::int64_t i = 0; i < shape.queries * shape.topk; ++i) {
+        if (len == 0 || rng() % 7 == 0) {
+          rows.push_back(-1);
+          continue;
+        }
+        std::int64_t r = rng() % 2
+                             ? len - 1 - static_cast<std::int64_t>(rng() % 32)
+                             : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(len));
+        rows.push_back(static_cast<std::int32_t>(std::max<std::int64_t>(0, r)));
+      }
+    }
+  return rows;
+}
+
+/// Checks a layer's output against the oracle's: bit for bit from the CPU
+/// backend (the oracle is its float attention), within bf16 tolerance from
+/// CUDA (kernels sum in another order). Returns the relative error.
+inline double expectMatchesOracle(const std::vector<runtime::bf16_t> &actual,
+                                  const std::vector<runtime::bf16_t> &expected, bool onCuda) {
+  if (!onCuda) {
+    REQUIRE(runtime::countBitDifferences(actual, expected) == 0);
+    return 0.0;
+  }
+  const runtime::Comparison c = runtime::compareOutputs(actual, expected);
+  REQUIRE(c.nonFinite == 0);
+  REQUIRE(c.relativeError < 1e-2);
+  return c.relativeError;
+}
+
+/// Runs one step over `batch` on every runtime (the same random selections
+/// and queries; selections in device memory for the runtimes marked in
+/// `deviceSelections`), checks every layer's output against the oracle
+/// over the shadow's rows, and, with several runtimes, that all made the
+/// same residency decisions as the first. Returns each runtime's outputs
+/// [L][batch][Q][H][v_dim]; `worst` collects the largest relative error.
+inline std::vector<std::vector<runtime::bf16_t>>
+stepAndCompare(const std::vector<runtime::Runtime *> &runtimes, const Shadow &shadow,
+               std::mt19937_64 &rng, const std::vector<std::uint64_t> &batch,
+               double *worst = nullptr, const std::vector<bool> &deviceSelections = {}) {
+  using namespace runtime;
+  const Runtime &first = *runtimes.front();
+  const ProblemShape &s = first.shape();
+  const std::int64_t lanes = static_cast<std::int64_t>(batch.size());
+  std::vector<std::int32_t> rows = randomSelections(rng, shadow, batch, first.groups(), s);
+  const std::int32_t L = shadow.layers;
+  const std::int64_t qPerLayer = lanes * s.queries * s.heads * s.qkDim;
+  const std::int64_t oPerLayer = lanes * s.queries * s.heads * s.vDim;
+  std::vector<bf16_t> queries(static_cast<std::size_t>(L * qPerLayer));
+  fillRandom(rng, queries.data(), queries.size());
+  // Device selections come from device memory, as an engine's indexer
+  // would leave them.
+  std::unique_ptr<cuda_detail::DeviceBuffer> deviceRows;
+  if (std::find(deviceSelections.begin(), deviceSelections.end(), true) != deviceSelections.end()) {
+    deviceRows = std::make_unique<cuda_detail::DeviceBuffer>(rows.size() * 4, "selections");
+    CudaDriver::instance().check(
+        CudaDriver::instance().memcpyHtoD(deviceRows->get(), rows.data(), rows.size() * 4),
+        "uploading selections");
+  }
+  std::vector<std::vector<bf16_t>> outputs;
+  for (std::size_t i = 0; i < runtimes.size(); ++i) {
+    const bool onDevice = i < deviceSelections.size() && deviceSelections[i];
+    outputs.emplace_back(static_cast<std::size_t>(L * oPerLayer), kBf16Poison);
+    runtimes[i]->step(batch.data(), lanes,
+                      onDevice ? reinterpret_cast<const std::int32_t *>(deviceRows->get())
+                               : rows.data(),
+                      queries.data(), outputs.back().data(), MemorySpace::Host,
+                      onDevice ? MemorySpace::Device : MemorySpace::Host);
+  }
+  const ResidencyStepStats a = first.stats().lastStep;
+  for (const Runtime *rt : runtimes) {
+    const ResidencyStepStats b = rt->stats().lastStep;
+    REQUIRE(a.selected == b.selected);
+    REQUIRE(a.resident == b.resident);
+    REQUIRE(a.fetched == b.fetched);
+    REQUIRE(a.promoted == b.promoted);
+    REQUIRE(a.evicted == b.evicted);
+  }
+  const std::int32_t G = first.groups();
+  const std::int32_t perGroup = (L + G - 1) / G;
+  for (std::int32_t l = 0; l < L && lanes > 0; ++l) {
+    INFO("layer " << l);
+    const std::int32_t g = l / perGroup;
+    const std::vector<bf16_t> expected =
+        oracleLayer(s, lanes, rows.data() + g * lanes * s.queries * s.topk,
+                    queries.data() + l * qPerLayer, [&](std::int64_t b, std::int32_t r) {
+                      return shadow.row(batch[static_cast<std::size_t>(b)], l, r);
+                    });
+    for (std::size_t i = 0; i < runtimes.size(); ++i) {
+      const std::vector<bf16_t> actual(outputs[i].begin() + l * oPerLayer,
+                                       outputs[i].begin() + (l + 1) * oPerLayer);
+      const double error = expectMatchesOracle(actual, expected, runtimes[i]->device() != nullptr);
+      if (worst)
+        *worst = std::max(*worst, error);
+    }
+  }
+  return outputs;
+}
+inline std::vector<runtime::bf16_t> stepAndCompare(runtime::Runtime &rt, const Shadow &shadow,
+                                                   std::mt19937_64 &rng,
+                                                   const std::vector<std::uint64_t> &batch) {
+  return stepAndCompare(std::vector<runtime::Runtime *>{&rt}, shadow, rng, batch).front();
+}
+
+/// Checks that two runtimes' controllers hold the same rows in every slot.
+inline void expectSameResidency(const runtime::Runtime &a, const runtime::Runtime &b) {
+  const std::int32_t slots = a.controller().config().hbmSlots;
+  for (std::int32_t g = 0; g < a.groups(); ++g)
+    for (std::int32_t slot = 0; slot < slots; ++slot) {
+      REQUIRE(a.controller().slotOwner(g, slot) == b.controller().slotOwner(g, slot));
+      REQUIRE(a.controller().slotRow(g, slot) == b.controller().slotRow(g, slot));
+    }
 }
 
 } // namespace dhs::test

@@ -3,9 +3,9 @@
 #ifndef DHS_TEST_UNIT_TESTUTIL_H
 #define DHS_TEST_UNIT_TESTUTIL_H
 
-#include "runtime/cuda/CudaDriver.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include <catch2/catch.hpp>
 

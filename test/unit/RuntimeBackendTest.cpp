@@ -1,0 +1,691 @@
+//===- RuntimeBackendTest.cpp - Runtime sessions on every backend ---------===//
+//
+// One suite for the CPU and the CUDA backend: each case runs its session on
+// the backend GENERATE gives and checks every layer's output against the
+// oracle over the rows the engine wrote (bit for bit on the CPU, within bf16
+// tolerance on CUDA). On CUDA a CPU runtime runs in lockstep: the residency
+// controllers must make the same decisions. CUDA cases without a usable GPU
+// say so and skip; cases that need steps compiled at build time skip without
+// the compiler. CUDA-only features (graphs, selections in device memory)
+// follow at the end.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeTestUtil.h"
+
+#include "runtime/Runtime.h"
+#include "runtime/core/Error.h"
+#include "runtime/cpu/CpuAttention.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+
+using namespace dhs::runtime;
+using dhs::test::Shadow;
+
+namespace {
+
+/// The runtime under test on `backend` and, off the CPU, a CPU runtime of
+/// the same config to run in lockstep; each loaded by `load`.
+template <typename Load>
+std::vector<std::unique_ptr<Runtime>> underTest(RuntimeConfig config, BackendKind backend,
+                                                Load load) {
+  std::vector<std::unique_ptr<Runtime>> runtimes;
+  config.backend = backend;
+  runtimes.push_back(std::make_unique<Runtime>(config));
+  if (backend != BackendKind::Cpu) {
+    config.backend = BackendKind::Cpu;
+    runtimes.push_back(std::make_unique<Runtime>(config));
+  }
+  for (const std::unique_ptr<Runtime> &rt : runtimes)
+    load(*rt);
+  return runtimes;
+}
+
+std::vector<Runtime *> pointers(const std::vector<std::unique_ptr<Runtime>> &runtimes) {
+  std::vector<Runtime *> all;
+  for (const std::unique_ptr<Runtime> &rt : runtimes)
+    all.push_back(rt.get());
+  return all;
+}
+
+/// A session: admits 5 requests (500..1199 prefill rows each), then `steps`
+/// steps of a random batch of at most 4 of them, each checked against the
+/// oracle (stepAndCompare), appending a token to each request of the batch.
+/// Returns the worst relative error; `onStep` sees each step's outputs (one
+/// per runtime).
+template <typename OnStep>
+double session(const std::vector<Runtime *> &runtimes, Shadow &shadow, std::mt19937_64 &rng,
+               int steps, OnStep onStep, const std::vector<bool> &deviceSelections = {}) {
+  const std::vector<std::uint64_t> ids = {21, 22, 23, 24, 25};
+  for (std::uint64_t id : ids)
+    dhs::test::admitRandom(runtimes, shadow, rng, id, 500 + static_cast<std::int64_t>(rng() % 700),
+                           1400);
+  const std::size_t lanes =
+      std::min<std::size_t>(4, static_cast<std::size_t>(runtimes.front()->shape().batch));
+  double worst = 0.0;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::uint64_t> batch = ids;
+    std::shuffle(batch.begin(), batch.end(), rng);
+    batch.resize(lanes);
+    onStep(dhs::test::stepAndCompare(runtimes, shadow, rng, batch, &worst, deviceSelections));
+    for (std::uint64_t id : batch)
+      dhs::test::appendRandom(runtimes, shadow, rng, id);
+  }
+  return worst;
+}
+double session(const std::vector<Runtime *> &runtimes, Shadow &shadow, std::mt19937_64 &rng,
+               int steps) {
+  return session(runtimes, shadow, rng, steps, [](const auto &) {});
+}
+
+/// Steps of a session: fewer on the CPU, which the CI runs, than on a GPU.
+int sessionSteps(BackendKind backend, int gpuSteps) {
+  return backend == BackendKind::Cuda ? gpuSteps : std::max(4, gpuSteps / 3);
+}
+
+/// The config of the sessions (CPU; underTest sets the backend).
+RuntimeConfig sessionConfig(std::int32_t layers, std::int32_t G) {
+  return dhs::test::testConfig(layers, G, BackendKind::Cpu);
+}
+
+/// The compiled placement step (examples/place_rows_step.mlir).
+std::string placementStep() { return dhs::test::compiledStepsDir() + "/place_rows"; }
+
+/// Why the layer-group steps for groups of G layers (`variant` "" or
+/// "_resolved") and, with `placement`, the placement step cannot be loaded,
+/// or "".
+std::string groupStepsUnavailable(int G, const std::string &variant = "", bool placement = false) {
+  if (dhs::test::groupStepsDir().empty())
+    return "the layer-group steps were not compiled (DHS_BUILD_COMPILER is OFF; set "
+           "DHS_TEST_GROUP_STEPS_DIR)";
+  for (const std::string &dir : dhs::test::groupSteps(G, variant))
+    if (!std::ifstream(dir + "/manifest.json"))
+      return "no compiled step at " + dir;
+  if (placement && !std::ifstream(placementStep() + "/manifest.json"))
+    return "no compiled step at " + placementStep();
+  return "";
+}
+
+/// True when a step was compiled into `dir`; otherwise says the case skips.
+bool compiledOrSkip(const std::string &dir) {
+  if (std::ifstream(dir + "/manifest.json"))
+    return true;
+  WARN("SKIPPED: no compiled step at " << dir << " (built without the compiler)");
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("per-layer pools (the naive step): every backend matches the oracle",
+          "[runtime][backends]") {
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::uint64_t seed = dhs::test::freshSeed() + 500;
+  INFO("DHS_TEST_SEED=" << seed - 500);
+  std::mt19937_64 rng(seed);
+  const std::string step = dhs::test::stepsDir() + "/naive";
+  auto runtimes = underTest(sessionConfig(3, 2), backend, // groups {0,1}, {2}
+                            [&](Runtime &rt) { rt.loadStep(step); });
+  Runtime &rt = *runtimes.front();
+  INFO(rt.backendDescription());
+  CHECK(rt.backendDescription().rfind(backend == BackendKind::Cuda ? "cuda on " : "cpu", 0) == 0);
+  Shadow shadow(3);
+  const int stepCount = sessionSteps(backend, 30);
+  const double worst = session(pointers(runtimes), shadow, rng, stepCount);
+  for (const std::unique_ptr<Runtime> &r : runtimes)
+    r->checkInvariants();
+  if (runtimes.size() > 1)
+    dhs::test::expectSameResidency(rt, *runtimes[1]);
+  WARN(dhs::test::backendName(backend)
+       << ": " << stepCount << " steps x 3 layers, worst relative error " << worst);
+  if (backend == BackendKind::Cuda) {
+    // Device pointers: the same step in host, then device memory, gives the
+    // same bits.
+    const CudaDriver &cuda = CudaDriver::instance();
+    const ProblemShape &s = rt.shape();
+    std::vector<std::uint64_t> batch = {25, 21};
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(2 * 2 * s.queries * s.topk));
+    for (std::int32_t &r : rows)
+      r = static_cast<std::int32_t>(rng() % 500);
+    std::vector<bf16_t> q(static_cast<std::size_t>(3 * 2 * s.heads * 576)),
+        hostOut(3 * 2 * 16 * 512), deviceOut(hostOut.size());
+    dhs::test::fillRandom(rng, q.data(), q.size());
+    rt.step(batch.data(), 2, rows.data(), q.data(), hostOut.data());
+    cuda_detail::DeviceBuffer dq(q.size() * 2, "queries"), dout(deviceOut.size() * 2, "output");
+    cuda.check(cuda.memcpyHtoD(dq.get(), q.data(), q.size() * 2), "queries");
+    rt.step(batch.data(), 2, rows.data(), reinterpret_cast<const bf16_t *>(dq.get()),
+            reinterpret_cast<bf16_t *>(dout.get()), MemorySpace::Device);
+    cuda.check(cuda.memcpyDtoH(deviceOut.data(), dout.get(), deviceOut.size() * 2), "output");
+    CHECK(countBitDifferences(hostOut, deviceOut) == 0);
+  }
+  for (std::uint64_t id : {21u, 22u, 23u, 24u, 25u})
+    rt.finish(id);
+  CHECK(rt.stats().hbmBytesUsed == 0);
+}
+
+TEST_CASE("layer-group pools (FP8, groups of 2 and 4): every backend matches the oracle",
+          "[runtime][backends]") {
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::uint64_t seed = dhs::test::freshSeed() + 510;
+  INFO("DHS_TEST_SEED=" << seed - 510);
+  for (std::int32_t G : {2, 4}) {
+    INFO("layer groups of " << G);
+    const std::string missing = groupStepsUnavailable(G);
+    if (!missing.empty()) {
+      WARN("SKIPPED: " << missing);
+      return;
+    }
+    const std::int32_t layers = G == 2 ? 5 : 8; // G = 2: a last group of one layer
+    const std::vector<std::string> steps = dhs::test::groupSteps(G);
+    // Any order of the set.
+    const std::vector<std::string> reversed(steps.rbegin(), steps.rend());
+    auto runtimes =
+        underTest(sessionConfig(layers, G), backend, [&](Runtime &rt) { rt.loadSteps(reversed); });
+    if (backend == BackendKind::Cuda) {
+      // One layer index short is refused on CUDA (the CPU runs any subset).
+      RuntimeConfig config = sessionConfig(layers, G);
+      config.backend = BackendKind::Cuda;
+      CHECK_THROWS_WITH(
+          Runtime(config).loadSteps(std::vector<std::string>(steps.begin(), steps.end() - 1)),
+          Catch::Contains("missing layer " + std::to_string(G - 1)));
+    }
+    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(G));
+    Shadow shadow(layers, RowFormat::MlaFp8);
+    const int stepCount = sessionSteps(backend, 16);
+    const double worst = session(pointers(runtimes), shadow, rng, stepCount);
+    for (const std::unique_ptr<Runtime> &r : runtimes)
+      r->checkInvariants();
+    if (runtimes.size() > 1)
+      dhs::test::expectSameResidency(*runtimes[0], *runtimes[1]);
+    WARN(dhs::test::backendName(backend)
+         << ", FP8 layer groups of " << G << ": " << stepCount << " steps x " << layers
+         << " layers, worst relative error " << worst);
+  }
+}
+
+TEST_CASE("a staged verify step (shared retrieval): every backend matches the oracle",
+          "[runtime][backends]") {
+  // examples/verify_step.mlir: 5 verify positions whose missing rows are
+  // fetched once per request (union, fetch into the staging arena), then
+  // attention over HBM and staging, for each of 3 layers.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string step = dhs::test::compiledStepsDir() + "/verify";
+  if (!compiledOrSkip(step))
+    return;
+  const std::uint64_t seed = dhs::test::freshSeed() + 520;
+  INFO("DHS_TEST_SEED=" << seed - 520);
+  std::mt19937_64 rng(seed);
+  auto runtimes = underTest(sessionConfig(3, 1), backend, [&](Runtime &rt) { rt.loadStep(step); });
+  Runtime &rt = *runtimes.front();
+  REQUIRE(rt.shape().queries == 5);
+  Shadow shadow(3);
+  std::int64_t fetched = 0;
+  const int stepCount = sessionSteps(backend, 12);
+  const double worst = session(pointers(runtimes), shadow, rng, stepCount, [&](const auto &) {
+    fetched += rt.stats().lastStep.fetched;
+    // The shared fetch of the last layer copied at most the step's distinct
+    // missing rows (CUDA; the CPU has no fetch kernels).
+    const std::int64_t copied = rt.fetchedRows();
+    if (backend == BackendKind::Cuda) {
+      CHECK(copied >= 0);
+      CHECK(copied <= rt.stats().lastStep.fetched);
+    } else {
+      CHECK(copied == -1);
+    }
+  });
+  CHECK(fetched > 0); // rows were read from the host store
+  for (const std::unique_ptr<Runtime> &r : runtimes)
+    r->checkInvariants();
+  if (runtimes.size() > 1)
+    dhs::test::expectSameResidency(rt, *runtimes[1]);
+  WARN(dhs::test::backendName(backend)
+       << ", staged verify step (5 positions, shared fetch): 12 "
+       << "steps x 3 layers, " << fetched << " rows fetched, worst relative error " << worst);
+}
+
+TEST_CASE("a placement step: the CPU checks it, CUDA places rows with its kernel",
+          "[runtime][backends]") {
+  // FP8 layer groups of 4 (one pool per group, 2624-byte tokens) with
+  // examples/place_rows_step.mlir. On CUDA a runtime copying with the driver
+  // runs in lockstep too: the same bits, whichever way the rows were copied.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string missing = groupStepsUnavailable(4, "", /*placement=*/true);
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
+  const std::uint64_t seed = dhs::test::freshSeed() + 530;
+  INFO("DHS_TEST_SEED=" << seed - 530);
+  const std::int32_t layers = 8;
+  const std::vector<std::string> steps = dhs::test::groupSteps(4);
+  auto runtimes = underTest(sessionConfig(layers, 4), backend, [&](Runtime &rt) {
+    rt.loadSteps(steps);
+    rt.loadPlacementStep(placementStep());
+  });
+  Runtime &placed = *runtimes.front();
+  CHECK(placed.placementStepLoaded());
+  CHECK_THROWS_AS(placed.loadPlacementStep(placementStep()), StateError);
+  {
+    // A step that is not a placement step is refused, whatever the backend.
+    RuntimeConfig config = sessionConfig(layers, 4);
+    config.backend = backend;
+    Runtime other(config);
+    other.loadSteps(steps);
+    CHECK_THROWS_WITH(other.loadPlacementStep(dhs::test::compiledStepsDir() + "/resolve"),
+                      Catch::Contains("is not a placement step"));
+  }
+  std::unique_ptr<Runtime> copied;
+  if (backend == BackendKind::Cuda) {
+    RuntimeConfig config = sessionConfig(layers, 4);
+    config.backend = BackendKind::Cuda;
+    copied = std::make_unique<Runtime>(config);
+    copied->loadSteps(steps);
+  }
+  std::vector<Runtime *> all = pointers(runtimes);
+  if (copied)
+    all.push_back(copied.get());
+  std::mt19937_64 rng(seed);
+  Shadow shadow(layers, RowFormat::MlaFp8);
+  std::size_t differing = 0;
+  const int stepCount = sessionSteps(backend, 16);
+  const double worst = session(all, shadow, rng, stepCount, [&](const auto &outputs) {
+    if (copied)
+      differing += countBitDifferences(outputs.front(), outputs.back());
+  });
+  CHECK(differing == 0);
+  for (Runtime *rt : all)
+    rt->checkInvariants(); // the device residency maps included
+  for (std::size_t i = 1; i < all.size(); ++i)
+    dhs::test::expectSameResidency(placed, *all[i]);
+  // Finishing releases every row from the maps.
+  for (std::uint64_t id : {21u, 22u, 23u, 24u, 25u})
+    placed.finish(id);
+  placed.checkInvariants();
+  CHECK(placed.stats().hbmBytesUsed == 0);
+  WARN(dhs::test::backendName(backend)
+       << " with a placement step, FP8 layer groups of 4: " << stepCount
+       << " steps x 8 layers, worst relative error " << worst);
+}
+
+namespace {
+
+/// A sliding-window session's test-side model: every raw token written, by
+/// request and position ([L][row_bytes] each).
+struct WindowModel {
+  std::int32_t layers = 0;
+  std::int64_t rowBytes = 0;
+  std::map<std::uint64_t, std::map<std::int64_t, std::vector<std::uint8_t>>> tokens;
+  std::map<std::uint64_t, std::int64_t> count;
+
+  /// Writes `n` random raw tokens at positions position.. of request `id`
+  /// into every runtime and the model.
+  void write(const std::vector<Runtime *> &runtimes, std::uint64_t id, std::int64_t position,
+             std::int64_t n, std::mt19937_64 &rng) {
+    std::vector<std::uint8_t> rows(static_cast<std::size_t>(n * layers * rowBytes));
+    for (std::int64_t i = 0; i < n * layers; ++i)
+      fillRandomRow(RowFormat::V41Fp8, rows.data() + i * rowBytes, rng);
+    for (Runtime *rt : runtimes)
+      rt->writeWindow(id, position, n, rows.data());
+    for (std::int64_t t = 0; t < n; ++t)
+      tokens[id][position + t].assign(rows.begin() + t * layers * rowBytes,
+                                      rows.begin() + (t + 1) * layers * rowBytes);
+    count[id] = position + n;
+  }
+};
+
+} // namespace
+
+TEST_CASE("sliding window: each lane attends to its request's ring on every backend",
+          "[runtime][backends][window]") {
+  // test/unit/steps/window_step.mlir: V4.1 rows, a 16-token window in rings
+  // of 18, two layers. On CUDA the same session also runs as CUDA graphs,
+  // which must give the same bits.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string step = dhs::test::compiledStepsDir() + "/window";
+  if (!compiledOrSkip(step))
+    return;
+  const std::uint64_t seed = dhs::test::freshSeed() + 160;
+  INFO("DHS_TEST_SEED=" << seed - 160);
+  std::mt19937_64 rng(seed);
+  RuntimeConfig config = dhs::test::testConfig(2, 1, backend, /*draftWindow=*/0, /*floor=*/0, 4096);
+  std::vector<std::unique_ptr<Runtime>> owned;
+  owned.push_back(std::make_unique<Runtime>(config));
+  if (backend == BackendKind::Cuda) {
+    config.cudaGraphs = true;
+    owned.push_back(std::make_unique<Runtime>(config));
+  }
+  const std::vector<Runtime *> all = pointers(owned);
+  for (Runtime *rt : all)
+    rt->loadStep(step);
+  Runtime &rt = *all.front();
+  const ProblemShape s = rt.shape(); // B=2 Q=3 H=4 K=32, W=16 in rings of 18
+  REQUIRE(s.windowSize == 16);
+  REQUIRE(s.windowRing == 18);
+  const std::int64_t L = 2, rowBytes = 528, R = 18;
+  WindowModel model{static_cast<std::int32_t>(L), rowBytes, {}, {}};
+  // Request 7: 100 compressed entries, 400 raw tokens (its ring wrapped
+  // many times); request 9: 60 entries, 10 raw tokens (fewer than the
+  // window).
+  std::map<std::uint64_t, std::vector<std::uint8_t>> history;
+  for (auto [id, n] : {std::pair<std::uint64_t, std::int64_t>{7, 100}, {9, 60}}) {
+    std::vector<std::uint8_t> &prefill = history[id];
+    prefill.resize(static_cast<std::size_t>(L * n * rowBytes));
+    for (std::int64_t i = 0; i < L * n; ++i)
+      fillRandomRow(RowFormat::V41Fp8, prefill.data() + i * rowBytes, rng);
+    for (Runtime *r : all)
+      r->admit(id, n, 200, prefill.data());
+  }
+  for (std::int64_t p = 0; p < 400; p += 16)
+    model.write(all, 7, p, 16, rng);
+  model.write(all, 9, 0, 10, rng);
+
+  std::vector<std::uint64_t> batch = {7, 9};
+  const std::int64_t perLane = s.queries * s.topk;
+  const std::int64_t qPerLayer = 2 * s.queries * s.heads * s.qkDim;
+  const std::int64_t oPerLayer = 2 * s.queries * s.heads * s.vDim;
+  auto runAndCheck = [&]() {
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(L * 2 * perLane));
+    for (std::int64_t g = 0; g < L; ++g)
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t i = 0; i < perLane; ++i)
+          rows[static_cast<std::size_t>((g * 2 + b) * perLane + i)] =
+              rng() % 8 == 0 ? -1
+                             : static_cast<std::int32_t>(
+                                   rng() % static_cast<std::uint64_t>(rt.historyLen(batch[b])));
+    std::vector<bf16_t> q(static_cast<std::size_t>(L * qPerLayer));
+    dhs::test::fillRandom(rng, q.data(), q.size());
+    std::vector<std::vector<bf16_t>> out(
+        all.size(), std::vector<bf16_t>(static_cast<std::size_t>(L * oPerLayer)));
+    for (std::size_t i = 0; i < all.size(); ++i)
+      all[i]->step(batch.data(), 2, rows.data(), q.data(), out[i].data());
+    for (std::size_t i = 1; i < all.size(); ++i)
+      CHECK(countBitDifferences(out[0], out[i]) == 0);
+    // The oracle: each layer's problem assembled here from the rows and
+    // tokens written (every selection read from the host store).
+    for (std::int64_t l = 0; l < L; ++l) {
+      SparseAttentionProblem p;
+      p.shape = s;
+      p.shape.layer = 0;
+      p.shape.layers = 1;
+      p.shape.rowElems = rowBytes / 2;
+      p.shape.hbmSlots = 0;
+      std::vector<std::uint8_t> store;
+      for (std::int64_t b = 0; b < 2; ++b) {
+        const std::vector<std::uint8_t> &h = history[batch[b]];
+        const std::int64_t n = rt.historyLen(batch[b]);
+        p.historyStart.push_back(static_cast<std::int64_t>(store.size()) / rowBytes);
+        p.historyLen.push_back(static_cast<std::int32_t>(n));
+        store.insert(store.end(), h.begin() + l * n * rowBytes, h.begin() + (l + 1) * n * rowBytes);
+      }
+      p.shape.hostRows = static_cast<std::int64_t>(store.size()) / rowBytes;
+      p.hostStore.resize(store.size() / 2);
+      std::memcpy(p.hostStore.data(), store.data(), store.size());
+      p.rowIds.assign(rows.begin() + l * 2 * perLane, rows.begin() + (l + 1) * 2 * perLane);
+      p.slots.assign(p.rowIds.size(), -1);
+      p.queries.assign(q.begin() + l * qPerLayer, q.begin() + (l + 1) * qPerLayer);
+      p.windowRing.assign(static_cast<std::size_t>(2 * R * rowBytes / 2), 0);
+      for (std::int64_t b = 0; b < 2; ++b) {
+        const std::int64_t tokens = model.count[batch[b]];
+        p.windowTokens.push_back(static_cast<std::int32_t>(tokens));
+        for (std::int64_t t = std::max<std::int64_t>(0, tokens - R); t < tokens; ++t)
+          std::memcpy(reinterpret_cast<std::uint8_t *>(p.windowRing.data()) +
+                          (b * R + t % R) * rowBytes,
+                      model.tokens[batch[b]][t].data() + l * rowBytes, rowBytes);
+      }
+      const std::vector<bf16_t> expected = CpuAttention(CpuPrecision::Float).run(p);
+      const std::vector<bf16_t> actual(out[0].begin() + l * oPerLayer,
+                                       out[0].begin() + (l + 1) * oPerLayer);
+      INFO("layer " << l);
+      dhs::test::expectMatchesOracle(actual, expected, backend == BackendKind::Cuda);
+    }
+  };
+  runAndCheck();
+  for (int round = 0; round < 6; ++round) {
+    for (std::uint64_t id : batch) {
+      std::vector<std::uint8_t> token(static_cast<std::size_t>(L * rowBytes));
+      for (std::int64_t l = 0; l < L; ++l)
+        fillRandomRow(RowFormat::V41Fp8, token.data() + l * rowBytes, rng);
+      for (Runtime *r : all)
+        r->append(id, token.data());
+      for (std::int64_t l = 0; l < L; ++l) {
+        std::vector<std::uint8_t> &h = history[id];
+        const std::int64_t n = rt.historyLen(id) - 1;
+        h.insert(h.begin() + l * (n + 1) * rowBytes + n * rowBytes, token.begin() + l * rowBytes,
+                 token.begin() + (l + 1) * rowBytes);
+      }
+      model.write(all, id, model.count[id], 1, rng);
+    }
+    runAndCheck();
+  }
+  if (all.size() > 1)
+    CHECK(all[1]->stats().graphReplays > 0);
+
+  // Rolling back past what the ring still holds is caught at the next step.
+  const std::int64_t end = model.count[7];
+  model.write(all, 7, end - 5, 1, rng); // end - 4 tokens: end - 22 .. end - 19 were overwritten
+  CHECK_THROWS_WITH(
+      rt.step(batch.data(), 2, nullptr, nullptr, nullptr),
+      Catch::Contains("request 7's sliding window lacks raw token " + std::to_string(end - 22)));
+  CHECK_FALSE(rt.inStep());
+  for (Runtime *r : all)
+    if (r != &rt)
+      CHECK_THROWS_AS(r->step(batch.data(), 2, nullptr, nullptr, nullptr), InputError);
+  model.write(all, 7, end - 22, 18, rng); // the whole window again
+  runAndCheck();
+  // Bad writes.
+  std::vector<std::uint8_t> many(static_cast<std::size_t>(19 * L * rowBytes), 0);
+  CHECK_THROWS_WITH(rt.writeWindow(7, 0, 19, many.data()),
+                    Catch::Contains("a window ring holds 1 to 18"));
+  CHECK_THROWS_AS(rt.writeWindow(7, 0, 1, nullptr), InputError);
+  CHECK_THROWS_AS(rt.writeWindow(7, -1, 1, many.data()), InputError);
+  CHECK_THROWS_AS(rt.writeWindow(42, 0, 1, many.data()), UnknownRequestError);
+  for (Runtime *r : all)
+    r->checkInvariants();
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA-only features
+//===----------------------------------------------------------------------===//
+
+TEST_CASE("CUDA graphs: a replayed step gives the bits of the launched one",
+          "[cuda][gpu][runtime]") {
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 540;
+  INFO("DHS_TEST_SEED=" << seed - 540);
+  const std::int32_t G = 2, layers = 4;
+  const std::string missing = groupStepsUnavailable(G);
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
+  if (!dhs::test::gpuOrSkip())
+    return;
+  if (!cuda.graphsAvailable()) {
+    WARN("SKIPPED: " << cuda.graphsUnavailableReason());
+    return;
+  }
+  RuntimeConfig config = sessionConfig(layers, G);
+  config.backend = BackendKind::Cuda;
+  Runtime plain(config);
+  config.cudaGraphs = true;
+  Runtime graphed(config);
+  plain.loadSteps(dhs::test::groupSteps(G));
+  graphed.loadSteps(dhs::test::groupSteps(G));
+  REQUIRE(graphed.cudaGraphs());
+  REQUIRE_FALSE(plain.cudaGraphs());
+  std::mt19937_64 rng(seed);
+  Shadow shadow(layers, RowFormat::MlaFp8);
+  int steps = 0;
+  // Both match the oracle within tolerance; a graph replays the launched
+  // kernels, so the two agree bit for bit.
+  session({&plain, &graphed}, shadow, rng, 12, [&](const auto &outputs) {
+    ++steps;
+    REQUIRE(countBitDifferences(outputs[0], outputs[1]) == 0);
+  });
+  const std::int64_t perLane = plain.shape().queries * plain.shape().topk;
+  const ProblemShape &s = graphed.shape();
+  std::vector<std::uint64_t> batch = {23, 21};
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(2 * 2 * perLane));
+  for (std::int32_t &r : rows)
+    r = static_cast<std::int32_t>(rng() % 500);
+  std::vector<bf16_t> q(static_cast<std::size_t>(layers * 2 * s.queries * s.heads * s.qkDim));
+  dhs::test::fillRandom(rng, q.data(), q.size());
+  std::vector<bf16_t> a(static_cast<std::size_t>(layers * 2 * s.queries * s.heads * s.vDim)),
+      b(a.size()), c(a.size());
+  // One capture, then replays: the shapes never changed.
+  CHECK(graphed.stats().graphCaptures == 1);
+  CHECK(graphed.stats().graphReplays == static_cast<std::uint64_t>(steps - 1));
+  CHECK(plain.stats().graphCaptures + plain.stats().graphReplays == 0);
+  graphed.checkInvariants();
+
+  // A smaller batch is captured again; turning graphs off and on works
+  // between steps, not during one.
+  plain.step(batch.data(), 2, rows.data(), q.data(), a.data());
+  graphed.step(batch.data(), 2, rows.data(), q.data(), b.data());
+  CHECK(graphed.stats().graphCaptures == 2);
+  CHECK(countBitDifferences(a, b) == 0);
+  graphed.beginStep(batch.data(), 2);
+  CHECK_THROWS_AS(graphed.setCudaGraphs(false), StateError);
+  graphed.abortStep();
+  graphed.setCudaGraphs(false);
+  graphed.step(batch.data(), 2, rows.data(), q.data(), c.data());
+  CHECK(countBitDifferences(b, c) == 0);
+  graphed.setCudaGraphs(true);
+  graphed.step(batch.data(), 2, rows.data(), q.data(), c.data());
+  CHECK(countBitDifferences(b, c) == 0);
+  CHECK(graphed.stats().graphCaptures == 3);
+  // A rejected step (a row outside its history, found by the host checks)
+  // leaves the graph usable.
+  std::vector<std::int32_t> bad = rows;
+  bad[0] = 1 << 20;
+  CHECK_THROWS_AS(graphed.step(batch.data(), 2, bad.data(), q.data(), c.data()), OutOfRangeError);
+  graphed.step(batch.data(), 2, rows.data(), q.data(), c.data());
+  CHECK(countBitDifferences(b, c) == 0);
+  CHECK(graphed.stats().graphReplays >= static_cast<std::uint64_t>(steps));
+  graphed.checkInvariants();
+}
+
+TEST_CASE("selections in device memory: resolved on the GPU, booked after the step",
+          "[cuda][gpu][runtime]") {
+  // FP8 layer groups of 4 whose steps resolve on the device (dhs.resolve
+  // through the residency maps kept by the placement kernel). The engine's
+  // selections stay in device memory; the CPU runtime gets them in host
+  // memory. Same rows, same promotions, outputs within tolerance of the
+  // oracle and equal bits as graphs and without per-step checks.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 550;
+  INFO("DHS_TEST_SEED=" << seed - 550);
+  const std::string placement = placementStep();
+  const std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
+  if (!dhs::test::gpuOrSkip())
+    return;
+  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
+  const std::int32_t layers = 8;
+  RuntimeConfig config = sessionConfig(layers, 4);
+  config.backend = BackendKind::Cpu;
+  Runtime cpu(config);
+  cpu.loadSteps(resolved); // the CPU runs the attention, the host resolves
+  config.backend = BackendKind::Cuda;
+  Runtime gpu(config), plain(config);
+  gpu.loadSteps(resolved);
+  plain.loadSteps(dhs::test::groupSteps(4));
+  // Device selections need the maps (a placement step) and a resolving step.
+  {
+    std::vector<std::uint64_t> none;
+    gpu.beginStep(none.data(), 0);
+    CHECK_THROWS_WITH(gpu.selectGroup(0, nullptr, MemorySpace::Device),
+                      Catch::Contains("load a placement step"));
+    gpu.abortStep();
+    plain.loadPlacementStep(placement);
+    plain.beginStep(none.data(), 0);
+    CHECK_THROWS_WITH(plain.selectGroup(0, nullptr, MemorySpace::Device),
+                      Catch::Contains("need a step that resolves them on the device"));
+    plain.abortStep();
+  }
+  gpu.loadPlacementStep(placement);
+  // The same with every step replayed as a CUDA graph.
+  config.cudaGraphs = true;
+  Runtime graphed(config);
+  graphed.loadSteps(resolved);
+  graphed.loadPlacementStep(placement);
+  // And without the per-step checks, which download the selections: each
+  // group is booked from its log while the later layers run.
+  config.cudaGraphs = false;
+  config.checkInvariants = false;
+  Runtime unchecked(config);
+  unchecked.loadSteps(resolved);
+  unchecked.loadPlacementStep(placement);
+  std::mt19937_64 rng(seed);
+  Shadow shadow(layers, RowFormat::MlaFp8);
+  std::size_t differing = 0;
+  const double worst = session({&cpu, &gpu, &graphed, &unchecked}, shadow, rng, 16,
+                               [&](const auto &outputs) {
+                                 differing += countBitDifferences(outputs[1], outputs[2]);
+                                 differing += countBitDifferences(outputs[1], outputs[3]);
+                               },
+                               {false, true, true, true});
+  CHECK(differing == 0);
+  CHECK(graphed.stats().graphReplays > 0);
+  for (Runtime *rt : {&gpu, &graphed, &unchecked})
+    dhs::test::expectSameResidency(cpu, *rt);
+  cpu.checkInvariants();
+  gpu.checkInvariants();
+  graphed.checkInvariants();
+  unchecked.checkInvariants(); // the device replacement state included
+
+  // A bad row id among device selections: the step fails at its end with the
+  // host path's message, nothing is promoted, the runtime goes on.
+  const RuntimeStats before = gpu.stats();
+  std::vector<std::uint64_t> batch = {21, 22};
+  const std::int64_t perLane = gpu.shape().queries * gpu.shape().topk;
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(2 * 2 * perLane), 0);
+  rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 1 << 20; // group 1, lane 1
+  cuda_detail::DeviceBuffer deviceRows(rows.size() * 4, "selections");
+  cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
+  std::vector<bf16_t> q(
+      static_cast<std::size_t>(layers * 2 * gpu.shape().queries * gpu.shape().heads * 576)),
+      out(static_cast<std::size_t>(layers * 2 * gpu.shape().queries * gpu.shape().heads * 512));
+  dhs::test::fillRandom(rng, q.data(), q.size());
+  const auto *selections = reinterpret_cast<const std::int32_t *>(deviceRows.get());
+  CHECK_THROWS_WITH(gpu.step(batch.data(), 2, selections, q.data(), out.data(), MemorySpace::Host,
+                             MemorySpace::Device),
+                    Catch::Contains("row id 1048576 at [lane 1, query 0, k 3] of layer group 1 "
+                                    "is outside request 22's history"));
+  CHECK_FALSE(gpu.inStep());
+  CHECK(gpu.stats().steps == before.steps);
+  CHECK(gpu.stats().totals.promoted == before.totals.promoted);
+  gpu.checkInvariants();
+  // The same without checks: the groups were booked before the kernels'
+  // status showed the bad id; the step still fails whole, and the device
+  // state goes back to the controller's.
+  const RuntimeStats uncheckedBefore = unchecked.stats();
+  CHECK_THROWS_WITH(unchecked.step(batch.data(), 2, selections, q.data(), out.data(),
+                                   MemorySpace::Host, MemorySpace::Device),
+                    Catch::Contains("row id 1048576 at [lane 1, query 0, k 3] of layer group 1 "
+                                    "is outside request 22's history"));
+  CHECK(unchecked.stats().steps == uncheckedBefore.steps);
+  CHECK(unchecked.stats().totals.promoted == uncheckedBefore.totals.promoted);
+  unchecked.checkInvariants();
+  rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 0;
+  cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
+  gpu.step(batch.data(), 2, selections, q.data(), out.data(), MemorySpace::Host,
+           MemorySpace::Device);
+  CHECK(gpu.stats().steps == before.steps + 1);
+  unchecked.step(batch.data(), 2, selections, q.data(), out.data(), MemorySpace::Host,
+                 MemorySpace::Device);
+  CHECK(unchecked.stats().steps == uncheckedBefore.steps + 1);
+  unchecked.checkInvariants();
+  WARN("device selections, FP8 layer groups of 4: 16 steps x 8 layers, worst relative error "
+       << worst << ", same promotions as the CPU, device maps match; a bad row id fails the "
+       << "step cleanly");
+}
