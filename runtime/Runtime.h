@@ -299,6 +299,9 @@ private:
   /// Loads the manifest of a step the tiers run beside the attention steps
   /// (draft rings, placement), with its PTX where the tiers run kernels.
   Manifest loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const;
+  /// Throws StateError unless an auxiliary step of `kind` (not `loaded` yet)
+  /// may be loaded now; `what` names the call.
+  void requireAuxiliaryLoad(const char *what, const char *kind, bool loaded) const;
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const StepLog &log);

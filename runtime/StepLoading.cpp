@@ -340,6 +340,14 @@ Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
   return parts;
 }
 
+void Runtime::requireAuxiliaryLoad(const char *what, const char *kind, bool loaded) const {
+  requireStep(what);
+  if (inStep_)
+    throw StateError(std::string("cannot load a ") + kind + " during a step");
+  if (loaded)
+    throw StateError(std::string("a ") + kind + " is already loaded");
+}
+
 Manifest Runtime::loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const {
   requireStep(what);
   ManifestLoadOptions options;
@@ -352,11 +360,7 @@ void Runtime::loadDraftStep(const std::string &stepDirectory) {
 }
 
 void Runtime::loadDraftStep(const Manifest &manifest) {
-  requireStep("load draft step");
-  if (inStep_)
-    throw StateError("cannot load a draft-ring step during a step");
-  if (draftStepLoaded_)
-    throw StateError("a draft-ring step is already loaded");
+  requireAuxiliaryLoad("load draft step", "draft-ring step", draftStepLoaded_);
   if (layout_.draftWindow <= 0)
     throw Error("the runtime has no draft rings (draft_window is 0): configure draft_window "
                 "to use the draft-ring step " +
@@ -385,11 +389,7 @@ void Runtime::loadPlacementStep(const std::string &stepDirectory) {
 }
 
 void Runtime::loadPlacementStep(const Manifest &manifest) {
-  requireStep("load placement step");
-  if (inStep_)
-    throw StateError("cannot load a placement step during a step");
-  if (placementStepLoaded_)
-    throw StateError("a placement step is already loaded");
+  requireAuxiliaryLoad("load placement step", "placement step", placementStepLoaded_);
   if (manifest.launches.size() != 1 || manifest.launches[0].op != "place_rows")
     throw Error("the step " + manifest.directory +
                 " is not a placement step (one dhs.place_rows launch)");

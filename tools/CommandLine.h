@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -45,17 +46,25 @@ inline double parseDouble(const std::string &text, const std::string &option) {
   return value;
 }
 
+/// The largest int32, the bound of most integer options.
+inline constexpr std::int64_t kMaxInt32 = 2147483647;
+
 /// Walks a command line: options as "--name value" or "--name=value", other
-/// arguments as they are.
+/// arguments as they are; -h and --help print `usage` and exit.
 class ArgumentReader {
 public:
-  ArgumentReader(int argc, char **argv) : argc_(argc), argv_(argv) {}
+  ArgumentReader(int argc, char **argv, const char *usage)
+      : argc_(argc), argv_(argv), usage_(usage) {}
 
   /// Moves to the next argument; false past the last.
   bool next() {
     if (++index_ >= argc_)
       return false;
     arg_ = argv_[index_];
+    if (arg_ == "-h" || arg_ == "--help") {
+      std::fputs(usage_, stdout);
+      std::exit(0);
+    }
     inlineValue_.reset();
     const std::size_t eq = arg_.find('=');
     if (arg_.rfind("--", 0) == 0 && eq != std::string::npos) {
@@ -83,6 +92,7 @@ public:
 private:
   int argc_;
   char **argv_;
+  const char *usage_;
   int index_ = 0;
   std::string arg_;
   std::optional<std::string> inlineValue_;

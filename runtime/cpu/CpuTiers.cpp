@@ -293,11 +293,7 @@ Tiers makeCpuTiers(const TierLayout &layout, unsigned threads) {
   auto storage = std::make_unique<CpuStorage>(layout);
   auto rings = std::make_unique<CpuRings>(layout);
   auto runner = std::make_unique<CpuStepRunner>(layout, *storage, *rings, threads);
-  Tiers tiers;
-  tiers.storage = std::move(storage);
-  tiers.rings = std::move(rings);
-  tiers.runner = std::move(runner);
-  return tiers;
+  return Tiers{std::move(storage), std::move(rings), std::move(runner)};
 }
 
 } // namespace dhs::runtime

@@ -63,14 +63,7 @@ void CudaRings::allocateDraftRings(std::int32_t index) {
   drafts_[index] = std::move(rings);
 }
 
-void CudaRings::freeDraftRings(std::int32_t index) {
-  auto it = drafts_.find(index);
-  if (it == drafts_.end())
-    return;
-  queue_->makeCurrent();
-  queue_->quiesce(); // nothing in flight may still use the rings
-  drafts_.erase(it);
-}
+void CudaRings::freeDraftRings(std::int32_t index) { release(drafts_, index); }
 
 void CudaRings::allocateWindowRings(std::int32_t index) {
   const CudaDriver &cuda = driver();
@@ -82,14 +75,7 @@ void CudaRings::allocateWindowRings(std::int32_t index) {
   windows_[index] = std::move(ring);
 }
 
-void CudaRings::freeWindowRings(std::int32_t index) {
-  auto it = windows_.find(index);
-  if (it == windows_.end())
-    return;
-  queue_->makeCurrent();
-  queue_->quiesce(); // nothing in flight may still read the rings
-  windows_.erase(it);
-}
+void CudaRings::freeWindowRings(std::int32_t index) { release(windows_, index); }
 
 void CudaRings::writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
                             const std::uint8_t *tokens) {

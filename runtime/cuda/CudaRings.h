@@ -81,6 +81,16 @@ private:
   void draftRead(DraftStep &d, std::int64_t end);
   /// Waits for the draft work and checks its status word.
   void endDraft(DraftStep &d, const char *what);
+  /// Frees request index `index`'s rings in `rings` (none: no effect) once
+  /// nothing in flight may still use them.
+  template <typename Rings> void release(Rings &rings, std::int32_t index) {
+    auto it = rings.find(index);
+    if (it == rings.end())
+      return;
+    queue_->makeCurrent();
+    queue_->quiesce();
+    rings.erase(it);
+  }
   /// Throws CapacityError unless `bytes` (and 16 MiB to spare) fit the
   /// device's free memory.
   void requireFree(std::size_t bytes, const char *what) const;

@@ -52,11 +52,7 @@ Tiers makeCudaTiers(const TierLayout &layout, const std::vector<const Manifest *
   auto rings = std::make_unique<CudaRings>(layout, queue);
   auto runner = std::make_unique<CudaStepRunner>(layout, queue, std::move(steps), manifest,
                                                  resolveLaunches, *storage, *rings);
-  Tiers tiers;
-  tiers.storage = std::move(storage);
-  tiers.rings = std::move(rings);
-  tiers.runner = std::move(runner);
-  return tiers;
+  return Tiers{std::move(storage), std::move(rings), std::move(runner)};
 }
 
 } // namespace dhs::runtime

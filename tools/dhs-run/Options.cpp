@@ -6,7 +6,6 @@
 #include "tools/CommandLine.h"
 
 #include <cstdlib>
-#include <iostream>
 #include <limits>
 
 #ifndef DHS_DEFAULT_STEP
@@ -101,14 +100,10 @@ double parseFraction(const std::string &text, const std::string &option) {
 
 Options parseOptions(int argc, char **argv) {
   Options o;
-  const std::int64_t maxInt = std::numeric_limits<std::int32_t>::max();
-  ArgumentReader args(argc, argv);
+  ArgumentReader args(argc, argv, kUsage);
   while (args.next()) {
     const std::string arg = args.arg();
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--backend") {
+    if (arg == "--backend") {
       o.backend = args.value();
       if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
         throw UsageError("--backend must be auto, cpu or cuda, not '" + o.backend + "'");
@@ -118,15 +113,15 @@ Options parseOptions(int argc, char **argv) {
     } else if (arg == "--resident") {
       o.residency = parseFractions(args.value(), arg);
     } else if (arg == "--history-rows") {
-      o.historyRows = args.integer(1, maxInt);
+      o.historyRows = args.integer(1, kMaxInt32);
     } else if (arg == "--unused") {
       o.unused = parseFraction(args.value(), arg);
     } else if (arg == "--overlap") {
       o.overlap = parseFraction(args.value(), arg);
     } else if (arg == "--hbm-slots") {
-      o.hbmSlots = args.integer(0, maxInt);
+      o.hbmSlots = args.integer(0, kMaxInt32);
     } else if (arg == "--host-rows") {
-      o.hostRows = args.integer(0, maxInt);
+      o.hostRows = args.integer(0, kMaxInt32);
     } else if (arg == "--repeat") {
       o.repeat = static_cast<int>(args.integer(0, 1000000));
     } else if (arg == "--warmup") {

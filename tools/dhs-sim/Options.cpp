@@ -5,7 +5,6 @@
 #include "tools/CommandLine.h"
 
 #include <cstdlib>
-#include <iostream>
 #include <limits>
 
 namespace dhs::tools::sim {
@@ -77,16 +76,12 @@ Replacement parseReplacement(const std::string &text, const std::string &option)
 
 Options parseOptions(int argc, char **argv) {
   Options o;
-  const std::int64_t maxInt = std::numeric_limits<std::int32_t>::max();
-  ArgumentReader args(argc, argv);
+  ArgumentReader args(argc, argv, kUsage);
   while (args.next()) {
     const std::string arg = args.arg();
     auto next = [&] { return args.value(); };
     auto integer = [&](std::int64_t min, std::int64_t max) { return args.integer(min, max); };
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--trace") {
+    if (arg == "--trace") {
       o.trace = next();
     } else if (arg == "--write-trace") {
       o.writeTrace = next();
@@ -95,7 +90,7 @@ Options parseOptions(int argc, char **argv) {
     } else if (arg == "--seed") {
       o.seed = static_cast<std::uint64_t>(integer(0, std::numeric_limits<std::int64_t>::max()));
     } else if (arg == "--topk") {
-      o.drr.topk = static_cast<std::int32_t>(integer(1, maxInt));
+      o.drr.topk = static_cast<std::int32_t>(integer(1, kMaxInt32));
     } else if (arg == "--queries") {
       o.queries = static_cast<std::int32_t>(integer(1, 64));
     } else if (arg == "--f") {
@@ -109,9 +104,9 @@ Options parseOptions(int argc, char **argv) {
     } else if (arg == "--lambda") {
       o.drr.lambda = parseDouble(next(), arg);
     } else if (arg == "--sinks") {
-      o.drr.sinks = static_cast<std::int32_t>(integer(0, maxInt));
+      o.drr.sinks = static_cast<std::int32_t>(integer(0, kMaxInt32));
     } else if (arg == "--window") {
-      o.drr.window = static_cast<std::int32_t>(integer(0, maxInt));
+      o.drr.window = static_cast<std::int32_t>(integer(0, kMaxInt32));
     } else if (arg == "--context-scaling") {
       o.drr.contextScaling = true;
     } else if (arg == "--low") {
@@ -119,27 +114,27 @@ Options parseOptions(int argc, char **argv) {
     } else if (arg == "--high") {
       o.high = static_cast<std::int32_t>(integer(1, 100000));
     } else if (arg == "--arrive-at") {
-      o.arriveAt = integer(0, maxInt);
+      o.arriveAt = integer(0, kMaxInt32);
     } else if (arg == "--depart-at") {
-      o.departAt = integer(0, maxInt);
+      o.departAt = integer(0, kMaxInt32);
     } else if (arg == "--ramp") {
-      o.ramp = integer(1, maxInt);
+      o.ramp = integer(1, kMaxInt32);
     } else if (arg == "--steps") {
-      o.steps = integer(1, maxInt);
+      o.steps = integer(1, kMaxInt32);
     } else if (arg == "--context") {
-      o.context = integer(0, maxInt / 2);
+      o.context = integer(0, kMaxInt32 / 2);
     } else if (arg == "--warmup") {
-      o.warmup = integer(0, maxInt);
+      o.warmup = integer(0, kMaxInt32);
     } else if (arg == "--hbm-slots") {
-      o.hbmSlots = integer(0, maxInt);
+      o.hbmSlots = integer(0, kMaxInt32);
     } else if (arg == "--newest") {
-      o.newest = static_cast<std::int32_t>(integer(0, maxInt));
+      o.newest = static_cast<std::int32_t>(integer(0, kMaxInt32));
     } else if (arg == "--draft") {
-      o.draft = static_cast<std::int32_t>(integer(0, maxInt));
+      o.draft = static_cast<std::int32_t>(integer(0, kMaxInt32));
     } else if (arg == "--floor") {
-      o.floor = static_cast<std::int32_t>(integer(0, maxInt));
+      o.floor = static_cast<std::int32_t>(integer(0, kMaxInt32));
     } else if (arg == "--fixed-buffer") {
-      o.fixedBuffer = static_cast<std::int32_t>(integer(0, maxInt));
+      o.fixedBuffer = static_cast<std::int32_t>(integer(0, kMaxInt32));
     } else if (arg == "--adaptive-replacement") {
       o.adaptiveReplacement = parseReplacement(next(), arg);
     } else if (arg == "--fixed-replacement") {
@@ -153,7 +148,7 @@ Options parseOptions(int argc, char **argv) {
     } else if (arg == "--row-bytes") {
       o.rowBytes = integer(1, 1 << 20);
     } else if (arg == "--every") {
-      o.every = integer(1, maxInt);
+      o.every = integer(1, kMaxInt32);
     } else if (arg == "--no-calibration") {
       o.calibration = false;
     } else if (arg == "--calibration-only") {

@@ -413,6 +413,14 @@ PhaseSummary summarize(const Policy &p, std::int64_t begin, std::int64_t end, do
   return s;
 }
 
+/// Opens a trace file; throws Error when it cannot be read.
+std::ifstream openTrace(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error("cannot read " + path);
+  return in;
+}
+
 int run(const Options &o) {
   std::printf("dhs-sim: DRR f=%.2f q=%.2f gamma=%.2f r=%.2f sinks=%d window=%d lambda=%.0f%s, "
               "K=%d, Q=%d, seed %llu\n",
@@ -448,9 +456,7 @@ int run(const Options &o) {
   if (!o.trace.empty()) {
     // A first pass sizes the host store and the request table: every
     // admitted request's range at once, at most.
-    std::ifstream in(o.trace);
-    if (!in)
-      throw Error("cannot read " + o.trace);
+    std::ifstream in = openTrace(o.trace);
     TraceReader reader(in, o.trace);
     TraceEvent event;
     hostRows = 1;
@@ -508,9 +514,7 @@ int run(const Options &o) {
   };
 
   if (!o.trace.empty()) {
-    std::ifstream in(o.trace);
-    if (!in)
-      throw Error("cannot read " + o.trace);
+    std::ifstream in = openTrace(o.trace);
     TraceReader reader(in, o.trace);
     TraceEvent event;
     while (reader.next(event)) {
