@@ -36,6 +36,58 @@ std::string outputPosition(const ProblemShape &s, std::size_t index) {
          std::to_string(h) + ", v " + std::to_string(v) + "]";
 }
 
+/// The flattened memref descriptors of `launch` over `buffers` (`step`
+/// names the step in errors).
+KernelParams kernelParams(const Launch &launch, const CudaStepBuffers &buffers,
+                          const std::string &step) {
+  KernelParams params;
+  for (const LaunchParam &param : launch.params) {
+    std::vector<std::int64_t> sizes = param.shape;
+    switch (param.source) {
+    case ParamSource::Argument:
+      params.addMemref(buffers.arguments.at(static_cast<std::size_t>(param.argumentIndex)), sizes);
+      break;
+    case ParamSource::PoolHbm:
+      sizes[0] = buffers.hbmSlots;
+      params.addMemref(buffers.hbm, sizes);
+      break;
+    case ParamSource::PoolHost:
+      sizes[0] = buffers.hostRows;
+      params.addMemref(buffers.host, sizes);
+      break;
+    case ParamSource::PoolMap:
+      if (!buffers.map)
+        throw Error("step '" + step + "' needs the pool's residency map but none was given");
+      sizes[0] = buffers.hostRows;
+      params.addMemref(buffers.map, sizes);
+      break;
+    case ParamSource::PoolRecency:
+      if (!buffers.recency)
+        throw Error("step '" + step + "' needs the pool's replacement state but none was given");
+      sizes[0] = buffers.hbmSlots;
+      params.addMemref(buffers.recency, sizes);
+      break;
+    case ParamSource::PoolLog:
+      // An empty log (no address needed) records nothing.
+      if (!buffers.log && buffers.logWords > 0)
+        throw Error("step '" + step + "' was given a step log without memory");
+      sizes[0] = buffers.logWords;
+      params.addMemref(buffers.log, sizes);
+      break;
+    case ParamSource::Status:
+      params.addMemref(buffers.status, sizes);
+      break;
+    case ParamSource::Scratch:
+      if (!buffers.arena)
+        throw Error("step '" + step + "' needs a staging arena but none was given");
+      params.addMemref(buffers.arena + static_cast<CUdeviceptr>(param.offset), sizes);
+      break;
+    }
+  }
+  params.finish();
+  return params;
+}
+
 } // namespace
 
 /// Everything the backend holds; members are destroyed in reverse order, so
@@ -190,54 +242,7 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
                 std::to_string(st.manifest.launches.size()));
   for (std::size_t i = first; i < first + count; ++i) {
     const Launch &launch = st.manifest.launches[i];
-    KernelParams params;
-    for (const LaunchParam &param : launch.params) {
-      std::vector<std::int64_t> sizes = param.shape;
-      switch (param.source) {
-      case ParamSource::Argument:
-        params.addMemref(buffers.arguments.at(static_cast<std::size_t>(param.argumentIndex)),
-                         sizes);
-        break;
-      case ParamSource::PoolHbm:
-        sizes[0] = buffers.hbmSlots;
-        params.addMemref(buffers.hbm, sizes);
-        break;
-      case ParamSource::PoolHost:
-        sizes[0] = buffers.hostRows;
-        params.addMemref(buffers.host, sizes);
-        break;
-      case ParamSource::PoolMap:
-        if (!buffers.map)
-          throw Error("step '" + st.manifest.step +
-                      "' needs the pool's residency map but none was given");
-        sizes[0] = buffers.hostRows;
-        params.addMemref(buffers.map, sizes);
-        break;
-      case ParamSource::PoolRecency:
-        if (!buffers.recency)
-          throw Error("step '" + st.manifest.step +
-                      "' needs the pool's replacement state but none was given");
-        sizes[0] = buffers.hbmSlots;
-        params.addMemref(buffers.recency, sizes);
-        break;
-      case ParamSource::PoolLog:
-        // An empty log (no address needed) records nothing.
-        if (!buffers.log && buffers.logWords > 0)
-          throw Error("step '" + st.manifest.step + "' was given a step log without memory");
-        sizes[0] = buffers.logWords;
-        params.addMemref(buffers.log, sizes);
-        break;
-      case ParamSource::Status:
-        params.addMemref(buffers.status, sizes);
-        break;
-      case ParamSource::Scratch:
-        if (!buffers.arena)
-          throw Error("step '" + st.manifest.step + "' needs a staging arena but none was given");
-        params.addMemref(buffers.arena + static_cast<CUdeviceptr>(param.offset), sizes);
-        break;
-      }
-    }
-    params.finish();
+    KernelParams params = kernelParams(launch, buffers, st.manifest.step);
     const bool injected = DHS_FAULT(Launch);
     cuda.check(injected ? CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
                         : cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1],
@@ -334,38 +339,24 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
     arena = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
                                            "the staging arena");
 
-  // Kernel parameters per launch.
+  // Kernel parameters per launch, over this problem's buffers.
+  CudaStepBuffers buffers;
+  for (const std::unique_ptr<DeviceBuffer> &buffer : argumentBuffers)
+    buffers.arguments.push_back(buffer ? buffer->get() : 0);
+  buffers.hbm = hbm.get();
+  buffers.hbmSlots = shape.hbmSlots;
+  buffers.host = host.device();
+  buffers.hostRows = shape.hostRows;
+  buffers.status = status.get();
+  buffers.arena = arena ? arena->get() : 0;
   std::vector<KernelParams> params(manifest.launches.size());
   for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
-    for (const LaunchParam &param : manifest.launches[i].params) {
-      std::vector<std::int64_t> sizes = param.shape;
-      switch (param.source) {
-      case ParamSource::Argument:
-        params[i].addMemref(argumentBuffers[static_cast<std::size_t>(param.argumentIndex)]->get(),
-                            sizes);
-        break;
-      case ParamSource::PoolHbm:
-        sizes[0] = shape.hbmSlots;
-        params[i].addMemref(hbm.get(), sizes);
-        break;
-      case ParamSource::PoolHost:
-        sizes[0] = shape.hostRows;
-        params[i].addMemref(host.device(), sizes);
-        break;
-      case ParamSource::PoolMap:
-      case ParamSource::PoolRecency:
-      case ParamSource::PoolLog:
+    for (const LaunchParam &param : manifest.launches[i].params)
+      if (param.source == ParamSource::PoolMap || param.source == ParamSource::PoolRecency ||
+          param.source == ParamSource::PoolLog)
         throw Error("step '" + manifest.step + "' uses a pool's residency state (" +
                     paramSourceName(param.source) + "), which one attention problem does not have");
-      case ParamSource::Status:
-        params[i].addMemref(status.get(), sizes);
-        break;
-      case ParamSource::Scratch:
-        params[i].addMemref(arena->get() + static_cast<CUdeviceptr>(param.offset), sizes);
-        break;
-      }
-    }
-    params[i].finish();
+    params[i] = kernelParams(manifest.launches[i], buffers, manifest.step);
   }
 
   Stream stream;
