@@ -3,30 +3,9 @@
 // The runtime a serving engine links: it owns the KV tiers of a model of L
 // layers in layer groups of G (one selection per group, IndexShare), admits
 // requests with their prefill KV, appends decode tokens, and runs decode
-// steps of a compiled step (manifest from dhs-compile) over a batch:
-//
-//   beginStep(request ids)          the batch (at most the step's B requests)
-//   selectGroup(g, row ids)         per group: selections -> slot map (host
-//                                   memory), or left on the device for the
-//                                   step's dhs.resolve (device memory)
-//   attendLayer(l, queries, out)    per layer: the step's sparse attention
-//   endStep()                       promotions, bookkeeping, checks
-//
-// or all of it at once with step(). Draft rings (RuntimeConfig::draftWindow
-// > 0): every admitted request gets, per layer group, a ring of W_draft
-// tokens x (G layers x row_bytes) in memory of its own (host memory on the
-// CPU, device memory on CUDA; never the KV pools), written with appendDraft
-// and read with readDraft; on CUDA only the kernels of a compiled draft-ring
-// step (loadDraftStep) touch it. Residency is decided by a
-// ResidencyController (see Residency.h) configured from the step's
-// dhs.residency spec when it has one, else from RuntimeConfig; the attention
-// is exact whatever is resident, so outputs never depend on residency.
-//
-// With checks on (RuntimeConfig::checkInvariants, on in the tests), every
-// layer's reads, every step's promotions and every request's rows are
-// checked against the host store and the controller (InvariantChecker.h).
-// The per-request ring bookkeeping is in RequestRings.h, step loading in
-// StepLoading.cpp; docs/runtime.md describes the whole.
+// steps of a compiled step over a batch (beginStep, selectGroup per group,
+// attendLayer per layer, endStep; or step()). docs/runtime.md describes the
+// objects and a step's life; step loading is in StepLoading.cpp.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,23 +1,9 @@
 //===- CudaRings.h - Draft and window rings on a CUDA device ----*- C++ -*-===//
 //
-// Internal to the CUDA tiers. Draft rings: per request and layer group a
-// device buffer [W_draft, G, row_bytes], allocated at admission, freed at
-// finish. Only compiler-generated kernels touch them: a loaded draft-ring step
-// (setDraftStep, e.g. examples/draft_ring_step.mlir) whose launches are
-// ring_index + copy_rows. Its memrefs are one batch of B rings; the ring of
-// the request is copied into lane 0 of a staging batch (cuMemcpyDtoDAsync),
-// the append pair (positions) or the read pair (ends) runs over the batch as
-// often as the step's block N / read window R require, and an append copies
-// lane 0 back. Other lanes are scratch. An append of count >= N rows runs
-// ceil(count / N) blocks, the last one overlapping its predecessor (rows
-// rewritten with the same bytes); count < N rows are completed to a block by
-// the ring's own rows just before `position`, read by the read pair first
-// and rewritten unchanged. Each draft call ends with a stream
-// synchronization and a check of the draft step's own status word.
-//
-// Window rings: per request a device buffer [pools][R][token], written with
-// plain copies, read by the attention steps (CudaStepRunner gathers a step's
-// lanes' rings).
+// Internal to the CUDA tiers: per request, draft rings (device buffers run
+// only by a loaded draft-ring step's ring_index + copy_rows kernels, a
+// request's ring staged in lane 0 of the step's batch) and window rings (read
+// by the attention steps). docs/runtime.md ("Rings") describes them.
 //
 //===----------------------------------------------------------------------===//
 

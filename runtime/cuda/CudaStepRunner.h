@@ -1,21 +1,10 @@
 //===- CudaStepRunner.h - Running decode steps on a CUDA device -*- C++ -*-===//
 //
-// Internal to the CUDA tiers. One set of device buffers for the step's memref
-// arguments, the status word, and pinned staging per layer for what is
-// uploaded or downloaded. A step is stream-ordered on the tiers' one stream:
-// per layer, the padded selections, slot map, history bounds and queries are
-// uploaded and the step's kernels launched; outputs are copied back;
-// promotions (CudaStorage) follow in the same stream, after the reads. The
-// only host synchronization is finishStep's (the status word and host
-// outputs), plus the waits of checks and of host-store writes between steps.
-//
-// Layer groups: when a pool holds a group's G layers, a compiled step reads
-// one fixed layer of the token (its kernels take the layer as a constant),
-// so the runner holds G loaded steps, one per layer index, and layer l runs
-// the step of index l % G. They share every buffer (same arguments).
-//
-// With CUDA graphs on (CudaGraph.h), attend() only stages its inputs on the
-// host; the whole step is launched by finishStep.
+// Internal to the CUDA tiers: runs a decode step's layers on the tiers' one
+// stream (per layer: uploads from pinned staging, the step's kernels over the
+// layer's pool, the output copy), takes selections in device memory, and
+// replays whole steps as CUDA graphs. A group pool runs from one loaded step
+// per layer index. docs/runtime.md ("The tiers") describes it.
 //
 //===----------------------------------------------------------------------===//
 

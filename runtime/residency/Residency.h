@@ -1,71 +1,11 @@
 //===- Residency.h - The residency controller of the KV hierarchy -*- C++ -*-===//
 //
-// Decides, every step, which KV rows are in HBM. Every row of an admitted
-// request is in the pinned host store (the backing store, never lost); HBM
-// holds a subset in slots. The unit is (request, layer group, token): all
-// layers of a group share one selection and one slot assignment (IndexShare),
-// so a token resident for a group is resident in every layer of it, and the
-// number of layers only scales bytes. Each group has its own slot space of
-// `hbmSlots` slots.
-//
-// Per request and group, HBM holds:
-//  - the protected working set, always resident: the newest W tokens
-//    (newestWindow) and a draft ring of W_draft slots (draftWindow, reserved
-//    at admission; the ring's content lives outside the pools, in the
-//    tiers' draft rings, see Runtime::appendDraft);
-//  - hot rows: recently selected rows, promoted after the step that fetched
-//    them. The first F (hotFloor) of a request's hot rows are guaranteed
-//    (no other request can take them); rows beyond the floor are optional.
-//
-// Policies (one controller, so benchmarks compare them in one binary):
-//  - Adaptive: optional rows of every request share all spare slots. The
-//    optional budget is hbmSlots - admitted * (W + W_draft + F): admission
-//    shrinks it and releases optional rows at once (within the admitting
-//    call) until they fit; finishing a request grows it again. Invariant:
-//    optional rows in use <= budget, which leaves enough free slots for every
-//    admitted request's protected set and floor, so protected placements and
-//    floor promotions never wait and an admitted request is never starved.
-//  - Fixed (HiSparse style): a fixed hot buffer of F slots per request and
-//    group, no sharing of spare memory (the optional budget is 0).
-//
-// Replacement (which hot row gives up its slot):
-//  - Clock (the default for Adaptive): a reference bit per slot, set when the
-//    slot is hit, and a hand; a victim search is a scan.
-//  - Lru (the default for Fixed, as HiSparse): victims are the oldest
-//    last-use stamps (a selection over the candidates).
-//  - Lru2 (LRU with frequency): oldest use before the last first.
-// All protect the current step's hits: a row selected in the step being
-// promoted for (or, between steps, in the last step) is not a victim, except
-// when admission must release memory.
-//
-// The replacement state is per slot and flat: {last use, previous use}
-// step stamps. CLOCK's reference bit is derived from them: a slot is
-// referenced while its last use differs from the last use the hand saw when
-// it last took the reference away, so every use sets it. On the GPU it is kept on
-// the device (dhs.pool_recency) and updated by the kernels: the resolve
-// kernel stamps every slot its selections hit (an atomic exchange; the
-// first hit of the step moves the last use to the previous one) and the
-// placement kernel stamps every slot it fills. The resolve kernel also logs
-// the step (dhs.pool_log: the distinct slots hit, the misses), from which
-// book() applies the same stamps here, so the controller's copy, which the
-// victim searches read, equals the device's (the executor's invariant check
-// compares them) without the host ever reading a selection. Decisions
-// (victims, promotions, releases) are made here, on the host.
-//
-// Steps: beginStep(); resolve(group, ...) once per group with the batch's
-// selections (row ids per request and query, -1 = none), which writes the
-// slot map the kernels read (slot, or -1 = read from the host store at
-// history_start + row) and records hits and the rows to fetch, or, when the
-// selections stayed on the device, book(group, ...) with what the resolve
-// kernel logged; the kernels run; endStep() promotes the fetched rows into
-// free or evictable slots. So a step's reads never depend on promotions
-// made for it. Every placement of a
-// row into a slot is returned as a RowCopy (host row -> slot) for whoever
-// owns the data to carry out.
-//
-// All state is in flat arrays: per group and slot (owner, row, kind, last
-// and previous use, the last use the CLOCK hand cleared), per group and host row (its slot or -1:
-// the resolve table a kernel could read), per request and group (its hot slots).
+// Decides, every step, which KV rows of the admitted requests are in HBM:
+// per request and layer group a protected working set (the newest W tokens,
+// a floor of F hot rows) and optional hot rows, under the adaptive or the
+// fixed policy, with CLOCK, LRU or LRU-2 replacement. Every placement comes
+// back as a RowCopy for the tiers to carry out. docs/runtime.md
+// ("Residency") describes the policies, the replacement state and a step.
 //
 //===----------------------------------------------------------------------===//
 

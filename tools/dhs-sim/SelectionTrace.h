@@ -1,44 +1,9 @@
 //===- SelectionTrace.h - Synthetic and recorded selection traces -*- C++ -*-===//
 //
 // Selection traces drive dhs-sim and the residency tests without a model:
-//
-// - DrrGenerator: the drop-and-re-reference generator of
-//   shared/background/selection-locality.md, section 3, for one (request,
-//   layer group) stream of top-k selections. Per step: the anchors (s sinks
-//   and the w newest tokens) are always selected; every other member of the
-//   previous selection stays with probability 1 - f; each free place is
-//   refilled, with probability q, by a ghost: a token selected before but in
-//   neither this step nor the previous one, whose age A >= 1 (last selected
-//   at step t - 1 - A) is drawn with P(A) ~ A^-gamma, then uniformly among
-//   the tokens last selected then; otherwise by a fresh position: with
-//   probability r at an Exp(lambda) distance back from the newest window,
-//   else uniform over [s, L - w). Optionally the fresh rate grows with the
-//   context: (1 - q)(L) = (1 - q0) (L / 32K)^0.5.
-//
-//   Calibration (dhs-sim prints it): the consecutive-step overlap is
-//   a + (1 - a)(1 - f) = 0.45 at f = 0.57 (the measured 0.35-0.50), and a
-//   buffer of B = K = 2048 misses 54.7% (the document's 0.54). The
-//   document's gamma = 1.5 gives 23.6% misses at B = 4096 with this
-//   generator, not its 14.4%: its own simulation code is not public, and
-//   letting ghosts come back in the step that dropped them (which matches
-//   17%) contradicts the overlap. gamma = 1.8 gives 14.1% at B = 4096 and is
-//   the default; the tail falls faster than the document's (B = 8192: 2.5%
-//   vs 6.8%; 16384: 0.8% vs 3.3%).
-//
-// - Trace files (TraceReader / TraceWriter), a line-oriented text format:
-//
-//     dhs-trace 1                      first line
-//     # ...                            comment
-//     admit ID HISTORY_LEN MAX_CONTEXT a request arrives with its prefill
-//     select ID GROUP QUERY ROW...     one query's selected rows (-1 = none)
-//                                      for the step being built
-//     step                             ends the step: every request with
-//                                      selections is in its batch
-//     append ID [COUNT]                COUNT (default 1) decode tokens
-//     finish ID                        the request leaves
-//
-//   IDs are unsigned integers, GROUP and QUERY start at 0; a request may
-//   have selections for some groups only (the others select nothing).
+// the drop-and-re-reference generator (DrrGenerator) and trace files
+// (TraceReader, TraceWriter). docs/runtime.md ("dhs-sim") describes the model,
+// its calibration and the file format.
 //
 //===----------------------------------------------------------------------===//
 
