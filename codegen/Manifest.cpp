@@ -10,21 +10,41 @@
 using namespace mlir;
 using namespace mlir::dhs;
 
-/// Name of an element type in the manifest.
-static FailureOr<std::string> getDTypeName(Type type) {
+/// The contract's element type of `type`, if the runtime takes it.
+static std::optional<abi::DType> getDType(Type type) {
   if (type.isBF16())
-    return std::string("bf16");
+    return abi::DType::BF16;
   if (type.isF32())
-    return std::string("f32");
-  if (type.isF16())
-    return std::string("f16");
+    return abi::DType::F32;
   if (type.isInteger(32))
-    return std::string("i32");
+    return abi::DType::I32;
   if (type.isInteger(64))
-    return std::string("i64");
+    return abi::DType::I64;
   if (type.isInteger(8))
-    return std::string("i8");
-  return failure();
+    return abi::DType::I8;
+  return std::nullopt;
+}
+
+/// The dialect's residency hints as the contract names them.
+static abi::ResidencyPolicy toContract(ResidencyPolicy policy) {
+  switch (policy) {
+  case ResidencyPolicy::adaptive:
+    return abi::ResidencyPolicy::Adaptive;
+  case ResidencyPolicy::fixed:
+    return abi::ResidencyPolicy::Fixed;
+  }
+  llvm_unreachable("unknown residency policy");
+}
+static abi::Replacement toContract(Replacement replacement) {
+  switch (replacement) {
+  case Replacement::clock:
+    return abi::Replacement::Clock;
+  case Replacement::lru:
+    return abi::Replacement::Lru;
+  case Replacement::lru2:
+    return abi::Replacement::Lru2;
+  }
+  llvm_unreachable("unknown replacement");
 }
 
 /// A shape with -1 for dynamic dimensions.
@@ -106,40 +126,42 @@ static FailureOr<llvm::json::Object> describeParameter(gpu::LaunchFuncOp launch,
   // Casts only change static knowledge of the shape.
   while (auto cast = value.getDefiningOp<memref::CastOp>())
     value = cast.getSource();
-  auto describe = [&](StringRef source, std::optional<unsigned> index) {
-    param["source"] = source;
+  auto describe = [&](abi::ParamSource source, std::optional<unsigned> index) {
+    param["source"] = abi::name(source);
     if (index)
       param["index"] = static_cast<int64_t>(*index);
   };
   if (auto arg = dyn_cast<BlockArgument>(value); arg && arg.getOwner()->getParentOp() == step) {
-    describe("argument", arg.getArgNumber());
+    describe(abi::ParamSource::Argument, arg.getArgNumber());
   } else if (auto tier = value.getDefiningOp<PoolTierOp>()) {
     auto poolArg = dyn_cast<BlockArgument>(tier.getPool());
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
       return launch.emitOpError() << "operand #" << position
                                   << " views a pool that is not an argument of the step";
-    describe(tier.getTier() == Tier::hbm ? "pool_hbm" : "pool_host", poolArg.getArgNumber());
+    describe(tier.getTier() == Tier::hbm ? abi::ParamSource::PoolHbm : abi::ParamSource::PoolHost,
+             poolArg.getArgNumber());
   } else if (auto map = value.getDefiningOp<PoolMapOp>()) {
     auto poolArg = dyn_cast<BlockArgument>(map.getPool());
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
       return launch.emitOpError() << "operand #" << position
                                   << " is the map of a pool that is not an argument of the step";
-    describe("pool_map", poolArg.getArgNumber());
+    describe(abi::ParamSource::PoolMap, poolArg.getArgNumber());
   } else if (isa_and_nonnull<PoolRecencyOp, PoolLogOp>(value.getDefiningOp())) {
     Operation *view = value.getDefiningOp();
     auto poolArg = dyn_cast<BlockArgument>(view->getOperand(0));
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
       return launch.emitOpError() << "operand #" << position
                                   << " is the state of a pool that is not an argument of the step";
-    describe(isa<PoolRecencyOp>(view) ? "pool_recency" : "pool_log", poolArg.getArgNumber());
+    describe(isa<PoolRecencyOp>(view) ? abi::ParamSource::PoolRecency : abi::ParamSource::PoolLog,
+             poolArg.getArgNumber());
   } else if (value.getDefiningOp<StepStatusOp>()) {
-    describe("status", std::nullopt);
+    describe(abi::ParamSource::Status, std::nullopt);
   } else if (auto scratch = value.getDefiningOp<ScratchOp>()) {
     if (!scratch.getOffset())
       return launch.emitOpError() << "operand #" << position
                                   << " is a scratch buffer without an arena offset; run "
                                      "dhs-plan-staging before code generation";
-    describe("scratch", std::nullopt);
+    describe(abi::ParamSource::Scratch, std::nullopt);
     param["offset"] = static_cast<int64_t>(*scratch.getOffset());
   } else {
     return launch.emitOpError() << "operand #" << position
@@ -148,13 +170,13 @@ static FailureOr<llvm::json::Object> describeParameter(gpu::LaunchFuncOp launch,
                                    "step status";
   }
   auto type = cast<MemRefType>(launch.getKernelOperands()[position].getType());
-  FailureOr<std::string> dtype = getDTypeName(type.getElementType());
-  if (failed(dtype))
+  std::optional<abi::DType> dtype = getDType(type.getElementType());
+  if (!dtype)
     return launch.emitOpError() << "operand #" << position
                                 << " has an element type the runtime does "
                                    "not know: "
                                 << type.getElementType();
-  param["dtype"] = *dtype;
+  param["dtype"] = abi::name(*dtype);
   param["shape"] = getShape(type);
   return param;
 }
@@ -311,12 +333,11 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
     if (auto pool = dyn_cast<KVPoolType>(arg.getType())) {
       auto capacity = [](int64_t c) { return ShapedType::isDynamic(c) ? int64_t(-1) : c; };
       RowFormatAttrInterface format = pool.getFormat();
-      entry["kind"] = "kv_pool";
+      entry["kind"] = abi::kPoolKind;
       entry["format"] = format.getFormatName();
       if (auto gqa = dyn_cast<GqaAttr>(format)) {
         entry["kv_heads"] = gqa.getKvHeads();
-        // The dialect allows bf16, f16 and f32, all of which have names.
-        entry["element"] = *getDTypeName(gqa.getDtype());
+        entry["element"] = abi::name(gqa.getRowElement());
       }
       entry["layers"] = pool.getLayers();
       entry["row_bytes"] = format.getRowBytes();
@@ -327,13 +348,13 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       entry["hbm_slots"] = capacity(pool.getHbmSlots());
       entry["host_rows"] = capacity(pool.getHostRows());
     } else if (auto memref = dyn_cast<MemRefType>(arg.getType())) {
-      FailureOr<std::string> dtype = getDTypeName(memref.getElementType());
-      if (failed(dtype) || !memref.hasStaticShape())
+      std::optional<abi::DType> dtype = getDType(memref.getElementType());
+      if (!dtype || !memref.hasStaticShape())
         return step.emitError() << "argument #" << i << " has type " << memref
                                 << "; the runtime takes static memrefs of "
-                                   "bf16, f32, i32 or i64";
-      entry["kind"] = "memref";
-      entry["dtype"] = *dtype;
+                                << abi::knownNames<abi::DType>();
+      entry["kind"] = abi::kMemRefKind;
+      entry["dtype"] = abi::name(*dtype);
       entry["shape"] = getShape(memref);
     } else {
       return step.emitError() << "argument #" << i << " has type " << arg.getType()
@@ -352,8 +373,8 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
     llvm::json::Object entry{{"pool", static_cast<int64_t>(poolArg.getArgNumber())},
                              {"newest", static_cast<int64_t>(spec.getNewest())},
                              {"floor", static_cast<int64_t>(spec.getFloor())},
-                             {"policy", stringifyResidencyPolicy(spec.getPolicy())},
-                             {"replacement", stringifyReplacement(spec.getEffectiveReplacement())},
+                             {"policy", abi::name(toContract(spec.getPolicy()))},
+                             {"replacement", abi::name(toContract(spec.getEffectiveReplacement()))},
                              {"max_promotions", spec.getPromotions()
                                                     ? static_cast<int64_t>(*spec.getPromotions())
                                                     : int64_t(-1)}};
@@ -367,9 +388,9 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       arenaBytes = bytes.getInt();
 
   llvm::json::Object manifest{
-      {"format", "dhs-step-manifest"},
+      {"format", abi::kManifestFormat},
       {"arena_bytes", arenaBytes},
-      {"version", kManifestVersion},
+      {"version", abi::kManifestVersion},
       {"target", llvm::json::Object{{"chip", options.chip}, {"features", options.features}}},
       {"step", step.getName()},
       {"arguments", std::move(arguments)},

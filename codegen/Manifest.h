@@ -18,10 +18,6 @@
 
 namespace mlir::dhs {
 
-/// Version of the manifest format written by `buildCompiledStep`; the runtime
-/// refuses others.
-constexpr int kManifestVersion = 1;
-
 /// One file of a compiled step.
 struct CompiledFile {
   std::string name;

@@ -37,6 +37,12 @@ static constexpr int64_t kUnionThreads = 1024;
 /// The largest union table (i32 slots) that fits in shared memory.
 static constexpr int64_t kMaxUnionTable = 32768;
 
+/// The step log's words (runtime/abi/Contract.h). The resolve kernel's block
+/// counters are in the order of the header's counts.
+using StepLog = abi::StepLogLayout;
+static_assert(StepLog::kMisses == StepLog::kHits + 1 && StepLog::kEntries == StepLog::kHits + 2,
+              "the step log's counts are consecutive words");
+
 FailureOr<gpu::GPUFuncOp> mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchOp op,
                                                       StringRef name, KernelGeometry &geometry) {
   KVPoolType pool = op.getPool().getType();
@@ -115,8 +121,8 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchO
                                    kb.cmpi(arith::CmpIPredicate::sge, id, historyLength));
           Value badHost = kb.cmpi(arith::CmpIPredicate::sge, hostRow, hostRows);
           Value bits =
-              arith::OrIOp::create(ib, kb.select(badRow, kb.i32(kStatusBadRowId), kb.i32(0)),
-                                   kb.select(badHost, kb.i32(kStatusBadHostRow), kb.i32(0)));
+              arith::OrIOp::create(ib, kb.select(badRow, kb.i32(abi::kStatusBadRowId), kb.i32(0)),
+                                   kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)));
           Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
           // Report once per row (its first chunk), copy only good rows.
           kb.ifThen(
@@ -208,8 +214,9 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, Pl
         ib, kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i32(-1)),
         arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, slot64, hbmSlots),
                              kb.cmpi(arith::CmpIPredicate::sge, slot64, recencySlots)));
-    Value bits = arith::OrIOp::create(ib, kb.select(badHost, kb.i32(kStatusBadHostRow), kb.i32(0)),
-                                      kb.select(badSlot, kb.i32(kStatusBadSlot), kb.i32(0)));
+    Value bits =
+        arith::OrIOp::create(ib, kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)),
+                             kb.select(badSlot, kb.i32(abi::kStatusBadSlot), kb.i32(0)));
     Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
     Value first = kb.cmpi(arith::CmpIPredicate::eq, chunk, kb.index(0));
     // A row's first chunk reports bad input, or records the row's slot.
@@ -225,7 +232,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, Pl
           ib, arith::AndIOp::create(ib, ok, kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0))),
           kb.cmpi(arith::CmpIPredicate::ne, logWords, kb.index(0)));
       kb.ifThen(stamped, [&] {
-        Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(0)});
+        Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(StepLog::kStep)});
         memref::StoreOp::create(ib, step, recency, ValueRange{kb.toIndex(slot64), kb.index(0)});
         memref::StoreOp::create(ib, kb.i32(0), recency,
                                 ValueRange{kb.toIndex(slot64), kb.index(1)});
@@ -464,7 +471,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildResolveKernel(OpBuilder &builder, Reso
   }
   Value slot = lookup.getResult(0);
   kb.ifThen(arith::AndIOp::create(ib, negate(none), negate(inside)), [&] {
-    memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(kStatusBadRowId), status,
+    memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadRowId), status,
                                 ValueRange{kb.index(0)});
   });
   kb.ifThen(listed,
@@ -486,12 +493,12 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildResolveKernel(OpBuilder &builder, Reso
     Value badSlot =
         arith::AndIOp::create(ib, resident, kb.cmpi(arith::CmpIPredicate::sge, slot, recencySlots));
     kb.ifThen(badSlot, [&] {
-      memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(kStatusBadSlot), status,
-                                  ValueRange{kb.index(0)});
+      memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
+                                  status, ValueRange{kb.index(0)});
     });
     Value hit = arith::AndIOp::create(ib, resident, negate(badSlot));
     Value miss = arith::AndIOp::create(ib, inside, negate(resident));
-    Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(0)});
+    Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(StepLog::kStep)});
     // A slot's first hit in this step (one exchange per hit) moves its last
     // use to the previous use and is listed once.
     auto stamp = scf::IfOp::create(ib, TypeRange{ib.getI1Type()}, hit,
@@ -534,7 +541,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildResolveKernel(OpBuilder &builder, Reso
       for (int64_t i = 0; i < 3; ++i) {
         Value count = memref::LoadOp::create(ib, counts, ValueRange{kb.index(i)});
         Value base = memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, count, log,
-                                                 ValueRange{kb.index(1 + i)});
+                                                 ValueRange{kb.index(StepLog::kHits + i)});
         if (i < 2)
           memref::StoreOp::create(ib, base, counts, ValueRange{kb.index(3 + i)});
       }
@@ -550,14 +557,15 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildResolveKernel(OpBuilder &builder, Reso
     };
     // Entries past the list's room (or a short log) are dropped; the counts
     // tell the reader.
-    Value hitWord = logIndex(3, hitAt, 4, 1);
+    Value hitWord = logIndex(3, hitAt, StepLog::hitsBegin(), StepLog::kHitWords);
     kb.ifThen(arith::AndIOp::create(
                   ib, firstHit,
-                  arith::AndIOp::create(
-                      ib, kb.cmpi(arith::CmpIPredicate::slt, hitWord, kb.i64(4 + entries)),
-                      kb.cmpi(arith::CmpIPredicate::slt, hitWord, words))),
+                  arith::AndIOp::create(ib,
+                                        kb.cmpi(arith::CmpIPredicate::slt, hitWord,
+                                                kb.i64(StepLog::missesBegin(entries))),
+                                        kb.cmpi(arith::CmpIPredicate::slt, hitWord, words))),
               [&] { memref::StoreOp::create(ib, slot, log, ValueRange{kb.toIndex(hitWord)}); });
-    Value missWord = logIndex(4, missAt, 4 + entries, 2);
+    Value missWord = logIndex(4, missAt, StepLog::missesBegin(entries), StepLog::kMissWords);
     Value missNext = arith::AddIOp::create(ib, missWord, kb.i64(1));
     kb.ifThen(arith::AndIOp::create(ib, miss, kb.cmpi(arith::CmpIPredicate::slt, missNext, words)),
               [&] {

@@ -140,8 +140,8 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, Cop
                                   /*withElse=*/false);
     b.setInsertionPoint(once.thenBlock()->getTerminator());
     memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
-                                arith::ConstantIntOp::create(b, kStatusBadStagingIndex, 32), status,
-                                ValueRange{c(0)});
+                                arith::ConstantIntOp::create(b, abi::kStatusBadStagingIndex, 32),
+                                status, ValueRange{c(0)});
   }
   b.setInsertionPointAfter(loop);
   gpu::ReturnOp::create(b);

@@ -324,9 +324,10 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
   Value badHost = arith::AndIOp::create(b, arith::AndIOp::create(b, onHost, hostOutside), idUsable);
   Value bits = arith::OrIOp::create(
       b,
-      arith::OrIOp::create(b, select(badRow, i32(kStatusBadRowId), i32(0)),
-                           select(badSlot, i32(kStatusBadSlot), i32(0))),
-      select(badHost, i32(config.staged ? kStatusBadStagingIndex : kStatusBadHostRow), i32(0)));
+      arith::OrIOp::create(b, select(badRow, i32(abi::kStatusBadRowId), i32(0)),
+                           select(badSlot, i32(abi::kStatusBadSlot), i32(0))),
+      select(badHost, i32(config.staged ? abi::kStatusBadStagingIndex : abi::kStatusBadHostRow),
+             i32(0)));
   Value failed = cmpi(arith::CmpIPredicate::ne, bits, i32(0));
   auto report = scf::IfOp::create(b, failed, /*withElse=*/false);
   {
@@ -360,8 +361,8 @@ SmallVector<Value> SparseAttentionKernelEmitter::emitClassifyWindowRow(Value k) 
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(report.thenBlock()->getTerminator());
-    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, i32(kStatusBadWindowTokens), status,
-                                ValueRange{index(0)});
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, i32(abi::kStatusBadWindowTokens),
+                                status, ValueRange{index(0)});
   }
   // Token p of request b lives in ring row b * R + p mod R (p >= 0 here).
   Value ringRow = arith::AddIOp::create(
@@ -396,9 +397,10 @@ void SparseAttentionKernelEmitter::emitStageRows() {
   if (auto gqa = dyn_cast<GqaAttr>(format)) {
     // The CTA's KV head: its keys into columns [0, D), its values into
     // [D, 2 D). Elements of 2 or 4 bytes, widened to f32.
-    int64_t elementBytes = gqa.getDtype().getIntOrFloatBitWidth() / 8;
-    int64_t perChunk = kCopyBytes / elementBytes;
-    int64_t headChunks = gqa.getHeadDim() * elementBytes / kCopyBytes;
+    using Row = abi::GqaRow;
+    abi::RowElement element = gqa.getRowElement();
+    int64_t perChunk = kCopyBytes / abi::bytes(element);
+    int64_t headChunks = Row::keyOffset(1, gqa.getHeadDim(), element) / kCopyBytes;
     auto decode = [&](Value, Value, Value, Value bytes) -> Value {
       Value elements =
           vector::BitCastOp::create(b, VectorType::get({perChunk}, gqa.getDtype()), bytes);
@@ -408,32 +410,40 @@ void SparseAttentionKernelEmitter::emitStageRows() {
     };
     Value keyBase = arith::MulIOp::create(b, kvHead, index(headChunks));
     emitStageSegment(0, headChunks, perChunk, 0, decode, keyBase);
-    emitStageSegment(gqa.getKvHeads() * headChunks, headChunks, perChunk, gqa.getHeadDim(), decode,
-                     keyBase);
+    emitStageSegment(Row::valueOffset(gqa.getKvHeads(), 0, gqa.getHeadDim(), element) / kCopyBytes,
+                     headChunks, perChunk, gqa.getHeadDim(), decode, keyBase);
     return;
   }
+  // FP8 formats: 16 e4m3 dims a chunk, times the chunk's scale
+  // (runtime/abi/Contract.h has the layouts).
   auto vec16 = VectorType::get({16}, f32);
   if (isa<MlaFp8Attr>(format)) {
-    // 512 e4m3 NoPE dims with one fp32 scale per 128 (bytes 512..527), then
-    // 64 bf16 RoPE dims (bytes 528..655).
-    emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk, Value bytes) {
+    // The NoPE dims with one fp32 scale per kDimsPerScale, then the bf16
+    // RoPE dims.
+    using Row = abi::MlaFp8Row;
+    auto decodeNope = [&](Value tier, Value where, Value chunk, Value bytes) {
       Value scaleByte = arith::AddIOp::create(
-          b, index(512),
-          arith::MulIOp::create(b, arith::DivUIOp::create(b, chunk, index(8)), index(4)));
+          b, index(Row::kScaleOffset),
+          arith::MulIOp::create(
+              b, arith::DivUIOp::create(b, chunk, index(Row::kDimsPerScale / kCopyBytes)),
+              index(Row::kScaleBytes)));
       Value scaleBits = loadBytes(tier, where, scaleByte, 4, 4);
       Value scale = vector::ExtractOp::create(
           b, vector::BitCastOp::create(b, VectorType::get({1}, f32), scaleBits),
           ArrayRef<int64_t>{0});
       return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale)).getResult();
-    });
-    emitStageSegment(33, 8, 8, 512, decodeBf16);
+    };
+    emitStageSegment(0, Row::kNopeDims / kCopyBytes, 16, 0, decodeNope);
+    emitStageSegment(Row::kRopeOffset / kCopyBytes, 2 * Row::kRopeDims / kCopyBytes, 8,
+                     Row::kNopeDims, decodeBf16);
     return;
   }
-  // v41_fp8: 512 e4m3 dims, one ue8m0 scale (2^(e-127)) per 32 dims in bytes
-  // 512..527: a chunk of 16 dims has one scale.
-  emitStageSegment(0, 32, 16, 0, [&](Value tier, Value where, Value chunk, Value bytes) {
-    Value scaleByte =
-        arith::AddIOp::create(b, index(512), arith::DivUIOp::create(b, chunk, index(2)));
+  // v41_fp8: one ue8m0 scale (2^(e-127)) per kDimsPerScale dims.
+  using Row = abi::V41Fp8Row;
+  auto decode = [&](Value tier, Value where, Value chunk, Value bytes) {
+    Value scaleByte = arith::AddIOp::create(
+        b, index(Row::kScaleOffset),
+        arith::DivUIOp::create(b, chunk, index(Row::kDimsPerScale / kCopyBytes)));
     Value e =
         vector::ExtractOp::create(b, loadBytes(tier, where, scaleByte, 1, 1), ArrayRef<int64_t>{0});
     Value e32 = arith::ExtUIOp::create(b, b.getI32Type(), e);
@@ -444,7 +454,8 @@ void SparseAttentionKernelEmitter::emitStageRows() {
                                arith::ShLIOp::create(b, e32, i32(23))));
     Value scale = arith::BitcastOp::create(b, f32, bits);
     return arith::MulFOp::create(b, decodeE4M3(bytes), splat(vec16, scale)).getResult();
-  });
+  };
+  emitStageSegment(0, Row::kDims / kCopyBytes, 16, 0, decode);
 }
 
 Value SparseAttentionKernelEmitter::decodeE4M3(Value bytes) {

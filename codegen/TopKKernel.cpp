@@ -71,7 +71,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildTopKKernel(OpBuilder &builder, TopKOp 
                                      kb.cmpi(arith::CmpIPredicate::slt, length, kb.i64(0)))),
             [&] {
               memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
-                                          kb.i32(kStatusHistoryBeyondScores), status,
+                                          kb.i32(abi::kStatusHistoryBeyondScores), status,
                                           ValueRange{kb.index(0)});
             });
   visible =

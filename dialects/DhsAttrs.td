@@ -16,7 +16,9 @@ def Dhs_RowFormatAttrInterface : AttrInterface<"RowFormatAttrInterface"> {
   let description = [{
     The byte layout of one KV row: one token of one layer. Kernels and the
     runtime see rows as bytes; the format says how many, and how keys and
-    values are read out of them.
+    values are read out of them. The layouts and the names manifests give
+    them are the compiler-runtime contract's (`runtime/abi/Contract.h`,
+    `runtime/abi/RowFormats.def`); a format's mnemonic is its name there.
   }];
   let methods = [
     InterfaceMethod<"Bytes of one row.", "int64_t", "getRowBytes">,
@@ -40,15 +42,17 @@ def Dhs_MlaBf16Attr : Dhs_RowFormat<"MlaBf16", "mla_bf16"> {
   let description = [{
     512 NoPE + 64 RoPE dims of the compressed latent in bf16. Keys are whole
     rows (576 dims), values the first 512 dims (MLA in absorbed form).
+    Layout: `MlaBf16Row` in `runtime/abi/Contract.h`.
   }];
 }
 
 def Dhs_MlaFp8Attr : Dhs_RowFormat<"MlaFp8", "mla_fp8"> {
   let summary = "MLA latent in FP8 with scales: 656 bytes (DeepSeek-V3.2)";
   let description = [{
-    Bytes 0-511: the 512 NoPE dims in e4m3; bytes 512-527: four fp32 scales,
-    one per 128 NoPE dims; bytes 528-655: the 64 RoPE dims in bf16,
-    unquantized. Keys are 576 dims, values the 512 dequantized NoPE dims.
+    The 512 NoPE dims in e4m3, four fp32 scales (one per 128 NoPE dims),
+    then the 64 RoPE dims in bf16, unquantized. Keys are 576 dims, values
+    the 512 dequantized NoPE dims. Byte offsets: `MlaFp8Row` in
+    `runtime/abi/Contract.h`.
   }];
 }
 
@@ -56,7 +60,8 @@ def Dhs_V41Fp8Attr : Dhs_RowFormat<"V41Fp8", "v41_fp8"> {
   let summary = "DeepSeek-V4.1 compressed entry: 528 bytes";
   let description = [{
     512 dims in e4m3 then 16 ue8m0 scales (a power of two each), one per 32
-    dims. Keys and values are the same 512 dims.
+    dims. Keys and values are the same 512 dims. Layout: `V41Fp8Row` in
+    `runtime/abi/Contract.h`.
   }];
 }
 
@@ -77,6 +82,10 @@ def Dhs_GqaAttr : Dhs_RowFormat<"Gqa", "gqa"> {
         `dtype` `=` $dtype `>`
   }];
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The element type as the contract names it (runtime/abi/Contract.h).
+    ::dhs_abi::RowElement getRowElement() const;
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -92,6 +101,8 @@ def Dhs_Tier : I32EnumAttr<"Tier", "memory tier of a KV pool", [
 }
 
 /// How a pool's spare HBM slots are used beyond the protected working set.
+/// Manifests spell the policies and replacements as the contract does
+/// (runtime/abi/Residency.def).
 def Dhs_ResidencyPolicy : I32EnumAttr<"ResidencyPolicy",
                                       "use of spare HBM slots", [
     // Recently selected rows stay while memory is spare; the optional budget

@@ -19,23 +19,35 @@ using namespace mlir::dhs;
 
 #include "dialects/DhsAttrInterfaces.cpp.inc"
 
-int64_t MlaBf16Attr::getRowBytes() const { return 576 * 2; }
+// Sizes and names are the contract's (runtime/abi/Contract.h).
+
+/// Whether a format's mnemonic is its name in manifests.
+static constexpr bool isFormatMnemonic(llvm::StringLiteral mnemonic, abi::RowFormat format) {
+  return std::string_view(mnemonic.data(), mnemonic.size()) == abi::name(format);
+}
+static_assert(isFormatMnemonic(MlaBf16Attr::getMnemonic(), abi::RowFormat::MlaBf16) &&
+                  isFormatMnemonic(MlaFp8Attr::getMnemonic(), abi::RowFormat::MlaFp8) &&
+                  isFormatMnemonic(V41Fp8Attr::getMnemonic(), abi::RowFormat::V41Fp8) &&
+                  isFormatMnemonic(GqaAttr::getMnemonic(), abi::RowFormat::Gqa),
+              "row format mnemonics are the contract's names");
+
+int64_t MlaBf16Attr::getRowBytes() const { return abi::MlaBf16Row::kRowBytes; }
 int64_t MlaBf16Attr::getKVHeads() const { return 1; }
-int64_t MlaBf16Attr::getQKDim() const { return 576; }
-int64_t MlaBf16Attr::getVDim() const { return 512; }
-StringRef MlaBf16Attr::getFormatName() const { return "mla_bf16"; }
+int64_t MlaBf16Attr::getQKDim() const { return abi::MlaBf16Row::kQKDim; }
+int64_t MlaBf16Attr::getVDim() const { return abi::MlaBf16Row::kVDim; }
+StringRef MlaBf16Attr::getFormatName() const { return abi::name(abi::RowFormat::MlaBf16); }
 
-int64_t MlaFp8Attr::getRowBytes() const { return 512 + 4 * 4 + 64 * 2; }
+int64_t MlaFp8Attr::getRowBytes() const { return abi::MlaFp8Row::kRowBytes; }
 int64_t MlaFp8Attr::getKVHeads() const { return 1; }
-int64_t MlaFp8Attr::getQKDim() const { return 576; }
-int64_t MlaFp8Attr::getVDim() const { return 512; }
-StringRef MlaFp8Attr::getFormatName() const { return "mla_fp8"; }
+int64_t MlaFp8Attr::getQKDim() const { return abi::MlaFp8Row::kQKDim; }
+int64_t MlaFp8Attr::getVDim() const { return abi::MlaFp8Row::kVDim; }
+StringRef MlaFp8Attr::getFormatName() const { return abi::name(abi::RowFormat::MlaFp8); }
 
-int64_t V41Fp8Attr::getRowBytes() const { return 512 + 512 / 32; }
+int64_t V41Fp8Attr::getRowBytes() const { return abi::V41Fp8Row::kRowBytes; }
 int64_t V41Fp8Attr::getKVHeads() const { return 1; }
-int64_t V41Fp8Attr::getQKDim() const { return 512; }
-int64_t V41Fp8Attr::getVDim() const { return 512; }
-StringRef V41Fp8Attr::getFormatName() const { return "v41_fp8"; }
+int64_t V41Fp8Attr::getQKDim() const { return abi::V41Fp8Row::kQKDim; }
+int64_t V41Fp8Attr::getVDim() const { return abi::V41Fp8Row::kVDim; }
+StringRef V41Fp8Attr::getFormatName() const { return abi::name(abi::RowFormat::V41Fp8); }
 
 LogicalResult GqaAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t kvHeads,
                               int64_t headDim, Type dtype) {
@@ -49,13 +61,20 @@ LogicalResult GqaAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
     return emitError() << "GQA rows hold bf16, f16 or f32, not " << dtype;
   return success();
 }
+abi::RowElement GqaAttr::getRowElement() const {
+  // The verifier allows bf16, f16 and f32.
+  Type dtype = getDtype();
+  return dtype.isBF16()  ? abi::RowElement::BF16
+         : dtype.isF16() ? abi::RowElement::F16
+                         : abi::RowElement::F32;
+}
 int64_t GqaAttr::getRowBytes() const {
-  return 2 * getKvHeads() * getHeadDim() * (getDtype().getIntOrFloatBitWidth() / 8);
+  return abi::GqaRow::rowBytes(getKvHeads(), getHeadDim(), getRowElement());
 }
 int64_t GqaAttr::getKVHeads() const { return getKvHeads(); }
 int64_t GqaAttr::getQKDim() const { return getHeadDim(); }
 int64_t GqaAttr::getVDim() const { return getHeadDim(); }
-StringRef GqaAttr::getFormatName() const { return "gqa"; }
+StringRef GqaAttr::getFormatName() const { return abi::name(abi::RowFormat::Gqa); }
 
 //===----------------------------------------------------------------------===//
 // KVPoolType

@@ -3,6 +3,8 @@
 #ifndef DHS_DIALECTS_DHSDIALECT_H
 #define DHS_DIALECTS_DHSDIALECT_H
 
+#include "runtime/abi/Contract.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
@@ -19,15 +21,9 @@
 
 namespace mlir::dhs {
 
-/// Status bits kernels OR into the step status (see dhs.step_status).
-enum StatusBits : int32_t {
-  kStatusBadRowId = 1,
-  kStatusBadSlot = 2,
-  kStatusBadHostRow = 4,
-  kStatusBadStagingIndex = 8,
-  kStatusHistoryBeyondScores = 16,
-  kStatusBadWindowTokens = 32,
-};
+/// The compiler-runtime contract (status bits, row layouts, roles, launch
+/// kinds, the manifest's format): runtime/abi/Contract.h.
+namespace abi = ::dhs_abi;
 
 } // namespace mlir::dhs
 

@@ -99,17 +99,13 @@ def Dhs_PoolLogOp : Dhs_Op<"pool_log", [Pure]> {
   let description = [{
     Views the runtime-owned device buffer in which `dhs.resolve` records,
     for the residency controller, what a step's selections found, so that
-    the host books the step from a short list instead of the selections.
-    Words, for selections `[B, Q, K]` (N = B * Q * K):
-
-    | words | content |
-    | --- | --- |
-    | 0 | the step number (written by the runtime before the step) |
-    | 1 | distinct HBM slots hit in this step (first hits) |
-    | 2 | selections that missed (valid ids with no slot) |
-    | 3 | valid selections |
-    | 4 .. 4 + N | the slots hit, each once, in no particular order |
-    | 4 + N .. 4 + 3N | the misses as (lane, row id) pairs, in no order |
+    the host books the step from a short list instead of the selections: a
+    header (the step number, which the runtime writes before the step, then
+    the counts of distinct slots hit, of selections that missed and of
+    valid selections), the slots hit, each once, and the misses as (lane,
+    row id) pairs, both in no particular order. The words are laid out as
+    `StepLogLayout` in `runtime/abi/Contract.h` says: for `N` selections the
+    log has room for `N` hits and `N` misses.
 
     Counts go on past a short buffer (entries that do not fit are dropped,
     which the runtime reports); an empty buffer (size 0) records nothing, so
@@ -132,12 +128,11 @@ def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
   let summary = "The runtime-owned error word of the current step";
   let description = [{
     A device word the runtime zeroes before a step and reads after it.
-    Kernels OR error bits into it when an input is invalid instead of reading
-    out of bounds: 1 = a row id outside its request's history, 2 = a slot
-    outside the HBM tier, 4 = a host row outside the host store, 8 = a
-    staging position outside the staging buffer, 16 = a history longer than
-    the indexer scores given for it (top-k), 32 = a negative sliding-window
-    token count.
+    Kernels OR an error bit into it when an input is invalid instead of
+    reading out of bounds (`BadRowId`: a row id outside its request's
+    history, `BadSlot`, `BadHostRow`, `BadStagingIndex`,
+    `HistoryBeyondScores`, `BadWindowTokens`). The bits and the runtime's
+    messages for them are defined once, in `runtime/abi/StatusBits.def`.
 
     ```mlir
     %status = dhs.step_status : memref<1xi32>
@@ -184,7 +179,8 @@ def Dhs_TopKOp : Dhs_Op<"topk"> {
     output, one per history row. Ties go to the lower row id; slots past the
     valid rows hold -1. Ids come out in descending score order. A history
     longer than the `N` scored rows (or negative) is reported through the
-    step status (bit 16) and selection stays within the scored rows.
+    step status (`HistoryBeyondScores`) and selection stays within the
+    scored rows.
 
     ```mlir
     dhs.topk scores(%s : memref<4x1x8192xf32>) history(%len : memref<4xi32>)
@@ -256,7 +252,7 @@ def Dhs_ResolveOp : Dhs_Op<"resolve"> {
     kept on the device by `dhs.place_rows`), or -1 when the row is only on
     the host (and -1 for absent rows). Selections never go through the host.
     Row ids outside `[0, history_len[b])`, or host rows outside the store,
-    are reported through the step status (bit 1) and resolve to -1.
+    are reported through the step status (`BadRowId`) and resolve to -1.
 
     It also books the step on the device for the residency controller
     (unless the pool's step log is empty): every slot hit is stamped with
@@ -264,7 +260,7 @@ def Dhs_ResolveOp : Dhs_Op<"resolve"> {
     last use, and the previous last use on the slot's first hit of the
     step), and the step log (`dhs.pool_log`) receives the distinct slots
     hit, the misses as (lane, row id) and the count of valid selections. A
-    slot outside the recency table is reported (status bit 2).
+    slot outside the recency table is reported (`BadSlot`).
 
     ```mlir
     dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
@@ -302,8 +298,8 @@ def Dhs_PlaceRowsOp : Dhs_Op<"place_rows"> {
     slot's replacement state (`dhs.pool_recency`) becomes `[step, 0]`, the
     step number read from the pool's step log (word 0; an empty log stamps
     nothing). Rows must
-    be distinct within one op. A host row outside the store (status bit 4)
-    or a slot outside the HBM tier (bit 2) is reported and nothing is
+    be distinct within one op. A host row outside the store (`BadHostRow`)
+    or a slot outside the HBM tier (`BadSlot`) is reported and nothing is
     written for it. The runtime places promoted, appended and admitted rows,
     and releases evicted ones, this way after the step that read them.
 
@@ -494,7 +490,8 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     every query position finds its whole window), and `tokens[b]` counts the
     raw tokens of request `b`. Query `q` of `Q` is token `tokens[b] - Q + q`
     and sees tokens `[max(0, e - W), e)` with `e = tokens[b] - (Q - 1 - q)`.
-    A negative token count is reported through the step status (bit 32).
+    A negative token count is reported through the step status
+    (`BadWindowTokens`).
 
     ```mlir
     dhs.sparse_attention queries(%q : memref<8x5x64x512xbf16>)

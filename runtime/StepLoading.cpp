@@ -64,7 +64,7 @@ void requireSameArguments(const Manifest &first, const Manifest &other) {
   for (std::size_t i = 0; i < first.arguments.size(); ++i) {
     const Argument &a = first.arguments[i], &b = other.arguments[i];
     const std::string name =
-        std::string("argument ") + std::to_string(i) + " (" + roleName(a.role) + ")";
+        std::string("argument ") + std::to_string(i) + " (" + abi::name(a.role) + ")";
     if (a.role != b.role || a.isPool != b.isPool)
       fail(name + "'s role or kind");
     if (!a.isPool && (a.dtype != b.dtype || a.shape != b.shape))

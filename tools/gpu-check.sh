@@ -17,6 +17,7 @@
 #                                    top-k benchmark (vs torch.topk)
 #                                    and the bad-input cases; print a table.
 #   tools/gpu-check.sh               both, on a machine that has everything.
+#   tools/gpu-check.sh steps DIR     only compile bundle's steps into DIR.
 #
 # Logs and JSON results go to $OUT (or DIR/results).
 set -uo pipefail
@@ -25,23 +26,15 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-all}
 dir=${2:-$root/.device-carry}
 
-bundle() {
+# Compiles the steps gpu-check runs into $dir (needs only dhs-compile): the
+# top-k benchmark's step, dhs-run's problems in steps/, and the large
+# layer-group steps in group-steps/ (tools/compare-ptx.sh compiles them too).
+steps() {
   local build=${DHS_BUILD_DIR:-$root/build}
   [ -x "$build/bin/dhs-compile" ] || { echo "gpu-check: build first (tools/setup.sh)" >&2; exit 1; }
-  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
-  cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
-     "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$build/bin/dhs-step-bench" \
-     "$dir/bin/"
-  cp -r "$root/bench" "$dir/bench"
+  mkdir -p "$dir/steps"
   # The top-k benchmark's step (bench/topk.sh runs it beside torch.topk).
   "$build/bin/dhs-compile" "$root/bench/topk_glm5.mlir" -o "$dir/topk_glm5" || exit 1
-  cp -r "$root/test/unit/steps" "$dir/unit-steps"
-  # Steps the unit tests compiled at build time (the draft-ring kernels).
-  [ -d "$build/test/unit/compiled-steps" ] &&
-    cp -r "$build/test/unit/compiled-steps" "$dir/compiled-steps"
-  # The layer-group steps (FP8, groups of 2 and 4, one step per layer index).
-  [ -d "$build/test/unit/group-steps" ] &&
-    cp -r "$build/test/unit/group-steps" "$dir/group-steps"
   # The steps of one attention op (dhs-run's problems): every row format,
   # one layer or a layer of a group. (The whole-model examples compile to PTX,
   # see test/Codegen/models.test; running them needs the step executor.)
@@ -97,6 +90,24 @@ bundle() {
     "$build/bin/dhs-compile" "$dir/large_g4_layer$layer.mlir" \
       -o "$dir/group-steps/large_g4_resolved/layer$layer" || exit 1
   done
+}
+
+bundle() {
+  local build=${DHS_BUILD_DIR:-$root/build}
+  [ -x "$build/bin/dhs-compile" ] || { echo "gpu-check: build first (tools/setup.sh)" >&2; exit 1; }
+  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
+  cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
+     "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$build/bin/dhs-step-bench" \
+     "$dir/bin/"
+  cp -r "$root/bench" "$dir/bench"
+  cp -r "$root/test/unit/steps" "$dir/unit-steps"
+  # Steps the unit tests compiled at build time (the draft-ring kernels).
+  [ -d "$build/test/unit/compiled-steps" ] &&
+    cp -r "$build/test/unit/compiled-steps" "$dir/compiled-steps"
+  # The layer-group steps (FP8, groups of 2 and 4, one step per layer index).
+  [ -d "$build/test/unit/group-steps" ] &&
+    cp -r "$build/test/unit/group-steps" "$dir/group-steps"
+  steps
   echo "gpu-check: bundle in $dir: $(ls "$dir/steps" | tr '\n' ' ')"
 }
 
@@ -216,7 +227,8 @@ PY
 
 case "$mode" in
   bundle) bundle ;;
+  steps) steps ;;
   run) run ;;
   all) bundle && run ;;
-  *) echo "usage: tools/gpu-check.sh [bundle|run|all] [DIR]" >&2; exit 2 ;;
+  *) echo "usage: tools/gpu-check.sh [bundle|steps|run|all] [DIR]" >&2; exit 2 ;;
 esac

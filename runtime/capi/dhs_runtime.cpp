@@ -10,16 +10,31 @@
 #include "runtime/capi/ErrorStatus.h"
 
 #include "runtime/Runtime.h"
+#include "runtime/abi/Contract.h"
 #include "runtime/core/Error.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
 using namespace dhs::runtime;
+
+// The C API's residency enums are the contract's (runtime/abi/Residency.def):
+// dhs_policy counts as ResidencyPolicy does, dhs_replacement as Replacement
+// does from 1 (0 is the policy's default).
+static_assert(DHS_POLICY_ADAPTIVE == static_cast<int>(abi::ResidencyPolicy::Adaptive) &&
+                  DHS_POLICY_FIXED == static_cast<int>(abi::ResidencyPolicy::Fixed) &&
+                  std::size(abi::kResidencyPolicies) == 2,
+              "dhs_policy and the contract's residency policies disagree");
+static_assert(DHS_REPLACEMENT_CLOCK == 1 + static_cast<int>(abi::Replacement::Clock) &&
+                  DHS_REPLACEMENT_LRU == 1 + static_cast<int>(abi::Replacement::Lru) &&
+                  DHS_REPLACEMENT_LRU2 == 1 + static_cast<int>(abi::Replacement::Lru2) &&
+                  std::size(abi::kReplacements) == 3,
+              "dhs_replacement and the contract's replacements disagree");
 
 /// The opaque handle.
 struct dhs_runtime {
@@ -138,34 +153,18 @@ RuntimeConfig toConfig(const dhs_runtime_config &c) {
   config.newestWindow = c.newest_window;
   config.draftWindow = c.draft_window;
   config.hotFloor = c.hot_floor;
-  switch (c.policy) {
-  case DHS_POLICY_ADAPTIVE:
-    config.policy = ResidencyPolicy::Adaptive;
-    break;
-  case DHS_POLICY_FIXED:
-    config.policy = ResidencyPolicy::Fixed;
-    break;
-  default:
+  // The C enums are the contract's (checked above).
+  if (c.policy < 0 || c.policy >= static_cast<std::int32_t>(std::size(abi::kResidencyPolicies)))
     throw InputError("config.policy " + std::to_string(c.policy) + " is not a dhs_policy");
-  }
-  switch (c.replacement) {
-  case DHS_REPLACEMENT_DEFAULT:
-    config.replacement =
-        config.policy == ResidencyPolicy::Adaptive ? Replacement::Clock : Replacement::Lru;
-    break;
-  case DHS_REPLACEMENT_CLOCK:
-    config.replacement = Replacement::Clock;
-    break;
-  case DHS_REPLACEMENT_LRU:
-    config.replacement = Replacement::Lru;
-    break;
-  case DHS_REPLACEMENT_LRU2:
-    config.replacement = Replacement::Lru2;
-    break;
-  default:
+  config.policy = abi::kResidencyPolicies[c.policy];
+  if (c.replacement < 0 || c.replacement > static_cast<std::int32_t>(std::size(abi::kReplacements)))
     throw InputError("config.replacement " + std::to_string(c.replacement) +
                      " is not a dhs_replacement");
-  }
+  if (c.replacement == DHS_REPLACEMENT_DEFAULT)
+    config.replacement =
+        config.policy == ResidencyPolicy::Adaptive ? Replacement::Clock : Replacement::Lru;
+  else
+    config.replacement = abi::kReplacements[c.replacement - 1];
   config.maxPromotionsPerStep = c.max_promotions_per_step;
   switch (c.backend) {
   case DHS_BACKEND_CPU:

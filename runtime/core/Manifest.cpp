@@ -25,144 +25,19 @@ namespace dhs::runtime {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const char *dtypeName(DType type) {
-  switch (type) {
-  case DType::BF16:
-    return "bf16";
-  case DType::I32:
-    return "i32";
-  case DType::I64:
-    return "i64";
-  case DType::I8:
-    return "i8";
-  case DType::F32:
-    return "f32";
-  }
-  return "?";
-}
-
-std::size_t dtypeSize(DType type) {
-  switch (type) {
-  case DType::BF16:
-    return 2;
-  case DType::I32:
-    return 4;
-  case DType::I64:
-    return 8;
-  case DType::I8:
-    return 1;
-  case DType::F32:
-    return 4;
-  }
-  return 0;
-}
-
-std::optional<DType> parseDType(const std::string &name) {
-  if (name == "bf16")
-    return DType::BF16;
-  if (name == "i32")
-    return DType::I32;
-  if (name == "i64")
-    return DType::I64;
-  if (name == "i8")
-    return DType::I8;
-  if (name == "f32")
-    return DType::F32;
-  return std::nullopt;
-}
-
-const char *roleName(ArgumentRole role) {
-  switch (role) {
-  case ArgumentRole::Queries:
-    return "queries";
-  case ArgumentRole::RowIds:
-    return "row_ids";
-  case ArgumentRole::Slots:
-    return "slots";
-  case ArgumentRole::HistoryStart:
-    return "history_start";
-  case ArgumentRole::HistoryLen:
-    return "history_len";
-  case ArgumentRole::KvPool:
-    return "kv_pool";
-  case ArgumentRole::Output:
-    return "output";
-  case ArgumentRole::Positions:
-    return "positions";
-  case ArgumentRole::Rows:
-    return "rows";
-  case ArgumentRole::DraftTokens:
-    return "draft_tokens";
-  case ArgumentRole::TargetProbs:
-    return "target_probs";
-  case ArgumentRole::DraftProbs:
-    return "draft_probs";
-  case ArgumentRole::Seeds:
-    return "seeds";
-  case ArgumentRole::StepCounter:
-    return "step_counter";
-  case ArgumentRole::Accepted:
-    return "accepted";
-  case ArgumentRole::NextToken:
-    return "next_token";
-  case ArgumentRole::Scores:
-    return "scores";
-  case ArgumentRole::WindowRing:
-    return "window_ring";
-  case ArgumentRole::WindowTokens:
-    return "window_tokens";
-  case ArgumentRole::PlaceRows:
-    return "place_rows";
-  case ArgumentRole::PlaceSlots:
-    return "place_slots";
-  }
-  return "?";
-}
-
-const char *paramSourceName(ParamSource source) {
-  switch (source) {
-  case ParamSource::Argument:
-    return "argument";
-  case ParamSource::PoolHbm:
-    return "pool_hbm";
-  case ParamSource::PoolHost:
-    return "pool_host";
-  case ParamSource::PoolMap:
-    return "pool_map";
-  case ParamSource::PoolRecency:
-    return "pool_recency";
-  case ParamSource::PoolLog:
-    return "pool_log";
-  case ParamSource::Status:
-    return "status";
-  case ParamSource::Scratch:
-    return "scratch";
-  }
-  return "?";
-}
-
 std::string describeStatus(std::uint32_t status) {
   std::ostringstream out;
   out << "0x" << std::hex << status << std::dec;
   const char *separator = ": ";
-  auto add = [&](std::uint32_t bit, const char *text) {
-    if (status & bit) {
-      out << separator << text;
+  for (const abi::StatusBitInfo &bit : abi::kStatusBits) {
+    if (status & bit.bit) {
+      out << separator << bit.message;
       separator = ", ";
     }
-  };
-  add(kStatusRowOutsideHistory, "row id outside its request's history");
-  add(kStatusSlotOutOfRange, "slot >= hbm_slots");
-  add(kStatusHostRowOutOfRange, "host index >= host_rows");
-  add(kStatusStagingOutOfRange, "staging position outside the staging buffer");
-  add(kStatusHistoryBeyondScores, "history longer than the indexer scores given for it");
-  add(kStatusBadWindowTokens, "negative sliding-window token count");
-  std::uint32_t known = kStatusRowOutsideHistory | kStatusSlotOutOfRange |
-                        kStatusHostRowOutOfRange | kStatusStagingOutOfRange |
-                        kStatusHistoryBeyondScores | kStatusBadWindowTokens;
-  if (status & ~known) {
+  }
+  if (status & ~abi::kKnownStatusBits) {
     std::ostringstream unknown;
-    unknown << "unknown bits 0x" << std::hex << (status & ~known);
+    unknown << "unknown bits 0x" << std::hex << (status & ~abi::kKnownStatusBits);
     out << separator << unknown.str();
   }
   return out.str();
@@ -186,7 +61,8 @@ const Argument &Manifest::argument(ArgumentRole role) const {
       return arg;
   // Validation guarantees every role is present; reaching this is a bug in a
   // hand-built Manifest, reported rather than crashing.
-  throw Error(std::string("manifest ") + path + ": no argument with role '" + roleName(role) + "'");
+  throw Error(std::string("manifest ") + path + ": no argument with role '" + abi::name(role) +
+              "'");
 }
 
 std::vector<std::string> Manifest::ptxPaths() const {
@@ -370,9 +246,10 @@ private:
 
   DType getDType(const json &object, const std::string &field) const {
     std::string name = getString(object, "dtype", field);
-    std::optional<DType> type = parseDType(name);
+    std::optional<DType> type = abi::parse<DType>(name);
     if (!type)
-      fail(field + ".dtype", "unknown dtype '" + name + "' (known: bf16, i32, i64)");
+      fail(field + ".dtype",
+           "unknown dtype '" + name + "' (known: " + abi::knownNames<DType>() + ")");
     return *type;
   }
 
@@ -395,25 +272,6 @@ private:
 const ArgumentRole kAllRoles[] = {
     ArgumentRole::Queries,    ArgumentRole::RowIds, ArgumentRole::Slots, ArgumentRole::HistoryStart,
     ArgumentRole::HistoryLen, ArgumentRole::KvPool, ArgumentRole::Output};
-/// Roles of the non-attention steps (ring, resolve, accept, topk), any number
-/// of times.
-const ArgumentRole kStepRoles[] = {
-    ArgumentRole::Positions,   ArgumentRole::Rows,       ArgumentRole::DraftTokens,
-    ArgumentRole::TargetProbs, ArgumentRole::DraftProbs, ArgumentRole::Seeds,
-    ArgumentRole::StepCounter, ArgumentRole::Accepted,   ArgumentRole::NextToken,
-    ArgumentRole::Scores,      ArgumentRole::WindowRing, ArgumentRole::WindowTokens,
-    ArgumentRole::PlaceRows,   ArgumentRole::PlaceSlots};
-
-std::optional<ArgumentRole> parseRole(const std::string &name) {
-  for (ArgumentRole role : kAllRoles)
-    if (name == roleName(role))
-      return role;
-  for (ArgumentRole role : kStepRoles)
-    if (name == roleName(role))
-      return role;
-  return std::nullopt;
-}
-
 /// True for a chip name like sm_90, sm_90a, sm_100f.
 bool isChipName(const std::string &chip) {
   if (chip.size() < 5 || chip.compare(0, 3, "sm_") != 0)
@@ -448,14 +306,10 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   if (!value.contains("role"))
     fail(field, "missing key 'role'");
   std::string roleText = getString(value, "role", field);
-  std::optional<ArgumentRole> role = parseRole(roleText);
+  std::optional<ArgumentRole> role = abi::parse<ArgumentRole>(roleText);
   if (!role)
-    fail(field + ".role", "unknown role '" + roleText +
-                              "' (known: queries, row_ids, slots, history_start, history_len, "
-                              "kv_pool, output, positions, rows, draft_tokens, "
-                              "target_probs, draft_probs, seeds, step_counter, accepted, "
-                              "next_token, scores, window_ring, window_tokens, place_rows, "
-                              "place_slots)");
+    fail(field + ".role",
+         "unknown role '" + roleText + "' (known: " + abi::knownNames<ArgumentRole>() + ")");
 
   Argument arg;
   arg.role = *role;
@@ -478,8 +332,8 @@ Argument Parser::parseArgument(const json &value, std::size_t position) {
   arg.index = static_cast<int>(position);
 
   std::string kind = getString(value, "kind", field);
-  std::string expectedKind = arg.isPool ? "kv_pool" : "memref";
-  if (kind != "memref" && kind != "kv_pool")
+  std::string expectedKind = arg.isPool ? abi::kPoolKind : abi::kMemRefKind;
+  if (kind != abi::kMemRefKind && kind != abi::kPoolKind)
     fail(field + ".kind", "unknown kind '" + kind + "' (known: memref, kv_pool)");
   if (kind != expectedKind)
     fail(field + ".kind",
@@ -583,21 +437,21 @@ void Parser::checkArgumentShapes(Manifest &manifest) const {
     for (const Argument &arg : manifest.arguments)
       count += arg.role == role;
     if (count == 0)
-      fail("arguments", std::string("no argument with role '") + roleName(role) + "'");
+      fail("arguments", std::string("no argument with role '") + abi::name(role) + "'");
     if (count > 1)
-      fail("arguments", std::string("role '") + roleName(role) + "' appears " +
+      fail("arguments", std::string("role '") + abi::name(role) + "' appears " +
                             std::to_string(count) + " times");
   }
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
 
   auto fieldOf = [](const Argument &arg) {
-    return "arguments[" + std::to_string(arg.index) + "] (" + roleName(arg.role) + ")";
+    return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
   };
   auto expectDType = [&](ArgumentRole role, DType type) {
     const Argument &arg = manifest.argument(role);
     if (arg.dtype != type)
       fail(fieldOf(arg) + ".dtype",
-           std::string("is ") + dtypeName(arg.dtype) + ", expected " + dtypeName(type));
+           std::string("is ") + abi::name(arg.dtype) + ", expected " + abi::name(type));
   };
   auto expectRank = [&](ArgumentRole role, std::size_t rank) {
     const Argument &arg = manifest.argument(role);
@@ -675,27 +529,11 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     fail(field, "missing key 'source'");
   std::string sourceText = getString(value, "source", field);
   LaunchParam param;
-  if (sourceText == "argument")
-    param.source = ParamSource::Argument;
-  else if (sourceText == "pool_hbm")
-    param.source = ParamSource::PoolHbm;
-  else if (sourceText == "pool_host")
-    param.source = ParamSource::PoolHost;
-  else if (sourceText == "pool_map")
-    param.source = ParamSource::PoolMap;
-  else if (sourceText == "pool_recency")
-    param.source = ParamSource::PoolRecency;
-  else if (sourceText == "pool_log")
-    param.source = ParamSource::PoolLog;
-  else if (sourceText == "status")
-    param.source = ParamSource::Status;
-  else if (sourceText == "scratch")
-    param.source = ParamSource::Scratch;
-  else
-    fail(field + ".source", "unknown source '" + sourceText +
-                                "' (known: argument, pool_hbm, pool_host, "
-                                "pool_map, pool_recency, pool_log, status, "
-                                "scratch)");
+  std::optional<ParamSource> source = abi::parse<ParamSource>(sourceText);
+  if (!source)
+    fail(field + ".source",
+         "unknown source '" + sourceText + "' (known: " + abi::knownNames<ParamSource>() + ")");
+  param.source = *source;
 
   if (param.source == ParamSource::Scratch) {
     // A static buffer inside the staging arena.
@@ -703,7 +541,7 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     param.dtype = getDType(value, field);
     param.shape = getIntArray(value, "shape", field);
     param.offset = getInt(value, "offset", field);
-    std::optional<std::int64_t> bytes = static_cast<std::int64_t>(dtypeSize(param.dtype));
+    std::optional<std::int64_t> bytes = static_cast<std::int64_t>(abi::bytes(param.dtype));
     for (std::int64_t dim : param.shape) {
       if (dim <= 0)
         fail(field + ".shape", formatShape(param.shape) + ": scratch buffers have static, positive "
@@ -724,7 +562,7 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     param.dtype = getDType(value, field);
     param.shape = getIntArray(value, "shape", field);
     if (param.dtype != DType::I32 || param.shape != std::vector<std::int64_t>{1})
-      fail(field, std::string("the status word must be i32 [1], not ") + dtypeName(param.dtype) +
+      fail(field, std::string("the status word must be i32 [1], not ") + abi::name(param.dtype) +
                       " " + formatShape(param.shape));
     return param;
   }
@@ -738,15 +576,15 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
   param.dtype = getDType(value, field);
   param.shape = getIntArray(value, "shape", field);
   const Argument &arg = manifest.arguments[static_cast<std::size_t>(index)];
-  std::string argText = "argument " + std::to_string(index) + " (" + roleName(arg.role) + ")";
+  std::string argText = "argument " + std::to_string(index) + " (" + abi::name(arg.role) + ")";
 
   if (param.source == ParamSource::Argument) {
     if (arg.isPool)
       fail(field + ".source", argText + " is a kv_pool: pass it as pool_hbm or "
                                         "pool_host");
     if (param.dtype != arg.dtype)
-      fail(field + ".dtype", std::string(dtypeName(param.dtype)) + " does not match " + argText +
-                                 " dtype " + dtypeName(arg.dtype));
+      fail(field + ".dtype", std::string(abi::name(param.dtype)) + " does not match " + argText +
+                                 " dtype " + abi::name(arg.dtype));
     if (param.shape != arg.shape)
       fail(field + ".shape", formatShape(param.shape) + " does not match " + argText + " shape " +
                                  formatShape(arg.shape));
@@ -762,7 +600,7 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
   if (param.source == ParamSource::PoolMap) {
     if (param.dtype != DType::I32 || param.shape.size() != 1 ||
         (param.shape[0] != -1 && param.shape[0] != pool.hostRows))
-      fail(field, std::string("a residency map is i32 [host_rows], not ") + dtypeName(param.dtype) +
+      fail(field, std::string("a residency map is i32 [host_rows], not ") + abi::name(param.dtype) +
                       " " + formatShape(param.shape));
     return param;
   }
@@ -770,18 +608,18 @@ LaunchParam Parser::parseParam(const json &value, const std::string &field,
     if (param.dtype != DType::I32 || param.shape.size() != 2 || param.shape[1] != 2 ||
         (param.shape[0] != -1 && param.shape[0] != pool.hbmSlots))
       fail(field, std::string("a replacement state is i32 [hbm_slots, 2], not ") +
-                      dtypeName(param.dtype) + " " + formatShape(param.shape));
+                      abi::name(param.dtype) + " " + formatShape(param.shape));
     return param;
   }
   if (param.source == ParamSource::PoolLog) {
     if (param.dtype != DType::I32 || param.shape.size() != 1)
-      fail(field, std::string("a step log is i32 [words], not ") + dtypeName(param.dtype) + " " +
+      fail(field, std::string("a step log is i32 [words], not ") + abi::name(param.dtype) + " " +
                       formatShape(param.shape));
     return param;
   }
   if (param.dtype != DType::I8)
     fail(field + ".dtype",
-         std::string(dtypeName(param.dtype)) + ": pool tiers are passed as bytes (i8)");
+         std::string(abi::name(param.dtype)) + ": pool tiers are passed as bytes (i8)");
   std::int64_t fixed = param.source == ParamSource::PoolHbm ? pool.hbmSlots : pool.hostRows;
   const char *countKey = param.source == ParamSource::PoolHbm ? "hbm_slots" : "host_rows";
   bool ok = param.shape.size() == 3 && param.shape[1] == pool.layers &&

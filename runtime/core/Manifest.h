@@ -17,7 +17,9 @@
 #ifndef DHS_RUNTIME_CORE_MANIFEST_H
 #define DHS_RUNTIME_CORE_MANIFEST_H
 
+#include "runtime/abi/Contract.h"
 #include "runtime/core/RowFormat.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -28,88 +30,16 @@
 
 namespace dhs::runtime {
 
-/// The manifest format name and the only version this runtime reads.
-inline constexpr const char *kManifestFormat = "dhs-step-manifest";
-inline constexpr int kManifestVersion = 1;
-/// The manifest's file name inside a step directory.
-inline constexpr const char *kManifestFileName = "manifest.json";
-
-/// Element types that may appear in a manifest.
-enum class DType { BF16, I32, I64, I8, F32 };
-
-/// Returns the manifest spelling of a dtype ("bf16", "i32", "i64", "i8").
-const char *dtypeName(DType type);
-/// Returns the size of one element in bytes.
-std::size_t dtypeSize(DType type);
-/// Parses a manifest dtype spelling; std::nullopt if unknown.
-std::optional<DType> parseDType(const std::string &name);
-
-/// What a step argument means to the runtime.
-enum class ArgumentRole {
-  Queries,      ///< bf16 [B,Q,H,qk_dim]
-  RowIds,       ///< i32 [B,Q,K]: selected history rows, -1 = unused
-  Slots,        ///< i32 [B,Q,K]: HBM slot of each selected row, -1 = host
-  HistoryStart, ///< i64 [B]: first host-store row of each request
-  HistoryLen,   ///< i32 [B]: history length of each request
-  KvPool,       ///< the KV pool (HBM slots + pinned host store)
-  Output,       ///< bf16 [B,Q,H,v_dim]
-  Positions,    ///< i32 [B]: logical positions of draft rows (ring ops)
-  Rows,         ///< i8 [B,N,layers,row_bytes]: rows moved whole (ring, window)
-  DraftTokens,  ///< i32 [B,gamma]: drafted tokens (accept)
-  TargetProbs,  ///< f32 [B,gamma+1,V]: the target's distributions (accept)
-  DraftProbs,   ///< f32 [B,gamma,V]: the drafter's distributions (accept)
-  Seeds,        ///< i64 [B]: per-request random seeds (accept)
-  StepCounter,  ///< i64 [1]: the step counter (accept)
-  Accepted,     ///< i32 [B]: accepted drafts (accept)
-  NextToken,    ///< i32 [B]: the next token (accept)
-  Scores,       ///< f32 [B,Q,N]: the indexer's score of each row (topk)
-  WindowRing,   ///< i8 [B,R,layers,row_bytes]: sliding-window ring (attention)
-  WindowTokens, ///< i32 [B]: raw tokens of each request (sliding window)
-  PlaceRows,    ///< i64 [N]: host-store rows to place in HBM (-1: none)
-  PlaceSlots,   ///< i32 [N]: their HBM slots (-1: the row left HBM)
-};
-
-/// Returns the manifest spelling of a role ("queries", "row_ids", ...).
-const char *roleName(ArgumentRole role);
-
-/// Where a kernel parameter's memory comes from.
-enum class ParamSource {
-  Argument,    ///< a memref argument of the step
-  PoolHbm,     ///< the KV pool's HBM slots [hbm_slots, layers, row_bytes] x i8
-  PoolHost,    ///< the host store [host_rows, layers, row_bytes] x i8, zero-copy
-  PoolMap,     ///< the pool's residency map [host_rows] x i32: slot of each row
-  PoolRecency, ///< the pool's replacement state [hbm_slots, 2] x i32: last
-               ///< and previous use step of each slot
-  PoolLog,     ///< the pool's step log [words] x i32 (see StepLog)
-  Status,      ///< the step's device status word, i32 [1]
-  Scratch,     ///< a buffer at `offset` bytes into the step's staging arena
-};
-
-/// Returns the manifest spelling of a parameter source.
-const char *paramSourceName(ParamSource source);
-
-/// Words of a pool's step log (dhs.pool_log), which a resolve kernel fills
-/// for the residency controller: a header, then room for N hit slots and N
-/// (lane, row id) miss pairs, for N selections.
-struct StepLogLayout {
-  static constexpr std::size_t kStep = 0;    ///< the step number (runtime-written)
-  static constexpr std::size_t kHits = 1;    ///< distinct slots hit
-  static constexpr std::size_t kMisses = 2;  ///< selections that missed
-  static constexpr std::size_t kEntries = 3; ///< valid selections
-  static constexpr std::size_t kHeader = 4;  ///< header words
-  /// Words of a log for `selections` selections.
-  static std::size_t words(std::size_t selections) { return kHeader + 3 * selections; }
-};
-
-/// Status word bits a kernel sets when it rejects its input.
-enum StatusBits : std::uint32_t {
-  kStatusRowOutsideHistory = 1,    ///< a row id outside its request's history
-  kStatusSlotOutOfRange = 2,       ///< a slot >= hbm_slots
-  kStatusHostRowOutOfRange = 4,    ///< a host index >= host_rows
-  kStatusStagingOutOfRange = 8,    ///< a staging position outside its buffer
-  kStatusHistoryBeyondScores = 16, ///< a history longer than its scores (topk)
-  kStatusBadWindowTokens = 32,     ///< a negative sliding-window token count
-};
+// The contract's names (runtime/abi/Contract.h): the manifest's format and
+// version, element types, roles, parameter sources, the step log and the
+// status bits.
+using abi::ArgumentRole;
+using abi::DType;
+using abi::kManifestFileName;
+using abi::kManifestFormat;
+using abi::kManifestVersion;
+using abi::ParamSource;
+using abi::StepLogLayout;
 
 /// Describes the set bits of a status word in words, e.g.
 /// "0x3: row id outside its request's history, slot >= hbm_slots".

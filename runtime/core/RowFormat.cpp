@@ -13,11 +13,20 @@ namespace dhs::runtime {
 
 namespace {
 
-const RowFormatInfo kFormats[] = {
-    {RowFormat::MlaBf16, "mla_bf16", 1152, 576, 512},
-    {RowFormat::MlaFp8, "mla_fp8", 656, 576, 512},
-    {RowFormat::V41Fp8, "v41_fp8", 528, 512, 512},
-};
+using MlaBf16 = abi::MlaBf16Row;
+using MlaFp8 = abi::MlaFp8Row;
+using V41Fp8 = abi::V41Fp8Row;
+
+/// The sizes of a format of fixed size.
+constexpr RowFormatInfo fixedSizeFormat(RowFormat format) {
+  abi::RowSizes sizes = *abi::fixedRowSizes(format);
+  return {format, abi::name(format), sizes.rowBytes, sizes.qkDim, sizes.vDim};
+}
+
+/// The formats of fixed size (GQA rows are sized by their GqaLayout).
+const RowFormatInfo kFormats[] = {fixedSizeFormat(RowFormat::MlaBf16),
+                                  fixedSizeFormat(RowFormat::MlaFp8),
+                                  fixedSizeFormat(RowFormat::V41Fp8)};
 
 /// Reads a little-endian value of type T at `bytes`.
 template <typename T> T load(const std::uint8_t *bytes) {
@@ -79,18 +88,20 @@ double decodeE4M3(std::uint8_t byte) {
 void decodeKey(RowFormat format, const std::uint8_t *row, double *key) {
   switch (format) {
   case RowFormat::MlaBf16:
-    for (int d = 0; d < 576; ++d)
+    for (int d = 0; d < MlaBf16::kDims; ++d)
       key[d] = bf16ToFloat(load<bf16_t>(row + 2 * d));
     return;
   case RowFormat::MlaFp8:
-    for (int d = 0; d < 512; ++d)
-      key[d] = decodeE4M3(row[d]) * static_cast<double>(load<float>(row + 512 + 4 * (d / 128)));
-    for (int d = 0; d < 64; ++d)
-      key[512 + d] = bf16ToFloat(load<bf16_t>(row + 528 + 2 * d));
+    for (int d = 0; d < MlaFp8::kNopeDims; ++d)
+      key[d] = decodeE4M3(row[d]) *
+               static_cast<double>(load<float>(row + MlaFp8::kScaleOffset +
+                                               MlaFp8::kScaleBytes * (d / MlaFp8::kDimsPerScale)));
+    for (int d = 0; d < MlaFp8::kRopeDims; ++d)
+      key[MlaFp8::kNopeDims + d] = bf16ToFloat(load<bf16_t>(row + MlaFp8::kRopeOffset + 2 * d));
     return;
   case RowFormat::V41Fp8:
-    for (int d = 0; d < 512; ++d) {
-      int e = row[512 + d / 32];
+    for (int d = 0; d < V41Fp8::kDims; ++d) {
+      int e = row[V41Fp8::kScaleOffset + d / V41Fp8::kDimsPerScale];
       double scale = e == 255 ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, e - 127);
       key[d] = decodeE4M3(row[d]) * scale;
     }
@@ -102,12 +113,8 @@ void decodeKey(RowFormat format, const std::uint8_t *row, double *key) {
 }
 
 GqaElement parseGqaElement(const std::string &name) {
-  if (name == "bf16")
-    return GqaElement::BF16;
-  if (name == "f16")
-    return GqaElement::F16;
-  if (name == "f32")
-    return GqaElement::F32;
+  if (std::optional<GqaElement> element = abi::parse<GqaElement>(name))
+    return *element;
   throw Error("GQA rows hold bf16, f16 or f32, not '" + name + "'");
 }
 
@@ -194,26 +201,26 @@ void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng) {
   };
   switch (format) {
   case RowFormat::MlaBf16:
-    for (int d = 0; d < 576; ++d)
+    for (int d = 0; d < MlaBf16::kDims; ++d)
       putBf16(row + 2 * d);
     return;
   case RowFormat::MlaFp8:
-    for (int d = 0; d < 512; ++d)
+    for (int d = 0; d < MlaFp8::kNopeDims; ++d)
       row[d] = randomE4M3(rng);
     // Random bytes span +-448 (log-uniformly); scales of 2^-9..2^-8 keep the
     // keys within a few units, like quantized real KV.
-    for (int g = 0; g < 4; ++g) {
+    for (int g = 0; g < MlaFp8::kScales; ++g) {
       float scale = static_cast<float>(std::ldexp(1.0 + (rng() % 1024) / 1024.0, -9));
-      std::memcpy(row + 512 + 4 * g, &scale, sizeof scale);
+      std::memcpy(row + MlaFp8::kScaleOffset + MlaFp8::kScaleBytes * g, &scale, sizeof scale);
     }
-    for (int d = 0; d < 64; ++d)
-      putBf16(row + 528 + 2 * d);
+    for (int d = 0; d < MlaFp8::kRopeDims; ++d)
+      putBf16(row + MlaFp8::kRopeOffset + 2 * d);
     return;
   case RowFormat::V41Fp8:
-    for (int d = 0; d < 512; ++d)
+    for (int d = 0; d < V41Fp8::kDims; ++d)
       row[d] = randomE4M3(rng);
-    for (int g = 0; g < 16; ++g)
-      row[512 + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
+    for (int g = 0; g < V41Fp8::kScales; ++g)
+      row[V41Fp8::kScaleOffset + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
     return;
   case RowFormat::Gqa:
     break;

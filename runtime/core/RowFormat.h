@@ -1,19 +1,15 @@
 //===- RowFormat.h - KV row formats: layout, decoding, generation -*- C++ -*-===//
 //
-// The byte layouts of one KV row (one token of one layer) that compiled
-// steps name in their manifests, as the kernels read them:
-//   mla_bf16  576 bf16 (1152 B); keys 576 dims, values the first 512.
-//   mla_fp8   512 e4m3 NoPE dims, 4 fp32 scales (one per 128 dims), 64 bf16
-//             RoPE dims (656 B); keys 576 dims (e4m3 x scale, then RoPE),
-//             values the first 512.
-//   v41_fp8   512 e4m3 dims, 16 ue8m0 scales (2^(e-127), one per 32 dims)
-//             (528 B); keys and values the same 512 dims.
-// Decoding is exact (every e4m3 value times its scale is a double).
+// The KV row formats that compiled steps name in their manifests (their
+// layouts are the contract's, runtime/abi/Contract.h): sizes, exact decoding
+// (every e4m3 value times its scale is a double) and random rows for tests.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DHS_RUNTIME_CORE_ROWFORMAT_H
 #define DHS_RUNTIME_CORE_ROWFORMAT_H
+
+#include "runtime/abi/Contract.h"
 
 #include <cstdint>
 #include <random>
@@ -21,11 +17,13 @@
 
 namespace dhs::runtime {
 
-/// A row format the runtime reads.
-enum class RowFormat { MlaBf16, MlaFp8, V41Fp8, Gqa };
+/// The compiler-runtime contract (runtime/abi/Contract.h).
+namespace abi = ::dhs_abi;
 
-/// Element type of GQA rows.
-enum class GqaElement { BF16, F16, F32 };
+/// A row format the runtime reads, and the element type of GQA rows
+/// (runtime/abi/Contract.h has their layouts).
+using abi::RowFormat;
+using GqaElement = abi::RowElement;
 
 /// Sizes of a row format.
 struct RowFormatInfo {
@@ -63,9 +61,9 @@ struct GqaLayout {
   GqaElement element = GqaElement::BF16;
 
   /// Bytes of one element.
-  std::int64_t elementBytes() const { return element == GqaElement::F32 ? 4 : 2; }
+  std::int64_t elementBytes() const { return abi::bytes(element); }
   /// Bytes of one row.
-  std::int64_t rowBytes() const { return 2 * kvHeads * headDim * elementBytes(); }
+  std::int64_t rowBytes() const { return abi::GqaRow::rowBytes(kvHeads, headDim, element); }
 };
 
 /// Parses "bf16", "f16" or "f32"; throws Error otherwise.

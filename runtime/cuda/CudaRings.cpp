@@ -18,7 +18,7 @@ void CudaRings::setDraftStep(const Manifest &manifest) {
   queue_->makeCurrent();
   draft->buffers.arguments.assign(manifest.arguments.size(), 0);
   for (const Argument &arg : manifest.arguments) {
-    std::size_t bytes = dtypeSize(arg.dtype);
+    std::size_t bytes = abi::bytes(arg.dtype);
     for (std::int64_t d : arg.shape)
       bytes *= static_cast<std::size_t>(d);
     draft->arguments.push_back(std::make_unique<DeviceBuffer>(

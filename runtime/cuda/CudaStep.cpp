@@ -296,9 +296,9 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   std::vector<std::unique_ptr<DeviceBuffer>> argumentBuffers(manifest.arguments.size());
   auto upload = [&](ArgumentRole role, const void *data, std::size_t bytes) {
     const Argument &arg = manifest.argument(role);
-    auto buffer = std::make_unique<DeviceBuffer>(bytes, roleName(role));
+    auto buffer = std::make_unique<DeviceBuffer>(bytes, abi::name(role));
     cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes),
-               std::string("cuMemcpyHtoD(") + roleName(role) + ")");
+               std::string("cuMemcpyHtoD(") + abi::name(role) + ")");
     argumentBuffers[static_cast<std::size_t>(arg.index)] = std::move(buffer);
   };
   upload(ArgumentRole::Queries, problem.queries.data(), problem.queries.size() * sizeof(bf16_t));
@@ -355,7 +355,7 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
       if (param.source == ParamSource::PoolMap || param.source == ParamSource::PoolRecency ||
           param.source == ParamSource::PoolLog)
         throw Error("step '" + manifest.step + "' uses a pool's residency state (" +
-                    paramSourceName(param.source) + "), which one attention problem does not have");
+                    abi::name(param.source) + "), which one attention problem does not have");
     params[i] = kernelParams(manifest.launches[i], buffers, manifest.step);
   }
 

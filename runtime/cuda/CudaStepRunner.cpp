@@ -21,10 +21,10 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
   for (const Argument &arg : manifest.arguments) {
     if (arg.isPool)
       continue;
-    std::size_t bytes = dtypeSize(arg.dtype);
+    std::size_t bytes = abi::bytes(arg.dtype);
     for (std::int64_t d : arg.shape)
       bytes *= static_cast<std::size_t>(d);
-    arguments_.push_back(std::make_unique<DeviceBuffer>(bytes, roleName(arg.role)));
+    arguments_.push_back(std::make_unique<DeviceBuffer>(bytes, abi::name(arg.role)));
     buffers_.arguments[static_cast<std::size_t>(arg.index)] = arguments_.back()->get();
     argumentBytes_[static_cast<int>(arg.role)] = bytes;
     argumentIndex_[static_cast<int>(arg.role)] = arg.index;
@@ -266,7 +266,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
                  "copying the group's selections");
     else if (!(work.selectionsOnDevice && role == ArgumentRole::Slots)) // resolve writes them
       cuda.check(cuda.memcpyHtoDAsync(argument(role), stage, bytesOf(role), stream),
-                 std::string("uploading ") + roleName(role));
+                 std::string("uploading ") + abi::name(role));
     stage += bytesOf(role);
   }
   // Queries: the engine's lanes, zeros for the padding lanes.

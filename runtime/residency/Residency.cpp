@@ -11,22 +11,6 @@
 
 namespace dhs::runtime {
 
-const char *policyName(ResidencyPolicy policy) {
-  return policy == ResidencyPolicy::Adaptive ? "adaptive" : "fixed";
-}
-
-const char *replacementName(Replacement replacement) {
-  switch (replacement) {
-  case Replacement::Clock:
-    return "clock";
-  case Replacement::Lru:
-    return "lru";
-  case Replacement::Lru2:
-    return "lru2";
-  }
-  return "?";
-}
-
 ResidencyStepStats &ResidencyStepStats::operator+=(const ResidencyStepStats &other) {
   entries += other.entries;
   selected += other.selected;

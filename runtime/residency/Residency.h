@@ -12,6 +12,7 @@
 #ifndef DHS_RUNTIME_RESIDENCY_RESIDENCY_H
 #define DHS_RUNTIME_RESIDENCY_RESIDENCY_H
 
+#include "runtime/abi/Contract.h"
 #include "runtime/residency/Allocators.h"
 
 #include <cstdint>
@@ -21,24 +22,13 @@
 
 namespace dhs::runtime {
 
-/// How spare HBM is used.
-enum class ResidencyPolicy {
-  Adaptive, ///< optional residency shares all spare slots, budget follows load
-  Fixed,    ///< a fixed hot buffer of hotFloor slots per request (HiSparse)
-};
+/// The compiler-runtime contract (runtime/abi/Contract.h).
+namespace abi = ::dhs_abi;
 
-/// Which hot row gives up its slot.
-enum class Replacement {
-  Clock, ///< reference bit + hand
-  Lru,   ///< oldest last-use stamp
-  Lru2,  ///< LRU with frequency (LRU-2): oldest use before the last, so rows
-         ///< selected in one step only go first, oldest last use first
-};
-
-/// Returns "adaptive" / "fixed".
-const char *policyName(ResidencyPolicy policy);
-/// Returns "clock" / "lru" / "lru2".
-const char *replacementName(Replacement replacement);
+/// How spare HBM is used, and which hot row gives up its slot (the names
+/// of the contract, runtime/abi/Contract.h).
+using abi::Replacement;
+using abi::ResidencyPolicy;
 
 /// Configuration of a residency controller.
 struct ResidencyConfig {

@@ -316,7 +316,7 @@ TEST_CASE("an admitted request is never starved of its floor", "[residency]") {
   INFO("DHS_TEST_SEED=" << seed - 30);
   std::mt19937_64 rng(seed);
   for (Replacement replacement : {Replacement::Clock, Replacement::Lru, Replacement::Lru2}) {
-    INFO(replacementName(replacement));
+    INFO(abi::name(replacement));
     ResidencyConfig config = ResidencyConfig::adaptive(1, 200, 100000, 4, 0, 16);
     config.replacement = replacement;
     ResidencyController c(config);
@@ -507,8 +507,7 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
   const std::uint64_t base = freshSeed() + 50;
   for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed})
     for (Replacement replacement : {Replacement::Clock, Replacement::Lru, Replacement::Lru2}) {
-      INFO(policyName(policy) << " " << replacementName(replacement)
-                              << " DHS_TEST_SEED=" << base - 50);
+      INFO(abi::name(policy) << " " << abi::name(replacement) << " DHS_TEST_SEED=" << base - 50);
       std::mt19937_64 rng(base + static_cast<int>(policy) * 3 + static_cast<int>(replacement));
       ResidencyConfig config = ResidencyConfig::adaptive(3, 300, 20000, 6, 2, 10);
       config.policy = policy;
@@ -693,8 +692,7 @@ TEST_CASE("booking a step from the device log equals resolving its selections; t
   const std::uint64_t base = freshSeed() + 70;
   for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed})
     for (Replacement replacement : {Replacement::Clock, Replacement::Lru, Replacement::Lru2}) {
-      INFO(policyName(policy) << " " << replacementName(replacement)
-                              << " DHS_TEST_SEED=" << base - 70);
+      INFO(abi::name(policy) << " " << abi::name(replacement) << " DHS_TEST_SEED=" << base - 70);
       std::mt19937_64 rng(base + static_cast<int>(policy) * 3 + static_cast<int>(replacement));
       ResidencyConfig config = ResidencyConfig::adaptive(2, 240, 12000, 6, 2, 8);
       config.policy = policy;

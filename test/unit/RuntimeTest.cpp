@@ -46,7 +46,7 @@ TEST_CASE("the executor's outputs equal attention over the engine's rows", "[run
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(4, 2, 2, 8));
   for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed}) {
-    INFO(policyName(policy));
+    INFO(abi::name(policy));
     RuntimeConfig config = smallConfig();
     config.policy = policy;
     Runtime rt(config);
@@ -310,8 +310,8 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
     config.fullCheckInterval = 50;
     config.policy = phase < 2 ? ResidencyPolicy::Adaptive : ResidencyPolicy::Fixed;
     config.replacement = phase % 2 ? Replacement::Lru : Replacement::Clock;
-    INFO("phase " << phase << ": " << policyName(config.policy) << " "
-                  << replacementName(config.replacement));
+    INFO("phase " << phase << ": " << abi::name(config.policy) << " "
+                  << abi::name(config.replacement));
     Runtime rt(config);
     rt.loadStep(dir.path());
     Shadow shadow(config.layers);

@@ -77,7 +77,7 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda]
     cuda.check(cuda.memcpyDtoH(rows.data(), rowsBuffer.get(), rows.size() * 4), "rows");
     cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
     // The selection stays within the scored rows either way.
-    CHECK(word == (beyond ? static_cast<std::uint32_t>(kStatusHistoryBeyondScores) : 0u));
+    CHECK(word == (beyond ? static_cast<std::uint32_t>(abi::kStatusHistoryBeyondScores) : 0u));
 
     std::size_t mismatches = 0;
     for (std::size_t b = 0; b < B; ++b)

@@ -416,8 +416,8 @@ int run(const Options &options) {
     std::cout << "runtime: " << shape.batch << " requests admitted per mix, "
               << session->runtime().layers() << " layer"
               << (session->runtime().layers() == 1 ? "" : "s") << " in one group, " << c.hbmSlots
-              << " HBM slots, " << c.hostRows << " host rows, " << policyName(c.policy)
-              << " residency with " << replacementName(c.replacement) << " replacement\n";
+              << " HBM slots, " << c.hostRows << " host rows, " << abi::name(c.policy)
+              << " residency with " << abi::name(c.replacement) << " replacement\n";
   } else {
     std::cout << "kernels: run directly on the generated inputs, without host-side checks\n";
   }

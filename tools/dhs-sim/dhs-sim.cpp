@@ -488,7 +488,7 @@ int run(const Options &o) {
               static_cast<long long>(adaptive.reservedSlots()), o.newest, o.draft, o.floor,
               static_cast<long long>(fixedReserve), o.newest, o.draft, o.fixedBuffer);
   std::printf("policies: adaptive (%s), fixed (%s); %d group(s) simulated\n",
-              replacementName(adaptive.replacement), replacementName(fixed.replacement), o.groups);
+              abi::name(adaptive.replacement), abi::name(fixed.replacement), o.groups);
 
   Simulation sim(o, {adaptive, fixed}, {"adaptive", "fixed"});
   std::unique_ptr<std::ofstream> traceOut;

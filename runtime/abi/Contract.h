@@ -1,0 +1,491 @@
+//===- Contract.h - what the compiler and the runtime agree on --*- C++ -*-===//
+//
+// The one definition of the compiler-runtime contract, included by the
+// dialect, code generation and the runtime: status bits, the step log, row
+// layouts, roles, parameter sources, launch kinds, residency hints and the
+// manifest's format. Header-only, no MLIR; lists are X-macro tables (*.def)
+// beside this file. docs/compiler.md describes how the pieces meet.
+//
+// The namespace is dhs_abi, not dhs::abi: compiler code lives in mlir::dhs
+// and says `using namespace mlir`, where a top-level dhs would make `dhs::`
+// ambiguous. Both sides call it `abi` (an alias in mlir::dhs and in
+// dhs::runtime).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_ABI_CONTRACT_H
+#define DHS_RUNTIME_ABI_CONTRACT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dhs_abi {
+
+//===----------------------------------------------------------------------===//
+// The manifest
+//===----------------------------------------------------------------------===//
+
+/// The manifest's format name and version; the runtime reads this version
+/// only.
+inline constexpr const char *kManifestFormat = "dhs-step-manifest";
+inline constexpr int kManifestVersion = 1;
+/// The manifest's file name inside a step directory.
+inline constexpr const char *kManifestFileName = "manifest.json";
+/// Kinds of step arguments ("arguments[i].kind").
+inline constexpr const char *kMemRefKind = "memref";
+inline constexpr const char *kPoolKind = "kv_pool";
+
+//===----------------------------------------------------------------------===//
+// Enums with names
+//===----------------------------------------------------------------------===//
+
+/// A launch's kernel (LaunchKinds.def).
+enum class LaunchKind : std::uint8_t {
+#define DHS_LAUNCH_KIND(Enum, Name) Enum,
+#include "runtime/abi/LaunchKinds.def"
+};
+
+/// How a copy_rows launch moves rows (LaunchKinds.def).
+enum class CopyDirection : std::uint8_t {
+#define DHS_COPY_DIRECTION(Enum, Name) Enum,
+#include "runtime/abi/LaunchKinds.def"
+};
+
+/// What a step argument is to the runtime (Roles.def).
+enum class ArgumentRole : std::uint8_t {
+#define DHS_ARGUMENT_ROLE(Enum, Name) Enum,
+#include "runtime/abi/Roles.def"
+};
+
+/// What a kernel parameter is (Roles.def): an argument role, a view of a
+/// pool, or a buffer of the step itself. Argument roles come first, with the
+/// same values as in ArgumentRole.
+enum class ParamRole : std::uint8_t {
+#define DHS_ARGUMENT_ROLE(Enum, Name) Enum,
+#define DHS_POOL_VIEW_ROLE(Enum, Name, Source) Enum,
+#define DHS_LOCAL_ROLE(Enum, Name) Enum,
+#include "runtime/abi/Roles.def"
+};
+
+/// Where a kernel parameter's memory comes from (ParamSources.def).
+enum class ParamSource : std::uint8_t {
+#define DHS_PARAM_SOURCE(Enum, Name) Enum,
+#include "runtime/abi/ParamSources.def"
+};
+
+/// How spare HBM is used (Residency.def).
+enum class ResidencyPolicy : std::uint8_t {
+#define DHS_RESIDENCY_POLICY(Enum, Name) Enum,
+#include "runtime/abi/Residency.def"
+};
+
+/// Which hot row gives up its slot (Residency.def).
+enum class Replacement : std::uint8_t {
+#define DHS_REPLACEMENT(Enum, Name) Enum,
+#include "runtime/abi/Residency.def"
+};
+
+/// Element types of step arguments and kernel parameters (DTypes.def).
+enum class DType : std::uint8_t {
+#define DHS_DTYPE(Enum, Name, Bytes) Enum,
+#include "runtime/abi/DTypes.def"
+};
+
+/// Element types of GQA rows (DTypes.def).
+enum class RowElement : std::uint8_t {
+#define DHS_ROW_ELEMENT(Enum, Name, Bytes) Enum,
+#include "runtime/abi/DTypes.def"
+};
+
+/// A KV row format (RowFormats.def).
+enum class RowFormat : std::uint8_t {
+#define DHS_ROW_FORMAT(Enum, Name) Enum,
+#include "runtime/abi/RowFormats.def"
+};
+
+/// Every value of each enum, in table order.
+inline constexpr LaunchKind kLaunchKinds[] = {
+#define DHS_LAUNCH_KIND(Enum, Name) LaunchKind::Enum,
+#include "runtime/abi/LaunchKinds.def"
+};
+inline constexpr CopyDirection kCopyDirections[] = {
+#define DHS_COPY_DIRECTION(Enum, Name) CopyDirection::Enum,
+#include "runtime/abi/LaunchKinds.def"
+};
+inline constexpr ArgumentRole kArgumentRoles[] = {
+#define DHS_ARGUMENT_ROLE(Enum, Name) ArgumentRole::Enum,
+#include "runtime/abi/Roles.def"
+};
+inline constexpr ParamRole kParamRoles[] = {
+#define DHS_ARGUMENT_ROLE(Enum, Name) ParamRole::Enum,
+#define DHS_POOL_VIEW_ROLE(Enum, Name, Source) ParamRole::Enum,
+#define DHS_LOCAL_ROLE(Enum, Name) ParamRole::Enum,
+#include "runtime/abi/Roles.def"
+};
+inline constexpr ParamSource kParamSources[] = {
+#define DHS_PARAM_SOURCE(Enum, Name) ParamSource::Enum,
+#include "runtime/abi/ParamSources.def"
+};
+inline constexpr ResidencyPolicy kResidencyPolicies[] = {
+#define DHS_RESIDENCY_POLICY(Enum, Name) ResidencyPolicy::Enum,
+#include "runtime/abi/Residency.def"
+};
+inline constexpr Replacement kReplacements[] = {
+#define DHS_REPLACEMENT(Enum, Name) Replacement::Enum,
+#include "runtime/abi/Residency.def"
+};
+inline constexpr DType kDTypes[] = {
+#define DHS_DTYPE(Enum, Name, Bytes) DType::Enum,
+#include "runtime/abi/DTypes.def"
+};
+inline constexpr RowElement kRowElements[] = {
+#define DHS_ROW_ELEMENT(Enum, Name, Bytes) RowElement::Enum,
+#include "runtime/abi/DTypes.def"
+};
+inline constexpr RowFormat kRowFormats[] = {
+#define DHS_ROW_FORMAT(Enum, Name) RowFormat::Enum,
+#include "runtime/abi/RowFormats.def"
+};
+
+/// The manifest spelling of each value.
+constexpr const char *name(LaunchKind kind) {
+  switch (kind) {
+#define DHS_LAUNCH_KIND(Enum, Name)                                                                \
+  case LaunchKind::Enum:                                                                           \
+    return Name;
+#include "runtime/abi/LaunchKinds.def"
+  }
+  return "?";
+}
+constexpr const char *name(CopyDirection direction) {
+  switch (direction) {
+#define DHS_COPY_DIRECTION(Enum, Name)                                                             \
+  case CopyDirection::Enum:                                                                        \
+    return Name;
+#include "runtime/abi/LaunchKinds.def"
+  }
+  return "?";
+}
+constexpr const char *name(ParamRole role) {
+  switch (role) {
+#define DHS_ARGUMENT_ROLE(Enum, Name)                                                              \
+  case ParamRole::Enum:                                                                            \
+    return Name;
+#define DHS_POOL_VIEW_ROLE(Enum, Name, Source)                                                     \
+  case ParamRole::Enum:                                                                            \
+    return Name;
+#define DHS_LOCAL_ROLE(Enum, Name)                                                                 \
+  case ParamRole::Enum:                                                                            \
+    return Name;
+#include "runtime/abi/Roles.def"
+  }
+  return "?";
+}
+constexpr ParamRole toParamRole(ArgumentRole role) { return static_cast<ParamRole>(role); }
+constexpr const char *name(ArgumentRole role) { return name(toParamRole(role)); }
+constexpr const char *name(ParamSource source) {
+  switch (source) {
+#define DHS_PARAM_SOURCE(Enum, Name)                                                               \
+  case ParamSource::Enum:                                                                          \
+    return Name;
+#include "runtime/abi/ParamSources.def"
+  }
+  return "?";
+}
+constexpr const char *name(ResidencyPolicy policy) {
+  switch (policy) {
+#define DHS_RESIDENCY_POLICY(Enum, Name)                                                           \
+  case ResidencyPolicy::Enum:                                                                      \
+    return Name;
+#include "runtime/abi/Residency.def"
+  }
+  return "?";
+}
+constexpr const char *name(Replacement replacement) {
+  switch (replacement) {
+#define DHS_REPLACEMENT(Enum, Name)                                                                \
+  case Replacement::Enum:                                                                          \
+    return Name;
+#include "runtime/abi/Residency.def"
+  }
+  return "?";
+}
+constexpr const char *name(DType type) {
+  switch (type) {
+#define DHS_DTYPE(Enum, Name, Bytes)                                                               \
+  case DType::Enum:                                                                                \
+    return Name;
+#include "runtime/abi/DTypes.def"
+  }
+  return "?";
+}
+constexpr const char *name(RowElement element) {
+  switch (element) {
+#define DHS_ROW_ELEMENT(Enum, Name, Bytes)                                                         \
+  case RowElement::Enum:                                                                           \
+    return Name;
+#include "runtime/abi/DTypes.def"
+  }
+  return "?";
+}
+constexpr const char *name(RowFormat format) {
+  switch (format) {
+#define DHS_ROW_FORMAT(Enum, Name)                                                                 \
+  case RowFormat::Enum:                                                                            \
+    return Name;
+#include "runtime/abi/RowFormats.def"
+  }
+  return "?";
+}
+
+/// Bytes of one element.
+constexpr std::size_t bytes(DType type) {
+  switch (type) {
+#define DHS_DTYPE(Enum, Name, Bytes)                                                               \
+  case DType::Enum:                                                                                \
+    return Bytes;
+#include "runtime/abi/DTypes.def"
+  }
+  return 0;
+}
+constexpr std::int64_t bytes(RowElement element) {
+  switch (element) {
+#define DHS_ROW_ELEMENT(Enum, Name, Bytes)                                                         \
+  case RowElement::Enum:                                                                           \
+    return Bytes;
+#include "runtime/abi/DTypes.def"
+  }
+  return 0;
+}
+
+/// Every value of `Enum`, for parse and knownNames.
+template <typename Enum> struct AllValues;
+template <> struct AllValues<LaunchKind> {
+  static constexpr const auto &values = kLaunchKinds;
+};
+template <> struct AllValues<CopyDirection> {
+  static constexpr const auto &values = kCopyDirections;
+};
+template <> struct AllValues<ArgumentRole> {
+  static constexpr const auto &values = kArgumentRoles;
+};
+template <> struct AllValues<ParamRole> {
+  static constexpr const auto &values = kParamRoles;
+};
+template <> struct AllValues<ParamSource> {
+  static constexpr const auto &values = kParamSources;
+};
+template <> struct AllValues<ResidencyPolicy> {
+  static constexpr const auto &values = kResidencyPolicies;
+};
+template <> struct AllValues<Replacement> {
+  static constexpr const auto &values = kReplacements;
+};
+template <> struct AllValues<DType> {
+  static constexpr const auto &values = kDTypes;
+};
+template <> struct AllValues<RowElement> {
+  static constexpr const auto &values = kRowElements;
+};
+template <> struct AllValues<RowFormat> {
+  static constexpr const auto &values = kRowFormats;
+};
+
+/// The value of `Enum` spelled `text`, or nothing.
+template <typename Enum> constexpr std::optional<Enum> parse(std::string_view text) {
+  for (Enum value : AllValues<Enum>::values)
+    if (text == name(value))
+      return value;
+  return std::nullopt;
+}
+
+/// The spellings of every value of `Enum`, for messages: "a, b, c".
+template <typename Enum> std::string knownNames() {
+  std::string names;
+  for (Enum value : AllValues<Enum>::values)
+    names += (names.empty() ? "" : ", ") + std::string(name(value));
+  return names;
+}
+
+//===----------------------------------------------------------------------===//
+// Launches and roles
+//===----------------------------------------------------------------------===//
+
+/// Whether a launch computes attention (and so carries softmax_scale, layer
+/// and, with a sliding window, window_size).
+constexpr bool isAttention(LaunchKind kind) {
+  return kind == LaunchKind::SparseAttention || kind == LaunchKind::Attention;
+}
+
+/// The role a step argument gets when it is passed as a parameter of `role`:
+/// the same role, kv_pool for views of a pool, none for the step's own
+/// buffers (which are never step arguments).
+constexpr std::optional<ArgumentRole> argumentRole(ParamRole role) {
+  switch (role) {
+#define DHS_ARGUMENT_ROLE(Enum, Name)                                                              \
+  case ParamRole::Enum:                                                                            \
+    return ArgumentRole::Enum;
+#define DHS_POOL_VIEW_ROLE(Enum, Name, Source)                                                     \
+  case ParamRole::Enum:                                                                            \
+    return ArgumentRole::KvPool;
+#include "runtime/abi/Roles.def"
+  default:
+    return std::nullopt;
+  }
+}
+
+/// The source of a view of a pool, or nothing for other roles.
+constexpr std::optional<ParamSource> poolViewSource(ParamRole role) {
+  switch (role) {
+#define DHS_POOL_VIEW_ROLE(Enum, Name, Source)                                                     \
+  case ParamRole::Enum:                                                                            \
+    return ParamSource::Source;
+#include "runtime/abi/Roles.def"
+  default:
+    return std::nullopt;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The step status
+//===----------------------------------------------------------------------===//
+
+/// Bits a kernel ORs into the step status word when it rejects its input
+/// (StatusBits.def).
+enum StatusBit : std::uint32_t {
+#define DHS_STATUS_BIT(Name, Bit, Message) kStatus##Name = Bit,
+#include "runtime/abi/StatusBits.def"
+};
+
+/// A status bit and what it means.
+struct StatusBitInfo {
+  std::uint32_t bit;
+  const char *message;
+};
+inline constexpr StatusBitInfo kStatusBits[] = {
+#define DHS_STATUS_BIT(Name, Bit, Message) {Bit, Message},
+#include "runtime/abi/StatusBits.def"
+};
+/// Every bit kernels may set.
+inline constexpr std::uint32_t kKnownStatusBits = 0
+#define DHS_STATUS_BIT(Name, Bit, Message) | Bit
+#include "runtime/abi/StatusBits.def"
+    ;
+
+//===----------------------------------------------------------------------===//
+// The step log
+//===----------------------------------------------------------------------===//
+
+/// Words of a pool's step log (dhs.pool_log), which a resolve kernel fills
+/// for the residency controller: a header, then room for N hit slots and N
+/// (lane, row id) miss pairs, for N selections.
+struct StepLogLayout {
+  static constexpr std::size_t kStep = 0;    ///< the step number (runtime-written)
+  static constexpr std::size_t kHits = 1;    ///< distinct slots hit
+  static constexpr std::size_t kMisses = 2;  ///< selections that missed
+  static constexpr std::size_t kEntries = 3; ///< valid selections
+  static constexpr std::size_t kHeader = 4;  ///< header words
+  /// Words per hit entry (a slot) and per miss entry (lane, row id).
+  static constexpr std::size_t kHitWords = 1;
+  static constexpr std::size_t kMissWords = 2;
+  /// The first word of the hit list and of the miss list.
+  static constexpr std::size_t hitsBegin() { return kHeader; }
+  static constexpr std::size_t missesBegin(std::size_t selections) {
+    return kHeader + kHitWords * selections;
+  }
+  /// Words of a log for `selections` selections.
+  static constexpr std::size_t words(std::size_t selections) {
+    return missesBegin(selections) + kMissWords * selections;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Row layouts
+//===----------------------------------------------------------------------===//
+
+/// mla_bf16: the MLA latent, 512 NoPE + 64 RoPE dims in bf16. Keys are whole
+/// rows, values the first 512 dims (MLA in absorbed form).
+struct MlaBf16Row {
+  static constexpr std::int64_t kDims = 576;
+  static constexpr std::int64_t kRowBytes = 2 * kDims;
+  static constexpr std::int64_t kQKDim = kDims;
+  static constexpr std::int64_t kVDim = 512;
+};
+
+/// mla_fp8 (DeepSeek-V3.2): bytes [0, 512) the NoPE dims in e4m3, then four
+/// fp32 scales (one per 128 NoPE dims), then the 64 RoPE dims in bf16,
+/// unquantized. Keys are 576 dims, values the 512 dequantized NoPE dims.
+struct MlaFp8Row {
+  static constexpr std::int64_t kNopeDims = 512;
+  static constexpr std::int64_t kDimsPerScale = 128;
+  static constexpr std::int64_t kScales = kNopeDims / kDimsPerScale;
+  static constexpr std::int64_t kScaleOffset = kNopeDims;
+  static constexpr std::int64_t kScaleBytes = 4;
+  static constexpr std::int64_t kRopeOffset = kScaleOffset + kScaleBytes * kScales;
+  static constexpr std::int64_t kRopeDims = 64;
+  static constexpr std::int64_t kRowBytes = kRopeOffset + 2 * kRopeDims;
+  static constexpr std::int64_t kQKDim = kNopeDims + kRopeDims;
+  static constexpr std::int64_t kVDim = kNopeDims;
+};
+
+/// v41_fp8 (DeepSeek-V4.1 compressed entry): 512 dims in e4m3, then 16 ue8m0
+/// scales (2^(e-127); e = 255 is NaN), one per 32 dims. Keys and values are
+/// the same 512 dims.
+struct V41Fp8Row {
+  static constexpr std::int64_t kDims = 512;
+  static constexpr std::int64_t kDimsPerScale = 32;
+  static constexpr std::int64_t kScales = kDims / kDimsPerScale;
+  static constexpr std::int64_t kScaleOffset = kDims;
+  static constexpr std::int64_t kRowBytes = kScaleOffset + kScales;
+  static constexpr std::int64_t kQKDim = kDims;
+  static constexpr std::int64_t kVDim = kDims;
+};
+
+/// gqa: `kvHeads` keys of `headDim` elements, then `kvHeads` values.
+struct GqaRow {
+  static constexpr std::int64_t rowBytes(std::int64_t kvHeads, std::int64_t headDim,
+                                         RowElement element) {
+    return 2 * kvHeads * headDim * bytes(element);
+  }
+  /// Byte offsets of KV head `head`'s key and value.
+  static constexpr std::int64_t keyOffset(std::int64_t head, std::int64_t headDim,
+                                          RowElement element) {
+    return head * headDim * bytes(element);
+  }
+  static constexpr std::int64_t valueOffset(std::int64_t kvHeads, std::int64_t head,
+                                            std::int64_t headDim, RowElement element) {
+    return (kvHeads + head) * headDim * bytes(element);
+  }
+};
+
+static_assert(MlaBf16Row::kRowBytes == 1152, "mla_bf16 rows are 1152 bytes");
+static_assert(MlaFp8Row::kRopeOffset == 528 && MlaFp8Row::kRowBytes == 656,
+              "mla_fp8 rows are 512 e4m3 + 4 fp32 scales + 64 bf16 = 656 bytes");
+static_assert(V41Fp8Row::kRowBytes == 528, "v41_fp8 rows are 512 e4m3 + 16 ue8m0 = 528 bytes");
+
+/// The sizes of a fixed-size format (all but gqa).
+struct RowSizes {
+  std::int64_t rowBytes = 0;
+  std::int64_t qkDim = 0;
+  std::int64_t vDim = 0;
+};
+constexpr std::optional<RowSizes> fixedRowSizes(RowFormat format) {
+  switch (format) {
+  case RowFormat::MlaBf16:
+    return RowSizes{MlaBf16Row::kRowBytes, MlaBf16Row::kQKDim, MlaBf16Row::kVDim};
+  case RowFormat::MlaFp8:
+    return RowSizes{MlaFp8Row::kRowBytes, MlaFp8Row::kQKDim, MlaFp8Row::kVDim};
+  case RowFormat::V41Fp8:
+    return RowSizes{V41Fp8Row::kRowBytes, V41Fp8Row::kQKDim, V41Fp8Row::kVDim};
+  case RowFormat::Gqa:
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+} // namespace dhs_abi
+
+#endif // DHS_RUNTIME_ABI_CONTRACT_H
