@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
       return 2;
     }
     Manifest manifest = Manifest::load(argv[1]);
-    if (manifest.launches.size() != 1 || manifest.launches[0].op != "place_rows")
+    if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::PlaceRows)
       throw Error(std::string(argv[1]) + " is not a single place_rows step");
     const KvPoolInfo &poolInfo = manifest.argument(ArgumentRole::KvPool).pool;
     const std::size_t tokenBytes = static_cast<std::size_t>(poolInfo.layers * poolInfo.rowBytes);

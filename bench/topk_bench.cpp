@@ -29,7 +29,7 @@ int main(int argc, char **argv) {
   }
   try {
     Manifest manifest = Manifest::load(argv[1]);
-    if (manifest.launches.size() != 1 || manifest.launches[0].op != "topk")
+    if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::TopK)
       throw Error(std::string(argv[1]) + " is not a single topk step");
     const CudaDriver &cuda = CudaDriver::instance();
     if (!cuda.available()) {

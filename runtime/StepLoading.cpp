@@ -187,17 +187,16 @@ ResidencyConfig residencyConfig(const RuntimeConfig &config, const TierLayout &l
                     "(newest " +
                     std::to_string(spec->newest) + " vs " + std::to_string(s.newest) + ", floor " +
                     std::to_string(spec->floor) + " vs " + std::to_string(s.floor) + ", " +
-                    spec->policy + "/" + spec->replacement + " vs " + s.policy + "/" +
-                    s.replacement + "): the runtime keeps one policy for all layer groups");
+                    abi::name(spec->policy) + "/" + abi::name(spec->replacement) + " vs " +
+                    abi::name(s.policy) + "/" + abi::name(s.replacement) +
+                    "): the runtime keeps one policy for all layer groups");
       spec = &s;
     }
   if (spec) {
     residency.newestWindow = spec->newest;
     residency.hotFloor = spec->floor;
-    residency.policy = spec->policy == "fixed" ? ResidencyPolicy::Fixed : ResidencyPolicy::Adaptive;
-    residency.replacement = spec->replacement == "lru"    ? Replacement::Lru
-                            : spec->replacement == "lru2" ? Replacement::Lru2
-                                                          : Replacement::Clock;
+    residency.policy = spec->policy;
+    residency.replacement = spec->replacement;
     residency.maxPromotionsPerStep = spec->maxPromotions;
   }
   return residency;
@@ -390,7 +389,7 @@ void Runtime::loadPlacementStep(const std::string &stepDirectory) {
 
 void Runtime::loadPlacementStep(const Manifest &manifest) {
   requireAuxiliaryLoad("load placement step", "placement step", placementStepLoaded_);
-  if (manifest.launches.size() != 1 || manifest.launches[0].op != "place_rows")
+  if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::PlaceRows)
     throw Error("the step " + manifest.directory +
                 " is not a placement step (one dhs.place_rows launch)");
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;

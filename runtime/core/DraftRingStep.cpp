@@ -18,10 +18,12 @@ DraftStepInfo draftStepInfo(const Manifest &m) {
   };
   if (m.launches.size() != 4)
     fail(std::to_string(m.launches.size()) + " launches, expected 4");
-  const char *ops[] = {"ring_index", "copy_rows", "ring_index", "copy_rows"};
+  const abi::LaunchKind kinds[] = {abi::LaunchKind::RingIndex, abi::LaunchKind::CopyRows,
+                                   abi::LaunchKind::RingIndex, abi::LaunchKind::CopyRows};
   for (std::size_t i = 0; i < 4; ++i) {
-    if (m.launches[i].op != ops[i])
-      fail("launch " + std::to_string(i) + " is " + m.launches[i].op + ", expected " + ops[i]);
+    if (m.launches[i].kind != kinds[i])
+      fail("launch " + std::to_string(i) + " is " + abi::name(m.launches[i].kind) + ", expected " +
+           abi::name(kinds[i]));
     const std::size_t params = i % 2 == 0 ? 2 : 4;
     if (m.launches[i].params.size() != params)
       fail("launch " + std::to_string(i) + " has " + std::to_string(m.launches[i].params.size()) +

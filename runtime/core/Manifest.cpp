@@ -659,15 +659,12 @@ void Parser::parseAttentionAttributes(const json &value, const std::string &fiel
 Launch Parser::parseLaunch(const json &value, std::size_t position, const Manifest &manifest) {
   std::string field = "launches[" + std::to_string(position) + "]";
   Launch launch;
-  launch.op = getString(value, "op", field);
-  if (!launch.isAttention() && launch.op != "fetch" && launch.op != "union_missing" &&
-      launch.op != "ring_index" && launch.op != "copy_rows" && launch.op != "resolve" &&
-      launch.op != "accept" && launch.op != "topk" && launch.op != "place_rows" &&
-      launch.op != "attention_combine")
-    fail(field + ".op", "unknown op '" + launch.op +
-                            "' (known: sparse_attention, attention, fetch, "
-                            "union_missing, ring_index, copy_rows, resolve, "
-                            "accept, topk, place_rows, attention_combine)");
+  std::string op = getString(value, "op", field);
+  std::optional<abi::LaunchKind> kind = abi::parse<abi::LaunchKind>(op);
+  if (!kind)
+    fail(field + ".op",
+         "unknown op '" + op + "' (known: " + abi::knownNames<abi::LaunchKind>() + ")");
+  launch.kind = *kind;
   // Attention launches carry their scale and layer, row copies their
   // direction.
   if (launch.isAttention() && value.contains("window_size"))
@@ -678,13 +675,20 @@ Launch Parser::parseLaunch(const json &value, std::size_t position, const Manife
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "grid", "block",
                "dynamic_shared_bytes", "params"});
-  else if (launch.op == "copy_rows")
+  else if (launch.kind == abi::LaunchKind::CopyRows)
     checkKeys(
         value, field,
         {"kernel", "ptx", "op", "direction", "grid", "block", "dynamic_shared_bytes", "params"});
   else
     checkKeys(value, field,
               {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"});
+  if (launch.kind == abi::LaunchKind::CopyRows) {
+    std::string direction = getString(value, "direction", field);
+    launch.direction = abi::parse<abi::CopyDirection>(direction);
+    if (!launch.direction)
+      fail(field + ".direction", "unknown direction '" + direction +
+                                     "' (known: " + abi::knownNames<abi::CopyDirection>() + ")");
+  }
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))
     fail(field + ".kernel", "'" + launch.kernel + "' is not a PTX identifier");
@@ -824,8 +828,9 @@ Manifest Parser::parseRoot(const json &root) {
   if (member(root, "launches", "top level").is_array())
     for (const json &launch : member(root, "launches", "top level"))
       if (launch.is_object() && launch.contains("op") && launch.at("op").is_string()) {
-        std::string op = launch.at("op").get<std::string>();
-        attention_ = attention_ || op == "sparse_attention" || op == "attention";
+        std::optional<abi::LaunchKind> kind =
+            abi::parse<abi::LaunchKind>(launch.at("op").get<std::string>());
+        attention_ = attention_ || (kind && abi::isAttention(*kind));
       }
   for (std::size_t i = 0; i < arguments.size(); ++i)
     manifest.arguments.push_back(parseArgument(arguments[i], i));
@@ -861,12 +866,16 @@ Manifest Parser::parseRoot(const json &root) {
       spec.newest = count("newest", 1);
       spec.floor = count("floor", 0);
       spec.maxPromotions = count("max_promotions", -1);
-      spec.policy = getString(specs[i], "policy", field);
-      if (spec.policy != "adaptive" && spec.policy != "fixed")
-        fail(field + ".policy", "'" + spec.policy + "' is not adaptive or fixed");
-      spec.replacement = getString(specs[i], "replacement", field);
-      if (spec.replacement != "clock" && spec.replacement != "lru" && spec.replacement != "lru2")
-        fail(field + ".replacement", "'" + spec.replacement + "' is not clock, lru or lru2");
+      std::string policy = getString(specs[i], "policy", field);
+      std::optional<abi::ResidencyPolicy> parsedPolicy = abi::parse<abi::ResidencyPolicy>(policy);
+      if (!parsedPolicy)
+        fail(field + ".policy", "'" + policy + "' is not adaptive or fixed");
+      spec.policy = *parsedPolicy;
+      std::string replacement = getString(specs[i], "replacement", field);
+      std::optional<abi::Replacement> parsedReplacement = abi::parse<abi::Replacement>(replacement);
+      if (!parsedReplacement)
+        fail(field + ".replacement", "'" + replacement + "' is not clock, lru or lru2");
+      spec.replacement = *parsedReplacement;
       manifest.residency.push_back(spec);
     }
   }

@@ -87,9 +87,10 @@ struct Launch {
   std::string ptxFile;     ///< file name as written in the manifest
   std::string ptxPath;     ///< that file, resolved in the step directory
   bool ptxPresent = false; ///< the file exists (and was validated)
-  /// operation: "sparse_attention" (fused retrieval), "attention" (staged
-  /// rows), "fetch" or "union_missing"
-  std::string op;
+  /// The dhs op it was generated from ("op"), read once at load.
+  abi::LaunchKind kind = abi::LaunchKind::SparseAttention;
+  /// How a copy_rows launch moves rows ("direction"; copy_rows only).
+  std::optional<abi::CopyDirection> direction;
   float softmaxScale = 0.0f;       ///< attention ops' attribute
   int layer = 0;                   ///< layer of the pool's group it reads
   std::int64_t windowSize = 0;     ///< sliding-window tokens (0: none)
@@ -99,7 +100,7 @@ struct Launch {
   std::vector<LaunchParam> params; ///< memref descriptors, in order
 
   /// Whether the launch computes attention (sparse_attention, attention).
-  bool isAttention() const { return op == "sparse_attention" || op == "attention"; }
+  bool isAttention() const { return abi::isAttention(kind); }
 
   /// Total number of 8-byte kernel parameters.
   std::size_t flattenedParamCount() const;
@@ -108,11 +109,11 @@ struct Launch {
 /// A pool's residency spec (dhs.residency): its protected working set and
 /// the hints for optional residency.
 struct ResidencySpec {
-  int pool = -1;                   ///< argument index of the pool
-  std::int32_t newest = 0;         ///< newest tokens always resident
-  std::int32_t floor = 0;          ///< guaranteed hot slots per request
-  std::string policy;              ///< "adaptive" or "fixed"
-  std::string replacement;         ///< "clock", "lru" or "lru2"
+  int pool = -1;           ///< argument index of the pool
+  std::int32_t newest = 0; ///< newest tokens always resident
+  std::int32_t floor = 0;  ///< guaranteed hot slots per request
+  abi::ResidencyPolicy policy = abi::ResidencyPolicy::Adaptive; ///< spare-memory policy
+  abi::Replacement replacement = abi::Replacement::Clock;       ///< victim choice
   std::int32_t maxPromotions = -1; ///< rows promoted per request and step (-1: all)
 
   bool operator==(const ResidencySpec &other) const {

@@ -262,7 +262,7 @@ countFetchedRows(const Manifest &manifest,
   std::int64_t fetched = -1;
   std::vector<std::int32_t> stepSlots;
   for (const Launch &launch : manifest.launches) {
-    if (launch.op != "fetch")
+    if (launch.kind != abi::LaunchKind::Fetch)
       continue;
     const std::vector<std::int32_t> rows = rowList(launch.params.at(0));
     // A fetch of selections with their slots (7 parameters) skips resident ones.

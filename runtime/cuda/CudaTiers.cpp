@@ -39,7 +39,7 @@ Tiers makeCudaTiers(const TierLayout &layout, const std::vector<const Manifest *
                   " of its group's pool, expected layer " + std::to_string(i));
     steps.push_back(std::make_unique<CudaStep>(step, ordinal));
     for (const Launch &launch : step.launches)
-      resolveLaunches = resolveLaunches || launch.op == "resolve";
+      resolveLaunches = resolveLaunches || launch.kind == abi::LaunchKind::Resolve;
   }
   const Manifest &manifest = *stepsByLayer.front();
   auto queue = std::make_shared<CudaQueue>(steps.front()->device());

@@ -30,7 +30,7 @@ TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cu
   const Manifest &manifest = *compiled;
   REQUIRE_FALSE(manifest.hasAttention());
   REQUIRE(manifest.launches.size() == 1);
-  CHECK(manifest.launches[0].op == "accept");
+  CHECK(manifest.launches[0].kind == abi::LaunchKind::Accept);
   if (!dhs::test::gpuOrSkip())
     return;
   const CudaDriver &cuda = CudaDriver::instance();

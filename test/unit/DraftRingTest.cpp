@@ -34,8 +34,11 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring", "[cuda
   // A ring step: no attention; two ring_index and two copy_rows launches.
   REQUIRE_FALSE(manifest.hasAttention());
   REQUIRE(manifest.launches.size() == 4);
-  CHECK(manifest.launches[0].op == "ring_index");
-  CHECK(manifest.launches[1].op == "copy_rows");
+  CHECK(manifest.launches[0].kind == abi::LaunchKind::RingIndex);
+  CHECK(manifest.launches[1].kind == abi::LaunchKind::CopyRows);
+  CHECK(manifest.launches[1].direction == abi::CopyDirection::Scatter);
+  CHECK(manifest.launches[3].direction == abi::CopyDirection::Gather);
+  CHECK_FALSE(manifest.launches[0].direction.has_value());
   REQUIRE(manifest.arguments.size() == 5);
 
   if (!dhs::test::gpuOrSkip())

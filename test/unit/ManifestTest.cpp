@@ -249,6 +249,15 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
       {"top-level key", [](json &j) { j["comment"] = "x"; }, "top level: unknown key 'comment'"},
       {"op", [](json &j) { j["launches"][0]["op"] = "dense_attention"; },
        "launches[0].op: unknown op 'dense_attention'"},
+      {"direction",
+       [](json &j) {
+         json &launch = j["launches"][0];
+         launch["op"] = "copy_rows";
+         launch.erase("softmax_scale");
+         launch.erase("layer");
+         launch["direction"] = "sideways";
+       },
+       "launches[0].direction: unknown direction 'sideways' (known: scatter, gather)"},
       {"scale", [](json &j) { j["launches"][0]["softmax_scale"] = -1.0; },
        "launches[0].softmax_scale: must be a positive finite f32"},
       {"block", [](json &j) { j["launches"][0]["block"] = {2048, 1, 1}; },

@@ -34,7 +34,7 @@ TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps
     return;
   const Manifest &manifest = *compiled;
   REQUIRE(manifest.launches.size() == 1);
-  CHECK(manifest.launches[0].op == "place_rows");
+  CHECK(manifest.launches[0].kind == abi::LaunchKind::PlaceRows);
   CHECK(manifest.arguments[1].role == ArgumentRole::PlaceRows);
   CHECK(manifest.arguments[2].role == ArgumentRole::PlaceSlots);
   if (!dhs::test::gpuOrSkip())

@@ -35,7 +35,7 @@ TEST_CASE("the generated resolve kernel maps selections to slots", "[cuda][gpu][
   const Manifest &manifest = *compiled;
   REQUIRE_FALSE(manifest.hasAttention());
   REQUIRE(manifest.launches.size() == 1);
-  CHECK(manifest.launches[0].op == "resolve");
+  CHECK(manifest.launches[0].kind == abi::LaunchKind::Resolve);
   if (!dhs::test::gpuOrSkip())
     return;
   const CudaDriver &cuda = CudaDriver::instance();

@@ -32,7 +32,7 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda]
     return;
   const Manifest &manifest = *compiled;
   REQUIRE(manifest.launches.size() == 1);
-  CHECK(manifest.launches[0].op == "topk");
+  CHECK(manifest.launches[0].kind == abi::LaunchKind::TopK);
   if (!dhs::test::gpuOrSkip())
     return;
   const CudaDriver &cuda = CudaDriver::instance();

@@ -434,8 +434,9 @@ int run(const Options &options) {
 
   // A step that fetches the union of its missing rows copies each distinct
   // missing (request, row) exactly once.
-  const bool shared = std::any_of(manifest.launches.begin(), manifest.launches.end(),
-                                  [](const Launch &l) { return l.op == "union_missing"; });
+  const bool shared =
+      std::any_of(manifest.launches.begin(), manifest.launches.end(),
+                  [](const Launch &l) { return l.kind == abi::LaunchKind::UnionMissing; });
   const bool table = options.residency.size() > 1;
   const std::size_t layersRun = session ? static_cast<std::size_t>(session->runtime().layers()) : 1;
   for (double fraction : options.residency) {

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 namespace dhs::tools::sim {
 
@@ -63,12 +64,8 @@ const char *kUsage =
     "  -h, --help              this text\n";
 
 Replacement parseReplacement(const std::string &text, const std::string &option) {
-  if (text == "clock")
-    return Replacement::Clock;
-  if (text == "lru")
-    return Replacement::Lru;
-  if (text == "lru2")
-    return Replacement::Lru2;
+  if (std::optional<Replacement> replacement = runtime::abi::parse<Replacement>(text))
+    return *replacement;
   throw UsageError(option + " must be clock, lru or lru2, not '" + text + "'");
 }
 

@@ -490,7 +490,7 @@ int run(const Options &o) {
   std::printf("policies: adaptive (%s), fixed (%s); %d group(s) simulated\n",
               abi::name(adaptive.replacement), abi::name(fixed.replacement), o.groups);
 
-  Simulation sim(o, {adaptive, fixed}, {"adaptive", "fixed"});
+  Simulation sim(o, {adaptive, fixed}, {abi::name(adaptive.policy), abi::name(fixed.policy)});
   std::unique_ptr<std::ofstream> traceOut;
   std::unique_ptr<TraceWriter> writer;
   if (!o.writeTrace.empty()) {
