@@ -1,0 +1,381 @@
+//===- ManifestParser.cpp - The manifest, its arguments and residency -----===//
+
+#include "runtime/core/ManifestParser.h"
+
+#include "runtime/core/BoundedFile.h"
+#include "runtime/core/Checked.h"
+#include "runtime/core/RowFormat.h"
+#include "runtime/core/SparseAttentionProblem.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+
+namespace dhs::runtime::manifest_detail {
+
+namespace fs = std::filesystem;
+
+Manifest ManifestParser::parse(const std::string &text) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception &error) {
+    // Syntax errors, and numbers that do not fit a double (out_of_range).
+    throw Error("manifest " + source_ + ": invalid JSON: " + error.what());
+  }
+  // Every access goes through the checked helpers; a JSON library exception
+  // that escapes them is still reported with the manifest's name.
+  try {
+    return parseRoot(root);
+  } catch (const json::exception &error) {
+    throw Error("manifest " + source_ + ": malformed value: " + error.what());
+  }
+}
+
+Manifest ManifestParser::parseRoot(const json &root) {
+  requireObject(root, "top level");
+  // Check the format and version before anything else: a different version
+  // may legitimately have different keys.
+  if (!root.contains("format"))
+    fail("top level", "missing key 'format'");
+  std::string format = getString(root, "format", "top level");
+  if (format != kManifestFormat)
+    fail("format", "unknown format '" + format + "' (expected '" + kManifestFormat + "')");
+  if (!root.contains("version"))
+    fail("top level", "missing key 'version'");
+  std::int64_t version = getInt(root, "version", "top level");
+  if (version != kManifestVersion)
+    fail("version", "unsupported version " + std::to_string(version) +
+                        " (this runtime reads version " + std::to_string(kManifestVersion) + ")");
+  if (root.contains("residency"))
+    checkKeys(root, "top level",
+              {"format", "version", "arena_bytes", "target", "step", "arguments", "launches",
+               "residency"});
+  else
+    checkKeys(root, "top level",
+              {"format", "version", "arena_bytes", "target", "step", "arguments", "launches"});
+
+  Manifest manifest;
+  manifest.path = source_;
+  manifest.directory = directory_;
+  manifest.version = static_cast<int>(version);
+
+  const json &target = member(root, "target", "top level");
+  checkKeys(target, "target", {"chip", "features"});
+  manifest.chip = getString(target, "chip", "target");
+  if (!isChipName(manifest.chip))
+    fail("target.chip", "'" + manifest.chip + "' is not a chip name like sm_90a");
+  manifest.features = getString(target, "features", "target");
+  manifest.step = getString(root, "step", "top level");
+  manifest.arenaBytes = getInt(root, "arena_bytes", "top level");
+  if (manifest.arenaBytes < 0 || manifest.arenaBytes > (std::int64_t(1) << 40))
+    fail("top level.arena_bytes", std::to_string(manifest.arenaBytes) + " is outside [0, 2^40]");
+  if (manifest.step.empty())
+    fail("step", "must not be empty");
+
+  const json &arguments = member(root, "arguments", "top level");
+  if (!arguments.is_array() || arguments.empty())
+    fail("arguments", "must be a non-empty array");
+  // Whether attention launches follow decides which arguments must exist.
+  if (member(root, "launches", "top level").is_array())
+    for (const json &launch : member(root, "launches", "top level"))
+      if (launch.is_object() && launch.contains("op") && launch.at("op").is_string()) {
+        std::optional<abi::LaunchKind> kind =
+            abi::parse<abi::LaunchKind>(launch.at("op").get<std::string>());
+        attention_ = attention_ || (kind && abi::isAttention(*kind));
+      }
+  for (std::size_t i = 0; i < arguments.size(); ++i)
+    manifest.arguments.push_back(parseArgument(arguments[i], i));
+  checkArgumentShapes(manifest);
+
+  const json &launches = member(root, "launches", "top level");
+  if (!launches.is_array() || launches.empty())
+    fail("launches", "must be a non-empty array");
+  for (std::size_t i = 0; i < launches.size(); ++i)
+    manifest.launches.push_back(parseLaunch(launches[i], i, manifest));
+
+  if (root.contains("residency")) {
+    const json &specs = member(root, "residency", "top level");
+    if (!specs.is_array())
+      fail("residency", "must be an array");
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      std::string field = "residency[" + std::to_string(i) + "]";
+      checkKeys(specs[i], field,
+                {"pool", "newest", "floor", "policy", "replacement", "max_promotions"});
+      ResidencySpec spec;
+      std::int64_t pool = getInt(specs[i], "pool", field);
+      if (pool < 0 || pool >= static_cast<std::int64_t>(manifest.arguments.size()) ||
+          !manifest.arguments[static_cast<std::size_t>(pool)].isPool)
+        fail(field + ".pool", "is " + std::to_string(pool) + ", not a kv_pool argument");
+      spec.pool = static_cast<int>(pool);
+      auto count = [&](const char *key, std::int64_t low) {
+        std::int64_t value = getInt(specs[i], key, field);
+        if (value < low || value > std::numeric_limits<std::int32_t>::max())
+          fail(field + "." + key,
+               "is " + std::to_string(value) + ", outside [" + std::to_string(low) + ", 2^31)");
+        return static_cast<std::int32_t>(value);
+      };
+      spec.newest = count("newest", 1);
+      spec.floor = count("floor", 0);
+      spec.maxPromotions = count("max_promotions", -1);
+      std::string policy = getString(specs[i], "policy", field);
+      std::optional<abi::ResidencyPolicy> parsedPolicy = abi::parse<abi::ResidencyPolicy>(policy);
+      if (!parsedPolicy)
+        fail(field + ".policy", "'" + policy + "' is not adaptive or fixed");
+      spec.policy = *parsedPolicy;
+      std::string replacement = getString(specs[i], "replacement", field);
+      std::optional<abi::Replacement> parsedReplacement = abi::parse<abi::Replacement>(replacement);
+      if (!parsedReplacement)
+        fail(field + ".replacement", "'" + replacement + "' is not clock, lru or lru2");
+      spec.replacement = *parsedReplacement;
+      manifest.residency.push_back(spec);
+    }
+  }
+
+  // Some launch of an attention step must write the output.
+  if (!attention_)
+    return manifest;
+  int outputIndex = manifest.argument(ArgumentRole::Output).index;
+  bool written = false;
+  for (const Launch &launch : manifest.launches)
+    for (const LaunchParam &param : launch.params)
+      written =
+          written || (param.source == ParamSource::Argument && param.argumentIndex == outputIndex);
+  if (!written)
+    fail("launches", "no launch takes the output argument");
+  // The problem the step computes, checked whole now (as every step would
+  // check it later): GQA heads that divide, a window ring that holds the
+  // window, launches that agree.
+  const ProblemShape shape = problemShapeFromManifest(manifest);
+  try {
+    checkProblemShape(shape);
+  } catch (const Error &error) {
+    fail("arguments", error.what());
+  }
+  return manifest;
+}
+
+Argument ManifestParser::parseArgument(const json &value, std::size_t position) {
+  std::string field = "arguments[" + std::to_string(position) + "]";
+  requireObject(value, field);
+  if (!value.contains("role"))
+    fail(field, "missing key 'role'");
+  std::string roleText = getString(value, "role", field);
+  std::optional<ArgumentRole> role = abi::parse<ArgumentRole>(roleText);
+  if (!role)
+    fail(field + ".role",
+         "unknown role '" + roleText + "' (known: " + abi::knownNames<ArgumentRole>() + ")");
+
+  Argument arg;
+  arg.role = *role;
+  arg.isPool = *role == ArgumentRole::KvPool;
+  if (arg.isPool && value.contains("format") && value.at("format") == "gqa")
+    checkKeys(value, field,
+              {"index", "role", "kind", "format", "kv_heads", "element", "layers", "row_bytes",
+               "row_elems", "qk_dim", "v_dim", "hbm_slots", "host_rows"});
+  else if (arg.isPool)
+    checkKeys(value, field,
+              {"index", "role", "kind", "format", "layers", "row_bytes", "row_elems", "qk_dim",
+               "v_dim", "hbm_slots", "host_rows"});
+  else
+    checkKeys(value, field, {"index", "role", "kind", "dtype", "shape"});
+
+  std::int64_t index = getInt(value, "index", field);
+  if (index != static_cast<std::int64_t>(position))
+    fail(field + ".index",
+         "is " + std::to_string(index) + ", expected its position " + std::to_string(position));
+  arg.index = static_cast<int>(position);
+
+  std::string kind = getString(value, "kind", field);
+  std::string expectedKind = arg.isPool ? abi::kPoolKind : abi::kMemRefKind;
+  if (kind != abi::kMemRefKind && kind != abi::kPoolKind)
+    fail(field + ".kind", "unknown kind '" + kind + "' (known: memref, kv_pool)");
+  if (kind != expectedKind)
+    fail(field + ".kind",
+         "role '" + roleText + "' needs kind '" + expectedKind + "', not '" + kind + "'");
+
+  if (!arg.isPool) {
+    arg.dtype = getDType(value, field);
+    arg.shape = getIntArray(value, "shape", field);
+    for (std::size_t i = 0; i < arg.shape.size(); ++i) {
+      std::int64_t dim = arg.shape[i];
+      std::string here = field + ".shape[" + std::to_string(i) + "]";
+      if (dim == -1)
+        fail(here, "dynamic dimensions in argument shapes are not supported");
+      if (dim <= 0 || dim > std::numeric_limits<std::int32_t>::max())
+        fail(here, "dimension " + std::to_string(dim) + " is out of range");
+    }
+    return arg;
+  }
+
+  KvPoolInfo &pool = arg.pool;
+  pool.format = getString(value, "format", field);
+  // MLA formats have fixed sizes; a GQA row's follow from its layout.
+  RowFormatInfo sizes{};
+  if (pool.format == "gqa") {
+    pool.gqa.kvHeads = getInt(value, "kv_heads", field);
+    try {
+      pool.gqa.element = parseGqaElement(getString(value, "element", field));
+    } catch (const Error &e) {
+      fail(field + ".element", e.what());
+    }
+    pool.gqa.headDim = getInt(value, "qk_dim", field);
+    if (pool.gqa.kvHeads < 1 || pool.gqa.kvHeads > 1024 || pool.gqa.headDim < 1 ||
+        pool.gqa.headDim > 4096)
+      fail(field, "a GQA row has 1..1024 KV heads of 1..4096 dims");
+    sizes = {RowFormat::Gqa, "gqa", pool.gqa.rowBytes(), pool.gqa.headDim, pool.gqa.headDim};
+  } else {
+    try {
+      sizes = rowFormatInfo(pool.format);
+    } catch (const Error &e) {
+      fail(field + ".format", e.what());
+    }
+  }
+  const RowFormatInfo *format = &sizes;
+  pool.elementType = DType::BF16;
+  pool.rowBytes = getInt(value, "row_bytes", field);
+  pool.rowElems = getInt(value, "row_elems", field);
+  pool.layers = getInt(value, "layers", field);
+  if (pool.layers < 1 || pool.layers > 64)
+    fail(field + ".layers",
+         "is " + std::to_string(pool.layers) + ": a layer group has 1 to 64 layers");
+  pool.qkDim = getInt(value, "qk_dim", field);
+  pool.vDim = getInt(value, "v_dim", field);
+  pool.hbmSlots = getInt(value, "hbm_slots", field);
+  pool.hostRows = getInt(value, "host_rows", field);
+  // The sizes must be the format's.
+  auto expect = [&](const char *key, std::int64_t actual, std::int64_t wanted) {
+    if (actual != wanted)
+      fail(field + "." + key, "is " + std::to_string(actual) + ", format " + pool.format + " has " +
+                                  std::to_string(wanted));
+  };
+  expect("row_bytes", pool.rowBytes, format->rowBytes);
+  expect("row_elems", pool.rowElems, format->rowBytes / 2);
+  expect("qk_dim", pool.qkDim, format->qkDim);
+  expect("v_dim", pool.vDim, format->vDim);
+  auto checkCount = [&](const char *key, std::int64_t count) {
+    if (count != -1 && (count <= 0 || count > std::numeric_limits<std::int32_t>::max()))
+      fail(field + "." + key, "is " + std::to_string(count) +
+                                  ": must be -1 (chosen at run time) or a "
+                                  "positive row count below 2^31");
+  };
+  checkCount("hbm_slots", pool.hbmSlots);
+  checkCount("host_rows", pool.hostRows);
+  return arg;
+}
+
+void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
+  // Ring arguments: positions [B] i32, rows [B, N, layers, bytes] i8.
+  for (const Argument &arg : manifest.arguments) {
+    std::string here = "arguments[" + std::to_string(arg.index) + "]";
+    if (arg.role == ArgumentRole::Positions && (arg.dtype != DType::I32 || arg.shape.size() != 1))
+      fail(here, "positions are i32 [B]");
+    if (arg.role == ArgumentRole::Rows && (arg.dtype != DType::I8 || arg.shape.size() != 4))
+      fail(here, "rows are i8 [B, N, layers, row bytes]");
+    if (arg.role == ArgumentRole::Scores && (arg.dtype != DType::F32 || arg.shape.size() != 3))
+      fail(here, "scores are f32 [B, Q, rows]");
+    if (arg.role == ArgumentRole::WindowRing && (arg.dtype != DType::I8 || arg.shape.size() != 4))
+      fail(here, "a window ring is i8 [B, R, layers, row bytes]");
+    if (arg.role == ArgumentRole::WindowTokens &&
+        (arg.dtype != DType::I32 || arg.shape.size() != 1))
+      fail(here, "window token counts are i32 [B]");
+    if (arg.role == ArgumentRole::PlaceRows && (arg.dtype != DType::I64 || arg.shape.size() != 1))
+      fail(here, "rows to place are i64 [N]");
+    if (arg.role == ArgumentRole::PlaceSlots && (arg.dtype != DType::I32 || arg.shape.size() != 1))
+      fail(here, "slots to place rows in are i32 [N]");
+  }
+  if (!attention_)
+    return;
+  // An attention step: each of its roles exactly once.
+  for (ArgumentRole role : kAllRoles) {
+    int count = 0;
+    for (const Argument &arg : manifest.arguments)
+      count += arg.role == role;
+    if (count == 0)
+      fail("arguments", std::string("no argument with role '") + abi::name(role) + "'");
+    if (count > 1)
+      fail("arguments", std::string("role '") + abi::name(role) + "' appears " +
+                            std::to_string(count) + " times");
+  }
+  const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+
+  auto fieldOf = [](const Argument &arg) {
+    return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
+  };
+  auto expectDType = [&](ArgumentRole role, DType type) {
+    const Argument &arg = manifest.argument(role);
+    if (arg.dtype != type)
+      fail(fieldOf(arg) + ".dtype",
+           std::string("is ") + abi::name(arg.dtype) + ", expected " + abi::name(type));
+  };
+  auto expectRank = [&](ArgumentRole role, std::size_t rank) {
+    const Argument &arg = manifest.argument(role);
+    if (arg.shape.size() != rank)
+      fail(fieldOf(arg) + ".shape", formatShape(arg.shape) + " has rank " +
+                                        std::to_string(arg.shape.size()) + ", expected " +
+                                        std::to_string(rank));
+  };
+  expectDType(ArgumentRole::Queries, DType::BF16);
+  expectDType(ArgumentRole::RowIds, DType::I32);
+  expectDType(ArgumentRole::Slots, DType::I32);
+  expectDType(ArgumentRole::HistoryStart, DType::I64);
+  expectDType(ArgumentRole::HistoryLen, DType::I32);
+  expectDType(ArgumentRole::Output, DType::BF16);
+  expectRank(ArgumentRole::Queries, 4);
+  expectRank(ArgumentRole::RowIds, 3);
+  expectRank(ArgumentRole::Slots, 3);
+  expectRank(ArgumentRole::HistoryStart, 1);
+  expectRank(ArgumentRole::HistoryLen, 1);
+  expectRank(ArgumentRole::Output, 4);
+
+  // queries [B,Q,H,qk_dim] fixes B, Q, H; row_ids [B,Q,K] fixes K.
+  const std::vector<std::int64_t> &q = manifest.argument(ArgumentRole::Queries).shape;
+  const std::vector<std::int64_t> &ids = manifest.argument(ArgumentRole::RowIds).shape;
+  std::int64_t B = q[0], Q = q[1], H = q[2], K = ids[2];
+  auto expectShape = [&](ArgumentRole role, std::vector<std::int64_t> wanted, const char *meaning) {
+    const Argument &arg = manifest.argument(role);
+    if (arg.shape != wanted)
+      fail(fieldOf(arg) + ".shape",
+           formatShape(arg.shape) + " does not match " + meaning + " = " + formatShape(wanted));
+  };
+  expectShape(ArgumentRole::Queries, {B, Q, H, pool.qkDim}, "[B,Q,H,qk_dim] of the kv pool");
+  expectShape(ArgumentRole::RowIds, {B, Q, K}, "[B,Q,K] of the queries");
+  expectShape(ArgumentRole::Slots, {B, Q, K}, "[B,Q,K] of row_ids");
+  expectShape(ArgumentRole::HistoryStart, {B}, "[B] of the queries");
+  expectShape(ArgumentRole::HistoryLen, {B}, "[B] of the queries");
+  expectShape(ArgumentRole::Output, {B, Q, H, pool.vDim},
+              "[B,Q,H,v_dim] of the queries and kv pool");
+  // A sliding window: one ring [B,R,layers,row_bytes] and its token counts.
+  int rings = 0, counts = 0;
+  for (const Argument &arg : manifest.arguments) {
+    if (arg.role == ArgumentRole::WindowRing) {
+      ++rings;
+      if (arg.shape[0] != B || arg.shape[2] != pool.layers || arg.shape[3] != pool.rowBytes)
+        fail(fieldOf(arg) + ".shape", formatShape(arg.shape) +
+                                          " does not match [B,R,layers,row_bytes] "
+                                          "of the queries and kv pool");
+    }
+    if (arg.role == ArgumentRole::WindowTokens) {
+      ++counts;
+      if (arg.shape[0] != B)
+        fail(fieldOf(arg) + ".shape",
+             formatShape(arg.shape) + " does not match [B] of the queries");
+    }
+  }
+  if (rings > 1 || counts > 1 || rings != counts)
+    fail("arguments", "a sliding window needs one window_ring and one "
+                      "window_tokens argument");
+  // Bound the element counts so that every size product fits comfortably
+  // (what the tiers and tables built from them take is checked against
+  // the host's memory when the step is loaded).
+  const std::int64_t limit = std::int64_t(1) << 40;
+  auto elements = [](std::initializer_list<std::int64_t> dims) {
+    return tryProduct(dims).value_or(std::numeric_limits<std::int64_t>::max());
+  };
+  if (elements({B, Q, H, pool.qkDim}) > limit || elements({B, Q, H, pool.vDim}) > limit ||
+      elements({B, Q, K}) > limit)
+    fail("arguments", "shapes are too large (more than 2^40 elements)");
+}
+
+} // namespace dhs::runtime::manifest_detail
