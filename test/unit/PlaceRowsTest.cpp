@@ -29,20 +29,17 @@ using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps the slots",
           "[cuda][gpu][place]") {
-  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("place_rows");
+  std::optional<Manifest> compiled =
+      dhs::test::kernelStepOrSkip("place_rows", {abi::LaunchKind::PlaceRows});
   if (!compiled)
     return;
   const Manifest &manifest = *compiled;
-  REQUIRE(manifest.launches.size() == 1);
-  CHECK(manifest.launches[0].kind == abi::LaunchKind::PlaceRows);
   CHECK(manifest.arguments[1].role == ArgumentRole::PlaceRows);
   CHECK(manifest.arguments[2].role == ArgumentRole::PlaceSlots);
   if (!dhs::test::gpuOrSkip())
     return;
   const CudaDriver &cuda = CudaDriver::instance();
-  const std::uint64_t seed = dhs::test::freshSeed() + 1400;
-  INFO("DHS_TEST_SEED=" << seed - 1400);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 1400);
   const std::size_t N = 4096, hostRows = 20000, slots = 8192, token = 4 * 656;
 
   for (bool bad : {false, true}) {

@@ -29,19 +29,15 @@ using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated resolve kernel maps selections to slots", "[cuda][gpu][resolve]") {
-  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("resolve");
+  std::optional<Manifest> compiled =
+      dhs::test::kernelStepOrSkip("resolve", {abi::LaunchKind::Resolve});
   if (!compiled)
     return;
   const Manifest &manifest = *compiled;
-  REQUIRE_FALSE(manifest.hasAttention());
-  REQUIRE(manifest.launches.size() == 1);
-  CHECK(manifest.launches[0].kind == abi::LaunchKind::Resolve);
   if (!dhs::test::gpuOrSkip())
     return;
   const CudaDriver &cuda = CudaDriver::instance();
-  const std::uint64_t seed = dhs::test::freshSeed() + 1300;
-  INFO("DHS_TEST_SEED=" << seed - 1300);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 1300);
 
   // pool (map [H]), rows [4,2,256], history_start [4], history_len [4],
   // slots [4,2,256]: requests laid out one after another in the host store.

@@ -121,6 +121,29 @@ inline std::optional<runtime::Manifest> compiledStepOrSkip(const std::string &na
   return runtime::Manifest::load(dir);
 }
 
+/// The compiled step `name` of a kernel test (no attention), after checking
+/// that its launches are `kinds`, in order; nothing after saying that the
+/// test is skipped (built without the compiler).
+inline std::optional<runtime::Manifest>
+kernelStepOrSkip(const std::string &name, std::initializer_list<runtime::abi::LaunchKind> kinds) {
+  std::optional<runtime::Manifest> manifest = compiledStepOrSkip(name);
+  if (!manifest)
+    return manifest;
+  REQUIRE_FALSE(manifest->hasAttention());
+  REQUIRE(manifest->launches.size() == kinds.size());
+  std::size_t i = 0;
+  for (runtime::abi::LaunchKind kind : kinds)
+    CHECK(manifest->launches[i++].kind == kind);
+  return manifest;
+}
+
+/// Declares `rng` seeded from freshSeed() + `offset` and names the seed that
+/// replays the test (DHS_TEST_SEED).
+#define DHS_SEEDED_RNG(rng, offset)                                                                \
+  const std::uint64_t rng##Seed = ::dhs::test::freshSeed() + (offset);                             \
+  INFO("DHS_TEST_SEED=" << rng##Seed - (offset));                                                  \
+  std::mt19937_64 rng(rng##Seed)
+
 /// True when a GPU is usable; otherwise says that the test is skipped.
 inline bool gpuOrSkip() {
   const runtime::CudaDriver &cuda = runtime::CudaDriver::instance();

@@ -27,18 +27,14 @@ using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda][gpu][topk]") {
-  std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("topk");
+  std::optional<Manifest> compiled = dhs::test::kernelStepOrSkip("topk", {abi::LaunchKind::TopK});
   if (!compiled)
     return;
   const Manifest &manifest = *compiled;
-  REQUIRE(manifest.launches.size() == 1);
-  CHECK(manifest.launches[0].kind == abi::LaunchKind::TopK);
   if (!dhs::test::gpuOrSkip())
     return;
   const CudaDriver &cuda = CudaDriver::instance();
-  const std::uint64_t seed = dhs::test::freshSeed() + 1700;
-  INFO("DHS_TEST_SEED=" << seed - 1700);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 1700);
 
   // scores [4,2,16384] f32, history_len [4] i32, rows [4,2,512] i32.
   const std::size_t B = 4, Q = 2, N = 16384, K = 512;
