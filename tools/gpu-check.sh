@@ -126,7 +126,7 @@ run() {
   tail -n 2 "$results/unittests.log"
   grep -E "warning: .?(cuda|device selections)|SKIPPED" "$results/unittests.log" | sed "s/^/  /"
 
-  echo "== kernels vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
+  echo "== every step through the runtime vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
   local seeds=${DHS_GPU_SEEDS:-"11 12 13"}
   for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
     local name; name=$(basename "$step")

@@ -598,17 +598,14 @@ TEST_CASE("a step's residency spec configures the controller", "[runtime][reside
   }
   {
     // Malformed specs are named.
-    CHECK_THROWS_WITH(
-        Manifest::parse(manifestWithResidency(
-                            R"({"pool": 0, "newest": 24, "floor": 0, "policy": "fixed",
-                                               "replacement": "lru", "max_promotions": -1})"),
-                        ".", "m.json", {false}),
-        Catch::Contains("residency[0].pool: is 0, not a kv_pool argument"));
-    CHECK_THROWS_WITH(
-        Manifest::parse(manifestWithResidency(
-                            R"({"pool": 5, "newest": 24, "floor": 0, "policy": "greedy",
-                                               "replacement": "lru", "max_promotions": -1})"),
-                        ".", "m.json", {false}),
-        Catch::Contains("'greedy' is not adaptive or fixed"));
+    auto parse = [](const std::string &spec) {
+      return Manifest::parse(manifestWithResidency(spec), ".", "m.json", {false});
+    };
+    CHECK_THROWS_WITH(parse(R"({"pool": 0, "newest": 24, "floor": 0, "policy": "fixed",
+                               "replacement": "lru", "max_promotions": -1})"),
+                      Catch::Contains("residency[0].pool: is 0, not a kv_pool argument"));
+    CHECK_THROWS_WITH(parse(R"({"pool": 5, "newest": 24, "floor": 0, "policy": "greedy",
+                               "replacement": "lru", "max_promotions": -1})"),
+                      Catch::Contains("'greedy' is not adaptive or fixed"));
   }
 }
