@@ -228,7 +228,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     os << "fetch/" << fetch.getRows().getType() << '/' << static_cast<bool>(fetch.getSlots()) << '/'
        << fetch.getPool().getType() << '/' << fetch.getStaging().getType();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
+    build = [&, fetch](OpBuilder &b, StringRef name) {
       return buildFetchKernel(b, fetch, name, geometry);
     };
     operands = {fetch.getRows()};
@@ -243,7 +243,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     os << "accept/" << stringifyAcceptRule(accept.getRule()) << '/' << accept.getDraft().getType()
        << '/' << accept.getTarget().getType();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
+    build = [&, accept](OpBuilder &b, StringRef name) {
       return buildAcceptKernel(b, accept, name, geometry);
     };
     operands = {accept.getDraft(), accept.getTarget()};
@@ -256,7 +256,9 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     llvm::raw_string_ostream os(text);
     os << "topk/" << topk.getScores().getType() << '/' << topk.getRows().getType();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) { return buildTopKKernel(b, topk, name, geometry); };
+    build = [&, topk](OpBuilder &b, StringRef name) {
+      return buildTopKKernel(b, topk, name, geometry);
+    };
     operands = {topk.getScores(), topk.getHistoryLen(), topk.getRows(),
                 getStepStatus(builder, op, values.statuses)};
   } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
@@ -264,7 +266,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     llvm::raw_string_ostream os(text);
     os << "resolve/" << resolve.getRows().getType();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
+    build = [&, resolve](OpBuilder &b, StringRef name) {
       return buildResolveKernel(b, resolve, name, geometry);
     };
     operands = {resolve.getRows(),
@@ -281,7 +283,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     os << "place_rows/" << place.getRows().getType() << '/' << place.getPool().getType().getFormat()
        << '/' << place.getPool().getType().getLayers();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
+    build = [&, place](OpBuilder &b, StringRef name) {
       return buildPlaceRowsKernel(b, place, name, geometry);
     };
     operands = {tier(place.getPool(), Tier::hbm),
@@ -298,7 +300,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     os << "ring_index/" << ringIndex.getSlots().getType() << '/' << ringIndex.getOffset() << '/'
        << ringIndex.getWindow();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
+    build = [&, ringIndex](OpBuilder &b, StringRef name) {
       return buildRingIndexKernel(b, ringIndex, name, geometry);
     };
     operands = {ringIndex.getPositions(), ringIndex.getSlots()};
@@ -309,7 +311,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     os << "copy_rows/" << copy.getSrc().getType() << '/' << copy.getDst().getType() << '/'
        << static_cast<bool>(copy.getDstIndex()) << '/' << index.getType();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
+    build = [&, copy](OpBuilder &b, StringRef name) {
       return buildCopyRowsKernel(b, copy, name, geometry);
     };
     operands = {copy.getSrc(), copy.getDst(), index, getStepStatus(builder, op, values.statuses)};
@@ -321,7 +323,7 @@ LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValu
     llvm::raw_string_ostream os(text);
     os << "union/" << unionOp.getRows().getType() << '/' << unionOp.getMissing().getType();
     key = text;
-    build = [&](OpBuilder &b, StringRef name) {
+    build = [&, unionOp](OpBuilder &b, StringRef name) {
       return buildUnionMissingKernel(b, unionOp, name, geometry);
     };
     operands = {unionOp.getRows(), unionOp.getSlots(), unionOp.getMissing(), unionOp.getRemap()};

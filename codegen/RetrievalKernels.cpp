@@ -65,7 +65,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchO
                     MemRefType::get({1}, builder.getI32Type())});
   Location loc = op.getLoc();
   gpu::GPUFuncOp func = createKernel(builder, loc, name, arguments, kFetchThreads);
-  geometry.grid = {batch, llvm::divideCeil(listed, kFetchRowsPerBlock), 1};
+  geometry.grid = {batch, llvm::divideCeilSigned(listed, kFetchRowsPerBlock), 1};
   geometry.block = {kFetchThreads, 1, 1};
 
   ImplicitLocOpBuilder ib(loc, builder);
@@ -176,7 +176,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, Pl
                               MemRefType::get({1}, builder.getI32Type())};
   Location loc = op.getLoc();
   gpu::GPUFuncOp func = createKernel(builder, loc, name, arguments, kFetchThreads);
-  geometry.grid = {llvm::divideCeil(items, kFetchThreads), 1, 1};
+  geometry.grid = {llvm::divideCeilSigned(items, kFetchThreads), 1, 1};
   geometry.block = {kFetchThreads, 1, 1};
 
   ImplicitLocOpBuilder ib(loc, builder);
@@ -418,7 +418,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildResolveKernel(OpBuilder &builder, Reso
                     op.getSlots().getType(), MemRefType::get({ShapedType::kDynamic, 2}, i32),
                     MemRefType::get({ShapedType::kDynamic}, i32), MemRefType::get({1}, i32)},
                    threads, {sharedBuffer(5, i32)});
-  geometry.grid = {batch * positions, llvm::divideCeil(selected, threads), 1};
+  geometry.grid = {batch * positions, llvm::divideCeilSigned(selected, threads), 1};
   geometry.block = {threads, 1, 1};
 
   ImplicitLocOpBuilder ib(loc, builder);

@@ -88,7 +88,7 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, Cop
   gpu::GPUFuncOp func = createKernel(
       builder, loc, name,
       {src, dst, indexValue.getType(), MemRefType::get({1}, builder.getI32Type())}, kThreads);
-  geometry.grid = {src.getDimSize(0), llvm::divideCeil(walked, kRowsPerBlock), 1};
+  geometry.grid = {src.getDimSize(0), llvm::divideCeilSigned(walked, kRowsPerBlock), 1};
   geometry.block = {kThreads, 1, 1};
 
   ImplicitLocOpBuilder b(loc, builder);

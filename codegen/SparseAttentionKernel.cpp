@@ -365,11 +365,12 @@ SmallVector<Value> SparseAttentionKernelEmitter::emitClassifyWindowRow(Value k) 
                                 status, ValueRange{index(0)});
   }
   // Token p of request b lives in ring row b * R + p mod R (p >= 0 here).
-  Value ringRow = arith::AddIOp::create(
-      b,
-      arith::MulIOp::create(b, arith::IndexCastOp::create(b, b.getI64Type(), request),
-                            i64(config.windowRing)),
-      arith::RemUIOp::create(b, token, i64(config.windowRing)));
+  // (Built in sequence: the order of function arguments' evaluation differs
+  // between compilers, and so would the IR.)
+  Value inRing = arith::RemUIOp::create(b, token, i64(config.windowRing));
+  Value ringBase = arith::MulIOp::create(b, arith::IndexCastOp::create(b, b.getI64Type(), request),
+                                         i64(config.windowRing));
+  Value ringRow = arith::AddIOp::create(b, ringBase, inRing);
   Value usable = arith::AndIOp::create(
       b, inWindow, arith::XOrIOp::create(b, badCount, arith::ConstantIntOp::create(b, 1, 1)));
   return {select(usable, i32(3), i32(0)), select(usable, ringRow, i64(0))};

@@ -18,6 +18,11 @@
 #                                    and the bad-input cases; print a table.
 #   tools/gpu-check.sh               both, on a machine that has everything.
 #   tools/gpu-check.sh steps DIR     only compile bundle's steps into DIR.
+#   tools/gpu-check.sh soak [DIR] [--seconds N]   on the GPU machine: the
+#                                    timed soak (default 600 s) and then
+#                                    compute-sanitizer memcheck + racecheck
+#                                    on every generated kernel
+#                                    (tools/gpu-soak.sh all).
 #
 # Logs and JSON results go to $OUT (or DIR/results).
 set -uo pipefail
@@ -226,9 +231,10 @@ PY
 }
 
 case "$mode" in
+  soak) shift; exec bash "$root/tools/gpu-soak.sh" all "$@" ;;
   bundle) bundle ;;
   steps) steps ;;
   run) run ;;
   all) bundle && run ;;
-  *) echo "usage: tools/gpu-check.sh [bundle|steps|run|all] [DIR]" >&2; exit 2 ;;
+  *) echo "usage: tools/gpu-check.sh [bundle|steps|run|all|soak] [DIR]" >&2; exit 2 ;;
 esac

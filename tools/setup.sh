@@ -11,9 +11,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${DHS_BUILD_DIR:-$root/build}
 cuda=${CUDA_TOOLKIT_ROOT:-/usr/local/cuda}
 
+# clang-22 and its runtimes (libFuzzer, sanitizers) build the sanitized suite
+# and the fuzz targets (tools/sanitize.sh, tools/fuzz.sh).
 packages=(cmake ninja-build ccache g++ python3
           llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-          catch2 nlohmann-json3-dev)
+          catch2 nlohmann-json3-dev clang-22 libclang-rt-22-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -130,13 +130,25 @@ dhs_status requireLoaded(const dhs_runtime *handle, const char *where) {
   return DHS_OK;
 }
 
-MemorySpace memorySpace(dhs_memory memory) {
-  if (memory == DHS_MEMORY_HOST)
+/// The integer a C caller passed as an enum. A C caller may pass any int
+/// where the API takes an enum, and in C++ loading an enum object whose
+/// value lies outside the enumerators' range is undefined: its bytes are
+/// read instead.
+template <typename Enum> int rawEnum(const Enum &value) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
+MemorySpace memorySpace(const dhs_memory &memory) {
+  const int raw = rawEnum(memory);
+  if (raw == DHS_MEMORY_HOST)
     return MemorySpace::Host;
-  if (memory == DHS_MEMORY_DEVICE)
+  if (raw == DHS_MEMORY_DEVICE)
     return MemorySpace::Device;
   throw InputError("memory must be DHS_MEMORY_HOST or DHS_MEMORY_DEVICE, not " +
-                   std::to_string(static_cast<int>(memory)));
+                   std::to_string(raw));
 }
 
 RuntimeConfig toConfig(const dhs_runtime_config &c) {
@@ -517,7 +529,7 @@ dhs_status dhs_runtime_check(dhs_runtime *runtime) {
 const char *dhs_last_error(void) { return lastError.c_str(); }
 
 const char *dhs_status_name(dhs_status status) {
-  switch (status) {
+  switch (rawEnum(status)) {
   case DHS_OK:
     return "DHS_OK";
   case DHS_ERROR_INVALID_HANDLE:

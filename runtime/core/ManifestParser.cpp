@@ -206,6 +206,13 @@ Argument ManifestParser::parseArgument(const json &value, std::size_t position) 
       if (dim <= 0 || dim > std::numeric_limits<std::int32_t>::max())
         fail(here, "dimension " + std::to_string(dim) + " is out of range");
     }
+    // Every buffer's size in bytes must be computable: at most 2^40
+    // elements (the largest step's arguments have about 2^27).
+    std::optional<std::int64_t> elements = std::int64_t(1);
+    for (std::int64_t dim : arg.shape)
+      elements = elements ? tryMul(*elements, dim) : std::nullopt;
+    if (!elements || *elements > (std::int64_t(1) << 40))
+      fail(field + ".shape", formatShape(arg.shape) + " has more than 2^40 elements");
     return arg;
   }
 

@@ -271,3 +271,21 @@ TEST_CASE("every status dhs_runtime.h documents comes from its kind of failure",
   // are in FaultInjectionTest.cpp; DHS_ERROR_INTERNAL is what no other
   // status describes (above).
 }
+
+TEST_CASE("manifests: every argument's size is bounded", "[limits]") {
+  const std::string huge =
+      R"({"format": "dhs-step-manifest", "version": 1, "arena_bytes": 0,
+          "target": {"chip": "sm_90a", "features": "+ptx80"}, "step": "s",
+          "arguments": [{"index": 0, "role": "rows", "kind": "memref", "dtype": "i8",
+                         "shape": [2147483647, 2147483647, 2147483647, 2]}],
+          "launches": []})";
+  CHECK_THROWS_WITH(Manifest::parse(huge, "/tmp", "m.json"),
+                    Catch::Contains("m.json: arguments[0].shape") &&
+                        Catch::Contains("more than 2^40 elements"));
+  std::string fits = huge;
+  fits.replace(fits.find("2147483647, 2147483647, 2147483647"), 34, "4, 16, 2, 1152");
+  fits.replace(fits.find(", 2]"), 4, "]");
+  // (It fails later, for its empty launches: its argument was fine.)
+  CHECK_THROWS_WITH(Manifest::parse(fits, "/tmp", "m.json"),
+                    Catch::Contains("launches: must be a non-empty array"));
+}

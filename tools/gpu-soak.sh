@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The GPU's long checks (issue 12), run on the GPU machine from a bundle made
+# by `tools/gpu-check.sh bundle` (default .device-carry/):
+#
+#   tools/gpu-soak.sh soak [--seconds N] [DIR]
+#       The timed soak (test/unit/SoakTest.cpp) on CUDA for N seconds
+#       (default 600): random arrivals, appends, steps and departures at high
+#       HBM occupancy with the invariant checker on, every output checked
+#       against the CPU oracle; per-layer pools, then layer-group pools with
+#       the placement step and device selections (half the time each).
+#   tools/gpu-soak.sh sanitize [DIR]
+#       compute-sanitizer memcheck and racecheck on every generated kernel at
+#       a small size: each bundled attention step through dhs-run (attention,
+#       fetch, union_missing, attention_combine kernels; 4096 history rows,
+#       residency 0.5), and the unit tests' kernel cases (ring_index,
+#       copy_rows, resolve, accept, topk, place_rows); memcheck also on the
+#       executor's CUDA cases (placement, step logs, graphs).
+#   tools/gpu-soak.sh all [--seconds N] [DIR]      both.
+#
+# Logs go to $OUT (or DIR/results); the last lines say PASS or FAIL.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mode=${1:-all}
+shift || true
+seconds=600
+dir=$root/.device-carry
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    *) dir=$1; shift ;;
+  esac
+done
+results=${OUT:-$dir/results}
+mkdir -p "$results"
+env_steps=(DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps"
+           DHS_TEST_GROUP_STEPS_DIR="$dir/group-steps")
+
+soak() {
+  echo "== soak: ${seconds} s on CUDA (invariant checker on)"
+  nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+  env "${env_steps[@]}" DHS_SOAK_SECONDS="$seconds" DHS_SOAK_BACKEND=cuda \
+    "$dir/bin/dhs-unittests" "[soak-timed]" --reporter compact --success=false \
+    > "$results/soak.log" 2>&1
+  local rc=$?
+  grep -E "soak \(|SKIPPED|FAILED|passed|failed" "$results/soak.log" | sed 's/^/  /'
+  [ $rc -eq 0 ] && echo "soak: PASS" || echo "soak: FAIL (exit $rc, $results/soak.log)"
+  return $rc
+}
+
+sanitize() {
+  command -v compute-sanitizer >/dev/null ||
+    { echo "sanitize: compute-sanitizer is not on PATH"; return 1; }
+  local failed=0 tool step name
+  local cs=(compute-sanitizer --error-exitcode 99 --print-limit 20)
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool: every bundled step through dhs-run"
+    for step in "$dir"/steps/*/; do
+      name=$(basename "$step")
+      local extra=(--leak-check full)
+      [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+      if "${cs[@]}" --tool "$tool" "${extra[@]}" "$dir/bin/dhs-run" "$step" --backend cuda \
+           --seed 5 --resident 0.5 --repeat 1 --warmup 0 --history-rows 4096 \
+           > "$results/cs-$tool-$name.log" 2>&1; then
+        printf '  %-8s %-36s %s\n' "$tool" "$name" \
+          "$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-$name.log")"
+      else
+        failed=1
+        printf '  %-8s %-36s FAIL (%s)\n' "$tool" "$name" "$results/cs-$tool-$name.log"
+        grep -m 5 -E "=========" "$results/cs-$tool-$name.log" | sed 's/^/    /'
+      fi
+    done
+    echo "== compute-sanitizer --tool $tool: the generated kernels' unit tests"
+    if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
+         "[ring],[resolve],[accept],[topk],[place],[cuda][draft]" --reporter compact \
+         > "$results/cs-$tool-kernels.log" 2>&1; then
+      echo "  $tool kernels: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-kernels.log")"
+    else
+      failed=1
+      echo "  $tool kernels: FAIL ($results/cs-$tool-kernels.log)"
+    fi
+  done
+  echo "== compute-sanitizer --tool memcheck: the executor's CUDA cases"
+  if env "${env_steps[@]}" "${cs[@]}" --tool memcheck "$dir/bin/dhs-unittests" "[runtime][cuda]" \
+       --reporter compact > "$results/cs-memcheck-executor.log" 2>&1; then
+    echo "  memcheck executor: $(grep -m1 'ERROR SUMMARY' "$results/cs-memcheck-executor.log")"
+  else
+    failed=1
+    echo "  memcheck executor: FAIL ($results/cs-memcheck-executor.log)"
+  fi
+  [ $failed -eq 0 ] && echo "sanitize: PASS" || echo "sanitize: FAIL"
+  return $failed
+}
+
+case "$mode" in
+  soak) soak ;;
+  sanitize) sanitize ;;
+  all) soak; a=$?; sanitize; b=$?; exit $((a || b)) ;;
+  *) echo "usage: tools/gpu-soak.sh soak|sanitize|all [--seconds N] [DIR]" >&2; exit 2 ;;
+esac
