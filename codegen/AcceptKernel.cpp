@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/AcceptKernel.h"
 #include "codegen/KernelBuilder.h"
+#include "codegen/Kernels.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -21,156 +21,167 @@
 
 using namespace mlir;
 using namespace mlir::dhs;
+using Role = abi::ParamRole;
 
 static constexpr int64_t kThreads = 1024;
-static constexpr int64_t kWarpSize = 32;
 static constexpr int64_t kWarps = kThreads / kWarpSize;
 
-/// The rejection-sampling form (see buildAcceptKernel).
-static FailureOr<gpu::GPUFuncOp> buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op,
-                                                              StringRef name,
-                                                              KernelGeometry &geometry);
+/// The parameters and geometry both forms share: the draft, the target's
+/// (and for rejection sampling the drafter's) distributions, seeds, the step
+/// counter and the results; one CTA per request.
+static KernelSpec declareAcceptKernel(AcceptOp op) {
+  MemRefType draft = op.getDraft().getType();
+  MemRefType target = op.getTarget().getType();
+  KernelSpec spec{abi::LaunchKind::Accept,
+                  kernelKey(stringifyAcceptRule(op.getRule()), draft, target)};
+  spec.signature.add(Role::DraftTokens, draft);
+  spec.signature.add(Role::TargetProbs, target);
+  if (Value q = op.getDraftProbs())
+    spec.signature.add(Role::DraftProbs, q.getType());
+  spec.signature.add(Role::Seeds, op.getSeeds().getType());
+  spec.signature.add(Role::StepCounter, op.getStep().getType());
+  spec.signature.add(Role::Accepted, op.getAccepted().getType());
+  spec.signature.add(Role::NextToken, op.getNextToken().getType());
+  spec.geometry.grid = {draft.getDimSize(0), 1, 1};
+  spec.geometry.block = {kThreads, 1, 1};
+  return spec;
+}
 
-FailureOr<gpu::GPUFuncOp> mlir::dhs::buildAcceptKernel(OpBuilder &builder, AcceptOp op,
-                                                       StringRef name, KernelGeometry &geometry) {
-  if (op.getRule() == AcceptRule::rejection_sampling)
-    return buildRejectionSamplingKernel(builder, op, name, geometry);
+/// The rejection-sampling form (see getKernelSpec(AcceptOp)).
+static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op);
+
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
   MemRefType draft = op.getDraft().getType();
   MemRefType target = op.getTarget().getType();
   if (!draft.hasStaticShape() || !target.hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
-  int64_t batch = draft.getDimSize(0), gamma = draft.getDimSize(1),
-          vocabulary = target.getDimSize(2);
+  if (op.getRule() == AcceptRule::rejection_sampling)
+    return getRejectionSamplingKernel(op);
+  int64_t gamma = draft.getDimSize(1), vocabulary = target.getDimSize(2);
   if (vocabulary > std::numeric_limits<int32_t>::max())
     return op.emitOpError() << "vocabulary too large for i32 token ids";
 
-  Location loc = op.getLoc();
-  Type f32 = builder.getF32Type(), i32 = builder.getI32Type();
-  gpu::GPUFuncOp func = createKernel(
-      builder, loc, name,
-      {draft, target, op.getSeeds().getType(), op.getStep().getType(), op.getAccepted().getType(),
-       op.getNextToken().getType()},
-      kThreads,
-      {sharedBuffer(kWarps, f32), sharedBuffer(kWarps, i32), sharedBuffer(gamma + 1, i32)});
-  geometry.grid = {batch, 1, 1};
-  geometry.block = {kThreads, 1, 1};
+  KernelSpec spec = declareAcceptKernel(op);
+  Type f32 = Float32Type::get(op.getContext()), i32 = IntegerType::get(op.getContext(), 32);
+  spec.workgroup = {sharedBuffer(kWarps, f32), sharedBuffer(kWarps, i32),
+                    sharedBuffer(gamma + 1, i32)};
+  spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
+    auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
+    Value draftArg = args[Role::DraftTokens], targetArg = args[Role::TargetProbs];
+    Value acceptedArg = args[Role::Accepted], nextArg = args[Role::NextToken];
+    Value warpValues = args.workgroup(0);
+    Value warpTokens = args.workgroup(1);
+    Value argmaxes = args.workgroup(2);
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
+    Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
+    Value negInf = arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                                  APFloat(-std::numeric_limits<float>::infinity()));
 
-  ImplicitLocOpBuilder b(loc, builder);
-  b.setInsertionPointToStart(&func.getBody().front());
-  auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
-  auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
-  Value draftArg = func.getArgument(0), targetArg = func.getArgument(1);
-  Value acceptedArg = func.getArgument(4), nextArg = func.getArgument(5);
-  Value warpValues = func.getWorkgroupAttributions()[0];
-  Value warpTokens = func.getWorkgroupAttributions()[1];
-  Value argmaxes = func.getWorkgroupAttributions()[2];
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
-  Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
-  Value negInf = arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                                APFloat(-std::numeric_limits<float>::infinity()));
+    /// (value, token) wins over (v2, t2): larger value, then lower token.
+    auto better = [&](Value v1, Value t1, Value v2, Value t2) {
+      Value larger = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, v1, v2);
+      Value tie =
+          arith::AndIOp::create(b, arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v1, v2),
+                                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, t1, t2));
+      return arith::OrIOp::create(b, larger, tie);
+    };
+    /// Folds the warp's pairs into every lane.
+    auto warpArgmax = [&](Value v, Value t) -> std::pair<Value, Value> {
+      for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+        Value ov = gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR)
+                       .getShuffleResult();
+        Value ot = gpu::ShuffleOp::create(b, t, offset, kWarpSize, gpu::ShuffleMode::XOR)
+                       .getShuffleResult();
+        Value take = better(ov, ot, v, t);
+        v = arith::SelectOp::create(b, take, ov, v);
+        t = arith::SelectOp::create(b, take, ot, t);
+      }
+      return {v, t};
+    };
+    Value isLane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0));
+    Value isWarp0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp, index(0));
 
-  /// (value, token) wins over (v2, t2): larger value, then lower token.
-  auto better = [&](Value v1, Value t1, Value v2, Value t2) {
-    Value larger = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, v1, v2);
-    Value tie =
-        arith::AndIOp::create(b, arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v1, v2),
-                              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, t1, t2));
-    return arith::OrIOp::create(b, larger, tie);
-  };
-  /// Folds the warp's pairs into every lane.
-  auto warpArgmax = [&](Value v, Value t) -> std::pair<Value, Value> {
-    for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
-      Value ov =
-          gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR).getShuffleResult();
-      Value ot =
-          gpu::ShuffleOp::create(b, t, offset, kWarpSize, gpu::ShuffleMode::XOR).getShuffleResult();
-      Value take = better(ov, ot, v, t);
-      v = arith::SelectOp::create(b, take, ov, v);
-      t = arith::SelectOp::create(b, take, ot, t);
-    }
-    return {v, t};
-  };
-  Value isLane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0));
-  Value isWarp0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp, index(0));
-
-  // One block argmax per verified position.
-  auto positions = scf::ForOp::create(b, index(0), index(gamma + 1), index(1));
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(positions.getBody()->getTerminator());
-    Value position = positions.getInductionVar();
-    auto scan =
-        scf::ForOp::create(b, tid, index(vocabulary), index(kThreads), ValueRange{negInf, c32(0)});
+    // One block argmax per verified position.
+    auto positions = scf::ForOp::create(b, index(0), index(gamma + 1), index(1));
     {
-      OpBuilder::InsertionGuard scanGuard(b);
-      b.setInsertionPointToStart(scan.getBody());
-      Value token = scan.getInductionVar();
-      Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, position, token});
-      Value t = arith::IndexCastOp::create(b, i32, token);
-      Value bestV = scan.getRegionIterArgs()[0];
-      Value bestT = scan.getRegionIterArgs()[1];
-      // Strided visits are in increasing token order: keep the first max.
-      Value take = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, p, bestV);
-      scf::YieldOp::create(b, ValueRange{arith::SelectOp::create(b, take, p, bestV),
-                                         arith::SelectOp::create(b, take, t, bestT)});
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(positions.getBody()->getTerminator());
+      Value position = positions.getInductionVar();
+      auto scan = scf::ForOp::create(b, tid, index(vocabulary), index(kThreads),
+                                     ValueRange{negInf, c32(0)});
+      {
+        OpBuilder::InsertionGuard scanGuard(b);
+        b.setInsertionPointToStart(scan.getBody());
+        Value token = scan.getInductionVar();
+        Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, position, token});
+        Value t = arith::IndexCastOp::create(b, i32, token);
+        Value bestV = scan.getRegionIterArgs()[0];
+        Value bestT = scan.getRegionIterArgs()[1];
+        // Strided visits are in increasing token order: keep the first max.
+        Value take = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, p, bestV);
+        scf::YieldOp::create(b, ValueRange{arith::SelectOp::create(b, take, p, bestV),
+                                           arith::SelectOp::create(b, take, t, bestT)});
+      }
+      auto [v, t] = warpArgmax(scan.getResult(0), scan.getResult(1));
+      auto writeWarp = scf::IfOp::create(b, isLane0, /*withElse=*/false);
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPoint(writeWarp.thenBlock()->getTerminator());
+        memref::StoreOp::create(b, v, warpValues, ValueRange{warp});
+        memref::StoreOp::create(b, t, warpTokens, ValueRange{warp});
+      }
+      gpu::BarrierOp::create(b);
+      auto combine = scf::IfOp::create(b, isWarp0, /*withElse=*/false);
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPoint(combine.thenBlock()->getTerminator());
+        Value wv = memref::LoadOp::create(b, warpValues, ValueRange{lane});
+        Value wt = memref::LoadOp::create(b, warpTokens, ValueRange{lane});
+        auto [fv, ft] = warpArgmax(wv, wt);
+        (void)fv;
+        auto write = scf::IfOp::create(b, isLane0, /*withElse=*/false);
+        b.setInsertionPoint(write.thenBlock()->getTerminator());
+        memref::StoreOp::create(b, ft, argmaxes, ValueRange{position});
+      }
+      // Shared memory is reused by the next position.
+      gpu::BarrierOp::create(b);
     }
-    auto [v, t] = warpArgmax(scan.getResult(0), scan.getResult(1));
-    auto writeWarp = scf::IfOp::create(b, isLane0, /*withElse=*/false);
+
+    // Thread 0 accepts drafts while they match the target's argmax.
+    Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
+    auto decide = scf::IfOp::create(b, isThread0, /*withElse=*/false);
     {
       OpBuilder::InsertionGuard g(b);
-      b.setInsertionPoint(writeWarp.thenBlock()->getTerminator());
-      memref::StoreOp::create(b, v, warpValues, ValueRange{warp});
-      memref::StoreOp::create(b, t, warpTokens, ValueRange{warp});
+      b.setInsertionPoint(decide.thenBlock()->getTerminator());
+      // Accepted count: positions before the first mismatch.
+      auto walk =
+          scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
+      {
+        OpBuilder::InsertionGuard wg(b);
+        b.setInsertionPointToStart(walk.getBody());
+        Value i = walk.getInductionVar();
+        Value count = walk.getRegionIterArgs()[0];
+        Value matching = walk.getRegionIterArgs()[1];
+        Value drafted = memref::LoadOp::create(b, draftArg, ValueRange{request, i});
+        Value best = memref::LoadOp::create(b, argmaxes, ValueRange{i});
+        Value still = arith::AndIOp::create(
+            b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, matching, c32(0)),
+            arith::CmpIOp::create(b, arith::CmpIPredicate::eq, drafted, best));
+        Value still32 = arith::ExtUIOp::create(b, i32, still);
+        scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
+      }
+      Value accepted = walk.getResult(0);
+      memref::StoreOp::create(b, accepted, acceptedArg, ValueRange{request});
+      Value next = memref::LoadOp::create(
+          b, argmaxes, ValueRange{arith::IndexCastOp::create(b, b.getIndexType(), accepted)});
+      memref::StoreOp::create(b, next, nextArg, ValueRange{request});
     }
-    gpu::BarrierOp::create(b);
-    auto combine = scf::IfOp::create(b, isWarp0, /*withElse=*/false);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPoint(combine.thenBlock()->getTerminator());
-      Value wv = memref::LoadOp::create(b, warpValues, ValueRange{lane});
-      Value wt = memref::LoadOp::create(b, warpTokens, ValueRange{lane});
-      auto [fv, ft] = warpArgmax(wv, wt);
-      (void)fv;
-      auto write = scf::IfOp::create(b, isLane0, /*withElse=*/false);
-      b.setInsertionPoint(write.thenBlock()->getTerminator());
-      memref::StoreOp::create(b, ft, argmaxes, ValueRange{position});
-    }
-    // Shared memory is reused by the next position.
-    gpu::BarrierOp::create(b);
-  }
-
-  // Thread 0 accepts drafts while they match the target's argmax.
-  Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
-  auto decide = scf::IfOp::create(b, isThread0, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(decide.thenBlock()->getTerminator());
-    // Accepted count: positions before the first mismatch.
-    auto walk = scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
-    {
-      OpBuilder::InsertionGuard wg(b);
-      b.setInsertionPointToStart(walk.getBody());
-      Value i = walk.getInductionVar();
-      Value count = walk.getRegionIterArgs()[0];
-      Value matching = walk.getRegionIterArgs()[1];
-      Value drafted = memref::LoadOp::create(b, draftArg, ValueRange{request, i});
-      Value best = memref::LoadOp::create(b, argmaxes, ValueRange{i});
-      Value still = arith::AndIOp::create(
-          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, matching, c32(0)),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, drafted, best));
-      Value still32 = arith::ExtUIOp::create(b, i32, still);
-      scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
-    }
-    Value accepted = walk.getResult(0);
-    memref::StoreOp::create(b, accepted, acceptedArg, ValueRange{request});
-    Value next = memref::LoadOp::create(
-        b, argmaxes, ValueRange{arith::IndexCastOp::create(b, b.getIndexType(), accepted)});
-    memref::StoreOp::create(b, next, nextArg, ValueRange{request});
-  }
-  gpu::ReturnOp::create(b);
-  return func;
+    gpu::ReturnOp::create(b);
+  };
+  return spec;
 }
 
 /// splitmix64: the finalizer of a counter-based generator.
@@ -198,218 +209,209 @@ static Value uniform(ImplicitLocOpBuilder &b, Value seed, Value step, Value coun
       arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(1.0f / 16777216.0f)));
 }
 
-static FailureOr<gpu::GPUFuncOp> buildRejectionSamplingKernel(OpBuilder &builder, AcceptOp op,
-                                                              StringRef name,
-                                                              KernelGeometry &geometry) {
+static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
   MemRefType draft = op.getDraft().getType();
   MemRefType target = op.getTarget().getType();
-  if (!draft.hasStaticShape() || !target.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
-  int64_t batch = draft.getDimSize(0), gamma = draft.getDimSize(1),
-          vocabulary = target.getDimSize(2);
+  int64_t gamma = draft.getDimSize(1), vocabulary = target.getDimSize(2);
   int64_t chunk = llvm::divideCeil(vocabulary, kThreads);
 
-  Location loc = op.getLoc();
-  Type f32 = builder.getF32Type(), i32 = builder.getI32Type();
-  gpu::GPUFuncOp func = createKernel(builder, loc, name,
-                                     {draft, target, op.getDraftProbs().getType(),
-                                      op.getSeeds().getType(), op.getStep().getType(),
-                                      op.getAccepted().getType(), op.getNextToken().getType()},
-                                     kThreads, {sharedBuffer(kWarps, f32), sharedBuffer(1, i32)});
-  geometry.grid = {batch, 1, 1};
-  geometry.block = {kThreads, 1, 1};
+  KernelSpec spec = declareAcceptKernel(op);
+  Type f32 = Float32Type::get(op.getContext()), i32 = IntegerType::get(op.getContext(), 32);
+  spec.workgroup = {sharedBuffer(kWarps, f32), sharedBuffer(1, i32)};
+  spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
+    auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
+    auto zeroF = [&]() -> Value {
+      return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(0.0f));
+    };
+    Value draftArg = args[Role::DraftTokens], targetArg = args[Role::TargetProbs],
+          qArg = args[Role::DraftProbs], seedsArg = args[Role::Seeds],
+          stepArg = args[Role::StepCounter], acceptedArg = args[Role::Accepted],
+          nextArg = args[Role::NextToken];
+    Value warpSums = args.workgroup(0);
+    Value decision = args.workgroup(1);
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
+    Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
+    Value seed = memref::LoadOp::create(b, seedsArg, ValueRange{request});
+    Value step = memref::LoadOp::create(b, stepArg, ValueRange{index(0)});
+    Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
 
-  ImplicitLocOpBuilder b(loc, builder);
-  b.setInsertionPointToStart(&func.getBody().front());
-  auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
-  auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
-  auto zeroF = [&]() -> Value {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(0.0f));
-  };
-  Value draftArg = func.getArgument(0), targetArg = func.getArgument(1), qArg = func.getArgument(2),
-        seedsArg = func.getArgument(3), stepArg = func.getArgument(4),
-        acceptedArg = func.getArgument(5), nextArg = func.getArgument(6);
-  Value warpSums = func.getWorkgroupAttributions()[0];
-  Value decision = func.getWorkgroupAttributions()[1];
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
-  Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
-  Value seed = memref::LoadOp::create(b, seedsArg, ValueRange{request});
-  Value step = memref::LoadOp::create(b, stepArg, ValueRange{index(0)});
-  Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
-
-  // 1. Thread 0 accepts draft i with probability min(1, p(x) / q(x)):
-  // u q(x) < p(x), u from (seed, step, i); the count stops at the first
-  // rejection.
-  auto walkIf = scf::IfOp::create(b, isThread0, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(walkIf.thenBlock()->getTerminator());
-    auto walk = scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
+    // 1. Thread 0 accepts draft i with probability min(1, p(x) / q(x)):
+    // u q(x) < p(x), u from (seed, step, i); the count stops at the first
+    // rejection.
+    auto walkIf = scf::IfOp::create(b, isThread0, /*withElse=*/false);
     {
-      OpBuilder::InsertionGuard wg(b);
-      b.setInsertionPointToStart(walk.getBody());
-      Value i = walk.getInductionVar();
-      Value count = walk.getRegionIterArgs()[0];
-      Value going = walk.getRegionIterArgs()[1];
-      Value x = arith::IndexCastOp::create(
-          b, b.getIndexType(), memref::LoadOp::create(b, draftArg, ValueRange{request, i}));
-      Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, i, x});
-      Value q = memref::LoadOp::create(b, qArg, ValueRange{request, i, x});
-      Value u = uniform(b, seed, step, arith::IndexCastOp::create(b, b.getI64Type(), i));
-      Value ok =
-          arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q), p);
-      Value still = arith::AndIOp::create(
-          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, going, c32(0)), ok);
-      Value still32 = arith::ExtUIOp::create(b, i32, still);
-      scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
-    }
-    memref::StoreOp::create(b, walk.getResult(0), decision, ValueRange{index(0)});
-    memref::StoreOp::create(b, walk.getResult(0), acceptedArg, ValueRange{request});
-  }
-  gpu::BarrierOp::create(b);
-
-  // 2. Sample the next token at position n: from norm(max(0, p - q)) after a
-  // rejection, from p after gamma acceptances. Threads own contiguous chunks
-  // of the vocabulary; a block scan of the chunk sums finds the chunk where
-  // u S falls, whose thread walks it.
-  Value n32 = memref::LoadOp::create(b, decision, ValueRange{index(0)});
-  Value n = arith::IndexCastOp::create(b, b.getIndexType(), n32);
-  // The decision word now records the sampled token (-1: none yet).
-  gpu::BarrierOp::create(b);
-  auto reset = scf::IfOp::create(b, isThread0, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(reset.thenBlock()->getTerminator());
-    memref::StoreOp::create(b, c32(-1), decision, ValueRange{index(0)});
-  }
-  Value bonus = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, n32, c32(gamma));
-  // q at position n exists only for n < gamma.
-  Value qPosition = arith::SelectOp::create(b, bonus, index(0), n);
-  auto weight = [&](Value token) -> Value {
-    Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, n, token});
-    Value q = memref::LoadOp::create(b, qArg, ValueRange{request, qPosition, token});
-    Value residual = arith::MaximumFOp::create(b, arith::SubFOp::create(b, p, q), zeroF());
-    return arith::SelectOp::create(b, bonus, p, residual);
-  };
-  Value begin =
-      arith::MinUIOp::create(b, arith::MulIOp::create(b, tid, index(chunk)), index(vocabulary));
-  Value end =
-      arith::MinUIOp::create(b, arith::AddIOp::create(b, begin, index(chunk)), index(vocabulary));
-  auto local = scf::ForOp::create(b, begin, end, index(1), ValueRange{zeroF()});
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(local.getBody());
-    scf::YieldOp::create(
-        b, arith::AddFOp::create(b, local.getRegionIterArgs()[0], weight(local.getInductionVar()))
-               .getResult());
-  }
-  Value mine = local.getResult(0);
-  // Inclusive scan within the warp.
-  Value scan = mine;
-  for (int64_t offset = 1; offset < kWarpSize; offset *= 2) {
-    Value up =
-        gpu::ShuffleOp::create(b, scan, offset, kWarpSize, gpu::ShuffleMode::UP).getShuffleResult();
-    Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, lane, index(offset));
-    scan = arith::AddFOp::create(b, scan, arith::SelectOp::create(b, has, up, zeroF()));
-  }
-  Value isLast = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(kWarpSize - 1));
-  auto publish = scf::IfOp::create(b, isLast, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(publish.thenBlock()->getTerminator());
-    memref::StoreOp::create(b, scan, warpSums, ValueRange{warp});
-  }
-  gpu::BarrierOp::create(b);
-  // Warps before this one, and everything.
-  auto totals =
-      scf::ForOp::create(b, index(0), index(kWarps), index(1), ValueRange{zeroF(), zeroF()});
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(totals.getBody());
-    Value w = totals.getInductionVar();
-    Value sum = memref::LoadOp::create(b, warpSums, ValueRange{w});
-    Value before = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, warp);
-    Value prior = arith::AddFOp::create(b, totals.getRegionIterArgs()[0],
-                                        arith::SelectOp::create(b, before, sum, zeroF()));
-    scf::YieldOp::create(
-        b, ValueRange{prior, arith::AddFOp::create(b, totals.getRegionIterArgs()[1], sum)});
-  }
-  Value exclusive =
-      arith::AddFOp::create(b, totals.getResult(0), arith::SubFOp::create(b, scan, mine));
-  Value total = totals.getResult(1);
-  Value counter = arith::AddIOp::create(b, arith::ConstantIntOp::create(b, gamma, 64),
-                                        arith::ExtUIOp::create(b, b.getI64Type(), n32));
-  Value threshold = arith::MulFOp::create(b, uniform(b, seed, step, counter), total);
-  // The owner: exclusive <= threshold < exclusive + mine (the last thread
-  // with weight also takes a threshold lost to rounding at the very end).
-  Value owns = arith::AndIOp::create(
-      b, arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, exclusive, threshold),
-      arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, threshold,
-                            arith::AddFOp::create(b, exclusive, mine)));
-  auto pick = scf::IfOp::create(b, owns, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(pick.thenBlock()->getTerminator());
-    // First token whose running sum passes the threshold; the chunk's last
-    // token with weight if rounding leaves none.
-    auto find =
-        scf::ForOp::create(b, begin, end, index(1), ValueRange{exclusive, c32(-1), c32(-1)});
-    {
-      OpBuilder::InsertionGuard fg(b);
-      b.setInsertionPointToStart(find.getBody());
-      Value t = find.getInductionVar();
-      Value w = weight(t);
-      Value running = arith::AddFOp::create(b, find.getRegionIterArgs()[0], w);
-      Value found = find.getRegionIterArgs()[1];
-      Value lastPositive = find.getRegionIterArgs()[2];
-      Value t32 = arith::IndexCastOp::create(b, i32, t);
-      Value none = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, found, c32(-1));
-      Value passes = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, running, threshold);
-      Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, w, zeroF());
-      scf::YieldOp::create(b, ValueRange{running,
-                                         arith::SelectOp::create(
-                                             b, arith::AndIOp::create(b, none, passes), t32, found),
-                                         arith::SelectOp::create(b, positive, t32, lastPositive)});
-    }
-    Value token = arith::SelectOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, find.getResult(1), c32(-1)),
-        find.getResult(2), find.getResult(1));
-    memref::StoreOp::create(b, token, decision, ValueRange{index(0)});
-  }
-  gpu::BarrierOp::create(b);
-  // A threshold that rounding put past every chunk takes the last token
-  // with weight.
-  auto finish = scf::IfOp::create(b, isThread0, /*withElse=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(finish.thenBlock()->getTerminator());
-    Value picked = memref::LoadOp::create(b, decision, ValueRange{index(0)});
-    Value missing = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, picked, c32(-1));
-    auto fallback = scf::IfOp::create(b, TypeRange{i32}, missing,
-                                      /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard fg(b);
-      b.setInsertionPointToStart(fallback.thenBlock());
-      auto scanAll =
-          scf::ForOp::create(b, index(0), index(vocabulary), index(1), ValueRange{c32(0)});
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(walkIf.thenBlock()->getTerminator());
+      auto walk =
+          scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
       {
-        OpBuilder::InsertionGuard sg(b);
-        b.setInsertionPointToStart(scanAll.getBody());
-        Value t = scanAll.getInductionVar();
-        Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, weight(t), zeroF());
-        scf::YieldOp::create(b, arith::SelectOp::create(b, positive,
-                                                        arith::IndexCastOp::create(b, i32, t),
-                                                        scanAll.getRegionIterArgs()[0])
-                                    .getResult());
+        OpBuilder::InsertionGuard wg(b);
+        b.setInsertionPointToStart(walk.getBody());
+        Value i = walk.getInductionVar();
+        Value count = walk.getRegionIterArgs()[0];
+        Value going = walk.getRegionIterArgs()[1];
+        Value x = arith::IndexCastOp::create(
+            b, b.getIndexType(), memref::LoadOp::create(b, draftArg, ValueRange{request, i}));
+        Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, i, x});
+        Value q = memref::LoadOp::create(b, qArg, ValueRange{request, i, x});
+        Value u = uniform(b, seed, step, arith::IndexCastOp::create(b, b.getI64Type(), i));
+        Value ok =
+            arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q), p);
+        Value still = arith::AndIOp::create(
+            b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, going, c32(0)), ok);
+        Value still32 = arith::ExtUIOp::create(b, i32, still);
+        scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
       }
-      scf::YieldOp::create(b, scanAll.getResult(0));
-      b.setInsertionPointToStart(fallback.elseBlock());
-      scf::YieldOp::create(b, picked);
+      memref::StoreOp::create(b, walk.getResult(0), decision, ValueRange{index(0)});
+      memref::StoreOp::create(b, walk.getResult(0), acceptedArg, ValueRange{request});
     }
-    memref::StoreOp::create(b, fallback.getResult(0), nextArg, ValueRange{request});
-  }
-  gpu::ReturnOp::create(b);
-  return func;
+    gpu::BarrierOp::create(b);
+
+    // 2. Sample the next token at position n: from norm(max(0, p - q)) after a
+    // rejection, from p after gamma acceptances. Threads own contiguous chunks
+    // of the vocabulary; a block scan of the chunk sums finds the chunk where
+    // u S falls, whose thread walks it.
+    Value n32 = memref::LoadOp::create(b, decision, ValueRange{index(0)});
+    Value n = arith::IndexCastOp::create(b, b.getIndexType(), n32);
+    // The decision word now records the sampled token (-1: none yet).
+    gpu::BarrierOp::create(b);
+    auto reset = scf::IfOp::create(b, isThread0, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(reset.thenBlock()->getTerminator());
+      memref::StoreOp::create(b, c32(-1), decision, ValueRange{index(0)});
+    }
+    Value bonus = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, n32, c32(gamma));
+    // q at position n exists only for n < gamma.
+    Value qPosition = arith::SelectOp::create(b, bonus, index(0), n);
+    auto weight = [&](Value token) -> Value {
+      Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, n, token});
+      Value q = memref::LoadOp::create(b, qArg, ValueRange{request, qPosition, token});
+      Value residual = arith::MaximumFOp::create(b, arith::SubFOp::create(b, p, q), zeroF());
+      return arith::SelectOp::create(b, bonus, p, residual);
+    };
+    Value begin =
+        arith::MinUIOp::create(b, arith::MulIOp::create(b, tid, index(chunk)), index(vocabulary));
+    Value end =
+        arith::MinUIOp::create(b, arith::AddIOp::create(b, begin, index(chunk)), index(vocabulary));
+    auto local = scf::ForOp::create(b, begin, end, index(1), ValueRange{zeroF()});
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(local.getBody());
+      scf::YieldOp::create(
+          b, arith::AddFOp::create(b, local.getRegionIterArgs()[0], weight(local.getInductionVar()))
+                 .getResult());
+    }
+    Value mine = local.getResult(0);
+    // Inclusive scan within the warp.
+    Value scan = mine;
+    for (int64_t offset = 1; offset < kWarpSize; offset *= 2) {
+      Value up = gpu::ShuffleOp::create(b, scan, offset, kWarpSize, gpu::ShuffleMode::UP)
+                     .getShuffleResult();
+      Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, lane, index(offset));
+      scan = arith::AddFOp::create(b, scan, arith::SelectOp::create(b, has, up, zeroF()));
+    }
+    Value isLast = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(kWarpSize - 1));
+    auto publish = scf::IfOp::create(b, isLast, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(publish.thenBlock()->getTerminator());
+      memref::StoreOp::create(b, scan, warpSums, ValueRange{warp});
+    }
+    gpu::BarrierOp::create(b);
+    // Warps before this one, and everything.
+    auto totals =
+        scf::ForOp::create(b, index(0), index(kWarps), index(1), ValueRange{zeroF(), zeroF()});
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(totals.getBody());
+      Value w = totals.getInductionVar();
+      Value sum = memref::LoadOp::create(b, warpSums, ValueRange{w});
+      Value before = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, warp);
+      Value prior = arith::AddFOp::create(b, totals.getRegionIterArgs()[0],
+                                          arith::SelectOp::create(b, before, sum, zeroF()));
+      scf::YieldOp::create(
+          b, ValueRange{prior, arith::AddFOp::create(b, totals.getRegionIterArgs()[1], sum)});
+    }
+    Value exclusive =
+        arith::AddFOp::create(b, totals.getResult(0), arith::SubFOp::create(b, scan, mine));
+    Value total = totals.getResult(1);
+    Value counter = arith::AddIOp::create(b, arith::ConstantIntOp::create(b, gamma, 64),
+                                          arith::ExtUIOp::create(b, b.getI64Type(), n32));
+    Value threshold = arith::MulFOp::create(b, uniform(b, seed, step, counter), total);
+    // The owner: exclusive <= threshold < exclusive + mine (the last thread
+    // with weight also takes a threshold lost to rounding at the very end).
+    Value owns = arith::AndIOp::create(
+        b, arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, exclusive, threshold),
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, threshold,
+                              arith::AddFOp::create(b, exclusive, mine)));
+    auto pick = scf::IfOp::create(b, owns, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(pick.thenBlock()->getTerminator());
+      // First token whose running sum passes the threshold; the chunk's last
+      // token with weight if rounding leaves none.
+      auto find =
+          scf::ForOp::create(b, begin, end, index(1), ValueRange{exclusive, c32(-1), c32(-1)});
+      {
+        OpBuilder::InsertionGuard fg(b);
+        b.setInsertionPointToStart(find.getBody());
+        Value t = find.getInductionVar();
+        Value w = weight(t);
+        Value running = arith::AddFOp::create(b, find.getRegionIterArgs()[0], w);
+        Value found = find.getRegionIterArgs()[1];
+        Value lastPositive = find.getRegionIterArgs()[2];
+        Value t32 = arith::IndexCastOp::create(b, i32, t);
+        Value none = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, found, c32(-1));
+        Value passes = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, running, threshold);
+        Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, w, zeroF());
+        scf::YieldOp::create(
+            b, ValueRange{
+                   running,
+                   arith::SelectOp::create(b, arith::AndIOp::create(b, none, passes), t32, found),
+                   arith::SelectOp::create(b, positive, t32, lastPositive)});
+      }
+      Value token = arith::SelectOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, find.getResult(1), c32(-1)),
+          find.getResult(2), find.getResult(1));
+      memref::StoreOp::create(b, token, decision, ValueRange{index(0)});
+    }
+    gpu::BarrierOp::create(b);
+    // A threshold that rounding put past every chunk takes the last token
+    // with weight.
+    auto finish = scf::IfOp::create(b, isThread0, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(finish.thenBlock()->getTerminator());
+      Value picked = memref::LoadOp::create(b, decision, ValueRange{index(0)});
+      Value missing = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, picked, c32(-1));
+      auto fallback = scf::IfOp::create(b, TypeRange{i32}, missing,
+                                        /*withElse=*/true);
+      {
+        OpBuilder::InsertionGuard fg(b);
+        b.setInsertionPointToStart(fallback.thenBlock());
+        auto scanAll =
+            scf::ForOp::create(b, index(0), index(vocabulary), index(1), ValueRange{c32(0)});
+        {
+          OpBuilder::InsertionGuard sg(b);
+          b.setInsertionPointToStart(scanAll.getBody());
+          Value t = scanAll.getInductionVar();
+          Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, weight(t), zeroF());
+          scf::YieldOp::create(b, arith::SelectOp::create(b, positive,
+                                                          arith::IndexCastOp::create(b, i32, t),
+                                                          scanAll.getRegionIterArgs()[0])
+                                      .getResult());
+        }
+        scf::YieldOp::create(b, scanAll.getResult(0));
+        b.setInsertionPointToStart(fallback.elseBlock());
+        scf::YieldOp::create(b, picked);
+      }
+      memref::StoreOp::create(b, fallback.getResult(0), nextArg, ValueRange{request});
+    }
+    gpu::ReturnOp::create(b);
+  };
+  return spec;
 }

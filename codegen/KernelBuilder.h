@@ -1,20 +1,30 @@
-//===- KernelBuilder.h - shared helpers of the kernel builders --*- C++ -*-===//
+//===- KernelBuilder.h - helpers of the kernel builders ---------*- C++ -*-===//
 //
-// What every generated kernel starts from: the gpu.func with its known block
-// size and shared buffers, and a few builders over an ImplicitLocOpBuilder
-// (constants, compares, loops, guarded regions).
+// What every generated kernel is built with: the gpu.func with its known
+// block size and shared buffers, and small builders over an
+// ImplicitLocOpBuilder (constants, compares, loops, guarded regions, warp
+// reductions).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DHS_CODEGEN_KERNELBUILDER_H
 #define DHS_CODEGEN_KERNELBUILDER_H
 
+#include "codegen/KernelSpec.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 namespace mlir::dhs {
+
+/// Threads of a warp.
+inline constexpr int64_t kWarpSize = 32;
+/// Bytes one thread moves per vector load or store of rows.
+inline constexpr int64_t kCopyBytes = 16;
 
 /// A kernel function with `arguments`, `threads` known threads per block and
 /// the shared-memory buffers `workgroup` (see sharedBuffer).
@@ -28,10 +38,13 @@ inline gpu::GPUFuncOp createKernel(OpBuilder &builder, Location loc, StringRef n
   return func;
 }
 
-/// The type of a shared-memory buffer of `elements` x `type`.
-inline MemRefType sharedBuffer(int64_t elements, Type type) {
+/// The type of a shared-memory buffer of `shape` x `type`.
+inline MemRefType sharedBuffer(ArrayRef<int64_t> shape, Type type) {
   auto workgroup = gpu::AddressSpaceAttr::get(type.getContext(), gpu::AddressSpace::Workgroup);
-  return MemRefType::get({elements}, type, MemRefLayoutAttrInterface{}, workgroup);
+  return MemRefType::get(shape, type, MemRefLayoutAttrInterface{}, workgroup);
+}
+inline MemRefType sharedBuffer(int64_t elements, Type type) {
+  return sharedBuffer(ArrayRef<int64_t>{elements}, type);
 }
 
 /// Small helpers over an ImplicitLocOpBuilder.
@@ -40,9 +53,36 @@ struct KernelBuilder {
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
   Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
   Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
+  Value f32(double v) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
+  }
   Value cmpi(arith::CmpIPredicate p, Value l, Value r) { return arith::CmpIOp::create(b, p, l, r); }
   Value select(Value c, Value t, Value f) { return arith::SelectOp::create(b, c, t, f); }
   Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
+  /// Splats a scalar over a vector type.
+  Value splat(VectorType type, Value scalar) {
+    return vector::BroadcastOp::create(b, type, scalar);
+  }
+  /// Splats an i32 constant over a vector type.
+  Value splatI32(VectorType type, int64_t v) {
+    return arith::ConstantOp::create(b, type, DenseElementsAttr::get(type, b.getI32IntegerAttr(v)));
+  }
+  /// a * x + c, fused. (math.fma would become a libdevice call.)
+  Value fma(Value a, Value x, Value c) { return LLVM::FMAOp::create(b, a, x, c); }
+  /// 2^x by the hardware's ex2.approx (2 ulp), without libdevice.
+  Value exp2(Value x) {
+    return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                         b.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
+        .getResult(0);
+  }
+  /// Sum of the f32 `v` over the warp; every lane gets the result.
+  Value warpSum(Value v) {
+    for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR);
+      v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
+    }
+    return v;
+  }
   /// A loop over [start, end) in steps of `step` whose body `body` builds.
   void forLoop(Value start, Value end, Value step, function_ref<void(Value)> body) {
     OpBuilder::InsertionGuard guard(b);

@@ -1,19 +1,27 @@
-//===- LowerToGPU.cpp - dhs attention ops to GPU kernels and launches -----===//
+//===- LowerToGPU.cpp - dhs ops to GPU kernels and their launches ---------===//
+//
+// One lowering pattern per dhs op with a kernel: the op's kernel builder
+// declares the kernel (KernelSpec), and LaunchBuilder generates it once per
+// configuration and replaces the op by its launch. docs/compiler.md has the
+// design.
+//
+//===----------------------------------------------------------------------===//
 
-#include "codegen/AcceptKernel.h"
+#include "codegen/KernelBuilder.h"
+#include "codegen/Kernels.h"
 #include "codegen/Passes.h"
-#include "codegen/RetrievalKernels.h"
-#include "codegen/RingKernels.h"
-#include "codegen/SparseAttentionKernel.h"
-#include "codegen/TopKKernel.h"
 #include "dialects/DhsOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Rewrite/FrozenRewritePatternSet.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
-#include <functional>
 #include <map>
+#include <optional>
 
 namespace mlir::dhs {
 #define GEN_PASS_DEF_DHSLOWERTOGPU
@@ -22,106 +30,114 @@ namespace mlir::dhs {
 
 using namespace mlir;
 using namespace mlir::dhs;
+using Role = abi::ParamRole;
 
 namespace {
 
-/// A generated kernel and how to launch it.
-struct KernelEntry {
-  gpu::GPUFuncOp kernel;
-  KernelGeometry geometry;
-};
+/// An op's operands by the role of the kernel parameter that takes them.
+using OperandsByRole = SmallVector<std::pair<Role, Value>, 8>;
 
-struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
-  using Base::Base;
-  void runOnOperation() final;
+//===----------------------------------------------------------------------===//
+// Launches
+//===----------------------------------------------------------------------===//
+
+/// Generates kernels and their launches for the patterns of one module, and
+/// the values their launches share: each kernel once per configuration, in
+/// a gpu.module of its own (one PTX file each), and per step function its
+/// status, pool views and arena buffers. Pools, selections and buffers are
+/// kernel arguments, so the layers of a model share a handful of kernels.
+class LaunchBuilder {
+public:
+  explicit LaunchBuilder(ModuleOp module) : module(module), symbols(module) {}
+
+  /// Launches the kernel of `spec` before `op`, generating it on first use.
+  /// `operands` are the op's values by role (the pool for its views); the
+  /// status, pool views and partials are the step's.
+  /// `attributes` go on the launch for the runtime.
+  LogicalResult launch(RewriterBase &rewriter, Operation *op, const KernelSpec &spec,
+                       const OperandsByRole &operands, ArrayRef<NamedAttribute> attributes = {});
+
+  /// Returns a buffer of `type` in the staging arena of the function around
+  /// `op`, placed after everything dhs-plan-staging laid out. Buffers of one
+  /// type are shared by the function's launches (they run one after
+  /// another).
+  Value getArenaBuffer(OpBuilder &builder, Operation *op, MemRefType type);
+
+  /// Records that a pattern failed (its error is emitted): later patterns
+  /// do nothing, as the first error ends the pass.
+  LogicalResult fail() {
+    failedPattern = true;
+    return failure();
+  }
+  bool hasFailed() const { return failedPattern; }
+
+  unsigned numKernels = 0, numLaunches = 0;
 
 private:
-  /// Values made once per step function and shared by its launches.
-  struct StepValues {
-    /// Tier views, keyed by (pool value, tier).
-    DenseMap<std::pair<Value, unsigned>, Value> tierViews;
-    /// The step status of each function.
-    DenseMap<Operation *, Value> statuses;
-    /// Residency-map views, by pool value.
-    DenseMap<Value, Value> maps;
-    /// Replacement-state and step-log views, by pool value.
-    DenseMap<Value, Value> recencies, logs;
-    /// Arena buffers code generation added (split attention's partials),
-    /// by function and type.
-    DenseMap<std::pair<Operation *, Type>, Value> arenaBuffers;
-    /// Kernels generated so far, by configuration: layers of the same
-    /// shape, format and layer index within their group share one kernel.
-    std::map<std::string, KernelEntry> kernels;
+  /// A generated kernel and how to launch it.
+  struct Kernel {
+    gpu::GPUFuncOp func;
+    KernelGeometry geometry;
   };
 
-  /// Replaces `op` (an attention, fetch or union op) by the launch of a
-  /// kernel generated for it.
-  LogicalResult lower(Operation *op, SymbolTable &symbols, StepValues &values);
+  /// The kernel of `spec`, generated in a new gpu.module on first use.
+  FailureOr<Kernel> getOrCreateKernel(OpBuilder &builder, Location loc, const KernelSpec &spec);
+  /// The launch operand of `param`.
+  Value getOperand(OpBuilder &builder, Operation *op, const KernelParam &param,
+                   const OperandsByRole &operands);
+  /// The view of `tier` of `pool`, made once right after the pool's
+  /// definition, with a dynamic row count.
+  Value getTierView(OpBuilder &builder, Value pool, Tier tier);
+  /// The runtime-owned view `ViewOp` of `pool` of `type`, made once right
+  /// after the pool's definition.
+  template <typename ViewOp>
+  Value getPoolView(OpBuilder &builder, Value pool, MemRefType type, DenseMap<Value, Value> &cache);
+  /// The step status of the function around `op`, made at its entry.
+  Value getStepStatus(OpBuilder &builder, Operation *op);
+
+  ModuleOp module;
+  SymbolTable symbols;
+  bool failedPattern = false;
+  /// Kernels generated so far, by kind and key.
+  std::map<std::pair<abi::LaunchKind, std::string>, Kernel> kernels;
+  DenseMap<std::pair<Value, unsigned>, Value> tierViews;
+  DenseMap<Value, Value> maps, recencies, logs;
+  DenseMap<Operation *, Value> statuses;
+  DenseMap<std::pair<Operation *, Type>, Value> arenaBuffers;
 };
 
 } // namespace
 
-/// Returns the memref through which kernels see `tier` of `pool`, made once
-/// per pool value right after its definition and cast to a dynamic row count.
-static Value getTierView(OpBuilder &builder, Value pool, Tier tier,
-                         DenseMap<std::pair<Value, unsigned>, Value> &cache) {
-  auto key = std::make_pair(pool, static_cast<unsigned>(tier));
-  if (Value cached = cache.lookup(key))
-    return cached;
+Value LaunchBuilder::getTierView(OpBuilder &builder, Value pool, Tier tier) {
+  Value &view = tierViews[{pool, static_cast<unsigned>(tier)}];
+  if (view)
+    return view;
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointAfterValue(pool);
   auto poolType = cast<KVPoolType>(pool.getType());
   Location loc = pool.getLoc();
-  Value view = PoolTierOp::create(builder, loc, poolType.getTierMemRefType(tier), tier, pool);
-  MemRefType staticType = poolType.getTierMemRefType(tier);
-  auto dynamicType =
-      MemRefType::get({ShapedType::kDynamic, staticType.getDimSize(1), staticType.getDimSize(2)},
-                      staticType.getElementType());
+  view = PoolTierOp::create(builder, loc, poolType.getTierMemRefType(tier), tier, pool);
+  MemRefType dynamicType = getTierType(poolType);
   if (view.getType() != dynamicType)
     view = memref::CastOp::create(builder, loc, dynamicType, view);
-  cache[key] = view;
   return view;
 }
 
-/// Returns the runtime-owned view `ViewOp` of `pool` (its residency map,
-/// replacement state or step log) as i32 memref of `shape`, made once per
-/// pool value right after its definition.
 template <typename ViewOp>
-static Value getPoolView(OpBuilder &builder, Value pool, ArrayRef<int64_t> shape,
-                         DenseMap<Value, Value> &cache) {
-  if (Value cached = cache.lookup(pool))
-    return cached;
+Value LaunchBuilder::getPoolView(OpBuilder &builder, Value pool, MemRefType type,
+                                 DenseMap<Value, Value> &cache) {
+  Value &view = cache[pool];
+  if (view)
+    return view;
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointAfterValue(pool);
-  Value view =
-      ViewOp::create(builder, pool.getLoc(), MemRefType::get(shape, builder.getI32Type()), pool);
-  cache[pool] = view;
+  view = ViewOp::create(builder, pool.getLoc(), type, pool);
   return view;
 }
 
-/// The residency map of `pool`: memref<?xi32>.
-static Value getPoolMap(OpBuilder &builder, Value pool, DenseMap<Value, Value> &cache) {
-  return getPoolView<PoolMapOp>(builder, pool, {ShapedType::kDynamic}, cache);
-}
-
-/// The replacement state of `pool`: memref<?x2xi32>.
-static Value getPoolRecency(OpBuilder &builder, Value pool, DenseMap<Value, Value> &cache) {
-  return getPoolView<PoolRecencyOp>(builder, pool, {ShapedType::kDynamic, 2}, cache);
-}
-
-/// The step log of `pool`: memref<?xi32>.
-static Value getPoolLog(OpBuilder &builder, Value pool, DenseMap<Value, Value> &cache) {
-  return getPoolView<PoolLogOp>(builder, pool, {ShapedType::kDynamic}, cache);
-}
-
-/// Returns a buffer of `type` in the staging arena of the function around
-/// `op` (made at its entry), placed after everything dhs-plan-staging laid
-/// out, which the function's arena grows by. Buffers of one type are shared
-/// by the function's launches (they run one after another).
-static Value getArenaBuffer(OpBuilder &builder, Operation *op, MemRefType type,
-                            DenseMap<std::pair<Operation *, Type>, Value> &cache) {
+Value LaunchBuilder::getArenaBuffer(OpBuilder &builder, Operation *op, MemRefType type) {
   auto func = op->getParentOfType<func::FuncOp>();
-  Value &buffer = cache[{func, type}];
+  Value &buffer = arenaBuffers[{func, type}];
   if (buffer)
     return buffer;
   constexpr int64_t kAlignment = 256;
@@ -142,264 +158,295 @@ static Value getArenaBuffer(OpBuilder &builder, Operation *op, MemRefType type,
   return buffer;
 }
 
-/// Returns the step status of the function around `op`, made at its entry.
-static Value getStepStatus(OpBuilder &builder, Operation *op,
-                           DenseMap<Operation *, Value> &statuses) {
+Value LaunchBuilder::getStepStatus(OpBuilder &builder, Operation *op) {
   auto func = op->getParentOfType<FunctionOpInterface>();
   Value &status = statuses[func];
   if (!status) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(&func.getFunctionBody().front());
-    status =
-        StepStatusOp::create(builder, func.getLoc(), MemRefType::get({1}, builder.getI32Type()));
+    status = StepStatusOp::create(builder, func.getLoc(), getStatusType(builder.getContext()));
   }
   return status;
 }
 
-LogicalResult DhsLowerToGPU::lower(Operation *op, SymbolTable &symbols, StepValues &values) {
-  ModuleOp module = getOperation();
-  OpBuilder builder(module.getContext());
+Value LaunchBuilder::getOperand(OpBuilder &builder, Operation *op, const KernelParam &param,
+                                const OperandsByRole &operands) {
+  MLIRContext *context = builder.getContext();
+  auto getOpOperand = [&](Role role) {
+    for (auto [known, value] : operands)
+      if (known == role)
+        return value;
+    return Value();
+  };
+  switch (param.role) {
+  case Role::HbmTier:
+    return getTierView(builder, getOpOperand(Role::KvPool), Tier::hbm);
+  case Role::HostTier:
+    return getTierView(builder, getOpOperand(Role::KvPool), Tier::host);
+  case Role::ResidencyMap:
+    return getPoolView<PoolMapOp>(builder, getOpOperand(Role::KvPool), getResidencyMapType(context),
+                                  maps);
+  case Role::ReplacementState:
+    return getPoolView<PoolRecencyOp>(builder, getOpOperand(Role::KvPool),
+                                      getReplacementStateType(context), recencies);
+  case Role::StepLog:
+    return getPoolView<PoolLogOp>(builder, getOpOperand(Role::KvPool), getStepLogType(context),
+                                  logs);
+  case Role::Status:
+    return getStepStatus(builder, op);
+  case Role::Partials:
+    return getArenaBuffer(builder, op, cast<MemRefType>(param.type));
+  default:
+    return getOpOperand(param.role);
+  }
+}
+
+FailureOr<LaunchBuilder::Kernel> LaunchBuilder::getOrCreateKernel(OpBuilder &builder, Location loc,
+                                                                  const KernelSpec &spec) {
+  Kernel &kernel = kernels[{spec.kind, spec.key}];
+  if (kernel.func)
+    return kernel;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToEnd(module.getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(builder, loc, abi::name(spec.kind));
+  symbols.insert(gpuModule);
+  builder.setInsertionPointToStart(gpuModule.getBody());
+  gpu::GPUFuncOp func = createKernel(builder, loc, gpuModule.getName(), spec.signature.getTypes(),
+                                     spec.geometry.block[0], spec.workgroup);
+  ImplicitLocOpBuilder body(loc, builder);
+  body.setInsertionPointToStart(&func.getBody().front());
+  spec.emitBody(body, KernelArguments(func, spec.signature));
+  // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
+  for (unsigned i = 0, e = func.getNumWorkgroupAttributions(); i < e; ++i)
+    func.setWorkgroupAttributionAttr(i,
+                                     builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
+                                     builder.getI64IntegerAttr(16));
+  kernel = {func, spec.geometry};
+  ++numKernels;
+  return kernel;
+}
+
+LogicalResult LaunchBuilder::launch(RewriterBase &rewriter, Operation *op, const KernelSpec &spec,
+                                    const OperandsByRole &opOperands,
+                                    ArrayRef<NamedAttribute> attributes) {
   Location loc = op->getLoc();
-  StringRef opName = op->getName().stripDialect();
-  builder.setInsertionPoint(op);
-  auto tier = [&](Value pool, Tier which) {
-    return getTierView(builder, pool, which, values.tierViews);
-  };
-
-  // The kernel's configuration key, how to build it, its geometry and the
-  // launch operands, by op.
-  std::string key;
-  KernelGeometry geometry;
-  std::function<FailureOr<gpu::GPUFuncOp>(OpBuilder &, StringRef)> build;
+  rewriter.setInsertionPoint(op);
   SmallVector<Value> operands;
-  SmallVector<NamedAttribute> attributes;
-  FailureOr<SparseAttentionKernelConfig> attention = failure();
-  Value partials; // split attention's partial results
-  if (isa<SparseAttentionOp, AttentionOp>(op)) {
-    attention = getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks);
-    if (failed(attention))
-      return failure();
-    key = attention->key();
-    geometry.grid = attention->grid();
-    geometry.block = attention->block();
-    build = [&](OpBuilder &b, StringRef name) -> FailureOr<gpu::GPUFuncOp> {
-      return buildSparseAttentionKernel(b, loc, name, *attention);
-    };
-    if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
-      operands = {fused.getQueries(),
-                  fused.getRowIds(),
-                  fused.getSlots(),
-                  fused.getHistoryStart(),
-                  fused.getHistoryLen(),
-                  tier(fused.getPool(), Tier::hbm),
-                  tier(fused.getPool(), Tier::host)};
-      if (Value window = fused.getWindow())
-        operands.append({window, fused.getWindowTokens()});
-      operands.push_back(fused.getOutput());
-      attributes = {builder.getNamedAttr("dhs.softmax_scale", fused.getSoftmaxScaleAttr()),
-                    builder.getNamedAttr("dhs.layer", fused.getLayerAttr())};
-      if (IntegerAttr size = fused.getWindowSizeAttr())
-        attributes.push_back(builder.getNamedAttr("dhs.window_size", size));
-    } else {
-      auto staged = cast<AttentionOp>(op);
-      operands = {staged.getQueries(), staged.getRowIds(), staged.getSlots(), staged.getStaging()};
-      if (Value index = staged.getStagingIndex())
-        operands.push_back(index);
-      operands.push_back(tier(staged.getPool(), Tier::hbm));
-      if (Value window = staged.getWindow())
-        operands.append({window, staged.getWindowTokens()});
-      operands.push_back(staged.getOutput());
-      attributes = {builder.getNamedAttr("dhs.softmax_scale", staged.getSoftmaxScaleAttr()),
-                    builder.getNamedAttr("dhs.layer", staged.getLayerAttr())};
-      if (IntegerAttr size = staged.getWindowSizeAttr())
-        attributes.push_back(builder.getNamedAttr("dhs.window_size", size));
-    }
-    if (attention->splits > 1) {
-      partials = getArenaBuffer(builder, op, attention->partialsType(builder.getContext()),
-                                values.arenaBuffers);
-      operands.push_back(partials);
-      attributes.push_back(
-          builder.getNamedAttr("dhs.splits", builder.getI64IntegerAttr(attention->splits)));
-    }
-    operands.push_back(getStepStatus(builder, op, values.statuses));
-  } else if (auto fetch = dyn_cast<FetchOp>(op)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "fetch/" << fetch.getRows().getType() << '/' << static_cast<bool>(fetch.getSlots()) << '/'
-       << fetch.getPool().getType() << '/' << fetch.getStaging().getType();
-    key = text;
-    build = [&, fetch](OpBuilder &b, StringRef name) {
-      return buildFetchKernel(b, fetch, name, geometry);
-    };
-    operands = {fetch.getRows()};
-    if (fetch.getSlots())
-      operands.push_back(fetch.getSlots());
-    operands.append({fetch.getHistoryStart(), fetch.getHistoryLen(),
-                     tier(fetch.getPool(), Tier::host), fetch.getStaging(),
-                     getStepStatus(builder, op, values.statuses)});
-  } else if (auto accept = dyn_cast<AcceptOp>(op)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "accept/" << stringifyAcceptRule(accept.getRule()) << '/' << accept.getDraft().getType()
-       << '/' << accept.getTarget().getType();
-    key = text;
-    build = [&, accept](OpBuilder &b, StringRef name) {
-      return buildAcceptKernel(b, accept, name, geometry);
-    };
-    operands = {accept.getDraft(), accept.getTarget()};
-    if (Value q = accept.getDraftProbs())
-      operands.push_back(q);
-    operands.append(
-        {accept.getSeeds(), accept.getStep(), accept.getAccepted(), accept.getNextToken()});
-  } else if (auto topk = dyn_cast<TopKOp>(op)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "topk/" << topk.getScores().getType() << '/' << topk.getRows().getType();
-    key = text;
-    build = [&, topk](OpBuilder &b, StringRef name) {
-      return buildTopKKernel(b, topk, name, geometry);
-    };
-    operands = {topk.getScores(), topk.getHistoryLen(), topk.getRows(),
-                getStepStatus(builder, op, values.statuses)};
-  } else if (auto resolve = dyn_cast<ResolveOp>(op)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "resolve/" << resolve.getRows().getType();
-    key = text;
-    build = [&, resolve](OpBuilder &b, StringRef name) {
-      return buildResolveKernel(b, resolve, name, geometry);
-    };
-    operands = {resolve.getRows(),
-                getPoolMap(builder, resolve.getPool(), values.maps),
-                resolve.getHistoryStart(),
-                resolve.getHistoryLen(),
-                resolve.getSlots(),
-                getPoolRecency(builder, resolve.getPool(), values.recencies),
-                getPoolLog(builder, resolve.getPool(), values.logs),
-                getStepStatus(builder, op, values.statuses)};
-  } else if (auto place = dyn_cast<PlaceRowsOp>(op)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "place_rows/" << place.getRows().getType() << '/' << place.getPool().getType().getFormat()
-       << '/' << place.getPool().getType().getLayers();
-    key = text;
-    build = [&, place](OpBuilder &b, StringRef name) {
-      return buildPlaceRowsKernel(b, place, name, geometry);
-    };
-    operands = {tier(place.getPool(), Tier::hbm),
-                tier(place.getPool(), Tier::host),
-                getPoolMap(builder, place.getPool(), values.maps),
-                place.getRows(),
-                place.getSlots(),
-                getPoolRecency(builder, place.getPool(), values.recencies),
-                getPoolLog(builder, place.getPool(), values.logs),
-                getStepStatus(builder, op, values.statuses)};
-  } else if (auto ringIndex = dyn_cast<RingIndexOp>(op)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "ring_index/" << ringIndex.getSlots().getType() << '/' << ringIndex.getOffset() << '/'
-       << ringIndex.getWindow();
-    key = text;
-    build = [&, ringIndex](OpBuilder &b, StringRef name) {
-      return buildRingIndexKernel(b, ringIndex, name, geometry);
-    };
-    operands = {ringIndex.getPositions(), ringIndex.getSlots()};
-  } else if (auto copy = dyn_cast<CopyRowsOp>(op)) {
-    Value index = copy.getDstIndex() ? copy.getDstIndex() : copy.getSrcIndex();
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "copy_rows/" << copy.getSrc().getType() << '/' << copy.getDst().getType() << '/'
-       << static_cast<bool>(copy.getDstIndex()) << '/' << index.getType();
-    key = text;
-    build = [&, copy](OpBuilder &b, StringRef name) {
-      return buildCopyRowsKernel(b, copy, name, geometry);
-    };
-    operands = {copy.getSrc(), copy.getDst(), index, getStepStatus(builder, op, values.statuses)};
-    attributes = {builder.getNamedAttr(
-        "dhs.direction", builder.getStringAttr(copy.getDstIndex() ? "scatter" : "gather"))};
-  } else {
-    auto unionOp = cast<UnionMissingOp>(op);
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "union/" << unionOp.getRows().getType() << '/' << unionOp.getMissing().getType();
-    key = text;
-    build = [&, unionOp](OpBuilder &b, StringRef name) {
-      return buildUnionMissingKernel(b, unionOp, name, geometry);
-    };
-    operands = {unionOp.getRows(), unionOp.getSlots(), unionOp.getMissing(), unionOp.getRemap()};
+  for (const KernelParam &param : spec.signature.getParams()) {
+    Value operand = getOperand(rewriter, op, param, opOperands);
+    if (!operand)
+      return op->emitOpError() << "has no operand for its kernel's " << abi::name(param.role)
+                               << " parameter";
+    operands.push_back(operand);
   }
-
-  // A gpu.module of its own per distinct kernel: one PTX file each. Pools,
-  // selections and buffers are kernel arguments, so the layers of a model
-  // share a handful of kernels.
-  auto emitLaunch =
-      [&](const std::string &key, StringRef kernelName,
-          const std::function<FailureOr<gpu::GPUFuncOp>(OpBuilder &, StringRef)> &build,
-          const KernelGeometry &geometry, ValueRange operands,
-          ArrayRef<NamedAttribute> attributes) -> LogicalResult {
-    KernelEntry &entry = values.kernels[key];
-    if (!entry.kernel) {
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPointToEnd(module.getBody());
-      auto gpuModule = gpu::GPUModuleOp::create(builder, loc, kernelName);
-      symbols.insert(gpuModule);
-      builder.setInsertionPointToStart(gpuModule.getBody());
-      FailureOr<gpu::GPUFuncOp> kernel = build(builder, gpuModule.getName());
-      if (failed(kernel))
-        return failure();
-      // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
-      for (unsigned i = 0, e = kernel->getNumWorkgroupAttributions(); i < e; ++i)
-        kernel->setWorkgroupAttributionAttr(
-            i, builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
-            builder.getI64IntegerAttr(16));
-      entry = {*kernel, geometry};
-      ++numKernels;
-    }
-    auto dim3 = [&](std::array<int64_t, 3> sizes) {
-      return gpu::KernelDim3{arith::ConstantIndexOp::create(builder, loc, sizes[0]),
-                             arith::ConstantIndexOp::create(builder, loc, sizes[1]),
-                             arith::ConstantIndexOp::create(builder, loc, sizes[2])};
-    };
-    Value sharedBytes;
-    if (entry.geometry.dynamicSharedBytes > 0)
-      sharedBytes =
-          arith::ConstantIntOp::create(builder, loc, entry.geometry.dynamicSharedBytes, 32);
-    auto launch = gpu::LaunchFuncOp::create(builder, loc, entry.kernel, dim3(entry.geometry.grid),
-                                            dim3(entry.geometry.block), sharedBytes, operands);
-    // What the runtime needs to replay the launch and check it.
-    launch->setAttr("dhs.op", builder.getStringAttr(kernelName));
-    for (NamedAttribute attribute : attributes)
-      launch->setAttr(attribute.getName(), attribute.getValue());
-    ++numLaunches;
-    return success();
-  };
-  if (failed(emitLaunch(key, opName, build, geometry, operands, attributes)))
+  FailureOr<Kernel> kernel = getOrCreateKernel(rewriter, loc, spec);
+  if (failed(kernel))
     return failure();
-  // Split attention: the combine kernel merges the partials into the output.
-  if (partials) {
-    Value output = operands[operands.size() - 3];
-    // One combine kernel per shape of partials and CTA.
-    std::string combineKey;
-    llvm::raw_string_ostream os(combineKey);
-    os << "attention_combine/" << partials.getType() << '/' << attention->headsPerBlock;
-    KernelGeometry combine;
-    combine.grid = attention->combineGrid();
-    combine.block = attention->block();
-    if (failed(emitLaunch(combineKey, "attention_combine",
-                          [&](OpBuilder &b, StringRef name) -> FailureOr<gpu::GPUFuncOp> {
-                            return buildAttentionCombineKernel(b, loc, name, *attention);
-                          },
-                          combine, ValueRange{partials, output}, {})))
-      return failure();
-  }
-  op->erase();
+  auto dim3 = [&](std::array<int64_t, 3> sizes) {
+    return gpu::KernelDim3{arith::ConstantIndexOp::create(rewriter, loc, sizes[0]),
+                           arith::ConstantIndexOp::create(rewriter, loc, sizes[1]),
+                           arith::ConstantIndexOp::create(rewriter, loc, sizes[2])};
+  };
+  Value sharedBytes;
+  if (kernel->geometry.dynamicSharedBytes > 0)
+    sharedBytes =
+        arith::ConstantIntOp::create(rewriter, loc, kernel->geometry.dynamicSharedBytes, 32);
+  auto launch = gpu::LaunchFuncOp::create(rewriter, loc, kernel->func, dim3(kernel->geometry.grid),
+                                          dim3(kernel->geometry.block), sharedBytes, operands);
+  // What the runtime needs to replay the launch and check it.
+  launch->setAttr("dhs.op", rewriter.getStringAttr(abi::name(spec.kind)));
+  launch->setAttr("dhs.roles", spec.signature.getRolesAttr(rewriter.getContext()));
+  for (NamedAttribute attribute : attributes)
+    launch->setAttr(attribute.getName(), attribute.getValue());
+  ++numLaunches;
   return success();
 }
 
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+/// The operands of each op with a kernel, by the role of the kernel
+/// parameter that takes them (the pool for KvPool, whose views its launch
+/// passes).
+static OperandsByRole getOperands(FetchOp op) {
+  return {{Role::RowIds, op.getRows()},
+          {Role::Slots, op.getSlots()},
+          {Role::HistoryStart, op.getHistoryStart()},
+          {Role::HistoryLen, op.getHistoryLen()},
+          {Role::KvPool, op.getPool()},
+          {Role::Staging, op.getStaging()}};
+}
+
+static OperandsByRole getOperands(UnionMissingOp op) {
+  return {{Role::RowIds, op.getRows()},
+          {Role::Slots, op.getSlots()},
+          {Role::Missing, op.getMissing()},
+          {Role::Remap, op.getRemap()}};
+}
+
+static OperandsByRole getOperands(ResolveOp op) {
+  return {{Role::RowIds, op.getRows()},
+          {Role::KvPool, op.getPool()},
+          {Role::HistoryStart, op.getHistoryStart()},
+          {Role::HistoryLen, op.getHistoryLen()},
+          {Role::Slots, op.getSlots()}};
+}
+
+static OperandsByRole getOperands(PlaceRowsOp op) {
+  return {{Role::KvPool, op.getPool()},
+          {Role::PlaceRows, op.getRows()},
+          {Role::PlaceSlots, op.getSlots()}};
+}
+
+static OperandsByRole getOperands(RingIndexOp op) {
+  return {{Role::Positions, op.getPositions()}, {Role::RingSlots, op.getSlots()}};
+}
+
+static OperandsByRole getOperands(CopyRowsOp op) {
+  return {{Role::CopySource, op.getSrc()},
+          {Role::CopyDestination, op.getDst()},
+          {Role::RingSlots, op.getDstIndex() ? op.getDstIndex() : op.getSrcIndex()}};
+}
+
+static OperandsByRole getOperands(AcceptOp op) {
+  return {{Role::DraftTokens, op.getDraft()},     {Role::TargetProbs, op.getTarget()},
+          {Role::DraftProbs, op.getDraftProbs()}, {Role::Seeds, op.getSeeds()},
+          {Role::StepCounter, op.getStep()},      {Role::Accepted, op.getAccepted()},
+          {Role::NextToken, op.getNextToken()}};
+}
+
+static OperandsByRole getOperands(TopKOp op) {
+  return {{Role::Scores, op.getScores()},
+          {Role::HistoryLen, op.getHistoryLen()},
+          {Role::RowIds, op.getRows()}};
+}
+
+/// Attributes of a launch for the runtime: none but a copy's direction.
+static SmallVector<NamedAttribute> getLaunchAttributes(Operation *, Builder &) { return {}; }
+static SmallVector<NamedAttribute> getLaunchAttributes(CopyRowsOp op, Builder &builder) {
+  abi::CopyDirection direction =
+      op.getDstIndex() ? abi::CopyDirection::Scatter : abi::CopyDirection::Gather;
+  return {builder.getNamedAttr("dhs.direction", builder.getStringAttr(abi::name(direction)))};
+}
+
+/// Lowers an `OpTy` to the launch of the kernel getKernelSpec declares for
+/// it, with the operands getOperands gives.
+template <typename OpTy> class KernelLowering : public OpRewritePattern<OpTy> {
+public:
+  KernelLowering(MLIRContext *context, LaunchBuilder &launches)
+      : OpRewritePattern<OpTy>(context), launches(launches) {}
+
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const final {
+    if (launches.hasFailed())
+      return failure();
+    FailureOr<KernelSpec> spec = getKernelSpec(op);
+    if (failed(spec) || failed(launches.launch(rewriter, op, *spec, getOperands(op),
+                                               getLaunchAttributes(op, rewriter))))
+      return launches.fail();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+private:
+  LaunchBuilder &launches;
+};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// The tiling options of the pass that attention kernels take.
+struct AttentionOptions {
+  int64_t maxHeadsPerBlock, tileRows, minBlocks;
+};
+
+/// The kernels that compute an attention op: the attention kernel and, when
+/// it splits each query's rows over CTAs, the kernel that merges the splits.
+struct AttentionKernels {
+  SparseAttentionKernelConfig config;
+  KernelSpec attention;
+  std::optional<KernelSpec> combine;
+};
+
+/// Chooses the kernels of attention op `op` (dhs.sparse_attention or
+/// dhs.attention): the one place where an attention op's kernel is picked.
+/// Emits an error on `op` when no kernel computes it.
+static FailureOr<AttentionKernels> chooseAttentionKernels(Operation *op,
+                                                          const AttentionOptions &options) {
+  FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
+      op, options.maxHeadsPerBlock, options.tileRows, options.minBlocks);
+  if (failed(config))
+    return failure();
+  AttentionKernels kernels{*config, getSparseAttentionKernel(*config), std::nullopt};
+  if (config->splits > 1)
+    kernels.combine = getAttentionCombineKernel(*config);
+  return kernels;
+}
+
+/// Lowers an attention op to its attention launch and, for a split kernel,
+/// the launch of the combine kernel.
+template <typename OpTy> class AttentionLowering : public OpRewritePattern<OpTy> {
+public:
+  AttentionLowering(MLIRContext *context, LaunchBuilder &launches, const AttentionOptions &options)
+      : OpRewritePattern<OpTy>(context), launches(launches), options(options) {}
+
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const final {
+    if (launches.hasFailed())
+      return failure();
+    FailureOr<AttentionKernels> kernels = chooseAttentionKernels(op, options);
+    if (failed(kernels))
+      return launches.fail();
+    OperandsByRole operands = getOperands(op);
+    SmallVector<NamedAttribute> attributes{
+        rewriter.getNamedAttr("dhs.softmax_scale", op.getSoftmaxScaleAttr()),
+        rewriter.getNamedAttr("dhs.layer", op.getLayerAttr())};
+    if (IntegerAttr size = op.getWindowSizeAttr())
+      attributes.push_back(rewriter.getNamedAttr("dhs.window_size", size));
+    if (failed(launches.launch(rewriter, op, kernels->attention, operands, attributes)))
+      return launches.fail();
+    if (kernels->combine && failed(launches.launch(rewriter, op, *kernels->combine, operands)))
+      return launches.fail();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+private:
+  /// The operands of `op` by role (the pool for KvPool).
+  static OperandsByRole getOperands(OpTy op) {
+    OperandsByRole operands{
+        {Role::Queries, op.getQueries()},   {Role::RowIds, op.getRowIds()},
+        {Role::Slots, op.getSlots()},       {Role::KvPool, op.getPool()},
+        {Role::WindowRing, op.getWindow()}, {Role::WindowTokens, op.getWindowTokens()},
+        {Role::Output, op.getOutput()}};
+    if constexpr (std::is_same_v<OpTy, SparseAttentionOp>)
+      operands.append(
+          {{Role::HistoryStart, op.getHistoryStart()}, {Role::HistoryLen, op.getHistoryLen()}});
+    else
+      operands.append({{Role::Staging, op.getStaging()}, {Role::Remap, op.getStagingIndex()}});
+    return operands;
+  }
+
+  LaunchBuilder &launches;
+  AttentionOptions options;
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
+  using Base::Base;
+  void runOnOperation() final;
+};
+
+} // namespace
+
 /// Replaces fused attention `op` by a fetch of its missing rows into an arena
 /// buffer [B, Q * K, layers, row bytes] and a staged attention over it.
-static void stageMissingRows(SparseAttentionOp op,
-                             DenseMap<std::pair<Operation *, Type>, Value> &arenaBuffers) {
+static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches) {
   OpBuilder builder(op);
   Location loc = op.getLoc();
   MemRefType rows = op.getRowIds().getType();
@@ -407,7 +454,7 @@ static void stageMissingRows(SparseAttentionOp op,
   auto staging = MemRefType::get({rows.getDimSize(0), rows.getDimSize(1) * rows.getDimSize(2),
                                   pool.getLayers(), pool.getFormat().getRowBytes()},
                                  builder.getI8Type());
-  Value buffer = getArenaBuffer(builder, op, staging, arenaBuffers);
+  Value buffer = launches.getArenaBuffer(builder, op, staging);
   FetchOp::create(builder, loc, op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
                   op.getHistoryLen(), buffer);
   AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
@@ -434,15 +481,31 @@ static void inlinePhases(ModuleOp module) {
 
 void DhsLowerToGPU::runOnOperation() {
   ModuleOp module = getOperation();
+  MLIRContext *context = &getContext();
   inlinePhases(module);
 
-  // Ops without a kernel yet are an error, not a silent skip. (Residency
-  // specs need none: the manifest carries them to the runtime.)
+  // What is left of the dhs dialect after lowering: the views, buffers and
+  // residency specs the manifest carries to the runtime.
+  ConversionTarget target(*context);
+  target.addIllegalDialect<DhsDialect>();
+  target.addLegalOp<PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp, StepStatusOp, ScratchOp,
+                    ResidencyOp>();
+
+  LaunchBuilder launches(module);
+  AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks};
+  RewritePatternSet patternList(context);
+  patternList
+      .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ResolveOp>,
+           KernelLowering<PlaceRowsOp>, KernelLowering<RingIndexOp>, KernelLowering<CopyRowsOp>,
+           KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(context, launches);
+  patternList.add<AttentionLowering<SparseAttentionOp>, AttentionLowering<AttentionOp>>(
+      context, launches, options);
+  FrozenRewritePatternSet patterns(std::move(patternList));
+
+  // Ops without a kernel yet are an error, not a silent skip.
+  const auto &lowered = patterns.getOpSpecificNativePatterns();
   WalkResult unsupported = module.walk([&](Operation *op) {
-    if (op->getDialect() != op->getContext()->getLoadedDialect<DhsDialect>() ||
-        isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp, RingIndexOp, CopyRowsOp,
-            ResolveOp, AcceptOp, TopKOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp,
-            PlaceRowsOp, StepStatusOp, ScratchOp, ResidencyOp>(op))
+    if (!target.isIllegal(op) || lowered.count(op->getName()))
       return WalkResult::advance();
     op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
                          "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
@@ -452,7 +515,6 @@ void DhsLowerToGPU::runOnOperation() {
   if (unsupported.wasInterrupted())
     return signalPassFailure();
 
-  StepValues values;
   // A fused attention over a one-layer pool whose heads need several CTAs
   // per KV head would read each missing row over PCIe once per CTA: its
   // missing rows are fetched once into the arena (dhs.fetch), and the CTAs
@@ -465,22 +527,14 @@ void DhsLowerToGPU::runOnOperation() {
     if (failed(config))
       return signalPassFailure();
     if (config->groupHeads > config->headsPerBlock && op.getPool().getType().getLayers() == 1)
-      stageMissingRows(op, values.arenaBuffers);
+      stageMissingRows(op, launches);
   }
 
-  SmallVector<Operation *> ops;
-  module.walk([&](Operation *op) {
-    if (isa<SparseAttentionOp, AttentionOp, FetchOp, UnionMissingOp, RingIndexOp, CopyRowsOp,
-            ResolveOp, AcceptOp, TopKOp, PlaceRowsOp>(op))
-      ops.push_back(op);
-  });
-  if (ops.empty())
-    return;
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  UnitAttr::get(module.getContext()));
-  SymbolTable symbols(module);
-  for (Operation *op : ops) {
-    if (failed(lower(op, symbols, values)))
-      return signalPassFailure();
-  }
+  walkAndApplyPatterns(module, patterns);
+  numKernels += launches.numKernels;
+  numLaunches += launches.numLaunches;
+  if (launches.hasFailed())
+    return signalPassFailure();
+  if (launches.numLaunches > 0)
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(context));
 }

@@ -25,27 +25,19 @@ static std::optional<abi::DType> getDType(Type type) {
   return std::nullopt;
 }
 
-/// The dialect's residency hints as the contract names them.
-static abi::ResidencyPolicy toContract(ResidencyPolicy policy) {
-  switch (policy) {
-  case ResidencyPolicy::adaptive:
-    return abi::ResidencyPolicy::Adaptive;
-  case ResidencyPolicy::fixed:
-    return abi::ResidencyPolicy::Fixed;
-  }
-  llvm_unreachable("unknown residency policy");
-}
-static abi::Replacement toContract(Replacement replacement) {
-  switch (replacement) {
-  case Replacement::clock:
-    return abi::Replacement::Clock;
-  case Replacement::lru:
-    return abi::Replacement::Lru;
-  case Replacement::lru2:
-    return abi::Replacement::Lru2;
-  }
-  llvm_unreachable("unknown replacement");
-}
+// The dialect's residency hints count as the contract's do, so that a cast
+// gives the name the runtime reads.
+static_assert(static_cast<int>(ResidencyPolicy::adaptive) ==
+                      static_cast<int>(abi::ResidencyPolicy::Adaptive) &&
+                  static_cast<int>(ResidencyPolicy::fixed) ==
+                      static_cast<int>(abi::ResidencyPolicy::Fixed) &&
+                  abi::count<abi::ResidencyPolicy>() == 2,
+              "the dialect's residency policies are the contract's");
+static_assert(static_cast<int>(Replacement::clock) == static_cast<int>(abi::Replacement::Clock) &&
+                  static_cast<int>(Replacement::lru) == static_cast<int>(abi::Replacement::Lru) &&
+                  static_cast<int>(Replacement::lru2) == static_cast<int>(abi::Replacement::Lru2) &&
+                  abi::count<abi::Replacement>() == 3,
+              "the dialect's replacements are the contract's");
 
 /// A shape with -1 for dynamic dimensions.
 static llvm::json::Array getShape(MemRefType type) {
@@ -55,79 +47,50 @@ static llvm::json::Array getShape(MemRefType type) {
   return shape;
 }
 
-/// Roles of the kernel parameters of a launch of `op` with `count`
-/// parameters, in kernel order (optional parameters make several forms).
-static ArrayRef<StringRef> getParameterRoles(StringRef op, unsigned count) {
-  static const StringRef sparseAttention[] = {"queries",       "row_ids",     "slots",
-                                              "history_start", "history_len", "kv_pool",
-                                              "kv_pool",       "output",      "status"};
-  static const StringRef windowedSparseAttention[] = {
-      "queries", "row_ids",     "slots",         "history_start", "history_len", "kv_pool",
-      "kv_pool", "window_ring", "window_tokens", "output",        "status"};
-  static const StringRef attention[] = {"queries", "row_ids", "slots", "staging",
-                                        "kv_pool", "output",  "status"};
-  static const StringRef windowedAttention[] = {"queries",       "row_ids", "slots",
-                                                "staging",       "kv_pool", "window_ring",
-                                                "window_tokens", "output",  "status"};
-  static const StringRef windowedIndexedAttention[] = {
-      "queries", "row_ids",     "slots",         "staging", "remap",
-      "kv_pool", "window_ring", "window_tokens", "output",  "status"};
-  static const StringRef indexedAttention[] = {"queries", "row_ids", "slots",  "staging",
-                                               "remap",   "kv_pool", "output", "status"};
-  static const StringRef fetch[] = {"row_ids", "history_start", "history_len",
-                                    "kv_pool", "staging",       "status"};
-  static const StringRef fetchMissing[] = {"row_ids", "slots",   "history_start", "history_len",
-                                           "kv_pool", "staging", "status"};
-  static const StringRef unionMissing[] = {"row_ids", "slots", "missing", "remap"};
-  static const StringRef ringIndex[] = {"positions", "ring_slots"};
-  static const StringRef resolve[] = {"row_ids", "kv_pool", "history_start", "history_len",
-                                      "slots",   "kv_pool", "kv_pool",       "status"};
-  static const StringRef accept[] = {"draft_tokens", "target_probs", "seeds",
-                                     "step_counter", "accepted",     "next_token"};
-  static const StringRef topk[] = {"scores", "history_len", "row_ids", "status"};
-  static const StringRef placeRows[] = {"kv_pool",     "kv_pool", "kv_pool", "place_rows",
-                                        "place_slots", "kv_pool", "kv_pool", "status"};
-  static const StringRef sampledAccept[] = {"draft_tokens", "target_probs", "draft_probs", "seeds",
-                                            "step_counter", "accepted",     "next_token"};
-  static const StringRef copyRows[] = {"rows", "rows", "ring_slots", "status"};
-  static const StringRef attentionCombine[] = {"partials", "output"};
-  ArrayRef<StringRef> candidates[] = {sparseAttention,
-                                      windowedSparseAttention,
-                                      attention,
-                                      indexedAttention,
-                                      windowedAttention,
-                                      windowedIndexedAttention,
-                                      fetch,
-                                      fetchMissing,
-                                      unionMissing,
-                                      ringIndex,
-                                      copyRows,
-                                      resolve,
-                                      accept,
-                                      sampledAccept,
-                                      topk,
-                                      placeRows,
-                                      attentionCombine};
-  StringRef names[] = {"sparse_attention", "sparse_attention", "attention", "attention",
-                       "attention",        "attention",        "fetch",     "fetch",
-                       "union_missing",    "ring_index",       "copy_rows", "resolve",
-                       "accept",           "accept",           "topk",      "place_rows",
-                       "attention_combine"};
-  for (auto [name, roles] : llvm::zip(names, candidates))
-    if (name == op && roles.size() == count)
-      return roles;
-  return {};
+/// The roles of `launch`'s kernel parameters (dhs.roles, which
+/// dhs-lower-to-gpu sets from the kernel's signature), or an error.
+static FailureOr<SmallVector<abi::ParamRole>> getParamRoles(gpu::LaunchFuncOp launch) {
+  auto names = launch->getAttrOfType<ArrayAttr>("dhs.roles");
+  if (!names || names.size() != launch.getNumKernelOperands())
+    return launch.emitOpError() << "needs dhs.roles, one role per kernel operand";
+  SmallVector<abi::ParamRole> roles;
+  for (Attribute name : names) {
+    auto text = dyn_cast<StringAttr>(name);
+    std::optional<abi::ParamRole> role =
+        text ? abi::parse<abi::ParamRole>(text.getValue()) : std::nullopt;
+    if (!role)
+      return launch.emitOpError() << "has an unknown kernel parameter role " << name
+                                  << " (known: " << abi::knownNames<abi::ParamRole>() << ")";
+    roles.push_back(*role);
+  }
+  return roles;
 }
 
-/// Describes where launch operand `value` comes from, or emits an error.
+/// Checks that the kernel parameter of `role` may be passed from `source`
+/// and returns the role a step argument passed that way gets.
+static FailureOr<abi::ArgumentRole> getArgumentRole(gpu::LaunchFuncOp launch, unsigned position,
+                                                    abi::ParamRole role, abi::ParamSource source) {
+  std::optional<abi::ArgumentRole> argumentRole = abi::argumentRole(role);
+  std::optional<abi::ParamSource> view = abi::poolViewSource(role);
+  if (!argumentRole || (view ? *view != source : source != abi::ParamSource::Argument))
+    return launch.emitOpError() << "operand #" << position << " comes from source "
+                                << abi::name(source) << ", which the kernel's " << abi::name(role)
+                                << " parameter does not take";
+  return *argumentRole;
+}
+
+/// Describes where launch operand `value` comes from (`source`), or emits an
+/// error.
 static FailureOr<llvm::json::Object> describeParameter(gpu::LaunchFuncOp launch, unsigned position,
-                                                       Value value, func::FuncOp step) {
+                                                       Value value, func::FuncOp step,
+                                                       abi::ParamSource &source) {
   llvm::json::Object param;
   // Casts only change static knowledge of the shape.
   while (auto cast = value.getDefiningOp<memref::CastOp>())
     value = cast.getSource();
-  auto describe = [&](abi::ParamSource source, std::optional<unsigned> index) {
-    param["source"] = abi::name(source);
+  auto describe = [&](abi::ParamSource from, std::optional<unsigned> index) {
+    source = from;
+    param["source"] = abi::name(from);
     if (index)
       param["index"] = static_cast<int64_t>(*index);
   };
@@ -238,35 +201,34 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
   if (launches.empty())
     return step.emitError() << "the step launches no kernel";
 
-  std::vector<std::string> roles(step.getNumArguments());
+  std::vector<std::optional<abi::ArgumentRole>> roles(step.getNumArguments());
   llvm::json::Array launchList;
   CompiledStep compiled;
   for (gpu::LaunchFuncOp launch : launches) {
     auto opName = launch->getAttrOfType<StringAttr>("dhs.op");
-    if (!opName)
+    std::optional<abi::LaunchKind> kind =
+        opName ? abi::parse<abi::LaunchKind>(opName.getValue()) : std::nullopt;
+    if (!kind)
       return launch.emitOpError() << "was not generated by dhs-lower-to-gpu";
-    // A split attention launch also takes its partials, before the status.
-    const bool split = launch->hasAttr("dhs.splits");
-    SmallVector<StringRef> paramRoles(
-        getParameterRoles(opName.getValue(), launch.getNumKernelOperands() - (split ? 1 : 0)));
-    if (split && !paramRoles.empty())
-      paramRoles.insert(paramRoles.end() - 1, "partials");
-    if (paramRoles.empty())
-      return launch.emitOpError() << "has " << launch.getNumKernelOperands()
-                                  << " operands, which no dhs." << opName.getValue()
-                                  << " kernel takes";
+    FailureOr<SmallVector<abi::ParamRole>> paramRoles = getParamRoles(launch);
+    if (failed(paramRoles))
+      return failure();
 
     llvm::json::Array params;
     for (auto [i, operand] : llvm::enumerate(launch.getKernelOperands())) {
-      FailureOr<llvm::json::Object> param = describeParameter(launch, i, operand, step);
+      abi::ParamSource source;
+      FailureOr<llvm::json::Object> param = describeParameter(launch, i, operand, step, source);
       if (failed(param))
         return failure();
       if (std::optional<int64_t> index = param->getInteger("index")) {
-        std::string &role = roles[*index];
-        if (!role.empty() && role != paramRoles[i])
-          return launch.emitOpError() << "step argument #" << *index << " is used both as " << role
-                                      << " and as " << paramRoles[i];
-        role = paramRoles[i].str();
+        FailureOr<abi::ArgumentRole> role = getArgumentRole(launch, i, (*paramRoles)[i], source);
+        if (failed(role))
+          return failure();
+        std::optional<abi::ArgumentRole> &known = roles[*index];
+        if (known && *known != *role)
+          return launch.emitOpError() << "step argument #" << *index << " is used both as "
+                                      << abi::name(*known) << " and as " << abi::name(*role);
+        known = *role;
       }
       params.push_back(std::move(*param));
     }
@@ -309,7 +271,7 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
 
     llvm::json::Object entry{{"kernel", launch.getKernelName().getValue()},
                              {"ptx", ptxFile},
-                             {"op", opName.getValue()},
+                             {"op", abi::name(*kind)},
                              {"grid", std::move(*grid)},
                              {"block", std::move(*block)},
                              {"dynamic_shared_bytes", dynamicShared},
@@ -329,7 +291,7 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
   llvm::json::Array arguments;
   for (auto [i, arg] : llvm::enumerate(step.getArguments())) {
     llvm::json::Object entry{{"index", static_cast<int64_t>(i)},
-                             {"role", roles[i].empty() ? "unused" : roles[i]}};
+                             {"role", roles[i] ? abi::name(*roles[i]) : "unused"}};
     if (auto pool = dyn_cast<KVPoolType>(arg.getType())) {
       auto capacity = [](int64_t c) { return ShapedType::isDynamic(c) ? int64_t(-1) : c; };
       RowFormatAttrInterface format = pool.getFormat();
@@ -370,14 +332,14 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
       return spec.emitOpError() << "names a pool that is not an argument of "
                                    "the step";
-    llvm::json::Object entry{{"pool", static_cast<int64_t>(poolArg.getArgNumber())},
-                             {"newest", static_cast<int64_t>(spec.getNewest())},
-                             {"floor", static_cast<int64_t>(spec.getFloor())},
-                             {"policy", abi::name(toContract(spec.getPolicy()))},
-                             {"replacement", abi::name(toContract(spec.getEffectiveReplacement()))},
-                             {"max_promotions", spec.getPromotions()
-                                                    ? static_cast<int64_t>(*spec.getPromotions())
-                                                    : int64_t(-1)}};
+    llvm::json::Object entry{
+        {"pool", static_cast<int64_t>(poolArg.getArgNumber())},
+        {"newest", static_cast<int64_t>(spec.getNewest())},
+        {"floor", static_cast<int64_t>(spec.getFloor())},
+        {"policy", abi::name(static_cast<abi::ResidencyPolicy>(spec.getPolicy()))},
+        {"replacement", abi::name(static_cast<abi::Replacement>(spec.getEffectiveReplacement()))},
+        {"max_promotions",
+         spec.getPromotions() ? static_cast<int64_t>(*spec.getPromotions()) : int64_t(-1)}};
     residency.push_back(std::move(entry));
   }
 

@@ -15,7 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/RetrievalKernels.h"
+#include "codegen/Kernels.h"
+
 #include "codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -27,9 +28,8 @@
 
 using namespace mlir;
 using namespace mlir::dhs;
+using Role = abi::ParamRole;
 
-/// Bytes one thread moves per load.
-static constexpr int64_t kCopyBytes = 16;
 /// Listed rows a fetch CTA copies.
 static constexpr int64_t kFetchRowsPerBlock = 16;
 static constexpr int64_t kFetchThreads = 256;
@@ -43,8 +43,7 @@ using StepLog = abi::StepLogLayout;
 static_assert(StepLog::kMisses == StepLog::kHits + 1 && StepLog::kEntries == StepLog::kHits + 2,
               "the step log's counts are consecutive words");
 
-FailureOr<gpu::GPUFuncOp> mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchOp op,
-                                                      StringRef name, KernelGeometry &geometry) {
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   KVPoolType pool = op.getPool().getType();
   MemRefType rows = op.getRows().getType();
   MemRefType staging = op.getStaging().getType();
@@ -56,104 +55,103 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildFetchKernel(OpBuilder &builder, FetchO
   int64_t rowBytes = pool.getFormat().getRowBytes();
   int64_t tokenChunks = layers * rowBytes / kCopyBytes;
 
-  Type i8 = builder.getI8Type();
-  Type tier = MemRefType::get({ShapedType::kDynamic, layers, rowBytes}, i8);
-  SmallVector<Type> arguments{rows};
-  if (op.getSlots())
-    arguments.push_back(op.getSlots().getType());
-  arguments.append({op.getHistoryStart().getType(), op.getHistoryLen().getType(), tier, staging,
-                    MemRefType::get({1}, builder.getI32Type())});
-  Location loc = op.getLoc();
-  gpu::GPUFuncOp func = createKernel(builder, loc, name, arguments, kFetchThreads);
-  geometry.grid = {batch, llvm::divideCeilSigned(listed, kFetchRowsPerBlock), 1};
-  geometry.block = {kFetchThreads, 1, 1};
+  bool withSlots = static_cast<bool>(op.getSlots());
+  KernelSpec spec{abi::LaunchKind::Fetch, kernelKey(rows, withSlots, pool, staging)};
+  spec.signature.add(Role::RowIds, rows);
+  if (withSlots)
+    spec.signature.add(Role::Slots, op.getSlots().getType());
+  spec.signature.add(Role::HistoryStart, op.getHistoryStart().getType());
+  spec.signature.add(Role::HistoryLen, op.getHistoryLen().getType());
+  spec.signature.add(Role::HostTier, getTierType(pool));
+  spec.signature.add(Role::Staging, staging);
+  spec.signature.add(Role::Status, getStatusType(op.getContext()));
+  spec.geometry.grid = {batch, llvm::divideCeilSigned(listed, kFetchRowsPerBlock), 1};
+  spec.geometry.block = {kFetchThreads, 1, 1};
 
-  ImplicitLocOpBuilder ib(loc, builder);
-  ib.setInsertionPointToStart(&func.getBody().front());
-  KernelBuilder kb{ib};
-  unsigned next = 0;
-  Value rowsArg = func.getArgument(next++);
-  Value slotsArg = op.getSlots() ? func.getArgument(next++) : Value();
-  Value startArg = func.getArgument(next++);
-  Value lenArg = func.getArgument(next++);
-  Value host = func.getArgument(next++);
-  Value stage = func.getArgument(next++);
-  Value status = func.getArgument(next++);
-  // Lists of any rank are [B, N] to the kernel.
-  auto flatten = [&](Value list) -> Value {
-    if (cast<MemRefType>(list.getType()).getRank() == 2)
-      return list;
-    return memref::CollapseShapeOp::create(ib, list, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
-  };
-  rowsArg = flatten(rowsArg);
-  if (slotsArg)
-    slotsArg = flatten(slotsArg);
-  Value stageFlat =
-      memref::CollapseShapeOp::create(ib, stage, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+  spec.emitBody = [=](ImplicitLocOpBuilder &ib, const KernelArguments &args) {
+    Type i8 = ib.getI8Type();
+    KernelBuilder kb{ib};
+    Value rowsArg = args[Role::RowIds];
+    Value slotsArg = args.lookup(Role::Slots);
+    Value startArg = args[Role::HistoryStart];
+    Value lenArg = args[Role::HistoryLen];
+    Value host = args[Role::HostTier];
+    Value stage = args[Role::Staging];
+    Value status = args[Role::Status];
+    // Lists of any rank are [B, N] to the kernel.
+    auto flatten = [&](Value list) -> Value {
+      if (cast<MemRefType>(list.getType()).getRank() == 2)
+        return list;
+      return memref::CollapseShapeOp::create(ib, list, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+    };
+    rowsArg = flatten(rowsArg);
+    if (slotsArg)
+      slotsArg = flatten(slotsArg);
+    Value stageFlat = memref::CollapseShapeOp::create(
+        ib, stage, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
 
-  Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
-  Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
-  Value firstRow = arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y),
-                                         kb.index(kFetchRowsPerBlock));
-  Value historyLength = memref::LoadOp::create(ib, lenArg, ValueRange{request});
-  Value historyBase = memref::LoadOp::create(ib, startArg, ValueRange{request});
-  Value hostRows =
-      arith::IndexCastOp::create(ib, ib.getI64Type(), memref::DimOp::create(ib, host, kb.index(0)));
-  auto chunkType = VectorType::get({kCopyBytes}, i8);
+    Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
+    Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+    Value firstRow = arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y),
+                                           kb.index(kFetchRowsPerBlock));
+    Value historyLength = memref::LoadOp::create(ib, lenArg, ValueRange{request});
+    Value historyBase = memref::LoadOp::create(ib, startArg, ValueRange{request});
+    Value hostRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
+                                                memref::DimOp::create(ib, host, kb.index(0)));
+    auto chunkType = VectorType::get({kCopyBytes}, i8);
 
-  kb.forLoop(
-      tid, kb.index(kFetchRowsPerBlock * tokenChunks), kb.index(kFetchThreads), [&](Value item) {
-        Value i = arith::AddIOp::create(ib, firstRow,
-                                        arith::DivUIOp::create(ib, item, kb.index(tokenChunks)));
-        Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
-        kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
-          Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
-          Value wanted = kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1));
-          if (slotsArg) {
-            Value slot = memref::LoadOp::create(ib, slotsArg, ValueRange{request, i});
-            wanted = arith::AndIOp::create(ib, wanted,
-                                           kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
-          }
-          Value hostRow = arith::AddIOp::create(ib, historyBase,
-                                                arith::ExtSIOp::create(ib, ib.getI64Type(), id));
-          Value badRow =
-              arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::slt, id, kb.i32(0)),
-                                   kb.cmpi(arith::CmpIPredicate::sge, id, historyLength));
-          Value badHost = kb.cmpi(arith::CmpIPredicate::sge, hostRow, hostRows);
-          Value bits =
-              arith::OrIOp::create(ib, kb.select(badRow, kb.i32(abi::kStatusBadRowId), kb.i32(0)),
-                                   kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)));
-          Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
-          // Report once per row (its first chunk), copy only good rows.
-          kb.ifThen(
-              arith::AndIOp::create(
-                  ib, wanted,
-                  arith::AndIOp::create(
-                      ib, arith::XOrIOp::create(ib, ok, arith::ConstantIntOp::create(ib, 1, 1)),
-                      kb.cmpi(arith::CmpIPredicate::eq, chunk, kb.index(0)))),
-              [&] {
-                memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, bits, status,
-                                            ValueRange{kb.index(0)});
-              });
-          kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] {
-            Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
-            Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
-            Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
-            Value data = vector::LoadOp::create(
-                ib, chunkType, host, ValueRange{kb.toIndex(hostRow), layer, column},
-                /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-            vector::StoreOp::create(ib, data, stageFlat, ValueRange{request, i, byte},
-                                    /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+    kb.forLoop(
+        tid, kb.index(kFetchRowsPerBlock * tokenChunks), kb.index(kFetchThreads), [&](Value item) {
+          Value i = arith::AddIOp::create(ib, firstRow,
+                                          arith::DivUIOp::create(ib, item, kb.index(tokenChunks)));
+          Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
+          kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
+            Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
+            Value wanted = kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1));
+            if (slotsArg) {
+              Value slot = memref::LoadOp::create(ib, slotsArg, ValueRange{request, i});
+              wanted = arith::AndIOp::create(ib, wanted,
+                                             kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
+            }
+            Value hostRow = arith::AddIOp::create(ib, historyBase,
+                                                  arith::ExtSIOp::create(ib, ib.getI64Type(), id));
+            Value badRow =
+                arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::slt, id, kb.i32(0)),
+                                     kb.cmpi(arith::CmpIPredicate::sge, id, historyLength));
+            Value badHost = kb.cmpi(arith::CmpIPredicate::sge, hostRow, hostRows);
+            Value bits =
+                arith::OrIOp::create(ib, kb.select(badRow, kb.i32(abi::kStatusBadRowId), kb.i32(0)),
+                                     kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)));
+            Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
+            // Report once per row (its first chunk), copy only good rows.
+            kb.ifThen(
+                arith::AndIOp::create(
+                    ib, wanted,
+                    arith::AndIOp::create(
+                        ib, arith::XOrIOp::create(ib, ok, arith::ConstantIntOp::create(ib, 1, 1)),
+                        kb.cmpi(arith::CmpIPredicate::eq, chunk, kb.index(0)))),
+                [&] {
+                  memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, bits, status,
+                                              ValueRange{kb.index(0)});
+                });
+            kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] {
+              Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
+              Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
+              Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
+              Value data = vector::LoadOp::create(
+                  ib, chunkType, host, ValueRange{kb.toIndex(hostRow), layer, column},
+                  /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+              vector::StoreOp::create(ib, data, stageFlat, ValueRange{request, i, byte},
+                                      /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+            });
           });
         });
-      });
-  gpu::ReturnOp::create(ib);
-  return func;
+    gpu::ReturnOp::create(ib);
+  };
+  return spec;
 }
 
-FailureOr<gpu::GPUFuncOp> mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, PlaceRowsOp op,
-                                                          StringRef name,
-                                                          KernelGeometry &geometry) {
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
   KVPoolType pool = op.getPool().getType();
   MemRefType rows = op.getRows().getType();
   if (!rows.hasStaticShape())
@@ -164,100 +162,98 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildPlaceRowsKernel(OpBuilder &builder, Pl
   int64_t tokenChunks = layers * rowBytes / kCopyBytes;
   int64_t items = placed * tokenChunks;
 
-  Type i8 = builder.getI8Type();
-  Type tier = MemRefType::get({ShapedType::kDynamic, layers, rowBytes}, i8);
-  SmallVector<Type> arguments{tier,
-                              tier,
-                              MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()),
-                              rows,
-                              op.getSlots().getType(),
-                              MemRefType::get({ShapedType::kDynamic, 2}, builder.getI32Type()),
-                              MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()),
-                              MemRefType::get({1}, builder.getI32Type())};
-  Location loc = op.getLoc();
-  gpu::GPUFuncOp func = createKernel(builder, loc, name, arguments, kFetchThreads);
-  geometry.grid = {llvm::divideCeilSigned(items, kFetchThreads), 1, 1};
-  geometry.block = {kFetchThreads, 1, 1};
+  KernelSpec spec{abi::LaunchKind::PlaceRows, kernelKey(rows, pool.getFormat(), layers)};
+  MLIRContext *context = op.getContext();
+  spec.signature.add(Role::HbmTier, getTierType(pool));
+  spec.signature.add(Role::HostTier, getTierType(pool));
+  spec.signature.add(Role::ResidencyMap, getResidencyMapType(context));
+  spec.signature.add(Role::PlaceRows, rows);
+  spec.signature.add(Role::PlaceSlots, op.getSlots().getType());
+  spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
+  spec.signature.add(Role::StepLog, getStepLogType(context));
+  spec.signature.add(Role::Status, getStatusType(context));
+  spec.geometry.grid = {llvm::divideCeilSigned(items, kFetchThreads), 1, 1};
+  spec.geometry.block = {kFetchThreads, 1, 1};
 
-  ImplicitLocOpBuilder ib(loc, builder);
-  ib.setInsertionPointToStart(&func.getBody().front());
-  KernelBuilder kb{ib};
-  Value hbm = func.getArgument(0), host = func.getArgument(1), map = func.getArgument(2),
-        rowsArg = func.getArgument(3), slotsArg = func.getArgument(4),
-        recency = func.getArgument(5), log = func.getArgument(6), status = func.getArgument(7);
-  Value item =
-      arith::AddIOp::create(ib,
-                            arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x),
-                                                  kb.index(kFetchThreads)),
-                            gpu::ThreadIdOp::create(ib, gpu::Dimension::x));
-  Value hostRows =
-      arith::IndexCastOp::create(ib, ib.getI64Type(), memref::DimOp::create(ib, host, kb.index(0)));
-  Value hbmSlots =
-      arith::IndexCastOp::create(ib, ib.getI64Type(), memref::DimOp::create(ib, hbm, kb.index(0)));
-  Value mapRows =
-      arith::IndexCastOp::create(ib, ib.getI64Type(), memref::DimOp::create(ib, map, kb.index(0)));
-  Value recencySlots = arith::IndexCastOp::create(ib, ib.getI64Type(),
-                                                  memref::DimOp::create(ib, recency, kb.index(0)));
-  Value logWords = memref::DimOp::create(ib, log, kb.index(0));
-  auto chunkType = VectorType::get({kCopyBytes}, i8);
+  spec.emitBody = [=](ImplicitLocOpBuilder &ib, const KernelArguments &args) {
+    Type i8 = ib.getI8Type();
+    KernelBuilder kb{ib};
+    Value hbm = args[Role::HbmTier], host = args[Role::HostTier], map = args[Role::ResidencyMap],
+          rowsArg = args[Role::PlaceRows], slotsArg = args[Role::PlaceSlots],
+          recency = args[Role::ReplacementState], log = args[Role::StepLog],
+          status = args[Role::Status];
+    Value item = arith::AddIOp::create(
+        ib,
+        arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x),
+                              kb.index(kFetchThreads)),
+        gpu::ThreadIdOp::create(ib, gpu::Dimension::x));
+    Value hostRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
+                                                memref::DimOp::create(ib, host, kb.index(0)));
+    Value hbmSlots = arith::IndexCastOp::create(ib, ib.getI64Type(),
+                                                memref::DimOp::create(ib, hbm, kb.index(0)));
+    Value mapRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
+                                               memref::DimOp::create(ib, map, kb.index(0)));
+    Value recencySlots = arith::IndexCastOp::create(
+        ib, ib.getI64Type(), memref::DimOp::create(ib, recency, kb.index(0)));
+    Value logWords = memref::DimOp::create(ib, log, kb.index(0));
+    auto chunkType = VectorType::get({kCopyBytes}, i8);
 
-  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, item, kb.index(items)), [&] {
-    Value i = arith::DivUIOp::create(ib, item, kb.index(tokenChunks));
-    Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
-    Value row = memref::LoadOp::create(ib, rowsArg, ValueRange{i});
-    Value slot = memref::LoadOp::create(ib, slotsArg, ValueRange{i});
-    Value slot64 = arith::ExtSIOp::create(ib, ib.getI64Type(), slot);
-    Value listed = kb.cmpi(arith::CmpIPredicate::sge, row, kb.i64(0));
-    Value badHost = arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, row, hostRows),
-                                         kb.cmpi(arith::CmpIPredicate::sge, row, mapRows));
-    Value badSlot = arith::OrIOp::create(
-        ib, kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i32(-1)),
-        arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, slot64, hbmSlots),
-                             kb.cmpi(arith::CmpIPredicate::sge, slot64, recencySlots)));
-    Value bits =
-        arith::OrIOp::create(ib, kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)),
-                             kb.select(badSlot, kb.i32(abi::kStatusBadSlot), kb.i32(0)));
-    Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
-    Value first = kb.cmpi(arith::CmpIPredicate::eq, chunk, kb.index(0));
-    // A row's first chunk reports bad input, or records the row's slot.
-    kb.ifThen(arith::AndIOp::create(ib, listed, first), [&] {
-      kb.ifThen(arith::XOrIOp::create(ib, ok, arith::ConstantIntOp::create(ib, 1, 1)), [&] {
-        memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, bits, status,
-                                    ValueRange{kb.index(0)});
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, item, kb.index(items)), [&] {
+      Value i = arith::DivUIOp::create(ib, item, kb.index(tokenChunks));
+      Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
+      Value row = memref::LoadOp::create(ib, rowsArg, ValueRange{i});
+      Value slot = memref::LoadOp::create(ib, slotsArg, ValueRange{i});
+      Value slot64 = arith::ExtSIOp::create(ib, ib.getI64Type(), slot);
+      Value listed = kb.cmpi(arith::CmpIPredicate::sge, row, kb.i64(0));
+      Value badHost = arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, row, hostRows),
+                                           kb.cmpi(arith::CmpIPredicate::sge, row, mapRows));
+      Value badSlot = arith::OrIOp::create(
+          ib, kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i32(-1)),
+          arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, slot64, hbmSlots),
+                               kb.cmpi(arith::CmpIPredicate::sge, slot64, recencySlots)));
+      Value bits =
+          arith::OrIOp::create(ib, kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)),
+                               kb.select(badSlot, kb.i32(abi::kStatusBadSlot), kb.i32(0)));
+      Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
+      Value first = kb.cmpi(arith::CmpIPredicate::eq, chunk, kb.index(0));
+      // A row's first chunk reports bad input, or records the row's slot.
+      kb.ifThen(arith::AndIOp::create(ib, listed, first), [&] {
+        kb.ifThen(arith::XOrIOp::create(ib, ok, arith::ConstantIntOp::create(ib, 1, 1)), [&] {
+          memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, bits, status,
+                                      ValueRange{kb.index(0)});
+        });
+        kb.ifThen(ok, [&] { memref::StoreOp::create(ib, slot, map, ValueRange{kb.toIndex(row)}); });
+        // A filled slot's replacement state starts at [step, 0] (nothing is
+        // stamped without a log to read the step from).
+        Value stamped = arith::AndIOp::create(
+            ib, arith::AndIOp::create(ib, ok, kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0))),
+            kb.cmpi(arith::CmpIPredicate::ne, logWords, kb.index(0)));
+        kb.ifThen(stamped, [&] {
+          Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(StepLog::kStep)});
+          memref::StoreOp::create(ib, step, recency, ValueRange{kb.toIndex(slot64), kb.index(0)});
+          memref::StoreOp::create(ib, kb.i32(0), recency,
+                                  ValueRange{kb.toIndex(slot64), kb.index(1)});
+        });
       });
-      kb.ifThen(ok, [&] { memref::StoreOp::create(ib, slot, map, ValueRange{kb.toIndex(row)}); });
-      // A filled slot's replacement state starts at [step, 0] (nothing is
-      // stamped without a log to read the step from).
-      Value stamped = arith::AndIOp::create(
-          ib, arith::AndIOp::create(ib, ok, kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0))),
-          kb.cmpi(arith::CmpIPredicate::ne, logWords, kb.index(0)));
-      kb.ifThen(stamped, [&] {
-        Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(StepLog::kStep)});
-        memref::StoreOp::create(ib, step, recency, ValueRange{kb.toIndex(slot64), kb.index(0)});
-        memref::StoreOp::create(ib, kb.i32(0), recency,
-                                ValueRange{kb.toIndex(slot64), kb.index(1)});
+      Value copies = arith::AndIOp::create(ib, arith::AndIOp::create(ib, listed, ok),
+                                           kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0)));
+      kb.ifThen(copies, [&] {
+        Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
+        Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
+        Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
+        Value data =
+            vector::LoadOp::create(ib, chunkType, host, ValueRange{kb.toIndex(row), layer, column},
+                                   /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+        vector::StoreOp::create(ib, data, hbm, ValueRange{kb.toIndex(slot64), layer, column},
+                                /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
       });
     });
-    Value copies = arith::AndIOp::create(ib, arith::AndIOp::create(ib, listed, ok),
-                                         kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0)));
-    kb.ifThen(copies, [&] {
-      Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
-      Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
-      Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
-      Value data =
-          vector::LoadOp::create(ib, chunkType, host, ValueRange{kb.toIndex(row), layer, column},
-                                 /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-      vector::StoreOp::create(ib, data, hbm, ValueRange{kb.toIndex(slot64), layer, column},
-                              /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-    });
-  });
-  gpu::ReturnOp::create(ib);
-  return func;
+    gpu::ReturnOp::create(ib);
+  };
+  return spec;
 }
 
-FailureOr<gpu::GPUFuncOp> mlir::dhs::buildUnionMissingKernel(OpBuilder &builder, UnionMissingOp op,
-                                                             StringRef name,
-                                                             KernelGeometry &geometry) {
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
   MemRefType rows = op.getRows().getType();
   if (!rows.hasStaticShape() || !op.getMissing().getType().hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
@@ -271,309 +267,321 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildUnionMissingKernel(OpBuilder &builder,
                                "got "
                             << entries;
   int64_t tableBits = llvm::Log2_64(table);
-
+  int64_t room = op.getMissing().getType().getDimSize(1);
   Location loc = op.getLoc();
-  gpu::GPUFuncOp func = createKernel(
-      builder, loc, name,
-      {rows, op.getSlots().getType(), op.getMissing().getType(), op.getRemap().getType()},
-      kUnionThreads);
-  geometry.grid = {batch, 1, 1};
-  geometry.block = {kUnionThreads, 1, 1};
-  geometry.dynamicSharedBytes = table * 4;
 
-  ImplicitLocOpBuilder ib(loc, builder);
-  ib.setInsertionPointToStart(&func.getBody().front());
-  KernelBuilder kb{ib};
-  auto flatten = [&](Value list) -> Value {
-    return memref::CollapseShapeOp::create(ib, list, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
-  };
-  Value rowsFlat = flatten(func.getArgument(0));
-  Value slotsFlat = flatten(func.getArgument(1));
-  Value missing = func.getArgument(2);
-  Value remapFlat = flatten(func.getArgument(3));
+  KernelSpec spec{abi::LaunchKind::UnionMissing, kernelKey(rows, op.getMissing().getType())};
+  spec.signature.add(Role::RowIds, rows);
+  spec.signature.add(Role::Slots, op.getSlots().getType());
+  spec.signature.add(Role::Missing, op.getMissing().getType());
+  spec.signature.add(Role::Remap, op.getRemap().getType());
+  spec.geometry.grid = {batch, 1, 1};
+  spec.geometry.block = {kUnionThreads, 1, 1};
+  spec.geometry.dynamicSharedBytes = table * 4;
 
-  auto workgroup = gpu::AddressSpaceAttr::get(ib.getContext(), gpu::AddressSpace::Workgroup);
-  Value shared = gpu::DynamicSharedMemoryOp::create(
-      ib, MemRefType::get({ShapedType::kDynamic}, ib.getI8Type(), MemRefLayoutAttrInterface{},
-                          workgroup));
-  Value slotsOfTable = memref::ViewOp::create(
-      ib, MemRefType::get({table}, ib.getI32Type(), MemRefLayoutAttrInterface{}, workgroup), shared,
-      kb.index(0), ValueRange{});
+  spec.emitBody = [=](ImplicitLocOpBuilder &ib, const KernelArguments &args) {
+    KernelBuilder kb{ib};
+    auto flatten = [&](Value list) -> Value {
+      return memref::CollapseShapeOp::create(ib, list, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+    };
+    Value rowsFlat = flatten(args[Role::RowIds]);
+    Value slotsFlat = flatten(args[Role::Slots]);
+    Value missing = args[Role::Missing];
+    Value remapFlat = flatten(args[Role::Remap]);
 
-  Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
-  Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
-  Value threads = kb.index(kUnionThreads);
-  Value mask = kb.index(table - 1);
-  auto hashOf = [&](Value id) {
-    // Fibonacci hashing: the top bits of id * 2^32 / phi.
-    Value product = arith::MulIOp::create(ib, id, kb.i32(-1640531535));
-    return kb.toIndex(arith::ShRUIOp::create(ib, product, kb.i32(32 - tableBits)));
-  };
-  auto isMissing = [&](Value id, Value slot) {
-    return arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1)),
-                                 kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
-  };
-  /// True when table entry `owner` (a flat position or -1) holds row `id`.
-  auto holds = [&](Value owner, Value id) {
-    Value clamped =
-        kb.select(kb.cmpi(arith::CmpIPredicate::eq, owner, kb.i32(-1)), kb.i32(0), owner);
-    Value ownerRow = memref::LoadOp::create(ib, rowsFlat, ValueRange{request, kb.toIndex(clamped)});
-    return arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::ne, owner, kb.i32(-1)),
-                                 kb.cmpi(arith::CmpIPredicate::eq, ownerRow, id));
-  };
-  /// Probes from the row's hash until `found(slot)` holds; returns the slot.
-  auto probe = [&](Value id, function_ref<Value(Value slot)> found) -> Value {
-    auto loop = scf::WhileOp::create(ib, TypeRange{ib.getIndexType()}, ValueRange{hashOf(id)});
-    {
-      OpBuilder::InsertionGuard guard(ib);
-      Block *before = ib.createBlock(&loop.getBefore(), {}, {ib.getIndexType()}, {loc});
-      Value slot = before->getArgument(0);
-      Value done = found(slot);
-      Value nextSlot =
-          arith::AndIOp::create(ib, arith::AddIOp::create(ib, slot, kb.index(1)), mask);
-      scf::ConditionOp::create(
-          ib, arith::XOrIOp::create(ib, done, arith::ConstantIntOp::create(ib, 1, 1)),
-          ValueRange{kb.select(done, slot, nextSlot)});
-      Block *after = ib.createBlock(&loop.getAfter(), {}, {ib.getIndexType()}, {loc});
-      scf::YieldOp::create(ib, after->getArgument(0));
-    }
-    return loop.getResult(0);
-  };
+    auto workgroup = gpu::AddressSpaceAttr::get(ib.getContext(), gpu::AddressSpace::Workgroup);
+    Value shared = gpu::DynamicSharedMemoryOp::create(
+        ib, MemRefType::get({ShapedType::kDynamic}, ib.getI8Type(), MemRefLayoutAttrInterface{},
+                            workgroup));
+    Value slotsOfTable = memref::ViewOp::create(
+        ib, MemRefType::get({table}, ib.getI32Type(), MemRefLayoutAttrInterface{}, workgroup),
+        shared, kb.index(0), ValueRange{});
 
-  // 1. An empty table.
-  kb.forLoop(tid, kb.index(table), threads, [&](Value i) {
-    memref::StoreOp::create(ib, kb.i32(-1), slotsOfTable, ValueRange{i});
-  });
-  gpu::BarrierOp::create(ib);
-  // 2. Every missing selection claims its row.
-  kb.forLoop(tid, kb.index(entries), threads, [&](Value i) {
-    Value id = memref::LoadOp::create(ib, rowsFlat, ValueRange{request, i});
-    Value slot = memref::LoadOp::create(ib, slotsFlat, ValueRange{request, i});
-    kb.ifThen(isMissing(id, slot), [&] {
-      Value self = arith::IndexCastOp::create(ib, ib.getI32Type(), i);
-      probe(id, [&](Value at) {
-        auto cas = memref::GenericAtomicRMWOp::create(ib, slotsOfTable, ValueRange{at});
-        {
-          OpBuilder::InsertionGuard guard(ib);
-          ib.setInsertionPointToStart(cas.getBody());
-          Value current = cas.getCurrentValue();
-          memref::AtomicYieldOp::create(
-              ib, kb.select(kb.cmpi(arith::CmpIPredicate::eq, current, kb.i32(-1)), self, current));
-        }
-        Value previous = cas.getResult();
-        return arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::eq, previous, kb.i32(-1)),
-                                    holds(previous, id));
+    Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
+    Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+    Value threads = kb.index(kUnionThreads);
+    Value mask = kb.index(table - 1);
+    auto hashOf = [&](Value id) {
+      // Fibonacci hashing: the top bits of id * 2^32 / phi.
+      Value product = arith::MulIOp::create(ib, id, kb.i32(-1640531535));
+      return kb.toIndex(arith::ShRUIOp::create(ib, product, kb.i32(32 - tableBits)));
+    };
+    auto isMissing = [&](Value id, Value slot) {
+      return arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1)),
+                                   kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
+    };
+    /// True when table entry `owner` (a flat position or -1) holds row `id`.
+    auto holds = [&](Value owner, Value id) {
+      Value clamped =
+          kb.select(kb.cmpi(arith::CmpIPredicate::eq, owner, kb.i32(-1)), kb.i32(0), owner);
+      Value ownerRow =
+          memref::LoadOp::create(ib, rowsFlat, ValueRange{request, kb.toIndex(clamped)});
+      return arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::ne, owner, kb.i32(-1)),
+                                   kb.cmpi(arith::CmpIPredicate::eq, ownerRow, id));
+    };
+    /// Probes from the row's hash until `found(slot)` holds; returns the slot.
+    auto probe = [&](Value id, function_ref<Value(Value slot)> found) -> Value {
+      auto loop = scf::WhileOp::create(ib, TypeRange{ib.getIndexType()}, ValueRange{hashOf(id)});
+      {
+        OpBuilder::InsertionGuard guard(ib);
+        Block *before = ib.createBlock(&loop.getBefore(), {}, {ib.getIndexType()}, {loc});
+        Value slot = before->getArgument(0);
+        Value done = found(slot);
+        Value nextSlot =
+            arith::AndIOp::create(ib, arith::AddIOp::create(ib, slot, kb.index(1)), mask);
+        scf::ConditionOp::create(
+            ib, arith::XOrIOp::create(ib, done, arith::ConstantIntOp::create(ib, 1, 1)),
+            ValueRange{kb.select(done, slot, nextSlot)});
+        Block *after = ib.createBlock(&loop.getAfter(), {}, {ib.getIndexType()}, {loc});
+        scf::YieldOp::create(ib, after->getArgument(0));
+      }
+      return loop.getResult(0);
+    };
+
+    // 1. An empty table.
+    kb.forLoop(tid, kb.index(table), threads, [&](Value i) {
+      memref::StoreOp::create(ib, kb.i32(-1), slotsOfTable, ValueRange{i});
+    });
+    gpu::BarrierOp::create(ib);
+    // 2. Every missing selection claims its row.
+    kb.forLoop(tid, kb.index(entries), threads, [&](Value i) {
+      Value id = memref::LoadOp::create(ib, rowsFlat, ValueRange{request, i});
+      Value slot = memref::LoadOp::create(ib, slotsFlat, ValueRange{request, i});
+      kb.ifThen(isMissing(id, slot), [&] {
+        Value self = arith::IndexCastOp::create(ib, ib.getI32Type(), i);
+        probe(id, [&](Value at) {
+          auto cas = memref::GenericAtomicRMWOp::create(ib, slotsOfTable, ValueRange{at});
+          {
+            OpBuilder::InsertionGuard guard(ib);
+            ib.setInsertionPointToStart(cas.getBody());
+            Value current = cas.getCurrentValue();
+            memref::AtomicYieldOp::create(
+                ib,
+                kb.select(kb.cmpi(arith::CmpIPredicate::eq, current, kb.i32(-1)), self, current));
+          }
+          Value previous = cas.getResult();
+          return arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::eq, previous, kb.i32(-1)),
+                                      holds(previous, id));
+        });
       });
     });
-  });
-  gpu::BarrierOp::create(ib);
-  // 3. Owners list their row; every missing selection points at its owner.
-  kb.forLoop(tid, kb.index(entries), threads, [&](Value i) {
-    Value id = memref::LoadOp::create(ib, rowsFlat, ValueRange{request, i});
-    Value slot = memref::LoadOp::create(ib, slotsFlat, ValueRange{request, i});
-    Value self = arith::IndexCastOp::create(ib, ib.getI32Type(), i);
-    auto result =
-        scf::IfOp::create(ib, TypeRange{ib.getI32Type()}, isMissing(id, slot), /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard guard(ib);
-      ib.setInsertionPointToStart(result.thenBlock());
-      Value at = probe(id, [&](Value at) {
-        return holds(memref::LoadOp::create(ib, slotsOfTable, ValueRange{at}), id);
-      });
-      scf::YieldOp::create(ib,
-                           memref::LoadOp::create(ib, slotsOfTable, ValueRange{at}).getResult());
-      ib.setInsertionPointToStart(result.elseBlock());
-      scf::YieldOp::create(ib, kb.i32(-1));
-    }
-    Value owner = result.getResult(0);
-    memref::StoreOp::create(ib, owner, remapFlat, ValueRange{request, i});
-    memref::StoreOp::create(
-        ib, kb.select(kb.cmpi(arith::CmpIPredicate::eq, owner, self), id, kb.i32(-1)), missing,
-        ValueRange{request, i});
-  });
-  // Room past the selections (a longer list) holds no rows.
-  int64_t room = op.getMissing().getType().getDimSize(1);
-  if (room > entries)
-    kb.forLoop(
-        arith::AddIOp::create(ib, tid, kb.index(entries)), kb.index(room), threads,
-        [&](Value i) { memref::StoreOp::create(ib, kb.i32(-1), missing, ValueRange{request, i}); });
-  gpu::ReturnOp::create(ib);
-  return func;
+    gpu::BarrierOp::create(ib);
+    // 3. Owners list their row; every missing selection points at its owner.
+    kb.forLoop(tid, kb.index(entries), threads, [&](Value i) {
+      Value id = memref::LoadOp::create(ib, rowsFlat, ValueRange{request, i});
+      Value slot = memref::LoadOp::create(ib, slotsFlat, ValueRange{request, i});
+      Value self = arith::IndexCastOp::create(ib, ib.getI32Type(), i);
+      auto result =
+          scf::IfOp::create(ib, TypeRange{ib.getI32Type()}, isMissing(id, slot), /*withElse=*/true);
+      {
+        OpBuilder::InsertionGuard guard(ib);
+        ib.setInsertionPointToStart(result.thenBlock());
+        Value at = probe(id, [&](Value at) {
+          return holds(memref::LoadOp::create(ib, slotsOfTable, ValueRange{at}), id);
+        });
+        scf::YieldOp::create(ib,
+                             memref::LoadOp::create(ib, slotsOfTable, ValueRange{at}).getResult());
+        ib.setInsertionPointToStart(result.elseBlock());
+        scf::YieldOp::create(ib, kb.i32(-1));
+      }
+      Value owner = result.getResult(0);
+      memref::StoreOp::create(ib, owner, remapFlat, ValueRange{request, i});
+      memref::StoreOp::create(
+          ib, kb.select(kb.cmpi(arith::CmpIPredicate::eq, owner, self), id, kb.i32(-1)), missing,
+          ValueRange{request, i});
+    });
+    // Room past the selections (a longer list) holds no rows.
+    if (room > entries)
+      kb.forLoop(arith::AddIOp::create(ib, tid, kb.index(entries)), kb.index(room), threads,
+                 [&](Value i) {
+                   memref::StoreOp::create(ib, kb.i32(-1), missing, ValueRange{request, i});
+                 });
+    gpu::ReturnOp::create(ib);
+  };
+  return spec;
 }
 
-FailureOr<gpu::GPUFuncOp> mlir::dhs::buildResolveKernel(OpBuilder &builder, ResolveOp op,
-                                                        StringRef name, KernelGeometry &geometry) {
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ResolveOp op) {
   MemRefType rows = op.getRows().getType();
   if (!rows.hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
   int64_t batch = rows.getDimSize(0), positions = rows.getDimSize(1), selected = rows.getDimSize(2);
   int64_t entries = rows.getNumElements();
   constexpr int64_t threads = 256;
-  Location loc = op.getLoc();
-  Type i32 = builder.getI32Type();
-  gpu::GPUFuncOp func =
-      createKernel(builder, loc, name,
-                   {rows, MemRefType::get({ShapedType::kDynamic}, i32),
-                    op.getHistoryStart().getType(), op.getHistoryLen().getType(),
-                    op.getSlots().getType(), MemRefType::get({ShapedType::kDynamic, 2}, i32),
-                    MemRefType::get({ShapedType::kDynamic}, i32), MemRefType::get({1}, i32)},
-                   threads, {sharedBuffer(5, i32)});
-  geometry.grid = {batch * positions, llvm::divideCeilSigned(selected, threads), 1};
-  geometry.block = {threads, 1, 1};
+  MLIRContext *context = op.getContext();
 
-  ImplicitLocOpBuilder ib(loc, builder);
-  ib.setInsertionPointToStart(&func.getBody().front());
-  KernelBuilder kb{ib};
-  Value rowsArg = func.getArgument(0), mapArg = func.getArgument(1), startArg = func.getArgument(2),
-        lenArg = func.getArgument(3), slotsArg = func.getArgument(4), recency = func.getArgument(5),
-        log = func.getArgument(6), status = func.getArgument(7);
-  // Block counts: first hits, misses, valid selections; then the bases of
-  // the block's hits and misses in the log.
-  Value counts = func.getWorkgroupAttributions()[0];
-  Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
-  Value pair = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
-  Value request = arith::DivUIOp::create(ib, pair, kb.index(positions));
-  Value position = arith::RemUIOp::create(ib, pair, kb.index(positions));
-  Value k = arith::AddIOp::create(
-      ib,
-      arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y), kb.index(threads)),
-      tid);
-  Value mapRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
-                                             memref::DimOp::create(ib, mapArg, kb.index(0)));
-  Value isTrue = arith::ConstantIntOp::create(ib, 1, 1);
-  Value isFalse = arith::ConstantIntOp::create(ib, 0, 1);
-  auto negate = [&](Value v) { return arith::XOrIOp::create(ib, v, isTrue); };
+  KernelSpec spec{abi::LaunchKind::Resolve, kernelKey(rows)};
+  spec.signature.add(Role::RowIds, rows);
+  spec.signature.add(Role::ResidencyMap, getResidencyMapType(context));
+  spec.signature.add(Role::HistoryStart, op.getHistoryStart().getType());
+  spec.signature.add(Role::HistoryLen, op.getHistoryLen().getType());
+  spec.signature.add(Role::Slots, op.getSlots().getType());
+  spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
+  spec.signature.add(Role::StepLog, getStepLogType(context));
+  spec.signature.add(Role::Status, getStatusType(context));
+  spec.workgroup = {sharedBuffer(5, IntegerType::get(context, 32))};
+  spec.geometry.grid = {batch * positions, llvm::divideCeilSigned(selected, threads), 1};
+  spec.geometry.block = {threads, 1, 1};
 
-  // 1. The slot of every selection (-1 past the last one, for the counts).
-  Value listed = kb.cmpi(arith::CmpIPredicate::ult, k, kb.index(selected));
-  Value kIn = kb.select(listed, k, kb.index(0));
-  Value id = kb.select(
-      listed, memref::LoadOp::create(ib, rowsArg, ValueRange{request, position, kIn}), kb.i32(-1));
-  Value length = memref::LoadOp::create(ib, lenArg, ValueRange{request});
-  Value start = memref::LoadOp::create(ib, startArg, ValueRange{request});
-  Value hostRow = arith::AddIOp::create(ib, start, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
-  Value none = kb.cmpi(arith::CmpIPredicate::eq, id, kb.i32(-1));
-  // Valid ids lie in the history, and their host rows in the store.
-  Value inside = arith::AndIOp::create(
-      ib,
-      arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, id, kb.i32(0)),
-                            kb.cmpi(arith::CmpIPredicate::slt, id, length)),
-      arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, hostRow, kb.i64(0)),
-                            kb.cmpi(arith::CmpIPredicate::slt, hostRow, mapRows)));
-  auto lookup = scf::IfOp::create(ib, TypeRange{i32}, inside, /*withElse=*/true);
-  {
-    OpBuilder::InsertionGuard guard(ib);
-    ib.setInsertionPointToStart(lookup.thenBlock());
-    scf::YieldOp::create(
-        ib, memref::LoadOp::create(ib, mapArg, ValueRange{kb.toIndex(hostRow)}).getResult());
-    ib.setInsertionPointToStart(lookup.elseBlock());
-    scf::YieldOp::create(ib, kb.i32(-1));
-  }
-  Value slot = lookup.getResult(0);
-  kb.ifThen(arith::AndIOp::create(ib, negate(none), negate(inside)), [&] {
-    memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadRowId), status,
-                                ValueRange{kb.index(0)});
-  });
-  kb.ifThen(listed,
-            [&] { memref::StoreOp::create(ib, slot, slotsArg, ValueRange{request, position, k}); });
+  spec.emitBody = [=](ImplicitLocOpBuilder &ib, const KernelArguments &args) {
+    Type i32 = ib.getI32Type();
+    KernelBuilder kb{ib};
+    Value rowsArg = args[Role::RowIds], mapArg = args[Role::ResidencyMap],
+          startArg = args[Role::HistoryStart], lenArg = args[Role::HistoryLen],
+          slotsArg = args[Role::Slots], recency = args[Role::ReplacementState],
+          log = args[Role::StepLog], status = args[Role::Status];
+    // Block counts: first hits, misses, valid selections; then the bases of
+    // the block's hits and misses in the log.
+    Value counts = args.workgroup(0);
+    Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
+    Value pair = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+    Value request = arith::DivUIOp::create(ib, pair, kb.index(positions));
+    Value position = arith::RemUIOp::create(ib, pair, kb.index(positions));
+    Value k = arith::AddIOp::create(
+        ib,
+        arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y), kb.index(threads)),
+        tid);
+    Value mapRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
+                                               memref::DimOp::create(ib, mapArg, kb.index(0)));
+    Value isTrue = arith::ConstantIntOp::create(ib, 1, 1);
+    Value isFalse = arith::ConstantIntOp::create(ib, 0, 1);
+    auto negate = [&](Value v) { return arith::XOrIOp::create(ib, v, isTrue); };
 
-  // 2. The step's booking, unless the log is empty (the same selections
-  // resolved again for another layer of the group).
-  Value logWords = memref::DimOp::create(ib, log, kb.index(0));
-  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, logWords, kb.index(0)), [&] {
-    Value first = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
-    kb.ifThen(first, [&] {
-      for (int64_t i = 0; i < 3; ++i)
-        memref::StoreOp::create(ib, kb.i32(0), counts, ValueRange{kb.index(i)});
-    });
-    gpu::BarrierOp::create(ib);
-    Value recencySlots =
-        arith::IndexCastOp::create(ib, i32, memref::DimOp::create(ib, recency, kb.index(0)));
-    Value resident = kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0));
-    Value badSlot =
-        arith::AndIOp::create(ib, resident, kb.cmpi(arith::CmpIPredicate::sge, slot, recencySlots));
-    kb.ifThen(badSlot, [&] {
-      memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
-                                  status, ValueRange{kb.index(0)});
-    });
-    Value hit = arith::AndIOp::create(ib, resident, negate(badSlot));
-    Value miss = arith::AndIOp::create(ib, inside, negate(resident));
-    Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(StepLog::kStep)});
-    // A slot's first hit in this step (one exchange per hit) moves its last
-    // use to the previous use and is listed once.
-    auto stamp = scf::IfOp::create(ib, TypeRange{ib.getI1Type()}, hit,
-                                   /*withElse=*/true);
+    // 1. The slot of every selection (-1 past the last one, for the counts).
+    Value listed = kb.cmpi(arith::CmpIPredicate::ult, k, kb.index(selected));
+    Value kIn = kb.select(listed, k, kb.index(0));
+    Value id =
+        kb.select(listed, memref::LoadOp::create(ib, rowsArg, ValueRange{request, position, kIn}),
+                  kb.i32(-1));
+    Value length = memref::LoadOp::create(ib, lenArg, ValueRange{request});
+    Value start = memref::LoadOp::create(ib, startArg, ValueRange{request});
+    Value hostRow =
+        arith::AddIOp::create(ib, start, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
+    Value none = kb.cmpi(arith::CmpIPredicate::eq, id, kb.i32(-1));
+    // Valid ids lie in the history, and their host rows in the store.
+    Value inside = arith::AndIOp::create(
+        ib,
+        arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, id, kb.i32(0)),
+                              kb.cmpi(arith::CmpIPredicate::slt, id, length)),
+        arith::AndIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, hostRow, kb.i64(0)),
+                              kb.cmpi(arith::CmpIPredicate::slt, hostRow, mapRows)));
+    auto lookup = scf::IfOp::create(ib, TypeRange{i32}, inside, /*withElse=*/true);
     {
       OpBuilder::InsertionGuard guard(ib);
-      ib.setInsertionPointToStart(stamp.thenBlock());
-      Value slotIndex = kb.toIndex(slot);
-      Value old = memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::assign, step, recency,
-                                              ValueRange{slotIndex, kb.index(0)});
-      Value fresh = kb.cmpi(arith::CmpIPredicate::ne, old, step);
-      kb.ifThen(fresh, [&] {
-        memref::StoreOp::create(ib, old, recency, ValueRange{slotIndex, kb.index(1)});
-      });
-      scf::YieldOp::create(ib, fresh);
-      ib.setInsertionPointToStart(stamp.elseBlock());
-      scf::YieldOp::create(ib, isFalse);
+      ib.setInsertionPointToStart(lookup.thenBlock());
+      scf::YieldOp::create(
+          ib, memref::LoadOp::create(ib, mapArg, ValueRange{kb.toIndex(hostRow)}).getResult());
+      ib.setInsertionPointToStart(lookup.elseBlock());
+      scf::YieldOp::create(ib, kb.i32(-1));
     }
-    Value firstHit = stamp.getResult(0);
-    // Positions within the block's lists.
-    auto claim = [&](Value condition, int64_t counter) -> Value {
-      auto position = scf::IfOp::create(ib, TypeRange{i32}, condition,
-                                        /*withElse=*/true);
-      OpBuilder::InsertionGuard guard(ib);
-      ib.setInsertionPointToStart(position.thenBlock());
-      scf::YieldOp::create(ib,
-                           memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, kb.i32(1),
-                                                       counts, ValueRange{kb.index(counter)})
-                               .getResult());
-      ib.setInsertionPointToStart(position.elseBlock());
-      scf::YieldOp::create(ib, kb.i32(0));
-      return position.getResult(0);
-    };
-    Value hitAt = claim(firstHit, 0);
-    Value missAt = claim(miss, 1);
-    claim(inside, 2);
-    gpu::BarrierOp::create(ib);
-    // One thread reserves the block's room in the log.
-    kb.ifThen(first, [&] {
-      for (int64_t i = 0; i < 3; ++i) {
-        Value count = memref::LoadOp::create(ib, counts, ValueRange{kb.index(i)});
-        Value base = memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, count, log,
-                                                 ValueRange{kb.index(StepLog::kHits + i)});
-        if (i < 2)
-          memref::StoreOp::create(ib, base, counts, ValueRange{kb.index(3 + i)});
-      }
+    Value slot = lookup.getResult(0);
+    kb.ifThen(arith::AndIOp::create(ib, negate(none), negate(inside)), [&] {
+      memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadRowId),
+                                  status, ValueRange{kb.index(0)});
     });
-    gpu::BarrierOp::create(ib);
-    Value words = arith::IndexCastOp::create(ib, ib.getI64Type(), logWords);
-    auto logIndex = [&](int64_t baseCounter, Value at, int64_t offset, int64_t scale) -> Value {
-      Value base = memref::LoadOp::create(ib, counts, ValueRange{kb.index(baseCounter)});
-      Value index =
-          arith::ExtUIOp::create(ib, ib.getI64Type(), arith::AddIOp::create(ib, base, at));
-      return arith::AddIOp::create(ib, arith::MulIOp::create(ib, index, kb.i64(scale)),
-                                   kb.i64(offset));
-    };
-    // Entries past the list's room (or a short log) are dropped; the counts
-    // tell the reader.
-    Value hitWord = logIndex(3, hitAt, StepLog::hitsBegin(), StepLog::kHitWords);
-    kb.ifThen(arith::AndIOp::create(
-                  ib, firstHit,
-                  arith::AndIOp::create(ib,
-                                        kb.cmpi(arith::CmpIPredicate::slt, hitWord,
-                                                kb.i64(StepLog::missesBegin(entries))),
-                                        kb.cmpi(arith::CmpIPredicate::slt, hitWord, words))),
-              [&] { memref::StoreOp::create(ib, slot, log, ValueRange{kb.toIndex(hitWord)}); });
-    Value missWord = logIndex(4, missAt, StepLog::missesBegin(entries), StepLog::kMissWords);
-    Value missNext = arith::AddIOp::create(ib, missWord, kb.i64(1));
-    kb.ifThen(arith::AndIOp::create(ib, miss, kb.cmpi(arith::CmpIPredicate::slt, missNext, words)),
-              [&] {
-                memref::StoreOp::create(ib, arith::IndexCastOp::create(ib, i32, request), log,
-                                        ValueRange{kb.toIndex(missWord)});
-                memref::StoreOp::create(ib, id, log, ValueRange{kb.toIndex(missNext)});
-              });
-  });
-  gpu::ReturnOp::create(ib);
-  return func;
+    kb.ifThen(listed, [&] {
+      memref::StoreOp::create(ib, slot, slotsArg, ValueRange{request, position, k});
+    });
+
+    // 2. The step's booking, unless the log is empty (the same selections
+    // resolved again for another layer of the group).
+    Value logWords = memref::DimOp::create(ib, log, kb.index(0));
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, logWords, kb.index(0)), [&] {
+      Value first = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
+      kb.ifThen(first, [&] {
+        for (int64_t i = 0; i < 3; ++i)
+          memref::StoreOp::create(ib, kb.i32(0), counts, ValueRange{kb.index(i)});
+      });
+      gpu::BarrierOp::create(ib);
+      Value recencySlots =
+          arith::IndexCastOp::create(ib, i32, memref::DimOp::create(ib, recency, kb.index(0)));
+      Value resident = kb.cmpi(arith::CmpIPredicate::sge, slot, kb.i32(0));
+      Value badSlot = arith::AndIOp::create(ib, resident,
+                                            kb.cmpi(arith::CmpIPredicate::sge, slot, recencySlots));
+      kb.ifThen(badSlot, [&] {
+        memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
+                                    status, ValueRange{kb.index(0)});
+      });
+      Value hit = arith::AndIOp::create(ib, resident, negate(badSlot));
+      Value miss = arith::AndIOp::create(ib, inside, negate(resident));
+      Value step = memref::LoadOp::create(ib, log, ValueRange{kb.index(StepLog::kStep)});
+      // A slot's first hit in this step (one exchange per hit) moves its last
+      // use to the previous use and is listed once.
+      auto stamp = scf::IfOp::create(ib, TypeRange{ib.getI1Type()}, hit,
+                                     /*withElse=*/true);
+      {
+        OpBuilder::InsertionGuard guard(ib);
+        ib.setInsertionPointToStart(stamp.thenBlock());
+        Value slotIndex = kb.toIndex(slot);
+        Value old = memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::assign, step, recency,
+                                                ValueRange{slotIndex, kb.index(0)});
+        Value fresh = kb.cmpi(arith::CmpIPredicate::ne, old, step);
+        kb.ifThen(fresh, [&] {
+          memref::StoreOp::create(ib, old, recency, ValueRange{slotIndex, kb.index(1)});
+        });
+        scf::YieldOp::create(ib, fresh);
+        ib.setInsertionPointToStart(stamp.elseBlock());
+        scf::YieldOp::create(ib, isFalse);
+      }
+      Value firstHit = stamp.getResult(0);
+      // Positions within the block's lists.
+      auto claim = [&](Value condition, int64_t counter) -> Value {
+        auto position = scf::IfOp::create(ib, TypeRange{i32}, condition,
+                                          /*withElse=*/true);
+        OpBuilder::InsertionGuard guard(ib);
+        ib.setInsertionPointToStart(position.thenBlock());
+        scf::YieldOp::create(ib,
+                             memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, kb.i32(1),
+                                                         counts, ValueRange{kb.index(counter)})
+                                 .getResult());
+        ib.setInsertionPointToStart(position.elseBlock());
+        scf::YieldOp::create(ib, kb.i32(0));
+        return position.getResult(0);
+      };
+      Value hitAt = claim(firstHit, 0);
+      Value missAt = claim(miss, 1);
+      claim(inside, 2);
+      gpu::BarrierOp::create(ib);
+      // One thread reserves the block's room in the log.
+      kb.ifThen(first, [&] {
+        for (int64_t i = 0; i < 3; ++i) {
+          Value count = memref::LoadOp::create(ib, counts, ValueRange{kb.index(i)});
+          Value base = memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, count, log,
+                                                   ValueRange{kb.index(StepLog::kHits + i)});
+          if (i < 2)
+            memref::StoreOp::create(ib, base, counts, ValueRange{kb.index(3 + i)});
+        }
+      });
+      gpu::BarrierOp::create(ib);
+      Value words = arith::IndexCastOp::create(ib, ib.getI64Type(), logWords);
+      auto logIndex = [&](int64_t baseCounter, Value at, int64_t offset, int64_t scale) -> Value {
+        Value base = memref::LoadOp::create(ib, counts, ValueRange{kb.index(baseCounter)});
+        Value index =
+            arith::ExtUIOp::create(ib, ib.getI64Type(), arith::AddIOp::create(ib, base, at));
+        return arith::AddIOp::create(ib, arith::MulIOp::create(ib, index, kb.i64(scale)),
+                                     kb.i64(offset));
+      };
+      // Entries past the list's room (or a short log) are dropped; the counts
+      // tell the reader.
+      Value hitWord = logIndex(3, hitAt, StepLog::hitsBegin(), StepLog::kHitWords);
+      kb.ifThen(arith::AndIOp::create(
+                    ib, firstHit,
+                    arith::AndIOp::create(ib,
+                                          kb.cmpi(arith::CmpIPredicate::slt, hitWord,
+                                                  kb.i64(StepLog::missesBegin(entries))),
+                                          kb.cmpi(arith::CmpIPredicate::slt, hitWord, words))),
+                [&] { memref::StoreOp::create(ib, slot, log, ValueRange{kb.toIndex(hitWord)}); });
+      Value missWord = logIndex(4, missAt, StepLog::missesBegin(entries), StepLog::kMissWords);
+      Value missNext = arith::AddIOp::create(ib, missWord, kb.i64(1));
+      kb.ifThen(
+          arith::AndIOp::create(ib, miss, kb.cmpi(arith::CmpIPredicate::slt, missNext, words)),
+          [&] {
+            memref::StoreOp::create(ib, arith::IndexCastOp::create(ib, i32, request), log,
+                                    ValueRange{kb.toIndex(missWord)});
+            memref::StoreOp::create(ib, id, log, ValueRange{kb.toIndex(missNext)});
+          });
+    });
+    gpu::ReturnOp::create(ib);
+  };
+  return spec;
 }

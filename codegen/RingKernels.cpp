@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/RingKernels.h"
 #include "codegen/KernelBuilder.h"
+#include "codegen/Kernels.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -17,60 +17,58 @@
 
 using namespace mlir;
 using namespace mlir::dhs;
+using Role = abi::ParamRole;
 
-static constexpr int64_t kCopyBytes = 16;
 static constexpr int64_t kThreads = 256;
 /// Rows a copy CTA moves.
 static constexpr int64_t kRowsPerBlock = 16;
 
-FailureOr<gpu::GPUFuncOp> mlir::dhs::buildRingIndexKernel(OpBuilder &builder, RingIndexOp op,
-                                                          StringRef name,
-                                                          KernelGeometry &geometry) {
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(RingIndexOp op) {
   MemRefType slots = op.getSlots().getType();
   if (!slots.hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
   int64_t count = slots.getDimSize(1);
-  Location loc = op.getLoc();
-  gpu::GPUFuncOp func =
-      createKernel(builder, loc, name, {op.getPositions().getType(), slots}, kThreads);
-  geometry.grid = {slots.getDimSize(0), 1, 1};
-  geometry.block = {kThreads, 1, 1};
+  int64_t offset = op.getOffset(), window = op.getWindow();
+  KernelSpec spec{abi::LaunchKind::RingIndex, kernelKey(slots, offset, window)};
+  spec.signature.add(Role::Positions, op.getPositions().getType());
+  spec.signature.add(Role::RingSlots, slots);
+  spec.geometry.grid = {slots.getDimSize(0), 1, 1};
+  spec.geometry.block = {kThreads, 1, 1};
 
-  ImplicitLocOpBuilder b(loc, builder);
-  b.setInsertionPointToStart(&func.getBody().front());
-  Value positions = func.getArgument(0), out = func.getArgument(1);
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value window = arith::ConstantIntOp::create(b, op.getWindow(), 64);
-  Value base = arith::AddIOp::create(
-      b,
-      arith::ExtSIOp::create(b, b.getI64Type(),
-                             memref::LoadOp::create(b, positions, ValueRange{request})),
-      arith::ConstantIntOp::create(b, op.getOffset(), 64));
-  auto loop = scf::ForOp::create(b, tid, arith::ConstantIndexOp::create(b, count),
-                                 arith::ConstantIndexOp::create(b, kThreads));
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    Value i = loop.getInductionVar();
-    Value position =
-        arith::AddIOp::create(b, base, arith::IndexCastOp::create(b, b.getI64Type(), i));
-    // A non-negative remainder, also for positions before the window start.
-    Value remainder = arith::RemSIOp::create(b, position, window);
-    Value slot =
-        arith::SelectOp::create(b,
-                                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, remainder,
-                                                      arith::ConstantIntOp::create(b, 0, 64)),
-                                arith::AddIOp::create(b, remainder, window), remainder);
-    memref::StoreOp::create(b, arith::TruncIOp::create(b, b.getI32Type(), slot), out,
-                            ValueRange{request, i});
-  }
-  gpu::ReturnOp::create(b);
-  return func;
+  spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    Value positions = args[Role::Positions], out = args[Role::RingSlots];
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value windowSize = arith::ConstantIntOp::create(b, window, 64);
+    Value base = arith::AddIOp::create(
+        b,
+        arith::ExtSIOp::create(b, b.getI64Type(),
+                               memref::LoadOp::create(b, positions, ValueRange{request})),
+        arith::ConstantIntOp::create(b, offset, 64));
+    auto loop = scf::ForOp::create(b, tid, arith::ConstantIndexOp::create(b, count),
+                                   arith::ConstantIndexOp::create(b, kThreads));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value i = loop.getInductionVar();
+      Value position =
+          arith::AddIOp::create(b, base, arith::IndexCastOp::create(b, b.getI64Type(), i));
+      // A non-negative remainder, also for positions before the window start.
+      Value remainder = arith::RemSIOp::create(b, position, windowSize);
+      Value slot =
+          arith::SelectOp::create(b,
+                                  arith::CmpIOp::create(b, arith::CmpIPredicate::slt, remainder,
+                                                        arith::ConstantIntOp::create(b, 0, 64)),
+                                  arith::AddIOp::create(b, remainder, windowSize), remainder);
+      memref::StoreOp::create(b, arith::TruncIOp::create(b, b.getI32Type(), slot), out,
+                              ValueRange{request, i});
+    }
+    gpu::ReturnOp::create(b);
+  };
+  return spec;
 }
 
-FailureOr<gpu::GPUFuncOp> mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, CopyRowsOp op,
-                                                         StringRef name, KernelGeometry &geometry) {
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(CopyRowsOp op) {
   MemRefType src = op.getSrc().getType(), dst = op.getDst().getType();
   if (!src.hasStaticShape() || !dst.hasStaticShape())
     return op.emitOpError() << "needs static shapes to generate a kernel";
@@ -84,66 +82,69 @@ FailureOr<gpu::GPUFuncOp> mlir::dhs::buildCopyRowsKernel(OpBuilder &builder, Cop
   int64_t pointed = scatter ? dst.getDimSize(1) : src.getDimSize(1);
   int64_t chunks = rowBytes / kCopyBytes;
 
-  Location loc = op.getLoc();
-  gpu::GPUFuncOp func = createKernel(
-      builder, loc, name,
-      {src, dst, indexValue.getType(), MemRefType::get({1}, builder.getI32Type())}, kThreads);
-  geometry.grid = {src.getDimSize(0), llvm::divideCeilSigned(walked, kRowsPerBlock), 1};
-  geometry.block = {kThreads, 1, 1};
+  KernelSpec spec{abi::LaunchKind::CopyRows, kernelKey(src, dst, scatter, indexValue.getType())};
+  spec.signature.add(Role::CopySource, src);
+  spec.signature.add(Role::CopyDestination, dst);
+  spec.signature.add(Role::RingSlots, indexValue.getType());
+  spec.signature.add(Role::Status, getStatusType(op.getContext()));
+  spec.geometry.grid = {src.getDimSize(0), llvm::divideCeilSigned(walked, kRowsPerBlock), 1};
+  spec.geometry.block = {kThreads, 1, 1};
 
-  ImplicitLocOpBuilder b(loc, builder);
-  b.setInsertionPointToStart(&func.getBody().front());
-  auto bytesOf = [&](Value rows) {
-    return memref::CollapseShapeOp::create(b, rows,
-                                           ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+  spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    auto bytesOf = [&](Value rows) {
+      return memref::CollapseShapeOp::create(b, rows,
+                                             ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+    };
+    Value srcBytes = bytesOf(args[Role::CopySource]);
+    Value dstBytes = bytesOf(args[Role::CopyDestination]);
+    Value indices = args[Role::RingSlots], status = args[Role::Status];
+    auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value first =
+        arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y), c(kRowsPerBlock));
+    auto chunkType = VectorType::get({kCopyBytes}, b.getI8Type());
+
+    auto loop = scf::ForOp::create(b, tid, c(kRowsPerBlock * chunks), c(kThreads));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value item = loop.getInductionVar();
+    Value i = arith::AddIOp::create(b, first, arith::DivUIOp::create(b, item, c(chunks)));
+    Value byte =
+        arith::MulIOp::create(b, arith::RemUIOp::create(b, item, c(chunks)), c(kCopyBytes));
+    auto inRange =
+        scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, c(walked)),
+                          /*withElse=*/false);
+    b.setInsertionPoint(inRange.thenBlock()->getTerminator());
+    Value target = memref::LoadOp::create(b, indices, ValueRange{request, i});
+    Value valid =
+        arith::AndIOp::create(b,
+                              arith::CmpIOp::create(b, arith::CmpIPredicate::sge, target,
+                                                    arith::ConstantIntOp::create(b, 0, 32)),
+                              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, target,
+                                                    arith::ConstantIntOp::create(b, pointed, 32)));
+    auto branch = scf::IfOp::create(b, valid, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard thenGuard(b);
+      b.setInsertionPoint(branch.thenBlock()->getTerminator());
+      Value j = arith::IndexCastOp::create(b, b.getIndexType(), target);
+      Value from = scatter ? i : j, to = scatter ? j : i;
+      Value data = vector::LoadOp::create(b, chunkType, srcBytes, ValueRange{request, from, byte},
+                                          /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+      vector::StoreOp::create(b, data, dstBytes, ValueRange{request, to, byte},
+                              /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+      // A bad index is reported once per row and its row left alone.
+      b.setInsertionPoint(branch.elseBlock()->getTerminator());
+      auto once =
+          scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, byte, c(0)),
+                            /*withElse=*/false);
+      b.setInsertionPoint(once.thenBlock()->getTerminator());
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
+                                  arith::ConstantIntOp::create(b, abi::kStatusBadStagingIndex, 32),
+                                  status, ValueRange{c(0)});
+    }
+    b.setInsertionPointAfter(loop);
+    gpu::ReturnOp::create(b);
   };
-  Value srcBytes = bytesOf(func.getArgument(0));
-  Value dstBytes = bytesOf(func.getArgument(1));
-  Value indices = func.getArgument(2), status = func.getArgument(3);
-  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value first =
-      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y), c(kRowsPerBlock));
-  auto chunkType = VectorType::get({kCopyBytes}, b.getI8Type());
-
-  auto loop = scf::ForOp::create(b, tid, c(kRowsPerBlock * chunks), c(kThreads));
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(loop.getBody()->getTerminator());
-  Value item = loop.getInductionVar();
-  Value i = arith::AddIOp::create(b, first, arith::DivUIOp::create(b, item, c(chunks)));
-  Value byte = arith::MulIOp::create(b, arith::RemUIOp::create(b, item, c(chunks)), c(kCopyBytes));
-  auto inRange =
-      scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, c(walked)),
-                        /*withElse=*/false);
-  b.setInsertionPoint(inRange.thenBlock()->getTerminator());
-  Value target = memref::LoadOp::create(b, indices, ValueRange{request, i});
-  Value valid =
-      arith::AndIOp::create(b,
-                            arith::CmpIOp::create(b, arith::CmpIPredicate::sge, target,
-                                                  arith::ConstantIntOp::create(b, 0, 32)),
-                            arith::CmpIOp::create(b, arith::CmpIPredicate::slt, target,
-                                                  arith::ConstantIntOp::create(b, pointed, 32)));
-  auto branch = scf::IfOp::create(b, valid, /*withElse=*/true);
-  {
-    OpBuilder::InsertionGuard thenGuard(b);
-    b.setInsertionPoint(branch.thenBlock()->getTerminator());
-    Value j = arith::IndexCastOp::create(b, b.getIndexType(), target);
-    Value from = scatter ? i : j, to = scatter ? j : i;
-    Value data = vector::LoadOp::create(b, chunkType, srcBytes, ValueRange{request, from, byte},
-                                        /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-    vector::StoreOp::create(b, data, dstBytes, ValueRange{request, to, byte},
-                            /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-    // A bad index is reported once per row and its row left alone.
-    b.setInsertionPoint(branch.elseBlock()->getTerminator());
-    auto once = scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, byte, c(0)),
-                                  /*withElse=*/false);
-    b.setInsertionPoint(once.thenBlock()->getTerminator());
-    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
-                                arith::ConstantIntOp::create(b, abi::kStatusBadStagingIndex, 32),
-                                status, ValueRange{c(0)});
-  }
-  b.setInsertionPointAfter(loop);
-  gpu::ReturnOp::create(b);
-  return func;
+  return spec;
 }

@@ -19,7 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/SparseAttentionKernel.h"
+#include "codegen/Kernels.h"
 
 #include "codegen/KernelBuilder.h"
 
@@ -36,179 +36,24 @@
 
 using namespace mlir;
 using namespace mlir::dhs;
-
-/// Threads of a warp.
-static constexpr int64_t kWarpSize = 32;
-/// Bytes one thread copies per load when staging rows.
-static constexpr int64_t kCopyBytes = 16;
-/// Most CTAs one query's entries are split over (the combine kernel walks
-/// them unrolled).
-static constexpr int64_t kMaxSplits = 16;
-
-FailureOr<SparseAttentionKernelConfig>
-mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
-                                          int64_t minBlocks) {
-  SparseAttentionKernelConfig config;
-  Value queriesValue, rowsValue;
-  if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
-    queriesValue = fused.getQueries();
-    rowsValue = fused.getRowIds();
-    config.softmaxScale = fused.getSoftmaxScale().convertToFloat();
-    config.pool = fused.getPool().getType();
-    config.layer = fused.getLayer();
-    if (std::optional<uint64_t> size = fused.getWindowSize()) {
-      config.windowSize = static_cast<int64_t>(*size);
-      config.windowRing = fused.getWindow().getType().getDimSize(1);
-    }
-  } else {
-    auto staged = cast<AttentionOp>(op);
-    queriesValue = staged.getQueries();
-    rowsValue = staged.getRowIds();
-    config.softmaxScale = staged.getSoftmaxScale().convertToFloat();
-    config.pool = staged.getPool().getType();
-    config.layer = staged.getLayer();
-    config.staged = true;
-    config.indexed = static_cast<bool>(staged.getStagingIndex());
-    if (std::optional<uint64_t> size = staged.getWindowSize()) {
-      config.windowSize = static_cast<int64_t>(*size);
-      config.windowRing = staged.getWindow().getType().getDimSize(1);
-    }
-    config.stagingRows = staged.getStaging().getType().getDimSize(1);
-  }
-  MemRefType queries = cast<MemRefType>(queriesValue.getType());
-  MemRefType rows = cast<MemRefType>(rowsValue.getType());
-  for (Value operand : op->getOperands()) {
-    auto type = dyn_cast<MemRefType>(operand.getType());
-    if (type && !type.hasStaticShape())
-      return op->emitOpError() << "needs static shapes to generate a kernel, operand has type "
-                               << type;
-  }
-  config.requests = queries.getDimSize(0);
-  config.positions = queries.getDimSize(1);
-  config.heads = queries.getDimSize(2);
-  config.selected = rows.getDimSize(2);
-  config.tileRows = tileRows;
-
-  RowFormatAttrInterface format = config.pool.getFormat();
-  config.groupHeads = config.heads / format.getKVHeads();
-  if (isa<GqaAttr>(format)) {
-    // Keys of the CTA's KV head, then its values.
-    config.tileColumns = 2 * format.getQKDim();
-    config.valueColumn = format.getQKDim();
-  } else {
-    config.tileColumns = format.getQKDim();
-    config.valueColumn = 0;
-  }
-
-  if (tileRows <= 0 || tileRows > kWarpSize)
-    return op->emitOpError() << "tile-rows must be in [1, 32], got " << tileRows;
-  if (maxHeadsPerBlock <= 0 || maxHeadsPerBlock > 32)
-    return op->emitOpError() << "max-heads-per-block must be in [1, 32], got " << maxHeadsPerBlock;
-  // Largest divisor of the heads sharing a KV head that fits in one CTA:
-  // every CTA reads one KV head.
-  for (int64_t h = std::min(maxHeadsPerBlock, config.groupHeads); h >= 1; --h) {
-    if (config.groupHeads % h == 0) {
-      config.headsPerBlock = h;
-      break;
-    }
-  }
-  // Decoded keys of a tile plus its row table must fit in the 48 KB of
-  // static shared memory a CTA gets without opting in.
-  int64_t sharedBytes = tileRows * (config.tileColumns * 4 + 4 + 8);
-  if (sharedBytes > 48 * 1024)
-    return op->emitOpError() << "tile-rows = " << tileRows << " needs " << sharedBytes
-                             << " bytes of shared memory for rows of " << config.tileColumns
-                             << " decoded dims; at most 49152 are available";
-  int64_t rowBytes = format.getRowBytes();
-  if (rowBytes % kCopyBytes != 0)
-    return op->emitOpError() << "rows of " << rowBytes
-                             << " bytes cannot be copied in 16-byte pieces";
-  if (format.getQKDim() % kWarpSize != 0 || format.getVDim() % kWarpSize != 0)
-    return op->emitOpError() << "head dims must be multiples of 32";
-  if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
-    return op->emitOpError() << "too many (request, position) pairs for a grid";
-  // Small grids: split each query's entries over CTAs (each split at least
-  // two tiles, a whole number of tiles).
-  config.splitRows = config.entries();
-  int64_t blocks = config.requests * config.positions * (config.heads / config.headsPerBlock);
-  if (minBlocks > blocks && config.entries() > 0) {
-    int64_t wanted = llvm::divideCeil(minBlocks, blocks);
-    int64_t most = std::clamp<int64_t>(config.entries() / (2 * config.tileRows), 1, kMaxSplits);
-    int64_t splits = std::min(wanted, most);
-    config.splitRows = llvm::alignTo(llvm::divideCeil(config.entries(), splits), config.tileRows);
-    config.splits = llvm::divideCeil(config.entries(), config.splitRows);
-    if (config.splits <= 1) {
-      config.splits = 1;
-      config.splitRows = config.entries();
-    }
-  }
-  return config;
-}
-
-MemRefType SparseAttentionKernelConfig::partialsType(MLIRContext *context) const {
-  return MemRefType::get({requests, positions, heads, splits, 2 + pool.getFormat().getVDim()},
-                         Float32Type::get(context));
-}
-
-std::string SparseAttentionKernelConfig::key() const {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/' << headsPerBlock
-     << '/' << tileRows << '/' << layer << '/' << llvm::bit_cast<uint32_t>(softmaxScale) << '/'
-     << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
-     << splits << 'x' << splitRows;
-  return text;
-}
+using Role = abi::ParamRole;
 
 namespace {
 
-/// 2^x by the hardware's ex2.approx (2 ulp), without libdevice.
-Value exp2Approx(ImplicitLocOpBuilder &b, Value x) {
-  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
-                                       b.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
-      .getResult(0);
-}
-
-/// Emits the body of one sparse attention kernel into a fresh gpu.func.
-class SparseAttentionKernelEmitter {
+/// Emits the body of one sparse attention kernel at the entry of its
+/// gpu.func.
+class SparseAttentionKernelEmitter : KernelBuilder {
 public:
   SparseAttentionKernelEmitter(ImplicitLocOpBuilder &b, const SparseAttentionKernelConfig &config,
-                               gpu::GPUFuncOp func)
-      : b(b), config(config), func(func) {}
+                               const KernelArguments &args)
+      : KernelBuilder{b}, config(config), args(args) {}
 
   void emit();
 
 private:
-  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
-  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
-  Value f32(double v) {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
-  }
-  Value cmpi(arith::CmpIPredicate p, Value l, Value r) { return arith::CmpIOp::create(b, p, l, r); }
-  Value select(Value c, Value t, Value f) { return arith::SelectOp::create(b, c, t, f); }
   /// Loads one decoded key element of a staged row.
   Value loadTileElement(Value row, Value column) {
     return memref::LoadOp::create(b, tile, ValueRange{row, column});
-  }
-  /// Splats a scalar over a vector type.
-  Value splat(VectorType type, Value scalar) {
-    return vector::BroadcastOp::create(b, type, scalar);
-  }
-  /// Splats an i32 constant over a vector type.
-  Value splatI32(VectorType type, int64_t v) {
-    return arith::ConstantOp::create(b, type, DenseElementsAttr::get(type, b.getI32IntegerAttr(v)));
-  }
-  /// a * b + c, fused. (math.fma would become a libdevice call.)
-  Value fma(Value a, Value x, Value c) { return LLVM::FMAOp::create(b, a, x, c); }
-  Value exp2(Value x) { return exp2Approx(b, x); }
-  /// Sum of `v` over the warp; every lane gets the result.
-  Value warpSum(Value v) {
-    for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
-      auto shuffle = gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR);
-      v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
-    }
-    return v;
   }
 
   void emitClassifyRows(Value tileStart);
@@ -228,9 +73,8 @@ private:
   Value decodeE4M3(Value bytes);
   SmallVector<Value> emitComputeTile(ValueRange state);
 
-  ImplicitLocOpBuilder &b;
   const SparseAttentionKernelConfig &config;
-  gpu::GPUFuncOp func;
+  const KernelArguments &args;
 
   // Kernel arguments.
   // In staged kernels `host` is the staging buffer seen as [B * N, layers,
@@ -599,35 +443,24 @@ SmallVector<Value> SparseAttentionKernelEmitter::emitComputeTile(ValueRange stat
 }
 
 void SparseAttentionKernelEmitter::emit() {
-  Block &entry = func.getBody().front();
-  b.setInsertionPointToStart(&entry);
-  queries = func.getArgument(0);
-  rowIds = func.getArgument(1);
-  slots = func.getArgument(2);
-  // The arguments in buildSparseAttentionKernel's order.
-  unsigned next = 3;
-  if (config.staged) {
-    ++next; // the staging buffer, viewed as a tier below
-    if (config.indexed)
-      stagingIndex = func.getArgument(next++);
-    hbm = func.getArgument(next++);
-  } else {
-    historyStart = func.getArgument(next++);
-    historyLen = func.getArgument(next++);
-    hbm = func.getArgument(next++);
-    host = func.getArgument(next++);
-  }
-  if (config.windowSize > 0) {
-    window = func.getArgument(next++);
-    windowTokens = func.getArgument(next++);
-  }
-  output = func.getArgument(next++);
-  if (config.splits > 1)
-    partials = func.getArgument(next++);
-  status = func.getArgument(next++);
-  tile = func.getWorkgroupAttributions()[0];
-  rowSource = func.getWorkgroupAttributions()[1];
-  rowIndex = func.getWorkgroupAttributions()[2];
+  queries = args[Role::Queries];
+  rowIds = args[Role::RowIds];
+  slots = args[Role::Slots];
+  // Staged kernels read missing rows from the staging buffer, viewed as a
+  // tier below.
+  stagingIndex = args.lookup(Role::Remap);
+  historyStart = args.lookup(Role::HistoryStart);
+  historyLen = args.lookup(Role::HistoryLen);
+  hbm = args[Role::HbmTier];
+  host = args.lookup(Role::HostTier);
+  window = args.lookup(Role::WindowRing);
+  windowTokens = args.lookup(Role::WindowTokens);
+  output = args[Role::Output];
+  partials = args.lookup(Role::Partials);
+  status = args[Role::Status];
+  tile = args.workgroup(0);
+  rowSource = args.workgroup(1);
+  rowIndex = args.workgroup(2);
 
   RowFormatAttrInterface format = config.pool.getFormat();
   tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -655,7 +488,7 @@ void SparseAttentionKernelEmitter::emit() {
         flat);
   };
   if (config.staged) {
-    host = asTier(func.getArgument(3));
+    host = asTier(args[Role::Staging]);
   } else {
     historyLength = memref::LoadOp::create(b, historyLen, ValueRange{request});
     historyBase = memref::LoadOp::create(b, historyStart, ValueRange{request});
@@ -737,122 +570,19 @@ void SparseAttentionKernelEmitter::emit() {
   gpu::ReturnOp::create(b);
 }
 
-gpu::GPUFuncOp mlir::dhs::buildSparseAttentionKernel(OpBuilder &builder, Location loc,
-                                                     StringRef name,
-                                                     const SparseAttentionKernelConfig &config) {
-  MLIRContext *ctx = builder.getContext();
-  RowFormatAttrInterface format = config.pool.getFormat();
-  Type bf16 = builder.getBF16Type();
-  int64_t B = config.requests, Q = config.positions, H = config.heads, K = config.selected;
-  // Tiers as kernels see them: [tokens, layers, row bytes] of i8.
-  Type tierType = MemRefType::get(
-      {ShapedType::kDynamic, config.pool.getLayers(), format.getRowBytes()}, builder.getI8Type());
-  Type selections = MemRefType::get({B, Q, K}, builder.getI32Type());
-  SmallVector<Type> arguments{MemRefType::get({B, Q, H, format.getQKDim()}, bf16), selections,
-                              selections};
-  if (config.staged) {
-    arguments.push_back(
-        MemRefType::get({B, config.stagingRows, config.pool.getLayers(), format.getRowBytes()},
-                        builder.getI8Type()));
-    if (config.indexed)
-      arguments.push_back(selections);
-    arguments.push_back(tierType);
-  } else {
-    arguments.append({MemRefType::get({B}, builder.getI64Type()),
-                      MemRefType::get({B}, builder.getI32Type()), tierType, tierType});
-  }
-  if (config.windowSize > 0)
-    arguments.append(
-        {MemRefType::get({B, config.windowRing, config.pool.getLayers(), format.getRowBytes()},
-                         builder.getI8Type()),
-         MemRefType::get({B}, builder.getI32Type())});
-  arguments.push_back(MemRefType::get({B, Q, H, format.getVDim()}, bf16));
-  if (config.splits > 1)
-    arguments.push_back(config.partialsType(ctx));
-  arguments.push_back(MemRefType::get({1}, builder.getI32Type()));
-  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  SmallVector<Type> shared{MemRefType::get({config.tileRows, config.tileColumns},
-                                           builder.getF32Type(), MemRefLayoutAttrInterface{},
-                                           workgroup),
-                           MemRefType::get({config.tileRows}, builder.getI32Type(),
-                                           MemRefLayoutAttrInterface{}, workgroup),
-                           MemRefType::get({config.tileRows}, builder.getI64Type(),
-                                           MemRefLayoutAttrInterface{}, workgroup)};
-
-  auto func =
-      gpu::GPUFuncOp::create(builder, loc, name, builder.getFunctionType(arguments, {}), shared);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
-  std::array<int64_t, 3> block = config.block();
-  func.setKnownBlockSizeAttr(
-      builder.getDenseI32ArrayAttr({static_cast<int32_t>(block[0]), static_cast<int32_t>(block[1]),
-                                    static_cast<int32_t>(block[2])}));
-
-  ImplicitLocOpBuilder b(loc, builder);
-  SparseAttentionKernelEmitter(b, config, func).emit();
-  return func;
-}
-
-gpu::GPUFuncOp mlir::dhs::buildAttentionCombineKernel(OpBuilder &builder, Location loc,
-                                                      StringRef name,
-                                                      const SparseAttentionKernelConfig &config) {
-  MLIRContext *ctx = builder.getContext();
-  int64_t vDim = config.pool.getFormat().getVDim();
-  MemRefType partials = config.partialsType(ctx);
-  MemRefType output = MemRefType::get({config.requests, config.positions, config.heads, vDim},
-                                      builder.getBF16Type());
-  std::array<int64_t, 3> block = config.block();
-  gpu::GPUFuncOp func = createKernel(builder, loc, name, {partials, output}, block[0]);
-  ImplicitLocOpBuilder b(loc, builder);
-  b.setInsertionPointToStart(&func.getBody().front());
-  KernelBuilder kb{b};
-  auto f32 = [&](double v) -> Value {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
+KernelSpec mlir::dhs::getSparseAttentionKernel(const SparseAttentionKernelConfig &config) {
+  MLIRContext *context = config.pool.getContext();
+  KernelSpec spec{config.staged ? abi::LaunchKind::Attention : abi::LaunchKind::SparseAttention,
+                  config.key()};
+  spec.signature = getAttentionSignature(config);
+  spec.geometry.grid = config.grid();
+  spec.geometry.block = config.block();
+  // Decoded keys of a tile, then each staged row's source and its index.
+  spec.workgroup = {sharedBuffer({config.tileRows, config.tileColumns}, Float32Type::get(context)),
+                    sharedBuffer(config.tileRows, IntegerType::get(context, 32)),
+                    sharedBuffer(config.tileRows, IntegerType::get(context, 64))};
+  spec.emitBody = [config](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    SparseAttentionKernelEmitter(b, config, args).emit();
   };
-  auto exp2 = [&](Value x) { return exp2Approx(b, x); };
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
-  Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
-  Value pair = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value request = arith::DivUIOp::create(b, pair, kb.index(config.positions));
-  Value position = arith::RemUIOp::create(b, pair, kb.index(config.positions));
-  Value head =
-      arith::AddIOp::create(b,
-                            arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                                                  kb.index(config.headsPerBlock)),
-                            warp);
-  Value negInf = f32(-std::numeric_limits<double>::infinity());
-  auto load = [&](Value split, Value column) -> Value {
-    return memref::LoadOp::create(b, func.getArgument(0),
-                                  ValueRange{request, position, head, split, column});
-  };
-  // The common max over the splits (base 2), then the weighted sums.
-  Value max = negInf;
-  for (int64_t s = 0; s < config.splits; ++s)
-    max = arith::MaximumFOp::create(b, max, load(kb.index(s), kb.index(0)));
-  Value any = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, max, negInf);
-  SmallVector<Value> weights;
-  Value sum = f32(0.0);
-  for (int64_t s = 0; s < config.splits; ++s) {
-    Value m = load(kb.index(s), kb.index(0));
-    // A split without rows (max -inf) weighs nothing.
-    Value used = arith::CmpFOp::create(b, arith::CmpFPredicate::ONE, m, negInf);
-    Value weight = kb.select(arith::AndIOp::create(b, used, any),
-                             exp2(arith::SubFOp::create(b, m, max)), f32(0.0));
-    weights.push_back(weight);
-    sum = LLVM::FMAOp::create(b, load(kb.index(s), kb.index(1)), weight, sum);
-  }
-  Value inverse = kb.select(arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
-                            arith::DivFOp::create(b, f32(1.0), sum), f32(0.0));
-  for (int64_t j = 0; j < vDim / kWarpSize; ++j) {
-    Value column = arith::AddIOp::create(b, lane, kb.index(j * kWarpSize));
-    Value value = f32(0.0);
-    for (int64_t s = 0; s < config.splits; ++s)
-      value = LLVM::FMAOp::create(
-          b, load(kb.index(s), arith::AddIOp::create(b, column, kb.index(2))), weights[s], value);
-    memref::StoreOp::create(
-        b, arith::TruncFOp::create(b, b.getBF16Type(), arith::MulFOp::create(b, value, inverse)),
-        func.getArgument(1), ValueRange{request, position, head, column});
-  }
-  gpu::ReturnOp::create(b);
-  return func;
+  return spec;
 }

@@ -16,8 +16,10 @@
 #ifndef DHS_RUNTIME_ABI_CONTRACT_H
 #define DHS_RUNTIME_ABI_CONTRACT_H
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +67,7 @@ enum class ArgumentRole : std::uint8_t {
 /// same values as in ArgumentRole.
 enum class ParamRole : std::uint8_t {
 #define DHS_ARGUMENT_ROLE(Enum, Name) Enum,
+#define DHS_ARGUMENT_USE_ROLE(Enum, Name, Argument) Enum,
 #define DHS_POOL_VIEW_ROLE(Enum, Name, Source) Enum,
 #define DHS_LOCAL_ROLE(Enum, Name) Enum,
 #include "runtime/abi/Roles.def"
@@ -106,197 +109,111 @@ enum class RowFormat : std::uint8_t {
 #include "runtime/abi/RowFormats.def"
 };
 
-/// Every value of each enum, in table order.
-inline constexpr LaunchKind kLaunchKinds[] = {
-#define DHS_LAUNCH_KIND(Enum, Name) LaunchKind::Enum,
+/// The spellings of an enum's values, in the order of its table.
+template <typename Enum> struct EnumNames;
+template <> struct EnumNames<LaunchKind> {
+  static constexpr const char *values[] = {
+#define DHS_LAUNCH_KIND(Enum, Name) Name,
 #include "runtime/abi/LaunchKinds.def"
+  };
 };
-inline constexpr CopyDirection kCopyDirections[] = {
-#define DHS_COPY_DIRECTION(Enum, Name) CopyDirection::Enum,
+template <> struct EnumNames<CopyDirection> {
+  static constexpr const char *values[] = {
+#define DHS_COPY_DIRECTION(Enum, Name) Name,
 #include "runtime/abi/LaunchKinds.def"
+  };
 };
-inline constexpr ArgumentRole kArgumentRoles[] = {
-#define DHS_ARGUMENT_ROLE(Enum, Name) ArgumentRole::Enum,
+template <> struct EnumNames<ParamRole> {
+  static constexpr const char *values[] = {
+#define DHS_ARGUMENT_ROLE(Enum, Name) Name,
+#define DHS_ARGUMENT_USE_ROLE(Enum, Name, Argument) Name,
+#define DHS_POOL_VIEW_ROLE(Enum, Name, Source) Name,
+#define DHS_LOCAL_ROLE(Enum, Name) Name,
 #include "runtime/abi/Roles.def"
+  };
 };
-inline constexpr ParamRole kParamRoles[] = {
-#define DHS_ARGUMENT_ROLE(Enum, Name) ParamRole::Enum,
-#define DHS_POOL_VIEW_ROLE(Enum, Name, Source) ParamRole::Enum,
-#define DHS_LOCAL_ROLE(Enum, Name) ParamRole::Enum,
+template <> struct EnumNames<ArgumentRole> {
+  static constexpr const char *values[] = {
+#define DHS_ARGUMENT_ROLE(Enum, Name) Name,
 #include "runtime/abi/Roles.def"
+  };
 };
-inline constexpr ParamSource kParamSources[] = {
-#define DHS_PARAM_SOURCE(Enum, Name) ParamSource::Enum,
+template <> struct EnumNames<ParamSource> {
+  static constexpr const char *values[] = {
+#define DHS_PARAM_SOURCE(Enum, Name) Name,
 #include "runtime/abi/ParamSources.def"
+  };
 };
-inline constexpr ResidencyPolicy kResidencyPolicies[] = {
-#define DHS_RESIDENCY_POLICY(Enum, Name) ResidencyPolicy::Enum,
+template <> struct EnumNames<ResidencyPolicy> {
+  static constexpr const char *values[] = {
+#define DHS_RESIDENCY_POLICY(Enum, Name) Name,
 #include "runtime/abi/Residency.def"
+  };
 };
-inline constexpr Replacement kReplacements[] = {
-#define DHS_REPLACEMENT(Enum, Name) Replacement::Enum,
+template <> struct EnumNames<Replacement> {
+  static constexpr const char *values[] = {
+#define DHS_REPLACEMENT(Enum, Name) Name,
 #include "runtime/abi/Residency.def"
+  };
 };
-inline constexpr DType kDTypes[] = {
-#define DHS_DTYPE(Enum, Name, Bytes) DType::Enum,
+template <> struct EnumNames<DType> {
+  static constexpr const char *values[] = {
+#define DHS_DTYPE(Enum, Name, Bytes) Name,
 #include "runtime/abi/DTypes.def"
+  };
 };
-inline constexpr RowElement kRowElements[] = {
-#define DHS_ROW_ELEMENT(Enum, Name, Bytes) RowElement::Enum,
+template <> struct EnumNames<RowElement> {
+  static constexpr const char *values[] = {
+#define DHS_ROW_ELEMENT(Enum, Name, Bytes) Name,
 #include "runtime/abi/DTypes.def"
+  };
 };
-inline constexpr RowFormat kRowFormats[] = {
-#define DHS_ROW_FORMAT(Enum, Name) RowFormat::Enum,
+template <> struct EnumNames<RowFormat> {
+  static constexpr const char *values[] = {
+#define DHS_ROW_FORMAT(Enum, Name) Name,
 #include "runtime/abi/RowFormats.def"
+  };
 };
 
-/// The manifest spelling of each value.
-constexpr const char *name(LaunchKind kind) {
-  switch (kind) {
-#define DHS_LAUNCH_KIND(Enum, Name)                                                                \
-  case LaunchKind::Enum:                                                                           \
-    return Name;
-#include "runtime/abi/LaunchKinds.def"
-  }
-  return "?";
+/// How many values `Enum` has; they are 0 .. count - 1.
+template <typename Enum> constexpr std::size_t count() {
+  return std::size(EnumNames<Enum>::values);
 }
-constexpr const char *name(CopyDirection direction) {
-  switch (direction) {
-#define DHS_COPY_DIRECTION(Enum, Name)                                                             \
-  case CopyDirection::Enum:                                                                        \
-    return Name;
-#include "runtime/abi/LaunchKinds.def"
-  }
-  return "?";
+
+/// Every value of `Enum`, in table order.
+template <typename Enum> constexpr std::array<Enum, count<Enum>()> allValues() {
+  std::array<Enum, count<Enum>()> values{};
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<Enum>(i);
+  return values;
 }
-constexpr const char *name(ParamRole role) {
-  switch (role) {
-#define DHS_ARGUMENT_ROLE(Enum, Name)                                                              \
-  case ParamRole::Enum:                                                                            \
-    return Name;
-#define DHS_POOL_VIEW_ROLE(Enum, Name, Source)                                                     \
-  case ParamRole::Enum:                                                                            \
-    return Name;
-#define DHS_LOCAL_ROLE(Enum, Name)                                                                 \
-  case ParamRole::Enum:                                                                            \
-    return Name;
-#include "runtime/abi/Roles.def"
-  }
-  return "?";
+
+/// The manifest spelling of `value`.
+template <typename Enum> constexpr const char *name(Enum value) {
+  return EnumNames<Enum>::values[static_cast<std::size_t>(value)];
 }
+
 constexpr ParamRole toParamRole(ArgumentRole role) { return static_cast<ParamRole>(role); }
-constexpr const char *name(ArgumentRole role) { return name(toParamRole(role)); }
-constexpr const char *name(ParamSource source) {
-  switch (source) {
-#define DHS_PARAM_SOURCE(Enum, Name)                                                               \
-  case ParamSource::Enum:                                                                          \
-    return Name;
-#include "runtime/abi/ParamSources.def"
-  }
-  return "?";
-}
-constexpr const char *name(ResidencyPolicy policy) {
-  switch (policy) {
-#define DHS_RESIDENCY_POLICY(Enum, Name)                                                           \
-  case ResidencyPolicy::Enum:                                                                      \
-    return Name;
-#include "runtime/abi/Residency.def"
-  }
-  return "?";
-}
-constexpr const char *name(Replacement replacement) {
-  switch (replacement) {
-#define DHS_REPLACEMENT(Enum, Name)                                                                \
-  case Replacement::Enum:                                                                          \
-    return Name;
-#include "runtime/abi/Residency.def"
-  }
-  return "?";
-}
-constexpr const char *name(DType type) {
-  switch (type) {
-#define DHS_DTYPE(Enum, Name, Bytes)                                                               \
-  case DType::Enum:                                                                                \
-    return Name;
-#include "runtime/abi/DTypes.def"
-  }
-  return "?";
-}
-constexpr const char *name(RowElement element) {
-  switch (element) {
-#define DHS_ROW_ELEMENT(Enum, Name, Bytes)                                                         \
-  case RowElement::Enum:                                                                           \
-    return Name;
-#include "runtime/abi/DTypes.def"
-  }
-  return "?";
-}
-constexpr const char *name(RowFormat format) {
-  switch (format) {
-#define DHS_ROW_FORMAT(Enum, Name)                                                                 \
-  case RowFormat::Enum:                                                                            \
-    return Name;
-#include "runtime/abi/RowFormats.def"
-  }
-  return "?";
-}
 
 /// Bytes of one element.
 constexpr std::size_t bytes(DType type) {
-  switch (type) {
-#define DHS_DTYPE(Enum, Name, Bytes)                                                               \
-  case DType::Enum:                                                                                \
-    return Bytes;
+  constexpr std::size_t sizes[] = {
+#define DHS_DTYPE(Enum, Name, Bytes) Bytes,
 #include "runtime/abi/DTypes.def"
-  }
-  return 0;
+  };
+  return sizes[static_cast<std::size_t>(type)];
 }
 constexpr std::int64_t bytes(RowElement element) {
-  switch (element) {
-#define DHS_ROW_ELEMENT(Enum, Name, Bytes)                                                         \
-  case RowElement::Enum:                                                                           \
-    return Bytes;
+  constexpr std::int64_t sizes[] = {
+#define DHS_ROW_ELEMENT(Enum, Name, Bytes) Bytes,
 #include "runtime/abi/DTypes.def"
-  }
-  return 0;
+  };
+  return sizes[static_cast<std::size_t>(element)];
 }
-
-/// Every value of `Enum`, for parse and knownNames.
-template <typename Enum> struct AllValues;
-template <> struct AllValues<LaunchKind> {
-  static constexpr const auto &values = kLaunchKinds;
-};
-template <> struct AllValues<CopyDirection> {
-  static constexpr const auto &values = kCopyDirections;
-};
-template <> struct AllValues<ArgumentRole> {
-  static constexpr const auto &values = kArgumentRoles;
-};
-template <> struct AllValues<ParamRole> {
-  static constexpr const auto &values = kParamRoles;
-};
-template <> struct AllValues<ParamSource> {
-  static constexpr const auto &values = kParamSources;
-};
-template <> struct AllValues<ResidencyPolicy> {
-  static constexpr const auto &values = kResidencyPolicies;
-};
-template <> struct AllValues<Replacement> {
-  static constexpr const auto &values = kReplacements;
-};
-template <> struct AllValues<DType> {
-  static constexpr const auto &values = kDTypes;
-};
-template <> struct AllValues<RowElement> {
-  static constexpr const auto &values = kRowElements;
-};
-template <> struct AllValues<RowFormat> {
-  static constexpr const auto &values = kRowFormats;
-};
 
 /// The value of `Enum` spelled `text`, or nothing.
 template <typename Enum> constexpr std::optional<Enum> parse(std::string_view text) {
-  for (Enum value : AllValues<Enum>::values)
+  for (Enum value : allValues<Enum>())
     if (text == name(value))
       return value;
   return std::nullopt;
@@ -305,7 +222,7 @@ template <typename Enum> constexpr std::optional<Enum> parse(std::string_view te
 /// The spellings of every value of `Enum`, for messages: "a, b, c".
 template <typename Enum> std::string knownNames() {
   std::string names;
-  for (Enum value : AllValues<Enum>::values)
+  for (Enum value : allValues<Enum>())
     names += (names.empty() ? "" : ", ") + std::string(name(value));
   return names;
 }
@@ -321,13 +238,16 @@ constexpr bool isAttention(LaunchKind kind) {
 }
 
 /// The role a step argument gets when it is passed as a parameter of `role`:
-/// the same role, kv_pool for views of a pool, none for the step's own
-/// buffers (which are never step arguments).
+/// the same role (or the one a use of it names), kv_pool for views of a
+/// pool, none for the step's own buffers (which are never step arguments).
 constexpr std::optional<ArgumentRole> argumentRole(ParamRole role) {
   switch (role) {
 #define DHS_ARGUMENT_ROLE(Enum, Name)                                                              \
   case ParamRole::Enum:                                                                            \
     return ArgumentRole::Enum;
+#define DHS_ARGUMENT_USE_ROLE(Enum, Name, Argument)                                                \
+  case ParamRole::Enum:                                                                            \
+    return ArgumentRole::Argument;
 #define DHS_POOL_VIEW_ROLE(Enum, Name, Source)                                                     \
   case ParamRole::Enum:                                                                            \
     return ArgumentRole::KvPool;

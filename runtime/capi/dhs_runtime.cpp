@@ -28,12 +28,12 @@ using namespace dhs::runtime;
 // does from 1 (0 is the policy's default).
 static_assert(DHS_POLICY_ADAPTIVE == static_cast<int>(abi::ResidencyPolicy::Adaptive) &&
                   DHS_POLICY_FIXED == static_cast<int>(abi::ResidencyPolicy::Fixed) &&
-                  std::size(abi::kResidencyPolicies) == 2,
+                  abi::count<abi::ResidencyPolicy>() == 2,
               "dhs_policy and the contract's residency policies disagree");
 static_assert(DHS_REPLACEMENT_CLOCK == 1 + static_cast<int>(abi::Replacement::Clock) &&
                   DHS_REPLACEMENT_LRU == 1 + static_cast<int>(abi::Replacement::Lru) &&
                   DHS_REPLACEMENT_LRU2 == 1 + static_cast<int>(abi::Replacement::Lru2) &&
-                  std::size(abi::kReplacements) == 3,
+                  abi::count<abi::Replacement>() == 3,
               "dhs_replacement and the contract's replacements disagree");
 
 /// The opaque handle.
@@ -166,17 +166,17 @@ RuntimeConfig toConfig(const dhs_runtime_config &c) {
   config.draftWindow = c.draft_window;
   config.hotFloor = c.hot_floor;
   // The C enums are the contract's (checked above).
-  if (c.policy < 0 || c.policy >= static_cast<std::int32_t>(std::size(abi::kResidencyPolicies)))
+  if (c.policy < 0 || c.policy >= static_cast<std::int32_t>(abi::count<ResidencyPolicy>()))
     throw InputError("config.policy " + std::to_string(c.policy) + " is not a dhs_policy");
-  config.policy = abi::kResidencyPolicies[c.policy];
-  if (c.replacement < 0 || c.replacement > static_cast<std::int32_t>(std::size(abi::kReplacements)))
+  config.policy = static_cast<ResidencyPolicy>(c.policy);
+  if (c.replacement < 0 || c.replacement > static_cast<std::int32_t>(abi::count<Replacement>()))
     throw InputError("config.replacement " + std::to_string(c.replacement) +
                      " is not a dhs_replacement");
   if (c.replacement == DHS_REPLACEMENT_DEFAULT)
     config.replacement =
         config.policy == ResidencyPolicy::Adaptive ? Replacement::Clock : Replacement::Lru;
   else
-    config.replacement = abi::kReplacements[c.replacement - 1];
+    config.replacement = static_cast<Replacement>(c.replacement - 1);
   config.maxPromotionsPerStep = c.max_promotions_per_step;
   switch (c.backend) {
   case DHS_BACKEND_CPU:

@@ -7,7 +7,7 @@
 // LINK: link: OK
 
 // CHECK-LABEL: func.func @greedy
-// CHECK: gpu.launch_func @accept::@accept blocks in (%c8, %c1, %c1) threads in (%c1024, %c1, %c1) args({{.*}}) {dhs.op = "accept"}
+// CHECK: gpu.launch_func @accept::@accept blocks in (%c8, %c1, %c1) threads in (%c1024, %c1, %c1) args({{.*}}) {dhs.op = "accept", dhs.roles = ["draft_tokens", "target_probs", "seeds", "step_counter", "accepted", "next_token"]}
 // CHECK: gpu.func @accept
 // CHECK-SAME: workgroup({{.*}} : memref<32xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<5xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK: gpu.shuffle xor
@@ -26,7 +26,7 @@ func.func @greedy(%draft: memref<8x4xi32>, %target: memref<8x5x32000xf32>,
 
 // Rejection sampling: thread 0 decides, the block samples the next token.
 // CHECK-LABEL: func.func @sampling
-// CHECK: gpu.launch_func @accept::@accept {{.*}} args(%{{.*}} : memref<8x4xi32>, %{{.*}} : memref<8x5x100xf32>, %{{.*}} : memref<8x4x100xf32>, %{{.*}} : memref<8xi64>, %{{.*}} : memref<1xi64>, %{{.*}} : memref<8xi32>, %{{.*}} : memref<8xi32>)
+// CHECK: gpu.launch_func @accept::@accept {{.*}} args(%{{.*}} : memref<8x4xi32>, %{{.*}} : memref<8x5x100xf32>, %{{.*}} : memref<8x4x100xf32>, %{{.*}} : memref<8xi64>, %{{.*}} : memref<1xi64>, %{{.*}} : memref<8xi32>, %{{.*}} : memref<8xi32>) {dhs.op = "accept", dhs.roles = ["draft_tokens", "target_probs", "draft_probs", "seeds", "step_counter", "accepted", "next_token"]}
 // CHECK: gpu.func @accept
 // CHECK: arith.muli %{{.*}}, %{{.*}} : i64
 // CHECK: gpu.shuffle up

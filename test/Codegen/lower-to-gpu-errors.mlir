@@ -21,3 +21,14 @@ func.func @topk_too_wide(%scores: memref<1x1x16384xf32>, %len: memref<1xi32>,
       history(%len : memref<1xi32>) into(%rows : memref<1x1x8192xi32>)
   return
 }
+
+// -----
+
+// An op without a kernel is named, with the passes that remove it.
+func.func @ring_append(%ring: memref<4x128x1x1152xi8>, %new: memref<4x5x1x1152xi8>,
+                       %pos: memref<4xi32>) {
+  // expected-error @below {{'dhs.ring_append' op has no GPU kernel yet; run the passes that remove it (dhs-fuse-retrieval, dhs-draft-ring) or drop it from the step}}
+  dhs.ring_append rows(%new : memref<4x5x1x1152xi8>) positions(%pos : memref<4xi32>)
+      into(%ring : memref<4x128x1x1152xi8>)
+  return
+}

@@ -16,7 +16,7 @@
 // CHECK: gpu.launch_func @sparse_attention::@sparse_attention
 // CHECK-SAME: blocks in (%[[C4]], %[[C1]], %[[C1]]) threads in (%[[C512]], %[[C1]], %[[C1]])
 // CHECK-SAME: args(%[[Q]] : memref<2x2x16x576xbf16>, %[[ROWS]] : memref<2x2x40xi32>, %[[SLOTS]] : memref<2x2x40xi32>, %[[START]] : memref<2xi64>, %[[LEN]] : memref<2xi32>, %[[HBMDYN]] : memref<?x1x1152xi8>, %[[HOST]] : memref<?x1x1152xi8>, %[[OUT]] : memref<2x2x16x512xbf16>, %[[STATUS]] : memref<1xi32>)
-// CHECK-SAME: {dhs.layer = 0 : i64, dhs.op = "sparse_attention", dhs.softmax_scale = 0.0416666679 : f32}
+// CHECK-SAME: {dhs.layer = 0 : i64, dhs.op = "sparse_attention", dhs.roles = ["queries", "row_ids", "slots", "history_start", "history_len", "hbm_tier", "host_tier", "output", "status"], dhs.softmax_scale = 0.0416666679 : f32}
 // CHECK-NOT: dhs.sparse_attention
 
 // The kernel: 16 staged rows decoded to f32 in shared memory, with where each
@@ -73,8 +73,8 @@ func.func @step(%q: memref<2x2x16x576xbf16>, %rows: memref<2x2x40xi32>,
 // every layer of the group).
 // CHECK-LABEL: func.func @many_heads
 // CHECK: %[[STAGE:.*]] = dhs.scratch {offset = 0 : i64} : memref<2x80x1x1152xi8>
-// CHECK: gpu.launch_func @fetch::@fetch {{.*}} args(%arg1 : memref<2x2x40xi32>, %arg2 : memref<2x2x40xi32>, %arg3 : memref<2xi64>, %arg4 : memref<2xi32>, %{{.*}} : memref<?x1x1152xi8>, %[[STAGE]] : memref<2x80x1x1152xi8>, %{{.*}} : memref<1xi32>) {dhs.op = "fetch"}
-// CHECK: gpu.launch_func @attention::@attention blocks in (%c4, %c2, %c1) {{.*}} args(%arg0 : memref<2x2x32x576xbf16>, %arg1 : memref<2x2x40xi32>, %arg2 : memref<2x2x40xi32>, %[[STAGE]] : memref<2x80x1x1152xi8>, %{{.*}} : memref<?x1x1152xi8>, %arg6 : memref<2x2x32x512xbf16>, %{{.*}} : memref<1xi32>) {dhs.layer = 0 : i64, dhs.op = "attention"
+// CHECK: gpu.launch_func @fetch::@fetch {{.*}} args(%arg1 : memref<2x2x40xi32>, %arg2 : memref<2x2x40xi32>, %arg3 : memref<2xi64>, %arg4 : memref<2xi32>, %{{.*}} : memref<?x1x1152xi8>, %[[STAGE]] : memref<2x80x1x1152xi8>, %{{.*}} : memref<1xi32>) {dhs.op = "fetch", dhs.roles = ["row_ids", "slots", "history_start", "history_len", "host_tier", "staging", "status"]}
+// CHECK: gpu.launch_func @attention::@attention blocks in (%c4, %c2, %c1) {{.*}} args(%arg0 : memref<2x2x32x576xbf16>, %arg1 : memref<2x2x40xi32>, %arg2 : memref<2x2x40xi32>, %[[STAGE]] : memref<2x80x1x1152xi8>, %{{.*}} : memref<?x1x1152xi8>, %arg6 : memref<2x2x32x512xbf16>, %{{.*}} : memref<1xi32>) {dhs.layer = 0 : i64, dhs.op = "attention", dhs.roles = ["queries", "row_ids", "slots", "staging", "hbm_tier", "output", "status"]
 // CHECK-NOT: dhs.sparse_attention
 func.func @many_heads(%q: memref<2x2x32x576xbf16>, %rows: memref<2x2x40xi32>,
                 %slots: memref<2x2x40xi32>, %start: memref<2xi64>,

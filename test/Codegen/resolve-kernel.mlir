@@ -14,7 +14,7 @@
 // CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} -> memref<?xi32>
 // CHECK-DAG: %[[RECENCY:.*]] = dhs.pool_recency of %{{.*}} -> memref<?x2xi32>
 // CHECK-DAG: %[[MAP:.*]] = dhs.pool_map of %{{.*}} -> memref<?xi32>
-// CHECK: gpu.launch_func @resolve::@resolve blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%c256, {{.*}} args(%{{.*}} : memref<4x2x256xi32>, %[[MAP]] : memref<?xi32>, %{{.*}} : memref<4xi64>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4x2x256xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "resolve"}
+// CHECK: gpu.launch_func @resolve::@resolve blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%c256, {{.*}} args(%{{.*}} : memref<4x2x256xi32>, %[[MAP]] : memref<?xi32>, %{{.*}} : memref<4xi64>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4x2x256xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "resolve", dhs.roles = ["row_ids", "residency_map", "history_start", "history_len", "slots", "replacement_state", "step_log", "status"]}
 // CHECK: gpu.func @resolve({{.*}}%[[R:[a-z0-9]+]]: memref<?x2xi32>, %[[L:[a-z0-9]+]]: memref<?xi32>, %{{[a-z0-9]+}}: memref<1xi32>) workgroup(%[[COUNTS:.*]] : memref<5xi32, #gpu.address_space<workgroup>>
 // CHECK: scf.if
 // CHECK: memref.load %{{.*}} : memref<?xi32>

@@ -7,10 +7,10 @@
 
 // CHECK-LABEL: func.func @step
 // CHECK: %[[A:.*]] = dhs.scratch {offset = 0 : i64} : memref<4x5xi32>
-// CHECK: gpu.launch_func @ring_index::@ring_index {{.*}} args(%{{.*}} : memref<4xi32>, %[[A]] : memref<4x5xi32>)
-// CHECK: gpu.launch_func @copy_rows::@copy_rows {{.*}} args(%{{.*}} : memref<4x5x1x1152xi8>, %{{.*}} : memref<4x64x1x1152xi8>, %[[A]] : memref<4x5xi32>, %{{.*}} : memref<1xi32>) {dhs.direction = "scatter", dhs.op = "copy_rows"}
+// CHECK: gpu.launch_func @ring_index::@ring_index {{.*}} args(%{{.*}} : memref<4xi32>, %[[A]] : memref<4x5xi32>) {dhs.op = "ring_index", dhs.roles = ["positions", "ring_slots"]}
+// CHECK: gpu.launch_func @copy_rows::@copy_rows {{.*}} args(%{{.*}} : memref<4x5x1x1152xi8>, %{{.*}} : memref<4x64x1x1152xi8>, %[[A]] : memref<4x5xi32>, %{{.*}} : memref<1xi32>) {dhs.direction = "scatter", dhs.op = "copy_rows", dhs.roles = ["copy_source", "copy_destination", "ring_slots", "status"]}
 // CHECK: gpu.launch_func @ring_index_0::@ring_index_0
-// CHECK: gpu.launch_func @copy_rows_1::@copy_rows_1 {{.*}} {dhs.direction = "gather", dhs.op = "copy_rows"}
+// CHECK: gpu.launch_func @copy_rows_1::@copy_rows_1 {{.*}} {dhs.direction = "gather", dhs.op = "copy_rows", dhs.roles = ["copy_source", "copy_destination", "ring_slots", "status"]}
 
 // Slots: (position + offset + i) mod 64, made non-negative.
 // CHECK: gpu.func @ring_index

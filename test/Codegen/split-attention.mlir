@@ -18,8 +18,8 @@
 // CHECK: %[[PARTIALS:.*]] = dhs.scratch {offset = 0 : i64} : memref<1x1x16x4x514xf32>
 // CHECK: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c1, %c1, %c4)
 // CHECK-SAME: %arg6 : memref<1x1x16x512xbf16>, %[[PARTIALS]] : memref<1x1x16x4x514xf32>, %{{.*}} : memref<1xi32>)
-// CHECK-SAME: dhs.splits = 4
-// CHECK: gpu.launch_func @attention_combine::@attention_combine blocks in (%c1, %c1, %c1) threads in (%c512, %c1, %c1) args(%[[PARTIALS]] : memref<1x1x16x4x514xf32>, %arg6 : memref<1x1x16x512xbf16>) {dhs.op = "attention_combine"}
+// CHECK-SAME: dhs.roles = ["queries", "row_ids", "slots", "history_start", "history_len", "hbm_tier", "host_tier", "output", "partials", "status"]
+// CHECK: gpu.launch_func @attention_combine::@attention_combine blocks in (%c1, %c1, %c1) threads in (%c512, %c1, %c1) args(%[[PARTIALS]] : memref<1x1x16x4x514xf32>, %arg6 : memref<1x1x16x512xbf16>) {dhs.op = "attention_combine", dhs.roles = ["partials", "output"]}
 
 // CHECK-LABEL: gpu.func @sparse_attention
 // CHECK-SAME: %[[P:[^:]*]]: memref<1x1x16x4x514xf32>, %{{[^:]*}}: memref<1xi32>)

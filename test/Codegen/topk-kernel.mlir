@@ -8,7 +8,7 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 
 // CHECK-LABEL: func.func @step
-// CHECK: gpu.launch_func @topk::@topk blocks in (%c8, %c1{{.*}}, %c1{{.*}}) threads in (%c1024, {{.*}} args(%{{.*}} : memref<4x2x16384xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4x2x512xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "topk"}
+// CHECK: gpu.launch_func @topk::@topk blocks in (%c8, %c1{{.*}}, %c1{{.*}}) threads in (%c1024, {{.*}} args(%{{.*}} : memref<4x2x16384xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4x2x512xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "topk", dhs.roles = ["scores", "history_len", "row_ids", "status"]}
 // CHECK: gpu.func @topk
 // CHECK-SAME: workgroup(%{{.*}} : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<3xi64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<512xi64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // A history the scores do not cover sets status bit 16.

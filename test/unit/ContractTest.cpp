@@ -16,7 +16,7 @@ namespace {
 /// Every value's name is distinct and parses back to the value.
 template <typename Enum> void checkNames() {
   std::set<std::string> seen;
-  for (Enum value : abi::AllValues<Enum>::values) {
+  for (Enum value : abi::allValues<Enum>()) {
     std::string name = abi::name(value);
     INFO(name);
     CHECK(name != "?");
@@ -45,10 +45,13 @@ TEST_CASE("every name of the contract parses back to its value", "[contract]") {
 
 TEST_CASE("kernel parameter roles give step arguments their roles", "[contract]") {
   // Argument roles keep their names as parameter roles.
-  for (abi::ArgumentRole role : abi::kArgumentRoles) {
+  for (abi::ArgumentRole role : abi::allValues<abi::ArgumentRole>()) {
     CHECK(abi::argumentRole(abi::toParamRole(role)) == role);
     CHECK(std::string(abi::name(role)) == abi::name(abi::toParamRole(role)));
   }
+  // A kernel's two uses of rows are rows arguments.
+  CHECK(abi::argumentRole(abi::ParamRole::CopySource) == abi::ArgumentRole::Rows);
+  CHECK(abi::argumentRole(abi::ParamRole::CopyDestination) == abi::ArgumentRole::Rows);
   // Views of a pool make it a kv_pool argument, each from its own source.
   std::set<abi::ParamSource> sources;
   for (abi::ParamRole role :
@@ -100,7 +103,7 @@ TEST_CASE("row layouts add up to their row sizes", "[contract]") {
   CHECK(V41::kScales * V41::kDimsPerScale == V41::kDims);
   CHECK(abi::GqaRow::rowBytes(8, 128, abi::RowElement::BF16) == 4096);
   CHECK(abi::GqaRow::valueOffset(8, 1, 128, abi::RowElement::F32) == 9 * 128 * 4);
-  for (abi::RowFormat format : abi::kRowFormats) {
+  for (abi::RowFormat format : abi::allValues<abi::RowFormat>()) {
     INFO(abi::name(format));
     CHECK(abi::fixedRowSizes(format).has_value() == (format != abi::RowFormat::Gqa));
   }

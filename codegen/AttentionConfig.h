@@ -1,13 +1,19 @@
-//===- SparseAttentionKernel.h - the sparse attention kernel ----*- C++ -*-===//
+//===- AttentionConfig.h - how an attention op maps to a kernel -*- C++ -*-===//
+//
+// The static shape and tiling of the kernel of a dhs.sparse_attention or
+// dhs.attention, derived once from the op, and the parameters every
+// attention kernel of it takes.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef DHS_CODEGEN_SPARSEATTENTIONKERNEL_H
-#define DHS_CODEGEN_SPARSEATTENTIONKERNEL_H
+#ifndef DHS_CODEGEN_ATTENTIONCONFIG_H
+#define DHS_CODEGEN_ATTENTIONCONFIG_H
 
+#include "codegen/KernelSpec.h"
 #include "dialects/DhsOps.h"
 
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-
 #include <array>
+#include <string>
 
 namespace mlir::dhs {
 
@@ -64,6 +70,9 @@ struct SparseAttentionKernelConfig {
   /// Everything the generated code depends on, as a string: equal keys
   /// mean one kernel serves both ops.
   std::string key() const;
+  /// The query, key and value types of its ops.
+  MemRefType queriesType() const;
+  MemRefType outputType() const;
 };
 
 /// Derives the kernel configuration of `op`, or emits an error on `op` when
@@ -75,25 +84,16 @@ FailureOr<SparseAttentionKernelConfig> getSparseAttentionKernelConfig(Operation 
                                                                       int64_t tileRows,
                                                                       int64_t minBlocks = 0);
 
-/// Builds the kernel `name` for `config` at the builder's insertion point,
-/// which must be inside a gpu.module. Its arguments are, in order:
+/// The parameters of an attention kernel of `config`, in order:
 /// - fused (dhs.sparse_attention): queries, row_ids, slots, history_start,
-///   history_len, the HBM tier and the host tier (both memref<?xLxRxi8>:
-///   tokens, layers, row bytes), [window ring, window tokens], output, step
-///   status;
-/// - staged (dhs.attention): queries, row_ids, slots, staging, [staging
-///   index], the HBM tier, [window ring, window tokens], output, step status;
-/// - with splits > 1, the partials before the step status.
-gpu::GPUFuncOp buildSparseAttentionKernel(OpBuilder &builder, Location loc, StringRef name,
-                                          const SparseAttentionKernelConfig &config);
-
-/// Builds the kernel that merges a split kernel's partials into the output
-/// (arguments: partials, output): a warp per head rescales every split's
-/// state to the common max, sums and normalizes; a query without any valid
-/// row yields zeros.
-gpu::GPUFuncOp buildAttentionCombineKernel(OpBuilder &builder, Location loc, StringRef name,
-                                           const SparseAttentionKernelConfig &config);
+///   history_len, the HBM tier, the host tier, [window_ring,
+///   window_tokens], output, [partials], status;
+/// - staged (dhs.attention): queries, row_ids, slots, staging, [remap (the
+///   staging index)], the HBM tier, [window_ring, window_tokens], output,
+///   [partials], status;
+/// partials with splits > 1.
+KernelSignature getAttentionSignature(const SparseAttentionKernelConfig &config);
 
 } // namespace mlir::dhs
 
-#endif // DHS_CODEGEN_SPARSEATTENTIONKERNEL_H
+#endif // DHS_CODEGEN_ATTENTIONCONFIG_H

@@ -1,0 +1,173 @@
+//===- AttentionConfig.cpp - how an attention op maps to a kernel ---------===//
+
+#include "codegen/AttentionConfig.h"
+
+#include "codegen/KernelBuilder.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::dhs;
+using Role = abi::ParamRole;
+
+/// Most CTAs one query's entries are split over (the combine kernel walks
+/// them unrolled).
+static constexpr int64_t kMaxSplits = 16;
+
+FailureOr<SparseAttentionKernelConfig>
+mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
+                                          int64_t minBlocks) {
+  SparseAttentionKernelConfig config;
+  Value queriesValue, rowsValue;
+  if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
+    queriesValue = fused.getQueries();
+    rowsValue = fused.getRowIds();
+    config.softmaxScale = fused.getSoftmaxScale().convertToFloat();
+    config.pool = fused.getPool().getType();
+    config.layer = fused.getLayer();
+    if (std::optional<uint64_t> size = fused.getWindowSize()) {
+      config.windowSize = static_cast<int64_t>(*size);
+      config.windowRing = fused.getWindow().getType().getDimSize(1);
+    }
+  } else {
+    auto staged = cast<AttentionOp>(op);
+    queriesValue = staged.getQueries();
+    rowsValue = staged.getRowIds();
+    config.softmaxScale = staged.getSoftmaxScale().convertToFloat();
+    config.pool = staged.getPool().getType();
+    config.layer = staged.getLayer();
+    config.staged = true;
+    config.indexed = static_cast<bool>(staged.getStagingIndex());
+    if (std::optional<uint64_t> size = staged.getWindowSize()) {
+      config.windowSize = static_cast<int64_t>(*size);
+      config.windowRing = staged.getWindow().getType().getDimSize(1);
+    }
+    config.stagingRows = staged.getStaging().getType().getDimSize(1);
+  }
+  MemRefType queries = cast<MemRefType>(queriesValue.getType());
+  MemRefType rows = cast<MemRefType>(rowsValue.getType());
+  for (Value operand : op->getOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.getType());
+    if (type && !type.hasStaticShape())
+      return op->emitOpError() << "needs static shapes to generate a kernel, operand has type "
+                               << type;
+  }
+  config.requests = queries.getDimSize(0);
+  config.positions = queries.getDimSize(1);
+  config.heads = queries.getDimSize(2);
+  config.selected = rows.getDimSize(2);
+  config.tileRows = tileRows;
+
+  RowFormatAttrInterface format = config.pool.getFormat();
+  config.groupHeads = config.heads / format.getKVHeads();
+  if (isa<GqaAttr>(format)) {
+    // Keys of the CTA's KV head, then its values.
+    config.tileColumns = 2 * format.getQKDim();
+    config.valueColumn = format.getQKDim();
+  } else {
+    config.tileColumns = format.getQKDim();
+    config.valueColumn = 0;
+  }
+
+  if (tileRows <= 0 || tileRows > kWarpSize)
+    return op->emitOpError() << "tile-rows must be in [1, 32], got " << tileRows;
+  if (maxHeadsPerBlock <= 0 || maxHeadsPerBlock > 32)
+    return op->emitOpError() << "max-heads-per-block must be in [1, 32], got " << maxHeadsPerBlock;
+  // Largest divisor of the heads sharing a KV head that fits in one CTA:
+  // every CTA reads one KV head.
+  for (int64_t h = std::min(maxHeadsPerBlock, config.groupHeads); h >= 1; --h) {
+    if (config.groupHeads % h == 0) {
+      config.headsPerBlock = h;
+      break;
+    }
+  }
+  // Decoded keys of a tile plus its row table must fit in the 48 KB of
+  // static shared memory a CTA gets without opting in.
+  int64_t sharedBytes = tileRows * (config.tileColumns * 4 + 4 + 8);
+  if (sharedBytes > 48 * 1024)
+    return op->emitOpError() << "tile-rows = " << tileRows << " needs " << sharedBytes
+                             << " bytes of shared memory for rows of " << config.tileColumns
+                             << " decoded dims; at most 49152 are available";
+  int64_t rowBytes = format.getRowBytes();
+  if (rowBytes % kCopyBytes != 0)
+    return op->emitOpError() << "rows of " << rowBytes
+                             << " bytes cannot be copied in 16-byte pieces";
+  if (format.getQKDim() % kWarpSize != 0 || format.getVDim() % kWarpSize != 0)
+    return op->emitOpError() << "head dims must be multiples of 32";
+  if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
+    return op->emitOpError() << "too many (request, position) pairs for a grid";
+  // Small grids: split each query's entries over CTAs (each split at least
+  // two tiles, a whole number of tiles).
+  config.splitRows = config.entries();
+  int64_t blocks = config.requests * config.positions * (config.heads / config.headsPerBlock);
+  if (minBlocks > blocks && config.entries() > 0) {
+    int64_t wanted = llvm::divideCeil(minBlocks, blocks);
+    int64_t most = std::clamp<int64_t>(config.entries() / (2 * config.tileRows), 1, kMaxSplits);
+    int64_t splits = std::min(wanted, most);
+    config.splitRows = llvm::alignTo(llvm::divideCeil(config.entries(), splits), config.tileRows);
+    config.splits = llvm::divideCeil(config.entries(), config.splitRows);
+    if (config.splits <= 1) {
+      config.splits = 1;
+      config.splitRows = config.entries();
+    }
+  }
+  return config;
+}
+
+MemRefType SparseAttentionKernelConfig::partialsType(MLIRContext *context) const {
+  return MemRefType::get({requests, positions, heads, splits, 2 + pool.getFormat().getVDim()},
+                         Float32Type::get(context));
+}
+
+std::string SparseAttentionKernelConfig::key() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/' << headsPerBlock
+     << '/' << tileRows << '/' << layer << '/' << llvm::bit_cast<uint32_t>(softmaxScale) << '/'
+     << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
+     << splits << 'x' << splitRows << '/' << staged << indexed << '/' << stagingRows;
+  return text;
+}
+
+MemRefType SparseAttentionKernelConfig::queriesType() const {
+  return MemRefType::get({requests, positions, heads, pool.getFormat().getQKDim()},
+                         BFloat16Type::get(pool.getContext()));
+}
+
+MemRefType SparseAttentionKernelConfig::outputType() const {
+  return MemRefType::get({requests, positions, heads, pool.getFormat().getVDim()},
+                         BFloat16Type::get(pool.getContext()));
+}
+
+KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConfig &config) {
+  MLIRContext *context = config.pool.getContext();
+  Type i8 = IntegerType::get(context, 8), i32 = IntegerType::get(context, 32),
+       i64 = IntegerType::get(context, 64);
+  int64_t B = config.requests, layers = config.pool.getLayers(),
+          rowBytes = config.pool.getFormat().getRowBytes();
+  auto selections = MemRefType::get({B, config.positions, config.selected}, i32);
+  KernelSignature signature;
+  signature.add(Role::Queries, config.queriesType());
+  signature.add(Role::RowIds, selections);
+  signature.add(Role::Slots, selections);
+  if (config.staged) {
+    signature.add(Role::Staging, MemRefType::get({B, config.stagingRows, layers, rowBytes}, i8));
+    if (config.indexed)
+      signature.add(Role::Remap, selections);
+    signature.add(Role::HbmTier, getTierType(config.pool));
+  } else {
+    signature.add(Role::HistoryStart, MemRefType::get({B}, i64));
+    signature.add(Role::HistoryLen, MemRefType::get({B}, i32));
+    signature.add(Role::HbmTier, getTierType(config.pool));
+    signature.add(Role::HostTier, getTierType(config.pool));
+  }
+  if (config.windowSize > 0) {
+    signature.add(Role::WindowRing, MemRefType::get({B, config.windowRing, layers, rowBytes}, i8));
+    signature.add(Role::WindowTokens, MemRefType::get({B}, i32));
+  }
+  signature.add(Role::Output, config.outputType());
+  if (config.splits > 1)
+    signature.add(Role::Partials, config.partialsType(context));
+  signature.add(Role::Status, getStatusType(context));
+  return signature;
+}

@@ -1,0 +1,142 @@
+//===- KernelSpec.h - what a kernel builder declares ------------*- C++ -*-===//
+//
+// A kernel builder describes the kernel of an op as a KernelSpec: its launch
+// kind, its parameters as (role, type) pairs, its launch geometry and a
+// function that emits its body. dhs-lower-to-gpu makes the gpu.func, the
+// launch operands and the launch's roles (which the manifest reads) from that
+// one declaration.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_CODEGEN_KERNELSPEC_H
+#define DHS_CODEGEN_KERNELSPEC_H
+
+#include "dialects/DhsDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace mlir::dhs {
+
+/// A kernel to launch: its grid, block and dynamic shared memory.
+struct KernelGeometry {
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t dynamicSharedBytes = 0;
+};
+
+/// One kernel parameter: what it is (runtime/abi/Roles.def) and its type.
+struct KernelParam {
+  abi::ParamRole role;
+  Type type;
+};
+
+/// A kernel's parameters in order, each role at most once.
+class KernelSignature {
+public:
+  /// Declares the next parameter.
+  void add(abi::ParamRole role, Type type) {
+    assert(!find(role) && "a kernel takes each role once");
+    params.push_back({role, type});
+  }
+  ArrayRef<KernelParam> getParams() const { return params; }
+  /// The gpu.func's argument types.
+  SmallVector<Type> getTypes() const {
+    return llvm::map_to_vector(params, [](const KernelParam &p) { return p.type; });
+  }
+  /// The position of `role`, if the kernel takes it.
+  std::optional<unsigned> find(abi::ParamRole role) const {
+    for (auto [i, param] : llvm::enumerate(params))
+      if (param.role == role)
+        return i;
+    return std::nullopt;
+  }
+  /// The roles in order, as a launch carries them (dhs.roles).
+  ArrayAttr getRolesAttr(MLIRContext *context) const {
+    return ArrayAttr::get(context,
+                          llvm::map_to_vector(params, [&](const KernelParam &p) -> Attribute {
+                            return StringAttr::get(context, abi::name(p.role));
+                          }));
+  }
+
+private:
+  SmallVector<KernelParam> params;
+};
+
+/// A kernel's arguments by role, for the code that emits its body.
+class KernelArguments {
+public:
+  KernelArguments(gpu::GPUFuncOp func, const KernelSignature &signature)
+      : func(func), signature(signature) {}
+  /// The argument of `role`, which the kernel takes.
+  Value operator[](abi::ParamRole role) const {
+    std::optional<unsigned> position = signature.find(role);
+    assert(position && "the kernel does not take this role");
+    return func.getArgument(*position);
+  }
+  /// The argument of `role`, or null when the kernel does not take it.
+  Value lookup(abi::ParamRole role) const {
+    std::optional<unsigned> position = signature.find(role);
+    return position ? Value(func.getArgument(*position)) : Value();
+  }
+  /// The `i`-th shared-memory buffer of KernelSpec::workgroup.
+  Value workgroup(unsigned i) const { return func.getWorkgroupAttributions()[i]; }
+
+private:
+  mutable gpu::GPUFuncOp func;
+  const KernelSignature &signature;
+};
+
+/// Types of the runtime-owned buffers as kernels take them: a tier of `pool`
+/// ([?, layers, row bytes] x i8), the residency map (?xi32), the replacement
+/// state (?x2xi32), the step log (?xi32) and the step status (1xi32).
+inline MemRefType getTierType(KVPoolType pool) {
+  return MemRefType::get({ShapedType::kDynamic, pool.getLayers(), pool.getFormat().getRowBytes()},
+                         IntegerType::get(pool.getContext(), 8));
+}
+inline MemRefType getResidencyMapType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic}, IntegerType::get(context, 32));
+}
+inline MemRefType getReplacementStateType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic, 2}, IntegerType::get(context, 32));
+}
+inline MemRefType getStepLogType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic}, IntegerType::get(context, 32));
+}
+inline MemRefType getStatusType(MLIRContext *context) {
+  return MemRefType::get({1}, IntegerType::get(context, 32));
+}
+
+/// A kernel key: `parts` printed, separated by '/'.
+template <typename... Parts> std::string kernelKey(const Parts &...parts) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  llvm::ListSeparator separator("/");
+  ((os << separator << parts), ...);
+  return key;
+}
+
+/// Everything dhs-lower-to-gpu needs to generate a kernel and launch it.
+struct KernelSpec {
+  /// What the runtime calls the launch; names the kernel and its PTX file.
+  abi::LaunchKind kind;
+  /// Everything the generated code depends on besides the kind: launches
+  /// of equal kind and key share one kernel.
+  std::string key;
+  KernelSignature signature;
+  KernelGeometry geometry;
+  /// Static shared-memory buffers (gpu.func workgroup attributions).
+  SmallVector<Type> workgroup;
+  /// Emits the body at the entry of the kernel's gpu.func.
+  std::function<void(ImplicitLocOpBuilder &, const KernelArguments &)> emitBody;
+};
+
+} // namespace mlir::dhs
+
+#endif // DHS_CODEGEN_KERNELSPEC_H
