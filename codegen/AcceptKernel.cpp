@@ -66,8 +66,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
   spec.workgroup = {sharedBuffer(kWarps, f32), sharedBuffer(kWarps, i32),
                     sharedBuffer(gamma + 1, i32)};
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
-    auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
-    auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
+    KernelBuilder kb{b};
     Value draftArg = args[Role::DraftTokens], targetArg = args[Role::TargetProbs];
     Value acceptedArg = args[Role::Accepted], nextArg = args[Role::NextToken];
     Value warpValues = args.workgroup(0);
@@ -75,8 +74,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
     Value argmaxes = args.workgroup(2);
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-    Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
-    Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
+    Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
+    Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
     Value negInf = arith::ConstantFloatOp::create(b, b.getF32Type(),
                                                   APFloat(-std::numeric_limits<float>::infinity()));
 
@@ -85,7 +84,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
       Value larger = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, v1, v2);
       Value tie =
           arith::AndIOp::create(b, arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v1, v2),
-                                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, t1, t2));
+                                kb.cmpi(arith::CmpIPredicate::slt, t1, t2));
       return arith::OrIOp::create(b, larger, tie);
     };
     /// Folds the warp's pairs into every lane.
@@ -96,22 +95,22 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
         Value ot = gpu::ShuffleOp::create(b, t, offset, kWarpSize, gpu::ShuffleMode::XOR)
                        .getShuffleResult();
         Value take = better(ov, ot, v, t);
-        v = arith::SelectOp::create(b, take, ov, v);
-        t = arith::SelectOp::create(b, take, ot, t);
+        v = kb.select(take, ov, v);
+        t = kb.select(take, ot, t);
       }
       return {v, t};
     };
-    Value isLane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0));
-    Value isWarp0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp, index(0));
+    Value isLane0 = kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0));
+    Value isWarp0 = kb.cmpi(arith::CmpIPredicate::eq, warp, kb.index(0));
 
     // One block argmax per verified position.
-    auto positions = scf::ForOp::create(b, index(0), index(gamma + 1), index(1));
+    auto positions = scf::ForOp::create(b, kb.index(0), kb.index(gamma + 1), kb.index(1));
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(positions.getBody()->getTerminator());
       Value position = positions.getInductionVar();
-      auto scan = scf::ForOp::create(b, tid, index(vocabulary), index(kThreads),
-                                     ValueRange{negInf, c32(0)});
+      auto scan = scf::ForOp::create(b, tid, kb.index(vocabulary), kb.index(kThreads),
+                                     ValueRange{negInf, kb.i32(0)});
       {
         OpBuilder::InsertionGuard scanGuard(b);
         b.setInsertionPointToStart(scan.getBody());
@@ -122,8 +121,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
         Value bestT = scan.getRegionIterArgs()[1];
         // Strided visits are in increasing token order: keep the first max.
         Value take = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, p, bestV);
-        scf::YieldOp::create(b, ValueRange{arith::SelectOp::create(b, take, p, bestV),
-                                           arith::SelectOp::create(b, take, t, bestT)});
+        scf::YieldOp::create(b, ValueRange{kb.select(take, p, bestV), kb.select(take, t, bestT)});
       }
       auto [v, t] = warpArgmax(scan.getResult(0), scan.getResult(1));
       auto writeWarp = scf::IfOp::create(b, isLane0, /*withElse=*/false);
@@ -151,14 +149,14 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
     }
 
     // Thread 0 accepts drafts while they match the target's argmax.
-    Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
+    Value isThread0 = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
     auto decide = scf::IfOp::create(b, isThread0, /*withElse=*/false);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(decide.thenBlock()->getTerminator());
       // Accepted count: positions before the first mismatch.
-      auto walk =
-          scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
+      auto walk = scf::ForOp::create(b, kb.index(0), kb.index(gamma), kb.index(1),
+                                     ValueRange{kb.i32(0), kb.i32(1)});
       {
         OpBuilder::InsertionGuard wg(b);
         b.setInsertionPointToStart(walk.getBody());
@@ -167,9 +165,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
         Value matching = walk.getRegionIterArgs()[1];
         Value drafted = memref::LoadOp::create(b, draftArg, ValueRange{request, i});
         Value best = memref::LoadOp::create(b, argmaxes, ValueRange{i});
-        Value still = arith::AndIOp::create(
-            b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, matching, c32(0)),
-            arith::CmpIOp::create(b, arith::CmpIPredicate::eq, drafted, best));
+        Value still =
+            arith::AndIOp::create(b, kb.cmpi(arith::CmpIPredicate::ne, matching, kb.i32(0)),
+                                  kb.cmpi(arith::CmpIPredicate::eq, drafted, best));
         Value still32 = arith::ExtUIOp::create(b, i32, still);
         scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
       }
@@ -219,11 +217,7 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
   Type f32 = Float32Type::get(op.getContext()), i32 = IntegerType::get(op.getContext(), 32);
   spec.workgroup = {sharedBuffer(kWarps, f32), sharedBuffer(1, i32)};
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
-    auto index = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, v); };
-    auto c32 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, v, 32); };
-    auto zeroF = [&]() -> Value {
-      return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(0.0f));
-    };
+    KernelBuilder kb{b};
     Value draftArg = args[Role::DraftTokens], targetArg = args[Role::TargetProbs],
           qArg = args[Role::DraftProbs], seedsArg = args[Role::Seeds],
           stepArg = args[Role::StepCounter], acceptedArg = args[Role::Accepted],
@@ -232,11 +226,11 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     Value decision = args.workgroup(1);
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-    Value lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
-    Value warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
+    Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
+    Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
     Value seed = memref::LoadOp::create(b, seedsArg, ValueRange{request});
-    Value step = memref::LoadOp::create(b, stepArg, ValueRange{index(0)});
-    Value isThread0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
+    Value step = memref::LoadOp::create(b, stepArg, ValueRange{kb.index(0)});
+    Value isThread0 = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
 
     // 1. Thread 0 accepts draft i with probability min(1, p(x) / q(x)):
     // u q(x) < p(x), u from (seed, step, i); the count stops at the first
@@ -245,8 +239,8 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(walkIf.thenBlock()->getTerminator());
-      auto walk =
-          scf::ForOp::create(b, index(0), index(gamma), index(1), ValueRange{c32(0), c32(1)});
+      auto walk = scf::ForOp::create(b, kb.index(0), kb.index(gamma), kb.index(1),
+                                     ValueRange{kb.i32(0), kb.i32(1)});
       {
         OpBuilder::InsertionGuard wg(b);
         b.setInsertionPointToStart(walk.getBody());
@@ -260,12 +254,12 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
         Value u = uniform(b, seed, step, arith::IndexCastOp::create(b, b.getI64Type(), i));
         Value ok =
             arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q), p);
-        Value still = arith::AndIOp::create(
-            b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, going, c32(0)), ok);
+        Value still =
+            arith::AndIOp::create(b, kb.cmpi(arith::CmpIPredicate::ne, going, kb.i32(0)), ok);
         Value still32 = arith::ExtUIOp::create(b, i32, still);
         scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
       }
-      memref::StoreOp::create(b, walk.getResult(0), decision, ValueRange{index(0)});
+      memref::StoreOp::create(b, walk.getResult(0), decision, ValueRange{kb.index(0)});
       memref::StoreOp::create(b, walk.getResult(0), acceptedArg, ValueRange{request});
     }
     gpu::BarrierOp::create(b);
@@ -274,7 +268,7 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     // rejection, from p after gamma acceptances. Threads own contiguous chunks
     // of the vocabulary; a block scan of the chunk sums finds the chunk where
     // u S falls, whose thread walks it.
-    Value n32 = memref::LoadOp::create(b, decision, ValueRange{index(0)});
+    Value n32 = memref::LoadOp::create(b, decision, ValueRange{kb.index(0)});
     Value n = arith::IndexCastOp::create(b, b.getIndexType(), n32);
     // The decision word now records the sampled token (-1: none yet).
     gpu::BarrierOp::create(b);
@@ -282,22 +276,22 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(reset.thenBlock()->getTerminator());
-      memref::StoreOp::create(b, c32(-1), decision, ValueRange{index(0)});
+      memref::StoreOp::create(b, kb.i32(-1), decision, ValueRange{kb.index(0)});
     }
-    Value bonus = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, n32, c32(gamma));
+    Value bonus = kb.cmpi(arith::CmpIPredicate::eq, n32, kb.i32(gamma));
     // q at position n exists only for n < gamma.
-    Value qPosition = arith::SelectOp::create(b, bonus, index(0), n);
+    Value qPosition = kb.select(bonus, kb.index(0), n);
     auto weight = [&](Value token) -> Value {
       Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, n, token});
       Value q = memref::LoadOp::create(b, qArg, ValueRange{request, qPosition, token});
-      Value residual = arith::MaximumFOp::create(b, arith::SubFOp::create(b, p, q), zeroF());
-      return arith::SelectOp::create(b, bonus, p, residual);
+      Value residual = arith::MaximumFOp::create(b, arith::SubFOp::create(b, p, q), kb.f32(0.0));
+      return kb.select(bonus, p, residual);
     };
-    Value begin =
-        arith::MinUIOp::create(b, arith::MulIOp::create(b, tid, index(chunk)), index(vocabulary));
-    Value end =
-        arith::MinUIOp::create(b, arith::AddIOp::create(b, begin, index(chunk)), index(vocabulary));
-    auto local = scf::ForOp::create(b, begin, end, index(1), ValueRange{zeroF()});
+    Value begin = arith::MinUIOp::create(b, arith::MulIOp::create(b, tid, kb.index(chunk)),
+                                         kb.index(vocabulary));
+    Value end = arith::MinUIOp::create(b, arith::AddIOp::create(b, begin, kb.index(chunk)),
+                                       kb.index(vocabulary));
+    auto local = scf::ForOp::create(b, begin, end, kb.index(1), ValueRange{kb.f32(0.0)});
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(local.getBody());
@@ -311,10 +305,10 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     for (int64_t offset = 1; offset < kWarpSize; offset *= 2) {
       Value up = gpu::ShuffleOp::create(b, scan, offset, kWarpSize, gpu::ShuffleMode::UP)
                      .getShuffleResult();
-      Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, lane, index(offset));
-      scan = arith::AddFOp::create(b, scan, arith::SelectOp::create(b, has, up, zeroF()));
+      Value has = kb.cmpi(arith::CmpIPredicate::uge, lane, kb.index(offset));
+      scan = arith::AddFOp::create(b, scan, kb.select(has, up, kb.f32(0.0)));
     }
-    Value isLast = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(kWarpSize - 1));
+    Value isLast = kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(kWarpSize - 1));
     auto publish = scf::IfOp::create(b, isLast, /*withElse=*/false);
     {
       OpBuilder::InsertionGuard g(b);
@@ -323,16 +317,16 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     }
     gpu::BarrierOp::create(b);
     // Warps before this one, and everything.
-    auto totals =
-        scf::ForOp::create(b, index(0), index(kWarps), index(1), ValueRange{zeroF(), zeroF()});
+    auto totals = scf::ForOp::create(b, kb.index(0), kb.index(kWarps), kb.index(1),
+                                     ValueRange{kb.f32(0.0), kb.f32(0.0)});
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(totals.getBody());
       Value w = totals.getInductionVar();
       Value sum = memref::LoadOp::create(b, warpSums, ValueRange{w});
-      Value before = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, w, warp);
+      Value before = kb.cmpi(arith::CmpIPredicate::ult, w, warp);
       Value prior = arith::AddFOp::create(b, totals.getRegionIterArgs()[0],
-                                          arith::SelectOp::create(b, before, sum, zeroF()));
+                                          kb.select(before, sum, kb.f32(0.0)));
       scf::YieldOp::create(
           b, ValueRange{prior, arith::AddFOp::create(b, totals.getRegionIterArgs()[1], sum)});
     }
@@ -354,8 +348,8 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
       b.setInsertionPoint(pick.thenBlock()->getTerminator());
       // First token whose running sum passes the threshold; the chunk's last
       // token with weight if rounding leaves none.
-      auto find =
-          scf::ForOp::create(b, begin, end, index(1), ValueRange{exclusive, c32(-1), c32(-1)});
+      auto find = scf::ForOp::create(b, begin, end, kb.index(1),
+                                     ValueRange{exclusive, kb.i32(-1), kb.i32(-1)});
       {
         OpBuilder::InsertionGuard fg(b);
         b.setInsertionPointToStart(find.getBody());
@@ -365,19 +359,17 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
         Value found = find.getRegionIterArgs()[1];
         Value lastPositive = find.getRegionIterArgs()[2];
         Value t32 = arith::IndexCastOp::create(b, i32, t);
-        Value none = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, found, c32(-1));
+        Value none = kb.cmpi(arith::CmpIPredicate::eq, found, kb.i32(-1));
         Value passes = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, running, threshold);
-        Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, w, zeroF());
+        Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, w, kb.f32(0.0));
         scf::YieldOp::create(
-            b, ValueRange{
-                   running,
-                   arith::SelectOp::create(b, arith::AndIOp::create(b, none, passes), t32, found),
-                   arith::SelectOp::create(b, positive, t32, lastPositive)});
+            b, ValueRange{running, kb.select(arith::AndIOp::create(b, none, passes), t32, found),
+                          kb.select(positive, t32, lastPositive)});
       }
       Value token = arith::SelectOp::create(
-          b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, find.getResult(1), c32(-1)),
-          find.getResult(2), find.getResult(1));
-      memref::StoreOp::create(b, token, decision, ValueRange{index(0)});
+          b, kb.cmpi(arith::CmpIPredicate::eq, find.getResult(1), kb.i32(-1)), find.getResult(2),
+          find.getResult(1));
+      memref::StoreOp::create(b, token, decision, ValueRange{kb.index(0)});
     }
     gpu::BarrierOp::create(b);
     // A threshold that rounding put past every chunk takes the last token
@@ -386,24 +378,23 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(finish.thenBlock()->getTerminator());
-      Value picked = memref::LoadOp::create(b, decision, ValueRange{index(0)});
-      Value missing = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, picked, c32(-1));
+      Value picked = memref::LoadOp::create(b, decision, ValueRange{kb.index(0)});
+      Value missing = kb.cmpi(arith::CmpIPredicate::eq, picked, kb.i32(-1));
       auto fallback = scf::IfOp::create(b, TypeRange{i32}, missing,
                                         /*withElse=*/true);
       {
         OpBuilder::InsertionGuard fg(b);
         b.setInsertionPointToStart(fallback.thenBlock());
-        auto scanAll =
-            scf::ForOp::create(b, index(0), index(vocabulary), index(1), ValueRange{c32(0)});
+        auto scanAll = scf::ForOp::create(b, kb.index(0), kb.index(vocabulary), kb.index(1),
+                                          ValueRange{kb.i32(0)});
         {
           OpBuilder::InsertionGuard sg(b);
           b.setInsertionPointToStart(scanAll.getBody());
           Value t = scanAll.getInductionVar();
-          Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, weight(t), zeroF());
-          scf::YieldOp::create(b, arith::SelectOp::create(b, positive,
-                                                          arith::IndexCastOp::create(b, i32, t),
-                                                          scanAll.getRegionIterArgs()[0])
-                                      .getResult());
+          Value positive =
+              arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, weight(t), kb.f32(0.0));
+          scf::YieldOp::create(b, kb.select(positive, arith::IndexCastOp::create(b, i32, t),
+                                            scanAll.getRegionIterArgs()[0]));
         }
         scf::YieldOp::create(b, scanAll.getResult(0));
         b.setInsertionPointToStart(fallback.elseBlock());

@@ -36,17 +36,17 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(RingIndexOp op) {
   spec.geometry.block = {kThreads, 1, 1};
 
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    KernelBuilder kb{b};
     Value positions = args[Role::Positions], out = args[Role::RingSlots];
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-    Value windowSize = arith::ConstantIntOp::create(b, window, 64);
+    Value windowSize = kb.i64(window);
     Value base = arith::AddIOp::create(
         b,
         arith::ExtSIOp::create(b, b.getI64Type(),
                                memref::LoadOp::create(b, positions, ValueRange{request})),
-        arith::ConstantIntOp::create(b, offset, 64));
-    auto loop = scf::ForOp::create(b, tid, arith::ConstantIndexOp::create(b, count),
-                                   arith::ConstantIndexOp::create(b, kThreads));
+        kb.i64(offset));
+    auto loop = scf::ForOp::create(b, tid, kb.index(count), kb.index(kThreads));
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(loop.getBody()->getTerminator());
@@ -55,11 +55,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(RingIndexOp op) {
           arith::AddIOp::create(b, base, arith::IndexCastOp::create(b, b.getI64Type(), i));
       // A non-negative remainder, also for positions before the window start.
       Value remainder = arith::RemSIOp::create(b, position, windowSize);
-      Value slot =
-          arith::SelectOp::create(b,
-                                  arith::CmpIOp::create(b, arith::CmpIPredicate::slt, remainder,
-                                                        arith::ConstantIntOp::create(b, 0, 64)),
-                                  arith::AddIOp::create(b, remainder, windowSize), remainder);
+      Value slot = kb.select(kb.cmpi(arith::CmpIPredicate::slt, remainder, kb.i64(0)),
+                             arith::AddIOp::create(b, remainder, windowSize), remainder);
       memref::StoreOp::create(b, arith::TruncIOp::create(b, b.getI32Type(), slot), out,
                               ValueRange{request, i});
     }
@@ -98,31 +95,27 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(CopyRowsOp op) {
     Value srcBytes = bytesOf(args[Role::CopySource]);
     Value dstBytes = bytesOf(args[Role::CopyDestination]);
     Value indices = args[Role::RingSlots], status = args[Role::Status];
-    auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+    KernelBuilder kb{b};
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-    Value first =
-        arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y), c(kRowsPerBlock));
+    Value first = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                                        kb.index(kRowsPerBlock));
     auto chunkType = VectorType::get({kCopyBytes}, b.getI8Type());
 
-    auto loop = scf::ForOp::create(b, tid, c(kRowsPerBlock * chunks), c(kThreads));
+    auto loop = scf::ForOp::create(b, tid, kb.index(kRowsPerBlock * chunks), kb.index(kThreads));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(loop.getBody()->getTerminator());
     Value item = loop.getInductionVar();
-    Value i = arith::AddIOp::create(b, first, arith::DivUIOp::create(b, item, c(chunks)));
-    Value byte =
-        arith::MulIOp::create(b, arith::RemUIOp::create(b, item, c(chunks)), c(kCopyBytes));
-    auto inRange =
-        scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, c(walked)),
-                          /*withElse=*/false);
+    Value i = arith::AddIOp::create(b, first, arith::DivUIOp::create(b, item, kb.index(chunks)));
+    Value byte = arith::MulIOp::create(b, arith::RemUIOp::create(b, item, kb.index(chunks)),
+                                       kb.index(kCopyBytes));
+    auto inRange = scf::IfOp::create(b, kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(walked)),
+                                     /*withElse=*/false);
     b.setInsertionPoint(inRange.thenBlock()->getTerminator());
     Value target = memref::LoadOp::create(b, indices, ValueRange{request, i});
     Value valid =
-        arith::AndIOp::create(b,
-                              arith::CmpIOp::create(b, arith::CmpIPredicate::sge, target,
-                                                    arith::ConstantIntOp::create(b, 0, 32)),
-                              arith::CmpIOp::create(b, arith::CmpIPredicate::slt, target,
-                                                    arith::ConstantIntOp::create(b, pointed, 32)));
+        arith::AndIOp::create(b, kb.cmpi(arith::CmpIPredicate::sge, target, kb.i32(0)),
+                              kb.cmpi(arith::CmpIPredicate::slt, target, kb.i32(pointed)));
     auto branch = scf::IfOp::create(b, valid, /*withElse=*/true);
     {
       OpBuilder::InsertionGuard thenGuard(b);
@@ -135,13 +128,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(CopyRowsOp op) {
                               /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
       // A bad index is reported once per row and its row left alone.
       b.setInsertionPoint(branch.elseBlock()->getTerminator());
-      auto once =
-          scf::IfOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, byte, c(0)),
-                            /*withElse=*/false);
+      auto once = scf::IfOp::create(b, kb.cmpi(arith::CmpIPredicate::eq, byte, kb.index(0)),
+                                    /*withElse=*/false);
       b.setInsertionPoint(once.thenBlock()->getTerminator());
-      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
-                                  arith::ConstantIntOp::create(b, abi::kStatusBadStagingIndex, 32),
-                                  status, ValueRange{c(0)});
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadStagingIndex),
+                                  status, ValueRange{kb.index(0)});
     }
     b.setInsertionPointAfter(loop);
     gpu::ReturnOp::create(b);
