@@ -1,10 +1,7 @@
 //===- AcceptKernel.cpp - speculative acceptance kernel -------------------===//
 //
-// Greedy acceptance: per request, the argmax of the target's distribution at
-// each verified position. Each thread scans a strided slice of the
-// vocabulary keeping its first maximum, warps combine (value, token) pairs by
-// shuffles (larger value, then lower token), warp leaders meet in shared
-// memory, and thread 0 compares with the drafts.
+// Greedy acceptance (a block argmax per verified position) and rejection
+// sampling for dhs.accept (docs/compiler.md).
 //
 //===----------------------------------------------------------------------===//
 

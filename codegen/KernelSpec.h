@@ -1,10 +1,7 @@
 //===- KernelSpec.h - what a kernel builder declares ------------*- C++ -*-===//
 //
-// A kernel builder describes the kernel of an op as a KernelSpec: its launch
-// kind, its parameters as (role, type) pairs, its launch geometry and a
-// function that emits its body. dhs-lower-to-gpu makes the gpu.func, the
-// launch operands and the launch's roles (which the manifest reads) from that
-// one declaration.
+// What a kernel builder declares (kind, parameters by role, geometry, body
+// emitter) and dhs-lower-to-gpu generates and launches (docs/compiler.md).
 //
 //===----------------------------------------------------------------------===//
 

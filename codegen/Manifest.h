@@ -1,10 +1,7 @@
 //===- Manifest.h - a compiled step: manifest and PTX -----------*- C++ -*-===//
 //
-// After the dhs-to-ptx pipeline a module holds the step function (host code:
-// tier views, the step status and gpu.launch_func ops) and one gpu.binary of
-// PTX per kernel. The runtime never parses MLIR: it reads a JSON manifest
-// that says, per step argument, its role and type, and per launch, the kernel,
-// its PTX file, its geometry and where each kernel parameter comes from.
+// The runtime never parses MLIR: buildCompiledStep writes what it needs from
+// a module after the dhs-to-ptx pipeline (docs/compiler.md, "The manifest").
 //
 //===----------------------------------------------------------------------===//
 

@@ -8,14 +8,17 @@ include "mlir/Pass/PassBase.td"
 def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Lower dhs attention ops to GPU kernels and launches";
   let description = [{
-    Replaces every `dhs.sparse_attention` with a `gpu.launch_func` of a
-    kernel generated for its static shapes, in a `gpu.module` of its own;
-    ops of the same configuration (shapes, row format, layer within the
-    group, scale) share one kernel. Draft and verify phases are inlined.
-    Any other dhs op left (one without a kernel yet) is an error.
-    The pool's tiers become `dhs.pool_tier` views and the kernel reports
+    Replaces every dhs op that has a kernel (attention, fetch, union,
+    resolve, placement, top-k, ring, acceptance) with a `gpu.launch_func` of
+    a kernel generated for its static shapes, in a `gpu.module` of its own;
+    ops of the same configuration share one kernel. One rewrite pattern per
+    op; the kernel's builder declares its parameters by role, and the launch
+    carries them (`dhs.roles`) for the manifest. Draft and verify phases are
+    inlined. Any other dhs op left (one without a kernel yet) is an error.
+    The pool's tiers and state become `dhs.pool_*` views and kernels report
     invalid inputs through `dhs.step_status`. Host code is not lowered
-    further: the runtime launches the kernels from the manifest.
+    further: the runtime launches the kernels from the manifest
+    (docs/compiler.md).
 
     Kernel shape: one CTA per (request, query position, block of heads), one
     warp per head. The CTA stages `tile-rows` selected rows at a time in

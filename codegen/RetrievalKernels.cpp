@@ -1,17 +1,7 @@
-//===- RetrievalKernels.cpp - fetch and union-of-missing-rows kernels -----===//
+//===- RetrievalKernels.cpp - retrieval and residency kernels -------------===//
 //
-// dhs.fetch: copies each listed missing token (all layers of its group) from
-// the device-mapped host store into staging, 16 bytes per thread and load.
-//
-// dhs.union_missing: per request, the distinct missing rows of all query
-// positions. The CTA of a request claims a slot of a shared-memory hash table
-// for each missing selection (compare-and-swap of its flat position into the
-// slot of the row's hash); the selection that lands in an empty slot owns the
-// row, later selections of the same row find it. Then every missing selection
-// looks its row up: `remap` gets the owner's position and `missing` lists the
-// row at the owner's position only, so the fetch that follows copies each
-// distinct row once. Staging positions depend on which selection won a race,
-// never what they hold: results do not change.
+// The kernels of dhs.fetch, dhs.union_missing, dhs.resolve and
+// dhs.place_rows (docs/compiler.md describes the union's hash table).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,21 +1,8 @@
 //===- SparseAttentionKernel.cpp - generate the sparse attention kernel ---===//
 //
-// Builds, with gpu/scf/arith/memref/vector ops, the kernel that computes one
-// `dhs.sparse_attention`: exact attention over selected KV rows, each read
-// from its HBM slot or from the device-mapped host store.
-//
-// Work split: one CTA per (request, query position, block of heads), one warp
-// per head. The KV loop walks the K selected rows, then the W tokens of a
-// sliding window if the op has one, in tiles:
-//   A. `tileRows` threads classify the tile's rows (invalid / HBM slot / host
-//      row / window ring row), check them against the history and the tiers,
-//      and report bad input through the step status;
-//   B. the CTA copies the tile's rows, 16 bytes a thread, from whichever
-//      tier holds each row and decodes them (bf16, or e4m3 times its scale)
-//      into f32 keys in shared memory (invalid rows become zeros);
-//   C. each warp walks the staged rows: its head's score (lanes split the
-//      row, shuffles reduce), folded into an online softmax in base 2 that
-//      keeps the running max, sum and the lane's output slice in registers.
+// The CUDA-core kernel of dhs.sparse_attention and dhs.attention: a warp per
+// head, rows staged a tile at a time and folded into an online softmax
+// (docs/compiler.md describes its three phases).
 //
 //===----------------------------------------------------------------------===//
 
