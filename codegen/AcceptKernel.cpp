@@ -44,6 +44,25 @@ static KernelSpec declareAcceptKernel(AcceptOp op) {
   return spec;
 }
 
+/// The drafts accepted before the first rejection: a loop over the `gamma`
+/// drafts carrying (count, still accepting), where `accepts(i)` builds the
+/// test of draft i.
+static Value countAccepted(KernelBuilder &kb, int64_t gamma, function_ref<Value(Value i)> accepts) {
+  ImplicitLocOpBuilder &b = kb.b;
+  auto walk = scf::ForOp::create(b, kb.index(0), kb.index(gamma), kb.index(1),
+                                 ValueRange{kb.i32(0), kb.i32(1)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(walk.getBody());
+  Value i = walk.getInductionVar();
+  Value count = walk.getRegionIterArgs()[0];
+  Value going = walk.getRegionIterArgs()[1];
+  Value ok = accepts(i);
+  Value still = arith::AndIOp::create(b, kb.cmpi(arith::CmpIPredicate::ne, going, kb.i32(0)), ok);
+  Value still32 = arith::ExtUIOp::create(b, b.getI32Type(), still);
+  scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
+  return walk.getResult(0);
+}
+
 /// The rejection-sampling form (see getKernelSpec(AcceptOp)).
 static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op);
 
@@ -152,23 +171,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(decide.thenBlock()->getTerminator());
       // Accepted count: positions before the first mismatch.
-      auto walk = scf::ForOp::create(b, kb.index(0), kb.index(gamma), kb.index(1),
-                                     ValueRange{kb.i32(0), kb.i32(1)});
-      {
-        OpBuilder::InsertionGuard wg(b);
-        b.setInsertionPointToStart(walk.getBody());
-        Value i = walk.getInductionVar();
-        Value count = walk.getRegionIterArgs()[0];
-        Value matching = walk.getRegionIterArgs()[1];
+      Value accepted = countAccepted(kb, gamma, [&](Value i) {
         Value drafted = memref::LoadOp::create(b, draftArg, ValueRange{request, i});
         Value best = memref::LoadOp::create(b, argmaxes, ValueRange{i});
-        Value still =
-            arith::AndIOp::create(b, kb.cmpi(arith::CmpIPredicate::ne, matching, kb.i32(0)),
-                                  kb.cmpi(arith::CmpIPredicate::eq, drafted, best));
-        Value still32 = arith::ExtUIOp::create(b, i32, still);
-        scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
-      }
-      Value accepted = walk.getResult(0);
+        return kb.cmpi(arith::CmpIPredicate::eq, drafted, best);
+      });
       memref::StoreOp::create(b, accepted, acceptedArg, ValueRange{request});
       Value next = memref::LoadOp::create(
           b, argmaxes, ValueRange{arith::IndexCastOp::create(b, b.getIndexType(), accepted)});
@@ -236,28 +243,17 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(walkIf.thenBlock()->getTerminator());
-      auto walk = scf::ForOp::create(b, kb.index(0), kb.index(gamma), kb.index(1),
-                                     ValueRange{kb.i32(0), kb.i32(1)});
-      {
-        OpBuilder::InsertionGuard wg(b);
-        b.setInsertionPointToStart(walk.getBody());
-        Value i = walk.getInductionVar();
-        Value count = walk.getRegionIterArgs()[0];
-        Value going = walk.getRegionIterArgs()[1];
+      Value accepted = countAccepted(kb, gamma, [&](Value i) -> Value {
         Value x = arith::IndexCastOp::create(
             b, b.getIndexType(), memref::LoadOp::create(b, draftArg, ValueRange{request, i}));
         Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, i, x});
         Value q = memref::LoadOp::create(b, qArg, ValueRange{request, i, x});
         Value u = uniform(b, seed, step, arith::IndexCastOp::create(b, b.getI64Type(), i));
-        Value ok =
-            arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q), p);
-        Value still =
-            arith::AndIOp::create(b, kb.cmpi(arith::CmpIPredicate::ne, going, kb.i32(0)), ok);
-        Value still32 = arith::ExtUIOp::create(b, i32, still);
-        scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, count, still32), still32});
-      }
-      memref::StoreOp::create(b, walk.getResult(0), decision, ValueRange{kb.index(0)});
-      memref::StoreOp::create(b, walk.getResult(0), acceptedArg, ValueRange{request});
+        return arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q),
+                                     p);
+      });
+      memref::StoreOp::create(b, accepted, decision, ValueRange{kb.index(0)});
+      memref::StoreOp::create(b, accepted, acceptedArg, ValueRange{request});
     }
     gpu::BarrierOp::create(b);
 
