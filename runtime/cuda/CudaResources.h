@@ -70,6 +70,21 @@ public:
     driver().check(driver().moduleLoadData(&module_, cubin.data()),
                    "cuModuleLoadData(" + name + ")");
   }
+  /// Compiles PTX text `ptx` with the driver's JIT as a whole program (at
+  /// the highest optimization level) and loads it. Throws Error with the
+  /// JIT's log.
+  Module(const std::string &ptx, const std::string &name) {
+    std::string log(8192, '\0');
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                              CU_JIT_OPTIMIZATION_LEVEL};
+    void *values[] = {log.data(), reinterpret_cast<void *>(log.size()),
+                      reinterpret_cast<void *>(std::uintptr_t{4})};
+    CUresult result = driver().moduleLoadDataEx(&module_, ptx.c_str(), 3, options, values);
+    if (result != CUDA_SUCCESS) {
+      log.resize(log.find('\0') == std::string::npos ? log.size() : log.find('\0'));
+      driver().check(result, "cuModuleLoadDataEx(" + name + ")" + (log.empty() ? "" : ": " + log));
+    }
+  }
   ~Module() {
     if (module_)
       driver().moduleUnload(module_);

@@ -148,7 +148,10 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
     if (it == loaded.end()) {
       std::string ptx = readPtxFile(launch.ptxPath);
       LinkedCubin linked = jitLink.linkPtx(ptx, info.arch, launch.ptxPath);
-      st.modules.push_back(std::make_unique<Module>(linked.cubin, launch.ptxPath));
+      // nvJitLink compiles PTX as relocatable code, which ignores setmaxnreg
+      // (C7504) and serializes every wgmma (C7509): the module is loaded
+      // from the PTX through the driver's whole-program JIT instead.
+      st.modules.push_back(std::make_unique<Module>(ptx, launch.ptxPath));
       it =
           loaded.emplace(launch.ptxPath, std::make_pair(st.modules.back().get(), std::move(linked)))
               .first;
