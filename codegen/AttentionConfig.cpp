@@ -16,7 +16,7 @@ static constexpr int64_t kMaxSplits = 16;
 
 FailureOr<SparseAttentionKernelConfig>
 mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
-                                          int64_t minBlocks) {
+                                          int64_t minBlocks, bool tensorCores) {
   SparseAttentionKernelConfig config;
   Value queriesValue, rowsValue;
   if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
@@ -96,9 +96,25 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     return op->emitOpError() << "head dims must be multiples of 32";
   if (config.requests * config.positions > std::numeric_limits<int32_t>::max())
     return op->emitOpError() << "too many (request, position) pairs for a grid";
+  config.splitRows = config.entries();
+  // The tensor-core kernel: 64 heads and a whole SM per CTA; small grids
+  // split each query's tiles over CTAs (a power of two that divides them,
+  // at least two tiles each) while that keeps the grid within about
+  // minBlocks / 2 CTAs (one per SM).
+  if (tensorCores && supportsTensorCoreAttention(config)) {
+    config.tensorCores = true;
+    config.headsPerBlock = kTensorCoreHeads;
+    config.tileRows = kTensorCoreTileRows;
+    int64_t ctas = config.requests * config.positions * (config.heads / kTensorCoreHeads);
+    int64_t tiles = config.selected / kTensorCoreTileRows;
+    while (2 * ctas * config.splits <= minBlocks / 2 && config.splits * 2 <= kMaxSplits &&
+           tiles % (2 * config.splits) == 0 && tiles / (2 * config.splits) >= 2)
+      config.splits *= 2;
+    config.splitRows = config.selected / config.splits;
+    return config;
+  }
   // Small grids: split each query's entries over CTAs (each split at least
   // two tiles, a whole number of tiles).
-  config.splitRows = config.entries();
   int64_t blocks = config.requests * config.positions * (config.heads / config.headsPerBlock);
   if (minBlocks > blocks && config.entries() > 0) {
     int64_t wanted = llvm::divideCeil(minBlocks, blocks);
@@ -125,7 +141,8 @@ std::string SparseAttentionKernelConfig::key() const {
   os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/' << headsPerBlock
      << '/' << tileRows << '/' << layer << '/' << llvm::bit_cast<uint32_t>(softmaxScale) << '/'
      << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
-     << splits << 'x' << splitRows << '/' << staged << indexed << '/' << stagingRows;
+     << splits << 'x' << splitRows << '/' << staged << indexed << '/' << stagingRows
+     << (tensorCores ? "/tensor-cores" : "");
   return text;
 }
 
@@ -170,4 +187,11 @@ KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConf
     signature.add(Role::Partials, config.partialsType(context));
   signature.add(Role::Status, getStatusType(context));
   return signature;
+}
+
+bool mlir::dhs::supportsTensorCoreAttention(const SparseAttentionKernelConfig &config) {
+  RowFormatAttrInterface format = config.pool.getFormat();
+  return isa<MlaBf16Attr, MlaFp8Attr>(format) && format.getQKDim() == 576 &&
+         format.getVDim() == 512 && config.groupHeads % kTensorCoreHeads == 0 &&
+         config.selected % kTensorCoreTileRows == 0 && config.windowSize == 0;
 }

@@ -51,6 +51,9 @@ struct SparseAttentionKernelConfig {
   /// 2 + v_dim] (max, sum, output) and a combine kernel merges them.
   int64_t splits = 1;
   int64_t splitRows = 0;
+  /// The tensor-core kernel computes it (TensorCoreAttentionKernel.cpp):
+  /// headsPerBlock and tileRows are then 64, and a CTA has 384 threads.
+  bool tensorCores = false;
 
   /// Entries a query walks: its selected rows, then its window.
   int64_t entries() const { return selected + windowSize; }
@@ -64,8 +67,8 @@ struct SparseAttentionKernelConfig {
   }
   /// The partial results of a split kernel.
   MemRefType partialsType(MLIRContext *context) const;
-  /// Block: one warp per head.
-  std::array<int64_t, 3> block() const { return {32 * headsPerBlock, 1, 1}; }
+  /// Block: one warp per head, or the tensor-core kernel's three warpgroups.
+  std::array<int64_t, 3> block() const { return {tensorCores ? 384 : 32 * headsPerBlock, 1, 1}; }
 
   /// Everything the generated code depends on, as a string: equal keys
   /// mean one kernel serves both ops.
@@ -78,11 +81,22 @@ struct SparseAttentionKernelConfig {
 /// Derives the kernel configuration of `op`, or emits an error on `op` when
 /// the op cannot be compiled as is (dynamic shapes, unsupported sizes).
 /// `minBlocks` > 0 splits each query's entries over CTAs until the grid has
-/// about that many (each split keeping at least two tiles).
-FailureOr<SparseAttentionKernelConfig> getSparseAttentionKernelConfig(Operation *op,
-                                                                      int64_t maxHeadsPerBlock,
-                                                                      int64_t tileRows,
-                                                                      int64_t minBlocks = 0);
+/// about that many (each split keeping at least two tiles). With
+/// `tensorCores`, shapes the tensor-core kernel computes
+/// (supportsTensorCoreAttention) get it.
+FailureOr<SparseAttentionKernelConfig>
+getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
+                               int64_t minBlocks = 0, bool tensorCores = false);
+
+/// Query heads of one tensor-core CTA (the wgmma M dimension).
+inline constexpr int64_t kTensorCoreHeads = 64;
+/// Selected rows one tensor-core CTA gathers and multiplies at a time.
+inline constexpr int64_t kTensorCoreTileRows = 64;
+
+/// True if the tensor-core kernel computes an attention of `config`'s shape:
+/// MLA rows (576 key dims, 512 value dims), query heads in multiples of 64
+/// per KV head, selections in multiples of 64, no sliding window.
+bool supportsTensorCoreAttention(const SparseAttentionKernelConfig &config);
 
 /// The parameters of an attention kernel of `config`, in order:
 /// - fused (dhs.sparse_attention): queries, row_ids, slots, history_start,

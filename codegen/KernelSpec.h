@@ -130,6 +130,10 @@ struct KernelSpec {
   KernelGeometry geometry;
   /// Static shared-memory buffers (gpu.func workgroup attributions).
   SmallVector<Type> workgroup;
+  /// CTAs the kernel must fit on one SM at least (nvvm.minctasm; 0: no
+  /// bound). With the block size it fixes the registers a thread starts with,
+  /// which setmaxnreg needs.
+  int64_t minBlocksPerSM = 0;
   /// Emits the body at the entry of the kernel's gpu.func.
   std::function<void(ImplicitLocOpBuilder &, const KernelArguments &)> emitBody;
 };

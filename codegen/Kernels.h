@@ -96,6 +96,15 @@ FailureOr<KernelSpec> getKernelSpec(AcceptOp op);
 /// and folded into an online softmax. docs/compiler.md describes it.
 KernelSpec getSparseAttentionKernel(const SparseAttentionKernelConfig &config);
 
+/// The tensor-core kernel of an attention of `config` (config.tensorCores;
+/// its parameters are getAttentionSignature's) on Hopper (wgmma, sm_90a):
+/// one CTA of three warpgroups per 64 heads of a query: a producer gathers
+/// each tile of 64 rows and dequantizes it to bf16 in 128-byte swizzled
+/// shared memory, a softmax warpgroup computes Q K^T, the online softmax and
+/// half of P V, a third warpgroup the other half. docs/compiler.md
+/// describes it. (TensorCoreAttentionKernel.cpp)
+KernelSpec getTensorCoreAttentionKernel(const SparseAttentionKernelConfig &config);
+
 /// The kernel that merges the partials of a split attention of `config`
 /// into its output (parameters: partials, output): a warp per head rescales
 /// every split's state to the common max, sums and normalizes; a query

@@ -213,6 +213,8 @@ FailureOr<LaunchBuilder::Kernel> LaunchBuilder::getOrCreateKernel(OpBuilder &bui
   builder.setInsertionPointToStart(gpuModule.getBody());
   gpu::GPUFuncOp func = createKernel(builder, loc, gpuModule.getName(), spec.signature.getTypes(),
                                      spec.geometry.block[0], spec.workgroup);
+  if (spec.minBlocksPerSM > 0)
+    func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(spec.minBlocksPerSM));
   ImplicitLocOpBuilder body(loc, builder);
   body.setInsertionPointToStart(&func.getBody().front());
   spec.emitBody(body, KernelArguments(func, spec.signature));
@@ -361,6 +363,7 @@ private:
 /// The tiling options of the pass that attention kernels take.
 struct AttentionOptions {
   int64_t maxHeadsPerBlock, tileRows, minBlocks;
+  bool tensorCores;
 };
 
 /// The kernels that compute an attention op: the attention kernel and, when
@@ -377,12 +380,20 @@ struct AttentionKernels {
 static FailureOr<AttentionKernels> chooseAttentionKernels(Operation *op,
                                                           const AttentionOptions &options) {
   FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
-      op, options.maxHeadsPerBlock, options.tileRows, options.minBlocks);
+      op, options.maxHeadsPerBlock, options.tileRows, options.minBlocks, options.tensorCores);
   if (failed(config))
     return failure();
-  AttentionKernels kernels{*config, getSparseAttentionKernel(*config), std::nullopt};
-  if (config->splits > 1)
-    kernels.combine = getAttentionCombineKernel(*config);
+  AttentionKernels kernels{*config,
+                           config->tensorCores ? getTensorCoreAttentionKernel(*config)
+                                               : getSparseAttentionKernel(*config),
+                           std::nullopt};
+  if (config->splits > 1) {
+    // A warp per head, at most 16 heads per CTA, whichever kernel split.
+    SparseAttentionKernelConfig combine = *config;
+    combine.tensorCores = false;
+    combine.headsPerBlock = std::min<int64_t>(config->headsPerBlock, 16);
+    kernels.combine = getAttentionCombineKernel(combine);
+  }
   return kernels;
 }
 
@@ -492,7 +503,7 @@ void DhsLowerToGPU::runOnOperation() {
                     ResidencyOp>();
 
   LaunchBuilder launches(module);
-  AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks};
+  AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores};
   RewritePatternSet patternList(context);
   patternList
       .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ResolveOp>,
@@ -523,7 +534,7 @@ void DhsLowerToGPU::runOnOperation() {
   module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
   for (SparseAttentionOp op : fused) {
     FailureOr<SparseAttentionKernelConfig> config =
-        getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks);
+        getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores);
     if (failed(config))
       return signalPassFailure();
     if (config->groupHeads > config->headsPerBlock && op.getPool().getType().getLayers() == 1)

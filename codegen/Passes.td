@@ -71,7 +71,10 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
     Option<"minBlocks", "min-blocks", "int64_t", /*default=*/"264",
            "Split each query's rows over CTAs until an attention grid has "
            "about this many (264: two per SM of an H100/H200; 0: never "
-           "split)">
+           "split)">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Compute MLA attention with 64 heads per KV head and selections in "
+           "multiples of 64 on the tensor cores (wgmma, sm_90a)">
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels generated">,
@@ -80,6 +83,7 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
   ];
 }

@@ -58,6 +58,9 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &optio
   kernels.addPass(createLowerAffinePass());
   kernels.addPass(createStripDebugInfoPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  // NVVM ops that lower to inline PTX (wgmma, mbarrier waits, named-barrier
+  // arrivals).
+  kernels.addPass(createConvertNVVMToLLVMPass());
   kernels.addPass(LLVM::createNVVMOptimizeForTargetPass());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
@@ -111,6 +114,10 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
                             llvm::cl::desc("Split each query's rows over CTAs until an attention "
                                            "grid has about this many (0: never split)"),
                             llvm::cl::init(264)};
+  Option<bool> tensorCores{*this, "tensor-cores",
+                           llvm::cl::desc("Compute MLA attention of 64-head multiples on the "
+                                          "tensor cores (wgmma, sm_90a)"),
+                           llvm::cl::init(true)};
 };
 } // namespace
 
@@ -129,6 +136,7 @@ void dhs::registerCodegenPasses() {
   memref::registerExpandStridedMetadataPass();
   registerLowerAffinePass();
   registerConvertGpuOpsToNVVMOps();
+  registerConvertNVVMToLLVMPass();
   LLVM::registerNVVMOptimizeForTargetPass();
   registerReconcileUnrealizedCastsPass();
   PassPipelineRegistration<DhsToPtxPipelineOptions>(
@@ -147,6 +155,7 @@ void dhs::registerCodegenPasses() {
         tiles.maxHeadsPerBlock = options.maxHeadsPerBlock;
         tiles.tileRows = options.tileRows;
         tiles.minBlocks = options.minBlocks;
+        tiles.tensorCores = options.tensorCores;
         buildDhsToPtxPipeline(pm, ptx, config, tiles);
       });
 }

@@ -60,6 +60,11 @@ static cl::opt<int64_t>
               cl::desc("Split each query's rows over CTAs until an attention grid has "
                        "about this many (0: never split)"),
               cl::init(264), cl::cat(tileCategory));
+static cl::opt<bool>
+    tensorCores("tensor-cores",
+                cl::desc("Compute MLA attention of 64-head multiples on the tensor cores "
+                         "(wgmma, sm_90a); =false keeps the CUDA-core kernel"),
+                cl::init(true), cl::cat(tileCategory));
 static cl::opt<bool> timing("time", cl::desc("Print how long compilation took"), cl::init(false));
 enum class Emit { Files, Mlir, Manifest };
 static cl::opt<Emit>
@@ -123,6 +128,7 @@ int main(int argc, char **argv) {
   tiles.maxHeadsPerBlock = maxHeadsPerBlock;
   tiles.tileRows = tileRows;
   tiles.minBlocks = minBlocks;
+  tiles.tensorCores = tensorCores;
   dhs::buildDhsToPtxPipeline(pm, options, config, tiles);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))

@@ -1,0 +1,95 @@
+// MLA attention with 64 heads per KV head and selections in multiples of 64
+// runs on the tensor cores: one CTA of three warpgroups (384 threads, 231200
+// bytes of dynamic shared memory: Q, two swizzled tiles of 64 rows, P, the
+// rows' rescale factors and biases, four mbarriers) per 64 heads of a query.
+// The producer warpgroup gathers and dequantizes tiles (full/empty
+// mbarriers), the softmax warpgroup computes Q K^T (36 wgmma m64n64k16, the
+// first without accumulating) and the first half of P V (4 m64n256k16 over
+// the same tile, N-major), the third warpgroup the second half; named
+// barriers 1 and 2 hand P over and back, 3 ends both consumers differently.
+// 16 heads, or --tensor-cores=false, keep the CUDA-core kernel.
+// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
+// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=264" --canonicalize --cse | FileCheck %s --check-prefix=SPLIT
+// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-cores=false" | FileCheck %s --check-prefix=CORES
+// RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
+// RUN: grep -c 'wgmma.mma_async.sync.aligned' %t/sparse_attention.ptx | FileCheck %s --check-prefix=COUNT
+// RUN: FileCheck %s --check-prefix=PTX < %t/sparse_attention.ptx
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/sparse_attention.ptx -o %t/sparse_attention.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+// RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
+
+// CHECK-LABEL: func.func @step
+// CHECK: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c2, %c1, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c231200_i32
+// CHECK: llvm.mlir.global external @dhs_tensor_core_shared() {addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>
+// CHECK-LABEL: gpu.func @sparse_attention
+// CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
+// CHECK-SAME: nvvm.minctasm = 1 : i32
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
+// Producer: waits for an empty tile, fills it, publishes it to wgmma.
+// CHECK: nvvm.setmaxregister  decrease 136
+// CHECK: scf.for
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.convert.f8x2.to.f16x2
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvvm.mbarrier.arrive
+// Softmax warpgroup.
+// CHECK: nvvm.setmaxregister  increase 208
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-35: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: nvvm.barrier id = %c2_i32 number_of_threads = %c256_i32
+// CHECK: nvvm.barrier.arrive id = %c1_i32 number_of_threads = %c256_i32
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.barrier.arrive id = %c3_i32 number_of_threads = %c256_i32
+// Second half of the values.
+// CHECK: nvvm.setmaxregister  decrease 160
+// CHECK: nvvm.barrier id = %c1_i32 number_of_threads = %c256_i32
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.barrier.arrive id = %c2_i32 number_of_threads = %c256_i32
+// CHECK: nvvm.barrier id = %c3_i32 number_of_threads = %c256_i32
+// CHECK: gpu.return
+
+// Two queries of 64 heads fill 2 SMs: each query's 4 tiles go to 2 CTAs
+// (2 tiles each), merged by the combine kernel (16 heads a CTA).
+// SPLIT: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c2, %c1, %c2) threads in (%c384, %c1, %c1)
+// SPLIT-SAME: memref<2x1x64x2x514xf32>
+// SPLIT: gpu.launch_func @attention_combine::@attention_combine blocks in (%c2, %c4, %c1) threads in (%c512, %c1, %c1)
+
+// The CUDA-core kernel: 16 heads a CTA, so the one-layer pool's missing rows
+// are fetched once into the arena first.
+// CORES: gpu.launch_func @fetch::@fetch
+// CORES: gpu.launch_func @attention::@attention blocks in ({{.*}}, %c4, {{.*}}) threads in (%c512,
+// CORES-NOT: wgmma
+
+// MANIFEST: "block": [
+// MANIFEST-NEXT: 384,
+// MANIFEST: "dynamic_shared_bytes": 231200
+// COUNT: 44
+// PTX: .extern .shared .align 1024 .b8 dhs_tensor_core_shared[];
+// PTX: .maxntid 384, 1, 1
+// PTX: .minnctapersm 1
+// PTX-DAG: setmaxnreg.dec.sync.aligned.u32
+// PTX-DAG: cvt.rn.f16x2.e4m3x2
+// PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PTX-DAG: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+// PTXAS-NOT: Potential Performance Loss
+// PTXAS: Used 168 registers
+// LINK: link: OK
+
+func.func @step(%queries: memref<2x1x64x576xbf16>, %rows: memref<2x1x256xi32>,
+                %slots: memref<2x1x256xi32>, %history_start: memref<2xi64>,
+                %history_len: memref<2xi32>,
+                %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>,
+                %out: memref<2x1x64x512xbf16>) {
+  dhs.sparse_attention queries(%queries : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x256xi32>) slots(%slots : memref<2x1x256xi32>)
+      history(%history_start, %history_len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0721687824
+  return
+}
