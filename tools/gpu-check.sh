@@ -83,6 +83,13 @@ steps() {
     "$build/bin/dhs-compile" "$dir/${name}_unshared.mlir" \
       -o "$dir/steps/${name}_unshared" || exit 1
   done
+  # The tensor-core kernel beyond the examples: 128 heads (two CTAs per
+  # query over rows fetched once into the arena) and a verify step of 64
+  # heads (staged rows found through the shared fetch's index).
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 4 --positions 2 \
+    --heads 128 --hbm-slots 16384 -o "$dir/steps/tc_fp8_h128_step" || exit 1
+  sed 's/x16x/x64x/g' "$root/examples/verify_step.mlir" > "$dir/verify_step_h64.mlir"
+  "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" -o "$dir/steps/verify_step_h64" || exit 1
   # A larger resolving layer group for dhs-step-bench: 16 requests x 4 query
   # positions x top-2048 (131072 selections a group, many repeated), 4 FP8
   # layers a pool, 16384 slots.
