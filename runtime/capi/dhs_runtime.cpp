@@ -19,6 +19,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace dhs::runtime;
@@ -78,34 +79,33 @@ dhs_status guarded(const char *where, dhs_status generic, Body &&body) noexcept 
 
 } // namespace
 
+/// The status of a runtime error: its class's (the most derived first), or
+/// `generic` for a plain Error.
+static dhs_status statusOfError(const Error &e, dhs_status generic) {
+  if (dynamic_cast<const OutOfRangeError *>(&e))
+    return DHS_ERROR_OUT_OF_RANGE;
+  if (dynamic_cast<const InputError *>(&e))
+    return DHS_ERROR_INVALID_ARGUMENT;
+  if (dynamic_cast<const UnknownRequestError *>(&e))
+    return DHS_ERROR_UNKNOWN_REQUEST;
+  if (dynamic_cast<const CapacityError *>(&e))
+    return DHS_ERROR_OUT_OF_MEMORY;
+  if (dynamic_cast<const StateError *>(&e))
+    return DHS_ERROR_STATE;
+  if (dynamic_cast<const InvariantError *>(&e))
+    return DHS_ERROR_INVARIANT;
+  if (dynamic_cast<const DeviceError *>(&e))
+    return DHS_ERROR_DEVICE;
+  return generic;
+}
+
 dhs_status dhs::runtime::statusOfException(const std::exception_ptr &error, dhs_status generic,
                                            std::string &message) {
   try {
     std::rethrow_exception(error);
-  } catch (const OutOfRangeError &e) {
-    message = e.what();
-    return DHS_ERROR_OUT_OF_RANGE;
-  } catch (const InputError &e) {
-    message = e.what();
-    return DHS_ERROR_INVALID_ARGUMENT;
-  } catch (const UnknownRequestError &e) {
-    message = e.what();
-    return DHS_ERROR_UNKNOWN_REQUEST;
-  } catch (const CapacityError &e) {
-    message = e.what();
-    return DHS_ERROR_OUT_OF_MEMORY;
-  } catch (const StateError &e) {
-    message = e.what();
-    return DHS_ERROR_STATE;
-  } catch (const InvariantError &e) {
-    message = e.what();
-    return DHS_ERROR_INVARIANT;
-  } catch (const DeviceError &e) {
-    message = e.what();
-    return DHS_ERROR_DEVICE;
   } catch (const Error &e) {
     message = e.what();
-    return generic;
+    return statusOfError(e, generic);
   } catch (const std::bad_alloc &) {
     message = "out of host memory";
     return DHS_ERROR_OUT_OF_MEMORY;
@@ -120,14 +120,43 @@ dhs_status dhs::runtime::statusOfException(const std::exception_ptr &error, dhs_
 
 namespace {
 
-/// Checks a handle and that a step is loaded.
-dhs_status requireLoaded(const dhs_runtime *handle, const char *where) {
-  if (!handle)
-    return failWith(DHS_ERROR_INVALID_HANDLE, where, "null runtime handle");
-  if (!handle->runtime->stepLoaded())
-    return failWith(DHS_ERROR_NOT_LOADED, where,
-                    "no step is loaded (call dhs_runtime_load_step first)");
-  return DHS_OK;
+/// Entry point `where` on the runtime of `handle`: once the handle is
+/// checked (and with `needsStep`, that a step is loaded), runs
+/// `body(runtime)` guarded (`generic`: the status of a plain Error); DHS_OK
+/// when `body` returns.
+template <typename Handle, typename Body>
+dhs_status onHandle(const char *where, dhs_status generic, Handle *handle, Body &&body,
+                    bool needsStep = false) noexcept {
+  return guarded(where, generic, [&] {
+    if (!handle)
+      return failWith(DHS_ERROR_INVALID_HANDLE, where, "null runtime handle");
+    if (needsStep && !handle->runtime->stepLoaded())
+      return failWith(DHS_ERROR_NOT_LOADED, where,
+                      "no step is loaded (call dhs_runtime_load_step first)");
+    body(*handle->runtime);
+    return DHS_OK;
+  });
+}
+
+/// onHandle for an entry point that needs a loaded step.
+template <typename Handle, typename Body>
+dhs_status onLoaded(const char *where, dhs_status generic, Handle *handle, Body &&body) noexcept {
+  return onHandle(where, generic, handle, std::forward<Body>(body), /*needsStep=*/true);
+}
+
+/// Throws DeviceError when `handle` asked for the CUDA backend and no GPU
+/// is usable (the runtime would fall back to the CPU).
+void requireDevice(const dhs_runtime &handle) {
+  if (handle.backend == BackendKind::Cuda && !CudaDriver::instance().available())
+    throw DeviceError("the CUDA backend was asked for: " +
+                      CudaDriver::instance().unavailableReason());
+}
+
+/// The step directory a caller passed; InputError when it is null.
+std::string stepDirectory(const char *directory) {
+  if (!directory)
+    throw InputError("null step directory");
+  return directory;
 }
 
 /// The integer a C caller passed as an enum. A C caller may pass any int
@@ -253,25 +282,16 @@ void dhs_runtime_destroy(dhs_runtime *runtime) {
 }
 
 dhs_status dhs_runtime_load_step(dhs_runtime *runtime, const char *step_directory) {
-  return guarded("dhs_runtime_load_step", DHS_ERROR_STEP, [&] {
-    if (!runtime)
-      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_load_step", "null runtime handle");
-    if (!step_directory)
-      throw InputError("null step directory");
-    if (runtime->backend == BackendKind::Cuda && !CudaDriver::instance().available())
-      return failWith(DHS_ERROR_DEVICE, "dhs_runtime_load_step",
-                      "the CUDA backend was asked for: " +
-                          CudaDriver::instance().unavailableReason());
-    runtime->runtime->loadStep(std::string(step_directory));
-    return DHS_OK;
+  return onHandle("dhs_runtime_load_step", DHS_ERROR_STEP, runtime, [&](Runtime &rt) {
+    const std::string directory = stepDirectory(step_directory);
+    requireDevice(*runtime);
+    rt.loadStep(directory);
   });
 }
 
 dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_directories,
                                   size_t count) {
-  return guarded("dhs_runtime_load_steps", DHS_ERROR_STEP, [&] {
-    if (!runtime)
-      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_load_steps", "null runtime handle");
+  return onHandle("dhs_runtime_load_steps", DHS_ERROR_STEP, runtime, [&](Runtime &rt) {
     if (count == 0 || !step_directories)
       throw InputError("no step directories (null list or count 0)");
     std::vector<std::string> directories;
@@ -280,83 +300,48 @@ dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_
         throw InputError("step directory " + std::to_string(i) + " is null");
       directories.emplace_back(step_directories[i]);
     }
-    if (runtime->backend == BackendKind::Cuda && !CudaDriver::instance().available())
-      return failWith(DHS_ERROR_DEVICE, "dhs_runtime_load_steps",
-                      "the CUDA backend was asked for: " +
-                          CudaDriver::instance().unavailableReason());
-    runtime->runtime->loadSteps(directories);
-    return DHS_OK;
+    requireDevice(*runtime);
+    rt.loadSteps(directories);
   });
 }
 
 dhs_status dhs_runtime_load_draft_step(dhs_runtime *runtime, const char *step_directory) {
-  return guarded("dhs_runtime_load_draft_step", DHS_ERROR_STEP, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_load_draft_step"))
-      return status;
-    if (!step_directory)
-      throw InputError("null step directory");
-    runtime->runtime->loadDraftStep(std::string(step_directory));
-    return DHS_OK;
-  });
+  return onLoaded("dhs_runtime_load_draft_step", DHS_ERROR_STEP, runtime,
+                  [&](Runtime &rt) { rt.loadDraftStep(stepDirectory(step_directory)); });
 }
 
 dhs_status dhs_window_write(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
                             const void *rows) {
-  return guarded("dhs_window_write", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_window_write"))
-      return status;
-    runtime->runtime->writeWindow(id, position, count, rows);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_window_write", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.writeWindow(id, position, count, rows); });
 }
 
 dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *step_directory) {
-  return guarded("dhs_runtime_load_placement_step", DHS_ERROR_STEP, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_load_placement_step"))
-      return status;
-    if (!step_directory)
-      throw InputError("null step directory");
-    runtime->runtime->loadPlacementStep(std::string(step_directory));
-    return DHS_OK;
-  });
+  return onLoaded("dhs_runtime_load_placement_step", DHS_ERROR_STEP, runtime,
+                  [&](Runtime &rt) { rt.loadPlacementStep(stepDirectory(step_directory)); });
 }
 
 dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
                             const void *rows) {
-  return guarded("dhs_draft_append", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_draft_append"))
-      return status;
-    runtime->runtime->appendDraft(id, position, count, rows);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_draft_append", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.appendDraft(id, position, count, rows); });
 }
 
 dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count,
                           void *out) {
-  return guarded("dhs_draft_read", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_draft_read"))
-      return status;
-    runtime->runtime->readDraft(id, end, count, out);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_draft_read", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.readDraft(id, end, count, out); });
 }
 
 dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on) {
-  return guarded("dhs_runtime_set_cuda_graphs", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_set_cuda_graphs"))
-      return status;
-    runtime->runtime->setCudaGraphs(on != 0);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_runtime_set_cuda_graphs", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.setCudaGraphs(on != 0); });
 }
 
 dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *shape) {
-  return guarded("dhs_runtime_get_shape", DHS_ERROR_INTERNAL, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_get_shape"))
-      return status;
+  return onLoaded("dhs_runtime_get_shape", DHS_ERROR_INTERNAL, runtime, [&](const Runtime &rt) {
     if (!shape)
       throw InputError("null shape pointer");
-    const Runtime &rt = *runtime->runtime;
     const ProblemShape &s = rt.shape();
     shape->batch = s.batch;
     shape->queries = s.queries;
@@ -368,33 +353,27 @@ dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *sha
     shape->groups = rt.groups();
     shape->hbm_slots = rt.controller().config().hbmSlots;
     shape->layers = rt.layers();
-    return DHS_OK;
   });
 }
 
 dhs_status dhs_runtime_describe(const dhs_runtime *runtime, char *buffer, size_t size) {
-  return guarded("dhs_runtime_describe", DHS_ERROR_INTERNAL, [&] {
-    if (!runtime)
-      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_describe", "null runtime handle");
+  return onHandle("dhs_runtime_describe", DHS_ERROR_INTERNAL, runtime, [&](const Runtime &rt) {
     if (!buffer || size == 0)
       throw InputError("null or empty buffer");
-    std::string text = runtime->runtime->backendDescription();
-    if (!runtime->runtime->fallbackReason().empty())
-      text += " (CUDA not used: " + runtime->runtime->fallbackReason() + ")";
+    std::string text = rt.backendDescription();
+    if (!rt.fallbackReason().empty())
+      text += " (CUDA not used: " + rt.fallbackReason() + ")";
     std::size_t n = std::min(size - 1, text.size());
     std::memcpy(buffer, text.data(), n);
     buffer[n] = '\0';
-    return DHS_OK;
   });
 }
 
 dhs_status dhs_runtime_get_stats(const dhs_runtime *runtime, dhs_stats *stats) {
-  return guarded("dhs_runtime_get_stats", DHS_ERROR_INTERNAL, [&] {
-    if (!runtime)
-      return failWith(DHS_ERROR_INVALID_HANDLE, "dhs_runtime_get_stats", "null runtime handle");
+  return onHandle("dhs_runtime_get_stats", DHS_ERROR_INTERNAL, runtime, [&](const Runtime &rt) {
     if (!stats)
       throw InputError("null stats pointer");
-    RuntimeStats s = runtime->runtime->stats();
+    const RuntimeStats s = rt.stats();
     std::memset(stats, 0, sizeof(*stats));
     stats->steps = s.steps;
     stats->last_selected = s.lastStep.selected;
@@ -416,114 +395,71 @@ dhs_status dhs_runtime_get_stats(const dhs_runtime *runtime, dhs_stats *stats) {
     stats->optional_used_slots = s.optionalUsedSlots;
     stats->graph_captures = s.graphCaptures;
     stats->graph_replays = s.graphReplays;
-    return DHS_OK;
   });
 }
 
 dhs_status dhs_request_admit(dhs_runtime *runtime, uint64_t id, int64_t history_len,
                              int64_t max_context, const void *prefill) {
-  return guarded("dhs_request_admit", DHS_ERROR_INTERNAL, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_request_admit"))
-      return status;
-    runtime->runtime->admit(id, history_len, max_context, prefill);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_request_admit", DHS_ERROR_INTERNAL, runtime,
+                  [&](Runtime &rt) { rt.admit(id, history_len, max_context, prefill); });
 }
 
 dhs_status dhs_request_append(dhs_runtime *runtime, uint64_t id, const void *rows) {
-  return guarded("dhs_request_append", DHS_ERROR_INTERNAL, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_request_append"))
-      return status;
-    runtime->runtime->append(id, rows);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_request_append", DHS_ERROR_INTERNAL, runtime,
+                  [&](Runtime &rt) { rt.append(id, rows); });
 }
 
 dhs_status dhs_request_finish(dhs_runtime *runtime, uint64_t id) {
-  return guarded("dhs_request_finish", DHS_ERROR_INTERNAL, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_request_finish"))
-      return status;
-    runtime->runtime->finish(id);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_request_finish", DHS_ERROR_INTERNAL, runtime,
+                  [&](Runtime &rt) { rt.finish(id); });
 }
 
 dhs_status dhs_request_length(const dhs_runtime *runtime, uint64_t id, int64_t *length) {
-  return guarded("dhs_request_length", DHS_ERROR_INTERNAL, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_request_length"))
-      return status;
+  return onLoaded("dhs_request_length", DHS_ERROR_INTERNAL, runtime, [&](const Runtime &rt) {
     if (!length)
       throw InputError("null length pointer");
-    *length = runtime->runtime->historyLen(id);
-    return DHS_OK;
+    *length = rt.historyLen(id);
   });
 }
 
 dhs_status dhs_step_run(dhs_runtime *runtime, const uint64_t *ids, int64_t batch,
                         const int32_t *row_ids, const uint16_t *queries, uint16_t *output,
                         dhs_memory memory) {
-  return guarded("dhs_step_run", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_step_run"))
-      return status;
-    runtime->runtime->step(ids, batch, row_ids, queries, output, memorySpace(memory));
-    return DHS_OK;
+  return onLoaded("dhs_step_run", DHS_ERROR_DEVICE, runtime, [&](Runtime &rt) {
+    rt.step(ids, batch, row_ids, queries, output, memorySpace(memory));
   });
 }
 
 dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch) {
-  return guarded("dhs_step_begin", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_step_begin"))
-      return status;
-    runtime->runtime->beginStep(ids, batch);
-    return DHS_OK;
-  });
+  return onLoaded("dhs_step_begin", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.beginStep(ids, batch); });
 }
 
 dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
                            dhs_memory memory) {
-  return guarded("dhs_step_select", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_step_select"))
-      return status;
-    runtime->runtime->selectGroup(group, row_ids, memorySpace(memory));
-    return DHS_OK;
-  });
+  return onLoaded("dhs_step_select", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.selectGroup(group, row_ids, memorySpace(memory)); });
 }
 
 dhs_status dhs_step_attend(dhs_runtime *runtime, int32_t layer, const uint16_t *queries,
                            uint16_t *output, dhs_memory memory) {
-  return guarded("dhs_step_attend", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_step_attend"))
-      return status;
-    runtime->runtime->attendLayer(layer, queries, output, memorySpace(memory));
-    return DHS_OK;
+  return onLoaded("dhs_step_attend", DHS_ERROR_DEVICE, runtime, [&](Runtime &rt) {
+    rt.attendLayer(layer, queries, output, memorySpace(memory));
   });
 }
 
 dhs_status dhs_step_end(dhs_runtime *runtime) {
-  return guarded("dhs_step_end", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_step_end"))
-      return status;
-    runtime->runtime->endStep();
-    return DHS_OK;
-  });
+  return onLoaded("dhs_step_end", DHS_ERROR_DEVICE, runtime, [&](Runtime &rt) { rt.endStep(); });
 }
 
 dhs_status dhs_step_abort(dhs_runtime *runtime) {
-  return guarded("dhs_step_abort", DHS_ERROR_DEVICE, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_step_abort"))
-      return status;
-    runtime->runtime->abortStep();
-    return DHS_OK;
-  });
+  return onLoaded("dhs_step_abort", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.abortStep(); });
 }
 
 dhs_status dhs_runtime_check(dhs_runtime *runtime) {
-  return guarded("dhs_runtime_check", DHS_ERROR_INVARIANT, [&] {
-    if (dhs_status status = requireLoaded(runtime, "dhs_runtime_check"))
-      return status;
-    runtime->runtime->checkInvariants();
-    return DHS_OK;
-  });
+  return onLoaded("dhs_runtime_check", DHS_ERROR_INVARIANT, runtime,
+                  [&](Runtime &rt) { rt.checkInvariants(); });
 }
 
 const char *dhs_last_error(void) { return lastError.c_str(); }
