@@ -120,6 +120,8 @@ bundle() {
   [ -d "$build/test/unit/group-steps" ] &&
     cp -r "$build/test/unit/group-steps" "$dir/group-steps"
   steps
+  # The attention benchmark's shapes (bench/attention.sh run DIR times them).
+  DHS_BUILD_DIR=$build bash "$root/bench/attention.sh" steps "$dir" || exit 1
   echo "gpu-check: bundle in $dir: $(ls "$dir/steps" | tr '\n' ' ')"
 }
 

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The attention benchmark (issue 10's table): the generated attention kernels
+# on GLM-5 / DeepSeek-V3.2-shaped steps, each checked against the fp64 CPU
+# reference before it is timed, against the floors measured in the same run
+# (dense bf16 matmul rate and pinned host-to-device copy rate, with torch).
+#
+#   bench/attention.sh steps DIR   on the build machine: compile every shape
+#                                  (bench/steps/*.mlir via dhs-compile) into DIR
+#   bench/attention.sh run DIR     on the GPU machine (DIR holds bin/dhs-run,
+#                                  as tools/gpu-check.sh bundle makes it):
+#                                  time every shape and print the table; it
+#                                  is also written to bench/results/ with the
+#                                  date, GPU and commit
+#
+# Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
+# heads, 1, 2 and 5 query positions, 32 to 128 requests, 32K-row histories,
+# all rows resident (kernel time: dhs-run --no-host-check times the step's
+# launches with CUDA events); then the FP8 64-head shape with x% of the
+# selected rows missing (x = 1, 5, 14, 30) against max(attention at residency
+# 1, missing bytes / copy rate); and the CUDA-core kernel on the first shape.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mode=${1:-}
+dir=${2:-$root/.device-carry}
+# requests positions heads
+shapes=("128 1 64" "64 2 64" "32 1 64" "64 5 64" "64 1 128" "32 1 128")
+
+steps() {
+  local compile=${DHS_BUILD_DIR:-$root/build}/bin/dhs-compile
+  mkdir -p "$dir/attention"
+  for shape in "${shapes[@]}"; do
+    read -r b q h <<<"$shape"
+    for format in fp8 bf16; do
+      "$compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
+        --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) \
+        -o "$dir/attention/${format}_b${b}_q${q}_h${h}" || exit 1
+    done
+  done
+  "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
+    --hbm-slots 262144 --tensor-cores=false -o "$dir/attention/cores_fp8_b128_q1_h64" || exit 1
+}
+
+run() {
+  local results=${OUT:-$dir/results}
+  mkdir -p "$results"
+  local floors
+  floors=$(python3 - <<'PY'
+import torch
+def timed(f, n=20):
+    f(); torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(n): f()
+    e.record(); torch.cuda.synchronize()
+    return s.elapsed_time(e) / n
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+ms = timed(lambda: a @ a)
+host = torch.empty(1 << 30, dtype=torch.uint8, pin_memory=True)
+dev = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+copy = timed(lambda: dev.copy_(host, non_blocking=True), 10)
+print(f"{2 * 8192**3 / ms / 1e9:.1f} {(1 << 30) / copy / 1e6:.1f}")
+PY
+)
+  read -r peak copy <<<"$floors"
+  echo "dense bf16 matmul: $peak TFLOP/s; pinned host-to-device copy: $copy GB/s"
+  run_step() { # NAME RESIDENCY -> median ms (empty on failure)
+    "$dir/bin/dhs-run" "$dir/attention/$1" --backend cuda --no-host-check --resident "$2" \
+      --history-rows 32768 --repeat 20 --json "$results/$1-$2.json" > "$results/$1-$2.log" 2>&1 ||
+      { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$results/$1-$2.log" >&2; return; }
+    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
+      "$results/$1-$2.json"
+  }
+  printf '%-24s %9s %9s %12s\n' shape ms TFLOP/s "of peak"
+  for shape in "${shapes[@]}" "128 1 64 cores"; do
+    read -r b q h kind <<<"$shape"
+    for format in fp8 bf16; do
+      [ "${kind:-}" = cores ] && [ $format = bf16 ] && continue
+      local name=${format}_b${b}_q${q}_h${h}
+      [ "${kind:-}" = cores ] && name=cores_$name
+      local ms; ms=$(run_step "$name" 1)
+      [ -n "$ms" ] || continue
+      python3 -c "import sys; b,q,h,ms,peak=map(float,sys.argv[1:6]); t=2*h*2048*1088*b*q/ms/1e9
+print(f'{sys.argv[6]:24} {ms:9.4f} {t:9.1f} {t/peak:11.1%}')" "$b" "$q" "$h" "$ms" "$peak" "$name"
+    done
+  done
+  local resident; resident=$(run_step fp8_b128_q1_h64 1)
+  printf '\n%-8s %9s %9s %9s %9s\n' missing ms floor/ms "vs floor" GB/s
+  for missing in 0.01 0.05 0.14 0.30; do
+    local ms; ms=$(run_step fp8_b128_q1_h64 "$(python3 -c "print(1-$missing)")")
+    [ -n "$ms" ] || continue
+    python3 -c "import sys; x,ms,res,copy=map(float,sys.argv[1:5]); byts=x*128*2048*656
+floor=max(res, byts/copy/1e6); print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms>res else 0:9.1f}')" \
+      "$missing" "$ms" "$resident" "$copy"
+  done
+}
+
+case "$mode" in
+  steps) steps ;;
+  run)
+    out=$(run)
+    echo "$out"
+    name="$(date +%F)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' _)"
+    name="$name-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    mkdir -p "$root/bench/results" && echo "$out" > "$root/bench/results/attention-$name.txt"
+    ;;
+  *) echo "usage: bench/attention.sh steps|run DIR" >&2; exit 2 ;;
+esac
