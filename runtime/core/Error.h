@@ -26,16 +26,14 @@ public:
 /// inputs of a step are wrong, not the runtime or the device.
 class InputError : public Error {
 public:
-  /// Creates an input error carrying `message`.
-  explicit InputError(const std::string &message) : Error(message) {}
+  using Error::Error;
 };
 
 /// A row id outside its request's history, or another index outside the
 /// range it must lie in (a layer, a group).
 class OutOfRangeError : public InputError {
 public:
-  /// Creates an out-of-range error carrying `message`.
-  explicit OutOfRangeError(const std::string &message) : InputError(message) {}
+  using InputError::InputError;
 };
 
 /// The runtime's invariant checker found a violation (a resident row that
@@ -43,8 +41,7 @@ public:
 /// bookkeeping).
 class InvariantError : public Error {
 public:
-  /// Creates an invariant error carrying `message`.
-  explicit InvariantError(const std::string &message) : Error(message) {}
+  using Error::Error;
 };
 
 /// A tier has no room for what was asked: admission refused because a
@@ -52,23 +49,20 @@ public:
 /// exhausted, a request at its maximum context. Nothing was changed.
 class CapacityError : public Error {
 public:
-  /// Creates a capacity error carrying `message`.
-  explicit CapacityError(const std::string &message) : Error(message) {}
+  using Error::Error;
 };
 
 /// A request that is not admitted (never was, or already finished).
 class UnknownRequestError : public Error {
 public:
-  /// Creates an unknown-request error carrying `message`.
-  explicit UnknownRequestError(const std::string &message) : Error(message) {}
+  using Error::Error;
 };
 
 /// An operation called in the wrong state: no step loaded, a step already in
 /// progress, a group resolved twice in one step.
 class StateError : public Error {
 public:
-  /// Creates a state error carrying `message`.
-  explicit StateError(const std::string &message) : Error(message) {}
+  using Error::Error;
 };
 
 /// The device (or what stands for it) failed: a launch, a copy into HBM,
@@ -76,8 +70,7 @@ public:
 /// the device does.
 class DeviceError : public Error {
 public:
-  /// Creates a device error carrying `message`.
-  explicit DeviceError(const std::string &message) : Error(message) {}
+  using Error::Error;
 };
 
 } // namespace dhs::runtime
