@@ -8,30 +8,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
+#include "KernelTestUtil.h"
 
 #include "runtime/core/Manifest.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/CudaResources.h"
-#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <random>
 
 using namespace dhs::runtime;
-using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cuda][gpu][accept]") {
-  std::optional<Manifest> compiled =
-      dhs::test::kernelStepOrSkip("accept", {abi::LaunchKind::Accept});
-  if (!compiled)
-    return;
-  const Manifest &manifest = *compiled;
-  if (!dhs::test::gpuOrSkip())
-    return;
-  const CudaDriver &cuda = CudaDriver::instance();
+  DHS_GPU_KERNEL_STEP(manifest, "accept", abi::LaunchKind::Accept);
   DHS_SEEDED_RNG(rng, 1700);
   const std::size_t B = 8, G = 4, V = 32000;
 
@@ -68,33 +56,17 @@ TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cu
     wantNext[b] = argmax(b, prefix);
   }
 
-  CudaStep cudaStep(manifest, 0);
-  cudaStep.makeCurrent();
-  auto upload = [&](const void *data, std::size_t bytes, const char *name) {
-    auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
-    cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
-    return buffer;
-  };
-  std::vector<std::int64_t> seeds(B, 7), counter(1, 3);
-  std::vector<std::int32_t> poison(B, -7);
-  std::vector<std::unique_ptr<DeviceBuffer>> owned;
-  owned.push_back(upload(draft.data(), draft.size() * 4, "draft"));
-  owned.push_back(upload(target.data(), target.size() * 4, "target"));
-  owned.push_back(upload(seeds.data(), B * 8, "seeds"));
-  owned.push_back(upload(counter.data(), 8, "counter"));
-  owned.push_back(upload(poison.data(), B * 4, "accepted"));
-  owned.push_back(upload(poison.data(), B * 4, "next"));
-  CudaStepBuffers buffers;
-  for (auto &buffer : owned)
-    buffers.arguments.push_back(buffer->get());
-  Stream stream;
-  cudaStep.launchAsync(buffers, stream.get());
-  cuda.check(cuda.streamSynchronize(stream.get()), "accept");
-  std::vector<std::int32_t> accepted(B), next(B);
-  cuda.check(cuda.memcpyDtoH(accepted.data(), owned[4]->get(), B * 4), "accepted");
-  cuda.check(cuda.memcpyDtoH(next.data(), owned[5]->get(), B * 4), "next");
-  CHECK(accepted == wantAccepted);
-  CHECK(next == wantNext);
+  dhs::test::KernelRun run(manifest);
+  const std::vector<std::int32_t> poison(B, -7);
+  run.argument(draft, "draft");
+  run.argument(target, "target");
+  run.argument(std::vector<std::int64_t>(B, 7), "seeds");
+  run.argument(std::vector<std::int64_t>{3}, "counter");
+  const CUdeviceptr accepted = run.argument(poison, "accepted"),
+                    next = run.argument(poison, "next");
+  run.launch("accept");
+  CHECK(run.download<std::int32_t>(accepted, B, "accepted") == wantAccepted);
+  CHECK(run.download<std::int32_t>(next, B, "next") == wantNext);
 }
 
 namespace {
@@ -115,14 +87,7 @@ float uniformOf(std::uint64_t seed, std::uint64_t step, std::uint64_t counter) {
 
 TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
           "[cuda][gpu][accept]") {
-  std::optional<Manifest> compiled =
-      dhs::test::kernelStepOrSkip("accept_sampling", {abi::LaunchKind::Accept});
-  if (!compiled)
-    return;
-  const Manifest &manifest = *compiled;
-  if (!dhs::test::gpuOrSkip())
-    return;
-  const CudaDriver &cuda = CudaDriver::instance();
+  DHS_GPU_KERNEL_STEP(manifest, "accept_sampling", abi::LaunchKind::Accept);
   DHS_SEEDED_RNG(rng, 2100);
   const std::size_t B = 8, G = 4, V = 4096;
   // Normalized random distributions; drafts drawn from q.
@@ -151,31 +116,19 @@ TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
     s = static_cast<std::int64_t>(rng());
   std::vector<std::int64_t> counter{static_cast<std::int64_t>(rng() % 1000)};
 
-  CudaStep cudaStep(manifest, 0);
-  cudaStep.makeCurrent();
-  auto upload = [&](const void *data, std::size_t bytes, const char *name) {
-    auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
-    cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
-    return buffer;
-  };
-  std::vector<std::int32_t> poison(B, -7);
-  std::vector<std::unique_ptr<DeviceBuffer>> owned;
-  owned.push_back(upload(draft.data(), draft.size() * 4, "draft"));
-  owned.push_back(upload(target.data(), target.size() * 4, "target"));
-  owned.push_back(upload(q.data(), q.size() * 4, "draft_probs"));
-  owned.push_back(upload(seeds.data(), B * 8, "seeds"));
-  owned.push_back(upload(counter.data(), 8, "counter"));
-  owned.push_back(upload(poison.data(), B * 4, "accepted"));
-  owned.push_back(upload(poison.data(), B * 4, "next"));
-  CudaStepBuffers buffers;
-  for (auto &buffer : owned)
-    buffers.arguments.push_back(buffer->get());
-  Stream stream;
-  cudaStep.launchAsync(buffers, stream.get());
-  cuda.check(cuda.streamSynchronize(stream.get()), "accept");
-  std::vector<std::int32_t> accepted(B), next(B);
-  cuda.check(cuda.memcpyDtoH(accepted.data(), owned[5]->get(), B * 4), "accepted");
-  cuda.check(cuda.memcpyDtoH(next.data(), owned[6]->get(), B * 4), "next");
+  dhs::test::KernelRun run(manifest);
+  const std::vector<std::int32_t> poison(B, -7);
+  run.argument(draft, "draft");
+  run.argument(target, "target");
+  run.argument(q, "draft_probs");
+  run.argument(seeds, "seeds");
+  run.argument(counter, "counter");
+  const CUdeviceptr acceptedBuffer = run.argument(poison, "accepted");
+  const CUdeviceptr nextBuffer = run.argument(poison, "next");
+  run.launch("accept");
+  const std::vector<std::int32_t> accepted =
+      run.download<std::int32_t>(acceptedBuffer, B, "accepted");
+  const std::vector<std::int32_t> next = run.download<std::int32_t>(nextBuffer, B, "next");
 
   const auto step = static_cast<std::uint64_t>(counter[0]);
   for (std::size_t b = 0; b < B; ++b) {

@@ -9,22 +9,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
+#include "KernelTestUtil.h"
 
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/CudaResources.h"
-#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <filesystem>
 #include <random>
 
 using namespace dhs::runtime;
-using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated draft-ring kernels append to and read the ring", "[cuda][gpu][ring]") {
   // A ring step: no attention; two ring_index and two copy_rows launches.
@@ -42,7 +37,6 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring", "[cuda
 
   if (!dhs::test::gpuOrSkip())
     return;
-  const CudaDriver &cuda = CudaDriver::instance();
   DHS_SEEDED_RNG(rng, 900);
 
   // [4, 64, 1, 1152] ring, [4, 5, ...] new rows, positions, ends, window.
@@ -59,37 +53,21 @@ TEST_CASE("the generated draft-ring kernels append to and read the ring", "[cuda
     ends[b] = positions[b] + static_cast<std::int32_t>(N);
   }
 
-  CudaStep cudaStep(manifest, 0);
-  cudaStep.makeCurrent();
-  auto upload = [&](const void *data, std::size_t bytes, const char *name) {
-    auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
-    cuda.check(cuda.memcpyHtoD(buffer->get(), data, bytes), name);
-    return buffer;
-  };
-  std::vector<std::unique_ptr<DeviceBuffer>> owned;
-  owned.push_back(upload(ring.data(), ring.size(), "ring"));
-  owned.push_back(upload(fresh.data(), fresh.size(), "new rows"));
-  owned.push_back(upload(positions.data(), B * 4, "positions"));
-  owned.push_back(upload(ends.data(), B * 4, "ends"));
-  owned.push_back(upload(window.data(), window.size(), "window"));
-  DeviceBuffer arena(static_cast<std::size_t>(std::max<std::int64_t>(manifest.arenaBytes, 16)),
-                     "arena");
-  DeviceBuffer status(4, "status");
-  cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
-  CudaStepBuffers buffers;
-  for (auto &buffer : owned)
-    buffers.arguments.push_back(buffer->get());
-  buffers.arena = arena.get();
-  buffers.status = status.get();
-  Stream stream;
-  cudaStep.launchAsync(buffers, stream.get());
-  cuda.check(cuda.streamSynchronize(stream.get()), "draft ring step");
+  dhs::test::KernelRun run(manifest);
+  const CUdeviceptr ringBuffer = run.argument(ring, "ring");
+  run.argument(fresh, "new rows");
+  run.argument(positions, "positions");
+  run.argument(ends, "ends");
+  const CUdeviceptr windowBuffer = run.argument(window, "window");
+  run.buffers.arena = run.allocate(
+      static_cast<std::size_t>(std::max<std::int64_t>(manifest.arenaBytes, 16)), "arena");
+  run.launch("draft ring step");
 
-  std::vector<std::uint8_t> gotRing(ring.size()), gotWindow(window.size());
-  std::uint32_t word = 1;
-  cuda.check(cuda.memcpyDtoH(gotRing.data(), owned[0]->get(), gotRing.size()), "ring");
-  cuda.check(cuda.memcpyDtoH(gotWindow.data(), owned[4]->get(), gotWindow.size()), "window");
-  cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
+  const std::vector<std::uint8_t> gotRing =
+      run.download<std::uint8_t>(ringBuffer, ring.size(), "ring");
+  const std::vector<std::uint8_t> gotWindow =
+      run.download<std::uint8_t>(windowBuffer, window.size(), "window");
+  const std::uint32_t word = run.status();
   CHECK(word == 0);
 
   // The CPU replay: append at (position + i) mod W, read (end - R + i) mod W.

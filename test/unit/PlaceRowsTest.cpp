@@ -9,18 +9,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
+#include "KernelTestUtil.h"
 
 #include "runtime/core/Manifest.h"
-#include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <numeric>
 #include <random>
 
@@ -38,26 +35,25 @@ TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps
   CHECK(manifest.arguments[2].role == ArgumentRole::PlaceSlots);
   if (!dhs::test::gpuOrSkip())
     return;
-  const CudaDriver &cuda = CudaDriver::instance();
   DHS_SEEDED_RNG(rng, 1400);
   const std::size_t N = 4096, hostRows = 20000, slots = 8192, token = 4 * 656;
 
   for (bool bad : {false, true}) {
     INFO((bad ? "with" : "without") << " a bad slot and a bad host row");
-    CudaStep cudaStep(manifest, 0);
-    cudaStep.makeCurrent();
+    dhs::test::KernelRun run(manifest);
     MappedHostBuffer host(hostRows * token, "host store");
     auto *hostBytes = static_cast<std::uint8_t *>(host.host());
     for (std::size_t i = 0; i < hostRows * token; ++i)
       hostBytes[i] = static_cast<std::uint8_t>(rng());
-    DeviceBuffer hbm(slots * token, "hbm");
-    cuda.check(cuda.memsetD32(hbm.get(), 0xABABABABu, slots * token / 4), "hbm");
+    run.buffers.host = host.device();
+    run.buffers.hostRows = static_cast<std::int64_t>(hostRows);
+    run.buffers.hbm = run.filled(slots * token / 4, 0xABABABABu, "hbm");
+    run.buffers.hbmSlots = static_cast<std::int64_t>(slots);
     // The map before: some rows resident somewhere.
     std::vector<std::int32_t> mapBefore(hostRows);
     for (auto &entry : mapBefore)
       entry = rng() % 4 ? -1 : static_cast<std::int32_t>(rng() % slots);
-    DeviceBuffer map(hostRows * 4, "map");
-    cuda.check(cuda.memcpyHtoD(map.get(), mapBefore.data(), hostRows * 4), "map");
+    run.buffers.map = run.upload(mapBefore, "map");
 
     // 3000 rows placed in distinct slots, 500 released, the rest padding.
     std::vector<std::int64_t> rows(N, -1);
@@ -75,42 +71,25 @@ TEST_CASE("the generated place_rows kernel copies rows, keeps the map and stamps
       slotList[5] = static_cast<std::int32_t>(slots);       // outside HBM
       rows[3200] = static_cast<std::int64_t>(hostRows) + 3; // outside the store
     }
-    DeviceBuffer rowsBuffer(N * 8, "rows"), slotsBuffer(N * 4, "slots"), status(4, "status");
-    cuda.check(cuda.memcpyHtoD(rowsBuffer.get(), rows.data(), N * 8), "rows");
-    cuda.check(cuda.memcpyHtoD(slotsBuffer.get(), slotList.data(), N * 4), "slots");
-    cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
+    run.buffers.arguments.push_back(0); // the pool: its tiers and map are passed apart
+    run.argument(rows, "rows");
+    run.argument(slotList, "slots");
     // The replacement state before (earlier stamps), the log's step 777.
     std::vector<std::int32_t> recencyBefore(2 * slots);
     for (auto &use : recencyBefore)
       use = static_cast<std::int32_t>(1 + rng() % 700);
-    DeviceBuffer recency(2 * slots * 4, "recency"), log(4 * 4, "log");
-    cuda.check(cuda.memcpyHtoD(recency.get(), recencyBefore.data(), 2 * slots * 4), "recency");
-    const std::int32_t header[4] = {777, 0, 0, 0};
-    cuda.check(cuda.memcpyHtoD(log.get(), header, sizeof(header)), "log");
-    CudaStepBuffers buffers;
-    buffers.arguments = {0, rowsBuffer.get(), slotsBuffer.get()};
-    buffers.recency = recency.get();
-    buffers.log = log.get();
-    buffers.logWords = 4;
-    buffers.hbm = hbm.get();
-    buffers.hbmSlots = static_cast<std::int64_t>(slots);
-    buffers.host = host.device();
-    buffers.hostRows = static_cast<std::int64_t>(hostRows);
-    buffers.map = map.get();
-    buffers.status = status.get();
-    Stream stream;
-    cudaStep.launchAsync(buffers, stream.get());
-    cuda.check(cuda.streamSynchronize(stream.get()), "place_rows");
+    run.buffers.recency = run.upload(recencyBefore, "recency");
+    run.buffers.log = run.upload(std::vector<std::int32_t>{777, 0, 0, 0}, "log");
+    run.buffers.logWords = 4;
+    run.launch("place_rows");
 
-    std::uint32_t word = 0;
-    cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
-    CHECK(word == (bad ? 6u : 0u));
-    std::vector<std::int32_t> mapAfter(hostRows);
-    cuda.check(cuda.memcpyDtoH(mapAfter.data(), map.get(), hostRows * 4), "map");
-    std::vector<std::int32_t> recencyAfter(2 * slots);
-    cuda.check(cuda.memcpyDtoH(recencyAfter.data(), recency.get(), 2 * slots * 4), "recency");
-    std::vector<std::uint8_t> pool(slots * token);
-    cuda.check(cuda.memcpyDtoH(pool.data(), hbm.get(), pool.size()), "hbm");
+    CHECK(run.status() == (bad ? 6u : 0u));
+    const std::vector<std::int32_t> mapAfter =
+        run.download<std::int32_t>(run.buffers.map, hostRows, "map");
+    const std::vector<std::int32_t> recencyAfter =
+        run.download<std::int32_t>(run.buffers.recency, 2 * slots, "recency");
+    const std::vector<std::uint8_t> pool =
+        run.download<std::uint8_t>(run.buffers.hbm, slots * token, "hbm");
 
     // Expected: the listed good entries applied, nothing else.
     std::vector<std::int32_t> mapExpected = mapBefore;

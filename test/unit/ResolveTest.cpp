@@ -12,31 +12,19 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
+#include "KernelTestUtil.h"
 
 #include "runtime/core/Manifest.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/CudaResources.h"
-#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <random>
 
 using namespace dhs::runtime;
-using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated resolve kernel maps selections to slots", "[cuda][gpu][resolve]") {
-  std::optional<Manifest> compiled =
-      dhs::test::kernelStepOrSkip("resolve", {abi::LaunchKind::Resolve});
-  if (!compiled)
-    return;
-  const Manifest &manifest = *compiled;
-  if (!dhs::test::gpuOrSkip())
-    return;
-  const CudaDriver &cuda = CudaDriver::instance();
+  DHS_GPU_KERNEL_STEP(manifest, "resolve", abi::LaunchKind::Resolve);
   DHS_SEEDED_RNG(rng, 1300);
 
   // pool (map [H]), rows [4,2,256], history_start [4], history_len [4],
@@ -61,56 +49,39 @@ TEST_CASE("the generated resolve kernel maps selections to slots", "[cuda][gpu][
     INFO((bad ? "with" : "without") << " a row id outside its history");
     if (bad)
       rows[3] = length[0] + 5;
-    CudaStep cudaStep(manifest, 0);
-    cudaStep.makeCurrent();
-    auto upload = [&](const auto &data, const char *name) {
-      const std::size_t bytes = data.size() * sizeof(data[0]);
-      auto buffer = std::make_unique<DeviceBuffer>(bytes, name);
-      cuda.check(cuda.memcpyHtoD(buffer->get(), data.data(), bytes), name);
-      return buffer;
-    };
-    std::unique_ptr<DeviceBuffer> mapBuffer = upload(map, "map");
-    std::vector<std::unique_ptr<DeviceBuffer>> owned;
-    owned.push_back(upload(rows, "rows"));
-    owned.push_back(upload(start, "history_start"));
-    owned.push_back(upload(length, "history_len"));
-    owned.push_back(upload(std::vector<std::int32_t>(B * Q * K, 12345), "slots"));
-    DeviceBuffer status(4, "status");
-    cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
+    dhs::test::KernelRun run(manifest);
+    run.buffers.arguments.push_back(0); // the pool: its map is passed apart
+    run.argument(rows, "rows");
+    run.argument(start, "history_start");
+    run.argument(length, "history_len");
+    const CUdeviceptr slotsBuffer =
+        run.argument(std::vector<std::int32_t>(B * Q * K, 12345), "slots");
     // The replacement state: earlier steps' stamps; the log: step 1000.
     const std::uint32_t step = 1000;
     std::vector<std::int32_t> recency(2 * 65536);
     for (auto &use : recency)
       use = static_cast<std::int32_t>(rng() % step);
-    std::unique_ptr<DeviceBuffer> recencyBuffer = upload(recency, "recency");
     const std::size_t words = StepLogLayout::words(B * Q * K);
     std::vector<std::int32_t> log(words, 0);
     log[StepLogLayout::kStep] = static_cast<std::int32_t>(step);
-    std::unique_ptr<DeviceBuffer> logBuffer = upload(log, "log");
-    CudaStepBuffers buffers;
-    buffers.arguments.push_back(0); // the pool: its map is passed apart
-    for (auto &buffer : owned)
-      buffers.arguments.push_back(buffer->get());
-    buffers.map = mapBuffer->get();
-    buffers.hostRows = static_cast<std::int64_t>(H);
-    buffers.hbmSlots = 65536;
-    buffers.recency = recencyBuffer->get();
-    buffers.log = logBuffer->get();
-    buffers.logWords = static_cast<std::int64_t>(words);
-    buffers.status = status.get();
-    Stream stream;
-    cudaStep.launchAsync(buffers, stream.get());
+    run.buffers.map = run.upload(map, "map");
+    run.buffers.hostRows = static_cast<std::int64_t>(H);
+    run.buffers.hbmSlots = 65536;
+    run.buffers.recency = run.upload(recency, "recency");
+    run.buffers.log = run.upload(log, "log");
+    run.buffers.logWords = static_cast<std::int64_t>(words);
+    run.enqueue();
     // A second layer of the group: the same selections, an empty log.
-    buffers.logWords = 0;
-    cudaStep.launchAsync(buffers, stream.get());
-    cuda.check(cuda.streamSynchronize(stream.get()), "resolve");
-    std::vector<std::int32_t> slots(B * Q * K), stamped(recency.size()), logged(words);
-    std::uint32_t word = 0;
-    cuda.check(cuda.memcpyDtoH(slots.data(), owned[3]->get(), slots.size() * 4), "slots");
-    cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
-    cuda.check(cuda.memcpyDtoH(stamped.data(), recencyBuffer->get(), stamped.size() * 4),
-               "recency");
-    cuda.check(cuda.memcpyDtoH(logged.data(), logBuffer->get(), words * 4), "log");
+    run.buffers.logWords = 0;
+    run.enqueue();
+    run.wait("resolve");
+    const std::vector<std::int32_t> slots =
+        run.download<std::int32_t>(slotsBuffer, B * Q * K, "slots");
+    const std::vector<std::int32_t> stamped =
+        run.download<std::int32_t>(run.buffers.recency, recency.size(), "recency");
+    const std::vector<std::int32_t> logged =
+        run.download<std::int32_t>(run.buffers.log, words, "log");
+    const std::uint32_t word = run.status();
     CHECK(word == (bad ? 1u : 0u));
     std::size_t mismatches = 0;
     std::vector<std::int32_t> hits;

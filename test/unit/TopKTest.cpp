@@ -9,31 +9,20 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
+#include "KernelTestUtil.h"
 
 #include "runtime/core/Manifest.h"
-#include "runtime/cuda/CudaDriver.h"
-#include "runtime/cuda/CudaResources.h"
-#include "runtime/cuda/CudaStep.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <numeric>
 #include <random>
 
 using namespace dhs::runtime;
-using namespace dhs::runtime::cuda_detail;
 
 TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda][gpu][topk]") {
-  std::optional<Manifest> compiled = dhs::test::kernelStepOrSkip("topk", {abi::LaunchKind::TopK});
-  if (!compiled)
-    return;
-  const Manifest &manifest = *compiled;
-  if (!dhs::test::gpuOrSkip())
-    return;
-  const CudaDriver &cuda = CudaDriver::instance();
+  DHS_GPU_KERNEL_STEP(manifest, "topk", abi::LaunchKind::TopK);
   DHS_SEEDED_RNG(rng, 1700);
 
   // scores [4,2,16384] f32, history_len [4] i32, rows [4,2,512] i32.
@@ -52,26 +41,14 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda]
     INFO((beyond ? "with" : "without") << " a history longer than its scores");
     if (beyond)
       length[2] = static_cast<std::int32_t>(N + 7);
-    CudaStep cudaStep(manifest, 0);
-    cudaStep.makeCurrent();
-    DeviceBuffer scoresBuffer(scores.size() * 4, "scores");
-    DeviceBuffer lengthBuffer(B * 4, "history_len");
-    DeviceBuffer rowsBuffer(B * Q * K * 4, "rows");
-    cuda.check(cuda.memcpyHtoD(scoresBuffer.get(), scores.data(), scores.size() * 4), "scores");
-    cuda.check(cuda.memcpyHtoD(lengthBuffer.get(), length.data(), B * 4), "history_len");
-    cuda.check(cuda.memsetD32(rowsBuffer.get(), 12345, B * Q * K), "rows");
-    DeviceBuffer status(4, "status");
-    cuda.check(cuda.memsetD32(status.get(), 0, 1), "status");
-    CudaStepBuffers buffers;
-    buffers.arguments = {scoresBuffer.get(), lengthBuffer.get(), rowsBuffer.get()};
-    buffers.status = status.get();
-    Stream stream;
-    cudaStep.launchAsync(buffers, stream.get());
-    cuda.check(cuda.streamSynchronize(stream.get()), "topk");
-    std::vector<std::int32_t> rows(B * Q * K);
-    std::uint32_t word = 0;
-    cuda.check(cuda.memcpyDtoH(rows.data(), rowsBuffer.get(), rows.size() * 4), "rows");
-    cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "status");
+    dhs::test::KernelRun run(manifest);
+    run.argument(scores, "scores");
+    run.argument(length, "history_len");
+    run.buffers.arguments.push_back(run.filled(B * Q * K, 12345, "rows"));
+    run.launch("topk");
+    const std::vector<std::int32_t> rows =
+        run.download<std::int32_t>(run.buffers.arguments[2], B * Q * K, "rows");
+    const std::uint32_t word = run.status();
     // The selection stays within the scored rows either way.
     CHECK(word == (beyond ? static_cast<std::uint32_t>(abi::kStatusHistoryBeyondScores) : 0u));
 
