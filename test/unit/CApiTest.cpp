@@ -16,19 +16,11 @@ using dhs::test::freshSeed;
 
 namespace {
 
-/// A CPU runtime config for the small test step: 2 layers in 2 groups.
+/// A CPU runtime config for the small test step: 2 layers in 2 groups, draft
+/// rings of 2 tokens.
 dhs_runtime_config smallConfig() {
-  dhs_runtime_config c;
-  dhs_runtime_config_init(&c);
-  c.layers = 2;
-  c.layers_per_group = 1;
-  c.hbm_slots = 64;
-  c.host_rows = 4096;
-  c.max_requests = 8;
-  c.newest_window = 4;
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
   c.draft_window = 2;
-  c.hot_floor = 4;
-  c.check_invariants = 1;
   return c;
 }
 

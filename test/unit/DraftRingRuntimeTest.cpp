@@ -352,12 +352,11 @@ TEST_CASE("draft rings: the errors", "[runtime][draft]") {
 TEST_CASE("C API: draft rings and their error codes", "[capi][draft]") {
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(2, 1, 2, 8, 512));
-  dhs_runtime_config c;
-  dhs_runtime_config_init(&c);
-  c.layers = 2;
+  // One group of 2 layers, the step's 512 slots, draft rings of 6 tokens.
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
   c.layers_per_group = 2;
+  c.hbm_slots = -1;
   c.host_rows = 1024;
-  c.newest_window = 4;
   c.draft_window = 6;
   c.hot_floor = 8;
   std::vector<std::uint8_t> rows(7 * 2 * 1152), out(7 * 2 * 1152);

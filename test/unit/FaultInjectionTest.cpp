@@ -15,6 +15,7 @@
 
 #include "runtime/Runtime.h"
 #include "runtime/capi/dhs_runtime.h"
+#include "runtime/capi/dhs_runtime.hpp"
 #include "runtime/core/Error.h"
 #include "runtime/core/FaultInjection.h"
 #include "runtime/cpu/CpuAttention.h"
@@ -392,8 +393,7 @@ TEST_CASE("fault injection through the C API: statuses and a runtime that keeps 
   if (!faults::kCompiledIn)
     return;
   Disarm disarm;
-  dhs_runtime_config c;
-  dhs_runtime_config_init(&c);
+  dhs_runtime_config c = dhs::api::defaultConfig();
   c.layers = 2;
   c.host_rows = 4096;
   c.draft_window = 2;

@@ -198,10 +198,7 @@ TEST_CASE("loads that need more host memory than the process may use are refused
   Runtime fits(config);
   fits.loadStep(dir.path());
   // Through the C API: DHS_ERROR_OUT_OF_MEMORY.
-  dhs_runtime_config c;
-  dhs_runtime_config_init(&c);
-  c.layers = 2;
-  c.hbm_slots = 64;
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
   c.host_rows = 1 << 18;
   dhs_runtime *rt = nullptr;
   REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
@@ -243,12 +240,8 @@ TEST_CASE("every status dhs_runtime.h documents comes from its kind of failure",
   // And from real calls, one per status.
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(2, 1, 1, 4));
-  dhs_runtime_config c;
-  dhs_runtime_config_init(&c);
-  c.layers = 2;
-  c.hbm_slots = 16;
-  c.newest_window = 4;
-  c.hot_floor = 4;
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
+  c.hbm_slots = 16; // room for two requests' protected tokens
   dhs_runtime *rt = nullptr;
   CHECK(dhs_request_finish(nullptr, 1) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_runtime_create(nullptr, &rt) == DHS_ERROR_INVALID_ARGUMENT);

@@ -35,26 +35,11 @@ constexpr std::int64_t kMin64 = std::numeric_limits<std::int64_t>::min();
 
 std::string lastError() { return dhs_last_error(); }
 
-/// A CPU config for stepManifest(2, 1, 1, 4): 2 layers, 64 slots.
-dhs_runtime_config smallConfig() {
-  dhs_runtime_config c;
-  dhs_runtime_config_init(&c);
-  c.layers = 2;
-  c.layers_per_group = 1;
-  c.hbm_slots = 64;
-  c.host_rows = 4096;
-  c.max_requests = 8;
-  c.newest_window = 4;
-  c.hot_floor = 4;
-  c.check_invariants = 1;
-  return c;
-}
-
 /// A runtime with the small step loaded; destroyed with the object.
 struct Session {
   dhs::test::TempDir dir;
   dhs_runtime *rt = nullptr;
-  explicit Session(dhs_runtime_config config = smallConfig()) {
+  explicit Session(dhs_runtime_config config = dhs::test::smallCApiConfig()) {
     dir.write("manifest.json", dhs::test::stepManifest(2, 1, 1, 4));
     REQUIRE(dhs_runtime_create(&config, &rt) == DHS_OK);
     REQUIRE(dhs_runtime_load_step(rt, dir.path().c_str()) == DHS_OK);
@@ -66,7 +51,7 @@ struct Session {
 
 /// Loads `dir` into a fresh CPU runtime: the status, the message in *message.
 dhs_status loadInto(const std::string &dir, std::string *message,
-                    dhs_runtime_config config = smallConfig()) {
+                    dhs_runtime_config config = dhs::test::smallCApiConfig()) {
   dhs_runtime *rt = nullptr;
   REQUIRE(dhs_runtime_create(&config, &rt) == DHS_OK);
   dhs_status status = dhs_runtime_load_step(rt, dir.c_str());
@@ -111,7 +96,7 @@ std::uint64_t residentBytes() {
 TEST_CASE("regression: a draft append near INT64_MAX is refused and never written before the ring",
           "[regression]") {
   std::mt19937_64 rng(dhs::test::freshSeed() + 1200);
-  dhs_runtime_config c = smallConfig();
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
   c.draft_window = 3; // INT64_MIN % 3 is negative
   Session s(c);
   std::vector<bf16_t> token(2 * 2 * 576), back(2 * 2 * 576);
@@ -134,7 +119,7 @@ TEST_CASE("regression: a draft append near INT64_MAX is refused and never writte
 
 TEST_CASE("regression: a draft read whose first position overflows is out of range",
           "[regression]") {
-  dhs_runtime_config c = smallConfig();
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
   c.draft_window = 3;
   Session s(c);
   std::vector<bf16_t> out(3 * 2 * 576, 0x7fff);
@@ -209,7 +194,7 @@ TEST_CASE("regression: a batch of 2^28 is refused before its tables are allocate
 TEST_CASE("regression: max_requests of 10^8 costs nothing until requests are admitted",
           "[regression]") {
   std::mt19937_64 rng(dhs::test::freshSeed() + 1210);
-  dhs_runtime_config c = smallConfig();
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
   c.max_requests = 100000000;
   const std::uint64_t before = residentBytes();
   Session s(c);
@@ -227,14 +212,14 @@ TEST_CASE("regression: draft windows and slot tables larger than memory are refu
   dir.write("manifest.json", dhs::test::stepManifest(2, 1, 1, 4));
   std::string message;
   // 2^20-token draft rings (1.1 GiB each) for every request that fits.
-  dhs_runtime_config c = smallConfig();
+  dhs_runtime_config c = dhs::test::smallCApiConfig();
   c.draft_window = 1 << 20;
   c.hbm_slots = 1 << 20;
   c.max_requests = 100000;
   CHECK(loadInto(dir.path(), &message, c) == DHS_ERROR_OUT_OF_MEMORY);
   CHECK_THAT(message, Catch::Contains("draft rings (CPU)") && Catch::Contains("GiB"));
   // An HBM tier of 2^31 - 1 slots (2.3 TiB on the CPU).
-  c = smallConfig();
+  c = dhs::test::smallCApiConfig();
   c.hbm_slots = std::numeric_limits<std::int32_t>::max();
   CHECK(loadInto(dir.path(), &message, c) == DHS_ERROR_OUT_OF_MEMORY);
   CHECK_THAT(message, Catch::Contains("HBM tier (CPU)"));

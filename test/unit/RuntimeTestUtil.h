@@ -6,6 +6,7 @@
 #include "TestUtil.h"
 
 #include "runtime/Runtime.h"
+#include "runtime/capi/dhs_runtime.h"
 #include "runtime/core/Bf16.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
@@ -210,6 +211,23 @@ inline runtime::RuntimeConfig testConfig(std::int32_t layers, std::int32_t G,
   config.fullCheckInterval = 8;
   config.backend = backend;
   return config;
+}
+
+/// A C API config of the CPU backend for stepManifest(2, 1, 1, 4): 2 layers
+/// in groups of 1, 64 HBM slots, 4096 host rows, 8 requests, per request the
+/// newest 4 tokens and a hot floor of 4, the invariant checker on.
+inline dhs_runtime_config smallCApiConfig() {
+  dhs_runtime_config c;
+  dhs_runtime_config_init(&c);
+  c.layers = 2;
+  c.layers_per_group = 1;
+  c.hbm_slots = 64;
+  c.host_rows = 4096;
+  c.max_requests = 8;
+  c.newest_window = 4;
+  c.hot_floor = 4;
+  c.check_invariants = 1;
+  return c;
 }
 
 /// What the engine wrote: every row of every request, per layer; the
