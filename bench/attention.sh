@@ -10,7 +10,9 @@
 #                                  as tools/gpu-check.sh bundle makes it):
 #                                  time every shape and print the table; it
 #                                  is also written to bench/results/ with the
-#                                  date, GPU and commit
+#                                  date, GPU and commit (and, where $OUT is
+#                                  set, copied there with one archive of the
+#                                  per-shape logs)
 #
 # Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
 # heads, 1, 2 and 5 query positions, 32 to 128 requests, 32K-row histories,
@@ -41,7 +43,7 @@ steps() {
 }
 
 run() {
-  local results=${OUT:-$dir/results}
+  local results=${DHS_RESULTS:-$dir/results}/attention
   mkdir -p "$results"
   local floors
   floors=$(python3 - <<'PY'
@@ -102,6 +104,11 @@ case "$mode" in
     name="$(date +%F)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' _)"
     name="$name-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     mkdir -p "$root/bench/results" && echo "$out" > "$root/bench/results/attention-$name.txt"
+    # The device tool returns few files: the table and one archive of the logs.
+    if [ -n "${OUT:-}" ]; then
+      cp "$root/bench/results/attention-$name.txt" "$OUT/"
+      tar czf "$OUT/attention-logs.tar.gz" -C "${DHS_RESULTS:-$dir/results}" attention
+    fi
     ;;
   *) echo "usage: bench/attention.sh steps|run DIR" >&2; exit 2 ;;
 esac

@@ -24,7 +24,9 @@
 #                                    on every generated kernel
 #                                    (tools/gpu-soak.sh all).
 #
-# Logs and JSON results go to $OUT (or DIR/results).
+# Logs and JSON results go to DIR/results (or $DHS_RESULTS); where $OUT is
+# set (the device tool's output folder, which returns few files), they are
+# also packed into one archive, $OUT/gpu-check-MODE.tar.gz.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -126,7 +128,7 @@ bundle() {
 }
 
 run() {
-  local results=${OUT:-$dir/results}
+  local results=${DHS_RESULTS:-$dir/results}
   mkdir -p "$results"
   local failed=0
   echo "== device"
@@ -239,11 +241,18 @@ PY
   return $failed
 }
 
+# Packs DIR/results into $OUT/gpu-check-$1.tar.gz when $OUT is set.
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar czf "$OUT/gpu-check-$1.tar.gz" -C "${DHS_RESULTS:-$dir/results}" . &&
+    echo "gpu-check: logs in $OUT/gpu-check-$1.tar.gz"
+}
+
 case "$mode" in
   soak) shift; exec bash "$root/tools/gpu-soak.sh" all "$@" ;;
   bundle) bundle ;;
   steps) steps ;;
-  run) run ;;
-  all) bundle && run ;;
+  run) run; rc=$?; pack run; exit $rc ;;
+  all) bundle && { run; rc=$?; pack run; exit $rc; } ;;
   *) echo "usage: tools/gpu-check.sh [bundle|steps|run|all|soak] [DIR]" >&2; exit 2 ;;
 esac

@@ -17,7 +17,8 @@
 #       executor's CUDA cases (placement, step logs, graphs).
 #   tools/gpu-soak.sh all [--seconds N] [DIR]      both.
 #
-# Logs go to $OUT (or DIR/results); the last lines say PASS or FAIL.
+# Logs go to DIR/results (or $DHS_RESULTS), packed into one archive,
+# $OUT/gpu-soak.tar.gz, where $OUT is set; the last lines say PASS or FAIL.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     *) dir=$1; shift ;;
   esac
 done
-results=${OUT:-$dir/results}
+results=${DHS_RESULTS:-$dir/results}
 mkdir -p "$results"
 env_steps=(DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps"
            DHS_TEST_GROUP_STEPS_DIR="$dir/group-steps")
@@ -92,9 +93,14 @@ sanitize() {
   return $failed
 }
 
+# The device tool returns few files: one archive of the logs.
+pack() {
+  [ -z "${OUT:-}" ] || tar czf "$OUT/gpu-soak.tar.gz" -C "$results" .
+}
+
 case "$mode" in
-  soak) soak ;;
-  sanitize) sanitize ;;
-  all) soak; a=$?; sanitize; b=$?; exit $((a || b)) ;;
+  soak) soak; a=$?; pack; exit $a ;;
+  sanitize) sanitize; a=$?; pack; exit $a ;;
+  all) soak; a=$?; sanitize; b=$?; pack; exit $((a || b)) ;;
   *) echo "usage: tools/gpu-soak.sh soak|sanitize|all [--seconds N] [DIR]" >&2; exit 2 ;;
 esac
