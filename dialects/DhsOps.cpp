@@ -165,10 +165,11 @@ LogicalResult ScratchOp::verify() {
   MemRefType type = getBuffer().getType();
   if (!type.getLayout().isIdentity())
     return emitOpError() << "scratch buffers are dense: identity layout only";
-  if (getOffset() && *getOffset() < 0)
-    return emitOpError() << "arena offset must be non-negative, got " << *getOffset();
-  if (getSlot() && (*getSlot() < 0 || *getSlot() > 1))
-    return emitOpError() << "staging is double-buffered: slot 0 or 1, got " << *getSlot();
+  // (The attributes are signed: their getters would read -1 as 2^64 - 1.)
+  if (IntegerAttr offset = getOffsetAttr(); offset && offset.getInt() < 0)
+    return emitOpError() << "arena offset must be non-negative, got " << offset.getInt();
+  if (IntegerAttr slot = getSlotAttr(); slot && (slot.getInt() < 0 || slot.getInt() > 1))
+    return emitOpError() << "staging is double-buffered: slot 0 or 1, got " << slot.getInt();
   return success();
 }
 
@@ -404,7 +405,7 @@ LogicalResult VerifyOp::verify() {
 LogicalResult DraftOp::verify() {
   MemRefType ring = getRing().getType();
   int64_t window = ring.getDimSize(1);
-  if (!ShapedType::isDynamic(window) && window < getBlock())
+  if (!ShapedType::isDynamic(window) && window < static_cast<int64_t>(getBlock()))
     return emitOpError() << "a draft ring of " << window
                          << " tokens is smaller than a draft block of " << getBlock() << " tokens";
   for (Operation &op : getBody().front()) {

@@ -127,7 +127,7 @@ private:
 /// Pinned host memory mapped into the device's address space.
 class MappedHostBuffer {
 public:
-  MappedHostBuffer(std::size_t bytes, const std::string &what) : bytes_(bytes) {
+  MappedHostBuffer(std::size_t bytes, const std::string &what) {
     const bool injected = DHS_FAULT(HostAlloc);
     CUresult result =
         injected ? CUDA_ERROR_OUT_OF_MEMORY
@@ -152,7 +152,6 @@ public:
 private:
   void *host_ = nullptr;
   CUdeviceptr device_ = 0;
-  std::size_t bytes_;
 };
 
 /// A stream.

@@ -382,6 +382,22 @@ func.func @accept_gamma(%draft: memref<2x4xi32>, %p: memref<2x4x100xf32>, %seeds
 
 // -----
 
+func.func @scratch_negative_offset() {
+  // expected-error @below {{arena offset must be non-negative, got -64}}
+  %0 = dhs.scratch {offset = -64 : i64} : memref<4xi32>
+  return
+}
+
+// -----
+
+func.func @scratch_negative_slot() {
+  // expected-error @below {{staging is double-buffered: slot 0 or 1, got -1}}
+  %0 = dhs.scratch {slot = -1 : i64} : memref<4xi32>
+  return
+}
+
+// -----
+
 func.func @scratch_slot() {
   // expected-error @below {{staging is double-buffered: slot 0 or 1, got 2}}
   %0 = dhs.scratch {slot = 2 : i64} : memref<4xi32>
