@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/HopperBuilder.h"
 #include "codegen/KernelBuilder.h"
 #include "codegen/Kernels.h"
 
@@ -83,7 +84,7 @@ class TensorCoreAttentionEmitter {
 public:
   TensorCoreAttentionEmitter(ImplicitLocOpBuilder &b, const SparseAttentionKernelConfig &config,
                              const KernelArguments &args)
-      : b(b), kb{b}, config(config), args(args) {}
+      : b(b), kb{b}, hb{b}, config(config), args(args) {}
 
   void emit();
 
@@ -91,9 +92,6 @@ private:
   // Constants and i32/i64 arithmetic.
   Value c32(int64_t v) { return kb.i32(v); }
   Value c64(int64_t v) { return kb.i64(v); }
-  Value f32(double v) {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(static_cast<float>(v)));
-  }
   Value add(Value l, Value r) { return arith::AddIOp::create(b, l, r); }
   Value mul(Value l, Value r) { return arith::MulIOp::create(b, l, r); }
   Value andi(Value l, Value r) { return arith::AndIOp::create(b, l, r); }
@@ -109,21 +107,10 @@ private:
   Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
   Value toI32(Value v) { return arith::IndexCastOp::create(b, b.getI32Type(), v); }
   Value eq(Value l, Value r) { return kb.cmpi(arith::CmpIPredicate::eq, l, r); }
-  Value exp2(Value x) {
-    return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
-                                         b.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
-        .getResult(0);
-  }
 
-  /// The address (i64, generic) of the first element of memref `v`.
-  Value baseAddress(Value v);
-  /// A global pointer to `address` (i64).
-  Value globalPointer(Value address);
   /// A shared-memory pointer `offset` (i32) bytes past the aligned base.
   Value sharedPointer(Value offset);
   Value sharedPointer(int64_t offset) { return sharedPointer(c32(offset)); }
-  /// Loads 16 bytes (vector<4xi32>) from global `address` (i64, 16-byte aligned).
-  Value loadGlobal16(Value address);
   /// Stores `value` at shared `offset` (i32) with `alignment`.
   void storeShared(Value value, Value offset, unsigned alignment) {
     LLVM::StoreOp::create(b, value, sharedPointer(offset), alignment);
@@ -138,7 +125,9 @@ private:
   }
   /// The wgmma shared-memory descriptor of a 128-byte swizzled operand at
   /// shared `offset` bytes past the base, with leading and stride byte offsets.
-  Value descriptor(int64_t offset, int64_t leadingBytes, int64_t strideBytes);
+  Value descriptor(int64_t offset, int64_t leadingBytes, int64_t strideBytes) {
+    return hb.descriptor(add(sharedStart, c64(offset)), leadingBytes, strideBytes);
+  }
 
   // mbarriers full[2] (the producer filled a tile) and empty[2] (both
   // consumers are done with it).
@@ -158,19 +147,7 @@ private:
   void namedArrive(int64_t id) {
     NVVM::BarrierArriveOp::create(b, c32(id), c32(2 * kGroupThreads));
   }
-  void fenceAsyncShared() {
-    NVVM::FenceProxyOp::create(
-        b, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
-  }
 
-  /// Accumulator struct types: n = 64 (32 f32) and n = 256 (128 f32).
-  Type accumulatorType(int64_t n) {
-    return LLVM::LLVMStructType::getLiteral(b.getContext(),
-                                            SmallVector<Type>(n / 2, b.getF32Type()));
-  }
-  Value wgmma(Value accumulator, Value descA, Value descB, int64_t n, bool accumulate,
-              bool transposeB);
   /// S = Q K^T over tile buffer `buffer`: [64 heads x 64 rows].
   Value emitScores(Value buffer);
   /// O += P V over the value dims of `half` of tile buffer `buffer`.
@@ -193,6 +170,7 @@ private:
 
   ImplicitLocOpBuilder &b;
   KernelBuilder kb;
+  HopperBuilder hb;
   const SparseAttentionKernelConfig &config;
   const KernelArguments &args;
 
@@ -208,58 +186,9 @@ private:
 
 } // namespace
 
-Value TensorCoreAttentionEmitter::baseAddress(Value v) {
-  auto type = cast<MemRefType>(v.getType());
-  Value aligned = memref::ExtractAlignedPointerAsIndexOp::create(b, v);
-  auto metadata = memref::ExtractStridedMetadataOp::create(b, v);
-  Value offset =
-      arith::MulIOp::create(b, metadata.getOffset(), kb.index(type.getElementTypeBitWidth() / 8));
-  return arith::IndexCastOp::create(b, b.getI64Type(), arith::AddIOp::create(b, aligned, offset));
-}
-
-Value TensorCoreAttentionEmitter::globalPointer(Value address) {
-  return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext(), 1), address);
-}
-
 Value TensorCoreAttentionEmitter::sharedPointer(Value offset) {
   return LLVM::GEPOp::create(b, LLVM::LLVMPointerType::get(b.getContext(), 3), b.getI8Type(),
                              sharedBase, ValueRange{offset});
-}
-
-Value TensorCoreAttentionEmitter::loadGlobal16(Value address) {
-  return LLVM::LoadOp::create(b, VectorType::get({4}, b.getI32Type()), globalPointer(address),
-                              /*alignment=*/16, /*isVolatile=*/false, /*isNonTemporal=*/false,
-                              /*isInvariant=*/true);
-}
-
-Value TensorCoreAttentionEmitter::descriptor(int64_t offset, int64_t leadingBytes,
-                                             int64_t strideBytes) {
-  // Bits 0-13: address >> 4; 16-29: leading byte offset >> 4; 32-45: stride
-  // byte offset >> 4; 62-63: 1 = 128-byte swizzle. Shared addresses stay
-  // below 2^18, so adding (bytes >> 4) to a descriptor moves its address.
-  int64_t fields = ((leadingBytes >> 4) << 16) | ((strideBytes >> 4) << 32) | (int64_t(1) << 62);
-  Value address = add(sharedStart, c64(offset));
-  Value value = ori(andi(shr(address, 4), c64(0x3fff)), c64(fields));
-  // An opaque copy where it is used: LLVM would otherwise hoist every
-  // descriptor of every k step out of the tile loop (72 registers for Q^T
-  // alone), and ptxas spills them and serializes the wgmma chains.
-  return LLVM::InlineAsmOp::create(b, b.getI64Type(), ValueRange{value}, "mov.b64 $0, $1;", "=l,l",
-                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-                                   ArrayAttr())
-      .getResult(0);
-}
-
-Value TensorCoreAttentionEmitter::wgmma(Value accumulator, Value descA, Value descB, int64_t n,
-                                        bool accumulate, bool transposeB) {
-  MLIRContext *ctx = b.getContext();
-  return NVVM::WgmmaMmaAsyncOp::create(
-      b, accumulatorType(n), accumulator, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
-      NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
-      accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero, NVVM::WGMMAScaleIn::one,
-      NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-      // B K-major is `col`; N-major (the values, transposed) is `row`.
-      transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col, nullptr);
 }
 
 Value TensorCoreAttentionEmitter::emitScores(Value buffer) {
@@ -267,12 +196,12 @@ Value TensorCoreAttentionEmitter::emitScores(Value buffer) {
   // 128-byte row, each 64-dim block 8 KB.
   Value queryDesc = descriptor(kQOffset, 16, 1024);
   Value tileDesc = add(descriptor(kTileOffset, 16, 1024), mul(ext64(buffer), c64(kTileBytes >> 4)));
-  Value scores = LLVM::UndefOp::create(b, accumulatorType(64));
+  Value scores = LLVM::UndefOp::create(b, hb.accumulatorType(64));
   NVVM::WgmmaFenceAlignedOp::create(b);
   for (int64_t step = 0; step < kKeyDims / 16; ++step) {
     int64_t offset = (step / 4) * kBlockBytes + (step % 4) * 32;
-    scores = wgmma(scores, add(queryDesc, c64(offset >> 4)), add(tileDesc, c64(offset >> 4)), 64,
-                   /*accumulate=*/step > 0, /*transposeB=*/false);
+    scores = hb.wgmma(scores, add(queryDesc, c64(offset >> 4)), add(tileDesc, c64(offset >> 4)), 64,
+                      /*accumulate=*/step > 0, /*transposeB=*/false);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
@@ -289,9 +218,9 @@ Value TensorCoreAttentionEmitter::emitValues(Value output, Value buffer, int64_t
           mul(ext64(buffer), c64(kTileBytes >> 4)));
   NVVM::WgmmaFenceAlignedOp::create(b);
   for (int64_t step = 0; step < kTensorCoreTileRows / 16; ++step)
-    output = wgmma(output, add(probDesc, c64((step * 32) >> 4)),
-                   add(valueDesc, c64((step * 2048) >> 4)), 256, /*accumulate=*/true,
-                   /*transposeB=*/true);
+    output = hb.wgmma(output, add(probDesc, c64((step * 32) >> 4)),
+                      add(valueDesc, c64((step * 2048) >> 4)), 256, /*accumulate=*/true,
+                      /*transposeB=*/true);
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
   return output;
@@ -315,7 +244,7 @@ void TensorCoreAttentionEmitter::emitStoreOutput(Value output, ArrayRef<Value> s
   Value firstRow = add(mul(warp, c32(16)), divu(lane, 4));
   Value query = ext64(add(mul(toI32(request), c32(config.positions)), toI32(position)));
   Type pair = VectorType::get({2}, b.getF32Type());
-  Value outputBase = config.splits > 1 ? baseAddress(partials) : baseAddress(this->output);
+  Value outputBase = config.splits > 1 ? hb.getAddress(partials) : hb.getAddress(this->output);
   for (int64_t i = 0; i < 128; i += 2) {
     Value row = add(firstRow, c32(8 * ((i >> 1) & 1)));
     Value column = add(c32(half * 256 + 8 * (i >> 2)), mul(quad, c32(2)));
@@ -330,7 +259,7 @@ void TensorCoreAttentionEmitter::emitStoreOutput(Value output, ArrayRef<Value> s
                                   arith::IndexCastOp::create(b, b.getI64Type(), split)),
                               c64(2 + kValueDims)),
                           add(ext64(column), c64(2)));
-      LLVM::StoreOp::create(b, values, globalPointer(add(outputBase, mul(element, c64(4)))), 8);
+      LLVM::StoreOp::create(b, values, hb.globalPointer(add(outputBase, mul(element, c64(4)))), 8);
       continue;
     }
     values = arith::MulFOp::create(
@@ -339,13 +268,13 @@ void TensorCoreAttentionEmitter::emitStoreOutput(Value output, ArrayRef<Value> s
         arith::TruncFOp::create(b, VectorType::get({2}, b.getBF16Type()), values).getResult();
     Value element =
         add(mul(add(mul(query, c64(config.heads)), head), c64(kValueDims)), ext64(column));
-    LLVM::StoreOp::create(b, narrow, globalPointer(add(outputBase, mul(element, c64(2)))), 4);
+    LLVM::StoreOp::create(b, narrow, hb.globalPointer(add(outputBase, mul(element, c64(2)))), 4);
   }
 }
 
 void TensorCoreAttentionEmitter::emitLoadQueries() {
   // 64 rows x 72 chunks of 16 bytes, 12 per thread.
-  Value base = baseAddress(queries);
+  Value base = hb.getAddress(queries);
   Value query = add(mul(toI32(request), c32(config.positions)), toI32(position));
   constexpr int64_t chunksPerRow = kKeyDims * 2 / 16;
   for (int64_t j = 0; j < kTensorCoreHeads * chunksPerRow / kTensorCoreThreads; ++j) {
@@ -355,7 +284,7 @@ void TensorCoreAttentionEmitter::emitLoadQueries() {
     Value element =
         add(mul(ext64(add(mul(query, c32(config.heads)), add(headBase, row))), c64(kKeyDims)),
             mul(ext64(chunk), c64(8)));
-    Value data = loadGlobal16(add(base, mul(element, c64(2))));
+    Value data = hb.loadGlobal16(add(base, mul(element, c64(2))));
     Value offset =
         swizzled(add(c32(kQOffset), mul(divu(chunk, 8), c32(kBlockBytes))), row, remu(chunk, 8));
     storeShared(data, offset, 16);
@@ -415,7 +344,7 @@ std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, Value 
   Value valid = andi(idUsable, xori(kb.select(onHost, hostOutside, badSlot), trueValue));
   // Invalid rows point at nothing: their loads are skipped.
   Value token = kb.select(onHost, hostRow, sext64(slot));
-  Value tierBase = kb.select(onHost, baseAddress(host), baseAddress(hbm));
+  Value tierBase = kb.select(onHost, hb.getAddress(host), hb.getAddress(hbm));
   Value address =
       add(tierBase, mul(add(mul(token, c64(layers)), c64(config.layer)), c64(rowBytes)));
   return {valid, address};
@@ -439,7 +368,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
   int64_t aheadRows = fp8 ? 2 : 1;
   Value zero = arith::ConstantOp::create(
       b, chunkType, DenseElementsAttr::get(cast<ShapedType>(chunkType), b.getI32IntegerAttr(0)));
-  Value negInf = f32(-std::numeric_limits<double>::infinity());
+  Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
 
   // Row `round` of tile `tileIndex` (index; may be one past the last, then
   // it has no data): whether it has data, and its address.
@@ -467,15 +396,15 @@ void TensorCoreAttentionEmitter::emitProducer() {
     Value segmentBytes = ext64(mul(segment, c32(fp8 ? 16 : 32)));
     if (fp8) {
       for (int64_t g = 0; g < 8; ++g)
-        chunks.push_back(loadGlobal16(add(address, add(segmentBytes, c64(g * 64)))));
-      chunks.push_back(loadGlobal16(add(address, c64(512))));
+        chunks.push_back(hb.loadGlobal16(add(address, add(segmentBytes, c64(g * 64)))));
+      chunks.push_back(hb.loadGlobal16(add(address, c64(512))));
       Value rope = add(address, add(ext64(mul(segment, c32(32))), c64(528)));
       for (int64_t c = 0; c < 2; ++c)
-        chunks.push_back(loadGlobal16(add(rope, c64(16 * c))));
+        chunks.push_back(hb.loadGlobal16(add(rope, c64(16 * c))));
     } else {
       for (int64_t g = 0; g < kKeyBlocks; ++g)
         for (int64_t c = 0; c < 2; ++c)
-          chunks.push_back(loadGlobal16(add(address, add(segmentBytes, c64(g * 128 + 16 * c)))));
+          chunks.push_back(hb.loadGlobal16(add(address, add(segmentBytes, c64(g * 128 + 16 * c)))));
     }
     scf::YieldOp::create(b, chunks);
     return SmallVector<Value>(loads.getResults());
@@ -484,7 +413,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
   Type pairF32 = VectorType::get({2}, b.getF32Type());
   auto store = [&](Value buffer, int64_t round, Value valid, ArrayRef<Value> chunks) {
     Value row = add(firstRow, c32(32 * round));
-    storeShared(kb.select(valid, f32(0.0), negInf),
+    storeShared(kb.select(valid, kb.f32(0.0), negInf),
                 add(c32(kBiasOffset), mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4))),
                 4);
     Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
@@ -563,7 +492,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
       }
     }
     // The tile's bytes are read by wgmma (the async proxy).
-    fenceAsyncShared();
+    hb.fenceAsyncShared();
     arriveBarrier(buffer, /*full=*/true);
     scf::YieldOp::create(b, issue(arith::AddIOp::create(b, tileIndex, kb.index(1))));
   }
@@ -574,10 +503,10 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
   Type f32Type = b.getF32Type();
   Value quad = remu(lane, 4);
   Value firstRow = add(mul(warp, c32(16)), divu(lane, 4));
-  Value negInf = f32(-std::numeric_limits<double>::infinity());
+  Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
   // Scores in base 2: q.k * scale * log2(e).
-  Value scoreScale = f32(static_cast<double>(config.softmaxScale) * M_LOG2E);
-  Value zeroOutput = LLVM::ZeroOp::create(b, accumulatorType(256));
+  Value scoreScale = kb.f32(static_cast<double>(config.softmaxScale) * M_LOG2E);
+  Value zeroOutput = LLVM::ZeroOp::create(b, hb.accumulatorType(256));
 
   auto quadReduce = [&](Value v, bool max) {
     for (int64_t offset : {1, 2}) {
@@ -590,7 +519,7 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
   };
 
   auto loop = scf::ForOp::create(b, kb.index(0), tiles, kb.index(1),
-                                 ValueRange{zeroOutput, negInf, negInf, f32(0.0), f32(0.0)});
+                                 ValueRange{zeroOutput, negInf, negInf, kb.f32(0.0), kb.f32(0.0)});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -625,16 +554,16 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
       Value m = arith::MaximumFOp::create(b, maxes[r], quadReduce(rowMax[r], true));
       // Rows without any data yet keep -inf; subtract 0 from them instead.
       Value used =
-          kb.select(arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, m, negInf), f32(0.0), m);
+          kb.select(arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, m, negInf), kb.f32(0.0), m);
       newMaxes.push_back(m);
       usedMaxes.push_back(used);
-      alphas.push_back(exp2(arith::SubFOp::create(b, maxes[r], used)));
+      alphas.push_back(kb.exp2(arith::SubFOp::create(b, maxes[r], used)));
     }
     SmallVector<Value> newSums{arith::MulFOp::create(b, sums[0], alphas[0]),
                                arith::MulFOp::create(b, sums[1], alphas[1])};
     for (int64_t i = 0; i < 32; ++i) {
       int64_t r = (i >> 1) & 1;
-      values[i] = exp2(arith::SubFOp::create(b, values[i], usedMaxes[r]));
+      values[i] = kb.exp2(arith::SubFOp::create(b, values[i], usedMaxes[r]));
       newSums[r] = arith::AddFOp::create(b, newSums[r], values[i]);
     }
     // P may be overwritten once the second warpgroup has read the last one.
@@ -651,7 +580,7 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
       for (int64_t r = 0; r < 2; ++r)
         storeShared(alphas[r], add(c32(kScaleOffset), mul(add(firstRow, c32(8 * r)), c32(4))), 4);
     });
-    fenceAsyncShared();
+    hb.fenceAsyncShared();
     namedArrive(kBarrierPReady);
     output = emitValues(scaleRows(output, alphas), buffer, 0);
     arriveBarrier(buffer, /*full=*/false);
@@ -675,13 +604,14 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
                             c64(2 + kValueDims));
         Value state =
             vector::FromElementsOp::create(b, VectorType::get({2}, f32Type), ValueRange{max, sum});
-        LLVM::StoreOp::create(b, state,
-                              globalPointer(add(baseAddress(partials), mul(element, c64(4)))), 8);
+        LLVM::StoreOp::create(
+            b, state, hb.globalPointer(add(hb.getAddress(partials), mul(element, c64(4)))), 8);
       });
-      scales.push_back(f32(1.0));
+      scales.push_back(kb.f32(1.0));
     } else {
-      scales.push_back(kb.select(arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, f32(0.0)),
-                                 arith::DivFOp::create(b, f32(1.0), sum), f32(0.0)));
+      scales.push_back(
+          kb.select(arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sum, kb.f32(0.0)),
+                    arith::DivFOp::create(b, kb.f32(1.0), sum), kb.f32(0.0)));
     }
   }
   kb.ifThen(eq(quad, c32(0)), [&] {
@@ -704,7 +634,7 @@ void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
     return scales;
   };
   auto loop = scf::ForOp::create(b, kb.index(0), tiles, kb.index(1),
-                                 ValueRange{LLVM::ZeroOp::create(b, accumulatorType(256))});
+                                 ValueRange{LLVM::ZeroOp::create(b, hb.accumulatorType(256))});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -774,7 +704,7 @@ void TensorCoreAttentionEmitter::emit() {
       NVVM::MBarrierInitOp::create(b, sharedPointer(kBarrierOffset + 8 * i),
                                    c32(i < 2 ? kGroupThreads : 2 * kGroupThreads), Value());
   });
-  fenceAsyncShared();
+  hb.fenceAsyncShared();
   gpu::BarrierOp::create(b);
 
   auto producer = scf::IfOp::create(b, eq(group, c32(2)), /*withElse=*/true);

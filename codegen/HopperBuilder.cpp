@@ -1,0 +1,72 @@
+//===- HopperBuilder.cpp - Hopper operations of tensor-core kernels -------===//
+
+#include "codegen/HopperBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::dhs;
+
+Value HopperBuilder::getAddress(Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  Value aligned = memref::ExtractAlignedPointerAsIndexOp::create(b, memref);
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
+  Value offset =
+      arith::MulIOp::create(b, metadata.getOffset(),
+                            arith::ConstantIndexOp::create(b, type.getElementTypeBitWidth() / 8));
+  return arith::IndexCastOp::create(b, b.getI64Type(), arith::AddIOp::create(b, aligned, offset));
+}
+
+Value HopperBuilder::globalPointer(Value address) {
+  return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext(), 1), address);
+}
+
+Value HopperBuilder::loadGlobal16(Value address) {
+  return LLVM::LoadOp::create(b, VectorType::get({4}, b.getI32Type()), globalPointer(address),
+                              /*alignment=*/16, /*isVolatile=*/false, /*isNonTemporal=*/false,
+                              /*isInvariant=*/true);
+}
+
+Value HopperBuilder::descriptor(Value address, int64_t leadingBytes, int64_t strideBytes) {
+  // Bits 0-13: address >> 4; 16-29: leading byte offset >> 4; 32-45: stride
+  // byte offset >> 4; 62-63: 1 = 128-byte swizzle. Shared addresses stay
+  // below 2^18, so adding (bytes >> 4) to a descriptor moves its address.
+  int64_t fields = ((leadingBytes >> 4) << 16) | ((strideBytes >> 4) << 32) | (int64_t(1) << 62);
+  auto c64 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 64); };
+  Value value = arith::OrIOp::create(
+      b, arith::AndIOp::create(b, arith::ShRUIOp::create(b, address, c64(4)), c64(0x3fff)),
+      c64(fields));
+  // An opaque copy where it is used: LLVM would otherwise hoist every
+  // descriptor of every k step out of the tile loop (72 registers for Q^T
+  // alone), and ptxas spills them and serializes the wgmma chains.
+  return LLVM::InlineAsmOp::create(b, b.getI64Type(), ValueRange{value}, "mov.b64 $0, $1;", "=l,l",
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                                   ArrayAttr())
+      .getResult(0);
+}
+
+Type HopperBuilder::accumulatorType(int64_t n) {
+  return LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(n / 2, b.getF32Type()));
+}
+
+Value HopperBuilder::wgmma(Value accumulator, Value descA, Value descB, int64_t n, bool accumulate,
+                           bool transposeB) {
+  MLIRContext *ctx = b.getContext();
+  return NVVM::WgmmaMmaAsyncOp::create(
+      b, accumulatorType(n), accumulator, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
+      NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+      accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero, NVVM::WGMMAScaleIn::one,
+      NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+      // B K-major is `col`; N-major (the values, transposed) is `row`.
+      transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col, nullptr);
+}
+
+void HopperBuilder::fenceAsyncShared() {
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+}

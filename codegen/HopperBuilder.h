@@ -1,0 +1,47 @@
+//===- HopperBuilder.h - Hopper operations of tensor-core kernels -*- C++ -*-===//
+//
+// What a tensor-core kernel builds on Hopper (sm_90a) besides its own
+// logic: raw global loads from a memref's address, wgmma's shared-memory
+// descriptors of 128-byte swizzled operands, the bf16 wgmma itself, and the
+// fence that orders generic stores to shared memory before the async proxy
+// (wgmma, mbarriers) reads them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_CODEGEN_HOPPERBUILDER_H
+#define DHS_CODEGEN_HOPPERBUILDER_H
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::dhs {
+
+/// Builders of Hopper operations over an ImplicitLocOpBuilder.
+struct HopperBuilder {
+  ImplicitLocOpBuilder &b;
+
+  /// The address (i64, generic) of the first element of memref `memref`.
+  Value getAddress(Value memref);
+  /// A global pointer to `address` (i64).
+  Value globalPointer(Value address);
+  /// Loads 16 bytes (vector<4xi32>) of read-only data from global `address`
+  /// (i64, 16-byte aligned).
+  Value loadGlobal16(Value address);
+  /// The wgmma descriptor of a 128-byte swizzled operand at shared address
+  /// `address` (i64), with leading and stride byte offsets.
+  Value descriptor(Value address, int64_t leadingBytes, int64_t strideBytes);
+  /// The accumulator of an m64nNk16 wgmma: a struct of n / 2 f32 per thread.
+  Type accumulatorType(int64_t n);
+  /// accumulator (+)= A B for A [64 x 16] and B [16 x n], bf16 operands given
+  /// by their descriptors (A K-major; B K-major, or N-major when
+  /// `transposeB`), f32 accumulation; without `accumulate`, the accumulator
+  /// is overwritten.
+  Value wgmma(Value accumulator, Value descA, Value descB, int64_t n, bool accumulate,
+              bool transposeB);
+  /// Orders this thread's generic-proxy writes to shared memory before later
+  /// async-proxy reads (wgmma operands).
+  void fenceAsyncShared();
+};
+
+} // namespace mlir::dhs
+
+#endif // DHS_CODEGEN_HOPPERBUILDER_H
