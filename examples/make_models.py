@@ -4,7 +4,7 @@
 Each is one verify step (gamma drafts + 1 positions per request) of a real
 model's sparse attention over all its layers: per layer group, the group's
 selection is fetched once (the group's miss plan) and each layer attends over
-it. Sizes follow shared/ARCHITECTURE.md; the batch is 8 requests.
+it. Sizes follow docs/architecture.md; the batch is 8 requests.
 """
 import os
 

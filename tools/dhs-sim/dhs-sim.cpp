@@ -8,7 +8,7 @@
 // requests, selected rows, rows fetched from the host (% of selected), HBM
 // bytes used, and the optional budget. No attention math, no GPU.
 //
-// Traces: the DRR generator (shared/background/selection-locality.md) in a
+// Traces: the DRR generator (docs/runtime.md, "dhs-sim") in a
 // load-step scenario (a few requests, then many arrivals, later departures),
 // or a trace file (format in tools/dhs-sim/SelectionTrace.h). Before the scenario
 // it prints the generator's calibration check: the miss rate of a 4096-slot
@@ -58,7 +58,8 @@ struct Calibration {
 
 /// One request, context 32K growing by one per step, 1200 steps, a fixed
 /// LRU buffer of `buffer` slots and nothing else resident (no protected
-/// window): misses averaged after step 300, as in selection-locality.md.
+/// window): misses averaged after step 300, as in the published calibration
+/// of the DRR model (docs/runtime.md, "dhs-sim").
 Calibration calibrate(const DrrParams &params, std::int32_t buffer, std::uint64_t seed) {
   const std::int64_t context = 32768, steps = 1200, skip = 300;
   ResidencyController c(ResidencyConfig::fixedBudget(1, buffer, context + steps, 0, 0, buffer));
@@ -428,7 +429,7 @@ int run(const Options &o) {
               o.drr.contextScaling ? " (context scaling)" : "", o.drr.topk, o.queries,
               static_cast<unsigned long long>(o.seed));
   if (o.calibration || o.calibrationOnly) {
-    std::printf("\ncalibration (selection-locality.md): one request, context 32768, 1200 steps,\n"
+    std::printf("\ncalibration (docs/runtime.md): one request, context 32768, 1200 steps,\n"
                 "a fixed LRU buffer of B slots and nothing else resident, misses after step 300\n");
     std::printf("  %8s %8s %10s\n", "B", "miss", "overlap");
     bool ok = true;
