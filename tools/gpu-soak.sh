@@ -41,10 +41,10 @@ soak() {
   echo "== soak: ${seconds} s on CUDA (invariant checker on)"
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
   env "${env_steps[@]}" DHS_SOAK_SECONDS="$seconds" DHS_SOAK_BACKEND=cuda \
-    "$dir/bin/dhs-unittests" "[soak-timed]" --reporter compact --success=false \
+    "$dir/bin/dhs-unittests" "[soak-timed]" \
     > "$results/soak.log" 2>&1
   local rc=$?
-  grep -E "soak \(|SKIPPED|FAILED|passed|failed" "$results/soak.log" | sed 's/^/  /'
+  grep -E -A4 "soak \(|SKIPPED|FAILED" "$results/soak.log" | sed "s/^/  /"; tail -n 2 "$results/soak.log"
   [ $rc -eq 0 ] && echo "soak: PASS" || echo "soak: FAIL (exit $rc, $results/soak.log)"
   return $rc
 }

@@ -297,7 +297,9 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
   std::mt19937_64 rng(seed);
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(4, 2, 1, 8));
-  const int totalOps = 100000;
+  // DHS_SOAK_OPERATIONS scales it (the sanitized suite runs 20000).
+  const char *operations = std::getenv("DHS_SOAK_OPERATIONS");
+  const int totalOps = operations ? std::max(1, std::atoi(operations) / 4) * 4 : 100000;
   const std::int64_t hostRows = 6000;
   std::int64_t counts[4] = {0, 0, 0, 0}; // admit, append, step, finish
   std::int64_t refusals = 0, fullAppends = 0;
