@@ -96,6 +96,9 @@ const std::int32_t *CudaStorage::residencyMapSnapshot(std::int32_t group) {
 
 const std::uint8_t *CudaStorage::hbmSnapshot(std::int32_t layer) {
   const CudaDriver &cuda = driver();
+  // The context may not be current: checks run on whichever engine thread
+  // calls (quiesce makes it current only when work is in flight).
+  queue_->makeCurrent();
   queue_->quiesce();
   if (!snapshot_.empty())
     cuda.check(cuda.memcpyDtoH(snapshot_.data(), pools_.hbm[layout_.poolOf(layer)]->get(),
