@@ -17,7 +17,7 @@ config.test_exec_root = os.path.join(config.dhs_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["dhs-opt", "dhs-compile", "dhs-run"], [config.dhs_tools_dir]
+    ["dhs-opt", "dhs-compile", "dhs-run", "dhs-decode"], [config.dhs_tools_dir]
 )
 config.substitutions.append(("%dhs_src", config.dhs_src_root))
 

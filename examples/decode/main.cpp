@@ -1,0 +1,218 @@
+//===- main.cpp - dhs-decode: a reference engine that decodes real tokens -===//
+//
+// dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--residency all|part|none]
+//            [--sampling] [--seed S] [--requests R] [--prompt P] [--steps DIR]
+//            [--check-invariants] [--check]
+//
+// Decodes tokens with dhs-decode's model (Model.h) through the dhs C API and
+// prints tokens/s and host fetches as a share of the selected rows. --check
+// decodes greedily at residency all, part and none and exits non-zero unless
+// every stream is identical.
+//
+//===----------------------------------------------------------------------===//
+
+#include "examples/decode/Decoder.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+
+using namespace dhs::decode;
+
+namespace {
+
+const char *kUsage =
+    "usage: dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--residency all|part|none]\n"
+    "                  [--sampling] [--seed S] [--requests R] [--prompt P] [--steps DIR]\n"
+    "                  [--check-invariants] [--check]\n"
+    "\n"
+    "Decodes N tokens (default 32) for R requests (default 2, at most 4) after\n"
+    "P-token prompts (default 256) with a tiny seeded sparse-attention model\n"
+    "whose attention runs through the dhs runtime, greedily or (--sampling)\n"
+    "sampled. --residency: all (HBM holds every row), part (about a quarter of\n"
+    "the history), none (rows come from the host). --check: the greedy streams\n"
+    "at all three residencies must be identical.\n"
+    "--steps: the compiled steps (default: dhs-decode-steps beside the binary).\n";
+
+/// The directory of the running binary.
+std::string binaryDirectory() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0)
+    return ".";
+  path[n] = '\0';
+  std::string s(path);
+  const std::size_t slash = s.rfind('/');
+  return slash == std::string::npos ? "." : s.substr(0, slash);
+}
+
+int parseInt(const char *text, const char *name, int min, int max) {
+  char *end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (!*text || *end || v < min || v > max)
+    throw DecodeError(std::string(name) + " must be an integer in " + std::to_string(min) + ".." +
+                      std::to_string(max) + ", not '" + text + "'");
+  return static_cast<int>(v);
+}
+
+/// One session's line of numbers.
+void report(const char *what, const DecodeOptions &o, const DecodeResult &r) {
+  const std::uint64_t tokens = static_cast<std::uint64_t>(o.requests) * o.tokens;
+  const double fetched = r.stats.total_selected
+                             ? 100.0 * static_cast<double>(r.stats.total_fetched) /
+                                   static_cast<double>(r.stats.total_selected)
+                             : 0.0;
+  std::printf("%-8s %-5s %9llu %8.1f %7llu %10lld %10lld %7.2f%%\n", what,
+              residencyName(o.residency), static_cast<unsigned long long>(tokens),
+              r.seconds > 0 ? static_cast<double>(tokens) / r.seconds : 0.0,
+              static_cast<unsigned long long>(r.steps),
+              static_cast<long long>(r.stats.total_selected),
+              static_cast<long long>(r.stats.total_fetched), fetched);
+}
+
+void header() {
+  std::printf("%-8s %-5s %9s %8s %7s %10s %10s %8s\n", "decode", "resid", "tokens", "tok/s",
+              "steps", "selected", "from host", "host%");
+}
+
+/// The first position where two sets of streams differ, or -1.
+long firstDifference(const DecodeResult &a, const DecodeResult &b, int tokens) {
+  for (std::size_t r = 0; r < a.streams.size(); ++r)
+    for (int i = 0; i < tokens; ++i)
+      if (a.streams[r].at(i) != b.streams[r].at(i))
+        return static_cast<long>(r) * tokens + i;
+  return -1;
+}
+
+/// Distinct tokens of a result (a degenerate model repeats one token).
+int distinctTokens(const DecodeResult &r, int vocab) {
+  std::string seen(static_cast<std::size_t>(vocab), '\0');
+  int distinct = 0;
+  for (const auto &stream : r.streams)
+    for (int t : stream)
+      distinct += !seen[t]++;
+  return distinct;
+}
+
+void describe(const Model &model, const DecodeOptions &o, const DecodeResult &r) {
+  const ModelConfig &c = model.config();
+  std::printf("dhs-decode: backend %s\n", r.backend.c_str());
+  std::printf("model: %d layers in groups of %d, %d heads, mla_bf16 rows (1152 B), top-%d of "
+              "a lightning indexer (host), vocabulary %d, hidden %d; %d requests, prompts of %d "
+              "tokens\n",
+              c.layers, c.layersPerGroup, c.heads, c.topk, c.vocab, c.hidden, o.requests, o.prompt);
+}
+
+int runCheck(const Model &model, DecodeOptions o) {
+  o.sampling = false;
+  o.checkInvariants = true;
+  const std::vector<Prefill> prefills = makePrefills(model, o);
+  header();
+  o.residency = Residency::All;
+  const DecodeResult reference = decode(model, prefills, o);
+  report("plain", o, reference);
+  int failures = 0, streams = 1;
+  auto compare = [&](const char *what, const DecodeResult &r) {
+    ++streams;
+    const long at = firstDifference(reference, r, o.tokens);
+    if (at >= 0) {
+      std::printf("check: %s at residency %s differs from plain decoding at request %ld, token "
+                  "%ld\n",
+                  what, residencyName(o.residency), at / o.tokens, at % o.tokens);
+      ++failures;
+    }
+  };
+  for (Residency residency : {Residency::Part, Residency::None}) {
+    o.residency = residency;
+    const DecodeResult r = decode(model, prefills, o);
+    report("plain", o, r);
+    compare("plain decoding", r);
+  }
+  const int distinct = distinctTokens(reference, model.config().vocab);
+  if (distinct < 4) {
+    std::printf("check: the model is degenerate: %d distinct tokens\n", distinct);
+    ++failures;
+  }
+  if (failures) {
+    std::printf("check: FAILED (%d of %d streams differ)\n", failures, streams - 1);
+    return 1;
+  }
+  std::printf("check: all %d greedy streams identical (%d requests x %d tokens = %d tokens each, "
+              "%d distinct tokens): residency all, part, none\n",
+              streams, o.requests, o.tokens, o.requests * o.tokens, distinct);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    DecodeOptions o;
+    o.steps = binaryDirectory() + "/dhs-decode-steps";
+    bool check = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> const char * {
+        if (i + 1 >= argc)
+          throw DecodeError(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--backend") {
+        const std::string b = value();
+        if (b != "cpu" && b != "cuda" && b != "auto")
+          throw DecodeError("--backend must be cpu, cuda or auto, not '" + b + "'");
+        o.backend = b == "cpu"    ? DHS_BACKEND_CPU
+                    : b == "cuda" ? DHS_BACKEND_CUDA
+                                  : DHS_BACKEND_AUTO;
+      } else if (a == "--tokens") {
+        o.tokens = parseInt(value(), "--tokens", 1, 100000);
+      } else if (a == "--residency") {
+        o.residency = parseResidency(value());
+      } else if (a == "--sampling") {
+        o.sampling = true;
+      } else if (a == "--seed") {
+        o.seed = std::strtoull(value(), nullptr, 10);
+      } else if (a == "--requests") {
+        o.requests = parseInt(value(), "--requests", 1, 4);
+      } else if (a == "--prompt") {
+        o.prompt = parseInt(value(), "--prompt", 2, 100000);
+      } else if (a == "--steps") {
+        o.steps = value();
+      } else if (a == "--check-invariants") {
+        o.checkInvariants = true;
+      } else if (a == "--check") {
+        check = true;
+      } else if (a == "--help" || a == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      } else {
+        std::fprintf(stderr, "dhs-decode: unknown argument '%s'\n%s", a.c_str(), kUsage);
+        return 2;
+      }
+    }
+    ModelConfig config;
+    config.seed = o.seed;
+    const Model model(config);
+    if (check)
+      return runCheck(model, o);
+    const std::vector<Prefill> prefills = makePrefills(model, o);
+    const DecodeResult r = decode(model, prefills, o);
+    describe(model, o, r);
+    header();
+    report("plain", o, r);
+    for (std::size_t b = 0; b < r.streams.size(); ++b) {
+      std::printf("request %zu:", b);
+      for (std::size_t i = 0; i < r.streams[b].size() && i < 16; ++i)
+        std::printf(" %d", r.streams[b][i]);
+      std::printf("%s\n", r.streams[b].size() > 16 ? " ..." : "");
+    }
+    std::printf("%d distinct tokens in %d\n", distinctTokens(r, config.vocab),
+                o.requests * o.tokens);
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "dhs-decode: error: %s\n", e.what());
+    return 1;
+  }
+}
