@@ -244,13 +244,17 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(walkIf.thenBlock()->getTerminator());
       Value accepted = countAccepted(kb, gamma, [&](Value i) -> Value {
-        Value x = arith::IndexCastOp::create(
-            b, b.getIndexType(), memref::LoadOp::create(b, draftArg, ValueRange{request, i}));
+        // A -1 ends a block shorter than gamma (its p and q are not read).
+        Value x32 = memref::LoadOp::create(b, draftArg, ValueRange{request, i});
+        Value drafted = kb.cmpi(arith::CmpIPredicate::sge, x32, kb.i32(0));
+        Value x =
+            arith::IndexCastOp::create(b, b.getIndexType(), kb.select(drafted, x32, kb.i32(0)));
         Value p = memref::LoadOp::create(b, targetArg, ValueRange{request, i, x});
         Value q = memref::LoadOp::create(b, qArg, ValueRange{request, i, x});
         Value u = uniform(b, seed, step, arith::IndexCastOp::create(b, b.getI64Type(), i));
-        return arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q),
-                                     p);
+        return arith::AndIOp::create(
+            b, drafted,
+            arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, arith::MulFOp::create(b, u, q), p));
       });
       memref::StoreOp::create(b, accepted, decision, ValueRange{kb.index(0)});
       memref::StoreOp::create(b, accepted, acceptedArg, ValueRange{request});
@@ -263,15 +267,26 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
     // u S falls, whose thread walks it.
     Value n32 = memref::LoadOp::create(b, decision, ValueRange{kb.index(0)});
     Value n = arith::IndexCastOp::create(b, b.getIndexType(), n32);
-    // The decision word now records the sampled token (-1: none yet).
+    // The decision word now records the lowest sampled token (INT32_MAX:
+    // none yet).
+    const int32_t none = std::numeric_limits<int32_t>::max();
     gpu::BarrierOp::create(b);
     auto reset = scf::IfOp::create(b, isThread0, /*withElse=*/false);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(reset.thenBlock()->getTerminator());
-      memref::StoreOp::create(b, kb.i32(-1), decision, ValueRange{kb.index(0)});
+      memref::StoreOp::create(b, kb.i32(none), decision, ValueRange{kb.index(0)});
     }
+    // The bonus token (from p) follows the block's last draft: after gamma
+    // acceptances, or where a shorter block's -1 ends it.
     Value bonus = kb.cmpi(arith::CmpIPredicate::eq, n32, kb.i32(gamma));
+    if (gamma > 0) {
+      Value at = arith::MinUIOp::create(b, n, kb.index(gamma - 1));
+      Value ended =
+          kb.cmpi(arith::CmpIPredicate::slt,
+                  memref::LoadOp::create(b, draftArg, ValueRange{request, at}), kb.i32(0));
+      bonus = arith::OrIOp::create(b, bonus, ended);
+    }
     // q at position n exists only for n < gamma.
     Value qPosition = kb.select(bonus, kb.index(0), n);
     auto weight = [&](Value token) -> Value {
@@ -362,7 +377,9 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
       Value token = arith::SelectOp::create(
           b, kb.cmpi(arith::CmpIPredicate::eq, find.getResult(1), kb.i32(-1)), find.getResult(2),
           find.getResult(1));
-      memref::StoreOp::create(b, token, decision, ValueRange{kb.index(0)});
+      // Rounding may make two chunks own the threshold: the lower token wins.
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::mins, token, decision,
+                                  ValueRange{kb.index(0)});
     }
     gpu::BarrierOp::create(b);
     // A threshold that rounding put past every chunk takes the last token
@@ -372,7 +389,7 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(finish.thenBlock()->getTerminator());
       Value picked = memref::LoadOp::create(b, decision, ValueRange{kb.index(0)});
-      Value missing = kb.cmpi(arith::CmpIPredicate::eq, picked, kb.i32(-1));
+      Value missing = kb.cmpi(arith::CmpIPredicate::eq, picked, kb.i32(none));
       auto fallback = scf::IfOp::create(b, TypeRange{i32}, missing,
                                         /*withElse=*/true);
       {

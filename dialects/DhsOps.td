@@ -702,7 +702,11 @@ def Dhs_AcceptOp : Dhs_Op<"accept"> {
     `rejection_sampling` accepts token `i` with probability
     `min(1, p_i(x) / q_i(x))` (`q` = `draft_probs`) and at the first
     rejection samples from `norm(max(0, p - q))`; after `gamma` acceptances
-    it samples the bonus token from `target[b, gamma]`. Writes the number of
+    it samples the bonus token from `target[b, gamma]`. A request's block may
+    be shorter than gamma (per-request gamma): a `-1` in `draft[b]` ends it,
+    and the rows after it are not read for acceptance; after its last draft
+    is accepted the bonus token comes from that position's `target`. Writes
+    the number of
     accepted drafts and the next token. Random numbers come from a
     counter-based generator keyed by (`seeds[b]`, `step`, position), so a run
     is reproducible.

@@ -155,9 +155,13 @@ void Runtime::append(std::uint64_t id, const void *rows) {
   const std::int32_t index = indexOf(id, "append");
   if (!rows)
     throw InputError("append to " + requestName(id) + ": null rows");
+  appendRows(index, requestName(id), rows);
+}
+
+void Runtime::appendRows(std::int32_t index, const std::string &name, const void *rows) {
   const std::int64_t maxContext = controller_->maxContext(index);
   if (controller_->historyLen(index) >= maxContext)
-    throw CapacityError("append to " + requestName(id) + ": it reached its maximum context of " +
+    throw CapacityError("append to " + name + ": it reached its maximum context of " +
                         std::to_string(maxContext) + " rows");
   std::vector<RowCopy> copies;
   controller_->append(index, copies);
@@ -185,6 +189,7 @@ void Runtime::finish(std::uint64_t id) {
   controller_->finish(index);
   applyCopies({}); // its rows leave the device residency maps
   index_.erase(id);
+  specByRequest_.erase(id);
   rings_->free(index);
 }
 
@@ -313,6 +318,19 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
 }
 
 void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds, MemorySpace memory) {
+  if (!verify_.active)
+    return select(group, rowIds, memory);
+  try {
+    select(group, rowIds, memory);
+  } catch (...) {
+    // A verify step fails whole.
+    if (inStep_)
+      abortStep();
+    throw;
+  }
+}
+
+void Runtime::select(std::int32_t group, const std::int32_t *rowIds, MemorySpace memory) {
   if (!inStep_)
     throw StateError("selections outside a step (begin a step first)");
   if (group < 0 || group >= layout_.groups())
@@ -324,6 +342,12 @@ void Runtime::selectGroup(std::int32_t group, const std::int32_t *rowIds, Memory
   if (batch_ > 0 && !rowIds)
     throw InputError("null row ids for layer group " + std::to_string(group));
   const std::int64_t perLane = shape_.queries * shape_.topk;
+  if (verify_.active) {
+    if (memory == MemorySpace::Device)
+      throw InputError("a verify step takes selections in host memory");
+    selectVerifyGroup(group, rowIds);
+    return;
+  }
   if (memory == MemorySpace::Device) {
     // The step's dhs.resolve maps them to slots on the device; they are
     // checked and booked by the controller after the step, from a copy.
@@ -369,6 +393,20 @@ void Runtime::checkSelections(std::int32_t group, const std::int32_t *rowIds) co
 
 void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *output,
                           MemorySpace memory) {
+  if (!verify_.active)
+    return attend(layer, queries, output, memory);
+  try {
+    attend(layer, queries, output, memory);
+  } catch (...) {
+    // A verify step fails whole.
+    if (inStep_)
+      abortStep();
+    throw;
+  }
+}
+
+void Runtime::attend(std::int32_t layer, const bf16_t *queries, bf16_t *output,
+                     MemorySpace memory) {
   if (!inStep_)
     throw StateError("attention outside a step (begin a step first)");
   if (layer < 0 || layer >= layout_.layers)
@@ -392,13 +430,15 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
   step.rowIds = rowIds_[static_cast<std::size_t>(group)].data();
   step.slots = slots_[static_cast<std::size_t>(group)].data();
   step.historyStart = historyStart_.data();
-  step.historyLen = historyLen_.data();
+  step.historyLen = verify_.active ? verify_.historyLen.data() : historyLen_.data();
   step.output = output;
   step.selectionsOnDevice = deviceSelected_[static_cast<std::size_t>(group)] != 0;
   step.windowTokens = windowTokensLane_.data();
   step.laneRequests = lanes_.data();
   tiers_.runner->attend(layer, step);
   attended_[static_cast<std::size_t>(layer)] = 1;
+  if (verify_.active)
+    countVerifyReads(layer);
   // (Reads of device selections are checked once they are booked.)
   if (config_.checkInvariants && !step.selectionsOnDevice)
     checkReads(layer);
@@ -407,6 +447,8 @@ void Runtime::attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *out
 void Runtime::endStep() {
   if (!inStep_)
     throw StateError("no step is in progress");
+  if (verify_.active && !acceptingVerify_)
+    throw StateError("a verify step ends with verify accept (or an abort), not end step");
   for (std::int32_t g = 0; g < layout_.groups(); ++g)
     if (!selected_[static_cast<std::size_t>(g)])
       throw StateError("cannot end the step: layer group " + std::to_string(g) +
@@ -496,6 +538,7 @@ void Runtime::abortStep() {
   if (!inStep_)
     throw StateError("no step is in progress");
   inStep_ = false;
+  verify_.active = false;
   controller_->abortStep();
   try {
     tiers_.runner->finishStep();
@@ -561,7 +604,8 @@ RuntimeStats Runtime::stats() const {
 
 void Runtime::checkReads(std::int32_t layer) {
   const std::size_t g = static_cast<std::size_t>(layer / layout_.layersPerGroup);
-  checker_->checkReads(layer, lanes_.data(), historyStart_.data(), rowIds_[g].data(),
+  checker_->checkReads(layer, lanes_.data(), historyStart_.data(),
+                       verify_.active ? checkPendingReads(layer) : rowIds_[g].data(),
                        slots_[g].data());
 }
 

@@ -14,6 +14,7 @@
 
 #include "runtime/InvariantChecker.h"
 #include "runtime/RequestRings.h"
+#include "runtime/core/Accept.h"
 #include "runtime/core/Bf16.h"
 #include "runtime/core/DraftRingStep.h"
 #include "runtime/core/Manifest.h"
@@ -21,6 +22,7 @@
 #include "runtime/core/Tiers.h"
 #include "runtime/residency/Residency.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -75,6 +77,32 @@ struct RuntimeStats {
   std::int64_t optionalUsedSlots = 0;   ///< optional rows in use, all groups
   std::uint64_t graphCaptures = 0;      ///< CUDA: steps captured into a new graph
   std::uint64_t graphReplays = 0;       ///< CUDA: steps run by replaying a graph
+};
+
+/// Speculation statistics of verify steps (whole runtime, or one request).
+struct SpecStats {
+  static constexpr std::size_t kPositions = 16; ///< draft positions counted apart
+  std::uint64_t verifySteps = 0; ///< verify steps ended by verifyAccept (a request's: its blocks)
+  std::uint64_t blocks = 0;      ///< request blocks verified (a block per request and step)
+  std::uint64_t drafted = 0;     ///< draft tokens verified
+  std::uint64_t accepted = 0;    ///< of those, accepted
+  std::uint64_t emitted = 0;     ///< tokens emitted (accepted + a bonus or corrected one each)
+  std::array<std::uint64_t, kPositions> draftedAt{};  ///< drafts at draft position i
+  std::array<std::uint64_t, kPositions> acceptedAt{}; ///< of those, accepted
+  /// Host-store rows the verify steps' attention read (layer rows): per
+  /// layer, each distinct missing row of a request's positions once (the
+  /// union the shared retrieval reads).
+  std::uint64_t hostRowsRead = 0;
+  /// What reading each position's missing rows apart would read: the sum
+  /// over positions (and layers) of their distinct missing rows.
+  std::uint64_t hostRowsSelectedMissing = 0;
+
+  /// emitted / blocks (0 before any block).
+  double meanAcceptedLength() const {
+    return blocks ? static_cast<double>(emitted) / static_cast<double>(blocks) : 0.0;
+  }
+  /// Adds another's counts.
+  SpecStats &operator+=(const SpecStats &other);
 };
 
 /// The runtime.
@@ -197,6 +225,57 @@ public:
             const bf16_t *queries, bf16_t *output, MemorySpace memory = MemorySpace::Host,
             MemorySpace selectionMemory = MemorySpace::Host);
 
+  /// Begins a verify step over `batch` requests (speculative decoding; the
+  /// loaded step's Q = gamma + 1 >= 2 positions per request). Request ids[b]
+  /// verifies draftLens[b] + 1 positions (0 <= draftLens[b] <= Q - 1): the
+  /// token after its history and its drafts draftTokens[b * (Q-1) + 0 ..
+  /// draftLens[b] - 1]. `rows` [batch][Q][L][row_bytes] (host memory) is
+  /// the target's KV of those positions: pending, staged in the request's
+  /// ring slots (reserved at admission) and selectable as row ids
+  /// historyLen .. historyLen + draftLens[b] of this step only (position j
+  /// selects its history and positions 0 .. j), never in the host store or
+  /// the residency state before verifyAccept commits it. Then selectGroup
+  /// (host selections; positions past a block get -1) and attendLayer as in
+  /// a step; any failure of them abandons the verify step. Throws InputError
+  /// (a draft length, null pointers, batch), UnknownRequestError,
+  /// CapacityError (the block would pass the request's maximum context),
+  /// StateError (a step in progress, a step of one position).
+  void verifyBegin(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *draftLens,
+                   const std::int32_t *draftTokens, const void *rows);
+  /// Ends a verify step: acceptance by `rule` over `vocab` tokens (the
+  /// kernel of a loaded accept step on CUDA, else the same rule on the host:
+  /// the same tokens for the same seed), then endStep, then the KV of each
+  /// request's first accepted[b] + 1 positions is appended to its history
+  /// (host store + HBM) and the rest discarded. `target` [batch][Q][vocab]:
+  /// greedy scores (no NaN; argmax, ties to the lower token) or
+  /// probabilities p; `draftProbs` [batch][Q-1][vocab] q (rejection
+  /// sampling; ignored for greedy). Only the rows of each block's positions
+  /// are read and checked. Writes accepted[batch] and tokens[batch][Q] (the
+  /// accepted drafts, then the bonus or corrected token). Throws StateError
+  /// without a verify step in progress (nothing changes); otherwise, on any
+  /// error (InputError: a rule, vocab, probabilities, a draft token outside
+  /// the vocabulary, null pointers) the verify step is abandoned: nothing
+  /// committed, no KV lost.
+  void verifyAccept(AcceptRule rule, std::int32_t vocab, const float *target,
+                    const float *draftProbs, std::uint64_t seed, std::int32_t *accepted,
+                    std::int32_t *tokens);
+  /// True between verifyBegin and verifyAccept (or an abort).
+  bool verifying() const { return verify_.active; }
+  /// Speculation statistics of the whole runtime.
+  const SpecStats &specStats() const { return specTotals_; }
+  /// A request's speculation statistics. Throws UnknownRequestError.
+  SpecStats specStats(std::uint64_t id) const;
+  /// Loads a compiled accept step (examples/accept_step.mlir or
+  /// accept_sampling_step.mlir compiled for this session: B = the step's
+  /// batch, gamma = Q - 1, any vocabulary), one per rule. On CUDA
+  /// verifyAccept then runs its kernel for that rule and vocabulary; the CPU
+  /// tiers only check it. Throws StateError (no step, during a step, the
+  /// rule loaded already), Error (not an accept step, shapes that do not
+  /// match: named).
+  void loadAcceptStep(const std::string &stepDirectory);
+  /// As loadAcceptStep, from a parsed manifest.
+  void loadAcceptStep(const Manifest &manifest);
+
   /// Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
   /// compiled by dhs-compile: ring_index + copy_rows launches) whose kernels
   /// run the draft rings on CUDA; the CPU tiers only check it. Its rings must
@@ -281,6 +360,26 @@ private:
   /// Throws StateError unless an auxiliary step of `kind` (not `loaded` yet)
   /// may be loaded now; `what` names the call.
   void requireAuxiliaryLoad(const char *what, const char *kind, bool loaded) const;
+  /// selectGroup's work (which abandons a verify step when it throws).
+  void select(std::int32_t group, const std::int32_t *rowIds, MemorySpace memory);
+  /// attendLayer's work (which abandons a verify step when it throws).
+  void attend(std::int32_t layer, const bf16_t *queries, bf16_t *output, MemorySpace memory);
+  /// selectGroup of a verify step: pads past each block, checks the row ids
+  /// (history and pending positions, causally), resolves the history rows
+  /// and points the pending ones at the request's ring slots; counts misses.
+  void selectVerifyGroup(std::int32_t group, const std::int32_t *rowIds);
+  /// After layer `layer` of a verify step ran: counts its host reads and
+  /// checks them against the union of its group's missing rows.
+  void countVerifyReads(std::int32_t layer);
+  /// The verify step's pending rows read by layer `layer` against what the
+  /// engine gave (checkInvariants); returns the selections with them as -1.
+  const std::int32_t *checkPendingReads(std::int32_t layer);
+  /// Acceptance of the verify step in progress (checks everything first).
+  void runAcceptance(AcceptRule rule, std::int32_t vocab, const float *target,
+                     const float *draftProbs, std::uint64_t seed, std::int32_t *accepted,
+                     std::int32_t *next);
+  /// Appends one token's rows [L][row_bytes] to request index `index`.
+  void appendRows(std::int32_t index, const std::string &name, const void *rows);
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const StepLog &log);
@@ -348,6 +447,24 @@ private:
   std::vector<std::uint8_t> selected_;            // [group]
   std::vector<std::uint8_t> deviceSelected_;      // [group] selections on the device
   std::vector<std::uint8_t> attended_;            // [layer]
+
+  /// The verify step in progress (verifyBegin .. verifyAccept).
+  struct VerifyStep {
+    bool active = false;
+    std::vector<std::int32_t> draftLens;       // [batch]
+    std::vector<std::int32_t> drafts;          // [batch][Q-1], -1 after a block's drafts
+    std::vector<std::uint8_t> rows;            // [batch][Q][L][row_bytes] pending KV
+    std::vector<std::int32_t> historyLen;      // [B] history + pending positions (the kernels')
+    std::vector<std::int64_t> unionMissing;    // [group][B] distinct missing rows
+    std::vector<std::int64_t> positionMissing; // [group][B] summed over positions
+    std::vector<std::int32_t> masked;          // [B*Q*K] checkPendingReads' selections
+    std::uint64_t hostRowsRead = 0;            // all layers so far
+    std::vector<std::uint64_t> laneRead, laneMissing; // [B] over layers
+  } verify_;
+  bool acceptingVerify_ = false; // verifyAccept runs endStep
+  SpecStats specTotals_;
+  std::unordered_map<std::uint64_t, SpecStats> specByRequest_;
+  std::array<bool, 2> acceptLoaded_{}; // [AcceptRule] an accept step is loaded
 };
 
 } // namespace dhs::runtime

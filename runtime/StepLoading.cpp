@@ -162,16 +162,18 @@ TierLayout tierLayout(const RuntimeConfig &config, const Manifest &manifest,
 /// The residency controller's config: the steps' residency spec
 /// (dhs.residency) where they carry one, else the runtime config's.
 ResidencyConfig residencyConfig(const RuntimeConfig &config, const TierLayout &layout,
-                                const std::vector<Manifest> &manifests) {
+                                const ProblemShape &shape, const std::vector<Manifest> &manifests) {
   ResidencyConfig residency;
   residency.groups = layout.groups();
   residency.hbmSlots = layout.hbmSlots;
   residency.hostRows = layout.hostRows;
   residency.maxRequests = config.maxRequests;
   residency.newestWindow = config.newestWindow;
-  // Draft rings live in memory of their own (RingStore), not in the pools:
-  // no pool slots are reserved for them.
-  residency.draftWindow = 0;
+  // Draft rings live in memory of their own (RingStore), not in the pools.
+  // The controller's ring slots hold a verify step's pending rows instead:
+  // Q per request and group for a step of Q > 1 positions (Runtime::
+  // verifyBegin), reserved at admission like any protected slot.
+  residency.draftWindow = shape.queries > 1 ? static_cast<std::int32_t>(shape.queries) : 0;
   residency.hotFloor = config.hotFloor;
   residency.policy = config.policy;
   residency.replacement = config.replacement;
@@ -237,7 +239,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   const StepsByLayer byLayer =
       indexByLayer(manifests, manifest.argument(ArgumentRole::KvPool).pool);
   const TierLayout layout = tierLayout(config_, manifest, shape);
-  const ResidencyConfig residency = residencyConfig(config_, layout, manifests);
+  const ResidencyConfig residency = residencyConfig(config_, layout, shape, manifests);
   const bool useCuda = chooseCuda(manifests, byLayer.cudaRefusal);
   // Everything this session allocates in host memory in proportion to the
   // step's and the config's sizes, against what this process may use, before

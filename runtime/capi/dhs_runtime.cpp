@@ -14,6 +14,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/cuda/CudaDriver.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -452,6 +453,52 @@ dhs_status dhs_step_end(dhs_runtime *runtime) {
   return onLoaded("dhs_step_end", DHS_ERROR_DEVICE, runtime, [&](Runtime &rt) { rt.endStep(); });
 }
 
+dhs_status dhs_verify_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch,
+                            const int32_t *draft_lens, const int32_t *draft_tokens,
+                            const void *rows) {
+  return onLoaded("dhs_verify_begin", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.verifyBegin(ids, batch, draft_lens, draft_tokens, rows); });
+}
+dhs_status dhs_verify_accept(dhs_runtime *runtime, int32_t rule, int32_t vocab, const float *target,
+                             const float *draft_probs, uint64_t seed, int32_t *accepted,
+                             int32_t *tokens) {
+  return onLoaded("dhs_verify_accept", DHS_ERROR_DEVICE, runtime, [&](Runtime &rt) {
+    rt.verifyAccept(static_cast<AcceptRule>(rule), vocab, target, draft_probs, seed, accepted,
+                    tokens);
+  });
+}
+dhs_status dhs_runtime_load_accept_step(dhs_runtime *runtime, const char *step_directory) {
+  return onLoaded("dhs_runtime_load_accept_step", DHS_ERROR_STEP, runtime,
+                  [&](Runtime &rt) { rt.loadAcceptStep(stepDirectory(step_directory)); });
+}
+static void copySpecStats(const SpecStats &s, dhs_spec_stats *stats) {
+  std::memset(stats, 0, sizeof(*stats));
+  stats->verify_steps = s.verifySteps;
+  stats->drafted = s.drafted;
+  stats->accepted = s.accepted;
+  stats->emitted = s.emitted;
+  stats->mean_accepted_length = s.meanAcceptedLength();
+  static_assert(SpecStats::kPositions == std::size(dhs_spec_stats{}.drafted_at));
+  std::copy(s.draftedAt.begin(), s.draftedAt.end(), stats->drafted_at);
+  std::copy(s.acceptedAt.begin(), s.acceptedAt.end(), stats->accepted_at);
+  stats->host_rows_read = s.hostRowsRead;
+  stats->host_rows_selected_missing = s.hostRowsSelectedMissing;
+}
+dhs_status dhs_runtime_get_spec_stats(const dhs_runtime *runtime, dhs_spec_stats *stats) {
+  return onHandle("dhs_runtime_get_spec_stats", DHS_ERROR_INTERNAL, runtime,
+                  [&](const Runtime &rt) {
+                    if (!stats)
+                      throw InputError("null stats pointer");
+                    copySpecStats(rt.specStats(), stats);
+                  });
+}
+dhs_status dhs_request_spec_stats(const dhs_runtime *runtime, uint64_t id, dhs_spec_stats *stats) {
+  return onLoaded("dhs_request_spec_stats", DHS_ERROR_INTERNAL, runtime, [&](const Runtime &rt) {
+    if (!stats)
+      throw InputError("null stats pointer");
+    copySpecStats(rt.specStats(id), stats);
+  });
+}
 dhs_status dhs_step_abort(dhs_runtime *runtime) {
   return onLoaded("dhs_step_abort", DHS_ERROR_DEVICE, runtime,
                   [&](Runtime &rt) { rt.abortStep(); });

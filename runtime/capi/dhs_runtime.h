@@ -279,6 +279,116 @@ dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position,
  *  dhs_draft_append. */
 dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_t count, void *out);
 
+/** Speculative decoding: verify steps over the step in parts.
+ *
+ *  A verify step checks, per request, a block of drafted tokens: the loaded
+ *  attention step's Q = gamma + 1 positions are the request's last accepted
+ *  token (whose KV is not in its history yet) and up to gamma drafts. The
+ *  engine begins it with the target's KV of those positions, selects and
+ *  attends as in a step in parts, computes the target's logits or
+ *  probabilities per position from the outputs, and ends it with
+ *  dhs_verify_accept, which accepts a prefix of the drafts and appends the
+ *  KV of the accepted positions to the history. Steps with Q > 1 reserve Q
+ *  HBM slots per request and layer group at admission for these pending
+ *  rows (counted like the newest window). Any failed call of a verify step
+ *  abandons it: nothing is committed, no KV is lost. */
+
+/** Acceptance rules of dhs_verify_accept. */
+typedef enum dhs_accept_rule {
+  DHS_ACCEPT_GREEDY = 0,            /**< longest prefix matching the target's argmax */
+  DHS_ACCEPT_REJECTION_SAMPLING = 1 /**< lossless: min(1, p/q), residual sample */
+} dhs_accept_rule;
+
+/** Begins a verify step over `batch` requests (batch <= the step's B; the
+ *  step's Q = gamma + 1 >= 2). Request ids[b] verifies draft_lens[b] + 1
+ *  positions (0 <= draft_lens[b] <= Q - 1): the token that follows its
+ *  history (its last accepted token) and its draft tokens
+ *  draft_tokens[b*(Q-1) + 0 .. draft_lens[b]-1] ([batch][Q-1] int32, the
+ *  rest ignored; may be null when every draft_lens[b] is 0).
+ *  rows [batch][Q][layers][row_bytes] (host memory): the target's KV of
+ *  those positions. They are PENDING: position j of request b is row id
+ *  history_len(b) + j in this step's selections (position j may select its
+ *  history and positions 0 .. j, causally), but nothing of them reaches the
+ *  host store or the residency/replacement state until accepted. Then
+ *  dhs_step_select per group (host memory) and dhs_step_attend per layer
+ *  exactly as in a step in parts (positions beyond draft_lens[b] + 1 get
+ *  selections of -1 and their output is unspecified), then
+ *  dhs_verify_accept (or dhs_step_abort, which discards everything
+ *  pending). Errors: DHS_ERROR_INVALID_ARGUMENT (a draft length outside
+ *  0 .. Q-1, null pointers, batch), DHS_ERROR_UNKNOWN_REQUEST,
+ *  DHS_ERROR_OUT_OF_MEMORY (the block would pass the request's maximum
+ *  context), DHS_ERROR_STATE (a step in progress, a step with Q = 1); a
+ *  row id outside a request's history and its positions up to the
+ *  selecting one makes dhs_step_select fail with DHS_ERROR_OUT_OF_RANGE
+ *  and abandons the verify step. */
+dhs_status dhs_verify_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch,
+                            const int32_t *draft_lens, const int32_t *draft_tokens,
+                            const void *rows);
+
+/** Ends a verify step: runs acceptance (CUDA with a loaded accept step of
+ *  the rule and vocabulary: the compiled accept kernel; otherwise the same
+ *  rule on the host, with the same results for the same seed), then does
+ *  what dhs_step_end does (promotions, bookkeeping, checks), then commits
+ *  the KV of each request's first accepted[b] + 1 positions (its last
+ *  accepted token and its accepted drafts) to its history (host store +
+ *  HBM, as appends) and discards the rest without touching the host store
+ *  or the residency state.
+ *  target [batch][Q][vocab] f32: greedy: logits or probabilities (no NaN;
+ *  argmax, lowest index on ties); rejection sampling: probabilities p
+ *  (finite, >= 0, each row sums to 1 within 1e-3). Only the rows of each
+ *  block's positions (j <= draft_lens[b]) are read and checked.
+ *  draft_probs [batch][Q-1][vocab] f32: q, rejection sampling only (null
+ *  for greedy), same checks, rows j < draft_lens[b].
+ *  seed: with the request id and position (its history length),
+ *  makes sampling reproducible and independent of the batch.
+ *  Outputs: accepted[batch] (drafts accepted, 0 .. draft_lens[b]) and
+ *  tokens[batch][Q] int32 (the accepted drafts, then the bonus or
+ *  corrected token: accepted[b] + 1 valid entries, then -1).
+ *  DHS_ERROR_STATE without a verify step in progress (nothing changes).
+ *  On any other error (DHS_ERROR_INVALID_ARGUMENT: rule, vocab,
+ *  probabilities, a draft token outside [0, vocab), null pointers) the
+ *  verify step is abandoned: nothing is committed, no KV is lost and the
+ *  runtime is ready for the next step. */
+dhs_status dhs_verify_accept(dhs_runtime *runtime, int32_t rule, int32_t vocab, const float *target,
+                             const float *draft_probs, uint64_t seed, int32_t *accepted,
+                             int32_t *tokens);
+
+/** Loads a compiled accept step (examples/accept_step.mlir or
+ *  accept_sampling_step.mlir compiled with memref<B x (Q-1)> drafts for the
+ *  loaded step's B and Q, any vocabulary), one per rule. On CUDA
+ *  dhs_verify_accept then runs its kernel for that rule and vocabulary; the
+ *  CPU backend only checks it. DHS_ERROR_STEP when it is not an accept step
+ *  or its shapes do not match; DHS_ERROR_STATE during a step or when one of
+ *  its rule is loaded. */
+dhs_status dhs_runtime_load_accept_step(dhs_runtime *runtime, const char *step_directory);
+
+/** Speculation statistics (whole runtime, or one request with
+ *  dhs_request_spec_stats). */
+typedef struct dhs_spec_stats {
+  uint64_t verify_steps;               /**< verify steps ended by dhs_verify_accept
+                                            (a request's: the steps it was in) */
+  uint64_t drafted;                    /**< draft tokens verified */
+  uint64_t accepted;                   /**< of those, accepted */
+  uint64_t emitted;                    /**< tokens emitted (accepted + bonus/corrected) */
+  double mean_accepted_length;         /**< emitted / (request verify blocks) */
+  uint64_t drafted_at[16];             /**< drafts verified at draft position i (i < 16) */
+  uint64_t accepted_at[16];            /**< of those, accepted */
+  uint64_t host_rows_read;             /**< host rows (one layer's row each) read by
+                                            verify steps' attention: per layer the union
+                                            of the positions' misses where retrieval is
+                                            shared (the CPU counts and checks it every
+                                            layer) */
+  uint64_t host_rows_selected_missing; /**< sum over positions (and layers) of
+                                      their missing rows (what a per-position
+                                      fetch would read) */
+} dhs_spec_stats;
+
+/** Speculation statistics of the whole runtime. */
+dhs_status dhs_runtime_get_spec_stats(const dhs_runtime *runtime, dhs_spec_stats *stats);
+/** Speculation statistics of one admitted request (DHS_ERROR_UNKNOWN_REQUEST
+ *  otherwise; a finished request's are gone). */
+dhs_status dhs_request_spec_stats(const dhs_runtime *runtime, uint64_t id, dhs_spec_stats *stats);
+
 /** Runs the full invariant check now (DHS_ERROR_INVARIANT on a violation). */
 dhs_status dhs_runtime_check(dhs_runtime *runtime);
 

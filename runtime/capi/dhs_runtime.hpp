@@ -162,6 +162,33 @@ public:
     check(dhs_draft_read(handle_, id, end, count, out));
   }
   /// Runs the full invariant check.
+  /// Begins a verify step (dhs_verify_begin).
+  void verifyBegin(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *draftLens,
+                   const std::int32_t *draftTokens, const void *rows) {
+    check(dhs_verify_begin(handle_, ids, batch, draftLens, draftTokens, rows));
+  }
+  /// Ends a verify step: acceptance, then the commit (dhs_verify_accept).
+  void verifyAccept(dhs_accept_rule rule, std::int32_t vocab, const float *target,
+                    const float *draftProbs, std::uint64_t seed, std::int32_t *accepted,
+                    std::int32_t *tokens) {
+    check(dhs_verify_accept(handle_, rule, vocab, target, draftProbs, seed, accepted, tokens));
+  }
+  /// Loads a compiled accept step (dhs_runtime_load_accept_step).
+  void loadAcceptStep(const std::string &directory) {
+    check(dhs_runtime_load_accept_step(handle_, directory.c_str()));
+  }
+  /// Speculation statistics of the runtime.
+  dhs_spec_stats specStats() const {
+    dhs_spec_stats s;
+    check(dhs_runtime_get_spec_stats(handle_, &s));
+    return s;
+  }
+  /// Speculation statistics of one request.
+  dhs_spec_stats specStats(std::uint64_t id) const {
+    dhs_spec_stats s;
+    check(dhs_request_spec_stats(handle_, id, &s));
+    return s;
+  }
   void checkInvariants() { check(dhs_runtime_check(handle_)); }
 
 private:

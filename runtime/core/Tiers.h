@@ -17,6 +17,7 @@
 #ifndef DHS_RUNTIME_CORE_TIERS_H
 #define DHS_RUNTIME_CORE_TIERS_H
 
+#include "runtime/core/Accept.h"
 #include "runtime/core/Bf16.h"
 #include "runtime/core/DeviceInfo.h"
 #include "runtime/core/ProblemShape.h"
@@ -95,6 +96,11 @@ public:
   /// (the row left HBM): nothing to copy, but a device residency map (see
   /// setPlacementStep) records them.
   virtual void copyToHbm(const std::vector<RowCopy> &copies) = 0;
+  /// Writes one token's rows `rows` [L][row_bytes] (host memory, every
+  /// layer of the model) into slot `slot` of group `group`'s pools (its
+  /// layers' rows), after all work already submitted: a verify step's
+  /// pending rows, in ring slots no history row uses.
+  virtual void writeSlot(std::int32_t group, std::int32_t slot, const std::uint8_t *rows) = 0;
   /// Takes a compiled placement step (examples/place_rows_step.mlir: one
   /// dhs.place_rows over a pool of this layout) and from then on carries
   /// out copyToHbm with its kernel, keeping per group on the device the
@@ -174,6 +180,20 @@ public:
   /// submitted work; -1 when the steps have no fetch launch (fused
   /// retrieval) or on the CPU. For checks, not for steps.
   virtual std::int64_t fetchedRows() = 0;
+  /// Host-store rows (tokens of the layer's pool) layer `layer`'s attention
+  /// read in the step in progress or the last one: the CPU stages each
+  /// distinct missing row of a lane once (shared retrieval) and counts them;
+  /// -1 where not counted (CUDA).
+  virtual std::int64_t hostRowsRead(std::int32_t layer) = 0;
+  /// Takes a compiled accept step (one dhs.accept launch; the Runtime has
+  /// checked its shapes). The CPU keeps nothing.
+  virtual void setAcceptStep(const Manifest &manifest, AcceptRule rule) = 0;
+  /// Runs acceptance with the accept step taken for problem.rule (its batch
+  /// of B requests at least problem.batch, its gamma and vocabulary
+  /// problem's): true and the results, waiting for them; false where there
+  /// is none (the Runtime runs the rule on the host). Throws Error when the
+  /// kernel fails.
+  virtual bool accept(const AcceptProblem &problem, std::int32_t *accepted, std::int32_t *next) = 0;
 };
 
 /// Per admitted request (by its controller index): draft rings, per layer

@@ -89,6 +89,15 @@ public:
     }
   }
 
+  void writeSlot(std::int32_t group, std::int32_t slot, const std::uint8_t *rows) override {
+    const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
+    const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+    for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group); ++l)
+      std::memcpy(bytes(hbm_[layout_.poolOf(l)]) + static_cast<std::size_t>(slot) * tokenBytes +
+                      layout_.layerOffset(l),
+                  rows + static_cast<std::size_t>(l) * rowBytes, rowBytes);
+  }
+
   // The CPU keeps no device residency state.
   void setPlacementStep(const Manifest &, const ResidencyController &) override {}
   void restoreRecency(const ResidencyController &) override {}
@@ -248,9 +257,8 @@ public:
     problem_.queries.resize(static_cast<std::size_t>(shape.queryCount()), 0);
     problem_.rowIds.assign(step.rowIds, step.rowIds + shape.selectionCount());
     problem_.slots.assign(step.slots, step.slots + shape.selectionCount());
-    problem_.historyStart.assign(step.historyStart, step.historyStart + shape.batch);
     problem_.historyLen.assign(step.historyLen, step.historyLen + shape.batch);
-    problem_.hostStoreView = storage_.hostPool(pool);
+    stageMissingRows(layer, step, pool);
     problem_.hbmPoolView = storage_.hbmPool(pool);
     if (shape.windowSize > 0) {
       // The lanes' rings of this pool, [B][R][token].
@@ -278,13 +286,60 @@ public:
   const DeviceInfo *device() const override { return nullptr; }
   std::vector<KernelInfo> kernels() const override { return {}; }
   std::int64_t fetchedRows() override { return -1; }
+  std::int64_t hostRowsRead(std::int32_t layer) override {
+    return hostRowsRead_.empty() ? -1 : hostRowsRead_[static_cast<std::size_t>(layer)];
+  }
+  void setAcceptStep(const Manifest &, AcceptRule) override {}
+  bool accept(const AcceptProblem &, std::int32_t *, std::int32_t *) override { return false; }
 
 private:
+  /// Shared retrieval: copies each distinct missing row (slot -1) of a lane
+  /// from the host store once into staging and points its selections there
+  /// (the problem's host store becomes the staging), counting the rows.
+  void stageMissingRows(std::int32_t layer, const LayerStep &step, std::size_t pool) {
+    const ProblemShape &shape = *step.shape;
+    const std::int64_t perLane = shape.queries * shape.topk;
+    const std::size_t tokenUnits = static_cast<std::size_t>(layout_.tokenBytes() / 2);
+    const bf16_t *host = storage_.hostPool(pool);
+    staging_.clear();
+    std::int32_t staged = 0;
+    for (std::int64_t b = 0; b < shape.batch; ++b) {
+      stagedIndex_.clear();
+      for (std::int64_t i = 0; i < perLane; ++i) {
+        const std::size_t e = static_cast<std::size_t>(b * perLane + i);
+        const std::int32_t row = problem_.rowIds[e];
+        if (row < 0 || problem_.slots[e] >= 0)
+          continue;
+        auto [at, added] = stagedIndex_.emplace(row, staged);
+        if (added) {
+          const bf16_t *token =
+              host + static_cast<std::size_t>(step.historyStart[b] + row) * tokenUnits;
+          staging_.insert(staging_.end(), token, token + tokenUnits);
+          ++staged;
+        }
+        problem_.rowIds[e] = at->second;
+      }
+    }
+    // Staged rows are read at history start 0 + their index, inside every
+    // lane's bounds.
+    problem_.historyStart.assign(static_cast<std::size_t>(shape.batch), 0);
+    for (std::int32_t &len : problem_.historyLen)
+      len = std::max(len, staged);
+    problem_.shape.hostRows = staged;
+    problem_.hostStoreView = staged > 0 ? staging_.data() : nullptr;
+    if (hostRowsRead_.empty())
+      hostRowsRead_.assign(static_cast<std::size_t>(layout_.layers), -1);
+    hostRowsRead_[static_cast<std::size_t>(layer)] = staged;
+  }
+
   TierLayout layout_;
   const CpuStorage &storage_;
   const CpuRings &rings_;
   CpuAttention attention_;
   SparseAttentionProblem problem_; // reused between layers
+  std::vector<bf16_t> staging_;    // the layer's missing rows [staged][token]
+  std::unordered_map<std::int32_t, std::int32_t> stagedIndex_; // a lane's row -> staged index
+  std::vector<std::int64_t> hostRowsRead_;                     // [layer]
 };
 
 } // namespace

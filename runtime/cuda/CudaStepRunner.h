@@ -13,6 +13,7 @@
 
 #include "runtime/core/Manifest.h"
 #include "runtime/core/Tiers.h"
+#include "runtime/cuda/CudaAccept.h"
 #include "runtime/cuda/CudaGraph.h"
 #include "runtime/cuda/CudaRings.h"
 #include "runtime/cuda/CudaStorage.h"
@@ -48,6 +49,17 @@ public:
   const DeviceInfo *device() const override { return &queue_->device(); }
   std::vector<KernelInfo> kernels() const override;
   std::int64_t fetchedRows() override;
+  std::int64_t hostRowsRead(std::int32_t) override { return -1; }
+  void setAcceptStep(const Manifest &manifest, AcceptRule rule) override {
+    accept_[static_cast<std::size_t>(rule)] = std::make_unique<CudaAccept>(manifest, queue_);
+  }
+  bool accept(const AcceptProblem &problem, std::int32_t *accepted, std::int32_t *next) override {
+    CudaAccept *kernel = accept_[static_cast<std::size_t>(problem.rule)].get();
+    if (!kernel || !kernel->fits(problem))
+      return false;
+    kernel->run(problem, accepted, next);
+    return true;
+  }
 
 private:
   struct HostOutput {
@@ -108,6 +120,7 @@ private:
   std::map<int, int> argumentIndex_;
   std::unique_ptr<DeviceBuffer> status_;
   std::unique_ptr<DeviceBuffer> arena_;
+  std::unique_ptr<CudaAccept> accept_[2]; // [AcceptRule] loaded accept steps
   std::unique_ptr<MappedHostBuffer> stagingIn_, stagingOut_;
   CudaStepBuffers buffers_;
   std::vector<HostOutput> hostOutputs_;

@@ -288,9 +288,8 @@ std::string ResidencyController::admissionRefusal(std::int64_t maxContext) const
   if (needed > config_.hbmSlots)
     return "HBM cannot guarantee another protected working set: " + std::to_string(liveCount_ + 1) +
            " requests x " + std::to_string(reserved) + " slots (newest " +
-           std::to_string(config_.newestWindow) + " + draft ring " +
-           std::to_string(config_.draftWindow) + " + hot floor " +
-           std::to_string(config_.hotFloor) + ") = " + std::to_string(needed) +
+           std::to_string(config_.newestWindow) + " + ring " + std::to_string(config_.draftWindow) +
+           " + hot floor " + std::to_string(config_.hotFloor) + ") = " + std::to_string(needed) +
            " slots per group, the pool has " + std::to_string(config_.hbmSlots);
   if (maxContext > 0 && host_.largestFreeRange() < maxContext)
     return "the host store has no free range of " + std::to_string(maxContext) + " rows (" +
@@ -483,6 +482,11 @@ std::int32_t ResidencyController::slotOwner(std::int32_t gi, std::int32_t slot) 
 
 std::int32_t ResidencyController::slotRow(std::int32_t gi, std::int32_t slot) const {
   return groups_.at(static_cast<std::size_t>(gi)).row.at(static_cast<std::size_t>(slot));
+}
+
+const std::vector<std::int32_t> &ResidencyController::ringSlots(std::int32_t gi,
+                                                                std::int32_t request) const {
+  return liveRequest(request, "ring slots").ring.at(static_cast<std::size_t>(gi));
 }
 
 std::int32_t ResidencyController::hotCount(std::int32_t gi, std::int32_t request) const {

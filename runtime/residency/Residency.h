@@ -37,7 +37,8 @@ struct ResidencyConfig {
   std::int64_t hostRows = 0;      ///< host-store rows (shared by all groups)
   std::int32_t maxRequests = 64;  ///< requests admitted at once, at most
   std::int32_t newestWindow = 64; ///< W: newest tokens always resident
-  std::int32_t draftWindow = 0;   ///< W_draft: draft ring slots per request and group
+  std::int32_t draftWindow = 0;   ///< W_draft: ring slots per request and group (the
+                                  ///< Runtime's verify steps: Q pending rows)
   std::int32_t hotFloor = 0;      ///< F: guaranteed hot slots per request and group
                                   ///< (Fixed: the hot buffer size)
   ResidencyPolicy policy = ResidencyPolicy::Adaptive; ///< spare-memory policy
@@ -249,6 +250,10 @@ public:
   std::int32_t slotOwner(std::int32_t group, std::int32_t slot) const;
   /// History row held by a slot (-1 when free or a ring slot).
   std::int32_t slotRow(std::int32_t group, std::int32_t slot) const;
+  /// A request's ring slots in a group (W_draft of them, reserved at
+  /// admission: the Runtime stages a verify step's pending rows there).
+  /// Throws UnknownRequestError.
+  const std::vector<std::int32_t> &ringSlots(std::int32_t group, std::int32_t request) const;
   /// Hot rows of a request in a group.
   std::int32_t hotCount(std::int32_t group, std::int32_t request) const;
   /// Memory state of a group.

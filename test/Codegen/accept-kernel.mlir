@@ -24,12 +24,21 @@ func.func @greedy(%draft: memref<8x4xi32>, %target: memref<8x5x32000xf32>,
 
 // -----
 
-// Rejection sampling: thread 0 decides, the block samples the next token.
+// Rejection sampling: thread 0 decides, the block samples the next token. A
+// -1 draft ends a shorter block (no p or q read for it; the bonus token
+// follows it), and the lowest token among the chunks owning the threshold
+// wins (an atomic min over INT32_MAX).
 // CHECK-LABEL: func.func @sampling
 // CHECK: gpu.launch_func @accept::@accept {{.*}} args(%{{.*}} : memref<8x4xi32>, %{{.*}} : memref<8x5x100xf32>, %{{.*}} : memref<8x4x100xf32>, %{{.*}} : memref<8xi64>, %{{.*}} : memref<1xi64>, %{{.*}} : memref<8xi32>, %{{.*}} : memref<8xi32>) {dhs.op = "accept", dhs.roles = ["draft_tokens", "target_probs", "draft_probs", "seeds", "step_counter", "accepted", "next_token"]}
 // CHECK: gpu.func @accept
+// CHECK: %[[NONE:.*]] = arith.constant 2147483647 : i32
+// CHECK: arith.cmpi sge, %{{.*}}, %c0_i32 : i32
 // CHECK: arith.muli %{{.*}}, %{{.*}} : i64
+// CHECK: memref.store %[[NONE]]
+// CHECK: arith.minui %{{.*}}, %c3 : index
 // CHECK: gpu.shuffle up
+// CHECK: memref.atomic_rmw mins
+// CHECK: arith.cmpi eq, %{{.*}}, %[[NONE]] : i32
 func.func @sampling(%draft: memref<8x4xi32>, %target: memref<8x5x100xf32>,
                     %q: memref<8x4x100xf32>, %seeds: memref<8xi64>,
                     %counter: memref<1xi64>, %accepted: memref<8xi32>,

@@ -10,6 +10,7 @@
 
 #include "KernelTestUtil.h"
 
+#include "runtime/core/Accept.h"
 #include "runtime/core/Manifest.h"
 
 #include <catch2/catch.hpp>
@@ -71,15 +72,15 @@ TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cu
 
 namespace {
 
-/// The kernel's generator: splitmix64 applied to (seed, step, counter).
-std::uint64_t splitmix64(std::uint64_t x) {
+/// The kernel's generator: splitmix64 (mix64 here) applied to (seed, step, counter).
+std::uint64_t mix64(std::uint64_t x) {
   std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
 float uniformOf(std::uint64_t seed, std::uint64_t step, std::uint64_t counter) {
-  std::uint64_t z = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ counter);
+  std::uint64_t z = mix64(mix64(mix64(seed) ^ step) ^ counter);
   return static_cast<float>(static_cast<std::uint32_t>(z >> 40)) * (1.0f / 16777216.0f);
 }
 
@@ -162,5 +163,70 @@ TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
     CHECK(w[static_cast<std::size_t>(next[b])] > 0.0);
     CHECK(before <= threshold + 1e-5 * total);
     CHECK(before + w[static_cast<std::size_t>(next[b])] >= threshold - 1e-5 * total);
+  }
+}
+
+TEST_CASE("the accept kernels accept exactly what the host rules do, shorter blocks included",
+          "[cuda][gpu][accept]") {
+  // The CPU backend runs core/Accept.h instead of the kernel: the two must
+  // give the same tokens for the same seeds, bit for bit.
+  for (const char *name : {"accept", "accept_sampling"}) {
+    INFO(name);
+    DHS_GPU_KERNEL_STEP(manifest, name, abi::LaunchKind::Accept);
+    DHS_SEEDED_RNG(rng, 2300);
+    const bool sampling = std::string(name) == "accept_sampling";
+    const std::size_t B = 8, G = 4, V = sampling ? 4096 : 32000;
+    std::vector<float> target(B * (G + 1) * V), q(B * G * V);
+    auto normalized = [&](float *p) {
+      double sum = 0;
+      for (std::size_t t = 0; t < V; ++t)
+        sum += p[t] = static_cast<float>((rng() >> 11) * 0x1.0p-53);
+      for (std::size_t t = 0; t < V; ++t)
+        p[t] = static_cast<float>(p[t] / sum);
+    };
+    for (std::size_t i = 0; i < B * (G + 1); ++i)
+      normalized(&target[i * V]);
+    for (std::size_t i = 0; i < B * G; ++i)
+      normalized(&q[i * V]);
+    // Drafts: lane b's block holds b % (G + 1) drafts (-1 after), the
+    // target's argmax or q's likeliest tokens half the time.
+    std::vector<std::int32_t> draft(B * G, -1);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < b % (G + 1); ++i) {
+        const float *row = sampling ? &q[(b * G + i) * V] : &target[(b * (G + 1) + i) * V];
+        draft[b * G + i] = rng() % 2
+                               ? static_cast<std::int32_t>(std::max_element(row, row + V) - row)
+                               : static_cast<std::int32_t>(rng() % V);
+      }
+    std::vector<std::int64_t> seeds(B);
+    for (auto &s : seeds)
+      s = static_cast<std::int64_t>(rng());
+    const std::vector<std::int64_t> counter{static_cast<std::int64_t>(rng() % 1000)};
+    dhs::test::KernelRun run(manifest);
+    const std::vector<std::int32_t> poison(B, -7);
+    run.argument(draft, "draft");
+    run.argument(target, "target");
+    if (sampling)
+      run.argument(q, "draft_probs");
+    run.argument(seeds, "seeds");
+    run.argument(counter, "counter");
+    const CUdeviceptr acceptedBuffer = run.argument(poison, "accepted");
+    const CUdeviceptr nextBuffer = run.argument(poison, "next");
+    run.launch("accept");
+    std::vector<std::uint64_t> hostSeeds(seeds.begin(), seeds.end());
+    AcceptProblem problem;
+    problem.rule = sampling ? AcceptRule::RejectionSampling : AcceptRule::Greedy;
+    problem.batch = static_cast<std::int64_t>(B);
+    problem.gamma = static_cast<std::int64_t>(G);
+    problem.vocab = static_cast<std::int64_t>(V);
+    problem.drafts = draft.data();
+    problem.target = target.data();
+    problem.draftProbs = sampling ? q.data() : nullptr;
+    problem.seeds = hostSeeds.data();
+    problem.step = static_cast<std::uint64_t>(counter[0]);
+    std::vector<std::int32_t> accepted(B), next(B);
+    acceptOnHost(problem, accepted.data(), next.data());
+    CHECK(run.download<std::int32_t>(acceptedBuffer, B, "accepted") == accepted);
+    CHECK(run.download<std::int32_t>(nextBuffer, B, "next") == next);
   }
 }

@@ -75,7 +75,7 @@ TEST_CASE("config validation and admission refusals", "[residency]") {
     CHECK(c.admit(50, 1000, copies) == i);
   CHECK(c.optionalBudget() == 10);
   std::string refusal = c.admissionRefusal(1000);
-  CHECK_THAT(refusal, Catch::Contains("4 requests x 30 slots (newest 16 + draft ring 4 + "
+  CHECK_THAT(refusal, Catch::Contains("4 requests x 30 slots (newest 16 + ring 4 + "
                                       "hot floor 10) = 120 slots per group, the pool has 100"));
   copies.clear();
   CHECK_THROWS_AS(c.admit(50, 1000, copies), CapacityError);

@@ -76,9 +76,10 @@ TEST_CASE("the executor's outputs equal attention over the engine's rows", "[run
     CHECK(stats.hbmBytesUsed > 0);
     CHECK(stats.hbmBytesUsed <= stats.hbmBytesCapacity);
     CHECK(stats.hostBytesUsed == (200 + 100 + 100) * 3 * 1152);
-    // Each request reserves newest 4 + floor 4 slots (its draft rings have
-    // memory of their own).
-    CHECK(stats.optionalBudgetSlots == (policy == ResidencyPolicy::Adaptive ? 64 - 3 * 8 : 0));
+    // Each request reserves newest 4 + floor 4 slots and Q = 2 ring slots
+    // for a verify step's pending rows (its draft rings have memory of
+    // their own).
+    CHECK(stats.optionalBudgetSlots == (policy == ResidencyPolicy::Adaptive ? 64 - 3 * 10 : 0));
     // Rows read back are what was written.
     CHECK(std::memcmp(rt.hostRow(101, 2, 17).data(), shadow.row(101, 2, 17), 1152) == 0);
     CHECK(std::memcmp(rt.hostRow(7, 0, 5).data(), shadow.row(7, 0, 5), 1152) == 0);
@@ -340,8 +341,9 @@ TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak
             start = r - max + 1;
         }
         const std::int64_t live = static_cast<std::int64_t>(shadow.rows.size());
-        // Protected: newest 4 + floor 4 slots per request (not the draft ring).
-        const bool fits = live < 12 && (live + 1) * 8 <= 80 && start >= 0;
+        // Protected: newest 4 + floor 4 slots per request and Q = 2 ring
+        // slots for a verify step's pending rows (not the draft ring).
+        const bool fits = live < 12 && (live + 1) * 10 <= 80 && start >= 0;
         const std::uint64_t id = nextId++;
         if (!fits) {
           std::vector<bf16_t> prefill(static_cast<std::size_t>(3 * len * 576), floatToBf16(1.0f));
@@ -557,14 +559,15 @@ TEST_CASE("a step's residency spec configures the controller", "[runtime][reside
                                 "replacement": "lru", "max_promotions": 7})";
   {
     // Without a spec the runtime's config holds; draft rings live outside
-    // the pool, so no slots are reserved for them.
+    // the pool, so no slots are reserved for them: the ring slots are the Q
+    // = 2 a verify step's pending rows take.
     dhs::test::TempDir dir;
     dir.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, 256, -1, "mla_fp8", 2, 0));
     Runtime rt(config);
     rt.loadStep(dir.path());
     const ResidencyConfig &c = rt.controller().config();
     CHECK(c.newestWindow == 16);
-    CHECK(c.draftWindow == 0);
+    CHECK(c.draftWindow == 2);
     CHECK(c.policy == ResidencyPolicy::Adaptive);
     CHECK(c.maxPromotionsPerStep == -1);
   }
