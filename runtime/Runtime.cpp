@@ -418,6 +418,10 @@ void Runtime::attend(std::int32_t layer, const bf16_t *queries, bf16_t *output,
                      " has no selections yet");
   if (attended_[static_cast<std::size_t>(layer)])
     throw StateError("layer " + std::to_string(layer) + " already ran in this step");
+  if (verify_.active && !verify_.written[static_cast<std::size_t>(layer)])
+    throw StateError("layer " + std::to_string(layer) +
+                     " of a verify step begun without rows has no pending rows yet (verify "
+                     "write rows first)");
   if (batch_ > 0 && (!queries || !output))
     throw InputError("null queries or output for layer " + std::to_string(layer));
   if (memory == MemorySpace::Device && !tiers_.runner->acceptsDevicePointers())

@@ -230,18 +230,28 @@ public:
   /// verifies draftLens[b] + 1 positions (0 <= draftLens[b] <= Q - 1): the
   /// token after its history and its drafts draftTokens[b * (Q-1) + 0 ..
   /// draftLens[b] - 1]. `rows` [batch][Q][L][row_bytes] (host memory) is
-  /// the target's KV of those positions: pending, staged in the request's
-  /// ring slots (reserved at admission) and selectable as row ids
-  /// historyLen .. historyLen + draftLens[b] of this step only (position j
-  /// selects its history and positions 0 .. j), never in the host store or
-  /// the residency state before verifyAccept commits it. Then selectGroup
-  /// (host selections; positions past a block get -1) and attendLayer as in
-  /// a step; any failure of them abandons the verify step. Throws InputError
-  /// (a draft length, null pointers, batch), UnknownRequestError,
-  /// CapacityError (the block would pass the request's maximum context),
-  /// StateError (a step in progress, a step of one position).
+  /// the target's KV of those positions, or null: then each layer's comes
+  /// from verifyWriteRows before its attendLayer. Pending rows are staged in
+  /// the request's ring slots (reserved at admission) and selectable as row
+  /// ids historyLen .. historyLen + draftLens[b] of this step only (position
+  /// j selects its history and positions 0 .. j), never in the host store
+  /// or the residency state before verifyAccept commits them. Then
+  /// selectGroup (host selections; positions past a block get -1) and
+  /// attendLayer as in a step; any failure of them abandons the verify
+  /// step. Throws InputError (a draft length, null pointers, batch),
+  /// UnknownRequestError, CapacityError (the block would pass the request's
+  /// maximum context), StateError (a step in progress, a step of one
+  /// position).
   void verifyBegin(const std::uint64_t *ids, std::int64_t batch, const std::int32_t *draftLens,
                    const std::int32_t *draftTokens, const void *rows);
+  /// Layer `layer`'s pending rows [batch][Q][row_bytes] (host memory) of the
+  /// verify step in progress, begun without rows: required once per layer
+  /// before its attendLayer (a layer's rows are a projection of the previous
+  /// layer's output). Rows of positions past a block are ignored. Throws
+  /// StateError (no verify step; the layer's rows given already or the
+  /// layer attended), OutOfRangeError (no such layer), InputError (null
+  /// rows); any failure abandons the verify step.
+  void verifyWriteRows(std::int32_t layer, const void *rows);
   /// Ends a verify step: acceptance by `rule` over `vocab` tokens (the
   /// kernel of a loaded accept step on CUDA, else the same rule on the host:
   /// the same tokens for the same seed), then endStep, then the KV of each
@@ -360,6 +370,8 @@ private:
   /// Throws StateError unless an auxiliary step of `kind` (not `loaded` yet)
   /// may be loaded now; `what` names the call.
   void requireAuxiliaryLoad(const char *what, const char *kind, bool loaded) const;
+  /// Writes layer `layer`'s pending rows (verify_.rows) into the ring slots.
+  void writePendingLayer(std::int32_t layer);
   /// selectGroup's work (which abandons a verify step when it throws).
   void select(std::int32_t group, const std::int32_t *rowIds, MemorySpace memory);
   /// attendLayer's work (which abandons a verify step when it throws).
@@ -454,6 +466,7 @@ private:
     std::vector<std::int32_t> draftLens;       // [batch]
     std::vector<std::int32_t> drafts;          // [batch][Q-1], -1 after a block's drafts
     std::vector<std::uint8_t> rows;            // [batch][Q][L][row_bytes] pending KV
+    std::vector<std::uint8_t> written;         // [layer] its pending rows are in place
     std::vector<std::int32_t> historyLen;      // [B] history + pending positions (the kernels')
     std::vector<std::int64_t> unionMissing;    // [group][B] distinct missing rows
     std::vector<std::int64_t> positionMissing; // [group][B] summed over positions

@@ -71,8 +71,8 @@ void Runtime::verifyBegin(const std::uint64_t *ids, std::int64_t batch,
   if (batch < 0 || batch > shape_.batch)
     throw InputError("verify: a batch of " + std::to_string(batch) +
                      " requests: the step takes 0 to " + std::to_string(shape_.batch));
-  if (batch > 0 && (!ids || !draftLens || !rows))
-    throw InputError("verify: null request ids, draft lengths or rows for a batch of " +
+  if (batch > 0 && (!ids || !draftLens))
+    throw InputError("verify: null request ids or draft lengths for a batch of " +
                      std::to_string(batch));
   bool anyDrafts = false;
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -104,7 +104,11 @@ void Runtime::verifyBegin(const std::uint64_t *ids, std::int64_t batch,
       std::copy_n(draftTokens + b * static_cast<std::int64_t>(gamma), draftLens[b],
                   verify_.drafts.begin() + b * static_cast<std::int64_t>(gamma));
     const auto *bytes = static_cast<const std::uint8_t *>(rows);
-    verify_.rows.assign(bytes, bytes + static_cast<std::size_t>(batch * Q) * position);
+    if (bytes)
+      verify_.rows.assign(bytes, bytes + static_cast<std::size_t>(batch * Q) * position);
+    else
+      verify_.rows.assign(static_cast<std::size_t>(batch * Q) * position, 0);
+    verify_.written.assign(static_cast<std::size_t>(layout_.layers), 0);
     verify_.historyLen = historyLen_;
     for (std::int64_t b = 0; b < batch; ++b)
       verify_.historyLen[static_cast<std::size_t>(b)] += draftLens[b] + 1;
@@ -113,16 +117,55 @@ void Runtime::verifyBegin(const std::uint64_t *ids, std::int64_t batch,
     verify_.positionMissing.assign(verify_.unionMissing.size(), 0);
     verify_.laneRead.assign(lanes, 0);
     verify_.laneMissing.assign(lanes, 0);
-    // The pending rows into the lanes' ring slots, every group.
-    for (std::int64_t b = 0; b < batch; ++b)
-      for (std::int32_t j = 0; j <= draftLens[b]; ++j)
-        for (std::int32_t g = 0; g < layout_.groups(); ++g)
-          tiers_.storage->writeSlot(
-              g,
-              controller_->ringSlots(
-                  g, lanes_[static_cast<std::size_t>(b)])[static_cast<std::size_t>(j)],
-              verify_.rows.data() + static_cast<std::size_t>(b * Q + j) * position);
     verify_.active = true;
+    if (bytes)
+      for (std::int32_t l = 0; l < layout_.layers; ++l)
+        writePendingLayer(l);
+  } catch (...) {
+    abortStep();
+    throw;
+  }
+}
+
+void Runtime::writePendingLayer(std::int32_t layer) {
+  // Into the lanes' ring slots of the layer's group.
+  const std::int64_t Q = shape_.queries;
+  const std::int32_t group = layer / layout_.layersPerGroup;
+  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+  for (std::int64_t b = 0; b < batch_; ++b) {
+    const std::vector<std::int32_t> &ring =
+        controller_->ringSlots(group, lanes_[static_cast<std::size_t>(b)]);
+    for (std::int32_t j = 0; j <= verify_.draftLens[static_cast<std::size_t>(b)]; ++j)
+      tiers_.storage->writeSlot(layer, ring[static_cast<std::size_t>(j)],
+                                verify_.rows.data() +
+                                    static_cast<std::size_t>((b * Q + j) * layout_.layers + layer) *
+                                        rowBytes);
+  }
+  verify_.written[static_cast<std::size_t>(layer)] = 1;
+}
+
+void Runtime::verifyWriteRows(std::int32_t layer, const void *rows) {
+  requireStep("verify write rows");
+  if (!verify_.active)
+    throw StateError("verify write rows: no verify step is in progress");
+  try {
+    if (layer < 0 || layer >= layout_.layers)
+      throw OutOfRangeError("verify write rows: layer " + std::to_string(layer) +
+                            " does not exist (" + std::to_string(layout_.layers) + " layers)");
+    if (batch_ > 0 && !rows)
+      throw InputError("verify write rows: null rows for layer " + std::to_string(layer));
+    if (verify_.written[static_cast<std::size_t>(layer)] ||
+        attended_[static_cast<std::size_t>(layer)])
+      throw StateError("verify write rows: layer " + std::to_string(layer) +
+                       "'s pending rows are in place already");
+    const std::int64_t Q = shape_.queries;
+    const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
+    const auto *source = static_cast<const std::uint8_t *>(rows);
+    for (std::int64_t p = 0; p < batch_ * Q; ++p)
+      std::memcpy(verify_.rows.data() +
+                      static_cast<std::size_t>(p * layout_.layers + layer) * rowBytes,
+                  source + static_cast<std::size_t>(p) * rowBytes, rowBytes);
+    writePendingLayer(layer);
   } catch (...) {
     abortStep();
     throw;

@@ -459,6 +459,10 @@ dhs_status dhs_verify_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t b
   return onLoaded("dhs_verify_begin", DHS_ERROR_DEVICE, runtime,
                   [&](Runtime &rt) { rt.verifyBegin(ids, batch, draft_lens, draft_tokens, rows); });
 }
+dhs_status dhs_verify_write_rows(dhs_runtime *runtime, int32_t layer, const void *rows) {
+  return onLoaded("dhs_verify_write_rows", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.verifyWriteRows(layer, rows); });
+}
 dhs_status dhs_verify_accept(dhs_runtime *runtime, int32_t rule, int32_t vocab, const float *target,
                              const float *draft_probs, uint64_t seed, int32_t *accepted,
                              int32_t *tokens) {

@@ -306,7 +306,10 @@ typedef enum dhs_accept_rule {
  *  draft_tokens[b*(Q-1) + 0 .. draft_lens[b]-1] ([batch][Q-1] int32, the
  *  rest ignored; may be null when every draft_lens[b] is 0).
  *  rows [batch][Q][layers][row_bytes] (host memory): the target's KV of
- *  those positions. They are PENDING: position j of request b is row id
+ *  those positions, or NULL: then each layer's rows come from
+ *  dhs_verify_write_rows before that layer's dhs_step_attend (in a
+ *  transformer layer l's rows exist only after layer l-1 ran). They are
+ *  PENDING: position j of request b is row id
  *  history_len(b) + j in this step's selections (position j may select its
  *  history and positions 0 .. j, causally), but nothing of them reaches the
  *  host store or the residency/replacement state until accepted. Then
@@ -324,6 +327,16 @@ typedef enum dhs_accept_rule {
 dhs_status dhs_verify_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch,
                             const int32_t *draft_lens, const int32_t *draft_tokens,
                             const void *rows);
+
+/** Layer `layer`'s pending KV rows [batch][Q][row_bytes] (host memory) of
+ *  the verify step in progress, begun with rows == NULL: required once per
+ *  layer before that layer's dhs_step_attend (which otherwise fails with
+ *  DHS_ERROR_STATE). Rows of positions past draft_lens[b] + 1 are ignored.
+ *  DHS_ERROR_STATE: no verify step, or the layer's rows were given already
+ *  (to dhs_verify_begin or here) or it attended; DHS_ERROR_OUT_OF_RANGE: no
+ *  such layer; DHS_ERROR_INVALID_ARGUMENT: null rows. On error the verify
+ *  step is abandoned, as for any call of a verify step. */
+dhs_status dhs_verify_write_rows(dhs_runtime *runtime, int32_t layer, const void *rows);
 
 /** Ends a verify step: runs acceptance (CUDA with a loaded accept step of
  *  the rule and vocabulary: the compiled accept kernel; otherwise the same

@@ -167,6 +167,10 @@ public:
                    const std::int32_t *draftTokens, const void *rows) {
     check(dhs_verify_begin(handle_, ids, batch, draftLens, draftTokens, rows));
   }
+  /// Layer `layer`'s pending rows of a verify step begun without rows.
+  void verifyWriteRows(std::int32_t layer, const void *rows) {
+    check(dhs_verify_write_rows(handle_, layer, rows));
+  }
   /// Ends a verify step: acceptance, then the commit (dhs_verify_accept).
   void verifyAccept(dhs_accept_rule rule, std::int32_t vocab, const float *target,
                     const float *draftProbs, std::uint64_t seed, std::int32_t *accepted,

@@ -96,11 +96,10 @@ public:
   /// (the row left HBM): nothing to copy, but a device residency map (see
   /// setPlacementStep) records them.
   virtual void copyToHbm(const std::vector<RowCopy> &copies) = 0;
-  /// Writes one token's rows `rows` [L][row_bytes] (host memory, every
-  /// layer of the model) into slot `slot` of group `group`'s pools (its
-  /// layers' rows), after all work already submitted: a verify step's
-  /// pending rows, in ring slots no history row uses.
-  virtual void writeSlot(std::int32_t group, std::int32_t slot, const std::uint8_t *rows) = 0;
+  /// Writes layer `layer`'s row `row` (row_bytes, host memory) into slot
+  /// `slot` of the layer's pool, after all work already submitted: a verify
+  /// step's pending rows, in ring slots no history row uses.
+  virtual void writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) = 0;
   /// Takes a compiled placement step (examples/place_rows_step.mlir: one
   /// dhs.place_rows over a pool of this layout) and from then on carries
   /// out copyToHbm with its kernel, keeping per group on the device the

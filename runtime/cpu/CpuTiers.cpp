@@ -89,13 +89,12 @@ public:
     }
   }
 
-  void writeSlot(std::int32_t group, std::int32_t slot, const std::uint8_t *rows) override {
-    const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
-    const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
-    for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group); ++l)
-      std::memcpy(bytes(hbm_[layout_.poolOf(l)]) + static_cast<std::size_t>(slot) * tokenBytes +
-                      layout_.layerOffset(l),
-                  rows + static_cast<std::size_t>(l) * rowBytes, rowBytes);
+  void writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) override {
+    std::memcpy(bytes(hbm_[layout_.poolOf(layer)]) +
+                    static_cast<std::size_t>(slot) *
+                        static_cast<std::size_t>(layout_.tokenBytes()) +
+                    layout_.layerOffset(layer),
+                row, static_cast<std::size_t>(layout_.rowBytes));
   }
 
   // The CPU keeps no device residency state.

@@ -42,20 +42,18 @@ std::uint8_t *CudaStorage::hostRow(std::int32_t layer, std::int64_t row) {
          row * layout_.tokenBytes() + layout_.layerOffset(layer);
 }
 
-void CudaStorage::writeSlot(std::int32_t group, std::int32_t slot, const std::uint8_t *rows) {
-  // (Untested on a GPU.) A copy per layer of the group from pageable host
-  // memory: the driver has read `rows` when each call returns.
+void CudaStorage::writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) {
+  // (Untested on a GPU.) From pageable host memory: the driver has read
+  // `row` when the call returns.
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
-  const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
-  for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group); ++l)
-    cuda.check(cuda.memcpyHtoDAsync(pools_.hbm[layout_.poolOf(l)]->get() +
-                                        static_cast<std::size_t>(slot) * tokenBytes +
-                                        static_cast<std::size_t>(layout_.layerOffset(l)),
-                                    rows + static_cast<std::size_t>(l) * rowBytes, rowBytes,
-                                    queue_->stream()),
-               "writing a pending row into HBM slot " + std::to_string(slot));
+  cuda.check(cuda.memcpyHtoDAsync(pools_.hbm[layout_.poolOf(layer)]->get() +
+                                      static_cast<std::size_t>(slot) *
+                                          static_cast<std::size_t>(layout_.tokenBytes()) +
+                                      static_cast<std::size_t>(layout_.layerOffset(layer)),
+                                  row, static_cast<std::size_t>(layout_.rowBytes),
+                                  queue_->stream()),
+             "writing a pending row into HBM slot " + std::to_string(slot));
   queue_->submitted();
 }
 

@@ -35,7 +35,7 @@ public:
   const TierLayout &layout() const override { return layout_; }
   std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) override;
   void copyToHbm(const std::vector<RowCopy> &copies) override;
-  void writeSlot(std::int32_t group, std::int32_t slot, const std::uint8_t *rows) override;
+  void writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) override;
   void setPlacementStep(const Manifest &manifest, const ResidencyController &controller) override;
   void restoreRecency(const ResidencyController &controller) override;
   const std::int32_t *recencySnapshot(std::int32_t group) override;

@@ -87,7 +87,9 @@ TEST_CASE("verify steps: outputs equal the oracle, accepted KV is committed, rej
           past[b].insert(past[b].end(), raw, raw + rowBytes);
         }
     }
-    rt.verifyBegin(ids.data(), batch, lens.data(), drafts.data(), rows.data());
+    // Every other step gives each layer's rows just before its attention.
+    const bool perLayer = step % 2 == 1;
+    rt.verifyBegin(ids.data(), batch, lens.data(), drafts.data(), perLayer ? nullptr : rows.data());
     CHECK(rt.verifying());
     // Selections: position q of lane b selects from its history and the
     // block's positions 0 .. q; positions past the block get junk, which
@@ -121,8 +123,15 @@ TEST_CASE("verify steps: outputs equal the oracle, accepted KV is committed, rej
     }
     std::vector<bf16_t> queries(L * batch * qPerLane), out(L * batch * oPerLane);
     dhs::test::fillRandom(rng, queries.data(), queries.size());
-    for (std::int32_t l = 0; l < L; ++l)
+    for (std::int32_t l = 0; l < L; ++l) {
+      if (perLayer) {
+        std::vector<std::uint8_t> layerRows(batch * Q * rowBytes);
+        for (std::int64_t p = 0; p < batch * Q; ++p)
+          std::memcpy(layerRows.data() + p * rowBytes, pending(p / Q, p % Q, l), rowBytes);
+        rt.verifyWriteRows(l, layerRows.data());
+      }
       rt.attendLayer(l, queries.data() + l * batch * qPerLane, out.data() + l * batch * oPerLane);
+    }
     // The oracle over the shadow's rows and the pending ones.
     for (std::int32_t l = 0; l < L; ++l) {
       std::vector<std::int32_t> oracleSel(sel.begin() + (l / G) * batch * perLane,
@@ -382,6 +391,32 @@ TEST_CASE("C API: verify errors change nothing, and the next step runs", "[verif
     CHECK(dhs_step_attend(rt, 0, q.data(), out.data(), DHS_MEMORY_HOST) == DHS_ERROR_STATE);
     sel[4] = -1;
     unchanged();
+  }
+  SECTION("rows given layer by layer: each once, before the layer's attention") {
+    std::vector<bf16_t> layerRows(2 * Q * 576);
+    auto beginWithout = [&] {
+      REQUIRE(dhs_verify_begin(rt, ids, 2, lens, drafts, nullptr) == DHS_OK);
+      for (std::int32_t g = 0; g < 2; ++g)
+        REQUIRE(dhs_step_select(rt, g, sel.data(), DHS_MEMORY_HOST) == DHS_OK);
+    };
+    beginWithout();
+    CHECK(dhs_step_attend(rt, 0, q.data(), out.data(), DHS_MEMORY_HOST) == DHS_ERROR_STATE);
+    CHECK_THAT(std::string(dhs_last_error()), Catch::Contains("has no pending rows yet"));
+    unchanged();
+    beginWithout();
+    REQUIRE(dhs_verify_write_rows(rt, 0, layerRows.data()) == DHS_OK);
+    CHECK(dhs_verify_write_rows(rt, 0, layerRows.data()) == DHS_ERROR_STATE);
+    unchanged();
+    beginWithout();
+    CHECK(dhs_verify_write_rows(rt, 2, layerRows.data()) == DHS_ERROR_OUT_OF_RANGE);
+    unchanged();
+    beginWithout();
+    CHECK(dhs_verify_write_rows(rt, 1, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
+    unchanged();
+    REQUIRE(begin() == DHS_OK);
+    CHECK(dhs_verify_write_rows(rt, 1, layerRows.data()) == DHS_ERROR_STATE); // given at begin
+    unchanged();
+    CHECK(dhs_verify_write_rows(rt, 0, layerRows.data()) == DHS_ERROR_STATE); // no verify step
   }
   SECTION("bad probabilities, draft tokens or rules abandon the verify step") {
     auto failsAccept = [&](std::int32_t rule, const char *message) {
