@@ -439,6 +439,7 @@ void Runtime::attend(std::int32_t layer, const bf16_t *queries, bf16_t *output,
   step.selectionsOnDevice = deviceSelected_[static_cast<std::size_t>(group)] != 0;
   step.windowTokens = windowTokensLane_.data();
   step.laneRequests = lanes_.data();
+  step.outputNow = memory == MemorySpace::Host && !wholeStep_;
   tiers_.runner->attend(layer, step);
   attended_[static_cast<std::size_t>(layer)] = 1;
   if (verify_.active)
@@ -564,11 +565,15 @@ void Runtime::step(const std::uint64_t *ids, std::int64_t batch, const std::int3
                        " requests");
     for (std::int32_t g = 0; g < layout_.groups(); ++g)
       selectGroup(g, batch > 0 ? rowIds + g * selections : nullptr, selectionMemory);
+    // Every layer's queries are here: the outputs may wait for endStep.
+    wholeStep_ = true;
     for (std::int32_t l = 0; l < layout_.layers; ++l)
       attendLayer(l, batch > 0 ? queries + l * queryElems : nullptr,
                   batch > 0 ? output + l * outputElems : nullptr, memory);
+    wholeStep_ = false;
     endStep();
   } catch (...) {
+    wholeStep_ = false;
     if (inStep_)
       abortStep();
     throw;

@@ -191,9 +191,11 @@ public:
   void selectGroup(std::int32_t group, const std::int32_t *rowIds,
                    MemorySpace memory = MemorySpace::Host);
   /// Layer l's attention: queries [batch, Q, H, qk_dim] in, output [batch,
-  /// Q, H, v_dim] out, both in `memory`. Its group must be selected. On
-  /// CUDA the work is only enqueued (stream-ordered, no host wait): the
-  /// output is complete when endStep returns.
+  /// Q, H, v_dim] out, both in `memory`. Its group must be selected. Host
+  /// output is complete when it returns (an engine computes the next
+  /// layer's queries from it; on CUDA that costs a wait for the layer),
+  /// except within step() or with CUDA graphs on, where it is complete when
+  /// endStep returns. Device output is stream-ordered (no host wait).
   void attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *output,
                    MemorySpace memory = MemorySpace::Host);
   /// Ends the step: waits for it, promotes, checks. Every group and layer
@@ -475,6 +477,7 @@ private:
     std::vector<std::uint64_t> laneRead, laneMissing; // [B] over layers
   } verify_;
   bool acceptingVerify_ = false; // verifyAccept runs endStep
+  bool wholeStep_ = false;       // step() attends: host outputs may wait for endStep
   SpecStats specTotals_;
   std::unordered_map<std::uint64_t, SpecStats> specByRequest_;
   std::array<bool, 2> acceptLoaded_{}; // [AcceptRule] an accept step is loaded

@@ -225,7 +225,10 @@ dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t bat
  *  among them makes dhs_step_end fail with DHS_ERROR_OUT_OF_RANGE. */
 dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
                            dhs_memory memory);
-/** Layer `layer`'s attention for the step in progress. */
+/** Layer `layer`'s attention for the step in progress. Host output is
+ *  complete when it returns (on CUDA this waits for the layer's kernels;
+ *  with CUDA graphs on, outputs are complete when dhs_step_end returns);
+ *  device output is stream-ordered. */
 dhs_status dhs_step_attend(dhs_runtime *runtime, int32_t layer, const uint16_t *queries,
                            uint16_t *output, dhs_memory memory);
 /** Ends the step: promotions, bookkeeping, checks. */

@@ -60,6 +60,10 @@ struct LayerStep {
   /// rowIds and slots are unused, the step's dhs.resolve computes the slots
   /// from the group's residency map.
   bool selectionsOnDevice = false;
+  /// Host output complete when attend returns (the step in parts: an engine
+  /// computes the next layer's queries from it); otherwise, as in a whole
+  /// step, when finishStep returns. Device output is stream-ordered either way.
+  bool outputNow = false;
 };
 
 /// What a group's resolve kernel logged in a step (dhs.pool_log): the

@@ -147,10 +147,39 @@ void CudaStepRunner::attend(std::int32_t layer, const LayerStep &step) {
   LayerWork work = stage(layer, step);
   if (graphs_) {
     pending_.push_back(work); // launched as one graph by finishStep
-  } else {
-    enqueue(work);
-    queue_->submitted();
+    return;
   }
+  enqueue(work);
+  queue_->submitted();
+  if (step.outputNow && !hostOutputs_.empty())
+    deliverHostOutputs();
+}
+
+void CudaStepRunner::deliverHostOutputs() {
+  // The status word is cumulative over the step's layers (cleared when the
+  // step's first layer was enqueued).
+  std::uint32_t word = 0;
+  driver().check(driver().memcpyDtoHAsync(&word, buffers_.status, sizeof(word), queue_->stream()),
+                 "reading the status word");
+  queue_->synchronize("the step's kernels failed");
+  if (word != 0)
+    throw Error("the kernels rejected their input: status " + describeStatus(word));
+  copyHostOutputs();
+}
+
+void CudaStepRunner::copyHostOutputs() {
+  // Every output element of the engine's lanes was written (the poison
+  // is a NaN the kernels never produce).
+  for (const HostOutput &o : hostOutputs_) {
+    const auto *values = static_cast<const bf16_t *>(o.staging);
+    std::size_t unwritten = 0;
+    for (std::size_t i = 0; i < o.bytes / sizeof(bf16_t); ++i)
+      unwritten += values[i] == kBf16Poison;
+    if (unwritten)
+      throw Error(std::to_string(unwritten) + " output elements were not written by the kernels");
+    std::memcpy(o.destination, o.staging, o.bytes);
+  }
+  hostOutputs_.clear();
 }
 
 void CudaStepRunner::finishStep() {
@@ -178,20 +207,11 @@ void CudaStepRunner::finishStep() {
   stepOpen_ = false;
   if (!wasOpen)
     return;
-  if (word != 0)
+  if (word != 0) {
+    hostOutputs_.clear();
     throw Error("the kernels rejected their input: status " + describeStatus(word));
-  // Every output element of the engine's lanes was written (the poison
-  // is a NaN the kernels never produce).
-  for (const HostOutput &o : hostOutputs_) {
-    const auto *values = static_cast<const bf16_t *>(o.staging);
-    std::size_t unwritten = 0;
-    for (std::size_t i = 0; i < o.bytes / sizeof(bf16_t); ++i)
-      unwritten += values[i] == kBf16Poison;
-    if (unwritten)
-      throw Error(std::to_string(unwritten) + " output elements were not written by the kernels");
-    std::memcpy(o.destination, o.staging, o.bytes);
   }
-  hostOutputs_.clear();
+  copyHostOutputs();
 }
 
 std::size_t CudaStepRunner::stagingInBytes() const {

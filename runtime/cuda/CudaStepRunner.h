@@ -101,6 +101,12 @@ private:
   /// Enqueues a staged layer: uploads, the layer's step's kernels over its
   /// pool, the output copy. Only async operations (capturable).
   void enqueue(const LayerWork &work);
+  /// Waits for the stream, checks the status word and the poison of the
+  /// host outputs enqueued so far, and copies them to the engine.
+  void deliverHostOutputs();
+  /// Checks the poison of the finished host outputs and copies them to the
+  /// engine.
+  void copyHostOutputs();
   /// Runs the pending layers as one graph (status clear + every layer).
   void launchGraph();
   /// The loaded step that runs a layer.

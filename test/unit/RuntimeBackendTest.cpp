@@ -163,6 +163,21 @@ TEST_CASE("per-layer pools (the naive step): every backend matches the oracle",
             reinterpret_cast<bf16_t *>(dout.get()), MemorySpace::Device);
     cuda.check(cuda.memcpyDtoH(deviceOut.data(), dout.get(), deviceOut.size() * 2), "output");
     CHECK(countBitDifferences(hostOut, deviceOut) == 0);
+    // The step in parts: each layer's host output is complete when
+    // attendLayer returns (an engine computes the next layer's queries from
+    // it), before endStep.
+    const std::size_t queryLayer = q.size() / 3, outputLayer = hostOut.size() / 3;
+    const std::size_t selectionGroup = rows.size() / 2;
+    std::vector<bf16_t> partsOut(hostOut.size(), 0), seen(hostOut.size(), 0);
+    rt.beginStep(batch.data(), 2);
+    for (std::int32_t g = 0; g < 2; ++g)
+      rt.selectGroup(g, rows.data() + g * selectionGroup);
+    for (std::int32_t l = 0; l < 3; ++l) {
+      rt.attendLayer(l, q.data() + l * queryLayer, partsOut.data() + l * outputLayer);
+      std::copy_n(partsOut.begin() + l * outputLayer, outputLayer, seen.begin() + l * outputLayer);
+    }
+    rt.endStep();
+    CHECK(countBitDifferences(hostOut, seen) == 0);
   }
   for (std::uint64_t id : {21u, 22u, 23u, 24u, 25u})
     rt.finish(id);
