@@ -115,8 +115,6 @@ LogicalResult KVPoolType::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-int64_t KVPoolType::getTokenBytes() const { return getLayers() * getFormat().getRowBytes(); }
-
 int64_t KVPoolType::getCapacity(Tier tier) const {
   return tier == Tier::hbm ? getHbmSlots() : getHostRows();
 }

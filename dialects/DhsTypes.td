@@ -40,8 +40,6 @@ def Dhs_KVPoolType : TypeDef<Dhs_Dialect, "KVPool"> {
     /// Whether the runtime chooses a tier's capacity.
     bool isDynamicHbm() const { return ::mlir::ShapedType::isDynamic(getHbmSlots()); }
     bool isDynamicHost() const { return ::mlir::ShapedType::isDynamic(getHostRows()); }
-    /// Bytes of one token of the group in either tier.
-    int64_t getTokenBytes() const;
     /// Row capacity of a tier (ShapedType::kDynamic when chosen at run time).
     int64_t getCapacity(Tier tier) const;
     /// The memref through which kernels see a tier:

@@ -3,10 +3,11 @@
 // Every product of sizes, sum of a position and a count, and difference of
 // an end and a count that comes from a caller or a file goes through these
 // helpers: they use the compiler's overflow builtins, so an overflow is
-// detected exactly (never wrapped, never undefined) and reported as an
-// exception of the caller's choice whose message names the quantity.
+// detected exactly (never wrapped, never undefined). The try* forms return
+// std::nullopt on overflow; the checked* forms throw an exception of the
+// caller's choice whose message names the quantity.
 //
-//   std::int64_t end = checkedAdd<InputError>(position, count, "draft positions");
+//   if (!tryAdd(position, count)) throw InputError(...);
 //   std::size_t bytes = checkedBytes<CapacityError>({rows, layers, rowBytes}, "host store");
 //
 //===----------------------------------------------------------------------===//
@@ -71,27 +72,6 @@ template <typename E>
   throw E(std::string(what) + ": " + expression + " overflows 64-bit arithmetic");
 }
 } // namespace detail
-
-/// a + b; throws E("<what>: a + b overflows ...") when it does not fit T.
-template <typename E = InputError, typename T> T checkedAdd(T a, T b, const char *what) {
-  if (std::optional<T> sum = tryAdd(a, b))
-    return *sum;
-  detail::overflowAs<E>(what, std::to_string(a) + " + " + std::to_string(b));
-}
-
-/// a - b; throws E when it does not fit T.
-template <typename E = InputError, typename T> T checkedSub(T a, T b, const char *what) {
-  if (std::optional<T> difference = trySub(a, b))
-    return *difference;
-  detail::overflowAs<E>(what, std::to_string(a) + " - " + std::to_string(b));
-}
-
-/// a * b; throws E when it does not fit T.
-template <typename E = InputError, typename T> T checkedMul(T a, T b, const char *what) {
-  if (std::optional<T> product = tryMul(a, b))
-    return *product;
-  detail::overflowAs<E>(what, std::to_string(a) + " * " + std::to_string(b));
-}
 
 /// The product of non-negative factors (element counts, bytes) as an int64;
 /// throws E naming `what` and the factors when one is negative or the

@@ -57,13 +57,11 @@ TEST_CASE("checked arithmetic detects every overflow", "[limits]") {
   CHECK_FALSE(tryProduct({4, -1}));
   CHECK(tryProduct({}) == 1);
   CHECK(tryProduct({0, kMax64}) == 0);
-  CHECK_THROWS_MATCHES(
-      checkedAdd(kMax64, std::int64_t(2), "positions"), InputError,
-      Catch::Matchers::Message("positions: 9223372036854775807 + 2 overflows 64-bit arithmetic"));
-  CHECK_THROWS_AS(checkedSub<CapacityError>(kMin64, std::int64_t(1), "x"), CapacityError);
-  CHECK_THROWS_AS(checkedMul<OutOfRangeError>(kMax64, std::int64_t(2), "x"), OutOfRangeError);
-  CHECK_THROWS_WITH(checkedProduct({1 << 30, 1 << 30, 1 << 30}, "the host store"),
-                    Catch::Contains("the host store: 1073741824 * 1073741824 * 1073741824"));
+  CHECK_THROWS_MATCHES(checkedProduct({1 << 30, 1 << 30, 1 << 30}, "the host store"), InputError,
+                       Catch::Matchers::Message("the host store: 1073741824 * 1073741824 * "
+                                                "1073741824 (or a negative factor) overflows "
+                                                "64-bit arithmetic"));
+  CHECK_THROWS_AS(checkedBytes<CapacityError>({kMax64, 2}, "x"), CapacityError);
   CHECK(checkedBytes({3, 1152}, "rows") == 3456u);
   for (std::int64_t m : {1, 2, 3, 7, 64}) {
     INFO("m = " << m);
