@@ -240,12 +240,7 @@ void ResidencyController::evict(Group &g, std::int32_t slot) {
   g.slotOfHostRow[static_cast<std::size_t>(r.start + g.row[s])] = -1;
   if (releaseLog_)
     releaseLog_->push_back({gi, -1, r.start + g.row[s]});
-  g.owner[s] = -1;
-  g.row[s] = -1;
-  g.listPos[s] = -1;
-  g.kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
-  g.cleared[s] = g.lastUse[s];
-  g.free.release(slot);
+  g.freeSlot(slot);
   ++evictions_;
   if (inStep_)
     ++last_.evicted;
@@ -403,15 +398,6 @@ void ResidencyController::finish(std::int32_t request) {
   Request &r = liveRequest(request, "finish");
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     Group &g = groups_[gi];
-    auto clear = [&g](std::int32_t s) {
-      const std::size_t i = static_cast<std::size_t>(s);
-      g.owner[i] = -1;
-      g.row[i] = -1;
-      g.listPos[i] = -1;
-      g.kind[i] = static_cast<std::uint8_t>(SlotKind::Free);
-      g.cleared[i] = g.lastUse[i];
-      g.free.release(s);
-    };
     g.excess -=
         std::max<std::int64_t>(0, static_cast<std::int64_t>(r.hot[gi].size()) - config_.hotFloor);
     auto release = [&](std::int64_t hostRow) {
@@ -421,18 +407,18 @@ void ResidencyController::finish(std::int32_t request) {
     };
     for (std::int32_t s : r.hot[gi]) {
       release(r.start + g.row[static_cast<std::size_t>(s)]);
-      clear(s);
+      g.freeSlot(s);
     }
     g.hot -= static_cast<std::int32_t>(r.hot[gi].size());
     r.hot[gi].clear();
     for (std::int64_t row = std::max<std::int64_t>(0, r.len - config_.newestWindow); row < r.len;
          ++row) {
-      clear(g.slotOfHostRow[static_cast<std::size_t>(r.start + row)]);
+      g.freeSlot(g.slotOfHostRow[static_cast<std::size_t>(r.start + row)]);
       release(r.start + row);
       --g.newest;
     }
     for (std::int32_t s : r.ring[gi])
-      clear(s);
+      g.freeSlot(s);
     g.ring -= static_cast<std::int32_t>(r.ring[gi].size());
     r.ring[gi].clear();
     r.fetch[gi].clear();

@@ -65,6 +65,18 @@ struct ResidencyController::Group {
   std::uint32_t noVictimStep = 0;    // a non-forced search failed in this step
   LruCursor lru;                     // global LRU order (Adaptive + Lru)
   std::vector<std::int32_t> touched; // requests with rows to fetch this step
+
+  /// Returns `slot` to the allocator: no owner, row or list position, and
+  /// its reference cleared. (The caller unmaps its host row.)
+  void freeSlot(std::int32_t slot) {
+    const std::size_t s = static_cast<std::size_t>(slot);
+    owner[s] = -1;
+    row[s] = -1;
+    listPos[s] = -1;
+    kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
+    cleared[s] = lastUse[s];
+    free.release(slot);
+  }
 };
 
 /// A placed slot's reference, before any hand passed: no last use equals it.
