@@ -88,10 +88,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
     Value warpValues = args.workgroup(0);
     Value warpTokens = args.workgroup(1);
     Value argmaxes = args.workgroup(2);
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-    Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
-    Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
+    Value tid = kb.threadId();
+    Value request = kb.blockId();
+    Value lane = kb.laneOf(tid);
+    Value warp = kb.warpOf(tid);
     Value negInf = arith::ConstantFloatOp::create(b, b.getF32Type(),
                                                   APFloat(-std::numeric_limits<float>::infinity()));
 
@@ -228,10 +228,10 @@ static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
           nextArg = args[Role::NextToken];
     Value warpSums = args.workgroup(0);
     Value decision = args.workgroup(1);
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-    Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
-    Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
+    Value tid = kb.threadId();
+    Value request = kb.blockId();
+    Value lane = kb.laneOf(tid);
+    Value warp = kb.warpOf(tid);
     Value seed = memref::LoadOp::create(b, seedsArg, ValueRange{request});
     Value step = memref::LoadOp::create(b, stepArg, ValueRange{kb.index(0)});
     Value isThread0 = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));

@@ -24,17 +24,15 @@ KernelSpec mlir::dhs::getAttentionCombineKernel(const SparseAttentionKernelConfi
   spec.emitBody = [config](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     int64_t vDim = config.pool.getFormat().getVDim();
     KernelBuilder kb{b};
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value warp = arith::DivUIOp::create(b, tid, kb.index(kWarpSize));
-    Value lane = arith::RemUIOp::create(b, tid, kb.index(kWarpSize));
-    Value pair = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value tid = kb.threadId();
+    Value warp = kb.warpOf(tid);
+    Value lane = kb.laneOf(tid);
+    Value pair = kb.blockId();
     Value request = arith::DivUIOp::create(b, pair, kb.index(config.positions));
     Value position = arith::RemUIOp::create(b, pair, kb.index(config.positions));
-    Value head =
-        arith::AddIOp::create(b,
-                              arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                                                    kb.index(config.headsPerBlock)),
-                              warp);
+    Value head = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, kb.blockId(gpu::Dimension::y), kb.index(config.headsPerBlock)),
+        warp);
     Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
     auto load = [&](Value split, Value column) -> Value {
       return memref::LoadOp::create(b, args[Role::Partials],

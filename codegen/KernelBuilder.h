@@ -59,6 +59,14 @@ struct KernelBuilder {
   Value cmpi(arith::CmpIPredicate p, Value l, Value r) { return arith::CmpIOp::create(b, p, l, r); }
   Value select(Value c, Value t, Value f) { return arith::SelectOp::create(b, c, t, f); }
   Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
+  /// The thread's index in its block (x), and the block's along `dimension`.
+  Value threadId() { return gpu::ThreadIdOp::create(b, gpu::Dimension::x); }
+  Value blockId(gpu::Dimension dimension = gpu::Dimension::x) {
+    return gpu::BlockIdOp::create(b, dimension);
+  }
+  /// The lane of thread `tid` (an index) in its warp, and its warp.
+  Value laneOf(Value tid) { return arith::RemUIOp::create(b, tid, index(kWarpSize)); }
+  Value warpOf(Value tid) { return arith::DivUIOp::create(b, tid, index(kWarpSize)); }
   /// Splats a scalar over a vector type.
   Value splat(VectorType type, Value scalar) {
     return vector::BroadcastOp::create(b, type, scalar);

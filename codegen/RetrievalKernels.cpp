@@ -80,10 +80,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     Value stageFlat = memref::CollapseShapeOp::create(
         ib, stage, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
 
-    Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
-    Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
-    Value firstRow = arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y),
-                                           kb.index(kFetchRowsPerBlock));
+    Value tid = kb.threadId();
+    Value request = kb.blockId();
+    Value firstRow =
+        arith::MulIOp::create(ib, kb.blockId(gpu::Dimension::y), kb.index(kFetchRowsPerBlock));
     Value historyLength = memref::LoadOp::create(ib, lenArg, ValueRange{request});
     Value historyBase = memref::LoadOp::create(ib, startArg, ValueRange{request});
     Value hostRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
@@ -173,10 +173,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
           recency = args[Role::ReplacementState], log = args[Role::StepLog],
           status = args[Role::Status];
     Value item = arith::AddIOp::create(
-        ib,
-        arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::x),
-                              kb.index(kFetchThreads)),
-        gpu::ThreadIdOp::create(ib, gpu::Dimension::x));
+        ib, arith::MulIOp::create(ib, kb.blockId(), kb.index(kFetchThreads)), kb.threadId());
     Value hostRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
                                                 memref::DimOp::create(ib, host, kb.index(0)));
     Value hbmSlots = arith::IndexCastOp::create(ib, ib.getI64Type(),
@@ -287,8 +284,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
         ib, MemRefType::get({table}, ib.getI32Type(), MemRefLayoutAttrInterface{}, workgroup),
         shared, kb.index(0), ValueRange{});
 
-    Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
-    Value request = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+    Value tid = kb.threadId();
+    Value request = kb.blockId();
     Value threads = kb.index(kUnionThreads);
     Value mask = kb.index(table - 1);
     auto hashOf = [&](Value id) {
@@ -423,14 +420,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ResolveOp op) {
     // Block counts: first hits, misses, valid selections; then the bases of
     // the block's hits and misses in the log.
     Value counts = args.workgroup(0);
-    Value tid = gpu::ThreadIdOp::create(ib, gpu::Dimension::x);
-    Value pair = gpu::BlockIdOp::create(ib, gpu::Dimension::x);
+    Value tid = kb.threadId();
+    Value pair = kb.blockId();
     Value request = arith::DivUIOp::create(ib, pair, kb.index(positions));
     Value position = arith::RemUIOp::create(ib, pair, kb.index(positions));
     Value k = arith::AddIOp::create(
-        ib,
-        arith::MulIOp::create(ib, gpu::BlockIdOp::create(ib, gpu::Dimension::y), kb.index(threads)),
-        tid);
+        ib, arith::MulIOp::create(ib, kb.blockId(gpu::Dimension::y), kb.index(threads)), tid);
     Value mapRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
                                                memref::DimOp::create(ib, mapArg, kb.index(0)));
     Value isTrue = arith::ConstantIntOp::create(ib, 1, 1);

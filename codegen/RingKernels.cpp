@@ -38,8 +38,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(RingIndexOp op) {
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     KernelBuilder kb{b};
     Value positions = args[Role::Positions], out = args[Role::RingSlots];
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value tid = kb.threadId();
+    Value request = kb.blockId();
     Value windowSize = kb.i64(window);
     Value base = arith::AddIOp::create(
         b,
@@ -96,10 +96,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(CopyRowsOp op) {
     Value dstBytes = bytesOf(args[Role::CopyDestination]);
     Value indices = args[Role::RingSlots], status = args[Role::Status];
     KernelBuilder kb{b};
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value request = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-    Value first = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                                        kb.index(kRowsPerBlock));
+    Value tid = kb.threadId();
+    Value request = kb.blockId();
+    Value first = arith::MulIOp::create(b, kb.blockId(gpu::Dimension::y), kb.index(kRowsPerBlock));
     auto chunkType = VectorType::get({kCopyBytes}, b.getI8Type());
 
     auto loop = scf::ForOp::create(b, tid, kb.index(kRowsPerBlock * chunks), kb.index(kThreads));

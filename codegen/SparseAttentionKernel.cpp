@@ -450,9 +450,9 @@ void SparseAttentionKernelEmitter::emit() {
   rowIndex = args.workgroup(2);
 
   RowFormatAttrInterface format = config.pool.getFormat();
-  tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value blockX = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value blockY = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  tid = threadId();
+  Value blockX = blockId();
+  Value blockY = blockId(gpu::Dimension::y);
   warp = arith::DivUIOp::create(b, tid, index(kWarpSize));
   lane = arith::RemUIOp::create(b, tid, index(kWarpSize));
   request = arith::DivUIOp::create(b, blockX, index(config.positions));
@@ -507,7 +507,7 @@ void SparseAttentionKernelEmitter::emit() {
   init.append(vPerLane, f32(0.0));
 
   // This CTA's entries: split z of [0, K + W).
-  Value split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  Value split = blockId(gpu::Dimension::z);
   Value first = arith::MulIOp::create(b, split, index(config.splitRows));
   Value end = arith::MinUIOp::create(b, arith::AddIOp::create(b, first, index(config.splitRows)),
                                      index(config.entries()));

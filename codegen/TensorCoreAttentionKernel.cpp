@@ -669,16 +669,16 @@ void TensorCoreAttentionEmitter::emit() {
   partials = args.lookup(Role::Partials);
   status = args[Role::Status];
 
-  tid = toI32(gpu::ThreadIdOp::create(b, gpu::Dimension::x));
+  tid = toI32(kb.threadId());
   group = divu(tid, kGroupThreads);
   thread = remu(tid, kGroupThreads);
   warp = divu(thread, 32);
   lane = remu(thread, 32);
-  Value pair = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value pair = kb.blockId();
   request = arith::DivUIOp::create(b, pair, kb.index(config.positions));
   position = arith::RemUIOp::create(b, pair, kb.index(config.positions));
-  headBase = mul(toI32(gpu::BlockIdOp::create(b, gpu::Dimension::y)), c32(kTensorCoreHeads));
-  split = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  headBase = mul(toI32(kb.blockId(gpu::Dimension::y)), c32(kTensorCoreHeads));
+  split = kb.blockId(gpu::Dimension::z);
   tiles = kb.index(config.splitRows / kTensorCoreTileRows);
 
   // The dynamic shared memory, declared once per module, and its base

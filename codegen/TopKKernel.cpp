@@ -50,8 +50,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(TopKOp op) {
     Value state = args.workgroup(1); // prefix, remaining, done
     Value candidates = args.workgroup(2);
     Value counter = args.workgroup(3);
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value pair = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value tid = kb.threadId();
+    Value pair = kb.blockId();
     Value request = arith::DivUIOp::create(b, pair, kb.index(positions));
     Value position = arith::RemUIOp::create(b, pair, kb.index(positions));
     Value threads = kb.index(kThreads);
