@@ -37,17 +37,11 @@ namespace {
 /// wrote, for the oracle.
 class Session {
 public:
-  explicit Session(BackendKind backend, bool checks = true) : backend_(backend) {
-    config_.layers = 2;
-    config_.layersPerGroup = 1;
-    config_.hostRows = 8192;
-    config_.maxRequests = 8;
-    config_.newestWindow = 16;
-    config_.hotFloor = 32;
-    config_.draftWindow = 2;
+  explicit Session(BackendKind backend, bool checks = true)
+      : backend_(backend),
+        config_(dhs::test::testConfig(2, 1, backend, /*draftWindow=*/2, /*floor=*/32)) {
     config_.checkInvariants = checks;
     config_.fullCheckInterval = 4;
-    config_.backend = backend;
     rt = std::make_unique<Runtime>(config_);
   }
 
@@ -76,6 +70,15 @@ public:
   }
 
   void forget(std::uint64_t id) { rows_.erase(id); }
+
+  /// Loads the step, admits request 1 with `len1` rows and request 2 with
+  /// `len2`, and runs one step over both.
+  void startTwo(std::int64_t len1, std::int64_t len2) {
+    load();
+    admit(1, len1);
+    admit(2, len2);
+    stepAndCheck({1, 2});
+  }
 
   /// One step over `ids`; outputs compared with the oracle (bit for bit on
   /// the CPU, within bf16 tolerance on CUDA). Throws what the step throws.
@@ -180,10 +183,7 @@ void hostAllocationAtLoad(BackendKind backend) {
 void deviceAllocationAtAdmission(BackendKind backend) {
   Disarm disarm;
   Session s(backend);
-  s.load();
-  s.admit(1, 500);
-  s.admit(2, 200);
-  s.stepAndCheck({1, 2});
+  s.startTwo(500, 200);
   const RuntimeStats before = s.rt->stats();
   // The draft rings of request 3 do not fit in HBM: admission refused,
   // nothing changed.
@@ -204,10 +204,7 @@ void deviceAllocationAtAdmission(BackendKind backend) {
 void failedLaunch(BackendKind backend) {
   Disarm disarm;
   Session s(backend);
-  s.load();
-  s.admit(1, 600);
-  s.admit(2, 400);
-  s.stepAndCheck({1, 2});
+  s.startTwo(600, 400);
   const RuntimeStats before = s.rt->stats();
   // The second layer's launch fails: the step fails whole, nothing is
   // promoted or counted, and the next steps run exactly.
@@ -229,10 +226,7 @@ void failedLaunch(BackendKind backend) {
 void failedCopies(BackendKind backend) {
   Disarm disarm;
   Session s(backend);
-  s.load();
-  s.admit(1, 700);
-  s.admit(2, 300);
-  s.stepAndCheck({1, 2});
+  s.startTwo(700, 300);
   // A transient failure: the append's copy into HBM is retried before the
   // next step reads the row.
   faults::arm(Fault::Copy);

@@ -474,8 +474,9 @@ TEST_CASE("LRU evicts the least recently selected row, LRU-2 the least frequentl
 
 TEST_CASE("aged-out newest rows become hot rows within the budget", "[residency]") {
   std::vector<RowCopy> copies;
-  SECTION("adaptive keeps them while memory is spare") {
-    ResidencyController c(ResidencyConfig::adaptive(1, 100, 10000, 4, 0, 0));
+  // A request of 4 rows, then 30 steps without selections, each followed by
+  // one appended token: 30 rows age out of the newest 4.
+  auto ageOut = [&](ResidencyController &c) {
     const std::int32_t r = c.admit(4, 1000, copies);
     for (int i = 0; i < 30; ++i) {
       c.beginStep();
@@ -483,18 +484,17 @@ TEST_CASE("aged-out newest rows become hot rows within the budget", "[residency]
       c.append(r, copies);
     }
     CHECK(c.occupancy(0).newest == 4);
+    return r;
+  };
+  SECTION("adaptive keeps them while memory is spare") {
+    ResidencyController c(ResidencyConfig::adaptive(1, 100, 10000, 4, 0, 0));
+    ageOut(c);
     CHECK(c.occupancy(0).hot == 30);
     c.checkConsistency();
   }
   SECTION("fixed keeps at most its buffer") {
     ResidencyController c(ResidencyConfig::fixedBudget(1, 100, 10000, 4, 0, 5));
-    const std::int32_t r = c.admit(4, 1000, copies);
-    for (int i = 0; i < 30; ++i) {
-      c.beginStep();
-      c.endStep(copies);
-      c.append(r, copies);
-    }
-    CHECK(c.occupancy(0).newest == 4);
+    const std::int32_t r = ageOut(c);
     CHECK(c.occupancy(0).hot == 5);
     // The newest aged-out rows are kept (LRU by placement step).
     for (std::int64_t row = 25; row < 30; ++row)

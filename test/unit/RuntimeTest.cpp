@@ -22,18 +22,14 @@ using dhs::test::stepAndCompare;
 
 namespace {
 
+/// 3 layers in groups {0,1} and {2} on the CPU, 64 HBM slots, 4096 host
+/// rows, per request the newest 4 tokens, a hot floor of 4 and draft rings
+/// of 2 tokens, the invariant checker on.
 RuntimeConfig smallConfig() {
-  RuntimeConfig config;
-  config.layers = 3;
-  config.layersPerGroup = 2; // groups {0,1} and {2}
+  RuntimeConfig config = dhs::test::testConfig(3, 2, BackendKind::Cpu, /*draftWindow=*/2,
+                                               /*floor=*/4, /*hostRows=*/4096);
   config.hbmSlots = 64;
-  config.hostRows = 4096;
-  config.maxRequests = 8;
   config.newestWindow = 4;
-  config.draftWindow = 2;
-  config.hotFloor = 4;
-  config.checkInvariants = true;
-  config.fullCheckInterval = 8;
   return config;
 }
 
@@ -114,14 +110,7 @@ TEST_CASE("executor outputs do not depend on the residency policy", "[runtime]")
     Shadow shadow(3);
     admitRandom(rt, shadow, rng, 1, 64, 300);
     admitRandom(rt, shadow, rng, 2, 64, 300);
-    std::vector<bf16_t> all;
-    for (int step = 0; step < 30; ++step) {
-      appendRandom(rt, shadow, rng, 1);
-      appendRandom(rt, shadow, rng, 2);
-      std::vector<bf16_t> out = stepAndCompare(rt, shadow, rng, {1, 2});
-      all.insert(all.end(), out.begin(), out.end());
-    }
-    outputs.push_back(all);
+    outputs.push_back(runSteps(rt, shadow, rng, 30, {1, 2}, {1, 2}));
     stats.push_back(rt.stats());
   }
   CHECK(outputs[0] == outputs[1]);
@@ -437,15 +426,8 @@ TEST_CASE("FP8 rows and layer-group pools: same outputs as per-layer pools", "[r
       Shadow shadow(4, info.format);
       admitRandom(rt, shadow, rng, 1, 40, 200);
       admitRandom(rt, shadow, rng, 2, 25, 200);
-      std::vector<bf16_t> all;
-      for (int step = 0; step < 12; ++step) {
-        appendRandom(rt, shadow, rng, 1);
-        appendRandom(rt, shadow, rng, 2);
-        std::vector<bf16_t> out = stepAndCompare(rt, shadow, rng, {2, 1});
-        all.insert(all.end(), out.begin(), out.end());
-      }
+      outputs.push_back(runSteps(rt, shadow, rng, 12, {2, 1}, {1, 2}));
       rt.checkInvariants();
-      outputs.push_back(all);
       stats.push_back(rt.stats());
     }
     CHECK(outputs[0] == outputs[1]);
@@ -490,14 +472,8 @@ TEST_CASE("a layer group's steps: one per layer index, checked", "[runtime]") {
     Shadow shadow(4, RowFormat::MlaFp8);
     admitRandom(rt, shadow, rng, 1, 40, 200);
     admitRandom(rt, shadow, rng, 2, 25, 200);
-    std::vector<bf16_t> all;
-    for (int step = 0; step < 8; ++step) {
-      appendRandom(rt, shadow, rng, 1);
-      std::vector<bf16_t> out = stepAndCompare(rt, shadow, rng, {1, 2});
-      all.insert(all.end(), out.begin(), out.end());
-    }
+    outputs.push_back(runSteps(rt, shadow, rng, 8, {1, 2}, {1}));
     rt.checkInvariants();
-    outputs.push_back(all);
   }
   CHECK(outputs[0] == outputs[1]);
   CHECK(outputs[0] == outputs[2]);

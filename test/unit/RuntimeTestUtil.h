@@ -409,6 +409,23 @@ inline std::vector<runtime::bf16_t> stepAndCompare(runtime::Runtime &rt, const S
   return stepAndCompare(std::vector<runtime::Runtime *>{&rt}, shadow, rng, batch).front();
 }
 
+/// Runs `steps` steps over `batch` on `rt`, each checked against the oracle
+/// after one random token is appended to every request of `growing`;
+/// returns the outputs of all steps, one after the other.
+inline std::vector<runtime::bf16_t> runSteps(runtime::Runtime &rt, Shadow &shadow,
+                                             std::mt19937_64 &rng, int steps,
+                                             const std::vector<std::uint64_t> &batch,
+                                             const std::vector<std::uint64_t> &growing) {
+  std::vector<runtime::bf16_t> all;
+  for (int step = 0; step < steps; ++step) {
+    for (std::uint64_t id : growing)
+      appendRandom(rt, shadow, rng, id);
+    std::vector<runtime::bf16_t> out = stepAndCompare(rt, shadow, rng, batch);
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  return all;
+}
+
 /// Checks that two runtimes' controllers hold the same rows in every slot.
 inline void expectSameResidency(const runtime::Runtime &a, const runtime::Runtime &b) {
   const std::int32_t slots = a.controller().config().hbmSlots;
