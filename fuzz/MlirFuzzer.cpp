@@ -15,6 +15,8 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -39,8 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   MLIRContext context(registry(), MLIRContext::Threading::DISABLED);
   // Diagnostics are the expected outcome of most inputs: swallowed.
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context, "fuzz.mlir");
+  // MLIR's lexer reads up to a NUL after the buffer, which every file read
+  // through llvm::MemoryBuffer (dhs-compile's input) has: the bytes are
+  // copied into such a buffer (parseSourceString's buffer has none; the
+  // lexer then read past the fuzzer's input).
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(
+          llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.mlir"),
+      llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
   if (!module)
     return 0;
   dhs::PtxOptions options;

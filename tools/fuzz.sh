@@ -8,9 +8,9 @@
 #       build-asan/fuzz/crashes/TARGET/, and prints executions, corpus size
 #       and crashes at the end (exit status 1 after a crash).
 #   tools/fuzz.sh smoke [SECONDS]
-#       CI's smoke run: every target for SECONDS (default 10) from its seeds
-#       (the regression inputs in fuzz/corpus/TARGET/ included, each run once
-#       first); fails on any crash.
+#       CI's smoke run: every target for SECONDS (default 10) from its seeds;
+#       fails on any crash.
+# Every run first runs each regression input in fuzz/corpus/TARGET/ once.
 #
 # Seeds (regenerated each run into build-asan/fuzz/seeds/TARGET/): for mlir
 # the .mlir files of examples/, test/ and bench/ split at `// -----`; for
@@ -82,6 +82,12 @@ seeds() {
   esac
 }
 
+# artifacts DIR: the failures libFuzzer wrote into DIR (crashes, leaks,
+# timeouts, out-of-memory; not the slow units it notes).
+artifacts() {
+  ls "$1" | grep -E '^(crash|leak|timeout|oom)-' || true
+}
+
 # run TARGET SECONDS [flags...]: one fuzzing session; prints its summary.
 run() {
   local target=$1 seconds=$2
@@ -98,18 +104,34 @@ run() {
   [ "$target" = mlir ] && maxLen=65536
   [ "$target" = manifest ] && maxLen=262144
   local log="$work/$target.log"
-  local before; before=$(ls "$crashes" | wc -l)
+  # The regression inputs first, each run once: a short run may end before
+  # libFuzzer has read its whole corpus.
+  local kept=("$regressions"/*)
+  if [ -e "${kept[0]}" ]; then
+    if ! "$bin" -timeout=60 -rss_limit_mb=4096 "${kept[@]}" > "$work/$target.regressions.log" 2>&1; then
+      echo "fuzz: $target: a regression input in $regressions fails again" \
+           "(log $work/$target.regressions.log)"
+      grep -m 20 -E "ERROR|SUMMARY|Running:|runtime error" "$work/$target.regressions.log" |
+        sed 's/^/  /'
+      return 1
+    fi
+    echo "fuzz: $target: ${#kept[@]} regression inputs pass"
+  fi
+  local before; before=$(artifacts "$crashes" | wc -l)
   echo "fuzz: $target for ${seconds} s (corpus $corpus, seeds $seedDir and $regressions)"
+  local start; start=$(date +%s)
   "$bin" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 -max_len="$maxLen" \
     -artifact_prefix="$crashes/" -print_final_stats=1 "$@" \
     "$corpus" "$seedDir" "$regressions" > "$log" 2>&1
   local rc=$?
-  local after; after=$(ls "$crashes" | wc -l)
+  local after; after=$(artifacts "$crashes" | wc -l)
   local execs; execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
   local files; files=$(ls "$corpus" | wc -l)
   local bytes; bytes=$(du -sb "$corpus" | cut -f1)
-  echo "fuzz: $target: ${execs:-?} executions in ${seconds} s, corpus $files inputs ($bytes bytes)," \
-       "crashes $((after - before)) (exit $rc; log $log)"
+  local cov; cov=$(grep -oE '^#[0-9]+.*cov: [0-9]+ ft: [0-9]+' "$log" | tail -n 1 | grep -oE 'cov: [0-9]+ ft: [0-9]+')
+  local took=$(( $(date +%s) - start ))
+  echo "fuzz: $target: ${execs:-?} executions in $took s, corpus $files inputs ($bytes bytes)," \
+       "${cov:-cov: ?} (edges, features), crashes $((after - before)) (exit $rc; log $log)"
   if [ $rc -ne 0 ]; then
     grep -m 20 -E "ERROR|SUMMARY|Test unit written|dhs-fuzz|runtime error" "$log" | sed 's/^/  /'
     return 1
@@ -117,23 +139,28 @@ run() {
   return 0
 }
 
-[ $# -ge 1 ] || usage
-ensure_built
-case "$1" in
-  smoke)
-    seconds=${2:-10}
-    failed=0
-    for target in capi manifest mlir; do
-      run "$target" "$seconds" || failed=1
-    done
-    [ $failed -eq 0 ] && echo "fuzz: smoke run clean" || echo "fuzz: smoke run FAILED"
-    exit $failed
-    ;;
-  mlir | manifest | capi)
-    [ $# -ge 2 ] || usage
-    target=$1 seconds=$2
-    shift 2
-    run "$target" "$seconds" "$@"
-    ;;
-  *) usage ;;
-esac
+main() {
+  [ $# -ge 1 ] || usage
+  ensure_built
+  case "$1" in
+    smoke)
+      seconds=${2:-10}
+      failed=0
+      for target in capi manifest mlir; do
+        run "$target" "$seconds" || failed=1
+      done
+      [ $failed -eq 0 ] && echo "fuzz: smoke run clean" || echo "fuzz: smoke run FAILED"
+      exit $failed
+      ;;
+    mlir | manifest | capi)
+      [ $# -ge 2 ] || usage
+      target=$1 seconds=$2
+      shift 2
+      run "$target" "$seconds" "$@"
+      ;;
+    *) usage ;;
+  esac
+}
+
+# (One line: bash has read the whole script before a long run starts.)
+main "$@"; exit $?
