@@ -137,9 +137,11 @@ run() {
   echo "== unit tests (CUDA cases included)"
   DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps" \
     DHS_TEST_GROUP_STEPS_DIR="$dir/group-steps" \
-    "$dir/bin/dhs-unittests" --reporter compact \
+    "$dir/bin/dhs-unittests" --reporter compact --durations yes \
     > "$results/unittests.log" 2>&1 || failed=1
-  tail -n 2 "$results/unittests.log"
+  tail -n 1 "$results/unittests.log"
+  echo "  slowest cases and sections:"
+  grep -E "^[0-9]+\.[0-9]+ s: " "$results/unittests.log" | sort -rn | head -n 5 | sed "s/^/    /"
   grep -E "warning: .?(cuda|device selections)|SKIPPED" "$results/unittests.log" | sed "s/^/  /"
 
   echo "== every step through the runtime vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
