@@ -2,6 +2,7 @@
 
 #include "examples/decode/Decoder.h"
 
+#include "examples/decode/Drafter.h"
 #include "examples/decode/Forward.h"
 
 #include <algorithm>
@@ -116,6 +117,7 @@ std::vector<Prefill> makePrefills(const Model &model, const DecodeOptions &optio
     for (int g = 0; g < c.groups(); ++g)
       p.keys.emplace_back(r.keys.begin() + static_cast<std::size_t>(g) * n * c.indexDim,
                           r.keys.begin() + static_cast<std::size_t>(g + 1) * n * c.indexDim);
+    p.draftStart = draftPrefill(model, p.prompt, n, options.draftWindow, p.draftRows);
   }
   return prefills;
 }
@@ -124,7 +126,7 @@ Session::Session(const Model &model, const std::vector<Prefill> &prefills,
                  const DecodeOptions &options, int Q) {
   const ModelConfig &c = model.config();
   const int R = options.requests;
-  const std::int64_t maxContext = options.prompt + options.tokens + 2;
+  const std::int64_t maxContext = options.prompt + options.tokens + 2 * kMaxGamma + 2;
   dhs_runtime_config config;
   dhs_runtime_config_init(&config);
   config.layers = c.layers;
@@ -134,6 +136,7 @@ Session::Session(const Model &model, const std::vector<Prefill> &prefills,
   config.backend = options.backend;
   config.check_invariants = options.checkInvariants ? 1 : 0;
   config.full_check_interval = 16;
+  config.draft_window = options.speculate ? options.draftWindow + kMaxGamma : 0;
   switch (options.residency) {
   case Residency::All: // every row is among the newest, resident from admission on
     config.newest_window = static_cast<std::int32_t>(maxContext);
@@ -161,12 +164,15 @@ Session::Session(const Model &model, const std::vector<Prefill> &prefills,
     for (const std::string &d : dirs)
       names.push_back(d.c_str());
     check(dhs_runtime_load_steps(rt, names.data(), names.size()), "dhs_runtime_load_steps");
-    char backend[256];
-    check(dhs_runtime_describe(rt, backend, sizeof backend), "dhs_runtime_describe");
-    if (std::strncmp(backend, "cuda", 4) == 0)
-      throw DecodeError("the CUDA backend completes a host-memory attention output only at "
-                        "dhs_step_end, and dhs-decode computes each layer's queries from the "
-                        "previous layer's output on the host: use --backend cpu");
+    if (options.speculate) {
+      check(dhs_runtime_load_draft_step(rt, (options.steps + "/draft_ring").c_str()),
+            "dhs_runtime_load_draft_step");
+      // The acceptance kernels (run on CUDA; the CPU runs the rules itself).
+      for (const char *rule : {"accept", "accept_sampling"})
+        check(dhs_runtime_load_accept_step(
+                  rt, (options.steps + "/q" + std::to_string(Q) + "/" + rule).c_str()),
+              "dhs_runtime_load_accept_step");
+    }
     check(dhs_runtime_get_shape(rt, &shape), "dhs_runtime_get_shape");
     if (shape.queries != Q || shape.topk != c.topk || shape.heads != c.heads ||
         shape.row_bytes != ModelConfig::kRowBytes || shape.batch < R)
@@ -197,6 +203,8 @@ DecodeResult decode(const Model &model, const std::vector<Prefill> &prefills,
     throw DecodeError("--requests must be 1.." + std::to_string(prefills.size()));
   if (options.tokens < 1)
     throw DecodeError("--tokens must be at least 1");
+  if (options.speculate)
+    return decodeSpeculative(model, prefills, options);
   const ModelConfig &c = model.config();
   const int R = options.requests, V = c.vocab, D = c.indexDim;
   Session s(model, prefills, options, 1);

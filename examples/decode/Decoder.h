@@ -3,8 +3,9 @@
 // A decode session: a dhs runtime configured for a residency mode, the
 // model's compiled steps loaded (one per layer index of a layer-group pool),
 // requests admitted with their prompts' prefill KV, then greedy or sampled
-// decoding, one position per step: dhs_step_begin, dhs_step_select per group,
-// dhs_step_attend per layer, dhs_step_end, dhs_request_append.
+// decoding, plain (one position per step: dhs_step_begin, dhs_step_select per
+// group, dhs_step_attend per layer, dhs_step_end, dhs_request_append) or
+// speculative (Speculative.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,10 +50,15 @@ struct DecodeOptions {
   int requests = 2;              ///< requests decoded together (<= the steps' B)
   int prompt = 256;              ///< prompt tokens per request
   int tokens = 32;               ///< tokens to generate per request
+  int gamma = 4;                 ///< drafts per verify block
+  int draftWindow = 32;          ///< the drafter's attention window (tokens)
   Residency residency = Residency::All;
-  bool sampling = false; ///< sample, else greedy
+  bool speculate = true; ///< draft and verify, else one position per step
+  bool sampling = false; ///< sample (rejection sampling when speculating)
   std::uint64_t seed = 1;
   bool checkInvariants = false; ///< the runtime's invariant checker
+  bool rejectOne = false;       ///< speculating: try a bad verify step once (it must fail
+                                ///< and change nothing)
   std::string steps;            ///< directory of the compiled steps
 };
 
@@ -63,6 +69,8 @@ struct Prefill {
   std::vector<int> prompt;
   std::vector<std::uint16_t> rows;      ///< [layers][prompt-1][576]
   std::vector<std::vector<float>> keys; ///< [groups][(prompt-1) * indexDim]
+  std::vector<std::uint16_t> draftRows; ///< the drafter's rows [n][layers][576]
+  std::int64_t draftStart = 0;          ///< position of draftRows' first token
 };
 
 /// Prompts from `seed` and their prefills (host; done once per model and
@@ -71,18 +79,25 @@ std::vector<Prefill> makePrefills(const Model &model, const DecodeOptions &optio
 
 /// What a session decoded.
 struct DecodeResult {
-  std::vector<std::vector<int>> streams; ///< generated tokens per request
-  double seconds = 0.0;                  ///< wall time of the decode loop
-  std::string backend;                   ///< the runtime's backend in words
-  dhs_stats stats{};                     ///< the runtime's statistics
-  std::uint64_t steps = 0;               ///< decode steps run
+  std::vector<std::vector<int>> streams;     ///< generated tokens per request
+  double seconds = 0.0;                      ///< wall time of the decode loop
+  std::string backend;                       ///< the runtime's backend in words
+  dhs_stats stats{};                         ///< the runtime's statistics
+  std::uint64_t steps = 0;                   ///< decode or verify steps run
+  std::uint64_t drafted = 0, accepted = 0;   ///< draft tokens verified, accepted
+  std::uint64_t hostRowsRead = 0;            ///< verify: host rows read (shared)
+  std::uint64_t hostRowsSelectedMissing = 0; ///< verify: sum of per-position misses
+  double meanAcceptedLength = 1.0;           ///< tokens per verify block (1 without)
+  int rejected = 0;                          ///< bad verify steps refused (rejectOne)
 };
 
 /// Decodes with `options` from the prefills. Throws DecodeError.
 DecodeResult decode(const Model &model, const std::vector<Prefill> &prefills,
                     const DecodeOptions &options);
 
-/// The runtime session of a decode: config, steps, admissions.
+/// The runtime session of a decode: config, steps, admissions (and the
+/// draft rings' step when speculating). Speculative.cpp and Decoder.cpp use
+/// it.
 struct Session {
   Session(const Model &model, const std::vector<Prefill> &prefills, const DecodeOptions &options,
           int Q);
@@ -103,6 +118,10 @@ int sampleToken(const float *logits, int vocab, std::uint64_t seed, std::uint64_
                 std::int64_t position);
 /// probs[vocab] = softmax(logits).
 void softmax(const float *logits, int vocab, float *probs);
+
+/// The speculative loop (Speculative.cpp).
+DecodeResult decodeSpeculative(const Model &model, const std::vector<Prefill> &prefills,
+                               const DecodeOptions &options);
 
 } // namespace dhs::decode
 

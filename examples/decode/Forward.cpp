@@ -3,6 +3,7 @@
 #include "examples/decode/Forward.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -66,6 +67,11 @@ BlockResult forwardBlock(const Model &model, const std::vector<Lane> &lanes, int
           for (int i = 0; i < q; ++i)
             scores[start + i] = model.indexScore(iq.data(), iw.data(),
                                                  keys + (static_cast<std::size_t>(b) * Q + i) * D);
+          // The newest rows are always selected (DSA's selections keep the
+          // local window); the indexer's best fill the rest.
+          for (std::int64_t r = std::max<std::int64_t>(0, start + q - c.localWindow); r < start + q;
+               ++r)
+            scores[r] = INFINITY;
           topK(scores.data(), static_cast<int>(scores.size()), K, &selections[p * K]);
         }
       }

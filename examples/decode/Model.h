@@ -38,6 +38,7 @@ struct ModelConfig {
   int indexHeads = 4;                 ///< indexer heads
   int indexDim = 32;                  ///< indexer key / query dims
   int topk = 64;                      ///< K: rows each position attends per group
+  int localWindow = 32;               ///< of those, the newest (always selected)
   std::uint64_t seed = 1;             ///< weights come from this seed
   static constexpr int kLatent = 512; ///< latent dims (the value)
   static constexpr int kRope = 64;    ///< RoPE dims

@@ -1,17 +1,21 @@
 //===- main.cpp - dhs-decode: a reference engine that decodes real tokens -===//
 //
-// dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--residency all|part|none]
-//            [--sampling] [--seed S] [--requests R] [--prompt P] [--steps DIR]
-//            [--check-invariants] [--check]
+// dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--gamma G]
+//            [--residency all|part|none] [--no-spec] [--sampling] [--seed S]
+//            [--requests R] [--prompt P] [--steps DIR] [--check-invariants]
+//            [--check]
 //
 // Decodes tokens with dhs-decode's model (Model.h) through the dhs C API and
-// prints tokens/s and host fetches as a share of the selected rows. --check
-// decodes greedily at residency all, part and none and exits non-zero unless
-// every stream is identical.
+// prints tokens/s, the mean accepted length, host fetches as a share of the
+// selected rows, and whether the stream matches decoding without
+// speculation. --check decodes greedily without speculation and with it at
+// residency all, part and none, and exits non-zero unless every stream is
+// identical.
 //
 //===----------------------------------------------------------------------===//
 
 #include "examples/decode/Decoder.h"
+#include "examples/decode/Drafter.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,16 +28,17 @@ using namespace dhs::decode;
 namespace {
 
 const char *kUsage =
-    "usage: dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--residency all|part|none]\n"
-    "                  [--sampling] [--seed S] [--requests R] [--prompt P] [--steps DIR]\n"
-    "                  [--check-invariants] [--check]\n"
+    "usage: dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--gamma G]\n"
+    "                  [--residency all|part|none] [--no-spec] [--sampling] [--seed S]\n"
+    "                  [--requests R] [--prompt P] [--steps DIR] [--check-invariants] [--check]\n"
     "\n"
     "Decodes N tokens (default 32) for R requests (default 2, at most 4) after\n"
     "P-token prompts (default 256) with a tiny seeded sparse-attention model\n"
-    "whose attention runs through the dhs runtime, greedily or (--sampling)\n"
-    "sampled. --residency: all (HBM holds every row), part (about a quarter of\n"
-    "the history), none (rows come from the host). --check: the greedy streams\n"
-    "at all three residencies must be identical.\n"
+    "whose attention runs through the dhs runtime; speculative by default\n"
+    "(a self-speculative drafter proposes G tokens, default 4, at most 8).\n"
+    "--residency: all (HBM holds every row), part (about a quarter of the\n"
+    "history), none (rows come from the host). --check: greedy streams without\n"
+    "and with speculation at all three residencies must be identical.\n"
     "--steps: the compiled steps (default: dhs-decode-steps beside the binary).\n";
 
 /// The directory of the running binary.
@@ -64,17 +69,17 @@ void report(const char *what, const DecodeOptions &o, const DecodeResult &r) {
                              ? 100.0 * static_cast<double>(r.stats.total_fetched) /
                                    static_cast<double>(r.stats.total_selected)
                              : 0.0;
-  std::printf("%-8s %-5s %9llu %8.1f %7llu %10lld %10lld %7.2f%%\n", what,
+  std::printf("%-8s %-5s %9llu %8.1f %7llu %8.2f %10lld %10lld %7.2f%%\n", what,
               residencyName(o.residency), static_cast<unsigned long long>(tokens),
               r.seconds > 0 ? static_cast<double>(tokens) / r.seconds : 0.0,
-              static_cast<unsigned long long>(r.steps),
+              static_cast<unsigned long long>(r.steps), r.meanAcceptedLength,
               static_cast<long long>(r.stats.total_selected),
               static_cast<long long>(r.stats.total_fetched), fetched);
 }
 
 void header() {
-  std::printf("%-8s %-5s %9s %8s %7s %10s %10s %8s\n", "decode", "resid", "tokens", "tok/s",
-              "steps", "selected", "from host", "host%");
+  std::printf("%-8s %-5s %9s %8s %7s %8s %10s %10s %8s\n", "decode", "resid", "tokens", "tok/s",
+              "steps", "accept", "selected", "from host", "host%");
 }
 
 /// The first position where two sets of streams differ, or -1.
@@ -110,6 +115,7 @@ int runCheck(const Model &model, DecodeOptions o) {
   o.checkInvariants = true;
   const std::vector<Prefill> prefills = makePrefills(model, o);
   header();
+  o.speculate = false;
   o.residency = Residency::All;
   const DecodeResult reference = decode(model, prefills, o);
   report("plain", o, reference);
@@ -130,6 +136,16 @@ int runCheck(const Model &model, DecodeOptions o) {
     report("plain", o, r);
     compare("plain decoding", r);
   }
+  o.speculate = true;
+  int rejected = 0;
+  for (Residency residency : {Residency::All, Residency::Part, Residency::None}) {
+    o.residency = residency;
+    o.rejectOne = residency == Residency::Part; // the stream must not notice
+    const DecodeResult r = decode(model, prefills, o);
+    report("spec", o, r);
+    compare("speculative decoding", r);
+    rejected += r.rejected;
+  }
   const int distinct = distinctTokens(reference, model.config().vocab);
   if (distinct < 4) {
     std::printf("check: the model is degenerate: %d distinct tokens\n", distinct);
@@ -139,9 +155,13 @@ int runCheck(const Model &model, DecodeOptions o) {
     std::printf("check: FAILED (%d of %d streams differ)\n", failures, streams - 1);
     return 1;
   }
+  std::printf("check: a verify step selecting a row past its block was refused %d time(s) "
+              "and changed nothing\n",
+              rejected);
   std::printf("check: all %d greedy streams identical (%d requests x %d tokens = %d tokens each, "
-              "%d distinct tokens): residency all, part, none\n",
-              streams, o.requests, o.tokens, o.requests * o.tokens, distinct);
+              "%d distinct tokens): plain and speculative (gamma %d), residency all, part, "
+              "none\n",
+              streams, o.requests, o.tokens, o.requests * o.tokens, distinct, o.gamma);
   return 0;
 }
 
@@ -168,8 +188,12 @@ int main(int argc, char **argv) {
                                   : DHS_BACKEND_AUTO;
       } else if (a == "--tokens") {
         o.tokens = parseInt(value(), "--tokens", 1, 100000);
+      } else if (a == "--gamma") {
+        o.gamma = parseInt(value(), "--gamma", 1, kMaxGamma);
       } else if (a == "--residency") {
         o.residency = parseResidency(value());
+      } else if (a == "--no-spec") {
+        o.speculate = false;
       } else if (a == "--sampling") {
         o.sampling = true;
       } else if (a == "--seed") {
@@ -201,7 +225,37 @@ int main(int argc, char **argv) {
     const DecodeResult r = decode(model, prefills, o);
     describe(model, o, r);
     header();
-    report("plain", o, r);
+    report(o.speculate ? "spec" : "plain", o, r);
+    if (o.speculate) {
+      std::printf("speculation: gamma %d, %llu drafts verified, %llu accepted (%.1f%%), mean "
+                  "accepted length %.2f; verify host rows read %llu (shared) vs %llu selected "
+                  "missing\n",
+                  o.gamma, static_cast<unsigned long long>(r.drafted),
+                  static_cast<unsigned long long>(r.accepted),
+                  r.drafted
+                      ? 100.0 * static_cast<double>(r.accepted) / static_cast<double>(r.drafted)
+                      : 0.0,
+                  r.meanAcceptedLength, static_cast<unsigned long long>(r.hostRowsRead),
+                  static_cast<unsigned long long>(r.hostRowsSelectedMissing));
+      if (!o.sampling) {
+        DecodeOptions plain = o;
+        plain.speculate = false;
+        const DecodeResult p = decode(model, prefills, plain);
+        const long at = firstDifference(p, r, o.tokens);
+        if (at >= 0)
+          std::printf("stream vs decoding without speculation: DIFFERS at request %ld, token "
+                      "%ld\n",
+                      at / o.tokens, at % o.tokens);
+        else
+          std::printf("stream vs decoding without speculation: identical (%d tokens)\n",
+                      o.requests * o.tokens);
+        if (at >= 0)
+          return 1;
+      } else {
+        std::printf("stream vs decoding without speculation: sampled (rejection sampling keeps "
+                    "the target's distribution, not its draws)\n");
+      }
+    }
     for (std::size_t b = 0; b < r.streams.size(); ++b) {
       std::printf("request %zu:", b);
       for (std::size_t i = 0; i < r.streams[b].size() && i < 16; ++i)
