@@ -9,7 +9,8 @@
 #   tools/gpu-check.sh run [DIR]     on the GPU machine: run the unit tests
 #                                    (their CUDA cases run there, the step
 #                                    executor on CUDA vs the CPU among them),
-#                                    the example engine on CUDA, then every
+#                                    the example engine and dhs-decode --check
+#                                    on CUDA, then every
 #                                    step through the runtime at residency 0,
 #                                    0.5 and 1 on fresh seeds against the fp64
 #                                    CPU reference,
@@ -112,7 +113,9 @@ bundle() {
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
   cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
      "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$build/bin/dhs-step-bench" \
-     "$dir/bin/"
+     "$build/bin/dhs-decode" "$dir/bin/"
+  # dhs-decode's steps, beside it where it looks for them.
+  cp -r "$build/bin/dhs-decode-steps" "$dir/bin/dhs-decode-steps"
   cp -r "$root/bench" "$dir/bench"
   cp -r "$root/test/unit/steps" "$dir/unit-steps"
   # Steps the unit tests compiled at build time (the draft-ring kernels).
@@ -169,6 +172,13 @@ run() {
     "$dir/bin/dhs-engine" "$dir/steps/default_step" --backend cuda --steps 30 --timed-steps 200 \
       > "$results/engine.log" 2>&1 || { failed=1; echo "FAILED: dhs-engine"; }
     tail -n 4 "$results/engine.log"
+  fi
+
+  echo "== dhs-decode on CUDA: greedy streams with and without speculation, residency all/part/none"
+  if [ -x "$dir/bin/dhs-decode" ]; then
+    "$dir/bin/dhs-decode" --backend cuda --check > "$results/decode.log" 2>&1 ||
+      { failed=1; echo "FAILED: dhs-decode --check"; }
+    tail -n 9 "$results/decode.log"
   fi
 
   echo "== shared retrieval at the edges: identical positions, unused selections"
