@@ -40,9 +40,7 @@ TEST_CASE("slot allocator: order, exhaustion, double release", "[alloc]") {
 }
 
 TEST_CASE("slot allocator agrees with a set model on random operations", "[alloc]") {
-  const std::uint64_t seed = dhs::test::freshSeed() + 1;
-  INFO("DHS_TEST_SEED=" << seed - 1);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 1);
   SlotAllocator slots(257);
   std::set<std::int32_t> used;
   for (int op = 0; op < 20000; ++op) {
@@ -110,9 +108,7 @@ TEST_CASE("host allocator: first fit, coalescing, fragmentation", "[alloc]") {
 }
 
 TEST_CASE("host allocator agrees with a row-map model on random operations", "[alloc]") {
-  const std::uint64_t seed = dhs::test::freshSeed() + 2;
-  INFO("DHS_TEST_SEED=" << seed - 2);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 2);
   const std::int64_t capacity = 5000;
   HostRowAllocator host(capacity);
   std::vector<int> owner(capacity, -1); // model: range id per row

@@ -268,9 +268,7 @@ TEST_CASE("C API: the last error is per thread and cleared by success", "[capi]"
 }
 
 TEST_CASE("C++ wrapper: a session end to end, outputs equal the oracle", "[capi]") {
-  const std::uint64_t seed = freshSeed() + 410;
-  INFO("DHS_TEST_SEED=" << seed - 410);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 410);
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(3, 2, 2, 8));
   dhs_runtime_config c = smallConfig();

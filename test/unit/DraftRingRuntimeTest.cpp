@@ -222,9 +222,7 @@ TEST_CASE("draft rings follow the ring model and leave the target alone, on ever
                      << "/draft_ring was not compiled (built without the compiler)");
     return;
   }
-  const std::uint64_t seed = dhs::test::freshSeed() + 4100;
-  INFO("DHS_TEST_SEED=" << seed - 4100);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 4100);
   // The example ring: 64 tokens of 1 x 1152 bytes (mla_bf16, one layer per group).
   const std::int32_t W = 64;
   Runtime rt(dhs::test::testConfig(2, 1, backend, W, /*floor=*/32, 4096));

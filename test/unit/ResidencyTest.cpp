@@ -117,9 +117,7 @@ TEST_CASE("config validation and admission refusals", "[residency]") {
 }
 
 TEST_CASE("the protected set: newest window and draft ring are always resident", "[residency]") {
-  const std::uint64_t seed = freshSeed() + 10;
-  INFO("DHS_TEST_SEED=" << seed - 10);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 10);
   const std::int32_t W = 8, ring = 3;
   ResidencyController c(ResidencyConfig::adaptive(2, 64, 4096, W, ring, 0));
   std::vector<RowCopy> copies;
@@ -258,9 +256,7 @@ TEST_CASE("resolve validates everything before changing anything", "[residency]"
 }
 
 TEST_CASE("optional residency uses spare memory and is released under pressure", "[residency]") {
-  const std::uint64_t seed = freshSeed() + 20;
-  INFO("DHS_TEST_SEED=" << seed - 20);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 20);
   // 400 slots; a request reserves 8 + 2 + 20 = 30.
   ResidencyController c(ResidencyConfig::adaptive(1, 400, 100000, 8, 2, 20));
   std::vector<RowCopy> copies;
@@ -312,9 +308,7 @@ TEST_CASE("optional residency uses spare memory and is released under pressure",
 }
 
 TEST_CASE("an admitted request is never starved of its floor", "[residency]") {
-  const std::uint64_t seed = freshSeed() + 30;
-  INFO("DHS_TEST_SEED=" << seed - 30);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 30);
   for (Replacement replacement : {Replacement::Clock, Replacement::Lru, Replacement::Lru2}) {
     INFO(abi::name(replacement));
     ResidencyConfig config = ResidencyConfig::adaptive(1, 200, 100000, 4, 0, 16);
@@ -350,9 +344,7 @@ TEST_CASE("an admitted request is never starved of its floor", "[residency]") {
 }
 
 TEST_CASE("fixed budget: a private buffer per request, spare memory unused", "[residency]") {
-  const std::uint64_t seed = freshSeed() + 40;
-  INFO("DHS_TEST_SEED=" << seed - 40);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 40);
   const std::int32_t N = 32;
   ResidencyController fixed(ResidencyConfig::fixedBudget(1, 1000, 100000, 4, 0, N));
   ResidencyController adaptive(ResidencyConfig::adaptive(1, 1000, 100000, 4, 0, N));

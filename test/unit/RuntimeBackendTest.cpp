@@ -126,9 +126,7 @@ bool compiledOrSkip(const std::string &dir) {
 TEST_CASE("per-layer pools (the naive step): every backend matches the oracle",
           "[runtime][backends]") {
   DHS_FOR_EACH_BACKEND(backend);
-  const std::uint64_t seed = dhs::test::freshSeed() + 500;
-  INFO("DHS_TEST_SEED=" << seed - 500);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 500);
   const std::string step = dhs::test::stepsDir() + "/naive";
   auto runtimes = underTest(sessionConfig(3, 2), backend, // groups {0,1}, {2}
                             [&](Runtime &rt) { rt.loadStep(step); });
@@ -233,9 +231,7 @@ TEST_CASE("a staged verify step (shared retrieval): every backend matches the or
   const std::string step = dhs::test::compiledStepsDir() + "/verify";
   if (!compiledOrSkip(step))
     return;
-  const std::uint64_t seed = dhs::test::freshSeed() + 520;
-  INFO("DHS_TEST_SEED=" << seed - 520);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 520);
   auto runtimes = underTest(sessionConfig(3, 1), backend, [&](Runtime &rt) { rt.loadStep(step); });
   Runtime &rt = *runtimes.front();
   REQUIRE(rt.shape().queries == 5);
@@ -365,9 +361,7 @@ TEST_CASE("sliding window: each lane attends to its request's ring on every back
   const std::string step = dhs::test::compiledStepsDir() + "/window";
   if (!compiledOrSkip(step))
     return;
-  const std::uint64_t seed = dhs::test::freshSeed() + 160;
-  INFO("DHS_TEST_SEED=" << seed - 160);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 160);
   RuntimeConfig config = dhs::test::testConfig(2, 1, backend, /*draftWindow=*/0, /*floor=*/0, 4096);
   std::vector<std::unique_ptr<Runtime>> owned;
   owned.push_back(std::make_unique<Runtime>(config));

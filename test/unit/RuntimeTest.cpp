@@ -22,11 +22,11 @@ using dhs::test::stepAndCompare;
 
 namespace {
 
-/// 3 layers in groups {0,1} and {2} on the CPU, 64 HBM slots, 4096 host
-/// rows, per request the newest 4 tokens, a hot floor of 4 and draft rings
-/// of 2 tokens, the invariant checker on.
-RuntimeConfig smallConfig() {
-  RuntimeConfig config = dhs::test::testConfig(3, 2, BackendKind::Cpu, /*draftWindow=*/2,
+/// `layers` layers in groups of `G` (by default groups {0,1} and {2}) on the
+/// CPU, 64 HBM slots, 4096 host rows, per request the newest 4 tokens, a hot
+/// floor of 4 and draft rings of 2 tokens, the invariant checker on.
+RuntimeConfig smallConfig(std::int32_t layers = 3, std::int32_t G = 2) {
+  RuntimeConfig config = dhs::test::testConfig(layers, G, BackendKind::Cpu, /*draftWindow=*/2,
                                                /*floor=*/4, /*hostRows=*/4096);
   config.hbmSlots = 64;
   config.newestWindow = 4;
@@ -36,9 +36,7 @@ RuntimeConfig smallConfig() {
 } // namespace
 
 TEST_CASE("the executor's outputs equal attention over the engine's rows", "[runtime]") {
-  const std::uint64_t seed = freshSeed() + 100;
-  INFO("DHS_TEST_SEED=" << seed - 100);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 100);
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(4, 2, 2, 8));
   for (ResidencyPolicy policy : {ResidencyPolicy::Adaptive, ResidencyPolicy::Fixed}) {
@@ -125,9 +123,7 @@ TEST_CASE("the invariant checker catches a corrupted slot or host row", "[runtim
   std::mt19937_64 rng(freshSeed() + 120);
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(1, 1, 1, 4));
-  RuntimeConfig config = smallConfig();
-  config.layers = 1;
-  config.layersPerGroup = 1;
+  RuntimeConfig config = smallConfig(1, 1);
   Runtime rt(config);
   rt.loadStep(dir.path());
   Shadow shadow;
@@ -174,9 +170,7 @@ TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]")
   std::mt19937_64 rng(freshSeed() + 130);
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(2, 1, 1, 4));
-  RuntimeConfig config = smallConfig();
-  config.layers = 2;
-  config.layersPerGroup = 1;
+  RuntimeConfig config = smallConfig(2, 1);
   config.hotFloor = 6;
   Runtime rt(config);
   std::vector<bf16_t> row(2 * 576, floatToBf16(1.0f));
@@ -282,9 +276,7 @@ TEST_CASE("executor errors are clear and leave the runtime usable", "[runtime]")
 // admitted request is never refused its protected set, and nothing else is
 // refused). Hidden from the default run; ctest runs it as unit.soak.
 TEST_CASE("soak: 100000 random operations with the invariant checker", "[.][soak]") {
-  const std::uint64_t seed = freshSeed() + 200;
-  INFO("DHS_TEST_SEED=" << seed - 200);
-  std::mt19937_64 rng(seed);
+  DHS_SEEDED_RNG(rng, 200);
   dhs::test::TempDir dir;
   dir.write("manifest.json", dhs::test::stepManifest(4, 2, 1, 8));
   // DHS_SOAK_OPERATIONS scales it (the sanitized suite runs 20000).
@@ -418,9 +410,7 @@ TEST_CASE("FP8 rows and layer-group pools: same outputs as per-layer pools", "[r
     std::vector<RuntimeStats> stats;
     for (const std::string &dir : {perLayer.path(), perGroup.path()}) {
       std::mt19937_64 rng(seed);
-      RuntimeConfig config = smallConfig();
-      config.layers = 4;
-      config.layersPerGroup = 2;
+      RuntimeConfig config = smallConfig(4, 2);
       Runtime rt(config);
       rt.loadStep(dir);
       Shadow shadow(4, info.format);
@@ -439,9 +429,7 @@ TEST_CASE("FP8 rows and layer-group pools: same outputs as per-layer pools", "[r
   // A pool that holds neither one layer nor a group is refused.
   dhs::test::TempDir three;
   three.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_bf16", 3, 0));
-  RuntimeConfig config = smallConfig();
-  config.layers = 4;
-  config.layersPerGroup = 2;
+  RuntimeConfig config = smallConfig(4, 2);
   CHECK_THROWS_WITH(Runtime(config).loadStep(three.path()),
                     Catch::Contains("holds 3 layers per token"));
 }
@@ -456,9 +444,7 @@ TEST_CASE("a layer group's steps: one per layer index, checked", "[runtime]") {
   l1again.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 1));
   otherK.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 16, -1, -1, "mla_fp8", 2, 1));
   perLayer.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8"));
-  RuntimeConfig config = smallConfig();
-  config.layers = 4;
-  config.layersPerGroup = 2;
+  RuntimeConfig config = smallConfig(4, 2);
 
   // On the CPU the set runs exactly as one step of the group does (the CPU
   // reads every layer of the pool), in either order.
@@ -525,9 +511,7 @@ std::string manifestWithResidency(const std::string &spec, int layer = 0) {
 } // namespace
 
 TEST_CASE("a step's residency spec configures the controller", "[runtime][residency]") {
-  RuntimeConfig config = smallConfig();
-  config.layers = 2;
-  config.layersPerGroup = 2;
+  RuntimeConfig config = smallConfig(2, 2);
   config.hbmSlots = -1; // the step's 256
   config.newestWindow = 16;
   config.draftWindow = 4;

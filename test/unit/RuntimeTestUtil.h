@@ -14,6 +14,8 @@
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -51,65 +53,57 @@ inline std::vector<std::string> groupSteps(int G, const std::string &variant = "
 inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long host = -1,
                                 const std::string &format = "mla_bf16", int layers = 1,
                                 int layer = 0) {
+  using json = nlohmann::json;
   const runtime::RowFormatInfo &info = runtime::rowFormatInfo(format);
   const long qk = info.qkDim, v = info.vDim, rowBytes = info.rowBytes;
-  auto dims = [](std::initializer_list<long> values) {
-    std::string text = "[";
-    for (long v : values)
-      text += (text.size() > 1 ? "," : "") + std::to_string(v);
-    return text + "]";
+  // The step's memref arguments, in order (the pool is argument 5).
+  struct Memref {
+    int index;
+    const char *role, *dtype;
+    json shape;
   };
-  const std::string q = dims({B, Q, H, qk}), sel = dims({B, Q, K}), b = dims({B}),
-                    out = dims({B, Q, H, v}), tier = dims({-1, layers, rowBytes});
-  return R"({"format": "dhs-step-manifest", "version": 1, "arena_bytes": 0,
-  "target": {"chip": "sm_90a", "features": "+ptx80"}, "step": "test_step",
-  "arguments": [
-    {"index": 0, "role": "queries", "kind": "memref", "dtype": "bf16", "shape": )" +
-         q + R"(},
-    {"index": 1, "role": "row_ids", "kind": "memref", "dtype": "i32", "shape": )" +
-         sel + R"(},
-    {"index": 2, "role": "slots", "kind": "memref", "dtype": "i32", "shape": )" +
-         sel + R"(},
-    {"index": 3, "role": "history_start", "kind": "memref", "dtype": "i64", "shape": )" +
-         b + R"(},
-    {"index": 4, "role": "history_len", "kind": "memref", "dtype": "i32", "shape": )" +
-         b + R"(},
-    {"index": 5, "role": "kv_pool", "kind": "kv_pool", "format": ")" +
-         format + R"(", "layers": )" + std::to_string(layers) + R"(,
-     "row_bytes": )" +
-         std::to_string(rowBytes) + R"(, "row_elems": )" + std::to_string(rowBytes / 2) +
-         R"(, "qk_dim": )" + std::to_string(qk) + R"(, "v_dim": )" + std::to_string(v) + R"(,
-     "hbm_slots": )" +
-         std::to_string(hbm) + R"(, "host_rows": )" + std::to_string(host) + R"(},
-    {"index": 6, "role": "output", "kind": "memref", "dtype": "bf16", "shape": )" +
-         out + R"(}
-  ],
-  "launches": [
-    {"kernel": "sparse_attention", "ptx": "step.ptx", "op": "sparse_attention",
-     "softmax_scale": 0.0416666679, "layer": )" +
-         std::to_string(layer) + R"(,
-     "grid": [1,1,1], "block": [128,1,1], "dynamic_shared_bytes": 0,
-     "params": [
-       {"source": "argument", "index": 0, "dtype": "bf16", "shape": )" +
-         q + R"(},
-       {"source": "argument", "index": 1, "dtype": "i32", "shape": )" +
-         sel + R"(},
-       {"source": "argument", "index": 2, "dtype": "i32", "shape": )" +
-         sel + R"(},
-       {"source": "argument", "index": 3, "dtype": "i64", "shape": )" +
-         b + R"(},
-       {"source": "argument", "index": 4, "dtype": "i32", "shape": )" +
-         b + R"(},
-       {"source": "pool_hbm", "index": 5, "dtype": "i8", "shape": )" +
-         tier + R"(},
-       {"source": "pool_host", "index": 5, "dtype": "i8", "shape": )" +
-         tier + R"(},
-       {"source": "argument", "index": 6, "dtype": "bf16", "shape": )" +
-         out + R"(},
-       {"source": "status", "dtype": "i32", "shape": [1]}
-     ]}
-  ]
-})";
+  const Memref memrefs[] = {
+      {0, "queries", "bf16", {B, Q, H, qk}}, {1, "row_ids", "i32", {B, Q, K}},
+      {2, "slots", "i32", {B, Q, K}},        {3, "history_start", "i64", {B}},
+      {4, "history_len", "i32", {B}},        {6, "output", "bf16", {B, Q, H, v}}};
+  const json pool = {
+      {"index", 5},       {"role", "kv_pool"},     {"kind", "kv_pool"},         {"format", format},
+      {"layers", layers}, {"row_bytes", rowBytes}, {"row_elems", rowBytes / 2}, {"qk_dim", qk},
+      {"v_dim", v},       {"hbm_slots", hbm},      {"host_rows", host}};
+  json arguments = json::array(), params = json::array();
+  for (const Memref &m : memrefs) {
+    if (m.index == 6) { // the pool and its two tiers come before the output
+      arguments.push_back(pool);
+      for (const char *tier : {"pool_hbm", "pool_host"})
+        params.push_back(
+            {{"source", tier}, {"index", 5}, {"dtype", "i8"}, {"shape", {-1, layers, rowBytes}}});
+    }
+    arguments.push_back({{"index", m.index},
+                         {"role", m.role},
+                         {"kind", "memref"},
+                         {"dtype", m.dtype},
+                         {"shape", m.shape}});
+    params.push_back(
+        {{"source", "argument"}, {"index", m.index}, {"dtype", m.dtype}, {"shape", m.shape}});
+  }
+  params.push_back({{"source", "status"}, {"dtype", "i32"}, {"shape", {1}}});
+  json launch = {{"kernel", "sparse_attention"},
+                 {"ptx", "step.ptx"},
+                 {"op", "sparse_attention"},
+                 {"softmax_scale", 0.0416666679},
+                 {"layer", layer},
+                 {"grid", {1, 1, 1}},
+                 {"block", {128, 1, 1}},
+                 {"dynamic_shared_bytes", 0},
+                 {"params", params}};
+  return json{{"format", "dhs-step-manifest"},
+              {"version", 1},
+              {"arena_bytes", 0},
+              {"target", {{"chip", "sm_90a"}, {"features", "+ptx80"}}},
+              {"step", "test_step"},
+              {"arguments", arguments},
+              {"launches", {launch}}}
+      .dump(2);
 }
 
 /// Random bf16 values, fast: sign, exponent in [-3, 0] and 7 random mantissa
