@@ -230,6 +230,7 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
                                       << abi::name(*known) << " and as " << abi::name(*role);
         known = *role;
       }
+      (*param)["role"] = abi::name((*paramRoles)[i]);
       params.push_back(std::move(*param));
     }
 

@@ -104,11 +104,12 @@ std::string manifest(int B, int Q, int H, int K, const std::string &format, int 
     return "{\"index\": " + std::to_string(index) + ", \"role\": \"" + role +
            "\", \"kind\": \"memref\", \"dtype\": \"" + dtype + "\", \"shape\": " + shape + "}";
   };
-  auto param = [](int index, const char *dtype, const std::string &shape) {
-    return "{\"source\": \"argument\", \"index\": " + std::to_string(index) + ", \"dtype\": \"" +
-           dtype + "\", \"shape\": " + shape + "}";
+  auto param = [](int index, const char *role, const char *dtype, const std::string &shape) {
+    return "{\"source\": \"argument\", \"role\": \"" + std::string(role) +
+           "\", \"index\": " + std::to_string(index) + ", \"dtype\": \"" + dtype +
+           "\", \"shape\": " + shape + "}";
   };
-  return "{\"format\": \"dhs-step-manifest\", \"version\": 1, \"arena_bytes\": 0, "
+  return "{\"format\": \"dhs-step-manifest\", \"version\": 2, \"arena_bytes\": 0, "
          "\"target\": {\"chip\": \"sm_90a\", \"features\": \"+ptx80\"}, \"step\": \"fuzz\", "
          "\"arguments\": [" +
          arg(0, "queries", "bf16", q) + ", " + arg(1, "row_ids", "i32", sel) + ", " +
@@ -124,11 +125,16 @@ std::string manifest(int B, int Q, int H, int K, const std::string &format, int 
          "], \"launches\": [{\"kernel\": \"k\", \"ptx\": \"k.ptx\", \"op\": \"sparse_attention\", "
          "\"softmax_scale\": 0.04, \"layer\": 0, \"grid\": [1,1,1], \"block\": [128,1,1], "
          "\"dynamic_shared_bytes\": 0, \"params\": [" +
-         param(0, "bf16", q) + ", " + param(1, "i32", sel) + ", " + param(2, "i32", sel) + ", " +
-         param(3, "i64", b) + ", " + param(4, "i32", b) +
-         ", {\"source\": \"pool_hbm\", \"index\": 5, \"dtype\": \"i8\", \"shape\": " + tier +
-         "}, {\"source\": \"pool_host\", \"index\": 5, \"dtype\": \"i8\", \"shape\": " + tier +
-         "}, " + param(6, "bf16", out) + ", {\"source\": \"status\", \"dtype\": \"i32\", " +
+         param(0, "queries", "bf16", q) + ", " + param(1, "row_ids", "i32", sel) + ", " +
+         param(2, "slots", "i32", sel) + ", " + param(3, "history_start", "i64", b) + ", " +
+         param(4, "history_len", "i32", b) +
+         ", {\"source\": \"pool_hbm\", \"role\": \"hbm_tier\", \"index\": 5, \"dtype\": "
+         "\"i8\", \"shape\": " +
+         tier +
+         "}, {\"source\": \"pool_host\", \"role\": \"host_tier\", \"index\": 5, \"dtype\": "
+         "\"i8\", \"shape\": " +
+         tier + "}, " + param(6, "output", "bf16", out) +
+         ", {\"source\": \"status\", \"role\": \"status\", \"dtype\": \"i32\", " +
          "\"shape\": [1]}]}]}";
 }
 

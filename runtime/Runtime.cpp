@@ -422,6 +422,13 @@ void Runtime::attend(std::int32_t layer, const bf16_t *queries, bf16_t *output,
     throw StateError("layer " + std::to_string(layer) +
                      " of a verify step begun without rows has no pending rows yet (verify "
                      "write rows first)");
+  // A whole-model step's staging arena is planned for its layers in order:
+  // a group's staged rows live until its last layer.
+  if (plan_.wholeModel() && layer > 0 && !attended_[static_cast<std::size_t>(layer - 1)])
+    throw StateError("layer " + std::to_string(layer) + " before layer " +
+                     std::to_string(layer - 1) +
+                     ": a whole-model step runs its layers in order (its staging arena is "
+                     "planned for that order)");
   if (batch_ > 0 && (!queries || !output))
     throw InputError("null queries or output for layer " + std::to_string(layer));
   if (memory == MemorySpace::Device && !tiers_.runner->acceptsDevicePointers())
@@ -522,6 +529,13 @@ void Runtime::endStep() {
       for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g); ++l)
         checkReads(l);
   }
+  if (config_.checkInvariants)
+    try {
+      checkFetches();
+    } catch (...) {
+      abortStep();
+      throw;
+    }
   std::vector<RowCopy> copies;
   controller_->endStep(copies);
   applyCopies(copies);
@@ -625,6 +639,56 @@ void Runtime::checkStepLog(std::int32_t group, const StepLog &log) {
   checkSelections(group, taken);
   std::copy(taken, taken + rowIds_[g].size(), rowIds_[g].begin());
   checker_->checkStepLog(group, log, historyStart_.data(), rowIds_[g].data(), slots_[g].data());
+}
+
+std::int64_t Runtime::stepFetchedRows() {
+  requireStep("fetched rows");
+  if (inStep_)
+    throw StateError("fetched rows: a step is in progress");
+  std::int64_t total = -1;
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::int64_t rows = tiers_.runner->groupFetchedRows(g);
+    if (rows >= 0)
+      total = std::max<std::int64_t>(total, 0) + rows;
+  }
+  return total;
+}
+
+void Runtime::countFetches(bool on) {
+  requireStep("count fetches");
+  if (inStep_)
+    throw StateError("counting fetches can be turned on or off only between steps");
+  tiers_.runner->setCountFetches(on || config_.checkInvariants);
+}
+
+void Runtime::checkFetches() {
+  // A group whose layers fetch the union of their missing rows (shared
+  // retrieval) copies each distinct missing (request, row) exactly once.
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::size_t gi = static_cast<std::size_t>(g);
+    if (!sharedRetrieval_[gi] || deviceSelected_[gi])
+      continue;
+    const std::int64_t copied = tiers_.runner->groupFetchedRows(g);
+    if (copied < 0)
+      continue;
+    std::int64_t missing = 0;
+    const std::int64_t perLane = shape_.queries * shape_.topk;
+    std::vector<std::int32_t> rows;
+    for (std::int64_t b = 0; b < shape_.batch; ++b) {
+      rows.clear();
+      for (std::int64_t i = b * perLane; i < (b + 1) * perLane; ++i)
+        if (rowIds_[gi][static_cast<std::size_t>(i)] != -1 && slots_[gi][static_cast<std::size_t>(i)] == -1)
+          rows.push_back(rowIds_[gi][static_cast<std::size_t>(i)]);
+      std::sort(rows.begin(), rows.end());
+      missing += std::unique(rows.begin(), rows.end()) - rows.begin();
+    }
+    if (copied != missing)
+      throw InvariantError("layer group " + std::to_string(g) + "'s fetches copied " +
+                           std::to_string(copied) +
+                           " rows from the host store; its selections miss " +
+                           std::to_string(missing) +
+                           " distinct rows, which a shared retrieval reads once each");
+  }
 }
 
 void Runtime::checkInvariants() {

@@ -19,6 +19,7 @@
 #include "runtime/core/DraftRingStep.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
 #include "runtime/residency/Residency.h"
 
@@ -353,6 +354,28 @@ public:
   /// reads missing rows in the attention kernel) and on the CPU. Throws
   /// StateError when no step is loaded or during a step.
   std::int64_t fetchedRows();
+  /// Rows the fetch launches copied from the host store in the last step,
+  /// all groups (a shared retrieval copies each distinct missing row of a
+  /// request's positions once: the step's ResidencyStepStats::fetched); -1
+  /// when no fetch ran or, on CUDA, counting is off (countFetches). Throws
+  /// StateError when no step is loaded or during a step.
+  std::int64_t stepFetchedRows();
+  /// Counts the fetch launches' rows from the next step on (the CPU always
+  /// does; on CUDA each layer's row lists are copied to the host: on with
+  /// checkInvariants). Throws StateError (no step, during a step).
+  void countFetches(bool on);
+  /// Whether a loaded whole-model step runs the layers (else one layer's
+  /// step is replayed per layer). Throws StateError when no step is loaded.
+  bool wholeModelStep() const {
+    requireStep("whole-model step");
+    return plan_.wholeModel();
+  }
+  /// Bytes of the staging arena the loaded step's compiler planned (the
+  /// arena the tiers allocate), 0 without one. Throws StateError.
+  std::int64_t arenaBytes() const {
+    requireStep("arena bytes");
+    return manifest_->arenaBytes;
+  }
   /// The residency controller.
   const ResidencyController &controller() const;
   /// A host-store row of a request (copied out), for tests and engines.
@@ -397,6 +420,9 @@ private:
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const StepLog &log);
+  /// Checks that each group whose layers share retrieval fetched each
+  /// distinct missing row of its selections once (checkInvariants).
+  void checkFetches();
   /// Checks layer `layer`'s reads (InvariantChecker::checkReads).
   void checkReads(std::int32_t layer);
   /// Checks group g's selections [batch, Q, K] (host memory) against the
@@ -426,11 +452,17 @@ private:
   /// part (name, bytes), for the check against what the process may use.
   std::vector<std::pair<std::string, std::uint64_t>>
   hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
-                  const ResidencyConfig &residency, bool cuda) const;
+                  const ResidencyConfig &residency, bool cuda,
+                  const std::vector<Manifest> &manifests) const;
 
   RuntimeConfig config_;
   std::string fallbackReason_;
   std::unique_ptr<Manifest> manifest_;
+  StepPlan plan_; // of the first step loaded
+  /// [group] its launches fetch the union of its missing rows (union_missing).
+  std::vector<std::uint8_t> sharedRetrieval_;
+  /// [group] its launches fetch missing rows into staging (else fused).
+  std::vector<std::uint8_t> fetchesRows_;
   ProblemShape shape_{};
   TierLayout layout_{};
   std::unique_ptr<ResidencyController> controller_;

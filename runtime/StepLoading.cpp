@@ -12,6 +12,7 @@
 #include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/HostMemory.h"
+#include "runtime/core/StepPlan.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <algorithm>
@@ -88,7 +89,51 @@ struct StepsByLayer {
       return {&first};
     return steps;
   }
+  /// The steps the CPU tiers load: those given, by layer index (any of
+  /// them runs any layer), or a whole-model step.
+  std::vector<const Manifest *> allSteps(const std::vector<Manifest> &manifests) const {
+    std::vector<const Manifest *> given;
+    for (const Manifest *step : steps)
+      if (step)
+        given.push_back(step);
+    if (given.empty())
+      given.push_back(&manifests.front());
+    return given;
+  }
 };
+
+/// Throws unless a whole-model step is the model of the config: its layers
+/// in its groups, each group's pool a group of the config's size (the last
+/// group's pool padded to it: the tiers store every group's tokens alike).
+void requireModelOfConfig(const RuntimeConfig &config, const std::vector<Manifest> &manifests,
+                          const StepPlan &plan) {
+  const Manifest &manifest = manifests.front();
+  if (manifests.size() != 1)
+    throw Error("the step " + manifest.directory + " runs " + std::to_string(plan.layers.size()) +
+                " layers: a whole-model step is loaded alone");
+  const std::int32_t G = config.layersPerGroup;
+  const std::int64_t groups = (config.layers + G - 1) / G;
+  if (static_cast<std::int64_t>(plan.layers.size()) != config.layers ||
+      static_cast<std::int64_t>(plan.groups.size()) != groups)
+    throw Error("the step " + manifest.directory + " runs " + std::to_string(plan.layers.size()) +
+                " layers in " + std::to_string(plan.groups.size()) +
+                " layer groups; the runtime is configured for " + std::to_string(config.layers) +
+                " layers in groups of " + std::to_string(G) + " (" + std::to_string(groups) +
+                " groups)");
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    const StepGroupPlan &group = plan.groups[g];
+    const std::int32_t first = static_cast<std::int32_t>(g) * G;
+    const std::int32_t layers = std::min(G, config.layers - first);
+    if (group.layers != layers || group.poolLayers != G)
+      throw Error(
+          "layer group " + std::to_string(g) + " of the step " + manifest.directory + " has " +
+          std::to_string(group.layers) + " layers over a pool of " +
+          std::to_string(group.poolLayers) + " layers per token; the runtime's group " +
+          std::to_string(g) + " has " + std::to_string(layers) + " layers, stored as tokens of " +
+          std::to_string(G) +
+          " layers (declare a smaller last group's pool with layers = " + std::to_string(G) + ")");
+  }
+}
 
 StepsByLayer indexByLayer(const std::vector<Manifest> &manifests, const KvPoolInfo &pool) {
   const Manifest &manifest = manifests.front();
@@ -236,8 +281,14 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     throw InputError("no step to load (an empty set of steps)");
   const Manifest &manifest = manifests.front();
   ProblemShape shape = problemShapeFromManifest(manifest);
-  const StepsByLayer byLayer =
-      indexByLayer(manifests, manifest.argument(ArgumentRole::KvPool).pool);
+  StepPlan plan = planStep(manifest);
+  // A whole-model step runs as it is; one layer's steps (one per layer index
+  // of a group pool) are replayed for every layer.
+  StepsByLayer byLayer;
+  if (plan.wholeModel())
+    requireModelOfConfig(config_, manifests, plan);
+  else
+    byLayer = indexByLayer(manifests, manifest.argument(ArgumentRole::KvPool).pool);
   const TierLayout layout = tierLayout(config_, manifest, shape);
   const ResidencyConfig residency = residencyConfig(config_, layout, shape, manifests);
   const bool useCuda = chooseCuda(manifests, byLayer.cudaRefusal);
@@ -245,14 +296,33 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   // step's and the config's sizes, against what this process may use, before
   // any of it is allocated.
   requireHostMemory("loading the step " + manifest.directory,
-                    hostMemoryParts(layout, shape, residency, useCuda));
+                    hostMemoryParts(layout, shape, residency, useCuda, manifests));
   auto controller = std::make_unique<ResidencyController>(residency);
-  Tiers tiers = useCuda ? makeCudaTiers(layout, byLayer.cudaSteps(manifest), config_.device)
-                        : makeCpuTiers(layout, config_.cpuThreads);
+  const std::vector<const Manifest *> steps =
+      plan.wholeModel() ? std::vector<const Manifest *>{&manifest} : byLayer.cudaSteps(manifest);
+  Tiers tiers = useCuda ? makeCudaTiers(layout, steps, config_.device)
+                        : makeCpuTiers(layout, byLayer.allSteps(manifests), config_.cpuThreads);
   if (config_.cudaGraphs)
     tiers.runner->setGraphs(true);
+  if (config_.checkInvariants)
+    tiers.runner->setCountFetches(true);
+  // Which groups share retrieval (a union_missing among their launches) and
+  // which fetch rows into staging (else attention reads them: fused).
+  sharedRetrieval_.assign(static_cast<std::size_t>(layout.groups()), 0);
+  fetchesRows_.assign(static_cast<std::size_t>(layout.groups()), 0);
+  for (std::int32_t g = 0; g < layout.groups(); ++g) {
+    const StepLayerPlan &first =
+        plan.layers[plan.wholeModel() ? static_cast<std::size_t>(layout.firstLayer(g)) : 0];
+    for (std::size_t i = first.firstLaunch; i < first.endLaunch; ++i) {
+      sharedRetrieval_[static_cast<std::size_t>(g)] |=
+          manifest.launches[i].kind == abi::LaunchKind::UnionMissing;
+      fetchesRows_[static_cast<std::size_t>(g)] |=
+          manifest.launches[i].kind == abi::LaunchKind::Fetch;
+    }
+  }
 
   manifest_ = std::make_unique<Manifest>(manifest);
+  plan_ = std::move(plan);
   shape_ = shape;
   shape_.hbmSlots = layout.hbmSlots;
   shape_.hostRows = layout.hostRows;
@@ -282,7 +352,8 @@ void Runtime::allocateStepTables() {
 
 std::vector<std::pair<std::string, std::uint64_t>>
 Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
-                         const ResidencyConfig &residency, bool cuda) const {
+                         const ResidencyConfig &residency, bool cuda,
+                         const std::vector<Manifest> &manifests) const {
   // Products saturate: a part that does not fit 64 bits is refused as such.
   auto bytes = [](std::initializer_list<std::int64_t> factors) -> std::uint64_t {
     std::optional<std::int64_t> product = tryProduct(factors);
@@ -322,6 +393,22 @@ Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
     return parts;
   }
   parts.push_back({"HBM tier (CPU)", bytes({pools, layout.hbmSlots, token})});
+  // The step's argument buffers and its staging arena (a whole-model step
+  // has every layer's queries and outputs).
+  std::uint64_t stepBytes = 0;
+  std::int64_t arenaBytes = 0;
+  for (const Argument &arg : manifests.front().arguments)
+    if (!arg.isPool) {
+      std::int64_t elements = 1;
+      for (std::int64_t d : arg.shape)
+        elements *= d; // (below 2^40: the parser checked)
+      stepBytes =
+          sum({stepBytes, bytes({elements, static_cast<std::int64_t>(abi::bytes(arg.dtype))})});
+    }
+  for (const Manifest &m : manifests)
+    arenaBytes = std::max(arenaBytes, m.arenaBytes);
+  parts.push_back({"step arguments and staging arena (CPU)",
+                   sum({stepBytes, static_cast<std::uint64_t>(arenaBytes)})});
   parts.push_back(
       {"draft rings (CPU)", bytes({live, groups, layout.draftWindow, layout.draftTokenBytes()})});
   parts.push_back({"window rings (CPU)", bytes({live, pools, layout.windowRing, token})});

@@ -239,26 +239,30 @@ void Runtime::selectVerifyGroup(std::int32_t group, const std::int32_t *rowIds) 
 }
 
 void Runtime::countVerifyReads(std::int32_t layer) {
-  const std::size_t g = static_cast<std::size_t>(layer / layout_.layersPerGroup);
+  const std::int32_t group = layer / layout_.layersPerGroup;
+  const std::size_t g = static_cast<std::size_t>(group);
   const std::size_t lanes = static_cast<std::size_t>(shape_.batch);
   std::int64_t unionRows = 0;
   for (std::size_t b = 0; b < lanes; ++b)
     unionRows += verify_.unionMissing[g * lanes + b];
-  // The CPU counts what it read; CUDA does not: a step with a shared fetch
-  // (union_missing) reads the union, fused retrieval each position's rows.
+  // What the layer reads from the host store: a whole-model step fetches a
+  // group's rows in its first layer only (the others read its staging); a
+  // shared retrieval (a union fetch, or the CPU's fused attention, which
+  // reads each missing row of a request once) reads the union, a fetch of
+  // every selection or CUDA's fused attention each position's rows. The
+  // CPU counts its reads (-1: not counted, CUDA).
   const std::int64_t read = tiers_.runner->hostRowsRead(layer);
-  if (read >= 0 && read != unionRows)
-    throw InvariantError("invariant violated: layer " + std::to_string(layer) +
-                         " of a verify step read " + std::to_string(read) +
-                         " host rows; the union of its positions' missing rows has " +
-                         std::to_string(unionRows));
-  const bool shared = read >= 0 || std::any_of(manifest_->launches.begin(),
-                                               manifest_->launches.end(), [](const Launch &l) {
-                                                 return l.kind == abi::LaunchKind::UnionMissing;
-                                               });
+  const bool reads = !plan_.wholeModel() || layer == layout_.firstLayer(group);
+  const bool shared = sharedRetrieval_[g] || (!fetchesRows_[g] && read >= 0);
+  if (read >= 0 && shared && read != (reads ? unionRows : 0))
+    throw InvariantError(
+        "invariant violated: layer " + std::to_string(layer) + " of a verify step read " +
+        std::to_string(read) + " host rows; the union of its group's missing rows has " +
+        std::to_string(unionRows) + (reads ? "" : ", which the group's first layer read"));
   for (std::size_t b = 0; b < lanes; ++b) {
-    verify_.laneRead[b] += static_cast<std::uint64_t>(
-        shared ? verify_.unionMissing[g * lanes + b] : verify_.positionMissing[g * lanes + b]);
+    if (reads)
+      verify_.laneRead[b] += static_cast<std::uint64_t>(
+          shared ? verify_.unionMissing[g * lanes + b] : verify_.positionMissing[g * lanes + b]);
     verify_.laneMissing[b] += static_cast<std::uint64_t>(verify_.positionMissing[g * lanes + b]);
   }
 }

@@ -33,7 +33,7 @@ namespace dhs_abi {
 /// The manifest's format name and version; the runtime reads this version
 /// only.
 inline constexpr const char *kManifestFormat = "dhs-step-manifest";
-inline constexpr int kManifestVersion = 1;
+inline constexpr int kManifestVersion = 2;
 /// The manifest's file name inside a step directory.
 inline constexpr const char *kManifestFileName = "manifest.json";
 /// Kinds of step arguments ("arguments[i].kind").

@@ -72,6 +72,7 @@ struct Argument {
 /// One kernel parameter (a memref descriptor).
 struct LaunchParam {
   ParamSource source;              ///< where its memory comes from
+  abi::ParamRole role;             ///< what the kernel takes it as
   int argumentIndex = -1;          ///< argument index (-1 for status, scratch)
   std::int64_t offset = 0;         ///< byte offset into the arena (scratch)
   DType dtype;                     ///< element type

@@ -28,10 +28,31 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
     fail(field + ".source",
          "unknown source '" + sourceText + "' (known: " + abi::knownNames<ParamSource>() + ")");
   param.source = *source;
+  // What the kernel takes it as, which must suit its source.
+  if (!value.contains("role"))
+    fail(field, "missing key 'role'");
+  std::string roleText = getString(value, "role", field);
+  std::optional<abi::ParamRole> role = abi::parse<abi::ParamRole>(roleText);
+  if (!role)
+    fail(field + ".role",
+         "unknown role '" + roleText + "' (known: " + abi::knownNames<abi::ParamRole>() + ")");
+  param.role = *role;
+  // (A scratch buffer may stand for an argument of the step, e.g. a fetch's
+  // row list; an argument parameter's role is checked against its argument
+  // below, after its index.)
+  const std::optional<ParamSource> view = abi::poolViewSource(*role);
+  const bool suits = param.source == ParamSource::Status ? *role == abi::ParamRole::Status
+                     : param.source == ParamSource::Scratch
+                         ? *role != abi::ParamRole::Status && !view
+                     : param.source == ParamSource::Argument ? abi::argumentRole(*role).has_value()
+                                                             : view && *view == param.source;
+  if (!suits)
+    fail(field + ".role",
+         "a " + roleText + " parameter cannot come from source '" + sourceText + "'");
 
   if (param.source == ParamSource::Scratch) {
     // A static buffer inside the staging arena.
-    checkKeys(value, field, {"source", "offset", "dtype", "shape"});
+    checkKeys(value, field, {"source", "role", "offset", "dtype", "shape"});
     param.dtype = getDType(value, field);
     param.shape = getIntArray(value, "shape", field);
     param.offset = getInt(value, "offset", field);
@@ -52,7 +73,7 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
   }
 
   if (param.source == ParamSource::Status) {
-    checkKeys(value, field, {"source", "dtype", "shape"});
+    checkKeys(value, field, {"source", "role", "dtype", "shape"});
     param.dtype = getDType(value, field);
     param.shape = getIntArray(value, "shape", field);
     if (param.dtype != DType::I32 || param.shape != std::vector<std::int64_t>{1})
@@ -61,7 +82,7 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
     return param;
   }
 
-  checkKeys(value, field, {"source", "index", "dtype", "shape"});
+  checkKeys(value, field, {"source", "role", "index", "dtype", "shape"});
   std::int64_t index = getInt(value, "index", field);
   if (index < 0 || index >= static_cast<std::int64_t>(manifest.arguments.size()))
     fail(field + ".index", "argument " + std::to_string(index) + " does not exist (the step has " +
@@ -76,6 +97,8 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
     if (arg.isPool)
       fail(field + ".source", argText + " is a kv_pool: pass it as pool_hbm or "
                                         "pool_host");
+    if (abi::argumentRole(param.role) != arg.role)
+      fail(field + ".role", std::string("a ") + roleText + " parameter cannot take " + argText);
     if (param.dtype != arg.dtype)
       fail(field + ".dtype", std::string(abi::name(param.dtype)) + " does not match " + argText +
                                  " dtype " + abi::name(arg.dtype));

@@ -6,6 +6,7 @@
 #include "runtime/core/Checked.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/core/StepPlan.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -133,17 +134,17 @@ Manifest ManifestParser::parseRoot(const json &root) {
     }
   }
 
-  // Some launch of an attention step must write the output.
   if (!attention_)
     return manifest;
-  int outputIndex = manifest.argument(ArgumentRole::Output).index;
-  bool written = false;
-  for (const Launch &launch : manifest.launches)
-    for (const LaunchParam &param : launch.params)
-      written =
-          written || (param.source == ParamSource::Argument && param.argumentIndex == outputIndex);
-  if (!written)
-    fail("launches", "no launch takes the output argument");
+  // The launches form layers of groups (StepPlan.h), and every output is
+  // some layer's.
+  const StepPlan plan = planStep(manifest);
+  const auto outputs = std::count_if(manifest.arguments.begin(), manifest.arguments.end(),
+                                     [](const Argument &a) { return a.role == ArgumentRole::Output; });
+  if (static_cast<std::size_t>(outputs) != plan.layers.size())
+    fail("launches", "no launch takes the output argument of " +
+                         std::to_string(outputs - static_cast<std::int64_t>(plan.layers.size())) +
+                         " of the " + std::to_string(outputs) + " layers");
   // The problem the step computes, checked whole now (as every step would
   // check it later): GQA heads that divide, a window ring that holds the
   // window, launches that agree.
@@ -294,57 +295,75 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
   }
   if (!attention_)
     return;
-  // An attention step: each of its roles exactly once.
-  for (ArgumentRole role : kAllRoles) {
-    int count = 0;
-    for (const Argument &arg : manifest.arguments)
-      count += arg.role == role;
-    if (count == 0)
+  // An attention step: history bounds once; per layer group a pool, its
+  // selections and slots; per layer queries and an output (a whole-model
+  // step has several; StepPlan.h says which belong together).
+  auto countOf = [&](ArgumentRole role) {
+    return std::count_if(manifest.arguments.begin(), manifest.arguments.end(),
+                         [&](const Argument &arg) { return arg.role == role; });
+  };
+  for (ArgumentRole role : kAllRoles)
+    if (countOf(role) == 0)
       fail("arguments", std::string("no argument with role '") + abi::name(role) + "'");
-    if (count > 1)
+  for (ArgumentRole role : {ArgumentRole::HistoryStart, ArgumentRole::HistoryLen,
+                            ArgumentRole::WindowTokens})
+    if (countOf(role) > 1)
       fail("arguments", std::string("role '") + abi::name(role) + "' appears " +
-                            std::to_string(count) + " times");
-  }
+                            std::to_string(countOf(role)) + " times");
+  const auto pools = countOf(ArgumentRole::KvPool);
+  for (ArgumentRole role : {ArgumentRole::RowIds, ArgumentRole::Slots})
+    if (countOf(role) != pools)
+      fail("arguments", std::string("role '") + abi::name(role) + "' appears " +
+                            std::to_string(countOf(role)) + " times for " + std::to_string(pools) +
+                            " kv_pool arguments: each layer group has one pool, row_ids and "
+                            "slots");
+  if (countOf(ArgumentRole::Output) != countOf(ArgumentRole::Queries))
+    fail("arguments", "role 'output' appears " + std::to_string(countOf(ArgumentRole::Output)) +
+                          " times for " + std::to_string(countOf(ArgumentRole::Queries)) +
+                          " queries: each layer has its queries and its output");
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
 
   auto fieldOf = [](const Argument &arg) {
     return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
   };
-  auto expectDType = [&](ArgumentRole role, DType type) {
-    const Argument &arg = manifest.argument(role);
-    if (arg.dtype != type)
-      fail(fieldOf(arg) + ".dtype",
-           std::string("is ") + abi::name(arg.dtype) + ", expected " + abi::name(type));
-  };
-  auto expectRank = [&](ArgumentRole role, std::size_t rank) {
-    const Argument &arg = manifest.argument(role);
-    if (arg.shape.size() != rank)
-      fail(fieldOf(arg) + ".shape", formatShape(arg.shape) + " has rank " +
-                                        std::to_string(arg.shape.size()) + ", expected " +
-                                        std::to_string(rank));
-  };
-  expectDType(ArgumentRole::Queries, DType::BF16);
-  expectDType(ArgumentRole::RowIds, DType::I32);
-  expectDType(ArgumentRole::Slots, DType::I32);
-  expectDType(ArgumentRole::HistoryStart, DType::I64);
-  expectDType(ArgumentRole::HistoryLen, DType::I32);
-  expectDType(ArgumentRole::Output, DType::BF16);
-  expectRank(ArgumentRole::Queries, 4);
-  expectRank(ArgumentRole::RowIds, 3);
-  expectRank(ArgumentRole::Slots, 3);
-  expectRank(ArgumentRole::HistoryStart, 1);
-  expectRank(ArgumentRole::HistoryLen, 1);
-  expectRank(ArgumentRole::Output, 4);
+  // Every argument of a role has its dtype and rank, and every pool the
+  // first one's row format and tier sizes (a step has one row format).
+  const std::pair<ArgumentRole, std::pair<DType, std::size_t>> types[] = {
+      {ArgumentRole::Queries, {DType::BF16, 4}},    {ArgumentRole::RowIds, {DType::I32, 3}},
+      {ArgumentRole::Slots, {DType::I32, 3}},       {ArgumentRole::HistoryStart, {DType::I64, 1}},
+      {ArgumentRole::HistoryLen, {DType::I32, 1}},  {ArgumentRole::Output, {DType::BF16, 4}}};
+  for (const Argument &arg : manifest.arguments) {
+    if (arg.isPool) {
+      const KvPoolInfo &p = arg.pool;
+      if (p.format != pool.format || p.rowBytes != pool.rowBytes || p.hbmSlots != pool.hbmSlots ||
+          p.hostRows != pool.hostRows || p.gqa.kvHeads != pool.gqa.kvHeads ||
+          p.gqa.headDim != pool.gqa.headDim || p.gqa.element != pool.gqa.element)
+        fail(fieldOf(arg), "has another row format or other tier sizes than the step's first "
+                           "pool: a step's pools share them");
+      continue;
+    }
+    for (const auto &[role, type] : types) {
+      if (arg.role != role)
+        continue;
+      if (arg.dtype != type.first)
+        fail(fieldOf(arg) + ".dtype",
+             std::string("is ") + abi::name(arg.dtype) + ", expected " + abi::name(type.first));
+      if (arg.shape.size() != type.second)
+        fail(fieldOf(arg) + ".shape", formatShape(arg.shape) + " has rank " +
+                                          std::to_string(arg.shape.size()) + ", expected " +
+                                          std::to_string(type.second));
+    }
+  }
 
   // queries [B,Q,H,qk_dim] fixes B, Q, H; row_ids [B,Q,K] fixes K.
   const std::vector<std::int64_t> &q = manifest.argument(ArgumentRole::Queries).shape;
   const std::vector<std::int64_t> &ids = manifest.argument(ArgumentRole::RowIds).shape;
   std::int64_t B = q[0], Q = q[1], H = q[2], K = ids[2];
   auto expectShape = [&](ArgumentRole role, std::vector<std::int64_t> wanted, const char *meaning) {
-    const Argument &arg = manifest.argument(role);
-    if (arg.shape != wanted)
-      fail(fieldOf(arg) + ".shape",
-           formatShape(arg.shape) + " does not match " + meaning + " = " + formatShape(wanted));
+    for (const Argument &arg : manifest.arguments)
+      if (arg.role == role && arg.shape != wanted)
+        fail(fieldOf(arg) + ".shape",
+             formatShape(arg.shape) + " does not match " + meaning + " = " + formatShape(wanted));
   };
   expectShape(ArgumentRole::Queries, {B, Q, H, pool.qkDim}, "[B,Q,H,qk_dim] of the kv pool");
   expectShape(ArgumentRole::RowIds, {B, Q, K}, "[B,Q,K] of the queries");
@@ -353,15 +372,19 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
   expectShape(ArgumentRole::HistoryLen, {B}, "[B] of the queries");
   expectShape(ArgumentRole::Output, {B, Q, H, pool.vDim},
               "[B,Q,H,v_dim] of the queries and kv pool");
-  // A sliding window: one ring [B,R,layers,row_bytes] and its token counts.
+  // A sliding window: rings [B,R,layers,row_bytes] of one R, and their
+  // token counts once.
   int rings = 0, counts = 0;
+  std::int64_t ringTokens = -1;
   for (const Argument &arg : manifest.arguments) {
     if (arg.role == ArgumentRole::WindowRing) {
       ++rings;
-      if (arg.shape[0] != B || arg.shape[2] != pool.layers || arg.shape[3] != pool.rowBytes)
+      if (arg.shape[0] != B || arg.shape[3] != pool.rowBytes ||
+          (ringTokens >= 0 && arg.shape[1] != ringTokens))
         fail(fieldOf(arg) + ".shape", formatShape(arg.shape) +
                                           " does not match [B,R,layers,row_bytes] "
                                           "of the queries and kv pool");
+      ringTokens = arg.shape[1];
     }
     if (arg.role == ArgumentRole::WindowTokens) {
       ++counts;
@@ -370,9 +393,8 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
              formatShape(arg.shape) + " does not match [B] of the queries");
     }
   }
-  if (rings > 1 || counts > 1 || rings != counts)
-    fail("arguments", "a sliding window needs one window_ring and one "
-                      "window_tokens argument");
+  if ((rings > 0) != (counts > 0))
+    fail("arguments", "a sliding window needs window_ring and window_tokens arguments");
   // Bound the element counts so that every size product fits comfortably
   // (what the tiers and tables built from them take is checked against
   // the host's memory when the step is loaded).

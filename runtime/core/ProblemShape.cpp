@@ -4,6 +4,7 @@
 
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/core/StepPlan.h"
 
 #include <cmath>
 #include <string>
@@ -11,9 +12,17 @@
 namespace dhs::runtime {
 
 ProblemShape problemShapeFromManifest(const Manifest &manifest) {
-  const Argument &queries = manifest.argument(ArgumentRole::Queries);
-  const Argument &rowIds = manifest.argument(ArgumentRole::RowIds);
-  const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+  // The first layer's arguments and attention; the other layers of a
+  // whole-model step have the same shapes (the parser checked them).
+  const StepPlan plan = planStep(manifest);
+  const StepLayerPlan &first = plan.layers.front();
+  const StepGroupPlan &group = plan.groups.front();
+  auto argument = [&](int index) -> const Argument & {
+    return manifest.arguments[static_cast<std::size_t>(index)];
+  };
+  const Argument &queries = argument(first.queries);
+  const Argument &rowIds = argument(group.rowIds);
+  const KvPoolInfo &pool = argument(group.pool).pool;
   ProblemShape shape;
   shape.batch = queries.shape.at(0);
   shape.queries = queries.shape.at(1);
@@ -32,31 +41,15 @@ ProblemShape problemShapeFromManifest(const Manifest &manifest) {
   shape.vDim = pool.vDim;
   shape.hbmSlots = pool.hbmSlots;
   shape.hostRows = pool.hostRows;
-  bool first = true;
-  for (const Launch &launch : manifest.launches) {
-    if (!launch.isAttention())
-      continue;
-    if (first) {
-      shape.softmaxScale = launch.softmaxScale;
-      shape.layer = launch.layer;
-    } else if (launch.layer != shape.layer) {
-      throw Error("manifest " + manifest.path + ": launches read different layers of the group (" +
-                  std::to_string(shape.layer) + " vs " + std::to_string(launch.layer) +
-                  "): one problem covers one layer");
-    } else if (launch.softmaxScale != shape.softmaxScale)
-      throw Error("manifest " + manifest.path + ": launches disagree on softmax_scale (" +
-                  std::to_string(shape.softmaxScale) + " vs " +
-                  std::to_string(launch.softmaxScale) + ")");
-    if (!first && launch.windowSize != shape.windowSize)
+  const Launch &attention = manifest.launches[first.attentionLaunch];
+  shape.softmaxScale = attention.softmaxScale;
+  shape.layer = attention.layer;
+  shape.windowSize = attention.windowSize;
+  for (const StepLayerPlan &layer : plan.layers)
+    if (manifest.launches[layer.attentionLaunch].windowSize != shape.windowSize)
       throw Error("manifest " + manifest.path + ": launches disagree on the sliding window");
-    shape.windowSize = launch.windowSize;
-    first = false;
-  }
-  if (first)
-    throw Error("manifest " + manifest.path + ": no attention launch");
-  for (const Argument &arg : manifest.arguments)
-    if (arg.role == ArgumentRole::WindowRing)
-      shape.windowRing = arg.shape.at(1);
+  if (group.windowRing >= 0)
+    shape.windowRing = argument(group.windowRing).shape.at(1);
   if ((shape.windowSize > 0) != (shape.windowRing > 0))
     throw Error("manifest " + manifest.path + ": a sliding window needs its size and its ring");
   return shape;

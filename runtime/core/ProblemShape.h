@@ -48,9 +48,11 @@ struct ProblemShape {
   std::int64_t queryCount() const { return batch * queries * heads * qkDim; }
 };
 
-/// Reads the problem shape of a validated manifest (hbm_slots / host_rows
-/// stay -1 where the manifest leaves them to run time). Throws Error if the
-/// launches disagree on softmax_scale.
+/// Reads the problem shape of a validated attention step: its first layer's
+/// (a whole-model step's layers share it; the scale and the layer read are
+/// the first layer's, StepPlan.h has each layer's). hbm_slots / host_rows
+/// stay -1 where the manifest leaves them to run time. Throws Error when
+/// its launches do not form a plan (planStep) or disagree on the window.
 ProblemShape problemShapeFromManifest(const Manifest &manifest);
 
 /// Checks a shape on its own: no empty dimension, GQA query heads divisible

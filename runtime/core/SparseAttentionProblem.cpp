@@ -152,8 +152,15 @@ void SparseAttentionProblem::validate() const {
         if (slot >= s.hbmSlots)
           throw InputError("slot " + std::to_string(slot) + " at " + where(b, q, k) +
                            " is outside the HBM pool (" + std::to_string(s.hbmSlots) + " slots)");
-        if (slot == -1)
+        if (slot == -1 && stagingView) {
+          const std::int64_t j = stagingIndex(b, q, k);
+          if (j < 0 || j >= stagingRows)
+            throw InputError("staging position " + std::to_string(j) + " of the row at " +
+                             where(b, q, k) + " is outside the staging buffer (" +
+                             std::to_string(stagingRows) + " rows per request)");
+        } else if (slot == -1) {
           checkHostRow(*this, b, q, k, r);
+        }
       }
 }
 
@@ -179,7 +186,14 @@ const bf16_t *SparseAttentionProblem::row(std::int64_t b, std::int64_t q, std::i
   std::size_t rowElems = static_cast<std::size_t>(shape.rowElems);
   if (slot >= 0)
     return hbmPoolData() + static_cast<std::size_t>(slot) * rowElems;
+  if (stagingView)
+    return stagingView + static_cast<std::size_t>(b * stagingRows + stagingIndex(b, q, k)) * rowElems;
   return hostStoreData() + static_cast<std::size_t>(historyStart[b] + r) * rowElems;
+}
+
+std::int64_t SparseAttentionProblem::stagingIndex(std::int64_t b, std::int64_t q,
+                                                  std::int64_t k) const {
+  return remapView ? remapView[selectionIndex(b, q, k)] : q * shape.topk + k;
 }
 
 const bf16_t *SparseAttentionProblem::windowRow(std::int64_t b, std::int64_t q,

@@ -61,6 +61,14 @@ struct SparseAttentionProblem {
   /// They must hold host_rows and hbm_slots rows.
   const bf16_t *hostStoreView = nullptr;
   const bf16_t *hbmPoolView = nullptr; ///< see hostStoreView
+  /// Staged attention (dhs.attention after a fetch): when set, a selection
+  /// read from the host (slot -1) reads row b * stagingRows + j of this
+  /// staging buffer [B, stagingRows, row_elems] instead, j = q * K + k, or
+  /// remapView[b, q, k] ([B, Q, K]) when that is set (a shared retrieval's
+  /// staging position); the history bounds are then not needed for it.
+  const bf16_t *stagingView = nullptr;
+  std::int64_t stagingRows = 0;
+  const std::int32_t *remapView = nullptr;
   /// Sliding window (shape.windowSize > 0, else empty): ring [B, R,
   /// row_elems] holding raw token p of request b in row p mod R, and each
   /// request's raw token count [B]. Query q of Q sees tokens [max(0, e - W),
@@ -88,6 +96,10 @@ struct SparseAttentionProblem {
   /// (whatever its slot): what copying the selected rows into HBM needs.
   /// Throws InputError as validate does.
   void validateRows() const;
+
+  /// The staging row (of request b's) that selection (b, q, k) reads in a
+  /// staged problem when its row is not resident.
+  std::int64_t stagingIndex(std::int64_t b, std::int64_t q, std::int64_t k) const;
 
   /// The row read by selection (b, q, k), or nullptr for an unused selection.
   /// Requires a validated problem.

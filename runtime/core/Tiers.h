@@ -197,6 +197,15 @@ public:
   /// is none (the Runtime runs the rule on the host). Throws Error when the
   /// kernel fails.
   virtual bool accept(const AcceptProblem &problem, std::int32_t *accepted, std::int32_t *next) = 0;
+  /// Rows the fetch launches copied from the host store for layer group
+  /// `group` in the last step (a whole-model step fetches a group's miss
+  /// plan once for its layers; a shared retrieval each distinct missing row
+  /// once), -1 when they did not run or were not counted (CUDA counts them
+  /// while setCountFetches is on). For checks, after finishStep.
+  virtual std::int64_t groupFetchedRows(std::int32_t group) = 0;
+  /// Turns counting the fetch launches' rows on or off (between steps; the
+  /// CPU always counts: its fetches are host code).
+  virtual void setCountFetches(bool on) = 0;
 };
 
 /// Per admitted request (by its controller index): draft rings, per layer
@@ -249,8 +258,11 @@ struct Tiers {
   std::unique_ptr<StepRunner> runner;
 };
 
-/// The CPU tiers: host vectors, CpuAttention (float, `threads` threads).
-Tiers makeCpuTiers(const TierLayout &layout, unsigned threads);
+/// The CPU tiers: host vectors; the steps' launches run on the host with
+/// their kernels' semantics (CpuLaunches.h; attention in float on `threads`
+/// threads). `steps` as for makeCudaTiers, or one whole-model step.
+Tiers makeCpuTiers(const TierLayout &layout, const std::vector<const Manifest *> &steps,
+                   unsigned threads);
 
 /// The CUDA tiers on device `ordinal` for a step (linked and loaded from the
 /// manifests' PTX). `stepsByLayer[i]` is the step compiled for layer i of a

@@ -11,8 +11,9 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/FaultInjection.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
-#include "runtime/cpu/CpuAttention.h"
+#include "runtime/cpu/CpuLaunches.h"
 
 #include <algorithm>
 #include <cstring>
@@ -214,14 +215,46 @@ private:
   std::unordered_map<std::int32_t, std::vector<std::uint8_t>> windows_; // [index]
 };
 
-/// Runs each layer at once with CpuAttention over views of the tiers; the
-/// selections are always in host memory (resolved by the Runtime).
+/// Runs each layer at once: its launches of the compiled step (a
+/// whole-model step's layer, or a one-layer step replayed for every layer)
+/// with their kernels' semantics (CpuLaunches) over the step's argument
+/// buffers, the staging arena the compiler planned and views of the tiers.
+/// The selections are always in host memory (resolved by the Runtime).
 class CpuStepRunner final : public StepRunner {
 public:
   CpuStepRunner(const TierLayout &layout, const CpuStorage &storage, const CpuRings &rings,
-                unsigned threads)
-      : layout_(layout), storage_(storage), rings_(rings),
-        attention_(CpuPrecision::Float, threads) {}
+                const std::vector<const Manifest *> &steps, unsigned threads)
+      : layout_(layout), storage_(storage), rings_(rings), launches_(threads) {
+    if (steps.empty())
+      throw Error("the CPU tiers need a compiled step");
+    for (const Manifest *step : steps) {
+      steps_.push_back(*step);
+      plans_.push_back(planStep(*step));
+    }
+    // One buffer per memref argument (the steps of a layer group's layer
+    // indices take the same arguments) and the largest planned arena.
+    const Manifest &first = steps_.front();
+    buffers_.resize(first.arguments.size());
+    memory_.arguments.assign(first.arguments.size(), nullptr);
+    memory_.pools.resize(first.arguments.size());
+    for (const Argument &arg : first.arguments) {
+      if (arg.isPool)
+        continue;
+      std::size_t bytes = abi::bytes(arg.dtype);
+      for (std::int64_t d : arg.shape)
+        bytes *= static_cast<std::size_t>(d);
+      buffers_[static_cast<std::size_t>(arg.index)].assign(bytes, 0);
+      memory_.arguments[static_cast<std::size_t>(arg.index)] =
+          buffers_[static_cast<std::size_t>(arg.index)].data();
+    }
+    std::int64_t arenaBytes = 0;
+    for (const Manifest &step : steps_)
+      arenaBytes = std::max(arenaBytes, step.arenaBytes);
+    arena_.assign(static_cast<std::size_t>(arenaBytes), 0);
+    memory_.arena = arena_.data();
+    fetchedByLayer_.assign(static_cast<std::size_t>(layout.layers), -1);
+    hostRowsByLayer_.assign(static_cast<std::size_t>(layout.layers), -1);
+  }
 
   bool acceptsDevicePointers() const override { return false; }
   bool resolvesOnDevice() const override { return false; }
@@ -231,7 +264,10 @@ public:
   const std::int32_t *selectionsOnHost(std::int32_t) override {
     throw StateError("no selections were taken on the device");
   }
-  void beginStep(std::uint32_t) override {}
+  void beginStep(std::uint32_t) override {
+    std::fill(fetchedByLayer_.begin(), fetchedByLayer_.end(), -1);
+    std::fill(hostRowsByLayer_.begin(), hostRowsByLayer_.end(), -1);
+  }
   const StepLog &stepLog(std::int32_t) override {
     throw StateError("the cpu backend keeps no step log");
   }
@@ -243,35 +279,65 @@ public:
     if (DHS_FAULT(Launch))
       throw DeviceError("layer " + std::to_string(layer) +
                         "'s attention failed to launch (injected fault)");
+    // The step and layer of its plan that run this layer: a whole-model
+    // step's own, or a one-layer step's (the one of the layer's index in its
+    // pool where given) reading the layer's row of the pool's tokens.
+    const bool wholeModel = plans_.front().wholeModel();
+    const std::size_t index =
+        wholeModel
+            ? 0
+            : std::min(static_cast<std::size_t>(layer % layout_.layersPerPool), steps_.size() - 1);
+    const Manifest &manifest = steps_[index];
+    const StepPlan &plan = plans_[index];
+    const StepLayerPlan &planned = plan.layers[wholeModel ? static_cast<std::size_t>(layer) : 0];
+    const StepGroupPlan &group = plan.groups[static_cast<std::size_t>(planned.group)];
     const ProblemShape &shape = *step.shape;
-    problem_.shape = shape;
-    problem_.shape.hbmSlots = layout_.hbmSlots;
-    problem_.shape.hostRows = layout_.hostRows;
-    problem_.shape.layers = layout_.layersPerPool;
-    problem_.shape.layer = layer % layout_.layersPerPool;
-    problem_.shape.rowElems = layout_.tokenBytes() / 2;
+    auto put = [&](int argument, const void *data, std::size_t bytes) {
+      std::vector<std::uint8_t> &buffer = buffers_[static_cast<std::size_t>(argument)];
+      std::memcpy(buffer.data(), data, bytes);
+      std::fill(buffer.begin() + static_cast<std::ptrdiff_t>(bytes), buffer.end(), 0);
+    };
+    const std::size_t lanes = static_cast<std::size_t>(step.lanes);
+    const std::size_t B = static_cast<std::size_t>(shape.batch);
+    put(planned.queries, step.queries,
+        lanes * static_cast<std::size_t>(shape.queries * shape.heads * shape.qkDim) *
+            sizeof(bf16_t));
+    const std::size_t selections = static_cast<std::size_t>(shape.selectionCount());
+    put(group.rowIds, step.rowIds, selections * sizeof(std::int32_t));
+    put(group.slots, step.slots, selections * sizeof(std::int32_t));
+    put(plan.historyStart, step.historyStart, B * sizeof(std::int64_t));
+    put(plan.historyLen, step.historyLen, B * sizeof(std::int32_t));
     const std::size_t pool = layout_.poolOf(layer);
-    const std::int64_t perLane = shape.queries * shape.heads;
-    problem_.queries.assign(step.queries, step.queries + step.lanes * perLane * shape.qkDim);
-    problem_.queries.resize(static_cast<std::size_t>(shape.queryCount()), 0);
-    problem_.rowIds.assign(step.rowIds, step.rowIds + shape.selectionCount());
-    problem_.slots.assign(step.slots, step.slots + shape.selectionCount());
-    problem_.historyLen.assign(step.historyLen, step.historyLen + shape.batch);
-    stageMissingRows(layer, step, pool);
-    problem_.hbmPoolView = storage_.hbmPool(pool);
-    if (shape.windowSize > 0) {
+    if (group.windowRing >= 0) {
       // The lanes' rings of this pool, [B][R][token].
       const std::size_t ringBytes = layout_.windowRingBytes();
-      problem_.windowRing.assign(static_cast<std::size_t>(shape.batch) * ringBytes / 2, 0);
-      for (std::int64_t b = 0; b < shape.batch; ++b)
+      std::vector<std::uint8_t> &ring = buffers_[static_cast<std::size_t>(group.windowRing)];
+      std::fill(ring.begin(), ring.end(), 0);
+      for (std::size_t b = 0; b < B; ++b)
         if (step.laneRequests[b] >= 0)
-          std::memcpy(reinterpret_cast<std::uint8_t *>(problem_.windowRing.data()) +
-                          static_cast<std::size_t>(b) * ringBytes,
-                      rings_.windowRing(step.laneRequests[b], pool), ringBytes);
-      problem_.windowTokens.assign(step.windowTokens, step.windowTokens + shape.batch);
+          std::memcpy(ring.data() + b * ringBytes, rings_.windowRing(step.laneRequests[b], pool),
+                      ringBytes);
+      put(plan.windowTokens, step.windowTokens, B * sizeof(std::int32_t));
     }
-    std::vector<bf16_t> out = attention_.run(problem_);
-    std::copy(out.begin(), out.begin() + step.lanes * perLane * shape.vDim, step.output);
+    CpuStepMemory::Pool &view = memory_.pools[static_cast<std::size_t>(group.pool)];
+    view.hbm = reinterpret_cast<const std::uint8_t *>(storage_.hbmPool(pool));
+    view.host = reinterpret_cast<const std::uint8_t *>(storage_.hostPool(pool));
+    view.hbmSlots = layout_.hbmSlots;
+    view.hostRows = layout_.hostRows;
+    view.tokenBytes = layout_.tokenBytes();
+    memory_.status = 0;
+    launches_.resetFetched();
+    launches_.run(manifest, planned.firstLaunch, planned.endLaunch, memory_,
+                  wholeModel ? -1 : layer % layout_.layersPerPool);
+    if (memory_.status != 0)
+      throw Error("the kernels rejected their input: status " + describeStatus(memory_.status));
+    fetchedByLayer_[static_cast<std::size_t>(layer)] =
+        launches_.fetched() ? launches_.fetchedRows() : -1;
+    hostRowsByLayer_[static_cast<std::size_t>(layer)] = launches_.hostRowsRead();
+    lastLayer_ = layer;
+    std::memcpy(step.output, buffers_[static_cast<std::size_t>(planned.output)].data(),
+                lanes * static_cast<std::size_t>(shape.queries * shape.heads * shape.vDim) *
+                    sizeof(bf16_t));
   }
 
   void finishStep() override {}
@@ -284,69 +350,46 @@ public:
   TierGraphStats graphStats() const override { return {}; }
   const DeviceInfo *device() const override { return nullptr; }
   std::vector<KernelInfo> kernels() const override { return {}; }
-  std::int64_t fetchedRows() override { return -1; }
   std::int64_t hostRowsRead(std::int32_t layer) override {
-    return hostRowsRead_.empty() ? -1 : hostRowsRead_[static_cast<std::size_t>(layer)];
+    return hostRowsByLayer_[static_cast<std::size_t>(layer)];
   }
   void setAcceptStep(const Manifest &, AcceptRule) override {}
   bool accept(const AcceptProblem &, std::int32_t *, std::int32_t *) override { return false; }
-
-private:
-  /// Shared retrieval: copies each distinct missing row (slot -1) of a lane
-  /// from the host store once into staging and points its selections there
-  /// (the problem's host store becomes the staging), counting the rows.
-  void stageMissingRows(std::int32_t layer, const LayerStep &step, std::size_t pool) {
-    const ProblemShape &shape = *step.shape;
-    const std::int64_t perLane = shape.queries * shape.topk;
-    const std::size_t tokenUnits = static_cast<std::size_t>(layout_.tokenBytes() / 2);
-    const bf16_t *host = storage_.hostPool(pool);
-    staging_.clear();
-    std::int32_t staged = 0;
-    for (std::int64_t b = 0; b < shape.batch; ++b) {
-      stagedIndex_.clear();
-      for (std::int64_t i = 0; i < perLane; ++i) {
-        const std::size_t e = static_cast<std::size_t>(b * perLane + i);
-        const std::int32_t row = problem_.rowIds[e];
-        if (row < 0 || problem_.slots[e] >= 0)
-          continue;
-        auto [at, added] = stagedIndex_.emplace(row, staged);
-        if (added) {
-          const bf16_t *token =
-              host + static_cast<std::size_t>(step.historyStart[b] + row) * tokenUnits;
-          staging_.insert(staging_.end(), token, token + tokenUnits);
-          ++staged;
-        }
-        problem_.rowIds[e] = at->second;
-      }
-    }
-    // Staged rows are read at history start 0 + their index, inside every
-    // lane's bounds.
-    problem_.historyStart.assign(static_cast<std::size_t>(shape.batch), 0);
-    for (std::int32_t &len : problem_.historyLen)
-      len = std::max(len, staged);
-    problem_.shape.hostRows = staged;
-    problem_.hostStoreView = staged > 0 ? staging_.data() : nullptr;
-    if (hostRowsRead_.empty())
-      hostRowsRead_.assign(static_cast<std::size_t>(layout_.layers), -1);
-    hostRowsRead_[static_cast<std::size_t>(layer)] = staged;
+  std::int64_t fetchedRows() override {
+    return groupFetchedRows(lastLayer_ / layout_.layersPerGroup);
+  }
+  void setCountFetches(bool) override {}
+  std::int64_t groupFetchedRows(std::int32_t group) override {
+    // A whole-model step fetches in a group's first layer, a replayed
+    // one-layer step in each (the same rows).
+    std::int64_t rows = -1;
+    for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group); ++l)
+      rows = std::max(rows, fetchedByLayer_[static_cast<std::size_t>(l)]);
+    return rows;
   }
 
+private:
   TierLayout layout_;
   const CpuStorage &storage_;
   const CpuRings &rings_;
-  CpuAttention attention_;
-  SparseAttentionProblem problem_; // reused between layers
-  std::vector<bf16_t> staging_;    // the layer's missing rows [staged][token]
-  std::unordered_map<std::int32_t, std::int32_t> stagedIndex_; // a lane's row -> staged index
-  std::vector<std::int64_t> hostRowsRead_;                     // [layer]
+  CpuLaunches launches_;
+  std::vector<Manifest> steps_;
+  std::vector<StepPlan> plans_;
+  std::vector<std::vector<std::uint8_t>> buffers_; // by argument index
+  std::vector<std::uint8_t> arena_;
+  CpuStepMemory memory_;
+  std::vector<std::int64_t> fetchedByLayer_;  // this step's, -1: no fetch
+  std::vector<std::int64_t> hostRowsByLayer_; // this step's host-store reads, -1: not run
+  std::int32_t lastLayer_ = 0;
 };
 
 } // namespace
 
-Tiers makeCpuTiers(const TierLayout &layout, unsigned threads) {
+Tiers makeCpuTiers(const TierLayout &layout, const std::vector<const Manifest *> &steps,
+                   unsigned threads) {
   auto storage = std::make_unique<CpuStorage>(layout);
   auto rings = std::make_unique<CpuRings>(layout);
-  auto runner = std::make_unique<CpuStepRunner>(layout, *storage, *rings, threads);
+  auto runner = std::make_unique<CpuStepRunner>(layout, *storage, *rings, steps, threads);
   return Tiers{std::move(storage), std::move(rings), std::move(runner)};
 }
 

@@ -3,6 +3,7 @@
 #include "runtime/cuda/CudaStep.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/StepPlan.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
 #include "runtime/cuda/JitLink.h"
@@ -267,9 +268,16 @@ countFetchedRows(const Manifest &manifest,
   for (const Launch &launch : manifest.launches) {
     if (launch.kind != abi::LaunchKind::Fetch)
       continue;
-    const std::vector<std::int32_t> rows = rowList(launch.params.at(0));
-    // A fetch of selections with their slots (7 parameters) skips resident ones.
-    const bool withSlots = launch.params.size() == 7;
+    const LaunchParam *list = nullptr;
+    bool withSlots = false;
+    for (const LaunchParam &param : launch.params) {
+      list = param.role == abi::ParamRole::RowIds ? &param : list;
+      // A fetch of selections with their slots skips resident ones.
+      withSlots = withSlots || param.role == abi::ParamRole::Slots;
+    }
+    if (!list)
+      throw Error("a fetch launch of step '" + manifest.step + "' has no row list");
+    const std::vector<std::int32_t> rows = rowList(*list);
     if (withSlots && stepSlots.empty())
       stepSlots = slots();
     if (fetched < 0)
@@ -288,6 +296,9 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   const ProblemShape &shape = problem.shape;
   if (options.warmup < 0 || options.repeat < 0)
     throw Error("warm-up and repetition counts must not be negative");
+  if (planStep(manifest).wholeModel())
+    throw Error("step '" + manifest.step +
+                "' runs several layers: run a whole-model step through the Runtime");
   checkProblemMatchesManifest(problem, manifest);
   if (options.validateInputs)
     problem.validate();

@@ -13,11 +13,12 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
                                const Manifest &manifest, bool resolveLaunches, CudaStorage &storage,
                                const CudaRings &rings)
     : queue_(std::move(queue)), layout_(layout), storage_(storage), rings_(rings),
-      steps_(std::move(steps)), resolveLaunches_(resolveLaunches) {
+      steps_(std::move(steps)), plan_(planStep(manifest)), resolveLaunches_(resolveLaunches) {
   queue_->makeCurrent();
   // The step's memref arguments: one device buffer each, reused by every
-  // layer (uploads are stream-ordered behind the previous layer's kernels).
+  // step (uploads are stream-ordered behind the previous layer's kernels).
   buffers_.arguments.assign(manifest.arguments.size(), 0);
+  argumentBytes_.assign(manifest.arguments.size(), 0);
   for (const Argument &arg : manifest.arguments) {
     if (arg.isPool)
       continue;
@@ -26,15 +27,15 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
       bytes *= static_cast<std::size_t>(d);
     arguments_.push_back(std::make_unique<DeviceBuffer>(bytes, abi::name(arg.role)));
     buffers_.arguments[static_cast<std::size_t>(arg.index)] = arguments_.back()->get();
-    argumentBytes_[static_cast<int>(arg.role)] = bytes;
-    argumentIndex_[static_cast<int>(arg.role)] = arg.index;
+    argumentBytes_[static_cast<std::size_t>(arg.index)] = bytes;
   }
   status_ = std::make_unique<DeviceBuffer>(sizeof(std::uint32_t), "the status word");
   buffers_.status = status_->get();
   buffers_.hbmSlots = layout.hbmSlots;
   buffers_.hostRows = layout.hostRows;
-  // The staging arena of staged steps (fetched rows, union lists), shared
-  // by the layers: each layer's kernels run after the previous layer's.
+  // The staging arena the compiler planned (fetched rows, union lists): a
+  // whole-model step's serves all its groups in order; a replayed step's
+  // is shared by the layers, each running after the previous one.
   std::int64_t arenaBytes = manifest.arenaBytes;
   for (const std::unique_ptr<CudaStep> &step : steps_)
     arenaBytes = std::max(arenaBytes, step->manifest().arenaBytes);
@@ -47,8 +48,23 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
   // output back.
   stagingIn_ =
       std::make_unique<MappedHostBuffer>(stagingInBytes() * layout.layers, "upload staging");
-  stagingOut_ = std::make_unique<MappedHostBuffer>(bytesOf(ArgumentRole::Output) * layout.layers,
-                                                   "download staging");
+  stagingOut_ = std::make_unique<MappedHostBuffer>(
+      bytesOf(plan_.layers.front().output) * layout.layers, "download staging");
+  // Room for the row lists (and slots) of a layer's fetches.
+  for (std::size_t l = 0; l < plan_.layers.size(); ++l) {
+    const StepLayerPlan &planned = plan_.layers[l];
+    std::size_t bytes = 0;
+    for (std::size_t i = planned.firstLaunch; i < planned.endLaunch; ++i)
+      for (const LaunchParam &param : manifest.launches[i].params)
+        if (manifest.launches[i].kind == abi::LaunchKind::Fetch &&
+            (param.role == abi::ParamRole::RowIds || param.role == abi::ParamRole::Slots)) {
+          std::size_t count = 1;
+          for (std::int64_t d : param.shape)
+            count *= static_cast<std::size_t>(d);
+          bytes += count * sizeof(std::int32_t);
+        }
+    fetchListBytes_ = std::max(fetchListBytes_, bytes);
+  }
 }
 
 CudaStepRunner::~CudaStepRunner() {
@@ -100,7 +116,7 @@ void CudaStepRunner::takeSelections(std::int32_t group, const std::int32_t *rowI
                                    "placement step"
                                  : "selections in device memory need a step that resolves them on "
                                    "the device (dhs.resolve before the attention)");
-  const std::size_t bytes = bytesOf(ArgumentRole::RowIds);
+  const std::size_t bytes = bytesOf(plan_.groups.front().rowIds);
   if (count < 0 || static_cast<std::size_t>(count) * sizeof(std::int32_t) > bytes)
     throw InputError(std::to_string(count) + " selections; the step takes " +
                      std::to_string(bytes / sizeof(std::int32_t)));
@@ -127,7 +143,7 @@ const std::int32_t *CudaStepRunner::selectionsOnHost(std::int32_t group) {
   queue_->makeCurrent();
   queue_->quiesce();
   const DeviceBuffer &taken = *selections_.at(static_cast<std::size_t>(group));
-  selectionsHost_.resize(bytesOf(ArgumentRole::RowIds) / sizeof(std::int32_t));
+  selectionsHost_.resize(bytesOf(plan_.groups.front().rowIds) / sizeof(std::int32_t));
   cuda.check(cuda.memcpyDtoH(selectionsHost_.data(), taken.get(),
                              selectionsHost_.size() * sizeof(std::int32_t)),
              "downloading selections");
@@ -214,10 +230,30 @@ void CudaStepRunner::finishStep() {
   copyHostOutputs();
 }
 
+CudaStepRunner::LayerBinding CudaStepRunner::bindingOf(std::int32_t layer) const {
+  LayerBinding binding;
+  const bool wholeModel = plan_.wholeModel();
+  const StepLayerPlan &planned = plan_.layers[wholeModel ? static_cast<std::size_t>(layer) : 0];
+  const StepGroupPlan &group = plan_.groups[static_cast<std::size_t>(planned.group)];
+  binding.step = wholeModel || steps_.size() == 1
+                     ? steps_.front().get()
+                     : steps_[static_cast<std::size_t>(layer % layout_.layersPerPool)].get();
+  binding.first = planned.firstLaunch;
+  binding.count = planned.endLaunch - planned.firstLaunch;
+  binding.queries = planned.queries;
+  binding.output = planned.output;
+  binding.rowIds = group.rowIds;
+  binding.slots = group.slots;
+  binding.windowRing = group.windowRing;
+  binding.uploadSelections = !wholeModel || layer == layout_.firstLayer(planned.group);
+  return binding;
+}
+
 std::size_t CudaStepRunner::stagingInBytes() const {
-  return bytesOf(ArgumentRole::RowIds) + bytesOf(ArgumentRole::Slots) +
-         bytesOf(ArgumentRole::HistoryStart) + bytesOf(ArgumentRole::HistoryLen) +
-         bytesOf(ArgumentRole::WindowTokens) + bytesOf(ArgumentRole::Queries);
+  const StepLayerPlan &first = plan_.layers.front();
+  const StepGroupPlan &group = plan_.groups.front();
+  return bytesOf(group.rowIds) + bytesOf(group.slots) + bytesOf(plan_.historyStart) +
+         bytesOf(plan_.historyLen) + bytesOf(plan_.windowTokens) + bytesOf(first.queries);
 }
 
 std::uint8_t *CudaStepRunner::stagingIn(std::int32_t layer) const {
@@ -227,11 +263,12 @@ std::uint8_t *CudaStepRunner::stagingIn(std::int32_t layer) const {
 
 std::uint8_t *CudaStepRunner::stagingOut(std::int32_t layer) const {
   return static_cast<std::uint8_t *>(stagingOut_->host()) +
-         static_cast<std::size_t>(layer) * bytesOf(ArgumentRole::Output);
+         static_cast<std::size_t>(layer) * bytesOf(plan_.layers.front().output);
 }
 
 CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerStep &step) {
   const ProblemShape &s = *step.shape;
+  const LayerBinding binding = bindingOf(layer);
   LayerWork work;
   work.layer = layer;
   work.memory = step.memory;
@@ -244,18 +281,18 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
     throw Error("selections in device memory need steps that resolve them (dhs.resolve) and "
                 "a placement step");
   std::uint8_t *stage = stagingIn(layer);
-  auto put = [&](ArgumentRole role, const void *data) {
+  auto put = [&](int argument, const void *data) {
     // Selections taken on the device are not staged.
-    if (data)
-      std::memcpy(stage, data, bytesOf(role));
-    stage += bytesOf(role);
+    if (data && argument >= 0)
+      std::memcpy(stage, data, bytesOf(argument));
+    stage += bytesOf(argument);
   };
-  put(ArgumentRole::RowIds, step.selectionsOnDevice ? nullptr : step.rowIds);
-  put(ArgumentRole::Slots, step.selectionsOnDevice ? nullptr : step.slots);
-  put(ArgumentRole::HistoryStart, step.historyStart);
-  put(ArgumentRole::HistoryLen, step.historyLen);
-  if (bytesOf(ArgumentRole::WindowTokens) > 0) {
-    put(ArgumentRole::WindowTokens, step.windowTokens);
+  put(binding.rowIds, step.selectionsOnDevice ? nullptr : step.rowIds);
+  put(binding.slots, step.selectionsOnDevice ? nullptr : step.slots);
+  put(plan_.historyStart, step.historyStart);
+  put(plan_.historyLen, step.historyLen);
+  if (plan_.windowTokens >= 0) {
+    put(plan_.windowTokens, step.windowTokens);
     work.windowRequests.assign(step.laneRequests, step.laneRequests + s.batch);
   }
   if (step.memory == MemorySpace::Host) {
@@ -273,43 +310,55 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
 void CudaStepRunner::enqueue(const LayerWork &work) {
   const CudaDriver &cuda = driver();
   CUstream stream = queue_->stream();
+  const LayerBinding binding = bindingOf(work.layer);
   std::uint8_t *stage = stagingIn(work.layer);
   const std::int32_t group = work.layer / layout_.layersPerGroup;
-  for (ArgumentRole role : {ArgumentRole::RowIds, ArgumentRole::Slots, ArgumentRole::HistoryStart,
-                            ArgumentRole::HistoryLen, ArgumentRole::WindowTokens}) {
-    if (bytesOf(role) == 0)
+  // Selections and slots (the group's: uploaded with its first layer in a
+  // whole-model step), the history bounds, the window token counts.
+  const std::pair<int, bool> uploads[] = {{binding.rowIds, binding.uploadSelections},
+                                          {binding.slots, binding.uploadSelections},
+                                          {plan_.historyStart, true},
+                                          {plan_.historyLen, true},
+                                          {plan_.windowTokens, true}};
+  for (const auto &[index, wanted] : uploads) {
+    if (index < 0)
       continue;
-    if (work.selectionsOnDevice && role == ArgumentRole::RowIds)
-      cuda.check(cuda.memcpyDtoDAsync(argument(role),
-                                      selections_[static_cast<std::size_t>(group)]->get(),
-                                      bytesOf(role), stream),
+    const std::size_t bytes = bytesOf(index);
+    if (!wanted) {
+      stage += bytes;
+      continue;
+    }
+    if (work.selectionsOnDevice && index == binding.rowIds)
+      cuda.check(cuda.memcpyDtoDAsync(argument(index),
+                                      selections_[static_cast<std::size_t>(group)]->get(), bytes,
+                                      stream),
                  "copying the group's selections");
-    else if (!(work.selectionsOnDevice && role == ArgumentRole::Slots)) // resolve writes them
-      cuda.check(cuda.memcpyHtoDAsync(argument(role), stage, bytesOf(role), stream),
-                 std::string("uploading ") + abi::name(role));
-    stage += bytesOf(role);
+    else if (!(work.selectionsOnDevice && index == binding.slots)) // resolve writes them
+      cuda.check(cuda.memcpyHtoDAsync(argument(index), stage, bytes, stream),
+                 std::string("uploading ") + abi::name(binding.step->manifest()
+                                                           .arguments[static_cast<std::size_t>(index)]
+                                                           .role));
+    stage += bytes;
   }
   // Queries: the engine's lanes, zeros for the padding lanes.
-  cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Queries), 0,
-                                 bytesOf(ArgumentRole::Queries) / 2, stream),
+  cuda.check(cuda.memsetD16Async(argument(binding.queries), 0, bytesOf(binding.queries) / 2, stream),
              "clearing the queries");
   if (work.queryBytes > 0) {
     if (work.memory == MemorySpace::Host)
-      cuda.check(
-          cuda.memcpyHtoDAsync(argument(ArgumentRole::Queries), stage, work.queryBytes, stream),
-          "uploading queries");
+      cuda.check(cuda.memcpyHtoDAsync(argument(binding.queries), stage, work.queryBytes, stream),
+                 "uploading queries");
     else
-      cuda.check(cuda.memcpyDtoDAsync(argument(ArgumentRole::Queries), work.queries,
-                                      work.queryBytes, stream),
-                 "copying queries");
+      cuda.check(
+          cuda.memcpyDtoDAsync(argument(binding.queries), work.queries, work.queryBytes, stream),
+          "copying queries");
   }
-  // The kernels of the layer's index in its pool, over the layer's pool.
+  // The layer's launches over its pool.
   const std::size_t pool = layout_.poolOf(work.layer);
   // The lanes' window rings of this pool, side by side.
   const std::size_t ringBytes = layout_.windowRingBytes();
   for (std::size_t b = 0; b < work.windowRequests.size(); ++b)
-    if (work.windowRequests[b] >= 0)
-      cuda.check(cuda.memcpyDtoDAsync(argument(ArgumentRole::WindowRing) + b * ringBytes,
+    if (work.windowRequests[b] >= 0 && binding.windowRing >= 0)
+      cuda.check(cuda.memcpyDtoDAsync(argument(binding.windowRing) + b * ringBytes,
                                       rings_.windowRings(work.windowRequests[b]) + pool * ringBytes,
                                       ringBytes, stream),
                  "gathering window rings");
@@ -324,11 +373,37 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   else if (resolveLaunches_)
     throw Error("the step resolves selections through the residency maps (dhs.resolve): "
                 "load a placement step first");
-  cuda.check(cuda.memsetD16Async(argument(ArgumentRole::Output), kBf16Poison,
-                                 bytesOf(ArgumentRole::Output) / 2, stream),
+  cuda.check(cuda.memsetD16Async(argument(binding.output), kBf16Poison, bytesOf(binding.output) / 2,
+                                 stream),
              "poisoning the output");
-  stepOf(work.layer).launchAsync(buffers, stream);
+  binding.step->launchAsync(buffers, stream, binding.first, binding.count);
   lastLayer_ = work.layer;
+  // The row lists of the layer's fetches, before a later group's launches
+  // reuse the arena.
+  if (countFetches_ && fetchListBytes_ > 0) {
+    if (!fetchLists_)
+      fetchLists_ = std::make_unique<MappedHostBuffer>(
+          fetchListBytes_ * static_cast<std::size_t>(layout_.layers), "fetch row lists");
+    auto *into = static_cast<std::uint8_t *>(fetchLists_->host()) +
+                 static_cast<std::size_t>(work.layer) * fetchListBytes_;
+    const Manifest &manifest = binding.step->manifest();
+    for (std::size_t i = binding.first; i < binding.first + binding.count; ++i) {
+      if (manifest.launches[i].kind != abi::LaunchKind::Fetch)
+        continue;
+      for (const LaunchParam &param : manifest.launches[i].params) {
+        if (param.role != abi::ParamRole::RowIds && param.role != abi::ParamRole::Slots)
+          continue;
+        std::size_t bytes = sizeof(std::int32_t);
+        for (std::int64_t d : param.shape)
+          bytes *= static_cast<std::size_t>(d);
+        const CUdeviceptr from = param.source == ParamSource::Scratch
+                                     ? buffers_.arena + static_cast<CUdeviceptr>(param.offset)
+                                     : argument(param.argumentIndex);
+        cuda.check(cuda.memcpyDtoHAsync(into, from, bytes, stream), "copying a fetch's row list");
+        into += bytes;
+      }
+    }
+  }
   // The group's step log, complete after its first layer's resolve: to
   // the host now, so that the controller books the group while the later
   // layers run (an event marks it, outside graphs). Host selections were
@@ -338,13 +413,13 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   // Outputs: the engine's lanes.
   if (work.outputBytes > 0) {
     if (work.memory == MemorySpace::Host)
-      cuda.check(cuda.memcpyDtoHAsync(stagingOut(work.layer), argument(ArgumentRole::Output),
+      cuda.check(cuda.memcpyDtoHAsync(stagingOut(work.layer), argument(binding.output),
                                       work.outputBytes, stream),
                  "downloading the output");
     else
-      cuda.check(cuda.memcpyDtoDAsync(work.output, argument(ArgumentRole::Output), work.outputBytes,
-                                      stream),
-                 "copying the output");
+      cuda.check(
+          cuda.memcpyDtoDAsync(work.output, argument(binding.output), work.outputBytes, stream),
+          "copying the output");
   }
 }
 
@@ -366,7 +441,66 @@ std::vector<KernelInfo> CudaStepRunner::kernels() const {
   return all;
 }
 
+void CudaStepRunner::setCountFetches(bool on) {
+  if (stepOpen_)
+    throw StateError("counting fetches can be turned on or off only between steps");
+  if (on != countFetches_) {
+    // A graph captured without the copies (or with them) no longer fits.
+    queue_->makeCurrent();
+    graphCache_.reset();
+  }
+  countFetches_ = on;
+}
+
+std::int64_t CudaStepRunner::groupFetchedRows(std::int32_t group) {
+  if (!countFetches_ || stepOpen_)
+    return -1;
+  queue_->makeCurrent();
+  queue_->quiesce();
+  // A whole-model step fetches in a group's first layer, a replayed
+  // one-layer step in each (the same rows): the largest count.
+  std::int64_t rows = -1;
+  for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group); ++l) {
+    if (!fetchLists_)
+      break;
+    const LayerBinding binding = bindingOf(l);
+    const Manifest &manifest = binding.step->manifest();
+    const auto *from = static_cast<const std::uint8_t *>(fetchLists_->host()) +
+                       static_cast<std::size_t>(l) * fetchListBytes_;
+    std::int64_t copied = -1;
+    for (std::size_t i = binding.first; i < binding.first + binding.count; ++i) {
+      const Launch &launch = manifest.launches[i];
+      if (launch.kind != abi::LaunchKind::Fetch)
+        continue;
+      // The list, then its slots where the fetch takes them (in parameter
+      // order, as enqueue copied them).
+      std::size_t count = 0;
+      const std::int32_t *list = nullptr, *slots = nullptr;
+      for (const LaunchParam &param : launch.params) {
+        if (param.role != abi::ParamRole::RowIds && param.role != abi::ParamRole::Slots)
+          continue;
+        std::size_t elements = 1;
+        for (std::int64_t d : param.shape)
+          elements *= static_cast<std::size_t>(d);
+        (param.role == abi::ParamRole::RowIds ? list : slots) =
+            reinterpret_cast<const std::int32_t *>(from);
+        count = elements;
+        from += elements * sizeof(std::int32_t);
+      }
+      copied = std::max<std::int64_t>(copied, 0);
+      for (std::size_t e = 0; list && e < count; ++e)
+        copied += list[e] != -1 && (!slots || slots[e] == -1);
+    }
+    rows = std::max(rows, copied);
+  }
+  return rows;
+}
+
 std::int64_t CudaStepRunner::fetchedRows() {
+  if (countFetches_)
+    return groupFetchedRows(lastLayer_ / layout_.layersPerGroup);
+  if (plan_.wholeModel())
+    return -1; // a later group's launches reused the arena: only counting knows
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   queue_->quiesce();
@@ -376,8 +510,9 @@ std::int64_t CudaStepRunner::fetchedRows() {
                "reading a fetch's rows");
     return values;
   };
+  const LayerBinding binding = bindingOf(lastLayer_);
   return countFetchedRows(
-      stepOf(lastLayer_).manifest(),
+      binding.step->manifest(),
       [&](const LaunchParam &list) {
         std::size_t count = 1;
         for (std::int64_t dim : list.shape)
@@ -387,10 +522,7 @@ std::int64_t CudaStepRunner::fetchedRows() {
                             : buffers_.arguments.at(static_cast<std::size_t>(list.argumentIndex)),
                         count);
       },
-      [&] {
-        return download(argument(ArgumentRole::Slots),
-                        bytesOf(ArgumentRole::Slots) / sizeof(std::int32_t));
-      });
+      [&] { return download(argument(binding.slots), bytesOf(binding.slots) / sizeof(std::int32_t)); });
 }
 
 } // namespace dhs::runtime::cuda_detail

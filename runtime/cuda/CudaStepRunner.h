@@ -12,6 +12,7 @@
 #define DHS_RUNTIME_CUDA_CUDASTEPRUNNER_H
 
 #include "runtime/core/Manifest.h"
+#include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
 #include "runtime/cuda/CudaAccept.h"
 #include "runtime/cuda/CudaGraph.h"
@@ -27,8 +28,9 @@ namespace dhs::runtime::cuda_detail {
 /// Runs the layers of decode steps over a CudaStorage's pools.
 class CudaStepRunner final : public StepRunner {
 public:
-  /// `steps` holds the loaded step of each layer index of a pool (one when
-  /// the pools hold one layer), all with the arguments of `manifest`.
+  /// `steps` holds one whole-model step, or the loaded step of each layer
+  /// index of a pool (one when the pools hold one layer), all with the
+  /// arguments of `manifest`.
   CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQueue> queue,
                  std::vector<std::unique_ptr<CudaStep>> steps, const Manifest &manifest,
                  bool resolveLaunches, CudaStorage &storage, const CudaRings &rings);
@@ -60,12 +62,26 @@ public:
     kernel->run(problem, accepted, next);
     return true;
   }
+  std::int64_t groupFetchedRows(std::int32_t group) override;
+  void setCountFetches(bool on) override;
 
 private:
   struct HostOutput {
     void *destination;
     const void *staging;
     std::size_t bytes;
+  };
+
+  /// What runs a layer: a step's launches [first, first + count) over the
+  /// arguments of the layer and its group.
+  struct LayerBinding {
+    const CudaStep *step = nullptr;
+    std::size_t first = 0, count = 0;
+    int queries = -1, output = -1, rowIds = -1, slots = -1, windowRing = -1;
+    /// Upload the group's selections and slots with this layer (a
+    /// whole-model step's group's first layer, every layer of a replayed
+    /// one-layer step).
+    bool uploadSelections = true;
   };
 
   /// One layer's stream work, with every address fixed (what a graph keys on).
@@ -85,21 +101,26 @@ private:
     }
   };
 
-  std::size_t bytesOf(ArgumentRole role) const {
-    auto it = argumentBytes_.find(static_cast<int>(role));
-    return it == argumentBytes_.end() ? 0 : it->second;
+  /// Bytes of argument `index` (0 for -1).
+  std::size_t bytesOf(int index) const {
+    return index < 0 ? 0 : argumentBytes_[static_cast<std::size_t>(index)];
   }
+  CUdeviceptr argument(int index) const {
+    return buffers_.arguments[static_cast<std::size_t>(index)];
+  }
+  /// The binding of a layer.
+  LayerBinding bindingOf(std::int32_t layer) const;
+  /// Bytes a layer stages for upload: selections, slots, history bounds,
+  /// window token counts, queries.
   std::size_t stagingInBytes() const;
   std::uint8_t *stagingIn(std::int32_t layer) const;
   std::uint8_t *stagingOut(std::int32_t layer) const;
-  CUdeviceptr argument(ArgumentRole role) const {
-    return buffers_.arguments[static_cast<std::size_t>(argumentIndex_.at(static_cast<int>(role)))];
-  }
   /// Copies a layer's host inputs into its own pinned staging region (host
   /// work only) and describes the stream work that uploads them.
   LayerWork stage(std::int32_t layer, const LayerStep &step);
-  /// Enqueues a staged layer: uploads, the layer's step's kernels over its
-  /// pool, the output copy. Only async operations (capturable).
+  /// Enqueues a staged layer: uploads, its launches over its pool, the
+  /// output copy, and (counting fetches) copies of its fetches' row lists.
+  /// Only async operations (capturable).
   void enqueue(const LayerWork &work);
   /// Waits for the stream, checks the status word and the poison of the
   /// host outputs enqueued so far, and copies them to the engine.
@@ -109,21 +130,18 @@ private:
   void copyHostOutputs();
   /// Runs the pending layers as one graph (status clear + every layer).
   void launchGraph();
-  /// The loaded step that runs a layer.
-  const CudaStep &stepOf(std::int32_t layer) const {
-    return *steps_[steps_.size() > 1 ? static_cast<std::size_t>(layer % layout_.layersPerPool) : 0];
-  }
 
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;
   CudaStorage &storage_;
   const CudaRings &rings_;
-  // Kernels per layer index (destroyed after the buffers).
+  // Kernels: one whole-model step, or one step per layer index (destroyed
+  // after the buffers).
   std::vector<std::unique_ptr<CudaStep>> steps_;
+  StepPlan plan_; // of the first step
   bool resolveLaunches_ = false; // the steps contain dhs.resolve
   std::vector<std::unique_ptr<DeviceBuffer>> arguments_;
-  std::map<int, std::size_t> argumentBytes_;
-  std::map<int, int> argumentIndex_;
+  std::vector<std::size_t> argumentBytes_; // by argument index (0: a pool)
   std::unique_ptr<DeviceBuffer> status_;
   std::unique_ptr<DeviceBuffer> arena_;
   std::unique_ptr<CudaAccept> accept_[2]; // [AcceptRule] loaded accept steps
@@ -139,6 +157,12 @@ private:
   // Selections taken on the device, per group, and a download of one.
   std::vector<std::unique_ptr<DeviceBuffer>> selections_;
   std::vector<std::int32_t> selectionsHost_;
+  // Counting fetches: each layer's fetches' row lists (and slots), copied to
+  // pinned memory right after its launches (a later group's may reuse the
+  // arena), counted after the step (every layer ran in it).
+  bool countFetches_ = false;
+  std::size_t fetchListBytes_ = 0; // per layer
+  std::unique_ptr<MappedHostBuffer> fetchLists_; // [layer][fetchListBytes_]
 };
 
 } // namespace dhs::runtime::cuda_detail

@@ -9,6 +9,7 @@
 
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
 #include "runtime/cuda/CudaRings.h"
 #include "runtime/cuda/CudaStepRunner.h"
@@ -22,8 +23,10 @@ Tiers makeCudaTiers(const TierLayout &layout, const std::vector<const Manifest *
                     int ordinal) {
   if (stepsByLayer.empty())
     throw Error("the CUDA tiers need at least one compiled step");
+  // A whole-model step, or one step per layer index of a group pool.
+  const bool wholeModel = planStep(*stepsByLayer.front()).wholeModel();
   const std::size_t expected =
-      layout.layersPerPool > 1 ? static_cast<std::size_t>(layout.layersPerPool) : 1;
+      layout.layersPerPool > 1 && !wholeModel ? static_cast<std::size_t>(layout.layersPerPool) : 1;
   if (stepsByLayer.size() != expected)
     throw Error("the CUDA tiers over pools of " + std::to_string(layout.layersPerPool) +
                 " layers need " + std::to_string(expected) +
@@ -43,7 +46,8 @@ Tiers makeCudaTiers(const TierLayout &layout, const std::vector<const Manifest *
   }
   const Manifest &manifest = *stepsByLayer.front();
   auto queue = std::make_shared<CudaQueue>(steps.front()->device());
-  // The step log: room for every selection of a step (resolving steps).
+  // The step log: room for every selection of a group's step (resolving
+  // steps).
   const std::size_t logWords = resolveLaunches
                                    ? StepLogLayout::words(static_cast<std::size_t>(
                                          problemShapeFromManifest(manifest).selectionCount()))

@@ -44,6 +44,7 @@
 // CHECK:     "source": "argument"
 // CHECK:     "dtype": "i8",
 // CHECK-NEXT: "index": 5,
+// CHECK-NEXT: "role": "hbm_tier",
 // CHECK-NEXT: "shape": [
 // CHECK-NEXT: -1,
 // CHECK-NEXT: 1,
@@ -52,6 +53,7 @@
 // CHECK-NEXT: "source": "pool_hbm"
 // CHECK:     "source": "pool_host"
 // CHECK:     "dtype": "i32",
+// CHECK-NEXT: "role": "status",
 // CHECK-NEXT: "shape": [
 // CHECK-NEXT: 1
 // CHECK-NEXT: ],
@@ -62,7 +64,7 @@
 // CHECK: "target": {
 // CHECK-NEXT: "chip": "sm_90a",
 // CHECK-NEXT: "features": "+ptx80"
-// CHECK: "version": 1
+// CHECK: "version": 2
 func.func @step(%q: memref<2x1x8x576xbf16>, %rows: memref<2x1x32xi32>,
                 %slots: memref<2x1x32xi32>, %start: memref<2xi64>,
                 %len: memref<2xi32>,

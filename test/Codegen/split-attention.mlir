@@ -53,6 +53,7 @@
 // MANIFEST: "arena_bytes": 131584
 // MANIFEST: "op": "sparse_attention"
 // MANIFEST: "offset": 0,
+// MANIFEST-NEXT: "role": "partials",
 // MANIFEST-NEXT: "shape": [
 // MANIFEST-NEXT: 1,
 // MANIFEST-NEXT: 1,

@@ -37,6 +37,7 @@
 // MANIFEST: "arena_bytes": 560128
 // MANIFEST: "op": "union_missing"
 // MANIFEST: "offset": 294912,
+// MANIFEST-NEXT: "role": "missing",
 // MANIFEST-NEXT: "shape": [
 // MANIFEST: "source": "scratch"
 // MANIFEST: "op": "fetch"

@@ -265,7 +265,7 @@ TEST_CASE("every status dhs_runtime.h documents comes from its kind of failure",
 
 TEST_CASE("manifests: every argument's size is bounded", "[limits]") {
   const std::string huge =
-      R"({"format": "dhs-step-manifest", "version": 1, "arena_bytes": 0,
+      R"({"format": "dhs-step-manifest", "version": 2, "arena_bytes": 0,
           "target": {"chip": "sm_90a", "features": "+ptx80"}, "step": "s",
           "arguments": [{"index": 0, "role": "rows", "kind": "memref", "dtype": "i8",
                          "shape": [2147483647, 2147483647, 2147483647, 2]}],

@@ -20,7 +20,7 @@ namespace {
 /// The example manifest of the runtime's specification.
 json exampleManifest() {
   return json::parse(R"({
-    "format": "dhs-step-manifest", "version": 1, "arena_bytes": 0,
+    "format": "dhs-step-manifest", "version": 2, "arena_bytes": 0,
     "target": {"chip": "sm_90a", "features": "+ptx80"},
     "step": "step",
     "arguments": [
@@ -37,15 +37,15 @@ json exampleManifest() {
        "softmax_scale": 0.0416667, "layer": 0,
        "grid": [4,1,1], "block": [512,1,1], "dynamic_shared_bytes": 0,
        "params": [
-         {"source": "argument", "index": 0, "dtype": "bf16", "shape": [4,1,16,576]},
-         {"source": "argument", "index": 1, "dtype": "i32", "shape": [4,1,256]},
-         {"source": "argument", "index": 2, "dtype": "i32", "shape": [4,1,256]},
-         {"source": "argument", "index": 3, "dtype": "i64", "shape": [4]},
-         {"source": "argument", "index": 4, "dtype": "i32", "shape": [4]},
-         {"source": "pool_hbm",  "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
-         {"source": "pool_host", "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
-         {"source": "argument", "index": 6, "dtype": "bf16", "shape": [4,1,16,512]},
-         {"source": "status", "dtype": "i32", "shape": [1]}
+         {"source": "argument", "role": "queries", "index": 0, "dtype": "bf16", "shape": [4,1,16,576]},
+         {"source": "argument", "role": "row_ids", "index": 1, "dtype": "i32", "shape": [4,1,256]},
+         {"source": "argument", "role": "slots", "index": 2, "dtype": "i32", "shape": [4,1,256]},
+         {"source": "argument", "role": "history_start", "index": 3, "dtype": "i64", "shape": [4]},
+         {"source": "argument", "role": "history_len", "index": 4, "dtype": "i32", "shape": [4]},
+         {"source": "pool_hbm", "role": "hbm_tier",  "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
+         {"source": "pool_host", "role": "host_tier", "index": 5, "dtype": "i8", "shape": [-1, 1, 1152]},
+         {"source": "argument", "role": "output", "index": 6, "dtype": "bf16", "shape": [4,1,16,512]},
+         {"source": "status", "role": "status", "dtype": "i32", "shape": [1]}
        ]}
     ]
   })");
@@ -84,7 +84,7 @@ std::string loadError(const std::function<void(json &)> &mutate,
 TEST_CASE("the example manifest loads", "[manifest]") {
   StepDir step(exampleManifest());
   Manifest m = Manifest::load(step.dir.path());
-  CHECK(m.version == 1);
+  CHECK(m.version == 2);
   CHECK(m.chip == "sm_90a");
   CHECK(m.features == "+ptx80");
   CHECK(m.step == "step");
@@ -151,13 +151,17 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
   const std::vector<Case> cases = {
       {"format", [](json &j) { j["format"] = "tvm-module"; },
        "format: unknown format 'tvm-module'"},
-      {"version", [](json &j) { j["version"] = 2; },
-       "version: unsupported version 2 (this runtime reads version 1)"},
+      {"version", [](json &j) { j["version"] = 1; },
+       "version: unsupported version 1 (this runtime reads version 2)"},
       {"version type", [](json &j) { j["version"] = "1"; }, "version: must be an integer"},
       {"role", [](json &j) { j["arguments"][1]["role"] = "keys"; },
        "arguments[1].role: unknown role 'keys'"},
-      {"duplicate role", [](json &j) { j["arguments"][2]["role"] = "row_ids"; },
-       "role 'row_ids' appears 2 times"},
+      {"missing role", [](json &j) { j["arguments"][2]["role"] = "row_ids"; },
+       "no argument with role 'slots'"},
+      {"param role", [](json &j) { j["launches"][0]["params"][1]["role"] = "slots"; },
+       "launches[0].params[1].role: a slots parameter cannot take argument 1 (row_ids)"},
+      {"param role source", [](json &j) { j["launches"][0]["params"][8]["role"] = "output"; },
+       "launches[0].params[8].role: a output parameter cannot come from source 'status'"},
       {"kind", [](json &j) { j["arguments"][0]["kind"] = "tensor"; },
        "arguments[0].kind: unknown kind 'tensor'"},
       {"argument dtype", [](json &j) { j["arguments"][0]["dtype"] = "f8"; },
@@ -220,26 +224,38 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "the status word must be i32 [1]"},
       {"replacement state shape",
        [](json &j) {
-         j["launches"][0]["params"].push_back(
-             {{"source", "pool_recency"}, {"index", 5}, {"dtype", "i32"}, {"shape", {2048, 3}}});
+         j["launches"][0]["params"].push_back({{"source", "pool_recency"},
+                                               {"role", "replacement_state"},
+                                               {"index", 5},
+                                               {"dtype", "i32"},
+                                               {"shape", {2048, 3}}});
        },
        "a replacement state is i32 [hbm_slots, 2], not i32 [2048,3]"},
       {"replacement state slots",
        [](json &j) {
-         j["launches"][0]["params"].push_back(
-             {{"source", "pool_recency"}, {"index", 5}, {"dtype", "i32"}, {"shape", {1024, 2}}});
+         j["launches"][0]["params"].push_back({{"source", "pool_recency"},
+                                               {"role", "replacement_state"},
+                                               {"index", 5},
+                                               {"dtype", "i32"},
+                                               {"shape", {1024, 2}}});
        },
        "a replacement state is i32 [hbm_slots, 2], not i32 [1024,2]"},
       {"step log rank",
        [](json &j) {
-         j["launches"][0]["params"].push_back(
-             {{"source", "pool_log"}, {"index", 5}, {"dtype", "i64"}, {"shape", {-1}}});
+         j["launches"][0]["params"].push_back({{"source", "pool_log"},
+                                               {"role", "step_log"},
+                                               {"index", 5},
+                                               {"dtype", "i64"},
+                                               {"shape", {-1}}});
        },
        "a step log is i32 [words], not i64 [-1]"},
       {"replacement state of no pool",
        [](json &j) {
-         j["launches"][0]["params"].push_back(
-             {{"source", "pool_recency"}, {"index", 1}, {"dtype", "i32"}, {"shape", {-1, 2}}});
+         j["launches"][0]["params"].push_back({{"source", "pool_recency"},
+                                               {"role", "replacement_state"},
+                                               {"index", 1},
+                                               {"dtype", "i32"},
+                                               {"shape", {-1, 2}}});
        },
        "is not a kv_pool argument (source 'pool_recency' needs one)"},
       {"missing key", [](json &j) { j["launches"][0].erase("grid"); },
@@ -279,7 +295,7 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
       {"no launches", [](json &j) { j["launches"] = json::array(); },
        "launches: must be a non-empty array"},
       {"no output", [](json &j) { j["launches"][0]["params"].erase(7); },
-       "no launch takes the output argument"},
+       "launches[0] (sparse_attention) lacks its pool, selections, slots, queries or output"},
   };
   for (const Case &c : cases) {
     INFO("case: " << c.name);

@@ -235,7 +235,7 @@ TEST_CASE("regression: JSON library errors name the manifest and field", "[regre
   };
   // A number that overflows a double.
   std::string text = good;
-  text.replace(text.find("\"version\": 1"), 12, "\"version\": 1e400");
+  text.replace(text.find("\"version\": 2"), 12, "\"version\": 1e400");
   CHECK(loadText(text) == DHS_ERROR_STEP);
   CHECK_THAT(message, Catch::Contains("manifest " + dir.path() + "/manifest.json") &&
                           Catch::Contains("invalid JSON"));

@@ -75,18 +75,24 @@ inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long 
     if (m.index == 6) { // the pool and its two tiers come before the output
       arguments.push_back(pool);
       for (const char *tier : {"pool_hbm", "pool_host"})
-        params.push_back(
-            {{"source", tier}, {"index", 5}, {"dtype", "i8"}, {"shape", {-1, layers, rowBytes}}});
+        params.push_back({{"source", tier},
+                          {"role", tier == std::string("pool_hbm") ? "hbm_tier" : "host_tier"},
+                          {"index", 5},
+                          {"dtype", "i8"},
+                          {"shape", {-1, layers, rowBytes}}});
     }
     arguments.push_back({{"index", m.index},
                          {"role", m.role},
                          {"kind", "memref"},
                          {"dtype", m.dtype},
                          {"shape", m.shape}});
-    params.push_back(
-        {{"source", "argument"}, {"index", m.index}, {"dtype", m.dtype}, {"shape", m.shape}});
+    params.push_back({{"source", "argument"},
+                      {"role", m.role},
+                      {"index", m.index},
+                      {"dtype", m.dtype},
+                      {"shape", m.shape}});
   }
-  params.push_back({{"source", "status"}, {"dtype", "i32"}, {"shape", {1}}});
+  params.push_back({{"source", "status"}, {"role", "status"}, {"dtype", "i32"}, {"shape", {1}}});
   json launch = {{"kernel", "sparse_attention"},
                  {"ptx", "step.ptx"},
                  {"op", "sparse_attention"},
@@ -97,7 +103,7 @@ inline std::string stepManifest(int B, int Q, int H, int K, long hbm = -1, long 
                  {"dynamic_shared_bytes", 0},
                  {"params", params}};
   return json{{"format", "dhs-step-manifest"},
-              {"version", 1},
+              {"version", 2},
               {"arena_bytes", 0},
               {"target", {{"chip", "sm_90a"}, {"features", "+ptx80"}}},
               {"step", "test_step"},
