@@ -14,7 +14,9 @@
 //    maps live on the device and half the steps give their selections in
 //    device memory, resolved by the steps' kernels (needs the compiler's
 //    steps; said and skipped otherwise).
-// tools/gpu-soak.sh runs it on a GPU; ctest runs it for 20 s on the CPU.
+// Hidden from the default run and from ctest: tools/gpu-soak.sh runs it on a
+// GPU (`DHS_SOAK_BACKEND=cpu DHS_SOAK_SECONDS=20 dhs-unittests "[soak-timed]"`
+// runs it on the CPU).
 //
 //===----------------------------------------------------------------------===//
 
