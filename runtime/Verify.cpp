@@ -101,8 +101,9 @@ void Runtime::verifyBegin(const std::uint64_t *ids, std::int64_t batch,
     verify_.draftLens.assign(draftLens, draftLens + batch);
     verify_.drafts.assign(static_cast<std::size_t>(batch) * gamma, -1);
     for (std::int64_t b = 0; b < batch; ++b)
-      std::copy_n(draftTokens + b * static_cast<std::int64_t>(gamma), draftLens[b],
-                  verify_.drafts.begin() + b * static_cast<std::int64_t>(gamma));
+      if (draftLens[b] > 0) // (draftTokens may be null when no block has drafts)
+        std::copy_n(draftTokens + b * static_cast<std::int64_t>(gamma), draftLens[b],
+                    verify_.drafts.begin() + b * static_cast<std::int64_t>(gamma));
     const auto *bytes = static_cast<const std::uint8_t *>(rows);
     if (bytes)
       verify_.rows.assign(bytes, bytes + static_cast<std::size_t>(batch * Q) * position);

@@ -294,7 +294,8 @@ public:
     const ProblemShape &shape = *step.shape;
     auto put = [&](int argument, const void *data, std::size_t bytes) {
       std::vector<std::uint8_t> &buffer = buffers_[static_cast<std::size_t>(argument)];
-      std::memcpy(buffer.data(), data, bytes);
+      if (bytes > 0) // (data is null for an empty batch)
+        std::memcpy(buffer.data(), data, bytes);
       std::fill(buffer.begin() + static_cast<std::ptrdiff_t>(bytes), buffer.end(), 0);
     };
     const std::size_t lanes = static_cast<std::size_t>(step.lanes);
@@ -335,9 +336,10 @@ public:
         launches_.fetched() ? launches_.fetchedRows() : -1;
     hostRowsByLayer_[static_cast<std::size_t>(layer)] = launches_.hostRowsRead();
     lastLayer_ = layer;
-    std::memcpy(step.output, buffers_[static_cast<std::size_t>(planned.output)].data(),
-                lanes * static_cast<std::size_t>(shape.queries * shape.heads * shape.vDim) *
-                    sizeof(bf16_t));
+    if (lanes > 0) // (output is null for an empty batch)
+      std::memcpy(step.output, buffers_[static_cast<std::size_t>(planned.output)].data(),
+                  lanes * static_cast<std::size_t>(shape.queries * shape.heads * shape.vDim) *
+                      sizeof(bf16_t));
   }
 
   void finishStep() override {}
