@@ -130,15 +130,15 @@ inline void fillRandom(std::mt19937_64 &rng, runtime::bf16_t *data, std::size_t 
   }
 }
 
-/// An independent oracle of one layer: attention over the selected rows
+/// The problem of an independent oracle of one layer: the selected rows
 /// gathered into a compact host store of one layer per token (every
-/// selection reads its own host row, nothing resident), computed by the
-/// float CPU backend. `rowOf(b, r)` returns row r of lane b's request
-/// (shape.rowBytes bytes of shape.format; for mla_bf16, 576 bf16 values).
+/// selection reads its own host row, nothing resident). `rowOf(b, r)`
+/// returns row r of lane b's request (shape.rowBytes bytes of shape.format;
+/// for mla_bf16, 576 bf16 values).
 template <typename RowOf>
-std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std::int64_t lanes,
-                                         const std::int32_t *rowIds, const runtime::bf16_t *queries,
-                                         RowOf rowOf) {
+runtime::SparseAttentionProblem oracleProblem(const runtime::ProblemShape &shape,
+                                              std::int64_t lanes, const std::int32_t *rowIds,
+                                              const runtime::bf16_t *queries, RowOf rowOf) {
   runtime::SparseAttentionProblem p;
   p.shape = shape;
   p.shape.batch = lanes;
@@ -166,7 +166,17 @@ std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std
       std::memcpy(p.hostStore.data() + compact * units, row,
                   static_cast<std::size_t>(shape.rowBytes));
     }
-  return runtime::CpuAttention(runtime::CpuPrecision::Float, 1).run(p);
+  return p;
+}
+
+/// An independent oracle of one layer (oracleProblem), computed by the
+/// float CPU backend.
+template <typename RowOf>
+std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std::int64_t lanes,
+                                         const std::int32_t *rowIds, const runtime::bf16_t *queries,
+                                         RowOf rowOf) {
+  return runtime::CpuAttention(runtime::CpuPrecision::Float, 1)
+      .run(oracleProblem(shape, lanes, rowIds, queries, rowOf));
 }
 
 /// True when a runtime of `backend` can run here; for CUDA without a usable

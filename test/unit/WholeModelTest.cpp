@@ -32,29 +32,8 @@ namespace {
 template <typename RowOf>
 std::vector<double> referenceLayer(const ProblemShape &shape, std::int64_t lanes,
                                    const std::int32_t *rowIds, const bf16_t *queries, RowOf rowOf) {
-  SparseAttentionProblem p;
-  p.shape = shape;
-  p.shape.batch = lanes;
-  const std::int64_t perLane = shape.queries * shape.topk;
-  p.shape.hostRows = lanes * perLane;
-  p.shape.hbmSlots = 0;
-  p.shape.layers = 1;
-  p.shape.layer = 0;
-  p.shape.rowElems = shape.rowBytes / 2;
-  p.queries.assign(queries, queries + lanes * shape.queries * shape.heads * shape.qkDim);
-  p.rowIds.assign(static_cast<std::size_t>(lanes * perLane), -1);
-  p.slots.assign(p.rowIds.size(), -1);
-  p.historyStart.assign(static_cast<std::size_t>(lanes), 0);
-  p.historyLen.assign(static_cast<std::size_t>(lanes), static_cast<std::int32_t>(lanes * perLane));
-  p.hostStore.assign(static_cast<std::size_t>(lanes * perLane * p.shape.rowElems), 0);
-  for (std::int64_t e = 0; e < lanes * perLane; ++e) {
-    if (rowIds[e] < 0)
-      continue;
-    p.rowIds[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(e);
-    std::memcpy(p.hostStore.data() + e * p.shape.rowElems, rowOf(e / perLane, rowIds[e]),
-                static_cast<std::size_t>(shape.rowBytes));
-  }
-  return CpuAttention(CpuPrecision::Double, 1).runUnrounded(p);
+  return CpuAttention(CpuPrecision::Double, 1)
+      .runUnrounded(dhs::test::oracleProblem(shape, lanes, rowIds, queries, rowOf));
 }
 
 } // namespace
