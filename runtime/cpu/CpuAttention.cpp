@@ -3,12 +3,16 @@
 #include "runtime/cpu/CpuAttention.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 #include "runtime/core/RowFormat.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <new>
 #include <thread>
 
 namespace dhs::runtime {
@@ -32,6 +36,9 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin, std::int64
   std::vector<Acc> query(qkDim);
   std::vector<Acc> weights; // scores, then exp(score - max)
   std::vector<Acc> acc(vDim);
+  // (Tests make this scratch's allocation fail in a worker.)
+  if (DHS_FAULT(HostAlloc))
+    throw std::bad_alloc();
 
   for (std::int64_t pair = begin; pair < end; ++pair) {
     const std::int64_t b = pair / s.queries, q = pair % s.queries;
@@ -102,7 +109,9 @@ void attendPairs(const SparseAttentionProblem &p, std::int64_t begin, std::int64
   }
 }
 
-/// Runs attendPairs over all (b, q) pairs on up to `threads` threads.
+/// Runs attendPairs over all (b, q) pairs on up to `threads` threads. The
+/// first exception a worker throws stops the others and is rethrown here, on
+/// the calling thread, once all have joined.
 template <typename Acc> std::vector<Acc> attend(const SparseAttentionProblem &p, unsigned threads) {
   const ProblemShape &s = p.shape;
   std::vector<Acc> out(static_cast<std::size_t>(s.outputCount()));
@@ -116,12 +125,22 @@ template <typename Acc> std::vector<Acc> attend(const SparseAttentionProblem &p,
   }
   // Small chunks handed out dynamically balance uneven selections.
   std::atomic<std::int64_t> next{0};
+  std::mutex failureMutex;
+  std::exception_ptr failure;
   auto worker = [&] {
-    for (;;) {
-      std::int64_t begin = next.fetch_add(1);
-      if (begin >= pairs)
-        return;
-      attendPairs<Acc>(p, begin, begin + 1, out.data());
+    try {
+      for (;;) {
+        std::int64_t begin = next.fetch_add(1);
+        if (begin >= pairs)
+          return;
+        attendPairs<Acc>(p, begin, begin + 1, out.data());
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failureMutex);
+      if (!failure)
+        failure = std::current_exception();
+      // The other workers take no further pair.
+      next.store(pairs);
     }
   };
   std::vector<std::thread> pool;
@@ -136,6 +155,8 @@ template <typename Acc> std::vector<Acc> attend(const SparseAttentionProblem &p,
     worker();
   for (std::thread &thread : pool)
     thread.join();
+  if (failure)
+    std::rethrow_exception(failure);
   return out;
 }
 

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 namespace dhs::runtime {
@@ -328,8 +329,13 @@ public:
     view.tokenBytes = layout_.tokenBytes();
     memory_.status = 0;
     launches_.resetFetched();
-    launches_.run(manifest, planned.firstLaunch, planned.endLaunch, memory_,
-                  wholeModel ? -1 : layer % layout_.layersPerPool);
+    try {
+      launches_.run(manifest, planned.firstLaunch, planned.endLaunch, memory_,
+                    wholeModel ? -1 : layer % layout_.layersPerPool);
+    } catch (const std::bad_alloc &) {
+      throw CapacityError("out of host memory for layer " + std::to_string(layer) +
+                          "'s attention on the CPU" + injectedNote(Fault::HostAlloc));
+    }
     if (memory_.status != 0)
       throw Error("the kernels rejected their input: status " + describeStatus(memory_.status));
     fetchedByLayer_[static_cast<std::size_t>(layer)] =

@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/testing/ProblemGenerator.h"
@@ -11,6 +12,7 @@
 
 #include <cmath>
 #include <limits>
+#include <new>
 
 using namespace dhs::runtime;
 using dhs::test::smallShape;
@@ -297,4 +299,36 @@ TEST_CASE("sliding-window inputs are validated", "[cpu][window][validation]") {
                       "query positions");
   shape.windowRing = 5;
   REQUIRE_THROWS_AS(generateProblem(shape, options), Error);
+}
+
+TEST_CASE("a failing worker thread's exception reaches the caller", "[cpu][faults]") {
+  if (!faults::kCompiledIn) {
+    WARN("SKIPPED: built with DHS_FAULT_INJECTION=OFF");
+    return;
+  }
+  struct Disarm {
+    ~Disarm() { faults::disarmAll(); }
+  } disarm;
+  // 8 (request, query) pairs on 4 threads; the scratch allocation of the
+  // third pair any worker takes fails. Without the hand-over the thread's
+  // exception would terminate the process.
+  GeneratorOptions options;
+  options.seed = dhs::test::freshSeed();
+  options.historyRows = 300;
+  options.residency = 0.5;
+  SparseAttentionProblem p = generateProblem(smallShape(4, 2, 4, 64), options);
+  const CpuAttention threaded(CpuPrecision::Float, 4);
+  faults::arm(Fault::HostAlloc, /*skip=*/2);
+  CHECK_THROWS_AS(threaded.run(p), std::bad_alloc);
+  CHECK(faults::failed(Fault::HostAlloc) == 1);
+  CHECK(faults::reached(Fault::HostAlloc) >= 3);
+  faults::disarmAll();
+  // The same backend still runs, and threads do not change the result,
+  // which matches the fp64 reference.
+  std::vector<bf16_t> out = threaded.run(p);
+  CHECK(out == CpuAttention(CpuPrecision::Float, 1).run(p));
+  Comparison c = compareOutputs(out, naiveAttention(p));
+  CHECK(c.nonFinite == 0);
+  CHECK(c.referenceNorm > 0.0);
+  CHECK(c.relativeError < 1e-2);
 }

@@ -37,10 +37,11 @@ namespace {
 /// wrote, for the oracle.
 class Session {
 public:
-  explicit Session(BackendKind backend, bool checks = true)
+  explicit Session(BackendKind backend, bool checks = true, unsigned cpuThreads = 1)
       : backend_(backend),
         config_(dhs::test::testConfig(2, 1, backend, /*draftWindow=*/2, /*floor=*/32)) {
     config_.checkInvariants = checks;
+    config_.cpuThreads = cpuThreads;
     config_.fullCheckInterval = 4;
     rt = std::make_unique<Runtime>(config_);
   }
@@ -223,6 +224,38 @@ void failedLaunch(BackendKind backend) {
   s.checkAll();
 }
 
+/// A CPU attention worker thread fails (its scratch allocation): the error
+/// reaches the caller as a CapacityError instead of terminating the process,
+/// the step is abandoned whole, and the runtime keeps serving.
+void failedAttentionWorker() {
+  Disarm disarm;
+  Session s(BackendKind::Cpu, /*checks=*/true, /*cpuThreads=*/4);
+  s.startTwo(600, 400);
+  const RuntimeStats before = s.rt->stats();
+  // Two lanes: the first layer's two (request, query) pairs run on two
+  // workers; the second to reach its scratch fails.
+  faults::arm(Fault::HostAlloc, /*skip=*/1);
+  CHECK_THROWS_MATCHES(s.stepAndCheck({1, 2}), CapacityError,
+                       Catch::Matchers::Predicate<CapacityError>([](const CapacityError &e) {
+                         const std::string what = e.what();
+                         return what.find(
+                                    "out of host memory for layer 0's attention on the CPU") !=
+                                    std::string::npos &&
+                                what.find("(injected fault)") != std::string::npos;
+                       }));
+  CHECK(faults::failed(Fault::HostAlloc) == 1);
+  CHECK(faults::reached(Fault::HostAlloc) == 2);
+  const RuntimeStats after = s.rt->stats();
+  CHECK(after.steps == before.steps);
+  CHECK(after.totals.promoted == before.totals.promoted);
+  CHECK_FALSE(s.rt->inStep());
+  for (int i = 0; i < 3; ++i) {
+    s.append(2);
+    s.stepAndCheck({2, 1});
+  }
+  s.checkAll();
+}
+
 void failedCopies(BackendKind backend) {
   Disarm disarm;
   Session s(backend);
@@ -350,6 +383,7 @@ TEST_CASE("fault matrix on the CPU backend", "[faults]") {
   SECTION("host allocation at load") { hostAllocationAtLoad(BackendKind::Cpu); }
   SECTION("device allocation at admission") { deviceAllocationAtAdmission(BackendKind::Cpu); }
   SECTION("a failed launch") { failedLaunch(BackendKind::Cpu); }
+  SECTION("a failed attention worker thread") { failedAttentionWorker(); }
   SECTION("failed copies into HBM") { failedCopies(BackendKind::Cpu); }
   SECTION("a silently corrupted copy") { corruptedCopy(BackendKind::Cpu); }
   SECTION("a request finished by another thread") { finishedByAnotherThread(BackendKind::Cpu); }
