@@ -212,7 +212,7 @@ func.func @step(%history_start: memref<8xi64>,
                 %out74: memref<8x5x64x512xbf16>,
                 %q75: memref<8x5x64x576xbf16>,
                 %out75: memref<8x5x64x512xbf16>,
-                %pool19: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
+                %pool19: !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = ?, host = ?>,
                 %rows19: memref<8x5x2048xi32>,
                 %slots19: memref<8x5x2048xi32>,
                 %q76: memref<8x5x64x576xbf16>,
@@ -257,7 +257,7 @@ func.func @step(%history_start: memref<8xi64>,
       newest = 128 policy = adaptive replacement = clock
   dhs.residency pool(%pool18 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       newest = 128 policy = adaptive replacement = clock
-  dhs.residency pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+  dhs.residency pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = ?, host = ?>)
       newest = 128 policy = adaptive replacement = clock
   dhs.verify gamma = 4 {
     // Layer group 0: layers 0..3.
@@ -755,20 +755,20 @@ func.func @step(%history_start: memref<8xi64>,
         pool(%pool18 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
         layer = 3 output(%out75 : memref<8x5x64x512xbf16>) scale = 0.072168784
     // Layer group 19: layers 76..77.
-    %stage19 = dhs.scratch : memref<8x10240x4x656xi8>
-    dhs.fetch pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+    %stage19 = dhs.scratch : memref<8x10240x2x656xi8>
+    dhs.fetch pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = ?, host = ?>)
         rows(%rows19 : memref<8x5x2048xi32>) slots(%slots19 : memref<8x5x2048xi32>)
         history(%history_start, %history_len : memref<8xi64>, memref<8xi32>)
-        into(%stage19 : memref<8x10240x4x656xi8>)
+        into(%stage19 : memref<8x10240x2x656xi8>)
     dhs.attention queries(%q76 : memref<8x5x64x576xbf16>)
         rows(%rows19 : memref<8x5x2048xi32>) slots(%slots19 : memref<8x5x2048xi32>)
-        staging(%stage19 : memref<8x10240x4x656xi8>)
-        pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        staging(%stage19 : memref<8x10240x2x656xi8>)
+        pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = ?, host = ?>)
         layer = 0 output(%out76 : memref<8x5x64x512xbf16>) scale = 0.072168784
     dhs.attention queries(%q77 : memref<8x5x64x576xbf16>)
         rows(%rows19 : memref<8x5x2048xi32>) slots(%slots19 : memref<8x5x2048xi32>)
-        staging(%stage19 : memref<8x10240x4x656xi8>)
-        pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        staging(%stage19 : memref<8x10240x2x656xi8>)
+        pool(%pool19 : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = ?, host = ?>)
         layer = 1 output(%out77 : memref<8x5x64x512xbf16>) scale = 0.072168784
   }
   return

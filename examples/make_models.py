@@ -64,11 +64,11 @@ def write(name, title, layers, group, heads, fmt, qk, topk, gamma):
         args.append(f"%window_tokens: memref<{b}xi32>")
     layer = 0
     for g, size in groups:
-        # Every group's pool holds tokens of `group` layers, a smaller last
-        # group's padded: the runtime stores every group's tokens alike.
-        pool_t = (f"!dhs.kv_pool<#dhs.{fmt}, layers = {group}, "
+        # Each group's pool holds tokens of its own layers (a smaller last
+        # group's pool holds fewer).
+        pool_t = (f"!dhs.kv_pool<#dhs.{fmt}, layers = {size}, "
                   f"hbm = ?, host = ?>")
-        stage_t = f"memref<{b}x{q * topk}x{group}x{ROW_BYTES[fmt]}xi8>"
+        stage_t = f"memref<{b}x{q * topk}x{size}x{ROW_BYTES[fmt]}xi8>"
         args += [f"%pool{g}: {pool_t}", f"%rows{g}: {rows_t}",
                  f"%slots{g}: {rows_t}"]
         # The protected working set (the newest 128 tokens) and adaptive

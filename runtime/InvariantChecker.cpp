@@ -51,8 +51,6 @@ void InvariantChecker::checkReads(std::int32_t layer, const std::int32_t *lanes,
                                   const std::int32_t *slots) const {
   const std::uint8_t *pool = storage_.hbmSnapshot(layer);
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
-  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
-  const std::size_t layerOffset = static_cast<std::size_t>(layout_.layerOffset(layer));
   const std::int64_t perLane = shape_.queries * shape_.topk;
   for (std::int64_t b = 0; b < shape_.batch; ++b) {
     if (lanes[b] < 0)
@@ -68,8 +66,7 @@ void InvariantChecker::checkReads(std::int32_t layer, const std::int32_t *lanes,
                              " of layer " + std::to_string(layer) + " (lane " + std::to_string(b) +
                              ", row " + std::to_string(rows[e]) + ") changed since it was written");
       if (slots[e] >= 0 &&
-          std::memcmp(pool + static_cast<std::size_t>(slots[e]) * tokenBytes + layerOffset, host,
-                      rowBytes) != 0)
+          std::memcmp(pool + layout_.rowOffset(layer, slots[e]), host, rowBytes) != 0)
         throw InvariantError("invariant violated: layer " + std::to_string(layer) +
                              " read HBM slot " + std::to_string(slots[e]) + " for lane " +
                              std::to_string(b) + ", row " + std::to_string(rows[e]) +
@@ -139,9 +136,8 @@ void InvariantChecker::checkCopies(const std::vector<RowCopy> &copies) const {
         continue;
       if (!pool)
         pool = storage_.hbmSnapshot(l);
-      if (std::memcmp(pool + static_cast<std::size_t>(copy.slot) * layout_.tokenBytes() +
-                          layout_.layerOffset(l),
-                      storage_.hostRow(l, copy.hostRow), rowBytes) != 0)
+      if (std::memcmp(pool + layout_.rowOffset(l, copy.slot), storage_.hostRow(l, copy.hostRow),
+                      rowBytes) != 0)
         throw InvariantError("invariant violated: layer " + std::to_string(l) + " slot " +
                              std::to_string(copy.slot) + " differs from host row " +
                              std::to_string(copy.hostRow) + " after it was copied there");
@@ -163,9 +159,7 @@ void InvariantChecker::checkRequestRows(std::int32_t index, const char *when) co
                              std::to_string(row) + " of request index " + std::to_string(index) +
                              ", layer " + std::to_string(l) + ", is not what was written");
       const std::int32_t slot = controller_.slotOf(group, index, row);
-      if (slot >= 0 && std::memcmp(pool + static_cast<std::size_t>(slot) * layout_.tokenBytes() +
-                                       layout_.layerOffset(l),
-                                   host, rowBytes) != 0)
+      if (slot >= 0 && std::memcmp(pool + layout_.rowOffset(l, slot), host, rowBytes) != 0)
         throw InvariantError(std::string("invariant violated (") + when + "): resident row " +
                              std::to_string(row) + " of request index " + std::to_string(index) +
                              ", layer " + std::to_string(l) + " (slot " + std::to_string(slot) +

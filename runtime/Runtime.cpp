@@ -607,14 +607,16 @@ RuntimeStats Runtime::stats() const {
   s.totals = controller_->totals();
   s.admittedRequests = controller_->liveCount();
   // Bytes as stored: a slot of group g spans every pool of the group.
-  const std::int32_t P = layout_.layersPerPool;
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     GroupOccupancy o = controller_->occupancy(g);
-    const std::int64_t pools = (layout_.endLayer(g) - layout_.firstLayer(g) + P - 1) / P;
-    s.hbmBytesUsed += static_cast<std::int64_t>(o.used) * pools * layout_.tokenBytes();
+    std::int64_t groupTokenBytes = 0;
+    for (std::size_t p = layout_.poolOf(layout_.firstLayer(g));
+         p <= layout_.poolOf(layout_.endLayer(g) - 1); ++p)
+      groupTokenBytes += layout_.tokenBytes(p);
+    s.hbmBytesUsed += static_cast<std::int64_t>(o.used) * groupTokenBytes;
     s.optionalUsedSlots += o.optionalUsed;
   }
-  const std::int64_t poolBytes = layout_.pools() * layout_.tokenBytes();
+  const std::int64_t poolBytes = layout_.storedTokenBytes();
   s.hbmBytesCapacity = static_cast<std::int64_t>(layout_.hbmSlots) * poolBytes;
   s.hostBytesUsed = controller_->hostAllocator().usedRows() * poolBytes;
   s.hostBytesCapacity = layout_.hostRows * poolBytes;

@@ -103,8 +103,8 @@ struct StepsByLayer {
 };
 
 /// Throws unless a whole-model step is the model of the config: its layers
-/// in its groups, each group's pool a group of the config's size (the last
-/// group's pool padded to it: the tiers store every group's tokens alike).
+/// in its groups, each group's pool holding the group's layers (a smaller
+/// last group's pool only its own).
 void requireModelOfConfig(const RuntimeConfig &config, const std::vector<Manifest> &manifests,
                           const StepPlan &plan) {
   const Manifest &manifest = manifests.front();
@@ -124,14 +124,12 @@ void requireModelOfConfig(const RuntimeConfig &config, const std::vector<Manifes
     const StepGroupPlan &group = plan.groups[g];
     const std::int32_t first = static_cast<std::int32_t>(g) * G;
     const std::int32_t layers = std::min(G, config.layers - first);
-    if (group.layers != layers || group.poolLayers != G)
-      throw Error(
-          "layer group " + std::to_string(g) + " of the step " + manifest.directory + " has " +
-          std::to_string(group.layers) + " layers over a pool of " +
-          std::to_string(group.poolLayers) + " layers per token; the runtime's group " +
-          std::to_string(g) + " has " + std::to_string(layers) + " layers, stored as tokens of " +
-          std::to_string(G) +
-          " layers (declare a smaller last group's pool with layers = " + std::to_string(G) + ")");
+    if (group.layers != layers || group.poolLayers != layers)
+      throw Error("layer group " + std::to_string(g) + " of the step " + manifest.directory +
+                  " has " + std::to_string(group.layers) + " layers over a pool of " +
+                  std::to_string(group.poolLayers) + " layers per token; the runtime's group " +
+                  std::to_string(g) + " has " + std::to_string(layers) +
+                  " layers (declare its pool with layers = " + std::to_string(layers) + ")");
   }
 }
 
@@ -167,8 +165,11 @@ StepsByLayer indexByLayer(const std::vector<Manifest> &manifests, const KvPoolIn
 }
 
 /// The tiers' sizes: the config's, where the step leaves them to run time.
+/// A whole-model step's pools hold their groups' layers; one layer's steps
+/// read tokens of their pool's layers, so every pool holds that many (a
+/// smaller last group's pool padded).
 TierLayout tierLayout(const RuntimeConfig &config, const Manifest &manifest,
-                      const ProblemShape &shape) {
+                      const ProblemShape &shape, const StepPlan &plan) {
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
   std::int64_t slots = config.hbmSlots;
   if (pool.hbmSlots >= 0) {
@@ -187,8 +188,9 @@ TierLayout tierLayout(const RuntimeConfig &config, const Manifest &manifest,
     throw Error("the runtime is configured for " + std::to_string(config.hostRows) +
                 " host rows per layer, the step " + manifest.directory + " fixes " +
                 std::to_string(pool.hostRows));
-  // The step's pool holds one layer per token, or a whole layer group.
-  if (pool.layers != 1 && pool.layers != config.layersPerGroup)
+  // A one-layer step's pool holds one layer per token, or a whole layer
+  // group (requireModelOfConfig checks a whole-model step's pools).
+  if (!plan.wholeModel() && pool.layers != 1 && pool.layers != config.layersPerGroup)
     throw Error("the step " + manifest.directory + "'s pool holds " + std::to_string(pool.layers) +
                 " layers per token; the runtime's layer groups have " +
                 std::to_string(config.layersPerGroup) + " (a pool holds 1 layer or a group)");
@@ -196,6 +198,8 @@ TierLayout tierLayout(const RuntimeConfig &config, const Manifest &manifest,
   layout.layers = config.layers;
   layout.layersPerGroup = config.layersPerGroup;
   layout.layersPerPool = static_cast<std::int32_t>(pool.layers);
+  layout.lastPoolLayers =
+      static_cast<std::int32_t>(plan.wholeModel() ? plan.groups.back().poolLayers : pool.layers);
   layout.hbmSlots = static_cast<std::int32_t>(slots);
   layout.hostRows = config.hostRows;
   layout.rowBytes = pool.rowBytes;
@@ -289,7 +293,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     requireModelOfConfig(config_, manifests, plan);
   else
     byLayer = indexByLayer(manifests, manifest.argument(ArgumentRole::KvPool).pool);
-  const TierLayout layout = tierLayout(config_, manifest, shape);
+  const TierLayout layout = tierLayout(config_, manifest, shape, plan);
   const ResidencyConfig residency = residencyConfig(config_, layout, shape, manifests);
   const bool useCuda = chooseCuda(manifests, byLayer.cudaRefusal);
   // Everything this session allocates in host memory in proportion to the
@@ -367,12 +371,12 @@ Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
     return total;
   };
   const std::int64_t B = shape.batch, Q = shape.queries, H = shape.heads, K = shape.topk;
-  const std::int64_t token = layout.tokenBytes(), pools = layout.pools(), groups = layout.groups(),
+  const std::int64_t token = layout.storedTokenBytes(), groups = layout.groups(),
                      layers = layout.layers;
   const std::int64_t live = residency.maxLiveRequests();
   std::vector<std::pair<std::string, std::uint64_t>> parts;
   // The host store: pinned and mapped on CUDA, a vector on the CPU.
-  parts.push_back({"host store", bytes({pools, layout.hostRows, token})});
+  parts.push_back({"host store", bytes({layout.hostRows, token})});
   parts.push_back({"residency tables", ResidencyController::hostBytes(residency)});
   if (config_.checkInvariants)
     parts.push_back({"row hashes (invariant checks)", bytes({layers, layout.hostRows, 8})});
@@ -392,7 +396,7 @@ Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
         {"pinned step staging", bytes({layers, B, Q, H * (shape.qkDim + shape.vDim) * 2 + K * 8})});
     return parts;
   }
-  parts.push_back({"HBM tier (CPU)", bytes({pools, layout.hbmSlots, token})});
+  parts.push_back({"HBM tier (CPU)", bytes({layout.hbmSlots, token})});
   // The step's argument buffers and its staging arena (a whole-model step
   // has every layer's queries and outputs).
   std::uint64_t stepBytes = 0;
@@ -411,7 +415,7 @@ Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
                    sum({stepBytes, static_cast<std::uint64_t>(arenaBytes)})});
   parts.push_back(
       {"draft rings (CPU)", bytes({live, groups, layout.draftWindow, layout.draftTokenBytes()})});
-  parts.push_back({"window rings (CPU)", bytes({live, pools, layout.windowRing, token})});
+  parts.push_back({"window rings (CPU)", bytes({live, layout.windowRing, token})});
   // One layer's attention on the CPU: queries, selections, history bounds,
   // the lanes' window rings, the float and bf16 outputs, and per thread the
   // decoded keys and values of one query's rows (at most 64 threads).
@@ -422,7 +426,8 @@ Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
   parts.push_back(
       {"CPU attention scratch",
        sum({bytes({B, Q, H, shape.qkDim, 2}), bytes({B, Q, K, 8}), bytes({B, 12}),
-            bytes({B, layout.windowRing, token}), bytes({B, Q, H, shape.vDim, 4 + 2}),
+            bytes({B, layout.windowRing, layout.tokenBytes(0)}),
+            bytes({B, Q, H, shape.vDim, 4 + 2}),
             // (K and the window are below 2^31 each: their sum fits.)
             bytes({threads, kvHeads, K + shape.windowSize, shape.qkDim + shape.vDim, 4})})});
   return parts;
@@ -488,6 +493,13 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
                 " bytes (" + pool.format + "); this session's pools hold " +
                 std::to_string(layout_.layersPerPool) + " layers x " +
                 std::to_string(layout_.rowBytes) + " bytes");
+  // (Its kernel copies tokens of one size: a smaller last pool would need a
+  // second placement step.)
+  if (layout_.lastPoolLayers != layout_.layersPerPool)
+    throw Error("the placement step " + manifest.directory + " places tokens of " +
+                std::to_string(pool.layers) + " layers; this session's last pool holds " +
+                std::to_string(layout_.lastPoolLayers) +
+                " (its layer group's own): placement steps need pools of one size");
   tiers_.storage->setPlacementStep(manifest, *controller_);
   controller_->setReleaseLog(&releases_);
   placementStepLoaded_ = true;

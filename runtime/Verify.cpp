@@ -273,8 +273,6 @@ const std::int32_t *Runtime::checkPendingReads(std::int32_t layer) {
   const std::int64_t Q = shape_.queries, perLane = Q * shape_.topk;
   const std::uint8_t *pool = tiers_.storage->hbmSnapshot(layer);
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
-  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
-  const std::size_t layerOffset = static_cast<std::size_t>(layout_.layerOffset(layer));
   verify_.masked = rowIds_[g];
   for (std::int64_t b = 0; b < batch_; ++b)
     for (std::int64_t i = 0; i < perLane; ++i) {
@@ -287,8 +285,7 @@ const std::int32_t *Runtime::checkPendingReads(std::int32_t layer) {
       const std::uint8_t *given =
           verify_.rows.data() +
           (static_cast<std::size_t>((b * Q + id - length) * layout_.layers + layer)) * rowBytes;
-      if (std::memcmp(pool + static_cast<std::size_t>(slots_[g][e]) * tokenBytes + layerOffset,
-                      given, rowBytes) != 0)
+      if (std::memcmp(pool + layout_.rowOffset(layer, slots_[g][e]), given, rowBytes) != 0)
         throw InvariantError("invariant violated: layer " + std::to_string(layer) +
                              " read verify position " + std::to_string(id - length) + " of lane " +
                              std::to_string(b) + " from ring slot " + std::to_string(slots_[g][e]) +

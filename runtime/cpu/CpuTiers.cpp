@@ -38,27 +38,26 @@ std::string injectedNote(Fault fault) {
 class CpuStorage final : public TierStorage {
 public:
   explicit CpuStorage(const TierLayout &layout) : layout_(layout) {
-    if (layout.rowBytes <= 0 || layout.tokenBytes() % 2 != 0)
-      throw Error("the CPU tiers need an even number of bytes per token (row_bytes " +
+    if (layout.rowBytes <= 0 || layout.rowBytes % 2 != 0)
+      throw Error("the CPU tiers need an even number of bytes per row (row_bytes " +
                   std::to_string(layout.rowBytes) + ")");
-    const std::size_t tokenUnits = static_cast<std::size_t>(layout.tokenBytes() / 2);
-    host_.resize(static_cast<std::size_t>(layout.pools()));
-    hbm_.resize(static_cast<std::size_t>(layout.pools()));
+    const std::size_t pools = static_cast<std::size_t>(layout.pools());
+    host_.resize(pools);
+    hbm_.resize(pools);
     try {
       if (DHS_FAULT(HostAlloc))
         throw std::bad_alloc();
-      for (std::int32_t p = 0; p < layout.pools(); ++p) {
-        host_[static_cast<std::size_t>(p)].assign(
-            static_cast<std::size_t>(layout.hostRows) * tokenUnits, 0);
-        hbm_[static_cast<std::size_t>(p)].assign(
-            static_cast<std::size_t>(layout.hbmSlots) * tokenUnits, 0);
+      for (std::size_t p = 0; p < pools; ++p) {
+        const std::size_t tokenUnits = static_cast<std::size_t>(layout.tokenBytes(p) / 2);
+        host_[p].assign(static_cast<std::size_t>(layout.hostRows) * tokenUnits, 0);
+        hbm_[p].assign(static_cast<std::size_t>(layout.hbmSlots) * tokenUnits, 0);
       }
     } catch (const std::bad_alloc &) {
       throw CapacityError(
-          "out of host memory for the CPU tiers (" + std::to_string(layout.pools()) + " pools x (" +
-          std::to_string(layout.hostRows) + " host rows + " + std::to_string(layout.hbmSlots) +
-          " slots) x " + std::to_string(layout.tokenBytes()) + " bytes)" +
-          injectedNote(Fault::HostAlloc));
+          "out of host memory for the CPU tiers ((" + std::to_string(layout.hostRows) +
+          " host rows + " + std::to_string(layout.hbmSlots) + " slots) x " +
+          std::to_string(layout.storedTokenBytes()) + " bytes in " +
+          std::to_string(layout.pools()) + " pools)" + injectedNote(Fault::HostAlloc));
     }
   }
 
@@ -66,8 +65,7 @@ public:
   const TierLayout &layout() const override { return layout_; }
 
   std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) override {
-    return bytes(host_[layout_.poolOf(layer)]) + row * layout_.tokenBytes() +
-           layout_.layerOffset(layer);
+    return bytes(host_[layout_.poolOf(layer)]) + layout_.rowOffset(layer, row);
   }
 
   void copyToHbm(const std::vector<RowCopy> &copies) override {
@@ -76,27 +74,24 @@ public:
                         " host rows into the HBM tier failed (injected fault)");
     // Whole tokens of every pool of the copy's group (a pool per layer, or
     // the group's one pool).
-    const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
     for (const RowCopy &copy : copies)
       for (std::int32_t l = layout_.firstLayer(copy.group);
            copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
         const std::size_t pool = layout_.poolOf(l);
+        const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes(pool));
         std::memcpy(bytes(hbm_[pool]) + static_cast<std::size_t>(copy.slot) * tokenBytes,
                     bytes(host_[pool]) + static_cast<std::size_t>(copy.hostRow) * tokenBytes,
                     tokenBytes);
       }
     if (!copies.empty() && copies.front().slot >= 0 && DHS_FAULT(CorruptCopy)) {
-      const std::size_t pool = layout_.poolOf(layout_.firstLayer(copies.front().group));
-      bytes(hbm_[pool])[static_cast<std::size_t>(copies.front().slot) * tokenBytes] ^= 0xff;
+      const std::int32_t layer = layout_.firstLayer(copies.front().group);
+      bytes(hbm_[layout_.poolOf(layer)])[layout_.rowOffset(layer, copies.front().slot)] ^= 0xff;
     }
   }
 
   void writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) override {
-    std::memcpy(bytes(hbm_[layout_.poolOf(layer)]) +
-                    static_cast<std::size_t>(slot) *
-                        static_cast<std::size_t>(layout_.tokenBytes()) +
-                    layout_.layerOffset(layer),
-                row, static_cast<std::size_t>(layout_.rowBytes));
+    std::memcpy(bytes(hbm_[layout_.poolOf(layer)]) + layout_.rowOffset(layer, slot), row,
+                static_cast<std::size_t>(layout_.rowBytes));
   }
 
   // The CPU keeps no device residency state.
@@ -124,8 +119,8 @@ private:
 };
 
 /// Draft rings, host vectors [W_draft][G * row_bytes] per group, and window
-/// rings, host vectors [pools][R][token] per request: plain copies with the
-/// modulo arithmetic.
+/// rings, host vectors per request of each pool's [R][token] one after
+/// another: plain copies with the modulo arithmetic.
 class CpuRings final : public RingStore {
 public:
   explicit CpuRings(const TierLayout &layout) : layout_(layout) {}
@@ -170,7 +165,7 @@ public:
   }
 
   void allocateWindowRings(std::int32_t index) override {
-    const std::size_t bytes = static_cast<std::size_t>(layout_.pools()) * layout_.windowRingBytes();
+    const std::size_t bytes = layout_.windowRingsBytes();
     try {
       if (DHS_FAULT(DeviceAlloc))
         throw std::bad_alloc();
@@ -195,7 +190,7 @@ public:
 
   /// Request index `index`'s window ring of a pool [R][token].
   const std::uint8_t *windowRing(std::int32_t index, std::size_t pool) const {
-    return windows_.at(index).data() + pool * layout_.windowRingBytes();
+    return windows_.at(index).data() + layout_.windowRingOffset(pool);
   }
 
 private:
@@ -312,7 +307,7 @@ public:
     const std::size_t pool = layout_.poolOf(layer);
     if (group.windowRing >= 0) {
       // The lanes' rings of this pool, [B][R][token].
-      const std::size_t ringBytes = layout_.windowRingBytes();
+      const std::size_t ringBytes = layout_.windowRingBytes(pool);
       std::vector<std::uint8_t> &ring = buffers_[static_cast<std::size_t>(group.windowRing)];
       std::fill(ring.begin(), ring.end(), 0);
       for (std::size_t b = 0; b < B; ++b)
@@ -326,7 +321,7 @@ public:
     view.host = reinterpret_cast<const std::uint8_t *>(storage_.hostPool(pool));
     view.hbmSlots = layout_.hbmSlots;
     view.hostRows = layout_.hostRows;
-    view.tokenBytes = layout_.tokenBytes();
+    view.tokenBytes = layout_.tokenBytes(pool);
     memory_.status = 0;
     launches_.resetFetched();
     try {

@@ -68,7 +68,7 @@ void CudaRings::freeDraftRings(std::int32_t index) { release(drafts_, index); }
 void CudaRings::allocateWindowRings(std::int32_t index) {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  const std::size_t bytes = static_cast<std::size_t>(layout_.pools()) * layout_.windowRingBytes();
+  const std::size_t bytes = layout_.windowRingsBytes();
   requireFree(bytes, "the window rings of a request");
   auto ring = std::make_unique<DeviceBuffer>(bytes, "a request's window rings");
   cuda.check(cuda.memsetD32(ring->get(), 0, bytes / 4), "clearing window rings");

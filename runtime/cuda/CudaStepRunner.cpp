@@ -355,11 +355,12 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   // The layer's launches over its pool.
   const std::size_t pool = layout_.poolOf(work.layer);
   // The lanes' window rings of this pool, side by side.
-  const std::size_t ringBytes = layout_.windowRingBytes();
+  const std::size_t ringBytes = layout_.windowRingBytes(pool);
   for (std::size_t b = 0; b < work.windowRequests.size(); ++b)
     if (work.windowRequests[b] >= 0 && binding.windowRing >= 0)
       cuda.check(cuda.memcpyDtoDAsync(argument(binding.windowRing) + b * ringBytes,
-                                      rings_.windowRings(work.windowRequests[b]) + pool * ringBytes,
+                                      rings_.windowRings(work.windowRequests[b]) +
+                                          layout_.windowRingOffset(pool),
                                       ringBytes, stream),
                  "gathering window rings");
   CudaStepBuffers buffers = buffers_;

@@ -12,23 +12,27 @@ CudaStorage::CudaStorage(const TierLayout &layout, std::shared_ptr<CudaQueue> qu
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   // Memory: check against what the device has before allocating.
-  const std::size_t tokenBytes = static_cast<std::size_t>(layout.tokenBytes());
-  const std::size_t hbmBytes =
-      static_cast<std::size_t>(layout.pools()) * layout.hbmSlots * tokenBytes;
+  const std::size_t hbmBytes = static_cast<std::size_t>(layout.hbmSlots) *
+                               static_cast<std::size_t>(layout.storedTokenBytes());
   std::size_t freeBytes = 0, totalBytes = 0;
   cuda.check(cuda.memGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo");
   if (hbmBytes + (64u << 20) > freeBytes)
     throw CapacityError("the HBM tier needs " + formatBytes(hbmBytes) + " (" +
-                        std::to_string(layout.pools()) + " pools x " +
-                        std::to_string(layout.hbmSlots) + " slots x " + std::to_string(tokenBytes) +
-                        " bytes), the device has " + formatBytes(freeBytes) + " free");
+                        std::to_string(layout.hbmSlots) + " slots x " +
+                        std::to_string(layout.storedTokenBytes()) + " bytes in " +
+                        std::to_string(layout.pools()) + " pools), the device has " +
+                        formatBytes(freeBytes) + " free");
   for (std::int32_t p = 0; p < layout.pools(); ++p) {
+    const std::size_t tokenBytes =
+        static_cast<std::size_t>(layout.tokenBytes(static_cast<std::size_t>(p)));
     pools_.hbm.push_back(std::make_unique<DeviceBuffer>(
         static_cast<std::size_t>(layout.hbmSlots) * tokenBytes, "HBM pool " + std::to_string(p)));
     pools_.host.push_back(std::make_unique<MappedHostBuffer>(
         static_cast<std::size_t>(layout.hostRows) * tokenBytes, "host store " + std::to_string(p)));
   }
-  snapshot_.resize(static_cast<std::size_t>(layout.hbmSlots) * tokenBytes);
+  // (The first pool's tokens are the largest.)
+  snapshot_.resize(static_cast<std::size_t>(layout.hbmSlots) *
+                   static_cast<std::size_t>(layout.tokenBytes(0)));
 }
 
 std::string CudaStorage::describe() const {
@@ -39,7 +43,7 @@ std::uint8_t *CudaStorage::hostRow(std::int32_t layer, std::int64_t row) {
   // The caller may write: nothing in flight may still read the store.
   queue_->quiesce();
   return static_cast<std::uint8_t *>(pools_.host[layout_.poolOf(layer)]->host()) +
-         row * layout_.tokenBytes() + layout_.layerOffset(layer);
+         layout_.rowOffset(layer, row);
 }
 
 void CudaStorage::writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) {
@@ -47,12 +51,9 @@ void CudaStorage::writeSlot(std::int32_t layer, std::int32_t slot, const std::ui
   // `row` when the call returns.
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  cuda.check(cuda.memcpyHtoDAsync(pools_.hbm[layout_.poolOf(layer)]->get() +
-                                      static_cast<std::size_t>(slot) *
-                                          static_cast<std::size_t>(layout_.tokenBytes()) +
-                                      static_cast<std::size_t>(layout_.layerOffset(layer)),
-                                  row, static_cast<std::size_t>(layout_.rowBytes),
-                                  queue_->stream()),
+  cuda.check(cuda.memcpyHtoDAsync(
+                 pools_.hbm[layout_.poolOf(layer)]->get() + layout_.rowOffset(layer, slot), row,
+                 static_cast<std::size_t>(layout_.rowBytes), queue_->stream()),
              "writing a pending row into HBM slot " + std::to_string(slot));
   queue_->submitted();
 }
@@ -66,24 +67,31 @@ void CudaStorage::copyToHbm(const std::vector<RowCopy> &copies) {
     placement_->place(copies, pools_);
     return;
   }
-  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.tokenBytes());
   // Every copy is one token of one pool, from the mapped host store to its
-  // slot; all of them go to the driver as one batch. (Releases need no
-  // copy.)
-  std::vector<CUdeviceptr> sources, destinations;
-  for (const RowCopy &copy : copies)
-    for (std::int32_t l = layout_.firstLayer(copy.group);
-         copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
-      const std::size_t pool = layout_.poolOf(l);
-      sources.push_back(pools_.host[pool]->device() +
-                        static_cast<std::size_t>(copy.hostRow) * tokenBytes);
-      destinations.push_back(pools_.hbm[pool]->get() +
-                             static_cast<std::size_t>(copy.slot) * tokenBytes);
-    }
-  copyBatch(destinations, sources, tokenBytes, queue_->stream(),
-            "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
-  if (!destinations.empty() && DHS_FAULT(CorruptCopy))
-    driver().check(driver().memsetD16Async(destinations.front(), 0x7fc1, 1, queue_->stream()),
+  // slot; all of them go to the driver as one batch per token size (the
+  // last pool's tokens may be smaller). (Releases need no copy.)
+  const std::size_t lastPool = static_cast<std::size_t>(layout_.pools() - 1);
+  CUdeviceptr first = 0;
+  for (bool last : {false, true}) {
+    std::vector<CUdeviceptr> sources, destinations;
+    for (const RowCopy &copy : copies)
+      for (std::int32_t l = layout_.firstLayer(copy.group);
+           copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
+        const std::size_t pool = layout_.poolOf(l);
+        if ((pool == lastPool) != last)
+          continue;
+        sources.push_back(pools_.host[pool]->device() + layout_.rowOffset(l, copy.hostRow));
+        destinations.push_back(pools_.hbm[pool]->get() + layout_.rowOffset(l, copy.slot));
+      }
+    if (destinations.empty())
+      continue;
+    first = first ? first : destinations.front();
+    copyBatch(destinations, sources,
+              static_cast<std::size_t>(layout_.tokenBytes(last ? lastPool : 0)), queue_->stream(),
+              "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
+  }
+  if (first && DHS_FAULT(CorruptCopy))
+    driver().check(driver().memsetD16Async(first, 0x7fc1, 1, queue_->stream()),
                    "corrupting a copied row (injected fault)");
   if (!copies.empty())
     queue_->submitted();
@@ -116,9 +124,11 @@ const std::uint8_t *CudaStorage::hbmSnapshot(std::int32_t layer) {
   queue_->makeCurrent();
   queue_->quiesce();
   if (!snapshot_.empty())
-    cuda.check(cuda.memcpyDtoH(snapshot_.data(), pools_.hbm[layout_.poolOf(layer)]->get(),
-                               snapshot_.size()),
-               "reading the HBM tier for a check");
+    cuda.check(
+        cuda.memcpyDtoH(snapshot_.data(), pools_.hbm[layout_.poolOf(layer)]->get(),
+                        static_cast<std::size_t>(layout_.hbmSlots) *
+                            static_cast<std::size_t>(layout_.tokenBytes(layout_.poolOf(layer)))),
+        "reading the HBM tier for a check");
   return snapshot_.data();
 }
 

@@ -92,8 +92,9 @@ struct TargetState {
     const TierLayout &layout = tiers.layout();
     for (std::int32_t l = 0; l < layout.layers; l += layout.layersPerPool) {
       const std::uint8_t *pool = tiers.hbmSnapshot(l);
-      s.hbm.emplace_back(pool, pool + static_cast<std::size_t>(layout.hbmSlots) *
-                                          static_cast<std::size_t>(layout.tokenBytes()));
+      s.hbm.emplace_back(pool,
+                         pool + static_cast<std::size_t>(layout.hbmSlots) *
+                                    static_cast<std::size_t>(layout.tokenBytes(layout.poolOf(l))));
     }
     for (std::uint64_t id : ids) {
       const std::int64_t len = rt.historyLen(id);

@@ -1,14 +1,13 @@
 //===- WholeModelTest.cpp - A compiled whole-model step in the runtime ----===//
 //
 // `dhs-compile examples/glm5.mlir` (the build compiles it into
-// compiled-steps/glm5): 78 layers in 20 layer groups of 4 (the last pool
-// padded), FP8 rows, 64 heads, top-2048, a verify step of 5 positions over
-// 8 requests, one staging arena planned across the groups and a miss plan
-// per group fetched once for its layers. The CPU backend loads it whole
-// (the arena the compiler planned), runs verify steps through it, and every
-// layer's output matches the fp64 reference over the rows the engine wrote
-// (and, bit for bit, the float oracle); each group's first layer reads the
-// union of the group's missing rows, its other layers none.
+// compiled-steps/glm5): 78 layers in 20 layer groups of 4 (the last group's
+// pool holds its own 2 layers per token), FP8 rows, 64 heads, top-2048, a verify step of 5
+// positions over 8 requests, one staging arena planned across the groups and a miss plan per group
+// fetched once for its layers. The CPU backend loads it whole (the arena the compiler planned),
+// runs verify steps through it, and every layer's output matches the fp64 reference over the rows
+// the engine wrote (and, bit for bit, the float oracle); each group's first layer reads the union
+// of the group's missing rows, its other layers none.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,12 +71,38 @@ TEST_CASE("the whole-model GLM-5 step runs verify steps on the CPU: every layer 
   const ProblemShape &shape = rt.shape();
   REQUIRE(shape.queries == Q);
   REQUIRE(shape.topk == K);
+  // The tiers store each group's own layers: 78 rows per token, the last
+  // pool's tokens 2 rows.
+  const TierLayout &layout = rt.storageForTesting().layout();
+  CHECK(layout.pools() == 20);
+  CHECK(layout.layersIn(0) == 4);
+  CHECK(layout.layersIn(19) == 2);
+  CHECK(rt.stats().hostBytesCapacity == 1024 * L * 656);
+  CHECK(rt.stats().hbmBytesCapacity == 1024 * L * 656);
+  {
+    // The same step with a padded last pool (4 layers per token for 2
+    // layers) is refused.
+    Manifest padded = manifest;
+    padded.arguments[static_cast<std::size_t>(plan.groups.back().pool)].pool.layers = 4;
+    CHECK_THROWS_WITH(Runtime(config).loadStep(padded),
+                      Catch::Contains("layer group 19 of the step") &&
+                          Catch::Contains("has 2 layers over a pool of 4 layers per token") &&
+                          Catch::Contains("declare its pool with layers = 2"));
+  }
 
   Shadow shadow(L, RowFormat::MlaFp8);
   const std::int64_t rowBytes = shadow.rowBytes;
   const std::uint64_t ids[2] = {3, 4};
   dhs::test::admitRandom(rt, shadow, rng, ids[0], 300, 400);
   dhs::test::admitRandom(rt, shadow, rng, ids[1], 170, 400);
+  {
+    // HBM in use: each group's resident tokens of its own layers.
+    std::int64_t used = 0;
+    for (std::int32_t g = 0; g < 20; ++g)
+      used += rt.controller().occupancy(g).used * (std::min(L, (g + 1) * G) - g * G) * 656;
+    CHECK(used > 0);
+    CHECK(rt.stats().hbmBytesUsed == used);
+  }
   const std::int64_t batch = 2, perLane = Q * K;
   const std::int64_t qPerLane = Q * H * 576, oPerLane = Q * H * 512;
   double worst = 0.0;
