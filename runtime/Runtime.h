@@ -21,11 +21,13 @@
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
+#include "runtime/core/TopK.h"
 #include "runtime/residency/Residency.h"
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -289,6 +291,26 @@ public:
   /// As loadAcceptStep, from a parsed manifest.
   void loadAcceptStep(const Manifest &manifest);
 
+  /// Loads a compiled top-k step (examples/topk_step.mlir: dhs.topk over
+  /// scores f32 [B, Q, N], history_len i32 [B], rows i32 [B, Q, K]) for
+  /// topK; independent of the attention step, loadable before it. Throws
+  /// StateError (loaded already), Error (not a top-k step: named).
+  void loadTopKStep(const std::string &stepDirectory);
+  /// As loadTopKStep, from a parsed manifest.
+  void loadTopKStep(const Manifest &manifest);
+  /// The loaded top-k step's shapes, if one is loaded.
+  const std::optional<TopKShape> &topKStep() const { return topK_; }
+  /// Runs the loaded top-k step for `batch` lanes (1 .. B): for each lane
+  /// and position q of Q, the K highest of scores [batch][Q][N] among rows
+  /// [0, historyLen[b] - (Q - 1 - q)), ties to the lower row id, in
+  /// descending score order, -1 past the visible rows, into rows
+  /// [batch][Q][K] (host memory). Every backend runs the kernel's exact
+  /// semantics on the host (core/TopK.h). Throws StateError (no top-k step),
+  /// InputError (null pointers, a batch outside 1 .. B, a history length
+  /// outside 0 .. N: nothing written).
+  void topK(const float *scores, const std::int32_t *historyLen, std::int64_t batch,
+            std::int32_t *rows) const;
+
   /// Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
   /// compiled by dhs-compile: ring_index + copy_rows launches) whose kernels
   /// run the draft rings on CUDA; the CPU tiers only check it. Its rings must
@@ -513,6 +535,7 @@ private:
   SpecStats specTotals_;
   std::unordered_map<std::uint64_t, SpecStats> specByRequest_;
   std::array<bool, 2> acceptLoaded_{}; // [AcceptRule] an accept step is loaded
+  std::optional<TopKShape> topK_;      // the top-k step's shapes, once loaded
 };
 
 } // namespace dhs::runtime

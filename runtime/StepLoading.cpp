@@ -2,8 +2,8 @@
 //
 // Runtime::loadStep and its kin: a layer group's attention steps indexed by
 // the pool layer they read, the tiers' layout, the residency controller's
-// config, the backend, the host-memory check, and the steps the tiers run
-// beside them (draft rings, placement).
+// config, the backend, the host-memory check, the steps the tiers run
+// beside them (draft rings, placement), and the top-k step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -503,6 +503,38 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
   tiers_.storage->setPlacementStep(manifest, *controller_);
   controller_->setReleaseLog(&releases_);
   placementStepLoaded_ = true;
+}
+
+void Runtime::loadTopKStep(const std::string &stepDirectory) {
+  if (topK_)
+    throw StateError("a top-k step is already loaded");
+  // (Every backend runs its selection on the host: its PTX is not needed.)
+  ManifestLoadOptions options;
+  options.requirePtx = false;
+  loadTopKStep(Manifest::load(stepDirectory, options));
+}
+
+void Runtime::loadTopKStep(const Manifest &manifest) {
+  if (topK_)
+    throw StateError("a top-k step is already loaded");
+  topK_ = topKShapeOf(manifest);
+}
+
+void Runtime::topK(const float *scores, const std::int32_t *historyLen, std::int64_t batch,
+                   std::int32_t *rows) const {
+  if (!topK_)
+    throw StateError("no top-k step is loaded");
+  if (!scores || !historyLen || !rows)
+    throw InputError("null scores, history lengths or rows");
+  if (batch < 1 || batch > topK_->batch)
+    throw InputError("a top-k batch of " + std::to_string(batch) + " lanes; the top-k step takes 1 .. " +
+                     std::to_string(topK_->batch));
+  for (std::int64_t b = 0; b < batch; ++b)
+    if (historyLen[b] < 0 || historyLen[b] > topK_->scored)
+      throw InputError("history length " + std::to_string(historyLen[b]) + " of lane " +
+                       std::to_string(b) + " is outside 0 .. " + std::to_string(topK_->scored) +
+                       " (the rows the top-k step scores)");
+  selectTopK(*topK_, batch, scores, historyLen, rows);
 }
 
 } // namespace dhs::runtime

@@ -99,6 +99,13 @@ std::vector<Prefill> makePrefills(const Model &model, const DecodeOptions &optio
   if (options.prompt < 2)
     throw DecodeError("--prompt must be at least 2 tokens");
   std::vector<Prefill> prefills(options.requests);
+  // A runtime for the prompts' top-k selections only.
+  dhs_runtime_config config;
+  dhs_runtime_config_init(&config);
+  dhs_runtime *rt = nullptr;
+  check(dhs_runtime_create(&config, &rt), "dhs_runtime_create");
+  std::unique_ptr<dhs_runtime, void (*)(dhs_runtime *)> owner(rt, dhs_runtime_destroy);
+  const TopK topk(rt, options.steps + "/topk", c);
   for (int b = 0; b < options.requests; ++b) {
     Prefill &p = prefills[b];
     std::uint64_t state = mix(options.seed * 1000003ull + static_cast<std::uint64_t>(b));
@@ -112,7 +119,7 @@ std::vector<Prefill> makePrefills(const Model &model, const DecodeOptions &optio
     const std::vector<std::vector<float>> none(c.groups());
     std::vector<Lane> lanes{{p.prompt.data(), static_cast<int>(n), 0, &none}};
     HostPort port(model, lanes, static_cast<int>(n));
-    BlockResult r = forwardBlock(model, lanes, static_cast<int>(n), port);
+    BlockResult r = forwardBlock(model, lanes, static_cast<int>(n), port, &topk);
     p.rows = std::move(r.rows); // [layers][1][n][576]
     for (int g = 0; g < c.groups(); ++g)
       p.keys.emplace_back(r.keys.begin() + static_cast<std::size_t>(g) * n * c.indexDim,
@@ -173,6 +180,7 @@ Session::Session(const Model &model, const std::vector<Prefill> &prefills,
                   rt, (options.steps + "/q" + std::to_string(Q) + "/" + rule).c_str()),
               "dhs_runtime_load_accept_step");
     }
+    topk = std::make_unique<TopK>(rt, options.steps + "/topk", c);
     check(dhs_runtime_get_shape(rt, &shape), "dhs_runtime_get_shape");
     if (shape.queries != Q || shape.topk != c.topk || shape.heads != c.heads ||
         shape.row_bytes != ModelConfig::kRowBytes || shape.batch < R)
@@ -220,7 +228,7 @@ DecodeResult decode(const Model &model, const std::vector<Prefill> &prefills,
     StepPort port(s.rt);
     BlockResult r;
     try {
-      r = forwardBlock(model, lanes, 1, port);
+      r = forwardBlock(model, lanes, 1, port, s.topk.get());
       check(dhs_step_end(s.rt), "dhs_step_end");
     } catch (...) {
       dhs_step_abort(s.rt);

@@ -12,6 +12,7 @@
 #ifndef DHS_EXAMPLES_DECODE_DECODER_H
 #define DHS_EXAMPLES_DECODE_DECODER_H
 
+#include "examples/decode/Forward.h"
 #include "examples/decode/Model.h"
 #include "runtime/capi/dhs_runtime.h"
 
@@ -73,8 +74,9 @@ struct Prefill {
   std::int64_t draftStart = 0;          ///< position of draftRows' first token
 };
 
-/// Prompts from `seed` and their prefills (host; done once per model and
-/// options, shared by every session).
+/// Prompts from `seed` and their prefills (host, the indexer's top-k
+/// through a runtime of their own; done once per model and options, shared
+/// by every session).
 std::vector<Prefill> makePrefills(const Model &model, const DecodeOptions &options);
 
 /// What a session decoded.
@@ -107,6 +109,7 @@ struct Session {
 
   dhs_runtime *rt = nullptr;
   dhs_step_shape shape{};
+  std::unique_ptr<TopK> topk; ///< the indexer's top-k, in `rt`
   std::vector<std::uint64_t> ids;
   std::vector<std::vector<int>> tokens;              ///< prompt + generated
   std::vector<std::vector<std::vector<float>>> keys; ///< per request [groups][pos * D]

@@ -57,7 +57,7 @@ std::int64_t draftPrefill(const Model &model, const std::vector<int> &tokens, st
     const int count = static_cast<int>(p - from);
     WindowPort port(model.config(), rows.data() + (from - start) * token, count);
     Lane lane{&tokens[p], 1, p, nullptr};
-    const BlockResult r = forwardBlock(model, {lane}, 1, port, /*indexer=*/false);
+    const BlockResult r = forwardBlock(model, {lane}, 1, port, /*topk=*/nullptr);
     appendRows(r, L, rows);
   }
   return start;
@@ -96,7 +96,7 @@ std::vector<float> Drafter::step(Ring &r, int token, std::int64_t position) {
     check(dhs_draft_read(runtime_, r.id, position, count, window.data()), "dhs_draft_read");
   WindowPort port(model_.config(), window.data(), count);
   Lane lane{&token, 1, position, nullptr};
-  BlockResult result = forwardBlock(model_, {lane}, 1, port, /*indexer=*/false);
+  BlockResult result = forwardBlock(model_, {lane}, 1, port, /*topk=*/nullptr);
   std::vector<std::uint16_t> rows;
   appendRows(result, L, rows);
   check(dhs_draft_append(runtime_, r.id, position, 1, rows.data()), "dhs_draft_append");

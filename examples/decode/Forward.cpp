@@ -2,6 +2,8 @@
 
 #include "examples/decode/Forward.h"
 
+#include "examples/decode/Decoder.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,8 +11,28 @@
 
 namespace dhs::decode {
 
+TopK::TopK(dhs_runtime *rt, const std::string &directory, const ModelConfig &config) : rt_(rt) {
+  check(dhs_runtime_load_topk_step(rt, directory.c_str(), &shape_), "dhs_runtime_load_topk_step");
+  if (shape_.positions != 1 || shape_.k != config.topk)
+    throw DecodeError("the top-k step " + directory + " selects " + std::to_string(shape_.k) +
+                      " rows for " + std::to_string(shape_.positions) +
+                      " positions per lane; the model needs " + std::to_string(config.topk) +
+                      " for 1");
+}
+
+void TopK::select(const float *scores, const std::int32_t *visible, std::int64_t count,
+                  std::int32_t *rows) const {
+  for (std::int64_t first = 0; first < count; first += shape_.batch) {
+    const std::int64_t lanes = std::min(shape_.batch, count - first);
+    check(dhs_topk(rt_, scores + first * shape_.scored, visible + first, lanes,
+                   rows + first * shape_.k),
+          "dhs_topk");
+  }
+}
+
 BlockResult forwardBlock(const Model &model, const std::vector<Lane> &lanes, int Q,
-                         AttentionPort &port, bool indexer) {
+                         AttentionPort &port, const TopK *topk) {
+  const bool indexer = topk != nullptr;
   const ModelConfig &c = model.config();
   const int batch = static_cast<int>(lanes.size()), d = c.hidden, H = c.heads;
   const int K = c.topk, D = c.indexDim;
@@ -23,8 +45,9 @@ BlockResult forwardBlock(const Model &model, const std::vector<Lane> &lanes, int
   result.keys.assign(static_cast<std::size_t>(c.groups()) * positions * D, 0.0f);
   std::vector<float> h(positions * d, 0.0f), x(d);
   std::vector<std::uint16_t> queries(positions * H * QK, 0), output(positions * H * V, 0);
-  std::vector<std::int32_t> selections(positions * K, -1);
+  std::vector<std::int32_t> selections(positions * K, -1), visible(positions, 0);
   std::vector<float> scores, iq(static_cast<std::size_t>(c.indexHeads) * D), iw(c.indexHeads);
+  const std::size_t N = indexer ? static_cast<std::size_t>(topk->scored()) : 0;
 
   auto valid = [&](int b, int q) { return q < lanes[b].count; };
   for (int b = 0; b < batch; ++b)
@@ -52,8 +75,10 @@ BlockResult forwardBlock(const Model &model, const std::vector<Lane> &lanes, int
       }
     if (first && indexer) {
       // Position q of lane b scores the history's keys and the block's
-      // positions before q; the top K are its selections.
-      std::fill(selections.begin(), selections.end(), -1);
+      // positions before q; the top K (through dhs) are its selections.
+      // Positions past a lane's block see nothing and select nothing.
+      scores.assign(positions * N, 0.0f);
+      std::fill(visible.begin(), visible.end(), 0);
       for (int b = 0; b < batch; ++b) {
         const std::vector<float> &history = (*lanes[b].keys)[group];
         for (int q = 0; q < lanes[b].count; ++q) {
@@ -61,20 +86,26 @@ BlockResult forwardBlock(const Model &model, const std::vector<Lane> &lanes, int
           model.norm(&h[p * d], x.data());
           model.indexQuery(group, x.data(), iq.data(), iw.data());
           const std::int64_t start = lanes[b].start;
-          scores.resize(static_cast<std::size_t>(start + q));
+          if (static_cast<std::size_t>(start + q) > N)
+            throw DecodeError("position " + std::to_string(start + q) +
+                                        " selects from more rows than the top-k step scores (" +
+                                        std::to_string(N) + ")");
+          float *score = &scores[p * N];
           for (std::int64_t r = 0; r < start; ++r)
-            scores[r] = model.indexScore(iq.data(), iw.data(), &history[r * D]);
+            score[r] = model.indexScore(iq.data(), iw.data(), &history[r * D]);
           for (int i = 0; i < q; ++i)
-            scores[start + i] = model.indexScore(iq.data(), iw.data(),
-                                                 keys + (static_cast<std::size_t>(b) * Q + i) * D);
+            score[start + i] = model.indexScore(iq.data(), iw.data(),
+                                                keys + (static_cast<std::size_t>(b) * Q + i) * D);
           // The newest rows are always selected (DSA's selections keep the
           // local window); the indexer's best fill the rest.
           for (std::int64_t r = std::max<std::int64_t>(0, start + q - c.localWindow); r < start + q;
                ++r)
-            scores[r] = INFINITY;
-          topK(scores.data(), static_cast<int>(scores.size()), K, &selections[p * K]);
+            score[r] = INFINITY;
+          visible[p] = static_cast<std::int32_t>(start + q);
         }
       }
+      topk->select(scores.data(), visible.data(), static_cast<std::int64_t>(positions),
+                   selections.data());
       port.select(group, selections.data());
     }
     port.writeRows(layer, rows);

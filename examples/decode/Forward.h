@@ -4,8 +4,8 @@
 // Q consecutive positions of one sequence (Q = 1: a plain decode step; Q =
 // gamma + 1: a verify block; the drafter and the prefill run Q = 1 too).
 // Layer by layer: normalize, compute the layer's KV rows of every position,
-// at a group's first layer run the indexer and hand its top-k selections to
-// the attention port, hand it the rows, compute queries, attend through the
+// at a group's first layer run the indexer, select its top k through dhs
+// (dhs_topk) and hand the selections to the attention port, hand it the rows, compute queries, attend through the
 // port, add the attention and MLP branches. The port is where attention runs:
 // the dhs runtime (a step in parts, or a verify step) or the host.
 //
@@ -19,8 +19,10 @@
 #define DHS_EXAMPLES_DECODE_FORWARD_H
 
 #include "examples/decode/Model.h"
+#include "runtime/capi/dhs_runtime.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dhs::decode {
@@ -37,6 +39,29 @@ public:
   /// Layer `layer`'s attention: queries [batch][Q][H][576] bf16 in, output
   /// [batch][Q][H][512] bf16 out.
   virtual void attend(int layer, const std::uint16_t *queries, std::uint16_t *output) = 0;
+};
+
+/// The indexer's top-k through dhs: a runtime with dhs-decode's compiled
+/// top-k step loaded, each position one lane of it (one position per lane,
+/// its own causal bound).
+class TopK {
+public:
+  /// Loads the top-k step in `directory` into `rt` (not owned) and checks
+  /// that it selects `config.topk` rows for one position per lane. Throws
+  /// DecodeError.
+  TopK(dhs_runtime *rt, const std::string &directory, const ModelConfig &config);
+  /// N: rows scored per position (a position's history and block rows).
+  std::int64_t scored() const { return shape_.scored; }
+  /// The top K rows of `count` positions (dhs_topk, in chunks of the
+  /// step's lanes): scores [count][N], of which position p sees the first
+  /// visible[p]; ids into rows [count][K], in descending score order, ties
+  /// to the lower id, -1 past the visible rows. Throws DecodeError.
+  void select(const float *scores, const std::int32_t *visible, std::int64_t count,
+              std::int32_t *rows) const;
+
+private:
+  dhs_runtime *rt_;
+  dhs_topk_shape shape_{};
 };
 
 /// One lane of a block.
@@ -60,11 +85,11 @@ struct BlockResult {
   }
 };
 
-/// Runs the lanes through the model with Q positions per lane. With
-/// `indexer` false no selections are made (a port that attends to a fixed
-/// window, the drafter's).
+/// Runs the lanes through the model with Q positions per lane, the
+/// indexer's selections made by `topk`. With `topk` null no selections are
+/// made (a port that attends to a fixed window, the drafter's).
 BlockResult forwardBlock(const Model &model, const std::vector<Lane> &lanes, int Q,
-                         AttentionPort &port, bool indexer = true);
+                         AttentionPort &port, const TopK *topk);
 
 /// An attention port on the host for lanes without history (start 0): the
 /// block's positions attend to each other's rows. The prefill runs each

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 namespace dhs::decode {
 
@@ -265,18 +264,6 @@ void hostAttention(const std::uint16_t *queries, int heads, const std::uint16_t 
     for (int i = 0; i < V; ++i)
       out[i] = toBf16(acc[i] / sum);
   }
-}
-
-void topK(const float *scores, int count, int k, std::int32_t *ids) {
-  std::vector<std::int32_t> order(count);
-  std::iota(order.begin(), order.end(), 0);
-  const int take = std::min(count, k);
-  std::partial_sort(order.begin(), order.begin() + take, order.end(),
-                    [&](std::int32_t a, std::int32_t b) {
-                      return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-                    });
-  for (int i = 0; i < k; ++i)
-    ids[i] = i < take ? order[i] : -1;
 }
 
 int argmax(const float *values, int count) {

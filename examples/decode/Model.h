@@ -108,10 +108,6 @@ private:
 void hostAttention(const std::uint16_t *queries, int heads, const std::uint16_t *const *rows,
                    int count, std::uint16_t *output);
 
-/// Top-k of scores[0..count): ids of the `k` highest scores in descending
-/// order, ties to the lower id, -1 past count (the dhs.topk rule).
-void topK(const float *scores, int count, int k, std::int32_t *ids);
-
 /// Index of the largest value (the lowest index on ties).
 int argmax(const float *values, int count);
 

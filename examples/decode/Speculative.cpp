@@ -148,7 +148,7 @@ DecodeResult decodeSpeculative(const Model &model, const std::vector<Prefill> &p
     BlockResult r;
     try {
       VerifyPort port(s.rt);
-      r = forwardBlock(model, lanes, Q, port);
+      r = forwardBlock(model, lanes, Q, port, s.topk.get());
     } catch (...) {
       dhs_step_abort(s.rt);
       throw;

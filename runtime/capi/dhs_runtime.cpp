@@ -475,6 +475,29 @@ dhs_status dhs_runtime_load_accept_step(dhs_runtime *runtime, const char *step_d
   return onLoaded("dhs_runtime_load_accept_step", DHS_ERROR_STEP, runtime,
                   [&](Runtime &rt) { rt.loadAcceptStep(stepDirectory(step_directory)); });
 }
+dhs_status dhs_runtime_load_topk_step(dhs_runtime *runtime, const char *step_directory,
+                                      dhs_topk_shape *shape) {
+  return onHandle("dhs_runtime_load_topk_step", DHS_ERROR_STEP, runtime, [&](Runtime &rt) {
+    rt.loadTopKStep(stepDirectory(step_directory));
+    if (shape) {
+      const TopKShape &s = *rt.topKStep();
+      *shape = dhs_topk_shape{s.batch, s.positions, s.scored, s.k};
+    }
+  });
+}
+dhs_status dhs_topk(const dhs_runtime *runtime, const float *scores, const int32_t *history_len,
+                    int64_t batch, int32_t *rows) {
+  const char *where = "dhs_topk";
+  return guarded(where, DHS_ERROR_INTERNAL, [&] {
+    if (!runtime)
+      return failWith(DHS_ERROR_INVALID_HANDLE, where, "null runtime handle");
+    if (!runtime->runtime->topKStep())
+      return failWith(DHS_ERROR_NOT_LOADED, where,
+                      "no top-k step is loaded (call dhs_runtime_load_topk_step first)");
+    runtime->runtime->topK(scores, history_len, batch, rows);
+    return DHS_OK;
+  });
+}
 static void copySpecStats(const SpecStats &s, dhs_spec_stats *stats) {
   std::memset(stats, 0, sizeof(*stats));
   stats->verify_steps = s.verifySteps;

@@ -378,6 +378,36 @@ dhs_status dhs_verify_accept(dhs_runtime *runtime, int32_t rule, int32_t vocab, 
  *  its rule is loaded. */
 dhs_status dhs_runtime_load_accept_step(dhs_runtime *runtime, const char *step_directory);
 
+/** The shapes of a top-k step. */
+typedef struct dhs_topk_shape {
+  int64_t batch;     /**< B: lanes per call, at most */
+  int64_t positions; /**< Q: query positions per lane */
+  int64_t scored;    /**< N: scored rows per position */
+  int64_t k;         /**< K: selections per position */
+} dhs_topk_shape;
+
+/** Loads a compiled top-k step (examples/topk_step.mlir: dhs.topk over
+ *  scores f32 [B][Q][N], history_len int32 [B], rows int32 [B][Q][K]) for
+ *  dhs_topk; any time, once. Its shapes go to `shape` unless it is NULL.
+ *  DHS_ERROR_INVALID_HANDLE (null runtime), DHS_ERROR_INVALID_ARGUMENT
+ *  (null directory), DHS_ERROR_STEP (not a top-k step, or a manifest that
+ *  does not load), DHS_ERROR_STATE (one is loaded already). */
+dhs_status dhs_runtime_load_topk_step(dhs_runtime *runtime, const char *step_directory,
+                                      dhs_topk_shape *shape);
+
+/** Runs the loaded top-k step for `batch` lanes (1 .. B): for each lane b
+ *  and position q of Q, the ids of the K highest of scores[b][q][0 .. N)
+ *  among the rows position q sees, [0, history_len[b] - (Q - 1 - q)),
+ *  into rows [batch][Q][K]: in descending score order, ties to the lower
+ *  row id, -1 past the visible rows (the kernel's order of every float
+ *  pattern: -0 below +0, NaNs by sign above +inf or below -inf). Host
+ *  memory. Every backend computes exactly what the compiled kernel does.
+ *  DHS_ERROR_INVALID_HANDLE (null runtime), DHS_ERROR_NOT_LOADED (no
+ *  top-k step), DHS_ERROR_INVALID_ARGUMENT (null pointers, a batch outside
+ *  1 .. B, a history length outside 0 .. N; nothing written). */
+dhs_status dhs_topk(const dhs_runtime *runtime, const float *scores, const int32_t *history_len,
+                    int64_t batch, int32_t *rows);
+
 /** Speculation statistics (whole runtime, or one request with
  *  dhs_request_spec_stats). */
 typedef struct dhs_spec_stats {

@@ -181,6 +181,17 @@ public:
   void loadAcceptStep(const std::string &directory) {
     check(dhs_runtime_load_accept_step(handle_, directory.c_str()));
   }
+  /// Loads a compiled top-k step (dhs_runtime_load_topk_step); its shapes.
+  dhs_topk_shape loadTopKStep(const std::string &directory) {
+    dhs_topk_shape shape;
+    check(dhs_runtime_load_topk_step(handle_, directory.c_str(), &shape));
+    return shape;
+  }
+  /// Runs the loaded top-k step (dhs_topk).
+  void topK(const float *scores, const std::int32_t *historyLen, std::int64_t batch,
+            std::int32_t *rows) const {
+    check(dhs_topk(handle_, scores, historyLen, batch, rows));
+  }
   /// Speculation statistics of the runtime.
   dhs_spec_stats specStats() const {
     dhs_spec_stats s;

@@ -232,8 +232,9 @@ void failedAttentionWorker() {
   Session s(BackendKind::Cpu, /*checks=*/true, /*cpuThreads=*/4);
   s.startTwo(600, 400);
   const RuntimeStats before = s.rt->stats();
-  // Two lanes: the first layer's two (request, query) pairs run on two
-  // workers; the second to reach its scratch fails.
+  // The first layer's (request, query) pairs (the step's batch of 4: 2
+  // lanes and 2 of padding) run on 4 workers; the second to reach its
+  // scratch fails.
   faults::arm(Fault::HostAlloc, /*skip=*/1);
   CHECK_THROWS_MATCHES(s.stepAndCheck({1, 2}), CapacityError,
                        Catch::Matchers::Predicate<CapacityError>([](const CapacityError &e) {
@@ -244,7 +245,8 @@ void failedAttentionWorker() {
                                 what.find("(injected fault)") != std::string::npos;
                        }));
   CHECK(faults::failed(Fault::HostAlloc) == 1);
-  CHECK(faults::reached(Fault::HostAlloc) == 2);
+  CHECK(faults::reached(Fault::HostAlloc) >= 2);
+  CHECK(faults::reached(Fault::HostAlloc) <= 4);
   const RuntimeStats after = s.rt->stats();
   CHECK(after.steps == before.steps);
   CHECK(after.totals.promoted == before.totals.promoted);

@@ -5,17 +5,28 @@
 // On a GPU the ids must equal a CPU selection (score descending, ties to the
 // lower id, -1 past the visible rows) on fresh random scores that include
 // ties, negative scores and histories shorter than k; a history longer than
-// its scores must set status bit 16 and select within the scored rows.
+// its scores must set status bit 16 and select within the scored rows; and
+// the host's selection (core/TopK.h, what every backend's dhs_topk runs)
+// must give the kernel's ids bit for bit. The host selection is checked
+// everywhere against an independent reference over every kind of float
+// (ties, +-0, +-inf, NaNs of both signs), and through the runtime and the C
+// API with a status per documented error.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelTestUtil.h"
 
+#include "runtime/Runtime.h"
+#include "runtime/capi/dhs_runtime.h"
+#include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/core/TopK.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -74,5 +85,156 @@ TEST_CASE("the generated top-k kernel selects the highest-scoring rows", "[cuda]
         }
       }
     CHECK(mismatches == 0);
+    // The host selection the runtime runs gives the kernel's ids and status.
+    std::vector<std::int32_t> host(B * Q * K, 12345);
+    const TopKShape shape{static_cast<std::int64_t>(B), static_cast<std::int64_t>(Q),
+                          static_cast<std::int64_t>(N), static_cast<std::int64_t>(K)};
+    CHECK(selectTopK(shape, static_cast<std::int64_t>(B), scores.data(), length.data(),
+                     host.data()) == word);
+    CHECK(host == rows);
   }
+}
+
+namespace {
+
+/// Scores of every kind: normal values, a handful of tied values, +-0,
+/// +-inf and NaNs of both signs.
+std::vector<float> mixedScores(std::mt19937_64 &rng, std::size_t count) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  auto bits = [](std::uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  };
+  const float specials[] = {0.0f,         -0.0f,           INFINITY,        -INFINITY,
+                            bits(0x7fc00000u), bits(0xffc00000u), bits(0x7fc00001u), 1.0f,
+                            -2.0f};
+  std::vector<float> scores(count);
+  for (float &s : scores)
+    s = rng() % 6 == 0 ? specials[rng() % std::size(specials)] : normal(rng);
+  return scores;
+}
+
+/// An independent reference of the kernel's order: NaNs with the sign bit
+/// below everything, then the numbers ascending with -0 below +0, then the
+/// other NaNs, NaNs among themselves by payload; equal scores to the lower
+/// id.
+bool ranksHigher(float a, std::int32_t ia, float b, std::int32_t ib) {
+  auto rank = [](float x) { return std::isnan(x) ? (std::signbit(x) ? 0 : 2) : 1; };
+  auto payload = [](float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u & 0x7fffffu;
+  };
+  if (rank(a) != rank(b))
+    return rank(a) > rank(b);
+  if (rank(a) == 1 && a != b)
+    return a > b;
+  if (rank(a) == 1 && std::signbit(a) != std::signbit(b))
+    return !std::signbit(a);
+  if (rank(a) != 1 && payload(a) != payload(b))
+    return rank(a) == 2 ? payload(a) > payload(b) : payload(a) < payload(b);
+  return ia < ib;
+}
+
+} // namespace
+
+TEST_CASE("the host top-k selects as the kernel does: every float, ties, causal bounds",
+          "[topk]") {
+  DHS_SEEDED_RNG(rng, 1710);
+  const std::int64_t B = 5, Q = 3, N = 300, K = 40;
+  const TopKShape shape{B, Q, N, K};
+  for (int round = 0; round < 4; ++round) {
+    const std::vector<float> scores = mixedScores(rng, B * Q * N);
+    // Histories: empty, below K, within the scores, all of them, and (round
+    // 3) one beyond them.
+    std::vector<std::int32_t> length = {0, static_cast<std::int32_t>(1 + rng() % K),
+                                        static_cast<std::int32_t>(K + rng() % (N - K)),
+                                        static_cast<std::int32_t>(N), 2};
+    if (round == 3)
+      length[4] = N + 5;
+    std::vector<std::int32_t> rows(B * Q * K, 12345);
+    const std::uint32_t status = selectTopK(shape, B, scores.data(), length.data(), rows.data());
+    CHECK(status == (round == 3 ? static_cast<std::uint32_t>(abi::kStatusHistoryBeyondScores) : 0u));
+    std::int64_t selected = 0;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t q = 0; q < Q; ++q) {
+        const float *row = &scores[(b * Q + q) * N];
+        const std::int64_t visible = std::clamp<std::int64_t>(length[b] - (Q - 1 - q), 0, N);
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(visible));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::sort(ids.begin(), ids.end(), [&](std::int32_t x, std::int32_t y) {
+          return ranksHigher(row[x], x, row[y], y);
+        });
+        for (std::int64_t k = 0; k < K; ++k) {
+          const std::int32_t expected = k < visible ? ids[static_cast<std::size_t>(k)] : -1;
+          INFO("lane " << b << " position " << q << " k " << k);
+          REQUIRE(rows[(b * Q + q) * K + k] == expected);
+          selected += expected >= 0;
+        }
+      }
+    CHECK(selected > K * Q); // not all -1
+  }
+}
+
+TEST_CASE("top-k through the runtime and the C API: the kernel's selection, a status per error",
+          "[topk][capi]") {
+  const std::string step = dhs::test::compiledStepsDir() + "/topk";
+  if (!dhs::test::compiledStepOrSkip("topk"))
+    return;
+  DHS_SEEDED_RNG(rng, 1720);
+  // The step: scores [4, 2, 16384], rows [4, 2, 512].
+  const std::int64_t B = 4, Q = 2, N = 16384, K = 512, batch = 3;
+  dhs_runtime_config config;
+  dhs_runtime_config_init(&config);
+  dhs_runtime *rt = nullptr;
+  REQUIRE(dhs_runtime_create(&config, &rt) == DHS_OK);
+  const std::vector<float> scores = mixedScores(rng, B * Q * N);
+  std::vector<std::int32_t> length = {static_cast<std::int32_t>(1 + rng() % N), 300, 0, 9};
+  std::vector<std::int32_t> rows(B * Q * K, 777);
+  CHECK(dhs_topk(nullptr, scores.data(), length.data(), batch, rows.data()) ==
+        DHS_ERROR_INVALID_HANDLE);
+  CHECK(dhs_topk(rt, scores.data(), length.data(), batch, rows.data()) == DHS_ERROR_NOT_LOADED);
+  CHECK_THAT(std::string(dhs_last_error()), Catch::Contains("dhs_runtime_load_topk_step"));
+  CHECK(dhs_runtime_load_topk_step(nullptr, step.c_str(), nullptr) == DHS_ERROR_INVALID_HANDLE);
+  CHECK(dhs_runtime_load_topk_step(rt, nullptr, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
+  const std::string accept = dhs::test::compiledStepsDir() + "/accept";
+  CHECK(dhs_runtime_load_topk_step(rt, accept.c_str(), nullptr) == DHS_ERROR_STEP);
+  CHECK_THAT(std::string(dhs_last_error()), Catch::Contains("is not a top-k step"));
+  CHECK(dhs_runtime_load_topk_step(rt, "/nonexistent/topk", nullptr) == DHS_ERROR_STEP);
+  dhs_topk_shape shape{};
+  REQUIRE(dhs_runtime_load_topk_step(rt, step.c_str(), &shape) == DHS_OK);
+  CHECK(shape.batch == B);
+  CHECK(shape.positions == Q);
+  CHECK(shape.scored == N);
+  CHECK(shape.k == K);
+  CHECK(dhs_runtime_load_topk_step(rt, step.c_str(), nullptr) == DHS_ERROR_STATE);
+
+  // Bad input: nothing written.
+  CHECK(dhs_topk(rt, nullptr, length.data(), batch, rows.data()) == DHS_ERROR_INVALID_ARGUMENT);
+  CHECK(dhs_topk(rt, scores.data(), nullptr, batch, rows.data()) == DHS_ERROR_INVALID_ARGUMENT);
+  CHECK(dhs_topk(rt, scores.data(), length.data(), batch, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
+  CHECK(dhs_topk(rt, scores.data(), length.data(), 0, rows.data()) == DHS_ERROR_INVALID_ARGUMENT);
+  CHECK(dhs_topk(rt, scores.data(), length.data(), B + 1, rows.data()) ==
+        DHS_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(dhs_last_error()), Catch::Contains("takes 1 .. 4"));
+  for (std::int32_t bad : {-1, static_cast<std::int32_t>(N + 1)}) {
+    std::vector<std::int32_t> badLength = length;
+    badLength[1] = bad;
+    CHECK(dhs_topk(rt, scores.data(), badLength.data(), batch, rows.data()) ==
+          DHS_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(dhs_last_error()), Catch::Contains("of lane 1 is outside 0 .. 16384"));
+  }
+  CHECK(std::all_of(rows.begin(), rows.end(), [](std::int32_t r) { return r == 777; }));
+
+  // A batch below B: the kernel's selection for those lanes, the rest untouched.
+  REQUIRE(dhs_topk(rt, scores.data(), length.data(), batch, rows.data()) == DHS_OK);
+  CHECK(std::string(dhs_last_error()).empty());
+  std::vector<std::int32_t> expected(B * Q * K, 777);
+  CHECK(selectTopK(TopKShape{B, Q, N, K}, batch, scores.data(), length.data(),
+                   expected.data()) == 0);
+  CHECK(rows == expected);
+  CHECK(rows[0] >= 0);
+  CHECK(rows[(2 * Q) * K] == -1); // lane 2 has no history
+  dhs_runtime_destroy(rt);
 }
