@@ -527,8 +527,8 @@ void Runtime::topK(const float *scores, const std::int32_t *historyLen, std::int
   if (!scores || !historyLen || !rows)
     throw InputError("null scores, history lengths or rows");
   if (batch < 1 || batch > topK_->batch)
-    throw InputError("a top-k batch of " + std::to_string(batch) + " lanes; the top-k step takes 1 .. " +
-                     std::to_string(topK_->batch));
+    throw InputError("a top-k batch of " + std::to_string(batch) +
+                     " lanes; the top-k step takes 1 .. " + std::to_string(topK_->batch));
   for (std::int64_t b = 0; b < batch; ++b)
     if (historyLen[b] < 0 || historyLen[b] > topK_->scored)
       throw InputError("history length " + std::to_string(historyLen[b]) + " of lane " +

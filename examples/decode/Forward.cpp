@@ -88,8 +88,8 @@ BlockResult forwardBlock(const Model &model, const std::vector<Lane> &lanes, int
           const std::int64_t start = lanes[b].start;
           if (static_cast<std::size_t>(start + q) > N)
             throw DecodeError("position " + std::to_string(start + q) +
-                                        " selects from more rows than the top-k step scores (" +
-                                        std::to_string(N) + ")");
+                              " selects from more rows than the top-k step scores (" +
+                              std::to_string(N) + ")");
           float *score = &scores[p * N];
           for (std::int64_t r = 0; r < start; ++r)
             score[r] = model.indexScore(iq.data(), iw.data(), &history[r * D]);

@@ -5,8 +5,8 @@
 // gamma + 1: a verify block; the drafter and the prefill run Q = 1 too).
 // Layer by layer: normalize, compute the layer's KV rows of every position,
 // at a group's first layer run the indexer, select its top k through dhs
-// (dhs_topk) and hand the selections to the attention port, hand it the rows, compute queries, attend through the
-// port, add the attention and MLP branches. The port is where attention runs:
+// (dhs_topk) and hand the selections to the attention port, hand it the rows, compute queries,
+// attend through the port, add the attention and MLP branches. The port is where attention runs:
 // the dhs runtime (a step in parts, or a verify step) or the host.
 //
 // Row ids in selections: 0 .. start-1 are the lane's history, start + i is

@@ -60,8 +60,8 @@ std::uint32_t selectTopK(const TopKShape &shape, std::int64_t batch, const float
                         std::greater<std::uint64_t>());
       std::int32_t *out = rows + (b * Q + q) * K;
       for (std::int64_t k = 0; k < K; ++k)
-        out[k] = k < taken ? static_cast<std::int32_t>(~static_cast<std::uint32_t>(
-                                 keys[static_cast<std::size_t>(k)]))
+        out[k] = k < taken ? static_cast<std::int32_t>(
+                                 ~static_cast<std::uint32_t>(keys[static_cast<std::size_t>(k)]))
                            : -1;
     }
   }

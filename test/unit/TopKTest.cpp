@@ -106,9 +106,9 @@ std::vector<float> mixedScores(std::mt19937_64 &rng, std::size_t count) {
     std::memcpy(&f, &b, sizeof f);
     return f;
   };
-  const float specials[] = {0.0f,         -0.0f,           INFINITY,        -INFINITY,
-                            bits(0x7fc00000u), bits(0xffc00000u), bits(0x7fc00001u), 1.0f,
-                            -2.0f};
+  const float specials[] = {
+      0.0f, -0.0f, INFINITY, -INFINITY, bits(0x7fc00000u), bits(0xffc00000u), bits(0x7fc00001u),
+      1.0f, -2.0f};
   std::vector<float> scores(count);
   for (float &s : scores)
     s = rng() % 6 == 0 ? specials[rng() % std::size(specials)] : normal(rng);
@@ -139,8 +139,7 @@ bool ranksHigher(float a, std::int32_t ia, float b, std::int32_t ib) {
 
 } // namespace
 
-TEST_CASE("the host top-k selects as the kernel does: every float, ties, causal bounds",
-          "[topk]") {
+TEST_CASE("the host top-k selects as the kernel does: every float, ties, causal bounds", "[topk]") {
   DHS_SEEDED_RNG(rng, 1710);
   const std::int64_t B = 5, Q = 3, N = 300, K = 40;
   const TopKShape shape{B, Q, N, K};
@@ -155,7 +154,8 @@ TEST_CASE("the host top-k selects as the kernel does: every float, ties, causal 
       length[4] = N + 5;
     std::vector<std::int32_t> rows(B * Q * K, 12345);
     const std::uint32_t status = selectTopK(shape, B, scores.data(), length.data(), rows.data());
-    CHECK(status == (round == 3 ? static_cast<std::uint32_t>(abi::kStatusHistoryBeyondScores) : 0u));
+    CHECK(status ==
+          (round == 3 ? static_cast<std::uint32_t>(abi::kStatusHistoryBeyondScores) : 0u));
     std::int64_t selected = 0;
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t q = 0; q < Q; ++q) {
@@ -231,8 +231,8 @@ TEST_CASE("top-k through the runtime and the C API: the kernel's selection, a st
   REQUIRE(dhs_topk(rt, scores.data(), length.data(), batch, rows.data()) == DHS_OK);
   CHECK(std::string(dhs_last_error()).empty());
   std::vector<std::int32_t> expected(B * Q * K, 777);
-  CHECK(selectTopK(TopKShape{B, Q, N, K}, batch, scores.data(), length.data(),
-                   expected.data()) == 0);
+  CHECK(selectTopK(TopKShape{B, Q, N, K}, batch, scores.data(), length.data(), expected.data()) ==
+        0);
   CHECK(rows == expected);
   CHECK(rows[0] >= 0);
   CHECK(rows[(2 * Q) * K] == -1); // lane 2 has no history
