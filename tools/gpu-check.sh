@@ -10,6 +10,7 @@
 #                                    (their CUDA cases run there, the step
 #                                    executor on CUDA vs the CPU among them),
 #                                    the example engine and dhs-decode --check
+#                                    (BF16 and FP8 KV rows)
 #                                    on CUDA, then every
 #                                    step through the runtime at residency 0,
 #                                    0.5 and 1 on fresh seeds against the fp64
@@ -176,9 +177,11 @@ run() {
 
   echo "== dhs-decode on CUDA: greedy streams with and without speculation, residency all/part/none"
   if [ -x "$dir/bin/dhs-decode" ]; then
-    "$dir/bin/dhs-decode" --backend cuda --check > "$results/decode.log" 2>&1 ||
-      { failed=1; echo "FAILED: dhs-decode --check"; }
-    tail -n 9 "$results/decode.log"
+    for kv in bf16 fp8; do
+      "$dir/bin/dhs-decode" --backend cuda --check --kv $kv > "$results/decode-$kv.log" 2>&1 ||
+        { failed=1; echo "FAILED: dhs-decode --check --kv $kv"; }
+      tail -n 9 "$results/decode-$kv.log"
+    done
   fi
 
   echo "== shared retrieval at the edges: identical positions, unused selections"

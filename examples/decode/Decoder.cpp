@@ -165,14 +165,17 @@ Session::Session(const Model &model, const std::vector<Prefill> &prefills,
   check(dhs_runtime_create(&config, &rt), "dhs_runtime_create");
   try {
     std::vector<std::string> dirs;
+    // The attention and draft-ring steps of the row format (fp8's in fp8/);
+    // the accept and top-k steps serve both.
+    const std::string formatSteps = options.steps + (c.fp8 ? "/fp8" : "");
     for (int l = 0; l < c.layersPerGroup; ++l)
-      dirs.push_back(options.steps + "/q" + std::to_string(Q) + "/layer" + std::to_string(l));
+      dirs.push_back(formatSteps + "/q" + std::to_string(Q) + "/layer" + std::to_string(l));
     std::vector<const char *> names;
     for (const std::string &d : dirs)
       names.push_back(d.c_str());
     check(dhs_runtime_load_steps(rt, names.data(), names.size()), "dhs_runtime_load_steps");
     if (options.speculate) {
-      check(dhs_runtime_load_draft_step(rt, (options.steps + "/draft_ring").c_str()),
+      check(dhs_runtime_load_draft_step(rt, (formatSteps + "/draft_ring").c_str()),
             "dhs_runtime_load_draft_step");
       // The acceptance kernels (run on CUDA; the CPU runs the rules itself).
       for (const char *rule : {"accept", "accept_sampling"})
@@ -183,8 +186,8 @@ Session::Session(const Model &model, const std::vector<Prefill> &prefills,
     topk = std::make_unique<TopK>(rt, options.steps + "/topk", c);
     check(dhs_runtime_get_shape(rt, &shape), "dhs_runtime_get_shape");
     if (shape.queries != Q || shape.topk != c.topk || shape.heads != c.heads ||
-        shape.row_bytes != ModelConfig::kRowBytes || shape.batch < R)
-      throw DecodeError("the steps in " + options.steps + " do not fit the model (Q " +
+        shape.row_bytes != c.rowBytes() || shape.batch < R)
+      throw DecodeError("the steps in " + formatSteps + " do not fit the model (Q " +
                         std::to_string(shape.queries) + ", K " + std::to_string(shape.topk) +
                         ", H " + std::to_string(shape.heads) + ", B " +
                         std::to_string(shape.batch) + ")");
@@ -192,7 +195,9 @@ Session::Session(const Model &model, const std::vector<Prefill> &prefills,
       const Prefill &p = prefills[b];
       ids.push_back(1000 + static_cast<std::uint64_t>(b));
       const std::int64_t n = options.prompt - 1;
-      check(dhs_request_admit(rt, ids[b], n, maxContext, p.rows.data()), "dhs_request_admit");
+      const std::vector<std::uint8_t> packed =
+          packRows(c, p.rows.data(), static_cast<std::size_t>(c.layers * n));
+      check(dhs_request_admit(rt, ids[b], n, maxContext, packed.data()), "dhs_request_admit");
       tokens.push_back(p.prompt);
       keys.push_back(p.keys);
       history.push_back(n);
@@ -239,7 +244,8 @@ DecodeResult decode(const Model &model, const std::vector<Prefill> &prefills,
       for (int l = 0; l < c.layers; ++l)
         std::memcpy(&rows[static_cast<std::size_t>(l) * QK], r.row(l, R, 1, b, 0),
                     QK * sizeof(std::uint16_t));
-      check(dhs_request_append(s.rt, s.ids[b], rows.data()), "dhs_request_append");
+      check(dhs_request_append(s.rt, s.ids[b], packRows(c, rows.data(), c.layers).data()),
+            "dhs_request_append");
       for (int g = 0; g < c.groups(); ++g) {
         const float *key = &r.keys[(static_cast<std::size_t>(g) * R + b) * D];
         s.keys[b][g].insert(s.keys[b][g].end(), key, key + D);

@@ -81,7 +81,10 @@ void Drafter::admit(std::uint64_t id, std::int64_t start, const std::vector<std:
   const std::int64_t skip = std::max<std::int64_t>(0, count - ringSize);
   for (std::int64_t i = skip; i < count; i += ringSize) {
     const std::int64_t n = std::min(ringSize, count - i);
-    check(dhs_draft_append(runtime_, id, start + i, n, rows.data() + i * token),
+    check(dhs_draft_append(runtime_, id, start + i, n,
+                           packRows(model_.config(), rows.data() + i * token,
+                                    static_cast<std::size_t>(n * model_.config().layers))
+                               .data()),
           "dhs_draft_append (prefill)");
   }
   rings_.push_back({id, start + skip, start + count});
@@ -92,14 +95,20 @@ std::vector<float> Drafter::step(Ring &r, int token, std::int64_t position) {
   const std::int64_t from = std::max(r.lo, position - window_);
   const int count = static_cast<int>(position - from);
   std::vector<std::uint16_t> window(static_cast<std::size_t>(count) * L * QK);
-  if (count > 0)
-    check(dhs_draft_read(runtime_, r.id, position, count, window.data()), "dhs_draft_read");
+  if (count > 0) {
+    std::vector<std::uint8_t> packed(static_cast<std::size_t>(count) * L *
+                                     static_cast<std::size_t>(model_.config().rowBytes()));
+    check(dhs_draft_read(runtime_, r.id, position, count, packed.data()), "dhs_draft_read");
+    unpackRows(model_.config(), packed.data(), static_cast<std::size_t>(count) * L, window.data());
+  }
   WindowPort port(model_.config(), window.data(), count);
   Lane lane{&token, 1, position, nullptr};
   BlockResult result = forwardBlock(model_, {lane}, 1, port, /*topk=*/nullptr);
   std::vector<std::uint16_t> rows;
   appendRows(result, L, rows);
-  check(dhs_draft_append(runtime_, r.id, position, 1, rows.data()), "dhs_draft_append");
+  check(dhs_draft_append(runtime_, r.id, position, 1,
+                         packRows(model_.config(), rows.data(), L).data()),
+        "dhs_draft_append");
   r.end = position + 1;
   return std::move(result.logits);
 }

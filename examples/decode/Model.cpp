@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace dhs::decode {
 
@@ -54,6 +56,56 @@ void matvec(const std::vector<float> &m, const float *x, int rows, int cols, flo
   const float *row = m.data() + offset;
   for (int r = 0; r < rows; ++r, row += cols)
     y[r] = dot(row, x, cols);
+}
+
+/// The e4m3 value of a code (0x7f and 0xff are NaN; never produced here).
+float e4m3Value(std::uint8_t code) {
+  const int exponent = (code >> 3) & 15, mantissa = code & 7;
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), -9)
+                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return (code & 0x80) ? -magnitude : magnitude;
+}
+
+/// The e4m3 code nearest `value` (|value| <= 448; ties to the even code).
+std::uint8_t e4m3Code(float value) {
+  const float magnitude = std::fabs(value);
+  // Codes 0 .. 126 are the finite magnitudes in increasing order.
+  int low = 0, high = 126;
+  while (low < high) {
+    const int mid = (low + high + 1) / 2;
+    if (e4m3Value(static_cast<std::uint8_t>(mid)) <= magnitude)
+      low = mid;
+    else
+      high = mid - 1;
+  }
+  int code = low;
+  if (code < 126) {
+    const float below = magnitude - e4m3Value(static_cast<std::uint8_t>(code));
+    const float above = e4m3Value(static_cast<std::uint8_t>(code + 1)) - magnitude;
+    if (above < below || (above == below && code % 2 == 1))
+      ++code;
+  }
+  return static_cast<std::uint8_t>(code | (std::signbit(value) ? 0x80 : 0));
+}
+
+/// The power-of-two scale of a block whose largest magnitude is `amax`:
+/// the smallest with amax / scale <= 448 (1 for an all-zero block).
+float fp8Scale(float amax) {
+  return amax > 0.0f ? std::ldexp(1.0f, static_cast<int>(std::ceil(std::log2(amax / 448.0f))))
+                     : 1.0f;
+}
+
+/// Rounds the latent dims to e4m3 times their block's scale (mla_fp8).
+void roundLatentToFp8(float *latent) {
+  for (int first = 0; first < ModelConfig::kLatent; first += ModelConfig::kFp8Block) {
+    float amax = 0.0f;
+    for (int d = first; d < first + ModelConfig::kFp8Block; ++d)
+      amax = std::max(amax, std::fabs(latent[d]));
+    const float scale = fp8Scale(amax);
+    for (int d = first; d < first + ModelConfig::kFp8Block; ++d)
+      latent[d] = e4m3Value(e4m3Code(latent[d] / scale)) * scale;
+  }
 }
 
 /// Rotates the 64 RoPE dims by `position` (pairs i, i+32).
@@ -150,6 +202,8 @@ void Model::kvRow(int layer, const float *x, std::int64_t position, std::uint16_
   rmsNorm(latent, ModelConfig::kLatent, latent);
   matvec(w.wkr, x, ModelConfig::kRope, config_.hidden, r);
   rope(r, position);
+  if (config_.fp8)
+    roundLatentToFp8(latent);
   for (int i = 0; i < ModelConfig::kLatent; ++i)
     row[i] = toBf16(latent[i]);
   for (int i = 0; i < ModelConfig::kRope; ++i)
@@ -263,6 +317,58 @@ void hostAttention(const std::uint16_t *queries, int heads, const std::uint16_t 
     }
     for (int i = 0; i < V; ++i)
       out[i] = toBf16(acc[i] / sum);
+  }
+}
+
+std::vector<std::uint8_t> packRows(const ModelConfig &c, const std::uint16_t *rows,
+                                   std::size_t count) {
+  constexpr int L = ModelConfig::kLatent, R = ModelConfig::kRope, QK = ModelConfig::kQkDim;
+  const std::size_t bytes = static_cast<std::size_t>(c.rowBytes());
+  std::vector<std::uint8_t> packed(count * bytes);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint16_t *row = rows + i * QK;
+    std::uint8_t *out = packed.data() + i * bytes;
+    if (!c.fp8) {
+      std::memcpy(out, row, bytes);
+      continue;
+    }
+    for (int block = 0; block < L / ModelConfig::kFp8Block; ++block) {
+      const int first = block * ModelConfig::kFp8Block;
+      float amax = 0.0f;
+      for (int d = first; d < first + ModelConfig::kFp8Block; ++d)
+        amax = std::max(amax, std::fabs(fromBf16(row[d])));
+      const float scale = fp8Scale(amax);
+      std::memcpy(out + L + 4 * block, &scale, sizeof scale);
+      for (int d = first; d < first + ModelConfig::kFp8Block; ++d) {
+        const float value = fromBf16(row[d]);
+        out[d] = e4m3Code(value / scale);
+        if (e4m3Value(out[d]) * scale != value)
+          throw std::logic_error("packRows: latent value " + std::to_string(value) +
+                                 " is not an e4m3 value times its block's scale");
+      }
+    }
+    std::memcpy(out + L + 4 * (L / ModelConfig::kFp8Block), row + L, 2 * R);
+  }
+  return packed;
+}
+
+void unpackRows(const ModelConfig &c, const std::uint8_t *packed, std::size_t count,
+                std::uint16_t *rows) {
+  constexpr int L = ModelConfig::kLatent, R = ModelConfig::kRope, QK = ModelConfig::kQkDim;
+  const std::size_t bytes = static_cast<std::size_t>(c.rowBytes());
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint8_t *in = packed + i * bytes;
+    std::uint16_t *row = rows + i * QK;
+    if (!c.fp8) {
+      std::memcpy(row, in, bytes);
+      continue;
+    }
+    for (int d = 0; d < L; ++d) {
+      float scale;
+      std::memcpy(&scale, in + L + 4 * (d / ModelConfig::kFp8Block), sizeof scale);
+      row[d] = toBf16(e4m3Value(in[d]) * scale);
+    }
+    std::memcpy(row + L, in + L + 4 * (L / ModelConfig::kFp8Block), 2 * R);
   }
 }
 

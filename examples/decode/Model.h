@@ -39,15 +39,22 @@ struct ModelConfig {
   int indexDim = 32;                  ///< indexer key / query dims
   int topk = 64;                      ///< K: rows each position attends per group
   int localWindow = 32;               ///< of those, the newest (always selected)
+  bool fp8 = false;                   ///< KV rows in mla_fp8 (656 B), else mla_bf16 (1152 B)
   std::uint64_t seed = 1;             ///< weights come from this seed
   static constexpr int kLatent = 512; ///< latent dims (the value)
   static constexpr int kRope = 64;    ///< RoPE dims
   static constexpr int kQkDim = kLatent + kRope;        ///< 576
   static constexpr int kRowBytes = kQkDim * 2;          ///< 1152 (bf16)
+  static constexpr int kFp8RowBytes = 656;              ///< 512 e4m3 + 4 fp32 scales + 64 bf16
+  static constexpr int kFp8Block = 128;                 ///< latent dims per fp32 scale
   static constexpr float kSoftmaxScale = 0.0416666679f; ///< 1/sqrt(576), the step's scale
 
   /// Layer groups.
   int groups() const { return (layers + layersPerGroup - 1) / layersPerGroup; }
+  /// Bytes of a KV row as the runtime stores it.
+  int rowBytes() const { return fp8 ? kFp8RowBytes : kRowBytes; }
+  /// The runtime's name of the row format.
+  const char *rowFormat() const { return fp8 ? "mla_fp8" : "mla_bf16"; }
 };
 
 /// bf16 <-> float (round to nearest even; inputs here are finite).
@@ -107,6 +114,22 @@ private:
 /// prefill use it.
 void hostAttention(const std::uint16_t *queries, int heads, const std::uint16_t *const *rows,
                    int count, std::uint16_t *output);
+
+/// KV rows cross the C API in the runtime's format. The model keeps every
+/// row as 576 bf16 values; with fp8 its latent dims are values of e4m3
+/// times a power-of-two scale per 128 dims (Model::kvRow makes them so),
+/// which bf16 holds exactly, so the two forms carry the same numbers and
+/// the host's attention (prefill, drafter) reads what the runtime's reads.
+
+/// `count` rows [count][576] in the runtime's format [count][rowBytes()]:
+/// mla_bf16 as they are; mla_fp8 as e4m3 with per-128 power-of-two scales
+/// and bf16 RoPE dims. Throws std::logic_error for an fp8 row that kvRow
+/// did not make (a value e4m3 cannot hold).
+std::vector<std::uint8_t> packRows(const ModelConfig &c, const std::uint16_t *rows,
+                                   std::size_t count);
+/// The inverse of packRows: rows [count][rowBytes()] into [count][576].
+void unpackRows(const ModelConfig &c, const std::uint8_t *packed, std::size_t count,
+                std::uint16_t *rows);
 
 /// Index of the largest value (the lowest index on ties).
 int argmax(const float *values, int count);

@@ -27,12 +27,14 @@ namespace {
 /// parts, each layer's pending rows written before its attention.
 class VerifyPort : public AttentionPort {
 public:
-  explicit VerifyPort(dhs_runtime *rt) : rt_(rt) {}
+  VerifyPort(dhs_runtime *rt, const ModelConfig &config, std::size_t positions)
+      : rt_(rt), config_(config), positions_(positions) {}
   void select(int group, const std::int32_t *rowIds) override {
     check(dhs_step_select(rt_, group, rowIds, DHS_MEMORY_HOST), "dhs_step_select (verify)");
   }
   void writeRows(int layer, const std::uint16_t *rows) override {
-    check(dhs_verify_write_rows(rt_, layer, rows), "dhs_verify_write_rows");
+    check(dhs_verify_write_rows(rt_, layer, packRows(config_, rows, positions_).data()),
+          "dhs_verify_write_rows");
   }
   void attend(int layer, const std::uint16_t *queries, std::uint16_t *output) override {
     check(dhs_step_attend(rt_, layer, queries, output, DHS_MEMORY_HOST),
@@ -41,6 +43,8 @@ public:
 
 private:
   dhs_runtime *rt_;
+  const ModelConfig &config_;
+  std::size_t positions_; // batch x Q
 };
 
 /// Tries a verify step whose first lane selects a row past its block (its
@@ -147,7 +151,7 @@ DecodeResult decodeSpeculative(const Model &model, const std::vector<Prefill> &p
           "dhs_verify_begin");
     BlockResult r;
     try {
-      VerifyPort port(s.rt);
+      VerifyPort port(s.rt, c, static_cast<std::size_t>(batch) * Q);
       r = forwardBlock(model, lanes, Q, port, s.topk.get());
     } catch (...) {
       dhs_step_abort(s.rt);

@@ -2,8 +2,8 @@
 //
 // dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--gamma G]
 //            [--residency all|part|none] [--no-spec] [--sampling] [--seed S]
-//            [--requests R] [--prompt P] [--steps DIR] [--check-invariants]
-//            [--check]
+//            [--requests R] [--prompt P] [--kv bf16|fp8] [--steps DIR]
+//            [--check-invariants] [--check]
 //
 // Decodes tokens with dhs-decode's model (Model.h) through the dhs C API and
 // prints tokens/s, the mean accepted length, host fetches as a share of the
@@ -30,7 +30,8 @@ namespace {
 const char *kUsage =
     "usage: dhs-decode [--backend cpu|cuda|auto] [--tokens N] [--gamma G]\n"
     "                  [--residency all|part|none] [--no-spec] [--sampling] [--seed S]\n"
-    "                  [--requests R] [--prompt P] [--steps DIR] [--check-invariants] [--check]\n"
+    "                  [--requests R] [--prompt P] [--kv bf16|fp8] [--steps DIR]\n"
+    "                  [--check-invariants] [--check]\n"
     "\n"
     "Decodes N tokens (default 32) for R requests (default 2, at most 4) after\n"
     "P-token prompts (default 256) with a tiny seeded sparse-attention model\n"
@@ -39,6 +40,8 @@ const char *kUsage =
     "--residency: all (HBM holds every row), part (about a quarter of the\n"
     "history), none (rows come from the host). --check: greedy streams without\n"
     "and with speculation at all three residencies must be identical.\n"
+    "--kv: KV rows in mla_bf16 (1152 B, default) or mla_fp8 (656 B: e4m3 latent\n"
+    "with a scale per 128 dims, bf16 RoPE).\n"
     "--steps: the compiled steps (default: dhs-decode-steps beside the binary).\n";
 
 /// The directory of the running binary.
@@ -104,10 +107,11 @@ int distinctTokens(const DecodeResult &r, int vocab) {
 void describe(const Model &model, const DecodeOptions &o, const DecodeResult &r) {
   const ModelConfig &c = model.config();
   std::printf("dhs-decode: backend %s\n", r.backend.c_str());
-  std::printf("model: %d layers in groups of %d, %d heads, mla_bf16 rows (1152 B), top-%d of "
-              "a lightning indexer (host), vocabulary %d, hidden %d; %d requests, prompts of %d "
+  std::printf("model: %d layers in groups of %d, %d heads, %s rows (%d B), top-%d of a "
+              "lightning indexer (dhs_topk), vocabulary %d, hidden %d; %d requests, prompts of %d "
               "tokens\n",
-              c.layers, c.layersPerGroup, c.heads, c.topk, c.vocab, c.hidden, o.requests, o.prompt);
+              c.layers, c.layersPerGroup, c.heads, c.rowFormat(), c.rowBytes(), c.topk, c.vocab,
+              c.hidden, o.requests, o.prompt);
 }
 
 int runCheck(const Model &model, DecodeOptions o) {
@@ -159,9 +163,10 @@ int runCheck(const Model &model, DecodeOptions o) {
               "and changed nothing\n",
               rejected);
   std::printf("check: all %d greedy streams identical (%d requests x %d tokens = %d tokens each, "
-              "%d distinct tokens): plain and speculative (gamma %d), residency all, part, "
-              "none\n",
-              streams, o.requests, o.tokens, o.requests * o.tokens, distinct, o.gamma);
+              "%d distinct tokens, %s rows): plain and speculative (gamma %d), residency all, "
+              "part, none\n",
+              streams, o.requests, o.tokens, o.requests * o.tokens, distinct,
+              model.config().rowFormat(), o.gamma);
   return 0;
 }
 
@@ -171,7 +176,7 @@ int main(int argc, char **argv) {
   try {
     DecodeOptions o;
     o.steps = binaryDirectory() + "/dhs-decode-steps";
-    bool check = false;
+    bool check = false, fp8 = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       auto value = [&]() -> const char * {
@@ -202,6 +207,11 @@ int main(int argc, char **argv) {
         o.requests = parseInt(value(), "--requests", 1, 4);
       } else if (a == "--prompt") {
         o.prompt = parseInt(value(), "--prompt", 2, 100000);
+      } else if (a == "--kv") {
+        const std::string kv = value();
+        if (kv != "bf16" && kv != "fp8")
+          throw DecodeError("--kv must be bf16 or fp8, not '" + kv + "'");
+        fp8 = kv == "fp8";
       } else if (a == "--steps") {
         o.steps = value();
       } else if (a == "--check-invariants") {
@@ -218,6 +228,7 @@ int main(int argc, char **argv) {
     }
     ModelConfig config;
     config.seed = o.seed;
+    config.fp8 = fp8;
     const Model model(config);
     if (check)
       return runCheck(model, o);
