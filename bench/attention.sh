@@ -19,7 +19,10 @@
 # all rows resident (kernel time: dhs-run --no-host-check times the step's
 # launches with CUDA events); then the FP8 64-head shape with x% of the
 # selected rows missing (x = 1, 5, 14, 30) against max(attention at residency
-# 1, missing bytes / copy rate); and the CUDA-core kernel on the first shape.
+# 1, missing bytes / copy rate); the CUDA-core kernel on the first shape; and
+# the 128-head bf16 shapes without clusters (each CTA gathers every row of its
+# query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters.
+# Progress and the table go to stdout as each shape finishes.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-}
@@ -36,6 +39,10 @@ steps() {
       "$compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
         --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) \
         -o "$dir/attention/${format}_b${b}_q${q}_h${h}" || exit 1
+      [ "$h" -eq 128 ] && [ $format = bf16 ] || continue
+      "$compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
+        --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) --tensor-core-clusters=false \
+        -o "$dir/attention/unclustered_${format}_b${b}_q${q}_h${h}" || exit 1
     done
   done
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
@@ -73,12 +80,13 @@ PY
       "$results/$1-$2.json"
   }
   printf '%-24s %9s %9s %12s\n' shape ms TFLOP/s "of peak"
-  for shape in "${shapes[@]}" "128 1 64 cores"; do
+  for shape in "${shapes[@]}" "128 1 64 cores" "64 1 128 unclustered" "32 1 128 unclustered"; do
     read -r b q h kind <<<"$shape"
     for format in fp8 bf16; do
       [ "${kind:-}" = cores ] && [ $format = bf16 ] && continue
+      [ "${kind:-}" = unclustered ] && [ $format = fp8 ] && continue
       local name=${format}_b${b}_q${q}_h${h}
-      [ "${kind:-}" = cores ] && name=cores_$name
+      [ -n "${kind:-}" ] && name=${kind}_$name
       local ms; ms=$(run_step "$name" 1)
       [ -n "$ms" ] || continue
       python3 -c "import sys; b,q,h,ms,peak=map(float,sys.argv[1:6]); t=2*h*2048*1088*b*q/ms/1e9
@@ -99,8 +107,13 @@ floor=max(res, byts/copy/1e6); print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor
 case "$mode" in
   steps) steps ;;
   run)
-    out=$(run)
-    echo "$out"
+    # The table as it grows (where $OUT is set, also there: a killed run
+    # still returns what it measured).
+    partial=${OUT:-${DHS_RESULTS:-$dir/results}}/attention-partial.txt
+    mkdir -p "$(dirname "$partial")"
+    run | tee "$partial"
+    out=$(cat "$partial")
+    rm -f "$partial"
     name="$(date +%F)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' _)"
     name="$name-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     mkdir -p "$root/bench/results" && echo "$out" > "$root/bench/results/attention-$name.txt"

@@ -16,7 +16,7 @@ static constexpr int64_t kMaxSplits = 16;
 
 FailureOr<SparseAttentionKernelConfig>
 mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
-                                          int64_t minBlocks, bool tensorCores) {
+                                          int64_t minBlocks, bool tensorCores, bool clusters) {
   SparseAttentionKernelConfig config;
   Value queriesValue, rowsValue;
   if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
@@ -111,6 +111,14 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
            tiles % (2 * config.splits) == 0 && tiles / (2 * config.splits) >= 2)
       config.splits *= 2;
     config.splitRows = config.selected / config.splits;
+    // Pairs of head blocks share tiles where that was measured faster: bf16
+    // rows, whose gathers bound the producer (128 heads, 64 requests, H200:
+    // 0.187 -> 0.167 ms); FP8 rows' CTAs are bound by their consumers, and
+    // the pairing's handshakes cost more than the halved dequantization
+    // saves (0.150 -> 0.159 ms; bench/NOTES.md).
+    if (clusters && (config.heads / kTensorCoreHeads) % 2 == 0 &&
+        isa<MlaBf16Attr>(config.pool.getFormat()))
+      config.clusterHeadBlocks = 2;
     return config;
   }
   // Small grids: split each query's entries over CTAs (each split at least
@@ -142,7 +150,8 @@ std::string SparseAttentionKernelConfig::key() const {
      << '/' << tileRows << '/' << layer << '/' << llvm::bit_cast<uint32_t>(softmaxScale) << '/'
      << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
      << splits << 'x' << splitRows << '/' << staged << indexed << '/' << stagingRows
-     << (tensorCores ? "/tensor-cores" : "");
+     << (tensorCores ? "/tensor-cores" : "")
+     << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "");
   return text;
 }
 

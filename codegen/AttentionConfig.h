@@ -54,6 +54,10 @@ struct SparseAttentionKernelConfig {
   /// The tensor-core kernel computes it (TensorCoreAttentionKernel.cpp):
   /// headsPerBlock and tileRows are then 64, and a CTA has 384 threads.
   bool tensorCores = false;
+  /// Tensor-core CTAs of one query that form a cluster, adjacent 64-head
+  /// blocks sharing every tile's gather (and dequantization): 2 for bf16
+  /// rows and an even number of head blocks (128 heads), else 1.
+  int64_t clusterHeadBlocks = 1;
 
   /// Entries a query walks: its selected rows, then its window.
   int64_t entries() const { return selected + windowSize; }
@@ -83,10 +87,12 @@ struct SparseAttentionKernelConfig {
 /// `minBlocks` > 0 splits each query's entries over CTAs until the grid has
 /// about that many (each split keeping at least two tiles). With
 /// `tensorCores`, shapes the tensor-core kernel computes
-/// (supportsTensorCoreAttention) get it.
+/// (supportsTensorCoreAttention) get it; with `clusters` too, pairs of its
+/// 64-head blocks share bf16 tiles in a cluster (clusterHeadBlocks).
 FailureOr<SparseAttentionKernelConfig>
 getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
-                               int64_t minBlocks = 0, bool tensorCores = false);
+                               int64_t minBlocks = 0, bool tensorCores = false,
+                               bool clusters = false);
 
 /// Query heads of one tensor-core CTA (the wgmma M dimension).
 inline constexpr int64_t kTensorCoreHeads = 64;

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::dhs;
@@ -69,4 +70,48 @@ void HopperBuilder::fenceAsyncShared() {
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKind::async_shared,
       NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+}
+
+Value HopperBuilder::clusterRank() { return NVVM::ClusterId::create(b, b.getI32Type()); }
+
+Value HopperBuilder::clusterAddress(Value pointer, Value rank) {
+  auto clusterPointer = LLVM::LLVMPointerType::get(
+      b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
+  Value mapped = NVVM::MapaOp::create(b, clusterPointer, pointer, rank);
+  return LLVM::PtrToIntOp::create(b, b.getI32Type(), mapped);
+}
+
+void HopperBuilder::storeRemote(Value address, Value data, Value barrier) {
+  SmallVector<Value> operands{address};
+  std::string ptx;
+  if (auto vector = dyn_cast<VectorType>(data.getType())) {
+    for (int64_t i = 0; i < vector.getNumElements(); ++i)
+      operands.push_back(vector::ExtractOp::create(b, data, ArrayRef<int64_t>{i}));
+    ptx = "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [$0], {$1, $2, $3, $4}, "
+          "[$5];";
+  } else {
+    operands.push_back(data);
+    ptx = "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [$0], $1, [$2];";
+  }
+  operands.push_back(barrier);
+  std::string constraints;
+  for (size_t i = 0; i < operands.size(); ++i)
+    constraints += i ? ",r" : "r";
+  LLVM::InlineAsmOp::create(b, TypeRange(), operands, ptx, constraints + ",~{memory}",
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                            ArrayAttr());
+}
+
+void HopperBuilder::arriveRemote(Value barrier, Value rank) {
+  auto clusterPointer = LLVM::LLVMPointerType::get(
+      b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
+  Value mapped = NVVM::MapaOp::create(b, clusterPointer, barrier, rank);
+  NVVM::MBarrierArriveOp::create(b, Type(), mapped, Value(), NVVM::MemScopeKind::CLUSTER,
+                                 /*relaxed=*/false);
+}
+
+void HopperBuilder::clusterSync() {
+  NVVM::ClusterArriveOp::create(b, UnitAttr());
+  NVVM::ClusterWaitOp::create(b, UnitAttr());
 }

@@ -40,6 +40,27 @@ struct HopperBuilder {
   /// Orders this thread's generic-proxy writes to shared memory before later
   /// async-proxy reads (wgmma operands).
   void fenceAsyncShared();
+
+  //===--------------------------------------------------------------------===//
+  // Clusters (distributed shared memory)
+  //===--------------------------------------------------------------------===//
+
+  /// This CTA's rank in its cluster (i32).
+  Value clusterRank();
+  /// The address in the shared::cluster window (i32) of shared pointer
+  /// `pointer` (!llvm.ptr<3>) in the CTA of cluster rank `rank` (i32).
+  Value clusterAddress(Value pointer, Value rank);
+  /// Stores `data` (vector<4xi32> or i32) at shared::cluster `address` (i32)
+  /// of another CTA, completing its size in bytes on the mbarrier at
+  /// shared::cluster `barrier` (i32) of that CTA (st.async).
+  void storeRemote(Value address, Value data, Value barrier);
+  /// Arrives on the mbarrier at shared pointer `barrier` (!llvm.ptr<3>) of
+  /// the CTA of cluster rank `rank` (i32), with release semantics at cluster
+  /// scope.
+  void arriveRemote(Value barrier, Value rank);
+  /// All threads of the cluster meet (barrier.cluster arrive + wait):
+  /// release and acquire at cluster scope.
+  void clusterSync();
 };
 
 } // namespace mlir::dhs

@@ -134,6 +134,9 @@ struct KernelSpec {
   /// bound). With the block size it fixes the registers a thread starts with,
   /// which setmaxnreg needs.
   int64_t minBlocksPerSM = 0;
+  /// CTAs of a cluster (nvvm.cluster_dim, PTX .reqnctapercluster: the driver
+  /// launches the grid in clusters of this shape); {1, 1, 1}: no cluster.
+  std::array<int64_t, 3> cluster{1, 1, 1};
   /// Emits the body at the entry of the kernel's gpu.func.
   std::function<void(ImplicitLocOpBuilder &, const KernelArguments &)> emitBody;
 };

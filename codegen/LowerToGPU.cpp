@@ -215,6 +215,11 @@ FailureOr<LaunchBuilder::Kernel> LaunchBuilder::getOrCreateKernel(OpBuilder &bui
                                      spec.geometry.block[0], spec.workgroup);
   if (spec.minBlocksPerSM > 0)
     func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(spec.minBlocksPerSM));
+  if (spec.cluster != std::array<int64_t, 3>{1, 1, 1})
+    func->setAttr("nvvm.cluster_dim",
+                  builder.getDenseI32ArrayAttr({static_cast<int32_t>(spec.cluster[0]),
+                                                static_cast<int32_t>(spec.cluster[1]),
+                                                static_cast<int32_t>(spec.cluster[2])}));
   ImplicitLocOpBuilder body(loc, builder);
   body.setInsertionPointToStart(&func.getBody().front());
   spec.emitBody(body, KernelArguments(func, spec.signature));
@@ -363,7 +368,7 @@ private:
 /// The tiling options of the pass that attention kernels take.
 struct AttentionOptions {
   int64_t maxHeadsPerBlock, tileRows, minBlocks;
-  bool tensorCores;
+  bool tensorCores, tensorCoreClusters;
 };
 
 /// The kernels that compute an attention op: the attention kernel and, when
@@ -380,7 +385,8 @@ struct AttentionKernels {
 static FailureOr<AttentionKernels> chooseAttentionKernels(Operation *op,
                                                           const AttentionOptions &options) {
   FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
-      op, options.maxHeadsPerBlock, options.tileRows, options.minBlocks, options.tensorCores);
+      op, options.maxHeadsPerBlock, options.tileRows, options.minBlocks, options.tensorCores,
+      options.tensorCoreClusters);
   if (failed(config))
     return failure();
   AttentionKernels kernels{*config,
@@ -503,7 +509,7 @@ void DhsLowerToGPU::runOnOperation() {
                     ResidencyOp>();
 
   LaunchBuilder launches(module);
-  AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores};
+  AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters};
   RewritePatternSet patternList(context);
   patternList
       .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ResolveOp>,
@@ -533,8 +539,8 @@ void DhsLowerToGPU::runOnOperation() {
   SmallVector<SparseAttentionOp> fused;
   module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
   for (SparseAttentionOp op : fused) {
-    FailureOr<SparseAttentionKernelConfig> config =
-        getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores);
+    FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
+        op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters);
     if (failed(config))
       return signalPassFailure();
     if (config->groupHeads > config->headsPerBlock && op.getPool().getType().getLayers() == 1)

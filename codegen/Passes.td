@@ -74,7 +74,10 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
            "split)">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Compute MLA attention with 64 heads per KV head and selections in "
-           "multiples of 64 on the tensor cores (wgmma, sm_90a)">
+           "multiples of 64 on the tensor cores (wgmma, sm_90a)">,
+    Option<"tensorCoreClusters", "tensor-core-clusters", "bool", /*default=*/"true",
+           "Pair the tensor-core CTAs of a query's 64-head blocks in clusters "
+           "that gather each tile once for both (128 heads, bf16 rows)">
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels generated">,

@@ -95,7 +95,7 @@ namespace {
 struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOptions> {
   Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"), llvm::cl::init("sm_90a")};
   Option<std::string> features{*this, "features", llvm::cl::desc("PTX ISA features"),
-                               llvm::cl::init("+ptx80")};
+                               llvm::cl::init("+ptx81")};
   Option<unsigned> optLevel{*this, "opt-level", llvm::cl::desc("NVPTX optimization level"),
                             llvm::cl::init(3)};
   Option<int64_t> requests{*this, "requests", llvm::cl::desc("Requests per step (0: as written)"),
@@ -118,6 +118,11 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
                            llvm::cl::desc("Compute MLA attention of 64-head multiples on the "
                                           "tensor cores (wgmma, sm_90a)"),
                            llvm::cl::init(true)};
+  Option<bool> tensorCoreClusters{
+      *this, "tensor-core-clusters",
+      llvm::cl::desc("Pair tensor-core CTAs of a query's 64-head blocks in clusters that "
+                     "gather each tile once for both (128 heads, bf16 rows)"),
+      llvm::cl::init(true)};
 };
 } // namespace
 
@@ -156,6 +161,7 @@ void dhs::registerCodegenPasses() {
         tiles.tileRows = options.tileRows;
         tiles.minBlocks = options.minBlocks;
         tiles.tensorCores = options.tensorCores;
+        tiles.tensorCoreClusters = options.tensorCoreClusters;
         buildDhsToPtxPipeline(pm, ptx, config, tiles);
       });
 }

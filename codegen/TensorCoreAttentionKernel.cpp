@@ -15,6 +15,14 @@
 // back. The dequantized tile serves both products: K-major for Q K^T,
 // N-major (transposed) for P V.
 //
+// With 128 heads (or any even number of 64-head blocks) two CTAs of a
+// cluster compute the two head blocks of a query over the same rows: each
+// producer gathers and dequantizes half of every tile (32 rows) and stores
+// it into both CTAs' tile buffers (st.async into the peer's, completing
+// bytes on the peer's "remote" mbarrier), so each CTA dequantizes half the
+// rows FlashMLA's 64-head kernel does; a tile buffer is free again once the
+// consumers of both CTAs released it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/HopperBuilder.h"
@@ -53,7 +61,8 @@ constexpr int64_t kValueDims = 512;
 // Shared memory, from a 1024-byte aligned base: Q [64 heads x 576] and two
 // tiles [64 rows x 576] as 9 swizzled blocks each, P [64 x 64] bf16, the
 // rows' rescale factors f32 [64], the tiles' row biases f32 [2][64] (0, or
-// -inf for rows without data), mbarriers full[2] and empty[2].
+// -inf for rows without data), mbarriers full[2] and empty[2], and in a
+// cluster remote[2] (the peer's half of a tile arrived).
 constexpr int64_t kQOffset = 0;
 constexpr int64_t kTileOffset = kKeyBlocks * kBlockBytes;
 constexpr int64_t kTileBytes = kKeyBlocks * kBlockBytes;
@@ -62,6 +71,10 @@ constexpr int64_t kScaleOffset = kPOffset + kBlockBytes;
 constexpr int64_t kBiasOffset = kScaleOffset + 4 * kTensorCoreHeads;
 constexpr int64_t kBarrierOffset = kBiasOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharedBytes = kBarrierOffset + 4 * 8;
+constexpr int64_t kClusterSharedBytes = kBarrierOffset + 6 * 8;
+/// Bytes a peer stores into a CTA's tile buffer per tile: its 32 rows of
+/// 576 bf16 and their row biases.
+constexpr int64_t kPeerTileBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4);
 constexpr int64_t kSharedAlignment = 1024;
 
 // Named barriers (0 is the CTA barrier) between the two consumer warpgroups.
@@ -129,17 +142,45 @@ private:
     return hb.descriptor(add(sharedStart, c64(offset)), leadingBytes, strideBytes);
   }
 
-  // mbarriers full[2] (the producer filled a tile) and empty[2] (both
-  // consumers are done with it).
+  // mbarriers full[2] (the producer filled a tile), empty[2] (the
+  // consumers are done with it) and, in a cluster, remote[2] (the peer's
+  // half of the tile arrived).
+  enum class Barrier { Full = 0, Empty = 1, Remote = 2 };
+  Value barrier(Value buffer, Barrier kind) {
+    return sharedPointer(
+        add(c32(kBarrierOffset + 16 * static_cast<int64_t>(kind)), mul(buffer, c32(8))));
+  }
   Value barrier(Value buffer, bool full) {
-    return sharedPointer(add(c32(kBarrierOffset + (full ? 0 : 16)), mul(buffer, c32(8))));
+    return barrier(buffer, full ? Barrier::Full : Barrier::Empty);
+  }
+  void waitBarrier(Value buffer, Barrier kind, Value parity) {
+    NVVM::MBarrierTryWaitParityOp::create(b, barrier(buffer, kind), parity, c32(10000000));
   }
   void waitBarrier(Value buffer, bool full, Value parity) {
-    NVVM::MBarrierTryWaitParityOp::create(b, barrier(buffer, full), parity, c32(10000000));
+    waitBarrier(buffer, full ? Barrier::Full : Barrier::Empty, parity);
   }
   void arriveBarrier(Value buffer, bool full) {
     NVVM::MBarrierArriveOp::create(b, b.getI64Type(), barrier(buffer, full), Value(),
                                    NVVM::MemScopeKind::CTA, false);
+  }
+  /// Waits until tile buffer `buffer` holds its tile: the producer's rows
+  /// and, in a cluster, the peer's.
+  void waitTileFull(Value buffer, Value parity) {
+    waitBarrier(buffer, Barrier::Full, parity);
+    if (clustered)
+      waitBarrier(buffer, Barrier::Remote, parity);
+  }
+  /// A consumer warpgroup is done with tile buffer `buffer`: every thread
+  /// arrives on this CTA's empty barrier, or in a cluster one thread on
+  /// each CTA's (the producers of both write into it).
+  void releaseTile(Value buffer) {
+    if (!clustered) {
+      arriveBarrier(buffer, /*full=*/false);
+      return;
+    }
+    for (int64_t rank = 0; rank < 2; ++rank)
+      kb.ifThen(eq(thread, c32(32 * (rank + 1))),
+                [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });
   }
   void namedSync(int64_t id) {
     NVVM::BarrierOp::create(b, Type(), c32(id), c32(2 * kGroupThreads), {}, Value());
@@ -173,12 +214,15 @@ private:
   HopperBuilder hb;
   const SparseAttentionKernelConfig &config;
   const KernelArguments &args;
+  /// Two CTAs of a cluster share each tile (config.clusterHeadBlocks == 2).
+  bool clustered = config.clusterHeadBlocks == 2;
 
   // Arguments (see getAttentionSignature).
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, stagingIndex, output, partials,
       status;
   // Per-thread values (i32 unless noted; request, position, split: index).
   Value tid, group, thread, warp, lane, request, position, split, headBase;
+  Value rank;        // the CTA's rank in its cluster (i32; clustered only)
   Value sharedBase;  // the aligned shared base as !llvm.ptr<3>
   Value sharedStart; // its shared address (i64) for descriptors
   Value tiles;       // tiles this CTA walks (index)
@@ -363,9 +407,15 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // Loads per row: FP8: 8 x 16 e4m3 values, the 4 scales, 2 x 8 RoPE dims;
   // bf16: 9 blocks x 2 chunks.
   int64_t loadsPerRow = fp8 ? 11 : 18;
+  // The thread's rows of a tile, as offsets from firstRow: both halves, or
+  // in a cluster the half of this CTA's rank.
+  SmallVector<Value> rowOffsets{c32(0), c32(32)};
+  if (clustered)
+    rowOffsets = {mul(rank, c32(32))};
+  int64_t rounds = rowOffsets.size();
   // Rows whose loads are issued a tile ahead, while the tile before waits
   // for its buffer: both for FP8 (88 registers), the first for bf16 (72).
-  int64_t aheadRows = fp8 ? 2 : 1;
+  int64_t aheadRows = std::min<int64_t>(fp8 ? 2 : 1, rounds);
   Value zero = arith::ConstantOp::create(
       b, chunkType, DenseElementsAttr::get(cast<ShapedType>(chunkType), b.getI32IntegerAttr(0)));
   Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
@@ -380,7 +430,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
         b,
         arith::AddIOp::create(b, arith::MulIOp::create(b, split, kb.index(config.splitRows)),
                               arith::MulIOp::create(b, clamped, kb.index(kTensorCoreTileRows))),
-        toIndex(add(firstRow, c32(32 * round))));
+        toIndex(add(firstRow, rowOffsets[round])));
     auto [valid, address] = emitClassify(k, andi(reporter, inRange));
     return {andi(valid, inRange), address};
   };
@@ -411,17 +461,36 @@ void TensorCoreAttentionEmitter::emitProducer() {
   };
   // Decodes row `round`'s chunks into tile buffer `buffer`.
   Type pairF32 = VectorType::get({2}, b.getF32Type());
+  // In a cluster every store goes to the peer's tile buffer too.
+  Value peerBase, peerBarrier;
+  if (clustered) {
+    Value peer = xori(rank, c32(1));
+    peerBase = hb.clusterAddress(sharedBase, peer);
+    peerBarrier = hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer);
+  }
+  auto storeTile = [&](Value value, Value offset, Value buffer, unsigned alignment) {
+    storeShared(value, offset, alignment);
+    if (clustered)
+      hb.storeRemote(add(peerBase, offset), value, add(peerBarrier, mul(buffer, c32(8))));
+  };
   auto store = [&](Value buffer, int64_t round, Value valid, ArrayRef<Value> chunks) {
-    Value row = add(firstRow, c32(32 * round));
-    storeShared(kb.select(valid, kb.f32(0.0), negInf),
-                add(c32(kBiasOffset), mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4))),
-                4);
+    Value row = add(firstRow, rowOffsets[round]);
+    Value biasOffset =
+        add(c32(kBiasOffset), mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4)));
+    Value bias = kb.select(valid, kb.f32(0.0), negInf);
+    storeShared(bias, biasOffset, 4);
+    // The peer gets each row's bias once (kPeerTileBytes counts it so).
+    if (clustered)
+      kb.ifThen(reporter, [&] {
+        hb.storeRemote(add(peerBase, biasOffset), arith::BitcastOp::create(b, b.getI32Type(), bias),
+                       add(peerBarrier, mul(buffer, c32(8))));
+      });
     Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
     auto storeChunk = [&](int64_t block, int64_t c, Value chunk) {
-      storeShared(
+      storeTile(
           chunk,
           swizzled(add(tileBase, c32(block * kBlockBytes)), row, add(mul(segment, c32(2)), c32(c))),
-          16);
+          buffer, 16);
     };
     if (!fp8) {
       for (int64_t g = 0; g < kKeyBlocks; ++g)
@@ -463,7 +532,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // the tile before waited for its buffer.
   auto issue = [&](Value tileIndex) {
     SmallVector<Value> state;
-    for (int64_t round = 0; round < 2; ++round) {
+    for (int64_t round = 0; round < rounds; ++round) {
       auto [valid, address] = classify(tileIndex, round);
       state.append({valid, address});
       if (round < aheadRows)
@@ -480,9 +549,16 @@ void TensorCoreAttentionEmitter::emitProducer() {
     Value buffer = andi(tile, c32(1));
     ValueRange state = loop.getRegionIterArgs();
     waitBarrier(buffer, /*full=*/false, xori(andi(shr(tile, 1), c32(1)), c32(1)));
+    // The peer's half of this tile may now be stored here: expect its bytes.
+    if (clustered)
+      kb.ifThen(eq(thread, c32(0)), [&] {
+        NVVM::MBarrierArriveExpectTxOp::create(b, Type(), barrier(buffer, Barrier::Remote),
+                                               c32(kPeerTileBytes), NVVM::MemScopeKind::CTA,
+                                               /*relaxed=*/false, Value());
+      });
     // Rows loaded ahead first, then the others (loaded now): at most one
     // row's bf16 chunks in flight besides the ones carried.
-    for (int64_t round = 0; round < 2; ++round) {
+    for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows) {
         store(buffer, round, state[0], llvm::to_vector(state.slice(2, loadsPerRow)));
         state = state.drop_front(2 + loadsPerRow);
@@ -529,7 +605,7 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
     SmallVector<Value> sums{loop.getRegionIterArg(3), loop.getRegionIterArg(4)};
     Value tile = toI32(tileIndex);
     Value buffer = andi(tile, c32(1));
-    waitBarrier(buffer, /*full=*/true, andi(shr(tile, 1), c32(1)));
+    waitTileFull(buffer, andi(shr(tile, 1), c32(1)));
     Value scores = emitScores(buffer);
 
     // Column biases of the thread's 16 columns (shared by its two rows).
@@ -583,7 +659,7 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
     hb.fenceAsyncShared();
     namedArrive(kBarrierPReady);
     output = emitValues(scaleRows(output, alphas), buffer, 0);
-    arriveBarrier(buffer, /*full=*/false);
+    releaseTile(buffer);
     scf::YieldOp::create(b, ValueRange{output, newMaxes[0], newMaxes[1], newSums[0], newSums[1]});
   }
 
@@ -640,11 +716,11 @@ void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
     b.setInsertionPointToStart(loop.getBody());
     Value tile = toI32(loop.getInductionVar());
     Value buffer = andi(tile, c32(1));
-    waitBarrier(buffer, /*full=*/true, andi(shr(tile, 1), c32(1)));
+    waitTileFull(buffer, andi(shr(tile, 1), c32(1)));
     namedSync(kBarrierPReady);
     Value output = emitValues(scaleRows(loop.getRegionIterArg(0), readScales()), buffer, 1);
     namedArrive(kBarrierPFree);
-    arriveBarrier(buffer, /*full=*/false);
+    releaseTile(buffer);
     scf::YieldOp::create(b, output);
   }
   namedSync(kBarrierPReady);
@@ -698,14 +774,28 @@ void TensorCoreAttentionEmitter::emit() {
   sharedStart = andi(add(raw, c64(kSharedAlignment - 1)), c64(-kSharedAlignment));
   sharedBase = LLVM::IntToPtrOp::create(b, sharedPtrType, sharedStart);
 
+  if (clustered)
+    rank = hb.clusterRank();
   emitLoadQueries();
   kb.ifThen(eq(tid, c32(0)), [&] {
-    for (int64_t i = 0; i < 4; ++i)
+    // full: the producer's threads; empty: every consumer thread, or in a
+    // cluster one thread of each consumer warpgroup of both CTAs; remote:
+    // this CTA's producer arms it with the peer's bytes.
+    int64_t emptyArrivals = clustered ? 4 : 2 * kGroupThreads;
+    for (int64_t i = 0; i < (clustered ? 6 : 4); ++i)
       NVVM::MBarrierInitOp::create(b, sharedPointer(kBarrierOffset + 8 * i),
-                                   c32(i < 2 ? kGroupThreads : 2 * kGroupThreads), Value());
+                                   c32(i < 2   ? kGroupThreads
+                                       : i < 4 ? emptyArrivals
+                                               : 1),
+                                   Value());
+    if (clustered)
+      NVVM::FenceMbarrierInitOp::create(b);
   });
   hb.fenceAsyncShared();
   gpu::BarrierOp::create(b);
+  // The peer's barriers are initialized before anything reaches them.
+  if (clustered)
+    hb.clusterSync();
 
   auto producer = scf::IfOp::create(b, eq(group, c32(2)), /*withElse=*/true);
   {
@@ -719,6 +809,10 @@ void TensorCoreAttentionEmitter::emit() {
     b.setInsertionPointToStart(consumer.elseBlock());
     emitSecondHalfGroup();
   }
+  // Neither CTA leaves while the peer may still store into its shared
+  // memory or arrive on its barriers.
+  if (clustered)
+    hb.clusterSync();
   gpu::ReturnOp::create(b);
 }
 
@@ -728,7 +822,10 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
   spec.signature = getAttentionSignature(config);
   spec.geometry.grid = config.grid();
   spec.geometry.block = {kTensorCoreThreads, 1, 1};
-  spec.geometry.dynamicSharedBytes = kSharedBytes + kSharedAlignment;
+  spec.geometry.dynamicSharedBytes =
+      (config.clusterHeadBlocks == 2 ? kClusterSharedBytes : kSharedBytes) + kSharedAlignment;
+  if (config.clusterHeadBlocks == 2)
+    spec.cluster = {1, 2, 1};
   // One CTA per SM: a thread starts with 168 registers (65536 / 384), which
   // the warpgroups then redistribute (setmaxnreg).
   spec.minBlocksPerSM = 1;

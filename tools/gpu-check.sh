@@ -135,19 +135,23 @@ run() {
   local results=${DHS_RESULTS:-$dir/results}
   mkdir -p "$results"
   local failed=0
+  checkpoint
   echo "== device"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
+  checkpoint
   echo "== unit tests (CUDA cases included)"
   DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps" \
     DHS_TEST_GROUP_STEPS_DIR="$dir/group-steps" \
     "$dir/bin/dhs-unittests" --reporter compact --durations yes \
-    > "$results/unittests.log" 2>&1 || failed=1
-  tail -n 1 "$results/unittests.log"
+    > "$results/unittests.log" 2>&1 || { failed=1; echo "FAILED: unit tests"; }
+  # Catch2's summary ("Passed all ..." or "test cases: ... failed").
+  grep -E "^(Passed|Failed|test cases)" "$results/unittests.log" | tail -n 1 | sed "s/^/  /"
   echo "  slowest cases and sections:"
   grep -E "^[0-9]+\.[0-9]+ s: " "$results/unittests.log" | sort -rn | head -n 5 | sed "s/^/    /"
   grep -E "warning: .?(cuda|device selections)|SKIPPED" "$results/unittests.log" | sed "s/^/  /"
 
+  checkpoint
   echo "== every step through the runtime vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
   local seeds=${DHS_GPU_SEEDS:-"11 12 13"}
   for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
@@ -161,13 +165,19 @@ run() {
     # Verify positions select overlapping rows (the shared fetch's case).
     case "$name" in verify_step* | v41_window_step*) extra=(--overlap 0.85) ;; esac
     for seed in $seeds; do
-      "$dir/bin/dhs-run" "${steps[@]}" --backend cuda --seed "$seed" --resident 0,0.5,1 \
-        --unused 0.05 --repeat 20 "${extra[@]}" \
-        --json "$results/$name-seed$seed.json" > "$results/$name-seed$seed.log" 2>&1 ||
-        { failed=1; echo "FAILED: $name seed $seed"; tail -n 3 "$results/$name-seed$seed.log"; }
+      local start=$SECONDS
+      if "$dir/bin/dhs-run" "${steps[@]}" --backend cuda --seed "$seed" --resident 0,0.5,1 \
+           --unused 0.05 --repeat 20 "${extra[@]}" \
+           --json "$results/$name-seed$seed.json" > "$results/$name-seed$seed.log" 2>&1; then
+        printf '  %-36s seed %s: PASS (%d s)\n' "$name" "$seed" $((SECONDS - start))
+      else
+        failed=1; echo "FAILED: $name seed $seed"; tail -n 3 "$results/$name-seed$seed.log"
+      fi
     done
+    checkpoint
   done
 
+  checkpoint
   echo "== the runtime's step executor on CUDA: the example engine on the default step"
   if [ -x "$dir/bin/dhs-engine" ]; then
     "$dir/bin/dhs-engine" "$dir/steps/default_step" --backend cuda --steps 30 --timed-steps 200 \
@@ -175,6 +185,7 @@ run() {
     tail -n 4 "$results/engine.log"
   fi
 
+  checkpoint
   echo "== dhs-decode on CUDA: greedy streams with and without speculation, residency all/part/none"
   if [ -x "$dir/bin/dhs-decode" ]; then
     for kv in bf16 fp8; do
@@ -184,6 +195,7 @@ run() {
     done
   fi
 
+  checkpoint
   echo "== shared retrieval at the edges: identical positions, unused selections"
   for args in "--overlap 1 --unused 0.3" "--overlap 0 --unused 0" "--overlap 0.5 --unused 0.9"; do
     # shellcheck disable=SC2086
@@ -196,6 +208,7 @@ run() {
     fi
   done
 
+  checkpoint
   echo "== promotions: a copy per row vs one driver batch vs the place_rows kernel"
   if [ -x "$dir/bin/dhs-promotion-bench" ] && [ -d "$dir/compiled-steps/place_rows" ]; then
     "$dir/bin/dhs-promotion-bench" "$dir/compiled-steps/place_rows" \
@@ -203,6 +216,7 @@ run() {
     sed 's/^/  /' "$results/promotion.log"
   fi
 
+  checkpoint
   echo "== executor steps: selections in host memory vs in device memory"
   if [ -x "$dir/bin/dhs-step-bench" ] && [ -d "$dir/group-steps/fp8_g4_resolved" ]; then
     "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
@@ -215,6 +229,7 @@ run() {
     sed 's/^/  /' "$results/step_large.log"
   fi
 
+  checkpoint
   echo "== top-k: the generated kernel vs torch.topk and the memory floor"
   if [ -x "$dir/bin/dhs-topk-bench" ]; then
     bash "$dir/bench/topk.sh" "$dir/topk_glm5" "$dir/bin/dhs-topk-bench" \
@@ -222,6 +237,7 @@ run() {
     tail -n 1 "$results/topk.log" | sed 's/^/  /'
   fi
 
+  checkpoint
   echo "== bad input is reported by the kernel itself (host checks off), not read"
   local default="$dir/steps/default_step"
   for kind in row-id bad-id slot host-row; do
@@ -233,6 +249,7 @@ run() {
     fi
   done
 
+  checkpoint
   echo "== table"
   python3 - "$results" <<'PY'
 import glob, json, os, sys
@@ -255,6 +272,10 @@ PY
   if [ $failed -eq 0 ]; then echo "gpu-check: PASS"; else echo "gpu-check: FAIL"; fi
   return $failed
 }
+
+# Packs what run has logged so far: a run cut short by a time limit still
+# returns its logs.
+checkpoint() { pack run >/dev/null; }
 
 # Packs DIR/results into $OUT/gpu-check-$1.tar.gz when $OUT is set.
 pack() {

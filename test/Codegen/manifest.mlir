@@ -63,7 +63,7 @@
 // CHECK: "step": "step",
 // CHECK: "target": {
 // CHECK-NEXT: "chip": "sm_90a",
-// CHECK-NEXT: "features": "+ptx80"
+// CHECK-NEXT: "features": "+ptx81"
 // CHECK: "version": 2
 func.func @step(%q: memref<2x1x8x576xbf16>, %rows: memref<2x1x32xi32>,
                 %slots: memref<2x1x32xi32>, %start: memref<2xi64>,

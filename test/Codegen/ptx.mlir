@@ -13,7 +13,7 @@
 // LINK: sparse_attention
 // LINK: attention_combine
 
-// PTX: .version 8.0
+// PTX: .version 8.1
 // PTX: .target sm_90a
 // PTX: .visible .entry sparse_attention(
 // PTX: .maxntid 512, 1, 1
@@ -37,7 +37,7 @@
 // Host code stays for the manifest; the kernel module became PTX.
 // MLIR-LABEL: func.func @step
 // MLIR: gpu.launch_func @sparse_attention::@sparse_attention
-// MLIR: gpu.binary @sparse_attention [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{.*}}, assembly = "
+// MLIR: gpu.binary @sparse_attention [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx81">, properties = {{.*}}, assembly = "
 func.func @step(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
                 %slots: memref<4x1x256xi32>, %start: memref<4xi64>,
                 %len: memref<4xi32>,

@@ -33,7 +33,7 @@ static cl::opt<std::string> stepName("step",
                                               "(default: the only one)"),
                                      cl::init(""));
 static cl::opt<std::string> chip("chip", cl::desc("Target chip"), cl::init("sm_90a"));
-static cl::opt<std::string> features("features", cl::desc("PTX features"), cl::init("+ptx80"));
+static cl::opt<std::string> features("features", cl::desc("PTX features"), cl::init("+ptx81"));
 static cl::OptionCategory
     configCategory("Serving configuration (folded into static shapes; 0 keeps the step's)");
 static cl::opt<int64_t> requests("requests", cl::desc("Requests per step"), cl::init(0),
@@ -65,6 +65,12 @@ static cl::opt<bool>
                 cl::desc("Compute MLA attention of 64-head multiples on the tensor cores "
                          "(wgmma, sm_90a); =false keeps the CUDA-core kernel"),
                 cl::init(true), cl::cat(tileCategory));
+static cl::opt<bool> tensorCoreClusters(
+    "tensor-core-clusters",
+    cl::desc("Pair the tensor-core CTAs of a query's 64-head blocks in 2-CTA clusters that "
+             "gather each tile once for both (128 heads, bf16 rows); =false: each CTA "
+             "gathers every row"),
+    cl::init(true), cl::cat(tileCategory));
 static cl::opt<bool> timing("time", cl::desc("Print how long compilation took"), cl::init(false));
 enum class Emit { Files, Mlir, Manifest };
 static cl::opt<Emit>
@@ -129,6 +135,7 @@ int main(int argc, char **argv) {
   tiles.tileRows = tileRows;
   tiles.minBlocks = minBlocks;
   tiles.tensorCores = tensorCores;
+  tiles.tensorCoreClusters = tensorCoreClusters;
   dhs::buildDhsToPtxPipeline(pm, options, config, tiles);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
