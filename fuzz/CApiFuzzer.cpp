@@ -1,12 +1,21 @@
 //===- CApiFuzzer.cpp - libFuzzer: sequences of C API calls ---------------===//
 //
 // The input is decoded into a runtime configuration, a step (one of a few
-// small CPU steps: MLA bf16 and FP8 rows, layer-group pools) and a sequence
-// of up to 256 C API calls (admit, append, finish, draft append and read,
-// whole steps and steps in parts, window writes, checks, queries) with
-// arbitrary arguments: ids, lengths, positions and counts drawn from
-// boundary values (0, -1, 2^31, INT64_MAX, ...) as often as from small
-// ones, null or valid pointers, memory spaces that do not exist.
+// small CPU steps: MLA bf16 and FP8 rows, layer-group pools, verify steps of
+// 2 and 3 positions) and a sequence of up to 256 C API calls (admit, append,
+// finish, draft append and read, whole steps and steps in parts, verify
+// steps: begin with or without rows, per-layer rows, accept with either
+// rule over one-hot, uniform or arbitrary distributions; the top-k step,
+// window writes, checks, queries) with arbitrary arguments: ids, lengths,
+// positions and counts drawn from boundary values (0, -1, 2^31, INT64_MAX,
+// ...) as often as from small ones, null or valid pointers, memory spaces
+// that do not exist.
+//
+// Speed (RELIABILITY.md): loading a step parses its manifest, most of an
+// input's time under the sanitizers, so the calls that load auxiliary steps
+// (draft-ring and placement loads, always refused here, and the top-k step)
+// run at most once per input; host stores stay small (full checks hash
+// every row).
 //
 // Buffers are sized for every call the API can accept (the harness never
 // lies about a buffer's size), so whatever a sanitizer finds is the
@@ -88,40 +97,46 @@ private:
   std::size_t pos_ = 0;
 };
 
+/// "[a,b,...]"
+std::string dims(std::initializer_list<long> values) {
+  std::string text = "[";
+  for (long v : values)
+    text += (text.size() > 1 ? "," : "") + std::to_string(v);
+  return text + "]";
+}
+
+/// A manifest's memref argument.
+std::string argument(int index, const char *role, const char *dtype, const std::string &shape) {
+  return "{\"index\": " + std::to_string(index) + ", \"role\": \"" + role +
+         "\", \"kind\": \"memref\", \"dtype\": \"" + dtype + "\", \"shape\": " + shape + "}";
+}
+
+/// A launch parameter passing argument `index`.
+std::string param(int index, const char *role, const char *dtype, const std::string &shape) {
+  return "{\"source\": \"argument\", \"role\": \"" + std::string(role) +
+         "\", \"index\": " + std::to_string(index) + ", \"dtype\": \"" + dtype +
+         "\", \"shape\": " + shape + "}";
+}
+
 /// A manifest of one sparse_attention step of [B, Q, H, K] over a pool of
 /// `format` rows, `layers` per token (PTX absent: the CPU needs none).
 std::string manifest(int B, int Q, int H, int K, const std::string &format, int layers) {
   const dhs::runtime::RowFormatInfo &info = dhs::runtime::rowFormatInfo(format);
-  auto dims = [](std::initializer_list<long> values) {
-    std::string text = "[";
-    for (long v : values)
-      text += (text.size() > 1 ? "," : "") + std::to_string(v);
-    return text + "]";
-  };
   const std::string q = dims({B, Q, H, info.qkDim}), sel = dims({B, Q, K}), b = dims({B}),
                     out = dims({B, Q, H, info.vDim}), tier = dims({-1, layers, info.rowBytes});
-  auto arg = [](int index, const char *role, const char *dtype, const std::string &shape) {
-    return "{\"index\": " + std::to_string(index) + ", \"role\": \"" + role +
-           "\", \"kind\": \"memref\", \"dtype\": \"" + dtype + "\", \"shape\": " + shape + "}";
-  };
-  auto param = [](int index, const char *role, const char *dtype, const std::string &shape) {
-    return "{\"source\": \"argument\", \"role\": \"" + std::string(role) +
-           "\", \"index\": " + std::to_string(index) + ", \"dtype\": \"" + dtype +
-           "\", \"shape\": " + shape + "}";
-  };
   return "{\"format\": \"dhs-step-manifest\", \"version\": 2, \"arena_bytes\": 0, "
          "\"target\": {\"chip\": \"sm_90a\", \"features\": \"+ptx80\"}, \"step\": \"fuzz\", "
          "\"arguments\": [" +
-         arg(0, "queries", "bf16", q) + ", " + arg(1, "row_ids", "i32", sel) + ", " +
-         arg(2, "slots", "i32", sel) + ", " + arg(3, "history_start", "i64", b) + ", " +
-         arg(4, "history_len", "i32", b) +
+         argument(0, "queries", "bf16", q) + ", " + argument(1, "row_ids", "i32", sel) + ", " +
+         argument(2, "slots", "i32", sel) + ", " + argument(3, "history_start", "i64", b) + ", " +
+         argument(4, "history_len", "i32", b) +
          ", {\"index\": 5, \"role\": \"kv_pool\", \"kind\": \"kv_pool\", \"format\": \"" + format +
          "\", \"layers\": " + std::to_string(layers) +
          ", \"row_bytes\": " + std::to_string(info.rowBytes) +
          ", \"row_elems\": " + std::to_string(info.rowBytes / 2) +
          ", \"qk_dim\": " + std::to_string(info.qkDim) +
          ", \"v_dim\": " + std::to_string(info.vDim) + ", \"hbm_slots\": -1, \"host_rows\": -1}, " +
-         arg(6, "output", "bf16", out) +
+         argument(6, "output", "bf16", out) +
          "], \"launches\": [{\"kernel\": \"k\", \"ptx\": \"k.ptx\", \"op\": \"sparse_attention\", "
          "\"softmax_scale\": 0.04, \"layer\": 0, \"grid\": [1,1,1], \"block\": [128,1,1], "
          "\"dynamic_shared_bytes\": 0, \"params\": [" +
@@ -138,6 +153,24 @@ std::string manifest(int B, int Q, int H, int K, const std::string &format, int 
          "\"shape\": [1]}]}]}";
 }
 
+/// A manifest of one dhs.topk step: scores [B, Q, N], rows [B, Q, K].
+std::string topkManifest(int B, int Q, int N, int K) {
+  const std::string scores = dims({B, Q, N}), len = dims({B}), rows = dims({B, Q, K});
+  return "{\"format\": \"dhs-step-manifest\", \"version\": 2, \"arena_bytes\": 0, "
+         "\"target\": {\"chip\": \"sm_90a\", \"features\": \"+ptx80\"}, \"step\": \"topk\", "
+         "\"arguments\": [" +
+         argument(0, "scores", "f32", scores) + ", " + argument(1, "history_len", "i32", len) +
+         ", " + argument(2, "row_ids", "i32", rows) +
+         "], \"launches\": [{\"kernel\": \"topk\", \"ptx\": \"topk.ptx\", \"op\": \"topk\", "
+         "\"grid\": [1,1,1], \"block\": [1024,1,1], \"dynamic_shared_bytes\": 0, \"params\": [" +
+         param(0, "scores", "f32", scores) + ", " + param(1, "history_len", "i32", len) + ", " +
+         param(2, "row_ids", "i32", rows) +
+         ", {\"source\": \"status\", \"role\": \"status\", \"dtype\": \"i32\", \"shape\": [1]}]}]}";
+}
+
+/// The top-k step's shapes.
+constexpr int kTopKB = 2, kTopKQ = 2, kTopKN = 8, kTopKK = 3;
+
 struct StepKind {
   int B, Q, H, K;
   const char *format;
@@ -146,10 +179,14 @@ struct StepKind {
 const StepKind kSteps[] = {{2, 1, 1, 4, "mla_bf16", 1},
                            {3, 2, 2, 3, "mla_fp8", 1},
                            {2, 1, 1, 5, "mla_bf16", 2},
-                           {1, 3, 1, 2, "v41_fp8", 1}};
+                           {1, 3, 1, 2, "v41_fp8", 1},
+                           {2, 3, 1, 3, "mla_bf16", 2}};
 constexpr int kStepCount = sizeof(kSteps) / sizeof(kSteps[0]);
+/// Vocabulary sizes acceptance may be given (buffers hold this many).
+constexpr int kVocab = 16;
 
-/// The steps' directories, written once.
+/// The steps' directories, written once (the attention steps, then the
+/// top-k step).
 const std::vector<std::string> &stepDirectories() {
   // Never destroyed: the exit handler below still needs the names.
   static const std::vector<std::string> &dirs = *new std::vector<std::string>([] {
@@ -163,6 +200,10 @@ const std::vector<std::string> &stepDirectories() {
       std::ofstream(dir + "/manifest.json") << manifest(k.B, k.Q, k.H, k.K, k.format, k.poolLayers);
       result.push_back(dir);
     }
+    std::string dir = base + "/topk";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/manifest.json") << topkManifest(kTopKB, kTopKQ, kTopKN, kTopKK);
+    result.push_back(dir);
     std::atexit([] {
       std::error_code ec;
       std::filesystem::remove_all(std::filesystem::path(stepDirectories().front()).parent_path(),
@@ -209,7 +250,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   if (c.layers_per_group > c.layers)
     c.layers = c.layers_per_group;
   c.hbm_slots = static_cast<std::int32_t>(in.range(0, 96));
-  c.host_rows = in.range(1, 512);
+  c.host_rows = in.range(1, 128); // (small: full checks hash every row)
   c.max_requests = static_cast<std::int32_t>(in.range(1, 6));
   c.newest_window = static_cast<std::int32_t>(in.range(0, 6));
   c.draft_window = static_cast<std::int32_t>(in.range(0, 4));
@@ -245,9 +286,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   // Exactly that large (ASan sees a read past them); 0x3c bytes are finite
   // bf16 and FP8 values. (Filled by the vector: a byte loop here would
   // be most of the time, under coverage instrumentation.)
-  std::vector<std::uint8_t> prefill(static_cast<std::size_t>(c.host_rows) * token, 0x3c),
-      rows(8 * token, 0x3a), out(8 * token, 0);
   const std::int64_t lanes = shape.batch;
+  // Rows for 8 tokens of draft ring or window, or a verify step's [B][Q].
+  const std::size_t rowTokens =
+      std::max<std::size_t>(8, static_cast<std::size_t>(lanes * shape.queries));
+  std::vector<std::uint8_t> prefill(static_cast<std::size_t>(c.host_rows) * token, 0x3c),
+      rows(rowTokens * token, 0x3a), out(8 * token, 0);
   const std::size_t perLane = static_cast<std::size_t>(shape.queries * shape.topk);
   std::vector<std::int32_t> selections(static_cast<std::size_t>(shape.groups) *
                                        static_cast<std::size_t>(lanes) * perLane);
@@ -256,6 +300,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
       0x3f80),
       output(
           static_cast<std::size_t>(c.layers * lanes * shape.queries * shape.heads * shape.v_dim));
+  // Acceptance: distributions [B][Q][kVocab], outputs [B] and [B][Q].
+  const std::size_t positions = static_cast<std::size_t>(lanes * shape.queries);
+  std::vector<float> target(positions * kVocab), draftProbs(positions * kVocab);
+  std::vector<std::int32_t> accepted(static_cast<std::size_t>(lanes)), tokens(positions);
+  std::vector<std::int32_t> draftLens(static_cast<std::size_t>(lanes) + 1),
+      draftTokens((static_cast<std::size_t>(lanes) + 1) * static_cast<std::size_t>(shape.queries));
+  // The top-k step's buffers.
+  std::vector<float> scores(kTopKB * kTopKQ * kTopKN);
+  std::vector<std::int32_t> topkLen(kTopKB), topkRows(kTopKB * kTopKQ * kTopKK);
+  bool triedAuxiliary = false;
   std::vector<std::uint64_t> live; // ids admitted (as far as the harness knows)
   auto pickId = [&]() -> std::uint64_t {
     if (!live.empty() && in.u8() % 4 != 0)
@@ -267,6 +321,63 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     const std::uint8_t m = in.u8() % 16;
     return static_cast<dhs_memory>(m == 0 ? 1 : m == 1 ? 7 : 0);
   };
+  // Each row of `vocab` values: one-hot, uniform (exact for powers of two),
+  // or arbitrary (negative, NaN, not summing to 1).
+  auto fillDistributions = [&](float *values, std::size_t count, std::int64_t vocab) {
+    const std::size_t n = static_cast<std::size_t>(std::clamp<std::int64_t>(vocab, 1, kVocab));
+    for (std::size_t r = 0; r + n <= count; r += n) {
+      const std::uint8_t how = in.u8() % 8;
+      for (std::size_t i = 0; i < n; ++i) {
+        float v;
+        if (how < 4)
+          v = i == in.u8() % n ? 1.0f : 0.0f;
+        else if (how < 7)
+          v = 1.0f / static_cast<float>(n);
+        else {
+          const std::uint32_t bits = in.u32();
+          std::memcpy(&v, &bits, sizeof v);
+        }
+        values[r + i] = v;
+      }
+    }
+  };
+  bool begunWithRows = false;
+  // dhs_verify_begin over up to B + 1 ids, with rows or without.
+  auto verifyBegin = [&]() {
+    std::vector<std::uint64_t> ids(static_cast<std::size_t>(lanes) + 1);
+    for (std::uint64_t &id : ids)
+      id = pickId();
+    const std::int64_t batch = in.u8() % 8 == 0 ? in.interesting(4) : in.range(0, lanes);
+    for (std::int32_t &len : draftLens)
+      len = in.u8() % 8 == 0 ? static_cast<std::int32_t>(in.interesting(4))
+                             : static_cast<std::int32_t>(in.range(0, shape.queries - 1));
+    for (std::int32_t &t : draftTokens)
+      t = in.u8() % 8 == 0 ? static_cast<std::int32_t>(in.interesting(kVocab))
+                           : static_cast<std::int32_t>(in.range(0, kVocab - 1));
+    begunWithRows = in.flag();
+    const dhs_status begun =
+        dhs_verify_begin(rt, static_cast<const std::uint64_t *>(pointer(ids.data())), batch,
+                         static_cast<const std::int32_t *>(pointer(draftLens.data())),
+                         static_cast<const std::int32_t *>(pointer(draftTokens.data())),
+                         begunWithRows ? pointer(rows.data()) : nullptr);
+    expect(begun, "dhs_verify_begin");
+    return begun;
+  };
+  // dhs_verify_accept: vocabularies the buffers hold, or refused ones.
+  auto verifyAccept = [&]() {
+    const std::int32_t rule = in.u8() % 8 == 0 ? static_cast<std::int32_t>(in.interesting(2))
+                                               : static_cast<std::int32_t>(in.range(0, 1));
+    const std::int32_t vocab = in.u8() % 8 == 0
+                                   ? static_cast<std::int32_t>(-in.range(0, 2))
+                                   : static_cast<std::int32_t>(std::int64_t(1) << in.range(0, 4));
+    fillDistributions(target.data(), target.size(), vocab);
+    fillDistributions(draftProbs.data(), draftProbs.size(), vocab);
+    expect(dhs_verify_accept(rt, rule, vocab, static_cast<const float *>(pointer(target.data())),
+                             in.flag() ? nullptr : draftProbs.data(), in.u64(),
+                             static_cast<std::int32_t *>(pointer(accepted.data())),
+                             static_cast<std::int32_t *>(pointer(tokens.data()))),
+           "dhs_verify_accept");
+  };
   auto fillSelections = [&](std::int32_t *ids, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint8_t how = in.u8() % 8;
@@ -277,7 +388,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   };
 
   for (int op = 0; op < 256 && !in.empty(); ++op) {
-    switch (in.u8() % 16) {
+    switch (in.u8() % 20) {
     case 0:
     case 1: { // admit: history up to the host store's rows, or anything
       const std::uint64_t id = pickId();
@@ -385,11 +496,63 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     case 14:
       expect(dhs_runtime_set_cuda_graphs(rt, in.u8()), "dhs_runtime_set_cuda_graphs");
       break;
-    default: // steps that are not draft-ring or placement steps
-      expect(dhs_runtime_load_draft_step(rt, in.flag() ? stepDirectories()[0].c_str() : nullptr),
-             "dhs_runtime_load_draft_step");
-      expect(dhs_runtime_load_placement_step(rt, stepDirectories()[1].c_str()),
-             "dhs_runtime_load_placement_step");
+    case 15: // a verify step begins (with rows or per layer)
+      verifyBegin();
+      break;
+    case 16:
+      expect(dhs_verify_write_rows(rt, static_cast<std::int32_t>(in.interesting(3)),
+                                   pointer(rows.data())),
+             "dhs_verify_write_rows");
+      break;
+    case 17:
+      verifyAccept();
+      break;
+    case 18: { // a whole verify step, each call in order until one fails
+      const bool perLayer = verifyBegin() == DHS_OK && !begunWithRows;
+      status = DHS_OK;
+      for (std::int32_t g = 0; g < shape.groups && status == DHS_OK; ++g) {
+        fillSelections(selections.data(), static_cast<std::size_t>(lanes) * perLane);
+        status = dhs_step_select(rt, g, selections.data(), DHS_MEMORY_HOST);
+        expect(status, "dhs_step_select (verify)");
+        for (std::int32_t l = g * c.layers_per_group;
+             l < std::min(c.layers, (g + 1) * c.layers_per_group) && status == DHS_OK; ++l) {
+          if (perLayer) {
+            status = dhs_verify_write_rows(rt, l, rows.data());
+            expect(status, "dhs_verify_write_rows (verify)");
+          }
+          if (status == DHS_OK) {
+            status = dhs_step_attend(rt, l, queries.data(), output.data(), DHS_MEMORY_HOST);
+            expect(status, "dhs_step_attend (verify)");
+          }
+        }
+      }
+      verifyAccept();
+      break;
+    }
+    default: // steps that are not draft-ring or placement steps (once an
+             // input: parsing a manifest is slow), and the top-k step
+      if (!triedAuxiliary) {
+        triedAuxiliary = true;
+        expect(dhs_runtime_load_draft_step(rt, in.flag() ? stepDirectories()[0].c_str() : nullptr),
+               "dhs_runtime_load_draft_step");
+        expect(dhs_runtime_load_placement_step(rt, stepDirectories()[1].c_str()),
+               "dhs_runtime_load_placement_step");
+        dhs_topk_shape topk;
+        expect(dhs_runtime_load_topk_step(rt, stepDirectories().back().c_str(),
+                                          in.flag() ? &topk : nullptr),
+               "dhs_runtime_load_topk_step");
+      }
+      for (float &score : scores) {
+        const std::uint32_t bits = in.u8() % 4 == 0 ? in.u32() : in.u8();
+        std::memcpy(&score, &bits, sizeof score);
+      }
+      for (std::int32_t &len : topkLen)
+        len = static_cast<std::int32_t>(in.flag() ? in.range(0, kTopKN) : in.interesting(kTopKN));
+      expect(dhs_topk(rt, static_cast<const float *>(pointer(scores.data())),
+                      static_cast<const std::int32_t *>(pointer(topkLen.data())),
+                      in.flag() ? in.range(1, kTopKB) : in.interesting(kTopKB),
+                      static_cast<std::int32_t *>(pointer(topkRows.data()))),
+             "dhs_topk");
       break;
     }
   }
