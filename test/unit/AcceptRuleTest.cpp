@@ -4,10 +4,11 @@
 // blocks), and rejection sampling's losslessness: over 10^6 verify blocks
 // with fixed p and q and a fixed seed, the first emitted token follows p
 // (a chi-square test, its p-value printed), while the drafts alone (q)
-// fail the same test.
+// fail the same test (AcceptLossless.h, shared with the kernel's test).
 //
 //===----------------------------------------------------------------------===//
 
+#include "AcceptLossless.h"
 #include "TestUtil.h"
 
 #include "runtime/core/Accept.h"
@@ -16,56 +17,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iostream>
 #include <limits>
 #include <random>
 #include <vector>
 
 using namespace dhs::runtime;
+using namespace dhs::test;
 
 namespace {
-
-/// The regularized upper incomplete gamma function Q(a, x) (series below
-/// a + 1, Lentz's continued fraction above).
-double upperGamma(double a, double x) {
-  if (x <= 0)
-    return 1.0;
-  const double front = std::exp(-x + a * std::log(x) - std::lgamma(a));
-  if (x < a + 1) {
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 10000 && term > sum * 1e-16; ++n)
-      sum += term *= x / (a + n);
-    return 1.0 - sum * front;
-  }
-  const double tiny = 1e-300;
-  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    d = std::fabs(d) < tiny ? tiny : d;
-    c = b + an / c;
-    c = std::fabs(c) < tiny ? tiny : c;
-    d = 1 / d;
-    h *= d * c;
-    if (std::fabs(d * c - 1) < 1e-16)
-      break;
-  }
-  return front * h;
-}
-
-/// The p-value of a chi-square test of `counts` against probabilities `p`.
-double chiSquarePValue(const std::vector<std::uint64_t> &counts, const std::vector<double> &p) {
-  double n = 0, statistic = 0;
-  for (std::uint64_t c : counts)
-    n += static_cast<double>(c);
-  for (std::size_t t = 0; t < p.size(); ++t) {
-    const double expected = n * p[t];
-    statistic += (static_cast<double>(counts[t]) - expected) *
-                 (static_cast<double>(counts[t]) - expected) / expected;
-  }
-  return upperGamma(0.5 * static_cast<double>(p.size() - 1), 0.5 * statistic);
-}
 
 std::int32_t argmaxOf(const float *row, std::int64_t vocab) {
   return static_cast<std::int32_t>(std::max_element(row, row + vocab) - row);
@@ -128,64 +87,40 @@ TEST_CASE("host acceptance: greedy takes the longest matching prefix, then the a
 
 TEST_CASE("host acceptance: rejection sampling is lossless (chi-square over 10^6 blocks)",
           "[accept]") {
-  // Fixed p and q over 6 tokens, gamma = 2, a fixed seed: the first emitted
-  // token (the accepted draft, or the sample after its rejection) follows p.
-  const std::int64_t gamma = 2, V = 6;
-  const std::vector<double> p0 = {0.30, 0.05, 0.20, 0.15, 0.25, 0.05};
-  const std::vector<double> q0 = {0.10, 0.30, 0.20, 0.05, 0.05, 0.30};
-  std::vector<float> target((gamma + 1) * V), q(gamma * V);
-  for (std::int64_t t = 0; t < V; ++t) {
-    target[t] = static_cast<float>(p0[t]);
-    q[t] = static_cast<float>(q0[t]);
-    target[V + t] = target[2 * V + t] = q[V + t] = 1.0f / V; // later positions
-  }
-  std::mt19937_64 rng(20261201);
-  std::discrete_distribution<std::int32_t> fromQ(q0.begin(), q0.end());
-  std::uniform_int_distribution<std::int32_t> uniform(0, V - 1);
-  const std::int64_t draws = 1000000;
-  std::vector<std::uint64_t> emitted(V, 0), drafted(V, 0), shorter(V, 0);
-  std::int64_t acceptedFirst = 0;
-  std::int32_t drafts[2], accepted = 0, next = 0;
+  // The fixed problem of AcceptLossless.h (AcceptTest runs it through the
+  // generated kernel): the first emitted token (the accepted draft, or the
+  // sample after its rejection) follows p.
+  const LosslessProblem problem;
+  const std::vector<float> target = problem.targetRows(), q = problem.draftRows();
+  LosslessDrafts draws(problem);
+  LosslessTally tally;
+  std::int32_t drafts[LosslessProblem::gamma], accepted = 0, next = 0;
   std::uint64_t seed = 0;
   AcceptProblem p;
   p.rule = AcceptRule::RejectionSampling;
   p.batch = 1;
-  p.gamma = gamma;
-  p.vocab = V;
+  p.gamma = LosslessProblem::gamma;
+  p.vocab = LosslessProblem::vocab;
   p.drafts = drafts;
   p.target = target.data();
   p.draftProbs = q.data();
   p.seeds = &seed;
-  p.step = 17;
-  for (std::int64_t i = 0; i < draws; ++i) {
-    drafts[0] = fromQ(rng);
-    drafts[1] = uniform(rng);
-    seed = acceptSeed(7, 1, i);
+  p.step = LosslessProblem::step;
+  for (std::int64_t i = 0; i < LosslessProblem::blocks; ++i) {
+    draws.next(drafts);
+    seed = LosslessProblem::seed(i);
     acceptOnHost(p, &accepted, &next);
-    ++emitted[static_cast<std::size_t>(accepted > 0 ? drafts[0] : next)];
-    ++drafted[static_cast<std::size_t>(drafts[0])];
-    acceptedFirst += accepted > 0;
+    tally.addBlock(drafts, accepted, next);
   }
   // Blocks of no drafts (per-request gamma 0): the bonus token from p.
   drafts[0] = drafts[1] = -1;
-  for (std::int64_t i = 0; i < draws / 10; ++i) {
-    seed = acceptSeed(8, 1, i);
+  for (std::int64_t i = 0; i < LosslessProblem::emptyBlocks; ++i) {
+    seed = LosslessProblem::emptySeed(i);
     acceptOnHost(p, &accepted, &next);
     REQUIRE(accepted == 0);
-    ++shorter[static_cast<std::size_t>(next)];
+    tally.addEmpty(next);
   }
-  const double pValue = chiSquarePValue(emitted, p0);
-  const double shorterPValue = chiSquarePValue(shorter, p0);
-  const double draftsPValue = chiSquarePValue(drafted, p0);
-  std::cout << "rejection sampling, 10^6 blocks over 6 tokens: first emitted token vs p: "
-               "chi-square p-value "
-            << pValue << " (empty blocks, 10^5: " << shorterPValue
-            << "; the drafts alone vs p: " << draftsPValue << ")\n";
-  CHECK(pValue > 1e-3);
-  CHECK(shorterPValue > 1e-3);
-  CHECK(draftsPValue < 1e-12); // the test can tell q from p
-  // Acceptance rate: sum_x min(p(x), q(x)) = 0.10+0.05+0.20+0.05+0.05+0.05.
-  CHECK(static_cast<double>(acceptedFirst) / draws == Approx(0.50).margin(0.003));
+  checkLossless(problem, tally, "host");
 }
 
 TEST_CASE("host acceptance: the kernel's generator, and draws that depend on seed and position",

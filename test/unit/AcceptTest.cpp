@@ -1,13 +1,17 @@
-//===- AcceptTest.cpp - The generated greedy acceptance kernel on a GPU ---===//
+//===- AcceptTest.cpp - The generated acceptance kernels on a GPU ---------===//
 //
 // examples/accept_step.mlir, compiled at build time: 8 requests, gamma = 4,
 // a 32000-token vocabulary. On a GPU the accepted counts and next tokens must
 // equal a CPU replay (argmax with ties to the lower token) on fresh random
 // distributions whose drafts match the target for a random prefix, including
-// exact ties, full acceptance and immediate rejection.
+// exact ties, full acceptance and immediate rejection. The rejection-sampling
+// kernel (examples/accept_sampling_step.mlir) must follow the host rule bit
+// for bit, and over 10^6 blocks of a fixed problem (AcceptLossless.h) its
+// first emitted token must follow p (a chi-square test, as for the host).
 //
 //===----------------------------------------------------------------------===//
 
+#include "AcceptLossless.h"
 #include "KernelTestUtil.h"
 
 #include "runtime/core/Accept.h"
@@ -15,7 +19,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
+#include <string>
 
 using namespace dhs::runtime;
 
@@ -229,4 +235,107 @@ TEST_CASE("the accept kernels accept exactly what the host rules do, shorter blo
     CHECK(run.download<std::int32_t>(acceptedBuffer, B, "accepted") == accepted);
     CHECK(run.download<std::int32_t>(nextBuffer, B, "next") == next);
   }
+}
+
+TEST_CASE("the generated rejection-sampling kernel is lossless (chi-square over 10^6 blocks)",
+          "[cuda][gpu][accept]") {
+  // The host rule's test (AcceptRuleTest, AcceptLossless.h) through the
+  // kernel: the same p, q, drafts and seeds, in launches of the step's B
+  // blocks (test/unit/steps/accept_lossless_step.mlir). Every block must also
+  // match the host rule bit for bit, so the p-values equal the host test's.
+  DHS_GPU_KERNEL_STEP(manifest, "accept_lossless", abi::LaunchKind::Accept);
+  using dhs::test::LosslessProblem;
+  const LosslessProblem problem;
+  const std::int64_t G = LosslessProblem::gamma, V = LosslessProblem::vocab;
+  const std::int64_t B = manifest.arguments.at(0).shape.at(0);
+  REQUIRE(manifest.arguments.at(0).shape == std::vector<std::int64_t>{B, G});
+  REQUIRE(manifest.arguments.at(1).shape == std::vector<std::int64_t>{B, G + 1, V});
+  REQUIRE(LosslessProblem::blocks % B == 0);
+  REQUIRE(LosslessProblem::emptyBlocks % B == 0);
+  const auto batch = static_cast<std::size_t>(B);
+
+  // Every block has the problem's p and q.
+  std::vector<float> target, q;
+  const std::vector<float> targetRows = problem.targetRows(), draftRows = problem.draftRows();
+  for (std::size_t b = 0; b < batch; ++b) {
+    target.insert(target.end(), targetRows.begin(), targetRows.end());
+    q.insert(q.end(), draftRows.begin(), draftRows.end());
+  }
+  std::vector<std::int32_t> drafts(batch * G);
+  std::vector<std::int64_t> seeds(batch);
+  std::vector<std::uint64_t> hostSeeds(batch);
+  dhs::test::KernelRun run(manifest);
+  const CUdeviceptr draftBuffer = run.argument(drafts, "draft");
+  run.argument(target, "target");
+  run.argument(q, "draft_probs");
+  const CUdeviceptr seedBuffer = run.argument(seeds, "seeds");
+  run.argument(std::vector<std::int64_t>{static_cast<std::int64_t>(LosslessProblem::step)},
+               "counter");
+  const std::vector<std::int32_t> poison(batch, -7);
+  const CUdeviceptr acceptedBuffer = run.argument(poison, "accepted");
+  const CUdeviceptr nextBuffer = run.argument(poison, "next");
+
+  AcceptProblem host;
+  host.rule = AcceptRule::RejectionSampling;
+  host.batch = B;
+  host.gamma = G;
+  host.vocab = V;
+  host.drafts = drafts.data();
+  host.target = target.data();
+  host.draftProbs = q.data();
+  host.seeds = hostSeeds.data();
+  host.step = LosslessProblem::step;
+  std::vector<std::int32_t> hostAccepted(batch), hostNext(batch);
+
+  dhs::test::LosslessDrafts draws(problem);
+  dhs::test::LosslessTally tally;
+  std::int64_t differing = 0;
+  std::string firstDifference;
+  // One launch over blocks [first, first + B) of the problem (or of its
+  // empty blocks), checked against the host rule, then counted.
+  auto runBatch = [&](std::int64_t first, bool empty) {
+    for (std::size_t b = 0; b < batch; ++b) {
+      const std::int64_t block = first + static_cast<std::int64_t>(b);
+      if (empty)
+        std::fill_n(&drafts[b * G], G, -1);
+      else
+        draws.next(&drafts[b * G]);
+      hostSeeds[b] = empty ? LosslessProblem::emptySeed(block) : LosslessProblem::seed(block);
+      seeds[b] = static_cast<std::int64_t>(hostSeeds[b]);
+    }
+    run.write(draftBuffer, drafts, "draft");
+    run.write(seedBuffer, seeds, "seeds");
+    run.write(acceptedBuffer, poison, "accepted");
+    run.write(nextBuffer, poison, "next");
+    run.launch("accept");
+    const std::vector<std::int32_t> accepted =
+        run.download<std::int32_t>(acceptedBuffer, batch, "accepted");
+    const std::vector<std::int32_t> next = run.download<std::int32_t>(nextBuffer, batch, "next");
+    acceptOnHost(host, hostAccepted.data(), hostNext.data());
+    for (std::size_t b = 0; b < batch; ++b) {
+      auto block = [&] {
+        return "block " + std::to_string(first + static_cast<std::int64_t>(b)) +
+               (empty ? " (empty)" : "");
+      };
+      if (accepted[b] < 0 || accepted[b] > (empty ? 0 : G) || next[b] < 0 || next[b] >= V)
+        FAIL(block() << ": the kernel wrote " << accepted[b] << " accepted, next " << next[b]);
+      if (accepted[b] != hostAccepted[b] || next[b] != hostNext[b]) {
+        if (differing++ == 0)
+          firstDifference = block() + ": kernel " + std::to_string(accepted[b]) +
+                            " accepted, next " + std::to_string(next[b]) + "; host " +
+                            std::to_string(hostAccepted[b]) + ", " + std::to_string(hostNext[b]);
+      }
+      if (empty)
+        tally.addEmpty(next[b]);
+      else
+        tally.addBlock(&drafts[b * G], accepted[b], next[b]);
+    }
+  };
+  for (std::int64_t first = 0; first < LosslessProblem::blocks; first += B)
+    runBatch(first, false);
+  for (std::int64_t first = 0; first < LosslessProblem::emptyBlocks; first += B)
+    runBatch(first, true);
+  INFO("first difference from the host rule: " << firstDifference);
+  CHECK(differing == 0);
+  dhs::test::checkLossless(problem, tally, "generated kernel");
 }

@@ -75,6 +75,11 @@ public:
     cuda().check(cuda().memcpyHtoD(buffer, data.data(), bytes), name);
     return buffer;
   }
+  /// Copies `data` into `buffer`, a buffer of this run at least as large.
+  template <typename T>
+  void write(CUdeviceptr buffer, const std::vector<T> &data, const char *name) {
+    cuda().check(cuda().memcpyHtoD(buffer, data.data(), data.size() * sizeof(T)), name);
+  }
   /// upload(), appended to the step's arguments (in manifest order).
   template <typename T> CUdeviceptr argument(const std::vector<T> &data, const char *name) {
     buffers.arguments.push_back(upload(data, name));
