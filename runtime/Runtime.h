@@ -305,11 +305,12 @@ public:
   /// [0, historyLen[b] - (Q - 1 - q)), ties to the lower row id, in
   /// descending score order, -1 past the visible rows, into rows
   /// [batch][Q][K] (host memory). Every backend runs the kernel's exact
-  /// semantics on the host (core/TopK.h). Throws StateError (no top-k step),
-  /// InputError (null pointers, a batch outside 1 .. B, a history length
-  /// outside 0 .. N: nothing written).
+  /// semantics: on CUDA (the attention step loaded, the top-k step's PTX
+  /// there) its kernel, else the host (core/TopK.h). Throws StateError (no
+  /// top-k step), InputError (null pointers, a batch outside 1 .. B, a
+  /// history length outside 0 .. N: nothing written), Error (the kernel).
   void topK(const float *scores, const std::int32_t *historyLen, std::int64_t batch,
-            std::int32_t *rows) const;
+            std::int32_t *rows);
 
   /// Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
   /// compiled by dhs-compile: ring_index + copy_rows launches) whose kernels
@@ -536,6 +537,11 @@ private:
   std::unordered_map<std::uint64_t, SpecStats> specByRequest_;
   std::array<bool, 2> acceptLoaded_{}; // [AcceptRule] an accept step is loaded
   std::optional<TopKShape> topK_;      // the top-k step's shapes, once loaded
+  std::unique_ptr<Manifest> topKManifest_; // and the step, for the tiers
+
+  /// Hands the loaded top-k step, if any, to `runner` when its PTX is
+  /// there.
+  void giveTopKStep(StepRunner &runner) const;
 };
 
 } // namespace dhs::runtime

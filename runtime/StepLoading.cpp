@@ -306,6 +306,7 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
       plan.wholeModel() ? std::vector<const Manifest *>{&manifest} : byLayer.cudaSteps(manifest);
   Tiers tiers = useCuda ? makeCudaTiers(layout, steps, config_.device)
                         : makeCpuTiers(layout, byLayer.allSteps(manifests), config_.cpuThreads);
+  giveTopKStep(*tiers.runner);
   if (config_.cudaGraphs)
     tiers.runner->setGraphs(true);
   if (config_.checkInvariants)
@@ -508,7 +509,7 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
 void Runtime::loadTopKStep(const std::string &stepDirectory) {
   if (topK_)
     throw StateError("a top-k step is already loaded");
-  // (Every backend runs its selection on the host: its PTX is not needed.)
+  // (Without its PTX the host selects: the CPU needs none.)
   ManifestLoadOptions options;
   options.requirePtx = false;
   loadTopKStep(Manifest::load(stepDirectory, options));
@@ -517,11 +518,29 @@ void Runtime::loadTopKStep(const std::string &stepDirectory) {
 void Runtime::loadTopKStep(const Manifest &manifest) {
   if (topK_)
     throw StateError("a top-k step is already loaded");
-  topK_ = topKShapeOf(manifest);
+  const TopKShape shape = topKShapeOf(manifest);
+  topKManifest_ = std::make_unique<Manifest>(manifest);
+  if (tiers_.runner) {
+    try {
+      giveTopKStep(*tiers_.runner);
+    } catch (...) {
+      topKManifest_.reset();
+      throw;
+    }
+  }
+  topK_ = shape;
+}
+
+void Runtime::giveTopKStep(StepRunner &runner) const {
+  // The tiers run its kernel where they can (CUDA, its PTX there); a step
+  // loaded before the attention step reaches them when they are made.
+  if (topKManifest_ && std::all_of(topKManifest_->launches.begin(), topKManifest_->launches.end(),
+                                   [](const Launch &launch) { return launch.ptxPresent; }))
+    runner.setTopKStep(*topKManifest_);
 }
 
 void Runtime::topK(const float *scores, const std::int32_t *historyLen, std::int64_t batch,
-                   std::int32_t *rows) const {
+                   std::int32_t *rows) {
   if (!topK_)
     throw StateError("no top-k step is loaded");
   if (!scores || !historyLen || !rows)
@@ -534,7 +553,8 @@ void Runtime::topK(const float *scores, const std::int32_t *historyLen, std::int
       throw InputError("history length " + std::to_string(historyLen[b]) + " of lane " +
                        std::to_string(b) + " is outside 0 .. " + std::to_string(topK_->scored) +
                        " (the rows the top-k step scores)");
-  selectTopK(*topK_, batch, scores, historyLen, rows);
+  if (!tiers_.runner || !tiers_.runner->topK(batch, scores, historyLen, rows))
+    selectTopK(*topK_, batch, scores, historyLen, rows);
 }
 
 } // namespace dhs::runtime

@@ -485,7 +485,7 @@ dhs_status dhs_runtime_load_topk_step(dhs_runtime *runtime, const char *step_dir
     }
   });
 }
-dhs_status dhs_topk(const dhs_runtime *runtime, const float *scores, const int32_t *history_len,
+dhs_status dhs_topk(dhs_runtime *runtime, const float *scores, const int32_t *history_len,
                     int64_t batch, int32_t *rows) {
   const char *where = "dhs_topk";
   return guarded(where, DHS_ERROR_INTERNAL, [&] {

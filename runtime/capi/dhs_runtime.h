@@ -401,11 +401,13 @@ dhs_status dhs_runtime_load_topk_step(dhs_runtime *runtime, const char *step_dir
  *  into rows [batch][Q][K]: in descending score order, ties to the lower
  *  row id, -1 past the visible rows (the kernel's order of every float
  *  pattern: -0 below +0, NaNs by sign above +inf or below -inf). Host
- *  memory. Every backend computes exactly what the compiled kernel does.
+ *  memory. On CUDA (an attention step loaded, the top-k step's PTX there)
+ *  the compiled kernel runs; otherwise the host computes exactly what it
+ *  does. DHS_ERROR_DEVICE when the kernel fails.
  *  DHS_ERROR_INVALID_HANDLE (null runtime), DHS_ERROR_NOT_LOADED (no
  *  top-k step), DHS_ERROR_INVALID_ARGUMENT (null pointers, a batch outside
  *  1 .. B, a history length outside 0 .. N; nothing written). */
-dhs_status dhs_topk(const dhs_runtime *runtime, const float *scores, const int32_t *history_len,
+dhs_status dhs_topk(dhs_runtime *runtime, const float *scores, const int32_t *history_len,
                     int64_t batch, int32_t *rows);
 
 /** Speculation statistics (whole runtime, or one request with

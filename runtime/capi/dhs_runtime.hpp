@@ -189,7 +189,7 @@ public:
   }
   /// Runs the loaded top-k step (dhs_topk).
   void topK(const float *scores, const std::int32_t *historyLen, std::int64_t batch,
-            std::int32_t *rows) const {
+            std::int32_t *rows) {
     check(dhs_topk(handle_, scores, historyLen, batch, rows));
   }
   /// Speculation statistics of the runtime.

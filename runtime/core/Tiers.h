@@ -197,6 +197,15 @@ public:
   /// is none (the Runtime runs the rule on the host). Throws Error when the
   /// kernel fails.
   virtual bool accept(const AcceptProblem &problem, std::int32_t *accepted, std::int32_t *next) = 0;
+  /// Takes a compiled top-k step (one dhs.topk launch whose PTX is there;
+  /// the Runtime has checked its shapes). The CPU keeps nothing.
+  virtual void setTopKStep(const Manifest &manifest) = 0;
+  /// Runs the top-k step taken for `batch` lanes (the Runtime has checked
+  /// the arguments): true and rows [batch][Q][K], waiting for them; false
+  /// where there is none (the Runtime selects on the host: the same rows).
+  /// Throws Error when the kernel fails.
+  virtual bool topK(std::int64_t batch, const float *scores, const std::int32_t *historyLen,
+                    std::int32_t *rows) = 0;
   /// Rows the fetch launches copied from the host store for layer group
   /// `group` in the last step (a whole-model step fetches a group's miss
   /// plan once for its layers; a shared retrieval each distinct missing row

@@ -358,6 +358,10 @@ public:
   }
   void setAcceptStep(const Manifest &, AcceptRule) override {}
   bool accept(const AcceptProblem &, std::int32_t *, std::int32_t *) override { return false; }
+  void setTopKStep(const Manifest &) override {}
+  bool topK(std::int64_t, const float *, const std::int32_t *, std::int32_t *) override {
+    return false;
+  }
   std::int64_t fetchedRows() override {
     return groupFetchedRows(lastLayer_ / layout_.layersPerGroup);
   }

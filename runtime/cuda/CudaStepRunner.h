@@ -18,6 +18,7 @@
 #include "runtime/cuda/CudaGraph.h"
 #include "runtime/cuda/CudaRings.h"
 #include "runtime/cuda/CudaStorage.h"
+#include "runtime/cuda/CudaTopK.h"
 
 #include <map>
 #include <memory>
@@ -60,6 +61,16 @@ public:
     if (!kernel || !kernel->fits(problem))
       return false;
     kernel->run(problem, accepted, next);
+    return true;
+  }
+  void setTopKStep(const Manifest &manifest) override {
+    topK_ = std::make_unique<CudaTopK>(manifest, queue_);
+  }
+  bool topK(std::int64_t batch, const float *scores, const std::int32_t *historyLen,
+            std::int32_t *rows) override {
+    if (!topK_)
+      return false;
+    topK_->run(batch, scores, historyLen, rows);
     return true;
   }
   std::int64_t groupFetchedRows(std::int32_t group) override;
@@ -145,6 +156,7 @@ private:
   std::unique_ptr<DeviceBuffer> status_;
   std::unique_ptr<DeviceBuffer> arena_;
   std::unique_ptr<CudaAccept> accept_[2]; // [AcceptRule] loaded accept steps
+  std::unique_ptr<CudaTopK> topK_;        // the loaded top-k step
   std::unique_ptr<MappedHostBuffer> stagingIn_, stagingOut_;
   CudaStepBuffers buffers_;
   std::vector<HostOutput> hostOutputs_;

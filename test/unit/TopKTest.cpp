@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelTestUtil.h"
+#include "RuntimeTestUtil.h"
 
 #include "runtime/Runtime.h"
 #include "runtime/capi/dhs_runtime.h"
@@ -237,4 +238,33 @@ TEST_CASE("top-k through the runtime and the C API: the kernel's selection, a st
   CHECK(rows[0] >= 0);
   CHECK(rows[(2 * Q) * K] == -1); // lane 2 has no history
   dhs_runtime_destroy(rt);
+}
+
+TEST_CASE("top-k on a CUDA runtime runs the kernel: the host's rows", "[topk][cuda][gpu]") {
+  if (!dhs::test::gpuOrSkip())
+    return;
+  const std::string step = dhs::test::compiledStepsDir() + "/topk";
+  if (!dhs::test::compiledStepOrSkip("topk"))
+    return;
+  DHS_SEEDED_RNG(rng, 1730);
+  const std::int64_t B = 4, Q = 2, N = 16384, K = 512;
+  for (bool before : {true, false}) {
+    INFO("top-k step loaded " << (before ? "before" : "after") << " the attention step");
+    Runtime rt(dhs::test::testConfig(2, 1, BackendKind::Cuda));
+    if (before)
+      rt.loadTopKStep(step);
+    rt.loadStep(dhs::test::stepsDir() + "/naive");
+    if (!before)
+      rt.loadTopKStep(step);
+    const std::vector<float> scores = mixedScores(rng, B * Q * N);
+    std::vector<std::int32_t> length = {static_cast<std::int32_t>(rng() % N), 200, 0,
+                                        static_cast<std::int32_t>(N)};
+    for (std::int64_t batch : {B, std::int64_t(3)}) {
+      std::vector<std::int32_t> rows(B * Q * K, 777), expected(B * Q * K, 777);
+      rt.topK(scores.data(), length.data(), batch, rows.data());
+      CHECK(selectTopK(TopKShape{B, Q, N, K}, batch, scores.data(), length.data(),
+                       expected.data()) == 0);
+      CHECK(rows == expected);
+    }
+  }
 }
