@@ -202,6 +202,22 @@ void deviceAllocationAtAdmission(BackendKind backend) {
   s.checkAll();
 }
 
+/// A failed step left no trace (no step, selection or promotion counted, no
+/// step open), and the runtime keeps serving: appends to `request` and exact
+/// steps, then every check.
+void checkAbandonedAndServing(Session &s, const RuntimeStats &before, std::uint64_t request) {
+  const RuntimeStats after = s.rt->stats();
+  CHECK(after.steps == before.steps);
+  CHECK(after.totals.promoted == before.totals.promoted);
+  CHECK(after.totals.selected == before.totals.selected);
+  CHECK_FALSE(s.rt->inStep());
+  for (int i = 0; i < 3; ++i) {
+    s.append(request);
+    s.stepAndCheck({2, 1});
+  }
+  s.checkAll();
+}
+
 void failedLaunch(BackendKind backend) {
   Disarm disarm;
   Session s(backend);
@@ -212,16 +228,7 @@ void failedLaunch(BackendKind backend) {
   faults::arm(Fault::Launch, /*skip=*/1);
   CHECK_THROWS_WITH(s.stepAndCheck({1, 2}), Catch::Contains("(injected fault)"));
   CHECK(faults::failed(Fault::Launch) == 1);
-  const RuntimeStats after = s.rt->stats();
-  CHECK(after.steps == before.steps);
-  CHECK(after.totals.promoted == before.totals.promoted);
-  CHECK(after.totals.selected == before.totals.selected);
-  CHECK_FALSE(s.rt->inStep());
-  for (int i = 0; i < 3; ++i) {
-    s.append(1);
-    s.stepAndCheck({2, 1});
-  }
-  s.checkAll();
+  checkAbandonedAndServing(s, before, /*request=*/1);
 }
 
 /// A CPU attention worker thread fails (its scratch allocation): the error
@@ -247,15 +254,7 @@ void failedAttentionWorker() {
   CHECK(faults::failed(Fault::HostAlloc) == 1);
   CHECK(faults::reached(Fault::HostAlloc) >= 2);
   CHECK(faults::reached(Fault::HostAlloc) <= 4);
-  const RuntimeStats after = s.rt->stats();
-  CHECK(after.steps == before.steps);
-  CHECK(after.totals.promoted == before.totals.promoted);
-  CHECK_FALSE(s.rt->inStep());
-  for (int i = 0; i < 3; ++i) {
-    s.append(2);
-    s.stepAndCheck({2, 1});
-  }
-  s.checkAll();
+  checkAbandonedAndServing(s, before, /*request=*/2);
 }
 
 void failedCopies(BackendKind backend) {
