@@ -83,19 +83,10 @@ void CudaAccept::run(const AcceptProblem &problem, std::int32_t *accepted, std::
            static_cast<std::size_t>(batch_) * G * V * 4);
   upload(ArgumentRole::Seeds, seeds.data(), seeds.size() * 8, seeds.size() * 8);
   upload(ArgumentRole::StepCounter, &counter, 8, 8);
-  cuda.check(cuda.memsetD32Async(launch_.status, 0, 1, stream), "clearing the accept status word");
-  queue_->submitted();
-  step_->launchAsync(launch_, stream);
-  std::uint32_t word = 0;
-  cuda.check(cuda.memcpyDtoHAsync(accepted, argument(ArgumentRole::Accepted), n * 4, stream),
-             "downloading accepted counts");
-  cuda.check(cuda.memcpyDtoHAsync(next, argument(ArgumentRole::NextToken), n * 4, stream),
-             "downloading next tokens");
-  cuda.check(cuda.memcpyDtoHAsync(&word, launch_.status, sizeof(word), stream),
-             "reading the accept status word");
-  queue_->synchronize("the accept kernel failed");
-  if (word != 0)
-    throw DeviceError("the accept kernel reported status " + describeStatus(word));
+  step_->runAndWait(launch_, *queue_,
+                    {{accepted, argument(ArgumentRole::Accepted), n * 4, "accepted counts"},
+                     {next, argument(ArgumentRole::NextToken), n * 4, "next tokens"}},
+                    "accept");
 }
 
 } // namespace dhs::runtime::cuda_detail

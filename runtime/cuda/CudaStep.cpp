@@ -5,6 +5,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/StepPlan.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/CudaResources.h"
 #include "runtime/cuda/JitLink.h"
 
@@ -481,6 +482,26 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
     result.repeatsIdentical = download() == result.output;
   }
   return result;
+}
+
+void CudaStep::runAndWait(const CudaStepBuffers &buffers, cuda_detail::CudaQueue &queue,
+                          std::initializer_list<Download> downloads,
+                          const std::string &kernel) const {
+  const CudaDriver &cuda = driver();
+  CUstream stream = queue.stream();
+  cuda.check(cuda.memsetD32Async(buffers.status, 0, 1, stream),
+             "clearing the " + kernel + " status word");
+  queue.submitted();
+  launchAsync(buffers, stream);
+  for (const Download &download : downloads)
+    cuda.check(cuda.memcpyDtoHAsync(download.host, download.device, download.bytes, stream),
+               std::string("downloading ") + download.what);
+  std::uint32_t word = 0;
+  cuda.check(cuda.memcpyDtoHAsync(&word, buffers.status, sizeof(word), stream),
+             "reading the " + kernel + " status word");
+  queue.synchronize("the " + kernel + " kernel failed");
+  if (word != 0)
+    throw DeviceError("the " + kernel + " kernel reported status " + describeStatus(word));
 }
 
 } // namespace dhs::runtime

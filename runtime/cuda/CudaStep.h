@@ -22,11 +22,16 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace dhs::runtime {
+
+namespace cuda_detail {
+class CudaQueue;
+} // namespace cuda_detail
 
 /// The nvJitLink architecture for a compute capability: "sm_" + major +
 /// minor, plus "a" when major == 9 (wgmma and other sm_90a features).
@@ -120,6 +125,20 @@ public:
 
   /// Makes the device's primary context current on the calling thread.
   void makeCurrent() const;
+
+  /// A device-to-host copy that a run of a one-kernel step ends with.
+  struct Download {
+    void *host;
+    CUdeviceptr device;
+    std::size_t bytes;
+    const char *what; ///< for the error message, e.g. "top-k rows"
+  };
+  /// Runs a step of one kernel (accept, top-k) on `queue`'s stream over
+  /// `buffers` and waits: clears the status word, launches, downloads
+  /// `downloads` and the status word. Throws Error when a copy or the launch
+  /// fails, DeviceError naming `kernel` when the kernel reported a status.
+  void runAndWait(const CudaStepBuffers &buffers, cuda_detail::CudaQueue &queue,
+                  std::initializer_list<Download> downloads, const std::string &kernel) const;
 
 private:
   struct State;

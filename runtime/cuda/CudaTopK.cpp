@@ -52,18 +52,10 @@ void CudaTopK::run(std::int64_t batch, const float *scores, const std::int32_t *
              "uploading top-k scores");
   cuda.check(cuda.memcpyHtoDAsync(lengths_->get(), lengths.data(), lengths.size() * 4, stream),
              "uploading top-k history lengths");
-  cuda.check(cuda.memsetD32Async(launch_.status, 0, 1, stream), "clearing the top-k status word");
-  queue_->submitted();
-  step_->launchAsync(launch_, stream);
-  std::uint32_t word = 0;
-  cuda.check(cuda.memcpyDtoHAsync(rows, rows_->get(),
-                                  lanes * perLane * static_cast<std::size_t>(shape_.k) * 4, stream),
-             "downloading top-k rows");
-  cuda.check(cuda.memcpyDtoHAsync(&word, launch_.status, sizeof(word), stream),
-             "reading the top-k status word");
-  queue_->synchronize("the top-k kernel failed");
-  if (word != 0)
-    throw DeviceError("the top-k kernel reported status " + describeStatus(word));
+  step_->runAndWait(launch_, *queue_,
+                    {{rows, rows_->get(), lanes * perLane * static_cast<std::size_t>(shape_.k) * 4,
+                      "top-k rows"}},
+                    "top-k");
 }
 
 } // namespace dhs::runtime::cuda_detail
