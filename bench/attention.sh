@@ -20,7 +20,9 @@
 # launches with CUDA events); then the FP8 64-head shape with x% of the
 # selected rows missing (x = 1, 5, 14, 30) against max(attention at residency
 # 1, missing bytes / copy rate); the CUDA-core kernel on the first shape; and
-# the 128-head bf16 shapes without clusters (each CTA gathers every row of its
+# retrieval: the fetch kernel of one layer group over a 22 GB pinned store
+# (dhs-retrieval-bench, 5-20% of the selections missing) against the copy
+# rate; the 128-head bf16 shapes without clusters (each CTA gathers every row of its
 # query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters.
 # Progress and the table go to stdout as each shape finishes.
 set -uo pipefail
@@ -47,6 +49,8 @@ steps() {
   done
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
     --hbm-slots 262144 --tensor-cores=false -o "$dir/attention/cores_fp8_b128_q1_h64" || exit 1
+  # Retrieval: one layer group's fetch over a 22 GB store (dhs-retrieval-bench).
+  "$compile" "$root/bench/steps/fetch_fp8_group.mlir" -o "$dir/attention/fetch_fp8_group" || exit 1
 }
 
 run() {
@@ -102,6 +106,13 @@ print(f'{sys.argv[6]:24} {ms:9.4f} {t:9.1f} {t/peak:11.1%}')" "$b" "$q" "$h" "$m
 floor=max(res, byts/copy/1e6); print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms>res else 0:9.1f}')" \
       "$missing" "$ms" "$resident" "$copy"
   done
+  # Retrieval of missing rows in the store's layout (2624-byte group tokens)
+  # from a 22 GB pinned store: the fetch kernel against the copy rate.
+  if [ -x "$dir/bin/dhs-retrieval-bench" ] && [ -d "$dir/attention/fetch_fp8_group" ]; then
+    echo
+    "$dir/bin/dhs-retrieval-bench" "$dir/attention/fetch_fp8_group" 2>&1 ||
+      echo "FAILED: dhs-retrieval-bench"
+  fi
 }
 
 case "$mode" in

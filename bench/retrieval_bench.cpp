@@ -1,0 +1,189 @@
+//===- retrieval_bench.cpp - Times the fetch of missing rows from the host store -===//
+//
+// Usage: dhs-retrieval-bench <fetch step dir> [tokens per request]
+// The step (bench/steps/fetch_fp8_group.mlir): one layer group's dhs.fetch,
+// B requests x K selections over FP8 rows stored in groups of 4 layers, so a
+// missing token is one 2624-byte unit of the host store. The benchmark maps
+// a pinned host store of B x T tokens (default T = 65536: 22 GB for 128
+// requests, the store of issue 10's retrieval target), and for 5, 10, 14
+// and 20% of each request's K distinct random selections missing (slot -1;
+// the others resident, which the fetch skips) times the compiled fetch
+// kernel (median of 7, from the launch to the end of the stream) and prints
+// the useful bytes it moved per second (missing tokens x token bytes) beside
+// a contiguous 1 GiB pinned host-to-device copy timed in the same run.
+// Sampled staged tokens are compared with the host store.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/core/Manifest.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/cuda/CudaStep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace dhs::runtime;
+using namespace dhs::runtime::cuda_detail;
+
+namespace {
+
+/// Median of `runs` timings (ms) of `work`, each from its first enqueue to
+/// the end of the stream, after one warm-up run.
+template <typename Work> double medianMs(CUstream stream, int runs, Work work) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs + 1; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    driver().check(driver().streamSynchronize(stream), "cuStreamSynchronize");
+    const auto end = std::chrono::steady_clock::now();
+    if (i > 0)
+      ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+/// splitmix64: the host store's bytes, cheap enough for 22 GB.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    if (argc < 2 || argc > 3) {
+      std::fprintf(stderr, "usage: dhs-retrieval-bench <fetch step dir> [tokens per request]\n");
+      return 2;
+    }
+    Manifest manifest = Manifest::load(argv[1]);
+    if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::Fetch)
+      throw Error(std::string(argv[1]) + " is not a single fetch step");
+    const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+    const std::size_t tokenBytes = static_cast<std::size_t>(pool.layers * pool.rowBytes);
+    const std::vector<std::int64_t> &selectionShape =
+        manifest.argument(ArgumentRole::RowIds).shape; // [B, Q, K]
+    const std::size_t B = static_cast<std::size_t>(selectionShape[0]);
+    const std::size_t K = static_cast<std::size_t>(selectionShape[1] * selectionShape[2]);
+    const std::size_t T = argc > 2 ? std::stoul(argv[2]) : 65536;
+    if (T < K)
+      throw Error("each request needs at least " + std::to_string(K) + " tokens");
+    const CudaDriver &cuda = CudaDriver::instance();
+    if (!cuda.available()) {
+      std::fprintf(stderr, "dhs-retrieval-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
+      return 1;
+    }
+    CudaStep step(manifest, 0);
+    step.makeCurrent();
+    const std::size_t hostTokens = B * T, storeBytes = hostTokens * tokenBytes;
+    std::printf("host store: %zu requests x %zu tokens x %zu bytes = %.1f GB pinned; filling\n", B,
+                T, tokenBytes, static_cast<double>(storeBytes) / 1e9);
+    std::fflush(stdout);
+    MappedHostBuffer host(storeBytes, "the host store");
+    auto *bytes = static_cast<std::uint8_t *>(host.host());
+    for (std::size_t i = 0; i + 8 <= storeBytes; i += 8) {
+      const std::uint64_t x = mix(i);
+      std::memcpy(bytes + i, &x, 8);
+    }
+    DeviceBuffer arena(static_cast<std::size_t>(manifest.arenaBytes), "the staging arena");
+    DeviceBuffer rows(B * K * 4, "selections"), slots(B * K * 4, "slots");
+    DeviceBuffer starts(B * 8, "history starts"), lengths(B * 4, "history lengths");
+    DeviceBuffer status(4, "the status word");
+    std::vector<std::int64_t> start(B);
+    std::vector<std::int32_t> length(B, static_cast<std::int32_t>(T));
+    for (std::size_t b = 0; b < B; ++b)
+      start[b] = static_cast<std::int64_t>(b * T);
+    cuda.check(cuda.memcpyHtoD(starts.get(), start.data(), B * 8), "history starts");
+    cuda.check(cuda.memcpyHtoD(lengths.get(), length.data(), B * 4), "history lengths");
+    cuda.check(cuda.memsetD32(status.get(), 0, 1), "the status word");
+    CudaStepBuffers buffers;
+    buffers.arguments.assign(manifest.arguments.size(), 0);
+    auto bind = [&](ArgumentRole role, CUdeviceptr pointer) {
+      buffers.arguments[static_cast<std::size_t>(manifest.argument(role).index)] = pointer;
+    };
+    bind(ArgumentRole::RowIds, rows.get());
+    bind(ArgumentRole::Slots, slots.get());
+    bind(ArgumentRole::HistoryStart, starts.get());
+    bind(ArgumentRole::HistoryLen, lengths.get());
+    buffers.host = host.device();
+    buffers.hostRows = static_cast<std::int64_t>(hostTokens);
+    buffers.arena = arena.get();
+    buffers.status = status.get();
+    Stream stream;
+
+    // The floor: one contiguous 1 GiB copy from the pinned store.
+    const std::size_t floorBytes = std::min<std::size_t>(std::size_t(1) << 30, storeBytes);
+    const std::size_t floorCopy = std::min(floorBytes, static_cast<std::size_t>(manifest.arenaBytes));
+    const double floorMs = medianMs(stream.get(), 7, [&] {
+      cuda.check(cuda.memcpyHtoDAsync(arena.get(), bytes, floorCopy, stream.get()),
+                 "the contiguous copy");
+    });
+    const double copyRate = static_cast<double>(floorCopy) / floorMs / 1e6;
+    std::printf("pinned host-to-device copy: %.1f GB/s (%zu MB contiguous)\n", copyRate,
+                floorCopy >> 20);
+    std::printf("%8s %10s %10s %10s %10s %9s\n", "missing", "tokens", "MB", "ms", "GB/s",
+                "of copy");
+
+    std::mt19937_64 rng(11);
+    std::vector<std::int32_t> ids(B * K), slot(B * K);
+    std::vector<char> taken(T);
+    for (double fraction : {0.05, 0.10, 0.14, 0.20}) {
+      const std::size_t missingPerRequest = static_cast<std::size_t>(fraction * K + 0.5);
+      for (std::size_t b = 0; b < B; ++b) {
+        // K distinct rows of the request's history in random order; the
+        // first `missingPerRequest` of them are missing.
+        std::fill(taken.begin(), taken.end(), 0);
+        for (std::size_t i = 0; i < K; ++i) {
+          std::size_t row;
+          do
+            row = static_cast<std::size_t>(rng() % T);
+          while (taken[row]);
+          taken[row] = 1;
+          ids[b * K + i] = static_cast<std::int32_t>(row);
+          slot[b * K + i] = i < missingPerRequest ? -1 : 0;
+        }
+      }
+      cuda.check(cuda.memcpyHtoD(rows.get(), ids.data(), B * K * 4), "selections");
+      cuda.check(cuda.memcpyHtoD(slots.get(), slot.data(), B * K * 4), "slots");
+      const double ms =
+          medianMs(stream.get(), 7, [&] { step.launchAsync(buffers, stream.get()); });
+      std::uint32_t word = 0;
+      cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "the status word");
+      if (word != 0)
+        throw Error("the fetch kernel reported status " + describeStatus(word));
+      // Sampled missing tokens reached their staging rows [b, i].
+      std::vector<std::uint8_t> staged(tokenBytes);
+      for (std::size_t b = 0; b < B; b += std::max<std::size_t>(1, B / 16))
+        for (std::size_t i = 0; i < missingPerRequest;
+             i += std::max<std::size_t>(1, missingPerRequest / 4)) {
+          cuda.check(cuda.memcpyDtoH(staged.data(), arena.get() + (b * K + i) * tokenBytes,
+                                     tokenBytes),
+                     "a staged token");
+          const std::uint8_t *source =
+              bytes + (static_cast<std::size_t>(start[b]) +
+                       static_cast<std::size_t>(ids[b * K + i])) *
+                          tokenBytes;
+          if (std::memcmp(staged.data(), source, tokenBytes) != 0)
+            throw Error("staging row " + std::to_string(i) + " of request " + std::to_string(b) +
+                        " does not hold its token");
+        }
+      const std::size_t tokens = B * missingPerRequest;
+      const double useful = static_cast<double>(tokens * tokenBytes);
+      std::printf("%7.0f%% %10zu %10.1f %10.3f %10.1f %8.0f%%\n", fraction * 100, tokens,
+                  useful / 1e6, ms, useful / ms / 1e6, 100 * useful / ms / 1e6 / copyRate);
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "dhs-retrieval-bench: %s\n", e.what());
+    return 1;
+  }
+}
