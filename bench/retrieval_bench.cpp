@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
 
     // The floor: one contiguous 1 GiB copy from the pinned store.
     const std::size_t floorBytes = std::min<std::size_t>(std::size_t(1) << 30, storeBytes);
-    const std::size_t floorCopy = std::min(floorBytes, static_cast<std::size_t>(manifest.arenaBytes));
+    const std::size_t floorCopy =
+        std::min(floorBytes, static_cast<std::size_t>(manifest.arenaBytes));
     const double floorMs = medianMs(stream.get(), 7, [&] {
       cuda.check(cuda.memcpyHtoDAsync(arena.get(), bytes, floorCopy, stream.get()),
                  "the contiguous copy");
@@ -154,8 +155,7 @@ int main(int argc, char **argv) {
       }
       cuda.check(cuda.memcpyHtoD(rows.get(), ids.data(), B * K * 4), "selections");
       cuda.check(cuda.memcpyHtoD(slots.get(), slot.data(), B * K * 4), "slots");
-      const double ms =
-          medianMs(stream.get(), 7, [&] { step.launchAsync(buffers, stream.get()); });
+      const double ms = medianMs(stream.get(), 7, [&] { step.launchAsync(buffers, stream.get()); });
       std::uint32_t word = 0;
       cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "the status word");
       if (word != 0)
@@ -165,13 +165,12 @@ int main(int argc, char **argv) {
       for (std::size_t b = 0; b < B; b += std::max<std::size_t>(1, B / 16))
         for (std::size_t i = 0; i < missingPerRequest;
              i += std::max<std::size_t>(1, missingPerRequest / 4)) {
-          cuda.check(cuda.memcpyDtoH(staged.data(), arena.get() + (b * K + i) * tokenBytes,
-                                     tokenBytes),
-                     "a staged token");
-          const std::uint8_t *source =
-              bytes + (static_cast<std::size_t>(start[b]) +
-                       static_cast<std::size_t>(ids[b * K + i])) *
-                          tokenBytes;
+          cuda.check(
+              cuda.memcpyDtoH(staged.data(), arena.get() + (b * K + i) * tokenBytes, tokenBytes),
+              "a staged token");
+          const std::uint8_t *source = bytes + (static_cast<std::size_t>(start[b]) +
+                                                static_cast<std::size_t>(ids[b * K + i])) *
+                                                   tokenBytes;
           if (std::memcmp(staged.data(), source, tokenBytes) != 0)
             throw Error("staging row " + std::to_string(i) + " of request " + std::to_string(b) +
                         " does not hold its token");
