@@ -37,6 +37,8 @@ public:
   std::int32_t freeCount() const { return static_cast<std::int32_t>(stack_.size()); }
   /// Number of allocated slots.
   std::int32_t usedCount() const { return capacity() - freeCount(); }
+  /// The free slots in the order allocate hands them out, the next last.
+  const std::vector<std::int32_t> &freeStack() const { return stack_; }
 
   /// Takes a free slot. Throws CapacityError when none is free.
   std::int32_t allocate();

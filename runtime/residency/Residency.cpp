@@ -457,6 +457,20 @@ std::pair<std::uint32_t, std::uint32_t> ResidencyController::slotRecency(std::in
           g.prevUse.at(static_cast<std::size_t>(slot))};
 }
 
+bool ResidencyController::slotReferenced(std::int32_t gi, std::int32_t slot) const {
+  const Group &g = groups_.at(static_cast<std::size_t>(gi));
+  static_cast<void>(g.lastUse.at(static_cast<std::size_t>(slot)));
+  return referenced(g, slot);
+}
+
+std::int32_t ResidencyController::clockHand(std::int32_t gi) const {
+  return groups_.at(static_cast<std::size_t>(gi)).hand;
+}
+
+const std::vector<std::int32_t> &ResidencyController::freeSlots(std::int32_t gi) const {
+  return groups_.at(static_cast<std::size_t>(gi)).free.freeStack();
+}
+
 SlotKind ResidencyController::slotKind(std::int32_t gi, std::int32_t slot) const {
   return static_cast<SlotKind>(
       groups_.at(static_cast<std::size_t>(gi)).kind.at(static_cast<std::size_t>(slot)));

@@ -246,6 +246,12 @@ public:
   /// device replacement state (dhs.pool_recency) mirrors for slots that
   /// hold history rows.
   std::pair<std::uint32_t, std::uint32_t> slotRecency(std::int32_t group, std::int32_t slot) const;
+  /// CLOCK: whether a slot is referenced (used since the hand last passed
+  /// it), and where the group's hand is (Adaptive).
+  bool slotReferenced(std::int32_t group, std::int32_t slot) const;
+  std::int32_t clockHand(std::int32_t group) const;
+  /// A group's free slots in the order they are handed out, the next last.
+  const std::vector<std::int32_t> &freeSlots(std::int32_t group) const;
   /// Owner of a slot (-1 when free).
   std::int32_t slotOwner(std::int32_t group, std::int32_t slot) const;
   /// History row held by a slot (-1 when free or a ring slot).
