@@ -4,6 +4,7 @@
 
 #include "runtime/core/Bf16.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/RandomStream.h"
 
 #include <cmath>
 #include <cstring>
@@ -37,7 +38,7 @@ template <typename T> T load(const std::uint8_t *bytes) {
 
 /// N(0,1) by Box-Muller on 53-bit uniforms, so a seed gives the same values on
 /// every platform (std::normal_distribution is implementation-defined).
-double normal(std::mt19937_64 &rng) {
+template <typename Rng> double normal(Rng &rng) {
   auto uniform = [&] {
     return (static_cast<double>(rng() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
   };
@@ -52,6 +53,43 @@ std::uint8_t randomE4M3(std::mt19937_64 &rng) {
       return byte;
   }
 }
+
+/// `count` random e4m3 bytes that are not NaN: the bytes of numbers of `rng`,
+/// low byte first, NaN bytes skipped (the rest of the last number unused).
+void randomE4M3s(std::uint8_t *out, int count, RandomStream &rng) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  for (int i = 0; i < count;) {
+    std::uint64_t bits = rng();
+    // A byte is NaN when its low 7 bits are all set, i.e. adding 1 to them
+    // carries into bit 7 (never further).
+    const bool anyNaN = (((bits & ~kHigh) + kOnes) & kHigh) != 0;
+    if (!anyNaN && i + 8 <= count) {
+      for (int j = 0; j < 8; ++j)
+        out[i + j] = static_cast<std::uint8_t>(bits >> (8 * j));
+      i += 8;
+      continue;
+    }
+    for (int j = 0; j < 8 && i < count; ++j, bits >>= 8) {
+      const auto byte = static_cast<std::uint8_t>(bits & 0xff);
+      if ((byte & 0x7f) != 0x7f)
+        out[i++] = byte;
+    }
+  }
+}
+
+/// The e4m3 values, decoded once.
+struct E4M3Table {
+  double values[256];
+  E4M3Table() {
+    for (int byte = 0; byte < 256; ++byte) {
+      int sign = byte >> 7, exponent = (byte >> 3) & 15, mantissa = byte & 7;
+      double magnitude = exponent == 15 && mantissa == 7 ? std::numeric_limits<double>::quiet_NaN()
+                         : exponent == 0                 ? std::ldexp(mantissa, -9)
+                                                         : std::ldexp(8 + mantissa, exponent - 10);
+      values[byte] = sign ? -magnitude : magnitude;
+    }
+  }
+};
 
 } // namespace
 
@@ -77,12 +115,8 @@ std::string knownRowFormats() {
 }
 
 double decodeE4M3(std::uint8_t byte) {
-  int sign = byte >> 7, exponent = (byte >> 3) & 15, mantissa = byte & 7;
-  if (exponent == 15 && mantissa == 7)
-    return std::numeric_limits<double>::quiet_NaN();
-  double magnitude =
-      exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
-  return sign ? -magnitude : magnitude;
+  static const E4M3Table table;
+  return table.values[byte];
 }
 
 void decodeKey(RowFormat format, const std::uint8_t *row, double *key) {
@@ -153,7 +187,10 @@ void decodeGqa(const GqaLayout &layout, const std::uint8_t *row, std::int64_t kv
   }
 }
 
-void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, std::mt19937_64 &rng) {
+namespace {
+
+template <typename Rng>
+void fillRandomGqaRowWith(const GqaLayout &layout, std::uint8_t *row, Rng &rng) {
   const std::int64_t count = 2 * layout.kvHeads * layout.headDim;
   for (std::int64_t i = 0; i < count; ++i) {
     double v = normal(rng);
@@ -192,6 +229,16 @@ void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, std::mt19937_6
   }
 }
 
+} // namespace
+
+void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, std::mt19937_64 &rng) {
+  fillRandomGqaRowWith(layout, row, rng);
+}
+
+void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, RandomStream &rng) {
+  fillRandomGqaRowWith(layout, row, rng);
+}
+
 void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng) {
   auto putBf16 = [&](std::uint8_t *at) {
     bf16_t value = doubleToBf16(normal(rng));
@@ -219,6 +266,32 @@ void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng) {
   case RowFormat::V41Fp8:
     for (int d = 0; d < V41Fp8::kDims; ++d)
       row[d] = randomE4M3(rng);
+    for (int g = 0; g < V41Fp8::kScales; ++g)
+      row[V41Fp8::kScaleOffset + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
+    return;
+  case RowFormat::Gqa:
+    break;
+  }
+  throw Error("fillRandomRow fills MLA rows; GQA rows are filled by "
+              "fillRandomGqaRow");
+}
+
+void fillRandomRow(RowFormat format, std::uint8_t *row, RandomStream &rng) {
+  switch (format) {
+  case RowFormat::MlaBf16:
+    normalsBf16(rng, row, MlaBf16::kDims);
+    return;
+  case RowFormat::MlaFp8:
+    randomE4M3s(row, MlaFp8::kNopeDims, rng);
+    // As above: scales of 2^-9..2^-8 (the same values as ldexp(x, -9)).
+    for (int g = 0; g < MlaFp8::kScales; ++g) {
+      float scale = static_cast<float>((1.0 + static_cast<double>(rng() % 1024) / 1024.0) / 512.0);
+      std::memcpy(row + MlaFp8::kScaleOffset + MlaFp8::kScaleBytes * g, &scale, sizeof scale);
+    }
+    normalsBf16(rng, row + MlaFp8::kRopeOffset, MlaFp8::kRopeDims);
+    return;
+  case RowFormat::V41Fp8:
+    randomE4M3s(row, V41Fp8::kDims, rng);
     for (int g = 0; g < V41Fp8::kScales; ++g)
       row[V41Fp8::kScaleOffset + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
     return;

@@ -3,6 +3,7 @@
 #include "runtime/cuda/CudaStep.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/Parallel.h"
 #include "runtime/core/StepPlan.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaQueue.h"
@@ -345,8 +346,16 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   MappedHostBuffer host(static_cast<std::size_t>(shape.hostRows) * rowBytes,
                         "the host store (" + std::to_string(shape.hostRows) + " rows)");
   const std::size_t hostBytes = static_cast<std::size_t>(shape.hostRows) * rowBytes;
-  if (hostBytes > 0)
-    std::memcpy(host.host(), problem.hostStoreData(), hostBytes);
+  if (hostBytes > 0) {
+    // Gigabytes for the largest steps: copied on every core.
+    constexpr std::int64_t kChunk = 64 << 20;
+    auto *to = static_cast<std::uint8_t *>(host.host());
+    const auto *from = reinterpret_cast<const std::uint8_t *>(problem.hostStoreData());
+    parallelFor(static_cast<std::int64_t>(hostBytes), kChunk, 0,
+                [&](std::int64_t begin, std::int64_t end) {
+                  std::memcpy(to + begin, from + begin, static_cast<std::size_t>(end - begin));
+                });
+  }
   DeviceBuffer status(sizeof(std::uint32_t), "the status word");
   // The staging arena of scratch buffers (fetched rows, union lists, remaps).
   std::unique_ptr<DeviceBuffer> arena;

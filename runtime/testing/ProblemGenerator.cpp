@@ -3,6 +3,8 @@
 #include "runtime/testing/ProblemGenerator.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/Parallel.h"
+#include "runtime/core/RandomStream.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,47 +35,31 @@ std::uint64_t uniformBelow(std::mt19937_64 &rng, std::uint64_t n) {
   return x % n;
 }
 
-/// Uniform double in (0, 1].
-double uniformOpen(std::mt19937_64 &rng) {
-  return (static_cast<double>(rng() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-}
-
-/// Standard normal samples (Box-Muller), converted to nonzero bf16.
-class NormalBf16 {
-public:
-  explicit NormalBf16(std::mt19937_64 &rng) : rng_(rng) {}
-
-  bf16_t next() {
-    for (;;) {
-      double z;
-      if (havePending_) {
-        z = pending_;
-        havePending_ = false;
-      } else {
-        double radius = std::sqrt(-2.0 * std::log(uniformOpen(rng_)));
-        double angle = 6.283185307179586 * uniformOpen(rng_);
-        z = radius * std::cos(angle);
-        pending_ = radius * std::sin(angle);
-        havePending_ = true;
-      }
-      bf16_t value = doubleToBf16(z);
-      if ((value & 0x7FFFu) != 0) // never zero
-        return value;
-    }
-  }
-
-private:
-  std::mt19937_64 &rng_;
-  double pending_ = 0.0;
-  bool havePending_ = false;
+/// The keys of the generator's counter-based streams (RandomStream.h), one
+/// family per kind of data, so that adding one leaves the others' bits.
+enum class Stream : std::uint64_t {
+  Queries = 0x5155455249455300ull,    // "QUERIES"
+  HostRows = 0x484f5354524f5753ull,   // "HOSTROWS"
+  WindowRows = 0x57494e44524f5753ull, // "WINDROWS"
 };
 
-/// splitmix64: derives independent seeds.
-std::uint64_t mixSeed(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+std::uint64_t streamKey(std::uint64_t seed, Stream stream) {
+  return mix64(seed ^ mix64(static_cast<std::uint64_t>(stream)));
+}
+
+/// Fills `rows` rows of the shape's format at `bytes`, row i from stream i of
+/// `key`, on `threads` threads (the same bits for any number).
+void fillRows(const ProblemShape &shape, std::uint8_t *bytes, std::int64_t rows, std::uint64_t key,
+              unsigned threads) {
+  parallelFor(rows, 1024, threads, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      RandomStream rng(key, static_cast<std::uint64_t>(row));
+      if (shape.format == RowFormat::Gqa)
+        fillRandomGqaRow(shape.gqa, bytes + row * shape.rowBytes, rng);
+      else
+        fillRandomRow(shape.format, bytes + row * shape.rowBytes, rng);
+    }
+  });
 }
 
 } // namespace
@@ -125,20 +111,23 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape, const Generato
                 " rows, but the requests' histories need " + std::to_string(totalHistory));
   p.shape.hostRows = hostRows;
 
-  // Values: queries, then the host store.
-  NormalBf16 normal(rng);
+  // Values, each query vector and each row from a stream of its own (on
+  // every thread, the same bits for any number of threads): the queries,
+  // then every layer of every token of the host store, random rows of the
+  // pool's format.
   p.queries.resize(static_cast<std::size_t>(shape.queryCount()));
-  for (bf16_t &value : p.queries)
-    value = normal.next();
-  // Every layer of every token: random rows of the pool's format.
+  const std::uint64_t queryKey = streamKey(options.seed, Stream::Queries);
+  const std::int64_t qkDim = shape.qkDim;
+  parallelFor(
+      shape.queryCount() / qkDim, 256, options.threads, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t vector = begin; vector < end; ++vector) {
+          RandomStream stream(queryKey, static_cast<std::uint64_t>(vector));
+          normalsBf16(stream, p.queries.data() + vector * qkDim, static_cast<std::size_t>(qkDim));
+        }
+      });
   p.hostStore.resize(static_cast<std::size_t>(hostRows * shape.rowElems));
-  auto *bytes = reinterpret_cast<std::uint8_t *>(p.hostStore.data());
-  for (std::int64_t row = 0; row < hostRows * shape.layers; ++row) {
-    if (shape.format == RowFormat::Gqa)
-      fillRandomGqaRow(shape.gqa, bytes + row * shape.rowBytes, rng);
-    else
-      fillRandomRow(shape.format, bytes + row * shape.rowBytes, rng);
-  }
+  fillRows(shape, reinterpret_cast<std::uint8_t *>(p.hostStore.data()), hostRows * shape.layers,
+           streamKey(options.seed, Stream::HostRows), options.threads);
 
   // Selections: K distinct rows per query by a partial Fisher-Yates shuffle
   // of the request's rows (any permutation is a valid start, so the vector
@@ -217,7 +206,7 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape, const Generato
       throw Error("a window ring of " + std::to_string(shape.windowRing) +
                   " tokens cannot hold a " + std::to_string(shape.windowSize) +
                   "-token window for " + std::to_string(Q) + " query positions");
-    std::mt19937_64 windowRng(mixSeed(options.seed ^ 0x57494e444f57ull));
+    std::mt19937_64 windowRng(mix64(options.seed ^ 0x57494e444f57ull));
     p.windowTokens.resize(static_cast<std::size_t>(B));
     for (std::int64_t b = 0; b < B; ++b) {
       std::int64_t tokens =
@@ -229,19 +218,29 @@ SparseAttentionProblem generateProblem(const ProblemShape &shape, const Generato
       p.windowTokens[b] = static_cast<std::int32_t>(tokens);
     }
     p.windowRing.resize(static_cast<std::size_t>(B * shape.windowRing * shape.rowElems));
-    auto *ring = reinterpret_cast<std::uint8_t *>(p.windowRing.data());
-    for (std::int64_t row = 0; row < B * shape.windowRing * shape.layers; ++row) {
-      if (shape.format == RowFormat::Gqa)
-        fillRandomGqaRow(shape.gqa, ring + row * shape.rowBytes, windowRng);
-      else
-        fillRandomRow(shape.format, ring + row * shape.rowBytes, windowRng);
-    }
+    fillRows(shape, reinterpret_cast<std::uint8_t *>(p.windowRing.data()),
+             B * shape.windowRing * shape.layers, streamKey(options.seed, Stream::WindowRows),
+             options.threads);
   }
-  applyResidency(p, options.residency, options.seed);
+  applyResidency(p, options.residency, options.seed, options.threads);
   return p;
 }
 
-void applyResidency(SparseAttentionProblem &p, double fraction, std::uint64_t seed) {
+namespace {
+
+/// Which rows a residency mix makes resident, and where.
+struct ResidencyPlan {
+  /// Per request: its distinct selected rows, the first residentCount[b]
+  /// resident.
+  std::vector<std::vector<std::int32_t>> distinct;
+  std::vector<std::int64_t> residentCount;
+  /// The slots of the resident rows, in request order.
+  std::vector<std::int32_t> slotIds;
+  /// The key of the unused slots' noise.
+  std::uint64_t noiseKey = 0;
+};
+
+ResidencyPlan planResidency(const SparseAttentionProblem &p, double fraction, std::uint64_t seed) {
   if (!(fraction >= 0.0 && fraction <= 1.0))
     throw Error("the residency fraction " + std::to_string(fraction) + " is outside [0, 1]");
   // Row ids and their host rows must be valid to be copied.
@@ -253,14 +252,15 @@ void applyResidency(SparseAttentionProblem &p, double fraction, std::uint64_t se
   std::uint64_t fractionBits;
   static_assert(sizeof(fractionBits) == sizeof(fraction));
   std::memcpy(&fractionBits, &fraction, sizeof(fraction));
-  std::mt19937_64 rng(mixSeed(seed ^ mixSeed(fractionBits)));
+  std::mt19937_64 rng(mix64(seed ^ mix64(fractionBits)));
 
   // Per request: its distinct selected rows and which become resident.
-  std::vector<std::vector<std::int32_t>> distinct(static_cast<std::size_t>(B));
-  std::vector<std::int64_t> residentCount(static_cast<std::size_t>(B));
+  ResidencyPlan plan;
+  plan.distinct.resize(static_cast<std::size_t>(B));
+  plan.residentCount.resize(static_cast<std::size_t>(B));
   std::int64_t totalResident = 0;
   for (std::int64_t b = 0; b < B; ++b) {
-    std::vector<std::int32_t> &rows = distinct[b];
+    std::vector<std::int32_t> &rows = plan.distinct[b];
     for (std::int64_t i = b * Q * K; i < (b + 1) * Q * K; ++i)
       if (p.rowIds[i] != -1)
         rows.push_back(p.rowIds[i]);
@@ -273,7 +273,7 @@ void applyResidency(SparseAttentionProblem &p, double fraction, std::uint64_t se
                                uniformBelow(rng, static_cast<std::uint64_t>(rows.size() - i)));
       std::swap(rows[i], rows[j]);
     }
-    residentCount[b] = count;
+    plan.residentCount[b] = count;
     totalResident += count;
   }
   if (totalResident > s.hbmSlots)
@@ -282,7 +282,8 @@ void applyResidency(SparseAttentionProblem &p, double fraction, std::uint64_t se
                 std::to_string(s.hbmSlots));
 
   // Distinct random slots: a partial shuffle of all slot ids.
-  std::vector<std::int32_t> slotIds(static_cast<std::size_t>(s.hbmSlots));
+  std::vector<std::int32_t> &slotIds = plan.slotIds;
+  slotIds.resize(static_cast<std::size_t>(s.hbmSlots));
   for (std::size_t i = 0; i < slotIds.size(); ++i)
     slotIds[i] = static_cast<std::int32_t>(i);
   for (std::int64_t i = 0; i < totalResident; ++i) {
@@ -290,40 +291,78 @@ void applyResidency(SparseAttentionProblem &p, double fraction, std::uint64_t se
                              uniformBelow(rng, static_cast<std::uint64_t>(s.hbmSlots - i)));
     std::swap(slotIds[i], slotIds[j]);
   }
+  slotIds.resize(static_cast<std::size_t>(totalResident));
+  plan.noiseKey = rng();
+  return plan;
+}
 
-  // Noise everywhere, then the resident rows.
-  for (std::size_t i = 0; i < p.hbmPool.size();) {
-    std::uint64_t bits = rng();
-    for (int part = 0; part < 4 && i < p.hbmPool.size(); ++part, ++i) {
-      double u = static_cast<double>((bits >> (16 * part)) & 0xFFFFu) / 65536.0;
-      p.hbmPool[i] = doubleToBf16(8.0 * u - 4.0 + 1.0 / 131072.0);
-    }
-  }
-  const std::size_t rowElems = static_cast<std::size_t>(s.rowElems);
+/// Writes the slot of every selection under `plan` into `slots` and calls
+/// copy(host row, slot) for each resident row.
+template <typename Copy>
+void placeResidency(const SparseAttentionProblem &p, const ResidencyPlan &plan,
+                    std::vector<std::int32_t> &slots, Copy copy) {
+  const ProblemShape &s = p.shape;
+  const std::int64_t B = s.batch, Q = s.queries, K = s.topk;
+  slots.resize(p.rowIds.size());
   std::int64_t nextSlot = 0;
   std::vector<std::pair<std::int32_t, std::int32_t>> rowToSlot;
   for (std::int64_t b = 0; b < B; ++b) {
     rowToSlot.clear();
-    for (std::int64_t i = 0; i < residentCount[b]; ++i) {
-      std::int32_t r = distinct[b][i];
-      std::int32_t slot = slotIds[nextSlot++];
-      std::copy_n(p.hostStore.begin() +
-                      static_cast<std::ptrdiff_t>((p.historyStart[b] + r) * s.rowElems),
-                  rowElems, p.hbmPool.begin() + static_cast<std::ptrdiff_t>(slot * rowElems));
+    for (std::int64_t i = 0; i < plan.residentCount[b]; ++i) {
+      std::int32_t r = plan.distinct[b][i];
+      std::int32_t slot = plan.slotIds[nextSlot++];
+      copy(p.historyStart[b] + r, slot);
       rowToSlot.emplace_back(r, slot);
     }
     std::sort(rowToSlot.begin(), rowToSlot.end());
     for (std::int64_t i = b * Q * K; i < (b + 1) * Q * K; ++i) {
       std::int32_t r = p.rowIds[i];
-      p.slots[i] = -1;
+      slots[i] = -1;
       if (r == -1)
         continue;
       auto it =
           std::lower_bound(rowToSlot.begin(), rowToSlot.end(), std::make_pair(r, std::int32_t(-1)));
       if (it != rowToSlot.end() && it->first == r)
-        p.slots[i] = it->second;
+        slots[i] = it->second;
     }
   }
+}
+
+} // namespace
+
+void applyResidency(SparseAttentionProblem &p, double fraction, std::uint64_t seed,
+                    unsigned threads) {
+  const ResidencyPlan plan = planResidency(p, fraction, seed);
+  const ProblemShape &s = p.shape;
+  // Noise everywhere (each slot from a stream of its own), then the resident
+  // rows.
+  const std::size_t rowElems = static_cast<std::size_t>(s.rowElems);
+  parallelFor(s.hbmSlots, 1024, threads, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t slot = begin; slot < end; ++slot) {
+      RandomStream noise(plan.noiseKey, static_cast<std::uint64_t>(slot));
+      bf16_t *out = p.hbmPool.data() + static_cast<std::size_t>(slot) * rowElems;
+      for (std::size_t i = 0; i < rowElems;) {
+        const std::uint64_t bits = noise();
+        for (int part = 0; part < 4 && i < rowElems; ++part, ++i) {
+          // 8u - 4 + 2^-17 for u = k / 2^16, exact in float.
+          const auto k = static_cast<float>((bits >> (16 * part)) & 0xFFFFu);
+          out[i] = floatToBf16(k / 8192.0f - 4.0f + 1.0f / 131072.0f);
+        }
+      }
+    }
+  });
+  const bf16_t *host = p.hostStoreData();
+  placeResidency(p, plan, p.slots, [&](std::int64_t hostRow, std::int32_t slot) {
+    std::copy_n(host + static_cast<std::size_t>(hostRow) * rowElems, rowElems,
+                p.hbmPool.begin() + static_cast<std::ptrdiff_t>(slot * rowElems));
+  });
+}
+
+std::vector<std::int32_t> residencySlots(const SparseAttentionProblem &p, double fraction,
+                                         std::uint64_t seed) {
+  std::vector<std::int32_t> slots;
+  placeResidency(p, planResidency(p, fraction, seed), slots, [](std::int64_t, std::int32_t) {});
+  return slots;
 }
 
 } // namespace dhs::runtime

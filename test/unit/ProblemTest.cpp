@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/testing/ProblemGenerator.h"
@@ -108,6 +109,56 @@ TEST_CASE("generation is deterministic for a seed", "[problem]") {
   CHECK(a.hbmPool == b.hbmPool);
   CHECK(a.rowIds != c.rowIds);
   CHECK(a.queries != c.queries);
+}
+
+TEST_CASE("generation does not depend on the number of threads", "[problem]") {
+  // FP8 rows in a group of 2 layers with a sliding window: every kind of
+  // generated data (queries, host rows, window rows, HBM noise, residency).
+  ProblemShape shape = smallShape(/*B=*/5, /*Q=*/2, /*H=*/3, /*K=*/16);
+  const RowFormatInfo &fp8 = rowFormatInfo(RowFormat::MlaFp8);
+  shape.format = fp8.format;
+  shape.rowBytes = fp8.rowBytes;
+  shape.layers = 2;
+  shape.rowElems = shape.layers * shape.rowBytes / 2;
+  shape.windowSize = 4;
+  shape.windowRing = 5;
+  GeneratorOptions options;
+  options.seed = dhs::test::freshSeed();
+  options.minHistoryRows = 700;
+  options.maxHistoryRows = 900;
+  options.residency = 0.6;
+  options.threads = 1;
+  const SparseAttentionProblem one = generateProblem(shape, options);
+  for (unsigned threads : {2u, 3u, 8u, 0u}) {
+    INFO("threads " << threads << ", seed " << options.seed);
+    options.threads = threads;
+    SparseAttentionProblem many = generateProblem(shape, options);
+    CHECK(many.historyLen == one.historyLen);
+    CHECK(many.queries == one.queries);
+    CHECK(many.rowIds == one.rowIds);
+    CHECK(many.slots == one.slots);
+    CHECK(many.hostStore == one.hostStore);
+    CHECK(many.hbmPool == one.hbmPool);
+    CHECK(many.windowTokens == one.windowTokens);
+    CHECK(many.windowRing == one.windowRing);
+    // Residency redone on its own, too.
+    applyResidency(many, 0.3, options.seed, threads);
+    SparseAttentionProblem again = one;
+    applyResidency(again, 0.3, options.seed, 1);
+    CHECK(many.slots == again.slots);
+    CHECK(many.hbmPool == again.hbmPool);
+    // The same slots without touching the tiers.
+    CHECK(residencySlots(one, 0.3, options.seed) == again.slots);
+  }
+  // Rows differ from each other (each from its own stream) and from the
+  // window's.
+  const std::size_t tokenElems = static_cast<std::size_t>(shape.rowElems);
+  auto token = [&](const std::vector<bf16_t> &v, std::size_t i) {
+    return std::vector<bf16_t>(v.begin() + i * tokenElems, v.begin() + (i + 1) * tokenElems);
+  };
+  CHECK(token(one.hostStore, 0) != token(one.hostStore, 1));
+  CHECK(token(one.hostStore, 0) != token(one.windowRing, 0));
+  CHECK(token(one.hbmPool, 0) != token(one.hbmPool, 1));
 }
 
 TEST_CASE("unused selections", "[problem]") {

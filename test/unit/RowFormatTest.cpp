@@ -4,6 +4,7 @@
 
 #include "runtime/core/Bf16.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/RandomStream.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cpu/CpuAttention.h"
@@ -77,25 +78,33 @@ TEST_CASE("v41_fp8 keys: e4m3 times 2^(e - 127) per 32 dims", "[format]") {
 
 TEST_CASE("random rows are finite, not zero, and of every format", "[format]") {
   std::mt19937_64 rng(7);
-  for (RowFormat format : {RowFormat::MlaBf16, RowFormat::MlaFp8, RowFormat::V41Fp8}) {
-    const RowFormatInfo &info = rowFormatInfo(format);
-    std::vector<std::uint8_t> row(static_cast<std::size_t>(info.rowBytes));
-    std::vector<double> key(static_cast<std::size_t>(info.qkDim));
-    double norm = 0;
-    for (int trial = 0; trial < 50; ++trial) {
-      fillRandomRow(format, row.data(), rng);
-      decodeKey(format, row.data(), key.data());
-      for (double v : key) {
-        REQUIRE(std::isfinite(v));
-        norm += v * v;
+  // From std::mt19937_64, and from a counter-based stream per row.
+  for (bool streams : {false, true})
+    for (RowFormat format : {RowFormat::MlaBf16, RowFormat::MlaFp8, RowFormat::V41Fp8}) {
+      const RowFormatInfo &info = rowFormatInfo(format);
+      INFO((streams ? "RandomStream " : "mt19937_64 ") << info.name);
+      std::vector<std::uint8_t> row(static_cast<std::size_t>(info.rowBytes));
+      std::vector<double> key(static_cast<std::size_t>(info.qkDim));
+      double norm = 0;
+      for (int trial = 0; trial < 50; ++trial) {
+        if (streams) {
+          RandomStream stream(11, static_cast<std::uint64_t>(trial));
+          fillRandomRow(format, row.data(), stream);
+        } else {
+          fillRandomRow(format, row.data(), rng);
+        }
+        decodeKey(format, row.data(), key.data());
+        for (double v : key) {
+          REQUIRE(std::isfinite(v));
+          norm += v * v;
+        }
       }
+      INFO(info.name);
+      // Keys of a few units: unit-scale attention, not one-hot softmax.
+      double rms = std::sqrt(norm / (50.0 * static_cast<double>(info.qkDim)));
+      CHECK(rms > 0.05);
+      CHECK(rms < 10.0);
     }
-    INFO(info.name);
-    // Keys of a few units: unit-scale attention, not one-hot softmax.
-    double rms = std::sqrt(norm / (50.0 * static_cast<double>(info.qkDim)));
-    CHECK(rms > 0.05);
-    CHECK(rms < 10.0);
-  }
 }
 
 TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group", "[format][cpu]") {

@@ -186,12 +186,11 @@ MixResult RuntimeMixes::run(double fraction, SparseAttentionProblem &problem) {
   // The warm-up step selects the rows the mix makes resident (as
   // applyResidency picks them); the controller promotes them after it.
   if (fraction > 0.0) {
-    SparseAttentionProblem picked = problem;
-    applyResidency(picked, fraction, options_.seed);
-    std::vector<std::int32_t> warm(picked.rowIds.size(), -1);
+    const std::vector<std::int32_t> picked = residencySlots(problem, fraction, options_.seed);
+    std::vector<std::int32_t> warm(problem.rowIds.size(), -1);
     for (std::size_t i = 0; i < warm.size(); ++i)
-      if (picked.slots[i] >= 0)
-        warm[i] = picked.rowIds[i];
+      if (picked[i] >= 0)
+        warm[i] = problem.rowIds[i];
     step(warm, /*keep=*/true);
     mix.warmPromoted = runtime_.stats().lastStep.promoted;
   }

@@ -424,13 +424,22 @@ int run(const Options &options) {
 
   // The fp64 references, from the inputs with every row read from the host
   // store: the exact attention over the selected rows of each checked layer.
+  // (The problem itself, its layer set for each: a copy would double the
+  // host store's gigabytes.)
   std::vector<double> reference;
+  const std::int64_t generatedLayer = problem.shape.layer;
   for (std::int32_t layer : checkedLayers) {
-    SparseAttentionProblem p = problem;
-    p.shape.layer = layer;
-    std::vector<double> r = CpuAttention(CpuPrecision::Double).runUnrounded(p);
+    problem.shape.layer = layer;
+    std::vector<double> r;
+    try {
+      r = CpuAttention(CpuPrecision::Double).runUnrounded(problem);
+    } catch (...) {
+      problem.shape.layer = generatedLayer;
+      throw;
+    }
     reference.insert(reference.end(), r.begin(), r.end());
   }
+  problem.shape.layer = generatedLayer;
 
   // A step that fetches the union of its missing rows copies each distinct
   // missing (request, row) exactly once.
