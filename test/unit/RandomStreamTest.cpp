@@ -123,8 +123,10 @@ TEST_CASE("parallelFor covers every index once and hands back exceptions", "[ran
         for (auto &s : seen)
           REQUIRE(s == 1);
       }
-  // A chunk's exception reaches the caller after every thread has finished;
-  // chunks not yet taken are not run.
+  // A chunk's exception reaches the caller after every thread has finished.
+  // (Chunks not yet taken when it is caught are not run, but how many that
+  // leaves depends on scheduling: on two cores the other threads may finish
+  // every chunk first, so no bound is checked.)
   std::atomic<std::int64_t> ran{0};
   CHECK_THROWS_WITH(parallelFor(1000, 1, 4,
                                 [&](std::int64_t begin, std::int64_t) {
@@ -134,5 +136,5 @@ TEST_CASE("parallelFor covers every index once and hands back exceptions", "[ran
                                 }),
                     "chunk 10 failed");
   CHECK(ran >= 11);
-  CHECK(ran < 1000);
+  CHECK(ran <= 1000);
 }
