@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchTiming.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
@@ -30,24 +31,9 @@
 
 using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
+using dhs::bench::medianMs;
 
 namespace {
-
-/// Median of `runs` timings (ms) of `work`, each from its first enqueue to
-/// the end of the stream, after one warm-up run.
-template <typename Work> double medianMs(CUstream stream, int runs, Work work) {
-  std::vector<double> ms;
-  for (int i = 0; i < runs + 1; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    driver().check(driver().streamSynchronize(stream), "cuStreamSynchronize");
-    const auto end = std::chrono::steady_clock::now();
-    if (i > 0)
-      ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 /// splitmix64: the host store's bytes, cheap enough for 22 GB.
 std::uint64_t mix(std::uint64_t x) {
