@@ -74,11 +74,16 @@ void HopperBuilder::fenceAsyncShared() {
 
 Value HopperBuilder::clusterRank() { return NVVM::ClusterId::create(b, b.getI32Type()); }
 
-Value HopperBuilder::clusterAddress(Value pointer, Value rank) {
+/// `pointer` (!llvm.ptr<3>) mapped into the CTA of cluster rank `rank`
+/// (!llvm.ptr<7>).
+static Value mapToCluster(ImplicitLocOpBuilder &b, Value pointer, Value rank) {
   auto clusterPointer = LLVM::LLVMPointerType::get(
       b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
-  Value mapped = NVVM::MapaOp::create(b, clusterPointer, pointer, rank);
-  return LLVM::PtrToIntOp::create(b, b.getI32Type(), mapped);
+  return NVVM::MapaOp::create(b, clusterPointer, pointer, rank);
+}
+
+Value HopperBuilder::clusterAddress(Value pointer, Value rank) {
+  return LLVM::PtrToIntOp::create(b, b.getI32Type(), mapToCluster(b, pointer, rank));
 }
 
 void HopperBuilder::storeRemote(Value address, Value data, Value barrier) {
@@ -104,10 +109,8 @@ void HopperBuilder::storeRemote(Value address, Value data, Value barrier) {
 }
 
 void HopperBuilder::arriveRemote(Value barrier, Value rank) {
-  auto clusterPointer = LLVM::LLVMPointerType::get(
-      b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
-  Value mapped = NVVM::MapaOp::create(b, clusterPointer, barrier, rank);
-  NVVM::MBarrierArriveOp::create(b, Type(), mapped, Value(), NVVM::MemScopeKind::CLUSTER,
+  NVVM::MBarrierArriveOp::create(b, Type(), mapToCluster(b, barrier, rank), Value(),
+                                 NVVM::MemScopeKind::CLUSTER,
                                  /*relaxed=*/false);
 }
 
