@@ -238,7 +238,7 @@ TEST_CASE("the accept kernels accept exactly what the host rules do, shorter blo
 }
 
 TEST_CASE("the generated rejection-sampling kernel is lossless (chi-square over 10^6 blocks)",
-          "[cuda][gpu][accept]") {
+          "[cuda][gpu][accept][chi-square]") {
   // The host rule's test (AcceptRuleTest, AcceptLossless.h) through the
   // kernel: the same p, q, drafts and seeds, in launches of the step's B
   // blocks (test/unit/steps/accept_lossless_step.mlir). Every block must also
