@@ -38,6 +38,18 @@ std::string describeStatus(std::uint32_t status) {
   return out.str();
 }
 
+bool isChipName(const std::string &chip) {
+  if (chip.size() < 5 || chip.compare(0, 3, "sm_") != 0)
+    return false;
+  std::size_t i = 3;
+  while (i < chip.size() && std::isdigit(static_cast<unsigned char>(chip[i])))
+    ++i;
+  std::size_t digits = i - 3;
+  if (digits < 2 || digits > 3)
+    return false;
+  return i == chip.size() || (i + 1 == chip.size() && (chip[i] == 'a' || chip[i] == 'f'));
+}
+
 std::size_t Launch::flattenedParamCount() const {
   std::size_t count = 0;
   for (const LaunchParam &param : params)

@@ -163,6 +163,11 @@ struct Manifest {
   std::vector<std::string> ptxPaths() const;
 };
 
+/// True for a chip name like sm_90, sm_90a, sm_100f: "sm_", two or three
+/// digits, then optionally 'a' or 'f'. A manifest's target chip is one, and
+/// so is every architecture nvJitLink is asked to link for ("-arch=").
+bool isChipName(const std::string &chip);
+
 /// Reads a PTX file (a regular file of at most kMaxPtxBytes, BoundedFile.h)
 /// and checks that it looks like PTX: non-empty, and the first thing after
 /// comments and blank space is a `.version` directive. Throws Error naming

@@ -153,20 +153,6 @@ private:
 inline const ArgumentRole kAllRoles[] = {
     ArgumentRole::Queries,    ArgumentRole::RowIds, ArgumentRole::Slots, ArgumentRole::HistoryStart,
     ArgumentRole::HistoryLen, ArgumentRole::KvPool, ArgumentRole::Output};
-/// True for a chip name like sm_90, sm_90a, sm_100f.
-inline bool isChipName(const std::string &chip) {
-  if (chip.size() < 5 || chip.compare(0, 3, "sm_") != 0)
-    return false;
-  std::size_t i = 3;
-  while (i < chip.size() && std::isdigit(static_cast<unsigned char>(chip[i])))
-    ++i;
-  std::size_t digits = i - 3;
-  if (digits < 2 || digits > 3)
-    return false;
-  if (i == chip.size())
-    return true;
-  return i + 1 == chip.size() && (chip[i] == 'a' || chip[i] == 'f');
-}
 
 /// True for a PTX identifier: [A-Za-z_$%][A-Za-z0-9_$]*.
 inline bool isPtxIdentifier(const std::string &name) {

@@ -5,6 +5,7 @@
 #include "runtime/core/DynamicLibrary.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/FaultInjection.h"
+#include "runtime/core/Manifest.h"
 
 // Types and enums only: the header's inline wrappers would call the
 // versioned symbols directly, which this file resolves with dlsym instead.
@@ -155,24 +156,12 @@ std::string JitLink::version() const {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-bool isValidArch(const std::string &arch) {
-  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0)
-    return false;
-  std::size_t i = 3;
-  while (i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])))
-    ++i;
-  std::size_t digits = i - 3;
-  if (digits < 2 || digits > 3)
-    return false;
-  return i == arch.size() || (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f'));
-}
-
 LinkedCubin JitLink::linkPtx(const std::string &ptx, const std::string &arch,
                              const std::string &name,
                              const std::vector<std::string> &extraOptions) const {
   if (!available_)
     throw Error("cannot link " + name + ": " + reason_);
-  if (!isValidArch(arch))
+  if (!isChipName(arch))
     throw Error("cannot link " + name + ": '" + arch + "' is not an architecture like sm_90a");
   if (ptx.empty())
     throw Error("cannot link " + name + ": the PTX is empty");

@@ -61,10 +61,6 @@ private:
   const Api *api_ = nullptr;
 };
 
-/// True for an architecture name nvJitLink accepts in "-arch=": sm_NN,
-/// sm_NNN, optionally followed by 'a' or 'f'.
-bool isValidArch(const std::string &arch);
-
 /// Returns the names of the kernel entry points (STT_FUNC symbols with a
 /// section, global binding) in a cubin ELF image. Bounds-checked: throws
 /// Error if the image is not a well-formed 64-bit little-endian ELF file.

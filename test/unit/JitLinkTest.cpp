@@ -87,15 +87,15 @@ TEST_CASE("the naive test step's PTX links and has its kernel", "[jitlink]") {
 }
 
 TEST_CASE("architecture names", "[jitlink]") {
-  CHECK(isValidArch("sm_90a"));
-  CHECK(isValidArch("sm_90"));
-  CHECK(isValidArch("sm_100f"));
-  CHECK(isValidArch("sm_120"));
-  CHECK_FALSE(isValidArch("sm_9"));
-  CHECK_FALSE(isValidArch("sm_90ab"));
-  CHECK_FALSE(isValidArch("compute_90"));
-  CHECK_FALSE(isValidArch("sm_1000"));
-  CHECK_FALSE(isValidArch(""));
+  CHECK(isChipName("sm_90a"));
+  CHECK(isChipName("sm_90"));
+  CHECK(isChipName("sm_100f"));
+  CHECK(isChipName("sm_120"));
+  CHECK_FALSE(isChipName("sm_9"));
+  CHECK_FALSE(isChipName("sm_90ab"));
+  CHECK_FALSE(isChipName("compute_90"));
+  CHECK_FALSE(isChipName("sm_1000"));
+  CHECK_FALSE(isChipName(""));
 }
 
 TEST_CASE("cubin inspection rejects malformed images without crashing", "[jitlink]") {

@@ -2,7 +2,7 @@
 
 #include "tools/dhs-run/Options.h"
 
-#include "runtime/cuda/JitLink.h"
+#include "runtime/core/Manifest.h"
 #include "tools/CommandLine.h"
 
 #include <cstdlib>
@@ -134,7 +134,7 @@ Options parseOptions(int argc, char **argv) {
       o.linkOnly = true;
     } else if (arg == "--arch") {
       o.arch = args.value();
-      if (!runtime::isValidArch(o.arch))
+      if (!runtime::isChipName(o.arch))
         throw UsageError("--arch needs an architecture like sm_90a, not '" + o.arch + "'");
     } else if (arg == "--json") {
       o.jsonPath = args.value();
