@@ -403,13 +403,8 @@ Runtime::hostMemoryParts(const TierLayout &layout, const ProblemShape &shape,
   std::uint64_t stepBytes = 0;
   std::int64_t arenaBytes = 0;
   for (const Argument &arg : manifests.front().arguments)
-    if (!arg.isPool) {
-      std::int64_t elements = 1;
-      for (std::int64_t d : arg.shape)
-        elements *= d; // (below 2^40: the parser checked)
-      stepBytes =
-          sum({stepBytes, bytes({elements, static_cast<std::int64_t>(abi::bytes(arg.dtype))})});
-    }
+    if (!arg.isPool)
+      stepBytes = sum({stepBytes, arg.bytes()});
   for (const Manifest &m : manifests)
     arenaBytes = std::max(arenaBytes, m.arenaBytes);
   parts.push_back({"step arguments and staging arena (CPU)",

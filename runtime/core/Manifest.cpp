@@ -50,6 +50,13 @@ bool isChipName(const std::string &chip) {
   return i == chip.size() || (i + 1 == chip.size() && (chip[i] == 'a' || chip[i] == 'f'));
 }
 
+std::size_t Argument::bytes() const {
+  std::size_t result = abi::bytes(dtype);
+  for (std::int64_t d : shape)
+    result *= static_cast<std::size_t>(d);
+  return result;
+}
+
 std::size_t Launch::flattenedParamCount() const {
   std::size_t count = 0;
   for (const LaunchParam &param : params)

@@ -67,6 +67,10 @@ struct Argument {
   DType dtype = DType::BF16;       ///< element type (memref arguments)
   std::vector<std::int64_t> shape; ///< static shape (memref arguments)
   KvPoolInfo pool{};               ///< row format and sizes (kv_pool only)
+
+  /// Bytes of a memref argument's buffer: its elements (at most 2^40, the
+  /// parser checked) times its dtype's size.
+  std::size_t bytes() const;
 };
 
 /// One kernel parameter (a memref descriptor).

@@ -236,10 +236,7 @@ public:
     for (const Argument &arg : first.arguments) {
       if (arg.isPool)
         continue;
-      std::size_t bytes = abi::bytes(arg.dtype);
-      for (std::int64_t d : arg.shape)
-        bytes *= static_cast<std::size_t>(d);
-      buffers_[static_cast<std::size_t>(arg.index)].assign(bytes, 0);
+      buffers_[static_cast<std::size_t>(arg.index)].assign(arg.bytes(), 0);
       memory_.arguments[static_cast<std::size_t>(arg.index)] =
           buffers_[static_cast<std::size_t>(arg.index)].data();
     }

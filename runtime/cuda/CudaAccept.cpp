@@ -26,9 +26,7 @@ CudaAccept::CudaAccept(const Manifest &manifest, std::shared_ptr<CudaQueue> queu
   queue_->makeCurrent();
   launch_.arguments.assign(manifest.arguments.size(), 0);
   for (const Argument &arg : manifest.arguments) {
-    std::size_t bytes = abi::bytes(arg.dtype);
-    for (std::int64_t d : arg.shape)
-      bytes *= static_cast<std::size_t>(d);
+    const std::size_t bytes = arg.bytes();
     buffers_.push_back(std::make_unique<DeviceBuffer>(
         std::max<std::size_t>(bytes, 16), "accept step argument " + std::to_string(arg.index)));
     cuda.check(cuda.memsetD32(buffers_.back()->get(), 0, std::max<std::size_t>(bytes, 16) / 4),

@@ -18,9 +18,7 @@ void CudaRings::setDraftStep(const Manifest &manifest) {
   queue_->makeCurrent();
   draft->buffers.arguments.assign(manifest.arguments.size(), 0);
   for (const Argument &arg : manifest.arguments) {
-    std::size_t bytes = abi::bytes(arg.dtype);
-    for (std::int64_t d : arg.shape)
-      bytes *= static_cast<std::size_t>(d);
+    const std::size_t bytes = arg.bytes();
     draft->arguments.push_back(std::make_unique<DeviceBuffer>(
         bytes, std::string("draft step argument ") + std::to_string(arg.index)));
     cuda.check(

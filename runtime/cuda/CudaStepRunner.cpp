@@ -22,9 +22,7 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
   for (const Argument &arg : manifest.arguments) {
     if (arg.isPool)
       continue;
-    std::size_t bytes = abi::bytes(arg.dtype);
-    for (std::int64_t d : arg.shape)
-      bytes *= static_cast<std::size_t>(d);
+    const std::size_t bytes = arg.bytes();
     arguments_.push_back(std::make_unique<DeviceBuffer>(bytes, abi::name(arg.role)));
     buffers_.arguments[static_cast<std::size_t>(arg.index)] = arguments_.back()->get();
     argumentBytes_[static_cast<std::size_t>(arg.index)] = bytes;
