@@ -18,34 +18,21 @@ namespace fs = std::filesystem;
 
 LaunchParam ManifestParser::parseParam(const json &value, const std::string &field,
                                        const Manifest &manifest) const {
-  requireObject(value, field);
-  if (!value.contains("source"))
-    fail(field, "missing key 'source'");
-  std::string sourceText = getString(value, "source", field);
   LaunchParam param;
-  std::optional<ParamSource> source = abi::parse<ParamSource>(sourceText);
-  if (!source)
-    fail(field + ".source",
-         "unknown source '" + sourceText + "' (known: " + abi::knownNames<ParamSource>() + ")");
-  param.source = *source;
+  param.source = getEnum<ParamSource>(value, "source", "source", field);
+  const std::string sourceText = abi::name(param.source);
   // What the kernel takes it as, which must suit its source.
-  if (!value.contains("role"))
-    fail(field, "missing key 'role'");
-  std::string roleText = getString(value, "role", field);
-  std::optional<abi::ParamRole> role = abi::parse<abi::ParamRole>(roleText);
-  if (!role)
-    fail(field + ".role",
-         "unknown role '" + roleText + "' (known: " + abi::knownNames<abi::ParamRole>() + ")");
-  param.role = *role;
+  param.role = getEnum<abi::ParamRole>(value, "role", "role", field);
+  const std::string roleText = abi::name(param.role);
   // (A scratch buffer may stand for an argument of the step, e.g. a fetch's
   // row list; an argument parameter's role is checked against its argument
   // below, after its index.)
-  const std::optional<ParamSource> view = abi::poolViewSource(*role);
-  const bool suits = param.source == ParamSource::Status ? *role == abi::ParamRole::Status
-                     : param.source == ParamSource::Scratch
-                         ? *role != abi::ParamRole::Status && !view
-                     : param.source == ParamSource::Argument ? abi::argumentRole(*role).has_value()
-                                                             : view && *view == param.source;
+  const std::optional<ParamSource> view = abi::poolViewSource(param.role);
+  const bool suits =
+      param.source == ParamSource::Status     ? param.role == abi::ParamRole::Status
+      : param.source == ParamSource::Scratch  ? param.role != abi::ParamRole::Status && !view
+      : param.source == ParamSource::Argument ? abi::argumentRole(param.role).has_value()
+                                              : view && *view == param.source;
   if (!suits)
     fail(field + ".role",
          "a " + roleText + " parameter cannot come from source '" + sourceText + "'");
@@ -177,12 +164,7 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
                                    const Manifest &manifest) {
   std::string field = "launches[" + std::to_string(position) + "]";
   Launch launch;
-  std::string op = getString(value, "op", field);
-  std::optional<abi::LaunchKind> kind = abi::parse<abi::LaunchKind>(op);
-  if (!kind)
-    fail(field + ".op",
-         "unknown op '" + op + "' (known: " + abi::knownNames<abi::LaunchKind>() + ")");
-  launch.kind = *kind;
+  launch.kind = getEnum<abi::LaunchKind>(value, "op", "op", field);
   // Attention launches carry their scale and layer, row copies their
   // direction.
   if (launch.isAttention() && value.contains("window_size"))
@@ -201,11 +183,7 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
     checkKeys(value, field,
               {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"});
   if (launch.kind == abi::LaunchKind::CopyRows) {
-    std::string direction = getString(value, "direction", field);
-    launch.direction = abi::parse<abi::CopyDirection>(direction);
-    if (!launch.direction)
-      fail(field + ".direction", "unknown direction '" + direction +
-                                     "' (known: " + abi::knownNames<abi::CopyDirection>() + ")");
+    launch.direction = getEnum<abi::CopyDirection>(value, "direction", "direction", field);
   }
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))

@@ -159,18 +159,9 @@ Manifest ManifestParser::parseRoot(const json &root) {
 
 Argument ManifestParser::parseArgument(const json &value, std::size_t position) {
   std::string field = "arguments[" + std::to_string(position) + "]";
-  requireObject(value, field);
-  if (!value.contains("role"))
-    fail(field, "missing key 'role'");
-  std::string roleText = getString(value, "role", field);
-  std::optional<ArgumentRole> role = abi::parse<ArgumentRole>(roleText);
-  if (!role)
-    fail(field + ".role",
-         "unknown role '" + roleText + "' (known: " + abi::knownNames<ArgumentRole>() + ")");
-
   Argument arg;
-  arg.role = *role;
-  arg.isPool = *role == ArgumentRole::KvPool;
+  arg.role = getEnum<ArgumentRole>(value, "role", "role", field);
+  arg.isPool = arg.role == ArgumentRole::KvPool;
   if (arg.isPool && value.contains("format") && value.at("format") == "gqa")
     checkKeys(value, field,
               {"index", "role", "kind", "format", "kv_heads", "element", "layers", "row_bytes",
@@ -193,8 +184,8 @@ Argument ManifestParser::parseArgument(const json &value, std::size_t position) 
   if (kind != abi::kMemRefKind && kind != abi::kPoolKind)
     fail(field + ".kind", "unknown kind '" + kind + "' (known: memref, kv_pool)");
   if (kind != expectedKind)
-    fail(field + ".kind",
-         "role '" + roleText + "' needs kind '" + expectedKind + "', not '" + kind + "'");
+    fail(field + ".kind", "role '" + std::string(abi::name(arg.role)) + "' needs kind '" +
+                              expectedKind + "', not '" + kind + "'");
 
   if (!arg.isPool) {
     arg.dtype = getDType(value, field);

@@ -125,13 +125,21 @@ private:
     return result;
   }
 
+  /// object[key] as one of the contract's names for Enum, failing with the
+  /// names it may be: "unknown <what> 'x' (known: a, b)".
+  template <typename Enum>
+  Enum getEnum(const json &object, const char *key, const char *what,
+               const std::string &field) const {
+    std::string name = getString(object, key, field);
+    std::optional<Enum> value = abi::parse<Enum>(name);
+    if (!value)
+      fail(field + "." + key, std::string("unknown ") + what + " '" + name +
+                                  "' (known: " + abi::knownNames<Enum>() + ")");
+    return *value;
+  }
+
   DType getDType(const json &object, const std::string &field) const {
-    std::string name = getString(object, "dtype", field);
-    std::optional<DType> type = abi::parse<DType>(name);
-    if (!type)
-      fail(field + ".dtype",
-           "unknown dtype '" + name + "' (known: " + abi::knownNames<DType>() + ")");
-    return *type;
+    return getEnum<DType>(object, "dtype", "dtype", field);
   }
 
   Argument parseArgument(const json &value, std::size_t position);
