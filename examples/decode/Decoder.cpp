@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 namespace dhs::decode {
 
@@ -48,26 +49,22 @@ void check(dhs_status status, const char *what) {
                       dhs_last_error());
 }
 
+namespace {
+
+/// Residency's names, in its order.
+constexpr const char *kResidencyNames[] = {"all", "part", "none"};
+
+} // namespace
+
 Residency parseResidency(const std::string &text) {
-  if (text == "all")
-    return Residency::All;
-  if (text == "part")
-    return Residency::Part;
-  if (text == "none")
-    return Residency::None;
+  for (std::size_t i = 0; i < std::size(kResidencyNames); ++i)
+    if (text == kResidencyNames[i])
+      return static_cast<Residency>(i);
   throw DecodeError("--residency must be all, part or none, not '" + text + "'");
 }
 
 const char *residencyName(Residency residency) {
-  switch (residency) {
-  case Residency::All:
-    return "all";
-  case Residency::Part:
-    return "part";
-  case Residency::None:
-    return "none";
-  }
-  return "?";
+  return kResidencyNames[static_cast<std::size_t>(residency)];
 }
 
 void softmax(const float *logits, int vocab, float *probs) {

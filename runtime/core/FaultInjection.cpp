@@ -3,28 +3,24 @@
 #include "runtime/core/FaultInjection.h"
 
 #include <array>
+#include <iterator>
 #include <mutex>
 
 namespace dhs::runtime {
 
+namespace {
+
+/// Fault's names, in its order.
+constexpr const char *kFaultNames[] = {"host allocation", "device allocation",
+                                       "nvJitLink",       "kernel launch",
+                                       "row copy",        "corrupted row copy"};
+static_assert(std::size(kFaultNames) == static_cast<std::size_t>(Fault::Count),
+              "a name for every Fault");
+
+} // namespace
+
 const char *faultName(Fault fault) {
-  switch (fault) {
-  case Fault::HostAlloc:
-    return "host allocation";
-  case Fault::DeviceAlloc:
-    return "device allocation";
-  case Fault::JitLink:
-    return "nvJitLink";
-  case Fault::Launch:
-    return "kernel launch";
-  case Fault::Copy:
-    return "row copy";
-  case Fault::CorruptCopy:
-    return "corrupted row copy";
-  case Fault::Count:
-    break;
-  }
-  return "?";
+  return fault < Fault::Count ? kFaultNames[static_cast<std::size_t>(fault)] : "?";
 }
 
 namespace faults {
