@@ -8,6 +8,8 @@
 
 #include "runtime/core/Accept.h"
 
+#include "runtime/core/RandomStream.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -140,20 +142,13 @@ void rejectionSampling(const AcceptProblem &p, std::int64_t b, std::int32_t *acc
 
 } // namespace
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 float acceptUniform(std::uint64_t seed, std::uint64_t step, std::uint64_t counter) {
-  const std::uint64_t z = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ counter);
+  const std::uint64_t z = mix64(mix64(mix64(seed) ^ step) ^ counter);
   return static_cast<float>(static_cast<std::uint32_t>(z >> 40)) * (1.0f / 16777216.0f);
 }
 
 std::uint64_t acceptSeed(std::uint64_t seed, std::uint64_t id, std::int64_t position) {
-  return splitmix64(splitmix64(seed ^ splitmix64(id)) ^ static_cast<std::uint64_t>(position));
+  return mix64(mix64(seed ^ mix64(id)) ^ static_cast<std::uint64_t>(position));
 }
 
 void acceptOnHost(const AcceptProblem &problem, std::int32_t *accepted, std::int32_t *next) {

@@ -46,10 +46,9 @@ struct AcceptProblem {
 /// validateAcceptRows); only the rows a request's block uses are read.
 void acceptOnHost(const AcceptProblem &problem, std::int32_t *accepted, std::int32_t *next);
 
-/// The kernel's generator: splitmix64's finalizer.
-std::uint64_t splitmix64(std::uint64_t x);
 /// The kernel's uniform f32 in [0, 1) (24 random bits) for (seed, step,
-/// counter): draft i uses counter i, the sample after n acceptances gamma + n.
+/// counter), from splitmix64's finalizer (mix64, RandomStream.h): draft i
+/// uses counter i, the sample after n acceptances gamma + n.
 float acceptUniform(std::uint64_t seed, std::uint64_t step, std::uint64_t counter);
 /// The per-request seed of a verify step: the engine's seed, the request's
 /// id and the position of its block (its history length), so a request's

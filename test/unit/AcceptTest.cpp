@@ -76,22 +76,6 @@ TEST_CASE("the generated greedy acceptance kernel accepts matching drafts", "[cu
   CHECK(run.download<std::int32_t>(next, B, "next") == wantNext);
 }
 
-namespace {
-
-/// The kernel's generator: splitmix64 (mix64 here) applied to (seed, step, counter).
-std::uint64_t mix64(std::uint64_t x) {
-  std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-float uniformOf(std::uint64_t seed, std::uint64_t step, std::uint64_t counter) {
-  std::uint64_t z = mix64(mix64(mix64(seed) ^ step) ^ counter);
-  return static_cast<float>(static_cast<std::uint32_t>(z >> 40)) * (1.0f / 16777216.0f);
-}
-
-} // namespace
-
 TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
           "[cuda][gpu][accept]") {
   DHS_GPU_KERNEL_STEP(manifest, "accept_sampling", abi::LaunchKind::Accept);
@@ -146,7 +130,7 @@ TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
     while (n < G) {
       std::size_t x = static_cast<std::size_t>(draft[b * G + n]);
       float p = target[(b * (G + 1) + n) * V + x], qx = q[(b * G + n) * V + x];
-      if (!(uniformOf(s, step, n) * qx < p))
+      if (!(acceptUniform(s, step, n) * qx < p))
         break;
       ++n;
     }
@@ -162,7 +146,7 @@ TEST_CASE("the generated rejection-sampling kernel follows the drafter's rule",
     }
     REQUIRE(next[b] >= 0);
     REQUIRE(next[b] < static_cast<std::int32_t>(V));
-    double threshold = uniformOf(s, step, G + n) * total;
+    double threshold = acceptUniform(s, step, G + n) * total;
     double before = 0;
     for (std::int32_t t = 0; t < next[b]; ++t)
       before += w[static_cast<std::size_t>(t)];
