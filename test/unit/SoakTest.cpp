@@ -255,6 +255,20 @@ private:
   std::map<std::uint64_t, std::vector<std::int32_t>> hot_;
 };
 
+/// A soak session's runtime: `layers` in groups of `G`, host rows for
+/// `requests` requests of 6000 tokens, the newest `newest` tokens and a hot
+/// floor of 64 protected, every invariant checked (all of them every 50
+/// steps).
+RuntimeConfig soakConfig(std::int32_t layers, std::int32_t G, std::int32_t requests,
+                         std::int32_t newest, BackendKind backend) {
+  RuntimeConfig config = dhs::test::testConfig(layers, G, backend, /*draftWindow=*/0,
+                                               /*floor=*/64, std::int64_t{requests} * 6000);
+  config.maxRequests = requests;
+  config.newestWindow = newest;
+  config.fullCheckInterval = 50;
+  return config;
+}
+
 void report(const char *session, const Runtime &rt, const SoakTotals &t, double seconds) {
   WARN("soak (" << session << ", " << rt.backendDescription() << ", " << seconds
                 << " s): " << t.admits << " arrivals (" << t.refused << " refused), "
@@ -290,16 +304,8 @@ TEST_CASE("soak: timed random arrivals, appends, steps and departures", "[.][soa
   {
     // Per-layer pools: 4 layers in 2 groups, 2048 slots; 16 requests of
     // 96 protected slots (newest 32 + floor 64) reserve 75% of them.
-    RuntimeConfig config;
-    config.layers = 4;
-    config.layersPerGroup = 2;
-    config.maxRequests = 16;
-    config.hostRows = 16 * 6000;
-    config.newestWindow = 32;
-    config.hotFloor = 64;
-    config.checkInvariants = true;
-    config.fullCheckInterval = 50;
-    config.backend = backend;
+    const RuntimeConfig config = soakConfig(/*layers=*/4, /*G=*/2, /*requests=*/16,
+                                            /*newest=*/32, backend);
     Runtime rt(config);
     rt.loadStep(dhs::test::stepsDir() + "/naive");
     Soak soak(rt, RowFormat::MlaBf16, seed, false);
@@ -317,16 +323,8 @@ TEST_CASE("soak: timed random arrivals, appends, steps and departures", "[.][soa
   {
     // Layer-group pools: 8 FP8 layers in 2 groups of 4, 2048 slots; 20
     // requests of 80 protected slots reserve 78%.
-    RuntimeConfig config;
-    config.layers = 8;
-    config.layersPerGroup = 4;
-    config.maxRequests = 20;
-    config.hostRows = 20 * 6000;
-    config.newestWindow = 16;
-    config.hotFloor = 64;
-    config.checkInvariants = true;
-    config.fullCheckInterval = 50;
-    config.backend = backend;
+    const RuntimeConfig config = soakConfig(/*layers=*/8, /*G=*/4, /*requests=*/20,
+                                            /*newest=*/16, backend);
     Runtime rt(config);
     rt.loadSteps(group);
     rt.loadPlacementStep(placement);
