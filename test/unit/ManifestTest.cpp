@@ -79,6 +79,15 @@ std::string loadError(const std::function<void(json &)> &mutate,
   return "";
 }
 
+/// A mutation of a manifest: one more parameter for its first launch.
+std::function<void(json &)> addParam(const char *source, const char *role, int index,
+                                     const char *dtype, std::vector<std::int64_t> shape) {
+  return [=](json &j) {
+    j["launches"][0]["params"].push_back(
+        {{"source", source}, {"role", role}, {"index", index}, {"dtype", dtype}, {"shape", shape}});
+  };
+}
+
 } // namespace
 
 TEST_CASE("the example manifest loads", "[manifest]") {
@@ -223,40 +232,15 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
       {"status shape", [](json &j) { j["launches"][0]["params"][8]["shape"] = {2}; },
        "the status word must be i32 [1]"},
       {"replacement state shape",
-       [](json &j) {
-         j["launches"][0]["params"].push_back({{"source", "pool_recency"},
-                                               {"role", "replacement_state"},
-                                               {"index", 5},
-                                               {"dtype", "i32"},
-                                               {"shape", {2048, 3}}});
-       },
+       addParam("pool_recency", "replacement_state", 5, "i32", {2048, 3}),
        "a replacement state is i32 [hbm_slots, 2], not i32 [2048,3]"},
       {"replacement state slots",
-       [](json &j) {
-         j["launches"][0]["params"].push_back({{"source", "pool_recency"},
-                                               {"role", "replacement_state"},
-                                               {"index", 5},
-                                               {"dtype", "i32"},
-                                               {"shape", {1024, 2}}});
-       },
+       addParam("pool_recency", "replacement_state", 5, "i32", {1024, 2}),
        "a replacement state is i32 [hbm_slots, 2], not i32 [1024,2]"},
-      {"step log rank",
-       [](json &j) {
-         j["launches"][0]["params"].push_back({{"source", "pool_log"},
-                                               {"role", "step_log"},
-                                               {"index", 5},
-                                               {"dtype", "i64"},
-                                               {"shape", {-1}}});
-       },
+      {"step log rank", addParam("pool_log", "step_log", 5, "i64", {-1}),
        "a step log is i32 [words], not i64 [-1]"},
       {"replacement state of no pool",
-       [](json &j) {
-         j["launches"][0]["params"].push_back({{"source", "pool_recency"},
-                                               {"role", "replacement_state"},
-                                               {"index", 1},
-                                               {"dtype", "i32"},
-                                               {"shape", {-1, 2}}});
-       },
+       addParam("pool_recency", "replacement_state", 1, "i32", {-1, 2}),
        "is not a kv_pool argument (source 'pool_recency' needs one)"},
       {"missing key", [](json &j) { j["launches"][0].erase("grid"); },
        "launches[0]: missing key 'grid'"},
