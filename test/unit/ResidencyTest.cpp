@@ -60,6 +60,37 @@ std::vector<std::int32_t> randomRows(std::mt19937_64 &rng, std::int64_t len, std
   return out;
 }
 
+/// The lanes of a random step over `live` (request -> length): each request
+/// with rows two times in three, then an empty lane (-1).
+std::vector<std::int32_t> randomLanes(const std::map<std::int32_t, std::int64_t> &live,
+                                      std::mt19937_64 &rng) {
+  std::vector<std::int32_t> lanes;
+  for (const auto &[r, len] : live)
+    if (len > 0 && rng() % 3)
+      lanes.push_back(r);
+  lanes.push_back(-1);
+  return lanes;
+}
+
+/// Selections [lanes][perLane] for randomLanes' lanes: one in `unusedOneIn`
+/// is -1, every other a random row of the lane's first `firstRows` (-1: of
+/// all its rows); the empty lane selects nothing.
+std::vector<std::int32_t> randomSelections(const std::vector<std::int32_t> &lanes,
+                                           const std::map<std::int32_t, std::int64_t> &live,
+                                           std::int64_t perLane, unsigned unusedOneIn,
+                                           std::int64_t firstRows, std::mt19937_64 &rng) {
+  std::vector<std::int32_t> rows(lanes.size() * static_cast<std::size_t>(perLane), -1);
+  for (std::size_t b = 0; b + 1 < lanes.size(); ++b) {
+    const std::int64_t len = live.at(lanes[b]);
+    const std::int64_t choices = firstRows < 0 ? len : std::min(len, firstRows);
+    for (std::int64_t i = 0; i < perLane; ++i)
+      if (rng() % unusedOneIn)
+        rows[b * static_cast<std::size_t>(perLane) + static_cast<std::size_t>(i)] =
+            static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(choices));
+  }
+  return rows;
+}
+
 } // namespace
 
 TEST_CASE("config validation and admission refusals", "[residency]") {
@@ -546,22 +577,14 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
           }
         } else {
           // A step over a random batch (with an empty lane), Q = 2, K = 12.
-          std::vector<std::int32_t> batch;
-          for (auto &[r, len] : live)
-            if (len > 0 && rng() % 3)
-              batch.push_back(r);
-          batch.push_back(-1);
+          const std::vector<std::int32_t> batch = randomLanes(live, rng);
           const std::int64_t Q = 2, K = 12;
           c.beginStep();
           std::vector<std::vector<std::int32_t>> slotMaps;
           std::vector<std::vector<std::int32_t>> rowMaps;
           for (std::int32_t g = 0; g < 3; ++g) {
-            std::vector<std::int32_t> rows(batch.size() * Q * K, -1);
-            for (std::size_t b = 0; b + 1 < batch.size(); ++b)
-              for (std::int64_t i = 0; i < Q * K; ++i)
-                if (rng() % 8)
-                  rows[b * Q * K + i] =
-                      static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(live[batch[b]]));
+            const std::vector<std::int32_t> rows =
+                randomSelections(batch, live, Q * K, /*unusedOneIn=*/8, /*firstRows=*/-1, rng);
             std::vector<std::int32_t> slots(rows.size());
             c.resolve(g, batch.data(), static_cast<std::int64_t>(batch.size()), rows.data(), Q, K,
                       slots.data());
@@ -720,22 +743,14 @@ TEST_CASE("booking a step from the device log equals resolving its selections; t
           device.append(it->first, deviceCopies);
           ++it->second;
         } else {
-          std::vector<std::int32_t> lanes;
-          for (auto &[r, len] : live)
-            if (len > 0 && rng() % 3)
-              lanes.push_back(r);
-          lanes.push_back(-1);
+          const std::vector<std::int32_t> lanes = randomLanes(live, rng);
           const std::int64_t Q = 3, K = 10;
           host.beginStep();
           device.beginStep();
           for (std::int32_t g = 0; g < 2; ++g) {
-            std::vector<std::int32_t> rows(lanes.size() * Q * K, -1);
-            for (std::size_t b = 0; b + 1 < lanes.size(); ++b)
-              for (std::int64_t i = 0; i < Q * K; ++i)
-                if (rng() % 6) // queries overlap: few distinct rows per lane
-                  rows[b * Q * K + i] = static_cast<std::int32_t>(
-                      rng() %
-                      static_cast<std::uint64_t>(std::min<std::int64_t>(live[lanes[b]], 40)));
+            // Queries overlap: few distinct rows per lane.
+            const std::vector<std::int32_t> rows =
+                randomSelections(lanes, live, Q * K, /*unusedOneIn=*/6, /*firstRows=*/40, rng);
             std::vector<std::int32_t> slots(rows.size());
             host.resolve(g, lanes.data(), static_cast<std::int64_t>(lanes.size()), rows.data(), Q,
                          K, slots.data());
