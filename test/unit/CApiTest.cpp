@@ -35,20 +35,23 @@ TEST_CASE("C API: creation and configuration errors", "[capi]") {
   CHECK_THAT(lastError(), Catch::Contains("dhs_runtime_create: null config"));
   dhs_runtime_config c = smallConfig();
   CHECK(dhs_runtime_create(&c, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
-  c.struct_size = 12;
-  CHECK(dhs_runtime_create(&c, &rt) == DHS_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(lastError(), Catch::Contains("struct_size is 12"));
-  c = smallConfig();
-  c.policy = 7;
-  CHECK(dhs_runtime_create(&c, &rt) == DHS_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(lastError(), Catch::Contains("config.policy 7"));
-  c = smallConfig();
-  c.layers = 0;
-  CHECK(dhs_runtime_create(&c, &rt) == DHS_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(lastError(), Catch::Contains("layers is 0"));
-  c = smallConfig();
-  c.backend = 9;
-  CHECK(dhs_runtime_create(&c, &rt) == DHS_ERROR_INVALID_ARGUMENT);
+  // A config with one bad field, and what the error says.
+  const struct {
+    void (*spoil)(dhs_runtime_config &);
+    const char *message;
+  } bad[] = {
+      {[](dhs_runtime_config &c) { c.struct_size = 12; }, "struct_size is 12"},
+      {[](dhs_runtime_config &c) { c.policy = 7; }, "config.policy 7"},
+      {[](dhs_runtime_config &c) { c.layers = 0; }, "layers is 0"},
+      {[](dhs_runtime_config &c) { c.backend = 9; }, "config.backend 9"},
+  };
+  for (const auto &b : bad) {
+    INFO(b.message);
+    c = smallConfig();
+    b.spoil(c);
+    CHECK(dhs_runtime_create(&c, &rt) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(lastError(), Catch::Contains(b.message));
+  }
   c = smallConfig();
   REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
   CHECK(lastError().empty());
