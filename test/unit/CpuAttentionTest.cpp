@@ -11,8 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <new>
 
 using namespace dhs::runtime;
@@ -49,9 +49,7 @@ std::vector<double> naiveAttention(const SparseAttentionProblem &p) {
         }
         if (rows.empty())
           continue;
-        double max = -std::numeric_limits<double>::infinity();
-        for (double score : scores)
-          max = std::max(max, score);
+        const double max = *std::max_element(scores.begin(), scores.end());
         double denominator = 0;
         for (double score : scores)
           denominator += std::exp(score - max);
@@ -152,9 +150,7 @@ std::vector<double> plainAttention(const SparseAttentionProblem &p) {
         }
         if (scores.empty())
           continue;
-        double max = -std::numeric_limits<double>::infinity();
-        for (double score : scores)
-          max = std::max(max, score);
+        const double max = *std::max_element(scores.begin(), scores.end());
         double sum = 0;
         for (double &score : scores) {
           score = std::exp(score - max);
