@@ -508,6 +508,16 @@ std::string manifestWithResidency(const std::string &spec, int layer = 0) {
   const std::size_t end = text.rfind('}');
   return text.substr(0, end) + R"(, "residency": [)" + spec + "]}";
 }
+
+/// A runtime with `config` that loaded the step `manifest` describes.
+struct LoadedStep {
+  LoadedStep(const RuntimeConfig &config, const std::string &manifest) : rt(config) {
+    dir.write("manifest.json", manifest);
+    rt.loadStep(dir.path());
+  }
+  dhs::test::TempDir dir;
+  Runtime rt;
+};
 } // namespace
 
 TEST_CASE("a step's residency spec configures the controller", "[runtime][residency]") {
@@ -521,22 +531,16 @@ TEST_CASE("a step's residency spec configures the controller", "[runtime][reside
     // Without a spec the runtime's config holds; draft rings live outside
     // the pool, so no slots are reserved for them: the ring slots are the Q
     // = 2 a verify step's pending rows take.
-    dhs::test::TempDir dir;
-    dir.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, 256, -1, "mla_fp8", 2, 0));
-    Runtime rt(config);
-    rt.loadStep(dir.path());
-    const ResidencyConfig &c = rt.controller().config();
+    LoadedStep step(config, dhs::test::stepManifest(2, 2, 2, 8, 256, -1, "mla_fp8", 2, 0));
+    const ResidencyConfig &c = step.rt.controller().config();
     CHECK(c.newestWindow == 16);
     CHECK(c.draftWindow == 2);
     CHECK(c.policy == ResidencyPolicy::Adaptive);
     CHECK(c.maxPromotionsPerStep == -1);
   }
   {
-    dhs::test::TempDir dir;
-    dir.write("manifest.json", manifestWithResidency(fixed));
-    Runtime rt(config);
-    rt.loadStep(dir.path());
-    const ResidencyConfig &c = rt.controller().config();
+    LoadedStep step(config, manifestWithResidency(fixed));
+    const ResidencyConfig &c = step.rt.controller().config();
     CHECK(c.newestWindow == 24);
     CHECK(c.hotFloor == 32);
     CHECK(c.policy == ResidencyPolicy::Fixed);
@@ -545,8 +549,8 @@ TEST_CASE("a step's residency spec configures the controller", "[runtime][reside
     // A request reserves newest + floor slots: 256 / 56 = 4 fit, the fifth not.
     std::vector<bf16_t> prefill(static_cast<std::size_t>(2 * 8 * 656 / 2), floatToBf16(0.5f));
     for (std::uint64_t id = 1; id <= 4; ++id)
-      rt.admit(id, 8, 64, prefill.data());
-    CHECK_THROWS_AS(rt.admit(5, 8, 64, prefill.data()), CapacityError);
+      step.rt.admit(id, 8, 64, prefill.data());
+    CHECK_THROWS_AS(step.rt.admit(5, 8, 64, prefill.data()), CapacityError);
   }
   {
     // A layer group's steps that disagree on residency are refused.
