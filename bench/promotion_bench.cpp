@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchSetup.h"
 #include "bench/BenchTiming.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -40,9 +41,7 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "usage: dhs-promotion-bench <place_rows step dir> [rows...]\n");
       return 2;
     }
-    Manifest manifest = Manifest::load(argv[1]);
-    if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::PlaceRows)
-      throw Error(std::string(argv[1]) + " is not a single place_rows step");
+    const Manifest manifest = dhs::bench::loadSingleLaunchStep(argv[1], abi::LaunchKind::PlaceRows);
     const KvPoolInfo &poolInfo = manifest.argument(ArgumentRole::KvPool).pool;
     const std::size_t tokenBytes = static_cast<std::size_t>(poolInfo.layers * poolInfo.rowBytes);
     const std::size_t perLaunch =
@@ -52,11 +51,7 @@ int main(int argc, char **argv) {
       counts.push_back(std::stoul(argv[i]));
     if (counts.empty())
       counts = {256, 1024, 4096, 16384};
-    const CudaDriver &cuda = CudaDriver::instance();
-    if (!cuda.available()) {
-      std::fprintf(stderr, "dhs-promotion-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
-      return 1;
-    }
+    const CudaDriver &cuda = dhs::bench::requireGpu();
     CudaStep cudaStep(manifest, 0);
     cudaStep.makeCurrent();
     const std::size_t hostTokens = 200000, slots = 65536;

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchSetup.h"
 #include "bench/BenchTiming.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/Parallel.h"
@@ -52,9 +53,7 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "usage: dhs-retrieval-bench <fetch step dir> [tokens per request]\n");
       return 2;
     }
-    Manifest manifest = Manifest::load(argv[1]);
-    if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::Fetch)
-      throw Error(std::string(argv[1]) + " is not a single fetch step");
+    const Manifest manifest = dhs::bench::loadSingleLaunchStep(argv[1], abi::LaunchKind::Fetch);
     const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
     const std::size_t tokenBytes = static_cast<std::size_t>(pool.layers * pool.rowBytes);
     const std::vector<std::int64_t> &selectionShape =
@@ -64,11 +63,7 @@ int main(int argc, char **argv) {
     const std::size_t T = argc > 2 ? std::stoul(argv[2]) : 65536;
     if (T < K)
       throw Error("each request needs at least " + std::to_string(K) + " tokens");
-    const CudaDriver &cuda = CudaDriver::instance();
-    if (!cuda.available()) {
-      std::fprintf(stderr, "dhs-retrieval-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
-      return 1;
-    }
+    const CudaDriver &cuda = dhs::bench::requireGpu();
     CudaStep step(manifest, 0);
     step.makeCurrent();
     const std::size_t hostTokens = B * T, storeBytes = hostTokens * tokenBytes;

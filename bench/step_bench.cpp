@@ -16,10 +16,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchSetup.h"
+#include "runtime/Runtime.h"
+#include "runtime/core/RowFormat.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
-#include "runtime/core/RowFormat.h"
-#include "runtime/Runtime.h"
 
 #include <algorithm>
 #include <chrono>
@@ -35,11 +36,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   try {
-    const CudaDriver &cuda = CudaDriver::instance();
-    if (!cuda.available()) {
-      std::fprintf(stderr, "dhs-step-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
-      return 1;
-    }
+    const CudaDriver &cuda = dhs::bench::requireGpu();
     std::vector<std::string> steps(argv + 2, argv + argc);
     RuntimeConfig config;
     config.layersPerGroup = static_cast<std::int32_t>(steps.size());

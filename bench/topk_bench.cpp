@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchSetup.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
@@ -28,14 +29,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   try {
-    Manifest manifest = Manifest::load(argv[1]);
-    if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::TopK)
-      throw Error(std::string(argv[1]) + " is not a single topk step");
-    const CudaDriver &cuda = CudaDriver::instance();
-    if (!cuda.available()) {
-      std::fprintf(stderr, "dhs-topk-bench: no GPU: %s\n", cuda.unavailableReason().c_str());
-      return 1;
-    }
+    const Manifest manifest = dhs::bench::loadSingleLaunchStep(argv[1], abi::LaunchKind::TopK);
+    const CudaDriver &cuda = dhs::bench::requireGpu();
     const std::vector<std::int64_t> &shape = manifest.argument(ArgumentRole::Scores).shape;
     const std::int64_t B = shape[0], Q = shape[1], N = shape[2];
     const std::int64_t K = manifest.argument(ArgumentRole::RowIds).shape[2];
