@@ -229,6 +229,15 @@ void fillRandomGqaRowWith(const GqaLayout &layout, std::uint8_t *row, Rng &rng) 
   }
 }
 
+/// A V4.1 FP8 row's random ue8m0 scale bytes: 118..120 (scales 2^-9..2^-7).
+template <typename Rng> void randomV41Scales(std::uint8_t *row, Rng &rng) {
+  for (int g = 0; g < V41Fp8::kScales; ++g)
+    row[V41Fp8::kScaleOffset + g] = static_cast<std::uint8_t>(118 + rng() % 3);
+}
+
+constexpr const char *kNotMlaRow =
+    "fillRandomRow fills MLA rows; GQA rows are filled by fillRandomGqaRow";
+
 } // namespace
 
 void fillRandomGqaRow(const GqaLayout &layout, std::uint8_t *row, std::mt19937_64 &rng) {
@@ -266,14 +275,12 @@ void fillRandomRow(RowFormat format, std::uint8_t *row, std::mt19937_64 &rng) {
   case RowFormat::V41Fp8:
     for (int d = 0; d < V41Fp8::kDims; ++d)
       row[d] = randomE4M3(rng);
-    for (int g = 0; g < V41Fp8::kScales; ++g)
-      row[V41Fp8::kScaleOffset + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
+    randomV41Scales(row, rng);
     return;
   case RowFormat::Gqa:
     break;
   }
-  throw Error("fillRandomRow fills MLA rows; GQA rows are filled by "
-              "fillRandomGqaRow");
+  throw Error(kNotMlaRow);
 }
 
 void fillRandomRow(RowFormat format, std::uint8_t *row, RandomStream &rng) {
@@ -292,14 +299,12 @@ void fillRandomRow(RowFormat format, std::uint8_t *row, RandomStream &rng) {
     return;
   case RowFormat::V41Fp8:
     randomE4M3s(row, V41Fp8::kDims, rng);
-    for (int g = 0; g < V41Fp8::kScales; ++g)
-      row[V41Fp8::kScaleOffset + g] = static_cast<std::uint8_t>(118 + rng() % 3); // 2^-9..2^-7
+    randomV41Scales(row, rng);
     return;
   case RowFormat::Gqa:
     break;
   }
-  throw Error("fillRandomRow fills MLA rows; GQA rows are filled by "
-              "fillRandomGqaRow");
+  throw Error(kNotMlaRow);
 }
 
 } // namespace dhs::runtime
