@@ -112,10 +112,10 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
       config.splits *= 2;
     config.splitRows = config.selected / config.splits;
     // Pairs of head blocks share tiles where that was measured faster: bf16
-    // rows, whose gathers bound the producer (128 heads, 64 requests, H200:
-    // 0.187 -> 0.167 ms); FP8 rows' CTAs are bound by their consumers, and
-    // the pairing's handshakes cost more than the halved dequantization
-    // saves (0.150 -> 0.159 ms; bench/NOTES.md).
+    // rows, whose gathers bound the producer (128 heads, 64 requests, H200,
+    // three-tile producer: 0.182 -> 0.175 ms); FP8 rows' CTAs are not bound
+    // by their gathers, and the pairing's handshakes cost more than the
+    // halved dequantization saves (0.136 -> 0.159 ms; bench/NOTES.md).
     if (clusters && (config.heads / kTensorCoreHeads) % 2 == 0 &&
         isa<MlaBf16Attr>(config.pool.getFormat()))
       config.clusterHeadBlocks = 2;

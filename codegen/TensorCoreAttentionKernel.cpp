@@ -87,10 +87,13 @@ constexpr int64_t kBarrierPFree = 2;
 constexpr int64_t kBarrierStored = 3;
 
 // Registers per thread of each warpgroup after setmaxnreg (the kernel starts
-// with 168: 65536 / 384, rounded down to a multiple of 8).
-constexpr uint32_t kSoftmaxRegisters = 208;
+// with 168: 65536 / 384, rounded down to a multiple of 8). The producer's 144
+// hold a tile of rows in flight besides the one it stores (ptxas: no spills
+// but 8 bytes in the bf16 cluster kernel; 208 / 160 / 136 spilled with the
+// three-tile pipeline).
+constexpr uint32_t kSoftmaxRegisters = 200;
 constexpr uint32_t kSecondHalfRegisters = 160;
-constexpr uint32_t kProducerRegisters = 136;
+constexpr uint32_t kProducerRegisters = 144;
 
 /// Emits the body of one tensor-core attention kernel.
 class TensorCoreAttentionEmitter {
@@ -204,10 +207,13 @@ private:
   void emitSoftmaxGroup();
   void emitSecondHalfGroup();
 
-  /// Classifies selection `k` (index) of this query: whether its row has
-  /// data, and the address of its row of this layer (i64). Reports bad ids
-  /// through the step status when `report`.
-  std::pair<Value, Value> emitClassify(Value k, Value report);
+  /// Loads what selection `k` (index) of this query says: its row id, its
+  /// slot and, for indexed staging, its staging row (i32 each).
+  SmallVector<Value> emitLoadSelection(Value k);
+  /// Classifies selection `k` from its loaded `selection`: whether its row
+  /// has data, and the address of its row of this layer (i64). Reports bad
+  /// ids through the step status when `report`.
+  std::pair<Value, Value> emitClassify(Value k, ArrayRef<Value> selection, Value report);
 
   ImplicitLocOpBuilder &b;
   KernelBuilder kb;
@@ -335,11 +341,20 @@ void TensorCoreAttentionEmitter::emitLoadQueries() {
   }
 }
 
-std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, Value report) {
+SmallVector<Value> TensorCoreAttentionEmitter::emitLoadSelection(Value k) {
+  SmallVector<Value> selection{memref::LoadOp::create(b, rowIds, ValueRange{request, position, k}),
+                               memref::LoadOp::create(b, slots, ValueRange{request, position, k})};
+  if (config.staged && config.indexed)
+    selection.push_back(memref::LoadOp::create(b, stagingIndex, ValueRange{request, position, k}));
+  return selection;
+}
+
+std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection,
+                                                                 Value report) {
   int64_t layers = config.pool.getLayers();
   int64_t rowBytes = config.pool.getFormat().getRowBytes();
-  Value id = memref::LoadOp::create(b, rowIds, ValueRange{request, position, k});
-  Value slot = memref::LoadOp::create(b, slots, ValueRange{request, position, k});
+  Value id = selection[0];
+  Value slot = selection[1];
   Value none = eq(id, c32(-1));
   Value badRow = kb.cmpi(arith::CmpIPredicate::slt, id, c32(-1));
   if (!config.staged)
@@ -357,7 +372,7 @@ std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, Value 
   if (config.staged) {
     Value staged =
         config.indexed
-            ? sext64(memref::LoadOp::create(b, stagingIndex, ValueRange{request, position, k}))
+            ? sext64(selection[2])
             : arith::IndexCastOp::create(
                   b, b.getI64Type(),
                   arith::AddIOp::create(
@@ -420,9 +435,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
       b, chunkType, DenseElementsAttr::get(cast<ShapedType>(chunkType), b.getI32IntegerAttr(0)));
   Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
 
-  // Row `round` of tile `tileIndex` (index; may be one past the last, then
-  // it has no data): whether it has data, and its address.
-  auto classify = [&](Value tileIndex, int64_t round) -> std::pair<Value, Value> {
+  // The selection of row `round` of tile `tileIndex` (index; past the last
+  // tile it is the last tile's, and has no data), and whether the tile exists.
+  auto selectionOf = [&](Value tileIndex, int64_t round) -> std::pair<Value, Value> {
     Value inRange = kb.cmpi(arith::CmpIPredicate::ult, tileIndex, tiles);
     Value clamped = arith::MinUIOp::create(
         b, tileIndex, arith::SubIOp::create(b, tiles, kb.index(1)).getResult());
@@ -431,9 +446,20 @@ void TensorCoreAttentionEmitter::emitProducer() {
         arith::AddIOp::create(b, arith::MulIOp::create(b, split, kb.index(config.splitRows)),
                               arith::MulIOp::create(b, clamped, kb.index(kTensorCoreTileRows))),
         toIndex(add(firstRow, rowOffsets[round])));
-    auto [valid, address] = emitClassify(k, andi(reporter, inRange));
+    return {k, inRange};
+  };
+  // Loads the selection of that row (no use of the values yet).
+  auto select = [&](Value tileIndex, int64_t round) {
+    return emitLoadSelection(selectionOf(tileIndex, round).first);
+  };
+  // From its loaded selection: whether the row has data, and its address.
+  auto classify = [&](Value tileIndex, int64_t round,
+                      ArrayRef<Value> selection) -> std::pair<Value, Value> {
+    auto [k, inRange] = selectionOf(tileIndex, round);
+    auto [valid, address] = emitClassify(k, selection, andi(reporter, inRange));
     return {andi(valid, inRange), address};
   };
+  int64_t selectionWidth = config.staged && config.indexed ? 3 : 2;
   // The row's 16-byte loads (zeros for a row without data).
   auto load = [&](Value valid, Value address) -> SmallVector<Value> {
     auto loads =
@@ -527,27 +553,65 @@ void TensorCoreAttentionEmitter::emitProducer() {
       storeChunk(8, c, chunks[9 + c]);
   };
 
-  // Software pipeline: the loop carries its tile's rows classified (valid,
-  // address) and, for the first `aheadRows`, their loads, all issued while
-  // the tile before waited for its buffer.
-  auto issue = [&](Value tileIndex) {
-    SmallVector<Value> state;
-    for (int64_t round = 0; round < rounds; ++round) {
-      auto [valid, address] = classify(tileIndex, round);
-      state.append({valid, address});
-      if (round < aheadRows)
-        llvm::append_range(state, load(valid, address));
-    }
-    return state;
+  // Software pipeline, three tiles deep: while tile t is dequantized and
+  // stored, the rows of tile t + 1 are in flight and the selections of tile
+  // t + 2 are being loaded, so a row's loads never wait for its selection,
+  // and a tile's stores wait for loads issued a tile earlier. The loop
+  // carries, per round (row of the thread), tile t's row: for rows loaded
+  // ahead whether it has data and its chunks, for the others its selection;
+  // then the selections of tile t + 1.
+  //
+  // When tile t + 1's loads issue: before tile t's stores where the
+  // registers allow both tiles' chunks (FP8 in a cluster: one row each, 88
+  // registers), else each ahead row's right after the same row of tile t
+  // is stored (FP8: both rows ahead, at most 88 registers of chunks live),
+  // and after the last store where a later row is loaded at its store
+  // (bf16 outside a cluster: the second row, 72 registers).
+  bool issueEarly = clustered && fp8;
+  auto issueAfter = [&](int64_t round) {
+    for (int64_t later = round + 1; later < rounds; ++later)
+      if (later >= aheadRows)
+        return rounds - 1;
+    return round;
   };
-  auto loop = scf::ForOp::create(b, kb.index(0), tiles, kb.index(1), issue(kb.index(0)));
+  SmallVector<Value> initial;
+  {
+    SmallVector<SmallVector<Value>> first, second;
+    for (int64_t round = 0; round < rounds; ++round)
+      first.push_back(select(kb.index(0), round));
+    for (int64_t round = 0; round < rounds; ++round)
+      second.push_back(select(kb.index(1), round));
+    for (int64_t round = 0; round < rounds; ++round) {
+      if (round < aheadRows) {
+        auto [valid, address] = classify(kb.index(0), round, first[round]);
+        initial.push_back(valid);
+        llvm::append_range(initial, load(valid, address));
+      } else {
+        llvm::append_range(initial, first[round]);
+      }
+    }
+    for (int64_t round = 0; round < rounds; ++round)
+      llvm::append_range(initial, second[round]);
+  }
+  auto loop = scf::ForOp::create(b, kb.index(0), tiles, kb.index(1), initial);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value tileIndex = loop.getInductionVar();
+    Value nextTile = arith::AddIOp::create(b, tileIndex, kb.index(1));
     Value tile = toI32(tileIndex);
     Value buffer = andi(tile, c32(1));
     ValueRange state = loop.getRegionIterArgs();
+    SmallVector<ValueRange> current, upcoming;
+    for (int64_t round = 0; round < rounds; ++round) {
+      int64_t width = round < aheadRows ? 1 + loadsPerRow : selectionWidth;
+      current.push_back(state.take_front(width));
+      state = state.drop_front(width);
+    }
+    for (int64_t round = 0; round < rounds; ++round) {
+      upcoming.push_back(state.take_front(selectionWidth));
+      state = state.drop_front(selectionWidth);
+    }
     waitBarrier(buffer, /*full=*/false, xori(andi(shr(tile, 1), c32(1)), c32(1)));
     // The peer's half of this tile may now be stored here: expect its bytes.
     if (clustered)
@@ -556,21 +620,41 @@ void TensorCoreAttentionEmitter::emitProducer() {
                                                c32(kPeerTileBytes), NVVM::MemScopeKind::CTA,
                                                /*relaxed=*/false, Value());
       });
-    // Rows loaded ahead first, then the others (loaded now): at most one
-    // row's bf16 chunks in flight besides the ones carried.
+    SmallVector<SmallVector<Value>> next(rounds);
+    auto issueNext = [&](int64_t round) {
+      auto [valid, address] = classify(nextTile, round, llvm::to_vector(upcoming[round]));
+      next[round].push_back(valid);
+      llvm::append_range(next[round], load(valid, address));
+    };
+    if (issueEarly)
+      for (int64_t round = 0; round < aheadRows; ++round)
+        issueNext(round);
     for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows) {
-        store(buffer, round, state[0], llvm::to_vector(state.slice(2, loadsPerRow)));
-        state = state.drop_front(2 + loadsPerRow);
+        store(buffer, round, current[round][0], llvm::to_vector(current[round].drop_front()));
       } else {
-        store(buffer, round, state[0], load(state[0], state[1]));
-        state = state.drop_front(2);
+        auto [valid, address] = classify(tileIndex, round, llvm::to_vector(current[round]));
+        store(buffer, round, valid, load(valid, address));
       }
+      if (!issueEarly)
+        for (int64_t ahead = 0; ahead < aheadRows; ++ahead)
+          if (issueAfter(ahead) == round)
+            issueNext(ahead);
     }
     // The tile's bytes are read by wgmma (the async proxy).
     hb.fenceAsyncShared();
     arriveBarrier(buffer, /*full=*/true);
-    scf::YieldOp::create(b, issue(arith::AddIOp::create(b, tileIndex, kb.index(1))));
+    Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
+    SmallVector<Value> yielded;
+    for (int64_t round = 0; round < rounds; ++round) {
+      if (round < aheadRows)
+        llvm::append_range(yielded, next[round]);
+      else
+        llvm::append_range(yielded, upcoming[round]);
+    }
+    for (int64_t round = 0; round < rounds; ++round)
+      llvm::append_range(yielded, select(tileAfterNext, round));
+    scf::YieldOp::create(b, yielded);
   }
 }
 

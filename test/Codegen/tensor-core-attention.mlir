@@ -29,14 +29,14 @@
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
 // Producer: waits for an empty tile, fills it, publishes it to wgmma.
-// CHECK: nvvm.setmaxregister  decrease 136
+// CHECK: nvvm.setmaxregister  decrease 144
 // CHECK: scf.for
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvvm.convert.f8x2.to.f16x2
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.mbarrier.arrive
 // Softmax warpgroup.
-// CHECK: nvvm.setmaxregister  increase 208
+// CHECK: nvvm.setmaxregister  increase 200
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
