@@ -1,0 +1,215 @@
+//===- TensorCoreAttentionEmitter.h - wgmma attention's emitter -*- C++ -*-===//
+//
+// The emitter of the tensor-core attention kernel, private to codegen/: its
+// shared-memory layout, warpgroup roles and register budgets, and the
+// helpers its parts share. TensorCoreAttentionKernel.cpp emits the kernel
+// (queries, the two consumer warpgroups, cluster setup) and
+// TensorCoreAttentionProducer.cpp the producer warpgroup (gather,
+// dequantize, swizzled stores).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_CODEGEN_TENSORCOREATTENTIONEMITTER_H
+#define DHS_CODEGEN_TENSORCOREATTENTIONEMITTER_H
+
+#include "codegen/HopperBuilder.h"
+#include "codegen/KernelBuilder.h"
+#include "codegen/Kernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::dhs::tensor_core {
+
+/// Threads of a warpgroup, and of a CTA: three warpgroups.
+constexpr int64_t kGroupThreads = 128;
+constexpr int64_t kTensorCoreThreads = 3 * kGroupThreads;
+/// Bytes of one swizzled block: 64 rows of 128 bytes (64 bf16 dims).
+constexpr int64_t kBlockBytes = 8192;
+/// Key dims (576) in 64-dim blocks, value dims of one consumer (256) in blocks.
+constexpr int64_t kKeyBlocks = 9;
+constexpr int64_t kHalfValueBlocks = 4;
+constexpr int64_t kKeyDims = 576;
+constexpr int64_t kValueDims = 512;
+
+// Shared memory, from a 1024-byte aligned base: Q [64 heads x 576] and two
+// tiles [64 rows x 576] as 9 swizzled blocks each, P [64 x 64] bf16, the
+// rows' rescale factors f32 [64], the tiles' row biases f32 [2][64] (0, or
+// -inf for rows without data), mbarriers full[2] and empty[2], and in a
+// cluster remote[2] (the peer's half of a tile arrived).
+constexpr int64_t kQOffset = 0;
+constexpr int64_t kTileOffset = kKeyBlocks * kBlockBytes;
+constexpr int64_t kTileBytes = kKeyBlocks * kBlockBytes;
+constexpr int64_t kPOffset = kTileOffset + 2 * kTileBytes;
+constexpr int64_t kScaleOffset = kPOffset + kBlockBytes;
+constexpr int64_t kBiasOffset = kScaleOffset + 4 * kTensorCoreHeads;
+constexpr int64_t kBarrierOffset = kBiasOffset + 2 * 4 * kTensorCoreTileRows;
+constexpr int64_t kSharedBytes = kBarrierOffset + 4 * 8;
+constexpr int64_t kClusterSharedBytes = kBarrierOffset + 6 * 8;
+/// Bytes a peer stores into a CTA's tile buffer per tile: its 32 rows of
+/// 576 bf16 and their row biases.
+constexpr int64_t kPeerTileBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4);
+constexpr int64_t kSharedAlignment = 1024;
+
+// Named barriers (0 is the CTA barrier) between the two consumer warpgroups.
+constexpr int64_t kBarrierPReady = 1;
+constexpr int64_t kBarrierPFree = 2;
+// Ends the two consumers' code with different instructions: LLVM would
+// otherwise merge the identical tails of their output stores into one
+// block, moving both accumulators through the same registers, and ptxas
+// then serializes every wgmma of the kernel (C7511).
+constexpr int64_t kBarrierStored = 3;
+
+// Registers per thread of each warpgroup after setmaxnreg (the kernel starts
+// with 168: 65536 / 384, rounded down to a multiple of 8). The producer's 144
+// hold a tile of rows in flight besides the one it stores (ptxas, whole
+// program: no spills for bf16 rows, at most 12 bytes for FP8 shapes; 208 /
+// 160 / 136 spilled more with the three-tile pipeline).
+constexpr uint32_t kSoftmaxRegisters = 200;
+constexpr uint32_t kSecondHalfRegisters = 160;
+constexpr uint32_t kProducerRegisters = 144;
+
+/// Emits the body of one tensor-core attention kernel.
+class TensorCoreAttentionEmitter {
+public:
+  TensorCoreAttentionEmitter(ImplicitLocOpBuilder &b, const SparseAttentionKernelConfig &config,
+                             const KernelArguments &args)
+      : b(b), kb{b}, hb{b}, config(config), args(args) {}
+
+  void emit();
+
+private:
+  // Constants and i32/i64 arithmetic.
+  Value c32(int64_t v) { return kb.i32(v); }
+  Value c64(int64_t v) { return kb.i64(v); }
+  Value add(Value l, Value r) { return arith::AddIOp::create(b, l, r); }
+  Value mul(Value l, Value r) { return arith::MulIOp::create(b, l, r); }
+  Value andi(Value l, Value r) { return arith::AndIOp::create(b, l, r); }
+  Value ori(Value l, Value r) { return arith::OrIOp::create(b, l, r); }
+  Value xori(Value l, Value r) { return arith::XOrIOp::create(b, l, r); }
+  Value shr(Value l, int64_t r) {
+    return arith::ShRUIOp::create(b, l, l.getType().isInteger(64) ? c64(r) : c32(r));
+  }
+  Value divu(Value l, int64_t r) { return arith::DivUIOp::create(b, l, c32(r)); }
+  Value remu(Value l, int64_t r) { return arith::RemUIOp::create(b, l, c32(r)); }
+  Value ext64(Value v) { return arith::ExtUIOp::create(b, b.getI64Type(), v); }
+  Value sext64(Value v) { return arith::ExtSIOp::create(b, b.getI64Type(), v); }
+  Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
+  Value toI32(Value v) { return arith::IndexCastOp::create(b, b.getI32Type(), v); }
+  Value eq(Value l, Value r) { return kb.cmpi(arith::CmpIPredicate::eq, l, r); }
+
+  /// A shared-memory pointer `offset` (i32) bytes past the aligned base.
+  Value sharedPointer(Value offset);
+  Value sharedPointer(int64_t offset) { return sharedPointer(c32(offset)); }
+  /// Stores `value` at shared `offset` (i32) with `alignment`.
+  void storeShared(Value value, Value offset, unsigned alignment) {
+    LLVM::StoreOp::create(b, value, sharedPointer(offset), alignment);
+  }
+  Value loadShared(Type type, Value offset, unsigned alignment) {
+    return LLVM::LoadOp::create(b, type, sharedPointer(offset), alignment);
+  }
+  /// The byte offset of 16-byte chunk `chunk` (i32) of row `row` (i32) in a
+  /// swizzled block at `block` (i32): the chunk index is XORed with row % 8.
+  Value swizzled(Value block, Value row, Value chunk) {
+    return add(add(block, mul(row, c32(128))), mul(xori(chunk, andi(row, c32(7))), c32(16)));
+  }
+  /// The wgmma shared-memory descriptor of a 128-byte swizzled operand at
+  /// shared `offset` bytes past the base, with leading and stride byte offsets.
+  Value descriptor(int64_t offset, int64_t leadingBytes, int64_t strideBytes) {
+    return hb.descriptor(add(sharedStart, c64(offset)), leadingBytes, strideBytes);
+  }
+
+  // mbarriers full[2] (the producer filled a tile), empty[2] (the
+  // consumers are done with it) and, in a cluster, remote[2] (the peer's
+  // half of the tile arrived).
+  enum class Barrier { Full = 0, Empty = 1, Remote = 2 };
+  Value barrier(Value buffer, Barrier kind) {
+    return sharedPointer(
+        add(c32(kBarrierOffset + 16 * static_cast<int64_t>(kind)), mul(buffer, c32(8))));
+  }
+  Value barrier(Value buffer, bool full) {
+    return barrier(buffer, full ? Barrier::Full : Barrier::Empty);
+  }
+  void waitBarrier(Value buffer, Barrier kind, Value parity) {
+    NVVM::MBarrierTryWaitParityOp::create(b, barrier(buffer, kind), parity, c32(10000000));
+  }
+  void waitBarrier(Value buffer, bool full, Value parity) {
+    waitBarrier(buffer, full ? Barrier::Full : Barrier::Empty, parity);
+  }
+  void arriveBarrier(Value buffer, bool full) {
+    NVVM::MBarrierArriveOp::create(b, b.getI64Type(), barrier(buffer, full), Value(),
+                                   NVVM::MemScopeKind::CTA, false);
+  }
+  /// Waits until tile buffer `buffer` holds its tile: the producer's rows
+  /// and, in a cluster, the peer's.
+  void waitTileFull(Value buffer, Value parity) {
+    waitBarrier(buffer, Barrier::Full, parity);
+    if (clustered)
+      waitBarrier(buffer, Barrier::Remote, parity);
+  }
+  /// A consumer warpgroup is done with tile buffer `buffer`: every thread
+  /// arrives on this CTA's empty barrier, or in a cluster one thread on
+  /// each CTA's (the producers of both write into it).
+  void releaseTile(Value buffer) {
+    if (!clustered) {
+      arriveBarrier(buffer, /*full=*/false);
+      return;
+    }
+    for (int64_t rank = 0; rank < 2; ++rank)
+      kb.ifThen(eq(thread, c32(32 * (rank + 1))),
+                [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });
+  }
+  void namedSync(int64_t id) {
+    NVVM::BarrierOp::create(b, Type(), c32(id), c32(2 * kGroupThreads), {}, Value());
+  }
+  void namedArrive(int64_t id) {
+    NVVM::BarrierArriveOp::create(b, c32(id), c32(2 * kGroupThreads));
+  }
+
+  /// S = Q K^T over tile buffer `buffer`: [64 heads x 64 rows].
+  Value emitScores(Value buffer);
+  /// O += P V over the value dims of `half` of tile buffer `buffer`.
+  Value emitValues(Value output, Value buffer, int64_t half);
+  /// O with each row r (of the thread's two) scaled by scales[r].
+  Value scaleRows(Value output, ArrayRef<Value> scales);
+  /// Writes the thread's part of O (value dims of `half`) times its rows'
+  /// scales into the output, or unscaled into the partials.
+  void emitStoreOutput(Value output, ArrayRef<Value> scales, int64_t half);
+
+  void emitLoadQueries();
+  void emitProducer();
+  void emitSoftmaxGroup();
+  void emitSecondHalfGroup();
+
+  /// Loads what selection `k` (index) of this query says: its row id, its
+  /// slot and, for indexed staging, its staging row (i32 each).
+  SmallVector<Value> emitLoadSelection(Value k);
+  /// Classifies selection `k` from its loaded `selection`: whether its row
+  /// has data, and the address of its row of this layer (i64). Reports bad
+  /// ids through the step status when `report`.
+  std::pair<Value, Value> emitClassify(Value k, ArrayRef<Value> selection, Value report);
+
+  ImplicitLocOpBuilder &b;
+  KernelBuilder kb;
+  HopperBuilder hb;
+  const SparseAttentionKernelConfig &config;
+  const KernelArguments &args;
+  /// Two CTAs of a cluster share each tile (config.clusterHeadBlocks == 2).
+  bool clustered = config.clusterHeadBlocks == 2;
+
+  // Arguments (see getAttentionSignature).
+  Value queries, rowIds, slots, historyStart, historyLen, hbm, host, stagingIndex, output, partials,
+      status;
+  // Per-thread values (i32 unless noted; request, position, split: index).
+  Value tid, group, thread, warp, lane, request, position, split, headBase;
+  Value rank;        // the CTA's rank in its cluster (i32; clustered only)
+  Value sharedBase;  // the aligned shared base as !llvm.ptr<3>
+  Value sharedStart; // its shared address (i64) for descriptors
+  Value tiles;       // tiles this CTA walks (index)
+};
+
+} // namespace mlir::dhs::tensor_core
+
+#endif // DHS_CODEGEN_TENSORCOREATTENTIONEMITTER_H

@@ -1,0 +1,339 @@
+//===- TensorCoreAttentionProducer.cpp - wgmma attention's producer -------===//
+//
+// The producer warpgroup of the tensor-core attention kernel
+// (TensorCoreAttentionKernel.cpp): per tile of 64 selected rows it loads the
+// selections, classifies each row (HBM slot, host store or staging, bad
+// ids reported through the step status), gathers the rows with 16-byte
+// loads, dequantizes FP8 to bf16 and stores them into a tile buffer in
+// wgmma's 128-byte swizzled layout (in a cluster, its half of the rows into
+// both CTAs' buffers), then signals the tile full.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/TensorCoreAttentionEmitter.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::dhs;
+using namespace mlir::dhs::tensor_core;
+
+SmallVector<Value> TensorCoreAttentionEmitter::emitLoadSelection(Value k) {
+  SmallVector<Value> selection{memref::LoadOp::create(b, rowIds, ValueRange{request, position, k}),
+                               memref::LoadOp::create(b, slots, ValueRange{request, position, k})};
+  if (config.staged && config.indexed)
+    selection.push_back(memref::LoadOp::create(b, stagingIndex, ValueRange{request, position, k}));
+  return selection;
+}
+
+std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection,
+                                                                 Value report) {
+  int64_t layers = config.pool.getLayers();
+  int64_t rowBytes = config.pool.getFormat().getRowBytes();
+  Value id = selection[0];
+  Value slot = selection[1];
+  Value none = eq(id, c32(-1));
+  Value badRow = kb.cmpi(arith::CmpIPredicate::slt, id, c32(-1));
+  if (!config.staged)
+    badRow = ori(badRow, kb.cmpi(arith::CmpIPredicate::sge, id,
+                                 memref::LoadOp::create(b, historyLen, ValueRange{request})));
+  Value hbmRows =
+      arith::IndexCastOp::create(b, b.getI64Type(), memref::DimOp::create(b, hbm, kb.index(0)));
+  Value badSlot = ori(kb.cmpi(arith::CmpIPredicate::slt, slot, c32(-1)),
+                      kb.cmpi(arith::CmpIPredicate::sge, sext64(slot), hbmRows));
+  Value onHost = eq(slot, c32(-1));
+  // A missing row's place: the host store at history_start + id (fused), or
+  // its staging row b * N + position (staged).
+  Value hostRow, hostOutside;
+  Value requestRow = arith::IndexCastOp::create(b, b.getI64Type(), request);
+  if (config.staged) {
+    Value staged =
+        config.indexed
+            ? sext64(selection[2])
+            : arith::IndexCastOp::create(
+                  b, b.getI64Type(),
+                  arith::AddIOp::create(
+                      b, arith::MulIOp::create(b, position, kb.index(config.selected)), k))
+                  .getResult();
+    hostOutside = ori(kb.cmpi(arith::CmpIPredicate::slt, staged, c64(0)),
+                      kb.cmpi(arith::CmpIPredicate::sge, staged, c64(config.stagingRows)));
+    hostRow = add(mul(requestRow, c64(config.stagingRows)), staged);
+  } else {
+    hostRow = add(memref::LoadOp::create(b, historyStart, ValueRange{request}), sext64(id));
+    Value hostRows =
+        arith::IndexCastOp::create(b, b.getI64Type(), memref::DimOp::create(b, host, kb.index(0)));
+    hostOutside = ori(kb.cmpi(arith::CmpIPredicate::slt, hostRow, c64(0)),
+                      kb.cmpi(arith::CmpIPredicate::sge, hostRow, hostRows));
+  }
+  Value trueValue = arith::ConstantIntOp::create(b, 1, 1);
+  Value idUsable = xori(ori(none, badRow), trueValue);
+  Value badHost = andi(andi(onHost, hostOutside), idUsable);
+  Value bits = ori(
+      ori(kb.select(badRow, c32(abi::kStatusBadRowId), c32(0)),
+          kb.select(badSlot, c32(abi::kStatusBadSlot), c32(0))),
+      kb.select(badHost, c32(config.staged ? abi::kStatusBadStagingIndex : abi::kStatusBadHostRow),
+                c32(0)));
+  kb.ifThen(andi(report, kb.cmpi(arith::CmpIPredicate::ne, bits, c32(0))), [&] {
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, bits, status,
+                                ValueRange{kb.index(0)});
+  });
+  Value valid = andi(idUsable, xori(kb.select(onHost, hostOutside, badSlot), trueValue));
+  // Invalid rows point at nothing: their loads are skipped.
+  Value token = kb.select(onHost, hostRow, sext64(slot));
+  Value tierBase = kb.select(onHost, hb.getAddress(host), hb.getAddress(hbm));
+  Value address =
+      add(tierBase, mul(add(mul(token, c64(layers)), c64(config.layer)), c64(rowBytes)));
+  return {valid, address};
+}
+
+void TensorCoreAttentionEmitter::emitProducer() {
+  NVVM::SetMaxRegisterOp::create(b, kProducerRegisters, NVVM::SetMaxRegisterAction::decrease);
+  bool fp8 = isa<MlaFp8Attr>(config.pool.getFormat());
+  Type chunkType = VectorType::get({4}, b.getI32Type());
+  // Thread (warp w, lane l) handles rows 8w + l % 8 and 32 + 8w + l % 8 of
+  // each tile, and the 16-byte chunks 2 (l / 8) and 2 (l / 8) + 1 of each
+  // 128-byte block of their bf16 rows.
+  Value segment = divu(lane, 8);
+  Value firstRow = add(mul(warp, c32(8)), remu(lane, 8));
+  Value reporter = eq(segment, c32(0));
+  // Loads per row: FP8: 8 x 16 e4m3 values, the 4 scales, 2 x 8 RoPE dims;
+  // bf16: 9 blocks x 2 chunks.
+  int64_t loadsPerRow = fp8 ? 11 : 18;
+  // The thread's rows of a tile, as offsets from firstRow: both halves, or
+  // in a cluster the half of this CTA's rank.
+  SmallVector<Value> rowOffsets{c32(0), c32(32)};
+  if (clustered)
+    rowOffsets = {mul(rank, c32(32))};
+  int64_t rounds = rowOffsets.size();
+  // Rows whose loads are issued a tile ahead, while the tile before waits
+  // for its buffer: both for FP8 (88 registers), the first for bf16 (72).
+  int64_t aheadRows = std::min<int64_t>(fp8 ? 2 : 1, rounds);
+  Value zero = arith::ConstantOp::create(
+      b, chunkType, DenseElementsAttr::get(cast<ShapedType>(chunkType), b.getI32IntegerAttr(0)));
+  Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
+
+  // The selection of row `round` of tile `tileIndex` (index; past the last
+  // tile it is the last tile's, and has no data), and whether the tile exists.
+  auto selectionOf = [&](Value tileIndex, int64_t round) -> std::pair<Value, Value> {
+    Value inRange = kb.cmpi(arith::CmpIPredicate::ult, tileIndex, tiles);
+    Value clamped = arith::MinUIOp::create(
+        b, tileIndex, arith::SubIOp::create(b, tiles, kb.index(1)).getResult());
+    Value k = arith::AddIOp::create(
+        b,
+        arith::AddIOp::create(b, arith::MulIOp::create(b, split, kb.index(config.splitRows)),
+                              arith::MulIOp::create(b, clamped, kb.index(kTensorCoreTileRows))),
+        toIndex(add(firstRow, rowOffsets[round])));
+    return {k, inRange};
+  };
+  // Loads the selection of that row (no use of the values yet).
+  auto select = [&](Value tileIndex, int64_t round) {
+    return emitLoadSelection(selectionOf(tileIndex, round).first);
+  };
+  // From its loaded selection: whether the row has data, and its address.
+  auto classify = [&](Value tileIndex, int64_t round,
+                      ArrayRef<Value> selection) -> std::pair<Value, Value> {
+    auto [k, inRange] = selectionOf(tileIndex, round);
+    auto [valid, address] = emitClassify(k, selection, andi(reporter, inRange));
+    return {andi(valid, inRange), address};
+  };
+  int64_t selectionWidth = config.staged && config.indexed ? 3 : 2;
+  // The row's 16-byte loads (zeros for a row without data).
+  auto load = [&](Value valid, Value address) -> SmallVector<Value> {
+    auto loads =
+        scf::IfOp::create(b, SmallVector<Type>(loadsPerRow, chunkType), valid, /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loads.elseBlock());
+    scf::YieldOp::create(b, SmallVector<Value>(loadsPerRow, zero));
+    b.setInsertionPointToStart(loads.thenBlock());
+    SmallVector<Value> chunks;
+    Value segmentBytes = ext64(mul(segment, c32(fp8 ? 16 : 32)));
+    if (fp8) {
+      for (int64_t g = 0; g < 8; ++g)
+        chunks.push_back(hb.loadGlobal16(add(address, add(segmentBytes, c64(g * 64)))));
+      chunks.push_back(hb.loadGlobal16(add(address, c64(512))));
+      Value rope = add(address, add(ext64(mul(segment, c32(32))), c64(528)));
+      for (int64_t c = 0; c < 2; ++c)
+        chunks.push_back(hb.loadGlobal16(add(rope, c64(16 * c))));
+    } else {
+      for (int64_t g = 0; g < kKeyBlocks; ++g)
+        for (int64_t c = 0; c < 2; ++c)
+          chunks.push_back(hb.loadGlobal16(add(address, add(segmentBytes, c64(g * 128 + 16 * c)))));
+    }
+    scf::YieldOp::create(b, chunks);
+    return SmallVector<Value>(loads.getResults());
+  };
+  // Decodes row `round`'s chunks into tile buffer `buffer`.
+  Type pairF32 = VectorType::get({2}, b.getF32Type());
+  // In a cluster every store goes to the peer's tile buffer too.
+  Value peerBase, peerBarrier;
+  if (clustered) {
+    Value peer = xori(rank, c32(1));
+    peerBase = hb.clusterAddress(sharedBase, peer);
+    peerBarrier = hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer);
+  }
+  auto storeTile = [&](Value value, Value offset, Value buffer, unsigned alignment) {
+    storeShared(value, offset, alignment);
+    if (clustered)
+      hb.storeRemote(add(peerBase, offset), value, add(peerBarrier, mul(buffer, c32(8))));
+  };
+  auto store = [&](Value buffer, int64_t round, Value valid, ArrayRef<Value> chunks) {
+    Value row = add(firstRow, rowOffsets[round]);
+    Value biasOffset =
+        add(c32(kBiasOffset), mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4)));
+    Value bias = kb.select(valid, kb.f32(0.0), negInf);
+    storeShared(bias, biasOffset, 4);
+    // The peer gets each row's bias once (kPeerTileBytes counts it so).
+    if (clustered)
+      kb.ifThen(reporter, [&] {
+        hb.storeRemote(add(peerBase, biasOffset), arith::BitcastOp::create(b, b.getI32Type(), bias),
+                       add(peerBarrier, mul(buffer, c32(8))));
+      });
+    Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
+    auto storeChunk = [&](int64_t block, int64_t c, Value chunk) {
+      storeTile(
+          chunk,
+          swizzled(add(tileBase, c32(block * kBlockBytes)), row, add(mul(segment, c32(2)), c32(c))),
+          buffer, 16);
+    };
+    if (!fp8) {
+      for (int64_t g = 0; g < kKeyBlocks; ++g)
+        for (int64_t c = 0; c < 2; ++c)
+          storeChunk(g, c, chunks[2 * g + c]);
+      return;
+    }
+    // e4m3 pairs -> f16x2 (exact) -> f32 x scale -> bf16x2 (rounded once).
+    Value scales = vector::BitCastOp::create(b, VectorType::get({4}, b.getF32Type()), chunks[8]);
+    for (int64_t g = 0; g < 8; ++g) {
+      Value scale = vector::BroadcastOp::create(
+          b, pairF32, vector::ExtractOp::create(b, scales, ArrayRef<int64_t>{g / 2}));
+      Value bytes = vector::BitCastOp::create(b, VectorType::get({16}, b.getI8Type()), chunks[g]);
+      SmallVector<Value> words;
+      for (int64_t p = 0; p < 8; ++p) {
+        Value pairBytes =
+            vector::ShuffleOp::create(b, bytes, bytes, ArrayRef<int64_t>{2 * p, 2 * p + 1});
+        Value halves =
+            NVVM::ConvertF8x2ToF16x2Op::create(b, VectorType::get({2}, b.getF16Type()), pairBytes,
+                                               false, Float8E4M3FNType::get(b.getContext()));
+        Value values =
+            arith::MulFOp::create(b, arith::ExtFOp::create(b, pairF32, halves).getResult(), scale);
+        Value narrow = arith::TruncFOp::create(b, VectorType::get({2}, b.getBF16Type()), values);
+        words.push_back(vector::ExtractOp::create(
+            b, vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), narrow),
+            ArrayRef<int64_t>{0}));
+      }
+      for (int64_t c = 0; c < 2; ++c)
+        storeChunk(g, c,
+                   vector::FromElementsOp::create(b, cast<VectorType>(chunkType),
+                                                  ArrayRef<Value>(words).slice(4 * c, 4)));
+    }
+    for (int64_t c = 0; c < 2; ++c)
+      storeChunk(8, c, chunks[9 + c]);
+  };
+
+  // Software pipeline, three tiles deep: while tile t is dequantized and
+  // stored, the rows of tile t + 1 are in flight and the selections of tile
+  // t + 2 are being loaded, so a row's loads never wait for its selection,
+  // and a tile's stores wait for loads issued a tile earlier. The loop
+  // carries, per round (row of the thread), tile t's row: for rows loaded
+  // ahead whether it has data and its chunks, for the others its selection;
+  // then the selections of tile t + 1.
+  //
+  // When tile t + 1's loads issue: before tile t's stores where the
+  // registers allow both tiles' chunks (FP8 in a cluster: one row each, 88
+  // registers), else each ahead row's right after the same row of tile t
+  // is stored (FP8: both rows ahead, at most 88 registers of chunks live),
+  // and after the last store where a later row is loaded at its store
+  // (bf16 outside a cluster: the second row, 72 registers).
+  bool issueEarly = clustered && fp8;
+  auto issueAfter = [&](int64_t round) {
+    for (int64_t later = round + 1; later < rounds; ++later)
+      if (later >= aheadRows)
+        return rounds - 1;
+    return round;
+  };
+  SmallVector<Value> initial;
+  {
+    SmallVector<SmallVector<Value>> first, second;
+    for (int64_t round = 0; round < rounds; ++round)
+      first.push_back(select(kb.index(0), round));
+    for (int64_t round = 0; round < rounds; ++round)
+      second.push_back(select(kb.index(1), round));
+    for (int64_t round = 0; round < rounds; ++round) {
+      if (round < aheadRows) {
+        auto [valid, address] = classify(kb.index(0), round, first[round]);
+        initial.push_back(valid);
+        llvm::append_range(initial, load(valid, address));
+      } else {
+        llvm::append_range(initial, first[round]);
+      }
+    }
+    for (int64_t round = 0; round < rounds; ++round)
+      llvm::append_range(initial, second[round]);
+  }
+  auto loop = scf::ForOp::create(b, kb.index(0), tiles, kb.index(1), initial);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value tileIndex = loop.getInductionVar();
+    Value nextTile = arith::AddIOp::create(b, tileIndex, kb.index(1));
+    Value tile = toI32(tileIndex);
+    Value buffer = andi(tile, c32(1));
+    ValueRange state = loop.getRegionIterArgs();
+    SmallVector<ValueRange> current, upcoming;
+    for (int64_t round = 0; round < rounds; ++round) {
+      int64_t width = round < aheadRows ? 1 + loadsPerRow : selectionWidth;
+      current.push_back(state.take_front(width));
+      state = state.drop_front(width);
+    }
+    for (int64_t round = 0; round < rounds; ++round) {
+      upcoming.push_back(state.take_front(selectionWidth));
+      state = state.drop_front(selectionWidth);
+    }
+    waitBarrier(buffer, /*full=*/false, xori(andi(shr(tile, 1), c32(1)), c32(1)));
+    // The peer's half of this tile may now be stored here: expect its bytes.
+    if (clustered)
+      kb.ifThen(eq(thread, c32(0)), [&] {
+        NVVM::MBarrierArriveExpectTxOp::create(b, Type(), barrier(buffer, Barrier::Remote),
+                                               c32(kPeerTileBytes), NVVM::MemScopeKind::CTA,
+                                               /*relaxed=*/false, Value());
+      });
+    SmallVector<SmallVector<Value>> next(rounds);
+    auto issueNext = [&](int64_t round) {
+      auto [valid, address] = classify(nextTile, round, llvm::to_vector(upcoming[round]));
+      next[round].push_back(valid);
+      llvm::append_range(next[round], load(valid, address));
+    };
+    if (issueEarly)
+      for (int64_t round = 0; round < aheadRows; ++round)
+        issueNext(round);
+    for (int64_t round = 0; round < rounds; ++round) {
+      if (round < aheadRows) {
+        store(buffer, round, current[round][0], llvm::to_vector(current[round].drop_front()));
+      } else {
+        auto [valid, address] = classify(tileIndex, round, llvm::to_vector(current[round]));
+        store(buffer, round, valid, load(valid, address));
+      }
+      if (!issueEarly)
+        for (int64_t ahead = 0; ahead < aheadRows; ++ahead)
+          if (issueAfter(ahead) == round)
+            issueNext(ahead);
+    }
+    // The tile's bytes are read by wgmma (the async proxy).
+    hb.fenceAsyncShared();
+    arriveBarrier(buffer, /*full=*/true);
+    Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
+    SmallVector<Value> yielded;
+    for (int64_t round = 0; round < rounds; ++round) {
+      if (round < aheadRows)
+        llvm::append_range(yielded, next[round]);
+      else
+        llvm::append_range(yielded, upcoming[round]);
+    }
+    for (int64_t round = 0; round < rounds; ++round)
+      llvm::append_range(yielded, select(tileAfterNext, round));
+    scf::YieldOp::create(b, yielded);
+  }
+}
