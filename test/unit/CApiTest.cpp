@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -359,4 +361,162 @@ TEST_CASE("C++ wrapper: a session end to end, outputs equal the oracle", "[capi]
   dhs::api::Runtime moved = std::move(rt);
   CHECK(moved.get() != nullptr);
   CHECK(rt.get() == nullptr);
+}
+
+TEST_CASE("C API: window writes, placement and accept steps give the statuses dhs_runtime.h "
+          "documents",
+          "[capi]") {
+  const std::string compiled = dhs::test::compiledStepsDir();
+  for (const char *name : {"window", "place_rows", "accept", "accept_sampling", "topk"})
+    if (!std::filesystem::exists(compiled + "/" + name + "/manifest.json")) {
+      WARN("SKIPPED: " << compiled << "/" << name << " was not compiled");
+      return;
+    }
+  const std::string window = compiled + "/window", placement = compiled + "/place_rows",
+                    accept = compiled + "/accept", sampling = compiled + "/accept_sampling",
+                    topk = compiled + "/topk";
+  dhs::test::TempDir plain; // a step of one position, no window
+  plain.write("manifest.json", dhs::test::stepManifest(2, 1, 1, 4));
+  std::vector<std::uint8_t> bytes(1 << 20, 0);
+  dhs_runtime *rt = nullptr;
+
+  SECTION("dhs_window_write") {
+    dhs_runtime_config c = dhs::test::smallCApiConfig(); // 2 layers
+    c.hbm_slots = -1;                                    // the step's 512
+    c.newest_window = 16;
+    c.hot_floor = 0;
+    CHECK(dhs_window_write(nullptr, 7, 0, 1, bytes.data()) == DHS_ERROR_INVALID_HANDLE);
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+    CHECK(dhs_window_write(rt, 7, 0, 1, bytes.data()) == DHS_ERROR_NOT_LOADED);
+    REQUIRE(dhs_runtime_load_step(rt, window.c_str()) == DHS_OK);
+    dhs_step_shape shape;
+    REQUIRE(dhs_runtime_get_shape(rt, &shape) == DHS_OK);
+    REQUIRE(shape.row_bytes == 528);
+    REQUIRE(dhs_request_admit(rt, 7, 40, 100, bytes.data()) == DHS_OK);
+    CHECK(dhs_window_write(rt, 8, 0, 1, bytes.data()) == DHS_ERROR_UNKNOWN_REQUEST);
+    CHECK(dhs_window_write(rt, 7, 0, 0, bytes.data()) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK(dhs_window_write(rt, 7, 0, 19, bytes.data()) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(lastError(), Catch::Contains("a window ring holds 1 to 18"));
+    CHECK(dhs_window_write(rt, 7, 0, 1, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK(dhs_window_write(rt, 7, -1, 1, bytes.data()) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK(dhs_window_write(rt, 7, INT32_MAX - 1, 2, bytes.data()) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(lastError(), Catch::Contains("outside [0, 2^31 - count)"));
+    CHECK(dhs_window_write(rt, 7, INT64_MAX, 1, bytes.data()) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK(dhs_window_write(rt, 7, INT32_MAX - 2, 2, bytes.data()) == DHS_OK); // the last that fits
+    CHECK(dhs_window_write(rt, 7, 0, 18, bytes.data()) == DHS_OK);
+    const std::uint64_t id = 7;
+    REQUIRE(dhs_step_begin(rt, &id, 1) == DHS_OK);
+    CHECK(dhs_window_write(rt, 7, 18, 1, bytes.data()) == DHS_ERROR_STATE);
+    REQUIRE(dhs_step_abort(rt) == DHS_OK);
+    CHECK(dhs_runtime_check(rt) == DHS_OK);
+    dhs_runtime_destroy(rt);
+    // A step without a sliding window.
+    c = dhs::test::smallCApiConfig();
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+    REQUIRE(dhs_runtime_load_step(rt, plain.path().c_str()) == DHS_OK);
+    REQUIRE(dhs_request_admit(rt, 7, 4, 10, bytes.data()) == DHS_OK);
+    CHECK(dhs_window_write(rt, 7, 0, 1, bytes.data()) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(lastError(), Catch::Contains("the step has no sliding window"));
+    dhs_runtime_destroy(rt);
+  }
+
+  SECTION("dhs_runtime_load_placement_step") {
+    CHECK(dhs_runtime_load_placement_step(nullptr, placement.c_str()) == DHS_ERROR_INVALID_HANDLE);
+    dhs_runtime_config c = dhs::test::smallCApiConfig(); // BF16 rows, pools of 1 layer
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+    CHECK(dhs_runtime_load_placement_step(rt, placement.c_str()) == DHS_ERROR_NOT_LOADED);
+    REQUIRE(dhs_runtime_load_step(rt, plain.path().c_str()) == DHS_OK);
+    CHECK(dhs_runtime_load_placement_step(rt, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK(dhs_runtime_load_placement_step(rt, accept.c_str()) == DHS_ERROR_STEP);
+    CHECK_THAT(lastError(), Catch::Contains("is not a placement step"));
+    CHECK(dhs_runtime_load_placement_step(rt, placement.c_str()) == DHS_ERROR_STEP);
+    CHECK_THAT(lastError(), Catch::Contains("places tokens of 4 layers") &&
+                                Catch::Contains("this session's pools hold 1 layers x 1152 bytes"));
+    dhs_runtime_destroy(rt);
+    // Its own pools: FP8 layer groups of 4.
+    const std::vector<std::string> group = dhs::test::groupSteps(4);
+    if (!std::filesystem::exists(group.back() + "/manifest.json")) {
+      WARN("SKIPPED the layer-group part: " << group.back() << " was not compiled");
+      return;
+    }
+    c = dhs::test::smallCApiConfig();
+    c.layers = 8;
+    c.layers_per_group = 4;
+    c.hbm_slots = -1;
+    c.newest_window = 16;
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+    std::vector<const char *> dirs;
+    for (const std::string &d : group)
+      dirs.push_back(d.c_str());
+    REQUIRE(dhs_runtime_load_steps(rt, dirs.data(), dirs.size()) == DHS_OK);
+    REQUIRE(dhs_request_admit(rt, 7, 40, 100, bytes.data()) == DHS_OK);
+    const std::uint64_t id = 7;
+    REQUIRE(dhs_step_begin(rt, &id, 1) == DHS_OK);
+    CHECK(dhs_runtime_load_placement_step(rt, placement.c_str()) == DHS_ERROR_STATE);
+    CHECK_THAT(lastError(), Catch::Contains("during a step"));
+    REQUIRE(dhs_step_abort(rt) == DHS_OK);
+    CHECK(dhs_runtime_load_placement_step(rt, placement.c_str()) == DHS_OK);
+    CHECK(dhs_runtime_load_placement_step(rt, placement.c_str()) == DHS_ERROR_STATE);
+    CHECK_THAT(lastError(), Catch::Contains("is already loaded"));
+    CHECK(dhs_runtime_check(rt) == DHS_OK);
+    dhs_runtime_destroy(rt);
+  }
+
+  SECTION("dhs_runtime_load_accept_step") {
+    CHECK(dhs_runtime_load_accept_step(nullptr, accept.c_str()) == DHS_ERROR_INVALID_HANDLE);
+    dhs_runtime_config c = dhs::test::smallCApiConfig();
+    c.hbm_slots = 256;
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+    CHECK(dhs_runtime_load_accept_step(rt, accept.c_str()) == DHS_ERROR_NOT_LOADED);
+    dhs::test::TempDir four; // B = 4: the accept steps verify 8 requests x 4 drafts
+    four.write("manifest.json", dhs::test::stepManifest(4, 5, 1, 4));
+    REQUIRE(dhs_runtime_load_step(rt, four.path().c_str()) == DHS_OK);
+    CHECK(dhs_runtime_load_accept_step(rt, accept.c_str()) == DHS_ERROR_STEP);
+    CHECK_THAT(lastError(), Catch::Contains("verifies 8 requests x 4 drafts") &&
+                                Catch::Contains("compile it with draft memref<4x4xi32>"));
+    dhs_runtime_destroy(rt);
+    dhs::test::TempDir eight; // B = 8, Q = 5: theirs
+    eight.write("manifest.json", dhs::test::stepManifest(8, 5, 1, 4));
+    REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+    REQUIRE(dhs_runtime_load_step(rt, eight.path().c_str()) == DHS_OK);
+    CHECK(dhs_runtime_load_accept_step(rt, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
+    CHECK(dhs_runtime_load_accept_step(rt, topk.c_str()) == DHS_ERROR_STEP);
+    CHECK_THAT(lastError(), Catch::Contains("is not an accept step"));
+    CHECK(dhs_runtime_load_accept_step(rt, "/nonexistent/accept") == DHS_ERROR_STEP);
+    REQUIRE(dhs_request_admit(rt, 7, 4, 100, bytes.data()) == DHS_OK);
+    const std::uint64_t id = 7;
+    REQUIRE(dhs_step_begin(rt, &id, 1) == DHS_OK);
+    CHECK(dhs_runtime_load_accept_step(rt, accept.c_str()) == DHS_ERROR_STATE);
+    CHECK_THAT(lastError(), Catch::Contains("during a step"));
+    REQUIRE(dhs_step_abort(rt) == DHS_OK);
+    CHECK(dhs_runtime_load_accept_step(rt, accept.c_str()) == DHS_OK);
+    CHECK(dhs_runtime_load_accept_step(rt, accept.c_str()) == DHS_ERROR_STATE);
+    CHECK_THAT(lastError(), Catch::Contains("is already loaded"));
+    CHECK(dhs_runtime_load_accept_step(rt, sampling.c_str()) == DHS_OK); // the other rule
+    CHECK(dhs_runtime_load_accept_step(rt, sampling.c_str()) == DHS_ERROR_STATE);
+    // With both loaded, the CPU accepts by the host rule: the target's
+    // argmax is draft 0 (3), then 5 against draft 1 (4).
+    const std::int32_t V = 8, Q = 5, len = 2, drafts[4] = {3, 4, 0, 0};
+    REQUIRE(dhs_verify_begin(rt, &id, 1, &len, drafts, bytes.data()) == DHS_OK);
+    const std::vector<std::int32_t> none(Q * 4, -1);
+    std::vector<bf16_t> queries(Q * 576), out(Q * 512);
+    for (std::int32_t g = 0; g < 2; ++g)
+      REQUIRE(dhs_step_select(rt, g, none.data(), DHS_MEMORY_HOST) == DHS_OK);
+    for (std::int32_t l = 0; l < 2; ++l)
+      REQUIRE(dhs_step_attend(rt, l, queries.data(), out.data(), DHS_MEMORY_HOST) == DHS_OK);
+    std::vector<float> target(Q * V, 0.0f);
+    target[0 * V + 3] = 1.0f;
+    target[1 * V + 5] = 1.0f;
+    std::int32_t accepted = -1, tokens[Q];
+    REQUIRE(dhs_verify_accept(rt, DHS_ACCEPT_GREEDY, V, target.data(), nullptr, 1, &accepted,
+                              tokens) == DHS_OK);
+    CHECK(accepted == 1);
+    CHECK(std::vector<std::int32_t>(tokens, tokens + Q) ==
+          std::vector<std::int32_t>{3, 5, -1, -1, -1});
+    std::int64_t length = 0;
+    REQUIRE(dhs_request_length(rt, 7, &length) == DHS_OK);
+    CHECK(length == 4 + 2);
+    CHECK(dhs_runtime_check(rt) == DHS_OK);
+    dhs_runtime_destroy(rt);
+  }
 }

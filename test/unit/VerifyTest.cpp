@@ -334,12 +334,32 @@ TEST_CASE("C API: verify errors change nothing, and the next step runs", "[verif
     REQUIRE(dhs_request_length(rt, id, &n) == DHS_OK);
     return n;
   };
+  // What a failed verify step must leave as it was: the residency and step
+  // statistics, the tiers' use, the speculation statistics.
+  dhs_stats before;
+  REQUIRE(dhs_runtime_get_stats(rt, &before) == DHS_OK);
   auto unchanged = [&] {
     CHECK(lengthOf(1) == 10);
     CHECK(lengthOf(2) == 10);
     CHECK(dhs_verify_accept(rt, DHS_ACCEPT_GREEDY, V, p.data(), nullptr, 1, accepted, tokens) ==
           DHS_ERROR_STATE);
     CHECK(dhs_runtime_check(rt) == DHS_OK);
+    dhs_stats now;
+    REQUIRE(dhs_runtime_get_stats(rt, &now) == DHS_OK);
+    CHECK(now.steps == before.steps);
+    CHECK(now.total_selected == before.total_selected);
+    CHECK(now.total_fetched == before.total_fetched);
+    CHECK(now.total_promoted == before.total_promoted);
+    CHECK(now.total_evicted == before.total_evicted);
+    CHECK(now.hbm_bytes_used == before.hbm_bytes_used);
+    CHECK(now.host_bytes_used == before.host_bytes_used);
+    CHECK(now.optional_used_slots == before.optional_used_slots);
+    dhs_spec_stats spec;
+    REQUIRE(dhs_runtime_get_spec_stats(rt, &spec) == DHS_OK);
+    CHECK(spec.verify_steps == 0);
+    CHECK(spec.drafted == 0);
+    CHECK(spec.emitted == 0);
+    CHECK(spec.host_rows_read == 0);
   };
   auto selectAndAttend = [&] {
     for (std::int32_t g = 0; g < 2; ++g)
@@ -365,6 +385,20 @@ TEST_CASE("C API: verify errors change nothing, and the next step runs", "[verif
     CHECK(dhs_verify_begin(rt, unknown, 2, lens, drafts, rows.data()) == DHS_ERROR_UNKNOWN_REQUEST);
     CHECK(dhs_verify_begin(rt, finished, 2, lens, drafts, rows.data()) ==
           DHS_ERROR_UNKNOWN_REQUEST);
+    unchanged();
+  }
+  SECTION("a block that would pass the request's maximum context") {
+    REQUIRE(dhs_request_admit(rt, 4, 10, 12, prefill.data()) == DHS_OK);
+    const std::uint64_t full[2] = {1, 4};
+    lens[1] = 2; // 10 rows + a block of 3 positions > 12
+    CHECK(dhs_verify_begin(rt, full, 2, lens, drafts, rows.data()) == DHS_ERROR_OUT_OF_MEMORY);
+    CHECK_THAT(std::string(dhs_last_error()),
+               Catch::Contains("request 4's block of 3 positions after its 10 rows would pass its "
+                               "maximum context of 12 rows"));
+    lens[1] = 1; // 10 + 2 fits
+    REQUIRE(dhs_verify_begin(rt, full, 2, lens, drafts, rows.data()) == DHS_OK);
+    REQUIRE(dhs_step_abort(rt) == DHS_OK);
+    REQUIRE(dhs_request_finish(rt, 4) == DHS_OK);
     unchanged();
   }
   SECTION("a step in progress, or end step during a verify step") {
@@ -432,6 +466,10 @@ TEST_CASE("C API: verify errors change nothing, and the next step runs", "[verif
                 "position 0 of lane 0 (request 1): entry 1 is -0.25");
     p[1] = std::nanf("");
     failsAccept(DHS_ACCEPT_GREEDY, "entry 1 is nan");
+    p[1] = 0.5f; // finite and positive, but the row sums to 1.4375
+    failsAccept(DHS_ACCEPT_REJECTION_SAMPLING,
+                "the target's probabilities at position 0 of lane 0 (request 1): it sums to "
+                "1.4375, not 1");
     p[1] = 1.0f / V;
     qd[V + 3] = 0.5f; // lane 0, position 1
     failsAccept(DHS_ACCEPT_REJECTION_SAMPLING, "draft probabilities at position 1 of lane 0");
@@ -440,6 +478,10 @@ TEST_CASE("C API: verify errors change nothing, and the next step runs", "[verif
     failsAccept(DHS_ACCEPT_GREEDY, "draft token 16 at position 0 of lane 1 (request 2) is "
                                    "outside the vocabulary [0, 16)");
     drafts[2] = 5;
+    drafts[0] = -1; // lane 0's draft 0
+    failsAccept(DHS_ACCEPT_REJECTION_SAMPLING,
+                "draft token -1 at position 0 of lane 0 (request 1) is outside the vocabulary");
+    drafts[0] = 3;
     failsAccept(7, "rule 7 is not an acceptance rule");
     REQUIRE(begin() == DHS_OK);
     selectAndAttend();
