@@ -75,6 +75,11 @@ std::vector<KernelInfo> Runtime::kernels() const {
   return tiers_.runner->kernels();
 }
 
+std::int64_t Runtime::arenaBytes() const {
+  requireStep("arena bytes");
+  return tiers_.runner->arenaBytes();
+}
+
 std::int64_t Runtime::fetchedRows() {
   requireStep("fetched rows");
   if (inStep_)

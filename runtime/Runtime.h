@@ -393,12 +393,10 @@ public:
     requireStep("whole-model step");
     return plan_.wholeModel();
   }
-  /// Bytes of the staging arena the loaded step's compiler planned (the
-  /// arena the tiers allocate), 0 without one. Throws StateError.
-  std::int64_t arenaBytes() const {
-    requireStep("arena bytes");
-    return manifest_->arenaBytes;
-  }
+  /// Bytes of the staging arena the tiers allocated for the loaded steps
+  /// (the one their compiler planned: the largest of their manifests'
+  /// arena_bytes), 0 without one. Throws StateError.
+  std::int64_t arenaBytes() const;
   /// The residency controller.
   const ResidencyController &controller() const;
   /// A host-store row of a request (copied out), for tests and engines.

@@ -178,6 +178,9 @@ public:
   /// The attention steps' kernels, launch by launch, step by step (none on
   /// the CPU).
   virtual std::vector<KernelInfo> kernels() const = 0;
+  /// Bytes of the staging arena allocated for the steps (the largest the
+  /// compiler planned among them), 0 without one.
+  virtual std::int64_t arenaBytes() const = 0;
   /// Rows the fetch launches of the last layer run copied from the host
   /// store (see countFetchedRows in CudaStep.h), downloaded after the
   /// submitted work; -1 when the steps have no fetch launch (fused

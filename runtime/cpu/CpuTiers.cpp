@@ -350,6 +350,7 @@ public:
   TierGraphStats graphStats() const override { return {}; }
   const DeviceInfo *device() const override { return nullptr; }
   std::vector<KernelInfo> kernels() const override { return {}; }
+  std::int64_t arenaBytes() const override { return static_cast<std::int64_t>(arena_.size()); }
   std::int64_t hostRowsRead(std::int32_t layer) override {
     return hostRowsByLayer_[static_cast<std::size_t>(layer)];
   }

@@ -51,6 +51,9 @@ public:
   TierGraphStats graphStats() const override { return graphCache_.stats(); }
   const DeviceInfo *device() const override { return &queue_->device(); }
   std::vector<KernelInfo> kernels() const override;
+  std::int64_t arenaBytes() const override {
+    return arena_ ? static_cast<std::int64_t>(arena_->bytes()) : 0;
+  }
   std::int64_t fetchedRows() override;
   std::int64_t hostRowsRead(std::int32_t) override { return -1; }
   void setAcceptStep(const Manifest &manifest, AcceptRule rule) override {

@@ -235,6 +235,11 @@ TEST_CASE("a staged verify step (shared retrieval): every backend matches the or
   auto runtimes = underTest(sessionConfig(3, 1), backend, [&](Runtime &rt) { rt.loadStep(step); });
   Runtime &rt = *runtimes.front();
   REQUIRE(rt.shape().queries == 5);
+  // The tiers allocated the staging arena the compiler planned.
+  const std::int64_t planned = Manifest::load(step).arenaBytes;
+  CHECK(planned > 0);
+  for (const std::unique_ptr<Runtime> &r : runtimes)
+    CHECK(r->arenaBytes() == planned);
   Shadow shadow(3);
   std::int64_t fetched = 0;
   const int stepCount = sessionSteps(backend, 12);
