@@ -47,7 +47,7 @@ soak() {
     "$dir/bin/dhs-unittests" "[soak-timed]" \
     > "$results/soak.log" 2>&1
   local rc=$?
-  grep -E -A4 "soak \(|SKIPPED|FAILED" "$results/soak.log" | sed "s/^/  /"; tail -n 2 "$results/soak.log"
+  grep -E -A6 "soak \(|SKIPPED|FAILED" "$results/soak.log" | sed "s/^/  /"; tail -n 2 "$results/soak.log"
   [ $rc -eq 0 ] && echo "soak: PASS" || echo "soak: FAIL (exit $rc, $results/soak.log)"
   return $rc
 }
