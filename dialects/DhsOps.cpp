@@ -245,6 +245,41 @@ LogicalResult ResolveOp::verify() {
   return success();
 }
 
+LogicalResult PlanPromotionsOp::verify() {
+  if (getReplacement() != Replacement::clock)
+    return emitOpError() << "decides CLOCK promotions only: "
+                         << stringifyReplacement(getReplacement())
+                         << " victim orders are not generated on the device yet (use the host "
+                            "controller)";
+  MemRefType fetched = getFetched().getType();
+  int64_t lanes = fetched.getDimSize(0), listed = fetched.getDimSize(1);
+  if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0, lanes, "requests")))
+    return failure();
+  // The slot tables: one entry per HBM slot of the pool.
+  int64_t slots = getPool().getType().getCapacity(Tier::hbm);
+  for (auto [name, value] : {std::pair<StringRef, Value>{"hot", getHot()},
+                             {"cleared", getCleared()},
+                             {"free", getFree()}}) {
+    int64_t size = cast<MemRefType>(value.getType()).getDimSize(0);
+    if (ShapedType::isDynamic(slots))
+      slots = size;
+    else if (failed(checkDim(*this, name, cast<MemRefType>(value.getType()), 0, slots, "slots")))
+      return failure();
+  }
+  if (failed(checkDim(*this, "control", getControl().getType(), 0,
+                      static_cast<int64_t>(abi::PromotionPlanLayout::kWords), "control words")))
+    return failure();
+  int64_t entries = ShapedType::isDynamic(lanes) || ShapedType::isDynamic(listed)
+                        ? ShapedType::kDynamic
+                        : static_cast<int64_t>(abi::PromotionPlanLayout::entries(lanes * listed));
+  if (failed(checkDim(*this, "rows", getRows().getType(), 0, entries,
+                      "2 x fetched rows: promotions, then releases")) ||
+      failed(checkDim(*this, "slots", getSlots().getType(), 0, getRows().getType().getDimSize(0),
+                      "rows placed")))
+    return failure();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Retrieval
 //===----------------------------------------------------------------------===//

@@ -740,4 +740,6 @@ def Dhs_AcceptOp : Dhs_Op<"accept"> {
   let hasVerifier = 1;
 }
 
+include "dialects/DhsResidencyOps.td"
+
 #endif // DHS_OPS_TD

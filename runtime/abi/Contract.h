@@ -322,6 +322,26 @@ struct StepLogLayout {
   }
 };
 
+/// The words of a plan_promotions launch's control buffer (role
+/// promotion_control) and the layout of the lists it writes (roles
+/// place_rows and place_slots, [2 x B x N] for B lanes of N fetched rows).
+/// The host writes the inputs before the launch and reads the counts after
+/// it; the list is what a place_rows launch carries out.
+struct PromotionPlanLayout {
+  static constexpr std::size_t kHand = 0;       ///< CLOCK hand (in; out: the new hand)
+  static constexpr std::size_t kFreeCount = 1;  ///< free-stack entries (in; out: left)
+  static constexpr std::size_t kFreeBudget = 2; ///< optional budget - excess (in)
+  static constexpr std::size_t kPromoted = 3;   ///< rows given a slot (out)
+  static constexpr std::size_t kReleased = 4;   ///< hot rows evicted for them (out)
+  static constexpr std::size_t kWords = 5;
+  /// Promotion i (a fetched row's rank: lanes in order, rows as listed) is
+  /// entry i of the list, (host row, slot) or (-1, -1); eviction v is entry
+  /// releasesBegin + v, (evicted host row, -1) or (-1, -1).
+  static constexpr std::size_t releasesBegin(std::size_t fetched) { return fetched; }
+  /// Entries of the list for `fetched` = B x N fetched rows.
+  static constexpr std::size_t entries(std::size_t fetched) { return 2 * fetched; }
+};
+
 //===----------------------------------------------------------------------===//
 // Row layouts
 //===----------------------------------------------------------------------===//

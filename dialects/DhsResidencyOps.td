@@ -1,0 +1,95 @@
+//===- DhsResidencyOps.td - residency decisions on the device -*- tablegen -*-===//
+//
+// Ops that make the residency controller's decisions over the device state
+// (issue 10). Included from DhsOps.td (one op library, one generated file).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RESIDENCY_OPS_TD
+#define DHS_RESIDENCY_OPS_TD
+
+def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
+  let summary = "A step's promotion decisions, made over the device residency state";
+  let description = [{
+    Decides, for one layer group at a step's end, which HBM slot each row the
+    step fetched from the host store is promoted into, in the data-parallel
+    form of the residency controller's rule (adaptive policy, no floor;
+    `ParallelPromotionTest` holds the controller to it). The fetched rows are
+    ranked lanes first, then as listed (`fetched[b, :]`: row ids of lane b's
+    request, ascending, distinct, not resident; the first -1 ends the list;
+    at most `promotions` of each lane when given). Promotion i takes
+
+    - while i < min(budget, free count): the i-th slot the free stack hands
+      out (`free[count - 1 - i]`);
+    - then victim i - that, where the victims are the candidates (hot slots,
+      `hot[s] >= 0`, not used this step: last use < the step, word 0 of the
+      pool's step log) in CLOCK hand order from `control[hand]`, the
+      unreferenced ones (last use == `cleared[s]`) first and then the
+      referenced ones (the hand's second lap);
+    - beyond the candidates, nothing (the row stays on the host).
+
+    It writes the decisions as a list for `dhs.place_rows`
+    (`PromotionPlanLayout` in `runtime/abi/Contract.h`): entry i is promotion
+    i's (host row = `history_start[b]` + row, slot) or (-1, -1), entry
+    B x N + v eviction v's (evicted host row, -1) or (-1, -1). It updates the
+    state as the controller would: `hot` of every filled slot (its new host
+    row), `cleared` (filled slots referenced, -1; the referenced candidates
+    the hand passed lose their reference), and `control`: the new hand, the
+    free count left, the rows promoted and the hot rows released, which the
+    host reads back. LRU and LRU-2 orders are not generated yet (the verifier
+    refuses them). Bad control words (a hand outside the slots, a free count
+    beyond the stack) or a free-stack slot outside the slots are reported
+    (`BadSlot`) and nothing is promoted for them.
+
+    Before, the residency state and the step's fetched rows; after lowering
+    (`dhs-lower-to-gpu`) one launch of one CTA:
+
+    ```mlir
+    dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        fetched(%fetched : memref<8x256xi32>) history(%start : memref<8xi64>)
+        hot(%hot : memref<65536xi64>) cleared(%cleared : memref<65536xi32>)
+        free(%free : memref<65536xi32>) control(%control : memref<5xi32>)
+        into(%rows : memref<4096xi64>, %slots : memref<4096xi32>) replacement = clock
+    dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        rows(%rows : memref<4096xi64>) slots(%slots : memref<4096xi32>)
+    ```
+    ```mlir
+    %recency = dhs.pool_recency of %pool : ... -> memref<?x2xi32>
+    %log = dhs.pool_log of %pool : ... -> memref<?xi32>
+    gpu.launch_func @plan_promotions::@plan_promotions blocks in (%c1, %c1, %c1)
+        threads in (%c1024, %c1, %c1) args(%fetched : memref<8x256xi32>, ...,
+        %recency : memref<?x2xi32>, %log : memref<?xi32>, %status : memref<1xi32>)
+        {dhs.op = "plan_promotions", dhs.roles = ["fetched_rows", ...]}
+    ```
+  }];
+  let arguments = (ins
+    Dhs_KVPoolType:$pool,
+    Arg<MemRefRankOf<[I32], [2]>, "fetched row ids [B, N], -1 ends a lane", [MemRead]>:$fetched,
+    Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
+    Arg<MemRefRankOf<[I64], [1]>, "host row of each hot slot [slots], -1 = not hot",
+        [MemRead, MemWrite]>:$hot,
+    Arg<MemRefRankOf<[I32], [1]>, "last use the CLOCK hand cleared [slots]",
+        [MemRead, MemWrite]>:$cleared,
+    Arg<MemRefRankOf<[I32], [1]>, "free stack [slots], the next slot last", [MemRead]>:$free,
+    Arg<MemRefRankOf<[I32], [1]>, "hand, free count, budget; counts out [5]",
+        [MemRead, MemWrite]>:$control,
+    Arg<MemRefRankOf<[I64], [1]>, "host rows to place or release [2 B N]", [MemWrite]>:$rows,
+    Arg<MemRefRankOf<[I32], [1]>, "their slots [2 B N], -1 = released", [MemWrite]>:$slots,
+    Dhs_Replacement:$replacement,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$promotions
+  );
+  let assemblyFormat = [{
+    `pool` `(` $pool `:` qualified(type($pool)) `)`
+    `fetched` `(` $fetched `:` type($fetched) `)`
+    `history` `(` $history_start `:` type($history_start) `)`
+    `hot` `(` $hot `:` type($hot) `)`
+    `cleared` `(` $cleared `:` type($cleared) `)`
+    `free` `(` $free `:` type($free) `)`
+    `control` `(` $control `:` type($control) `)`
+    `into` `(` $rows `,` $slots `:` type($rows) `,` type($slots) `)`
+    `replacement` `=` $replacement (`promotions` `=` $promotions^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DHS_RESIDENCY_OPS_TD
