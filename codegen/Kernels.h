@@ -48,6 +48,12 @@ FailureOr<KernelSpec> getKernelSpec(ResolveOp op);
 /// filled slot's replacement state with the log's step.
 FailureOr<KernelSpec> getKernelSpec(PlaceRowsOp op);
 
+/// The kernel of a `dhs.plan_promotions` (CLOCK): one CTA ranks the fetched
+/// rows, hands out the free stack's slots and finds the victims in hand
+/// order with block-wide prefix scans over the slot table, two laps
+/// (PromotionKernel.cpp describes the phases).
+FailureOr<KernelSpec> getKernelSpec(PlanPromotionsOp op);
+
 //===----------------------------------------------------------------------===//
 // Draft rings (RingKernels.cpp)
 //===----------------------------------------------------------------------===//

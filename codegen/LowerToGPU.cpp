@@ -308,6 +308,18 @@ static OperandsByRole getOperands(PlaceRowsOp op) {
           {Role::PlaceSlots, op.getSlots()}};
 }
 
+static OperandsByRole getOperands(PlanPromotionsOp op) {
+  return {{Role::KvPool, op.getPool()},
+          {Role::FetchedRows, op.getFetched()},
+          {Role::HistoryStart, op.getHistoryStart()},
+          {Role::HotRows, op.getHot()},
+          {Role::ClockCleared, op.getCleared()},
+          {Role::FreeStack, op.getFree()},
+          {Role::PromotionControl, op.getControl()},
+          {Role::PlaceRows, op.getRows()},
+          {Role::PlaceSlots, op.getSlots()}};
+}
+
 static OperandsByRole getOperands(RingIndexOp op) {
   return {{Role::Positions, op.getPositions()}, {Role::RingSlots, op.getSlots()}};
 }
@@ -511,10 +523,11 @@ void DhsLowerToGPU::runOnOperation() {
   LaunchBuilder launches(module);
   AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters};
   RewritePatternSet patternList(context);
-  patternList
-      .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ResolveOp>,
-           KernelLowering<PlaceRowsOp>, KernelLowering<RingIndexOp>, KernelLowering<CopyRowsOp>,
-           KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(context, launches);
+  patternList.add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>,
+                  KernelLowering<ResolveOp>, KernelLowering<PlaceRowsOp>,
+                  KernelLowering<PlanPromotionsOp>, KernelLowering<RingIndexOp>,
+                  KernelLowering<CopyRowsOp>, KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(
+      context, launches);
   patternList.add<AttentionLowering<SparseAttentionOp>, AttentionLowering<AttentionOp>>(
       context, launches, options);
   FrozenRewritePatternSet patterns(std::move(patternList));

@@ -1,0 +1,342 @@
+//===- PromotionKernel.cpp - a step's promotion decisions on the device ---===//
+//
+// The kernel of dhs.plan_promotions (the op's description gives the rule).
+// Correct first, one CTA of 1024 threads per launch (one pool group):
+//
+//   A. a thread per lane counts its fetched rows (up to the first -1, at most
+//      `promotions`); thread 0 turns the counts into each lane's first rank,
+//      reads the control words and fixes F (promotions from the free stack)
+//      and V (victims wanted);
+//   B. a thread per fetched row writes its host row at its rank; ranks below
+//      F take their free-stack slot;
+//   C. if V > 0: two laps over the slot table in hand order, 1024 slots at a
+//      time: a slot is flagged when it is a candidate (hot, not used this
+//      step) and unreferenced (lap 0) or referenced (lap 1); a block-wide
+//      exclusive scan (warp shuffles, then the warps' sums) ranks the flagged
+//      slots, and a slot of rank r < V is victim r: promotion F + r takes it
+//      and release entry r gives up its host row. The hand's end is the
+//      largest (lap, offset) of a victim (a shared atomic max);
+//   D. the entries past the last decision become (-1, -1); the referenced
+//      candidates the hand passed (all of them once a second lap began,
+//      else those before the last victim) lose their reference;
+//   E. a thread per promotion records its slot's new host row and reference;
+//      thread 0 writes the new hand, the free count left and the counts.
+//
+// The laps scan the whole table (2 x slots / 1024 scans) even when the
+// first victims come early: fine for a first version (ParallelPromotionTest's
+// rule, checked against the controller by PromotionKernelTest).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelBuilder.h"
+#include "codegen/Kernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::dhs;
+using Role = abi::ParamRole;
+using Control = abi::PromotionPlanLayout;
+
+static constexpr int64_t kThreads = 1024;
+static constexpr int64_t kWarps = kThreads / kWarpSize;
+
+/// Words of the kernel's shared scalars.
+enum Scalar : int64_t { kHand, kTop, kFree, kWanted, kBad, kLast, kScalars };
+
+FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
+  MemRefType fetched = op.getFetched().getType();
+  if (!fetched.hasStaticShape() || !op.getRows().getType().hasStaticShape())
+    return op.emitOpError() << "needs static shapes to generate a kernel";
+  if (op.getReplacement() != Replacement::clock)
+    return op.emitOpError() << "has a kernel for CLOCK only";
+  int64_t lanes = fetched.getDimSize(0), listed = fetched.getDimSize(1);
+  if (lanes == 0 || listed == 0)
+    return op.emitOpError() << "has no fetched rows to plan";
+  if (lanes > kThreads)
+    return op.emitOpError() << "plans up to " << kThreads << " lanes in one CTA, got " << lanes;
+  int64_t total = lanes * listed;
+  if (total > std::numeric_limits<int32_t>::max() / 2)
+    return op.emitOpError() << "plans up to 2^30 fetched rows, got " << total;
+  int64_t cap = std::min<int64_t>(listed, op.getPromotions().value_or(listed));
+
+  MLIRContext *context = op.getContext();
+  Type i32 = IntegerType::get(context, 32);
+  KernelSpec spec{abi::LaunchKind::PlanPromotions, kernelKey(fetched, op.getHot().getType(), cap)};
+  spec.signature.add(Role::FetchedRows, fetched);
+  spec.signature.add(Role::HistoryStart, op.getHistoryStart().getType());
+  spec.signature.add(Role::HotRows, op.getHot().getType());
+  spec.signature.add(Role::ClockCleared, op.getCleared().getType());
+  spec.signature.add(Role::FreeStack, op.getFree().getType());
+  spec.signature.add(Role::PromotionControl, op.getControl().getType());
+  spec.signature.add(Role::PlaceRows, op.getRows().getType());
+  spec.signature.add(Role::PlaceSlots, op.getSlots().getType());
+  spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
+  spec.signature.add(Role::StepLog, getStepLogType(context));
+  spec.signature.add(Role::Status, getStatusType(context));
+  spec.geometry.grid = {1, 1, 1};
+  spec.geometry.block = {kThreads, 1, 1};
+  // Per lane its count and first rank; the warps' sums; the scalars.
+  spec.workgroup = {sharedBuffer(lanes, i32), sharedBuffer(lanes, i32), sharedBuffer(kWarps, i32),
+                    sharedBuffer(kScalars, i32)};
+
+  spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    KernelBuilder kb{b};
+    using P = arith::CmpIPredicate;
+    Value fetchedArg = args[Role::FetchedRows], start = args[Role::HistoryStart],
+          hot = args[Role::HotRows], cleared = args[Role::ClockCleared],
+          freeStack = args[Role::FreeStack], control = args[Role::PromotionControl],
+          rows = args[Role::PlaceRows], slots = args[Role::PlaceSlots],
+          recency = args[Role::ReplacementState], log = args[Role::StepLog],
+          status = args[Role::Status];
+    Value counts = args.workgroup(0), firsts = args.workgroup(1), warpSums = args.workgroup(2),
+          scalars = args.workgroup(3);
+    Value tid = kb.threadId();
+    Value tid32 = arith::IndexCastOp::create(b, i32, tid);
+    Value threads = kb.index(kThreads);
+    Value isThread0 = kb.cmpi(P::eq, tid, kb.index(0));
+    auto dim32 = [&](Value memref) {
+      return arith::IndexCastOp::create(b, i32, memref::DimOp::create(b, memref, kb.index(0)));
+    };
+    auto load = [&](Value memref, ValueRange indices) -> Value {
+      return memref::LoadOp::create(b, memref, indices);
+    };
+    auto store = [&](Value value, Value memref, ValueRange indices) {
+      memref::StoreOp::create(b, value, memref, indices);
+    };
+    auto scalar = [&](Scalar word) { return load(scalars, {kb.index(word)}); };
+    auto andI = [&](Value x, Value y) { return arith::AndIOp::create(b, x, y).getResult(); };
+    auto orI = [&](Value x, Value y) { return arith::OrIOp::create(b, x, y).getResult(); };
+    auto add = [&](Value x, Value y) { return arith::AddIOp::create(b, x, y).getResult(); };
+    auto sub = [&](Value x, Value y) { return arith::SubIOp::create(b, x, y).getResult(); };
+    auto minS = [&](Value x, Value y) { return arith::MinSIOp::create(b, x, y).getResult(); };
+    Value slotCount = dim32(hot);
+    Value logWords = dim32(log);
+    // The step (an empty log gives 0: no slot is a candidate).
+    auto readStep = scf::IfOp::create(b, TypeRange{i32}, kb.cmpi(P::sgt, logWords, kb.i32(0)),
+                                      /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(readStep.thenBlock());
+      scf::YieldOp::create(b, load(log, {kb.index(abi::StepLogLayout::kStep)}));
+      b.setInsertionPointToStart(readStep.elseBlock());
+      scf::YieldOp::create(b, kb.i32(0));
+    }
+    Value step = readStep.getResult(0);
+    Value totalIndex = kb.index(total);
+    Value total32 = kb.i32(total);
+
+    // A. Counts, first ranks and the control words.
+    kb.ifThen(kb.cmpi(P::ult, tid, kb.index(lanes)), [&] {
+      auto count = scf::ForOp::create(b, kb.index(0), kb.index(listed), kb.index(1),
+                                      ValueRange{kb.i32(0), arith::ConstantIntOp::create(b, 1, 1)});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(count.getBody());
+        Value id = load(fetchedArg, {tid, count.getInductionVar()});
+        Value alive = andI(count.getRegionIterArgs()[1], kb.cmpi(P::sge, id, kb.i32(0)));
+        Value n = count.getRegionIterArgs()[0];
+        scf::YieldOp::create(b, ValueRange{kb.select(alive, add(n, kb.i32(1)), n), alive});
+      }
+      store(minS(count.getResult(0), kb.i32(cap)), counts, {tid});
+    });
+    gpu::BarrierOp::create(b);
+    kb.ifThen(isThread0, [&] {
+      auto prefix =
+          scf::ForOp::create(b, kb.index(0), kb.index(lanes), kb.index(1), ValueRange{kb.i32(0)});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(prefix.getBody());
+        Value sum = prefix.getRegionIterArgs()[0];
+        store(sum, firsts, {prefix.getInductionVar()});
+        scf::YieldOp::create(b, ValueRange{add(sum, load(counts, {prefix.getInductionVar()}))});
+      }
+      Value fetchedTotal = prefix.getResult(0);
+      Value hand = load(control, {kb.index(Control::kHand)});
+      Value top = load(control, {kb.index(Control::kFreeCount)});
+      Value budget = load(control, {kb.index(Control::kFreeBudget)});
+      // Control words that would index outside the tables plan nothing.
+      Value bad =
+          orI(orI(kb.cmpi(P::slt, hand, kb.i32(0)),
+                  kb.cmpi(P::sge, hand, arith::MaxSIOp::create(b, slotCount, kb.i32(1)))),
+              orI(orI(kb.cmpi(P::slt, top, kb.i32(0)), kb.cmpi(P::sgt, top, dim32(freeStack))),
+                  orI(kb.cmpi(P::slt, dim32(cleared), slotCount),
+                      kb.cmpi(P::slt, dim32(recency), slotCount))));
+      kb.ifThen(bad, [&] {
+        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
+                                    status, ValueRange{kb.index(0)});
+      });
+      Value planned = kb.select(bad, kb.i32(0), fetchedTotal);
+      Value fromFree = minS(minS(arith::MaxSIOp::create(b, budget, kb.i32(0)), top), planned);
+      store(kb.select(bad, kb.i32(0), hand), scalars, {kb.index(kHand)});
+      store(kb.select(bad, kb.i32(0), top), scalars, {kb.index(kTop)});
+      store(fromFree, scalars, {kb.index(kFree)});
+      store(sub(planned, fromFree), scalars, {kb.index(kWanted)});
+      store(arith::ExtUIOp::create(b, i32, bad), scalars, {kb.index(kBad)});
+      store(kb.i32(-1), scalars, {kb.index(kLast)});
+    });
+    gpu::BarrierOp::create(b);
+    Value hand = scalar(kHand), top = scalar(kTop), fromFree = scalar(kFree),
+          wanted = scalar(kWanted);
+    Value good = kb.cmpi(P::eq, scalar(kBad), kb.i32(0));
+
+    // B. Host rows at their ranks; the free stack's slots.
+    kb.forLoop(tid, totalIndex, threads, [&](Value item) {
+      Value lane = arith::DivUIOp::create(b, item, kb.index(listed));
+      Value j = arith::RemUIOp::create(b, item, kb.index(listed));
+      Value j32 = arith::IndexCastOp::create(b, i32, j);
+      kb.ifThen(andI(good, kb.cmpi(P::slt, j32, load(counts, {lane}))), [&] {
+        Value rank = add(load(firsts, {lane}), j32);
+        Value id = load(fetchedArg, {lane, j});
+        Value hostRow =
+            add(load(start, {lane}), arith::ExtSIOp::create(b, b.getI64Type(), id).getResult());
+        store(hostRow, rows, {kb.toIndex(rank)});
+      });
+    });
+    kb.forLoop(tid, kb.toIndex(fromFree), threads, [&](Value i) {
+      Value i32v = arith::IndexCastOp::create(b, i32, i);
+      Value slot = load(freeStack, {kb.toIndex(sub(sub(top, kb.i32(1)), i32v))});
+      store(slot, slots, {i});
+    });
+    gpu::BarrierOp::create(b);
+
+    // C. The victims: two laps in hand order, ranked by block-wide scans.
+    Value lane = kb.laneOf(tid), warp = kb.warpOf(tid);
+    Value lane32 = arith::IndexCastOp::create(b, i32, lane);
+    /// The slot at `offset` from the hand, its host row, last use and
+    /// whether it is a candidate and referenced (offset < slots).
+    struct SlotView {
+      Value slot, hostRow, last, candidate, referenced;
+    };
+    auto view = [&](Value offset32, Value inRange) {
+      Value atHand = add(hand, offset32);
+      Value wrapped = kb.select(kb.cmpi(P::sge, atHand, slotCount), sub(atHand, slotCount), atHand);
+      Value slot = kb.select(inRange, wrapped, kb.i32(0));
+      Value slotIndex = kb.toIndex(slot);
+      Value hostRow = load(hot, {slotIndex});
+      Value last = load(recency, {slotIndex, kb.index(0)});
+      Value candidate =
+          andI(andI(inRange, kb.cmpi(P::sge, hostRow, kb.i64(0))), kb.cmpi(P::ult, last, step));
+      Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
+      return SlotView{slot, hostRow, last, candidate, referenced};
+    };
+    /// Inclusive scan over the warp of the i32 `x`.
+    auto warpScan = [&](Value x) {
+      for (int64_t d = 1; d < kWarpSize; d *= 2) {
+        auto up = gpu::ShuffleOp::create(b, x, d, kWarpSize, gpu::ShuffleMode::UP);
+        x = kb.select(kb.cmpi(P::sge, lane32, kb.i32(d)), add(x, up.getShuffleResult()), x);
+      }
+      return x;
+    };
+    // The scan only runs while victims are wanted (a uniform bound).
+    Value scanEnd = kb.select(kb.cmpi(P::sgt, wanted, kb.i32(0)), slotCount, kb.i32(0));
+    Value running = kb.i32(0), unreferenced;
+    for (int64_t lap = 0; lap < 2; ++lap) {
+      auto chunks =
+          scf::ForOp::create(b, kb.index(0), kb.toIndex(scanEnd), threads, ValueRange{running});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(chunks.getBody());
+        Value offset32 = arith::IndexCastOp::create(b, i32, add(chunks.getInductionVar(), tid));
+        SlotView s = view(offset32, kb.cmpi(P::slt, offset32, slotCount));
+        Value flagged = andI(
+            s.candidate,
+            lap == 0 ? arith::XOrIOp::create(b, s.referenced, arith::ConstantIntOp::create(b, 1, 1))
+                           .getResult()
+                     : s.referenced);
+        Value flag = arith::ExtUIOp::create(b, i32, flagged);
+        Value inclusive = warpScan(flag);
+        kb.ifThen(kb.cmpi(P::eq, lane, kb.index(kWarpSize - 1)),
+                  [&] { store(inclusive, warpSums, {warp}); });
+        gpu::BarrierOp::create(b);
+        kb.ifThen(kb.cmpi(P::eq, warp, kb.index(0)),
+                  [&] { store(warpScan(load(warpSums, {lane})), warpSums, {lane}); });
+        gpu::BarrierOp::create(b);
+        Value before =
+            kb.select(kb.cmpi(P::eq, warp, kb.index(0)), kb.i32(0),
+                      load(warpSums, {kb.select(kb.cmpi(P::eq, warp, kb.index(0)), kb.index(0),
+                                                arith::SubIOp::create(b, warp, kb.index(1)))}));
+        Value chunkTotal = load(warpSums, {kb.index(kWarps - 1)});
+        Value rank = add(chunks.getRegionIterArgs()[0], sub(add(before, inclusive), flag));
+        kb.ifThen(andI(flagged, kb.cmpi(P::slt, rank, wanted)), [&] {
+          store(s.slot, slots, {kb.toIndex(add(fromFree, rank))});
+          Value release = kb.toIndex(add(total32, rank));
+          store(s.hostRow, rows, {release});
+          store(kb.i32(-1), slots, {release});
+          Value position =
+              add(arith::MulIOp::create(b, kb.i32(lap), slotCount).getResult(), offset32);
+          memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::maxs, position, scalars,
+                                      ValueRange{kb.index(kLast)});
+        });
+        gpu::BarrierOp::create(b); // the sums are read before the next chunk's
+        scf::YieldOp::create(b, ValueRange{add(chunks.getRegionIterArgs()[0], chunkTotal)});
+      }
+      running = chunks.getResult(0);
+      if (lap == 0)
+        unreferenced = running;
+    }
+    gpu::BarrierOp::create(b);
+    Value victims = minS(running, wanted);
+    Value decided = add(fromFree, victims);
+    Value last = scalar(kLast);
+
+    // D. Padding, and the references the hand took away.
+    kb.forLoop(kb.toIndex(add(decided, tid32)), totalIndex, threads, [&](Value i) {
+      store(kb.i64(-1), rows, {i});
+      store(kb.i32(-1), slots, {i});
+    });
+    kb.forLoop(kb.toIndex(add(victims, tid32)), totalIndex, threads, [&](Value v) {
+      Value release = add(v, totalIndex);
+      store(kb.i64(-1), rows, {release});
+      store(kb.i32(-1), slots, {release});
+    });
+    Value secondLap = kb.cmpi(P::sgt, wanted, unreferenced);
+    kb.forLoop(tid, kb.toIndex(scanEnd), threads, [&](Value offset) {
+      Value offset32 = arith::IndexCastOp::create(b, i32, offset);
+      SlotView s = view(offset32, arith::ConstantIntOp::create(b, 1, 1));
+      Value passed = orI(secondLap, kb.cmpi(P::slt, offset32, last));
+      kb.ifThen(andI(andI(s.candidate, s.referenced), passed),
+                [&] { store(s.last, cleared, {kb.toIndex(s.slot)}); });
+    });
+    gpu::BarrierOp::create(b);
+
+    // E. The filled slots' new rows and references; the control words.
+    kb.forLoop(tid, kb.toIndex(decided), threads, [&](Value i) {
+      Value slot = load(slots, {i});
+      Value inTable = andI(kb.cmpi(P::sge, slot, kb.i32(0)), kb.cmpi(P::slt, slot, slotCount));
+      kb.ifThen(inTable, [&] {
+        store(load(rows, {i}), hot, {kb.toIndex(slot)});
+        store(kb.i32(-1), cleared, {kb.toIndex(slot)});
+      });
+      // A free-stack entry outside the slots: reported, nothing placed.
+      kb.ifThen(arith::XOrIOp::create(b, inTable, arith::ConstantIntOp::create(b, 1, 1)), [&] {
+        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
+                                    status, ValueRange{kb.index(0)});
+        store(kb.i64(-1), rows, {i});
+        store(kb.i32(-1), slots, {i});
+      });
+    });
+    kb.ifThen(isThread0, [&] {
+      Value divisor = arith::MaxSIOp::create(b, slotCount, kb.i32(1));
+      Value after = add(arith::RemUIOp::create(b, last, divisor).getResult(), kb.i32(1));
+      after = kb.select(kb.cmpi(P::sge, after, slotCount), kb.i32(0), after);
+      Value newHand = add(hand, after);
+      newHand = kb.select(kb.cmpi(P::sge, newHand, slotCount), sub(newHand, slotCount), newHand);
+      newHand = kb.select(kb.cmpi(P::sgt, victims, kb.i32(0)), newHand, hand);
+      // (Bad control words stay as they were.)
+      kb.ifThen(good, [&] {
+        store(newHand, control, {kb.index(Control::kHand)});
+        store(sub(top, fromFree), control, {kb.index(Control::kFreeCount)});
+      });
+      store(decided, control, {kb.index(Control::kPromoted)});
+      store(victims, control, {kb.index(Control::kReleased)});
+    });
+    gpu::ReturnOp::create(b);
+  };
+  return spec;
+}

@@ -1,0 +1,94 @@
+// dhs.plan_promotions: one CTA of 1024 threads decides a step's CLOCK
+// promotions over the device residency state. Threads count each lane's
+// fetched rows and thread 0 ranks the lanes; ranks below min(budget, free
+// count) take the free stack's slots; two laps over the slot table from the
+// hand flag the candidates (hot, last use < the log's step) unreferenced, then
+// referenced, and a block-wide exclusive scan (warp shuffles, then the warps'
+// sums in shared memory) ranks the victims; a shared atomic max keeps the
+// last victim, from which the new hand follows. Its list is what the
+// place_rows launch after it carries out (the same two buffers).
+// RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: rm -rf %t && dhs-compile %s -o %t
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/plan_promotions.ptx -o %t/a.cubin %}
+// RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
+// LINK: link: OK
+
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[FETCHED:[a-z0-9]+]]: memref<4x128xi32>, %[[START:[a-z0-9]+]]: memref<4xi64>, %[[HOT:[a-z0-9]+]]: memref<2048xi64>, %[[CLEARED:[a-z0-9]+]]: memref<2048xi32>, %[[FREE:[a-z0-9]+]]: memref<2048xi32>, %[[CONTROL:[a-z0-9]+]]: memref<5xi32>, %[[ROWS:[a-z0-9]+]]: memref<1024xi64>, %[[SLOTS:[a-z0-9]+]]: memref<1024xi32>
+// CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} -> memref<?xi32>
+// CHECK-DAG: %[[RECENCY:.*]] = dhs.pool_recency of %{{.*}} -> memref<?x2xi32>
+// One CTA of 1024 threads.
+// CHECK: gpu.launch_func @plan_promotions::@plan_promotions blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[FETCHED]] : memref<4x128xi32>, %[[START]] : memref<4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<5xi32>, %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "plan_promotions", dhs.roles = ["fetched_rows", "history_start", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "replacement_state", "step_log", "status"]}
+// The decisions carried out by place_rows from the same list.
+// CHECK: gpu.launch_func @place_rows::@place_rows {{.*}} %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>
+
+// Per lane a count and a first rank, the warps' sums, the scalars.
+// CHECK-LABEL: gpu.func @plan_promotions
+// CHECK-SAME: (%[[F:[a-z0-9]+]]: memref<4x128xi32>, {{.*}}%[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, {{.*}}%[[CTL:[a-z0-9]+]]: memref<5xi32>, {{.*}}%[[R:[a-z0-9]+]]: memref<?x2xi32>, %[[L:[a-z0-9]+]]: memref<?xi32>, %{{[a-z0-9]+}}: memref<1xi32>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SUMS:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SCALARS:.*]] : memref<6xi32, #gpu.address_space<workgroup>>
+// CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
+// The step from the log (an empty log: no candidates).
+// CHECK: %[[WORDS:.*]] = memref.dim %[[L]], %c0
+// CHECK: scf.if
+// CHECK: memref.load %[[L]][%c0]
+// A: counts (a lane's rows up to the first -1), then thread 0's ranks and control words.
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: memref.load %[[F]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[CTL]][%c0]
+// CHECK: memref.load %[[CTL]][%c1]
+// CHECK: memref.load %[[CTL]][%c2]
+// CHECK: memref.atomic_rmw ori
+// CHECK: gpu.barrier
+// C: the laps; a candidate is hot and its last use is before the step.
+// CHECK: scf.for {{.*}} step %c1024 iter_args
+// CHECK: memref.load %[[H]]
+// CHECK: memref.load %[[R]][%{{.*}}, %c0]
+// CHECK: arith.cmpi ult
+// CHECK: memref.load %[[C]]
+// CHECK: gpu.shuffle  up
+// CHECK: gpu.shuffle  up
+// CHECK: gpu.shuffle  up
+// CHECK: gpu.shuffle  up
+// CHECK: gpu.shuffle  up
+// CHECK: memref.store %{{.*}}, %[[SUMS]]
+// CHECK: gpu.barrier
+// CHECK: memref.atomic_rmw maxs %{{.*}}, %[[SCALARS]][%c5]
+// CHECK: gpu.barrier
+// The second lap.
+// CHECK: scf.for {{.*}} step %c1024 iter_args
+// CHECK: gpu.shuffle  up
+// E: the new hand, the free count left and the counts.
+// CHECK: memref.store %{{.*}}, %[[CTL]][%c0]
+// CHECK: memref.store %{{.*}}, %[[CTL]][%c1]
+// CHECK: memref.store %{{.*}}, %[[CTL]][%c3]
+// CHECK: memref.store %{{.*}}, %[[CTL]][%c4]
+// CHECK: gpu.return
+
+// MANIFEST: "role": "kv_pool"
+// MANIFEST: "role": "fetched_rows"
+// MANIFEST: "role": "history_start"
+// MANIFEST: "role": "hot_rows"
+// MANIFEST: "role": "clock_cleared"
+// MANIFEST: "role": "free_stack"
+// MANIFEST: "role": "promotion_control"
+// MANIFEST: "role": "place_rows"
+// MANIFEST: "role": "place_slots"
+// MANIFEST: "op": "plan_promotions"
+// MANIFEST: "source": "pool_recency"
+// MANIFEST: "source": "pool_log"
+// MANIFEST: "op": "place_rows"
+func.func @step(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
+                %fetched: memref<4x128xi32>, %start: memref<4xi64>,
+                %hot: memref<2048xi64>, %cleared: memref<2048xi32>, %free: memref<2048xi32>,
+                %control: memref<5xi32>, %rows: memref<1024xi64>, %slots: memref<1024xi32>) {
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      fetched(%fetched : memref<4x128xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<2048xi64>) cleared(%cleared : memref<2048xi32>)
+      free(%free : memref<2048xi32>) control(%control : memref<5xi32>)
+      into(%rows, %slots : memref<1024xi64>, memref<1024xi32>) replacement = clock
+  dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      rows(%rows : memref<1024xi64>) slots(%slots : memref<1024xi32>)
+  return
+}
