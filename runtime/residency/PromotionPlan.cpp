@@ -1,0 +1,160 @@
+//===- PromotionPlan.cpp - A step's promotion decisions as one plan -------===//
+
+#include "runtime/residency/PromotionPlan.h"
+
+#include "runtime/core/Error.h"
+#include "runtime/residency/Residency.h"
+
+#include <algorithm>
+#include <string>
+
+namespace dhs::runtime {
+
+using Control = dhs_abi::PromotionPlanLayout;
+
+std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list) {
+  const std::int64_t lanes = state.lanes, listed = state.listed, total = lanes * listed;
+  const std::int64_t slots = static_cast<std::int64_t>(state.hotRows.size());
+  list.rows.assign(static_cast<std::size_t>(Control::entries(static_cast<std::size_t>(total))), -1);
+  list.slots.assign(list.rows.size(), -1);
+  std::uint32_t status = 0;
+  auto &control = state.control;
+  const std::int32_t hand = control[Control::kHand], top = control[Control::kFreeCount];
+  const bool bad = hand < 0 || hand >= std::max<std::int64_t>(slots, 1) || top < 0 ||
+                   top > static_cast<std::int64_t>(state.freeStack.size()) ||
+                   static_cast<std::int64_t>(state.cleared.size()) < slots ||
+                   static_cast<std::int64_t>(state.recency.size()) < 2 * slots;
+  control[Control::kPromoted] = control[Control::kReleased] = 0;
+  if (bad)
+    return abi::kStatusBadSlot;
+
+  // Ranks: lanes in order, rows as listed up to the first -1 (and the cap).
+  std::int64_t planned = 0;
+  for (std::int64_t b = 0; b < lanes; ++b) {
+    std::int64_t count = 0;
+    while (count < listed && state.fetched[static_cast<std::size_t>(b * listed + count)] >= 0)
+      ++count;
+    if (state.perLane >= 0)
+      count = std::min(count, state.perLane);
+    for (std::int64_t j = 0; j < count; ++j)
+      list.rows[static_cast<std::size_t>(planned + j)] =
+          state.historyStart[static_cast<std::size_t>(b)] +
+          state.fetched[static_cast<std::size_t>(b * listed + j)];
+    planned += count;
+  }
+  const std::int64_t fromFree = std::min<std::int64_t>(
+      std::min<std::int64_t>(std::max(control[Control::kFreeBudget], 0), top), planned);
+  const std::int64_t wanted = planned - fromFree;
+  for (std::int64_t i = 0; i < fromFree; ++i)
+    list.slots[static_cast<std::size_t>(i)] =
+        state.freeStack[static_cast<std::size_t>(top - 1 - i)];
+
+  // Victims: candidates in hand order, unreferenced first, then referenced.
+  auto slotAt = [&](std::int64_t offset) {
+    return static_cast<std::size_t>((hand + offset) % slots);
+  };
+  auto lastUse = [&](std::size_t s) { return static_cast<std::uint32_t>(state.recency[2 * s]); };
+  auto candidate = [&](std::size_t s) { return state.hotRows[s] >= 0 && lastUse(s) < state.step; };
+  auto referenced = [&](std::size_t s) {
+    return static_cast<std::int32_t>(lastUse(s)) != state.cleared[s];
+  };
+  std::int64_t victims = 0, unreferenced = 0, last = -1;
+  for (int lap = 0; lap < 2 && wanted > 0; ++lap) {
+    for (std::int64_t offset = 0; offset < slots && victims < wanted; ++offset) {
+      const std::size_t s = slotAt(offset);
+      if (!candidate(s) || referenced(s) != (lap == 1))
+        continue;
+      list.slots[static_cast<std::size_t>(fromFree + victims)] = static_cast<std::int32_t>(s);
+      list.rows[static_cast<std::size_t>(total + victims)] = state.hotRows[s];
+      last = lap * slots + offset;
+      ++victims;
+    }
+    if (lap == 0)
+      unreferenced = victims;
+  }
+  const std::int64_t decided = fromFree + victims;
+  for (std::int64_t i = decided; i < total; ++i) {
+    list.rows[static_cast<std::size_t>(i)] = -1;
+    list.slots[static_cast<std::size_t>(i)] = -1;
+  }
+  // The references the hand took away: every referenced candidate once the
+  // second lap began, else those before the last victim.
+  if (wanted > 0) {
+    const bool secondLap = wanted > unreferenced;
+    for (std::int64_t offset = 0; offset < slots; ++offset) {
+      const std::size_t s = slotAt(offset);
+      if (candidate(s) && referenced(s) && (secondLap || offset < last))
+        state.cleared[s] = static_cast<std::int32_t>(lastUse(s));
+    }
+  }
+  for (std::int64_t i = 0; i < decided; ++i) {
+    const std::int32_t slot = list.slots[static_cast<std::size_t>(i)];
+    if (slot < 0 || slot >= slots) {
+      status |= abi::kStatusBadSlot;
+      list.rows[static_cast<std::size_t>(i)] = -1;
+      list.slots[static_cast<std::size_t>(i)] = -1;
+      continue;
+    }
+    state.hotRows[static_cast<std::size_t>(slot)] = list.rows[static_cast<std::size_t>(i)];
+    state.cleared[static_cast<std::size_t>(slot)] = -1;
+  }
+  if (victims > 0)
+    control[Control::kHand] = static_cast<std::int32_t>((hand + last % slots + 1) % slots);
+  control[Control::kFreeCount] = static_cast<std::int32_t>(top - fromFree);
+  control[Control::kPromoted] = static_cast<std::int32_t>(decided);
+  control[Control::kReleased] = static_cast<std::int32_t>(victims);
+  return status;
+}
+
+PromotionPlanState packPromotionPlan(const ResidencyController &controller, std::int32_t group,
+                                     const std::vector<std::int32_t> &requests,
+                                     const std::vector<std::vector<std::int32_t>> &fetched,
+                                     std::int64_t listed) {
+  if (requests.size() != fetched.size())
+    throw InputError("packPromotionPlan: " + std::to_string(requests.size()) + " lanes but " +
+                     std::to_string(fetched.size()) + " fetched lists");
+  PromotionPlanState state;
+  state.lanes = static_cast<std::int64_t>(requests.size());
+  state.listed = listed;
+  state.perLane = controller.config().maxPromotionsPerStep;
+  state.fetched.assign(static_cast<std::size_t>(state.lanes * listed), -1);
+  state.historyStart.assign(requests.size(), 0);
+  for (std::size_t b = 0; b < requests.size(); ++b) {
+    std::vector<std::int32_t> rows = fetched[b];
+    if (static_cast<std::int64_t>(rows.size()) > listed)
+      throw InputError("packPromotionPlan: lane " + std::to_string(b) + " fetched " +
+                       std::to_string(rows.size()) + " rows, the plan lists " +
+                       std::to_string(listed));
+    std::sort(rows.begin(), rows.end());
+    std::copy(rows.begin(), rows.end(),
+              state.fetched.begin() + static_cast<std::ptrdiff_t>(b) * listed);
+    if (requests[b] >= 0)
+      state.historyStart[b] = controller.historyStart(requests[b]);
+  }
+  const std::int32_t slots = controller.config().hbmSlots;
+  state.hotRows.assign(static_cast<std::size_t>(slots), -1);
+  state.cleared.assign(static_cast<std::size_t>(slots), -1);
+  state.recency.assign(2 * static_cast<std::size_t>(slots), 0);
+  for (std::int32_t s = 0; s < slots; ++s) {
+    const std::size_t i = static_cast<std::size_t>(s);
+    const auto [last, previous] = controller.slotRecency(group, s);
+    state.recency[2 * i] = static_cast<std::int32_t>(last);
+    state.recency[2 * i + 1] = static_cast<std::int32_t>(previous);
+    if (controller.slotKind(group, s) == SlotKind::Hot)
+      state.hotRows[i] =
+          controller.historyStart(controller.slotOwner(group, s)) + controller.slotRow(group, s);
+    state.cleared[i] = controller.slotReferenced(group, s) ? -1 : static_cast<std::int32_t>(last);
+  }
+  state.freeStack = controller.freeSlots(group);
+  const std::int32_t top = static_cast<std::int32_t>(state.freeStack.size());
+  state.freeStack.resize(static_cast<std::size_t>(slots), -1);
+  const GroupOccupancy occupancy = controller.occupancy(group);
+  state.control[Control::kHand] = controller.clockHand(group);
+  state.control[Control::kFreeCount] = top;
+  state.control[Control::kFreeBudget] = static_cast<std::int32_t>(
+      std::clamp<std::int64_t>(occupancy.optionalBudget - occupancy.optionalUsed, -1, slots));
+  state.step = controller.stepCount();
+  return state;
+}
+
+} // namespace dhs::runtime

@@ -1,0 +1,66 @@
+//===- PromotionPlan.h - A step's promotion decisions as one plan -*- C++ -*-===//
+//
+// The decisions of a dhs.plan_promotions launch (CLOCK; the op's description
+// gives the rule) over one group's device residency state, made on the host:
+// the reference the generated kernel is tested against and the packing of
+// the kernel's inputs from a residency controller. Nothing here runs in the
+// executor yet: the controller still makes the decisions at a step's end.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_RESIDENCY_PROMOTIONPLAN_H
+#define DHS_RUNTIME_RESIDENCY_PROMOTIONPLAN_H
+
+#include "runtime/abi/Contract.h"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace dhs::runtime {
+
+class ResidencyController;
+
+/// One group's residency state and a step's fetched rows, as the buffers of
+/// a plan_promotions launch hold them (roles fetched_rows, history_start,
+/// hot_rows, clock_cleared, free_stack, promotion_control, and the pool's
+/// replacement state and step number).
+struct PromotionPlanState {
+  std::int64_t lanes = 0, listed = 0;     ///< B requests, N fetched rows each at most
+  std::int64_t perLane = -1;              ///< the op's `promotions` (-1: none)
+  std::vector<std::int32_t> fetched;      ///< [B x N] row ids ascending, -1 ends a lane
+  std::vector<std::int64_t> historyStart; ///< [B]
+  std::vector<std::int64_t> hotRows;      ///< [slots] host row of a hot slot, -1
+  std::vector<std::int32_t> cleared;      ///< [slots] last use the hand cleared
+  std::vector<std::int32_t> freeStack;    ///< [slots] the next slot to hand out last
+  std::vector<std::int32_t> recency;      ///< [slots x 2] last and previous use
+  std::array<std::int32_t, dhs_abi::PromotionPlanLayout::kWords> control{}; ///< in and out
+  std::uint32_t step = 0; ///< the step log's word 0
+};
+
+/// A plan's list ([2 x B x N] entries, PromotionPlanLayout): what a
+/// place_rows launch carries out.
+struct PromotionPlanList {
+  std::vector<std::int64_t> rows;
+  std::vector<std::int32_t> slots;
+};
+
+/// Makes the plan as the generated kernel does: returns the list, updates
+/// `state` (hot rows, cleared stamps, control words) and returns the status
+/// bits the kernel would set (kStatusBadSlot for bad control words or a
+/// free-stack slot outside the table).
+std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list);
+
+/// Packs group `group` of `controller` in a step (after its selections were
+/// resolved or booked) with the fetched rows `fetched[b]` of lane b's
+/// request `requests[b]` (-1: an empty lane) into the launch's inputs, N =
+/// `listed` rows a lane (each lane's rows sorted; throws InputError when a
+/// lane has more). Referenced slots get cleared = ~0 (no use equals it).
+PromotionPlanState packPromotionPlan(const ResidencyController &controller, std::int32_t group,
+                                     const std::vector<std::int32_t> &requests,
+                                     const std::vector<std::vector<std::int32_t>> &fetched,
+                                     std::int64_t listed);
+
+} // namespace dhs::runtime
+
+#endif // DHS_RUNTIME_RESIDENCY_PROMOTIONPLAN_H
