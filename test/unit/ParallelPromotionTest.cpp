@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PromotionScenario.h"
 #include "TestUtil.h"
 
 #include "runtime/residency/Residency.h"
@@ -26,7 +27,6 @@
 
 #include <algorithm>
 #include <random>
-#include <set>
 
 using namespace dhs::runtime;
 using dhs::test::freshSeed;
@@ -101,65 +101,31 @@ void checkAgainstController(Replacement replacement) {
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
   // 6 requests of 2000-4000 rows, top-96 a step, 700 slots: the working sets
-  // do not fit, so most steps evict.
-  ResidencyConfig config = ResidencyConfig::adaptive(1, 700, 40000, 8, 0, 0);
-  config.replacement = replacement;
-  ResidencyController c(config);
-  std::vector<RowCopy> copies;
-  std::vector<std::int32_t> requests;
-  std::vector<std::int64_t> lengths;
-  for (int r = 0; r < 6; ++r) {
-    const std::int64_t length = 2000 + static_cast<std::int64_t>(rng() % 2000);
-    requests.push_back(c.admit(length, length + 100, copies));
-    lengths.push_back(length);
-  }
-  const std::int64_t K = 96;
-  std::vector<std::set<std::int32_t>> recent(requests.size());
-  std::int64_t checkedPromotions = 0, checkedEvictions = 0;
-  for (int step = 0; step < 60; ++step) {
-    // Half of each request's selections recur (from what it selected
-    // before), half are new: hits set references, misses promote.
-    std::vector<std::int32_t> rows;
-    for (std::size_t r = 0; r < requests.size(); ++r) {
-      std::set<std::int32_t> chosen;
-      std::vector<std::int32_t> old(recent[r].begin(), recent[r].end());
-      while (static_cast<std::int64_t>(chosen.size()) < K) {
-        if (!old.empty() && rng() % 2)
-          chosen.insert(old[rng() % old.size()]);
-        else
-          chosen.insert(static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(lengths[r])));
-      }
-      recent[r].insert(chosen.begin(), chosen.end());
-      rows.insert(rows.end(), chosen.begin(), chosen.end());
-    }
-    std::vector<std::int32_t> slots(rows.size());
-    c.beginStep();
-    c.resolve(0, requests.data(), static_cast<std::int64_t>(requests.size()), rows.data(), 1, K,
-              slots.data());
-    const Snapshot before = snapshot(c);
-    const std::int64_t fetched = c.lastStep().fetched;
-    std::vector<RowCopy> promoted;
-    c.endStep(promoted);
-    const std::vector<std::int32_t> expected = parallelSlots(before, replacement, fetched);
-    INFO("step " << step << ": " << fetched << " rows fetched");
-    REQUIRE(promoted.size() == expected.size());
-    for (std::size_t i = 0; i < promoted.size(); ++i) {
-      INFO("promotion " << i);
-      REQUIRE(promoted[i].slot == expected[i]);
-    }
-    checkedPromotions += static_cast<std::int64_t>(promoted.size());
-    checkedEvictions += c.lastStep().evicted;
-    // Some rows grow the histories, as decoding does.
-    for (std::size_t r = 0; r < requests.size(); ++r)
-      if (rng() % 3 == 0) {
-        c.append(requests[r], copies);
-        ++lengths[r];
-      }
-  }
+  // do not fit, so most steps evict (PromotionScenario.h).
+  Snapshot before;
+  std::int64_t fetched = 0, checkedPromotions = 0, checkedEvictions = 0;
+  int step = 0;
+  dhs::test::runPromotionScenario(
+      rng, replacement, -1, 60,
+      [&](const ResidencyController &c, const PromotionPlanState &) {
+        before = snapshot(c);
+        fetched = c.lastStep().fetched;
+      },
+      [&](const ResidencyController &c, const std::vector<RowCopy> &promoted) {
+        const std::vector<std::int32_t> expected = parallelSlots(before, replacement, fetched);
+        INFO("step " << step++ << ": " << fetched << " rows fetched");
+        REQUIRE(promoted.size() == expected.size());
+        for (std::size_t i = 0; i < promoted.size(); ++i) {
+          INFO("promotion " << i);
+          REQUIRE(promoted[i].slot == expected[i]);
+        }
+        checkedPromotions += static_cast<std::int64_t>(promoted.size());
+        checkedEvictions += c.lastStep().evicted;
+        c.checkConsistency();
+      });
   // The scenario exercised both halves of the rule.
   CHECK(checkedPromotions > 1000);
   CHECK(checkedEvictions > 500);
-  c.checkConsistency();
 }
 
 } // namespace

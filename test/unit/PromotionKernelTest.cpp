@@ -176,7 +176,7 @@ TEST_CASE("the generated plan_promotions kernel makes the controller's decisions
   std::int64_t checked = 0;
   for (std::int32_t cap : {-1, 5})
     dhs::test::runPromotionScenario(
-        rng, cap, 30,
+        rng, Replacement::Clock, cap, 30,
         [&](const ResidencyController &, const PromotionPlanState &packed) {
           checked += checkKernel(manifest, padSlots(packed, kSlots))[Control::kPromoted];
         },

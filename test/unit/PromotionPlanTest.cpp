@@ -35,7 +35,7 @@ void checkAgainstController(std::int32_t maxPromotions) {
   std::int64_t evictionsBefore = 0, checkedPromotions = 0, checkedReleases = 0, capped = 0;
   int step = 0;
   dhs::test::runPromotionScenario(
-      rng, maxPromotions, 60,
+      rng, Replacement::Clock, maxPromotions, 60,
       [&](const ResidencyController &c, PromotionPlanState packed) {
         plan = std::move(packed);
         REQUIRE(planPromotions(plan, list) == 0);

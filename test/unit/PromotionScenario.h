@@ -1,7 +1,7 @@
 //===- PromotionScenario.h - A residency controller under load -*- C++ -*-===//
 //
-// What PromotionPlanTest and PromotionKernelTest share: steps of an adaptive
-// CLOCK controller whose working sets do not fit (ParallelPromotionTest's
+// What ParallelPromotionTest, PromotionPlanTest and PromotionKernelTest
+// share: steps of an adaptive controller whose working sets do not fit (ParallelPromotionTest's
 // load: 6 requests, top-96 a step, half of it recurring, 700 slots), each
 // packed for a plan_promotions launch of 16 lanes x 512 rows after its
 // selections were resolved.
@@ -24,16 +24,16 @@ namespace dhs::test {
 /// fetched rows per lane, as examples/plan_promotions_step.mlir declares.
 inline constexpr std::int64_t kPlanLanes = 16, kPlanListed = 512;
 
-/// Runs `steps` steps; per step, after the selections were resolved,
-/// `before(controller, packed)`, then endStep, then
+/// Runs `steps` steps with `replacement`; per step, after the selections
+/// were resolved, `before(controller, packed)`, then endStep, then
 /// `after(controller, promoted copies)`. `maxPromotions` caps each request's
 /// promotions a step (-1: no cap).
 template <typename Before, typename After>
-void runPromotionScenario(std::mt19937_64 &rng, std::int32_t maxPromotions, int steps,
-                          Before before, After after) {
+void runPromotionScenario(std::mt19937_64 &rng, dhs::runtime::Replacement replacement,
+                          std::int32_t maxPromotions, int steps, Before before, After after) {
   using namespace dhs::runtime;
   ResidencyConfig config = ResidencyConfig::adaptive(1, 700, 40000, 8, 0, 0);
-  config.replacement = Replacement::Clock;
+  config.replacement = replacement;
   config.maxPromotionsPerStep = maxPromotions;
   ResidencyController c(config);
   std::vector<RowCopy> copies;
