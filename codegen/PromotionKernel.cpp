@@ -17,8 +17,9 @@
 //      and release entry r gives up its host row. The hand's end is the
 //      largest (lap, offset) of a victim (a shared atomic max);
 //   D. the entries past the last decision become (-1, -1); the referenced
-//      candidates the hand passed (all of them once a second lap began,
-//      else those before the last victim) lose their reference;
+//      candidates the hand passed (those before the last victim's (lap,
+//      offset): all of them once it is in the second lap) lose their
+//      reference;
 //   E. a thread per promotion records its slot's new host row and reference;
 //      thread 0 writes the new hand, the free count left and the counts.
 //
@@ -235,7 +236,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
     };
     // The scan only runs while victims are wanted (a uniform bound).
     Value scanEnd = kb.select(kb.cmpi(P::sgt, wanted, kb.i32(0)), slotCount, kb.i32(0));
-    Value running = kb.i32(0), unreferenced;
+    Value running = kb.i32(0);
     for (int64_t lap = 0; lap < 2; ++lap) {
       auto chunks =
           scf::ForOp::create(b, kb.index(0), kb.toIndex(scanEnd), threads, ValueRange{running});
@@ -277,8 +278,6 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
         scf::YieldOp::create(b, ValueRange{add(chunks.getRegionIterArgs()[0], chunkTotal)});
       }
       running = chunks.getResult(0);
-      if (lap == 0)
-        unreferenced = running;
     }
     gpu::BarrierOp::create(b);
     Value victims = minS(running, wanted);
@@ -295,11 +294,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
       store(kb.i64(-1), rows, {release});
       store(kb.i32(-1), slots, {release});
     });
-    Value secondLap = kb.cmpi(P::sgt, wanted, unreferenced);
     kb.forLoop(tid, kb.toIndex(scanEnd), threads, [&](Value offset) {
       Value offset32 = arith::IndexCastOp::create(b, i32, offset);
       SlotView s = view(offset32, arith::ConstantIntOp::create(b, 1, 1));
-      Value passed = orI(secondLap, kb.cmpi(P::slt, offset32, last));
+      // (A victim in the second lap is past every slot: all lost theirs.)
+      Value passed = kb.cmpi(P::slt, offset32, last);
       kb.ifThen(andI(andI(s.candidate, s.referenced), passed),
                 [&] { store(s.last, cleared, {kb.toIndex(s.slot)}); });
     });

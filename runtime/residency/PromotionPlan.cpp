@@ -58,7 +58,7 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
   auto referenced = [&](std::size_t s) {
     return static_cast<std::int32_t>(lastUse(s)) != state.cleared[s];
   };
-  std::int64_t victims = 0, unreferenced = 0, last = -1;
+  std::int64_t victims = 0, last = -1;
   for (int lap = 0; lap < 2 && wanted > 0; ++lap) {
     for (std::int64_t offset = 0; offset < slots && victims < wanted; ++offset) {
       const std::size_t s = slotAt(offset);
@@ -69,21 +69,18 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
       last = lap * slots + offset;
       ++victims;
     }
-    if (lap == 0)
-      unreferenced = victims;
   }
   const std::int64_t decided = fromFree + victims;
   for (std::int64_t i = decided; i < total; ++i) {
     list.rows[static_cast<std::size_t>(i)] = -1;
     list.slots[static_cast<std::size_t>(i)] = -1;
   }
-  // The references the hand took away: every referenced candidate once the
-  // second lap began, else those before the last victim.
+  // The references the hand took away: those of the referenced candidates
+  // before the last victim (all of them once it is in the second lap).
   if (wanted > 0) {
-    const bool secondLap = wanted > unreferenced;
     for (std::int64_t offset = 0; offset < slots; ++offset) {
       const std::size_t s = slotAt(offset);
-      if (candidate(s) && referenced(s) && (secondLap || offset < last))
+      if (candidate(s) && referenced(s) && offset < last)
         state.cleared[s] = static_cast<std::int32_t>(lastUse(s));
     }
   }
