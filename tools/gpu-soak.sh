@@ -13,7 +13,7 @@
 #       a small size: each bundled attention step through dhs-run (attention,
 #       fetch, union_missing, attention_combine kernels; dhs-run's default
 #       histories, residency 0.5), and the unit tests' kernel cases (ring_index,
-#       copy_rows, resolve, accept, topk, place_rows; not the 10^6-block
+#       copy_rows, resolve, accept, topk, place_rows, plan_promotions; not the 10^6-block
 #       chi-square, too long under racecheck); memcheck also on the
 #       executor's CUDA cases (placement, step logs, graphs).
 #   tools/gpu-soak.sh all [--seconds N] [DIR]      both.
@@ -93,7 +93,7 @@ sanitize() {
     done
     echo "== compute-sanitizer --tool $tool: the generated kernels' unit tests"
     if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
-         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[cuda][draft]" --reporter compact \
+         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[cuda][draft]" --reporter compact \
          > "$results/cs-$tool-kernels.log" 2>&1; then
       echo "  $tool kernels: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-kernels.log")"
     else

@@ -1,7 +1,9 @@
 //===- PromotionKernelTest.cpp - The generated plan_promotions kernel -----===//
 //
 // examples/plan_promotions_step.mlir, compiled at build time (16 lanes x
-// 512 fetched rows, CLOCK). On a GPU, every decision of the kernel (the
+// 512 fetched rows, CLOCK), and the same step with at most 8 promotions per
+// lane (steps/plan_promotions_capped_step.mlir: the cap is the op's
+// `promotions`, compiled into the kernel). On a GPU, every decision of the kernel (the
 // list of promotions and releases, the hot rows, the cleared stamps and
 // the control words) must equal planPromotions on the host, which
 // PromotionPlanTest holds to the residency controller: over random device
@@ -26,8 +28,10 @@ using Control = dhs_abi::PromotionPlanLayout;
 
 namespace {
 
-/// The slots of the compiled step's tables (examples/plan_promotions_step.mlir).
+/// The slots of the compiled steps' tables (examples/plan_promotions_step.mlir).
 constexpr std::int32_t kSlots = 5000;
+/// The capped step's `promotions` (steps/plan_promotions_capped_step.mlir).
+constexpr std::int64_t kCap = 8;
 
 /// `state` with its tables extended to `slots` slots that are neither hot
 /// nor free: the same candidates in the same hand order (only a hand that
@@ -139,6 +143,7 @@ TEST_CASE("the generated plan_promotions kernel makes the host plan's decisions 
           "device states",
           "[cuda][gpu][promotion]") {
   DHS_GPU_KERNEL_STEP(manifest, "plan_promotions", abi::LaunchKind::PlanPromotions);
+  DHS_GPU_KERNEL_STEP(capped, "plan_promotions_capped", abi::LaunchKind::PlanPromotions);
   CHECK(manifest.arguments[1].role == ArgumentRole::FetchedRows);
   CHECK(manifest.arguments[6].role == ArgumentRole::PromotionControl);
   DHS_SEEDED_RNG(rng, 1600);
@@ -148,13 +153,11 @@ TEST_CASE("the generated plan_promotions kernel makes the host plan's decisions 
     for (int repeat = 0; repeat < 6; ++repeat) {
       INFO(hotShare << " hot, repeat " << repeat);
       PromotionPlanState state = randomState(rng, kSlots, hotShare);
-      if (repeat % 3 == 2)
-        state.perLane = 37;
-      if (repeat % 3 == 1) { // a plan the free stack serves alone
-        state.perLane = 8;
+      if (repeat % 3 != 0)
+        state.perLane = kCap;
+      if (repeat % 3 == 1) // a plan the free stack serves alone
         state.control[Control::kFreeBudget] = state.control[Control::kFreeCount];
-      }
-      const auto control = checkKernel(manifest, state);
+      const auto control = checkKernel(state.perLane < 0 ? manifest : capped, state);
       released += control[Control::kReleased];
       fromFreeOnly += control[Control::kReleased] == 0;
       std::int64_t unreferenced = 0;
@@ -172,13 +175,15 @@ TEST_CASE("the generated plan_promotions kernel makes the host plan's decisions 
 TEST_CASE("the generated plan_promotions kernel makes the controller's decisions under load",
           "[cuda][gpu][promotion]") {
   DHS_GPU_KERNEL_STEP(manifest, "plan_promotions", abi::LaunchKind::PlanPromotions);
+  DHS_GPU_KERNEL_STEP(capped, "plan_promotions_capped", abi::LaunchKind::PlanPromotions);
   DHS_SEEDED_RNG(rng, 1700);
   std::int64_t checked = 0;
-  for (std::int32_t cap : {-1, 5})
+  for (std::int32_t cap : {-1, static_cast<std::int32_t>(kCap)})
     dhs::test::runPromotionScenario(
         rng, Replacement::Clock, cap, 30,
         [&](const ResidencyController &, const PromotionPlanState &packed) {
-          checked += checkKernel(manifest, padSlots(packed, kSlots))[Control::kPromoted];
+          checked += checkKernel(cap < 0 ? manifest : capped,
+                                 padSlots(packed, kSlots))[Control::kPromoted];
         },
         [](const ResidencyController &, const std::vector<RowCopy> &) {});
   CHECK(checked > 500);
