@@ -6,16 +6,19 @@
 #       The timed soak (test/unit/SoakTest.cpp) on CUDA for N seconds
 #       (default 600): random arrivals, appends, steps and departures at high
 #       HBM occupancy with the invariant checker on, every output checked
-#       against the CPU oracle; per-layer pools, then layer-group pools with
-#       the placement step and device selections (half the time each).
+#       against the CPU oracle; per-layer pools, layer-group pools with the
+#       placement step and device selections, and verify steps among plain
+#       ones (a third of the time each).
 #   tools/gpu-soak.sh sanitize [DIR]
 #       compute-sanitizer memcheck and racecheck on every generated kernel at
 #       a small size: each bundled attention step through dhs-run (attention,
 #       fetch, union_missing, attention_combine kernels; dhs-run's default
-#       histories, residency 0.5), and the unit tests' kernel cases (ring_index,
-#       copy_rows, resolve, accept, topk, place_rows, plan_promotions; not the 10^6-block
-#       chi-square, too long under racecheck); memcheck also on the
-#       executor's CUDA cases (placement, step logs, graphs).
+#       histories, residency 0.5), and the unit tests' kernel cases
+#       (ring_index, copy_rows, resolve, accept, topk, place_rows,
+#       plan_promotions, the draft rings through the runtime; not the
+#       10^6-block chi-square, too long under racecheck); memcheck also on the
+#       executor's cases on every backend (layer groups, verify, placement,
+#       windows, step logs, graphs).
 #   tools/gpu-soak.sh all [--seconds N] [DIR]      both.
 #
 # DHS_GPU_STEPS (a glob, as for tools/gpu-check.sh) limits sanitize to some
@@ -93,7 +96,7 @@ sanitize() {
     done
     echo "== compute-sanitizer --tool $tool: the generated kernels' unit tests"
     if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
-         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[cuda][draft]" --reporter compact \
+         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[runtime][draft][backends]" --reporter compact \
          > "$results/cs-$tool-kernels.log" 2>&1; then
       echo "  $tool kernels: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-kernels.log")"
     else
@@ -102,7 +105,7 @@ sanitize() {
     fi
   done
   echo "== compute-sanitizer --tool memcheck: the executor's CUDA cases"
-  if env "${env_steps[@]}" "${cs[@]}" --tool memcheck "$dir/bin/dhs-unittests" "[runtime][cuda]" \
+  if env "${env_steps[@]}" "${cs[@]}" --tool memcheck "$dir/bin/dhs-unittests" "[runtime][cuda],[runtime][backends]" \
        --reporter compact > "$results/cs-memcheck-executor.log" 2>&1; then
     echo "  memcheck executor: $(grep -m1 'ERROR SUMMARY' "$results/cs-memcheck-executor.log")"
   else
