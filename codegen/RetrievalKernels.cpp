@@ -23,6 +23,8 @@ using Role = abi::ParamRole;
 /// Listed rows a fetch CTA copies.
 static constexpr int64_t kFetchRowsPerBlock = 16;
 static constexpr int64_t kFetchThreads = 256;
+/// 16-byte loads a fetch lane issues before it stores them.
+static constexpr int64_t kFetchChunksInFlight = 6;
 static constexpr int64_t kUnionThreads = 1024;
 /// The largest union table (i32 slots) that fits in shared memory.
 static constexpr int64_t kMaxUnionTable = 32768;
@@ -90,11 +92,16 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                                                 memref::DimOp::create(ib, host, kb.index(0)));
     auto chunkType = VectorType::get({kCopyBytes}, i8);
 
+    // A warp per listed row (rows warp, warp + 8, ... of the block's 16):
+    // the row's id and slot are one broadcast load, and a row that is
+    // resident, unused or bad costs its warp one uniform branch instead of
+    // every thread's share of its chunks. A wanted row's chunks go lane by
+    // lane, kFetchChunksInFlight loads issued before their stores.
+    Value lane = kb.laneOf(tid);
     kb.forLoop(
-        tid, kb.index(kFetchRowsPerBlock * tokenChunks), kb.index(kFetchThreads), [&](Value item) {
-          Value i = arith::AddIOp::create(ib, firstRow,
-                                          arith::DivUIOp::create(ib, item, kb.index(tokenChunks)));
-          Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
+        kb.warpOf(tid), kb.index(kFetchRowsPerBlock), kb.index(kFetchThreads / kWarpSize),
+        [&](Value row) {
+          Value i = arith::AddIOp::create(ib, firstRow, row);
           kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
             Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
             Value wanted = kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1));
@@ -113,26 +120,49 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                 arith::OrIOp::create(ib, kb.select(badRow, kb.i32(abi::kStatusBadRowId), kb.i32(0)),
                                      kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)));
             Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
-            // Report once per row (its first chunk), copy only good rows.
+            // Report once per row (its lane 0), copy only good rows.
             kb.ifThen(
                 arith::AndIOp::create(
                     ib, wanted,
                     arith::AndIOp::create(
                         ib, arith::XOrIOp::create(ib, ok, arith::ConstantIntOp::create(ib, 1, 1)),
-                        kb.cmpi(arith::CmpIPredicate::eq, chunk, kb.index(0)))),
+                        kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)))),
                 [&] {
                   memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, bits, status,
                                               ValueRange{kb.index(0)});
                 });
             kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] {
-              Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
-              Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
-              Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
-              Value data = vector::LoadOp::create(
-                  ib, chunkType, host, ValueRange{kb.toIndex(hostRow), layer, column},
-                  /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-              vector::StoreOp::create(ib, data, stageFlat, ValueRange{request, i, byte},
-                                      /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+              Value hostIndex = kb.toIndex(hostRow);
+              int64_t batch = kWarpSize * kFetchChunksInFlight;
+              kb.forLoop(
+                  lane, kb.index(llvm::alignTo(tokenChunks, batch)), kb.index(batch),
+                  [&](Value first) {
+                    // Chunks past the token load its last chunk again (a valid
+                    // address) and store nothing.
+                    SmallVector<Value> chunks, data;
+                    for (int64_t j = 0; j < kFetchChunksInFlight; ++j) {
+                      Value chunk = arith::AddIOp::create(ib, first, kb.index(j * kWarpSize));
+                      chunks.push_back(chunk);
+                      Value byte = arith::MulIOp::create(
+                          ib, arith::MinUIOp::create(ib, chunk, kb.index(tokenChunks - 1)),
+                          kb.index(kCopyBytes));
+                      data.push_back(vector::LoadOp::create(
+                          ib, chunkType, host,
+                          ValueRange{hostIndex,
+                                     arith::DivUIOp::create(ib, byte, kb.index(rowBytes)),
+                                     arith::RemUIOp::create(ib, byte, kb.index(rowBytes))},
+                          /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes)));
+                    }
+                    for (int64_t j = 0; j < kFetchChunksInFlight; ++j)
+                      kb.ifThen(
+                          kb.cmpi(arith::CmpIPredicate::ult, chunks[j], kb.index(tokenChunks)),
+                          [&] {
+                            Value byte = arith::MulIOp::create(ib, chunks[j], kb.index(kCopyBytes));
+                            vector::StoreOp::create(
+                                ib, data[j], stageFlat, ValueRange{request, i, byte},
+                                /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+                          });
+                  });
             });
           });
         });
