@@ -1,16 +1,19 @@
 //===- retrieval_bench.cpp - Times the fetch of missing rows from the host store -===//
 //
-// Usage: dhs-retrieval-bench <fetch step dir> [tokens per request]
+// Usage: dhs-retrieval-bench <fetch step dir>... [tokens per request]
 // The step (bench/steps/fetch_fp8_group.mlir): one layer group's dhs.fetch,
 // B requests x K selections over FP8 rows stored in groups of 4 layers, so a
 // missing token is one 2624-byte unit of the host store. The benchmark maps
 // a pinned host store of B x T tokens (default T = 65536: 22 GB for 128
 // requests, the store of issue 10's retrieval target), and for 5, 10, 14
 // and 20% of each request's K distinct random selections missing (slot -1;
-// the others resident, which the fetch skips) times the compiled fetch
-// kernel (median of 7, from the launch to the end of the stream) and prints
+// the others resident, which the fetch skips; first in each list or at
+// random places in it) times the compiled fetch kernel (median of 7, from
+// the launch to the end of the stream) and prints
 // the useful bytes it moved per second (missing tokens x token bytes) beside
 // a contiguous 1 GiB pinned host-to-device copy timed in the same run.
+// Several step directories (the same shape, e.g. a baseline kernel and a
+// new one) are timed on the same store and selections, one line each.
 // Sampled staged tokens are compared with the host store.
 //
 //===----------------------------------------------------------------------===//
@@ -27,6 +30,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,23 +54,40 @@ std::uint64_t mix(std::uint64_t x) {
 
 int main(int argc, char **argv) {
   try {
-    if (argc < 2 || argc > 3) {
-      std::fprintf(stderr, "usage: dhs-retrieval-bench <fetch step dir> [tokens per request]\n");
+    std::vector<std::string> stepDirs(argv + 1, argv + argc);
+    std::size_t T = 65536;
+    if (!stepDirs.empty() && !stepDirs.back().empty() &&
+        std::all_of(stepDirs.back().begin(), stepDirs.back().end(),
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      T = std::stoul(stepDirs.back());
+      stepDirs.pop_back();
+    }
+    if (stepDirs.empty()) {
+      std::fprintf(stderr, "usage: dhs-retrieval-bench <fetch step dir>... [tokens per request]\n");
       return 2;
     }
-    const Manifest manifest = dhs::bench::loadSingleLaunchStep(argv[1], abi::LaunchKind::Fetch);
+    const Manifest manifest = dhs::bench::loadSingleLaunchStep(stepDirs[0], abi::LaunchKind::Fetch);
     const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
     const std::size_t tokenBytes = static_cast<std::size_t>(pool.layers * pool.rowBytes);
     const std::vector<std::int64_t> &selectionShape =
         manifest.argument(ArgumentRole::RowIds).shape; // [B, Q, K]
     const std::size_t B = static_cast<std::size_t>(selectionShape[0]);
     const std::size_t K = static_cast<std::size_t>(selectionShape[1] * selectionShape[2]);
-    const std::size_t T = argc > 2 ? std::stoul(argv[2]) : 65536;
     if (T < K)
       throw Error("each request needs at least " + std::to_string(K) + " tokens");
     const CudaDriver &cuda = dhs::bench::requireGpu();
-    CudaStep step(manifest, 0);
-    step.makeCurrent();
+    // The steps to time, each checked to have the first one's arguments.
+    std::vector<std::unique_ptr<CudaStep>> steps;
+    for (const std::string &dir : stepDirs) {
+      const Manifest other = dhs::bench::loadSingleLaunchStep(dir, abi::LaunchKind::Fetch);
+      if (other.argument(ArgumentRole::RowIds).shape != selectionShape ||
+          other.argument(ArgumentRole::KvPool).pool.rowBytes != pool.rowBytes ||
+          other.argument(ArgumentRole::KvPool).pool.layers != pool.layers ||
+          other.arenaBytes != manifest.arenaBytes)
+        throw Error(dir + ": not the shape of " + stepDirs[0]);
+      steps.push_back(std::make_unique<CudaStep>(other, 0));
+    }
+    steps[0]->makeCurrent();
     const std::size_t hostTokens = B * T, storeBytes = hostTokens * tokenBytes;
     std::printf("host store: %zu requests x %zu tokens x %zu bytes = %.1f GB pinned; filling\n", B,
                 T, tokenBytes, static_cast<double>(storeBytes) / 1e9);
@@ -118,55 +140,77 @@ int main(int argc, char **argv) {
     const double copyRate = static_cast<double>(floorCopy) / floorMs / 1e6;
     std::printf("pinned host-to-device copy: %.1f GB/s (%zu MB contiguous)\n", copyRate,
                 floorCopy >> 20);
-    std::printf("%8s %10s %10s %10s %10s %9s\n", "missing", "tokens", "MB", "ms", "GB/s",
-                "of copy");
+    std::printf("%8s %10s %10s %10s %10s %9s  %s\n", "missing", "tokens", "MB", "ms", "GB/s",
+                "of copy", "misses in the list, step");
 
     std::mt19937_64 rng(11);
     std::vector<std::int32_t> ids(B * K), slot(B * K);
+    std::vector<std::size_t> positions(K), missing;
     std::vector<char> taken(T);
-    for (double fraction : {0.05, 0.10, 0.14, 0.20}) {
-      const std::size_t missingPerRequest = static_cast<std::size_t>(fraction * K + 0.5);
-      for (std::size_t b = 0; b < B; ++b) {
-        // K distinct rows of the request's history in random order; the
-        // first `missingPerRequest` of them are missing.
-        std::fill(taken.begin(), taken.end(), 0);
-        for (std::size_t i = 0; i < K; ++i) {
-          std::size_t row;
-          do
-            row = static_cast<std::size_t>(rng() % T);
-          while (taken[row]);
-          taken[row] = 1;
-          ids[b * K + i] = static_cast<std::int32_t>(row);
-          slot[b * K + i] = i < missingPerRequest ? -1 : 0;
+    // Missing rows first in each request's list (the layout of the runs
+    // before 2026-12-01), or at random places in it (a top-k list in score
+    // order: a row's residency does not follow its rank).
+    for (const bool scattered : {false, true})
+      for (double fraction : {0.05, 0.10, 0.14, 0.20}) {
+        const std::size_t missingPerRequest = static_cast<std::size_t>(fraction * K + 0.5);
+        missing.clear();
+        for (std::size_t b = 0; b < B; ++b) {
+          // K distinct rows of the request's history in random order, of
+          // which `missingPerRequest` are missing.
+          std::fill(taken.begin(), taken.end(), 0);
+          for (std::size_t i = 0; i < K; ++i) {
+            std::size_t row;
+            do
+              row = static_cast<std::size_t>(rng() % T);
+            while (taken[row]);
+            taken[row] = 1;
+            ids[b * K + i] = static_cast<std::int32_t>(row);
+            slot[b * K + i] = 0;
+          }
+          std::iota(positions.begin(), positions.end(), std::size_t(0));
+          if (scattered)
+            std::shuffle(positions.begin(), positions.end(), rng);
+          for (std::size_t j = 0; j < missingPerRequest; ++j) {
+            slot[b * K + positions[j]] = -1;
+            missing.push_back(positions[j]);
+          }
+        }
+        cuda.check(cuda.memcpyHtoD(rows.get(), ids.data(), B * K * 4), "selections");
+        cuda.check(cuda.memcpyHtoD(slots.get(), slot.data(), B * K * 4), "slots");
+        for (std::size_t k = 0; k < steps.size(); ++k) {
+          CudaStep &step = *steps[k];
+          cuda.check(cuda.memsetD32(arena.get(), 0, manifest.arenaBytes / 4), "the staging arena");
+          const double ms =
+              medianMs(stream.get(), 7, [&] { step.launchAsync(buffers, stream.get()); });
+          std::uint32_t word = 0;
+          cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "the status word");
+          if (word != 0)
+            throw Error(stepDirs[k] + ": the fetch kernel reported status " + describeStatus(word));
+          // Sampled missing tokens reached their staging rows [b, i].
+          std::vector<std::uint8_t> staged(tokenBytes);
+          for (std::size_t b = 0; b < B; b += std::max<std::size_t>(1, B / 16))
+            for (std::size_t j = 0; j < missingPerRequest;
+                 j += std::max<std::size_t>(1, missingPerRequest / 4)) {
+              const std::size_t i = missing[b * missingPerRequest + j];
+              cuda.check(cuda.memcpyDtoH(staged.data(), arena.get() + (b * K + i) * tokenBytes,
+                                         tokenBytes),
+                         "a staged token");
+              const std::uint8_t *source = bytes + (static_cast<std::size_t>(start[b]) +
+                                                    static_cast<std::size_t>(ids[b * K + i])) *
+                                                       tokenBytes;
+              if (std::memcmp(staged.data(), source, tokenBytes) != 0)
+                throw Error(stepDirs[k] + ": staging row " + std::to_string(i) + " of request " +
+                            std::to_string(b) + " does not hold its token");
+            }
+          const std::size_t tokens = B * missingPerRequest;
+          const double useful = static_cast<double>(tokens * tokenBytes);
+          std::printf("%7.0f%% %10zu %10.1f %10.3f %10.1f %8.0f%%  %s, %s\n", fraction * 100,
+                      tokens, useful / 1e6, ms, useful / ms / 1e6,
+                      100 * useful / ms / 1e6 / copyRate, scattered ? "scattered" : "first",
+                      stepDirs[k].c_str());
+          std::fflush(stdout);
         }
       }
-      cuda.check(cuda.memcpyHtoD(rows.get(), ids.data(), B * K * 4), "selections");
-      cuda.check(cuda.memcpyHtoD(slots.get(), slot.data(), B * K * 4), "slots");
-      const double ms = medianMs(stream.get(), 7, [&] { step.launchAsync(buffers, stream.get()); });
-      std::uint32_t word = 0;
-      cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "the status word");
-      if (word != 0)
-        throw Error("the fetch kernel reported status " + describeStatus(word));
-      // Sampled missing tokens reached their staging rows [b, i].
-      std::vector<std::uint8_t> staged(tokenBytes);
-      for (std::size_t b = 0; b < B; b += std::max<std::size_t>(1, B / 16))
-        for (std::size_t i = 0; i < missingPerRequest;
-             i += std::max<std::size_t>(1, missingPerRequest / 4)) {
-          cuda.check(
-              cuda.memcpyDtoH(staged.data(), arena.get() + (b * K + i) * tokenBytes, tokenBytes),
-              "a staged token");
-          const std::uint8_t *source = bytes + (static_cast<std::size_t>(start[b]) +
-                                                static_cast<std::size_t>(ids[b * K + i])) *
-                                                   tokenBytes;
-          if (std::memcmp(staged.data(), source, tokenBytes) != 0)
-            throw Error("staging row " + std::to_string(i) + " of request " + std::to_string(b) +
-                        " does not hold its token");
-        }
-      const std::size_t tokens = B * missingPerRequest;
-      const double useful = static_cast<double>(tokens * tokenBytes);
-      std::printf("%7.0f%% %10zu %10.1f %10.3f %10.1f %8.0f%%\n", fraction * 100, tokens,
-                  useful / 1e6, ms, useful / ms / 1e6, 100 * useful / ms / 1e6 / copyRate);
-    }
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "dhs-retrieval-bench: %s\n", e.what());
