@@ -114,6 +114,18 @@ void HopperBuilder::arriveRemote(Value barrier, Value rank) {
                                  /*relaxed=*/false);
 }
 
+void HopperBuilder::waitParityCluster(Value barrier, Value parity, int64_t ticks) {
+  // The loop nvvm.mbarrier.try_wait.parity lowers to, with the scope added.
+  std::string ptx = "{\n\t.reg .pred P1;\n\tLAB_WAIT:\n\t"
+                    "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [$0], $1, " +
+                    std::to_string(ticks) +
+                    ";\n\t@P1 bra.uni DONE;\n\tbra.uni LAB_WAIT;\n\tDONE:\n\t}";
+  LLVM::InlineAsmOp::create(b, TypeRange(), ValueRange{barrier, parity}, ptx, "r,r,~{memory}",
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                            ArrayAttr());
+}
+
 void HopperBuilder::clusterSync() {
   NVVM::ClusterArriveOp::create(b, UnitAttr());
   NVVM::ClusterWaitOp::create(b, UnitAttr());

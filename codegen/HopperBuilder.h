@@ -58,6 +58,13 @@ struct HopperBuilder {
   /// the CTA of cluster rank `rank` (i32), with release semantics at cluster
   /// scope.
   void arriveRemote(Value barrier, Value rank);
+  /// Waits until the phase of parity `parity` (i32) of the mbarrier at
+  /// shared pointer `barrier` (!llvm.ptr<3>, this CTA's) completes, with
+  /// acquire semantics at cluster scope (nvvm.mbarrier.try_wait.parity
+  /// acquires at CTA scope only), which synchronizes with release arrivals
+  /// from threads of other CTAs of the cluster; `ticks` is the suspend time
+  /// hint in nanoseconds.
+  void waitParityCluster(Value barrier, Value parity, int64_t ticks);
   /// All threads of the cluster meet (barrier.cluster arrive + wait):
   /// release and acquire at cluster scope.
   void clusterSync();

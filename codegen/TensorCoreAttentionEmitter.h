@@ -132,8 +132,15 @@ private:
   Value barrier(Value buffer, bool full) {
     return barrier(buffer, full ? Barrier::Full : Barrier::Empty);
   }
+  /// Waits for the phase of parity `parity` of barrier `kind` of `buffer`.
+  /// In a cluster empty[b] completes on arrivals of both CTAs' consumers,
+  /// so its wait acquires at cluster scope (the producer then stores into
+  /// the peer's buffer what the peer's consumers have just read).
   void waitBarrier(Value buffer, Barrier kind, Value parity) {
-    NVVM::MBarrierTryWaitParityOp::create(b, barrier(buffer, kind), parity, c32(10000000));
+    if (clustered && kind == Barrier::Empty)
+      hb.waitParityCluster(barrier(buffer, kind), parity, 10000000);
+    else
+      NVVM::MBarrierTryWaitParityOp::create(b, barrier(buffer, kind), parity, c32(10000000));
   }
   void waitBarrier(Value buffer, bool full, Value parity) {
     waitBarrier(buffer, full ? Barrier::Full : Barrier::Empty, parity);

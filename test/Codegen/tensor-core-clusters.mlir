@@ -31,10 +31,15 @@
 // CHECK: nvvm.fence.mbarrier.init
 // CHECK: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
-// Producer: the peer's tile bytes are expected, then each chunk goes to both.
+// Producer: it waits for empty[b] with a cluster-scope acquire (the releasing
+// arrivals include the peer's consumers), the peer's tile bytes are expected,
+// then each chunk goes to both.
 // CHECK: nvvm.setmaxregister  decrease 144
 // CHECK: nvvm.mapa
 // CHECK: scf.for
+// CHECK: arith.addi %{{.*}}, %c230160_i32
+// CHECK-NEXT: %[[FREE:.*]] = llvm.getelementptr
+// CHECK-NEXT: llvm.inline_asm has_side_effects "{{.*}}mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [$0], $1, 10000000;{{.*}}" %[[FREE]], %{{.*}} : (!llvm.ptr<3>, i32) -> ()
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c36992_i32
 // CHECK: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
 // CHECK: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
@@ -67,6 +72,7 @@
 // OFF-LABEL: gpu.func @
 // OFF-NOT: nvvm.cluster_dim
 // OFF-NOT: st.async
+// OFF-NOT: acquire.cluster
 // OFF: gpu.return
 
 // MANIFEST: "dynamic_shared_bytes": 231216
@@ -74,6 +80,7 @@
 // PTX-NEXT: .reqnctapercluster 1, 2, 1
 // PTX: barrier.cluster.arrive
 // PTX: mbarrier.arrive.release.cluster.shared::cluster.b64
+// PTX: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%r{{[0-9]+}}], %r{{[0-9]+}}, 10000000;
 // PTX: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Used 168 registers
