@@ -157,20 +157,16 @@ private:
       waitBarrier(buffer, Barrier::Remote, parity);
   }
   /// A consumer warpgroup is done with tile buffer `buffer`: every thread
-  /// arrives on this CTA's empty barrier, or in a cluster on each CTA's (the
-  /// producers of both write into it). A cluster's release used to be one
-  /// thread per warpgroup and CTA, the other threads' reads ordered before
-  /// it only through the named barriers between the warpgroups; racecheck
-  /// does not credit ordering that reaches an mbarrier through another
-  /// thread's arrival and flagged every reuse of a buffer (the row biases),
-  /// while with every thread arriving itself it is clean.
+  /// arrives on this CTA's empty barrier, or in a cluster one thread on
+  /// each CTA's (the producers of both write into it).
   void releaseTile(Value buffer) {
     if (!clustered) {
       arriveBarrier(buffer, /*full=*/false);
       return;
     }
     for (int64_t rank = 0; rank < 2; ++rank)
-      hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank));
+      kb.ifThen(eq(thread, c32(32 * (rank + 1))),
+                [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });
   }
   void namedSync(int64_t id) {
     NVVM::BarrierOp::create(b, Type(), c32(id), c32(2 * kGroupThreads), {}, Value());

@@ -352,10 +352,10 @@ void TensorCoreAttentionEmitter::emit() {
     rank = hb.clusterRank();
   emitLoadQueries();
   kb.ifThen(eq(tid, c32(0)), [&] {
-    // full: the producer's threads; empty: every consumer thread, in a
-    // cluster those of both CTAs; remote: this CTA's producer arms it with
-    // the peer's bytes.
-    int64_t emptyArrivals = (clustered ? 2 : 1) * 2 * kGroupThreads;
+    // full: the producer's threads; empty: every consumer thread, or in a
+    // cluster one thread of each consumer warpgroup of both CTAs; remote:
+    // this CTA's producer arms it with the peer's bytes.
+    int64_t emptyArrivals = clustered ? 4 : 2 * kGroupThreads;
     for (int64_t i = 0; i < (clustered ? 6 : 4); ++i)
       NVVM::MBarrierInitOp::create(b, sharedPointer(kBarrierOffset + 8 * i),
                                    c32(i < 2   ? kGroupThreads
