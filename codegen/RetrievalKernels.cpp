@@ -25,6 +25,8 @@ static constexpr int64_t kFetchRowsPerBlock = 16;
 static constexpr int64_t kFetchThreads = 256;
 /// 16-byte loads a fetch lane issues before it stores them.
 static constexpr int64_t kFetchChunksInFlight = 6;
+/// The cache line (and PCIe read) granularity the fetch aligns its loads to.
+static constexpr int64_t kLineBytes = 128;
 static constexpr int64_t kUnionThreads = 1024;
 /// The largest union table (i32 slots) that fits in shared memory.
 static constexpr int64_t kMaxUnionTable = 32768;
@@ -133,19 +135,35 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                 });
             kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] {
               Value hostIndex = kb.toIndex(hostRow);
+              // A warp's load covers 512 bytes; shifted by the token's offset
+              // in its 128-byte line, each covers whole lines (a token of
+              // 2624 bytes starts mid-line every other token), so no line is
+              // read by two loads. Lane slots before the token or past it
+              // load its first or last chunk again (valid addresses) and
+              // store nothing.
+              int64_t tokenBytes = tokenChunks * kCopyBytes;
+              int64_t maxShift = tokenBytes % kLineBytes ? kLineBytes / kCopyBytes - 1 : 0;
+              Value shift = kb.index(0);
+              if (maxShift)
+                shift = kb.toIndex(arith::DivUIOp::create(
+                    ib,
+                    arith::RemUIOp::create(ib,
+                                           arith::MulIOp::create(ib, hostRow, kb.i64(tokenBytes)),
+                                           kb.i64(kLineBytes)),
+                    kb.i64(kCopyBytes)));
               int64_t batch = kWarpSize * kFetchChunksInFlight;
               kb.forLoop(
-                  lane, kb.index(llvm::alignTo(tokenChunks, batch)), kb.index(batch),
+                  lane, kb.index(llvm::alignTo(tokenChunks + maxShift, batch)), kb.index(batch),
                   [&](Value first) {
-                    // Chunks past the token load its last chunk again (a valid
-                    // address) and store nothing.
-                    SmallVector<Value> chunks, data;
+                    SmallVector<Value> slots, data;
                     for (int64_t j = 0; j < kFetchChunksInFlight; ++j) {
-                      Value chunk = arith::AddIOp::create(ib, first, kb.index(j * kWarpSize));
-                      chunks.push_back(chunk);
-                      Value byte = arith::MulIOp::create(
-                          ib, arith::MinUIOp::create(ib, chunk, kb.index(tokenChunks - 1)),
-                          kb.index(kCopyBytes));
+                      Value slot = arith::AddIOp::create(ib, first, kb.index(j * kWarpSize));
+                      slots.push_back(slot);
+                      Value chunk = arith::MinUIOp::create(
+                          ib,
+                          arith::SubIOp::create(ib, arith::MaxUIOp::create(ib, slot, shift), shift),
+                          kb.index(tokenChunks - 1));
+                      Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
                       data.push_back(vector::LoadOp::create(
                           ib, chunkType, host,
                           ValueRange{hostIndex,
@@ -153,15 +171,20 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                                      arith::RemUIOp::create(ib, byte, kb.index(rowBytes))},
                           /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes)));
                     }
-                    for (int64_t j = 0; j < kFetchChunksInFlight; ++j)
-                      kb.ifThen(
-                          kb.cmpi(arith::CmpIPredicate::ult, chunks[j], kb.index(tokenChunks)),
-                          [&] {
-                            Value byte = arith::MulIOp::create(ib, chunks[j], kb.index(kCopyBytes));
-                            vector::StoreOp::create(
-                                ib, data[j], stageFlat, ValueRange{request, i, byte},
-                                /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-                          });
+                    for (int64_t j = 0; j < kFetchChunksInFlight; ++j) {
+                      Value inToken = arith::AndIOp::create(
+                          ib, kb.cmpi(arith::CmpIPredicate::uge, slots[j], shift),
+                          kb.cmpi(arith::CmpIPredicate::ult,
+                                  arith::SubIOp::create(ib, slots[j], shift),
+                                  kb.index(tokenChunks)));
+                      kb.ifThen(inToken, [&] {
+                        Value byte = arith::MulIOp::create(
+                            ib, arith::SubIOp::create(ib, slots[j], shift), kb.index(kCopyBytes));
+                        vector::StoreOp::create(
+                            ib, data[j], stageFlat, ValueRange{request, i, byte},
+                            /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+                      });
+                    }
                   });
             });
           });
