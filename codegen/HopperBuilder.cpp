@@ -126,6 +126,33 @@ void HopperBuilder::waitParityCluster(Value barrier, Value parity, int64_t ticks
                             ArrayAttr());
 }
 
+void HopperBuilder::racecheckArriveCluster(Value pointer, int64_t offset) {
+  // arriveRemote's arrival (nvvm.mbarrier.arrive at cluster scope on a
+  // mapped address), in a scope of its own for its registers.
+  std::string ptx = "// dhs.racecheck: { .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, $0, " +
+                    std::to_string(offset) + ";";
+  for (int rank = 0; rank < 2; ++rank)
+    ptx += " mapa.shared::cluster.u64 %dhs_rc" + std::to_string(rank + 1) + ", %dhs_rc0, " +
+           std::to_string(rank) +
+           "; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc" +
+           std::to_string(rank + 1) + "];";
+  ptx += " }";
+  LLVM::InlineAsmOp::create(b, TypeRange(), ValueRange{pointer}, ptx, "l,~{memory}",
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                            ArrayAttr());
+}
+
+Value HopperBuilder::racecheckConstant(int64_t value, int64_t racecheckValue) {
+  std::string ptx = "mov.b32 $0, " + std::to_string(value) + "; // dhs.racecheck: mov.b32 $0, " +
+                    std::to_string(racecheckValue) + ";";
+  return LLVM::InlineAsmOp::create(b, b.getI32Type(), ValueRange{}, ptx, "=r",
+                                   /*has_side_effects=*/false, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                                   ArrayAttr())
+      .getResult(0);
+}
+
 void HopperBuilder::clusterSync() {
   NVVM::ClusterArriveOp::create(b, UnitAttr());
   NVVM::ClusterWaitOp::create(b, UnitAttr());

@@ -65,6 +65,21 @@ struct HopperBuilder {
   /// from threads of other CTAs of the cluster; `ticks` is the suspend time
   /// hint in nanoseconds.
   void waitParityCluster(Value barrier, Value parity, int64_t ticks);
+  /// For compute-sanitizer racecheck only (tools/racecheck-ptx.sh): a PTX
+  /// comment `// dhs.racecheck: { ... }` that holds arriveRemote's arrivals
+  /// on the mbarrier `offset` bytes past shared pointer `pointer`
+  /// (!llvm.ptr<3>) in the CTAs of cluster ranks 0 and 1, its address
+  /// computation and mapa included; racecheck-ptx.sh uncomments it. ptxas
+  /// assembles nothing from the comment and the pointer's computation
+  /// stays as it is, if `pointer` is computed anyway: an address computed
+  /// only for the marker would replace the same one computed under a later
+  /// branch and move it out of the branch, which changes the kernel.
+  void racecheckArriveCluster(Value pointer, int64_t offset);
+  /// The i32 constant `value`, from an opaque `mov.b32` whose PTX line
+  /// carries `// dhs.racecheck: mov.b32 <reg>, racecheckValue;`, which
+  /// tools/racecheck-ptx.sh puts in its place (an mbarrier count in the
+  /// racecheck form).
+  Value racecheckConstant(int64_t value, int64_t racecheckValue);
   /// All threads of the cluster meet (barrier.cluster arrive + wait):
   /// release and acquire at cluster scope.
   void clusterSync();

@@ -62,6 +62,13 @@ constexpr int64_t kBarrierPFree = 2;
 // then serializes every wgmma of the kernel (C7511).
 constexpr int64_t kBarrierStored = 3;
 
+// In a cluster a tile buffer's empty barrier completes on one arrival of each
+// consumer warpgroup of both CTAs; in the copy of the kernel that
+// compute-sanitizer racecheck checks (tools/racecheck-ptx.sh) every consumer
+// thread of both CTAs arrives on it as well.
+constexpr int64_t kClusterEmptyArrivals = 4;
+constexpr int64_t kRacecheckEmptyArrivals = kClusterEmptyArrivals + 2 * 2 * kGroupThreads;
+
 // Registers per thread of each warpgroup after setmaxnreg (the kernel starts
 // with 168: 65536 / 384, rounded down to a multiple of 8). The producer's 144
 // hold a tile of rows in flight besides the one it stores (ptxas, whole
@@ -164,6 +171,16 @@ private:
       arriveBarrier(buffer, /*full=*/false);
       return;
     }
+    // racecheck does not credit the ordering that reaches thread 32 / 64's
+    // arrival through a named barrier from the other threads' accesses; its
+    // copy of the kernel (tools/racecheck-ptx.sh) has every thread arrive on
+    // both CTAs' barriers too (kRacecheckEmptyArrivals). The marker takes
+    // empty[b] as full[b]'s address, which waitTileFull computed, plus 16:
+    // an address computed here for it would stand in for the one computed
+    // below under `thread == 32 * (rank + 1)` and change the kernel.
+    hb.racecheckArriveCluster(
+        barrier(buffer, Barrier::Full),
+        16 * (static_cast<int64_t>(Barrier::Empty) - static_cast<int64_t>(Barrier::Full)));
     for (int64_t rank = 0; rank < 2; ++rank)
       kb.ifThen(eq(thread, c32(32 * (rank + 1))),
                 [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });

@@ -353,14 +353,17 @@ void TensorCoreAttentionEmitter::emit() {
   emitLoadQueries();
   kb.ifThen(eq(tid, c32(0)), [&] {
     // full: the producer's threads; empty: every consumer thread, or in a
-    // cluster one thread of each consumer warpgroup of both CTAs; remote:
+    // cluster one thread of each consumer warpgroup of both CTAs (and in
+    // racecheck's copy every consumer thread of both as well); remote:
     // this CTA's producer arms it with the peer's bytes.
-    int64_t emptyArrivals = clustered ? 4 : 2 * kGroupThreads;
+    Value emptyArrivals = clustered
+                              ? hb.racecheckConstant(kClusterEmptyArrivals, kRacecheckEmptyArrivals)
+                              : c32(2 * kGroupThreads);
     for (int64_t i = 0; i < (clustered ? 6 : 4); ++i)
       NVVM::MBarrierInitOp::create(b, sharedPointer(kBarrierOffset + 8 * i),
-                                   c32(i < 2   ? kGroupThreads
-                                       : i < 4 ? emptyArrivals
-                                               : 1),
+                                   i < 2   ? c32(kGroupThreads)
+                                   : i < 4 ? emptyArrivals
+                                           : c32(1),
                                    Value());
     if (clustered)
       NVVM::FenceMbarrierInitOp::create(b);

@@ -60,18 +60,26 @@ sanitize() {
     { echo "sanitize: compute-sanitizer is not on PATH"; return 1; }
   local failed=0 tool step name
   local cs=(compute-sanitizer --error-exitcode 99 --print-limit 20)
-  # racecheck does not credit a named barrier's non-blocking arrival
-  # (`bar.arrive`) with ordering the arriving thread's earlier accesses
-  # before the accesses that follow a `bar.sync` on the same barrier, which
-  # the PTX memory model guarantees; the tensor-core kernels hand P and the
-  # rescale factors between their consumer warpgroups that way, and racecheck
-  # flags every hand-off (RELIABILITY.md has the experiment). It checks a copy
-  # of the steps whose arrivals wait too (`bar.sync`, same barrier and count):
-  # the same accesses in the same order, with waits added.
+  # racecheck checks a copy of the steps rewritten by tools/racecheck-ptx.sh:
+  # the same accesses in the same order, with synchronization racecheck
+  # credits and the PTX memory model already implies. (1) racecheck does not
+  # credit a named barrier's non-blocking arrival (`bar.arrive`) with
+  # ordering the arriving thread's earlier accesses before the accesses that
+  # follow a `bar.sync` on the same barrier; the tensor-core kernels hand P
+  # and the rescale factors between their consumer warpgroups that way
+  # (RELIABILITY.md has the experiment), so the copy's arrivals wait too
+  # (`bar.sync`, same barrier and count). (2) In the 2-CTA cluster kernel one
+  # thread per consumer warpgroup releases a tile on both CTAs' empty
+  # mbarriers after a named barrier, and racecheck does not credit ordering
+  # that reaches another thread's mbarrier arrival through a named barrier
+  # (false WAR hazards on the row biases); the copy has every consumer thread
+  # arrive too, from the generator's `// dhs.racecheck:` markers, which was
+  # racecheck-clean on the H200. The script fails on cluster arrivals
+  # without markers.
   local racecheck_steps
   racecheck_steps=$(mktemp -d)/steps && cp -r "$dir/steps" "$racecheck_steps" || return 1
-  find "$racecheck_steps" -name '*.ptx' -exec \
-    sed -i -E 's/\bbar\.arrive ([0-9]+), ([0-9]+);/bar.sync \1, \2;/' {} +
+  find "$racecheck_steps" -name '*.ptx' -exec "$root/tools/racecheck-ptx.sh" {} + ||
+    { echo "sanitize: FAIL (tools/racecheck-ptx.sh could not rewrite the steps for racecheck)"; return 1; }
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer --tool $tool: every bundled step through dhs-run"
     local steps_dir=$dir/steps

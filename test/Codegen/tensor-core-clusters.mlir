@@ -8,6 +8,13 @@
 // (count 4, remote arrives). Cluster barriers before the first remote access
 // and before exit. FP8 rows stay unclustered (measured slower, bench/NOTES.md),
 // and so does tensor-core-clusters=false.
+// For compute-sanitizer racecheck, which does not credit ordering that reaches
+// thread 32 / 64's arrival through a named barrier, every consumer thread
+// carries the arrivals on both CTAs' empty barriers in a PTX comment
+// (`// dhs.racecheck: ...`), and the count 4 its racecheck value 4 + 2 x 256
+// = 516; tools/racecheck-ptx.sh (tools/gpu-soak.sh sanitize) turns them into
+// instructions, and refuses cluster arrivals without the markers. The kernel
+// the GPU runs has neither: the same SASS as without the markers.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-core-clusters=false" | FileCheck %s --check-prefix=OFF
 // RUN: sed 's/mla_bf16/mla_fp8/g' %s | dhs-opt --dhs-lower-to-gpu="min-blocks=0" | FileCheck %s --check-prefix=OFF
@@ -16,16 +23,28 @@
 // RUN: FileCheck %s --check-prefix=PTX < %t/attention.ptx
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/attention.ptx -o %t/attention.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
+// The racecheck form: markers replaced, bar.arrive waits, and ptxas assembles it.
+// RUN: cp %t/attention.ptx %t/racecheck.ptx && %dhs_src/tools/racecheck-ptx.sh %t/racecheck.ptx
+// RUN: FileCheck %s --check-prefix=RACECHECK < %t/racecheck.ptx
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/racecheck.ptx -o %t/racecheck.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+// Cluster arrivals without the markers (or without the count's) are refused,
+// the file left as it was.
+// RUN: sed 's@ *// dhs\.racecheck: .*@@' %t/attention.ptx > %t/unmarked.ptx && cp %t/unmarked.ptx %t/unmarked.orig
+// RUN: not %dhs_src/tools/racecheck-ptx.sh %t/unmarked.ptx 2>&1 | FileCheck %s --check-prefix=REFUSED
+// RUN: cmp %t/unmarked.ptx %t/unmarked.orig
+// RUN: sed 's@; // dhs\.racecheck: mov\.b32 .*@;@' %t/attention.ptx > %t/nocount.ptx
+// RUN: not %dhs_src/tools/racecheck-ptx.sh %t/nocount.ptx 2>&1 | FileCheck %s --check-prefix=NOCOUNT
 
 // CHECK-LABEL: func.func @step
 // CHECK: gpu.launch_func @attention::@attention blocks in (%c2, %c2, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c231216_i32
 // CHECK-LABEL: gpu.func @attention
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
 // CHECK: nvvm.read.ptx.sreg.cluster.ctarank
+// CHECK: %[[EMPTY_COUNT:.*]] = llvm.inline_asm "mov.b32 $0, 4; // dhs.racecheck: mov.b32 $0, 516;", "=r"  : () -> i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c4_i32
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c4_i32
+// CHECK: nvvm.mbarrier.init %{{.*}}, %[[EMPTY_COUNT]] :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %[[EMPTY_COUNT]] :
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK: nvvm.fence.mbarrier.init
@@ -43,14 +62,26 @@
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c36992_i32
 // CHECK: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
 // CHECK: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
-// Consumers wait for both halves, release the tile in both CTAs.
+// Consumers wait for both halves, release the tile in both CTAs: every thread
+// passes the racecheck marker (empty[b] = full[b] + 16 bytes, from the pointer
+// the full wait used), then thread 32 / 64 arrives.
 // CHECK: nvvm.setmaxregister  increase 200
-// CHECK: nvvm.mbarrier.try_wait.parity %{{.*}}, %[[PARITY:.*]], %c10000000_i32
+// CHECK: nvvm.mbarrier.try_wait.parity %[[FULL:.*]], %[[PARITY:.*]], %c10000000_i32
 // CHECK: nvvm.mbarrier.try_wait.parity %{{.*}}, %[[PARITY]], %c10000000_i32
+// CHECK: llvm.inline_asm has_side_effects "// dhs.racecheck: { .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, $0, 16; mapa.shared::cluster.u64 %dhs_rc1, %dhs_rc0, 0; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc1]; mapa.shared::cluster.u64 %dhs_rc2, %dhs_rc0, 1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc2]; }", "l,~{memory}" %[[FULL]] : (!llvm.ptr<3>) -> ()
+// CHECK-NEXT: arith.cmpi eq, %{{.*}}, %c32_i32
+// CHECK-NEXT: scf.if
 // CHECK: nvvm.mapa %{{.*}}, %c0_i32
 // CHECK: nvvm.mbarrier.arrive %{{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
 // CHECK: nvvm.mapa %{{.*}}, %c1_i32
 // CHECK: nvvm.mbarrier.arrive %{{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// The second warpgroup's release, the same way.
+// CHECK: nvvm.mbarrier.try_wait.parity %[[FULL2:.*]], %[[PARITY2:.*]], %c10000000_i32
+// CHECK: llvm.inline_asm has_side_effects "// dhs.racecheck: {{.*}}" %[[FULL2]] : (!llvm.ptr<3>) -> ()
+// CHECK-NEXT: arith.cmpi eq, %{{.*}}, %c32_i32
+// CHECK: nvvm.mbarrier.arrive %{{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK: nvvm.mbarrier.arrive %{{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK-NOT: dhs.racecheck
 // CHECK: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
 // CHECK-NEXT: gpu.return
@@ -59,18 +90,34 @@
 // OFF-NOT: nvvm.cluster_dim
 // OFF-NOT: st.async
 // OFF-NOT: acquire.cluster
+// OFF-NOT: dhs.racecheck
 // OFF: gpu.return
 
 // MANIFEST: "dynamic_shared_bytes": 231216
 // PTX: .explicitcluster
 // PTX-NEXT: .reqnctapercluster 1, 2, 1
+// PTX: mov.b32 %r[[COUNT:[0-9]+]], 4; // dhs.racecheck: mov.b32 %r[[COUNT]], 516;
+// PTX: mbarrier.init.shared.b64 [%rd{{[0-9]+}}+230160], %r[[COUNT]];
+// PTX-NEXT: mbarrier.init.shared.b64 [%rd{{[0-9]+}}+230168], %r[[COUNT]];
 // PTX: barrier.cluster.arrive
-// PTX: mbarrier.arrive.release.cluster.shared::cluster.b64
+// PTX: {{^}}	// dhs.racecheck: { .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, %rd{{[0-9]+}}, 16; mapa.shared::cluster.u64 %dhs_rc1, %dhs_rc0, 0; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc1]; mapa.shared::cluster.u64 %dhs_rc2, %dhs_rc0, 1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc2]; }
+// PTX: {{^}}	mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%rd{{[0-9]+}}], %r{{[0-9]+}};
 // PTX: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%r{{[0-9]+}}], %r{{[0-9]+}}, 10000000;
 // PTX: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Used 168 registers
 // LINK: link: OK
+
+// RACECHECK-NOT: dhs.racecheck
+// RACECHECK-NOT: bar.arrive
+// RACECHECK: {{^}}	mov.b32 %r[[COUNT:[0-9]+]], 516;{{$}}
+// RACECHECK: mbarrier.init.shared.b64 [%rd{{[0-9]+}}+230160], %r[[COUNT]];
+// RACECHECK: {{^}}	{ .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, %rd{{[0-9]+}}, 16; mapa.shared::cluster.u64 %dhs_rc1, %dhs_rc0, 0; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc1]; mapa.shared::cluster.u64 %dhs_rc2, %dhs_rc0, 1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc2]; }{{$}}
+// RACECHECK: {{^}}	{ .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, %rd{{[0-9]+}}, 16;
+// RACECHECK-NOT: dhs.racecheck
+// RACECHECK-NOT: bar.arrive
+// REFUSED: racecheck-ptx: {{.*}}unmarked.ptx has cluster mbarrier arrivals but 0 racecheck arrival markers and 0 count markers
+// NOCOUNT: racecheck-ptx: {{.*}}nocount.ptx has cluster mbarrier arrivals but 2 racecheck arrival markers and 0 count markers
 
 func.func @step(%queries: memref<2x1x128x576xbf16>, %rows: memref<2x1x256xi32>,
                 %slots: memref<2x1x256xi32>, %history_start: memref<2xi64>,
