@@ -21,8 +21,8 @@
 # selected rows missing (x = 1, 5, 14, 30) against max(attention at residency
 # 1, missing bytes / copy rate); the CUDA-core kernel on the first shape; and
 # retrieval: the fetch kernel of one layer group over a 22 GB pinned store
-# (dhs-retrieval-bench, 5-20% of the selections missing) against the copy
-# rate; the 128-head bf16 shapes without clusters (each CTA gathers every row of its
+# (dhs-retrieval-bench, 5-20% of the selections missing, first in each list
+# or scattered in it) against the copy rate; the 128-head bf16 shapes without clusters (each CTA gathers every row of its
 # query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters.
 # Progress and the table go to stdout as each shape finishes.
 set -uo pipefail
