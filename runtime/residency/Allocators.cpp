@@ -54,6 +54,20 @@ void SlotAllocator::release(std::int32_t slot) {
   stack_.push_back(slot);
 }
 
+void SlotAllocator::assign(const std::vector<std::int32_t> &stack) {
+  std::vector<std::uint8_t> free(free_.size(), 0);
+  for (std::int32_t slot : stack) {
+    if (slot < 0 || slot >= capacity())
+      throw Error("slot " + std::to_string(slot) + " is outside the slot pool (" +
+                  std::to_string(capacity()) + " slots)");
+    if (free[static_cast<std::size_t>(slot)])
+      throw Error("slot " + std::to_string(slot) + " is listed twice in a free stack");
+    free[static_cast<std::size_t>(slot)] = 1;
+  }
+  free_ = std::move(free);
+  stack_ = stack;
+}
+
 //===----------------------------------------------------------------------===//
 // HostRowAllocator
 //===----------------------------------------------------------------------===//

@@ -49,6 +49,10 @@ public:
   void release(std::int32_t slot);
   /// True if `slot` is free. Throws Error for a slot outside the allocator.
   bool isFree(std::int32_t slot) const;
+  /// Makes exactly the slots of `stack` free, handed out last first (the
+  /// state of another allocator, freeStack()). Throws Error for a slot
+  /// outside the allocator or listed twice; nothing changes then.
+  void assign(const std::vector<std::int32_t> &stack);
 
 private:
   std::vector<std::int32_t> stack_; // free slots, next to hand out last

@@ -129,29 +129,129 @@ PromotionPlanState packPromotionPlan(const ResidencyController &controller, std:
       state.historyStart[b] = controller.historyStart(requests[b]);
   }
   const std::int32_t slots = controller.config().hbmSlots;
-  state.hotRows.assign(static_cast<std::size_t>(slots), -1);
-  state.cleared.assign(static_cast<std::size_t>(slots), -1);
-  state.recency.assign(2 * static_cast<std::size_t>(slots), 0);
-  for (std::int32_t s = 0; s < slots; ++s) {
-    const std::size_t i = static_cast<std::size_t>(s);
-    const auto [last, previous] = controller.slotRecency(group, s);
-    state.recency[2 * i] = static_cast<std::int32_t>(last);
-    state.recency[2 * i + 1] = static_cast<std::int32_t>(previous);
-    if (controller.slotKind(group, s) == SlotKind::Hot)
-      state.hotRows[i] =
-          controller.historyStart(controller.slotOwner(group, s)) + controller.slotRow(group, s);
-    state.cleared[i] = controller.slotReferenced(group, s) ? -1 : static_cast<std::int32_t>(last);
-  }
-  state.freeStack = controller.freeSlots(group);
-  const std::int32_t top = static_cast<std::int32_t>(state.freeStack.size());
-  state.freeStack.resize(static_cast<std::size_t>(slots), -1);
+  DeviceGroupState device = controller.exportDeviceState(group);
+  state.hotRows = std::move(device.hotRows);
+  state.cleared = std::move(device.cleared);
+  state.recency = std::move(device.recency);
+  state.freeStack = std::move(device.freeStack);
   const GroupOccupancy occupancy = controller.occupancy(group);
-  state.control[Control::kHand] = controller.clockHand(group);
-  state.control[Control::kFreeCount] = top;
+  state.control[Control::kHand] = device.hand;
+  state.control[Control::kFreeCount] = device.freeCount;
   state.control[Control::kFreeBudget] = static_cast<std::int32_t>(
       std::clamp<std::int64_t>(occupancy.optionalBudget - occupancy.optionalUsed, -1, slots));
-  state.step = controller.stepCount();
+  state.step = device.step;
   return state;
+}
+
+//===----------------------------------------------------------------------===//
+// Appends between steps (dhs.age_rows)
+//===----------------------------------------------------------------------===//
+
+std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &appends,
+                          PromotionPlanList &list) {
+  DeviceGroupState &g = state.group;
+  const std::int64_t n = static_cast<std::int64_t>(appends.size());
+  const std::int64_t slots = static_cast<std::int64_t>(g.hotRows.size());
+  const std::int64_t hostRows = static_cast<std::int64_t>(state.map.size());
+  list.rows.assign(2 * static_cast<std::size_t>(n), -1);
+  list.slots.assign(list.rows.size(), -1);
+  if (g.hand < 0 || g.hand >= std::max<std::int64_t>(slots, 1) || g.freeCount < 0 ||
+      g.freeCount > static_cast<std::int64_t>(g.freeStack.size()) ||
+      static_cast<std::int64_t>(g.cleared.size()) < slots ||
+      static_cast<std::int64_t>(g.recency.size()) < 2 * slots)
+    return abi::kStatusBadSlot;
+  std::uint32_t status = 0;
+  const std::uint32_t step = g.step;
+  auto lastUse = [&](std::int64_t s) {
+    return static_cast<std::uint32_t>(g.recency[2 * static_cast<std::size_t>(s)]);
+  };
+  auto referenced = [&](std::int64_t s) {
+    return static_cast<std::int32_t>(lastUse(s)) != g.cleared[static_cast<std::size_t>(s)];
+  };
+  // The controller's clockVictim, non-forced, over the whole pool.
+  auto clockVictim = [&]() -> std::int64_t {
+    for (std::int64_t i = 0; i < 2 * slots; ++i) {
+      const std::int64_t s = g.hand;
+      g.hand = static_cast<std::int32_t>(s + 1 == slots ? 0 : s + 1);
+      if (g.hotRows[static_cast<std::size_t>(s)] < 0 || lastUse(s) >= step)
+        continue;
+      if (referenced(s)) {
+        g.cleared[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(lastUse(s));
+        continue;
+      }
+      return s;
+    }
+    return -1;
+  };
+  std::vector<std::int64_t> released(static_cast<std::size_t>(n), -1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const DeviceAppend &entry = appends[static_cast<std::size_t>(i)];
+    if (entry.fresh < 0 || entry.fresh >= hostRows || entry.aged >= hostRows) {
+      status |= abi::kStatusBadHostRow;
+      continue;
+    }
+    if (entry.aged >= 0) {
+      const std::int64_t s = state.map[static_cast<std::size_t>(entry.aged)];
+      if (s < 0 || s >= slots || g.hotRows[static_cast<std::size_t>(s)] >= 0) {
+        status |= abi::kStatusBadSlot;
+        continue;
+      }
+      // makeHot: a request's first hot row resets the memo.
+      bool ownerHot = false;
+      for (std::int64_t t = 0; t < slots && !ownerHot; ++t) {
+        const std::int64_t row = g.hotRows[static_cast<std::size_t>(t)];
+        ownerHot = row >= entry.ownerBegin && row < entry.ownerEnd;
+      }
+      if (!ownerHot)
+        g.noVictimStep = 0;
+      g.hotRows[static_cast<std::size_t>(s)] = entry.aged;
+      ++g.excess;
+      if (g.excess > state.budget) {
+        // findVictim, non-forced: the memo answers first.
+        std::int64_t victim = -1;
+        if (!(g.noVictimStep == step && step != 0)) {
+          victim = clockVictim();
+          if (victim < 0)
+            g.noVictimStep = step;
+        }
+        const std::size_t e = static_cast<std::size_t>(victim >= 0 ? victim : s);
+        released[static_cast<std::size_t>(i)] = g.hotRows[e];
+        state.map[static_cast<std::size_t>(g.hotRows[e])] = -1;
+        g.hotRows[e] = -1;
+        g.cleared[e] = static_cast<std::int32_t>(lastUse(static_cast<std::int64_t>(e)));
+        --g.excess;
+        if (g.freeCount >= static_cast<std::int32_t>(g.freeStack.size())) {
+          status |= abi::kStatusBadSlot;
+          continue;
+        }
+        g.freeStack[static_cast<std::size_t>(g.freeCount++)] = static_cast<std::int32_t>(e);
+      }
+    }
+    if (g.freeCount == 0) {
+      status |= abi::kStatusBadSlot;
+      continue;
+    }
+    const std::int32_t slot = g.freeStack[static_cast<std::size_t>(--g.freeCount)];
+    if (slot < 0 || slot >= slots) {
+      status |= abi::kStatusBadSlot;
+      continue;
+    }
+    const std::size_t s = static_cast<std::size_t>(slot);
+    state.map[static_cast<std::size_t>(entry.fresh)] = slot;
+    g.recency[2 * s] = static_cast<std::int32_t>(step);
+    g.recency[2 * s + 1] = 0;
+    g.cleared[s] = -1;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::size_t at = static_cast<std::size_t>(i);
+    const std::int64_t fresh = appends[at].fresh;
+    if (fresh >= 0 && fresh < hostRows && state.map[static_cast<std::size_t>(fresh)] >= 0) {
+      list.rows[at] = fresh;
+      list.slots[at] = state.map[static_cast<std::size_t>(fresh)];
+    }
+    list.rows[static_cast<std::size_t>(n) + at] = released[at];
+  }
+  return status;
 }
 
 } // namespace dhs::runtime

@@ -12,6 +12,7 @@
 #define DHS_RUNTIME_RESIDENCY_PROMOTIONPLAN_H
 
 #include "runtime/abi/Contract.h"
+#include "runtime/residency/Residency.h"
 
 #include <array>
 #include <cstdint>
@@ -60,6 +61,36 @@ PromotionPlanState packPromotionPlan(const ResidencyController &controller, std:
                                      const std::vector<std::int32_t> &requests,
                                      const std::vector<std::vector<std::int32_t>> &fetched,
                                      std::int64_t listed);
+
+//===----------------------------------------------------------------------===//
+// Appends between steps (dhs.age_rows)
+//===----------------------------------------------------------------------===//
+
+/// What a dhs.age_rows launch reads and updates: one group's device state,
+/// its residency map and the optional budget.
+struct AgeRowsState {
+  DeviceGroupState group;        ///< hot rows, references, free stack, recency, words
+  std::vector<std::int32_t> map; ///< [host rows] slot of each host row, -1
+  std::int64_t budget = 0;       ///< optional budget (excess may reach it)
+};
+
+/// Replays the appends recorded for a device-owned group, in call order, as
+/// the controller's append does them (adaptive, CLOCK, hot floor 0), over
+/// `state`: per append, the aged row's slot becomes hot (the victim-search
+/// memo is reset when its request held no hot row); over the budget
+/// (excess > budget) a non-forced CLOCK search from the hand (candidates:
+/// hot, last use < the step; none at all while the memo holds the step,
+/// which a failed search sets) picks a victim, or else the aged row itself
+/// leaves; then the new row takes the free stack's top (the released slot,
+/// when one was released), is mapped, referenced and stamped [step, 0].
+/// Writes `list` ([2 x N] for N appends) for dhs.place_rows: entry i is
+/// (append i's new row, its slot after the list) or (-1, -1) when it left
+/// HBM again; entry N + i is (the row append i released, -1) or (-1, -1).
+/// Returns kStatusBadSlot for bad words (hand, free count), an aged row
+/// without a newest slot or an empty free stack (that append is skipped),
+/// kStatusBadHostRow for a row outside the map.
+std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &appends,
+                          PromotionPlanList &list);
 
 } // namespace dhs::runtime
 

@@ -297,6 +297,10 @@ std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t ma
                                         std::vector<RowCopy> &copies) {
   if (inStep_)
     throw StateError("cannot admit a request during a step");
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi)
+    if (groups_[gi].deviceOwned)
+      throw StateError("cannot admit a request while layer group " + std::to_string(gi) +
+                       " is device-owned (adopt the device state first)");
   if (historyLen < 0)
     throw Error("cannot admit a request with a history of " + std::to_string(historyLen) + " rows");
   if (maxContext < std::max<std::int64_t>(1, historyLen) ||
@@ -369,6 +373,10 @@ void ResidencyController::append(std::int32_t request, std::vector<RowCopy> &cop
     Group &g = groups_[gi];
     if (window == 0)
       break;
+    if (g.deviceOwned) {
+      appendOnDevice(g, r, newRow);
+      continue;
+    }
     if (newRow >= window) {
       // The token leaving the window keeps its slot as a hot row, unless no
       // budget is left and nothing older can make room.
@@ -396,6 +404,10 @@ void ResidencyController::finish(std::int32_t request) {
   if (inStep_)
     throw StateError("cannot finish a request during a step");
   Request &r = liveRequest(request, "finish");
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi)
+    if (groups_[gi].deviceOwned)
+      throw StateError("cannot finish a request while layer group " + std::to_string(gi) +
+                       " is device-owned (adopt the device state first)");
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     Group &g = groups_[gi];
     g.excess -=
@@ -405,6 +417,9 @@ void ResidencyController::finish(std::int32_t request) {
       if (releaseLog_)
         releaseLog_->push_back({static_cast<std::int32_t>(gi), -1, hostRow});
     };
+    // Hot slots in ascending order: the rule a controller rebuilt from the
+    // device state (adoptDeviceState, hot lists in slot order) can follow.
+    std::sort(r.hot[gi].begin(), r.hot[gi].end());
     for (std::int32_t s : r.hot[gi]) {
       release(r.start + g.row[static_cast<std::size_t>(s)]);
       g.freeSlot(s);
@@ -440,31 +455,30 @@ std::int32_t ResidencyController::slotOf(std::int32_t gi, std::int32_t request,
   const Request &r = liveRequest(request, "slot lookup");
   if (gi < 0 || gi >= config_.groups || row < 0 || row >= r.len)
     return -1;
-  return groups_[static_cast<std::size_t>(gi)]
-      .slotOfHostRow[static_cast<std::size_t>(r.start + row)];
+  return hostGroup(gi, "slot lookup").slotOfHostRow[static_cast<std::size_t>(r.start + row)];
 }
 
 const std::vector<std::int32_t> &ResidencyController::residencyTable(std::int32_t gi) const {
   if (gi < 0 || gi >= static_cast<std::int32_t>(groups_.size()))
     throw InputError("layer group " + std::to_string(gi) + " does not exist");
-  return groups_[static_cast<std::size_t>(gi)].slotOfHostRow;
+  return hostGroup(gi, "residency table").slotOfHostRow;
 }
 
 std::pair<std::uint32_t, std::uint32_t> ResidencyController::slotRecency(std::int32_t gi,
                                                                          std::int32_t slot) const {
-  const Group &g = groups_.at(static_cast<std::size_t>(gi));
+  const Group &g = hostGroup(gi, "slot recency");
   return {g.lastUse.at(static_cast<std::size_t>(slot)),
           g.prevUse.at(static_cast<std::size_t>(slot))};
 }
 
 bool ResidencyController::slotReferenced(std::int32_t gi, std::int32_t slot) const {
-  const Group &g = groups_.at(static_cast<std::size_t>(gi));
+  const Group &g = hostGroup(gi, "slot reference");
   static_cast<void>(g.lastUse.at(static_cast<std::size_t>(slot)));
   return referenced(g, slot);
 }
 
 std::int32_t ResidencyController::clockHand(std::int32_t gi) const {
-  return groups_.at(static_cast<std::size_t>(gi)).hand;
+  return hostGroup(gi, "clock hand").hand;
 }
 
 const std::vector<std::int32_t> &ResidencyController::freeSlots(std::int32_t gi) const {
@@ -472,16 +486,15 @@ const std::vector<std::int32_t> &ResidencyController::freeSlots(std::int32_t gi)
 }
 
 SlotKind ResidencyController::slotKind(std::int32_t gi, std::int32_t slot) const {
-  return static_cast<SlotKind>(
-      groups_.at(static_cast<std::size_t>(gi)).kind.at(static_cast<std::size_t>(slot)));
+  return static_cast<SlotKind>(hostGroup(gi, "slot kind").kind.at(static_cast<std::size_t>(slot)));
 }
 
 std::int32_t ResidencyController::slotOwner(std::int32_t gi, std::int32_t slot) const {
-  return groups_.at(static_cast<std::size_t>(gi)).owner.at(static_cast<std::size_t>(slot));
+  return hostGroup(gi, "slot owner").owner.at(static_cast<std::size_t>(slot));
 }
 
 std::int32_t ResidencyController::slotRow(std::int32_t gi, std::int32_t slot) const {
-  return groups_.at(static_cast<std::size_t>(gi)).row.at(static_cast<std::size_t>(slot));
+  return hostGroup(gi, "slot row").row.at(static_cast<std::size_t>(slot));
 }
 
 const std::vector<std::int32_t> &ResidencyController::ringSlots(std::int32_t gi,
@@ -491,6 +504,7 @@ const std::vector<std::int32_t> &ResidencyController::ringSlots(std::int32_t gi,
 
 std::int32_t ResidencyController::hotCount(std::int32_t gi, std::int32_t request) const {
   const Request &r = liveRequest(request, "hot count");
+  static_cast<void>(hostGroup(gi, "hot count"));
   return static_cast<std::int32_t>(r.hot.at(static_cast<std::size_t>(gi)).size());
 }
 

@@ -113,6 +113,52 @@ struct GroupOccupancy {
   std::int64_t optionalUsed = 0;   ///< hot rows beyond their request's floor
 };
 
+/// One group's residency state as the device holds it when the decisions of
+/// a step (dhs.plan_promotions) and of the appends between steps
+/// (dhs.age_rows) are made there (docs: notes/device-residency-design.md
+/// section 2). The residency map and the newest and ring slots stay where
+/// they are (the map on the device, the others on the host).
+struct DeviceGroupState {
+  std::vector<std::int64_t> hotRows;   ///< [slots] host row of a hot slot, -1
+  std::vector<std::int32_t> cleared;   ///< [slots] use the hand cleared; -1: referenced
+  std::vector<std::int32_t> freeStack; ///< [slots] free slots, the next at freeCount - 1
+  std::vector<std::int32_t> recency;   ///< [slots x 2] last and previous use
+  std::int32_t hand = 0;               ///< CLOCK hand
+  std::int32_t freeCount = 0;          ///< valid entries of freeStack
+  std::int64_t excess = 0;             ///< hot rows beyond their floor (optionalUsed)
+  std::uint32_t noVictimStep = 0;      ///< the step a non-forced victim search failed in
+  std::uint32_t step = 0;              ///< the step number (the step log's word 0)
+  bool operator==(const DeviceGroupState &other) const {
+    return hotRows == other.hotRows && cleared == other.cleared && freeStack == other.freeStack &&
+           recency == other.recency && hand == other.hand && freeCount == other.freeCount &&
+           excess == other.excess && noVictimStep == other.noVictimStep && step == other.step;
+  }
+};
+
+/// What the device counted in a group's step (the step log's header and the
+/// plan's control words), all the host needs to keep its counts.
+struct DeviceStepCounts {
+  std::int64_t entries = 0;  ///< valid selection entries
+  std::int64_t hits = 0;     ///< distinct resident rows selected
+  std::int64_t listed = 0;   ///< distinct fetched rows (before a per-lane cap)
+  std::int64_t promoted = 0; ///< rows given a slot
+  std::int64_t released = 0; ///< hot rows evicted for them
+};
+
+/// One append to a device-owned group, in call order, as dhs.age_rows takes
+/// it (AgeRowsLayout): the host row leaving the newest window (-1: none),
+/// the new row, and its request's host range [ownerBegin, ownerEnd).
+struct DeviceAppend {
+  std::int64_t aged = -1;
+  std::int64_t fresh = 0;
+  std::int64_t ownerBegin = 0;
+  std::int64_t ownerEnd = 0;
+  bool operator==(const DeviceAppend &other) const {
+    return aged == other.aged && fresh == other.fresh && ownerBegin == other.ownerBegin &&
+           ownerEnd == other.ownerEnd;
+  }
+};
+
 /// The residency controller. Requests are small integer indices in
 /// [0, maxRequests) handed out by admit (the lowest free one).
 class ResidencyController {
@@ -278,6 +324,56 @@ public:
   /// Host allocator (for inspection).
   const HostRowAllocator &hostAllocator() const { return host_; }
 
+  //===--------------------------------------------------------------------===//
+  // Decisions on the device (Adaptive + CLOCK + hot floor 0)
+  //===--------------------------------------------------------------------===//
+
+  /// Group `group`'s state as the device holds it (what packPromotionPlan
+  /// packs): hot rows, references (-1: referenced), the free stack, recency,
+  /// hand, free count, excess, the victim-search memo and the step. Throws
+  /// StateError while the group is device-owned (the host tables are stale).
+  DeviceGroupState exportDeviceState(std::int32_t group) const;
+
+  /// From now on the device decides for group `group` (after its state was
+  /// uploaded, exportDeviceState): steps are booked by applyDeviceCounts,
+  /// appends are recorded for dhs.age_rows, and the host's per-slot tables
+  /// of hot rows, recency and references go stale (the accessors that read
+  /// them throw StateError) until adoptDeviceState. Needs the adaptive
+  /// policy, CLOCK and hot floor 0 (throws Error otherwise) and no step in
+  /// progress or one that has not resolved the group (StateError).
+  void markDeviceOwned(std::int32_t group);
+  /// True while group `group` is device-owned.
+  bool deviceOwned(std::int32_t group) const;
+
+  /// Books a device-owned group's step from the device's counts: the step's
+  /// statistics, the hot and optional counts, and the free stack (the
+  /// promoted - released slots the plan took from its top). Throws
+  /// StateError outside a step, for a group that is not device-owned or
+  /// was already booked in the step, InputError for counts that do not fit
+  /// (negative, more released than promoted, or more slots taken than free).
+  void applyDeviceCounts(std::int32_t group, const DeviceStepCounts &counts);
+
+  /// Appends recorded for a device-owned group (by append), in call order,
+  /// for dhs.age_rows.
+  const std::vector<DeviceAppend> &deviceAppends(std::int32_t group) const;
+
+  /// Takes what dhs.age_rows decided for the recorded appends: `slots[i]`
+  /// is append i's new row's slot (-1: it left HBM again in the same list),
+  /// and clears the record. Throws InputError for a count that differs from
+  /// the record, a slot outside the pool or one that the host does not
+  /// expect (a free slot the stack still holds, a ring slot).
+  void applyDeviceAppends(std::int32_t group, const std::vector<std::int32_t> &slots);
+
+  /// Rebuilds a device-owned group's host tables from the device's state
+  /// (hot slots: owner by the live request ranges, row, kind, hot lists in
+  /// slot order, the resolve table; every slot's recency and reference; the
+  /// free stack, hand, excess and memo) and ends device ownership. Throws
+  /// InputError for a state that does not fit the host's (wrong sizes, a hot
+  /// row outside every live request's history, a hot slot that the host
+  /// knows as a newest or ring slot, counts that differ from the host's,
+  /// appends not applied yet).
+  void adoptDeviceState(std::int32_t group, const DeviceGroupState &state);
+
   /// Checks every invariant of the bookkeeping (slot owners and kinds, the
   /// resolve table, hot lists, the protected sets, budgets, free counts,
   /// host ranges). Throws Error describing the first violation. O(slots +
@@ -302,6 +398,10 @@ private:
   void promote(std::int32_t gi, std::vector<RowCopy> &copies);
   void beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries, std::int64_t topk);
   void touchSlot(Group &g, std::int32_t slot);
+  Group &hostGroup(std::int32_t group, const char *what);
+  const Group &hostGroup(std::int32_t group, const char *what) const;
+  void appendOnDevice(Group &g, Request &r, std::int64_t newRow);
+
   /// CLOCK: whether a slot was used since the hand last passed it.
   static bool referenced(const Group &g, std::int32_t slot);
   /// CLOCK: the hand passes a referenced slot (its second chance).

@@ -34,6 +34,8 @@ void ResidencyController::checkConsistency() const {
 
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group &g = groups_[gi];
+    if (g.deviceOwned)
+      continue; // its per-slot tables are stale until adoptDeviceState
     const std::string gname = "group " + std::to_string(gi);
     std::int32_t freeSlots = 0, newest = 0, ring = 0, hot = 0;
     for (std::int32_t s = 0; s < config_.hbmSlots; ++s) {

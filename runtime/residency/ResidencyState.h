@@ -65,6 +65,16 @@ struct ResidencyController::Group {
   std::uint32_t noVictimStep = 0;    // a non-forced search failed in this step
   LruCursor lru;                     // global LRU order (Adaptive + Lru)
   std::vector<std::int32_t> touched; // requests with rows to fetch this step
+  // While the device decides (markDeviceOwned .. adoptDeviceState): the
+  // host rows whose resolve-table entries may be stale (hot when the device
+  // took over, or aged since), and the appends recorded for dhs.age_rows
+  // with their requests and the free slot the host took for the new row
+  // (-1: over the budget, the slot is the victim's).
+  bool deviceOwned = false;
+  std::vector<std::int64_t> staleRows;
+  std::vector<DeviceAppend> appends;
+  std::vector<std::int32_t> appendRequest;
+  std::vector<std::int32_t> appendSlot;
 
   /// Returns `slot` to the allocator: no owner, row or list position, and
   /// its reference cleared. (The caller unmaps its host row.)

@@ -45,6 +45,9 @@ void ResidencyController::beginResolve(std::int32_t gi, std::int64_t batch, std:
                           std::to_string(config_.groups) + " groups)");
   if (resolved_[static_cast<std::size_t>(gi)])
     throw StateError("layer group " + std::to_string(gi) + " was already resolved in this step");
+  if (groups_[static_cast<std::size_t>(gi)].deviceOwned)
+    throw StateError("layer group " + std::to_string(gi) +
+                     " is device-owned: its step is booked by applyDeviceCounts");
   if (batch < 0 || queries <= 0 || topk <= 0)
     throw InputError("selection shape [" + std::to_string(batch) + ", " + std::to_string(queries) +
                      ", " + std::to_string(topk) + "] is invalid");

@@ -26,11 +26,13 @@ inline constexpr std::int64_t kPlanLanes = 16, kPlanListed = 512;
 
 /// Runs `steps` steps with `replacement`; per step, after the selections
 /// were resolved, `before(controller, packed)`, then endStep, then
-/// `after(controller, promoted copies)`. `maxPromotions` caps each request's
-/// promotions a step (-1: no cap).
-template <typename Before, typename After>
+/// `after(controller, promoted copies)`, then `appends(controller, requests)`
+/// appends a token to each of `requests` (in order). `maxPromotions` caps
+/// each request's promotions a step (-1: no cap).
+template <typename Before, typename After, typename Appends>
 void runPromotionScenario(std::mt19937_64 &rng, dhs::runtime::Replacement replacement,
-                          std::int32_t maxPromotions, int steps, Before before, After after) {
+                          std::int32_t maxPromotions, int steps, Before before, After after,
+                          Appends appends) {
   using namespace dhs::runtime;
   ResidencyConfig config = ResidencyConfig::adaptive(1, 700, 40000, 8, 0, 0);
   config.replacement = replacement;
@@ -78,12 +80,27 @@ void runPromotionScenario(std::mt19937_64 &rng, dhs::runtime::Replacement replac
     std::vector<RowCopy> promoted;
     c.endStep(promoted);
     after(c, promoted);
+    std::vector<std::int32_t> appended;
     for (std::size_t r = 0; r < requests.size(); ++r)
       if (rng() % 3 == 0) {
-        c.append(requests[r], copies);
+        appended.push_back(requests[r]);
         ++lengths[r];
       }
+    appends(c, appended);
   }
+}
+
+/// The scenario with each append made by the controller itself.
+template <typename Before, typename After>
+void runPromotionScenario(std::mt19937_64 &rng, dhs::runtime::Replacement replacement,
+                          std::int32_t maxPromotions, int steps, Before before, After after) {
+  runPromotionScenario(
+      rng, replacement, maxPromotions, steps, before, after,
+      [](dhs::runtime::ResidencyController &c, const std::vector<std::int32_t> &requests) {
+        std::vector<dhs::runtime::RowCopy> copies;
+        for (std::int32_t request : requests)
+          c.append(request, copies);
+      });
 }
 
 } // namespace dhs::test

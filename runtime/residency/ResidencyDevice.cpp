@@ -1,0 +1,337 @@
+//===- ResidencyDevice.cpp - The controller while the device decides ------===//
+//
+// A group is device-owned when its step decisions (dhs.plan_promotions) and
+// the appends between steps (dhs.age_rows) are made over the device state:
+// the host then keeps counts (applyDeviceCounts, append) and the newest and
+// ring slots, and rebuilds its per-slot tables from the device state when it
+// needs them (adoptDeviceState). notes/device-residency-design.md, §2.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/residency/Residency.h"
+#include "runtime/residency/ResidencyState.h"
+
+#include "runtime/core/Error.h"
+
+#include <algorithm>
+#include <string>
+
+namespace dhs::runtime {
+
+ResidencyController::Group &ResidencyController::hostGroup(std::int32_t gi, const char *what) {
+  return const_cast<Group &>(static_cast<const ResidencyController *>(this)->hostGroup(gi, what));
+}
+
+const ResidencyController::Group &ResidencyController::hostGroup(std::int32_t gi,
+                                                                 const char *what) const {
+  if (gi < 0 || gi >= static_cast<std::int32_t>(groups_.size()))
+    throw OutOfRangeError(std::string(what) + ": layer group " + std::to_string(gi) +
+                          " does not exist (" + std::to_string(groups_.size()) + " groups)");
+  const Group &g = groups_[static_cast<std::size_t>(gi)];
+  if (g.deviceOwned)
+    throw StateError(std::string(what) + ": layer group " + std::to_string(gi) +
+                     " is device-owned, its host tables are stale (adopt the device state first)");
+  return g;
+}
+
+DeviceGroupState ResidencyController::exportDeviceState(std::int32_t gi) const {
+  const Group &g = hostGroup(gi, "export device state");
+  const std::size_t slots = static_cast<std::size_t>(config_.hbmSlots);
+  DeviceGroupState state;
+  state.hotRows.assign(slots, -1);
+  state.cleared.assign(slots, -1);
+  state.recency.assign(2 * slots, 0);
+  for (std::size_t s = 0; s < slots; ++s) {
+    state.recency[2 * s] = static_cast<std::int32_t>(g.lastUse[s]);
+    state.recency[2 * s + 1] = static_cast<std::int32_t>(g.prevUse[s]);
+    if (g.kind[s] == static_cast<std::uint8_t>(SlotKind::Hot))
+      state.hotRows[s] = requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s];
+    // Referenced: -1 (no use equals it), else the use the hand cleared.
+    if (!referenced(g, static_cast<std::int32_t>(s)))
+      state.cleared[s] = static_cast<std::int32_t>(g.lastUse[s]);
+  }
+  state.freeStack = g.free.freeStack();
+  state.freeCount = static_cast<std::int32_t>(state.freeStack.size());
+  state.freeStack.resize(slots, -1);
+  state.hand = g.hand;
+  state.excess = g.excess;
+  state.noVictimStep = g.noVictimStep;
+  state.step = step_;
+  return state;
+}
+
+void ResidencyController::markDeviceOwned(std::int32_t gi) {
+  if (config_.policy != ResidencyPolicy::Adaptive || config_.replacement != Replacement::Clock ||
+      config_.hotFloor != 0)
+    throw Error("device residency decisions need the adaptive policy, CLOCK replacement and hot "
+                "floor 0");
+  Group &g = hostGroup(gi, "device ownership");
+  if (inStep_ && resolved_[static_cast<std::size_t>(gi)])
+    throw StateError("layer group " + std::to_string(gi) +
+                     " was already resolved on the host in this step");
+  g.staleRows.clear();
+  for (std::size_t s = 0; s < g.kind.size(); ++s)
+    if (g.kind[s] == static_cast<std::uint8_t>(SlotKind::Hot))
+      g.staleRows.push_back(requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s]);
+  g.appends.clear();
+  g.appendRequest.clear();
+  g.appendSlot.clear();
+  g.deviceOwned = true;
+}
+
+bool ResidencyController::deviceOwned(std::int32_t gi) const {
+  return groups_.at(static_cast<std::size_t>(gi)).deviceOwned;
+}
+
+void ResidencyController::applyDeviceCounts(std::int32_t gi, const DeviceStepCounts &counts) {
+  if (!inStep_)
+    throw StateError("device counts outside a step (call beginStep first)");
+  if (gi < 0 || gi >= config_.groups)
+    throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
+                          std::to_string(config_.groups) + " groups)");
+  Group &g = groups_[static_cast<std::size_t>(gi)];
+  if (!g.deviceOwned)
+    throw StateError("layer group " + std::to_string(gi) +
+                     " is not device-owned: its step is resolved or booked on the host");
+  if (resolved_[static_cast<std::size_t>(gi)])
+    throw StateError("layer group " + std::to_string(gi) + " was already booked in this step");
+  const std::int64_t taken = counts.promoted - counts.released;
+  if (counts.entries < 0 || counts.hits < 0 || counts.listed < 0 || counts.promoted < 0 ||
+      counts.released < 0 || taken < 0 || counts.promoted > counts.listed ||
+      taken > g.free.freeCount() || counts.hits + counts.listed > counts.entries)
+    throw InputError("device counts of layer group " + std::to_string(gi) +
+                     " do not fit: " + std::to_string(counts.entries) + " entries, " +
+                     std::to_string(counts.hits) + " hits, " + std::to_string(counts.listed) +
+                     " fetched, " + std::to_string(counts.promoted) + " promoted, " +
+                     std::to_string(counts.released) + " released, " +
+                     std::to_string(g.free.freeCount()) + " free slots");
+  last_.entries += counts.entries;
+  last_.selected += counts.hits + counts.listed;
+  last_.resident += counts.hits;
+  last_.fetched += counts.listed;
+  last_.promoted += counts.promoted;
+  last_.notPromoted += counts.listed - counts.promoted;
+  last_.evicted += counts.released;
+  evictions_ += counts.released;
+  // Every promoted row is hot and optional (floor 0); every release frees a
+  // hot row's slot for one of them; the rest came off the free stack's top.
+  g.hot += static_cast<std::int32_t>(taken);
+  g.excess += taken;
+  for (std::int64_t i = 0; i < taken; ++i)
+    g.free.allocate();
+  resolved_[static_cast<std::size_t>(gi)] = 1;
+}
+
+void ResidencyController::appendOnDevice(Group &g, Request &r, std::int64_t newRow) {
+  DeviceAppend entry;
+  entry.fresh = r.start + newRow;
+  entry.ownerBegin = r.start;
+  entry.ownerEnd = r.start + r.maxContext;
+  bool over = false;
+  if (newRow >= config_.newestWindow) {
+    // The aged row becomes hot; over the budget, one hot row (a victim, or
+    // the aged row itself) leaves: the counts are known, the slots are not.
+    entry.aged = r.start + newRow - config_.newestWindow;
+    --g.newest;
+    ++g.hot;
+    ++g.excess;
+    over = g.excess > optionalBudget();
+    if (over) {
+      --g.excess;
+      --g.hot;
+      ++evictions_;
+      ++pendingEvictions_;
+    }
+  }
+  // Over the budget the new row takes the released slot (pushed, then
+  // popped), otherwise the free stack's top.
+  const std::int32_t slot = over ? -1 : g.free.allocate();
+  ++g.newest;
+  g.appends.push_back(entry);
+  g.appendRequest.push_back(static_cast<std::int32_t>(&r - requests_.data()));
+  g.appendSlot.push_back(slot);
+}
+
+const std::vector<DeviceAppend> &ResidencyController::deviceAppends(std::int32_t gi) const {
+  return groups_.at(static_cast<std::size_t>(gi)).appends;
+}
+
+void ResidencyController::applyDeviceAppends(std::int32_t gi,
+                                             const std::vector<std::int32_t> &slots) {
+  if (gi < 0 || gi >= config_.groups)
+    throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
+                          std::to_string(config_.groups) + " groups)");
+  Group &g = groups_[static_cast<std::size_t>(gi)];
+  const std::string where = "dhs.age_rows of layer group " + std::to_string(gi);
+  if (slots.size() != g.appends.size())
+    throw InputError(where + " placed " + std::to_string(slots.size()) + " rows for " +
+                     std::to_string(g.appends.size()) + " appends");
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::int32_t slot = slots[i], popped = g.appendSlot[i];
+    if (slot < -1 || slot >= config_.hbmSlots || (popped >= 0 && slot >= 0 && slot != popped) ||
+        (slot >= 0 && (g.free.isFree(slot) || g.kind[static_cast<std::size_t>(slot)] ==
+                                                  static_cast<std::uint8_t>(SlotKind::Ring))))
+      throw InputError(where + " placed append " + std::to_string(i) + "'s row in slot " +
+                       std::to_string(slot) +
+                       (popped >= 0 ? ", the free stack handed out " + std::to_string(popped)
+                                    : std::string(", which is free or a ring slot")));
+  }
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const DeviceAppend &entry = g.appends[i];
+    if (entry.aged >= 0) {
+      // The aged row's slot is hot or free now: stale until adopted.
+      const std::int32_t aged = g.slotOfHostRow[static_cast<std::size_t>(entry.aged)];
+      if (aged >= 0 &&
+          g.kind[static_cast<std::size_t>(aged)] == static_cast<std::uint8_t>(SlotKind::Newest)) {
+        g.kind[static_cast<std::size_t>(aged)] = static_cast<std::uint8_t>(SlotKind::Hot);
+        g.listPos[static_cast<std::size_t>(aged)] = -1;
+      }
+      g.staleRows.push_back(entry.aged);
+    }
+    // A new row that left HBM in the same list (-1) gave its slot to a
+    // later one, which names it.
+    const std::int32_t slot = slots[i];
+    if (slot < 0)
+      continue;
+    const std::size_t s = static_cast<std::size_t>(slot);
+    g.owner[s] = g.appendRequest[i];
+    g.row[s] = static_cast<std::int32_t>(entry.fresh - entry.ownerBegin);
+    g.kind[s] = static_cast<std::uint8_t>(SlotKind::Newest);
+    g.listPos[s] = -1;
+    g.lastUse[s] = step_;
+    g.prevUse[s] = 0;
+    g.cleared[s] = kNeverCleared;
+    g.slotOfHostRow[static_cast<std::size_t>(entry.fresh)] = slot;
+  }
+  g.appends.clear();
+  g.appendRequest.clear();
+  g.appendSlot.clear();
+}
+
+void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupState &state) {
+  if (gi < 0 || gi >= config_.groups)
+    throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
+                          std::to_string(config_.groups) + " groups)");
+  Group &g = groups_[static_cast<std::size_t>(gi)];
+  const std::string where = "the device state of layer group " + std::to_string(gi);
+  if (!g.deviceOwned)
+    throw StateError("layer group " + std::to_string(gi) + " is not device-owned");
+  if (!g.appends.empty())
+    throw StateError(where + ": " + std::to_string(g.appends.size()) +
+                     " appends were not applied (applyDeviceAppends)");
+  const std::int32_t slots = config_.hbmSlots;
+  const std::size_t n = static_cast<std::size_t>(slots);
+  if (state.hotRows.size() != n || state.cleared.size() != n || state.freeStack.size() != n ||
+      state.recency.size() != 2 * n || state.freeCount < 0 || state.freeCount > slots ||
+      state.hand < 0 || state.hand >= std::max(slots, 1) || state.step != step_)
+    throw InputError(where + " does not fit the pool of " + std::to_string(slots) +
+                     " slots at step " + std::to_string(step_));
+
+  // The live requests by host range, for the owners of hot rows.
+  std::vector<std::int32_t> byStart;
+  for (std::size_t ri = 0; ri < requests_.size(); ++ri)
+    if (requests_[ri].live)
+      byStart.push_back(static_cast<std::int32_t>(ri));
+  std::sort(byStart.begin(), byStart.end(), [&](std::int32_t a, std::int32_t b) {
+    return requests_[static_cast<std::size_t>(a)].start <
+           requests_[static_cast<std::size_t>(b)].start;
+  });
+  auto ownerOf = [&](std::int64_t hostRow) -> std::int32_t {
+    auto it = std::upper_bound(byStart.begin(), byStart.end(), hostRow,
+                               [&](std::int64_t row, std::int32_t r) {
+                                 return row < requests_[static_cast<std::size_t>(r)].start;
+                               });
+    if (it == byStart.begin())
+      return -1;
+    const std::int32_t r = *(it - 1);
+    const Request &req = requests_[static_cast<std::size_t>(r)];
+    const std::int64_t row = hostRow - req.start;
+    return row < req.len - config_.newestWindow ? r : -1;
+  };
+  // Validate before changing anything.
+  std::vector<std::uint8_t> listed(n, 0);
+  for (std::int32_t i = 0; i < state.freeCount; ++i) {
+    const std::int32_t s = state.freeStack[static_cast<std::size_t>(i)];
+    if (s < 0 || s >= slots || listed[static_cast<std::size_t>(s)] ||
+        state.hotRows[static_cast<std::size_t>(s)] >= 0)
+      throw InputError(where + " lists slot " + std::to_string(s) +
+                       " as free: outside the pool, twice, or hot");
+    listed[static_cast<std::size_t>(s)] = 1;
+  }
+  std::int64_t hot = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    const std::int64_t row = state.hotRows[s];
+    const SlotKind kind = static_cast<SlotKind>(g.kind[s]);
+    const bool hostKnown = kind == SlotKind::Newest || kind == SlotKind::Ring;
+    if (hostKnown && listed[s])
+      throw InputError(where + " lists slot " + std::to_string(s) +
+                       " as free, but it is a newest or ring slot");
+    if (row < 0) {
+      if (!hostKnown && !listed[s])
+        throw InputError(where + ": slot " + std::to_string(s) + " is neither hot nor free");
+      continue;
+    }
+    ++hot;
+    if (hostKnown || row >= config_.hostRows || ownerOf(row) < 0)
+      throw InputError(where + ": slot " + std::to_string(s) + " holds host row " +
+                       std::to_string(row) +
+                       (hostKnown ? ", but it is a newest or ring slot"
+                                  : ", outside every live request's hot rows"));
+  }
+  if (hot != g.hot || state.excess != g.excess || state.freeCount != g.free.freeCount())
+    throw InputError(where + " counts " + std::to_string(hot) + " hot rows, " +
+                     std::to_string(state.excess) + " optional, " +
+                     std::to_string(state.freeCount) + " free slots; the host counts " +
+                     std::to_string(g.hot) + ", " + std::to_string(g.excess) + ", " +
+                     std::to_string(g.free.freeCount()));
+
+  // Forget the stale hot rows, then rebuild them from the device.
+  for (std::int64_t row : g.staleRows) {
+    std::int32_t &slot = g.slotOfHostRow[static_cast<std::size_t>(row)];
+    if (slot >= 0 &&
+        g.kind[static_cast<std::size_t>(slot)] != static_cast<std::uint8_t>(SlotKind::Newest))
+      slot = -1;
+    else if (slot >= 0 &&
+             requests_[static_cast<std::size_t>(g.owner[static_cast<std::size_t>(slot)])].start +
+                     g.row[static_cast<std::size_t>(slot)] !=
+                 row)
+      slot = -1; // its slot holds a newer row now
+  }
+  for (Request &r : requests_)
+    if (r.live)
+      r.hot[static_cast<std::size_t>(gi)].clear();
+  for (std::size_t s = 0; s < n; ++s) {
+    const SlotKind kind = static_cast<SlotKind>(g.kind[s]);
+    if (kind != SlotKind::Newest && kind != SlotKind::Ring) {
+      g.owner[s] = -1;
+      g.row[s] = -1;
+      g.listPos[s] = -1;
+      g.kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
+    }
+    g.lastUse[s] = static_cast<std::uint32_t>(state.recency[2 * s]);
+    g.prevUse[s] = static_cast<std::uint32_t>(state.recency[2 * s + 1]);
+    g.cleared[s] =
+        state.cleared[s] == -1 ? kNeverCleared : static_cast<std::uint32_t>(state.cleared[s]);
+    const std::int64_t row = state.hotRows[s];
+    if (row < 0)
+      continue;
+    const std::int32_t owner = ownerOf(row);
+    Request &r = requests_[static_cast<std::size_t>(owner)];
+    std::vector<std::int32_t> &list = r.hot[static_cast<std::size_t>(gi)];
+    g.owner[s] = owner;
+    g.row[s] = static_cast<std::int32_t>(row - r.start);
+    g.kind[s] = static_cast<std::uint8_t>(SlotKind::Hot);
+    g.listPos[s] = static_cast<std::int32_t>(list.size());
+    list.push_back(static_cast<std::int32_t>(s));
+    g.slotOfHostRow[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(s);
+  }
+  g.free.assign(std::vector<std::int32_t>(state.freeStack.begin(),
+                                          state.freeStack.begin() + state.freeCount));
+  g.hand = state.hand;
+  g.noVictimStep = state.noVictimStep;
+  g.lru.invalidate();
+  g.staleRows.clear();
+  g.deviceOwned = false;
+}
+
+} // namespace dhs::runtime

@@ -1,0 +1,638 @@
+//===- DeviceResidencyTest.cpp - The controller while the device decides --===//
+//
+// The residency controller's device mode (runtime/residency/
+// ResidencyDevice.cpp) and the host reference of dhs.age_rows (planAgeRows):
+//
+// - finish frees a request's hot slots in ascending slot order (the rule a
+//   controller rebuilt from the device state follows too);
+// - exportDeviceState -> adoptDeviceState gives back the same controller;
+// - planAgeRows makes the appends' decisions of the controller's append;
+// - a "device emulator": controller B, driven only by exported state, the
+//   host references (planPromotions for a step's fetched rows, planAgeRows
+//   for appends), applyDeviceCounts and adoptDeviceState before admissions
+//   and finishes, stays identical to controller A, which runs normally, over
+//   200 steps with appends, admissions and finishes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PromotionScenario.h"
+#include "TestUtil.h"
+
+#include "runtime/core/Error.h"
+#include "runtime/residency/PromotionPlan.h"
+#include "runtime/residency/Residency.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <sstream>
+
+using namespace dhs::runtime;
+using Control = dhs_abi::PromotionPlanLayout;
+
+namespace {
+
+/// The first difference between two controllers over every accessor that
+/// does not need a step (slots, tables, free stack, hand, counts, requests),
+/// or "".
+std::string firstDifference(const ResidencyController &a, const ResidencyController &b) {
+  std::ostringstream out;
+  auto differ = [&](const std::string &what, auto x, auto y) {
+    if (x == y)
+      return false;
+    out << what << ": " << x << " vs " << y;
+    return true;
+  };
+  if (differ("steps", a.stepCount(), b.stepCount()) ||
+      differ("live requests", a.liveCount(), b.liveCount()) ||
+      differ("evictions", a.evictionCount(), b.evictionCount()))
+    return out.str();
+  const ResidencyStepStats *stats[2][2] = {{&a.lastStep(), &b.lastStep()},
+                                           {&a.totals(), &b.totals()}};
+  for (int t = 0; t < 2; ++t) {
+    const ResidencyStepStats &x = *stats[t][0], &y = *stats[t][1];
+    const std::string name = t ? "totals " : "last step ";
+    if (differ(name + "entries", x.entries, y.entries) ||
+        differ(name + "selected", x.selected, y.selected) ||
+        differ(name + "resident", x.resident, y.resident) ||
+        differ(name + "fetched", x.fetched, y.fetched) ||
+        differ(name + "promoted", x.promoted, y.promoted) ||
+        differ(name + "not promoted", x.notPromoted, y.notPromoted) ||
+        differ(name + "evicted", x.evicted, y.evicted))
+      return out.str();
+  }
+  for (std::int32_t g = 0; g < a.config().groups; ++g) {
+    const std::string gname = "group " + std::to_string(g) + " ";
+    const GroupOccupancy oa = a.occupancy(g), ob = b.occupancy(g);
+    if (differ(gname + "used", oa.used, ob.used) ||
+        differ(gname + "newest", oa.newest, ob.newest) ||
+        differ(gname + "ring", oa.ring, ob.ring) || differ(gname + "hot", oa.hot, ob.hot) ||
+        differ(gname + "optional used", oa.optionalUsed, ob.optionalUsed) ||
+        differ(gname + "hand", a.clockHand(g), b.clockHand(g)))
+      return out.str();
+    if (a.freeSlots(g) != b.freeSlots(g))
+      return gname + "free stacks differ";
+    if (a.residencyTable(g) != b.residencyTable(g))
+      return gname + "resolve tables differ";
+    for (std::int32_t s = 0; s < a.config().hbmSlots; ++s) {
+      const std::string sname = gname + "slot " + std::to_string(s) + " ";
+      if (differ(sname + "kind", static_cast<int>(a.slotKind(g, s)),
+                 static_cast<int>(b.slotKind(g, s))) ||
+          differ(sname + "owner", a.slotOwner(g, s), b.slotOwner(g, s)) ||
+          differ(sname + "row", a.slotRow(g, s), b.slotRow(g, s)) ||
+          differ(sname + "last use", a.slotRecency(g, s).first, b.slotRecency(g, s).first) ||
+          differ(sname + "previous use", a.slotRecency(g, s).second, b.slotRecency(g, s).second) ||
+          differ(sname + "referenced", a.slotReferenced(g, s), b.slotReferenced(g, s)))
+        return out.str();
+    }
+    for (std::int32_t r = 0; r < a.config().maxRequests; ++r) {
+      if (differ("request " + std::to_string(r) + " live", a.live(r), b.live(r)))
+        return out.str();
+      if (!a.live(r))
+        continue;
+      const std::string rname = gname + "request " + std::to_string(r) + " ";
+      if (differ(rname + "start", a.historyStart(r), b.historyStart(r)) ||
+          differ(rname + "length", a.historyLen(r), b.historyLen(r)) ||
+          differ(rname + "hot", a.hotCount(g, r), b.hotCount(g, r)))
+        return out.str();
+      if (a.ringSlots(g, r) != b.ringSlots(g, r))
+        return rname + "ring slots differ";
+    }
+  }
+  return "";
+}
+
+/// Whether two device states agree on everything a decision reads: hot
+/// rows, references (-1 or a cleared use that differs from the last use),
+/// recency, the free stack's valid part, hand, free count, excess and
+/// whether the memo holds the step (its other values never match a step).
+std::string deviceDifference(const DeviceGroupState &a, const DeviceGroupState &b) {
+  if (a.hotRows != b.hotRows)
+    return "hot rows";
+  if (a.recency != b.recency)
+    return "recency";
+  for (std::size_t s = 0; s < a.cleared.size(); ++s) {
+    auto referenced = [&](const DeviceGroupState &d) {
+      return d.cleared[s] == -1 || d.cleared[s] != d.recency[2 * s];
+    };
+    if (referenced(a) != referenced(b))
+      return "the reference of slot " + std::to_string(s);
+  }
+  if (a.hand != b.hand || a.freeCount != b.freeCount || a.excess != b.excess || a.step != b.step)
+    return "words: hand " + std::to_string(a.hand) + "/" + std::to_string(b.hand) + ", free " +
+           std::to_string(a.freeCount) + "/" + std::to_string(b.freeCount) + ", excess " +
+           std::to_string(a.excess) + "/" + std::to_string(b.excess);
+  if (!std::equal(a.freeStack.begin(), a.freeStack.begin() + a.freeCount, b.freeStack.begin()))
+    return "free stack";
+  if ((a.noVictimStep == a.step) != (b.noVictimStep == b.step))
+    return "victim-search memo " + std::to_string(a.noVictimStep) + "/" +
+           std::to_string(b.noVictimStep) + " at step " + std::to_string(a.step);
+  return "";
+}
+
+/// A step's selections: `rows` [lanes x perLane] row ids (-1: none).
+void selectRows(std::mt19937_64 &rng, const ResidencyController &c,
+                const std::vector<std::int32_t> &lanes, std::int64_t perLane,
+                std::vector<std::set<std::int32_t>> &recent, std::vector<std::int32_t> &rows) {
+  rows.assign(lanes.size() * static_cast<std::size_t>(perLane), -1);
+  for (std::size_t b = 0; b < lanes.size(); ++b) {
+    const std::int32_t r = lanes[b];
+    if (r < 0)
+      continue;
+    const std::int64_t len = c.historyLen(r);
+    std::set<std::int32_t> &old = recent[static_cast<std::size_t>(r)];
+    std::vector<std::int32_t> oldRows(old.begin(), old.end());
+    for (std::int64_t k = 0; k < perLane; ++k) {
+      std::int32_t id;
+      if (!oldRows.empty() && rng() % 2)
+        id = oldRows[rng() % oldRows.size()];
+      else
+        id = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(len));
+      if (id >= len || rng() % 16 == 0)
+        id = -1; // unused selections, and rows of a shorter past
+      rows[b * static_cast<std::size_t>(perLane) + static_cast<std::size_t>(k)] = id;
+      if (id >= 0)
+        old.insert(id);
+    }
+  }
+}
+
+/// One group's device: its state and residency map.
+struct EmulatedGroup {
+  DeviceGroupState state;
+  std::vector<std::int32_t> map;
+
+  /// The upload after host-side changes.
+  void upload(const ResidencyController &c, std::int32_t g) {
+    state = c.exportDeviceState(g);
+    map = c.residencyTable(g);
+  }
+
+  /// A step on the device: resolve (map lookups, recency stamps), then
+  /// plan_promotions over the fetched rows (ascending per lane) and
+  /// place_rows. Returns the counts; sets `exhausted` when the plan's
+  /// victims ran out.
+  DeviceStepCounts step(const std::vector<std::int32_t> &lanes,
+                        const std::vector<std::int64_t> &starts,
+                        const std::vector<std::int32_t> &rowIds, std::int64_t perLane,
+                        std::int32_t cap, std::int64_t budget, std::uint32_t stepNumber,
+                        bool &exhausted) {
+    state.step = stepNumber; // the step log's word 0
+    DeviceStepCounts counts;
+    const std::size_t B = lanes.size();
+    std::vector<std::vector<std::int32_t>> fetched(B);
+    std::size_t listed = 1;
+    for (std::size_t b = 0; b < B; ++b) {
+      std::set<std::int32_t> seen;
+      for (std::int64_t k = 0; k < perLane; ++k) {
+        const std::int32_t id = rowIds[b * static_cast<std::size_t>(perLane) + k];
+        if (id < 0)
+          continue;
+        ++counts.entries;
+        const std::int32_t s = map[static_cast<std::size_t>(starts[b] + id)];
+        if (s >= 0 && state.recency[2 * static_cast<std::size_t>(s)] !=
+                          static_cast<std::int32_t>(stepNumber)) {
+          state.recency[2 * static_cast<std::size_t>(s) + 1] =
+              state.recency[2 * static_cast<std::size_t>(s)];
+          state.recency[2 * static_cast<std::size_t>(s)] = static_cast<std::int32_t>(stepNumber);
+        }
+        if (!seen.insert(id).second)
+          continue;
+        if (s >= 0)
+          ++counts.hits;
+        else
+          fetched[b].push_back(id);
+      }
+      std::sort(fetched[b].begin(), fetched[b].end());
+      counts.listed += static_cast<std::int64_t>(fetched[b].size());
+      listed = std::max(listed, fetched[b].size());
+    }
+    PromotionPlanState plan;
+    plan.lanes = static_cast<std::int64_t>(B);
+    plan.listed = static_cast<std::int64_t>(listed);
+    plan.perLane = cap;
+    plan.fetched.assign(B * listed, -1);
+    std::int64_t planned = 0;
+    for (std::size_t b = 0; b < B; ++b) {
+      std::copy(fetched[b].begin(), fetched[b].end(), plan.fetched.begin() + b * listed);
+      planned += cap >= 0 ? std::min<std::int64_t>(cap, fetched[b].size())
+                          : static_cast<std::int64_t>(fetched[b].size());
+    }
+    plan.historyStart = starts;
+    plan.hotRows = state.hotRows;
+    plan.cleared = state.cleared;
+    plan.freeStack = state.freeStack;
+    plan.recency = state.recency;
+    plan.control[Control::kHand] = state.hand;
+    plan.control[Control::kFreeCount] = state.freeCount;
+    plan.control[Control::kFreeBudget] = static_cast<std::int32_t>(std::clamp<std::int64_t>(
+        budget - state.excess, -1, static_cast<std::int64_t>(state.hotRows.size())));
+    plan.step = stepNumber;
+    PromotionPlanList list;
+    REQUIRE(planPromotions(plan, list) == 0);
+    // place_rows: releases, then the promoted rows (mapped, stamped).
+    const std::size_t total = B * listed;
+    for (std::size_t v = 0; v < total; ++v)
+      if (list.rows[total + v] >= 0)
+        map[static_cast<std::size_t>(list.rows[total + v])] = -1;
+    for (std::size_t i = 0; i < total; ++i) {
+      if (list.rows[i] < 0)
+        continue;
+      const std::size_t s = static_cast<std::size_t>(list.slots[i]);
+      map[static_cast<std::size_t>(list.rows[i])] = list.slots[i];
+      state.recency[2 * s] = static_cast<std::int32_t>(stepNumber);
+      state.recency[2 * s + 1] = 0;
+    }
+    counts.promoted = plan.control[Control::kPromoted];
+    counts.released = plan.control[Control::kReleased];
+    state.hotRows = std::move(plan.hotRows);
+    state.cleared = std::move(plan.cleared);
+    state.hand = plan.control[Control::kHand];
+    state.freeCount = plan.control[Control::kFreeCount];
+    // What the new control words (devres-kern: kExcess, kNoVictimStep) will
+    // carry: floor 0 makes every promotion optional; the victim search ran
+    // out when fewer rows than planned got a slot.
+    state.excess += counts.promoted - counts.released;
+    exhausted = counts.promoted < planned;
+    if (exhausted)
+      state.noVictimStep = stepNumber;
+    return counts;
+  }
+
+  /// dhs.age_rows over the recorded appends; returns each new row's slot.
+  std::vector<std::int32_t> age(const std::vector<DeviceAppend> &appends, std::int64_t budget,
+                                PromotionPlanList &list) {
+    AgeRowsState aging{state, map, budget};
+    REQUIRE(planAgeRows(aging, appends, list) == 0);
+    state = std::move(aging.group);
+    map = std::move(aging.map);
+    return std::vector<std::int32_t>(
+        list.slots.begin(), list.slots.begin() + static_cast<std::ptrdiff_t>(appends.size()));
+  }
+};
+
+/// One step of `c` with each live request in `lanes` selecting `rows`.
+void hostStep(ResidencyController &c, const std::vector<std::int32_t> &lanes,
+              const std::vector<std::vector<std::int32_t>> &rowsPerGroup, std::int64_t perLane,
+              std::vector<RowCopy> &copies) {
+  c.beginStep();
+  std::vector<std::int32_t> slots(lanes.size() * static_cast<std::size_t>(perLane));
+  for (std::int32_t g = 0; g < c.config().groups; ++g)
+    c.resolve(g, lanes.data(), static_cast<std::int64_t>(lanes.size()),
+              rowsPerGroup[static_cast<std::size_t>(g)].data(), 1, perLane, slots.data());
+  c.endStep(copies);
+}
+
+} // namespace
+
+TEST_CASE("finish frees a request's hot slots in ascending slot order", "[residency][device]") {
+  ResidencyController c(ResidencyConfig::adaptive(1, 64, 1000, 4, 1, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r = c.admit(20, 100, copies);
+  // Slot 0 is the ring slot, 1-4 the newest rows 16-19; promotions take
+  // 5, 6, 7; an append then ages row 16 into a hot row in slot 1: the hot
+  // list is [5, 6, 7, 1].
+  const std::vector<std::int32_t> lanes = {r};
+  hostStep(c, lanes, {{2, 5, 9}}, 3, copies);
+  c.append(r, copies);
+  REQUIRE(c.slotKind(0, 1) == SlotKind::Hot);
+  REQUIRE(c.hotCount(0, r) == 4);
+  const std::size_t before = c.freeSlots(0).size();
+  c.finish(r);
+  const std::vector<std::int32_t> &free = c.freeSlots(0);
+  REQUIRE(free.size() == before + 1 + 4 + 4);
+  // Pushed: the hot slots ascending, then the newest rows' (17..20), then
+  // the ring slot.
+  CHECK(std::vector<std::int32_t>(free.begin() + static_cast<std::ptrdiff_t>(before), free.end()) ==
+        std::vector<std::int32_t>{1, 5, 6, 7, 2, 3, 4, 8, 0});
+  c.checkConsistency();
+}
+
+TEST_CASE("a device-owned group's host tables are off limits until the device state is adopted",
+          "[residency][device]") {
+  ResidencyController c(ResidencyConfig::adaptive(2, 64, 1000, 4, 0, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r = c.admit(20, 100, copies);
+  const DeviceGroupState exported = c.exportDeviceState(1);
+  ResidencyController original = c;
+  original.beginStep();
+  original.abortStep();
+  c.markDeviceOwned(1);
+  CHECK(c.deviceOwned(1));
+  CHECK_FALSE(c.deviceOwned(0));
+  CHECK_THROWS_AS(c.slotKind(1, 0), StateError);
+  CHECK_THROWS_AS(c.residencyTable(1), StateError);
+  CHECK_THROWS_AS(c.slotOf(1, r, 19), StateError);
+  CHECK_THROWS_AS(c.clockHand(1), StateError);
+  CHECK_THROWS_AS(c.hotCount(1, r), StateError);
+  CHECK_THROWS_AS(c.exportDeviceState(1), StateError);
+  CHECK_NOTHROW(c.slotKind(0, 0));
+  CHECK(c.occupancy(1).newest == 4);
+  CHECK_THROWS_AS(c.finish(r), StateError);
+  CHECK_THROWS_AS(c.admit(10, 20, copies), StateError);
+  c.checkConsistency(); // skips group 1
+  c.beginStep();
+  std::vector<std::int32_t> rows(4, -1), slots(4);
+  CHECK_THROWS_AS(c.resolve(1, &r, 1, rows.data(), 1, 4, slots.data()), StateError);
+  CHECK_THROWS_AS(c.applyDeviceCounts(0, {}), StateError);               // group 0 is the host's
+  CHECK_THROWS_AS(c.applyDeviceCounts(1, {10, 2, 3, 4, 0}), InputError); // 4 promoted of 3
+  c.applyDeviceCounts(1, {10, 2, 3, 0, 0});
+  CHECK_THROWS_AS(c.applyDeviceCounts(1, {}), StateError); // booked twice
+  c.abortStep();
+  // A state that does not fit is refused, and the group stays device-owned.
+  DeviceGroupState bad = exported;
+  bad.hotRows[10] = c.historyStart(r) + 18; // a newest row
+  CHECK_THROWS_AS(c.adoptDeviceState(1, bad), InputError);
+  bad = exported;
+  bad.step = 7;
+  CHECK_THROWS_AS(c.adoptDeviceState(1, bad), InputError);
+  CHECK(c.deviceOwned(1));
+  bad = exported;
+  bad.step = c.stepCount();
+  c.adoptDeviceState(1, bad);
+  CHECK_FALSE(c.deviceOwned(1));
+  CHECK(firstDifference(c, original) == "last step entries: 10 vs 0");
+  c.checkConsistency();
+}
+
+TEST_CASE("exporting and adopting the device state gives back the same controller",
+          "[residency][device]") {
+  DHS_SEEDED_RNG(rng, 2600);
+  int checked = 0;
+  std::int64_t hotChecked = 0;
+  dhs::test::runPromotionScenario(
+      rng, Replacement::Clock, -1, 30,
+      [](const ResidencyController &, const PromotionPlanState &) {},
+      [&](const ResidencyController &c, const std::vector<RowCopy> &) {
+        INFO("step " << c.stepCount());
+        ResidencyController round = c;
+        const DeviceGroupState exported = c.exportDeviceState(0);
+        round.markDeviceOwned(0);
+        round.adoptDeviceState(0, exported);
+        REQUIRE(firstDifference(c, round) == "");
+        round.checkConsistency();
+        CHECK(round.exportDeviceState(0) == exported);
+        ++checked;
+        hotChecked += c.occupancy(0).hot;
+      });
+  CHECK(checked == 30);
+  CHECK(hotChecked > 3000);
+}
+
+namespace {
+
+/// Counts of checkAppends.
+struct AppendCounts {
+  std::int64_t appended = 0, released = 0, underMemo = 0, memoSteps = 0;
+};
+
+/// Appends a token to each of `requests` (in order) with `c`, and with
+/// planAgeRows over c's exported state and the entries a device-owned copy
+/// of c records; checks that both agree on the map, the state, the place
+/// list and, adopted, every accessor.
+void checkAppends(ResidencyController &c, const std::vector<std::int32_t> &requests,
+                  AppendCounts &counts) {
+  INFO("after step " << c.stepCount());
+  ResidencyController device = c;
+  device.markDeviceOwned(0);
+  AgeRowsState aging{c.exportDeviceState(0), c.residencyTable(0), c.optionalBudget()};
+  const bool memo = aging.group.noVictimStep == aging.group.step && aging.group.step != 0;
+  std::vector<RowCopy> copies, releases, ignored;
+  c.setReleaseLog(&releases);
+  for (std::int32_t r : requests) {
+    c.append(r, copies);
+    device.append(r, ignored);
+  }
+  c.setReleaseLog(nullptr);
+  CHECK(ignored.empty()); // the device places a device-owned group's rows
+  const std::vector<DeviceAppend> entries = device.deviceAppends(0);
+  REQUIRE(entries.size() == requests.size());
+  PromotionPlanList list;
+  REQUIRE(planAgeRows(aging, entries, list) == 0);
+  CHECK(aging.map == c.residencyTable(0));
+  CHECK(deviceDifference(aging.group, c.exportDeviceState(0)) == "");
+  // The list: each new row's slot, each released row once.
+  const std::size_t n = entries.size();
+  std::multiset<std::int64_t> listedReleases, loggedReleases;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t slot = c.residencyTable(0)[static_cast<std::size_t>(entries[i].fresh)];
+    CHECK(list.rows[i] == (slot >= 0 ? entries[i].fresh : -1));
+    CHECK(list.slots[i] == slot);
+    CHECK(list.slots[n + i] == -1);
+    if (list.rows[n + i] >= 0)
+      listedReleases.insert(list.rows[n + i]);
+  }
+  for (const RowCopy &release : releases)
+    loggedReleases.insert(release.hostRow);
+  CHECK(listedReleases == loggedReleases);
+  device.applyDeviceAppends(
+      0, std::vector<std::int32_t>(list.slots.begin(),
+                                   list.slots.begin() + static_cast<std::ptrdiff_t>(n)));
+  device.adoptDeviceState(0, aging.group);
+  REQUIRE(firstDifference(c, device) == "");
+  device.checkConsistency();
+  counts.appended += static_cast<std::int64_t>(n);
+  counts.released += static_cast<std::int64_t>(releases.size());
+  counts.memoSteps += memo;
+  if (memo)
+    counts.underMemo += static_cast<std::int64_t>(n);
+}
+
+} // namespace
+
+TEST_CASE("the age_rows rule makes the controller's append decisions", "[residency][device]") {
+  DHS_SEEDED_RNG(rng, 2800);
+  AppendCounts counts;
+  dhs::test::runPromotionScenario(
+      rng, Replacement::Clock, -1, 80,
+      [](const ResidencyController &, const PromotionPlanState &) {},
+      [](const ResidencyController &, const std::vector<RowCopy> &) {},
+      [&](ResidencyController &c, const std::vector<std::int32_t> &requests) {
+        checkAppends(c, requests, counts);
+      });
+  CHECK(counts.appended > 100);
+  CHECK(counts.released > 50);
+}
+
+TEST_CASE("the age_rows rule after a step whose promotions ran out of victims",
+          "[residency][device]") {
+  // 40 slots, W = 4: requests 0 and 1 fetch 40 rows each, promotions fill
+  // the budget (28, all request 0's) and the victim search fails (every hot
+  // row is this step's): the memo holds the step, and the appends after it
+  // do not search, until a request's first hot row resets it.
+  ResidencyController c(ResidencyConfig::adaptive(1, 40, 1000, 4, 0, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r0 = c.admit(100, 200, copies), r1 = c.admit(100, 200, copies),
+                     r2 = c.admit(4, 50, copies);
+  std::vector<std::int32_t> rows(80);
+  for (std::int32_t k = 0; k < 40; ++k)
+    rows[static_cast<std::size_t>(k)] = rows[static_cast<std::size_t>(40 + k)] = 2 * k;
+  const std::vector<std::int32_t> lanes = {r0, r1};
+  hostStep(c, lanes, {rows}, 40, copies);
+  REQUIRE(c.lastStep().promoted == 28);
+  REQUIRE(c.exportDeviceState(0).noVictimStep == 1);
+  AppendCounts counts;
+  const std::int32_t hand = c.clockHand(0);
+  SECTION("the memo answers every search") {
+    // Request 0 holds the 28 promoted rows: no reset, no search, the aged
+    // rows themselves leave.
+    checkAppends(c, {r0, r0, r0}, counts);
+    CHECK(c.clockHand(0) == hand);
+  }
+  SECTION("a first hot row resets the memo") {
+    // Request 2's aged row 0 (last used at admission) is a candidate: the
+    // search takes it after a lap that clears its reference.
+    checkAppends(c, {r0, r2, r0, r1}, counts);
+    CHECK(c.clockHand(0) != hand);
+  }
+  CHECK(counts.underMemo > 0);
+  CHECK(counts.released == counts.appended);
+}
+
+namespace {
+
+/// The device emulator's lockstep, `steps` steps (see the file comment).
+void runEmulator(std::mt19937_64 &rng, std::int32_t cap, int steps) {
+  ResidencyConfig config = ResidencyConfig::adaptive(2, 240, 40000, 8, 2, 0);
+  config.maxRequests = 8;
+  config.maxPromotionsPerStep = cap;
+  ResidencyController a(config), b(config);
+  const std::int32_t groups = config.groups;
+  std::vector<EmulatedGroup> device(static_cast<std::size_t>(groups));
+  std::vector<RowCopy> copies;
+  std::vector<std::set<std::int32_t>> recent(static_cast<std::size_t>(config.maxRequests));
+  const std::int64_t perLane = 40;
+  std::int64_t exhausted = 0, admitted = 0, finished = 0, appended = 0, agingReleases = 0,
+               released = 0;
+  auto admit = [&]() {
+    const std::int64_t len = 20 + static_cast<std::int64_t>(rng() % 1500);
+    const std::int64_t maxContext = len + 200;
+    if (!a.admissionRefusal(maxContext).empty())
+      return;
+    const std::int32_t ra = a.admit(len, maxContext, copies);
+    const std::int32_t rb = b.admit(len, maxContext, copies);
+    REQUIRE(ra == rb);
+    recent[static_cast<std::size_t>(ra)].clear();
+    ++admitted;
+  };
+  auto live = [&]() {
+    std::vector<std::int32_t> out;
+    for (std::int32_t r = 0; r < config.maxRequests; ++r)
+      if (a.live(r))
+        out.push_back(r);
+    return out;
+  };
+  // Host-side changes happen with B adopted; then the state is uploaded
+  // and the device owns the groups again.
+  auto hostSide = [&](auto change) {
+    for (std::int32_t g = 0; g < groups; ++g)
+      if (b.deviceOwned(g))
+        b.adoptDeviceState(g, device[static_cast<std::size_t>(g)].state);
+    change();
+    for (std::int32_t g = 0; g < groups; ++g) {
+      device[static_cast<std::size_t>(g)].upload(b, g);
+      b.markDeviceOwned(g);
+    }
+  };
+  auto compare = [&](const char *when) {
+    INFO(when);
+    ResidencyController adopted = b;
+    for (std::int32_t g = 0; g < groups; ++g) {
+      CHECK(device[static_cast<std::size_t>(g)].map == a.residencyTable(g));
+      CHECK(deviceDifference(device[static_cast<std::size_t>(g)].state, a.exportDeviceState(g)) ==
+            "");
+      adopted.adoptDeviceState(g, device[static_cast<std::size_t>(g)].state);
+    }
+    REQUIRE(firstDifference(a, adopted) == "");
+    adopted.checkConsistency();
+  };
+  hostSide([&] {
+    for (int i = 0; i < 5; ++i)
+      admit();
+  });
+  for (int step = 1; step <= steps; ++step) {
+    INFO("step " << step);
+    // The batch: the live requests in a random lane order, one empty lane.
+    std::vector<std::int32_t> lanes = live();
+    std::shuffle(lanes.begin(), lanes.end(), rng);
+    lanes.insert(lanes.begin() + static_cast<std::ptrdiff_t>(rng() % (lanes.size() + 1)), -1);
+    std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(groups));
+    for (std::int32_t g = 0; g < groups; ++g)
+      selectRows(rng, a, lanes, perLane, recent, rows[static_cast<std::size_t>(g)]);
+    std::vector<std::int64_t> starts(lanes.size(), 0);
+    for (std::size_t l = 0; l < lanes.size(); ++l)
+      if (lanes[l] >= 0)
+        starts[l] = a.historyStart(lanes[l]);
+    hostStep(a, lanes, rows, perLane, copies);
+    b.beginStep();
+    for (std::int32_t g = 0; g < groups; ++g) {
+      bool ranOut = false;
+      const DeviceStepCounts counts = device[static_cast<std::size_t>(g)].step(
+          lanes, starts, rows[static_cast<std::size_t>(g)], perLane, cap, b.optionalBudget(),
+          b.stepCount(), ranOut);
+      exhausted += ranOut;
+      released += counts.released;
+      b.applyDeviceCounts(g, counts);
+    }
+    std::vector<RowCopy> none;
+    b.endStep(none);
+    CHECK(none.empty());
+    compare("after the step");
+    // Appends between steps, recorded by B and replayed by age_rows.
+    std::vector<RowCopy> releases;
+    a.setReleaseLog(&releases);
+    for (std::int32_t r : live())
+      for (int t = static_cast<int>(rng() % 3); t > 0; --t) // two appends now and then
+        if (a.historyLen(r) < a.maxContext(r)) {
+          a.append(r, copies);
+          b.append(r, copies);
+          ++appended;
+        }
+    a.setReleaseLog(nullptr);
+    agingReleases += static_cast<std::int64_t>(releases.size());
+    for (std::int32_t g = 0; g < groups; ++g) {
+      PromotionPlanList list;
+      EmulatedGroup &d = device[static_cast<std::size_t>(g)];
+      b.applyDeviceAppends(g, d.age(b.deviceAppends(g), b.optionalBudget(), list));
+    }
+    compare("after the appends");
+    // Now and then a request finishes, or one is admitted.
+    if (rng() % 4 == 0) {
+      hostSide([&] {
+        std::vector<std::int32_t> all = live();
+        if (all.size() > 2 && rng() % 2) {
+          const std::int32_t r = all[rng() % all.size()];
+          a.finish(r);
+          b.finish(r);
+          ++finished;
+        } else {
+          admit();
+        }
+      });
+      compare("after an admission or finish");
+    }
+  }
+  INFO("exhausted " << exhausted << ", admitted " << admitted << ", finished " << finished
+                    << ", appended " << appended << ", released by appends " << agingReleases
+                    << ", by promotions " << released);
+  if (cap < 0)
+    CHECK(exhausted > 5);
+  else
+    CHECK(a.totals().notPromoted > a.totals().promoted / 4);
+  CHECK(finished > 5);
+  CHECK(admitted > 10);
+  CHECK(agingReleases > 50);
+  CHECK(released > 200);
+}
+
+} // namespace
+
+TEST_CASE("a controller driven by the device's decisions stays identical to the host's "
+          "(200 steps, appends, admissions, finishes)",
+          "[residency][device]") {
+  DHS_SEEDED_RNG(rng, 2900);
+  SECTION("no cap") { runEmulator(rng, -1, 200); }
+  SECTION("at most 6 promotions per request and step") { runEmulator(rng, 6, 200); }
+}
