@@ -3,10 +3,13 @@
 // The kernel of dhs.plan_promotions (the op's description gives the rule).
 // Correct first, one CTA of 1024 threads per launch (one pool group):
 //
-//   A. a thread per lane counts its fetched rows (up to the first -1, at most
-//      `promotions`); thread 0 turns the counts into each lane's first rank,
-//      reads the control words and fixes F (promotions from the free stack)
-//      and V (victims wanted);
+//   0. thread 0 reads the step's status word: a failed step (non-zero)
+//      plans nothing (every count 0, the list all -1, the state untouched);
+//   A. a thread per lane counts its fetched rows (up to the first -1);
+//      thread 0 turns the counts (at most `promotions` each) into each
+//      lane's first rank, reads the control words and fixes F (promotions
+//      from the free stack) and V (victims wanted; none when the
+//      noVictimStep memo holds the step);
 //   B. a thread per fetched row writes its host row at its rank; ranks below
 //      F take their free-stack slot;
 //   C. if V > 0: two laps over the slot table in hand order, 1024 slots at a
@@ -21,7 +24,9 @@
 //      offset): all of them once it is in the second lap) lose their
 //      reference;
 //   E. a thread per promotion records its slot's new host row and reference;
-//      thread 0 writes the new hand, the free count left and the counts.
+//      thread 0 writes the new hand, the free count left, the excess (+ F),
+//      the memo (the step when fewer than V victims were found) and the
+//      counts (promoted, released, listed before the cap).
 //
 // The laps scan the whole table (2 x slots / 1024 scans) even when the
 // first victims come early: fine for a first version (ParallelPromotionTest's
@@ -47,8 +52,23 @@ using Control = abi::PromotionPlanLayout;
 static constexpr int64_t kThreads = 1024;
 static constexpr int64_t kWarps = kThreads / kWarpSize;
 
-/// Words of the kernel's shared scalars.
-enum Scalar : int64_t { kHand, kTop, kFree, kWanted, kBad, kLast, kScalars };
+/// Words of the kernel's shared scalars: the hand, the free count, F, the
+/// victims searched (V, 0 under the memo), 1 when nothing is planned (bad
+/// control words or a failed step), the last victim's (lap, offset), the
+/// victims wanted (before the memo), the rows listed before the cap, and 1
+/// for a failed step.
+enum Scalar : int64_t {
+  kHand,
+  kTop,
+  kFree,
+  kWanted,
+  kBad,
+  kLast,
+  kNeeded,
+  kListedAll,
+  kGated,
+  kScalars
+};
 
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
   MemRefType fetched = op.getFetched().getType();
@@ -132,6 +152,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
     Value totalIndex = kb.index(total);
     Value total32 = kb.i32(total);
 
+    // 0. The gate: the status word before this launch sets any of it.
+    kb.ifThen(isThread0, [&] {
+      store(arith::ExtUIOp::create(b, i32, kb.cmpi(P::ne, load(status, {kb.index(0)}), kb.i32(0))),
+            scalars, {kb.index(kGated)});
+    });
+
     // A. Counts, first ranks and the control words.
     kb.ifThen(kb.cmpi(P::ult, tid, kb.index(lanes)), [&] {
       auto count = scf::ForOp::create(b, kb.index(0), kb.index(listed), kb.index(1),
@@ -144,18 +170,21 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
         Value n = count.getRegionIterArgs()[0];
         scf::YieldOp::create(b, ValueRange{kb.select(alive, add(n, kb.i32(1)), n), alive});
       }
-      store(minS(count.getResult(0), kb.i32(cap)), counts, {tid});
+      store(count.getResult(0), counts, {tid});
     });
     gpu::BarrierOp::create(b);
     kb.ifThen(isThread0, [&] {
-      auto prefix =
-          scf::ForOp::create(b, kb.index(0), kb.index(lanes), kb.index(1), ValueRange{kb.i32(0)});
+      Value gated = kb.cmpi(P::ne, scalar(kGated), kb.i32(0));
+      auto prefix = scf::ForOp::create(b, kb.index(0), kb.index(lanes), kb.index(1),
+                                       ValueRange{kb.i32(0), kb.i32(0)});
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(prefix.getBody());
         Value sum = prefix.getRegionIterArgs()[0];
+        Value count = load(counts, {prefix.getInductionVar()});
         store(sum, firsts, {prefix.getInductionVar()});
-        scf::YieldOp::create(b, ValueRange{add(sum, load(counts, {prefix.getInductionVar()}))});
+        scf::YieldOp::create(b, ValueRange{add(sum, minS(count, kb.i32(cap))),
+                                           add(prefix.getRegionIterArgs()[1], count)});
       }
       Value fetchedTotal = prefix.getResult(0);
       Value hand = load(control, {kb.index(Control::kHand)});
@@ -168,17 +197,25 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
               orI(orI(kb.cmpi(P::slt, top, kb.i32(0)), kb.cmpi(P::sgt, top, dim32(freeStack))),
                   orI(kb.cmpi(P::slt, dim32(cleared), slotCount),
                       kb.cmpi(P::slt, dim32(recency), slotCount))));
-      kb.ifThen(bad, [&] {
-        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
-                                    status, ValueRange{kb.index(0)});
-      });
-      Value planned = kb.select(bad, kb.i32(0), fetchedTotal);
+      kb.ifThen(
+          andI(bad, arith::XOrIOp::create(b, gated, arith::ConstantIntOp::create(b, 1, 1))), [&] {
+            memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
+                                        status, ValueRange{kb.index(0)});
+          });
+      Value none = orI(bad, gated);
+      Value planned = kb.select(none, kb.i32(0), fetchedTotal);
       Value fromFree = minS(minS(arith::MaxSIOp::create(b, budget, kb.i32(0)), top), planned);
-      store(kb.select(bad, kb.i32(0), hand), scalars, {kb.index(kHand)});
-      store(kb.select(bad, kb.i32(0), top), scalars, {kb.index(kTop)});
+      Value wanted = sub(planned, fromFree);
+      // The memo: a non-forced search already failed in this (non-zero) step.
+      Value memo = andI(kb.cmpi(P::ne, step, kb.i32(0)),
+                        kb.cmpi(P::eq, load(control, {kb.index(Control::kNoVictimStep)}), step));
+      store(kb.select(none, kb.i32(0), hand), scalars, {kb.index(kHand)});
+      store(kb.select(none, kb.i32(0), top), scalars, {kb.index(kTop)});
       store(fromFree, scalars, {kb.index(kFree)});
-      store(sub(planned, fromFree), scalars, {kb.index(kWanted)});
-      store(arith::ExtUIOp::create(b, i32, bad), scalars, {kb.index(kBad)});
+      store(kb.select(memo, kb.i32(0), wanted), scalars, {kb.index(kWanted)});
+      store(wanted, scalars, {kb.index(kNeeded)});
+      store(kb.select(gated, kb.i32(0), prefix.getResult(1)), scalars, {kb.index(kListedAll)});
+      store(arith::ExtUIOp::create(b, i32, none), scalars, {kb.index(kBad)});
       store(kb.i32(-1), scalars, {kb.index(kLast)});
     });
     gpu::BarrierOp::create(b);
@@ -191,7 +228,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
       Value lane = arith::DivUIOp::create(b, item, kb.index(listed));
       Value j = arith::RemUIOp::create(b, item, kb.index(listed));
       Value j32 = arith::IndexCastOp::create(b, i32, j);
-      kb.ifThen(andI(good, kb.cmpi(P::slt, j32, load(counts, {lane}))), [&] {
+      kb.ifThen(andI(good, kb.cmpi(P::slt, j32, minS(load(counts, {lane}), kb.i32(cap)))), [&] {
         Value rank = add(load(firsts, {lane}), j32);
         Value id = load(fetchedArg, {lane, j});
         Value hostRow =
@@ -327,13 +364,18 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
       Value newHand = add(hand, after);
       newHand = kb.select(kb.cmpi(P::sge, newHand, slotCount), sub(newHand, slotCount), newHand);
       newHand = kb.select(kb.cmpi(P::sgt, victims, kb.i32(0)), newHand, hand);
-      // (Bad control words stay as they were.)
+      // (Bad control words and a failed step leave them as they were.)
       kb.ifThen(good, [&] {
         store(newHand, control, {kb.index(Control::kHand)});
         store(sub(top, fromFree), control, {kb.index(Control::kFreeCount)});
+        Value excess = load(control, {kb.index(Control::kExcess)});
+        store(add(excess, fromFree), control, {kb.index(Control::kExcess)});
+        kb.ifThen(kb.cmpi(P::slt, victims, scalar(kNeeded)),
+                  [&] { store(step, control, {kb.index(Control::kNoVictimStep)}); });
       });
       store(decided, control, {kb.index(Control::kPromoted)});
       store(victims, control, {kb.index(Control::kReleased)});
+      store(scalar(kListedAll), control, {kb.index(Control::kListed)});
     });
     gpu::ReturnOp::create(b);
   };

@@ -35,11 +35,20 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
     state as the controller would: `hot` of every filled slot (its new host
     row), `cleared` (filled slots referenced, -1; the referenced candidates
     the hand passed lose their reference), and `control`: the new hand, the
-    free count left, the rows promoted and the hot rows released, which the
-    host reads back. LRU and LRU-2 orders are not generated yet (the verifier
-    refuses them). Bad control words (a hand outside the slots, a free count
-    beyond the stack) or a free-stack slot outside the slots are reported
-    (`BadSlot`) and nothing is promoted for them.
+    free count left, the rows promoted and the hot rows released, the rows
+    listed before the cap, the excess (hot rows above the floor: + the
+    promotions into free slots) and the controller's noVictimStep memo (the
+    step when victims were wanted and the candidates ran out; a memo equal
+    to the step on entry finds no victims), which the host reads back. LRU
+    and LRU-2 orders are not generated yet (the verifier refuses them). Bad
+    control words (a hand outside the slots, a free count beyond the stack)
+    or a free-stack slot outside the slots are reported (`BadSlot`) and
+    nothing is promoted for them.
+
+    The launch reads the step's status word at entry: when a launch before
+    it in the step failed (non-zero), it plans nothing (every count 0, every
+    list entry (-1, -1), the state and the other control words untouched),
+    so the `dhs.place_rows` after it does nothing.
 
     Before, the residency state and the step's fetched rows; after lowering
     (`dhs-lower-to-gpu`) one launch of one CTA:
@@ -48,7 +57,7 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
     dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
         fetched(%fetched : memref<8x256xi32>) history(%start : memref<8xi64>)
         hot(%hot : memref<65536xi64>) cleared(%cleared : memref<65536xi32>)
-        free(%free : memref<65536xi32>) control(%control : memref<5xi32>)
+        free(%free : memref<65536xi32>) control(%control : memref<8xi32>)
         into(%rows : memref<4096xi64>, %slots : memref<4096xi32>) replacement = clock
     dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
         rows(%rows : memref<4096xi64>) slots(%slots : memref<4096xi32>)
@@ -71,7 +80,7 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
     Arg<MemRefRankOf<[I32], [1]>, "last use the CLOCK hand cleared [slots]",
         [MemRead, MemWrite]>:$cleared,
     Arg<MemRefRankOf<[I32], [1]>, "free stack [slots], the next slot last", [MemRead]>:$free,
-    Arg<MemRefRankOf<[I32], [1]>, "hand, free count, budget; counts out [5]",
+    Arg<MemRefRankOf<[I32], [1]>, "hand, free count, budget, excess, memo; counts out [8]",
         [MemRead, MemWrite]>:$control,
     Arg<MemRefRankOf<[I64], [1]>, "host rows to place or release [2 B N]", [MemWrite]>:$rows,
     Arg<MemRefRankOf<[I32], [1]>, "their slots [2 B N], -1 = released", [MemWrite]>:$slots,

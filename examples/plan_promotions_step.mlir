@@ -9,11 +9,11 @@
 func.func @step(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
                 %fetched: memref<16x512xi32>, %start: memref<16xi64>,
                 %hot: memref<5000xi64>, %cleared: memref<5000xi32>, %free: memref<5000xi32>,
-                %control: memref<5xi32>, %rows: memref<16384xi64>, %slots: memref<16384xi32>) {
+                %control: memref<8xi32>, %rows: memref<16384xi64>, %slots: memref<16384xi32>) {
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       fetched(%fetched : memref<16x512xi32>) history(%start : memref<16xi64>)
       hot(%hot : memref<5000xi64>) cleared(%cleared : memref<5000xi32>)
-      free(%free : memref<5000xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<5000xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<16384xi64>, memref<16384xi32>) replacement = clock
   return
 }

@@ -326,14 +326,27 @@ struct StepLogLayout {
 /// promotion_control) and the layout of the lists it writes (roles
 /// place_rows and place_slots, [2 x B x N] for B lanes of N fetched rows).
 /// The host writes the inputs before the launch and reads the counts after
-/// it; the list is what a place_rows launch carries out.
+/// it; the list is what a place_rows launch carries out. A non-zero status
+/// word at the launch's entry (the step failed) plans nothing: the counts
+/// are 0, the list all (-1, -1), the state and the other words as they were.
 struct PromotionPlanLayout {
   static constexpr std::size_t kHand = 0;       ///< CLOCK hand (in; out: the new hand)
   static constexpr std::size_t kFreeCount = 1;  ///< free-stack entries (in; out: left)
   static constexpr std::size_t kFreeBudget = 2; ///< optional budget - excess (in)
   static constexpr std::size_t kPromoted = 3;   ///< rows given a slot (out)
   static constexpr std::size_t kReleased = 4;   ///< hot rows evicted for them (out)
-  static constexpr std::size_t kWords = 5;
+  /// Fetched rows listed by all lanes, before the per-lane cap (out): the
+  /// controller's notPromoted is listed - promoted.
+  static constexpr std::size_t kListed = 5;
+  /// The controller's noVictimStep memo of the group (in and out): the step
+  /// in which a non-forced victim search found nothing. In: a memo equal to
+  /// the (non-zero) step finds no victims. Out: the step when the plan
+  /// wanted victims and ran out of candidates, else as it was.
+  static constexpr std::size_t kNoVictimStep = 6;
+  /// The group's hot rows above their floors (in and out): a promotion into
+  /// a free slot adds one, a hot victim replaced leaves it (floor 0).
+  static constexpr std::size_t kExcess = 7;
+  static constexpr std::size_t kWords = 8;
   /// Promotion i (a fetched row's rank: lanes in order, rows as listed) is
   /// entry i of the list, (host row, slot) or (-1, -1); eviction v is entry
   /// releasesBegin + v, (evicted host row, -1) or (-1, -1).

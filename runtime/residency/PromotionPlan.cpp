@@ -24,16 +24,29 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
                    top > static_cast<std::int64_t>(state.freeStack.size()) ||
                    static_cast<std::int64_t>(state.cleared.size()) < slots ||
                    static_cast<std::int64_t>(state.recency.size()) < 2 * slots;
-  control[Control::kPromoted] = control[Control::kReleased] = 0;
-  if (bad)
-    return abi::kStatusBadSlot;
+  control[Control::kPromoted] = control[Control::kReleased] = control[Control::kListed] = 0;
+  // A failed step plans nothing.
+  if (state.status != 0)
+    return 0;
 
-  // Ranks: lanes in order, rows as listed up to the first -1 (and the cap).
-  std::int64_t planned = 0;
-  for (std::int64_t b = 0; b < lanes; ++b) {
+  // A lane's rows: as listed up to the first -1.
+  auto countOf = [&](std::int64_t b) {
     std::int64_t count = 0;
     while (count < listed && state.fetched[static_cast<std::size_t>(b * listed + count)] >= 0)
       ++count;
+    return count;
+  };
+  std::int64_t uncapped = 0;
+  for (std::int64_t b = 0; b < lanes; ++b)
+    uncapped += countOf(b);
+  control[Control::kListed] = static_cast<std::int32_t>(uncapped);
+  if (bad)
+    return abi::kStatusBadSlot;
+
+  // Ranks: lanes in order, rows as listed (up to the cap).
+  std::int64_t planned = 0;
+  for (std::int64_t b = 0; b < lanes; ++b) {
+    std::int64_t count = countOf(b);
     if (state.perLane >= 0)
       count = std::min(count, state.perLane);
     for (std::int64_t j = 0; j < count; ++j)
@@ -45,6 +58,10 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
   const std::int64_t fromFree = std::min<std::int64_t>(
       std::min<std::int64_t>(std::max(control[Control::kFreeBudget], 0), top), planned);
   const std::int64_t wanted = planned - fromFree;
+  // The memo: a non-forced search already failed in this step.
+  const bool memo =
+      state.step != 0 && static_cast<std::uint32_t>(control[Control::kNoVictimStep]) == state.step;
+  const std::int64_t searched = memo ? 0 : wanted;
   for (std::int64_t i = 0; i < fromFree; ++i)
     list.slots[static_cast<std::size_t>(i)] =
         state.freeStack[static_cast<std::size_t>(top - 1 - i)];
@@ -59,8 +76,8 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
     return static_cast<std::int32_t>(lastUse(s)) != state.cleared[s];
   };
   std::int64_t victims = 0, last = -1;
-  for (int lap = 0; lap < 2 && wanted > 0; ++lap) {
-    for (std::int64_t offset = 0; offset < slots && victims < wanted; ++offset) {
+  for (int lap = 0; lap < 2 && searched > 0; ++lap) {
+    for (std::int64_t offset = 0; offset < slots && victims < searched; ++offset) {
       const std::size_t s = slotAt(offset);
       if (!candidate(s) || referenced(s) != (lap == 1))
         continue;
@@ -77,7 +94,7 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
   }
   // The references the hand took away: those of the referenced candidates
   // before the last victim (all of them once it is in the second lap).
-  if (wanted > 0) {
+  if (searched > 0) {
     for (std::int64_t offset = 0; offset < slots; ++offset) {
       const std::size_t s = slotAt(offset);
       if (candidate(s) && referenced(s) && offset < last)
@@ -100,6 +117,11 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
   control[Control::kFreeCount] = static_cast<std::int32_t>(top - fromFree);
   control[Control::kPromoted] = static_cast<std::int32_t>(decided);
   control[Control::kReleased] = static_cast<std::int32_t>(victims);
+  // (Floor 0: a promotion into a free slot adds an optional row, a victim
+  // replaced gives one back.)
+  control[Control::kExcess] += static_cast<std::int32_t>(fromFree);
+  if (victims < wanted)
+    control[Control::kNoVictimStep] = static_cast<std::int32_t>(state.step);
   return status;
 }
 
@@ -139,6 +161,8 @@ PromotionPlanState packPromotionPlan(const ResidencyController &controller, std:
   state.control[Control::kFreeCount] = device.freeCount;
   state.control[Control::kFreeBudget] = static_cast<std::int32_t>(
       std::clamp<std::int64_t>(occupancy.optionalBudget - occupancy.optionalUsed, -1, slots));
+  state.control[Control::kExcess] = static_cast<std::int32_t>(device.excess);
+  state.control[Control::kNoVictimStep] = static_cast<std::int32_t>(device.noVictimStep);
   state.step = device.step;
   return state;
 }

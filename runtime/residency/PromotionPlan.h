@@ -36,7 +36,8 @@ struct PromotionPlanState {
   std::vector<std::int32_t> freeStack;    ///< [slots] the next slot to hand out last
   std::vector<std::int32_t> recency;      ///< [slots x 2] last and previous use
   std::array<std::int32_t, dhs_abi::PromotionPlanLayout::kWords> control{}; ///< in and out
-  std::uint32_t step = 0; ///< the step log's word 0
+  std::uint32_t step = 0;   ///< the step log's word 0
+  std::uint32_t status = 0; ///< the step's status word at the launch (non-zero: plan nothing)
 };
 
 /// A plan's list ([2 x B x N] entries, PromotionPlanLayout): what a
@@ -49,7 +50,8 @@ struct PromotionPlanList {
 /// Makes the plan as the generated kernel does: returns the list, updates
 /// `state` (hot rows, cleared stamps, control words) and returns the status
 /// bits the kernel would set (kStatusBadSlot for bad control words or a
-/// free-stack slot outside the table).
+/// free-stack slot outside the table). With `state.status` non-zero it
+/// plans nothing (the counts 0, the list all -1, the state unchanged).
 std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list);
 
 /// Packs group `group` of `controller` in a step (after its selections were
@@ -57,6 +59,11 @@ std::uint32_t planPromotions(PromotionPlanState &state, PromotionPlanList &list)
 /// request `requests[b]` (-1: an empty lane) into the launch's inputs, N =
 /// `listed` rows a lane (each lane's rows sorted; throws InputError when a
 /// lane has more). Referenced slots get cleared = ~0 (no use equals it).
+/// The control words in: the hand, the free count, the budget (optional
+/// budget - excess), the excess and the group's noVictimStep memo
+/// (exportDeviceState's; while a step runs it cannot hold the step: only
+/// non-forced searches set it, and none runs between beginStep and the
+/// step's promotions).
 PromotionPlanState packPromotionPlan(const ResidencyController &controller, std::int32_t group,
                                      const std::vector<std::int32_t> &requests,
                                      const std::vector<std::vector<std::int32_t>> &fetched,

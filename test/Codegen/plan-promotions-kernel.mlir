@@ -6,7 +6,10 @@
 // referenced, and a block-wide exclusive scan (warp shuffles, then the warps'
 // sums in shared memory) ranks the victims; a shared atomic max keeps the
 // last victim, from which the new hand follows. Its list is what the
-// place_rows launch after it carries out (the same two buffers).
+// place_rows launch after it carries out (the same two buffers). Thread 0
+// reads the step's status word first: a failed step plans nothing. The
+// control words out: hand, free count, promoted, released, listed (before
+// the cap), the noVictimStep memo and the excess.
 // RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: rm -rf %t && dhs-compile %s -o %t
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
@@ -15,31 +18,50 @@
 // LINK: link: OK
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[FETCHED:[a-z0-9]+]]: memref<4x128xi32>, %[[START:[a-z0-9]+]]: memref<4xi64>, %[[HOT:[a-z0-9]+]]: memref<2048xi64>, %[[CLEARED:[a-z0-9]+]]: memref<2048xi32>, %[[FREE:[a-z0-9]+]]: memref<2048xi32>, %[[CONTROL:[a-z0-9]+]]: memref<5xi32>, %[[ROWS:[a-z0-9]+]]: memref<1024xi64>, %[[SLOTS:[a-z0-9]+]]: memref<1024xi32>
+// CHECK-SAME: %[[FETCHED:[a-z0-9]+]]: memref<4x128xi32>, %[[START:[a-z0-9]+]]: memref<4xi64>, %[[HOT:[a-z0-9]+]]: memref<2048xi64>, %[[CLEARED:[a-z0-9]+]]: memref<2048xi32>, %[[FREE:[a-z0-9]+]]: memref<2048xi32>, %[[CONTROL:[a-z0-9]+]]: memref<8xi32>, %[[ROWS:[a-z0-9]+]]: memref<1024xi64>, %[[SLOTS:[a-z0-9]+]]: memref<1024xi32>
 // CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} -> memref<?xi32>
 // CHECK-DAG: %[[RECENCY:.*]] = dhs.pool_recency of %{{.*}} -> memref<?x2xi32>
 // One CTA of 1024 threads.
-// CHECK: gpu.launch_func @plan_promotions::@plan_promotions blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[FETCHED]] : memref<4x128xi32>, %[[START]] : memref<4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<5xi32>, %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "plan_promotions", dhs.roles = ["fetched_rows", "history_start", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "replacement_state", "step_log", "status"]}
+// CHECK: gpu.launch_func @plan_promotions::@plan_promotions blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[FETCHED]] : memref<4x128xi32>, %[[START]] : memref<4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<8xi32>, %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "plan_promotions", dhs.roles = ["fetched_rows", "history_start", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "replacement_state", "step_log", "status"]}
 // The decisions carried out by place_rows from the same list.
 // CHECK: gpu.launch_func @place_rows::@place_rows {{.*}} %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>
 
 // Per lane a count and a first rank, the warps' sums, the scalars.
 // CHECK-LABEL: gpu.func @plan_promotions
-// CHECK-SAME: (%[[F:[a-z0-9]+]]: memref<4x128xi32>, {{.*}}%[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, {{.*}}%[[CTL:[a-z0-9]+]]: memref<5xi32>, {{.*}}%[[R:[a-z0-9]+]]: memref<?x2xi32>, %[[L:[a-z0-9]+]]: memref<?xi32>, %{{[a-z0-9]+}}: memref<1xi32>)
-// CHECK-SAME: workgroup(%{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SUMS:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SCALARS:.*]] : memref<6xi32, #gpu.address_space<workgroup>>
+// CHECK-SAME: (%[[F:[a-z0-9]+]]: memref<4x128xi32>, {{.*}}%[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, {{.*}}%[[CTL:[a-z0-9]+]]: memref<8xi32>, {{.*}}%[[R:[a-z0-9]+]]: memref<?x2xi32>, %[[L:[a-z0-9]+]]: memref<?xi32>, %[[ST:[a-z0-9]+]]: memref<1xi32>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SUMS:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SCALARS:.*]] : memref<9xi32, #gpu.address_space<workgroup>>
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
 // The step from the log (an empty log: no candidates).
 // CHECK: %[[WORDS:.*]] = memref.dim %[[L]], %c0
-// CHECK: scf.if
+// CHECK: %[[STEP:.*]] = scf.if
 // CHECK: memref.load %[[L]][%c0]
+// 0: the gate, before this launch reports anything: a non-zero status word.
+// CHECK: %[[STATUS:.*]] = memref.load %[[ST]][%c0] : memref<1xi32>
+// CHECK: %[[FAILED:.*]] = arith.cmpi ne, %[[STATUS]], %c0_i32
+// CHECK: %[[FAILED32:.*]] = arith.extui %[[FAILED]]
+// CHECK: memref.store %[[FAILED32]], %[[SCALARS]][%c8]
 // A: counts (a lane's rows up to the first -1), then thread 0's ranks and control words.
 // CHECK: scf.for {{.*}} iter_args
 // CHECK: memref.load %[[F]]
 // CHECK: gpu.barrier
+// CHECK: %[[GATE:.*]] = memref.load %[[SCALARS]][%c8]
+// CHECK: %[[GATED:.*]] = arith.cmpi ne, %[[GATE]], %c0_i32
+// The ranks count at most `promotions` (here the list's 128) of a lane.
+// CHECK: arith.minsi %{{.*}}, %c128_i32
 // CHECK: memref.load %[[CTL]][%c0]
 // CHECK: memref.load %[[CTL]][%c1]
 // CHECK: memref.load %[[CTL]][%c2]
+// Bad control words are reported only in a step that has not failed.
+// CHECK: %[[OK:.*]] = arith.cmpi eq, %[[GATE]], %c0_i32
+// CHECK: %[[REPORT:.*]] = arith.andi %{{.*}}, %[[OK]]
+// CHECK: scf.if %[[REPORT]]
 // CHECK: memref.atomic_rmw ori
+// CHECK: %[[NONE:.*]] = arith.ori %{{.*}}, %[[GATED]]
+// CHECK: arith.select %[[NONE]], %c0_i32
+// The memo: no victims searched when it holds this (non-zero) step.
+// CHECK: %[[MEMO:.*]] = memref.load %[[CTL]][%c6]
+// CHECK: arith.cmpi eq, %[[MEMO]], %[[STEP]]
+// CHECK: arith.cmpi ne, %[[STEP]], %c0_i32
 // CHECK: gpu.barrier
 // C: the laps; a candidate is hot and its last use is before the step.
 // CHECK: scf.for {{.*}} step %c1024 iter_args
@@ -59,11 +81,20 @@
 // The second lap.
 // CHECK: scf.for {{.*}} step %c1024 iter_args
 // CHECK: gpu.shuffle  up
-// E: the new hand, the free count left and the counts.
+// E: the new hand, the free count left, the excess (+ F), the memo (the
+// step when fewer victims than wanted were found), and the counts.
 // CHECK: memref.store %{{.*}}, %[[CTL]][%c0]
 // CHECK: memref.store %{{.*}}, %[[CTL]][%c1]
+// CHECK: %[[EXCESS:.*]] = memref.load %[[CTL]][%c7]
+// CHECK: %[[MORE:.*]] = arith.addi %[[EXCESS]]
+// CHECK: memref.store %[[MORE]], %[[CTL]][%c7]
+// CHECK: %[[NEEDED:.*]] = memref.load %[[SCALARS]][%c6]
+// CHECK: arith.cmpi slt, %{{.*}}, %[[NEEDED]]
+// CHECK: memref.store %[[STEP]], %[[CTL]][%c6]
 // CHECK: memref.store %{{.*}}, %[[CTL]][%c3]
 // CHECK: memref.store %{{.*}}, %[[CTL]][%c4]
+// CHECK: %[[LISTED:.*]] = memref.load %[[SCALARS]][%c7]
+// CHECK: memref.store %[[LISTED]], %[[CTL]][%c5]
 // CHECK: gpu.return
 
 // MANIFEST: "role": "kv_pool"
@@ -82,11 +113,11 @@
 func.func @step(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
                 %fetched: memref<4x128xi32>, %start: memref<4xi64>,
                 %hot: memref<2048xi64>, %cleared: memref<2048xi32>, %free: memref<2048xi32>,
-                %control: memref<5xi32>, %rows: memref<1024xi64>, %slots: memref<1024xi32>) {
+                %control: memref<8xi32>, %rows: memref<1024xi64>, %slots: memref<1024xi32>) {
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       fetched(%fetched : memref<4x128xi32>) history(%start : memref<4xi64>)
       hot(%hot : memref<2048xi64>) cleared(%cleared : memref<2048xi32>)
-      free(%free : memref<2048xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<2048xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<1024xi64>, memref<1024xi32>) replacement = clock
   dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       rows(%rows : memref<1024xi64>) slots(%slots : memref<1024xi32>)

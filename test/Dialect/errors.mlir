@@ -570,13 +570,13 @@ func.func @pool_map_size(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 20
 
 func.func @plan_promotions_lru(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
-    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<5xi32>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
     %rows: memref<512xi64>, %slots: memref<512xi32>) {
   // expected-error @below {{decides CLOCK promotions only: lru victim orders are not generated on the device yet (use the host controller)}}
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
       fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
       hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
-      free(%free : memref<1024xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = lru
   return
 }
@@ -585,13 +585,13 @@ func.func @plan_promotions_lru(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm
 
 func.func @plan_promotions_lru2(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<?xi64>,
-    %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<5xi32>,
+    %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<8xi32>,
     %rows: memref<512xi64>, %slots: memref<512xi32>) {
   // expected-error @below {{decides CLOCK promotions only: lru2 victim orders}}
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
       hot(%hot : memref<?xi64>) cleared(%cleared : memref<?xi32>)
-      free(%free : memref<?xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<?xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = lru2
   return
 }
@@ -600,13 +600,13 @@ func.func @plan_promotions_lru2(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hb
 
 func.func @plan_promotions_history(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<8xi64>, %hot: memref<?xi64>,
-    %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<5xi32>,
+    %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<8xi32>,
     %rows: memref<512xi64>, %slots: memref<512xi32>) {
   // expected-error @below {{history_start dimension 0 (requests) is 8, expected 4}}
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       fetched(%fetched : memref<4x64xi32>) history(%start : memref<8xi64>)
       hot(%hot : memref<?xi64>) cleared(%cleared : memref<?xi32>)
-      free(%free : memref<?xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<?xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock
   return
 }
@@ -615,13 +615,13 @@ func.func @plan_promotions_history(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4,
 
 func.func @plan_promotions_slot_tables(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
-    %cleared: memref<1024xi32>, %free: memref<2048xi32>, %control: memref<5xi32>,
+    %cleared: memref<1024xi32>, %free: memref<2048xi32>, %control: memref<8xi32>,
     %rows: memref<512xi64>, %slots: memref<512xi32>) {
   // expected-error @below {{free dimension 0 (slots) is 2048, expected 1024}}
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
       fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
       hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
-      free(%free : memref<2048xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<2048xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock
   return
 }
@@ -632,7 +632,7 @@ func.func @plan_promotions_control(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<?xi64>,
     %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<4xi32>,
     %rows: memref<512xi64>, %slots: memref<512xi32>) {
-  // expected-error @below {{control dimension 0 (control words) is 4, expected 5}}
+  // expected-error @below {{control dimension 0 (control words) is 4, expected 8}}
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
       hot(%hot : memref<?xi64>) cleared(%cleared : memref<?xi32>)
@@ -645,13 +645,13 @@ func.func @plan_promotions_control(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4,
 
 func.func @plan_promotions_list(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<?xi64>,
-    %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<5xi32>,
+    %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<8xi32>,
     %rows: memref<256xi64>, %slots: memref<256xi32>) {
   // expected-error @below {{rows dimension 0 (2 x fetched rows: promotions, then releases) is 256, expected 512}}
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
       hot(%hot : memref<?xi64>) cleared(%cleared : memref<?xi32>)
-      free(%free : memref<?xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<?xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<256xi64>, memref<256xi32>) replacement = clock
   return
 }

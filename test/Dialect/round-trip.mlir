@@ -208,15 +208,15 @@ func.func @dynamic_shapes(%q: memref<?x1x16x576xbf16>, %rows: memref<?x1x?xi32>,
 
 // A step's promotion decisions over the device residency state (CLOCK).
 // CHECK-LABEL: func.func @plan_promotions
-// CHECK: dhs.plan_promotions pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) fetched(%{{.*}} : memref<4x64xi32>) history(%{{.*}} : memref<4xi64>) hot(%{{.*}} : memref<1024xi64>) cleared(%{{.*}} : memref<1024xi32>) free(%{{.*}} : memref<1024xi32>) control(%{{.*}} : memref<5xi32>) into(%{{.*}}, %{{.*}} : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
+// CHECK: dhs.plan_promotions pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) fetched(%{{.*}} : memref<4x64xi32>) history(%{{.*}} : memref<4xi64>) hot(%{{.*}} : memref<1024xi64>) cleared(%{{.*}} : memref<1024xi32>) free(%{{.*}} : memref<1024xi32>) control(%{{.*}} : memref<8xi32>) into(%{{.*}}, %{{.*}} : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
 func.func @plan_promotions(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
-    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<5xi32>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
     %rows: memref<512xi64>, %slots: memref<512xi32>) {
   dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
       fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
       hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
-      free(%free : memref<1024xi32>) control(%control : memref<5xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
   return
 }

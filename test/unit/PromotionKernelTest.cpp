@@ -9,8 +9,10 @@
 // PromotionPlanTest holds to the residency controller: over random device
 // states (slot tables of several 1024-slot chunks, candidates used this
 // step or not, referenced or not, free stacks, hands, budgets, capped
-// lanes), over states packed from a controller under load, and with bad
-// control words (status 2, nothing planned).
+// lanes, noVictimStep memos that hold the step or not, excess counts), over
+// states packed from a controller under load, with bad control words
+// (status 2, nothing planned), and in a failed step (a non-zero status word
+// at the launch: nothing planned, the state untouched).
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,7 +79,12 @@ PromotionPlanState randomState(std::mt19937_64 &rng, std::int32_t slots, double 
   s.freeStack = free;
   s.freeStack.resize(static_cast<std::size_t>(slots), -1);
   s.control = {static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(slots)), top,
-               static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(top + 1)) - 5, 0, 0};
+               static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(top + 1)) - 5,
+               -7, // stale counts: the launch writes them
+               -7, -7,
+               // The memo: this step's (no victims searched) a fifth of the time.
+               rng() % 5 == 0 ? 1000 : static_cast<std::int32_t>(rng() % 1000),
+               static_cast<std::int32_t>(rng() % 4096)};
   // Each lane lists 0 to 512 distinct rows, ascending; some lanes are empty.
   s.fetched.assign(static_cast<std::size_t>(s.lanes * s.listed), -1);
   s.historyStart.resize(static_cast<std::size_t>(s.lanes));
@@ -95,12 +102,14 @@ PromotionPlanState randomState(std::mt19937_64 &rng, std::int32_t slots, double 
 
 /// Runs the kernel on `state` and compares everything it writes with the
 /// host plan; returns the host plan's control words.
-std::array<std::int32_t, 5> checkKernel(const Manifest &manifest, const PromotionPlanState &state) {
+std::array<std::int32_t, Control::kWords> checkKernel(const Manifest &manifest,
+                                                      const PromotionPlanState &state) {
   PromotionPlanState expected = state;
   PromotionPlanList list;
   const std::uint32_t expectedStatus = planPromotions(expected, list);
 
   dhs::test::KernelRun run(manifest);
+  run.buffers.status = run.filled(1, state.status, "status");
   run.buffers.arguments.push_back(0); // the pool: its views are passed apart
   run.argument(state.fetched, "fetched rows");
   run.argument(state.historyStart, "history start");
@@ -119,9 +128,12 @@ std::array<std::int32_t, 5> checkKernel(const Manifest &manifest, const Promotio
   run.buffers.hbmSlots = static_cast<std::int64_t>(state.hotRows.size());
   run.launch("plan_promotions");
 
-  CHECK(run.status() == expectedStatus);
+  CHECK(run.status() == (expectedStatus | state.status));
   const auto controlAfter = run.download<std::int32_t>(control, Control::kWords, "control");
-  CHECK(std::equal(controlAfter.begin(), controlAfter.end(), expected.control.begin()));
+  for (std::size_t w = 0; w < Control::kWords; ++w) {
+    INFO("control word " << w);
+    CHECK(controlAfter[w] == expected.control[w]);
+  }
   const auto rowsAfter = run.download<std::int64_t>(rows, entries, "rows");
   const auto slotsAfter = run.download<std::int32_t>(slots, entries, "slots");
   std::size_t listMismatches = 0;
@@ -148,7 +160,7 @@ TEST_CASE("the generated plan_promotions kernel makes the host plan's decisions 
   CHECK(manifest.arguments[6].role == ArgumentRole::PromotionControl);
   DHS_SEEDED_RNG(rng, 1600);
   // The step's tables have 5000 slots: four chunks of 1024 and a ragged one.
-  std::int64_t released = 0, secondLap = 0, fromFreeOnly = 0;
+  std::int64_t released = 0, secondLap = 0, fromFreeOnly = 0, memoHeld = 0, ranOut = 0;
   for (double hotShare : {0.02, 0.05, 0.5, 0.9})
     for (int repeat = 0; repeat < 6; ++repeat) {
       INFO(hotShare << " hot, repeat " << repeat);
@@ -157,8 +169,11 @@ TEST_CASE("the generated plan_promotions kernel makes the host plan's decisions 
         state.perLane = kCap;
       if (repeat % 3 == 1) // a plan the free stack serves alone
         state.control[Control::kFreeBudget] = state.control[Control::kFreeCount];
+      const std::int32_t memoBefore = state.control[Control::kNoVictimStep];
       const auto control = checkKernel(state.perLane < 0 ? manifest : capped, state);
       released += control[Control::kReleased];
+      memoHeld += memoBefore == 1000 && control[Control::kPromoted] > 0;
+      ranOut += memoBefore != 1000 && control[Control::kNoVictimStep] == 1000;
       fromFreeOnly += control[Control::kReleased] == 0;
       std::int64_t unreferenced = 0;
       for (std::size_t s = 0; s < state.hotRows.size(); ++s)
@@ -170,6 +185,9 @@ TEST_CASE("the generated plan_promotions kernel makes the host plan's decisions 
   CHECK(released > 1000);
   CHECK(fromFreeOnly > 0);
   CHECK(secondLap > 0);
+  // ... plans under this step's memo, and plans that ran out of candidates.
+  CHECK(memoHeld > 0);
+  CHECK(ranOut > 0);
 }
 
 TEST_CASE("the generated plan_promotions kernel makes the controller's decisions under load",
@@ -199,4 +217,24 @@ TEST_CASE("the generated plan_promotions kernel reports bad control words and pl
   SECTION("a free count beyond the stack") { state.control[Control::kFreeCount] = kSlots + 1; }
   const auto control = checkKernel(manifest, state);
   CHECK(control[Control::kPromoted] == 0);
+}
+
+TEST_CASE("the generated plan_promotions kernel plans nothing in a failed step",
+          "[cuda][gpu][promotion]") {
+  DHS_GPU_KERNEL_STEP(manifest, "plan_promotions", abi::LaunchKind::PlanPromotions);
+  DHS_SEEDED_RNG(rng, 1900);
+  PromotionPlanState state = randomState(rng, kSlots, 0.5);
+  SECTION("a bad row id") { state.status = dhs_abi::kStatusBadRowId; }
+  SECTION("bad control words as well (no BadSlot added)") {
+    state.status = dhs_abi::kStatusBadHostRow;
+    state.control[Control::kHand] = -1;
+  }
+  // checkKernel compares the untouched tables, the all -1 list and the
+  // words with the host plan's.
+  const auto control = checkKernel(manifest, state);
+  CHECK(control[Control::kPromoted] == 0);
+  CHECK(control[Control::kReleased] == 0);
+  CHECK(control[Control::kListed] == 0);
+  CHECK(control[Control::kHand] == state.control[Control::kHand]);
+  CHECK(control[Control::kExcess] == state.control[Control::kExcess]);
 }
