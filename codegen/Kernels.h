@@ -54,6 +54,13 @@ FailureOr<KernelSpec> getKernelSpec(PlaceRowsOp op);
 /// (PromotionKernel.cpp describes the phases).
 FailureOr<KernelSpec> getKernelSpec(PlanPromotionsOp op);
 
+/// The kernel of a `dhs.sort_rows`: one CTA per request loads its list
+/// into shared memory (padded with -1 to a power of two), sorts it as
+/// unsigned keys (so -1 goes last) with a bitonic network whose stages
+/// are unrolled at generation time, and writes it back.
+/// (SortRowsKernel.cpp)
+FailureOr<KernelSpec> getKernelSpec(SortRowsOp op);
+
 //===----------------------------------------------------------------------===//
 // Draft rings (RingKernels.cpp)
 //===----------------------------------------------------------------------===//

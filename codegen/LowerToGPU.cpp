@@ -320,6 +320,10 @@ static OperandsByRole getOperands(PlanPromotionsOp op) {
           {Role::PlaceSlots, op.getSlots()}};
 }
 
+static OperandsByRole getOperands(SortRowsOp op) {
+  return {{Role::Missing, op.getRows()}, {Role::FetchedRows, op.getSorted()}};
+}
+
 static OperandsByRole getOperands(RingIndexOp op) {
   return {{Role::Positions, op.getPositions()}, {Role::RingSlots, op.getSlots()}};
 }
@@ -523,11 +527,11 @@ void DhsLowerToGPU::runOnOperation() {
   LaunchBuilder launches(module);
   AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters};
   RewritePatternSet patternList(context);
-  patternList.add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>,
-                  KernelLowering<ResolveOp>, KernelLowering<PlaceRowsOp>,
-                  KernelLowering<PlanPromotionsOp>, KernelLowering<RingIndexOp>,
-                  KernelLowering<CopyRowsOp>, KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(
-      context, launches);
+  patternList
+      .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ResolveOp>,
+           KernelLowering<PlaceRowsOp>, KernelLowering<PlanPromotionsOp>,
+           KernelLowering<SortRowsOp>, KernelLowering<RingIndexOp>, KernelLowering<CopyRowsOp>,
+           KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(context, launches);
   patternList.add<AttentionLowering<SparseAttentionOp>, AttentionLowering<AttentionOp>>(
       context, launches, options);
   FrozenRewritePatternSet patterns(std::move(patternList));

@@ -280,6 +280,14 @@ LogicalResult PlanPromotionsOp::verify() {
   return success();
 }
 
+LogicalResult SortRowsOp::verify() {
+  MemRefType rows = getRows().getType();
+  if (failed(verifyCompatibleShape(getSorted().getType().getShape(), rows.getShape())))
+    return emitOpError() << "sorted must have the shape of rows " << rows << ", got "
+                         << getSorted().getType();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Retrieval
 //===----------------------------------------------------------------------===//

@@ -101,4 +101,33 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
   let hasVerifier = 1;
 }
 
+def Dhs_SortRowsOp : Dhs_Op<"sort_rows"> {
+  let summary = "Each request's row ids in ascending order, -1 last";
+  let description = [{
+    Sorts each request's list of row ids (`rows[b, :]`) in ascending order
+    into `sorted[b, :]`, every -1 (no row) after the row ids; repeats stay
+    (no deduplication). In the decision step it puts the distinct missing
+    rows of `dhs.union_missing` (listed in order of first appearance) into
+    the ascending order in which the residency controller promotes them,
+    the fetched rows of `dhs.plan_promotions`. `sorted` may be `rows`
+    itself (each request's list is read whole before it is written).
+
+    ```mlir
+    dhs.sort_rows rows(%union : memref<16x8192xi32>)
+        into(%sorted : memref<16x8192xi32>)
+    ```
+
+    After lowering (`dhs-lower-to-gpu`) one launch, a CTA per request that
+    sorts its list in shared memory (bitonic, up to 8192 rows a request).
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I32], [2]>, "row ids [B, N], -1 = none", [MemRead]>:$rows,
+    Arg<MemRefRankOf<[I32], [2]>, "the same rows ascending, -1 last [B, N]", [MemWrite]>:$sorted
+  );
+  let assemblyFormat = [{
+    `rows` `(` $rows `:` type($rows) `)` `into` `(` $sorted `:` type($sorted) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DHS_RESIDENCY_OPS_TD

@@ -12,8 +12,10 @@ using namespace mlir::dhs;
 
 namespace {
 
-/// What one dimension of an operand means.
-enum class Dim { None, Request, Position, Head, TopK, Selections };
+/// What one dimension of an operand means: Selections = Q x K (a request's
+/// selections, or its union of missing rows), Slots = the pool's HBM slots,
+/// PlanEntries = 2 x B x Q x K (a plan's promotions, then its releases).
+enum class Dim { None, Request, Position, Head, TopK, Selections, Slots, PlanEntries };
 
 struct DhsSpecialize : public dhs::impl::DhsSpecializeBase<DhsSpecialize> {
   using Base::Base;
@@ -59,6 +61,19 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
       return {Dim::Request, Dim::Selections};
     return {Dim::Request, Dim::Position, Dim::TopK};
   }
+  if (isa<SortRowsOp>(op))
+    return {Dim::Request, Dim::Selections};
+  if (auto op2 = dyn_cast<PlanPromotionsOp>(op)) {
+    if (v == op2.getFetched())
+      return {Dim::Request, Dim::Selections};
+    if (v == op2.getHistoryStart())
+      return {Dim::Request};
+    if (v == op2.getHot() || v == op2.getCleared() || v == op2.getFree())
+      return {Dim::Slots};
+    if (v == op2.getRows() || v == op2.getSlots())
+      return {Dim::PlanEntries};
+    return {};
+  }
   if (auto op2 = dyn_cast<TopKOp>(op))
     return v == op2.getHistoryLen()
                ? SmallVector<Dim, 4>{Dim::Request}
@@ -88,6 +103,10 @@ int64_t DhsSpecialize::sizeOf(Dim dim) const {
     return topk;
   case Dim::Selections:
     return positions && topk ? positions * topk : 0;
+  case Dim::Slots:
+    return hbmSlots;
+  case Dim::PlanEntries:
+    return requests && positions && topk ? 2 * requests * positions * topk : 0;
   case Dim::None:
     return 0;
   }

@@ -32,3 +32,11 @@ func.func @ring_append(%ring: memref<4x128x1x1152xi8>, %new: memref<4x5x1x1152xi
       into(%ring : memref<4x128x1x1152xi8>)
   return
 }
+
+// -----
+
+func.func @sort_rows_too_long(%rows: memref<2x8193xi32>) {
+  // expected-error @below {{sorts up to 8192 rows per request in shared memory, got 8193}}
+  dhs.sort_rows rows(%rows : memref<2x8193xi32>) into(%rows : memref<2x8193xi32>)
+  return
+}

@@ -655,3 +655,19 @@ func.func @plan_promotions_list(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hb
       into(%rows, %slots : memref<256xi64>, memref<256xi32>) replacement = clock
   return
 }
+
+// -----
+
+func.func @sort_rows_shape(%rows: memref<4x64xi32>, %sorted: memref<4x32xi32>) {
+  // expected-error @below {{sorted must have the shape of rows 'memref<4x64xi32>', got 'memref<4x32xi32>'}}
+  dhs.sort_rows rows(%rows : memref<4x64xi32>) into(%sorted : memref<4x32xi32>)
+  return
+}
+
+// -----
+
+func.func @sort_rows_element(%rows: memref<4x64xi64>, %sorted: memref<4x64xi32>) {
+  // expected-error @below {{operand #0 must be 2D memref of 32-bit signless integer values}}
+  dhs.sort_rows rows(%rows : memref<4x64xi64>) into(%sorted : memref<4x64xi32>)
+  return
+}

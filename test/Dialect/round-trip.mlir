@@ -220,3 +220,14 @@ func.func @plan_promotions(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
   return
 }
+
+// Each request's row ids ascending, -1 last (in place or into another buffer).
+// CHECK-LABEL: func.func @sort_rows
+// CHECK: dhs.sort_rows rows(%{{.*}} : memref<16x8192xi32>) into(%{{.*}} : memref<16x8192xi32>)
+// CHECK: dhs.sort_rows rows(%[[U:.*]] : memref<?x?xi32>) into(%[[U]] : memref<?x?xi32>)
+func.func @sort_rows(%union: memref<16x8192xi32>, %sorted: memref<16x8192xi32>,
+                     %open: memref<?x?xi32>) {
+  dhs.sort_rows rows(%union : memref<16x8192xi32>) into(%sorted : memref<16x8192xi32>)
+  dhs.sort_rows rows(%open : memref<?x?xi32>) into(%open : memref<?x?xi32>)
+  return
+}

@@ -63,8 +63,15 @@ TEST_CASE("kernel parameter roles give step arguments their roles", "[contract]"
   }
   // The step's own buffers are never arguments.
   for (abi::ParamRole role : {abi::ParamRole::Status, abi::ParamRole::Staging,
-                              abi::ParamRole::Partials, abi::ParamRole::Remap}) {
+                              abi::ParamRole::Partials, abi::ParamRole::RingSlots}) {
     CHECK_FALSE(abi::argumentRole(role).has_value());
+    CHECK_FALSE(abi::poolViewSource(role).has_value());
+  }
+  // Except a union of missing rows and its remap, which a decision step
+  // takes as arguments (elsewhere they are scratch buffers).
+  for (abi::ParamRole role : {abi::ParamRole::Missing, abi::ParamRole::Remap}) {
+    CHECK(abi::argumentRole(role).has_value());
+    CHECK(std::string(abi::name(*abi::argumentRole(role))) == abi::name(role));
     CHECK_FALSE(abi::poolViewSource(role).has_value());
   }
 }
