@@ -266,6 +266,27 @@ LogicalResult PlanPromotionsOp::verify() {
     else if (failed(checkDim(*this, name, cast<MemRefType>(value.getType()), 0, slots, "slots")))
       return failure();
   }
+  // A residency spec of the pool in the step must be the rule's: adaptive,
+  // no floor, CLOCK, and the same per-request cap.
+  for (Operation *user : getPool().getUsers()) {
+    auto spec = dyn_cast<ResidencyOp>(user);
+    if (!spec)
+      continue;
+    if (spec.getPolicy() != ResidencyPolicy::adaptive || spec.getFloor() != 0 ||
+        spec.getEffectiveReplacement() != Replacement::clock)
+      return emitOpError() << "plans the adaptive policy with floor 0 and CLOCK, but the pool's "
+                              "residency spec is "
+                           << stringifyResidencyPolicy(spec.getPolicy()) << " with floor "
+                           << spec.getFloor() << " and "
+                           << stringifyReplacement(spec.getEffectiveReplacement());
+    auto cap = [](std::optional<uint64_t> promotions) {
+      return promotions ? std::to_string(*promotions) : std::string("no cap");
+    };
+    if (spec.getPromotions() != getPromotions())
+      return emitOpError() << "promotes " << cap(getPromotions())
+                           << " rows per request and step, but the pool's residency spec says "
+                           << cap(spec.getPromotions());
+  }
   if (failed(checkDim(*this, "control", getControl().getType(), 0,
                       static_cast<int64_t>(abi::PromotionPlanLayout::kWords), "control words")))
     return failure();

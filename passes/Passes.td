@@ -166,7 +166,9 @@ def DhsSpecialize : Pass<"dhs-specialize", "::mlir::func::FuncOp"> {
     arguments from the configuration, by what the dimension means to the ops
     that use it (dimension 0 of every batched operand is the request, the
     dimensions of queries, selections and outputs are positions, heads and
-    top-k), and fixes the pools' capacities. A dimension the configuration
+    top-k; a decision step's union and fetched lists are [requests, Q x K],
+    its slot tables [HBM slots] and its plan list [2 x requests x Q x K]),
+    and fixes the pools' capacities. A dimension the configuration
     leaves open (0) stays dynamic; a static dimension that disagrees with
     the configuration is an error.
 

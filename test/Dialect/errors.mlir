@@ -671,3 +671,73 @@ func.func @sort_rows_element(%rows: memref<4x64xi64>, %sorted: memref<4x64xi32>)
   dhs.sort_rows rows(%rows : memref<4x64xi64>) into(%sorted : memref<4x64xi32>)
   return
 }
+
+// -----
+
+// The pool's residency spec must be the plan's rule: its cap ...
+func.func @plan_promotions_spec_cap(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<512xi32>) {
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      newest = 64 policy = adaptive replacement = clock promotions = 32
+  // expected-error @below {{promotes 16 rows per request and step, but the pool's residency spec says 32}}
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
+  return
+}
+
+// -----
+
+func.func @plan_promotions_spec_uncapped(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<512xi32>) {
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      newest = 64 policy = adaptive promotions = 8
+  // expected-error @below {{promotes no cap rows per request and step, but the pool's residency spec says 8}}
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock
+  return
+}
+
+// -----
+
+// ... and its policy, floor and replacement.
+func.func @plan_promotions_spec_floor(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<512xi32>) {
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      newest = 64 floor = 128 policy = adaptive
+  // expected-error @below {{plans the adaptive policy with floor 0 and CLOCK, but the pool's residency spec is adaptive with floor 128 and clock}}
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock
+  return
+}
+
+// -----
+
+func.func @plan_promotions_spec_lru(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<512xi32>) {
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      newest = 64 policy = adaptive replacement = lru
+  // expected-error @below {{the pool's residency spec is adaptive with floor 0 and lru}}
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock
+  return
+}

@@ -231,3 +231,21 @@ func.func @sort_rows(%union: memref<16x8192xi32>, %sorted: memref<16x8192xi32>,
   dhs.sort_rows rows(%open : memref<?x?xi32>) into(%open : memref<?x?xi32>)
   return
 }
+
+// A plan under the pool's residency spec (the same rule and cap).
+// CHECK-LABEL: func.func @plan_promotions_spec
+// CHECK: dhs.residency
+// CHECK: dhs.plan_promotions {{.*}} replacement = clock promotions = 16
+func.func @plan_promotions_spec(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<512xi32>) {
+  dhs.residency pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      newest = 64 floor = 0 policy = adaptive replacement = clock promotions = 16
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
+  return
+}

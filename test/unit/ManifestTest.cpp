@@ -337,3 +337,56 @@ TEST_CASE("status words are described", "[manifest]") {
   CHECK(describeStatus(0x20) == "0x20: negative sliding-window token count");
   CHECK_THAT(describeStatus(0x41), Catch::Contains("unknown bits 0x40"));
 }
+
+TEST_CASE("the runtime's parser loads the decision step's manifest", "[manifest][residency]") {
+  // examples/decision_step.mlir compiled at dhs-step-bench's large shape
+  // (test/unit/CMakeLists.txt): nothing runs it yet, but the runtime must
+  // be able to bind it by role.
+  const std::optional<Manifest> manifest = dhs::test::kernelStepOrSkip(
+      "decision", {abi::LaunchKind::UnionMissing, abi::LaunchKind::SortRows,
+                   abi::LaunchKind::PlanPromotions, abi::LaunchKind::PlaceRows});
+  if (!manifest)
+    return;
+  using R = ArgumentRole;
+  const std::vector<std::pair<R, std::vector<std::int64_t>>> expected = {
+      {R::KvPool, {}},
+      {R::RowIds, {16, 4, 2048}}, // the layer step's selections
+      {R::Slots, {16, 4, 2048}},  // and their slots
+      {R::HistoryStart, {16}},    // the layer step's history starts
+      {R::Missing, {16, 8192}},   // the decision step's own buffers
+      {R::Remap, {16, 4, 2048}},
+      {R::FetchedRows, {16, 8192}},
+      {R::HotRows, {16384}}, // the group's device residency state
+      {R::ClockCleared, {16384}},
+      {R::FreeStack, {16384}},
+      {R::PromotionControl, {8}},
+      {R::PlaceRows, {262144}}, // the plan's list: 2 x 16 x 4 x 2048
+      {R::PlaceSlots, {262144}}};
+  REQUIRE(manifest->arguments.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("argument " << i);
+    CHECK(manifest->arguments[i].role == expected[i].first);
+    if (!manifest->arguments[i].isPool)
+      CHECK(manifest->arguments[i].shape == expected[i].second);
+  }
+  CHECK(manifest->arguments[0].pool.hbmSlots == 16384);
+  CHECK(manifest->arguments[0].pool.hostRows == -1);
+  CHECK(manifest->arguments[10].dtype == DType::I32);
+  CHECK(manifest->arguments[11].dtype == DType::I64);
+  // The plan reads the pool's replacement state and step log and the
+  // status word (its gate); nothing lives in a staging arena.
+  const Launch &plan = manifest->launches[2];
+  REQUIRE(plan.params.size() == 11);
+  CHECK(plan.params[8].source == ParamSource::PoolRecency);
+  CHECK(plan.params[9].source == ParamSource::PoolLog);
+  CHECK(plan.params[10].source == ParamSource::Status);
+  CHECK(manifest->arenaBytes == 0);
+  // The residency spec the runtime compares with its configuration.
+  REQUIRE(manifest->residency.size() == 1);
+  const ResidencySpec &spec = manifest->residency[0];
+  CHECK(spec.pool == 0);
+  CHECK(spec.floor == 0);
+  CHECK(spec.policy == abi::ResidencyPolicy::Adaptive);
+  CHECK(spec.replacement == abi::Replacement::Clock);
+  CHECK(spec.maxPromotions == -1);
+}
