@@ -229,9 +229,12 @@ struct EmulatedGroup {
     plan.control[Control::kFreeCount] = state.freeCount;
     plan.control[Control::kFreeBudget] = static_cast<std::int32_t>(std::clamp<std::int64_t>(
         budget - state.excess, -1, static_cast<std::int64_t>(state.hotRows.size())));
+    plan.control[Control::kExcess] = static_cast<std::int32_t>(state.excess);
+    plan.control[Control::kNoVictimStep] = static_cast<std::int32_t>(state.noVictimStep);
     plan.step = stepNumber;
     PromotionPlanList list;
     REQUIRE(planPromotions(plan, list) == 0);
+    CHECK(plan.control[Control::kListed] == counts.listed);
     // place_rows: releases, then the promoted rows (mapped, stamped).
     const std::size_t total = B * listed;
     for (std::size_t v = 0; v < total; ++v)
@@ -251,13 +254,15 @@ struct EmulatedGroup {
     state.cleared = std::move(plan.cleared);
     state.hand = plan.control[Control::kHand];
     state.freeCount = plan.control[Control::kFreeCount];
-    // What the new control words (devres-kern: kExcess, kNoVictimStep) will
-    // carry: floor 0 makes every promotion optional; the victim search ran
+    // The excess and the memo from the plan's control words: floor 0 makes
+    // every promotion from the free stack optional; the victim search ran
     // out when fewer rows than planned got a slot.
-    state.excess += counts.promoted - counts.released;
+    CHECK(plan.control[Control::kExcess] == state.excess + counts.promoted - counts.released);
+    state.excess = plan.control[Control::kExcess];
     exhausted = counts.promoted < planned;
-    if (exhausted)
-      state.noVictimStep = stepNumber;
+    CHECK((plan.control[Control::kNoVictimStep] == static_cast<std::int32_t>(stepNumber)) ==
+          (exhausted || state.noVictimStep == stepNumber));
+    state.noVictimStep = static_cast<std::uint32_t>(plan.control[Control::kNoVictimStep]);
     return counts;
   }
 
