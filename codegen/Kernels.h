@@ -54,6 +54,11 @@ FailureOr<KernelSpec> getKernelSpec(PlaceRowsOp op);
 /// (PromotionKernel.cpp describes the phases).
 FailureOr<KernelSpec> getKernelSpec(PlanPromotionsOp op);
 
+/// The kernel of a `dhs.age_rows`: one warp whose first thread replays the
+/// recorded appends in call order over the device residency state
+/// (AgeRowsKernel.cpp describes the steps).
+FailureOr<KernelSpec> getKernelSpec(AgeRowsOp op);
+
 /// The kernel of a `dhs.sort_rows`: one CTA per request loads its list
 /// into shared memory (padded with -1 to a power of two), sorts it as
 /// unsigned keys (so -1 goes last) with a bitonic network whose stages

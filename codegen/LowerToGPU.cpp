@@ -324,6 +324,13 @@ static OperandsByRole getOperands(SortRowsOp op) {
   return {{Role::Missing, op.getRows()}, {Role::FetchedRows, op.getSorted()}};
 }
 
+static OperandsByRole getOperands(AgeRowsOp op) {
+  return {{Role::KvPool, op.getPool()},    {Role::AgeList, op.getAppends()},
+          {Role::HotRows, op.getHot()},    {Role::ClockCleared, op.getCleared()},
+          {Role::FreeStack, op.getFree()}, {Role::PromotionControl, op.getControl()},
+          {Role::PlaceRows, op.getRows()}, {Role::PlaceSlots, op.getSlots()}};
+}
+
 static OperandsByRole getOperands(RingIndexOp op) {
   return {{Role::Positions, op.getPositions()}, {Role::RingSlots, op.getSlots()}};
 }
@@ -530,8 +537,9 @@ void DhsLowerToGPU::runOnOperation() {
   patternList
       .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ResolveOp>,
            KernelLowering<PlaceRowsOp>, KernelLowering<PlanPromotionsOp>,
-           KernelLowering<SortRowsOp>, KernelLowering<RingIndexOp>, KernelLowering<CopyRowsOp>,
-           KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(context, launches);
+           KernelLowering<SortRowsOp>, KernelLowering<AgeRowsOp>, KernelLowering<RingIndexOp>,
+           KernelLowering<CopyRowsOp>, KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(context,
+                                                                                         launches);
   patternList.add<AttentionLowering<SparseAttentionOp>, AttentionLowering<AttentionOp>>(
       context, launches, options);
   FrozenRewritePatternSet patterns(std::move(patternList));

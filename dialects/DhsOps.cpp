@@ -309,6 +309,36 @@ LogicalResult SortRowsOp::verify() {
   return success();
 }
 
+LogicalResult AgeRowsOp::verify() {
+  MemRefType appends = getAppends().getType();
+  if (failed(checkDim(*this, "appends", appends, 1,
+                      static_cast<int64_t>(abi::AgeRowsLayout::kEntryWords), "entry words")))
+    return failure();
+  // The slot tables: one entry per HBM slot of the pool.
+  int64_t slots = getPool().getType().getCapacity(Tier::hbm);
+  for (auto [name, value] : {std::pair<StringRef, Value>{"hot", getHot()},
+                             {"cleared", getCleared()},
+                             {"free", getFree()}}) {
+    int64_t size = cast<MemRefType>(value.getType()).getDimSize(0);
+    if (ShapedType::isDynamic(slots))
+      slots = size;
+    else if (failed(checkDim(*this, name, cast<MemRefType>(value.getType()), 0, slots, "slots")))
+      return failure();
+  }
+  if (failed(checkDim(*this, "control", getControl().getType(), 0,
+                      static_cast<int64_t>(abi::AgeRowsLayout::kWords), "control words")))
+    return failure();
+  int64_t n = appends.getDimSize(0);
+  int64_t entries = ShapedType::isDynamic(n) ? ShapedType::kDynamic
+                                             : static_cast<int64_t>(abi::AgeRowsLayout::entries(n));
+  if (failed(checkDim(*this, "rows", getRows().getType(), 0, entries,
+                      "2 x appends: new rows, then releases")) ||
+      failed(checkDim(*this, "slots", getSlots().getType(), 0, getRows().getType().getDimSize(0),
+                      "rows placed")))
+    return failure();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Retrieval
 //===----------------------------------------------------------------------===//

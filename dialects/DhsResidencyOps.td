@@ -130,4 +130,73 @@ def Dhs_SortRowsOp : Dhs_Op<"sort_rows"> {
   let hasVerifier = 1;
 }
 
+def Dhs_AgeRowsOp : Dhs_Op<"age_rows"> {
+  let summary = "The appends between steps, replayed over the device residency state";
+  let description = [{
+    Replays, in call order and with one warp, the appends the host recorded
+    for one layer group between two steps (`appends[i]`: the host row leaving
+    its request's newest window or -1, the new host row (-1: padding, skipped),
+    and the request's host range [begin, end); `AgeRowsLayout` in
+    `runtime/abi/Contract.h`), as the residency controller's append does them
+    (adaptive policy, CLOCK, no floor). Per append:
+
+    - the aged row's slot (`map[aged]`) becomes hot (`hot[s] = aged`); when no
+      hot row lies in the request's range it is the request's first, which
+      resets the victim-search memo (`control[no_victim_step] = 0`);
+    - one more optional row: the budget word (optional budget - excess)
+      drops by one, the excess word grows by one; below 0 the group is over
+      its budget: unless the memo holds the step (word 0 of the pool's step
+      log), a CLOCK search from `control[hand]` over the slots takes the
+      first candidate (hot, last use < the step) that is unreferenced (last
+      use == `cleared[s]`), clearing the references it passes, two laps at
+      most; a failed search sets the memo to the step. The victim, or else
+      the aged row itself, leaves: its map entry becomes -1, its slot is
+      pushed on the free stack, the words go back by one;
+    - the new row takes the free stack's top: the map, `[step, 0]` in the
+      replacement state, a reference (`cleared = -1`).
+
+    It writes the list for `dhs.place_rows` (`into`, [2 x N]): entry i is
+    (append i's new row, its slot after the list) or (-1, -1) when it left HBM
+    again in the list, entry N + i (the row append i released, -1) or (-1, -1):
+    distinct rows, so place_rows copies the rows and repeats the map writes.
+    Bad control words, an aged row without a slot, or an empty free stack are
+    reported (`BadSlot`), a host row outside the map `BadHostRow`; that
+    append is skipped.
+
+    ```mlir
+    dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        appends(%appends : memref<64x4xi64>) hot(%hot : memref<65536xi64>)
+        cleared(%cleared : memref<65536xi32>) free(%free : memref<65536xi32>)
+        control(%control : memref<8xi32>)
+        into(%rows, %slots : memref<128xi64>, memref<128xi32>)
+    dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+        rows(%rows : memref<128xi64>) slots(%slots : memref<128xi32>)
+    ```
+  }];
+  let arguments = (ins
+    Dhs_KVPoolType:$pool,
+    Arg<MemRefRankOf<[I64], [2]>, "recorded appends [N, 4] (AgeRowsLayout)", [MemRead]>:$appends,
+    Arg<MemRefRankOf<[I64], [1]>, "host row of each hot slot [slots], -1 = not hot",
+        [MemRead, MemWrite]>:$hot,
+    Arg<MemRefRankOf<[I32], [1]>, "last use the CLOCK hand cleared [slots]",
+        [MemRead, MemWrite]>:$cleared,
+    Arg<MemRefRankOf<[I32], [1]>, "free stack [slots], the next slot last",
+        [MemRead, MemWrite]>:$free,
+    Arg<MemRefRankOf<[I32], [1]>, "hand, free count, budget, memo, excess [8]",
+        [MemRead, MemWrite]>:$control,
+    Arg<MemRefRankOf<[I64], [1]>, "host rows to place or release [2 N]", [MemWrite]>:$rows,
+    Arg<MemRefRankOf<[I32], [1]>, "their slots [2 N], -1 = released", [MemWrite]>:$slots
+  );
+  let assemblyFormat = [{
+    `pool` `(` $pool `:` qualified(type($pool)) `)`
+    `appends` `(` $appends `:` type($appends) `)`
+    `hot` `(` $hot `:` type($hot) `)`
+    `cleared` `(` $cleared `:` type($cleared) `)`
+    `free` `(` $free `:` type($free) `)`
+    `control` `(` $control `:` type($control) `)`
+    `into` `(` $rows `,` $slots `:` type($rows) `,` type($slots) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DHS_RESIDENCY_OPS_TD

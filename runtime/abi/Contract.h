@@ -355,6 +355,34 @@ struct PromotionPlanLayout {
   static constexpr std::size_t entries(std::size_t fetched) { return 2 * fetched; }
 };
 
+/// A dhs.age_rows launch: the appends recorded between steps (role age_list,
+/// i64 [N x kEntryWords]), the control words it reads and writes in the
+/// promotion_control buffer (i32 [kWords], shared with plan_promotions), and
+/// the list it writes for place_rows (roles place_rows and place_slots,
+/// [2 x N]).
+struct AgeRowsLayout {
+  static constexpr std::size_t kAged = 0;       ///< host row leaving the newest window, -1: none
+  static constexpr std::size_t kFresh = 1;      ///< the new host row (-1: padding, skipped)
+  static constexpr std::size_t kOwnerBegin = 2; ///< its request's host range [begin,
+  static constexpr std::size_t kOwnerEnd = 3;   ///< end)
+  static constexpr std::size_t kEntryWords = 4;
+  /// The words it reads and writes (plan_promotions' words): the hand, the
+  /// free count, the budget word (optional budget - excess), the step a
+  /// non-forced victim search failed in, and the excess.
+  static constexpr std::size_t kHand = PromotionPlanLayout::kHand;
+  static constexpr std::size_t kFreeCount = PromotionPlanLayout::kFreeCount;
+  static constexpr std::size_t kFreeBudget = PromotionPlanLayout::kFreeBudget;
+  static constexpr std::size_t kNoVictimStep = PromotionPlanLayout::kNoVictimStep;
+  static constexpr std::size_t kExcess = PromotionPlanLayout::kExcess;
+  static constexpr std::size_t kWords = PromotionPlanLayout::kWords;
+  /// Append i is entry i of the list, (new host row, its slot after the
+  /// list) or (-1, -1) when it left HBM again in the list; entry N + i is
+  /// (the host row append i released, -1) or (-1, -1).
+  static constexpr std::size_t releasesBegin(std::size_t appends) { return appends; }
+  /// Entries of the list for N appends.
+  static constexpr std::size_t entries(std::size_t appends) { return 2 * appends; }
+};
+
 //===----------------------------------------------------------------------===//
 // Row layouts
 //===----------------------------------------------------------------------===//

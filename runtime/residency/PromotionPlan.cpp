@@ -210,7 +210,9 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
   std::vector<std::int64_t> released(static_cast<std::size_t>(n), -1);
   for (std::int64_t i = 0; i < n; ++i) {
     const DeviceAppend &entry = appends[static_cast<std::size_t>(i)];
-    if (entry.fresh < 0 || entry.fresh >= hostRows || entry.aged >= hostRows) {
+    if (entry.fresh < 0)
+      continue; // padding
+    if (entry.fresh >= hostRows || entry.aged >= hostRows) {
       status |= abi::kStatusBadHostRow;
       continue;
     }

@@ -741,3 +741,59 @@ func.func @plan_promotions_spec_lru(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock
   return
 }
+
+// -----
+
+func.func @age_rows_entry_words(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %appends: memref<16x3xi64>, %hot: memref<1024xi64>, %cleared: memref<1024xi32>,
+    %free: memref<1024xi32>, %control: memref<8xi32>, %rows: memref<32xi64>,
+    %slots: memref<32xi32>) {
+  // expected-error @below {{appends dimension 1 (entry words) is 3, expected 4}}
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      appends(%appends : memref<16x3xi64>) hot(%hot : memref<1024xi64>)
+      cleared(%cleared : memref<1024xi32>) free(%free : memref<1024xi32>)
+      control(%control : memref<8xi32>) into(%rows, %slots : memref<32xi64>, memref<32xi32>)
+  return
+}
+
+// -----
+
+func.func @age_rows_slot_tables(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
+    %appends: memref<16x4xi64>, %hot: memref<1024xi64>, %cleared: memref<512xi32>,
+    %free: memref<1024xi32>, %control: memref<8xi32>, %rows: memref<32xi64>,
+    %slots: memref<32xi32>) {
+  // expected-error @below {{cleared dimension 0 (slots) is 512, expected 1024}}
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      appends(%appends : memref<16x4xi64>) hot(%hot : memref<1024xi64>)
+      cleared(%cleared : memref<512xi32>) free(%free : memref<1024xi32>)
+      control(%control : memref<8xi32>) into(%rows, %slots : memref<32xi64>, memref<32xi32>)
+  return
+}
+
+// -----
+
+func.func @age_rows_control(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %appends: memref<16x4xi64>, %hot: memref<1024xi64>, %cleared: memref<1024xi32>,
+    %free: memref<1024xi32>, %control: memref<5xi32>, %rows: memref<32xi64>,
+    %slots: memref<32xi32>) {
+  // expected-error @below {{control dimension 0 (control words) is 5, expected 8}}
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      appends(%appends : memref<16x4xi64>) hot(%hot : memref<1024xi64>)
+      cleared(%cleared : memref<1024xi32>) free(%free : memref<1024xi32>)
+      control(%control : memref<5xi32>) into(%rows, %slots : memref<32xi64>, memref<32xi32>)
+  return
+}
+
+// -----
+
+func.func @age_rows_list(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %appends: memref<16x4xi64>, %hot: memref<1024xi64>, %cleared: memref<1024xi32>,
+    %free: memref<1024xi32>, %control: memref<8xi32>, %rows: memref<16xi64>,
+    %slots: memref<16xi32>) {
+  // expected-error @below {{rows dimension 0 (2 x appends: new rows, then releases) is 16, expected 32}}
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      appends(%appends : memref<16x4xi64>) hot(%hot : memref<1024xi64>)
+      cleared(%cleared : memref<1024xi32>) free(%free : memref<1024xi32>)
+      control(%control : memref<8xi32>) into(%rows, %slots : memref<16xi64>, memref<16xi32>)
+  return
+}

@@ -207,6 +207,19 @@ func.func @dynamic_shapes(%q: memref<?x1x16x576xbf16>, %rows: memref<?x1x?xi32>,
 }
 
 // A step's promotion decisions over the device residency state (CLOCK).
+// CHECK-LABEL: func.func @age_rows
+// CHECK: dhs.age_rows pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) appends(%{{.*}} : memref<16x4xi64>) hot(%{{.*}} : memref<1024xi64>) cleared(%{{.*}} : memref<1024xi32>) free(%{{.*}} : memref<1024xi32>) control(%{{.*}} : memref<8xi32>) into(%{{.*}}, %{{.*}} : memref<32xi64>, memref<32xi32>)
+func.func @age_rows(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %appends: memref<16x4xi64>, %hot: memref<1024xi64>, %cleared: memref<1024xi32>,
+    %free: memref<1024xi32>, %control: memref<8xi32>, %rows: memref<32xi64>,
+    %slots: memref<32xi32>) {
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      appends(%appends : memref<16x4xi64>) hot(%hot : memref<1024xi64>)
+      cleared(%cleared : memref<1024xi32>) free(%free : memref<1024xi32>)
+      control(%control : memref<8xi32>) into(%rows, %slots : memref<32xi64>, memref<32xi32>)
+  return
+}
+
 // CHECK-LABEL: func.func @plan_promotions
 // CHECK: dhs.plan_promotions pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) fetched(%{{.*}} : memref<4x64xi32>) history(%{{.*}} : memref<4xi64>) hot(%{{.*}} : memref<1024xi64>) cleared(%{{.*}} : memref<1024xi32>) free(%{{.*}} : memref<1024xi32>) control(%{{.*}} : memref<8xi32>) into(%{{.*}}, %{{.*}} : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
 func.func @plan_promotions(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,

@@ -1,0 +1,188 @@
+//===- AgeRowsKernelTest.cpp - The generated age_rows kernel --------------===//
+//
+// examples/age_rows_step.mlir, compiled at build time (64 appends, 5000
+// slots). On a GPU, everything the kernel writes (the place list, the map,
+// hot rows, cleared stamps, free stack, recency, the control words and the
+// status) must equal planAgeRows on the host, which DeviceResidencyTest
+// holds to the residency controller's append: over states packed from a
+// controller under load (its tables padded to 5000 slots), after a step
+// whose promotions ran out of victims, and with bad control words.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestUtil.h"
+#include "PromotionScenario.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+using namespace dhs::runtime;
+using Layout = dhs_abi::AgeRowsLayout;
+
+namespace {
+
+/// The compiled step's appends and slots (examples/age_rows_step.mlir).
+constexpr std::size_t kAppends = 64;
+constexpr std::int32_t kSlots = 5000;
+
+/// `state` with its tables extended to `slots` slots that are neither hot
+/// nor free (the same candidates in the same hand order).
+AgeRowsState padSlots(AgeRowsState state, std::int32_t slots) {
+  const std::size_t n = static_cast<std::size_t>(slots);
+  state.group.hotRows.resize(n, -1);
+  state.group.cleared.resize(n, 0);
+  state.group.freeStack.resize(n, -1);
+  state.group.recency.resize(2 * n, 0);
+  return state;
+}
+
+/// The control words of `state` as the launch takes them.
+std::vector<std::int32_t> controlWords(const AgeRowsState &state) {
+  std::vector<std::int32_t> words(Layout::kWords, 0);
+  words[Layout::kHand] = state.group.hand;
+  words[Layout::kFreeCount] = state.group.freeCount;
+  words[Layout::kFreeBudget] = static_cast<std::int32_t>(state.budget - state.group.excess);
+  words[Layout::kNoVictimStep] = static_cast<std::int32_t>(state.group.noVictimStep);
+  words[Layout::kExcess] = static_cast<std::int32_t>(state.group.excess);
+  return words;
+}
+
+/// Runs the kernel on `state` with `appends` (padded to the step's list)
+/// and compares everything it writes with planAgeRows; returns the
+/// released rows.
+std::int64_t checkKernel(const Manifest &manifest, const AgeRowsState &state,
+                         const std::vector<DeviceAppend> &appends,
+                         std::vector<std::int32_t> control = {}) {
+  REQUIRE(appends.size() <= kAppends);
+  std::vector<DeviceAppend> padded = appends;
+  padded.resize(kAppends, DeviceAppend{-1, -1, 0, 0});
+  AgeRowsState expected = state;
+  PromotionPlanList list;
+  if (control.empty())
+    control = controlWords(state);
+  const bool bad = control != controlWords(state);
+  const std::uint32_t expectedStatus =
+      bad ? dhs_abi::kStatusBadSlot : planAgeRows(expected, padded, list);
+  if (bad)
+    list.rows.assign(2 * kAppends, -1), list.slots.assign(2 * kAppends, -1);
+
+  dhs::test::KernelRun run(manifest);
+  run.buffers.arguments.push_back(0); // the pool: its views are passed apart
+  std::vector<std::int64_t> words;
+  for (const DeviceAppend &a : padded)
+    words.insert(words.end(), {a.aged, a.fresh, a.ownerBegin, a.ownerEnd});
+  run.argument(words, "appends");
+  const CUdeviceptr hot = run.argument(state.group.hotRows, "hot rows");
+  const CUdeviceptr cleared = run.argument(state.group.cleared, "cleared");
+  const CUdeviceptr free = run.argument(state.group.freeStack, "free stack");
+  const CUdeviceptr controlBuffer = run.argument(control, "control");
+  const CUdeviceptr rows = run.argument(std::vector<std::int64_t>(2 * kAppends, 12345), "rows");
+  const CUdeviceptr slots = run.argument(std::vector<std::int32_t>(2 * kAppends, 777), "slots");
+  run.buffers.map = run.upload(state.map, "map");
+  run.buffers.hostRows = static_cast<std::int64_t>(state.map.size());
+  run.buffers.recency = run.upload(state.group.recency, "recency");
+  run.buffers.log = run.upload(
+      std::vector<std::int32_t>{static_cast<std::int32_t>(state.group.step), 0, 0, 0}, "log");
+  run.buffers.logWords = 4;
+  run.buffers.hbmSlots = static_cast<std::int64_t>(state.group.hotRows.size());
+  run.launch("age_rows");
+
+  CHECK(run.status() == expectedStatus);
+  CHECK(run.download<std::int64_t>(rows, 2 * kAppends, "rows") == list.rows);
+  CHECK(run.download<std::int32_t>(slots, 2 * kAppends, "slots") == list.slots);
+  const std::vector<std::int32_t> after =
+      run.download<std::int32_t>(controlBuffer, Layout::kWords, "control");
+  CHECK(after == (bad ? control : controlWords(expected)));
+  const DeviceGroupState &g = (bad ? state : expected).group;
+  CHECK(run.download<std::int64_t>(hot, g.hotRows.size(), "hot rows") == g.hotRows);
+  CHECK(run.download<std::int32_t>(cleared, g.cleared.size(), "cleared") == g.cleared);
+  CHECK(run.download<std::int32_t>(free, g.freeStack.size(), "free stack") == g.freeStack);
+  CHECK(run.download<std::int32_t>(run.buffers.map, state.map.size(), "map") ==
+        (bad ? state : expected).map);
+  CHECK(run.download<std::int32_t>(run.buffers.recency, g.recency.size(), "recency") == g.recency);
+  std::int64_t released = 0;
+  for (std::size_t i = kAppends; i < 2 * kAppends; ++i)
+    released += list.rows[i] >= 0;
+  return released;
+}
+
+/// The state and the appends of `requests` (each appending `times` tokens)
+/// packed from `c`, as the runtime would record them.
+std::pair<AgeRowsState, std::vector<DeviceAppend>>
+pack(const ResidencyController &c, const std::vector<std::int32_t> &requests, int times) {
+  AgeRowsState state{c.exportDeviceState(0), c.residencyTable(0), c.optionalBudget()};
+  ResidencyController device = c;
+  device.markDeviceOwned(0);
+  std::vector<RowCopy> ignored;
+  for (int t = 0; t < times; ++t)
+    for (std::int32_t r : requests)
+      if (device.historyLen(r) < device.maxContext(r))
+        device.append(r, ignored);
+  return {padSlots(state, kSlots), device.deviceAppends(0)};
+}
+
+} // namespace
+
+TEST_CASE("the generated age_rows kernel makes the host's append decisions under load",
+          "[cuda][gpu][residency][device]") {
+  DHS_GPU_KERNEL_STEP(manifest, "age_rows", abi::LaunchKind::AgeRows);
+  CHECK(manifest.arguments[1].role == ArgumentRole::AgeList);
+  DHS_SEEDED_RNG(rng, 3000);
+  std::int64_t released = 0, checked = 0;
+  dhs::test::runPromotionScenario(
+      rng, Replacement::Clock, -1, 40,
+      [](const ResidencyController &, const PromotionPlanState &) {},
+      [](const ResidencyController &, const std::vector<RowCopy> &) {},
+      [&](ResidencyController &c, const std::vector<std::int32_t> &requests) {
+        INFO("after step " << c.stepCount());
+        // Up to 10 tokens per request: more than the newest window (8), so
+        // rows appended in the list age in it too.
+        const auto [state, appends] = pack(c, requests, 1 + static_cast<int>(rng() % 10));
+        released += checkKernel(manifest, state, appends);
+        checked += static_cast<std::int64_t>(appends.size());
+        std::vector<RowCopy> copies;
+        for (std::int32_t r : requests)
+          c.append(r, copies);
+      });
+  CHECK(checked > 200);
+  CHECK(released > 50);
+}
+
+TEST_CASE("the generated age_rows kernel after a step whose promotions ran out of victims",
+          "[cuda][gpu][residency][device]") {
+  DHS_GPU_KERNEL_STEP(manifest, "age_rows", abi::LaunchKind::AgeRows);
+  // DeviceResidencyTest's state: the memo holds the step, request 2's first
+  // hot row resets it.
+  ResidencyController c(ResidencyConfig::adaptive(1, 40, 1000, 4, 0, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r0 = c.admit(100, 200, copies), r1 = c.admit(100, 200, copies),
+                     r2 = c.admit(4, 50, copies);
+  std::vector<std::int32_t> rows(80), slots(80);
+  for (std::int32_t k = 0; k < 40; ++k)
+    rows[static_cast<std::size_t>(k)] = rows[static_cast<std::size_t>(40 + k)] = 2 * k;
+  const std::vector<std::int32_t> lanes = {r0, r1};
+  c.beginStep();
+  c.resolve(0, lanes.data(), 2, rows.data(), 1, 40, slots.data());
+  c.endStep(copies);
+  REQUIRE(c.exportDeviceState(0).noVictimStep == 1);
+  for (const auto &order :
+       {std::vector<std::int32_t>{r0, r0, r0}, std::vector<std::int32_t>{r0, r2, r0, r1}}) {
+    const auto [state, appends] = pack(c, order, 1);
+    CHECK(checkKernel(manifest, state, appends) == static_cast<std::int64_t>(order.size()));
+  }
+}
+
+TEST_CASE("the generated age_rows kernel reports bad control words and replays nothing",
+          "[cuda][gpu][residency][device]") {
+  DHS_GPU_KERNEL_STEP(manifest, "age_rows", abi::LaunchKind::AgeRows);
+  ResidencyController c(ResidencyConfig::adaptive(1, 64, 1000, 4, 0, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r = c.admit(20, 100, copies);
+  const auto [state, appends] = pack(c, {r, r}, 1);
+  std::vector<std::int32_t> control = controlWords(state);
+  SECTION("a hand outside the table") { control[Layout::kHand] = kSlots; }
+  SECTION("a free count beyond the stack") { control[Layout::kFreeCount] = kSlots + 1; }
+  checkKernel(manifest, state, appends, control);
+}
