@@ -129,6 +129,7 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
   if (historyLen > 0 && !prefill)
     throw InputError("admit " + requestName(id) + ": null prefill rows for a history of " +
                      std::to_string(historyLen));
+  takeStateFromDevice();
   std::vector<RowCopy> copies;
   const std::int32_t index = controller_->admit(historyLen, maxContext, copies);
   try {
@@ -168,6 +169,9 @@ void Runtime::appendRows(std::int32_t index, const std::string &name, const void
   if (controller_->historyLen(index) >= maxContext)
     throw CapacityError("append to " + name + ": it reached its maximum context of " +
                         std::to_string(maxContext) + " rows");
+  // (With an aging step the controller records the append for the device.)
+  if (!agingStepLoaded_)
+    takeStateFromDevice();
   std::vector<RowCopy> copies;
   controller_->append(index, copies);
   const std::int64_t hostRow =
@@ -191,6 +195,7 @@ void Runtime::finish(std::uint64_t id) {
   const std::int32_t index = indexOf(id, "finish");
   if (config_.checkInvariants && repairHbm())
     checker_->checkRequestRows(index, "finishing");
+  takeStateFromDevice();
   controller_->finish(index);
   applyCopies({}); // its rows leave the device residency maps
   index_.erase(id);
@@ -305,6 +310,20 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
       windowTokens[static_cast<std::size_t>(b)] =
           rings_->windowTokens(lanes[static_cast<std::size_t>(b)], requestName(ids[b]),
                                shape_.queries, shape_.windowSize);
+  // Residency decisions on the device: every non-verify step (the device
+  // owns the state, or holds a copy for the shadow check); a verify step
+  // runs on the controller's tables.
+  const bool decides = decisionStepLoaded_ && !verifyStarting_;
+  if (decisionStepLoaded_ && !decides)
+    takeStateFromDevice();
+  else if (decides)
+    giveStateToDevice(/*own=*/!config_.checkInvariants);
+  if (decisionStepLoaded_)
+    tiers_.runner->setStepDecisions(decides);
+  if (decides && agingStepLoaded_)
+    enqueueAppends(); // before the step stamps its logs (the kernel reads the last step)
+  stepDecides_ = decides;
+  shadowDecisions_ = decides && config_.checkInvariants;
   controller_->beginStep();
   tiers_.runner->beginStep(controller_->stepCount());
   windowTokensLane_ = windowTokens;
@@ -353,6 +372,11 @@ void Runtime::select(std::int32_t group, const std::int32_t *rowIds, MemorySpace
     selectVerifyGroup(group, rowIds);
     return;
   }
+  if (stepDecides_ && memory != MemorySpace::Device)
+    throw InputError("layer group " + std::to_string(group) +
+                     ": with a decision step loaded, a step takes its selections in device "
+                     "memory (the device decides residency from them); verify steps take them "
+                     "in host memory");
   if (memory == MemorySpace::Device) {
     // The step's dhs.resolve maps them to slots on the device; they are
     // checked and booked by the controller after the step, from a copy.
@@ -473,6 +497,10 @@ void Runtime::endStep() {
   for (std::int32_t l = 0; l < layout_.layers; ++l)
     if (!attended_[static_cast<std::size_t>(l)])
       throw StateError("cannot end the step: layer " + std::to_string(l) + " did not run");
+  if (stepDecides_ && !shadowDecisions_) {
+    bookDeviceDecisions();
+    return;
+  }
   // Device selections are booked from what the resolve kernels logged, as
   // host ones were at select time (nothing changes the residency in
   // between); the host never reads the selections themselves. Where the
@@ -518,7 +546,9 @@ void Runtime::endStep() {
           }
       }
     abortStep();
-    if (anyOnDevice)
+    if (stepDecides_)
+      tiers_.runner->rollBackDecisions();
+    else if (anyOnDevice)
       tiers_.storage->restoreRecency(*controller_);
     if (precise)
       std::rethrow_exception(precise);
@@ -543,9 +573,14 @@ void Runtime::endStep() {
     }
   std::vector<RowCopy> copies;
   controller_->endStep(copies);
+  // (With the shadow check the device placed them already: applying them
+  // again changes nothing.)
+  const std::vector<RowCopy> released = shadowDecisions_ ? releases_ : std::vector<RowCopy>{};
   applyCopies(copies);
   inStep_ = false;
   ++steps_;
+  if (shadowDecisions_)
+    compareDecisions(copies, released);
   if (config_.checkInvariants) {
     if (hbmCoherent())
       checker_->checkCopies(copies);
@@ -700,6 +735,7 @@ void Runtime::checkFetches() {
 
 void Runtime::checkInvariants() {
   requireStep("check");
+  takeStateFromDevice();
   requireHbmCoherent("check");
   controller_->checkConsistency();
   for (const auto &[id, index] : index_)
@@ -768,6 +804,199 @@ bool Runtime::cudaGraphs() const { return tiers_.runner && tiers_.runner->graphs
 TierStorage &Runtime::storageForTesting() {
   requireStep("tiers");
   return *tiers_.storage;
+}
+
+//===----------------------------------------------------------------------===//
+// Residency decisions on the device
+//===----------------------------------------------------------------------===//
+
+std::int32_t Runtime::decisionBudget(std::int32_t group) const {
+  const GroupOccupancy occupancy = controller_->occupancy(group);
+  return static_cast<std::int32_t>(std::clamp<std::int64_t>(
+      occupancy.optionalBudget - occupancy.optionalUsed, -1, layout_.hbmSlots));
+}
+
+void Runtime::giveStateToDevice(bool own) {
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    if (controller_->deviceOwned(g)) {
+      // Appends since the last step move the budget.
+      tiers_.runner->setDecisionBudget(g, decisionBudget(g));
+      continue;
+    }
+    DeviceGroupState state = controller_->exportDeviceState(g);
+    deviceExcess_[static_cast<std::size_t>(g)] = state.excess;
+    tiers_.runner->uploadDecisionState(g, state, decisionBudget(g));
+    if (own)
+      controller_->markDeviceOwned(g);
+  }
+}
+
+void Runtime::enqueueAppends() {
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::size_t gi = static_cast<std::size_t>(g);
+    if (!controller_->deviceOwned(g) || agingPending_[gi] > 0)
+      continue;
+    const std::vector<DeviceAppend> &appends = controller_->deviceAppends(g);
+    if (appends.empty())
+      continue;
+    const GroupOccupancy occupancy = controller_->occupancy(g);
+    tiers_.runner->enqueueAging(
+        g, appends,
+        static_cast<std::int32_t>(std::clamp<std::int64_t>(
+            occupancy.optionalBudget - deviceExcess_[gi], -1, layout_.hbmSlots)));
+    agingPending_[gi] = appends.size();
+  }
+}
+
+void Runtime::applyAppends() {
+  if (std::none_of(agingPending_.begin(), agingPending_.end(), [](std::size_t n) { return n > 0; }))
+    return;
+  tiers_.runner->waitForAging();
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::size_t gi = static_cast<std::size_t>(g);
+    if (agingPending_[gi] == 0)
+      continue;
+    controller_->applyDeviceAppends(g, tiers_.runner->agedSlots(g, agingPending_[gi]));
+    agingPending_[gi] = 0;
+    deviceExcess_[gi] = controller_->occupancy(g).optionalUsed;
+  }
+}
+
+void Runtime::takeStateFromDevice() {
+  if (!decisionStepLoaded_)
+    return;
+  if (agingStepLoaded_) {
+    enqueueAppends();
+    applyAppends();
+  }
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    if (!controller_->deviceOwned(g))
+      continue;
+    DeviceGroupState state;
+    tiers_.runner->downloadDecisionState(g, state);
+    state.step = static_cast<std::uint32_t>(controller_->stepCount());
+    controller_->adoptDeviceState(g, state);
+  }
+}
+
+void Runtime::bookDeviceDecisions() {
+  try {
+    tiers_.runner->finishStep();
+  } catch (const Error &) {
+    // (The appends before the step were replayed either way.)
+    applyAppends();
+    // The kernels rejected the step: its decisions did nothing (each reads
+    // the status word first); the resolve kernels' stamps are rolled back.
+    std::exception_ptr precise;
+    for (std::int32_t g = 0; g < layout_.groups() && !precise; ++g)
+      try {
+        checkSelections(g, tiers_.runner->selectionsOnHost(g));
+      } catch (const Error &) {
+        precise = std::current_exception();
+      }
+    abortStep();
+    tiers_.runner->rollBackDecisions();
+    if (precise)
+      std::rethrow_exception(precise);
+    throw;
+  }
+  applyAppends();
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const DeviceDecisionCounts counts = tiers_.runner->decisionCounts(g);
+    controller_->applyDeviceCounts(g, counts.step);
+    deviceExcess_[static_cast<std::size_t>(g)] = counts.excess;
+  }
+  std::vector<RowCopy> copies;
+  controller_->endStep(copies);
+  inStep_ = false;
+  ++steps_;
+  applyCopies(copies); // (none: the device placed the step's rows)
+  if (!copies.empty())
+    throw InvariantError("the controller promoted " + std::to_string(copies.size()) +
+                         " rows in a step the device decided");
+}
+
+void Runtime::compareDecisions(const std::vector<RowCopy> &copies,
+                               const std::vector<RowCopy> &released) {
+  std::vector<std::int64_t> rows;
+  std::vector<std::int32_t> slots;
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    const std::string group = "layer group " + std::to_string(g);
+    // The promotions and releases, as sets (the host's copies come request
+    // by request, the device's in rank order).
+    std::vector<std::pair<std::int64_t, std::int32_t>> host, device;
+    // (Evictions reach the release log, as (row, -1).)
+    for (const std::vector<RowCopy> *list : {&copies, &released})
+      for (const RowCopy &copy : *list)
+        if (copy.group == g)
+          host.emplace_back(copy.hostRow, copy.slot);
+    tiers_.runner->decisionList(g, rows, slots);
+    const std::size_t total = rows.size() / 2;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i] >= 0)
+        device.emplace_back(rows[i], i < total ? slots[i] : -1);
+    std::sort(host.begin(), host.end());
+    std::sort(device.begin(), device.end());
+    if (host != device) {
+      std::size_t shown = 0;
+      std::string diff;
+      for (const auto &entry : host)
+        if (!std::binary_search(device.begin(), device.end(), entry) && shown++ < 4)
+          diff +=
+              " host (" + std::to_string(entry.first) + ", " + std::to_string(entry.second) + ")";
+      for (const auto &entry : device)
+        if (!std::binary_search(host.begin(), host.end(), entry) && shown++ < 8)
+          diff +=
+              " device (" + std::to_string(entry.first) + ", " + std::to_string(entry.second) + ")";
+      throw InvariantError(group + ": the device decided " + std::to_string(device.size()) +
+                           " promotions and releases, the controller " +
+                           std::to_string(host.size()) + ";" + diff);
+    }
+    // The state they leave.
+    DeviceGroupState state;
+    tiers_.runner->downloadDecisionState(g, state);
+    DeviceGroupState expected = controller_->exportDeviceState(g);
+    state.step = expected.step;
+    // CLOCK references, not stamps: a slot is referenced while its last use
+    // differs from the use the hand cleared (the controller exports -1 for
+    // every referenced slot, the device keeps the stamp); the plan reads
+    // them for hot slots only.
+    for (DeviceGroupState *s : {&state, &expected})
+      for (std::size_t slot = 0; slot < s->cleared.size(); ++slot)
+        s->cleared[slot] = s->hotRows[slot] < 0                       ? 0
+                           : s->cleared[slot] != s->recency[2 * slot] ? -1
+                                                                      : 1;
+    // (The stack's entries past its count are whatever was popped last.)
+    for (DeviceGroupState *s : {&state, &expected})
+      std::fill(s->freeStack.begin() +
+                    std::clamp<std::int64_t>(s->freeCount, 0,
+                                             static_cast<std::int64_t>(s->freeStack.size())),
+                s->freeStack.end(), -1);
+    if (!(state == expected)) {
+      std::string what;
+      if (state.hotRows != expected.hotRows)
+        what += " hot rows,";
+      if (state.cleared != expected.cleared)
+        what += " CLOCK references,";
+      if (state.freeStack != expected.freeStack || state.freeCount != expected.freeCount)
+        what += " free stack,";
+      if (state.recency != expected.recency)
+        what += " replacement state,";
+      if (state.hand != expected.hand)
+        what +=
+            " hand " + std::to_string(state.hand) + " vs " + std::to_string(expected.hand) + ",";
+      if (state.excess != expected.excess)
+        what += " excess " + std::to_string(state.excess) + " vs " +
+                std::to_string(expected.excess) + ",";
+      if (state.noVictimStep != expected.noVictimStep)
+        what += " victim memo,";
+      what.pop_back();
+      throw InvariantError(group +
+                           ": after the device's decisions its state differs from the "
+                           "controller's in" +
+                           what);
+    }
+  }
 }
 
 } // namespace dhs::runtime

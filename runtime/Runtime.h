@@ -358,6 +358,41 @@ public:
   /// True once a placement step is loaded.
   bool placementStepLoaded() const { return placementStepLoaded_; }
 
+  /// Loads a compiled decision step (examples/decision_step.mlir compiled
+  /// for this session's shapes and pools: dhs.union_missing, dhs.sort_rows,
+  /// dhs.plan_promotions, dhs.place_rows). From then on a step whose
+  /// selections are in device memory ends with every group's promotions and
+  /// releases decided and carried out on the device (CLOCK over the device
+  /// tables; the host reads counts); the controller's per-slot tables follow
+  /// them only where the host needs them (admission, finish, appends,
+  /// verify steps, checks) by a download of the device state. With
+  /// checkInvariants the host also decides every step and the two are
+  /// compared (InvariantError on any difference). Needs the CUDA backend,
+  /// resolving steps, a placement step, the adaptive policy with CLOCK and
+  /// hot floor 0, and the step's `promotions` equal to the configured cap.
+  /// Throws StateError (no step, during a step, loaded twice, no placement
+  /// step), InputError (a step that does not fit).
+  void loadDecisionStep(const std::string &stepDirectory);
+  /// As loadDecisionStep, from a parsed manifest.
+  void loadDecisionStep(const Manifest &manifest);
+  /// True once a decision step is loaded.
+  bool decisionStepLoaded() const { return decisionStepLoaded_; }
+  /// Loads a compiled aging step (examples/aging_step.mlir compiled for this
+  /// session's requests and pools: dhs.age_rows, dhs.place_rows) after the
+  /// decision step: appends to requests then stay O(1) on the host between
+  /// steps the device decides (the device replays them, in call order, as
+  /// the controller would, before the next step's kernels). Throws
+  /// StateError (no decision step, during a step, loaded twice), InputError
+  /// (a step that does not fit).
+  void loadAgingStep(const std::string &stepDirectory);
+  /// As loadAgingStep, from a parsed manifest.
+  void loadAgingStep(const Manifest &manifest);
+  /// Milliseconds the device spent on the last completed step (its stream
+  /// work, CUDA events), -1 on the CPU.
+  double lastStepDeviceMs() const {
+    return tiers_.runner ? tiers_.runner->lastStepDeviceMs() : -1.0;
+  }
+
   /// Sliding window (steps compiled with `window(...) size = W`, ring of R
   /// raw tokens): writes `count` (1..R) raw tokens `rows` [count][L]
   /// [row_bytes] (host memory) at positions position .. position+count-1 of
@@ -494,6 +529,17 @@ private:
   std::uint64_t steps_ = 0;
   bool draftStepLoaded_ = false;
   bool placementStepLoaded_ = false;
+  bool decisionStepLoaded_ = false;
+  bool agingStepLoaded_ = false;
+  /// [group] the excess word the device holds (before its recorded appends)
+  /// and the appends replayed but not yet applied to the controller.
+  std::vector<std::int64_t> deviceExcess_;
+  std::vector<std::size_t> agingPending_;
+  /// The step in progress ends with the device's decisions (and, with
+  /// checkInvariants, the host's beside them: shadowDecisions_).
+  bool stepDecides_ = false;
+  bool shadowDecisions_ = false;
+  bool verifyStarting_ = false; // beginStep runs for a verify step
   /// Rows that left HBM since the last applyCopies (with a placement step).
   std::vector<RowCopy> releases_;
   /// Batches of changes whose copy into HBM failed, oldest first, and the
@@ -536,6 +582,25 @@ private:
   std::array<bool, 2> acceptLoaded_{}; // [AcceptRule] an accept step is loaded
   std::optional<TopKShape> topK_;      // the top-k step's shapes, once loaded
   std::unique_ptr<Manifest> topKManifest_; // and the step, for the tiers
+
+  /// Decisions on the device: the optional budget left that group g's
+  /// next plan may fill from free slots.
+  std::int32_t decisionBudget(std::int32_t group) const;
+  /// Uploads every group's state to the device (own: the device owns it
+  /// from now on, else it is a copy for the shadow check).
+  void giveStateToDevice(bool own);
+  /// Downloads every device-owned group's state into the controller.
+  void takeStateFromDevice();
+  /// Enqueues the replay of every device-owned group's recorded appends.
+  void enqueueAppends();
+  /// Waits for the replays and hands their slots to the controller.
+  void applyAppends();
+  /// Books a step the device decided (counts only).
+  void bookDeviceDecisions();
+  /// Compares the device's decisions of the step with the host's copies
+  /// and releases and the device state with the controller's (shadow check;
+  /// the step is complete: a difference throws InvariantError).
+  void compareDecisions(const std::vector<RowCopy> &copies, const std::vector<RowCopy> &released);
 
   /// Hands the loaded top-k step, if any, to `runner` when its PTX is
   /// there.

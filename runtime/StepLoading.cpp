@@ -501,6 +501,57 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
   placementStepLoaded_ = true;
 }
 
+void Runtime::loadDecisionStep(const std::string &stepDirectory) {
+  loadDecisionStep(loadAuxiliaryStep(stepDirectory, "load decision step"));
+}
+
+void Runtime::loadDecisionStep(const Manifest &manifest) {
+  requireAuxiliaryLoad("load decision step", "decision step", decisionStepLoaded_);
+  if (!placementStepLoaded_)
+    throw StateError("load a placement step before the decision step " + manifest.directory +
+                     ": its place_rows carries out the decisions");
+  const ResidencyConfig &config = controller_->config();
+  if (config.policy != ResidencyPolicy::Adaptive || config.replacement != Replacement::Clock ||
+      config.hotFloor != 0)
+    throw InputError("the decision step " + manifest.directory +
+                     " decides with the adaptive policy, CLOCK and hot floor 0; this session "
+                     "is configured otherwise (its hot floor is " +
+                     std::to_string(config.hotFloor) + ")");
+  for (const ResidencySpec &spec : manifest.residency)
+    if (spec.floor != 0 || spec.policy != abi::ResidencyPolicy::Adaptive ||
+        spec.replacement != abi::Replacement::Clock ||
+        spec.maxPromotions != config.maxPromotionsPerStep)
+      throw InputError(
+          "the decision step " + manifest.directory + " promotes " +
+          (spec.maxPromotions < 0 ? std::string("every fetched row")
+                                  : std::to_string(spec.maxPromotions) + " rows per request") +
+          " a step (its dhs.residency); this session's cap is " +
+          (config.maxPromotionsPerStep < 0 ? std::string("none")
+                                           : std::to_string(config.maxPromotionsPerStep)) +
+          ": compile it with the same `promotions`, floor 0, policy adaptive, "
+          "replacement clock");
+  if (manifest.residency.empty())
+    throw InputError("the decision step " + manifest.directory +
+                     " has no dhs.residency spec: its promotion cap must be stated");
+  tiers_.runner->setDecisionStep(manifest, config_.checkInvariants);
+  deviceExcess_.assign(static_cast<std::size_t>(layout_.groups()), 0);
+  agingPending_.assign(static_cast<std::size_t>(layout_.groups()), 0);
+  decisionStepLoaded_ = true;
+}
+
+void Runtime::loadAgingStep(const std::string &stepDirectory) {
+  loadAgingStep(loadAuxiliaryStep(stepDirectory, "load aging step"));
+}
+
+void Runtime::loadAgingStep(const Manifest &manifest) {
+  requireAuxiliaryLoad("load aging step", "aging step", agingStepLoaded_);
+  if (!decisionStepLoaded_)
+    throw StateError("load the decision step before the aging step " + manifest.directory);
+  takeStateFromDevice(); // (no appends are pending on the device)
+  tiers_.runner->setAgingStep(manifest);
+  agingStepLoaded_ = true;
+}
+
 void Runtime::loadTopKStep(const std::string &stepDirectory) {
   if (topK_)
     throw StateError("a top-k step is already loaded");

@@ -94,7 +94,14 @@ void Runtime::verifyBegin(const std::uint64_t *ids, std::int64_t batch,
                           std::to_string(length) + " rows would pass its maximum context of " +
                           std::to_string(controller_->maxContext(index)) + " rows");
   }
-  beginStep(ids, batch);
+  verifyStarting_ = true;
+  try {
+    beginStep(ids, batch);
+  } catch (...) {
+    verifyStarting_ = false;
+    throw;
+  }
+  verifyStarting_ = false;
   try {
     const std::size_t gamma = static_cast<std::size_t>(Q - 1);
     const std::size_t position = static_cast<std::size_t>(layout_.layers * layout_.rowBytes);

@@ -322,6 +322,16 @@ dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *ste
                   [&](Runtime &rt) { rt.loadPlacementStep(stepDirectory(step_directory)); });
 }
 
+dhs_status dhs_runtime_load_decision_step(dhs_runtime *runtime, const char *step_directory) {
+  return onLoaded("dhs_runtime_load_decision_step", DHS_ERROR_STEP, runtime,
+                  [&](Runtime &rt) { rt.loadDecisionStep(stepDirectory(step_directory)); });
+}
+
+dhs_status dhs_runtime_load_aging_step(dhs_runtime *runtime, const char *step_directory) {
+  return onLoaded("dhs_runtime_load_aging_step", DHS_ERROR_STEP, runtime,
+                  [&](Runtime &rt) { rt.loadAgingStep(stepDirectory(step_directory)); });
+}
+
 dhs_status dhs_draft_append(dhs_runtime *runtime, uint64_t id, int64_t position, int64_t count,
                             const void *rows) {
   return onLoaded("dhs_draft_append", DHS_ERROR_DEVICE, runtime,

@@ -267,6 +267,26 @@ dhs_status dhs_window_write(dhs_runtime *runtime, uint64_t id, int64_t position,
  *  when one is loaded already or a step is in progress. */
 dhs_status dhs_runtime_load_placement_step(dhs_runtime *runtime, const char *step_directory);
 
+/** Loads a compiled decision step (examples/decision_step.mlir compiled for
+ *  the session's shapes and pools: union_missing, sort_rows,
+ *  plan_promotions, place_rows). On CUDA with resolving steps and a loaded
+ *  placement step, every step whose selections are in device memory then
+ *  ends with each layer group's promotions and releases decided and carried
+ *  out on the device; the host reads counts. Needs the adaptive policy,
+ *  CLOCK, hot floor 0 and the step's `promotions` equal to
+ *  max_promotions_per_step. DHS_ERROR_STEP when it does not fit (or on the
+ *  CPU backend); DHS_ERROR_STATE when one is loaded, no placement step is,
+ *  or a step is in progress. */
+dhs_status dhs_runtime_load_decision_step(dhs_runtime *runtime, const char *step_directory);
+
+/** Loads a compiled aging step (examples/aging_step.mlir compiled for the
+ *  session's requests and pools: age_rows, place_rows) after the decision
+ *  step: appends between the steps the device decides are then recorded on
+ *  the host and replayed on the device before the next step's kernels.
+ *  DHS_ERROR_STEP when it does not fit; DHS_ERROR_STATE when one is loaded,
+ *  no decision step is, or a step is in progress. */
+dhs_status dhs_runtime_load_aging_step(dhs_runtime *runtime, const char *step_directory);
+
 /** Writes `count` draft tokens `rows` [count][layers][row_bytes] (host
  *  memory) at positions position .. position+count-1 (mod draft_window) of
  *  request `id`'s draft rings. DHS_ERROR_UNKNOWN_REQUEST for an id not

@@ -151,6 +151,14 @@ public:
   void loadPlacementStep(const std::string &directory) {
     check(dhs_runtime_load_placement_step(handle_, directory.c_str()));
   }
+  /// Loads a compiled decision step (dhs_runtime_load_decision_step).
+  void loadDecisionStep(const std::string &directory) {
+    check(dhs_runtime_load_decision_step(handle_, directory.c_str()));
+  }
+  /// Loads a compiled aging step (dhs_runtime_load_aging_step).
+  void loadAgingStep(const std::string &directory) {
+    check(dhs_runtime_load_aging_step(handle_, directory.c_str()));
+  }
   /// Writes `count` draft tokens [count][layers][row_bytes] at positions
   /// position .. position+count-1 of a request's draft rings.
   void appendDraft(std::uint64_t id, std::int64_t position, std::int64_t count, const void *rows) {

@@ -130,6 +130,16 @@ public:
   virtual const std::uint8_t *hbmSnapshot(std::int32_t layer) = 0;
 };
 
+/// What one group's residency decisions on the device counted in a step
+/// and the control words they left (StepRunner::decisionCounts).
+struct DeviceDecisionCounts {
+  DeviceStepCounts step;          ///< entries, hits, listed, promoted, released
+  std::int32_t hand = 0;          ///< the CLOCK hand after the step
+  std::int32_t freeCount = 0;     ///< free-stack entries left
+  std::int64_t excess = 0;        ///< hot rows beyond their floors
+  std::uint32_t noVictimStep = 0; ///< the victim-search memo
+};
+
 /// Runs a decode step's layers over the tiers: beginStep, per group its
 /// selections (taken on the device, or resolved by the Runtime), per layer
 /// attend, finishStep.
@@ -218,6 +228,54 @@ public:
   /// Turns counting the fetch launches' rows on or off (between steps; the
   /// CPU always counts: its fetches are host code).
   virtual void setCountFetches(bool on) = 0;
+  /// Milliseconds the device spent on the last finished step, from the
+  /// start of its stream work to its status read (CUDA events); -1 on the
+  /// CPU or before a step.
+  virtual double lastStepDeviceMs() const { return -1.0; }
+
+  // Residency decisions on the device (CUDA with resolving steps and a
+  // placement step; the CPU decides on the host and throws StateError).
+
+  /// Takes a compiled decision step (examples/decision_step.mlir; the
+  /// Runtime checked it against the residency config): a step with
+  /// setStepDecisions on ends with every group's promotions and releases
+  /// decided and placed on the device. `copyLists`: each group's place list
+  /// comes back too (for the invariant checker). Throws InputError where the
+  /// steps do not resolve on a device or the shapes differ.
+  virtual void setDecisionStep(const Manifest &manifest, bool copyLists);
+  /// True once a decision step is taken.
+  virtual bool decidesOnDevice() const { return false; }
+  /// Whether the next steps end with the decisions (between steps).
+  virtual void setStepDecisions(bool on);
+  /// Uploads group g's device state (tables and replacement state) and the
+  /// optional budget left for its next plan (between steps).
+  virtual void uploadDecisionState(std::int32_t group, const DeviceGroupState &state,
+                                   std::int32_t budget);
+  /// Downloads group g's device state (tables and replacement state).
+  virtual void downloadDecisionState(std::int32_t group, DeviceGroupState &state);
+  /// The optional budget left that group g's next plan reads.
+  virtual void setDecisionBudget(std::int32_t group, std::int32_t budget);
+  /// What group g's decisions counted in the last step (after finishStep).
+  virtual DeviceDecisionCounts decisionCounts(std::int32_t group) const;
+  /// Group g's place list of the last step (PromotionPlanLayout), where the
+  /// decision step copies them.
+  virtual void decisionList(std::int32_t group, std::vector<std::int64_t> &rows,
+                            std::vector<std::int32_t> &slots) const;
+  /// Puts every group's replacement state back to the step's start (after a
+  /// failed step, whose decisions did nothing).
+  virtual void rollBackDecisions();
+  /// Takes a compiled aging step (examples/aging_step.mlir): the appends
+  /// recorded for device-owned groups are then replayed on the device.
+  virtual void setAgingStep(const Manifest &manifest);
+  /// Enqueues the replay of group g's recorded appends, `budget` being the
+  /// optional budget left before them (see CudaDecisions::enqueueAging).
+  virtual void enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
+                            std::int32_t budget);
+  /// The new rows' slots of the last replay of group g's `count` appends,
+  /// after waitForAging.
+  virtual std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const;
+  /// Waits for the replays; throws Error when a kernel reported bad state.
+  virtual void waitForAging();
 };
 
 /// Per admitted request (by its controller index): draft rings, per layer

@@ -24,6 +24,39 @@ namespace dhs::runtime {
 
 TierStorage::~TierStorage() = default;
 StepRunner::~StepRunner() = default;
+
+void StepRunner::setDecisionStep(const Manifest &, bool) {
+  throw InputError("residency decisions on the device need the CUDA backend, steps that resolve "
+                   "their selections there (dhs.resolve) and a placement step");
+}
+void StepRunner::setStepDecisions(bool) { throw StateError("no decision step is loaded"); }
+void StepRunner::uploadDecisionState(std::int32_t, const DeviceGroupState &, std::int32_t) {
+  throw StateError("no decision step is loaded");
+}
+void StepRunner::downloadDecisionState(std::int32_t, DeviceGroupState &) {
+  throw StateError("no decision step is loaded");
+}
+void StepRunner::setDecisionBudget(std::int32_t, std::int32_t) {
+  throw StateError("no decision step is loaded");
+}
+DeviceDecisionCounts StepRunner::decisionCounts(std::int32_t) const {
+  throw StateError("no decision step is loaded");
+}
+void StepRunner::decisionList(std::int32_t, std::vector<std::int64_t> &,
+                              std::vector<std::int32_t> &) const {
+  throw StateError("no decision step is loaded");
+}
+void StepRunner::rollBackDecisions() {}
+void StepRunner::setAgingStep(const Manifest &) {
+  throw InputError("appends replayed on the device need the CUDA backend and a decision step");
+}
+void StepRunner::enqueueAging(std::int32_t, const std::vector<DeviceAppend> &, std::int32_t) {
+  throw StateError("no aging step is loaded");
+}
+std::vector<std::int32_t> StepRunner::agedSlots(std::int32_t, std::size_t) const {
+  throw StateError("no aging step is loaded");
+}
+void StepRunner::waitForAging() {}
 RingStore::~RingStore() = default;
 
 namespace {

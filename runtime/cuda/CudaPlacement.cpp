@@ -128,6 +128,19 @@ void CudaPlacement::restoreRecency(const ResidencyController &controller) {
   }
 }
 
+void CudaPlacement::uploadRecency(std::int32_t group, const std::vector<std::int32_t> &recency) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->quiesce();
+  if (recency.size() != 2 * static_cast<std::size_t>(layout_.hbmSlots))
+    throw Error("a replacement state of " + std::to_string(recency.size()) +
+                " words for a group of " + std::to_string(layout_.hbmSlots) + " slots");
+  if (!recency.empty())
+    cuda.check(cuda.memcpyHtoD(recency_.at(static_cast<std::size_t>(group))->get(), recency.data(),
+                               recency.size() * sizeof(std::int32_t)),
+               "uploading a replacement state");
+}
+
 const std::int32_t *CudaPlacement::recencySnapshot(std::int32_t group) {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();

@@ -47,6 +47,8 @@ public:
   void place(const std::vector<RowCopy> &changes, const CudaPools &pools);
   /// Uploads the controller's replacement state over the device one.
   void restoreRecency(const ResidencyController &controller);
+  /// Uploads group g's replacement state [slots x 2] (between steps).
+  void uploadRecency(std::int32_t group, const std::vector<std::int32_t> &recency);
   /// Downloads group g's replacement state [slots x 2].
   const std::int32_t *recencySnapshot(std::int32_t group);
   /// Downloads group g's residency map [host rows], after checking the

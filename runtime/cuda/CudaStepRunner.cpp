@@ -27,6 +27,8 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
     buffers_.arguments[static_cast<std::size_t>(arg.index)] = arguments_.back()->get();
     argumentBytes_[static_cast<std::size_t>(arg.index)] = bytes;
   }
+  stepStart_ = std::make_unique<Event>();
+  stepEnd_ = std::make_unique<Event>();
   status_ = std::make_unique<DeviceBuffer>(sizeof(std::uint32_t), "the status word");
   buffers_.status = status_->get();
   buffers_.hbmSlots = layout.hbmSlots;
@@ -86,8 +88,130 @@ void CudaStepRunner::setGraphs(bool on) {
 }
 
 void CudaStepRunner::beginStep(std::uint32_t step) {
+  queue_->makeCurrent();
+  // (With graphs the device's part starts at the graph's launch.)
+  stepStarted_ = !graphs_;
+  if (stepStarted_)
+    driver().check(driver().eventRecord(stepStart_->get(), queue_->stream()),
+                   "recording a step's start");
   if (storage_.placement() && resolveLaunches_)
     storage_.placement()->stampLogs(step);
+  if (decisions_ && stepDecisions_) {
+    queue_->makeCurrent();
+    decisions_->enqueueBegin(*storage_.placement());
+    queue_->submitted();
+  }
+}
+
+void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
+  if (stepOpen_)
+    throw StateError("a decision step can be loaded only between steps");
+  if (!resolvesOnDevice())
+    throw InputError("residency decisions on the device need steps that resolve their "
+                     "selections there (dhs.resolve) and a placement step");
+  const Argument &rowIds = manifest.argument(ArgumentRole::RowIds);
+  const int selections = plan_.groups.front().rowIds;
+  if (selections < 0 || rowIds.bytes() != bytesOf(selections))
+    throw InputError(manifest.path + ": the decision step's row_ids hold " +
+                     std::to_string(rowIds.bytes()) + " bytes, the attention steps' " +
+                     std::to_string(bytesOf(selections)) +
+                     " (compile it with the same --requests, --positions and --topk)");
+  queue_->makeCurrent();
+  decisions_ = std::make_unique<CudaDecisions>(manifest, layout_, queue_);
+  decisionLists_ = copyLists;
+  graphCache_.reset();
+}
+
+void CudaStepRunner::setStepDecisions(bool on) {
+  if (stepOpen_)
+    throw StateError("decisions are turned on or off between steps");
+  if (on && !decisions_)
+    throw StateError("no decision step is loaded");
+  stepDecisions_ = on;
+}
+
+void CudaStepRunner::uploadDecisionState(std::int32_t group, const DeviceGroupState &state,
+                                         std::int32_t budget) {
+  if (!decisions_)
+    throw StateError("no decision step is loaded");
+  decisions_->upload(group, state, budget);
+  storage_.placement()->uploadRecency(group, state.recency);
+}
+
+void CudaStepRunner::downloadDecisionState(std::int32_t group, DeviceGroupState &state) {
+  if (!decisions_)
+    throw StateError("no decision step is loaded");
+  decisions_->download(group, state);
+  const std::int32_t *recency = storage_.placement()->recencySnapshot(group);
+  state.recency.assign(recency, recency + 2 * static_cast<std::size_t>(layout_.hbmSlots));
+}
+
+void CudaStepRunner::setDecisionBudget(std::int32_t group, std::int32_t budget) {
+  if (!decisions_)
+    throw StateError("no decision step is loaded");
+  decisions_->setBudget(group, budget);
+}
+
+DeviceDecisionCounts CudaStepRunner::decisionCounts(std::int32_t group) const {
+  if (!decisions_)
+    throw StateError("no decision step is loaded");
+  using Control = dhs_abi::PromotionPlanLayout;
+  const DecisionCounts words = decisions_->counts(group);
+  DeviceDecisionCounts counts;
+  counts.step.entries = static_cast<std::uint32_t>(words.log[StepLogLayout::kEntries]);
+  counts.step.hits = static_cast<std::uint32_t>(words.log[StepLogLayout::kHits]);
+  counts.step.listed = words.control[Control::kListed];
+  counts.step.promoted = words.control[Control::kPromoted];
+  counts.step.released = words.control[Control::kReleased];
+  counts.hand = words.control[Control::kHand];
+  counts.freeCount = words.control[Control::kFreeCount];
+  counts.excess = words.control[Control::kExcess];
+  counts.noVictimStep = static_cast<std::uint32_t>(words.control[Control::kNoVictimStep]);
+  return counts;
+}
+
+void CudaStepRunner::decisionList(std::int32_t group, std::vector<std::int64_t> &rows,
+                                  std::vector<std::int32_t> &slots) const {
+  if (!decisions_ || !decisionLists_)
+    throw StateError("no decision step copies its place lists");
+  const auto [r, s] = decisions_->placeList(group);
+  rows.assign(r, r + decisions_->listEntries());
+  slots.assign(s, s + decisions_->listEntries());
+}
+
+void CudaStepRunner::rollBackDecisions() {
+  if (decisions_)
+    decisions_->rollBack(*storage_.placement());
+}
+
+void CudaStepRunner::setAgingStep(const Manifest &manifest) {
+  if (!decisions_)
+    throw StateError("load the decision step before the aging step");
+  decisions_->setAgingStep(manifest);
+}
+
+void CudaStepRunner::enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
+                                  std::int32_t budget) {
+  if (!decisions_ || !decisions_->aging())
+    throw StateError("no aging step is loaded");
+  if (stepOpen_)
+    throw StateError("appends are replayed between steps");
+  queue_->makeCurrent();
+  decisions_->enqueueAging(group, appends, budget, *storage_.placement(), storage_.pools());
+}
+
+void CudaStepRunner::waitForAging() {
+  if (!decisions_ || !decisions_->aging())
+    return;
+  const std::uint32_t word = decisions_->takeAgingStatus();
+  if (word != 0)
+    throw Error("the aging kernel rejected the device residency state: status " +
+                describeStatus(word));
+}
+
+void CudaStepRunner::enqueueDecisions() {
+  decisions_->enqueueDecisions(*storage_.placement(), storage_.pools(), buffers_.status,
+                               decisionLists_);
 }
 
 const StepLog &CudaStepRunner::stepLog(std::int32_t group) {
@@ -159,6 +283,7 @@ void CudaStepRunner::attend(std::int32_t layer, const LayerStep &step) {
                      "clearing the status word");
   }
   LayerWork work = stage(layer, step);
+  work.decisions = decisions_ && stepDecisions_;
   if (graphs_) {
     pending_.push_back(work); // launched as one graph by finishStep
     return;
@@ -203,6 +328,9 @@ void CudaStepRunner::finishStep() {
   if (stepOpen_) {
     if (graphs_ && !pending_.empty()) {
       try {
+        cuda.check(cuda.eventRecord(stepStart_->get(), queue_->stream()),
+                   "recording a step's start");
+        stepStarted_ = true;
         launchGraph();
       } catch (...) {
         stepOpen_ = false;
@@ -211,12 +339,23 @@ void CudaStepRunner::finishStep() {
         cuda.streamSynchronize(queue_->stream());
         throw;
       }
-    }
+    } else if (decisions_ && stepDecisions_)
+      enqueueDecisions();
     pending_.clear();
     cuda.check(cuda.memcpyDtoHAsync(&word, buffers_.status, sizeof(word), queue_->stream()),
                "reading the status word");
+    if (stepStarted_)
+      cuda.check(cuda.eventRecord(stepEnd_->get(), queue_->stream()), "recording a step's end");
   }
   queue_->synchronize("the step's kernels failed");
+  if (stepOpen_ && stepStarted_) {
+    float elapsed = 0.0f;
+    lastDeviceMs_ =
+        cuda.eventElapsedTime(&elapsed, stepStart_->get(), stepEnd_->get()) == CUDA_SUCCESS
+            ? static_cast<double>(elapsed)
+            : -1.0;
+  }
+  stepStarted_ = false;
   const bool wasOpen = stepOpen_;
   stepOpen_ = false;
   if (!wasOpen)
@@ -407,8 +546,15 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   // the host now, so that the controller books the group while the later
   // layers run (an event marks it, outside graphs). Host selections were
   // booked before the launch: their log stays on the device.
-  if (placement && resolveLaunches_ && buffers.logWords > 0 && work.selectionsOnDevice)
+  // (A step the device decides books counts only, unless checked.)
+  if (placement && resolveLaunches_ && buffers.logWords > 0 && work.selectionsOnDevice &&
+      (!work.decisions || decisionLists_))
     placement->copyLogToHost(group, /*recordEvent=*/!graphs_);
+  // The group's selections and slots for the decisions after the step's
+  // last layer (a later group's layers reuse the arguments).
+  if (work.decisions && work.layer == layout_.endLayer(group) - 1)
+    decisions_->enqueueSave(group, argument(binding.rowIds), argument(binding.slots),
+                            argument(plan_.historyStart));
   // Outputs: the engine's lanes.
   if (work.outputBytes > 0) {
     if (work.memory == MemorySpace::Host)
@@ -429,6 +575,8 @@ void CudaStepRunner::launchGraph() {
                    "clearing the status word");
     for (const LayerWork &work : pending_)
       enqueue(work);
+    if (!pending_.empty() && pending_.back().decisions)
+      enqueueDecisions();
   });
   queue_->submitted();
 }

@@ -15,6 +15,7 @@
 #include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
 #include "runtime/cuda/CudaAccept.h"
+#include "runtime/cuda/CudaDecisions.h"
 #include "runtime/cuda/CudaGraph.h"
 #include "runtime/cuda/CudaRings.h"
 #include "runtime/cuda/CudaStorage.h"
@@ -78,6 +79,25 @@ public:
   }
   std::int64_t groupFetchedRows(std::int32_t group) override;
   void setCountFetches(bool on) override;
+  void setDecisionStep(const Manifest &manifest, bool copyLists) override;
+  bool decidesOnDevice() const override { return decisions_ != nullptr; }
+  void setStepDecisions(bool on) override;
+  void uploadDecisionState(std::int32_t group, const DeviceGroupState &state,
+                           std::int32_t budget) override;
+  void downloadDecisionState(std::int32_t group, DeviceGroupState &state) override;
+  void setDecisionBudget(std::int32_t group, std::int32_t budget) override;
+  DeviceDecisionCounts decisionCounts(std::int32_t group) const override;
+  void decisionList(std::int32_t group, std::vector<std::int64_t> &rows,
+                    std::vector<std::int32_t> &slots) const override;
+  void rollBackDecisions() override;
+  double lastStepDeviceMs() const override { return lastDeviceMs_; }
+  void setAgingStep(const Manifest &manifest) override;
+  void enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
+                    std::int32_t budget) override;
+  std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const override {
+    return decisions_->agedSlots(group, count);
+  }
+  void waitForAging() override;
 
 private:
   struct HostOutput {
@@ -107,11 +127,13 @@ private:
     CUdeviceptr output = 0;                   ///< device output (MemorySpace::Device)
     bool selectionsOnDevice = false;          ///< row ids from takeSelections
     std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
+    bool decisions = false;                   ///< the step ends with the device's decisions
 
     bool operator==(const LayerWork &o) const {
       return layer == o.layer && memory == o.memory && queryBytes == o.queryBytes &&
              outputBytes == o.outputBytes && queries == o.queries && output == o.output &&
-             selectionsOnDevice == o.selectionsOnDevice && windowRequests == o.windowRequests;
+             selectionsOnDevice == o.selectionsOnDevice && windowRequests == o.windowRequests &&
+             decisions == o.decisions;
     }
   };
 
@@ -144,6 +166,9 @@ private:
   void copyHostOutputs();
   /// Runs the pending layers as one graph (status clear + every layer).
   void launchGraph();
+  /// Enqueues the step's decisions after its last layer (with
+  /// setStepDecisions on).
+  void enqueueDecisions();
 
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;
@@ -178,6 +203,15 @@ private:
   bool countFetches_ = false;
   std::size_t fetchListBytes_ = 0; // per layer
   std::unique_ptr<MappedHostBuffer> fetchLists_; // [layer][fetchListBytes_]
+  // Residency decisions on the device (a loaded decision step).
+  std::unique_ptr<CudaDecisions> decisions_;
+  bool decisionLists_ = false; // copy each group's place list to the host
+  bool stepDecisions_ = false; // this step ends with them
+  // The device's time of a step: events at its first stream work and after
+  // its status read.
+  std::unique_ptr<Event> stepStart_, stepEnd_;
+  bool stepStarted_ = false;
+  double lastDeviceMs_ = -1.0;
 };
 
 } // namespace dhs::runtime::cuda_detail

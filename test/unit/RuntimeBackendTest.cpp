@@ -699,3 +699,125 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
        << worst << ", same promotions as the CPU, device maps match; a bad row id fails the "
        << "step cleanly");
 }
+
+TEST_CASE("residency decisions on the device: the rows the host would promote and release",
+          "[cuda][gpu][runtime][decisions]") {
+  // The same session as above with a decision step loaded: each step's
+  // promotions and releases are decided and placed by the step's kernels
+  // (union_missing, sort_rows, plan_promotions, place_rows). `decided` books
+  // counts only (graphs on, checks off); `shadowed` also decides on the host
+  // and compares the lists and the device state after every step. Both must
+  // end with the CPU's residency, and the outputs with the CPU's bits.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 660;
+  INFO("DHS_TEST_SEED=" << seed - 660);
+  const std::string placement = placementStep();
+  const std::string decisions = dhs::test::compiledStepsDir() + "/decisions_g4";
+  const std::string aging = dhs::test::compiledStepsDir() + "/aging_g4";
+  std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
+  for (const std::string &step : {decisions, aging})
+    if (missing.empty() && !std::ifstream(step + "/manifest.json"))
+      missing = "no compiled step at " + step;
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
+  if (!dhs::test::gpuOrSkip())
+    return;
+  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
+  const std::int32_t layers = 8;
+  // The device's rule: adaptive, CLOCK, hot floor 0.
+  RuntimeConfig config = dhs::test::testConfig(layers, 4, BackendKind::Cpu, 4, /*floor=*/0);
+  Runtime cpu(config);
+  cpu.loadSteps(resolved);
+  config.backend = BackendKind::Cuda;
+  Runtime shadowed(config);
+  config.checkInvariants = false;
+  config.cudaGraphs = true;
+  // `decided` takes the state back for every append; `aged` records them
+  // and the device replays them before the next step (dhs.age_rows).
+  Runtime decided(config), aged(config);
+  for (Runtime *rt : {&shadowed, &decided, &aged}) {
+    rt->loadSteps(resolved);
+    // (Before the placement step: the decisions need its kernel.)
+    CHECK_THROWS_WITH(rt->loadDecisionStep(decisions), Catch::Contains("placement step"));
+    rt->loadPlacementStep(placement);
+    CHECK_THROWS_WITH(rt->loadAgingStep(aging), Catch::Contains("decision step"));
+    rt->loadDecisionStep(decisions);
+    CHECK_THROWS_WITH(rt->loadDecisionStep(decisions), Catch::Contains("already loaded"));
+  }
+  aged.loadAgingStep(aging);
+  // A session with a hot floor the device rule does not have is refused.
+  {
+    RuntimeConfig floored = config;
+    floored.hotFloor = 8;
+    Runtime other(floored);
+    other.loadSteps(resolved);
+    other.loadPlacementStep(placement);
+    CHECK_THROWS_WITH(other.loadDecisionStep(decisions), Catch::Contains("hot floor 0"));
+  }
+  std::mt19937_64 rng(seed);
+  Shadow shadow(layers, RowFormat::MlaFp8);
+  std::size_t differing = 0;
+  const double worst = session({&cpu, &shadowed, &decided, &aged}, shadow, rng, 24,
+                               [&](const auto &outputs) {
+                                 differing += countBitDifferences(outputs[1], outputs[2]);
+                                 differing += countBitDifferences(outputs[1], outputs[3]);
+                               },
+                               {false, true, true, true});
+  CHECK(differing == 0);
+  CHECK(decided.stats().graphReplays > 0);
+  for (Runtime *rt : {&decided, &aged}) {
+    CHECK(rt->stats().totals.promoted == cpu.stats().totals.promoted);
+    CHECK(rt->stats().totals.evicted == cpu.stats().totals.evicted);
+  }
+  CHECK(decided.stats().totals.promoted > 0);
+  for (Runtime *rt : {&shadowed, &decided, &aged}) {
+    rt->checkInvariants(); // downloads the device state into the controller
+    dhs::test::expectSameResidency(cpu, *rt);
+  }
+  cpu.checkInvariants();
+
+  // A bad row id among device selections: the step fails, the decisions do
+  // nothing, the stamps roll back; the next step decides as the CPU does.
+  std::vector<std::uint64_t> batch = {21, 22};
+  const std::int64_t perLane = decided.shape().queries * decided.shape().topk;
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(2 * 2 * perLane));
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    rows[i] = static_cast<std::int32_t>(rng() % 400);
+  rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 1 << 20; // group 1, lane 1
+  cuda_detail::DeviceBuffer deviceRows(rows.size() * 4, "selections");
+  cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
+  std::vector<bf16_t> q(
+      static_cast<std::size_t>(layers * 2 * decided.shape().queries * decided.shape().heads * 576)),
+      out(static_cast<std::size_t>(layers * 2 * decided.shape().queries * decided.shape().heads *
+                                   512));
+  dhs::test::fillRandom(rng, q.data(), q.size());
+  const auto *selections = reinterpret_cast<const std::int32_t *>(deviceRows.get());
+  const RuntimeStats before = decided.stats();
+  CHECK_THROWS_WITH(decided.step(batch.data(), 2, selections, q.data(), out.data(),
+                                 MemorySpace::Host, MemorySpace::Device),
+                    Catch::Contains("is outside request 22's history"));
+  CHECK_FALSE(decided.inStep());
+  CHECK(decided.stats().steps == before.steps);
+  CHECK(decided.stats().totals.promoted == before.totals.promoted);
+  decided.checkInvariants();
+  dhs::test::expectSameResidency(cpu, decided);
+  rows[static_cast<std::size_t>(2 * perLane + perLane + 3)] = 7;
+  cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
+  for (Runtime *rt : {&shadowed, &decided, &aged})
+    rt->step(batch.data(), 2, selections, q.data(), out.data(), MemorySpace::Host,
+             MemorySpace::Device);
+  cpu.step(batch.data(), 2, rows.data(), q.data(), out.data(), MemorySpace::Host,
+           MemorySpace::Host);
+  decided.checkInvariants();
+  aged.checkInvariants();
+  dhs::test::expectSameResidency(cpu, decided);
+  dhs::test::expectSameResidency(cpu, shadowed);
+  dhs::test::expectSameResidency(cpu, aged);
+  WARN("residency decisions on the device (appends taken back to the host, or replayed on the "
+       "device), FP8 layer groups of 4: 24 steps x 8 layers, worst relative error "
+       << worst << ", " << decided.stats().totals.promoted << " rows promoted and "
+       << decided.stats().totals.evicted << " evicted as on the CPU; a bad row id fails the "
+       << "step and decides nothing");
+}

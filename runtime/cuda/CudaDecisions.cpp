@@ -1,0 +1,401 @@
+//===- CudaDecisions.cpp - A step's residency decisions on a device -------===//
+
+#include "runtime/cuda/CudaDecisions.h"
+
+#include "runtime/core/Error.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dhs::runtime::cuda_detail {
+
+using Control = dhs_abi::PromotionPlanLayout;
+
+namespace {
+
+/// Words of a group's counts in pinned memory: the control words, then the
+/// step log's header.
+constexpr std::size_t kCountWords = Control::kWords + StepLogLayout::kHeader;
+
+} // namespace
+
+CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
+                             std::shared_ptr<CudaQueue> queue)
+    : queue_(std::move(queue)), layout_(layout) {
+  const CudaDriver &cuda = driver();
+  step_ = std::make_unique<CudaStep>(manifest, queue_->device().ordinal);
+  step_->makeCurrent();
+  // The launches: everything before place_rows runs once a group, place_rows
+  // once per pool of the group, last.
+  const auto place =
+      std::find_if(manifest.launches.begin(), manifest.launches.end(),
+                   [](const Launch &l) { return l.kind == abi::LaunchKind::PlaceRows; });
+  if (place == manifest.launches.end() || place + 1 != manifest.launches.end() ||
+      std::none_of(manifest.launches.begin(), place,
+                   [](const Launch &l) { return l.kind == abi::LaunchKind::PlanPromotions; }))
+    throw InputError(manifest.path + ": a decision step plans promotions (dhs.plan_promotions) and "
+                                     "ends with their placement (dhs.place_rows)");
+  placeLaunch_ = static_cast<std::size_t>(place - manifest.launches.begin());
+  rowIds_ = manifest.argument(ArgumentRole::RowIds).index;
+  slots_ = manifest.argument(ArgumentRole::Slots).index;
+  historyStart_ = manifest.argument(ArgumentRole::HistoryStart).index;
+  hotRows_ = manifest.argument(ArgumentRole::HotRows).index;
+  cleared_ = manifest.argument(ArgumentRole::ClockCleared).index;
+  freeStack_ = manifest.argument(ArgumentRole::FreeStack).index;
+  control_ = manifest.argument(ArgumentRole::PromotionControl).index;
+  placeRows_ = manifest.argument(ArgumentRole::PlaceRows).index;
+  placeSlots_ = manifest.argument(ArgumentRole::PlaceSlots).index;
+  const std::size_t slotCount = static_cast<std::size_t>(layout.hbmSlots);
+  for (int index : {hotRows_, cleared_, freeStack_})
+    if (manifest.arguments[static_cast<std::size_t>(index)].shape !=
+        std::vector<std::int64_t>{layout.hbmSlots})
+      throw InputError(manifest.path + ": the decision step's " +
+                       abi::name(manifest.arguments[static_cast<std::size_t>(index)].role) +
+                       " table must have the pools' " + std::to_string(layout.hbmSlots) +
+                       " slots (dhs-compile --hbm-slots)");
+  if (manifest.arguments[static_cast<std::size_t>(control_)].bytes() !=
+      Control::kWords * sizeof(std::int32_t))
+    throw InputError(manifest.path + ": the decision step's promotion_control must hold " +
+                     std::to_string(Control::kWords) + " words");
+  entries_ = manifest.arguments[static_cast<std::size_t>(placeRows_)].bytes() / 8;
+
+  buffers_.arguments.assign(manifest.arguments.size(), 0);
+  buffers_.hbmSlots = layout.hbmSlots;
+  buffers_.hostRows = layout.hostRows;
+  auto isPerGroup = [&](int index) {
+    return index == rowIds_ || index == slots_ || index == historyStart_ || index == hotRows_ ||
+           index == cleared_ || index == freeStack_ || index == control_;
+  };
+  for (const Argument &argument : manifest.arguments)
+    if (!argument.isPool && !isPerGroup(argument.index)) {
+      shared_.push_back(std::make_unique<DeviceBuffer>(std::max<std::size_t>(argument.bytes(), 4),
+                                                       std::string("the decision step's ") +
+                                                           abi::name(argument.role)));
+      buffers_.arguments[static_cast<std::size_t>(argument.index)] = shared_.back()->get();
+    }
+  if (manifest.arenaBytes > 0) {
+    arena_ = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
+                                            "the decision step's arena");
+    buffers_.arena = arena_->get();
+  }
+  const std::size_t groups = static_cast<std::size_t>(layout.groups());
+  perGroup_.resize(groups);
+  for (std::size_t g = 0; g < groups; ++g) {
+    perGroup_[g].resize(manifest.arguments.size());
+    for (const Argument &argument : manifest.arguments)
+      if (!argument.isPool && isPerGroup(argument.index)) {
+        perGroup_[g][static_cast<std::size_t>(argument.index)] = std::make_unique<DeviceBuffer>(
+            std::max<std::size_t>(argument.bytes(), 4),
+            std::string("group ") + std::to_string(g) + "'s " + abi::name(argument.role));
+        // Until a step saves them: no selections, no history.
+        cuda.check(cuda.memsetD32(groupArgument(static_cast<std::int32_t>(g), argument.index),
+                                  argument.index == rowIds_ ? ~0u : 0u,
+                                  std::max<std::size_t>(argument.bytes(), 4) / 4),
+                   "clearing a decision input");
+      }
+    rollback_.push_back(std::make_unique<DeviceBuffer>(
+        std::max<std::size_t>(2 * slotCount, 1) * sizeof(std::int32_t),
+        "group " + std::to_string(g) + "'s replacement state at the step's start"));
+  }
+  budgets_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4,
+                                                "the decision budgets");
+  std::memset(budgets_->host(), 0, std::max<std::size_t>(groups, 1) * 4);
+  counts_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * kCountWords * 4,
+                                               "the decision counts");
+  std::memset(counts_->host(), 0, std::max<std::size_t>(groups, 1) * kCountWords * 4);
+  queue_->makeCurrent();
+}
+
+void CudaDecisions::upload(std::int32_t group, const DeviceGroupState &state, std::int32_t budget) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->quiesce();
+  const std::size_t slots = static_cast<std::size_t>(layout_.hbmSlots);
+  if (state.hotRows.size() != slots || state.cleared.size() != slots ||
+      state.freeStack.size() != slots)
+    throw Error("group " + std::to_string(group) + "'s decision tables have " +
+                std::to_string(state.hotRows.size()) + " slots, the pools " +
+                std::to_string(slots));
+  std::array<std::int32_t, Control::kWords> control{};
+  control[Control::kHand] = state.hand;
+  control[Control::kFreeCount] = state.freeCount;
+  control[Control::kFreeBudget] = budget;
+  control[Control::kNoVictimStep] = static_cast<std::int32_t>(state.noVictimStep);
+  control[Control::kExcess] = static_cast<std::int32_t>(state.excess);
+  cuda.check(cuda.memcpyHtoD(groupArgument(group, hotRows_), state.hotRows.data(), slots * 8),
+             "uploading hot rows");
+  cuda.check(cuda.memcpyHtoD(groupArgument(group, cleared_), state.cleared.data(), slots * 4),
+             "uploading CLOCK stamps");
+  cuda.check(cuda.memcpyHtoD(groupArgument(group, freeStack_), state.freeStack.data(), slots * 4),
+             "uploading a free stack");
+  cuda.check(cuda.memcpyHtoD(groupArgument(group, control_), control.data(), Control::kWords * 4),
+             "uploading control words");
+  static_cast<std::int32_t *>(budgets_->host())[group] = budget;
+}
+
+void CudaDecisions::download(std::int32_t group, DeviceGroupState &state) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->quiesce();
+  const std::size_t slots = static_cast<std::size_t>(layout_.hbmSlots);
+  state.hotRows.resize(slots);
+  state.cleared.resize(slots);
+  state.freeStack.resize(slots);
+  std::array<std::int32_t, Control::kWords> control{};
+  cuda.check(cuda.memcpyDtoH(state.hotRows.data(), groupArgument(group, hotRows_), slots * 8),
+             "downloading hot rows");
+  cuda.check(cuda.memcpyDtoH(state.cleared.data(), groupArgument(group, cleared_), slots * 4),
+             "downloading CLOCK stamps");
+  cuda.check(cuda.memcpyDtoH(state.freeStack.data(), groupArgument(group, freeStack_), slots * 4),
+             "downloading a free stack");
+  cuda.check(cuda.memcpyDtoH(control.data(), groupArgument(group, control_), Control::kWords * 4),
+             "downloading control words");
+  state.hand = control[Control::kHand];
+  state.freeCount = control[Control::kFreeCount];
+  state.noVictimStep = static_cast<std::uint32_t>(control[Control::kNoVictimStep]);
+  state.excess = control[Control::kExcess];
+}
+
+void CudaDecisions::setBudget(std::int32_t group, std::int32_t budget) {
+  // Read by the next step's copy (the stream finished the last one).
+  static_cast<std::int32_t *>(budgets_->host())[group] = budget;
+}
+
+void CudaDecisions::enqueueBegin(const CudaPlacement &placement) {
+  const CudaDriver &cuda = driver();
+  CUstream stream = queue_->stream();
+  const std::size_t recencyBytes = 2 * static_cast<std::size_t>(layout_.hbmSlots) * 4;
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    // A captured copy from pinned memory reads it when the graph runs.
+    cuda.check(cuda.memcpyHtoDAsync(groupArgument(g, control_) + Control::kFreeBudget * 4,
+                                    static_cast<std::int32_t *>(budgets_->host()) + g, 4, stream),
+               "copying a decision budget");
+    CudaStepBuffers bound;
+    placement.bind(g, false, bound);
+    if (recencyBytes > 0)
+      cuda.check(cuda.memcpyDtoDAsync(rollback_[static_cast<std::size_t>(g)]->get(), bound.recency,
+                                      recencyBytes, stream),
+                 "saving a replacement state");
+  }
+}
+
+void CudaDecisions::enqueueSave(std::int32_t group, CUdeviceptr rowIds, CUdeviceptr slots,
+                                CUdeviceptr historyStart) {
+  const CudaDriver &cuda = driver();
+  CUstream stream = queue_->stream();
+  const Manifest &manifest = step_->manifest();
+  const std::pair<int, CUdeviceptr> saves[] = {
+      {rowIds_, rowIds}, {slots_, slots}, {historyStart_, historyStart}};
+  for (const auto &[index, from] : saves)
+    cuda.check(cuda.memcpyDtoDAsync(groupArgument(group, index), from,
+                                    manifest.arguments[static_cast<std::size_t>(index)].bytes(),
+                                    stream),
+               std::string("saving a group's ") +
+                   abi::name(manifest.arguments[static_cast<std::size_t>(index)].role));
+}
+
+void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools,
+                                     CUdeviceptr status, bool lists) {
+  const CudaDriver &cuda = driver();
+  CUstream stream = queue_->stream();
+  if (lists && !lists_)
+    lists_ = std::make_unique<MappedHostBuffer>(
+        std::max<std::size_t>(static_cast<std::size_t>(layout_.groups()), 1) * entries_ * 12,
+        "the decisions' place lists");
+  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+    CudaStepBuffers buffers = buffers_;
+    buffers.status = status;
+    for (int index : {rowIds_, slots_, historyStart_, hotRows_, cleared_, freeStack_, control_})
+      buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(g, index);
+    // The plan reads the group's replacement state and log (word 0: the step).
+    placement.bind(g, true, buffers);
+    const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(g));
+    buffers.hbm = pools.hbm[firstPool]->get();
+    buffers.host = pools.host[firstPool]->device();
+    step_->launchAsync(buffers, stream, 0, placeLaunch_);
+    for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g);
+         l += layout_.layersPerPool) {
+      const std::size_t pool = layout_.poolOf(l);
+      buffers.hbm = pools.hbm[pool]->get();
+      buffers.host = pools.host[pool]->device();
+      step_->launchAsync(buffers, stream, placeLaunch_, 1);
+    }
+    auto *counts = static_cast<std::int32_t *>(counts_->host()) + g * kCountWords;
+    cuda.check(
+        cuda.memcpyDtoHAsync(counts, groupArgument(g, control_), Control::kWords * 4, stream),
+        "copying decision counts");
+    cuda.check(cuda.memcpyDtoHAsync(counts + Control::kWords, buffers.log,
+                                    StepLogLayout::kHeader * 4, stream),
+               "copying a step log's header");
+    if (lists) {
+      auto *list =
+          static_cast<std::uint8_t *>(lists_->host()) + static_cast<std::size_t>(g) * entries_ * 12;
+      cuda.check(cuda.memcpyDtoHAsync(list, buffers.arguments[static_cast<std::size_t>(placeRows_)],
+                                      entries_ * 8, stream),
+                 "copying a place list");
+      cuda.check(cuda.memcpyDtoHAsync(list + entries_ * 8,
+                                      buffers.arguments[static_cast<std::size_t>(placeSlots_)],
+                                      entries_ * 4, stream),
+                 "copying a place list");
+    }
+  }
+  queue_->submitted();
+}
+
+DecisionCounts CudaDecisions::counts(std::int32_t group) const {
+  const auto *counts = static_cast<const std::int32_t *>(counts_->host()) +
+                       static_cast<std::size_t>(group) * kCountWords;
+  return {counts, counts + Control::kWords};
+}
+
+std::pair<const std::int64_t *, const std::int32_t *>
+CudaDecisions::placeList(std::int32_t group) const {
+  if (!lists_)
+    throw StateError("no step copied its place lists");
+  const auto *list = static_cast<const std::uint8_t *>(lists_->host()) +
+                     static_cast<std::size_t>(group) * entries_ * 12;
+  return {reinterpret_cast<const std::int64_t *>(list),
+          reinterpret_cast<const std::int32_t *>(list + entries_ * 8)};
+}
+
+void CudaDecisions::rollBack(const CudaPlacement &placement) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  const std::size_t recencyBytes = 2 * static_cast<std::size_t>(layout_.hbmSlots) * 4;
+  for (std::int32_t g = 0; g < layout_.groups() && recencyBytes > 0; ++g) {
+    CudaStepBuffers bound;
+    placement.bind(g, false, bound);
+    cuda.check(cuda.memcpyDtoDAsync(bound.recency, rollback_[static_cast<std::size_t>(g)]->get(),
+                                    recencyBytes, queue_->stream()),
+               "rolling back a replacement state");
+  }
+  queue_->synchronize("rolling back the replacement states");
+}
+
+void CudaDecisions::setAgingStep(const Manifest &manifest) {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  if (manifest.launches.size() < 2 || manifest.launches[0].kind != abi::LaunchKind::AgeRows ||
+      manifest.launches[1].kind != abi::LaunchKind::PlaceRows || manifest.launches.size() != 2)
+    throw InputError(manifest.path + ": an aging step replays the appends (dhs.age_rows) and "
+                                     "places their rows (dhs.place_rows), nothing else");
+  agingList_ = manifest.argument(ArgumentRole::AgeList).index;
+  agingHot_ = manifest.argument(ArgumentRole::HotRows).index;
+  agingCleared_ = manifest.argument(ArgumentRole::ClockCleared).index;
+  agingFree_ = manifest.argument(ArgumentRole::FreeStack).index;
+  agingControl_ = manifest.argument(ArgumentRole::PromotionControl).index;
+  agingRows_ = manifest.argument(ArgumentRole::PlaceRows).index;
+  agingSlots_ = manifest.argument(ArgumentRole::PlaceSlots).index;
+  for (int index : {agingHot_, agingCleared_, agingFree_})
+    if (manifest.arguments[static_cast<std::size_t>(index)].shape !=
+        std::vector<std::int64_t>{layout_.hbmSlots})
+      throw InputError(manifest.path + ": the aging step's tables must have the pools' " +
+                       std::to_string(layout_.hbmSlots) + " slots (dhs-compile --hbm-slots)");
+  agingN_ = static_cast<std::size_t>(
+      manifest.arguments[static_cast<std::size_t>(agingList_)].shape.at(0));
+  aging_ = std::make_unique<CudaStep>(manifest, queue_->device().ordinal);
+  agingBuffers_.arguments.assign(manifest.arguments.size(), 0);
+  agingBuffers_.hbmSlots = layout_.hbmSlots;
+  agingBuffers_.hostRows = layout_.hostRows;
+  for (int index : {agingList_, agingRows_, agingSlots_}) {
+    const Argument &argument = manifest.arguments[static_cast<std::size_t>(index)];
+    agingArguments_.push_back(std::make_unique<DeviceBuffer>(
+        argument.bytes(), std::string("the aging step's ") + abi::name(argument.role)));
+    agingBuffers_.arguments[static_cast<std::size_t>(index)] = agingArguments_.back()->get();
+  }
+  agingStatus_ = std::make_unique<DeviceBuffer>(4, "the aging status");
+  cuda.check(cuda.memsetD32(agingStatus_->get(), 0, 1), "clearing the aging status");
+  agingBuffers_.status = agingStatus_->get();
+  agingIn_.resize(static_cast<std::size_t>(layout_.groups()));
+  agingOut_.resize(agingIn_.size());
+  agingRoom_.assign(agingIn_.size(), 0);
+  queue_->makeCurrent();
+}
+
+void CudaDecisions::enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
+                                 std::int32_t budget, const CudaPlacement &placement,
+                                 const CudaPools &pools) {
+  using Age = dhs_abi::AgeRowsLayout;
+  const CudaDriver &cuda = driver();
+  CUstream stream = queue_->stream();
+  const std::size_t g = static_cast<std::size_t>(group);
+  if (appends.empty())
+    return;
+  const std::size_t chunks = (appends.size() + agingN_ - 1) / agingN_;
+  if (chunks * agingN_ > agingRoom_[g]) {
+    // (Between steps: nothing of the group's in flight reads them.)
+    queue_->quiesce();
+    agingRoom_[g] = chunks * agingN_;
+    agingIn_[g] = std::make_unique<MappedHostBuffer>(agingRoom_[g] * Age::kEntryWords * 8 + 8,
+                                                     "appends for the aging step");
+    agingOut_[g] =
+        std::make_unique<MappedHostBuffer>(agingRoom_[g] * 4, "slots from the aging step");
+  }
+  auto *list = static_cast<std::int64_t *>(agingIn_[g]->host());
+  for (std::size_t i = 0; i < chunks * agingN_; ++i) {
+    std::int64_t *entry = list + i * Age::kEntryWords;
+    if (i < appends.size()) {
+      entry[Age::kAged] = appends[i].aged;
+      entry[Age::kFresh] = appends[i].fresh;
+      entry[Age::kOwnerBegin] = appends[i].ownerBegin;
+      entry[Age::kOwnerEnd] = appends[i].ownerEnd;
+    } else {
+      entry[Age::kAged] = entry[Age::kFresh] = -1; // padding, skipped
+      entry[Age::kOwnerBegin] = entry[Age::kOwnerEnd] = 0;
+    }
+  }
+  // The budget word before the appends (the kernel keeps it from then on).
+  auto *budgetWord = reinterpret_cast<std::int32_t *>(list + chunks * agingN_ * Age::kEntryWords);
+  *budgetWord = budget;
+  cuda.check(cuda.memcpyHtoDAsync(groupArgument(group, control_) + Control::kFreeBudget * 4,
+                                  budgetWord, 4, stream),
+             "copying an aging budget");
+  CudaStepBuffers buffers = agingBuffers_;
+  buffers.arguments[static_cast<std::size_t>(agingHot_)] = groupArgument(group, hotRows_);
+  buffers.arguments[static_cast<std::size_t>(agingCleared_)] = groupArgument(group, cleared_);
+  buffers.arguments[static_cast<std::size_t>(agingFree_)] = groupArgument(group, freeStack_);
+  buffers.arguments[static_cast<std::size_t>(agingControl_)] = groupArgument(group, control_);
+  placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
+  const std::size_t listBytes = agingN_ * Age::kEntryWords * 8;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    cuda.check(cuda.memcpyHtoDAsync(buffers.arguments[static_cast<std::size_t>(agingList_)],
+                                    list + c * agingN_ * Age::kEntryWords, listBytes, stream),
+               "copying appends");
+    const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
+    buffers.hbm = pools.hbm[firstPool]->get();
+    buffers.host = pools.host[firstPool]->device();
+    aging_->launchAsync(buffers, stream, 0, 1);
+    for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+         l += layout_.layersPerPool) {
+      const std::size_t pool = layout_.poolOf(l);
+      buffers.hbm = pools.hbm[pool]->get();
+      buffers.host = pools.host[pool]->device();
+      aging_->launchAsync(buffers, stream, 1, 1);
+    }
+    // Entry i of the list: append i's row and its slot.
+    cuda.check(cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(agingOut_[g]->host()) + c * agingN_,
+                                    buffers.arguments[static_cast<std::size_t>(agingSlots_)],
+                                    agingN_ * 4, stream),
+               "copying the aged rows' slots");
+  }
+  queue_->submitted();
+}
+
+std::vector<std::int32_t> CudaDecisions::agedSlots(std::int32_t group, std::size_t count) const {
+  const auto *slots =
+      static_cast<const std::int32_t *>(agingOut_.at(static_cast<std::size_t>(group))->host());
+  return std::vector<std::int32_t>(slots, slots + count);
+}
+
+std::uint32_t CudaDecisions::takeAgingStatus() {
+  const CudaDriver &cuda = driver();
+  queue_->makeCurrent();
+  queue_->synchronize("the aging kernels failed");
+  std::uint32_t word = 0;
+  cuda.check(cuda.memcpyDtoH(&word, agingStatus_->get(), 4), "reading the aging status");
+  if (word != 0)
+    cuda.check(cuda.memsetD32(agingStatus_->get(), 0, 1), "clearing the aging status");
+  return word;
+}
+
+} // namespace dhs::runtime::cuda_detail

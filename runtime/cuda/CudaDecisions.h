@@ -1,0 +1,142 @@
+//===- CudaDecisions.h - A step's residency decisions on a device -*- C++ -*-===//
+//
+// Internal to the CUDA tiers. Once a decision step is loaded
+// (Runtime::loadDecisionStep: dhs.union_missing, dhs.sort_rows,
+// dhs.plan_promotions and dhs.place_rows, examples/decision_step.mlir),
+// each layer group keeps its hot-row table, CLOCK stamps, free stack and
+// control words on the device, and a step's promotions and releases are
+// decided and carried out there: after its layers, each group's selections
+// and slots are saved; after the step's last layer, every group's decision
+// launches run and the control words and log headers come back to pinned
+// memory. The host reads counts only. docs/runtime.md describes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DHS_RUNTIME_CUDA_CUDADECISIONS_H
+#define DHS_RUNTIME_CUDA_CUDADECISIONS_H
+
+#include "runtime/abi/Contract.h"
+#include "runtime/core/Manifest.h"
+#include "runtime/core/Tiers.h"
+#include "runtime/cuda/CudaPlacement.h"
+#include "runtime/cuda/CudaQueue.h"
+#include "runtime/cuda/CudaResources.h"
+#include "runtime/cuda/CudaStep.h"
+#include "runtime/residency/Residency.h"
+
+#include <array>
+#include <memory>
+#include <vector>
+
+namespace dhs::runtime::cuda_detail {
+
+/// What a group's decisions left after a step: its control words and the
+/// header of its step log (StepLogLayout).
+struct DecisionCounts {
+  const std::int32_t *control = nullptr; ///< [PromotionPlanLayout::kWords]
+  const std::int32_t *log = nullptr;     ///< [StepLogLayout::kHeader]
+};
+
+/// The decision step of a runtime's CUDA tiers and every group's tables.
+class CudaDecisions {
+public:
+  /// Loads the decision step (its selections, slots and history bounds
+  /// must have the shape of the attention steps' `selections`) and
+  /// allocates each group's tables and inputs.
+  CudaDecisions(const Manifest &manifest, const TierLayout &layout,
+                std::shared_ptr<CudaQueue> queue);
+  ~CudaDecisions() { queue_->drain(); }
+
+  /// Uploads group g's tables (hot rows, CLOCK stamps, free stack and the
+  /// control words; not the replacement state, which CudaPlacement holds)
+  /// and `budget`, the optional budget left (between steps).
+  void upload(std::int32_t group, const DeviceGroupState &state, std::int32_t budget);
+  /// Downloads group g's tables into `state` (waits for the stream).
+  void download(std::int32_t group, DeviceGroupState &state);
+  /// Sets the free budget word (PromotionPlanLayout::kFreeBudget) group g's
+  /// plan reads in the next step (a pinned word, copied in the stream).
+  void setBudget(std::int32_t group, std::int32_t budget);
+
+  /// Enqueues the step's first work: each group's budget word, and a copy
+  /// of each group's replacement state to roll back to (see rollBack).
+  void enqueueBegin(const CudaPlacement &placement);
+  /// Enqueues the saving of group g's selections, slots and history starts
+  /// (device addresses of the layer step's arguments) after its last layer.
+  void enqueueSave(std::int32_t group, CUdeviceptr rowIds, CUdeviceptr slots,
+                   CUdeviceptr historyStart);
+  /// Enqueues every group's decisions over its pools, then the copies of
+  /// the counts (and, with `lists`, of the place lists) to pinned memory.
+  /// Every launch reads `status` first: a failed step decides nothing.
+  void enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools, CUdeviceptr status,
+                        bool lists);
+  /// Group g's counts after the step (valid once the stream finished it).
+  DecisionCounts counts(std::int32_t group) const;
+  /// Group g's place list (rows then slots, PromotionPlanLayout::entries),
+  /// when the last enqueueDecisions copied the lists.
+  std::pair<const std::int64_t *, const std::int32_t *> placeList(std::int32_t group) const;
+  /// Entries of a place list.
+  std::size_t listEntries() const { return entries_; }
+  /// Copies every group's replacement state back from its copy of the
+  /// step's start (a failed step; waits for the stream).
+  void rollBack(const CudaPlacement &placement);
+
+  /// Loads the aging step (dhs.age_rows then dhs.place_rows,
+  /// examples/aging_step.mlir): the appends recorded between steps are then
+  /// replayed on the device over the groups' tables.
+  void setAgingStep(const Manifest &manifest);
+  /// True once an aging step is loaded.
+  bool aging() const { return aging_ != nullptr; }
+  /// Enqueues the replay of `appends` (group g's, in call order, in chunks
+  /// of the step's N) and their placement, after writing the budget word
+  /// (optional budget - excess before them); the new rows' slots come back
+  /// to pinned memory (agedSlots, once the stream finished them).
+  void enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
+                    std::int32_t budget, const CudaPlacement &placement, const CudaPools &pools);
+  /// The slots of the appends enqueueAging replayed for group g last
+  /// (entry i: append i's new row's slot, -1 when it left HBM in the list).
+  std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const;
+  /// The aging kernels' status word since the last call (0: fine); clears it
+  /// (waits for the stream).
+  std::uint32_t takeAgingStatus();
+
+private:
+  /// A per-group device buffer of the decision step's argument `index`.
+  CUdeviceptr groupArgument(std::int32_t group, int index) const {
+    return perGroup_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)]->get();
+  }
+
+  std::shared_ptr<CudaQueue> queue_;
+  TierLayout layout_;
+  std::unique_ptr<CudaStep> step_;
+  std::size_t placeLaunch_ = 0; // the place_rows launch (once per pool)
+  int rowIds_ = -1, slots_ = -1, historyStart_ = -1, hotRows_ = -1, cleared_ = -1, freeStack_ = -1,
+      control_ = -1, placeRows_ = -1, placeSlots_ = -1;
+  std::size_t entries_ = 0; // place list entries
+  // [group][argument]: the selections, slots, history starts and tables.
+  std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> perGroup_;
+  // Shared by the groups (stream-ordered): the other arguments, the arena.
+  std::vector<std::unique_ptr<DeviceBuffer>> shared_;
+  std::unique_ptr<DeviceBuffer> arena_;
+  std::vector<std::unique_ptr<DeviceBuffer>> rollback_; // [group] [slots x 2]
+  std::unique_ptr<MappedHostBuffer> budgets_;           // [group] i32
+  std::unique_ptr<MappedHostBuffer> counts_;            // [group][kWords + kHeader]
+  std::unique_ptr<MappedHostBuffer> lists_;             // [group][entries x 12 bytes]
+  CudaStepBuffers buffers_;
+  // The aging step: its appends list [N x 4] and place list [2 N] are its
+  // own (shared by the groups, stream-ordered); the tables are the groups'.
+  std::unique_ptr<CudaStep> aging_;
+  std::size_t agingN_ = 0;
+  int agingList_ = -1, agingHot_ = -1, agingCleared_ = -1, agingFree_ = -1, agingControl_ = -1,
+      agingRows_ = -1, agingSlots_ = -1;
+  CudaStepBuffers agingBuffers_;
+  std::vector<std::unique_ptr<DeviceBuffer>> agingArguments_;
+  std::unique_ptr<DeviceBuffer> agingStatus_;
+  // Pinned, per group: the appends written for the copies, the budget word,
+  // and the slots read back (grown to the group's largest replay).
+  std::vector<std::unique_ptr<MappedHostBuffer>> agingIn_, agingOut_;
+  std::vector<std::size_t> agingRoom_; // appends agingIn_/agingOut_ hold
+};
+
+} // namespace dhs::runtime::cuda_detail
+
+#endif // DHS_RUNTIME_CUDA_CUDADECISIONS_H
