@@ -167,10 +167,15 @@ def DhsSpecialize : Pass<"dhs-specialize", "::mlir::func::FuncOp"> {
     that use it (dimension 0 of every batched operand is the request, the
     dimensions of queries, selections and outputs are positions, heads and
     top-k; a decision step's union and fetched lists are [requests, Q x K],
-    its slot tables [HBM slots] and its plan list [2 x requests x Q x K]),
-    and fixes the pools' capacities. A dimension the configuration
-    leaves open (0) stays dynamic; a static dimension that disagrees with
-    the configuration is an error.
+    its slot tables [HBM slots] and its plan list [2 x requests x Q x K]; an
+    aging step's appends are [requests, 4], one recorded append per request
+    at most, its slot tables [HBM slots] and its list [2 x requests]), and
+    fixes the pools' capacities. An operand shared by two ops (a list
+    written by plan_promotions or age_rows and read by place_rows) takes
+    the dimensions the ops give it: place_rows gives none, and two ops that
+    give different sizes are an error. A dimension the configuration leaves
+    open (0) stays dynamic; a static dimension that disagrees with the
+    configuration is an error.
 
     Before (`--dhs-specialize="requests=8 positions=5 heads=64 topk=2048"`):
     ```mlir

@@ -14,8 +14,20 @@ namespace {
 
 /// What one dimension of an operand means: Selections = Q x K (a request's
 /// selections, or its union of missing rows), Slots = the pool's HBM slots,
-/// PlanEntries = 2 x B x Q x K (a plan's promotions, then its releases).
-enum class Dim { None, Request, Position, Head, TopK, Selections, Slots, PlanEntries };
+/// PlanEntries = 2 x B x Q x K (a plan's promotions, then its releases),
+/// AppendEntries = 2 x B (an aging step's list: one recorded append per
+/// request at most, its placements then its releases; AgeRowsLayout::entries).
+enum class Dim {
+  None,
+  Request,
+  Position,
+  Head,
+  TopK,
+  Selections,
+  Slots,
+  PlanEntries,
+  AppendEntries
+};
 
 struct DhsSpecialize : public dhs::impl::DhsSpecializeBase<DhsSpecialize> {
   using Base::Base;
@@ -74,6 +86,16 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
       return {Dim::PlanEntries};
     return {};
   }
+  // The appends recorded between steps: one per request at most, [B, words].
+  if (auto op2 = dyn_cast<AgeRowsOp>(op)) {
+    if (v == op2.getAppends())
+      return {Dim::Request, Dim::None};
+    if (v == op2.getHot() || v == op2.getCleared() || v == op2.getFree())
+      return {Dim::Slots};
+    if (v == op2.getRows() || v == op2.getSlots())
+      return {Dim::AppendEntries};
+    return {};
+  }
   if (auto op2 = dyn_cast<TopKOp>(op))
     return v == op2.getHistoryLen()
                ? SmallVector<Dim, 4>{Dim::Request}
@@ -107,6 +129,8 @@ int64_t DhsSpecialize::sizeOf(Dim dim) const {
     return hbmSlots;
   case Dim::PlanEntries:
     return requests && positions && topk ? 2 * requests * positions * topk : 0;
+  case Dim::AppendEntries:
+    return requests > 0 ? static_cast<int64_t>(abi::AgeRowsLayout::entries(requests)) : 0;
   case Dim::None:
     return 0;
   }

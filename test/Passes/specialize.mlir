@@ -44,3 +44,22 @@ func.func @conflict(%q: memref<4x1x64x576xbf16>, %rows: memref<?x?x?xi32>,
       layer = 0 output(%out : memref<?x?x?x512xbf16>) scale = 0.0416666679
   return
 }
+
+// -----
+
+// An aging step: one recorded append per request at most ([8, 4]), the slot
+// tables [HBM slots] and its list [2 x 8]; place_rows over the same list
+// gives it no dims of its own. A list written for 16 requests disagrees.
+func.func @aging(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
+                 %appends: memref<?x4xi64>, %hot: memref<?xi64>, %cleared: memref<?xi32>,
+                 %free: memref<?xi32>, %control: memref<8xi32>,
+                 %rows: memref<32xi64>, %slots: memref<?xi32>) {
+  // expected-error @below {{operand #6 has 32 in dimension 0 but the configuration says 16}}
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      appends(%appends : memref<?x4xi64>) hot(%hot : memref<?xi64>)
+      cleared(%cleared : memref<?xi32>) free(%free : memref<?xi32>)
+      control(%control : memref<8xi32>) into(%rows, %slots : memref<32xi64>, memref<?xi32>)
+  dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
+      rows(%rows : memref<32xi64>) slots(%slots : memref<?xi32>)
+  return
+}

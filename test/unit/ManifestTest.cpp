@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <tuple>
 
 using namespace dhs::runtime;
 using dhs::test::TempDir;
@@ -382,6 +383,61 @@ TEST_CASE("the runtime's parser loads the decision step's manifest", "[manifest]
   CHECK(plan.params[10].source == ParamSource::Status);
   CHECK(manifest->arenaBytes == 0);
   // The residency spec the runtime compares with its configuration.
+  REQUIRE(manifest->residency.size() == 1);
+  const ResidencySpec &spec = manifest->residency[0];
+  CHECK(spec.pool == 0);
+  CHECK(spec.floor == 0);
+  CHECK(spec.policy == abi::ResidencyPolicy::Adaptive);
+  CHECK(spec.replacement == abi::Replacement::Clock);
+  CHECK(spec.maxPromotions == -1);
+}
+
+TEST_CASE("the runtime's parser loads the aging step's manifest", "[manifest][residency]") {
+  // examples/aging_step.mlir compiled for a group of the resolving
+  // layer-group steps (4 requests, 2048 slots; test/unit/CMakeLists.txt):
+  // age_rows replays the recorded appends, place_rows carries out its list.
+  const std::optional<Manifest> manifest = dhs::test::kernelStepOrSkip(
+      "aging_g4", {abi::LaunchKind::AgeRows, abi::LaunchKind::PlaceRows});
+  if (!manifest)
+    return;
+  using R = ArgumentRole;
+  const std::vector<std::tuple<R, std::vector<std::int64_t>, DType>> expected = {
+      {R::KvPool, {}, DType::I64},
+      {R::AgeList, {4, 4}, DType::I64}, // one recorded append per request at most
+      {R::HotRows, {2048}, DType::I64}, // the group's device residency state
+      {R::ClockCleared, {2048}, DType::I32},
+      {R::FreeStack, {2048}, DType::I32},
+      {R::PromotionControl, {8}, DType::I32},
+      {R::PlaceRows, {8}, DType::I64}, // the list: 2 x 4 (placements, then releases)
+      {R::PlaceSlots, {8}, DType::I32}};
+  REQUIRE(manifest->arguments.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("argument " << i);
+    const auto &[role, shape, dtype] = expected[i];
+    CHECK(manifest->arguments[i].role == role);
+    if (manifest->arguments[i].isPool)
+      continue;
+    CHECK(manifest->arguments[i].shape == shape);
+    CHECK(manifest->arguments[i].dtype == dtype);
+  }
+  CHECK(manifest->arguments[0].isPool);
+  CHECK(manifest->arguments[0].pool.hbmSlots == 2048);
+  CHECK(manifest->arguments[0].pool.hostRows == -1);
+  // place_rows reads the list age_rows writes: the same two arguments.
+  const Launch &age = manifest->launches[0];
+  const Launch &place = manifest->launches[1];
+  auto argumentsOf = [](const Launch &launch) {
+    std::vector<int> indices;
+    for (const LaunchParam &param : launch.params)
+      if (param.source == ParamSource::Argument)
+        indices.push_back(param.argumentIndex);
+    return indices;
+  };
+  CHECK(argumentsOf(age) == std::vector<int>{1, 2, 3, 4, 5, 6, 7});
+  CHECK(argumentsOf(place) == std::vector<int>{6, 7});
+  CHECK(manifest->arenaBytes == 0);
+  // The residency spec the runtime compares with its configuration: the
+  // policy age_rows replays.
   REQUIRE(manifest->residency.size() == 1);
   const ResidencySpec &spec = manifest->residency[0];
   CHECK(spec.pool == 0);
