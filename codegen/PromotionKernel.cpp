@@ -5,11 +5,15 @@
 //
 //   0. thread 0 reads the step's status word: a failed step (non-zero)
 //      plans nothing (every count 0, the list all -1, the state untouched);
-//   A. a thread per lane counts its fetched rows (up to the first -1);
-//      thread 0 turns the counts (at most `promotions` each) into each
-//      lane's first rank, reads the control words and fixes F (promotions
-//      from the free stack) and V (victims wanted; none when the
-//      noVictimStep memo holds the step);
+//   A. a lane's count is the index of its first -1 (any negative id;
+//      `listed` when there is none): the counts start at `listed`, every
+//      thread walks the fetched rows (lane, j) 1024 apart and, at a -1 that
+//      opens a run of them (j = 0 or a row id before it), takes the shared
+//      atomic min of j into its lane's count (the least such j is the first
+//      -1, whatever follows it); after a barrier thread 0 turns the counts
+//      (at most `promotions` each) into each lane's first rank, reads the
+//      control words and fixes F (promotions from the free stack) and V
+//      (victims wanted; none when the noVictimStep memo holds the step);
 //   B. a thread per fetched row writes its host row at its rank; ranks below
 //      F take their free-stack slot;
 //   C. if V > 0: two laps over the slot table in hand order, 1024 slots at a
@@ -28,6 +32,10 @@
 //      the memo (the step when fewer than V victims were found) and the
 //      counts (promoted, released, listed before the cap).
 //
+// A's walk, B's loops and D's walk over the passed slots take 4 items a
+// thread, 1024 apart, per trip and load all of theirs before using any: 4
+// loads in flight per thread instead of 1 (A was a thread per lane reading
+// its row ids one after another: 2048 loads in turn for 2048 listed).
 // The laps scan the whole table (2 x slots / 1024 scans) even when the
 // first victims come early: fine for a first version (ParallelPromotionTest's
 // rule, checked against the controller by PromotionKernelTest).
@@ -51,6 +59,9 @@ using Control = abi::PromotionPlanLayout;
 
 static constexpr int64_t kThreads = 1024;
 static constexpr int64_t kWarps = kThreads / kWarpSize;
+/// Items a thread loads before it uses any, in the strided loops over the
+/// fetched rows, the free stack and the slots the hand passed.
+static constexpr int64_t kUnroll = 4;
 
 /// Words of the kernel's shared scalars: the hand, the free count, F, the
 /// victims searched (V, 0 under the memo), 1 when nothing is planned (bad
@@ -136,6 +147,35 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
     auto add = [&](Value x, Value y) { return arith::AddIOp::create(b, x, y).getResult(); };
     auto sub = [&](Value x, Value y) { return arith::SubIOp::create(b, x, y).getResult(); };
     auto minS = [&](Value x, Value y) { return arith::MinSIOp::create(b, x, y).getResult(); };
+    /// A fetched item's lane and its index in the lane.
+    auto laneAndRow = [&](Value item) -> std::pair<Value, Value> {
+      return {arith::DivUIOp::create(b, item, kb.index(listed)),
+              arith::RemUIOp::create(b, item, kb.index(listed))};
+    };
+    /// [start, end) in steps of kThreads, kUnroll items a trip: `fetch`
+    /// loads every item's words before `use` uses any, so the loads are in
+    /// flight together. An item past `end` (`valid` false) loads as the
+    /// trip's first, which is in range.
+    auto strided = [&](Value from, Value end, function_ref<SmallVector<Value>(Value)> fetch,
+                       function_ref<void(Value, Value, ValueRange)> use) {
+      kb.forLoop(from, end, kb.index(kThreads * kUnroll), [&](Value first) {
+        SmallVector<Value> items, valids;
+        SmallVector<SmallVector<Value>> words;
+        for (int64_t k = 0; k < kUnroll; ++k) {
+          Value item = first, valid = arith::ConstantIntOp::create(b, 1, 1);
+          if (k > 0) {
+            Value next = arith::AddIOp::create(b, first, kb.index(k * kThreads));
+            valid = kb.cmpi(P::ult, next, end);
+            item = kb.select(valid, next, first);
+          }
+          items.push_back(item);
+          valids.push_back(valid);
+          words.push_back(fetch(item));
+        }
+        for (int64_t k = 0; k < kUnroll; ++k)
+          use(items[k], valids[k], words[k]);
+      });
+    };
     Value slotCount = dim32(hot);
     Value logWords = dim32(log);
     // The step (an empty log gives 0: no slot is a candidate).
@@ -158,20 +198,31 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
             scalars, {kb.index(kGated)});
     });
 
-    // A. Counts, first ranks and the control words.
-    kb.ifThen(kb.cmpi(P::ult, tid, kb.index(lanes)), [&] {
-      auto count = scf::ForOp::create(b, kb.index(0), kb.index(listed), kb.index(1),
-                                      ValueRange{kb.i32(0), arith::ConstantIntOp::create(b, 1, 1)});
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(count.getBody());
-        Value id = load(fetchedArg, {tid, count.getInductionVar()});
-        Value alive = andI(count.getRegionIterArgs()[1], kb.cmpi(P::sge, id, kb.i32(0)));
-        Value n = count.getRegionIterArgs()[0];
-        scf::YieldOp::create(b, ValueRange{kb.select(alive, add(n, kb.i32(1)), n), alive});
-      }
-      store(count.getResult(0), counts, {tid});
-    });
+    // A. Counts (every thread), then first ranks and the control words
+    // (thread 0). A lane's count is the index of its first negative id
+    // (`listed` when there is none): each negative id whose left neighbour is
+    // not negative (or that opens the lane) starts a run of them, and the
+    // least such index is the first. The counts start at `listed`.
+    kb.ifThen(kb.cmpi(P::ult, tid, kb.index(lanes)), [&] { store(kb.i32(listed), counts, {tid}); });
+    gpu::BarrierOp::create(b);
+    strided(
+        tid, totalIndex,
+        [&](Value item) -> SmallVector<Value> {
+          auto [laneOfItem, j] = laneAndRow(item);
+          Value left = kb.select(kb.cmpi(P::eq, j, kb.index(0)), j,
+                                 arith::SubIOp::create(b, j, kb.index(1)).getResult());
+          return {load(fetchedArg, {laneOfItem, j}), load(fetchedArg, {laneOfItem, left})};
+        },
+        [&](Value item, Value valid, ValueRange loaded) {
+          auto [laneOfItem, j] = laneAndRow(item);
+          Value opens = orI(kb.cmpi(P::eq, j, kb.index(0)), kb.cmpi(P::sge, loaded[1], kb.i32(0)));
+          Value boundary = andI(andI(valid, kb.cmpi(P::slt, loaded[0], kb.i32(0))), opens);
+          kb.ifThen(boundary, [&] {
+            memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::mins,
+                                        arith::IndexCastOp::create(b, i32, j), counts,
+                                        ValueRange{laneOfItem});
+          });
+        });
     gpu::BarrierOp::create(b);
     kb.ifThen(isThread0, [&] {
       Value gated = kb.cmpi(P::ne, scalar(kGated), kb.i32(0));
@@ -224,23 +275,31 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
     Value good = kb.cmpi(P::eq, scalar(kBad), kb.i32(0));
 
     // B. Host rows at their ranks; the free stack's slots.
-    kb.forLoop(tid, totalIndex, threads, [&](Value item) {
-      Value lane = arith::DivUIOp::create(b, item, kb.index(listed));
-      Value j = arith::RemUIOp::create(b, item, kb.index(listed));
-      Value j32 = arith::IndexCastOp::create(b, i32, j);
-      kb.ifThen(andI(good, kb.cmpi(P::slt, j32, minS(load(counts, {lane}), kb.i32(cap)))), [&] {
-        Value rank = add(load(firsts, {lane}), j32);
-        Value id = load(fetchedArg, {lane, j});
-        Value hostRow =
-            add(load(start, {lane}), arith::ExtSIOp::create(b, b.getI64Type(), id).getResult());
-        store(hostRow, rows, {kb.toIndex(rank)});
-      });
-    });
-    kb.forLoop(tid, kb.toIndex(fromFree), threads, [&](Value i) {
-      Value i32v = arith::IndexCastOp::create(b, i32, i);
-      Value slot = load(freeStack, {kb.toIndex(sub(sub(top, kb.i32(1)), i32v))});
-      store(slot, slots, {i});
-    });
+    strided(
+        tid, totalIndex,
+        [&](Value item) -> SmallVector<Value> {
+          auto [laneOfItem, j] = laneAndRow(item);
+          return {load(fetchedArg, {laneOfItem, j}), load(start, {laneOfItem}),
+                  load(counts, {laneOfItem}), load(firsts, {laneOfItem})};
+        },
+        [&](Value item, Value valid, ValueRange loaded) {
+          Value j32 = arith::IndexCastOp::create(b, i32, laneAndRow(item).second);
+          Value listedRow = kb.cmpi(P::slt, j32, minS(loaded[2], kb.i32(cap)));
+          kb.ifThen(andI(andI(good, valid), listedRow), [&] {
+            Value hostRow =
+                add(loaded[1], arith::ExtSIOp::create(b, b.getI64Type(), loaded[0]).getResult());
+            store(hostRow, rows, {kb.toIndex(add(loaded[3], j32))});
+          });
+        });
+    strided(
+        tid, kb.toIndex(fromFree),
+        [&](Value i) -> SmallVector<Value> {
+          Value i32v = arith::IndexCastOp::create(b, i32, i);
+          return {load(freeStack, {kb.toIndex(sub(sub(top, kb.i32(1)), i32v))})};
+        },
+        [&](Value i, Value valid, ValueRange loaded) {
+          kb.ifThen(valid, [&] { store(loaded[0], slots, {i}); });
+        });
     gpu::BarrierOp::create(b);
 
     // C. The victims: two laps in hand order, ranked by block-wide scans.
@@ -331,14 +390,22 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
       store(kb.i64(-1), rows, {release});
       store(kb.i32(-1), slots, {release});
     });
-    kb.forLoop(tid, kb.toIndex(scanEnd), threads, [&](Value offset) {
-      Value offset32 = arith::IndexCastOp::create(b, i32, offset);
-      SlotView s = view(offset32, arith::ConstantIntOp::create(b, 1, 1));
-      // (A victim in the second lap is past every slot: all lost theirs.)
-      Value passed = kb.cmpi(P::slt, offset32, last);
-      kb.ifThen(andI(andI(s.candidate, s.referenced), passed),
-                [&] { store(s.last, cleared, {kb.toIndex(s.slot)}); });
-    });
+    SmallVector<SlotView> views;
+    strided(
+        tid, kb.toIndex(scanEnd),
+        [&](Value offset) -> SmallVector<Value> {
+          views.push_back(view(arith::IndexCastOp::create(b, i32, offset),
+                               arith::ConstantIntOp::create(b, 1, 1)));
+          return {};
+        },
+        [&](Value offset, Value valid, ValueRange) {
+          SlotView s = views[0];
+          views.erase(views.begin());
+          // (A victim in the second lap is past every slot: all lost theirs.)
+          Value passed = kb.cmpi(P::slt, arith::IndexCastOp::create(b, i32, offset), last);
+          kb.ifThen(andI(andI(andI(valid, s.candidate), s.referenced), passed),
+                    [&] { store(s.last, cleared, {kb.toIndex(s.slot)}); });
+        });
     gpu::BarrierOp::create(b);
 
     // E. The filled slots' new rows and references; the control words.

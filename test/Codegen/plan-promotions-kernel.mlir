@@ -1,7 +1,8 @@
 // dhs.plan_promotions: one CTA of 1024 threads decides a step's CLOCK
-// promotions over the device residency state. Threads count each lane's
-// fetched rows and thread 0 ranks the lanes; ranks below min(budget, free
-// count) take the free stack's slots; two laps over the slot table from the
+// promotions over the device residency state. All threads count each
+// lane's fetched rows (a shared atomic min of the index of each -1 that
+// opens a run of them: the first -1) and thread 0 ranks the lanes; ranks
+// below min(budget, free count) take the free stack's slots; two laps over the slot table from the
 // hand flag the candidates (hot, last use < the log's step) unreferenced, then
 // referenced, and a block-wide exclusive scan (warp shuffles, then the warps'
 // sums in shared memory) ranks the victims; a shared atomic max keeps the
@@ -29,7 +30,7 @@
 // Per lane a count and a first rank, the warps' sums, the scalars.
 // CHECK-LABEL: gpu.func @plan_promotions
 // CHECK-SAME: (%[[F:[a-z0-9]+]]: memref<4x128xi32>, {{.*}}%[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, {{.*}}%[[CTL:[a-z0-9]+]]: memref<8xi32>, {{.*}}%[[R:[a-z0-9]+]]: memref<?x2xi32>, %[[L:[a-z0-9]+]]: memref<?xi32>, %[[ST:[a-z0-9]+]]: memref<1xi32>)
-// CHECK-SAME: workgroup(%{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SUMS:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SCALARS:.*]] : memref<9xi32, #gpu.address_space<workgroup>>
+// CHECK-SAME: workgroup(%[[COUNTS:[a-z0-9]+]] : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[FIRSTS:[a-z0-9]+]] : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SUMS:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SCALARS:.*]] : memref<9xi32, #gpu.address_space<workgroup>>
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
 // The step from the log (an empty log: no candidates).
 // CHECK: %[[WORDS:.*]] = memref.dim %[[L]], %c0
@@ -40,9 +41,35 @@
 // CHECK: %[[FAILED:.*]] = arith.cmpi ne, %[[STATUS]], %c0_i32
 // CHECK: %[[FAILED32:.*]] = arith.extui %[[FAILED]]
 // CHECK: memref.store %[[FAILED32]], %[[SCALARS]][%c8]
-// A: counts (a lane's rows up to the first -1), then thread 0's ranks and control words.
-// CHECK: scf.for {{.*}} iter_args
-// CHECK: memref.load %[[F]]
+// A: counts (a lane's rows up to the first -1), then thread 0's ranks and
+// control words. A thread per lane sets its count to `listed` (128) ...
+// CHECK: %[[LANES:.*]] = arith.cmpi ult, %[[TID:.*]], %c4 : index
+// CHECK: scf.if %[[LANES]]
+// CHECK-NEXT: memref.store %c128_i32, %[[COUNTS]][%[[TID]]]
+// CHECK: gpu.barrier
+// ... every thread walks the 512 fetched rows, 4 x 1024 apart a trip: each
+// row id and the one before it in its lane, all loaded before any is used ...
+// CHECK: scf.for %[[ITEM:.*]] = %[[TID]] to %c512 step %c4096 {
+// CHECK-NEXT: %[[LANE:.*]] = arith.divui %[[ITEM]], %c128
+// CHECK-NEXT: %[[J:.*]] = arith.remui %[[ITEM]], %c128
+// CHECK-NEXT: %[[JM1:.*]] = arith.subi %[[J]], %c1
+// CHECK-NEXT: %[[OPENS_LANE:.*]] = arith.cmpi eq, %[[J]], %c0
+// CHECK-NEXT: %[[JL:.*]] = arith.select %[[OPENS_LANE]], %[[J]], %[[JM1]]
+// CHECK-NEXT: %[[ID:.*]] = memref.load %[[F]][%[[LANE]], %[[J]]]
+// CHECK-NEXT: %[[LEFT:.*]] = memref.load %[[F]][%[[LANE]], %[[JL]]]
+// CHECK-NEXT: arith.addi %[[ITEM]], %c1024
+// CHECK-COUNT-6: memref.load %[[F]]
+// CHECK-NOT: scf.if
+// ... and where a -1 opens a run of them (the lane's first row, or a row id
+// before it), takes the shared atomic min of its index into the lane's count.
+// CHECK: %[[ROW_LEFT:.*]] = arith.cmpi sge, %[[LEFT]], %c0_i32
+// CHECK-NEXT: %[[OPENS:.*]] = arith.ori %[[OPENS_LANE]], %[[ROW_LEFT]]
+// CHECK-NEXT: %[[MISSING:.*]] = arith.cmpi slt, %[[ID]], %c0_i32
+// CHECK-NEXT: %[[BOUNDARY:.*]] = arith.andi %[[MISSING]], %[[OPENS]]
+// CHECK-NEXT: scf.if %[[BOUNDARY]] {
+// CHECK-NEXT: %[[J32:.*]] = arith.index_cast %[[J]] : index to i32
+// CHECK-NEXT: memref.atomic_rmw mins %[[J32]], %[[COUNTS]][%[[LANE]]]
+// CHECK-COUNT-3: memref.atomic_rmw mins %{{.*}}, %[[COUNTS]]
 // CHECK: gpu.barrier
 // CHECK: %[[GATE:.*]] = memref.load %[[SCALARS]][%c8]
 // CHECK: %[[GATED:.*]] = arith.cmpi ne, %[[GATE]], %c0_i32
@@ -62,6 +89,13 @@
 // CHECK: %[[MEMO:.*]] = memref.load %[[CTL]][%c6]
 // CHECK: arith.cmpi eq, %[[MEMO]], %[[STEP]]
 // CHECK: arith.cmpi ne, %[[STEP]], %c0_i32
+// CHECK: gpu.barrier
+// B: 4 fetched rows a trip, their row ids, history starts, counts and first
+// ranks loaded before the first host row is written.
+// CHECK: scf.for %{{.*}} = %[[TID]] to %c512 step %c4096 {
+// CHECK-COUNT-4: memref.load %[[F]]
+// CHECK-NOT: memref.store
+// CHECK: memref.store %{{.*}}, %{{.*}} : memref<1024xi64>
 // CHECK: gpu.barrier
 // C: the laps; a candidate is hot and its last use is before the step.
 // CHECK: scf.for {{.*}} step %c1024 iter_args

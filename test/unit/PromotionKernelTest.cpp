@@ -12,7 +12,8 @@
 // lanes, noVictimStep memos that hold the step or not, excess counts), over
 // states packed from a controller under load, with bad control words
 // (status 2, nothing planned), and in a failed step (a non-zero status word
-// at the launch: nothing planned, the state untouched).
+// at the launch: nothing planned, the state untouched), and with row ids and
+// more -1s past a lane's first -1 (its rows end at the first).
 //
 //===----------------------------------------------------------------------===//
 
@@ -237,4 +238,47 @@ TEST_CASE("the generated plan_promotions kernel plans nothing in a failed step",
   CHECK(control[Control::kListed] == 0);
   CHECK(control[Control::kHand] == state.control[Control::kHand]);
   CHECK(control[Control::kExcess] == state.control[Control::kExcess]);
+}
+
+TEST_CASE("the generated plan_promotions kernel counts a lane's rows up to its first -1, whatever "
+          "follows it",
+          "[cuda][gpu][promotion]") {
+  DHS_GPU_KERNEL_STEP(manifest, "plan_promotions", abi::LaunchKind::PlanPromotions);
+  DHS_GPU_KERNEL_STEP(capped, "plan_promotions_capped", abi::LaunchKind::PlanPromotions);
+  DHS_SEEDED_RNG(rng, 2000);
+  const std::int64_t listed = dhs::test::kPlanListed;
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    INFO("repeat " << repeat);
+    PromotionPlanState state = randomState(rng, kSlots, 0.5);
+    if (repeat % 2)
+      state.perLane = kCap;
+    // Past each lane's first -1: row ids and more -1s (runs of them, other
+    // negative ids), so a lane has several -1s that open a run; lane 0
+    // opens with one, lane 1 has its only -1 last, lane 2 none at all.
+    std::int64_t listedBefore = 0;
+    for (std::int64_t b = 0; b < state.lanes; ++b) {
+      auto *lane = state.fetched.data() + b * listed;
+      std::int64_t first = 0;
+      while (first < listed && lane[first] >= 0)
+        ++first;
+      if (b == 0)
+        first = 0;
+      else if (b == 1)
+        first = listed - 1;
+      else if (b == 2)
+        first = listed;
+      for (std::int64_t j = 0; j < listed; ++j) {
+        if (j < first)
+          lane[j] = static_cast<std::int32_t>(j * 3 + 1);
+        else if (j == first)
+          lane[j] = -1;
+        else
+          lane[j] = rng() % 3 == 0 ? static_cast<std::int32_t>(rng() % 4) - 3
+                                   : static_cast<std::int32_t>(rng() % 100000);
+      }
+      listedBefore += first;
+    }
+    const auto control = checkKernel(state.perLane < 0 ? manifest : capped, state);
+    CHECK(control[Control::kListed] == listedBefore);
+  }
 }
