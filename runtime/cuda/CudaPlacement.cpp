@@ -54,6 +54,7 @@ CudaPlacement::CudaPlacement(const Manifest &manifest, const TierLayout &layout,
                                                      logWords * sizeof(std::int32_t),
                                                  "the step logs' host copy");
   done_ = std::make_unique<Event>();
+  stepWord_ = std::make_unique<MappedHostBuffer>(4, "the step number");
   parsedLogs_.assign(static_cast<std::size_t>(layout.groups()), StepLog{});
   queue_->makeCurrent();
   restoreRecency(controller);
@@ -169,17 +170,22 @@ const std::int32_t *CudaPlacement::mapSnapshot(std::int32_t group) {
   return mapSnapshot_.data();
 }
 
-void CudaPlacement::stampLogs(std::uint32_t step) {
+void CudaPlacement::setStep(std::uint32_t step) {
+  // (The stream finished the copies of the last step's stamps: a step ends
+  // with a wait.)
+  *static_cast<std::uint32_t *>(stepWord_->host()) = step;
+}
+
+void CudaPlacement::enqueueStamps() {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  // Before any of the step's work (outside any graph: the step number
-  // changes every step).
+  // Before any of the step's work.
   for (const auto &log : logs_) {
     cuda.check(cuda.memsetD32Async(log->get(), 0, StepLogLayout::kHeader, queue_->stream()),
                "clearing a step log");
-    cuda.check(
-        cuda.memsetD32Async(log->get() + StepLogLayout::kStep * 4, step, 1, queue_->stream()),
-        "stamping a step log");
+    cuda.check(cuda.memcpyHtoDAsync(log->get() + StepLogLayout::kStep * 4, stepWord_->host(), 4,
+                                    queue_->stream()),
+               "stamping a step log");
   }
   queue_->submitted();
 }

@@ -55,8 +55,12 @@ public:
   /// placement kernel's status word.
   const std::int32_t *mapSnapshot(std::int32_t group);
 
-  /// Clears every group's step log and stamps it with `step` (stream-ordered).
-  void stampLogs(std::uint32_t step);
+  /// Notes `step` in pinned memory for the next enqueueStamps.
+  void setStep(std::uint32_t step);
+  /// Enqueues clearing every group's step log and stamping it with the step
+  /// of the last setStep, read from pinned memory when the copy runs (so a
+  /// CUDA graph may capture it).
+  void enqueueStamps();
   /// Gives a launch of a layer of `group` the group's map, replacement state
   /// and log (a log of no words unless `logs`: only the group's first layer
   /// books its selections).
@@ -81,6 +85,7 @@ private:
   std::vector<std::unique_ptr<DeviceBuffer>> logs_;    // [group] step logs
   std::size_t logWords_ = 0;                           // words per log
   std::unique_ptr<MappedHostBuffer> logsHost_;         // [group x logWords]
+  std::unique_ptr<MappedHostBuffer> stepWord_;         // the step enqueueStamps stamps
   std::vector<std::unique_ptr<Event>> logReady_;       // [group] logsHost_ holds it
   std::unique_ptr<MappedHostBuffer> lists_;            // rows then slots per launch
   std::size_t listLaunches_ = 0;                       // launches lists_ has room for

@@ -94,8 +94,17 @@ void CudaStepRunner::beginStep(std::uint32_t step) {
   if (stepStarted_)
     driver().check(driver().eventRecord(stepStart_->get(), queue_->stream()),
                    "recording a step's start");
+  // The logs' stamps and the decisions' first work: in the step's graph
+  // with graphs on (launchGraph), else now.
   if (storage_.placement() && resolveLaunches_)
-    storage_.placement()->stampLogs(step);
+    storage_.placement()->setStep(step);
+  if (!graphs_)
+    enqueueStepStart();
+}
+
+void CudaStepRunner::enqueueStepStart() {
+  if (storage_.placement() && resolveLaunches_)
+    storage_.placement()->enqueueStamps();
   if (decisions_ && stepDecisions_) {
     queue_->makeCurrent();
     decisions_->enqueueBegin(*storage_.placement());
@@ -571,6 +580,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
 void CudaStepRunner::launchGraph() {
   CUstream stream = queue_->stream();
   graphCache_.run(pending_, stream, [&] {
+    enqueueStepStart();
     driver().check(driver().memsetD32Async(buffers_.status, 0, 1, stream),
                    "clearing the status word");
     for (const LayerWork &work : pending_)

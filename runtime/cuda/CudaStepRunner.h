@@ -169,6 +169,9 @@ private:
   /// Enqueues the step's decisions after its last layer (with
   /// setStepDecisions on).
   void enqueueDecisions();
+  /// Enqueues a step's first work: the step logs' stamps, the decisions'
+  /// budget words and rollback copies.
+  void enqueueStepStart();
 
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;
