@@ -258,8 +258,11 @@ void CudaStepRunner::takeSelections(std::int32_t group, const std::int32_t *rowI
   const std::size_t g = static_cast<std::size_t>(group);
   // -1 pads the lanes past the batch. The host never reads them in a
   // step: the resolve kernel logs what the controller books.
-  cuda.check(cuda.memsetD32Async(selections_[g]->get(), 0xFFFFFFFFu, bytes / 4, stream),
-             "padding the selections");
+  if (static_cast<std::size_t>(count) < bytes / 4)
+    cuda.check(cuda.memsetD32Async(selections_[g]->get() + static_cast<std::size_t>(count) * 4,
+                                   0xFFFFFFFFu, bytes / 4 - static_cast<std::size_t>(count),
+                                   stream),
+               "padding the selections");
   if (count > 0)
     cuda.check(cuda.memcpyDtoDAsync(selections_[g]->get(), reinterpret_cast<CUdeviceptr>(rowIds),
                                     static_cast<std::size_t>(count) * sizeof(std::int32_t), stream),
