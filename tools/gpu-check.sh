@@ -109,9 +109,12 @@ steps() {
     "$build/bin/dhs-compile" "$dir/large_g4_layer$layer.mlir" \
       -o "$dir/group-steps/large_g4_resolved/layer$layer" || exit 1
   done
-  # Its decision step (residency decisions on the device, dhs-decision-bench).
+  # Its decision and aging steps (residency decisions on the device,
+  # dhs-decision-bench).
   "$build/bin/dhs-compile" "$root/examples/decision_step.mlir" --requests 16 --positions 4 \
     --topk 2048 --hbm-slots 16384 -o "$dir/decisions/large_g4" || exit 1
+  "$build/bin/dhs-compile" "$root/examples/aging_step.mlir" --requests 16 \
+    --hbm-slots 16384 -o "$dir/decisions/aging_large_g4" || exit 1
   # Many groups for dhs-decision-bench's host time: 128 requests x top-2048,
   # one FP8 layer a group (the bench runs 20 of them), 65536 slots.
   resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<128x1x2048xi32>)\n      history(%history_start, %history_len : memref<128xi64>, memref<128xi32>)\n      into(%slots : memref<128x1x2048xi32>)"
@@ -125,6 +128,9 @@ steps() {
   sed "s/layers = 4/layers = 1/g" "$root/examples/decision_step.mlir" > "$dir/decision_step_g1.mlir"
   "$build/bin/dhs-compile" "$dir/decision_step_g1.mlir" --requests 128 --positions 1 \
     --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b128_g1" || exit 1
+  sed "s/layers = 4/layers = 1/g" "$root/examples/aging_step.mlir" > "$dir/aging_step_g1.mlir"
+  "$build/bin/dhs-compile" "$dir/aging_step_g1.mlir" --requests 128 --hbm-slots 65536 \
+    -o "$dir/decisions/aging_b128_g1" || exit 1
 }
 
 bundle() {
@@ -252,11 +258,13 @@ run() {
   checkpoint
   echo "== executor steps: residency decided by the host vs on the device"
   if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
-    "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
+    "$dir/bin/dhs-decision-bench" --aging-step "$dir/decisions/aging_large_g4" \
+      "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
       "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
       > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
     sed 's/^/  /' "$results/decision.log"
-    "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 "$dir/decisions/place_rows_g1" \
+    "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 \
+      --aging-step "$dir/decisions/aging_b128_g1" "$dir/decisions/place_rows_g1" \
       "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
       > "$results/decision_b128.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (B=128)"; }
     sed 's/^/  /' "$results/decision_b128.log"
