@@ -142,7 +142,8 @@ def Dhs_AgeRowsOp : Dhs_Op<"age_rows"> {
 
     - the aged row's slot (`map[aged]`) becomes hot (`hot[s] = aged`); when no
       hot row lies in the request's range it is the request's first, which
-      resets the victim-search memo (`control[no_victim_step] = 0`);
+      resets the victim-search memo (`control[no_victim_step] = 0`) if it
+      holds the step (a memo of an earlier step decides nothing and stays);
     - one more optional row: the budget word (optional budget - excess)
       drops by one, the excess word grows by one; below 0 the group is over
       its budget: unless the memo holds the step (word 0 of the pool's step

@@ -966,6 +966,10 @@ void Runtime::compareDecisions(const std::vector<RowCopy> &copies,
         s->cleared[slot] = s->hotRows[slot] < 0                       ? 0
                            : s->cleared[slot] != s->recency[2 * slot] ? -1
                                                                       : 1;
+    // The victim-search memo decides only while it holds the step (the
+    // controller may clear one of an older step where the device keeps it).
+    for (DeviceGroupState *s : {&state, &expected})
+      s->noVictimStep = s->noVictimStep == expected.step && expected.step != 0 ? 1 : 0;
     // (The stack's entries past its count are whatever was popped last.)
     for (DeviceGroupState *s : {&state, &expected})
       std::fill(s->freeStack.begin() +

@@ -222,8 +222,10 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
         status |= abi::kStatusBadSlot;
         continue;
       }
-      // makeHot: a request's first hot row resets the memo.
-      bool ownerHot = false;
+      // makeHot: a request's first hot row resets the memo. Only a memo that
+      // holds the step decides anything, so the scan for the request's hot
+      // rows runs only then (a memo of another step may stay as it is).
+      bool ownerHot = !(g.noVictimStep == step && step != 0);
       for (std::int64_t t = 0; t < slots && !ownerHot; ++t) {
         const std::int64_t row = g.hotRows[static_cast<std::size_t>(t)];
         ownerHot = row >= entry.ownerBegin && row < entry.ownerEnd;

@@ -49,8 +49,13 @@
 // CHECK: memref.load %[[L]][%{{.*}}, %c1]
 // CHECK: memref.atomic_rmw ori %c4_i32, %[[ST]]
 // CHECK: memref.load %[[M]]
-// The owner scan over the hot rows (stops at the first in the range).
-// CHECK: scf.while (%{{.*}} = %c0_i32, %{{.*}} = %false) : (i32, i1) -> (i32, i1)
+// The owner scan over the hot rows (stops at the first in the range), only
+// while the memo holds the step (else it starts "found").
+// CHECK: %[[MEMO:.*]] = memref.load %[[SC]][%c3]
+// CHECK: %[[HOLDS:.*]] = arith.cmpi eq, %[[MEMO]]
+// CHECK: %[[HOLDS2:.*]] = arith.andi %[[HOLDS]]
+// CHECK: %[[IDLE:.*]] = arith.xori %[[HOLDS2]], %true
+// CHECK: scf.while (%{{.*}} = %c0_i32, %{{.*}} = %[[IDLE]]) : (i32, i1) -> (i32, i1)
 // CHECK: memref.load %[[H]]
 // CHECK: memref.store %c0_i32, %[[SC]][%c3]
 // The CLOCK search: two laps at most, candidates hot with an earlier last use.
