@@ -17,10 +17,13 @@
 //   4. the list: the new rows that are still mapped, and the released rows;
 //      the control words.
 //
-// The scans are sequential (up to 2 x slots per search). Measured on the
-// H200 with the owner scan on every append: 81 ms for 32 appends over 16384
-// slots; it now runs only under a memo that holds the step. A warp-wide
-// form (a ballot over 32 slots) is the next step.
+// The scans are sequential, one thread's (up to 2 x slots per search).
+// Measured on the H200 at dhs-decision-bench's large step (32 appends a step
+// over 16384 slots, most hot slots used in the last step): 80 ms a step,
+// with the owner scan on every append and with it only under a memo that
+// holds the step (as now): the CLOCK searches dominate, thousands of slots
+// each at a dependent load per slot. A warp-wide form (a ballot over 32
+// slots a trip) is the next step.
 //
 //===----------------------------------------------------------------------===//
 
