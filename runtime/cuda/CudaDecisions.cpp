@@ -17,6 +17,37 @@ namespace {
 /// step log's header.
 constexpr std::size_t kCountWords = Control::kWords + StepLogLayout::kHeader;
 
+/// The argument indices of the tables and the place list a decision or
+/// aging step shares with the groups' state.
+struct TableArguments {
+  int hot = -1, cleared = -1, free = -1, control = -1, rows = -1, slots = -1;
+};
+
+/// Looks them up in `manifest` and checks the tables' sizes against the
+/// pools' slots and the control words' count (`what` names the step).
+TableArguments tableArguments(const Manifest &manifest, const TierLayout &layout,
+                              const std::string &what) {
+  TableArguments t;
+  t.hot = manifest.argument(ArgumentRole::HotRows).index;
+  t.cleared = manifest.argument(ArgumentRole::ClockCleared).index;
+  t.free = manifest.argument(ArgumentRole::FreeStack).index;
+  t.control = manifest.argument(ArgumentRole::PromotionControl).index;
+  t.rows = manifest.argument(ArgumentRole::PlaceRows).index;
+  t.slots = manifest.argument(ArgumentRole::PlaceSlots).index;
+  for (int index : {t.hot, t.cleared, t.free})
+    if (manifest.arguments[static_cast<std::size_t>(index)].shape !=
+        std::vector<std::int64_t>{layout.hbmSlots})
+      throw InputError(manifest.path + ": the " + what + "'s " +
+                       abi::name(manifest.arguments[static_cast<std::size_t>(index)].role) +
+                       " table must have the pools' " + std::to_string(layout.hbmSlots) +
+                       " slots (dhs-compile --hbm-slots)");
+  if (manifest.arguments[static_cast<std::size_t>(t.control)].bytes() !=
+      Control::kWords * sizeof(std::int32_t))
+    throw InputError(manifest.path + ": the " + what + "'s promotion_control must hold " +
+                     std::to_string(Control::kWords) + " words");
+  return t;
+}
+
 } // namespace
 
 CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
@@ -39,24 +70,14 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   rowIds_ = manifest.argument(ArgumentRole::RowIds).index;
   slots_ = manifest.argument(ArgumentRole::Slots).index;
   historyStart_ = manifest.argument(ArgumentRole::HistoryStart).index;
-  hotRows_ = manifest.argument(ArgumentRole::HotRows).index;
-  cleared_ = manifest.argument(ArgumentRole::ClockCleared).index;
-  freeStack_ = manifest.argument(ArgumentRole::FreeStack).index;
-  control_ = manifest.argument(ArgumentRole::PromotionControl).index;
-  placeRows_ = manifest.argument(ArgumentRole::PlaceRows).index;
-  placeSlots_ = manifest.argument(ArgumentRole::PlaceSlots).index;
+  const TableArguments tables = tableArguments(manifest, layout, "decision step");
+  hotRows_ = tables.hot;
+  cleared_ = tables.cleared;
+  freeStack_ = tables.free;
+  control_ = tables.control;
+  placeRows_ = tables.rows;
+  placeSlots_ = tables.slots;
   const std::size_t slotCount = static_cast<std::size_t>(layout.hbmSlots);
-  for (int index : {hotRows_, cleared_, freeStack_})
-    if (manifest.arguments[static_cast<std::size_t>(index)].shape !=
-        std::vector<std::int64_t>{layout.hbmSlots})
-      throw InputError(manifest.path + ": the decision step's " +
-                       abi::name(manifest.arguments[static_cast<std::size_t>(index)].role) +
-                       " table must have the pools' " + std::to_string(layout.hbmSlots) +
-                       " slots (dhs-compile --hbm-slots)");
-  if (manifest.arguments[static_cast<std::size_t>(control_)].bytes() !=
-      Control::kWords * sizeof(std::int32_t))
-    throw InputError(manifest.path + ": the decision step's promotion_control must hold " +
-                     std::to_string(Control::kWords) + " words");
   entries_ = manifest.arguments[static_cast<std::size_t>(placeRows_)].bytes() / 8;
 
   buffers_.arguments.assign(manifest.arguments.size(), 0);
@@ -275,22 +296,18 @@ void CudaDecisions::rollBack(const CudaPlacement &placement) {
 void CudaDecisions::setAgingStep(const Manifest &manifest) {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  if (manifest.launches.size() < 2 || manifest.launches[0].kind != abi::LaunchKind::AgeRows ||
-      manifest.launches[1].kind != abi::LaunchKind::PlaceRows || manifest.launches.size() != 2)
+  if (manifest.launches.size() != 2 || manifest.launches[0].kind != abi::LaunchKind::AgeRows ||
+      manifest.launches[1].kind != abi::LaunchKind::PlaceRows)
     throw InputError(manifest.path + ": an aging step replays the appends (dhs.age_rows) and "
                                      "places their rows (dhs.place_rows), nothing else");
   agingList_ = manifest.argument(ArgumentRole::AgeList).index;
-  agingHot_ = manifest.argument(ArgumentRole::HotRows).index;
-  agingCleared_ = manifest.argument(ArgumentRole::ClockCleared).index;
-  agingFree_ = manifest.argument(ArgumentRole::FreeStack).index;
-  agingControl_ = manifest.argument(ArgumentRole::PromotionControl).index;
-  agingRows_ = manifest.argument(ArgumentRole::PlaceRows).index;
-  agingSlots_ = manifest.argument(ArgumentRole::PlaceSlots).index;
-  for (int index : {agingHot_, agingCleared_, agingFree_})
-    if (manifest.arguments[static_cast<std::size_t>(index)].shape !=
-        std::vector<std::int64_t>{layout_.hbmSlots})
-      throw InputError(manifest.path + ": the aging step's tables must have the pools' " +
-                       std::to_string(layout_.hbmSlots) + " slots (dhs-compile --hbm-slots)");
+  const TableArguments tables = tableArguments(manifest, layout_, "aging step");
+  agingHot_ = tables.hot;
+  agingCleared_ = tables.cleared;
+  agingFree_ = tables.free;
+  agingControl_ = tables.control;
+  agingRows_ = tables.rows;
+  agingSlots_ = tables.slots;
   agingN_ = static_cast<std::size_t>(
       manifest.arguments[static_cast<std::size_t>(agingList_)].shape.at(0));
   aging_ = std::make_unique<CudaStep>(manifest, queue_->device().ordinal);
