@@ -218,8 +218,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
                       setScalar(kb.select(kb.cmpi(P::eq, next, slotCount), kb.i32(0), next), kHand);
                       Value slotIndex = kb.toIndex(slot);
                       Value last = load(recency, {slotIndex, kb.index(0)});
-                      Value candidate = andI(kb.cmpi(P::sge, load(hot, {slotIndex}), kb.i64(0)),
-                                             kb.cmpi(P::ult, last, step));
+                      // (One op per statement: the IR's order must not
+                      // depend on the compiler's order of evaluating
+                      // arguments.)
+                      Value earlier = kb.cmpi(P::ult, last, step);
+                      Value isHot = kb.cmpi(P::sge, load(hot, {slotIndex}), kb.i64(0));
+                      Value candidate = andI(isHot, earlier);
                       Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
                       // A referenced candidate gets its second chance.
                       kb.ifThen(andI(candidate, referenced),

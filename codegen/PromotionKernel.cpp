@@ -209,8 +209,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
         tid, totalIndex,
         [&](Value item) -> SmallVector<Value> {
           auto [laneOfItem, j] = laneAndRow(item);
-          Value left = kb.select(kb.cmpi(P::eq, j, kb.index(0)), j,
-                                 arith::SubIOp::create(b, j, kb.index(1)).getResult());
+          // (One op per statement: the IR's order must not depend on the
+          // compiler's order of evaluating arguments.)
+          Value previous = arith::SubIOp::create(b, j, kb.index(1)).getResult();
+          Value opensLane = kb.cmpi(P::eq, j, kb.index(0));
+          Value left = kb.select(opensLane, j, previous);
           return {load(fetchedArg, {laneOfItem, j}), load(fetchedArg, {laneOfItem, left})};
         },
         [&](Value item, Value valid, ValueRange loaded) {
@@ -258,8 +261,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
       Value fromFree = minS(minS(arith::MaxSIOp::create(b, budget, kb.i32(0)), top), planned);
       Value wanted = sub(planned, fromFree);
       // The memo: a non-forced search already failed in this (non-zero) step.
-      Value memo = andI(kb.cmpi(P::ne, step, kb.i32(0)),
-                        kb.cmpi(P::eq, load(control, {kb.index(Control::kNoVictimStep)}), step));
+      Value memoWord = load(control, {kb.index(Control::kNoVictimStep)});
+      Value memoIsStep = kb.cmpi(P::eq, memoWord, step);
+      Value stepSet = kb.cmpi(P::ne, step, kb.i32(0));
+      Value memo = andI(stepSet, memoIsStep);
       store(kb.select(none, kb.i32(0), hand), scalars, {kb.index(kHand)});
       store(kb.select(none, kb.i32(0), top), scalars, {kb.index(kTop)});
       store(fromFree, scalars, {kb.index(kFree)});
