@@ -1,29 +1,42 @@
 //===- AgeRowsKernel.cpp - the appends between steps on the device --------===//
 //
-// The kernel of dhs.age_rows (the op's description gives the rule). Correct
-// first: one warp per launch (one pool group), and its first thread replays
-// the appends in call order, exactly as the controller's append does them
-// (runtime/residency/PromotionPlan's planAgeRows is the host reference):
+// The kernel of dhs.age_rows (the op's description gives the rule). One warp
+// per launch (one pool group) replays the appends in call order, exactly as
+// the controller's append does them (runtime/residency/PromotionPlan's
+// planAgeRows is the host reference):
 //
-//   1. every entry of the list becomes (-1, -1);
+//   1. every entry of the list becomes (-1, -1) (the warp);
 //   2. the control words are read and checked (bad words plan nothing);
-//   3. per append: the aged row's slot becomes hot (while the memo holds
-//      the step, a scan of the hot rows for the request's range decides
-//      whether it is the request's first, which resets the memo; a memo of
-//      another step decides nothing and stays); over the budget, a CLOCK
-//      search from the hand
-//      (unless the memo holds the step) and the release of the victim or
-//      the aged row; the new row takes the free stack's top;
+//   3. per append (the whole warp steps through the appends; its first
+//      thread does the sequential parts and leaves its decisions in shared
+//      words that the warp reads after a barrier, so that the control flow
+//      around the scans is uniform):
+//      a. the checks, the aged row's slot;
+//      b. while the memo holds the step: the owner scan (the warp, 32 hot
+//         rows a trip, a ballot of those in the request's range; the first
+//         trip with one ends it) decides whether the aged row is the
+//         request's first hot row, which resets the memo (a memo of another
+//         step decides nothing and stays);
+//      c. the slot becomes hot; the budget drops;
+//      d. over the budget, unless the memo holds the step, findVictim (the
+//         warp): CLOCK from the hand over two laps at most, 32 slots a trip
+//         (min(32, slots): a trip never sees a slot twice); lane l examines
+//         position k + l; a ballot of the unreferenced candidates (hot, last
+//         use < the step) gives the victim, its lowest lane; the referenced
+//         candidates in the lanes before it (all, if none) get their second
+//         chance (cleared = last use), a barrier after each trip (the second
+//         lap reads what the first cleared); the hand stops right after the
+//         victim, or comes back to where it was; no victim sets the memo;
+//      e. the release of the victim or the aged row; the new row takes the
+//         free stack's top;
 //   4. the list: the new rows that are still mapped, and the released rows;
 //      the control words.
 //
-// The scans are sequential, one thread's (up to 2 x slots per search).
 // Measured on the H200 at dhs-decision-bench's large step (32 appends a step
-// over 16384 slots, most hot slots used in the last step): 80 ms a step,
-// with the owner scan on every append and with it only under a memo that
-// holds the step (as now): the CLOCK searches dominate, thousands of slots
-// each at a dependent load per slot. A warp-wide form (a ballot over 32
-// slots a trip) is the next step.
+// over 16384 slots, most hot slots used in the last step) with the scans on
+// the first thread alone (one dependent load a slot): 80 ms a step, the
+// CLOCK searches dominating. The warp-wide scans above load 32 slots a trip
+// (coalesced); not yet measured on a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +44,8 @@
 #include "codegen/Kernels.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -41,8 +56,27 @@ using Role = abi::ParamRole;
 using Layout = abi::AgeRowsLayout;
 
 /// Words of the kernel's shared scalars: the control words while they
-/// change, and whether the current append goes on.
-enum Scalar : int64_t { kHand, kTop, kBudget, kMemo, kExcess, kGoOn, kScalars };
+/// change; whether the control words are bad; and the current append's
+/// state, which the first thread decides and the warp reads after a barrier:
+/// whether it goes on, whether its aged row is aged (and its slot), whether
+/// the owner scan runs, whether a row is released, whether the CLOCK search
+/// runs, and its victim (-1: none).
+enum Scalar : int64_t {
+  kHand,
+  kTop,
+  kBudget,
+  kMemo,
+  kExcess,
+  kGoOn,
+  kBad,
+  kAging,
+  kSlot,
+  kOwnerScan,
+  kRelease,
+  kSearch,
+  kVictim,
+  kScalars
+};
 
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
   MemRefType appends = op.getAppends().getType();
@@ -121,6 +155,40 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
         kb.cmpi(P::sgt, dim32(log), kb.i32(0)), i32,
         [&] { return load(log, {kb.index(abi::StepLogLayout::kStep)}); },
         [&] { return kb.i32(0); });
+    Value lane = arith::IndexCastOp::create(b, i32, tid);
+    Value first = kb.cmpi(P::eq, tid, kb.index(0));
+    auto flag = [&](Value condition) { return arith::ExtUIOp::create(b, i32, condition); };
+    auto isSet = [&](Scalar word) { return kb.cmpi(P::ne, scalar(word), kb.i32(0)); };
+    auto memoHoldsStep = [&] {
+      Value same = kb.cmpi(P::eq, scalar(kMemo), step);
+      Value stepped = kb.cmpi(P::ne, step, kb.i32(0));
+      return andI(same, stepped);
+    };
+    /// The warp's ballot of `bit`: bit l of the result is lane l's.
+    auto ballot = [&](Value bit) {
+      return NVVM::VoteSyncOp::create(b, i32, kb.i32(-1), bit, NVVM::VoteSyncKind::ballot)
+          .getResult();
+    };
+    /// A warp-wide scan: `trip(t)` examines positions t + lane (all lanes
+    /// together) and yields the trip's result; the loop ends at `end` or once
+    /// `done(result)`. Returns the last trip's result (`none` if no trip ran).
+    auto warpScan = [&](Value end, Value width, Value none, function_ref<Value(Value)> trip,
+                        function_ref<Value(Value)> done) {
+      Type type = none.getType();
+      auto loop = scf::WhileOp::create(b, TypeRange{i32, type}, ValueRange{kb.i32(0), none});
+      OpBuilder::InsertionGuard guard(b);
+      Location loc = b.getLoc();
+      Block *before = b.createBlock(&loop.getBefore(), {}, {i32, type}, {loc, loc});
+      Value t = before->getArgument(0);
+      Value more = kb.cmpi(P::slt, t, end);
+      Value goes = andI(more, notI(done(before->getArgument(1))));
+      scf::ConditionOp::create(b, goes, ValueRange{t, before->getArgument(1)});
+      Block *after = b.createBlock(&loop.getAfter(), {}, {i32, type}, {loc, loc});
+      Value result = trip(after->getArgument(0));
+      Value next = add(after->getArgument(0), width);
+      scf::YieldOp::create(b, ValueRange{next, result});
+      return loop.getResult(1);
+    };
 
     // 1. An empty list.
     kb.forLoop(tid, entriesIndex, kb.index(kWarpSize), [&](Value i) {
@@ -129,8 +197,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
     });
     gpu::BarrierOp::create(b);
 
-    kb.ifThen(kb.cmpi(P::eq, tid, kb.index(0)), [&] {
-      // 2. The control words; bad ones replay nothing.
+    // 2. The control words; bad ones replay nothing.
+    kb.ifThen(first, [&] {
       Value hand = load(control, {kb.index(Layout::kHand)});
       Value top = load(control, {kb.index(Layout::kFreeCount)});
       Value bad =
@@ -140,25 +208,38 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
                   orI(kb.cmpi(P::slt, dim32(cleared), slotCount),
                       kb.cmpi(P::slt, dim32(recency), slotCount))));
       kb.ifThen(bad, [&] { report(abi::kStatusBadSlot); });
+      setScalar(flag(bad), kBad);
       setScalar(hand, kHand);
       setScalar(top, kTop);
       setScalar(load(control, {kb.index(Layout::kFreeBudget)}), kBudget);
       setScalar(load(control, {kb.index(Layout::kNoVictimStep)}), kMemo);
       setScalar(load(control, {kb.index(Layout::kExcess)}), kExcess);
+    });
+    gpu::BarrierOp::create(b);
+    Value bad = isSet(kBad);
 
-      // 3. The appends, in call order.
-      kb.forLoop(kb.index(0), kb.select(bad, kb.index(0), nIndex), kb.index(1), [&](Value i) {
-        Value aged = load(list, {i, kb.index(Layout::kAged)});
-        Value fresh = load(list, {i, kb.index(Layout::kFresh)});
-        Value begin = load(list, {i, kb.index(Layout::kOwnerBegin)});
-        Value end = load(list, {i, kb.index(Layout::kOwnerEnd)});
+    // 3. The appends, in call order: the whole warp steps through them (its
+    // control flow uniform: the decisions are shared words read after a
+    // barrier); the first thread does the sequential parts.
+    kb.forLoop(kb.index(0), kb.select(bad, kb.index(0), nIndex), kb.index(1), [&](Value i) {
+      Value aged = load(list, {i, kb.index(Layout::kAged)});
+      Value fresh = load(list, {i, kb.index(Layout::kFresh)});
+      Value begin = load(list, {i, kb.index(Layout::kOwnerBegin)});
+      Value end = load(list, {i, kb.index(Layout::kOwnerEnd)});
+
+      // 3a. The checks and the aged row's slot (first thread).
+      kb.ifThen(first, [&] {
         Value padding = kb.cmpi(P::slt, fresh, kb.i64(0));
         Value badRow = andI(notI(padding),
                             orI(kb.cmpi(P::sge, fresh, hostRows), kb.cmpi(P::sge, aged, hostRows)));
         kb.ifThen(badRow, [&] { report(abi::kStatusBadHostRow); });
-        setScalar(arith::ExtUIOp::create(b, i32, notI(orI(padding, badRow))), kGoOn);
-        Value goOn = kb.cmpi(P::ne, scalar(kGoOn), kb.i32(0));
-        kb.ifThen(andI(goOn, kb.cmpi(P::sge, aged, kb.i64(0))), [&] {
+        setScalar(flag(notI(orI(padding, badRow))), kGoOn);
+        setScalar(kb.i32(0), kAging);
+        setScalar(kb.i32(0), kOwnerScan);
+        setScalar(kb.i32(0), kRelease);
+        setScalar(kb.i32(0), kSearch);
+        setScalar(kb.i32(-1), kVictim);
+        kb.ifThen(andI(isSet(kGoOn), kb.cmpi(P::sge, aged, kb.i64(0))), [&] {
           Value s = load(map, {kb.toIndex(aged)});
           Value outside = orI(kb.cmpi(P::slt, s, kb.i32(0)), kb.cmpi(P::sge, s, slotCount));
           Value clamped = kb.toIndex(kb.select(outside, kb.i32(0), s));
@@ -168,99 +249,131 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
             setScalar(kb.i32(0), kGoOn);
           });
           kb.ifThen(notI(badAged), [&] {
-            Value sIndex = kb.toIndex(s);
+            setScalar(kb.i32(1), kAging);
+            setScalar(s, kSlot);
             // The request's first hot row resets the memo; only a memo that
             // holds the step decides anything, so the scan runs only then.
-            Value memoIdle =
-                notI(andI(kb.cmpi(P::eq, scalar(kMemo), step), kb.cmpi(P::ne, step, kb.i32(0))));
-            auto scan = scf::WhileOp::create(b, TypeRange{i32, b.getI1Type()},
-                                             ValueRange{kb.i32(0), memoIdle});
-            {
-              OpBuilder::InsertionGuard guard(b);
-              Location loc = b.getLoc();
-              Block *before =
-                  b.createBlock(&scan.getBefore(), {}, {i32, b.getI1Type()}, {loc, loc});
-              Value t = before->getArgument(0), found = before->getArgument(1);
-              scf::ConditionOp::create(b, andI(kb.cmpi(P::slt, t, slotCount), notI(found)),
-                                       ValueRange{t, found});
-              Block *after = b.createBlock(&scan.getAfter(), {}, {i32, b.getI1Type()}, {loc, loc});
-              Value at = after->getArgument(0);
-              Value row = load(hot, {kb.toIndex(at)});
-              Value inRange = andI(kb.cmpi(P::sge, row, begin), kb.cmpi(P::slt, row, end));
-              scf::YieldOp::create(b, ValueRange{add(at, kb.i32(1)), inRange});
-            }
-            kb.ifThen(notI(scan.getResult(1)), [&] { setScalar(kb.i32(0), kMemo); });
-            store(aged, hot, {sIndex});
-            setScalar(add(scalar(kExcess), kb.i32(1)), kExcess);
-            setScalar(sub(scalar(kBudget), kb.i32(1)), kBudget);
-            kb.ifThen(kb.cmpi(P::slt, scalar(kBudget), kb.i32(0)), [&] {
-              // Over the budget: findVictim, non-forced (the memo first).
-              Value memoHolds =
-                  andI(kb.cmpi(P::eq, scalar(kMemo), step), kb.cmpi(P::ne, step, kb.i32(0)));
-              Value victim = ifValue(
-                  memoHolds, i32, [&] { return kb.i32(-1); },
-                  [&] {
-                    auto search = scf::WhileOp::create(b, TypeRange{i32, i32},
-                                                       ValueRange{kb.i32(0), kb.i32(-1)});
-                    {
-                      OpBuilder::InsertionGuard guard(b);
-                      Location loc = b.getLoc();
-                      Block *before =
-                          b.createBlock(&search.getBefore(), {}, {i32, i32}, {loc, loc});
-                      Value k = before->getArgument(0), found = before->getArgument(1);
-                      scf::ConditionOp::create(b,
-                                               andI(kb.cmpi(P::slt, k, add(slotCount, slotCount)),
-                                                    kb.cmpi(P::slt, found, kb.i32(0))),
-                                               ValueRange{k, found});
-                      Block *after = b.createBlock(&search.getAfter(), {}, {i32, i32}, {loc, loc});
-                      Value slot = scalar(kHand);
-                      Value next = add(slot, kb.i32(1));
-                      setScalar(kb.select(kb.cmpi(P::eq, next, slotCount), kb.i32(0), next), kHand);
-                      Value slotIndex = kb.toIndex(slot);
-                      Value last = load(recency, {slotIndex, kb.index(0)});
-                      // (One op per statement: the IR's order must not
-                      // depend on the compiler's order of evaluating
-                      // arguments.)
-                      Value earlier = kb.cmpi(P::ult, last, step);
-                      Value isHot = kb.cmpi(P::sge, load(hot, {slotIndex}), kb.i64(0));
-                      Value candidate = andI(isHot, earlier);
-                      Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
-                      // A referenced candidate gets its second chance.
-                      kb.ifThen(andI(candidate, referenced),
-                                [&] { store(last, cleared, {slotIndex}); });
-                      Value taken = andI(candidate, notI(referenced));
-                      scf::YieldOp::create(
-                          b, ValueRange{add(after->getArgument(0), kb.i32(1)),
-                                        kb.select(taken, slot, after->getArgument(1))});
-                    }
-                    Value found = search.getResult(1);
-                    kb.ifThen(kb.cmpi(P::slt, found, kb.i32(0)), [&] { setScalar(step, kMemo); });
-                    return found;
-                  });
-              // The victim, or else the aged row itself, leaves.
-              Value e = kb.toIndex(kb.select(kb.cmpi(P::sge, victim, kb.i32(0)), victim, s));
-              Value gone = load(hot, {e});
-              store(kb.i32(-1), map, {kb.toIndex(gone)});
-              store(kb.i64(-1), hot, {e});
-              store(load(recency, {e, kb.index(0)}), cleared, {e});
-              setScalar(sub(scalar(kExcess), kb.i32(1)), kExcess);
-              setScalar(add(scalar(kBudget), kb.i32(1)), kBudget);
-              store(gone, rows, {add(nIndex, i)});
-              Value pushAt = scalar(kTop);
-              Value full = kb.cmpi(P::sge, pushAt, dim32(freeStack));
-              kb.ifThen(full, [&] {
-                report(abi::kStatusBadSlot);
-                setScalar(kb.i32(0), kGoOn);
-              });
-              kb.ifThen(notI(full), [&] {
-                store(arith::IndexCastOp::create(b, i32, e), freeStack, {kb.toIndex(pushAt)});
-                setScalar(add(pushAt, kb.i32(1)), kTop);
-              });
-            });
+            setScalar(flag(memoHoldsStep()), kOwnerScan);
           });
         });
-        // The new row takes the free stack's top.
-        kb.ifThen(kb.cmpi(P::ne, scalar(kGoOn), kb.i32(0)), [&] {
+      });
+      gpu::BarrierOp::create(b);
+
+      // 3b. The owner scan (the warp): 32 hot rows a trip, a ballot of those
+      // in the request's range; the first trip with one ends it.
+      kb.ifThen(isSet(kOwnerScan), [&] {
+        Value found = warpScan(
+            slotCount, kb.i32(kWarpSize), kb.i32(0),
+            [&](Value t) {
+              Value at = add(t, lane);
+              Value valid = kb.cmpi(P::slt, at, slotCount);
+              Value index = kb.toIndex(kb.select(valid, at, kb.i32(0)));
+              Value row = load(hot, {index});
+              Value above = kb.cmpi(P::sge, row, begin);
+              Value below = kb.cmpi(P::slt, row, end);
+              Value inRange = andI(valid, andI(above, below));
+              return ballot(inRange);
+            },
+            [&](Value mask) { return kb.cmpi(P::ne, mask, kb.i32(0)); });
+        Value none = kb.cmpi(P::eq, found, kb.i32(0));
+        kb.ifThen(andI(first, none), [&] { setScalar(kb.i32(0), kMemo); });
+      });
+
+      // 3c. The aged row becomes hot; over the budget, a search unless the
+      // memo holds the step (first thread).
+      kb.ifThen(andI(first, isSet(kAging)), [&] {
+        store(aged, hot, {kb.toIndex(scalar(kSlot))});
+        setScalar(add(scalar(kExcess), kb.i32(1)), kExcess);
+        setScalar(sub(scalar(kBudget), kb.i32(1)), kBudget);
+        kb.ifThen(kb.cmpi(P::slt, scalar(kBudget), kb.i32(0)), [&] {
+          setScalar(kb.i32(1), kRelease);
+          setScalar(flag(notI(memoHoldsStep())), kSearch);
+        });
+      });
+      gpu::BarrierOp::create(b);
+
+      // 3d. findVictim, non-forced (the warp): CLOCK from the hand over two
+      // laps at most, 32 slots a trip (fewer when the table has fewer, so
+      // that a trip never sees one slot twice). Lane l examines position
+      // k + l (slot (hand + k + l) mod slots, if k + l < 2 x slots); the
+      // victim is the lowest lane with an unreferenced candidate (hot, last
+      // use < the step); the referenced candidates before it (all, if none)
+      // get their second chance (cleared = last use), as the hand passes
+      // them in order; the hand stops right after the victim.
+      kb.ifThen(isSet(kSearch), [&] {
+        Value hand = scalar(kHand);
+        Value laps = add(slotCount, slotCount);
+        Value width = arith::MinSIOp::create(b, slotCount, kb.i32(kWarpSize));
+        Value victim = warpScan(
+            laps, width, kb.i32(-1),
+            [&](Value k) {
+              Value at = add(k, lane);
+              Value inTrip = kb.cmpi(P::slt, lane, width);
+              Value inLaps = kb.cmpi(P::slt, at, laps);
+              Value valid = andI(inTrip, inLaps);
+              Value position = add(hand, at);
+              Value wrapped = arith::RemUIOp::create(b, position, slotCount);
+              Value slotIndex = kb.toIndex(kb.select(valid, wrapped, kb.i32(0)));
+              // (One op per statement: the IR's order must not depend on
+              // the compiler's order of evaluating arguments.)
+              Value last = load(recency, {slotIndex, kb.index(0)});
+              Value earlier = kb.cmpi(P::ult, last, step);
+              Value isHot = kb.cmpi(P::sge, load(hot, {slotIndex}), kb.i64(0));
+              Value candidate = andI(valid, andI(isHot, earlier));
+              Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
+              Value taken = andI(candidate, notI(referenced));
+              Value mask = ballot(taken);
+              Value lowest = LLVM::CountTrailingZerosOp::create(b, i32, mask, false);
+              // A referenced candidate the hand passes gets its second chance.
+              Value passed = kb.cmpi(P::ult, lane, lowest);
+              Value chance = andI(andI(candidate, referenced), passed);
+              kb.ifThen(chance, [&] { store(last, cleared, {slotIndex}); });
+              // (The second lap reads what the first cleared.)
+              gpu::BarrierOp::create(b);
+              Value victimAt = add(add(hand, k), lowest);
+              Value victimSlot = arith::RemUIOp::create(b, victimAt, slotCount);
+              Value some = kb.cmpi(P::ne, mask, kb.i32(0));
+              return kb.select(some, victimSlot, kb.i32(-1));
+            },
+            [&](Value found) { return kb.cmpi(P::sge, found, kb.i32(0)); });
+        kb.ifThen(first, [&] {
+          Value missed = kb.cmpi(P::slt, victim, kb.i32(0));
+          Value next = add(victim, kb.i32(1));
+          Value wraps = kb.cmpi(P::eq, next, slotCount);
+          Value after = kb.select(wraps, kb.i32(0), next);
+          setScalar(kb.select(missed, hand, after), kHand);
+          setScalar(victim, kVictim);
+          kb.ifThen(missed, [&] { setScalar(step, kMemo); });
+        });
+      });
+      gpu::BarrierOp::create(b);
+
+      // 3e. The victim, or else the aged row itself, leaves; the new row
+      // takes the free stack's top (first thread).
+      kb.ifThen(first, [&] {
+        kb.ifThen(isSet(kRelease), [&] {
+          Value victim = scalar(kVictim);
+          Value e =
+              kb.toIndex(kb.select(kb.cmpi(P::sge, victim, kb.i32(0)), victim, scalar(kSlot)));
+          Value gone = load(hot, {e});
+          store(kb.i32(-1), map, {kb.toIndex(gone)});
+          store(kb.i64(-1), hot, {e});
+          store(load(recency, {e, kb.index(0)}), cleared, {e});
+          setScalar(sub(scalar(kExcess), kb.i32(1)), kExcess);
+          setScalar(add(scalar(kBudget), kb.i32(1)), kBudget);
+          store(gone, rows, {add(nIndex, i)});
+          Value pushAt = scalar(kTop);
+          Value full = kb.cmpi(P::sge, pushAt, dim32(freeStack));
+          kb.ifThen(full, [&] {
+            report(abi::kStatusBadSlot);
+            setScalar(kb.i32(0), kGoOn);
+          });
+          kb.ifThen(notI(full), [&] {
+            store(arith::IndexCastOp::create(b, i32, e), freeStack, {kb.toIndex(pushAt)});
+            setScalar(add(pushAt, kb.i32(1)), kTop);
+          });
+        });
+        kb.ifThen(isSet(kGoOn), [&] {
           Value count = scalar(kTop);
           Value empty = kb.cmpi(P::eq, count, kb.i32(0));
           kb.ifThen(empty, [&] { report(abi::kStatusBadSlot); });
@@ -281,8 +394,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
           });
         });
       });
+      gpu::BarrierOp::create(b);
+    });
 
-      // 4. The new rows still mapped; the control words.
+    // 4. The new rows still mapped; the control words (first thread).
+    kb.ifThen(first, [&] {
       kb.forLoop(kb.index(0), kb.select(bad, kb.index(0), nIndex), kb.index(1), [&](Value i) {
         Value fresh = load(list, {i, kb.index(Layout::kFresh)});
         kb.ifThen(andI(kb.cmpi(P::sge, fresh, kb.i64(0)), kb.cmpi(P::slt, fresh, hostRows)), [&] {

@@ -256,8 +256,8 @@ run() {
   echo "== executor steps: residency decided by the host vs on the device"
   if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
     # Appends taken back to the host for each step (the faster path today),
-    # then replayed on the device (dhs.age_rows: its CLOCK searches are one
-    # thread's, bench/NOTES.md).
+    # then replayed on the device (dhs.age_rows: one warp, its scans 32 slots
+    # a trip; bench/NOTES.md has the one-thread form's 80 ms a step).
     "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
       "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
       > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
