@@ -18,10 +18,11 @@ FailureOr<SparseAttentionKernelConfig>
 mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
                                           int64_t minBlocks, bool tensorCores, bool clusters) {
   SparseAttentionKernelConfig config;
-  Value queriesValue, rowsValue;
+  Value queriesValue, rowsValue, sharedTiles;
   if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
     queriesValue = fused.getQueries();
     rowsValue = fused.getRowIds();
+    sharedTiles = fused.getSharedTiles();
     config.softmaxScale = fused.getSoftmaxScale().convertToFloat();
     config.pool = fused.getPool().getType();
     config.layer = fused.getLayer();
@@ -33,6 +34,7 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     auto staged = cast<AttentionOp>(op);
     queriesValue = staged.getQueries();
     rowsValue = staged.getRowIds();
+    sharedTiles = staged.getSharedTiles();
     config.softmaxScale = staged.getSoftmaxScale().convertToFloat();
     config.pool = staged.getPool().getType();
     config.layer = staged.getLayer();
@@ -105,6 +107,13 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     config.tensorCores = true;
     config.headsPerBlock = kTensorCoreHeads;
     config.tileRows = kTensorCoreTileRows;
+    // The positions of a request share their selections' prefix: one
+    // cluster of them per request and head block, never split.
+    if (sharedTiles && config.positions > 1) {
+      config.sharedPositions = config.positions;
+      config.splitRows = config.selected;
+      return config;
+    }
     int64_t ctas = config.requests * config.positions * (config.heads / kTensorCoreHeads);
     int64_t tiles = config.selected / kTensorCoreTileRows;
     while (2 * ctas * config.splits <= minBlocks / 2 && config.splits * 2 <= kMaxSplits &&
@@ -151,7 +160,8 @@ std::string SparseAttentionKernelConfig::key() const {
      << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
      << splits << 'x' << splitRows << '/' << staged << indexed << '/' << stagingRows
      << (tensorCores ? "/tensor-cores" : "")
-     << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "");
+     << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "")
+     << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "");
   return text;
 }
 
@@ -187,6 +197,8 @@ KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConf
     signature.add(Role::HbmTier, getTierType(config.pool));
     signature.add(Role::HostTier, getTierType(config.pool));
   }
+  if (config.sharedPositions > 1)
+    signature.add(Role::SharedTiles, MemRefType::get({B}, i32));
   if (config.windowSize > 0) {
     signature.add(Role::WindowRing, MemRefType::get({B, config.windowRing, layers, rowBytes}, i8));
     signature.add(Role::WindowTokens, MemRefType::get({B}, i32));

@@ -58,6 +58,10 @@ struct SparseAttentionKernelConfig {
   /// blocks sharing every tile's gather (and dequantization): 2 for bf16
   /// rows and an even number of head blocks (128 heads), else 1.
   int64_t clusterHeadBlocks = 1;
+  /// Tensor-core CTAs of one request's query positions that form a cluster
+  /// and gather each tile of the selections' shared prefix (the op's
+  /// `shared` operand) once for all of them: Q, else 1.
+  int64_t sharedPositions = 1;
 
   /// Entries a query walks: its selected rows, then its window.
   int64_t entries() const { return selected + windowSize; }
@@ -88,7 +92,9 @@ struct SparseAttentionKernelConfig {
 /// about that many (each split keeping at least two tiles). With
 /// `tensorCores`, shapes the tensor-core kernel computes
 /// (supportsTensorCoreAttention) get it; with `clusters` too, pairs of its
-/// 64-head blocks share bf16 tiles in a cluster (clusterHeadBlocks).
+/// 64-head blocks share bf16 tiles in a cluster (clusterHeadBlocks), and an
+/// op with a shared prefix gets a cluster of its query positions
+/// (sharedPositions) instead.
 FailureOr<SparseAttentionKernelConfig>
 getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
                                int64_t minBlocks = 0, bool tensorCores = false,
@@ -111,7 +117,8 @@ bool supportsTensorCoreAttention(const SparseAttentionKernelConfig &config);
 /// - staged (dhs.attention): queries, row_ids, slots, staging, [remap (the
 ///   staging index)], the HBM tier, [window_ring, window_tokens], output,
 ///   [partials], status;
-/// partials with splits > 1.
+/// shared_tiles (after the HBM tier's or host tier's parameters) when the
+/// positions share tiles, partials with splits > 1.
 KernelSignature getAttentionSignature(const SparseAttentionKernelConfig &config);
 
 } // namespace mlir::dhs

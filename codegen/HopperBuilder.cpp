@@ -126,12 +126,12 @@ void HopperBuilder::waitParityCluster(Value barrier, Value parity, int64_t ticks
                             ArrayAttr());
 }
 
-void HopperBuilder::racecheckArriveCluster(Value pointer, int64_t offset) {
+void HopperBuilder::racecheckArriveCluster(Value pointer, int64_t offset, int64_t ranks) {
   // arriveRemote's arrival (nvvm.mbarrier.arrive at cluster scope on a
   // mapped address), in a scope of its own for its registers.
-  std::string ptx = "// dhs.racecheck: { .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, $0, " +
-                    std::to_string(offset) + ";";
-  for (int rank = 0; rank < 2; ++rank)
+  std::string ptx = "// dhs.racecheck: { .reg .b64 %dhs_rc<" + std::to_string(ranks + 1) +
+                    ">; add.s64 %dhs_rc0, $0, " + std::to_string(offset) + ";";
+  for (int64_t rank = 0; rank < ranks; ++rank)
     ptx += " mapa.shared::cluster.u64 %dhs_rc" + std::to_string(rank + 1) + ", %dhs_rc0, " +
            std::to_string(rank) +
            "; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc" +

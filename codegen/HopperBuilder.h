@@ -68,13 +68,13 @@ struct HopperBuilder {
   /// For compute-sanitizer racecheck only (tools/racecheck-ptx.sh): a PTX
   /// comment `// dhs.racecheck: { ... }` that holds arriveRemote's arrivals
   /// on the mbarrier `offset` bytes past shared pointer `pointer`
-  /// (!llvm.ptr<3>) in the CTAs of cluster ranks 0 and 1, its address
+  /// (!llvm.ptr<3>) in the CTAs of cluster ranks 0 to `ranks` - 1, its address
   /// computation and mapa included; racecheck-ptx.sh uncomments it. ptxas
   /// assembles nothing from the comment and the pointer's computation
   /// stays as it is, if `pointer` is computed anyway: an address computed
   /// only for the marker would replace the same one computed under a later
   /// branch and move it out of the branch, which changes the kernel.
-  void racecheckArriveCluster(Value pointer, int64_t offset);
+  void racecheckArriveCluster(Value pointer, int64_t offset, int64_t ranks);
   /// The i32 constant `value`, from an opaque `mov.b32` whose PTX line
   /// carries `// dhs.racecheck: mov.b32 <reg>, racecheckValue;`, which
   /// tools/racecheck-ptx.sh puts in its place (an mbarrier count in the

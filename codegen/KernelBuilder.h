@@ -105,6 +105,15 @@ struct KernelBuilder {
     b.setInsertionPoint(op.thenBlock()->getTerminator());
     body();
   }
+  /// An scf.if without results whose regions `then` and `otherwise` build.
+  void ifThenElse(Value condition, function_ref<void()> then, function_ref<void()> otherwise) {
+    OpBuilder::InsertionGuard guard(b);
+    auto op = scf::IfOp::create(b, condition, /*withElse=*/true);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    then();
+    b.setInsertionPoint(op.elseBlock()->getTerminator());
+    otherwise();
+  }
 };
 
 } // namespace mlir::dhs

@@ -460,7 +460,7 @@ private:
         {Role::Queries, op.getQueries()},   {Role::RowIds, op.getRowIds()},
         {Role::Slots, op.getSlots()},       {Role::KvPool, op.getPool()},
         {Role::WindowRing, op.getWindow()}, {Role::WindowTokens, op.getWindowTokens()},
-        {Role::Output, op.getOutput()}};
+        {Role::Output, op.getOutput()},     {Role::SharedTiles, op.getSharedTiles()}};
     if constexpr (std::is_same_v<OpTy, SparseAttentionOp>)
       operands.append(
           {{Role::HistoryStart, op.getHistoryStart()}, {Role::HistoryLen, op.getHistoryLen()}});
@@ -498,9 +498,9 @@ static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches) {
   FetchOp::create(builder, loc, op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
                   op.getHistoryLen(), buffer);
   AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
-                      /*staging_index=*/Value(), op.getPool(), op.getWindow(), op.getWindowTokens(),
-                      op.getOutput(), op.getLayerAttr(), op.getSoftmaxScaleAttr(),
-                      op.getWindowSizeAttr());
+                      /*staging_index=*/Value(), op.getSharedTiles(), op.getPool(), op.getWindow(),
+                      op.getWindowTokens(), op.getOutput(), op.getLayerAttr(),
+                      op.getSoftmaxScaleAttr(), op.getWindowSizeAttr());
   op.erase();
 }
 

@@ -48,9 +48,19 @@ constexpr int64_t kBiasOffset = kScaleOffset + 4 * kTensorCoreHeads;
 constexpr int64_t kBarrierOffset = kBiasOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharedBytes = kBarrierOffset + 4 * 8;
 constexpr int64_t kClusterSharedBytes = kBarrierOffset + 6 * 8;
+// With a shared prefix (the positions of a request in a cluster), then each
+// tile buffer's row ids as this CTA's selections give them (expected[2][64])
+// and as the CTA that gathered the rows stored them (received[2][64]).
+constexpr int64_t kExpectedIdsOffset = kClusterSharedBytes;
+constexpr int64_t kReceivedIdsOffset = kExpectedIdsOffset + 2 * 4 * kTensorCoreTileRows;
+constexpr int64_t kSharingSharedBytes = kReceivedIdsOffset + 2 * 4 * kTensorCoreTileRows;
 /// Bytes a peer stores into a CTA's tile buffer per tile: its 32 rows of
 /// 576 bf16 and their row biases.
 constexpr int64_t kPeerTileBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4);
+/// Bytes a CTA of a position cluster stores into each other CTA's tile
+/// buffer per half tile of the shared prefix it gathers: 32 rows of 576
+/// bf16, their row biases and row ids.
+constexpr int64_t kShareHalfBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4 + 4);
 constexpr int64_t kSharedAlignment = 1024;
 
 // Named barriers (0 is the CTA barrier) between the two consumer warpgroups.
@@ -62,12 +72,14 @@ constexpr int64_t kBarrierPFree = 2;
 // then serializes every wgmma of the kernel (C7511).
 constexpr int64_t kBarrierStored = 3;
 
-// In a cluster a tile buffer's empty barrier completes on one arrival of each
-// consumer warpgroup of both CTAs; in the copy of the kernel that
-// compute-sanitizer racecheck checks (tools/racecheck-ptx.sh) every consumer
-// thread of both CTAs arrives on it as well.
-constexpr int64_t kClusterEmptyArrivals = 4;
-constexpr int64_t kRacecheckEmptyArrivals = kClusterEmptyArrivals + 2 * 2 * kGroupThreads;
+// In a cluster of n CTAs a tile buffer's empty barrier completes on one
+// arrival of each consumer warpgroup of every CTA; in the copy of the kernel
+// that compute-sanitizer racecheck checks (tools/racecheck-ptx.sh) every
+// consumer thread of every CTA arrives on it as well.
+constexpr int64_t clusterEmptyArrivals(int64_t n) { return 2 * n; }
+constexpr int64_t racecheckEmptyArrivals(int64_t n) {
+  return clusterEmptyArrivals(n) + n * 2 * kGroupThreads;
+}
 
 // Registers per thread of each warpgroup after setmaxnreg (the kernel starts
 // with 168: 65536 / 384, rounded down to a multiple of 8). The producer's 144
@@ -144,7 +156,7 @@ private:
   /// so its wait acquires at cluster scope (the producer then stores into
   /// the peer's buffer what the peer's consumers have just read).
   void waitBarrier(Value buffer, Barrier kind, Value parity) {
-    if (clustered && kind == Barrier::Empty)
+    if (inCluster && kind == Barrier::Empty)
       hb.waitParityCluster(barrier(buffer, kind), parity, 10000000);
     else
       NVVM::MBarrierTryWaitParityOp::create(b, barrier(buffer, kind), parity, c32(10000000));
@@ -160,29 +172,32 @@ private:
   /// and, in a cluster, the peer's.
   void waitTileFull(Value buffer, Value parity) {
     waitBarrier(buffer, Barrier::Full, parity);
-    if (clustered)
+    if (inCluster)
       waitBarrier(buffer, Barrier::Remote, parity);
   }
   /// A consumer warpgroup is done with tile buffer `buffer`: every thread
   /// arrives on this CTA's empty barrier, or in a cluster one thread on
-  /// each CTA's (the producers of both write into it).
+  /// each CTA's (the producers of all of them write into it).
   void releaseTile(Value buffer) {
-    if (!clustered) {
+    if (!inCluster) {
       arriveBarrier(buffer, /*full=*/false);
       return;
     }
     // racecheck does not credit the ordering that reaches thread 32 / 64's
     // arrival through a named barrier from the other threads' accesses; its
     // copy of the kernel (tools/racecheck-ptx.sh) has every thread arrive on
-    // both CTAs' barriers too (kRacecheckEmptyArrivals). The marker takes
+    // every CTA's barriers too (racecheckEmptyArrivals). The marker takes
     // empty[b] as full[b]'s address, which waitTileFull computed, plus 16:
     // an address computed here for it would stand in for the one computed
-    // below under `thread == 32 * (rank + 1)` and change the kernel.
+    // below under `thread == releaser(rank)` and change the kernel.
     hb.racecheckArriveCluster(
         barrier(buffer, Barrier::Full),
-        16 * (static_cast<int64_t>(Barrier::Empty) - static_cast<int64_t>(Barrier::Full)));
-    for (int64_t rank = 0; rank < 2; ++rank)
-      kb.ifThen(eq(thread, c32(32 * (rank + 1))),
+        16 * (static_cast<int64_t>(Barrier::Empty) - static_cast<int64_t>(Barrier::Full)),
+        clusterSize);
+    // Rank r's arrival comes from thread 32 * ((r + 1) % 4) + (r + 1) / 4:
+    // a warp each for up to three ranks (32, 64, 96), then spread further.
+    for (int64_t rank = 0; rank < clusterSize; ++rank)
+      kb.ifThen(eq(thread, c32(32 * ((rank + 1) % 4) + (rank + 1) / 4)),
                 [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });
   }
   void namedSync(int64_t id) {
@@ -206,6 +221,9 @@ private:
   void emitProducer();
   void emitSoftmaxGroup();
   void emitSecondHalfGroup();
+  /// Reports (BadSharedRows) rows of tile buffer `buffer` whose id differs
+  /// from this CTA's selection (sharing only).
+  void emitCheckSharedIds(Value buffer);
 
   /// Loads what selection `k` (index) of this query says: its row id, its
   /// slot and, for indexed staging, its staging row (i32 each).
@@ -222,16 +240,23 @@ private:
   const KernelArguments &args;
   /// Two CTAs of a cluster share each tile (config.clusterHeadBlocks == 2).
   bool clustered = config.clusterHeadBlocks == 2;
+  /// The CTAs of a request's query positions form a cluster and share the
+  /// tiles of the selections' shared prefix (config.sharedPositions > 1).
+  bool sharing = config.sharedPositions > 1;
+  /// CTAs of a cluster (1: no cluster).
+  int64_t clusterSize = clustered ? 2 : sharing ? config.sharedPositions : 1;
+  bool inCluster = clusterSize > 1;
 
   // Arguments (see getAttentionSignature).
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, stagingIndex, output, partials,
-      status;
+      status, sharedTilesArg;
   // Per-thread values (i32 unless noted; request, position, split: index).
   Value tid, group, thread, warp, lane, request, position, split, headBase;
   Value rank;        // the CTA's rank in its cluster (i32; clustered only)
   Value sharedBase;  // the aligned shared base as !llvm.ptr<3>
   Value sharedStart; // its shared address (i64) for descriptors
   Value tiles;       // tiles this CTA walks (index)
+  Value sharedTiles; // tiles of the shared prefix (index; sharing only)
 };
 
 } // namespace mlir::dhs::tensor_core

@@ -23,6 +23,14 @@
 // rows FlashMLA's 64-head kernel does; a tile buffer is free again once the
 // consumers of both CTAs released it.
 //
+// With a shared prefix (dhs.share_rows: the first tiles[b] tiles of every
+// position of request b hold the same rows) the position CTAs of a request
+// form a cluster: half h of shared tile t is gathered and dequantized by the
+// CTA of rank (2t + h) mod Q alone, which stores it into every CTA's tile
+// buffer (st.async), so each CTA gathers 2/Q of the shared tiles and all of
+// its own others. Each row's id travels with it; a CTA's consumers compare
+// it with their own selection and report a prefix that differs.
+//
 // The layout and the emitter's helpers are in TensorCoreAttentionEmitter.h,
 // the producer in TensorCoreAttentionProducer.cpp.
 //
@@ -273,6 +281,20 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
   namedArrive(kBarrierStored);
 }
 
+void TensorCoreAttentionEmitter::emitCheckSharedIds(Value buffer) {
+  // Thread i < 64 checks row i: the id this CTA selected against the id of
+  // the row the tile holds.
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kTensorCoreTileRows)), [&] {
+    Value offset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), thread), c32(4));
+    Value expected = loadShared(b.getI32Type(), add(c32(kExpectedIdsOffset), offset), 4);
+    Value received = loadShared(b.getI32Type(), add(c32(kReceivedIdsOffset), offset), 4);
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, expected, received), [&] {
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, c32(abi::kStatusBadSharedRows),
+                                  status, ValueRange{kb.index(0)});
+    });
+  });
+}
+
 void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
   NVVM::SetMaxRegisterOp::create(b, kSecondHalfRegisters, NVVM::SetMaxRegisterAction::decrease);
   Value firstRow = add(mul(warp, c32(16)), divu(lane, 4));
@@ -291,6 +313,8 @@ void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
     Value tile = toI32(loop.getInductionVar());
     Value buffer = andi(tile, c32(1));
     waitTileFull(buffer, andi(shr(tile, 1), c32(1)));
+    if (sharing)
+      emitCheckSharedIds(buffer);
     namedSync(kBarrierPReady);
     Value output = emitValues(scaleRows(loop.getRegionIterArg(0), readScales()), buffer, 1);
     namedArrive(kBarrierPFree);
@@ -318,6 +342,7 @@ void TensorCoreAttentionEmitter::emit() {
   output = args[Role::Output];
   partials = args.lookup(Role::Partials);
   status = args[Role::Status];
+  sharedTilesArg = args.lookup(Role::SharedTiles);
 
   tid = toI32(kb.threadId());
   group = divu(tid, kGroupThreads);
@@ -348,30 +373,44 @@ void TensorCoreAttentionEmitter::emit() {
   sharedStart = andi(add(raw, c64(kSharedAlignment - 1)), c64(-kSharedAlignment));
   sharedBase = LLVM::IntToPtrOp::create(b, sharedPtrType, sharedStart);
 
-  if (clustered)
+  if (inCluster)
     rank = hb.clusterRank();
+  if (sharing) {
+    // The shared prefix's tiles, at most all of them; a count outside
+    // [0, tiles] is reported (by rank 0 of each cluster).
+    Value requested = memref::LoadOp::create(b, sharedTilesArg, ValueRange{request});
+    Value total = toI32(tiles);
+    sharedTiles = toIndex(arith::MinUIOp::create(b, requested, total));
+    kb.ifThen(andi(andi(eq(tid, c32(0)), eq(rank, c32(0))),
+                   kb.cmpi(arith::CmpIPredicate::ugt, requested, total)),
+              [&] {
+                memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
+                                            c32(abi::kStatusBadSharedRows), status,
+                                            ValueRange{kb.index(0)});
+              });
+  }
   emitLoadQueries();
   kb.ifThen(eq(tid, c32(0)), [&] {
     // full: the producer's threads; empty: every consumer thread, or in a
-    // cluster one thread of each consumer warpgroup of both CTAs (and in
-    // racecheck's copy every consumer thread of both as well); remote:
-    // this CTA's producer arms it with the peer's bytes.
-    Value emptyArrivals = clustered
-                              ? hb.racecheckConstant(kClusterEmptyArrivals, kRacecheckEmptyArrivals)
-                              : c32(2 * kGroupThreads);
-    for (int64_t i = 0; i < (clustered ? 6 : 4); ++i)
+    // cluster one thread of each consumer warpgroup of every CTA (and in
+    // racecheck's copy every consumer thread of each as well); remote:
+    // this CTA's producer arms it with the other CTAs' bytes.
+    Value emptyArrivals = inCluster ? hb.racecheckConstant(clusterEmptyArrivals(clusterSize),
+                                                           racecheckEmptyArrivals(clusterSize))
+                                    : c32(2 * kGroupThreads);
+    for (int64_t i = 0; i < (inCluster ? 6 : 4); ++i)
       NVVM::MBarrierInitOp::create(b, sharedPointer(kBarrierOffset + 8 * i),
                                    i < 2   ? c32(kGroupThreads)
                                    : i < 4 ? emptyArrivals
                                            : c32(1),
                                    Value());
-    if (clustered)
+    if (inCluster)
       NVVM::FenceMbarrierInitOp::create(b);
   });
   hb.fenceAsyncShared();
   gpu::BarrierOp::create(b);
-  // The peer's barriers are initialized before anything reaches them.
-  if (clustered)
+  // The other CTAs' barriers are initialized before anything reaches them.
+  if (inCluster)
     hb.clusterSync();
 
   auto producer = scf::IfOp::create(b, eq(group, c32(2)), /*withElse=*/true);
@@ -386,9 +425,9 @@ void TensorCoreAttentionEmitter::emit() {
     b.setInsertionPointToStart(consumer.elseBlock());
     emitSecondHalfGroup();
   }
-  // Neither CTA leaves while the peer may still store into its shared
-  // memory or arrive on its barriers.
-  if (clustered)
+  // No CTA leaves while another may still store into its shared memory or
+  // arrive on its barriers.
+  if (inCluster)
     hb.clusterSync();
   gpu::ReturnOp::create(b);
 }
@@ -399,10 +438,14 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
   spec.signature = getAttentionSignature(config);
   spec.geometry.grid = config.grid();
   spec.geometry.block = {kTensorCoreThreads, 1, 1};
-  spec.geometry.dynamicSharedBytes =
-      (config.clusterHeadBlocks == 2 ? kClusterSharedBytes : kSharedBytes) + kSharedAlignment;
+  spec.geometry.dynamicSharedBytes = (config.sharedPositions > 1      ? kSharingSharedBytes
+                                      : config.clusterHeadBlocks == 2 ? kClusterSharedBytes
+                                                                      : kSharedBytes) +
+                                     kSharedAlignment;
   if (config.clusterHeadBlocks == 2)
     spec.cluster = {1, 2, 1};
+  if (config.sharedPositions > 1)
+    spec.cluster = {config.sharedPositions, 1, 1};
   // One CTA per SM: a thread starts with 168 registers (65536 / 384), which
   // the warpgroups then redistribute (setmaxnreg).
   spec.minBlocksPerSM = 1;

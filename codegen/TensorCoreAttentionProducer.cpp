@@ -5,8 +5,10 @@
 // selections, classifies each row (HBM slot, host store or staging, bad
 // ids reported through the step status), gathers the rows with 16-byte
 // loads, dequantizes FP8 to bf16 and stores them into a tile buffer in
-// wgmma's 128-byte swizzled layout (in a cluster, its half of the rows into
-// both CTAs' buffers), then signals the tile full.
+// wgmma's 128-byte swizzled layout (in a head-block cluster, its half of
+// the rows into both CTAs' buffers; in a position cluster, the halves of the
+// shared tiles it gathers into every CTA's buffer), then signals the tile
+// full.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,6 +113,25 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // Rows whose loads are issued a tile ahead, while the tile before waits
   // for its buffer: both for FP8 (88 registers), the first for bf16 (72).
   int64_t aheadRows = std::min<int64_t>(fp8 ? 2 : 1, rounds);
+  // Sharing: whether tile `tileIndex` (index) is in the shared prefix, and
+  // whether this CTA gathers its row `round`: half h of shared tile t is
+  // gathered by rank (2t + h) mod Q, every row of other tiles by its own CTA.
+  Value trueValue = arith::ConstantIntOp::create(b, 1, 1);
+  auto isShared = [&](Value tileIndex) {
+    return kb.cmpi(arith::CmpIPredicate::ult, tileIndex, sharedTiles);
+  };
+  auto gathers = [&](Value tileIndex, int64_t round) -> Value {
+    Value owner = remu(add(mul(toI32(tileIndex), c32(2)), c32(round)), config.sharedPositions);
+    return ori(xori(isShared(tileIndex), trueValue), eq(owner, rank));
+  };
+  // Whether the row's bytes are loaded: it has data and, sharing, this CTA
+  // gathers it.
+  auto loads = [&](Value tileIndex, int64_t round, Value valid) {
+    return sharing ? andi(valid, gathers(tileIndex, round)) : valid;
+  };
+  // Values carried per row loaded ahead: whether it has data, sharing its
+  // id, then its chunks.
+  int64_t aheadHead = sharing ? 2 : 1;
   Value zero = arith::ConstantOp::create(
       b, chunkType, DenseElementsAttr::get(cast<ShapedType>(chunkType), b.getI32IntegerAttr(0)));
   Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
@@ -167,36 +188,52 @@ void TensorCoreAttentionEmitter::emitProducer() {
   };
   // Decodes row `round`'s chunks into tile buffer `buffer`.
   Type pairF32 = VectorType::get({2}, b.getF32Type());
-  // In a cluster every store goes to the peer's tile buffer too.
-  Value peerBase, peerBarrier;
-  if (clustered) {
-    Value peer = xori(rank, c32(1));
-    peerBase = hb.clusterAddress(sharedBase, peer);
-    peerBarrier = hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer);
+  // In a cluster, stores of rows other CTAs use go to their tile buffers
+  // too: the peer's in a head-block cluster, every other position's when
+  // sharing (their shared::cluster addresses and remote barriers).
+  SmallVector<std::pair<Value, Value>> peers;
+  for (int64_t other = 1; other < clusterSize; ++other) {
+    Value peer = clusterSize == 2 ? xori(rank, c32(1)) : remu(add(rank, c32(other)), clusterSize);
+    peers.push_back({hb.clusterAddress(sharedBase, peer),
+                     hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer)});
   }
-  auto storeTile = [&](Value value, Value offset, Value buffer, unsigned alignment) {
+  auto storeTile = [&](Value value, Value offset, Value buffer, unsigned alignment, bool remote) {
     storeShared(value, offset, alignment);
-    if (clustered)
-      hb.storeRemote(add(peerBase, offset), value, add(peerBarrier, mul(buffer, c32(8))));
+    if (remote)
+      for (auto [peerBase, peerBarrier] : peers)
+        hb.storeRemote(add(peerBase, offset), value, add(peerBarrier, mul(buffer, c32(8))));
   };
-  auto store = [&](Value buffer, int64_t round, Value valid, ArrayRef<Value> chunks) {
-    Value row = add(firstRow, rowOffsets[round]);
-    Value biasOffset =
-        add(c32(kBiasOffset), mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4)));
-    Value bias = kb.select(valid, kb.f32(0.0), negInf);
-    storeShared(bias, biasOffset, 4);
-    // The peer gets each row's bias once (kPeerTileBytes counts it so).
-    if (clustered)
+  // A 4-byte row value (f32 or i32) that the other CTAs get once (their
+  // barriers count it so).
+  auto storeOnce = [&](Value value, Value offset, Value buffer, bool remote) {
+    storeShared(value, offset, 4);
+    if (remote)
       kb.ifThen(reporter, [&] {
-        hb.storeRemote(add(peerBase, biasOffset), arith::BitcastOp::create(b, b.getI32Type(), bias),
-                       add(peerBarrier, mul(buffer, c32(8))));
+        Value word = value.getType().isF32()
+                         ? arith::BitcastOp::create(b, b.getI32Type(), value).getResult()
+                         : value;
+        for (auto [peerBase, peerBarrier] : peers)
+          hb.storeRemote(add(peerBase, offset), word, add(peerBarrier, mul(buffer, c32(8))));
       });
+  };
+  // Stores row `round` of tile buffer `buffer`: its bias, sharing its id,
+  // and its chunks (FP8 dequantized), into the other CTAs' buffers too when
+  // `remote`.
+  auto storeRow = [&](Value buffer, int64_t round, Value valid, Value id, ArrayRef<Value> chunks,
+                      bool remote) {
+    Value row = add(firstRow, rowOffsets[round]);
+    Value rowOffset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4));
+    Value biasOffset = add(c32(kBiasOffset), rowOffset);
+    Value bias = kb.select(valid, kb.f32(0.0), negInf);
+    storeOnce(bias, biasOffset, buffer, remote);
+    if (sharing)
+      storeOnce(id, add(c32(kReceivedIdsOffset), rowOffset), buffer, remote);
     Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
     auto storeChunk = [&](int64_t block, int64_t c, Value chunk) {
       storeTile(
           chunk,
           swizzled(add(tileBase, c32(block * kBlockBytes)), row, add(mul(segment, c32(2)), c32(c))),
-          buffer, 16);
+          buffer, 16, remote);
     };
     if (!fp8) {
       for (int64_t g = 0; g < kKeyBlocks; ++g)
@@ -232,6 +269,24 @@ void TensorCoreAttentionEmitter::emitProducer() {
     for (int64_t c = 0; c < 2; ++c)
       storeChunk(8, c, chunks[9 + c]);
   };
+  // Stores row `round` of tile `tileIndex` into tile buffer `buffer`.
+  // Sharing, the row's id is this CTA's expected one, and the CTA that
+  // gathers the row stores it: into every CTA's buffer for a shared tile.
+  auto store = [&](Value tileIndex, Value buffer, int64_t round, Value valid, Value id,
+                   ArrayRef<Value> chunks) {
+    if (!sharing) {
+      storeRow(buffer, round, valid, id, chunks, /*remote=*/clustered);
+      return;
+    }
+    Value row = add(firstRow, rowOffsets[round]);
+    Value rowOffset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4));
+    kb.ifThen(reporter, [&] { storeShared(id, add(c32(kExpectedIdsOffset), rowOffset), 4); });
+    kb.ifThen(gathers(tileIndex, round), [&] {
+      kb.ifThenElse(
+          isShared(tileIndex), [&] { storeRow(buffer, round, valid, id, chunks, true); },
+          [&] { storeRow(buffer, round, valid, id, chunks, false); });
+    });
+  };
 
   // Software pipeline, three tiles deep: while tile t is dequantized and
   // stored, the rows of tile t + 1 are in flight and the selections of tile
@@ -265,7 +320,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
       if (round < aheadRows) {
         auto [valid, address] = classify(kb.index(0), round, first[round]);
         initial.push_back(valid);
-        llvm::append_range(initial, load(valid, address));
+        if (sharing)
+          initial.push_back(first[round][0]);
+        llvm::append_range(initial, load(loads(kb.index(0), round, valid), address));
       } else {
         llvm::append_range(initial, first[round]);
       }
@@ -284,7 +341,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
     ValueRange state = loop.getRegionIterArgs();
     SmallVector<ValueRange> current, upcoming;
     for (int64_t round = 0; round < rounds; ++round) {
-      int64_t width = round < aheadRows ? 1 + loadsPerRow : selectionWidth;
+      int64_t width = round < aheadRows ? aheadHead + loadsPerRow : selectionWidth;
       current.push_back(state.take_front(width));
       state = state.drop_front(width);
     }
@@ -300,21 +357,39 @@ void TensorCoreAttentionEmitter::emitProducer() {
                                                c32(kPeerTileBytes), NVVM::MemScopeKind::CTA,
                                                /*relaxed=*/false, Value());
       });
+    // Sharing: the halves of a shared tile that other CTAs gather arrive
+    // here (none for the other tiles: the phase completes on the arrival).
+    if (sharing)
+      kb.ifThen(eq(thread, c32(0)), [&] {
+        Value othersHalves = c32(0);
+        for (int64_t round = 0; round < rounds; ++round)
+          othersHalves =
+              add(othersHalves, arith::ExtUIOp::create(b, b.getI32Type(),
+                                                       xori(gathers(tileIndex, round), trueValue)));
+        NVVM::MBarrierArriveExpectTxOp::create(b, Type(), barrier(buffer, Barrier::Remote),
+                                               mul(othersHalves, c32(kShareHalfBytes)),
+                                               NVVM::MemScopeKind::CTA,
+                                               /*relaxed=*/false, Value());
+      });
     SmallVector<SmallVector<Value>> next(rounds);
     auto issueNext = [&](int64_t round) {
       auto [valid, address] = classify(nextTile, round, llvm::to_vector(upcoming[round]));
       next[round].push_back(valid);
-      llvm::append_range(next[round], load(valid, address));
+      if (sharing)
+        next[round].push_back(upcoming[round][0]);
+      llvm::append_range(next[round], load(loads(nextTile, round, valid), address));
     };
     if (issueEarly)
       for (int64_t round = 0; round < aheadRows; ++round)
         issueNext(round);
     for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows) {
-        store(buffer, round, current[round][0], llvm::to_vector(current[round].drop_front()));
+        store(tileIndex, buffer, round, current[round][0], sharing ? current[round][1] : Value(),
+              llvm::to_vector(current[round].drop_front(aheadHead)));
       } else {
         auto [valid, address] = classify(tileIndex, round, llvm::to_vector(current[round]));
-        store(buffer, round, valid, load(valid, address));
+        store(tileIndex, buffer, round, valid, current[round][0],
+              load(loads(tileIndex, round, valid), address));
       }
       if (!issueEarly)
         for (int64_t ahead = 0; ahead < aheadRows; ++ahead)

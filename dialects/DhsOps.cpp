@@ -434,6 +434,21 @@ static LogicalResult verifyWindow(Operation *op, MemRefType queries, KVPoolType 
   return success();
 }
 
+/// Checks an attention's optional shared-prefix tile counts: [B] i32, and at
+/// most a cluster's 8 query positions.
+static LogicalResult verifySharedTiles(Operation *op, MemRefType queries, Value sharedTiles) {
+  if (!sharedTiles)
+    return success();
+  if (failed(checkDim(op, "shared", cast<MemRefType>(sharedTiles.getType()), 0,
+                      queries.getDimSize(0), "requests")))
+    return failure();
+  int64_t positions = queries.getDimSize(1);
+  if (!ShapedType::isDynamic(positions) && positions > 8)
+    return op->emitOpError() << "shares rows among " << positions
+                             << " query positions; a cluster holds at most 8";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   KVPoolType pool = getPool().getType();
   if (failed(verifyAttention(*this, getQueries().getType(), getRowIds().getType(),
@@ -456,6 +471,8 @@ LogicalResult AttentionOp::verify() {
                              "rows per request, one per selection"))) {
     return failure();
   }
+  if (failed(verifySharedTiles(*this, getQueries().getType(), getSharedTiles())))
+    return failure();
   return verifyWindow(*this, getQueries().getType(), getPool().getType(), getWindow(),
                       getWindowTokens(), getWindowSize());
 }
@@ -467,7 +484,8 @@ LogicalResult SparseAttentionOp::verify() {
     return failure();
   int64_t batch = getQueries().getType().getDimSize(0);
   if (failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0, batch, "requests")) ||
-      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, batch, "requests")))
+      failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, batch, "requests")) ||
+      failed(verifySharedTiles(*this, getQueries().getType(), getSharedTiles())))
     return failure();
   return verifyWindow(*this, getQueries().getType(), getPool().getType(), getWindow(),
                       getWindowTokens(), getWindowSize());

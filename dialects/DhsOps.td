@@ -409,8 +409,8 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
     `index[b, q, k]` when an index is given, else the flattened position
     `q * K + k` (staging filled by a `dhs.fetch` of the same rows).
     Keys and values come out of the row format (dequantized for FP8); the
-    math, including an optional sliding window (`window(...) size = W`), is
-    that of `dhs.sparse_attention`.
+    math, including an optional sliding window (`window(...) size = W`) and
+    a shared prefix (`shared(...)`), is that of `dhs.sparse_attention`.
 
     ```mlir
     dhs.attention queries(%q : memref<4x2x64x576xbf16>)
@@ -420,28 +420,30 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
         layer = 2 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
     ```
   }];
-  let arguments = (ins
-    Arg<MemRefRankOf<[BF16], [4]>, "queries [B, Q, H, qk_dim]", [MemRead]>:$queries,
-    Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$row_ids,
-    Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K]", [MemRead]>:$slots,
-    Arg<MemRefRankOf<[I8], [4]>, "staged rows [B, N, layers, row bytes]", [MemRead]>:$staging,
-    Arg<Optional<MemRefRankOf<[I32], [3]>>, "staging index [B, Q, K]", [MemRead]>:$staging_index,
-    Dhs_KVPoolType:$pool,
-    Arg<Optional<MemRefRankOf<[I8], [4]>>,
-        "sliding-window ring [B, R, layers, row bytes]", [MemRead]>:$window,
-    Arg<Optional<MemRefRankOf<[I32], [1]>>, "raw tokens of each request [B]",
-        [MemRead]>:$window_tokens,
-    Arg<MemRefRankOf<[BF16], [4]>, "output [B, Q, H, v_dim]", [MemWrite]>:$output,
-    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
-    F32Attr:$softmax_scale,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size
-  );
+  let arguments = (ins Arg<MemRefRankOf<[BF16], [4]>,
+                           "queries [B, Q, H, qk_dim]", [MemRead]>:$queries,
+      Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$row_ids,
+      Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K]", [MemRead]>:$slots,
+      Arg<MemRefRankOf<[I8], [4]>, "staged rows [B, N, layers, row bytes]", [MemRead]>:$staging,
+      Arg<Optional<MemRefRankOf<[I32], [3]>>, "staging index [B, Q, K]", [MemRead]>:$staging_index,
+      Arg<Optional<MemRefRankOf<[I32], [1]>>,
+          "tiles of 64 selections every query position of a request shares [B]",
+          [MemRead]>:$shared_tiles,
+      Dhs_KVPoolType:$pool,
+      Arg<Optional<MemRefRankOf<[I8], [4]>>,
+          "sliding-window ring [B, R, layers, row bytes]", [MemRead]>:$window,
+      Arg<Optional<MemRefRankOf<[I32], [1]>>,
+          "raw tokens of each request [B]", [MemRead]>:$window_tokens,
+      Arg<MemRefRankOf<[BF16], [4]>, "output [B, Q, H, v_dim]", [MemWrite]>:$output,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$layer, F32Attr:$softmax_scale,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size);
   let assemblyFormat = [{
     `queries` `(` $queries `:` type($queries) `)`
     `rows` `(` $row_ids `:` type($row_ids) `)`
     `slots` `(` $slots `:` type($slots) `)`
     `staging` `(` $staging `:` type($staging) `)`
     (`index` `(` $staging_index^ `:` type($staging_index) `)`)?
+    (`shared` `(` $shared_tiles^ `:` type($shared_tiles) `)`)?
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     (`window` `(` $window^ `,` $window_tokens `:` type($window) `,`
         type($window_tokens) `)` `size` `=` $window_size)?
@@ -493,6 +495,15 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     A negative token count is reported through the step status
     (`BadWindowTokens`).
 
+    **Shared prefix** (verify steps): with `shared(%tiles)`, the first
+    `64 * tiles[b]` row ids of every query position of request `b` are the
+    same, in the same order (`dhs.share_rows` orders them so). The tensor-core kernel then runs the `Q` position CTAs of a
+    request as a cluster that gathers and dequantizes each shared row once
+    for all of them; the result is that of the op without `shared`. A count
+    outside `[0, K / 64]` or positions whose prefixes differ are reported
+    through the step status (`BadSharedRows`); at most 8 positions (a
+    cluster) may share.
+
     ```mlir
     dhs.sparse_attention queries(%q : memref<8x5x64x512xbf16>)
         rows(%rows : memref<8x5x512xi32>) slots(%slots : memref<8x5x512xi32>)
@@ -502,28 +513,31 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
         layer = 0 output(%out : memref<8x5x64x512xbf16>) scale = 0.0441941724
     ```
   }];
-  let arguments = (ins
-    Arg<MemRefRankOf<[BF16], [4]>, "queries [B, Q, H, qk_dim]", [MemRead]>:$queries,
-    Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$row_ids,
-    Arg<MemRefRankOf<[I32], [3]>, "HBM slot of each selected row, or -1 [B, Q, K]", [MemRead]>:$slots,
-    Arg<MemRefRankOf<[I64], [1]>, "first host row of each request [B]", [MemRead]>:$history_start,
-    Arg<MemRefRankOf<[I32], [1]>, "history length of each request [B]", [MemRead]>:$history_len,
-    Dhs_KVPoolType:$pool,
-    Arg<Optional<MemRefRankOf<[I8], [4]>>,
-        "sliding-window ring [B, R, layers, row bytes]", [MemRead]>:$window,
-    Arg<Optional<MemRefRankOf<[I32], [1]>>, "raw tokens of each request [B]",
-        [MemRead]>:$window_tokens,
-    Arg<MemRefRankOf<[BF16], [4]>, "attention output [B, Q, H, v_dim]", [MemWrite]>:$output,
-    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
-    F32Attr:$softmax_scale,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size
-  );
+  let arguments = (ins Arg<MemRefRankOf<[BF16], [4]>,
+                           "queries [B, Q, H, qk_dim]", [MemRead]>:$queries,
+      Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$row_ids,
+      Arg<MemRefRankOf<[I32], [3]>,
+          "HBM slot of each selected row, or -1 [B, Q, K]", [MemRead]>:$slots,
+      Arg<MemRefRankOf<[I64], [1]>, "first host row of each request [B]", [MemRead]>:$history_start,
+      Arg<MemRefRankOf<[I32], [1]>, "history length of each request [B]", [MemRead]>:$history_len,
+      Arg<Optional<MemRefRankOf<[I32], [1]>>,
+          "tiles of 64 selections every query position of a request shares [B]",
+          [MemRead]>:$shared_tiles,
+      Dhs_KVPoolType:$pool,
+      Arg<Optional<MemRefRankOf<[I8], [4]>>,
+          "sliding-window ring [B, R, layers, row bytes]", [MemRead]>:$window,
+      Arg<Optional<MemRefRankOf<[I32], [1]>>,
+          "raw tokens of each request [B]", [MemRead]>:$window_tokens,
+      Arg<MemRefRankOf<[BF16], [4]>, "attention output [B, Q, H, v_dim]", [MemWrite]>:$output,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$layer, F32Attr:$softmax_scale,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size);
   let assemblyFormat = [{
     `queries` `(` $queries `:` type($queries) `)`
     `rows` `(` $row_ids `:` type($row_ids) `)`
     `slots` `(` $slots `:` type($slots) `)`
     `history` `(` $history_start `,` $history_len `:`
         type($history_start) `,` type($history_len) `)`
+    (`shared` `(` $shared_tiles^ `:` type($shared_tiles) `)`)?
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     (`window` `(` $window^ `,` $window_tokens `:` type($window) `,`
         type($window_tokens) `)` `size` `=` $window_size)?

@@ -38,9 +38,10 @@ bool DhsFuseRetrieval::fuse(FetchOp fetch) {
     OpBuilder builder(attention);
     SparseAttentionOp::create(
         builder, attention.getLoc(), attention.getQueries(), attention.getRowIds(),
-        attention.getSlots(), fetch.getHistoryStart(), fetch.getHistoryLen(), attention.getPool(),
-        attention.getWindow(), attention.getWindowTokens(), attention.getOutput(),
-        attention.getLayerAttr(), attention.getSoftmaxScaleAttr(), attention.getWindowSizeAttr());
+        attention.getSlots(), fetch.getHistoryStart(), fetch.getHistoryLen(),
+        attention.getSharedTiles(), attention.getPool(), attention.getWindow(),
+        attention.getWindowTokens(), attention.getOutput(), attention.getLayerAttr(),
+        attention.getSoftmaxScaleAttr(), attention.getWindowSizeAttr());
     attention.erase();
     ++numFused;
   }

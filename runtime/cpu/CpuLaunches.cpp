@@ -101,6 +101,38 @@ void unionMissing(const Launch &launch, CpuStepMemory &memory) {
   }
 }
 
+/// An attention launch whose query positions share their selections'
+/// prefix (shared_tiles): every request's count is in [0, K / 64] and its
+/// positions' first 64 x count row ids are the same (a row's slots, if they
+/// differ, hold the same bytes); else InputError with BadSharedRows's
+/// message, as the kernel reports.
+void checkSharedPrefix(const Launch &launch, CpuStepMemory &memory) {
+  const LaunchParam *sharedTiles = paramOf(launch, Role::SharedTiles);
+  if (!sharedTiles)
+    return;
+  const LaunchParam &rowIds = required(launch, Role::RowIds);
+  const std::int64_t batch = rowIds.shape[0], positions = rowIds.shape[1],
+                     selected = rowIds.shape[2];
+  const auto *tiles = typed<const std::int32_t>(*sharedTiles, memory);
+  const auto *ids = typed<const std::int32_t>(rowIds, memory);
+  const std::string bad = describeStatus(abi::kStatusBadSharedRows);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t count = tiles[b];
+    if (count < 0 || 64 * count > selected)
+      throw InputError(bad + ": request " + std::to_string(b) + " shares " + std::to_string(count) +
+                       " tiles of 64 of its " + std::to_string(selected) + " selections");
+    const std::int64_t lane = b * positions * selected;
+    for (std::int64_t q = 1; q < positions; ++q)
+      for (std::int64_t k = 0; k < 64 * count; ++k) {
+        const std::int64_t first = lane + k, here = lane + q * selected + k;
+        if (ids[here] != ids[first])
+          throw InputError(bad + ": request " + std::to_string(b) + ", position " +
+                           std::to_string(q) + ", selection " + std::to_string(k) +
+                           " differs from position 0's in the shared prefix");
+      }
+  }
+}
+
 /// fetch: every listed row (not -1, and not resident when the list comes
 /// with slots) is copied whole from the host store into its staging row.
 std::int64_t fetch(const Launch &launch, CpuStepMemory &memory) {
@@ -271,6 +303,7 @@ void CpuLaunches::run(const Manifest &manifest, std::size_t first, std::size_t e
             typed<const std::int32_t>(required(launch, Role::WindowTokens), memory);
         problem_.windowTokens.assign(tokens, tokens + s.batch);
       }
+      checkSharedPrefix(launch, memory);
       if (launch.kind == abi::LaunchKind::SparseAttention) {
         problem_.validate(); // (row ids against the histories, before staging)
         stageMissingRows(pool);

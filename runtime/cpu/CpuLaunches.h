@@ -11,7 +11,8 @@
 //                   into staging; bad row ids set status bits and copy nothing;
 //   attention       CpuAttention over HBM slots and staging (staged), or
 //   sparse_attention  over HBM slots and the host store (fused), with the
-//                   sliding window where the step has one;
+//                   sliding window where the step has one; a shared prefix
+//                   (shared_tiles) is checked, as the kernel checks it;
 //   attention_combine  nothing: the CPU computes each output whole;
 //   resolve         nothing: the Runtime resolved the selections into the
 //                   slots argument through the controller (the CPU keeps no

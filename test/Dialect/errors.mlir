@@ -145,6 +145,34 @@ func.func @rows_wrong_batch(%q: memref<4x1x16x576xbf16>, %rows: memref<3x1x256xi
 
 // -----
 
+func.func @shared_wrong_batch(%q: memref<4x5x64x576xbf16>, %rows: memref<4x5x256xi32>,
+    %slots: memref<4x5x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>, %tiles: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>, %out: memref<4x5x64x512xbf16>) {
+  // expected-error @below {{shared dimension 0 (requests) is 2, expected 4}}
+  dhs.sparse_attention queries(%q : memref<4x5x64x576xbf16>)
+      rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>) shared(%tiles : memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x5x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+func.func @shared_too_many_positions(%q: memref<4x9x64x576xbf16>, %rows: memref<4x9x256xi32>,
+    %slots: memref<4x9x256xi32>, %stage: memref<4x2304x1x656xi8>, %tiles: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>, %out: memref<4x9x64x512xbf16>) {
+  // expected-error @below {{shares rows among 9 query positions; a cluster holds at most 8}}
+  dhs.attention queries(%q : memref<4x9x64x576xbf16>)
+      rows(%rows : memref<4x9x256xi32>) slots(%slots : memref<4x9x256xi32>)
+      staging(%stage : memref<4x2304x1x656xi8>) shared(%tiles : memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x9x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
 func.func @output_wrong_heads(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
     %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x8x512xbf16>) {

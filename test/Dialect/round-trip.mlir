@@ -139,6 +139,30 @@ func.func @sliding_window(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32
   return
 }
 
+// A verify step's selections with a shared prefix (dhs.share_rows): the
+// five positions' first tiles[b] x 64 selections are the same rows.
+// CHECK-LABEL: func.func @shared_prefix
+// CHECK: dhs.sparse_attention queries(%{{.*}} : memref<2x5x64x576xbf16>) rows(%{{.*}} : memref<2x5x2048xi32>) slots(%{{.*}} : memref<2x5x2048xi32>) history(%{{.*}}, %{{.*}} : memref<2xi64>, memref<2xi32>) shared(%[[TILES:.*]] : memref<2xi32>) pool(
+// CHECK: dhs.attention queries(%{{.*}} : memref<2x5x64x576xbf16>) rows(%{{.*}} : memref<2x5x2048xi32>) slots(%{{.*}} : memref<2x5x2048xi32>) staging(%{{.*}} : memref<2x10240x1x656xi8>) shared(%[[TILES]] : memref<2xi32>) pool(
+func.func @shared_prefix(%q: memref<2x5x64x576xbf16>, %rows: memref<2x5x2048xi32>,
+    %slots: memref<2x5x2048xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %tiles: memref<2xi32>, %stage: memref<2x10240x1x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>,
+    %out: memref<2x5x64x512xbf16>) {
+  dhs.sparse_attention queries(%q : memref<2x5x64x576xbf16>)
+      rows(%rows : memref<2x5x2048xi32>) slots(%slots : memref<2x5x2048xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      shared(%tiles : memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0416666679
+  dhs.attention queries(%q : memref<2x5x64x576xbf16>)
+      rows(%rows : memref<2x5x2048xi32>) slots(%slots : memref<2x5x2048xi32>)
+      staging(%stage : memref<2x10240x1x656xi8>) shared(%tiles : memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = ?, host = ?>)
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
 // Phases: a draft phase with its ring, a verify phase of gamma = 4, and
 // acceptance by either rule.
 // CHECK-LABEL: func.func @speculative

@@ -1,0 +1,109 @@
+// A verify step's five query positions with a shared prefix (`shared`,
+// dhs.share_rows): the five position CTAs of a request (and head block) form
+// a cluster (nvvm.cluster_dim 5, 1, 1; never split over CTAs). Each CTA reads
+// its request's shared tile count, clamped to the query's tiles (4 here), and
+// rank 0 reports a larger one (BadSharedRows, 64). Half h of shared tile t is
+// gathered by rank (2t + h) mod 5 alone: its loads are skipped elsewhere, and
+// it stores the rows (bias, id, dequantized chunks) into its own tile buffer
+// and, with st.async, into the four others'. Each CTA's "remote" mbarrier is
+// armed with 37120 bytes (32 rows x (1152 + 4 + 4)) per half tile that another
+// CTA gathers (none for the other tiles). A tile buffer is free once one
+// thread of each consumer warpgroup of all five CTAs arrived (count 10; its
+// racecheck value 10 + 5 x 256 = 1290). The second consumer warpgroup
+// compares each row's id with its own selection and reports a prefix that
+// differs (BadSharedRows).
+// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
+// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-cores=false" | FileCheck %s --check-prefix=CUDACORE
+// RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
+// RUN: FileCheck %s --check-prefix=PTX < %t/sparse_attention.ptx
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/sparse_attention.ptx -o %t/attention.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+// RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
+// RUN: cp %t/sparse_attention.ptx %t/racecheck.ptx && %dhs_src/tools/racecheck-ptx.sh %t/racecheck.ptx
+// RUN: FileCheck %s --check-prefix=RACECHECK < %t/racecheck.ptx
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/racecheck.ptx -o %t/racecheck.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+
+// CHECK-LABEL: func.func @step
+// CHECK: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c10, %c1, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c232240_i32
+// CHECK-LABEL: gpu.func @sparse_attention
+// CHECK-SAME: nvvm.cluster_dim = array<i32: 5, 1, 1>
+// CHECK: %[[RANK:.*]] = nvvm.read.ptx.sreg.cluster.ctarank
+// CHECK-NEXT: %[[REQUESTED:.*]] = memref.load %arg7[%{{.*}}] : memref<2xi32>
+// CHECK-NEXT: %[[CLAMPED:.*]] = arith.minui %[[REQUESTED]], %c4_i32
+// CHECK-NEXT: %[[SHARED:.*]] = arith.index_cast %[[CLAMPED]] : i32 to index
+// CHECK-NEXT: %[[TOO_MANY:.*]] = arith.cmpi ugt, %[[REQUESTED]], %c4_i32
+// CHECK-NEXT: %[[RANK0:.*]] = arith.cmpi eq, %[[RANK]], %c0_i32
+// CHECK: scf.if
+// CHECK-NEXT: memref.atomic_rmw ori %c64_i32, %arg9[%c0]
+// CHECK: %[[EMPTY_COUNT:.*]] = llvm.inline_asm "mov.b32 $0, 10; // dhs.racecheck: mov.b32 $0, 1290;", "=r"  : () -> i32
+// CHECK: nvvm.mbarrier.init %{{.*}}, %[[EMPTY_COUNT]] :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %[[EMPTY_COUNT]] :
+// CHECK: nvvm.cluster.arrive
+// CHECK-NEXT: nvvm.cluster.wait
+// Producer: the four other CTAs' addresses, then per tile the bytes other
+// CTAs gather: (tile uge shared or (2t + h) mod 5 == rank) marks a half as
+// this CTA's.
+// CHECK: nvvm.setmaxregister  decrease 144
+// CHECK-COUNT-8: nvvm.mapa
+// CHECK: scf.for %[[TILE:.*]] = %c0 to %c4 step %c1
+// CHECK: %[[TWICE:.*]] = arith.muli %{{.*}}, %c2_i32
+// CHECK-NEXT: %[[OWNER0:.*]] = arith.remui %[[TWICE]], %c5_i32
+// CHECK-NEXT: %[[MINE0:.*]] = arith.cmpi eq, %[[OWNER0]], %[[RANK]]
+// CHECK-NEXT: %[[PRIVATE:.*]] = arith.cmpi uge, %[[TILE]], %[[SHARED]] : index
+// CHECK-NEXT: arith.ori %[[PRIVATE]], %[[MINE0]]
+// CHECK: %[[BYTES:.*]] = arith.muli %{{.*}}, %c37120_i32
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %[[BYTES]]
+// A gathered shared row goes to the four others: its bias and id once, each
+// 16-byte chunk.
+// CHECK-COUNT-8: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
+// CHECK-COUNT-4: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
+// Consumers release each tile on all five CTAs (threads 32, 64, 96, 1, 33).
+// CHECK: nvvm.setmaxregister  increase 200
+// CHECK: dhs.racecheck: { .reg .b64 %dhs_rc<6>;
+// CHECK: arith.cmpi eq, %{{.*}}, %c32_i32
+// CHECK: arith.cmpi eq, %{{.*}}, %c33_i32
+// The second warpgroup checks the ids: thread i < 64, row i.
+// CHECK: nvvm.setmaxregister  decrease 160
+// CHECK: arith.cmpi ult, %{{.*}}, %c64_i32
+// CHECK: %[[NE:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT: scf.if %[[NE]]
+// CHECK-NEXT: memref.atomic_rmw ori %c64_i32, %arg9[%c0]
+// CHECK: nvvm.cluster.arrive
+// CHECK-NEXT: nvvm.cluster.wait
+// CHECK-NEXT: gpu.return
+
+// Without tensor cores (a fetch, then the CUDA-core kernel) each position
+// is computed over its own rows: the prefix's order changes nothing there,
+// and the kernel takes no tile counts.
+// CUDACORE-LABEL: gpu.func @attention
+// CUDACORE-SAME: memref<2x5x64x512xbf16>, %arg6: memref<1xi32>) workgroup
+// CUDACORE-NOT: nvvm.cluster_dim
+
+// MANIFEST: "dynamic_shared_bytes": 232240
+// MANIFEST: "role": "shared_tiles"
+// PTX: .explicitcluster
+// PTX-NEXT: .reqnctapercluster 5, 1, 1
+// PTX: mov.b32 %r[[COUNT:[0-9]+]], 10; // dhs.racecheck: mov.b32 %r[[COUNT]], 1290;
+// PTX: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64
+// PTX: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
+// ptxas spills at most one word (4 bytes here, none for K = 2048).
+// PTXAS: {{[04]}} bytes spill stores, {{[04]}} bytes spill loads
+// PTXAS: Used 168 registers
+// LINK: link: OK
+// RACECHECK-NOT: dhs.racecheck
+// RACECHECK: {{^}}	mov.b32 %r[[COUNT:[0-9]+]], 1290;{{$}}
+// RACECHECK: {{^}}	{ .reg .b64 %dhs_rc<6>; add.s64 %dhs_rc0, %rd{{[0-9]+}}, 16; {{.*}} mapa.shared::cluster.u64 %dhs_rc5, %dhs_rc0, 4; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc5]; }{{$}}
+
+func.func @step(%queries: memref<2x5x64x576xbf16>, %rows: memref<2x5x256xi32>,
+                %slots: memref<2x5x256xi32>, %history_start: memref<2xi64>,
+                %history_len: memref<2xi32>, %tiles: memref<2xi32>,
+                %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>,
+                %out: memref<2x5x64x512xbf16>) {
+  dhs.sparse_attention queries(%queries : memref<2x5x64x576xbf16>)
+      rows(%rows : memref<2x5x256xi32>) slots(%slots : memref<2x5x256xi32>)
+      history(%history_start, %history_len : memref<2xi64>, memref<2xi32>)
+      shared(%tiles : memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>)
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0721687824
+  return
+}
