@@ -33,6 +33,14 @@ FailureOr<KernelSpec> getKernelSpec(FetchOp op);
 /// every missing selection there.
 FailureOr<KernelSpec> getKernelSpec(UnionMissingOp op);
 
+/// The kernel of a `dhs.share_rows`: one CTA per request sorts its
+/// selections as (position, row, k) keys in shared memory, flags the rows
+/// every position selected at their first occurrence in position 0, ranks
+/// them with block-wide scans and writes the first whole tiles of them
+/// first in every position, then each position's other entries in order
+/// (ShareRowsKernel.cpp describes the phases).
+FailureOr<KernelSpec> getKernelSpec(ShareRowsOp op);
+
 /// The kernel of a `dhs.resolve`: a thread per selection looks its host row
 /// up in the residency map; row ids outside the history (or host rows
 /// outside the map) are reported (BadRowId) and resolve to -1. With a

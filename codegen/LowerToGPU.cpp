@@ -294,6 +294,14 @@ static OperandsByRole getOperands(UnionMissingOp op) {
           {Role::Remap, op.getRemap()}};
 }
 
+static OperandsByRole getOperands(ShareRowsOp op) {
+  return {{Role::RowIds, op.getRows()},
+          {Role::Slots, op.getSlots()},
+          {Role::SharedRows, op.getSharedRows()},
+          {Role::SharedSlots, op.getSharedSlots()},
+          {Role::SharedTiles, op.getTiles()}};
+}
+
 static OperandsByRole getOperands(ResolveOp op) {
   return {{Role::RowIds, op.getRows()},
           {Role::KvPool, op.getPool()},
@@ -354,8 +362,12 @@ static OperandsByRole getOperands(TopKOp op) {
           {Role::RowIds, op.getRows()}};
 }
 
-/// Attributes of a launch for the runtime: none but a copy's direction.
+/// Attributes of a launch for the runtime: none but a copy's direction and
+/// a share's tile.
 static SmallVector<NamedAttribute> getLaunchAttributes(Operation *, Builder &) { return {}; }
+static SmallVector<NamedAttribute> getLaunchAttributes(ShareRowsOp op, Builder &builder) {
+  return {builder.getNamedAttr("dhs.tile", op.getTileAttr())};
+}
 static SmallVector<NamedAttribute> getLaunchAttributes(CopyRowsOp op, Builder &builder) {
   abi::CopyDirection direction =
       op.getDstIndex() ? abi::CopyDirection::Scatter : abi::CopyDirection::Gather;
@@ -535,8 +547,8 @@ void DhsLowerToGPU::runOnOperation() {
   AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters};
   RewritePatternSet patternList(context);
   patternList
-      .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ResolveOp>,
-           KernelLowering<PlaceRowsOp>, KernelLowering<PlanPromotionsOp>,
+      .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ShareRowsOp>,
+           KernelLowering<ResolveOp>, KernelLowering<PlaceRowsOp>, KernelLowering<PlanPromotionsOp>,
            KernelLowering<SortRowsOp>, KernelLowering<AgeRowsOp>, KernelLowering<RingIndexOp>,
            KernelLowering<CopyRowsOp>, KernelLowering<AcceptOp>, KernelLowering<TopKOp>>(context,
                                                                                          launches);

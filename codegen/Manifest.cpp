@@ -285,6 +285,8 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       entry["window_size"] = size.getInt();
     if (auto direction = launch->getAttrOfType<StringAttr>("dhs.direction"))
       entry["direction"] = direction.getValue();
+    if (auto tile = launch->getAttrOfType<IntegerAttr>("dhs.tile"))
+      entry["tile"] = tile.getInt();
     launchList.push_back(std::move(entry));
   }
 

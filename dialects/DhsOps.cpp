@@ -95,7 +95,8 @@ static LogicalResult verifyAttention(Operation *op, MemRefType queries, MemRefTy
 static std::optional<int64_t> getQueryPositions(Operation *op) {
   Value rows = TypeSwitch<Operation *, Value>(op)
                    .Case<AttentionOp, SparseAttentionOp>([](auto op) { return op.getRowIds(); })
-                   .Case<TopKOp, ResolveOp, UnionMissingOp>([](auto op) { return op.getRows(); })
+                   .Case<TopKOp, ResolveOp, UnionMissingOp, ShareRowsOp>(
+                       [](auto op) { return op.getRows(); })
                    .Default([](Operation *) { return Value(); });
   if (!rows)
     return std::nullopt;
@@ -396,6 +397,27 @@ LogicalResult UnionMissingOp::verify() {
     return emitOpError() << "missing has room for " << unionType.getDimSize(1)
                          << " rows per request but the queries may select "
                          << rows.getDimSize(1) * rows.getDimSize(2) << " distinct missing rows";
+  return success();
+}
+
+LogicalResult ShareRowsOp::verify() {
+  MemRefType rows = getRows().getType();
+  for (auto [name, type] : {std::pair{"slots", getSlots().getType()},
+                            std::pair{"shared_rows", getSharedRows().getType()},
+                            std::pair{"shared_slots", getSharedSlots().getType()}})
+    if (failed(verifyCompatibleShape(type.getShape(), rows.getShape())))
+      return emitOpError() << name << " must have the shape of rows " << rows << ", got " << type;
+  if (failed(checkDim(*this, "tiles", getTiles().getType(), 0, rows.getDimSize(0), "requests")))
+    return failure();
+  int64_t positions = rows.getDimSize(1), selected = rows.getDimSize(2);
+  if (!ShapedType::isDynamic(positions) && positions > kMaxPositions)
+    return emitOpError() << "shares rows among at most " << kMaxPositions
+                         << " query positions (a portable cluster), got " << positions;
+  if (!ShapedType::isDynamic(positions) && !ShapedType::isDynamic(selected) &&
+      positions * selected > kMaxSelections)
+    return emitOpError() << "sorts at most " << kMaxSelections
+                         << " selections per request (Q x K) in shared memory, got " << positions
+                         << " x " << selected << " = " << positions * selected;
   return success();
 }
 

@@ -396,6 +396,76 @@ def Dhs_UnionMissingOp : Dhs_Op<"union_missing"> {
   let hasVerifier = 1;
 }
 
+def Dhs_ShareRowsOp : Dhs_Op<"share_rows"> {
+  let summary = "Each request's selections reordered: a shared prefix of tiles first";
+  let description = [{
+    Reorders each query position's selections (`rows[b, q, :]` with their
+    `slots[b, q, :]`) so that the positions of a request start with the same
+    rows, in whole tiles of `tile` rows: the attention of a verify step can
+    then gather (and dequantize) each row of that shared prefix once for all
+    its positions.
+
+    For request b, a row id r >= 0 is *common* when every position's list
+    `rows[b, q, :]` holds it. C = the common rows, each once, in the order
+    of their first occurrence in position 0's list; T = floor(|C| / tile);
+    the prefix P = the first T x tile rows of C. For each position q:
+
+    - `shared_rows[b, q, 0 : T x tile]` = P, and `shared_slots[b, q, i]` =
+      `slots[b, q, k]` where k is the first occurrence of P[i] in position
+      q's list;
+    - `shared_rows/shared_slots[b, q, T x tile :]` = the rest of position
+      q's entries (every entry but the first occurrence of each prefix row,
+      -1 entries and repeats included) in their original order, each with
+      its own slot;
+
+    and `tiles[b]` = T. Each output list is a permutation of its input
+    (row, slot) pairs, and the first `tiles[b] x tile` entries are the same
+    rows in every position of request b. Q = 1 is allowed (every row id >= 0
+    is common). Row ids are not checked against the histories (attention
+    reports bad ids): any i32 works; negative ids are never common.
+
+    The outputs must be buffers distinct from `rows` and `slots` (the kernel
+    reads the inputs while it writes the outputs; memrefs do not let the
+    verifier check this).
+
+    ```mlir
+    dhs.share_rows rows(%rows : memref<4x5x256xi32>)
+        slots(%slots : memref<4x5x256xi32>) tile = 64
+        into(%shared_rows, %shared_slots, %tiles
+             : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
+    ```
+
+    After lowering (`dhs-lower-to-gpu`) one launch, a CTA per request that
+    sorts the request's selections in shared memory (Q <= 8 positions, a
+    portable cluster; Q x K <= 16384 selections).
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[I32], [3]>, "row ids [B, Q, K], -1 = none", [MemRead]>:$rows,
+    Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K], -1 = host", [MemRead]>:$slots,
+    ConfinedAttr<I64Attr, [IntPositive]>:$tile,
+    Arg<MemRefRankOf<[I32], [3]>, "the rows, shared prefix first [B, Q, K]",
+        [MemWrite]>:$shared_rows,
+    Arg<MemRefRankOf<[I32], [3]>, "their slots [B, Q, K]", [MemWrite]>:$shared_slots,
+    Arg<MemRefRankOf<[I32], [1]>, "tiles of the shared prefix [B]", [MemWrite]>:$tiles
+  );
+  let assemblyFormat = [{
+    `rows` `(` $rows `:` type($rows) `)`
+    `slots` `(` $slots `:` type($slots) `)`
+    `tile` `=` $tile
+    `into` `(` $shared_rows `,` $shared_slots `,` $tiles `:` type($shared_rows) `,`
+        type($shared_slots) `,` type($tiles) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Query positions of a request the op shares rows among at most (a
+    /// portable cluster's CTAs).
+    static constexpr int64_t kMaxPositions = 8;
+    /// Selections of a request (Q x K) at most: the kernel sorts them as
+    /// 8-byte keys in shared memory.
+    static constexpr int64_t kMaxSelections = 16384;
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//

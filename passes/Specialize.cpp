@@ -73,6 +73,9 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
       return {Dim::Request, Dim::Selections};
     return {Dim::Request, Dim::Position, Dim::TopK};
   }
+  if (auto op2 = dyn_cast<ShareRowsOp>(op))
+    return v == op2.getTiles() ? SmallVector<Dim, 4>{Dim::Request}
+                               : SmallVector<Dim, 4>{Dim::Request, Dim::Position, Dim::TopK};
   if (isa<SortRowsOp>(op))
     return {Dim::Request, Dim::Selections};
   if (auto op2 = dyn_cast<PlanPromotionsOp>(op)) {

@@ -99,6 +99,7 @@ struct Launch {
   float softmaxScale = 0.0f;       ///< attention ops' attribute
   int layer = 0;                   ///< layer of the pool's group it reads
   std::int64_t windowSize = 0;     ///< sliding-window tokens (0: none)
+  std::int64_t tile = 0;           ///< rows of a shared tile ("tile"; share_rows only)
   std::array<unsigned, 3> grid{};  ///< grid dimensions
   std::array<unsigned, 3> block{}; ///< block dimensions
   unsigned dynamicSharedBytes = 0; ///< dynamic shared memory per block

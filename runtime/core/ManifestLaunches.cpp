@@ -179,11 +179,19 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
     checkKeys(
         value, field,
         {"kernel", "ptx", "op", "direction", "grid", "block", "dynamic_shared_bytes", "params"});
+  else if (launch.kind == abi::LaunchKind::ShareRows)
+    checkKeys(value, field,
+              {"kernel", "ptx", "op", "tile", "grid", "block", "dynamic_shared_bytes", "params"});
   else
     checkKeys(value, field,
               {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"});
   if (launch.kind == abi::LaunchKind::CopyRows) {
     launch.direction = getEnum<abi::CopyDirection>(value, "direction", "direction", field);
+  }
+  if (launch.kind == abi::LaunchKind::ShareRows) {
+    launch.tile = getInt(value, "tile", field);
+    if (launch.tile <= 0)
+      fail(field + ".tile", "is " + std::to_string(launch.tile) + ": must be a positive row count");
   }
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <unordered_map>
 
 namespace dhs::runtime {
@@ -133,6 +134,69 @@ void checkSharedPrefix(const Launch &launch, CpuStepMemory &memory) {
   }
 }
 
+/// share_rows: per request, the rows every query position lists (ids >= 0,
+/// each once, in the order of their first occurrence in position 0); the
+/// first T x tile of them (T = their count / tile) lead every position's
+/// list, each with the slot of its first occurrence there, then the
+/// position's other entries in order; tiles[b] = T.
+void shareRows(const Launch &launch, CpuStepMemory &memory) {
+  const LaunchParam &rowsParam = required(launch, Role::RowIds);
+  const std::int32_t *rows = typed<std::int32_t>(rowsParam, memory);
+  const std::int32_t *slots = typed<std::int32_t>(required(launch, Role::Slots), memory);
+  std::int32_t *sharedRows = typed<std::int32_t>(required(launch, Role::SharedRows), memory);
+  std::int32_t *sharedSlots = typed<std::int32_t>(required(launch, Role::SharedSlots), memory);
+  std::int32_t *tiles = typed<std::int32_t>(required(launch, Role::SharedTiles), memory);
+  if (rowsParam.shape.size() != 3 || launch.tile <= 0)
+    throw Error("a share_rows launch needs rows [B, Q, K] and a positive tile");
+  const std::int64_t batch = rowsParam.shape[0], positions = rowsParam.shape[1],
+                     selected = rowsParam.shape[2];
+  // first[q]: a row's first k in position q.
+  std::vector<std::unordered_map<std::int32_t, std::int64_t>> first(
+      static_cast<std::size_t>(positions));
+  std::vector<std::int32_t> prefix;
+  std::vector<char> taken(static_cast<std::size_t>(selected));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t lane = b * positions * selected;
+    for (std::int64_t q = 0; q < positions; ++q) {
+      first[q].clear();
+      for (std::int64_t k = 0; k < selected; ++k)
+        first[q].emplace(rows[lane + q * selected + k], k);
+    }
+    prefix.clear();
+    for (std::int64_t k = 0; k < selected; ++k) {
+      const std::int32_t row = rows[lane + k];
+      if (row < 0 || first[0].at(row) != k)
+        continue;
+      bool everywhere = true;
+      for (std::int64_t q = 1; q < positions && everywhere; ++q)
+        everywhere = first[q].count(row) != 0;
+      if (everywhere)
+        prefix.push_back(row);
+    }
+    const std::int64_t count = static_cast<std::int64_t>(prefix.size()) / launch.tile;
+    prefix.resize(static_cast<std::size_t>(count * launch.tile));
+    tiles[b] = static_cast<std::int32_t>(count);
+    for (std::int64_t q = 0; q < positions; ++q) {
+      const std::int64_t list = lane + q * selected;
+      std::fill(taken.begin(), taken.end(), 0);
+      std::int64_t out = 0;
+      for (std::int32_t row : prefix) {
+        const std::int64_t k = first[q].at(row);
+        taken[static_cast<std::size_t>(k)] = 1;
+        sharedRows[list + out] = row;
+        sharedSlots[list + out] = slots[list + k];
+        ++out;
+      }
+      for (std::int64_t k = 0; k < selected; ++k)
+        if (!taken[static_cast<std::size_t>(k)]) {
+          sharedRows[list + out] = rows[list + k];
+          sharedSlots[list + out] = slots[list + k];
+          ++out;
+        }
+    }
+  }
+}
+
 /// fetch: every listed row (not -1, and not resident when the list comes
 /// with slots) is copied whole from the host store into its staging row.
 std::int64_t fetch(const Launch &launch, CpuStepMemory &memory) {
@@ -222,6 +286,9 @@ void CpuLaunches::run(const Manifest &manifest, std::size_t first, std::size_t e
     switch (launch.kind) {
     case abi::LaunchKind::UnionMissing:
       unionMissing(launch, memory);
+      break;
+    case abi::LaunchKind::ShareRows:
+      shareRows(launch, memory);
       break;
     case abi::LaunchKind::Fetch: {
       const std::int64_t rows = fetch(launch, memory);

@@ -7,6 +7,9 @@
 //   union_missing   per request, the distinct missing rows of all query
 //                   positions (the first selection of a row owns it) and each
 //                   missing selection's owner (remap);
+//   share_rows      per request, the rows every query position selected
+//                   (whole tiles of them) first in every position's list, each
+//                   with its own slot, then the position's other entries;
 //   fetch           the listed missing rows, whole tokens, from the host store
 //                   into staging; bad row ids set status bits and copy nothing;
 //   attention       CpuAttention over HBM slots and staging (staged), or

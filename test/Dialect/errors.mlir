@@ -825,3 +825,93 @@ func.func @age_rows_list(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 102
       control(%control : memref<8xi32>) into(%rows, %slots : memref<16xi64>, memref<16xi32>)
   return
 }
+
+// -----
+
+func.func @share_rows_shape(%rows: memref<4x5x64xi32>, %slots: memref<4x5x64xi32>,
+                            %sr: memref<4x5x32xi32>, %ss: memref<4x5x64xi32>, %t: memref<4xi32>) {
+  // expected-error @below {{shared_rows must have the shape of rows 'memref<4x5x64xi32>', got 'memref<4x5x32xi32>'}}
+  dhs.share_rows rows(%rows : memref<4x5x64xi32>) slots(%slots : memref<4x5x64xi32>) tile = 64
+      into(%sr, %ss, %t : memref<4x5x32xi32>, memref<4x5x64xi32>, memref<4xi32>)
+  return
+}
+
+// -----
+
+func.func @share_rows_slots(%rows: memref<4x5x64xi32>, %slots: memref<4x2x64xi32>,
+                            %sr: memref<4x5x64xi32>, %ss: memref<4x5x64xi32>, %t: memref<4xi32>) {
+  // expected-error @below {{slots must have the shape of rows 'memref<4x5x64xi32>', got 'memref<4x2x64xi32>'}}
+  dhs.share_rows rows(%rows : memref<4x5x64xi32>) slots(%slots : memref<4x2x64xi32>) tile = 64
+      into(%sr, %ss, %t : memref<4x5x64xi32>, memref<4x5x64xi32>, memref<4xi32>)
+  return
+}
+
+// -----
+
+func.func @share_rows_tiles(%rows: memref<4x5x64xi32>, %slots: memref<4x5x64xi32>,
+                            %sr: memref<4x5x64xi32>, %ss: memref<4x5x64xi32>, %t: memref<8xi32>) {
+  // expected-error @below {{tiles dimension 0 (requests) is 8, expected 4}}
+  dhs.share_rows rows(%rows : memref<4x5x64xi32>) slots(%slots : memref<4x5x64xi32>) tile = 64
+      into(%sr, %ss, %t : memref<4x5x64xi32>, memref<4x5x64xi32>, memref<8xi32>)
+  return
+}
+
+// -----
+
+func.func @share_rows_element(%rows: memref<4x5x64xi32>, %slots: memref<4x5x64xi64>,
+                              %sr: memref<4x5x64xi32>, %ss: memref<4x5x64xi32>, %t: memref<4xi32>) {
+  // expected-error @below {{operand #1 must be 3D memref of 32-bit signless integer values}}
+  dhs.share_rows rows(%rows : memref<4x5x64xi32>) slots(%slots : memref<4x5x64xi64>) tile = 64
+      into(%sr, %ss, %t : memref<4x5x64xi32>, memref<4x5x64xi32>, memref<4xi32>)
+  return
+}
+
+// -----
+
+func.func @share_rows_tiles_element(%rows: memref<4x5x64xi32>, %slots: memref<4x5x64xi32>,
+                                    %sr: memref<4x5x64xi32>, %ss: memref<4x5x64xi32>,
+                                    %t: memref<4xi64>) {
+  // expected-error @below {{operand #4 must be 1D memref of 32-bit signless integer values}}
+  dhs.share_rows rows(%rows : memref<4x5x64xi32>) slots(%slots : memref<4x5x64xi32>) tile = 64
+      into(%sr, %ss, %t : memref<4x5x64xi32>, memref<4x5x64xi32>, memref<4xi64>)
+  return
+}
+
+// -----
+
+func.func @share_rows_tile(%rows: memref<4x5x64xi32>, %slots: memref<4x5x64xi32>,
+                           %sr: memref<4x5x64xi32>, %ss: memref<4x5x64xi32>, %t: memref<4xi32>) {
+  // expected-error @below {{attribute 'tile' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  dhs.share_rows rows(%rows : memref<4x5x64xi32>) slots(%slots : memref<4x5x64xi32>) tile = 0
+      into(%sr, %ss, %t : memref<4x5x64xi32>, memref<4x5x64xi32>, memref<4xi32>)
+  return
+}
+
+// -----
+
+func.func @share_rows_positions(%rows: memref<4x9x64xi32>, %t: memref<4xi32>) {
+  // expected-error @below {{shares rows among at most 8 query positions (a portable cluster), got 9}}
+  dhs.share_rows rows(%rows : memref<4x9x64xi32>) slots(%rows : memref<4x9x64xi32>) tile = 64
+      into(%rows, %rows, %t : memref<4x9x64xi32>, memref<4x9x64xi32>, memref<4xi32>)
+  return
+}
+
+// -----
+
+func.func @share_rows_selections(%rows: memref<4x5x4096xi32>, %t: memref<4xi32>) {
+  // expected-error @below {{sorts at most 16384 selections per request (Q x K) in shared memory, got 5 x 4096 = 20480}}
+  dhs.share_rows rows(%rows : memref<4x5x4096xi32>) slots(%rows : memref<4x5x4096xi32>) tile = 64
+      into(%rows, %rows, %t : memref<4x5x4096xi32>, memref<4x5x4096xi32>, memref<4xi32>)
+  return
+}
+
+// -----
+
+func.func @share_rows_verify_phase(%rows: memref<4x3x64xi32>, %t: memref<4xi32>) {
+  dhs.verify gamma = 3 {
+    // expected-error @below {{in a verify phase of gamma = 3 has 3 query positions; the phase checks gamma + 1 = 4}}
+    dhs.share_rows rows(%rows : memref<4x3x64xi32>) slots(%rows : memref<4x3x64xi32>) tile = 64
+        into(%rows, %rows, %t : memref<4x3x64xi32>, memref<4x3x64xi32>, memref<4xi32>)
+  }
+  return
+}

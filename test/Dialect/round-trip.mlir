@@ -286,3 +286,23 @@ func.func @plan_promotions_spec(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hb
       into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
   return
 }
+
+// A verify step's selections with the rows every position selected first,
+// in tiles of 64 (static and `?` shapes; one position).
+// CHECK-LABEL: func.func @share_rows
+// CHECK: dhs.share_rows rows(%{{.*}} : memref<4x5x256xi32>) slots(%{{.*}} : memref<4x5x256xi32>) tile = 64 into(%{{.*}}, %{{.*}}, %{{.*}} : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
+// CHECK: dhs.share_rows rows(%{{.*}} : memref<?x?x?xi32>) slots(%{{.*}} : memref<?x?x?xi32>) tile = 16 into(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x?x?xi32>, memref<?x?x?xi32>, memref<?xi32>)
+// CHECK: dhs.share_rows rows(%{{.*}} : memref<2x1x2048xi32>) slots(%{{.*}} : memref<2x1x2048xi32>) tile = 64
+func.func @share_rows(%rows: memref<4x5x256xi32>, %slots: memref<4x5x256xi32>,
+                      %shared_rows: memref<4x5x256xi32>, %shared_slots: memref<4x5x256xi32>,
+                      %tiles: memref<4xi32>, %open: memref<?x?x?xi32>, %open_tiles: memref<?xi32>,
+                      %one: memref<2x1x2048xi32>, %one_tiles: memref<2xi32>) {
+  dhs.share_rows rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>) tile = 64
+      into(%shared_rows, %shared_slots, %tiles
+           : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
+  dhs.share_rows rows(%open : memref<?x?x?xi32>) slots(%open : memref<?x?x?xi32>) tile = 16
+      into(%open, %open, %open_tiles : memref<?x?x?xi32>, memref<?x?x?xi32>, memref<?xi32>)
+  dhs.share_rows rows(%one : memref<2x1x2048xi32>) slots(%one : memref<2x1x2048xi32>) tile = 64
+      into(%one, %one, %one_tiles : memref<2x1x2048xi32>, memref<2x1x2048xi32>, memref<2xi32>)
+  return
+}

@@ -68,8 +68,11 @@ TEST_CASE("kernel parameter roles give step arguments their roles", "[contract]"
     CHECK_FALSE(abi::poolViewSource(role).has_value());
   }
   // Except a union of missing rows and its remap, which a decision step
-  // takes as arguments (elsewhere they are scratch buffers).
-  for (abi::ParamRole role : {abi::ParamRole::Missing, abi::ParamRole::Remap}) {
+  // takes as arguments (elsewhere they are scratch buffers), and the
+  // selections share_rows reorders.
+  for (abi::ParamRole role :
+       {abi::ParamRole::Missing, abi::ParamRole::Remap, abi::ParamRole::SharedRows,
+        abi::ParamRole::SharedSlots, abi::ParamRole::SharedTiles}) {
     CHECK(abi::argumentRole(role).has_value());
     CHECK(std::string(abi::name(*abi::argumentRole(role))) == abi::name(role));
     CHECK_FALSE(abi::poolViewSource(role).has_value());

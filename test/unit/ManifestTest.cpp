@@ -259,6 +259,25 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
          launch["direction"] = "sideways";
        },
        "launches[0].direction: unknown direction 'sideways' (known: scatter, gather)"},
+      {"share tile",
+       [](json &j) {
+         json &launch = j["launches"][0];
+         launch["op"] = "share_rows";
+         launch.erase("softmax_scale");
+         launch.erase("layer");
+         launch["tile"] = 0;
+       },
+       "launches[0].tile: is 0: must be a positive row count"},
+      {"share without tile",
+       [](json &j) {
+         json &launch = j["launches"][0];
+         launch["op"] = "share_rows";
+         launch.erase("softmax_scale");
+         launch.erase("layer");
+       },
+       "launches[0]: missing key 'tile'"},
+      {"tile elsewhere", [](json &j) { j["launches"][0]["tile"] = 64; },
+       "launches[0]: unknown key 'tile'"},
       {"scale", [](json &j) { j["launches"][0]["softmax_scale"] = -1.0; },
        "launches[0].softmax_scale: must be a positive finite f32"},
       {"block", [](json &j) { j["launches"][0]["block"] = {2048, 1, 1}; },

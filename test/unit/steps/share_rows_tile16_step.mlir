@@ -1,0 +1,14 @@
+// dhs.share_rows alone, for ShareRowsTest: each request's selections with
+// the rows every query position selected first, in tiles of 16. Compiled
+// with a serving configuration, e.g.
+//
+//   dhs-compile test/unit/steps/share_rows_tile16_step.mlir --requests 5 \
+//       --positions 3 --topk 700 -o /tmp/share_rows
+func.func @step(%rows: memref<?x?x?xi32>, %slots: memref<?x?x?xi32>,
+                %shared_rows: memref<?x?x?xi32>, %shared_slots: memref<?x?x?xi32>,
+                %tiles: memref<?xi32>) {
+  dhs.share_rows rows(%rows : memref<?x?x?xi32>) slots(%slots : memref<?x?x?xi32>) tile = 16
+      into(%shared_rows, %shared_slots, %tiles
+           : memref<?x?x?xi32>, memref<?x?x?xi32>, memref<?xi32>)
+  return
+}
