@@ -23,7 +23,14 @@
 # retrieval: the fetch kernel of one layer group over a 22 GB pinned store
 # (dhs-retrieval-bench, 5-20% of the selections missing, first in each list
 # or scattered in it) against the copy rate; the 128-head bf16 shapes without clusters (each CTA gathers every row of its
-# query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters.
+# query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters;
+# and verify steps (64 requests x 5 positions x 64 heads): the step inside a
+# dhs.verify phase (dhs-share-tiles: dhs.share_rows orders each request's
+# selections, then a cluster of its five position CTAs gathers each row they
+# all selected once) against the same step without the phase (every
+# position's CTA gathers its own rows), at the generator's overlap 0.85 (each
+# position keeps 85% of the previous one's rows: ~52% common to all five),
+# 1 (all the same) and 0, times including the share_rows launch.
 # Progress and the table go to stdout as each shape finishes.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,6 +52,16 @@ steps() {
       "$compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
         --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) --tensor-core-clusters=false \
         -o "$dir/attention/unclustered_${format}_b${b}_q${q}_h${h}" || exit 1
+    done
+  done
+  # Verify steps: the same step inside a verify phase of gamma = 4.
+  for format in fp8 bf16; do
+    awk '/dhs.sparse_attention/ { print "  dhs.verify gamma = 4 {"; inside = 1 }
+         { print } inside && /scale =/ { print "  }"; inside = 0 }' \
+      "$root/bench/steps/mla_${format}_attention.mlir" > "$dir/attention/verify_${format}.mlir"
+    for b in 64 8; do
+      "$compile" "$dir/attention/verify_${format}.mlir" --requests $b --positions 5 --heads 64 \
+        --hbm-slots $((b * 5 * 2048)) -o "$dir/attention/verify_${format}_b${b}_q5_h64" || exit 1
     done
   done
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
@@ -76,12 +93,13 @@ PY
 )
   read -r peak copy <<<"$floors"
   echo "dense bf16 matmul: $peak TFLOP/s; pinned host-to-device copy: $copy GB/s"
-  run_step() { # NAME RESIDENCY -> median ms (empty on failure)
+  run_step() { # NAME RESIDENCY [OVERLAP] -> median ms (empty on failure)
+    local log=$results/$1-$2${3:+-$3}
     "$dir/bin/dhs-run" "$dir/attention/$1" --backend cuda --no-host-check --resident "$2" \
-      --history-rows 32768 --repeat 20 --json "$results/$1-$2.json" > "$results/$1-$2.log" 2>&1 ||
-      { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$results/$1-$2.log" >&2; return; }
+      ${3:+--overlap $3} --history-rows 32768 --repeat 20 --json "$log.json" > "$log.log" 2>&1 ||
+      { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$log.log" >&2; return; }
     python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
-      "$results/$1-$2.json"
+      "$log.json"
   }
   printf '%-24s %9s %9s %12s\n' shape ms TFLOP/s "of peak"
   for shape in "${shapes[@]}" "128 1 64 cores" "64 1 128 unclustered" "32 1 128 unclustered"; do
@@ -105,6 +123,25 @@ print(f'{sys.argv[6]:24} {ms:9.4f} {t:9.1f} {t/peak:11.1%}')" "$b" "$q" "$h" "$m
     python3 -c "import sys; x,ms,res,copy=map(float,sys.argv[1:5]); byts=x*128*2048*656
 floor=max(res, byts/copy/1e6); print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms>res else 0:9.1f}')" \
       "$missing" "$ms" "$resident" "$copy"
+  done
+  # Verify steps: positions sharing the rows they all selected (a cluster
+  # per request) against each position's CTA gathering its own, checked
+  # against the fp64 CPU reference first (8 requests, every residency).
+  printf '\n%-22s %8s %10s %10s %9s %8s\n' verify overlap "per-pos ms" "shared ms" speedup TFLOP/s
+  for format in fp8 bf16; do
+    for overlap in 0.85 1 0; do
+      "$dir/bin/dhs-run" "$dir/attention/verify_${format}_b8_q5_h64" --backend cuda \
+        --resident 0,0.5,1 --overlap $overlap --history-rows 32768 --repeat 1 \
+        > "$results/verify_${format}_check-$overlap.log" 2>&1 ||
+        { echo "FAILED: verify_${format}_b8_q5_h64 vs fp64 at overlap $overlap"; continue; }
+      local per shared
+      per=$(run_step ${format}_b64_q5_h64 1 $overlap)
+      shared=$(run_step verify_${format}_b64_q5_h64 1 $overlap)
+      [ -n "$per" ] && [ -n "$shared" ] || continue
+      python3 -c "import sys; per,sh,o=map(float,sys.argv[1:4]); t=2*64*2048*1088*64*5/sh/1e9
+print(f'{sys.argv[4]:22} {o:8.2f} {per:10.4f} {sh:10.4f} {per/sh:8.2f}x {t:8.1f}')" \
+        "$per" "$shared" "$overlap" "${format}_b64_q5_h64"
+    done
   done
   # Retrieval of missing rows in the store's layout (2624-byte group tokens)
   # from a 22 GB pinned store: the fetch kernel against the copy rate.

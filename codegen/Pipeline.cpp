@@ -74,12 +74,14 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &optio
 void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
                                 const DhsSpecializeOptions &config,
                                 const DhsLowerToGPUOptions &tiles) {
-  // dhs -> dhs: the serving configuration, ring index arithmetic, missing
+  // dhs -> dhs: the serving configuration, ring index arithmetic, verify
+  // selections ordered so that positions gather shared rows once, missing
   // rows fetched once for all verify positions, the remaining retrieval
   // fused into attention, the staging arena.
   OpPassManager &steps = pm.nest<func::FuncOp>();
   steps.addPass(createDhsSpecialize(config));
   steps.addPass(createDhsDraftRing());
+  steps.addPass(createDhsShareTiles());
   steps.addPass(createDhsShareRetrieval());
   steps.addPass(createDhsFuseRetrieval());
   steps.addPass(createDhsPlanStaging());

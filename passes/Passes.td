@@ -51,6 +51,54 @@ def DhsShareRetrieval : Pass<"dhs-share-retrieval", "::mlir::func::FuncOp"> {
   ];
 }
 
+def DhsShareTiles : Pass<"dhs-share-tiles", "::mlir::func::FuncOp"> {
+  let summary = "Let a verify step's positions gather the rows they all selected once";
+  let description = [{
+    Inside a `dhs.verify` phase the `gamma + 1` query positions of a request
+    select mostly the same rows, and the tensor-core attention kernel
+    gathers and dequantizes every row of every position. This pass orders
+    each selection of such attention ops with `dhs.share_rows` (the rows all
+    positions of a request selected first, in whole tiles of 64, the same
+    order everywhere) into scratch buffers, makes every reader of the
+    selection in the phase (fetches, unions, attention) read the ordered one,
+    and gives the attention ops the tile counts (`shared(...)`), so that the
+    kernel runs a request's positions as a cluster that gathers each shared
+    row once. Results do not change (each list is a permutation of its
+    selections). Only attention the tensor-core kernel computes is rewritten:
+    MLA rows of 576 / 512 dims, heads in multiples of 64, K in multiples of
+    64, no sliding window, at most 8 positions and Q x K <= 16384.
+
+    Before:
+    ```mlir
+    dhs.verify gamma = 4 {
+      dhs.sparse_attention queries(%q : memref<4x5x64x576xbf16>)
+          rows(%rows : memref<4x5x2048xi32>) slots(%slots : memref<4x5x2048xi32>)
+          history(%start, %len : ...) pool(%pool : ...) layer = 0
+          output(%out : ...) scale = 0.04
+    }
+    ```
+    After:
+    ```mlir
+    dhs.verify gamma = 4 {
+      %shared_rows = dhs.scratch : memref<4x5x2048xi32>
+      %shared_slots = dhs.scratch : memref<4x5x2048xi32>
+      %tiles = dhs.scratch : memref<4xi32>
+      dhs.share_rows rows(%rows : memref<4x5x2048xi32>) slots(%slots : memref<4x5x2048xi32>)
+          tile = 64 into(%shared_rows, %shared_slots, %tiles : ...)
+      dhs.sparse_attention queries(%q : memref<4x5x64x576xbf16>)
+          rows(%shared_rows : ...) slots(%shared_slots : ...)
+          history(%start, %len : ...) shared(%tiles : memref<4xi32>)
+          pool(%pool : ...) layer = 0 output(%out : ...) scale = 0.04
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::dhs::DhsDialect"];
+  let statistics = [Statistic<"numOrdered", "ordered-selections",
+                              "Selections ordered for shared tiles (dhs.share_rows)">,
+                    Statistic<"numSharing", "sharing-attentions",
+                              "Attention ops given shared tiles">];
+}
+
 def DhsFuseRetrieval : Pass<"dhs-fuse-retrieval", "::mlir::func::FuncOp"> {
   let summary = "Fuse a fetch and the attention that reads it";
   let description = [{

@@ -30,6 +30,34 @@ int argumentOf(const Manifest &manifest, const Launch &launch, ArgumentRole role
   return found;
 }
 
+/// The selection argument (row ids or slots: `role`) of attention launch
+/// `i`: its own argument, or where it reads a list a share_rows launch
+/// ordered (a scratch buffer), that launch's argument (-1: none).
+int selectionOf(const Manifest &manifest, std::size_t i, ArgumentRole role,
+                const std::string &where) {
+  const Launch &launch = manifest.launches[i];
+  int found = argumentOf(manifest, launch, role, where);
+  if (found >= 0)
+    return found;
+  auto paramRole = role == ArgumentRole::RowIds ? abi::ParamRole::RowIds : abi::ParamRole::Slots;
+  auto orderedRole =
+      role == ArgumentRole::RowIds ? abi::ParamRole::SharedRows : abi::ParamRole::SharedSlots;
+  for (const LaunchParam &param : launch.params) {
+    if (param.role != paramRole || param.source != ParamSource::Scratch)
+      continue;
+    for (std::size_t j = i; j-- > 0;) {
+      const Launch &earlier = manifest.launches[j];
+      if (earlier.kind != abi::LaunchKind::ShareRows)
+        continue;
+      for (const LaunchParam &ordered : earlier.params)
+        if (ordered.role == orderedRole && ordered.source == ParamSource::Scratch &&
+            ordered.offset == param.offset)
+          return argumentOf(manifest, earlier, role, where);
+    }
+  }
+  return -1;
+}
+
 /// The pool argument a launch views (-1: none).
 int poolOf(const Manifest &manifest, const Launch &launch, const std::string &where) {
   int found = -1;
@@ -80,8 +108,8 @@ StepPlan planStep(const Manifest &manifest) {
     const std::string where = launchName(i) + " (" + abi::name(launch.kind) + ")";
     StepGroupPlan group;
     group.pool = poolOf(manifest, launch, where);
-    group.rowIds = argumentOf(manifest, launch, ArgumentRole::RowIds, where);
-    group.slots = argumentOf(manifest, launch, ArgumentRole::Slots, where);
+    group.rowIds = selectionOf(manifest, i, ArgumentRole::RowIds, where);
+    group.slots = selectionOf(manifest, i, ArgumentRole::Slots, where);
     group.windowRing = argumentOf(manifest, launch, ArgumentRole::WindowRing, where);
     StepLayerPlan layer;
     layer.queries = argumentOf(manifest, launch, ArgumentRole::Queries, where);
