@@ -25,7 +25,7 @@
 # or scattered in it) against the copy rate; the 128-head bf16 shapes without clusters (each CTA gathers every row of its
 # query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters;
 # and verify steps (64 requests x 5 positions x 64 heads): the step inside a
-# dhs.verify phase (dhs-share-tiles: dhs.share_rows orders each request's
+# dhs.verify phase compiled with --share-tiles (dhs.share_rows orders each request's
 # selections, then a cluster of its five position CTAs gathers each row they
 # all selected once) against the same step without the phase (every
 # position's CTA gathers its own rows), at the generator's overlap 0.85 (each
@@ -61,7 +61,7 @@ steps() {
       "$root/bench/steps/mla_${format}_attention.mlir" > "$dir/attention/verify_${format}.mlir"
     for b in 64 8; do
       "$compile" "$dir/attention/verify_${format}.mlir" --requests $b --positions 5 --heads 64 \
-        --hbm-slots $((b * 5 * 2048)) -o "$dir/attention/verify_${format}_b${b}_q5_h64" || exit 1
+        --hbm-slots $((b * 5 * 2048)) --share-tiles -o "$dir/attention/verify_${format}_b${b}_q5_h64" || exit 1
     done
   done
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \

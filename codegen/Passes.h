@@ -39,9 +39,12 @@ void buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &options);
 
 /// Adds the whole compiler: the serving configuration folded in (options
 /// left 0 keep their dimensions), dhs -> dhs passes, GPU kernels, PTX.
+/// `shareTiles` adds dhs-share-tiles (verify positions share the tiles they
+/// all selected; measured slower than each position alone on the H200, so
+/// off by default: bench/NOTES.md).
 void buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
                            const DhsSpecializeOptions &config = {},
-                           const DhsLowerToGPUOptions &tiles = {});
+                           const DhsLowerToGPUOptions &tiles = {}, bool shareTiles = false);
 
 /// Registers the dhs code generation passes and the `dhs-to-ptx` pipeline.
 void registerCodegenPasses();

@@ -73,15 +73,16 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &optio
 
 void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
                                 const DhsSpecializeOptions &config,
-                                const DhsLowerToGPUOptions &tiles) {
-  // dhs -> dhs: the serving configuration, ring index arithmetic, verify
-  // selections ordered so that positions gather shared rows once, missing
-  // rows fetched once for all verify positions, the remaining retrieval
-  // fused into attention, the staging arena.
+                                const DhsLowerToGPUOptions &tiles, bool shareTiles) {
+  // dhs -> dhs: the serving configuration, ring index arithmetic, (on
+  // request) verify selections ordered so that positions gather shared rows
+  // once, missing rows fetched once for all verify positions, the remaining
+  // retrieval fused into attention, the staging arena.
   OpPassManager &steps = pm.nest<func::FuncOp>();
   steps.addPass(createDhsSpecialize(config));
   steps.addPass(createDhsDraftRing());
-  steps.addPass(createDhsShareTiles());
+  if (shareTiles)
+    steps.addPass(createDhsShareTiles());
   steps.addPass(createDhsShareRetrieval());
   steps.addPass(createDhsFuseRetrieval());
   steps.addPass(createDhsPlanStaging());
@@ -125,6 +126,10 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
       llvm::cl::desc("Pair tensor-core CTAs of a query's 64-head blocks in clusters that "
                      "gather each tile once for both (128 heads, bf16 rows)"),
       llvm::cl::init(true)};
+  Option<bool> shareTiles{*this, "share-tiles",
+                          llvm::cl::desc("Let a verify step's query positions gather the rows "
+                                         "they all selected once (dhs-share-tiles)"),
+                          llvm::cl::init(false)};
 };
 } // namespace
 
@@ -164,7 +169,7 @@ void dhs::registerCodegenPasses() {
         tiles.minBlocks = options.minBlocks;
         tiles.tensorCores = options.tensorCores;
         tiles.tensorCoreClusters = options.tensorCoreClusters;
-        buildDhsToPtxPipeline(pm, ptx, config, tiles);
+        buildDhsToPtxPipeline(pm, ptx, config, tiles, options.shareTiles);
       });
 }
 

@@ -71,6 +71,12 @@ static cl::opt<bool> tensorCoreClusters(
              "gather each tile once for both (128 heads, bf16 rows); =false: each CTA "
              "gathers every row"),
     cl::init(true), cl::cat(tileCategory));
+static cl::opt<bool> shareTiles(
+    "share-tiles",
+    cl::desc("In verify steps, order each request's selections (dhs.share_rows) so that a "
+             "cluster of its query positions gathers the rows they all selected once "
+             "(dhs-share-tiles; measured slower on the H200, bench/NOTES.md)"),
+    cl::init(false), cl::cat(tileCategory));
 static cl::opt<bool> timing("time", cl::desc("Print how long compilation took"), cl::init(false));
 enum class Emit { Files, Mlir, Manifest };
 static cl::opt<Emit>
@@ -136,7 +142,7 @@ int main(int argc, char **argv) {
   tiles.minBlocks = minBlocks;
   tiles.tensorCores = tensorCores;
   tiles.tensorCoreClusters = tensorCoreClusters;
-  dhs::buildDhsToPtxPipeline(pm, options, config, tiles);
+  dhs::buildDhsToPtxPipeline(pm, options, config, tiles, shareTiles);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
     return 1;

@@ -1,0 +1,102 @@
+// RUN: dhs-opt %s --dhs-share-tiles --split-input-file | FileCheck %s
+// The whole pipeline with --share-tiles: share_rows runs before the union of
+// missing rows, the fetch and the attention read the ordered lists, and the
+// runtime's step plan books the step's own selection arguments.
+// RUN: rm -rf %t && split-file %s %t.dir && dhs-compile %t.dir/staged.mlir --share-tiles -o %t
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
+// RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
+// RUN: rm -rf %t.off && dhs-compile %t.dir/staged.mlir -o %t.off
+// RUN: FileCheck %s --check-prefix=OFF < %t.off/manifest.json
+
+// Every reader of a verify selection in the phase (the fetch and both
+// layers' attention) reads the lists dhs.share_rows ordered; the attention
+// ops get the tile counts.
+// CHECK-LABEL: func.func @verify_group
+// CHECK-SAME: (%[[POOL:[^:]*]]: {{.*}}, %[[Q:[^:]*]]: memref<4x5x64x576xbf16>, %[[ROWS:[^:]*]]: memref<4x5x256xi32>, %[[SLOTS:[^:]*]]: memref<4x5x256xi32>, %[[START:[^:]*]]: memref<4xi64>, %[[LEN:[^:]*]]: memref<4xi32>
+// CHECK: dhs.verify gamma = 4 {
+// CHECK:   %[[STAGE:.*]] = dhs.scratch : memref<4x1280x2x656xi8>
+// CHECK:   %[[ORDERED_ROWS:.*]] = dhs.scratch : memref<4x5x256xi32>
+// CHECK:   %[[ORDERED_SLOTS:.*]] = dhs.scratch : memref<4x5x256xi32>
+// CHECK:   %[[TILES:.*]] = dhs.scratch : memref<4xi32>
+// CHECK:   dhs.share_rows rows(%[[ROWS]] : memref<4x5x256xi32>) slots(%[[SLOTS]] : memref<4x5x256xi32>) tile = 64 into(%[[ORDERED_ROWS]], %[[ORDERED_SLOTS]], %[[TILES]] : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
+// CHECK:   dhs.fetch pool(%[[POOL]] : {{.*}}) rows(%[[ORDERED_ROWS]] : memref<4x5x256xi32>) slots(%[[ORDERED_SLOTS]] : memref<4x5x256xi32>) history(%[[START]], %[[LEN]] : {{.*}}) into(%[[STAGE]] :
+// CHECK:   dhs.attention queries(%[[Q]] : {{.*}}) rows(%[[ORDERED_ROWS]] : {{.*}}) slots(%[[ORDERED_SLOTS]] : {{.*}}) staging(%[[STAGE]] : {{.*}}) shared(%[[TILES]] : memref<4xi32>) pool({{.*}}) layer = 0
+// CHECK:   dhs.attention queries(%[[Q]] : {{.*}}) rows(%[[ORDERED_ROWS]] : {{.*}}) slots(%[[ORDERED_SLOTS]] : {{.*}}) staging(%[[STAGE]] : {{.*}}) shared(%[[TILES]] : memref<4xi32>) pool({{.*}}) layer = 1
+// CHECK-NOT: dhs.share_rows
+func.func @verify_group(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = 4096, host = ?>,
+                        %q: memref<4x5x64x576xbf16>, %rows: memref<4x5x256xi32>,
+                        %slots: memref<4x5x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+                        %o0: memref<4x5x64x512xbf16>, %o1: memref<4x5x64x512xbf16>) {
+  dhs.verify gamma = 4 {
+    %stage = dhs.scratch : memref<4x1280x2x656xi8>
+    dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = 4096, host = ?>)
+        rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>) into(%stage : memref<4x1280x2x656xi8>)
+    dhs.attention queries(%q : memref<4x5x64x576xbf16>)
+        rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+        staging(%stage : memref<4x1280x2x656xi8>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = 4096, host = ?>)
+        layer = 0 output(%o0 : memref<4x5x64x512xbf16>) scale = 0.0416666679
+    dhs.attention queries(%q : memref<4x5x64x576xbf16>)
+        rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+        staging(%stage : memref<4x1280x2x656xi8>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = 4096, host = ?>)
+        layer = 1 output(%o1 : memref<4x5x64x512xbf16>) scale = 0.0416666679
+  }
+  return
+}
+
+// -----
+
+// Left alone: attention outside a verify phase, 16 heads (no tensor-core
+// kernel), and a sliding window.
+// CHECK-LABEL: func.func @not_shared
+// CHECK-NOT: dhs.share_rows
+// CHECK-NOT: shared(
+// CHECK: return
+func.func @not_shared(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>,
+                      %q: memref<4x5x64x576xbf16>, %q16: memref<4x5x16x576xbf16>,
+                      %rows: memref<4x5x256xi32>, %slots: memref<4x5x256xi32>,
+                      %start: memref<4xi64>, %len: memref<4xi32>,
+                      %o: memref<4x5x64x512xbf16>, %o16: memref<4x5x16x512xbf16>) {
+  dhs.sparse_attention queries(%q : memref<4x5x64x576xbf16>)
+      rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
+      layer = 0 output(%o : memref<4x5x64x512xbf16>) scale = 0.0416666679
+  dhs.verify gamma = 4 {
+    dhs.sparse_attention queries(%q16 : memref<4x5x16x576xbf16>)
+        rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
+        layer = 0 output(%o16 : memref<4x5x16x512xbf16>) scale = 0.0416666679
+  }
+  return
+}
+
+//--- staged.mlir
+func.func @step(%q: memref<4x5x64x576xbf16>, %rows: memref<4x5x256xi32>,
+                %slots: memref<4x5x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+                %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>,
+                %o: memref<4x5x64x512xbf16>) {
+  dhs.verify gamma = 4 {
+    %stage = dhs.scratch : memref<4x1280x1x656xi8>
+    dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
+        rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>) into(%stage : memref<4x1280x1x656xi8>)
+    dhs.attention queries(%q : memref<4x5x64x576xbf16>)
+        rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+        staging(%stage : memref<4x1280x1x656xi8>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
+        layer = 0 output(%o : memref<4x5x64x512xbf16>) scale = 0.0416666679
+  }
+  return
+}
+// MANIFEST: "op": "share_rows"
+// MANIFEST: "op": "union_missing"
+// MANIFEST: "op": "fetch"
+// MANIFEST: "op": "attention"
+// MANIFEST: "role": "shared_tiles"
+// LINK: link: OK
+// OFF-NOT: share_rows
+// OFF-NOT: shared_tiles
