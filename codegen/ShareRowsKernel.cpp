@@ -195,11 +195,25 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
       kb.ifThen(kb.cmpi(P::eq, lane, kb.index(kWarpSize - 1)),
                 [&] { store(inclusive, sums, {warp}); });
       gpu::BarrierOp::create(b);
+      // Warp 0 scans the warps' sums in place: lane w reads and writes only
+      // sums[w]. With fewer than 32 warps the other lanes read nothing (a
+      // clamped read of sums[warps - 1], discarded, raced with its lane's
+      // write between the same barriers: a racecheck hazard, never a result).
       kb.ifThen(kb.cmpi(P::eq, warp, zero), [&] {
+        if (warps == kWarpSize) {
+          store(warpScan(load(sums, {lane})), sums, {lane});
+          return;
+        }
         Value mine = kb.cmpi(P::ult, lane, kb.index(warps));
-        Value sum = kb.select(
-            mine, load(sums, {arith::MinUIOp::create(b, lane, kb.index(warps - 1))}), kb.i32(0));
-        Value scanned = warpScan(sum);
+        auto sum = scf::IfOp::create(b, TypeRange{i32}, mine, /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(sum.thenBlock());
+          scf::YieldOp::create(b, ValueRange{load(sums, {lane})});
+          b.setInsertionPointToStart(sum.elseBlock());
+          scf::YieldOp::create(b, ValueRange{kb.i32(0)});
+        }
+        Value scanned = warpScan(sum.getResult(0));
         kb.ifThen(mine, [&] { store(scanned, sums, {lane}); });
       });
       gpu::BarrierOp::create(b);
