@@ -97,6 +97,10 @@ steps() {
     --heads 128 --hbm-slots 16384 -o "$dir/steps/tc_bf16_h128_step" || exit 1
   sed 's/x16x/x64x/g' "$root/examples/verify_step.mlir" > "$dir/verify_step_h64.mlir"
   "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" -o "$dir/steps/verify_step_h64" || exit 1
+  # The same with --share-tiles: share_rows, then a cluster of a request's
+  # five position CTAs that gathers the rows they all selected once.
+  "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" --share-tiles \
+    -o "$dir/steps/verify_step_h64_shared" || exit 1
   # A larger resolving layer group for dhs-step-bench: 16 requests x 4 query
   # positions x top-2048 (131072 selections a group, many repeated), 4 FP8
   # layers a pool, 16384 slots.
