@@ -108,6 +108,15 @@ void HopperBuilder::storeRemote(Value address, Value data, Value barrier) {
                             ArrayAttr());
 }
 
+void HopperBuilder::copyToCluster(Value destination, Value source, Value size, Value barrier) {
+  LLVM::InlineAsmOp::create(b, TypeRange(), ValueRange{destination, source, size, barrier},
+                            "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::"
+                            "bytes [$0], [$1], $2, [$3];",
+                            "r,r,r,r,~{memory}", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+                            LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
 void HopperBuilder::arriveRemote(Value barrier, Value rank) {
   NVVM::MBarrierArriveOp::create(b, Type(), mapToCluster(b, barrier, rank), Value(),
                                  NVVM::MemScopeKind::CLUSTER,

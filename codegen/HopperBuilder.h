@@ -54,6 +54,12 @@ struct HopperBuilder {
   /// of another CTA, completing its size in bytes on the mbarrier at
   /// shared::cluster `barrier` (i32) of that CTA (st.async).
   void storeRemote(Value address, Value data, Value barrier);
+  /// Copies `size` bytes (i32, a multiple of 16) from shared::cta address
+  /// `source` (i32) of this CTA to shared::cluster address `destination`
+  /// (i32) of another CTA with the bulk-copy engine, completing them on the
+  /// mbarrier at shared::cluster `barrier` (i32) of that CTA. The source's
+  /// generic writes must be fenced to the async proxy first.
+  void copyToCluster(Value destination, Value source, Value size, Value barrier);
   /// Arrives on the mbarrier at shared pointer `barrier` (!llvm.ptr<3>) of
   /// the CTA of cluster rank `rank` (i32), with release semantics at cluster
   /// scope.

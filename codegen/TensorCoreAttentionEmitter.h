@@ -71,6 +71,9 @@ constexpr int64_t kBarrierPFree = 2;
 // block, moving both accumulators through the same registers, and ptxas
 // then serializes every wgmma of the kernel (C7511).
 constexpr int64_t kBarrierStored = 3;
+// The producer warpgroup's threads stored a tile (sharing: before the bulk
+// copies of its shared halves).
+constexpr int64_t kBarrierProduced = 4;
 
 // In a cluster of n CTAs a tile buffer's empty barrier completes on one
 // arrival of each consumer warpgroup of every CTA; in the copy of the kernel

@@ -188,12 +188,11 @@ void TensorCoreAttentionEmitter::emitProducer() {
   };
   // Decodes row `round`'s chunks into tile buffer `buffer`.
   Type pairF32 = VectorType::get({2}, b.getF32Type());
-  // In a cluster, stores of rows other CTAs use go to their tile buffers
-  // too: the peer's in a head-block cluster, every other position's when
-  // sharing (their shared::cluster addresses and remote barriers).
+  // In a head-block cluster every store goes to the peer's tile buffer too
+  // (its shared::cluster address and remote barrier).
   SmallVector<std::pair<Value, Value>> peers;
-  for (int64_t other = 1; other < clusterSize; ++other) {
-    Value peer = clusterSize == 2 ? xori(rank, c32(1)) : remu(add(rank, c32(other)), clusterSize);
+  if (clustered) {
+    Value peer = xori(rank, c32(1));
     peers.push_back({hb.clusterAddress(sharedBase, peer),
                      hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer)});
   }
@@ -271,7 +270,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
   };
   // Stores row `round` of tile `tileIndex` into tile buffer `buffer`.
   // Sharing, the row's id is this CTA's expected one, and the CTA that
-  // gathers the row stores it: into every CTA's buffer for a shared tile.
+  // gathers the row stores it (shareHalves copies it to the others).
   auto store = [&](Value tileIndex, Value buffer, int64_t round, Value valid, Value id,
                    ArrayRef<Value> chunks) {
     if (!sharing) {
@@ -281,10 +280,41 @@ void TensorCoreAttentionEmitter::emitProducer() {
     Value row = add(firstRow, rowOffsets[round]);
     Value rowOffset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4));
     kb.ifThen(reporter, [&] { storeShared(id, add(c32(kExpectedIdsOffset), rowOffset), 4); });
-    kb.ifThen(gathers(tileIndex, round), [&] {
-      kb.ifThenElse(
-          isShared(tileIndex), [&] { storeRow(buffer, round, valid, id, chunks, true); },
-          [&] { storeRow(buffer, round, valid, id, chunks, false); });
+    kb.ifThen(gathers(tileIndex, round),
+              [&] { storeRow(buffer, round, valid, id, chunks, /*remote=*/false); });
+  };
+  // Sharing: once the producer stored tile `tileIndex` (and fenced it to
+  // the async proxy), the halves of a shared tile this CTA gathered go to
+  // every other CTA's buffer with bulk copies: per half and other CTA, its
+  // 9 blocks' 32 rows (4 KB each, contiguous) and its 32 row biases and ids
+  // (128 B each); thread i of the first 11 (Q - 1) issues piece i % 11 for
+  // the (i / 11 + 1)-th next rank.
+  constexpr int64_t kPieces = kKeyBlocks + 2;
+  auto shareHalves = [&](Value tileIndex, Value buffer) {
+    NVVM::BarrierOp::create(b, Type(), c32(kBarrierProduced), c32(kGroupThreads), {}, Value());
+    Value copier = kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kPieces * (clusterSize - 1)));
+    kb.ifThen(andi(isShared(tileIndex), copier), [&] {
+      Value piece = remu(thread, kPieces);
+      Value peer = remu(add(rank, add(divu(thread, kPieces), c32(1))), clusterSize);
+      Value isBlock = kb.cmpi(arith::CmpIPredicate::ult, piece, c32(kKeyBlocks));
+      Value isBias = eq(piece, c32(kKeyBlocks));
+      Value size = kb.select(isBlock, c32(kBlockBytes / 2), c32(4 * kTensorCoreTileRows / 2));
+      Value peerBase = hb.clusterAddress(sharedBase, peer);
+      Value peerBarrier =
+          add(hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer), mul(buffer, c32(8)));
+      Value localBase = LLVM::PtrToIntOp::create(b, b.getI32Type(), sharedBase);
+      for (int64_t round = 0; round < rounds; ++round)
+        kb.ifThen(gathers(tileIndex, round), [&] {
+          Value blockOffset = add(add(c32(kTileOffset), mul(buffer, c32(kTileBytes))),
+                                  add(mul(piece, c32(kBlockBytes)), c32(round * kBlockBytes / 2)));
+          Value rowsOffset =
+              mul(add(mul(buffer, c32(kTensorCoreTileRows)), c32(round * kTensorCoreTileRows / 2)),
+                  c32(4));
+          Value offset = kb.select(
+              isBlock, blockOffset,
+              add(kb.select(isBias, c32(kBiasOffset), c32(kReceivedIdsOffset)), rowsOffset));
+          hb.copyToCluster(add(peerBase, offset), add(localBase, offset), size, peerBarrier);
+        });
     });
   };
 
@@ -396,8 +426,11 @@ void TensorCoreAttentionEmitter::emitProducer() {
           if (issueAfter(ahead) == round)
             issueNext(ahead);
     }
-    // The tile's bytes are read by wgmma (the async proxy).
+    // The tile's bytes are read by wgmma and, sharing, bulk copies (the
+    // async proxy).
     hb.fenceAsyncShared();
+    if (sharing)
+      shareHalves(tileIndex, buffer);
     arriveBarrier(buffer, /*full=*/true);
     Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
     SmallVector<Value> yielded;
