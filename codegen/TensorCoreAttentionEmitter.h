@@ -178,10 +178,14 @@ private:
     if (inCluster)
       waitBarrier(buffer, Barrier::Remote, parity);
   }
-  /// A consumer warpgroup is done with tile buffer `buffer`: every thread
-  /// arrives on this CTA's empty barrier, or in a cluster one thread on
-  /// each CTA's (the producers of all of them write into it).
-  void releaseTile(Value buffer) {
+  /// A consumer warpgroup is done with tile `tile` (index) in buffer
+  /// `buffer`: every thread arrives on this CTA's empty barrier, or in a
+  /// cluster one thread on each CTA's (the producers of all of them write
+  /// into it). Sharing, a tile past the shared prefix is released here only
+  /// (one arrival counting for all CTAs): no other CTA writes into this
+  /// CTA's buffers after the prefix, so private tiles do not wait for the
+  /// others' consumers.
+  void releaseTile(Value buffer, Value tile) {
     if (!inCluster) {
       arriveBarrier(buffer, /*full=*/false);
       return;
@@ -199,9 +203,21 @@ private:
         clusterSize);
     // Rank r's arrival comes from thread 32 * ((r + 1) % 4) + (r + 1) / 4:
     // a warp each for up to three ranks (32, 64, 96), then spread further.
-    for (int64_t rank = 0; rank < clusterSize; ++rank)
-      kb.ifThen(eq(thread, c32(32 * ((rank + 1) % 4) + (rank + 1) / 4)),
-                [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });
+    auto releaseEverywhere = [&] {
+      for (int64_t rank = 0; rank < clusterSize; ++rank)
+        kb.ifThen(eq(thread, c32(32 * ((rank + 1) % 4) + (rank + 1) / 4)),
+                  [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });
+    };
+    if (!sharing) {
+      releaseEverywhere();
+      return;
+    }
+    kb.ifThenElse(kb.cmpi(arith::CmpIPredicate::ult, tile, sharedTiles), releaseEverywhere, [&] {
+      kb.ifThen(eq(thread, c32(32)), [&] {
+        NVVM::MBarrierArriveOp::create(b, b.getI64Type(), barrier(buffer, Barrier::Empty),
+                                       c32(clusterSize), NVVM::MemScopeKind::CTA, false);
+      });
+    });
   }
   void namedSync(int64_t id) {
     NVVM::BarrierOp::create(b, Type(), c32(id), c32(2 * kGroupThreads), {}, Value());

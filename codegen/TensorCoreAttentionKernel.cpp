@@ -241,7 +241,7 @@ void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
     hb.fenceAsyncShared();
     namedArrive(kBarrierPReady);
     output = emitValues(scaleRows(output, alphas), buffer, 0);
-    releaseTile(buffer);
+    releaseTile(buffer, tileIndex);
     scf::YieldOp::create(b, ValueRange{output, newMaxes[0], newMaxes[1], newSums[0], newSums[1]});
   }
 
@@ -318,7 +318,7 @@ void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
     namedSync(kBarrierPReady);
     Value output = emitValues(scaleRows(loop.getRegionIterArg(0), readScales()), buffer, 1);
     namedArrive(kBarrierPFree);
-    releaseTile(buffer);
+    releaseTile(buffer, loop.getInductionVar());
     scf::YieldOp::create(b, output);
   }
   namedSync(kBarrierPReady);

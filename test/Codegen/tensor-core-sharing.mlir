@@ -12,7 +12,8 @@
 // CTA's "remote" mbarrier is armed with 37120 bytes (32 rows x (1152 + 4 +
 // 4)) per half tile that another CTA gathers (none for the other tiles). A tile buffer is free once one
 // thread of each consumer warpgroup of all five CTAs arrived (count 10; its
-// racecheck value 10 + 5 x 256 = 1290). The second consumer warpgroup
+// racecheck value 10 + 5 x 256 = 1290); past the shared prefix one thread per
+// consumer warpgroup arrives locally with count 5. The second consumer warpgroup
 // compares each row's id with its own selection and reports a prefix that
 // differs (BadSharedRows).
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
@@ -69,6 +70,10 @@
 // CHECK: dhs.racecheck: { .reg .b64 %dhs_rc<6>;
 // CHECK: arith.cmpi eq, %{{.*}}, %c32_i32
 // CHECK: arith.cmpi eq, %{{.*}}, %c33_i32
+// Past the shared prefix no other CTA writes into this one's buffers: one
+// local arrival counts for all five (no lockstep on private tiles).
+// CHECK: } else {
+// CHECK: nvvm.mbarrier.arrive %{{.*}}, %c5_i32 : !llvm.ptr<3> -> i64
 // The second warpgroup checks the ids: thread i < 64, row i.
 // CHECK: nvvm.setmaxregister  decrease 160
 // CHECK: arith.cmpi ult, %{{.*}}, %c64_i32
