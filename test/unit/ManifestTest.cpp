@@ -355,7 +355,9 @@ TEST_CASE("status words are described", "[manifest]") {
   CHECK(describeStatus(6) == "0x6: slot >= hbm_slots, host index >= host_rows");
   CHECK(describeStatus(0x10) == "0x10: history longer than the indexer scores given for it");
   CHECK(describeStatus(0x20) == "0x20: negative sliding-window token count");
-  CHECK_THAT(describeStatus(0x41), Catch::Contains("unknown bits 0x40"));
+  CHECK(describeStatus(0x40) ==
+        "0x40: shared-prefix tiles outside [0, K / 64], or positions whose shared prefixes differ");
+  CHECK_THAT(describeStatus(0x81), Catch::Contains("unknown bits 0x80"));
 }
 
 TEST_CASE("the runtime's parser loads the decision step's manifest", "[manifest][residency]") {
