@@ -1,31 +1,38 @@
 //===- ShareRowsKernel.cpp - a shared prefix of tiles first ---------------===//
 //
 // The kernel of dhs.share_rows (the op's description gives the order). One
-// CTA per request, its Q x K selections (Q <= 8, Q x K <= 16384) in dynamic
-// shared memory:
+// CTA per request, its Q x K selections (Q <= 8, Q x K <= 16384) looked up
+// in a hash table in dynamic shared memory: S = 2K rounded up to a power of
+// two slots, each a row id (-1: empty) and Q first occurrences (i16, K:
+// none). Each thread owns J0 = ceil(K / threads) consecutive entries of
+// position 0 and J = ceil(Q K / threads) consecutive selections (flat, q K
+// + k), unrolled at generation time:
 //
-//   A. the threads load the request's selections as 64-bit keys
-//      (q << 46 | row as unsigned << 14 | k), padded with all-ones words to
-//      P = the next power of two, and clear the taken bytes and the counter;
-//   B. a bitonic network sorts the keys as unsigned words (passes unrolled
-//      at generation time, as in SortRowsKernel.cpp): position q's
-//      selections are then keys [q K, (q + 1) K), by row (-1 last), repeats
-//      by k;
-//   C. a thread per entry k of position 0 flags it common when its row is
-//      >= 0, k is the row's first occurrence (a lower bound of (0, row, 0)
-//      in position 0's keys finds k) and every other position's keys hold
-//      the row (lower bounds); flags are bytes, a shared atomic counts them;
-//   D. T = count / tile (thread 0 writes tiles[b]); position 0's entries, a
-//      block at a time, ranked by a block-wide exclusive scan of the flags
-//      (warp shuffles, then the warps' sums): a common row of rank r < T x
-//      tile is prefix row r: for every position q, a lower bound gives its
-//      first occurrence k_q, which writes shared_rows/slots[b, q, r] and is
-//      marked taken;
-//   E. per position, the entries not taken, a block at a time, ranked by
-//      scans in their original order, go to T x tile + their rank.
+//   A. the threads load their rows, empty the table and clear the taken
+//      bytes; a barrier;
+//   B. position 0's rows >= 0 claim their slots (linear probing from a
+//      Fibonacci hash, a compare-and-swap on the row id) and keep the first
+//      occurrence (an atomic min); a barrier. Only position 0's rows can be
+//      common: the table holds at most K rows, half full or less;
+//   C. (Q > 1) the other positions' rows >= 0 look their rows up (probing to
+//      the row or an empty slot) and, when there, keep their first
+//      occurrence; a barrier;
+//   D. an entry k of position 0 is common when its row is >= 0, k is the
+//      row's first occurrence and every position has one; a block-wide
+//      exclusive scan of the threads' counts (warp shuffles, then the
+//      warps' sums: two barriers) ranks the common rows in position 0's
+//      order and counts them: T = count / tile (thread 0 writes tiles[b]);
+//   E. a common row of rank r < T x tile is written at r in every position
+//      q with the slot of its first occurrence k_q there, which it marks
+//      taken; a barrier;
+//   F. the selections not taken, ranked in flat order by a second scan (two
+//      barriers), go to rank + (q + 1) x T x tile: every position has
+//      exactly T x tile taken entries, so the flat rank less q (K - T x
+//      tile) is the rank within position q.
 //
-// Exact and deterministic (no races decide anything). At Q x K = 16384 the
-// keys take 128 KB, the taken and flag bytes 16 KB each.
+// Exact and deterministic: the atomics decide only which thread claims an
+// empty slot (the same row either way) and a minimum. 8 barriers (7 when
+// Q = 1). At Q = 1, K = 16384 the table takes 192 KB, the taken bytes 16 KB.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,10 +51,10 @@ using Role = abi::ParamRole;
 
 /// Threads of a CTA at most.
 static constexpr int64_t kMaxShareThreads = 1024;
-/// Bits of a key below the row: the entry's k (K <= 16384).
-static constexpr int64_t kIndexBits = 14;
-/// Bits of a key below the position: the row and k.
-static constexpr int64_t kPositionShift = 32 + kIndexBits;
+/// Dynamic shared memory of a CTA at most (sm_90).
+static constexpr int64_t kMaxShareSharedBytes = 227 * 1024;
+/// Fibonacci hashing: a row's hash is the top bits of row x 2^32 / phi.
+static constexpr int64_t kGoldenRatio32 = -1640531535; // 0x9E3779B1
 
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   MemRefType rows = op.getRows().getType();
@@ -59,21 +66,27 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   const int64_t entries = positions * selected;
   if (entries == 0 || requests == 0)
     return op.emitOpError() << "has no selections to share";
-  // (The verifier bounds Q and Q x K: the keys' fields fit.)
-  const int64_t padded = std::max<int64_t>(2, llvm::PowerOf2Ceil(entries));
-  const int64_t levels = llvm::Log2_64(padded);
-  const int64_t threads = std::clamp<int64_t>(padded / 2, kWarpSize, kMaxShareThreads);
+  // (The verifier bounds Q and Q x K: first occurrences fit i16.)
+  const int64_t table = llvm::PowerOf2Ceil(2 * selected);
+  const int64_t tableBits = llvm::Log2_64(table);
+  const int64_t threads =
+      std::clamp<int64_t>(llvm::PowerOf2Ceil(entries) / 4, kWarpSize, kMaxShareThreads);
   const int64_t warps = threads / kWarpSize;
+  // Entries per thread: of position 0, of all positions, of positions >= 1.
+  const int64_t perThread0 = llvm::divideCeil(selected, threads);
+  const int64_t perThread = llvm::divideCeil(entries, threads);
+  const int64_t perThreadRest = llvm::divideCeil(entries - selected, threads);
   // T = count / tile is 0 for any tile above the count: clamped, it fits i32.
   const int64_t tile = std::min<int64_t>(op.getTile(), entries + 1);
-  // Lower-bound iterations over a segment of K keys.
-  const int64_t searchSteps = llvm::Log2_64(selected) + 1;
-  // Shared memory: keys, the warps' sums and the counter, taken, flags.
-  const int64_t sumsOffset = padded * 8;
-  const int64_t counterWord = warps;
-  const int64_t takenOffset = llvm::alignTo(sumsOffset + (warps + 1) * 4, 16);
-  const int64_t flagsOffset = llvm::alignTo(takenOffset + entries, 16);
-  const int64_t sharedBytes = llvm::alignTo(flagsOffset + selected, 16);
+  // Shared memory: the table's rows, its first occurrences, taken, the sums.
+  const int64_t firstOffset = table * 4;
+  const int64_t takenOffset = llvm::alignTo(firstOffset + positions * table * 2, 16);
+  const int64_t takenBytes = llvm::alignTo(entries, 16);
+  const int64_t sumsOffset = takenOffset + takenBytes;
+  const int64_t sharedBytes = llvm::alignTo(sumsOffset + warps * 4, 16);
+  if (sharedBytes > kMaxShareSharedBytes)
+    return op.emitOpError() << "needs " << sharedBytes << " bytes of shared memory, more than "
+                            << kMaxShareSharedBytes;
 
   KernelSpec spec{abi::LaunchKind::ShareRows, kernelKey(rows, op.getTile())};
   spec.signature.add(Role::RowIds, rows);
@@ -88,9 +101,14 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     KernelBuilder kb{b};
     using P = arith::CmpIPredicate;
-    Type i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
-    Value inRows = args[Role::RowIds], inSlots = args[Role::Slots];
-    Value outRows = args[Role::SharedRows], outSlots = args[Role::SharedSlots];
+    Type i8 = b.getI8Type(), i16 = b.getI16Type(), i32 = b.getI32Type();
+    Type indexType = b.getIndexType();
+    Location loc = b.getLoc();
+    auto flatten = [&](Value list) -> Value {
+      return memref::CollapseShapeOp::create(b, list, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+    };
+    Value inRows = flatten(args[Role::RowIds]), inSlots = flatten(args[Role::Slots]);
+    Value outRows = flatten(args[Role::SharedRows]), outSlots = flatten(args[Role::SharedSlots]);
     Value outTiles = args[Role::SharedTiles];
 
     auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
@@ -101,10 +119,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
           b, MemRefType::get({elements}, type, MemRefLayoutAttrInterface{}, workgroup), shared,
           kb.index(offset), ValueRange{});
     };
-    Value keys = view(0, padded, i64);
-    Value sums = view(sumsOffset, warps + 1, i32);
-    Value taken = view(takenOffset, entries, i8);
-    Value flags = view(flagsOffset, selected, i8);
+    Value keys = view(0, table, i32);
+    Value firsts = view(firstOffset, positions * table, i16);
+    Value firstWords = view(firstOffset, positions * table / 2, i32);
+    Value taken = view(takenOffset, takenBytes, i8);
+    Value takenWords = view(takenOffset, takenBytes / 4, i32);
+    Value sums = view(sumsOffset, warps, i32);
 
     auto load = [&](Value memref, ValueRange indices) -> Value {
       return memref::LoadOp::create(b, memref, indices);
@@ -116,8 +136,22 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     auto sub = [&](Value x, Value y) -> Value { return arith::SubIOp::create(b, x, y); };
     auto mul = [&](Value x, Value y) -> Value { return arith::MulIOp::create(b, x, y); };
     auto andI = [&](Value x, Value y) -> Value { return arith::AndIOp::create(b, x, y); };
-    auto i64Of = [&](Value index) -> Value { return arith::IndexCastUIOp::create(b, i64, index); };
+    auto minU = [&](Value x, int64_t y) -> Value {
+      return arith::MinUIOp::create(b, x, kb.index(y));
+    };
     auto i32Of = [&](Value index) -> Value { return arith::IndexCastUIOp::create(b, i32, index); };
+    auto indexOf = [&](Value v) -> Value { return arith::IndexCastUIOp::create(b, indexType, v); };
+    /// An scf.if yielding `then()` or `otherwise()` (one value).
+    auto ifValue = [&](Value condition, Type type, function_ref<Value()> then,
+                       function_ref<Value()> otherwise) -> Value {
+      auto op = scf::IfOp::create(b, TypeRange{type}, condition, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(op.thenBlock());
+      scf::YieldOp::create(b, ValueRange{then()});
+      b.setInsertionPointToStart(op.elseBlock());
+      scf::YieldOp::create(b, ValueRange{otherwise()});
+      return op.getResult(0);
+    };
 
     Value tid = kb.threadId();
     Value request = kb.blockId();
@@ -125,49 +159,41 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     Value lane = kb.laneOf(tid), warp = kb.warpOf(tid);
     Value lane32 = i32Of(lane);
     Value zero = kb.index(0);
+    Value none = arith::ConstantIntOp::create(b, selected, 16);
+    Value tableMask = kb.index(table - 1);
 
-    /// The key of (position, row, k): k a constant 0 for searches.
-    auto keyOf = [&](Value position, Value row, Value k) -> Value {
-      Value high = arith::ShLIOp::create(b, i64Of(position), kb.i64(kPositionShift));
-      Value middle =
-          arith::ShLIOp::create(b, arith::ExtUIOp::create(b, i64, row), kb.i64(kIndexBits));
-      return arith::OrIOp::create(b, arith::OrIOp::create(b, high, middle), i64Of(k));
+    /// The slot a row's probes start at.
+    auto hashOf = [&](Value row) -> Value {
+      Value product = mul(row, kb.i32(kGoldenRatio32));
+      return indexOf(arith::ShRUIOp::create(b, product, kb.i32(32 - tableBits)));
     };
-    /// The first key >= `target` in position `position`'s segment: its
-    /// index in `keys` (the segment's end when there is none).
-    auto lowerBound = [&](Value position, Value target) -> Value {
-      Value base = mul(position, kb.index(selected));
-      auto search = scf::ForOp::create(b, zero, kb.index(searchSteps), kb.index(1),
-                                       ValueRange{base, kb.index(selected)});
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(search.getBody());
-        Value low = search.getRegionIterArgs()[0], count = search.getRegionIterArgs()[1];
-        Value half = arith::ShRUIOp::create(b, count, kb.index(1));
-        Value middle = add(low, half);
-        Value clamped = arith::MinUIOp::create(b, middle, kb.index(padded - 1));
-        Value below =
-            andI(kb.cmpi(P::ugt, count, zero), kb.cmpi(P::ult, load(keys, {clamped}), target));
-        scf::YieldOp::create(
-            b, ValueRange{kb.select(below, add(middle, kb.index(1)), low),
-                          kb.select(below, sub(sub(count, half), kb.index(1)), half)});
-      }
-      return search.getResult(0);
+    /// Linear probing from the row's hash: `visit(slot)` gives whether the
+    /// probe stops there and a value forwarded with the slot. Returns the
+    /// slot it stopped at and that value.
+    auto probe =
+        [&](Value row,
+            function_ref<std::pair<Value, Value>(Value)> visit) -> std::pair<Value, Value> {
+      auto loop = scf::WhileOp::create(b, TypeRange{indexType, i32}, ValueRange{hashOf(row)});
+      OpBuilder::InsertionGuard guard(b);
+      Block *before = b.createBlock(&loop.getBefore(), {}, {indexType}, {loc});
+      Value slot = before->getArgument(0);
+      auto [stop, seen] = visit(slot);
+      Value next = andI(add(slot, kb.index(1)), tableMask);
+      scf::ConditionOp::create(
+          b, arith::XOrIOp::create(b, stop, arith::ConstantIntOp::create(b, 1, 1)),
+          ValueRange{kb.select(stop, slot, next), seen});
+      Block *after = b.createBlock(&loop.getAfter(), {}, {indexType, i32}, {loc, loc});
+      scf::YieldOp::create(b, ValueRange{after->getArgument(0)});
+      return {loop.getResult(0), loop.getResult(1)};
     };
-    /// Whether keys[at] (at <= the segment's end) is `target`'s row in
-    /// position `position`.
-    auto holds = [&](Value position, Value at, Value target) -> Value {
-      Value end = mul(add(position, kb.index(1)), kb.index(selected));
-      Value clamped = arith::MinUIOp::create(b, at, kb.index(padded - 1));
-      Value same =
-          kb.cmpi(P::eq, arith::ShRUIOp::create(b, load(keys, {clamped}), kb.i64(kIndexBits)),
-                  arith::ShRUIOp::create(b, target, kb.i64(kIndexBits)));
-      return andI(kb.cmpi(P::ult, at, end), same);
-    };
-    /// The k of keys[at].
-    auto indexOf = [&](Value at) -> Value {
-      Value k = arith::AndIOp::create(b, load(keys, {at}), kb.i64((1 << kIndexBits) - 1));
-      return arith::IndexCastUIOp::create(b, b.getIndexType(), k);
+    /// first[q][slot] = min(first[q][slot], k); a plain read first skips
+    /// the atomic when an earlier occurrence is there.
+    auto keepFirst = [&](Value position, Value slot, Value k) {
+      Value at = add(mul(position, kb.index(table)), slot);
+      Value k16 = arith::IndexCastUIOp::create(b, i16, k);
+      kb.ifThen(kb.cmpi(P::ugt, load(firsts, {at}), k16), [&] {
+        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::minu, k16, firsts, ValueRange{at});
+      });
     };
     /// Inclusive scan over the warp of the i32 `x`.
     auto warpScan = [&](Value x) {
@@ -177,158 +203,182 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
       }
       return x;
     };
-    /// Walks [0, K) a block at a time in order; `flagOf(k, inRange)` is an
-    /// i1 per entry, `body(k, rank)` runs for the flagged entries with their
-    /// rank among all flagged ones (a block-wide exclusive scan).
-    auto rankFlagged = [&](function_ref<Value(Value, Value)> flagOf,
-                           function_ref<void(Value, Value)> body) {
-      auto blocks = scf::ForOp::create(b, zero, kb.index(selected), step, ValueRange{kb.i32(0)});
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(blocks.getBody());
-      Value running = blocks.getRegionIterArgs()[0];
-      Value k = add(blocks.getInductionVar(), tid);
-      Value inRange = kb.cmpi(P::ult, k, kb.index(selected));
-      Value flagged =
-          andI(inRange, flagOf(arith::MinUIOp::create(b, k, kb.index(selected - 1)), inRange));
-      Value flag = arith::ExtUIOp::create(b, i32, flagged);
-      Value inclusive = warpScan(flag);
+    /// A block-wide exclusive scan of the threads' i32 `count`s (warp
+    /// shuffles, then warp 0 over the warps' sums; two barriers): the
+    /// thread's exclusive sum and the block's total.
+    auto blockScan = [&](Value count) -> std::pair<Value, Value> {
+      Value inclusive = warpScan(count);
       kb.ifThen(kb.cmpi(P::eq, lane, kb.index(kWarpSize - 1)),
                 [&] { store(inclusive, sums, {warp}); });
       gpu::BarrierOp::create(b);
       // Warp 0 scans the warps' sums in place: lane w reads and writes only
-      // sums[w]. With fewer than 32 warps the other lanes read nothing (a
-      // clamped read of sums[warps - 1], discarded, raced with its lane's
-      // write between the same barriers: a racecheck hazard, never a result).
+      // sums[w]; with fewer than 32 warps the other lanes read nothing.
       kb.ifThen(kb.cmpi(P::eq, warp, zero), [&] {
         if (warps == kWarpSize) {
           store(warpScan(load(sums, {lane})), sums, {lane});
           return;
         }
         Value mine = kb.cmpi(P::ult, lane, kb.index(warps));
-        auto sum = scf::IfOp::create(b, TypeRange{i32}, mine, /*withElseRegion=*/true);
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(sum.thenBlock());
-          scf::YieldOp::create(b, ValueRange{load(sums, {lane})});
-          b.setInsertionPointToStart(sum.elseBlock());
-          scf::YieldOp::create(b, ValueRange{kb.i32(0)});
-        }
-        Value scanned = warpScan(sum.getResult(0));
+        Value sum =
+            ifValue(mine, i32, [&] { return load(sums, {lane}); }, [&] { return kb.i32(0); });
+        Value scanned = warpScan(sum);
         kb.ifThen(mine, [&] { store(scanned, sums, {lane}); });
       });
       gpu::BarrierOp::create(b);
-      Value warpBefore = kb.select(
-          kb.cmpi(P::eq, warp, zero), kb.i32(0),
-          load(sums, {kb.select(kb.cmpi(P::eq, warp, zero), zero, sub(warp, kb.index(1)))}));
-      Value blockTotal = load(sums, {kb.index(warps - 1)});
-      Value rank = add(running, sub(add(warpBefore, inclusive), flag));
-      kb.ifThen(flagged, [&] { body(k, rank); });
-      gpu::BarrierOp::create(b); // the sums are read before the next block's
-      scf::YieldOp::create(b, ValueRange{add(running, blockTotal)});
+      Value first = kb.cmpi(P::eq, warp, zero);
+      Value warpBefore =
+          kb.select(first, kb.i32(0), load(sums, {kb.select(first, zero, sub(warp, kb.index(1)))}));
+      Value total = load(sums, {kb.index(warps - 1)});
+      return {sub(add(warpBefore, inclusive), count), total};
     };
 
-    // A. The keys, padded with all ones; nothing taken, nothing counted.
-    kb.forLoop(tid, kb.index(padded), step, [&](Value i) {
-      auto key = scf::IfOp::create(b, TypeRange{i64}, kb.cmpi(P::ult, i, kb.index(entries)),
-                                   /*withElseRegion=*/true);
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(key.thenBlock());
-        Value position = arith::DivUIOp::create(b, i, kb.index(selected));
-        Value k = arith::RemUIOp::create(b, i, kb.index(selected));
-        scf::YieldOp::create(b,
-                             ValueRange{keyOf(position, load(inRows, {request, position, k}), k)});
-        b.setInsertionPointToStart(key.elseBlock());
-        scf::YieldOp::create(b, ValueRange{kb.i64(-1)});
+    // A. The rows this thread looks at, loaded first (clamped in bounds):
+    // position 0's entries tid J0 + j, the other positions' K + tid J1 + j.
+    SmallVector<Value> ks0, valid0, rows0, flats1, valid1, rows1;
+    for (int64_t j = 0; j < perThread0; ++j) {
+      Value k = add(mul(tid, kb.index(perThread0)), kb.index(j));
+      ks0.push_back(k);
+      valid0.push_back(kb.cmpi(P::ult, k, kb.index(selected)));
+      rows0.push_back(load(inRows, {request, minU(k, selected - 1)}));
+    }
+    if (positions > 1)
+      for (int64_t j = 0; j < perThreadRest; ++j) {
+        Value i = add(mul(tid, kb.index(perThreadRest)), kb.index(selected + j));
+        flats1.push_back(i);
+        valid1.push_back(kb.cmpi(P::ult, i, kb.index(entries)));
+        rows1.push_back(load(inRows, {request, minU(i, entries - 1)}));
       }
-      store(key.getResult(0), keys, {i});
-    });
-    kb.forLoop(tid, kb.index(entries), step,
-               [&](Value i) { store(arith::ConstantIntOp::create(b, 0, 8), taken, {i}); });
-    kb.ifThen(kb.cmpi(P::eq, tid, zero), [&] { store(kb.i32(0), sums, {kb.index(counterWord)}); });
+    // An empty table (rows -1, first occurrences K), nothing taken.
+    kb.forLoop(tid, kb.index(table), step, [&](Value i) { store(kb.i32(-1), keys, {i}); });
+    kb.forLoop(tid, kb.index(positions * table / 2), step,
+               [&](Value i) { store(kb.i32(selected * 0x10001), firstWords, {i}); });
+    kb.forLoop(tid, kb.index(takenBytes / 4), step,
+               [&](Value i) { store(kb.i32(0), takenWords, {i}); });
     gpu::BarrierOp::create(b);
 
-    // B. The bitonic network, ascending as unsigned words.
-    for (int64_t level = 1; level <= levels; ++level) {
-      const int64_t size = int64_t(1) << level;
-      for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
-        kb.forLoop(tid, kb.index(padded / 2), step, [&](Value pair) {
-          Value low =
-              add(mul(arith::DivUIOp::create(b, pair, kb.index(stride)), kb.index(2 * stride)),
-                  arith::RemUIOp::create(b, pair, kb.index(stride)));
-          Value high = add(low, kb.index(stride));
-          Value x = load(keys, {low});
-          Value y = load(keys, {high});
-          Value ascending = kb.cmpi(P::eq, andI(low, kb.index(size)), zero);
-          Value outOfOrder = kb.select(ascending, kb.cmpi(P::ugt, x, y), kb.cmpi(P::ult, x, y));
-          kb.ifThen(outOfOrder, [&] {
-            store(y, keys, {low});
-            store(x, keys, {high});
+    // B. Position 0's rows claim their slots; the slot of each entry (0 for
+    // those that claim none).
+    Value minusOne = kb.i32(-1);
+    SmallVector<Value> slots0;
+    for (int64_t j = 0; j < perThread0; ++j) {
+      Value row = rows0[j];
+      slots0.push_back(ifValue(
+          andI(valid0[j], kb.cmpi(P::sge, row, kb.i32(0))), indexType,
+          [&] {
+            Value slot =
+                probe(row, [&](Value at) -> std::pair<Value, Value> {
+                  Value there = load(keys, {at});
+                  Value seen = ifValue(
+                      kb.cmpi(P::eq, there, minusOne), i32,
+                      [&] {
+                        auto cas = memref::GenericAtomicRMWOp::create(b, keys, ValueRange{at});
+                        {
+                          OpBuilder::InsertionGuard guard(b);
+                          b.setInsertionPointToStart(cas.getBody());
+                          Value current = cas.getCurrentValue();
+                          memref::AtomicYieldOp::create(
+                              b, kb.select(kb.cmpi(P::eq, current, minusOne), row, current));
+                        }
+                        Value previous = cas.getResult();
+                        return kb.select(kb.cmpi(P::eq, previous, minusOne), row, previous);
+                      },
+                      [&] { return there; });
+                  return {kb.cmpi(P::eq, seen, row), seen};
+                }).first;
+            keepFirst(zero, slot, ks0[j]);
+            return slot;
+          },
+          [&] { return zero; }));
+    }
+    gpu::BarrierOp::create(b);
+
+    // C. The other positions' rows keep their first occurrence where
+    // position 0 has the row.
+    if (positions > 1) {
+      for (int64_t j = 0; j < perThreadRest; ++j) {
+        Value row = rows1[j];
+        kb.ifThen(andI(valid1[j], kb.cmpi(P::sge, row, kb.i32(0))), [&] {
+          auto [slot, seen] = probe(row, [&](Value at) -> std::pair<Value, Value> {
+            Value there = load(keys, {at});
+            return {arith::OrIOp::create(b, kb.cmpi(P::eq, there, row),
+                                         kb.cmpi(P::eq, there, minusOne)),
+                    there};
+          });
+          kb.ifThen(kb.cmpi(P::eq, seen, row), [&] {
+            Value i = flats1[j];
+            keepFirst(arith::DivUIOp::create(b, i, kb.index(selected)), slot,
+                      arith::RemUIOp::create(b, i, kb.index(selected)));
           });
         });
-        gpu::BarrierOp::create(b);
       }
+      gpu::BarrierOp::create(b);
     }
 
-    // C. Position 0's common rows, flagged at their first occurrence.
-    kb.forLoop(tid, kb.index(selected), step, [&](Value k) {
-      Value row = load(inRows, {request, zero, k});
-      Value at = lowerBound(zero, keyOf(zero, row, zero));
-      Value common = andI(kb.cmpi(P::sge, row, kb.i32(0)), kb.cmpi(P::eq, indexOf(at), k));
-      for (int64_t q = 1; q < positions; ++q) {
-        Value position = kb.index(q);
-        Value target = keyOf(position, row, zero);
-        common = andI(common, holds(position, lowerBound(position, target), target));
-      }
-      store(arith::ExtUIOp::create(b, i8, common), flags, {k});
-      kb.ifThen(common, [&] {
-        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::addi, kb.i32(1), sums,
-                                    ValueRange{kb.index(counterWord)});
-      });
-    });
-    gpu::BarrierOp::create(b);
-    Value common = load(sums, {kb.index(counterWord)});
-    Value tiles = arith::DivUIOp::create(b, common, kb.i32(tile));
+    // D. Position 0's common rows, counted and ranked in its order.
+    SmallVector<Value> common0;
+    Value count0 = kb.i32(0);
+    for (int64_t j = 0; j < perThread0; ++j) {
+      Value slot = slots0[j];
+      Value k16 = arith::IndexCastUIOp::create(b, i16, minU(ks0[j], selected - 1));
+      Value common = andI(andI(valid0[j], kb.cmpi(P::sge, rows0[j], kb.i32(0))),
+                          kb.cmpi(P::eq, load(firsts, {slot}), k16));
+      for (int64_t q = 1; q < positions; ++q)
+        common =
+            andI(common, kb.cmpi(P::ult, load(firsts, {add(kb.index(q * table), slot)}), none));
+      common0.push_back(common);
+      count0 = add(count0, arith::ExtUIOp::create(b, i32, common));
+    }
+    auto [rank0, commonCount] = blockScan(count0);
+    Value tiles = arith::DivUIOp::create(b, commonCount, kb.i32(tile));
     Value prefix = mul(tiles, kb.i32(tile));
     kb.ifThen(kb.cmpi(P::eq, tid, zero), [&] { store(tiles, outTiles, {request}); });
-    gpu::BarrierOp::create(b); // the counter is read before the scans use the sums
 
-    // D. The prefix: common rows of rank < T x tile, at their first
+    // E. The prefix: common rows of rank < T x tile, at their first
     // occurrence in every position.
-    rankFlagged(
-        [&](Value k, Value) {
-          return kb.cmpi(P::ne, load(flags, {k}), arith::ConstantIntOp::create(b, 0, 8));
-        },
-        [&](Value k, Value rank) {
-          kb.ifThen(kb.cmpi(P::slt, rank, prefix), [&] {
-            Value row = load(inRows, {request, zero, k});
-            Value out = kb.toIndex(rank);
-            for (int64_t q = 0; q < positions; ++q) {
-              Value position = kb.index(q);
-              Value first = indexOf(lowerBound(position, keyOf(position, row, zero)));
-              store(row, outRows, {request, position, out});
-              store(load(inSlots, {request, position, first}), outSlots, {request, position, out});
-              store(arith::ConstantIntOp::create(b, 1, 8), taken,
-                    {add(mul(position, kb.index(selected)), first)});
-            }
-          });
-        });
+    Value rank = rank0;
+    for (int64_t j = 0; j < perThread0; ++j) {
+      kb.ifThen(andI(common0[j], kb.cmpi(P::slt, rank, prefix)), [&] {
+        Value out = indexOf(rank);
+        for (int64_t q = 0; q < positions; ++q) {
+          Value base = kb.index(q * selected);
+          Value first =
+              q == 0 ? ks0[j] : indexOf(load(firsts, {add(kb.index(q * table), slots0[j])}));
+          Value at = add(base, first);
+          store(rows0[j], outRows, {request, add(base, out)});
+          store(load(inSlots, {request, at}), outSlots, {request, add(base, out)});
+          store(arith::ConstantIntOp::create(b, 1, 8), taken, {at});
+        }
+      });
+      rank = add(rank, arith::ExtUIOp::create(b, i32, common0[j]));
+    }
     gpu::BarrierOp::create(b);
 
-    // E. Per position, every entry not taken, in order, after the prefix.
-    kb.forLoop(zero, kb.index(positions), kb.index(1), [&](Value position) {
-      Value base = mul(position, kb.index(selected));
-      rankFlagged(
-          [&](Value k, Value) {
-            return kb.cmpi(P::eq, load(taken, {add(base, k)}),
-                           arith::ConstantIntOp::create(b, 0, 8));
-          },
-          [&](Value k, Value rank) {
-            Value out = kb.toIndex(add(prefix, rank));
-            store(load(inRows, {request, position, k}), outRows, {request, position, out});
-            store(load(inSlots, {request, position, k}), outSlots, {request, position, out});
-          });
-    });
+    // F. Every selection not taken, in order, after the prefix: flat rank
+    // r of position q goes to q K + T x tile + (r - q (K - T x tile)).
+    SmallVector<Value> flats, untaken, rows, slots;
+    Value count = kb.i32(0);
+    for (int64_t j = 0; j < perThread; ++j) {
+      Value i = add(mul(tid, kb.index(perThread)), kb.index(j));
+      Value clamped = minU(i, entries - 1);
+      flats.push_back(i);
+      rows.push_back(load(inRows, {request, clamped}));
+      slots.push_back(load(inSlots, {request, clamped}));
+      Value free =
+          andI(kb.cmpi(P::ult, i, kb.index(entries)),
+               kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8)));
+      untaken.push_back(free);
+      count = add(count, arith::ExtUIOp::create(b, i32, free));
+    }
+    Value rankRest = blockScan(count).first;
+    for (int64_t j = 0; j < perThread; ++j) {
+      kb.ifThen(untaken[j], [&] {
+        Value position = i32Of(arith::DivUIOp::create(b, flats[j], kb.index(selected)));
+        Value out = indexOf(add(rankRest, mul(add(position, kb.i32(1)), prefix)));
+        store(rows[j], outRows, {request, out});
+        store(slots[j], outSlots, {request, out});
+      });
+      rankRest = add(rankRest, arith::ExtUIOp::create(b, i32, untaken[j]));
+    }
     gpu::ReturnOp::create(b);
   };
   return spec;
