@@ -355,29 +355,32 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
 
     // F. Every selection not taken, in order, after the prefix: flat rank
     // r of position q goes to q K + T x tile + (r - q (K - T x tile)).
-    SmallVector<Value> flats, untaken, rows, slots;
-    Value count = kb.i32(0);
+    // (The selections not taken: bit j of a word, not J predicates.)
+    SmallVector<Value> flats, rows, slots;
+    Value count = kb.i32(0), untaken = kb.i32(0);
     for (int64_t j = 0; j < perThread; ++j) {
       Value i = add(mul(tid, kb.index(perThread)), kb.index(j));
       Value clamped = minU(i, entries - 1);
       flats.push_back(i);
       rows.push_back(load(inRows, {request, clamped}));
       slots.push_back(load(inSlots, {request, clamped}));
-      Value free =
+      Value free = arith::ExtUIOp::create(
+          b, i32,
           andI(kb.cmpi(P::ult, i, kb.index(entries)),
-               kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8)));
-      untaken.push_back(free);
-      count = add(count, arith::ExtUIOp::create(b, i32, free));
+               kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8))));
+      untaken = arith::OrIOp::create(b, untaken, arith::ShLIOp::create(b, free, kb.i32(j)));
+      count = add(count, free);
     }
     Value rankRest = blockScan(count).first;
     for (int64_t j = 0; j < perThread; ++j) {
-      kb.ifThen(untaken[j], [&] {
+      Value free = andI(arith::ShRUIOp::create(b, untaken, kb.i32(j)), kb.i32(1));
+      kb.ifThen(kb.cmpi(P::ne, free, kb.i32(0)), [&] {
         Value position = i32Of(arith::DivUIOp::create(b, flats[j], kb.index(selected)));
         Value out = indexOf(add(rankRest, mul(add(position, kb.i32(1)), prefix)));
         store(rows[j], outRows, {request, out});
         store(slots[j], outSlots, {request, out});
       });
-      rankRest = add(rankRest, arith::ExtUIOp::create(b, i32, untaken[j]));
+      rankRest = add(rankRest, free);
     }
     gpu::ReturnOp::create(b);
   };

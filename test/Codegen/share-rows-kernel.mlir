@@ -1,12 +1,16 @@
-// dhs.share_rows: one CTA per request loads its 5 x 2048 selections as
-// 64-bit keys (position << 46 | row << 14 | k) into dynamic shared memory,
-// padded with all-ones words to 16384, sorts them with a bitonic network
-// (14 merges, 105 passes, a barrier each), flags position 0's common rows
-// (lower bounds in every position's keys, a shared atomic counts them),
-// writes tiles = count / 64, ranks the common rows with a block-wide scan
-// and writes the first 64 x tiles of them first in every position, then
-// each position's entries not taken, in order. Barriers: 1 + 105 + 2 + 1 +
-// 3 (the prefix scan) + 3 (the positions' scans) = 115.
+// dhs.share_rows: one CTA per request (1024 threads) looks its 5 x 2048
+// selections up in a hash table in dynamic shared memory: 4096 slots (2 K),
+// each a row id (-1 empty) and 5 first occurrences (i16, 2048 none). Each
+// thread owns 2 entries of position 0 and 10 selections (flat), unrolled.
+// Position 0's rows claim slots (compare-and-swap, linear probing from a
+// Fibonacci hash) and keep their first occurrence (atomic min); the other
+// positions' rows look theirs up and keep theirs; a row of position 0 at its
+// first occurrence, there in every position, is common. A block-wide scan
+// ranks and counts the common rows (tiles = count / 64); the first 64 x
+// tiles go first in every position (their first occurrences marked taken);
+// a second scan ranks the rest. Barriers: 1 (the empty table) + 1 (claims)
+// + 1 (lookups) + 2 (the common rows' scan) + 1 (the prefix) + 2 (the
+// rest's scan) = 8.
 // RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu | grep -c gpu.barrier | FileCheck %s --check-prefix=BARRIERS
 // RUN: rm -rf %t && dhs-compile %s -o %t
@@ -14,87 +18,118 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/share_rows.ptx -o %t/a.cubin %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
 // LINK: link: OK
-// BARRIERS: 115
+// BARRIERS: 8
 
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: (%[[ROWS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[SLOTS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[SR:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[SS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[TILES:[a-z0-9]+]]: memref<4xi32>)
-// A CTA of 1024 threads per request; 128 KB of keys, the warps' sums and
-// the counter, 10240 taken bytes, 2048 flag bytes.
-// CHECK: gpu.launch_func @share_rows::@share_rows blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) dynamic_shared_memory_size %c143504_i32 args(%[[ROWS]] : memref<4x5x2048xi32>, %[[SLOTS]] : memref<4x5x2048xi32>, %[[SR]] : memref<4x5x2048xi32>, %[[SS]] : memref<4x5x2048xi32>, %[[TILES]] : memref<4xi32>) {dhs.op = "share_rows", dhs.roles = ["row_ids", "slots", "shared_rows", "shared_slots", "shared_tiles"], dhs.tile = 64 : i64}
+// A CTA of 1024 threads per request; 16 KB of row ids, 40 KB of first
+// occurrences, 10240 taken bytes, the 32 warps' sums.
+// CHECK: gpu.launch_func @share_rows::@share_rows blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) dynamic_shared_memory_size %c67712_i32 args(%[[ROWS]] : memref<4x5x2048xi32>, %[[SLOTS]] : memref<4x5x2048xi32>, %[[SR]] : memref<4x5x2048xi32>, %[[SS]] : memref<4x5x2048xi32>, %[[TILES]] : memref<4xi32>) {dhs.op = "share_rows", dhs.roles = ["row_ids", "slots", "shared_rows", "shared_slots", "shared_tiles"], dhs.tile = 64 : i64}
 // CHECK-LABEL: gpu.func @share_rows
 // CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[INSLOTS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[OUT:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[OUTSLOTS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[OUTTILES:[a-z0-9]+]]: memref<4xi32>)
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
+// CHECK: %[[INF:.*]] = memref.collapse_shape %[[IN]] {{\[}}[0], [1, 2]] : memref<4x5x2048xi32> into memref<4x10240xi32>
+// CHECK: %[[INSLOTSF:.*]] = memref.collapse_shape %[[INSLOTS]]
+// CHECK: %[[OUTF:.*]] = memref.collapse_shape %[[OUT]]
+// CHECK: %[[OUTSLOTSF:.*]] = memref.collapse_shape %[[OUTSLOTS]]
 // CHECK: %[[SHARED:.*]] = gpu.dynamic_shared_memory
-// CHECK: %[[KEYS:.*]] = memref.view %[[SHARED]][%c0][] {{.*}} to memref<16384xi64, #gpu.address_space<workgroup>>
-// CHECK: %[[SUMS:.*]] = memref.view %[[SHARED]][%c131072][] {{.*}} to memref<33xi32, #gpu.address_space<workgroup>>
-// CHECK: %[[TAKEN:.*]] = memref.view %[[SHARED]][%c131216][] {{.*}} to memref<10240xi8, #gpu.address_space<workgroup>>
-// CHECK: %[[FLAGS:.*]] = memref.view %[[SHARED]][%c141456][] {{.*}} to memref<2048xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[KEYS:.*]] = memref.view %[[SHARED]][%c0][] {{.*}} to memref<4096xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[FIRST:.*]] = memref.view %[[SHARED]][%c16384][] {{.*}} to memref<20480xi16, #gpu.address_space<workgroup>>
+// CHECK: %[[FIRSTW:.*]] = memref.view %[[SHARED]][%c16384][] {{.*}} to memref<10240xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[TAKEN:.*]] = memref.view %[[SHARED]][%c57344][] {{.*}} to memref<10240xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[TAKENW:.*]] = memref.view %[[SHARED]][%c57344][] {{.*}} to memref<2560xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[SUMS:.*]] = memref.view %[[SHARED]][%c67584][] {{.*}} to memref<32xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[TID:.*]] = gpu.thread_id  x
 // CHECK: %[[REQUEST:.*]] = gpu.block_id  x
-// A. The keys: position << 46 | row (unsigned) << 14 | k, all ones past
-// the 10240 selections.
-// CHECK: scf.for %[[I:.*]] = %{{.*}} to %c16384 step %c1024
-// CHECK: arith.cmpi ult, %[[I]], %c10240
-// CHECK: %[[Q:.*]] = arith.divui %[[I]], %c2048
-// CHECK: %[[K:.*]] = arith.remui %[[I]], %c2048
-// CHECK: %[[ROW:.*]] = memref.load %[[IN]][%[[REQUEST]], %[[Q]], %[[K]]]
-// CHECK: arith.shli %{{.*}}, %c46_i64
-// CHECK: arith.extui %[[ROW]] : i32 to i64
-// CHECK: arith.shli %{{.*}}, %c14_i64
-// CHECK: scf.yield %c-1_i64
-// CHECK: memref.store %{{.*}}, %[[KEYS]][%[[I]]]
-// CHECK: memref.store %c0_i8, %[[TAKEN]]
-// CHECK: memref.store %c0_i32, %[[SUMS]][%c32]
+// A. The rows first: position 0's entries 2 tid, 2 tid + 1 (clamped), the
+// other positions' 2048 + 8 tid + j.
+// CHECK: %[[K0:.*]] = arith.muli %[[TID]], %c2 : index
+// CHECK: %[[K0C:.*]] = arith.minui %[[K0]], %c2047
+// CHECK: %[[ROW0:.*]] = memref.load %[[INF]][%[[REQUEST]], %[[K0C]]]
+// CHECK: memref.load %[[INF]]
+// CHECK: %[[I1:.*]] = arith.muli %[[TID]], %c8 : index
+// CHECK: arith.addi %[[I1]], %c2048 : index
+// CHECK: arith.minui %{{.*}}, %c10239
+// CHECK: memref.load %[[INF]]
+// An empty table: row ids -1, first occurrences 2048 (two a word), nothing
+// taken.
+// CHECK: scf.for %[[E:.*]] = %[[TID]] to %c4096 step %c1024
+// CHECK: memref.store %c-1_i32, %[[KEYS]][%[[E]]]
+// CHECK: scf.for %[[E:.*]] = %[[TID]] to %c10240 step %c1024
+// CHECK: memref.store %c134219776_i32, %[[FIRSTW]][%[[E]]]
+// CHECK: scf.for %[[E:.*]] = %[[TID]] to %c2560 step %c1024
+// CHECK: memref.store %c0_i32, %[[TAKENW]][%[[E]]]
 // CHECK: gpu.barrier
-// B. The first pass (stride 1), 8192 pairs as unsigned 64-bit words.
-// CHECK: scf.for %{{.*}} to %c8192 step %c1024
-// CHECK: arith.cmpi ult, %{{.*}}, %{{.*}} : i64
-// CHECK: arith.cmpi ugt, %{{.*}}, %{{.*}} : i64
-// CHECK: gpu.barrier
-// C. Position 0's entries: a first occurrence with a row >= 0 that the 4
-// other positions' keys hold (12-step lower bounds over 2048 keys).
-// CHECK: scf.for %[[K0:.*]] = %{{.*}} to %c2048 step %c1024
-// CHECK: %[[ROW0:.*]] = memref.load %[[IN]][%[[REQUEST]], %c0, %[[K0]]]
-// CHECK: scf.for %{{.*}} = %c0 to %c12 step %c1 iter_args(%{{.*}} = %c0, %{{.*}} = %c2048)
+// B. Position 0's rows >= 0 claim a slot: the top 12 bits of row x
+// 0x9E3779B1, then linear probing; an empty slot by compare-and-swap.
 // CHECK: arith.cmpi sge, %[[ROW0]], %c0_i32
-// CHECK: scf.for %{{.*}} = %c0 to %c12 step %c1 iter_args(%{{.*}} = %c2048, %{{.*}} = %c2048)
-// CHECK: scf.for %{{.*}} = %c0 to %c12 step %c1 iter_args(%{{.*}} = %c8192, %{{.*}} = %c2048)
-// CHECK: arith.cmpi ult, %{{.*}}, %c10240
-// CHECK: memref.store %{{.*}}, %[[FLAGS]][%[[K0]]]
-// CHECK: memref.atomic_rmw addi %c1_i32, %[[SUMS]][%c32]
+// CHECK: %[[SLOT0:.*]] = scf.if
+// CHECK: arith.muli %[[ROW0]], %c-1640531535_i32
+// CHECK: arith.shrui %{{.*}}, %c20_i32
+// CHECK: scf.while
+// CHECK: memref.load %[[KEYS]]
+// CHECK: memref.generic_atomic_rmw %[[KEYS]]
+// CHECK: arith.andi %{{.*}}, %c4095 : index
+// The first occurrence: an atomic min unless an earlier one is there.
+// CHECK: memref.load %[[FIRST]]
+// CHECK: arith.cmpi ugt
+// CHECK: memref.atomic_rmw minu %{{.*}}, %[[FIRST]]
 // CHECK: gpu.barrier
-// D. tiles = count / 64; the prefix is 64 x tiles rows.
-// CHECK: %[[COUNT:.*]] = memref.load %[[SUMS]][%c32]
+// C. The other positions look their rows up (no claims) and keep their
+// first occurrence at position q: first[q x 4096 + slot].
+// CHECK: scf.while
+// CHECK-NOT: generic_atomic_rmw
+// CHECK: arith.divui %{{.*}}, %c2048 : index
+// CHECK: arith.remui %{{.*}}, %c2048 : index
+// CHECK: arith.muli %{{.*}}, %c4096 : index
+// CHECK: memref.atomic_rmw minu %{{.*}}, %[[FIRST]]
+// CHECK: gpu.barrier
+// D. Common: position 0's first occurrence and one in positions 1-4.
+// CHECK-NOT: gpu.barrier
+// CHECK: memref.load %[[FIRST]][%[[SLOT0]]]
+// CHECK: arith.cmpi eq, %{{.*}}, %{{.*}} : i16
+// CHECK: arith.addi %[[SLOT0]], %c4096 : index
+// CHECK: arith.cmpi ult, %{{.*}}, %c2048_i16 : i16
+// CHECK: arith.addi %[[SLOT0]], %c16384 : index
+// CHECK: arith.cmpi ult, %{{.*}}, %c2048_i16 : i16
+// The block-wide scan: shuffles, the warps' sums, warp 0 scans them.
+// CHECK: gpu.shuffle  up
+// CHECK: memref.store %{{.*}}, %[[SUMS]]
+// CHECK: gpu.barrier
+// CHECK: gpu.shuffle  up
+// CHECK: gpu.barrier
+// tiles = count / 64; the prefix is 64 x tiles rows.
+// CHECK: %[[COUNT:.*]] = memref.load %[[SUMS]][%c31]
 // CHECK: %[[T:.*]] = arith.divui %[[COUNT]], %c64_i32
 // CHECK: %[[PREFIX:.*]] = arith.muli %[[T]], %c64_i32
 // CHECK: memref.store %[[T]], %[[OUTTILES]][%[[REQUEST]]]
-// CHECK: gpu.barrier
-// The common rows ranked in position 0's order (a warp scan by shuffles,
-// the warps' sums, a barrier each); rank < prefix writes every position.
-// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c1024 iter_args(%{{.*}} = %c0_i32)
-// CHECK: memref.load %[[FLAGS]]
-// CHECK: gpu.shuffle  up
-// CHECK: gpu.barrier
-// CHECK: gpu.barrier
+// E. A common row of rank < prefix at its rank in every position, with the
+// slot of its first occurrence there, marked taken.
 // CHECK: arith.cmpi slt, %[[RANK:.*]], %[[PREFIX]]
-// CHECK: memref.store %{{.*}}, %[[OUT]][%[[REQUEST]], %c0, %[[AT:.*]]]
-// CHECK: memref.store %{{.*}}, %[[OUTSLOTS]][%[[REQUEST]], %c0, %[[AT]]]
-// CHECK: memref.store %c1_i8, %[[TAKEN]]
-// CHECK: memref.store %{{.*}}, %[[OUT]][%[[REQUEST]], %c4, %{{.*}}]
+// CHECK: %[[AT:.*]] = arith.index_castui %[[RANK]] : i32 to index
+// CHECK: memref.store %[[ROW0]], %[[OUTF]][%[[REQUEST]], %[[AT]]]
+// CHECK: memref.load %[[INSLOTSF]][%[[REQUEST]], %[[K0]]]
+// CHECK: memref.store %{{.*}}, %[[OUTSLOTSF]][%[[REQUEST]], %[[AT]]]
+// CHECK: memref.store %c1_i8, %[[TAKEN]][%[[K0]]]
+// CHECK: memref.load %[[FIRST]]
+// CHECK: arith.addi %{{.*}}, %c8192 : index
+// CHECK: arith.addi %[[AT]], %c8192 : index
 // CHECK: memref.store %c1_i8, %[[TAKEN]]
 // CHECK: gpu.barrier
-// E. Per position, the entries not taken, in order, after the prefix.
-// CHECK: scf.for %[[P:.*]] = %c0 to %c5 step %c1
-// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c1024 iter_args(%{{.*}} = %c0_i32)
+// F. The 10 selections 10 tid + j not taken, ranked by a second scan, go to
+// rank + (q + 1) x prefix.
+// CHECK: arith.muli %[[TID]], %c10 : index
+// CHECK: memref.load %[[INF]]
+// CHECK: memref.load %[[INSLOTSF]]
 // CHECK: memref.load %[[TAKEN]]
 // CHECK: arith.cmpi eq, %{{.*}}, %c0_i8
 // CHECK: gpu.barrier
 // CHECK: gpu.barrier
-// CHECK: arith.addi %[[PREFIX]], %{{.*}} : i32
-// CHECK: memref.load %[[IN]][%[[REQUEST]], %[[P]], %{{.*}}]
-// CHECK: memref.store %{{.*}}, %[[OUT]][%[[REQUEST]], %[[P]], %{{.*}}]
-// CHECK: memref.load %[[INSLOTS]][%[[REQUEST]], %[[P]], %{{.*}}]
-// CHECK: memref.store %{{.*}}, %[[OUTSLOTS]][%[[REQUEST]], %[[P]], %{{.*}}]
-// CHECK: gpu.barrier
+// CHECK: arith.divui %{{.*}}, %c2048 : index
+// CHECK: arith.muli %{{.*}}, %[[PREFIX]] : i32
+// CHECK: memref.store %{{.*}}, %[[OUTF]]
+// CHECK: memref.store %{{.*}}, %[[OUTSLOTSF]]
+// CHECK-NOT: gpu.barrier
 // CHECK: gpu.return
 
 // The step's arguments by role, then the launch with its tile.
@@ -103,7 +138,7 @@
 // MANIFEST: "role": "shared_rows"
 // MANIFEST: "role": "shared_slots"
 // MANIFEST: "role": "shared_tiles"
-// MANIFEST: "dynamic_shared_bytes": 143504
+// MANIFEST: "dynamic_shared_bytes": 67712
 // MANIFEST: "kernel": "share_rows"
 // MANIFEST: "op": "share_rows"
 // MANIFEST: "role": "row_ids"
