@@ -436,8 +436,8 @@ def Dhs_ShareRowsOp : Dhs_Op<"share_rows"> {
     ```
 
     After lowering (`dhs-lower-to-gpu`) one launch, a CTA per request that
-    sorts the request's selections in shared memory (Q <= 8 positions, a
-    portable cluster; Q x K <= 16384 selections).
+    looks the request's selections up in a hash table in shared memory
+    (Q <= 8 positions, a portable cluster; Q x K <= 16384 selections).
   }];
   let arguments = (ins
     Arg<MemRefRankOf<[I32], [3]>, "row ids [B, Q, K], -1 = none", [MemRead]>:$rows,
