@@ -104,7 +104,7 @@ sanitize() {
     done
     echo "== compute-sanitizer --tool $tool: the generated kernels' unit tests"
     if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
-         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[sort],[residency][device],[runtime][draft][backends]" --reporter compact \
+         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[sort],[share],[residency][device],[runtime][draft][backends]" --reporter compact \
          > "$results/cs-$tool-kernels.log" 2>&1; then
       echo "  $tool kernels: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-kernels.log")"
     else
