@@ -98,6 +98,14 @@ StepPlan planStep(const Manifest &manifest) {
     throw Error("manifest " + manifest.path + ": " + message);
   };
   auto launchName = [](std::size_t i) { return "launches[" + std::to_string(i) + "]"; };
+  // A selection's shared-prefix order is the step's own work (dhs.share_rows
+  // into scratch buffers): nothing outside the step could fill it.
+  for (const Argument &arg : manifest.arguments)
+    if (arg.role == ArgumentRole::SharedRows || arg.role == ArgumentRole::SharedSlots ||
+        arg.role == ArgumentRole::SharedTiles)
+      fail("argument " + std::to_string(arg.index) + " is a " + abi::name(arg.role) +
+           " list, which only the step can compute (dhs.share_rows into dhs.scratch buffers, "
+           "as dhs-compile --share-tiles does)");
 
   const std::vector<Launch> &launches = manifest.launches;
   std::size_t segment = 0; // first launch of the next layer

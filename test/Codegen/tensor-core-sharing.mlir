@@ -17,8 +17,8 @@
 // consumer warpgroup arrives locally with count 5. The second consumer warpgroup
 // compares each row's id with its own selection and reports a prefix that
 // differs (BadSharedRows).
-// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
-// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-cores=false" | FileCheck %s --check-prefix=CUDACORE
+// RUN: dhs-opt %s --dhs-plan-staging --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
+// RUN: dhs-opt %s --dhs-plan-staging --dhs-lower-to-gpu="min-blocks=0 tensor-cores=false" | FileCheck %s --check-prefix=CUDACORE
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: FileCheck %s --check-prefix=PTX < %t/sparse_attention.ptx
@@ -112,11 +112,16 @@
 
 func.func @step(%queries: memref<2x5x64x576xbf16>, %rows: memref<2x5x256xi32>,
                 %slots: memref<2x5x256xi32>, %history_start: memref<2xi64>,
-                %history_len: memref<2xi32>, %tiles: memref<2xi32>,
+                %history_len: memref<2xi32>,
                 %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>,
                 %out: memref<2x5x64x512xbf16>) {
+  %shared_rows = dhs.scratch : memref<2x5x256xi32>
+  %shared_slots = dhs.scratch : memref<2x5x256xi32>
+  %tiles = dhs.scratch : memref<2xi32>
+  dhs.share_rows rows(%rows : memref<2x5x256xi32>) slots(%slots : memref<2x5x256xi32>) tile = 64
+      into(%shared_rows, %shared_slots, %tiles : memref<2x5x256xi32>, memref<2x5x256xi32>, memref<2xi32>)
   dhs.sparse_attention queries(%queries : memref<2x5x64x576xbf16>)
-      rows(%rows : memref<2x5x256xi32>) slots(%slots : memref<2x5x256xi32>)
+      rows(%shared_rows : memref<2x5x256xi32>) slots(%shared_slots : memref<2x5x256xi32>)
       history(%history_start, %history_len : memref<2xi64>, memref<2xi32>)
       shared(%tiles : memref<2xi32>)
       pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>)

@@ -7,6 +7,10 @@
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
 // RUN: rm -rf %t.off && dhs-compile %t.dir/staged.mlir -o %t.off
 // RUN: FileCheck %s --check-prefix=OFF < %t.off/manifest.json
+// A step that takes the tile counts as an argument is refused when loaded:
+// only the step itself can compute them.
+// RUN: rm -rf %t.arg && dhs-compile %t.dir/argument.mlir -o %t.arg
+// RUN: not dhs-run %t.arg --backend cpu 2>&1 | FileCheck %s --check-prefix=ARGUMENT
 
 // Every reader of a verify selection in the phase (the fetch and both
 // layers' attention) reads the lists dhs.share_rows ordered; the attention
@@ -100,3 +104,18 @@ func.func @step(%q: memref<4x5x64x576xbf16>, %rows: memref<4x5x256xi32>,
 // LINK: link: OK
 // OFF-NOT: share_rows
 // OFF-NOT: shared_tiles
+
+//--- argument.mlir
+func.func @argument_step(%q: memref<4x5x64x576xbf16>, %rows: memref<4x5x256xi32>,
+                         %slots: memref<4x5x256xi32>, %start: memref<4xi64>,
+                         %len: memref<4xi32>, %tiles: memref<4xi32>,
+                         %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>,
+                         %o: memref<4x5x64x512xbf16>) {
+  dhs.sparse_attention queries(%q : memref<4x5x64x576xbf16>)
+      rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>) shared(%tiles : memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
+      layer = 0 output(%o : memref<4x5x64x512xbf16>) scale = 0.0416666679
+  return
+}
+// ARGUMENT: argument 5 is a shared_tiles list, which only the step can compute
