@@ -57,11 +57,10 @@ constexpr int64_t kSharingSharedBytes = kReceivedIdsOffset + 2 * 4 * kTensorCore
 /// Bytes a peer stores into a CTA's tile buffer per tile: its 32 rows of
 /// 576 bf16 and their row biases.
 constexpr int64_t kPeerTileBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4);
-/// A position cluster gathers each shared tile in parts of 16 rows, each by
-/// one CTA, which copies it into every other CTA's tile buffer: 16 rows of
-/// 576 bf16, their row biases and row ids.
-constexpr int64_t kSharePartRows = 16;
-constexpr int64_t kSharePartBytes = kSharePartRows * (kKeyDims * 2 + 4 + 4);
+/// Bytes a CTA of a position cluster stores into each other CTA's tile
+/// buffer per half tile of the shared prefix it gathers: 32 rows of 576
+/// bf16, their row biases and row ids.
+constexpr int64_t kShareHalfBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4 + 4);
 constexpr int64_t kSharedAlignment = 1024;
 
 // Named barriers (0 is the CTA barrier) between the two consumer warpgroups.

@@ -114,21 +114,15 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // for its buffer: both for FP8 (88 registers), the first for bf16 (72).
   int64_t aheadRows = std::min<int64_t>(fp8 ? 2 : 1, rounds);
   // Sharing: whether tile `tileIndex` (index) is in the shared prefix, and
-  // whether this CTA gathers a part of it: part j (rows 16j to 16j + 15) of
-  // shared tile t is gathered by rank (4t + j) mod Q, every row of other
-  // tiles by its own CTA. The thread's row of round r is in part 2r + (its
-  // warp >= 2): the same for a whole warp.
-  constexpr int64_t kParts = kTensorCoreTileRows / kSharePartRows;
+  // whether this CTA gathers its row `round`: half h of shared tile t is
+  // gathered by rank (2t + h) mod Q, every row of other tiles by its own CTA.
   Value trueValue = arith::ConstantIntOp::create(b, 1, 1);
   auto isShared = [&](Value tileIndex) {
     return kb.cmpi(arith::CmpIPredicate::ult, tileIndex, sharedTiles);
   };
-  auto ownsPart = [&](Value tileIndex, Value part) -> Value {
-    Value owner = remu(add(mul(toI32(tileIndex), c32(kParts)), part), config.sharedPositions);
-    return ori(xori(isShared(tileIndex), trueValue), eq(owner, rank));
-  };
   auto gathers = [&](Value tileIndex, int64_t round) -> Value {
-    return ownsPart(tileIndex, add(c32(2 * round), divu(warp, 2)));
+    Value owner = remu(add(mul(toI32(tileIndex), c32(2)), c32(round)), config.sharedPositions);
+    return ori(xori(isShared(tileIndex), trueValue), eq(owner, rank));
   };
   // Whether the row's bytes are loaded: it has data and, sharing, this CTA
   // gathers it.
@@ -290,13 +284,13 @@ void TensorCoreAttentionEmitter::emitProducer() {
               [&] { storeRow(buffer, round, valid, id, chunks, /*remote=*/false); });
   };
   // Sharing: once the producer stored tile `tileIndex` (and fenced it to
-  // the async proxy), the parts of a shared tile this CTA gathered go to
-  // every other CTA's buffer with bulk copies: per part and other CTA, its
-  // 9 blocks' 16 rows (2 KB each, contiguous) and its 16 row biases and ids
-  // (64 B each); thread i of the first 11 (Q - 1) issues piece i % 11 for
+  // the async proxy), the halves of a shared tile this CTA gathered go to
+  // every other CTA's buffer with bulk copies: per half and other CTA, its
+  // 9 blocks' 32 rows (4 KB each, contiguous) and its 32 row biases and ids
+  // (128 B each); thread i of the first 11 (Q - 1) issues piece i % 11 for
   // the (i / 11 + 1)-th next rank.
   constexpr int64_t kPieces = kKeyBlocks + 2;
-  auto shareParts = [&](Value tileIndex, Value buffer) {
+  auto shareHalves = [&](Value tileIndex, Value buffer) {
     NVVM::BarrierOp::create(b, Type(), c32(kBarrierProduced), c32(kGroupThreads), {}, Value());
     Value copier = kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kPieces * (clusterSize - 1)));
     kb.ifThen(andi(isShared(tileIndex), copier), [&] {
@@ -304,18 +298,18 @@ void TensorCoreAttentionEmitter::emitProducer() {
       Value peer = remu(add(rank, add(divu(thread, kPieces), c32(1))), clusterSize);
       Value isBlock = kb.cmpi(arith::CmpIPredicate::ult, piece, c32(kKeyBlocks));
       Value isBias = eq(piece, c32(kKeyBlocks));
-      Value size = kb.select(isBlock, c32(kSharePartRows * 128), c32(4 * kSharePartRows));
+      Value size = kb.select(isBlock, c32(kBlockBytes / 2), c32(4 * kTensorCoreTileRows / 2));
       Value peerBase = hb.clusterAddress(sharedBase, peer);
       Value peerBarrier =
           add(hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer), mul(buffer, c32(8)));
       Value localBase = LLVM::PtrToIntOp::create(b, b.getI32Type(), sharedBase);
-      for (int64_t part = 0; part < kParts; ++part)
-        kb.ifThen(ownsPart(tileIndex, c32(part)), [&] {
-          Value blockOffset =
-              add(add(c32(kTileOffset), mul(buffer, c32(kTileBytes))),
-                  add(mul(piece, c32(kBlockBytes)), c32(part * kSharePartRows * 128)));
+      for (int64_t round = 0; round < rounds; ++round)
+        kb.ifThen(gathers(tileIndex, round), [&] {
+          Value blockOffset = add(add(c32(kTileOffset), mul(buffer, c32(kTileBytes))),
+                                  add(mul(piece, c32(kBlockBytes)), c32(round * kBlockBytes / 2)));
           Value rowsOffset =
-              mul(add(mul(buffer, c32(kTensorCoreTileRows)), c32(part * kSharePartRows)), c32(4));
+              mul(add(mul(buffer, c32(kTensorCoreTileRows)), c32(round * kTensorCoreTileRows / 2)),
+                  c32(4));
           Value offset = kb.select(
               isBlock, blockOffset,
               add(kb.select(isBias, c32(kBiasOffset), c32(kReceivedIdsOffset)), rowsOffset));
@@ -393,17 +387,17 @@ void TensorCoreAttentionEmitter::emitProducer() {
                                                c32(kPeerTileBytes), NVVM::MemScopeKind::CTA,
                                                /*relaxed=*/false, Value());
       });
-    // Sharing: the parts of a shared tile that other CTAs gather arrive
+    // Sharing: the halves of a shared tile that other CTAs gather arrive
     // here (none for the other tiles: the phase completes on the arrival).
     if (sharing)
       kb.ifThen(eq(thread, c32(0)), [&] {
-        Value othersParts = c32(0);
-        for (int64_t part = 0; part < kParts; ++part)
-          othersParts = add(
-              othersParts, arith::ExtUIOp::create(b, b.getI32Type(),
-                                                  xori(ownsPart(tileIndex, c32(part)), trueValue)));
+        Value othersHalves = c32(0);
+        for (int64_t round = 0; round < rounds; ++round)
+          othersHalves =
+              add(othersHalves, arith::ExtUIOp::create(b, b.getI32Type(),
+                                                       xori(gathers(tileIndex, round), trueValue)));
         NVVM::MBarrierArriveExpectTxOp::create(b, Type(), barrier(buffer, Barrier::Remote),
-                                               mul(othersParts, c32(kSharePartBytes)),
+                                               mul(othersHalves, c32(kShareHalfBytes)),
                                                NVVM::MemScopeKind::CTA,
                                                /*relaxed=*/false, Value());
       });
@@ -436,7 +430,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
     // async proxy).
     hb.fenceAsyncShared();
     if (sharing)
-      shareParts(tileIndex, buffer);
+      shareHalves(tileIndex, buffer);
     arriveBarrier(buffer, /*full=*/true);
     Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
     SmallVector<Value> yielded;

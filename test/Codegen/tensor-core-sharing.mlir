@@ -2,16 +2,15 @@
 // dhs.share_rows): the five position CTAs of a request (and head block) form
 // a cluster (nvvm.cluster_dim 5, 1, 1; never split over CTAs). Each CTA reads
 // its request's shared tile count, clamped to the query's tiles (4 here), and
-// rank 0 reports a larger one (BadSharedRows, 64). Part j (16 rows) of shared
-// tile t is gathered by rank (4t + j) mod 5 alone (a warp's rows are in one
-// part): its loads are skipped elsewhere, and
+// rank 0 reports a larger one (BadSharedRows, 64). Half h of shared tile t is
+// gathered by rank (2t + h) mod 5 alone: its loads are skipped elsewhere, and
 // it stores the rows (bias, id, dequantized chunks) into its own tile buffer;
 // once the producer warpgroup stored the tile (fence, named barrier 4), 44
-// threads copy its parts with bulk copies (cp.async.bulk shared::cta ->
-// shared::cluster) into the four others' buffers: per part and CTA the 9
-// blocks' 16 rows (2 KB each) and the 16 biases and ids (64 B each). Each
-// CTA's "remote" mbarrier is armed with 18560 bytes (16 rows x (1152 + 4 +
-// 4)) per part that another CTA gathers (none for the other tiles). A tile buffer is free once one
+// threads copy its halves with bulk copies (cp.async.bulk shared::cta ->
+// shared::cluster) into the four others' buffers: per half and CTA the 9
+// blocks' 32 rows (4 KB each) and the 32 biases and ids (128 B each). Each
+// CTA's "remote" mbarrier is armed with 37120 bytes (32 rows x (1152 + 4 +
+// 4)) per half tile that another CTA gathers (none for the other tiles). A tile buffer is free once one
 // thread of each consumer warpgroup of all five CTAs arrived (count 10; its
 // racecheck value 10 + 5 x 256 = 1290); past the shared prefix one thread per
 // consumer warpgroup arrives locally with count 5. The second consumer warpgroup
@@ -46,20 +45,17 @@
 // CHECK: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
 // Producer: per tile the bytes other CTAs gather: (tile uge shared or
-// (4t + j) mod 5 == rank) marks part j as this CTA's.
+// (2t + h) mod 5 == rank) marks a half as this CTA's.
 // CHECK: nvvm.setmaxregister  decrease 144
 // CHECK: scf.for %[[TILE:.*]] = %c0 to %c4 step %c1
-// CHECK: %[[FOUR:.*]] = arith.muli %{{.*}}, %c4_i32
-// CHECK-NEXT: %[[OWNER0:.*]] = arith.remui %[[FOUR]], %c5_i32
+// CHECK: %[[TWICE:.*]] = arith.muli %{{.*}}, %c2_i32
+// CHECK-NEXT: %[[OWNER0:.*]] = arith.remui %[[TWICE]], %c5_i32
 // CHECK-NEXT: %[[MINE0:.*]] = arith.cmpi eq, %[[OWNER0]], %[[RANK]]
 // CHECK-NEXT: %[[PRIVATE:.*]] = arith.cmpi uge, %[[TILE]], %[[SHARED]] : index
 // CHECK-NEXT: arith.ori %[[PRIVATE]], %[[MINE0]]
-// CHECK: arith.addi %[[FOUR]], %c1_i32
-// CHECK: arith.addi %[[FOUR]], %c2_i32
-// CHECK: arith.addi %[[FOUR]], %c3_i32
-// CHECK: %[[BYTES:.*]] = arith.muli %{{.*}}, %c18560_i32
+// CHECK: %[[BYTES:.*]] = arith.muli %{{.*}}, %c37120_i32
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %[[BYTES]]
-// The tile stored, its shared parts go to the four others.
+// The tile stored, its shared halves go to the four others.
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
 // CHECK-NEXT: nvvm.barrier id = %c4_i32 number_of_threads = %c128_i32
 // CHECK-NEXT: arith.cmpi ult, %{{.*}}, %c44_i32
