@@ -122,7 +122,10 @@ void TensorCoreAttentionEmitter::emitProducer() {
   };
   auto gathers = [&](Value tileIndex, int64_t round) -> Value {
     Value owner = remu(add(mul(toI32(tileIndex), c32(2)), c32(round)), config.sharedPositions);
-    return ori(xori(isShared(tileIndex), trueValue), eq(owner, rank));
+    // (One op per statement: the lit test reads their order.)
+    Value mine = eq(owner, rank);
+    Value privateTile = xori(isShared(tileIndex), trueValue);
+    return ori(privateTile, mine);
   };
   // Whether the row's bytes are loaded: it has data and, sharing, this CTA
   // gathers it.

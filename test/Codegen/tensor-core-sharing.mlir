@@ -36,6 +36,7 @@
 // CHECK-NEXT: %[[CLAMPED:.*]] = arith.minui %[[REQUESTED]], %c4_i32
 // CHECK-NEXT: %[[SHARED:.*]] = arith.index_cast %[[CLAMPED]] : i32 to index
 // CHECK-NEXT: %[[TOO_MANY:.*]] = arith.cmpi ugt, %[[REQUESTED]], %c4_i32
+// CHECK-NEXT: %[[THREAD0:.*]] = arith.cmpi eq, %{{.*}}, %c0_i32
 // CHECK-NEXT: %[[RANK0:.*]] = arith.cmpi eq, %[[RANK]], %c0_i32
 // CHECK: scf.if
 // CHECK-NEXT: memref.atomic_rmw ori %c64_i32, %arg9[%c0]
