@@ -17,16 +17,11 @@ namespace {
 /// step log's header.
 constexpr std::size_t kCountWords = Control::kWords + StepLogLayout::kHeader;
 
-/// The argument indices of the tables and the place list a decision or
-/// aging step shares with the groups' state.
-struct TableArguments {
-  int hot = -1, cleared = -1, free = -1, control = -1, rows = -1, slots = -1;
-};
+} // namespace
 
-/// Looks them up in `manifest` and checks the tables' sizes against the
-/// pools' slots and the control words' count (`what` names the step).
-TableArguments tableArguments(const Manifest &manifest, const TierLayout &layout,
-                              const std::string &what) {
+CudaDecisions::TableArguments CudaDecisions::tableArguments(const Manifest &manifest,
+                                                            const TierLayout &layout,
+                                                            const std::string &what) {
   TableArguments t;
   t.hot = manifest.argument(ArgumentRole::HotRows).index;
   t.cleared = manifest.argument(ArgumentRole::ClockCleared).index;
@@ -48,8 +43,6 @@ TableArguments tableArguments(const Manifest &manifest, const TierLayout &layout
   return t;
 }
 
-} // namespace
-
 CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
                              std::shared_ptr<CudaQueue> queue)
     : queue_(std::move(queue)), layout_(layout) {
@@ -70,22 +63,16 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   rowIds_ = manifest.argument(ArgumentRole::RowIds).index;
   slots_ = manifest.argument(ArgumentRole::Slots).index;
   historyStart_ = manifest.argument(ArgumentRole::HistoryStart).index;
-  const TableArguments tables = tableArguments(manifest, layout, "decision step");
-  hotRows_ = tables.hot;
-  cleared_ = tables.cleared;
-  freeStack_ = tables.free;
-  control_ = tables.control;
-  placeRows_ = tables.rows;
-  placeSlots_ = tables.slots;
+  tables_ = tableArguments(manifest, layout, "decision step");
   const std::size_t slotCount = static_cast<std::size_t>(layout.hbmSlots);
-  entries_ = manifest.arguments[static_cast<std::size_t>(placeRows_)].bytes() / 8;
+  entries_ = manifest.arguments[static_cast<std::size_t>(tables_.rows)].bytes() / 8;
 
   buffers_.arguments.assign(manifest.arguments.size(), 0);
   buffers_.hbmSlots = layout.hbmSlots;
   buffers_.hostRows = layout.hostRows;
   auto isPerGroup = [&](int index) {
-    return index == rowIds_ || index == slots_ || index == historyStart_ || index == hotRows_ ||
-           index == cleared_ || index == freeStack_ || index == control_;
+    return index == rowIds_ || index == slots_ || index == historyStart_ || index == tables_.hot ||
+           index == tables_.cleared || index == tables_.free || index == tables_.control;
   };
   for (const Argument &argument : manifest.arguments)
     if (!argument.isPool && !isPerGroup(argument.index)) {
@@ -143,14 +130,16 @@ void CudaDecisions::upload(std::int32_t group, const DeviceGroupState &state, st
   control[Control::kFreeBudget] = budget;
   control[Control::kNoVictimStep] = static_cast<std::int32_t>(state.noVictimStep);
   control[Control::kExcess] = static_cast<std::int32_t>(state.excess);
-  cuda.check(cuda.memcpyHtoD(groupArgument(group, hotRows_), state.hotRows.data(), slots * 8),
+  cuda.check(cuda.memcpyHtoD(groupArgument(group, tables_.hot), state.hotRows.data(), slots * 8),
              "uploading hot rows");
-  cuda.check(cuda.memcpyHtoD(groupArgument(group, cleared_), state.cleared.data(), slots * 4),
-             "uploading CLOCK stamps");
-  cuda.check(cuda.memcpyHtoD(groupArgument(group, freeStack_), state.freeStack.data(), slots * 4),
+  cuda.check(
+      cuda.memcpyHtoD(groupArgument(group, tables_.cleared), state.cleared.data(), slots * 4),
+      "uploading CLOCK stamps");
+  cuda.check(cuda.memcpyHtoD(groupArgument(group, tables_.free), state.freeStack.data(), slots * 4),
              "uploading a free stack");
-  cuda.check(cuda.memcpyHtoD(groupArgument(group, control_), control.data(), Control::kWords * 4),
-             "uploading control words");
+  cuda.check(
+      cuda.memcpyHtoD(groupArgument(group, tables_.control), control.data(), Control::kWords * 4),
+      "uploading control words");
   static_cast<std::int32_t *>(budgets_->host())[group] = budget;
 }
 
@@ -163,14 +152,16 @@ void CudaDecisions::download(std::int32_t group, DeviceGroupState &state) {
   state.cleared.resize(slots);
   state.freeStack.resize(slots);
   std::array<std::int32_t, Control::kWords> control{};
-  cuda.check(cuda.memcpyDtoH(state.hotRows.data(), groupArgument(group, hotRows_), slots * 8),
+  cuda.check(cuda.memcpyDtoH(state.hotRows.data(), groupArgument(group, tables_.hot), slots * 8),
              "downloading hot rows");
-  cuda.check(cuda.memcpyDtoH(state.cleared.data(), groupArgument(group, cleared_), slots * 4),
-             "downloading CLOCK stamps");
-  cuda.check(cuda.memcpyDtoH(state.freeStack.data(), groupArgument(group, freeStack_), slots * 4),
+  cuda.check(
+      cuda.memcpyDtoH(state.cleared.data(), groupArgument(group, tables_.cleared), slots * 4),
+      "downloading CLOCK stamps");
+  cuda.check(cuda.memcpyDtoH(state.freeStack.data(), groupArgument(group, tables_.free), slots * 4),
              "downloading a free stack");
-  cuda.check(cuda.memcpyDtoH(control.data(), groupArgument(group, control_), Control::kWords * 4),
-             "downloading control words");
+  cuda.check(
+      cuda.memcpyDtoH(control.data(), groupArgument(group, tables_.control), Control::kWords * 4),
+      "downloading control words");
   state.hand = control[Control::kHand];
   state.freeCount = control[Control::kFreeCount];
   state.noVictimStep = static_cast<std::uint32_t>(control[Control::kNoVictimStep]);
@@ -188,7 +179,7 @@ void CudaDecisions::enqueueBegin(const CudaPlacement &placement) {
   const std::size_t recencyBytes = 2 * static_cast<std::size_t>(layout_.hbmSlots) * 4;
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     // A captured copy from pinned memory reads it when the graph runs.
-    cuda.check(cuda.memcpyHtoDAsync(groupArgument(g, control_) + Control::kFreeBudget * 4,
+    cuda.check(cuda.memcpyHtoDAsync(groupArgument(g, tables_.control) + Control::kFreeBudget * 4,
                                     static_cast<std::int32_t *>(budgets_->host()) + g, 4, stream),
                "copying a decision budget");
     CudaStepBuffers bound;
@@ -226,7 +217,8 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     CudaStepBuffers buffers = buffers_;
     buffers.status = status;
-    for (int index : {rowIds_, slots_, historyStart_, hotRows_, cleared_, freeStack_, control_})
+    for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
+                      tables_.control})
       buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(g, index);
     // The plan reads the group's replacement state and log (word 0: the step).
     placement.bind(g, true, buffers);
@@ -242,20 +234,21 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
       step_->launchAsync(buffers, stream, placeLaunch_, 1);
     }
     auto *counts = static_cast<std::int32_t *>(counts_->host()) + g * kCountWords;
-    cuda.check(
-        cuda.memcpyDtoHAsync(counts, groupArgument(g, control_), Control::kWords * 4, stream),
-        "copying decision counts");
+    cuda.check(cuda.memcpyDtoHAsync(counts, groupArgument(g, tables_.control), Control::kWords * 4,
+                                    stream),
+               "copying decision counts");
     cuda.check(cuda.memcpyDtoHAsync(counts + Control::kWords, buffers.log,
                                     StepLogLayout::kHeader * 4, stream),
                "copying a step log's header");
     if (lists) {
       auto *list =
           static_cast<std::uint8_t *>(lists_->host()) + static_cast<std::size_t>(g) * entries_ * 12;
-      cuda.check(cuda.memcpyDtoHAsync(list, buffers.arguments[static_cast<std::size_t>(placeRows_)],
+      cuda.check(cuda.memcpyDtoHAsync(list,
+                                      buffers.arguments[static_cast<std::size_t>(tables_.rows)],
                                       entries_ * 8, stream),
                  "copying a place list");
       cuda.check(cuda.memcpyDtoHAsync(list + entries_ * 8,
-                                      buffers.arguments[static_cast<std::size_t>(placeSlots_)],
+                                      buffers.arguments[static_cast<std::size_t>(tables_.slots)],
                                       entries_ * 4, stream),
                  "copying a place list");
     }
@@ -301,20 +294,14 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
     throw InputError(manifest.path + ": an aging step replays the appends (dhs.age_rows) and "
                                      "places their rows (dhs.place_rows), nothing else");
   agingList_ = manifest.argument(ArgumentRole::AgeList).index;
-  const TableArguments tables = tableArguments(manifest, layout_, "aging step");
-  agingHot_ = tables.hot;
-  agingCleared_ = tables.cleared;
-  agingFree_ = tables.free;
-  agingControl_ = tables.control;
-  agingRows_ = tables.rows;
-  agingSlots_ = tables.slots;
+  agingTables_ = tableArguments(manifest, layout_, "aging step");
   agingN_ = static_cast<std::size_t>(
       manifest.arguments[static_cast<std::size_t>(agingList_)].shape.at(0));
   aging_ = std::make_unique<CudaStep>(manifest, queue_->device().ordinal);
   agingBuffers_.arguments.assign(manifest.arguments.size(), 0);
   agingBuffers_.hbmSlots = layout_.hbmSlots;
   agingBuffers_.hostRows = layout_.hostRows;
-  for (int index : {agingList_, agingRows_, agingSlots_}) {
+  for (int index : {agingList_, agingTables_.rows, agingTables_.slots}) {
     const Argument &argument = manifest.arguments[static_cast<std::size_t>(index)];
     agingArguments_.push_back(std::make_unique<DeviceBuffer>(
         argument.bytes(), std::string("the aging step's ") + abi::name(argument.role)));
@@ -364,14 +351,17 @@ void CudaDecisions::enqueueAging(std::int32_t group, const std::vector<DeviceApp
   // The budget word before the appends (the kernel keeps it from then on).
   auto *budgetWord = reinterpret_cast<std::int32_t *>(list + chunks * agingN_ * Age::kEntryWords);
   *budgetWord = budget;
-  cuda.check(cuda.memcpyHtoDAsync(groupArgument(group, control_) + Control::kFreeBudget * 4,
+  cuda.check(cuda.memcpyHtoDAsync(groupArgument(group, tables_.control) + Control::kFreeBudget * 4,
                                   budgetWord, 4, stream),
              "copying an aging budget");
   CudaStepBuffers buffers = agingBuffers_;
-  buffers.arguments[static_cast<std::size_t>(agingHot_)] = groupArgument(group, hotRows_);
-  buffers.arguments[static_cast<std::size_t>(agingCleared_)] = groupArgument(group, cleared_);
-  buffers.arguments[static_cast<std::size_t>(agingFree_)] = groupArgument(group, freeStack_);
-  buffers.arguments[static_cast<std::size_t>(agingControl_)] = groupArgument(group, control_);
+  buffers.arguments[static_cast<std::size_t>(agingTables_.hot)] = groupArgument(group, tables_.hot);
+  buffers.arguments[static_cast<std::size_t>(agingTables_.cleared)] =
+      groupArgument(group, tables_.cleared);
+  buffers.arguments[static_cast<std::size_t>(agingTables_.free)] =
+      groupArgument(group, tables_.free);
+  buffers.arguments[static_cast<std::size_t>(agingTables_.control)] =
+      groupArgument(group, tables_.control);
   placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
   const std::size_t listBytes = agingN_ * Age::kEntryWords * 8;
   for (std::size_t c = 0; c < chunks; ++c) {
@@ -391,7 +381,7 @@ void CudaDecisions::enqueueAging(std::int32_t group, const std::vector<DeviceApp
     }
     // Entry i of the list: append i's row and its slot.
     cuda.check(cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(agingOut_[g]->host()) + c * agingN_,
-                                    buffers.arguments[static_cast<std::size_t>(agingSlots_)],
+                                    buffers.arguments[static_cast<std::size_t>(agingTables_.slots)],
                                     agingN_ * 4, stream),
                "copying the aged rows' slots");
   }

@@ -105,12 +105,22 @@ private:
     return perGroup_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)]->get();
   }
 
+  /// The argument indices of the tables and the place list a decision or
+  /// aging step shares with the groups' state.
+  struct TableArguments {
+    int hot = -1, cleared = -1, free = -1, control = -1, rows = -1, slots = -1;
+  };
+  /// Looks them up in `manifest` and checks the tables' sizes against the
+  /// pools' slots and the control words' count (`what` names the step).
+  static TableArguments tableArguments(const Manifest &manifest, const TierLayout &layout,
+                                       const std::string &what);
+
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;
   std::unique_ptr<CudaStep> step_;
   std::size_t placeLaunch_ = 0; // the place_rows launch (once per pool)
-  int rowIds_ = -1, slots_ = -1, historyStart_ = -1, hotRows_ = -1, cleared_ = -1, freeStack_ = -1,
-      control_ = -1, placeRows_ = -1, placeSlots_ = -1;
+  int rowIds_ = -1, slots_ = -1, historyStart_ = -1;
+  TableArguments tables_;   // the decision step's
   std::size_t entries_ = 0; // place list entries
   // [group][argument]: the selections, slots, history starts and tables.
   std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> perGroup_;
@@ -126,8 +136,8 @@ private:
   // own (shared by the groups, stream-ordered); the tables are the groups'.
   std::unique_ptr<CudaStep> aging_;
   std::size_t agingN_ = 0;
-  int agingList_ = -1, agingHot_ = -1, agingCleared_ = -1, agingFree_ = -1, agingControl_ = -1,
-      agingRows_ = -1, agingSlots_ = -1;
+  int agingList_ = -1;
+  TableArguments agingTables_;
   CudaStepBuffers agingBuffers_;
   std::vector<std::unique_ptr<DeviceBuffer>> agingArguments_;
   std::unique_ptr<DeviceBuffer> agingStatus_;
