@@ -1,12 +1,14 @@
 //===- retrieval_bench.cpp - Times the fetch of missing rows from the host store -===//
 //
 // Usage: dhs-retrieval-bench <fetch step dir>... [tokens per request]
+//                            [--missing=F,F,...]
 // The step (bench/steps/fetch_fp8_group.mlir): one layer group's dhs.fetch,
 // B requests x K selections over FP8 rows stored in groups of 4 layers, so a
 // missing token is one 2624-byte unit of the host store. The benchmark maps
 // a pinned host store of B x T tokens (default T = 65536: 22 GB for 128
 // requests, the store of issue 10's retrieval target), and for 5, 10, 14
-// and 20% of each request's K distinct random selections missing (slot -1;
+// and 20% (or the --missing fractions) of each request's K distinct random
+// selections missing (slot -1;
 // the others resident, which the fetch skips; first in each list or at
 // random places in it) times the compiled fetch kernel (median of 7, from
 // the launch to the end of the stream) and prints
@@ -29,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -54,7 +57,26 @@ std::uint64_t mix(std::uint64_t x) {
 
 int main(int argc, char **argv) {
   try {
-    std::vector<std::string> stepDirs(argv + 1, argv + argc);
+    std::vector<std::string> stepDirs;
+    std::vector<double> fractions{0.05, 0.10, 0.14, 0.20};
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg.rfind("--missing=", 0) != 0) {
+        stepDirs.push_back(arg);
+        continue;
+      }
+      fractions.clear();
+      for (std::size_t at = 10; at <= arg.size();) {
+        const std::size_t comma = std::min(arg.find(',', at), arg.size());
+        const double fraction = std::atof(arg.substr(at, comma - at).c_str());
+        if (!(fraction > 0 && fraction <= 1)) {
+          std::fprintf(stderr, "dhs-retrieval-bench: %s: fractions in (0, 1]\n", arg.c_str());
+          return 2;
+        }
+        fractions.push_back(fraction);
+        at = comma + 1;
+      }
+    }
     std::size_t T = 65536;
     if (!stepDirs.empty() && !stepDirs.back().empty() &&
         std::all_of(stepDirs.back().begin(), stepDirs.back().end(),
@@ -63,7 +85,8 @@ int main(int argc, char **argv) {
       stepDirs.pop_back();
     }
     if (stepDirs.empty()) {
-      std::fprintf(stderr, "usage: dhs-retrieval-bench <fetch step dir>... [tokens per request]\n");
+      std::fprintf(stderr, "usage: dhs-retrieval-bench <fetch step dir>... [tokens per request] "
+                           "[--missing=F,F,...]\n");
       return 2;
     }
     const Manifest manifest = dhs::bench::loadSingleLaunchStep(stepDirs[0], abi::LaunchKind::Fetch);
@@ -151,7 +174,7 @@ int main(int argc, char **argv) {
     // before 2026-12-01), or at random places in it (a top-k list in score
     // order: a row's residency does not follow its rank).
     for (const bool scattered : {false, true})
-      for (double fraction : {0.05, 0.10, 0.14, 0.20}) {
+      for (double fraction : fractions) {
         const std::size_t missingPerRequest = static_cast<std::size_t>(fraction * K + 0.5);
         missing.clear();
         for (std::size_t b = 0; b < B; ++b) {

@@ -1,0 +1,260 @@
+//===- sysmem_gather.cu - Gathers of scattered rows from pinned host memory ===//
+//
+// A benchmark baseline, hand-written (not product code): the rate at which
+// SM loads gather scattered 656-byte FP8 rows from mapped pinned host memory,
+// in the store of bench/attention.sh's mixed steps (128 requests x 32768 rows,
+// 2.75 GB), for 5 / 14 / 30 / 100% of a request's top-2048 rows, with the
+// loads of a warp laid out four ways:
+//   - a warp per row (lanes 0..31 then 0..8 read 16-byte chunks: 512
+//     contiguous bytes an instruction),
+//   - 8 rows x 64 bytes an instruction (the tensor-core producer's FP8 map),
+//   - 4 rows x 128 bytes, 2 rows x 256 bytes;
+// the same from an HBM copy of the store; and whether an L2 prefetch of the
+// rows (cp.async.bulk.prefetch.L2 or prefetch.global.L2) makes a later gather
+// of them faster. Figures: bench/NOTES.md (2026-12-01, sixth session).
+//
+//   nvcc -O3 -arch=sm_90a -o sysmem_gather bench/baselines/sysmem_gather.cu
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+#include <random>
+#include <vector>
+
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    cudaError_t err_ = (x);                                                                        \
+    if (err_ != cudaSuccess) {                                                                     \
+      printf("%s: %s\n", #x, cudaGetErrorString(err_));                                            \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+constexpr int kRequests = 128, kHistory = 32768, kRowBytes = 656, kChunks = kRowBytes / 16;
+
+__device__ __forceinline__ void bulkPrefetch(const void *p) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(kRowBytes) : "memory");
+}
+__device__ __forceinline__ void linePrefetch(const char *p) {
+  for (int o = 0; o < kRowBytes; o += 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p + kRowBytes - 1));
+}
+
+// Warp per row: 41 chunks of 16 B, lanes 0..31 then 0..8.
+__device__ __forceinline__ void copyRow(const char *src, char *dst, int lane) {
+  for (int c = lane; c < kChunks; c += 32) {
+    int4 v;
+    asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(src + 16 * c));
+    *(int4 *)(dst + 16 * c) = v;
+  }
+}
+
+// mode 0: gather; 1: prefetch only (bulk); 2: prefetch only (lines);
+// 3: gather with bulk prefetch `ahead` rows ahead (per warp);
+// 4: prefetch all of the warp's rows first, then gather.
+__global__ void kernel(const char *host, const int *rows, int perCta, char *out, int mode,
+                       int ahead) {
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int *mine = rows + blockIdx.x * perCta;
+  const char *base = host + (size_t)blockIdx.x * kHistory * kRowBytes;
+  char *dst = out + (size_t)blockIdx.x * perCta * kRowBytes;
+  if (mode == 1 || mode == 2) {
+    for (int i = threadIdx.x; i < perCta; i += blockDim.x) {
+      const char *p = base + (size_t)mine[i] * kRowBytes;
+      if (mode == 1)
+        bulkPrefetch(p);
+      else
+        linePrefetch(p);
+    }
+    return;
+  }
+  if (mode == 4) {
+    for (int i = threadIdx.x; i < perCta; i += blockDim.x)
+      bulkPrefetch(base + (size_t)mine[i] * kRowBytes);
+  }
+  if (mode == 3 && lane < ahead) {
+    for (int j = warp + warps * lane; j < perCta && j < warps * ahead; j += warps * 32)
+      bulkPrefetch(base + (size_t)mine[j] * kRowBytes);
+  }
+  if (mode == 5 || mode == 6 || mode == 7) {
+    // The attention producer's FP8 mapping (mode 5: a warp instruction covers
+    // 8 rows x 64 B) or 2 rows x 256 B (mode 6).
+    int rowsPer = mode == 5 ? 8 : mode == 7 ? 4 : 2, lanesPer = 32 / rowsPer;
+    int seg = lane % lanesPer, sub = lane / lanesPer;
+    if (mode == 5) {
+      seg = lane / 8;
+      sub = lane % 8;
+    }
+    for (int i0 = warp * rowsPer; i0 < perCta; i0 += warps * rowsPer) {
+      int i = i0 + sub;
+      if (i >= perCta)
+        continue;
+      const char *src = base + (size_t)mine[i] * kRowBytes;
+      char *d = dst + (size_t)i * kRowBytes;
+      int4 v[11];
+      auto ld = [&](int off) {
+        int4 x;
+        asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                     : "l"(src + off));
+        return x;
+      };
+      if (mode == 5) {
+        for (int g = 0; g < 8; ++g)
+          v[g] = ld(seg * 16 + g * 64);
+        v[8] = ld(512);
+        for (int c = 0; c < 2; ++c)
+          v[9 + c] = ld(528 + seg * 32 + 16 * c);
+        for (int g = 0; g < 8; ++g)
+          *(int4 *)(d + seg * 16 + g * 64) = v[g];
+        *(int4 *)(d + 512) = v[8];
+        for (int c = 0; c < 2; ++c)
+          *(int4 *)(d + 528 + seg * 32 + 16 * c) = v[9 + c];
+      } else if (mode == 7) {
+        for (int g = 0; g < 4; ++g)
+          v[g] = ld(seg * 16 + g * 128);
+        v[4] = ld(512);
+        v[5] = ld(528 + seg * 16);
+        for (int g = 0; g < 4; ++g)
+          *(int4 *)(d + seg * 16 + g * 128) = v[g];
+        *(int4 *)(d + 512) = v[4];
+        *(int4 *)(d + 528 + seg * 16) = v[5];
+      } else {
+        for (int g = 0; g < 2; ++g)
+          v[g] = ld(seg * 16 + g * 256);
+        v[2] = ld(512);
+        if (seg < 8)
+          v[3] = ld(528 + seg * 16);
+        for (int g = 0; g < 2; ++g)
+          *(int4 *)(d + seg * 16 + g * 256) = v[g];
+        *(int4 *)(d + 512) = v[2];
+        if (seg < 8)
+          *(int4 *)(d + 528 + seg * 16) = v[3];
+      }
+    }
+    return;
+  }
+  for (int i = warp, n = 0; i < perCta; i += warps, ++n) {
+    if (mode == 3 && lane == 0) {
+      int j = i + warps * ahead;
+      if (j < perCta)
+        bulkPrefetch(base + (size_t)mine[j] * kRowBytes);
+    }
+    copyRow(base + (size_t)mine[i] * kRowBytes, dst + (size_t)i * kRowBytes, lane);
+  }
+}
+
+__global__ void flushL2(char *p, size_t n) {
+  for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 16; i < n;
+       i += (size_t)gridDim.x * blockDim.x * 16)
+    *(int4 *)(p + i) = make_int4(i, 1, 2, 3);
+}
+
+int main() {
+  size_t storeBytes = (size_t)kRequests * kHistory * kRowBytes;
+  char *host;
+  CK(cudaHostAlloc(&host, storeBytes, cudaHostAllocMapped));
+  for (size_t i = 0; i < storeBytes; i += 4096)
+    host[i] = (char)i;
+  char *hostDev;
+  CK(cudaHostGetDevicePointer((void **)&hostDev, host, 0));
+  char *out, *flush;
+  size_t flushBytes = 256 << 20;
+  CK(cudaMalloc(&out, (size_t)kRequests * 2048 * kRowBytes));
+  CK(cudaMalloc(&flush, flushBytes));
+  int *rowsDev;
+  CK(cudaMalloc(&rowsDev, kRequests * 2048 * sizeof(int)));
+  cudaEvent_t s, e;
+  cudaEventCreate(&s);
+  cudaEventCreate(&e);
+  // Pinned copy rate.
+  {
+    char *dev;
+    CK(cudaMalloc(&dev, 1 << 30));
+    cudaMemcpyAsync(dev, host, 1 << 30, cudaMemcpyHostToDevice);
+    cudaEventRecord(s);
+    for (int r = 0; r < 5; ++r)
+      cudaMemcpyAsync(dev, host, 1 << 30, cudaMemcpyHostToDevice);
+    cudaEventRecord(e);
+    CK(cudaEventSynchronize(e));
+    float ms;
+    cudaEventElapsedTime(&ms, s, e);
+    printf("pinned copy: %.1f GB/s\n", 5.0 * (1 << 30) / ms / 1e6);
+    cudaFree(dev);
+  }
+  char *hbmStore;
+  CK(cudaMalloc(&hbmStore, storeBytes));
+  std::mt19937 rng(7);
+  auto timeIt = [&](int perCta, int mode, int ahead, int threads, bool flushFirst) {
+    if (flushFirst)
+      flushL2<<<264, 512>>>(flush, flushBytes);
+    cudaEventRecord(s);
+    kernel<<<kRequests, threads>>>(hostDev, rowsDev, perCta, out, mode, ahead);
+    cudaEventRecord(e);
+    CK(cudaEventSynchronize(e));
+    CK(cudaGetLastError());
+    float ms;
+    cudaEventElapsedTime(&ms, s, e);
+    return ms;
+  };
+  for (double missing : {0.05, 0.14, 0.30, 1.0}) {
+    int perCta = (int)(missing * 2048);
+    std::vector<int> rows(kRequests * perCta);
+    auto draw = [&] {
+      for (int r = 0; r < kRequests; ++r) {
+        std::vector<int> ids(kHistory);
+        for (int i = 0; i < kHistory; ++i)
+          ids[i] = i;
+        for (int i = 0; i < perCta; ++i)
+          std::swap(ids[i], ids[i + rng() % (kHistory - i)]);
+        std::copy(ids.begin(), ids.begin() + perCta, rows.begin() + r * perCta);
+      }
+      CK(cudaMemcpy(rowsDev, rows.data(), rows.size() * sizeof(int), cudaMemcpyHostToDevice));
+    };
+    double mb = (double)kRequests * perCta * kRowBytes / 1e6;
+    printf("\n== missing %.0f%%: %d rows a CTA, %.1f MB\n", missing * 100, perCta, mb);
+    // L2 prefetches of host rows, then a gather of the same rows.
+    for (int rep = 0; rep < 2; ++rep) {
+      draw();
+      flushL2<<<264, 512>>>(flush, flushBytes);
+      float prefetch = timeIt(perCta, 1, 0, 128, false);
+      float after = timeIt(perCta, 0, 0, 128, false);
+      draw();
+      float cold = timeIt(perCta, 0, 0, 128, true);
+      float again = timeIt(perCta, 0, 0, 128, false);
+      printf("host: bulk L2 prefetch %.4f ms, then the gather %.4f; the gather after a flush %.4f, "
+             "again %.4f\n",
+             prefetch, after, cold, again);
+    }
+    for (int tier = 0; tier < 2; ++tier) {
+      const char *src = tier ? hbmStore : hostDev;
+      draw();
+      kernel<<<kRequests, 128>>>(src, rowsDev, perCta, out, 0, 0);
+      for (int rep = 0; rep < 2; ++rep) {
+        float t[4];
+        int modes[4] = {0, 5, 7, 6};
+        for (int m = 0; m < 4; ++m) {
+          draw();
+          flushL2<<<264, 512>>>(flush, flushBytes);
+          cudaEventRecord(s);
+          kernel<<<kRequests, 128>>>(src, rowsDev, perCta, out, modes[m], 0);
+          cudaEventRecord(e);
+          CK(cudaEventSynchronize(e));
+          cudaEventElapsedTime(&t[m], s, e);
+        }
+        printf("%s: warp per row %.4f ms = %.1f GB/s; 8 rows x 64 B %.4f = %.1f; 4 rows x 128 B "
+               "%.4f = %.1f; "
+               "2 rows x 256 B %.4f = %.1f\n",
+               tier ? "HBM " : "host", t[0], mb / t[0], t[1], mb / t[1], t[2], mb / t[2], t[3],
+               mb / t[3]);
+      }
+    }
+  }
+  return 0;
+}
