@@ -4,7 +4,8 @@
 //                            [--missing=F,F,...]
 // The step (bench/steps/fetch_fp8_group.mlir): one layer group's dhs.fetch,
 // B requests x K selections over FP8 rows stored in groups of 4 layers, so a
-// missing token is one 2624-byte unit of the host store. The benchmark maps
+// missing token is one 2624-byte unit of the host store (or, with
+// bench/steps/fetch_fp8_layer.mlir, one 656-byte row). The benchmark maps
 // a pinned host store of B x T tokens (default T = 65536: 22 GB for 128
 // requests, the store of issue 10's retrieval target), and for 5, 10, 14
 // and 20% (or the --missing fractions) of each request's K distinct random
@@ -27,11 +28,11 @@
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
 #include "runtime/cuda/CudaStep.h"
+#include "tools/CommandLine.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -68,7 +69,7 @@ int main(int argc, char **argv) {
       fractions.clear();
       for (std::size_t at = 10; at <= arg.size();) {
         const std::size_t comma = std::min(arg.find(',', at), arg.size());
-        const double fraction = std::atof(arg.substr(at, comma - at).c_str());
+        const double fraction = dhs::tools::parseDouble(arg.substr(at, comma - at), "--missing");
         if (!(fraction > 0 && fraction <= 1)) {
           std::fprintf(stderr, "dhs-retrieval-bench: %s: fractions in (0, 1]\n", arg.c_str());
           return 2;
@@ -235,6 +236,9 @@ int main(int argc, char **argv) {
         }
       }
     return 0;
+  } catch (const dhs::tools::UsageError &e) {
+    std::fprintf(stderr, "dhs-retrieval-bench: %s\n", e.what());
+    return 2;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "dhs-retrieval-bench: %s\n", e.what());
     return 1;
