@@ -27,6 +27,15 @@ static constexpr int64_t kFetchThreads = 256;
 static constexpr int64_t kFetchChunksInFlight = 6;
 /// The cache line (and PCIe read) granularity the fetch aligns its loads to.
 static constexpr int64_t kLineBytes = 128;
+/// Lanes that copy a short token together in the compacted fetch, and the
+/// most loads a lane issues for it (9: tokens up to 1152 bytes).
+static constexpr int64_t kCompactLanesPerToken = 8;
+static constexpr int64_t kCompactMaxLoads = 9;
+/// The compacting fetch's grid: about this many CTAs (4 an SM), each going
+/// through chunks of kFetchThreads listed rows in turn. More CTAs put more
+/// host reads in flight than PCIe serves: 128 x 2048 listed 656-byte rows,
+/// 30% missing, went at 31 GB/s over 1024 CTAs and 46 GB/s over 512 or 128.
+static constexpr int64_t kCompactBlocks = 512;
 static constexpr int64_t kUnionThreads = 1024;
 /// The largest union table (i32 slots) that fits in shared memory.
 static constexpr int64_t kMaxUnionTable = 32768;
@@ -48,6 +57,20 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   int64_t layers = pool.getLayers();
   int64_t rowBytes = pool.getFormat().getRowBytes();
   int64_t tokenChunks = layers * rowBytes / kCopyBytes;
+  // A token's loads are shifted by its offset in its 128-byte line (up to
+  // maxShift chunks) so that they cover whole lines.
+  int64_t tokenBytes = tokenChunks * kCopyBytes;
+  int64_t maxShift = tokenBytes % kLineBytes ? kLineBytes / kCopyBytes - 1 : 0;
+  // Short tokens (a row of one layer: 656 or 1152 bytes) are copied by 8
+  // lanes each, 4 tokens a warp instruction, after a CTA has compacted the
+  // missing ones of its 256 listed rows in shared memory; long ones (a layer
+  // group's token) by a warp each, straight from the list.
+  int64_t compactLoads = llvm::divideCeil(tokenChunks + maxShift, kCompactLanesPerToken);
+  bool compact = compactLoads <= kCompactMaxLoads;
+  int64_t chunks = llvm::divideCeil(listed, kFetchThreads);
+  int64_t chunksPerBlock =
+      std::min<int64_t>(chunks, llvm::divideCeil(batch * chunks, kCompactBlocks));
+  int64_t rowsPerBlock = compact ? kFetchThreads * chunksPerBlock : kFetchRowsPerBlock;
 
   bool withSlots = static_cast<bool>(op.getSlots());
   KernelSpec spec{abi::LaunchKind::Fetch, kernelKey(rows, withSlots, pool, staging)};
@@ -59,8 +82,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   spec.signature.add(Role::HostTier, getTierType(pool));
   spec.signature.add(Role::Staging, staging);
   spec.signature.add(Role::Status, getStatusType(op.getContext()));
-  spec.geometry.grid = {batch, llvm::divideCeilSigned(listed, kFetchRowsPerBlock), 1};
+  spec.geometry.grid = {batch, llvm::divideCeilSigned(listed, rowsPerBlock), 1};
   spec.geometry.block = {kFetchThreads, 1, 1};
+  if (compact)
+    spec.geometry.dynamicSharedBytes = (kFetchThreads + 1) * 4;
 
   spec.emitBody = [=](ImplicitLocOpBuilder &ib, const KernelArguments &args) {
     Type i8 = ib.getI8Type();
@@ -87,108 +112,168 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     Value tid = kb.threadId();
     Value request = kb.blockId();
     Value firstRow =
-        arith::MulIOp::create(ib, kb.blockId(gpu::Dimension::y), kb.index(kFetchRowsPerBlock));
+        arith::MulIOp::create(ib, kb.blockId(gpu::Dimension::y), kb.index(rowsPerBlock));
     Value historyLength = memref::LoadOp::create(ib, lenArg, ValueRange{request});
     Value historyBase = memref::LoadOp::create(ib, startArg, ValueRange{request});
     Value hostRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
                                                 memref::DimOp::create(ib, host, kb.index(0)));
     auto chunkType = VectorType::get({kCopyBytes}, i8);
 
-    // A warp per listed row (rows warp, warp + 8, ... of the block's 16):
-    // the row's id and slot are one broadcast load, and a row that is
-    // resident, unused or bad costs its warp one uniform branch instead of
-    // every thread's share of its chunks. A wanted row's chunks go lane by
-    // lane, kFetchChunksInFlight loads issued before their stores.
-    Value lane = kb.laneOf(tid);
-    kb.forLoop(
-        kb.warpOf(tid), kb.index(kFetchRowsPerBlock), kb.index(kFetchThreads / kWarpSize),
-        [&](Value row) {
-          Value i = arith::AddIOp::create(ib, firstRow, row);
-          kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
-            Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
-            Value wanted = kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1));
-            if (slotsArg) {
-              Value slot = memref::LoadOp::create(ib, slotsArg, ValueRange{request, i});
-              wanted = arith::AndIOp::create(ib, wanted,
-                                             kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
-            }
-            Value hostRow = arith::AddIOp::create(ib, historyBase,
-                                                  arith::ExtSIOp::create(ib, ib.getI64Type(), id));
-            Value badRow =
-                arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::slt, id, kb.i32(0)),
-                                     kb.cmpi(arith::CmpIPredicate::sge, id, historyLength));
-            Value badHost = kb.cmpi(arith::CmpIPredicate::sge, hostRow, hostRows);
-            Value bits =
-                arith::OrIOp::create(ib, kb.select(badRow, kb.i32(abi::kStatusBadRowId), kb.i32(0)),
-                                     kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)));
-            Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
-            // Report once per row (its lane 0), copy only good rows.
-            kb.ifThen(
-                arith::AndIOp::create(
+    // Listed row i: whether it is missing (listed and not resident) and its
+    // id is good; a bad one is reported through the status word where
+    // `reporter()` holds. `body` runs for a good missing row with its host
+    // row.
+    auto classify = [&](Value i, function_ref<Value()> reporter, function_ref<void(Value)> body) {
+      Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
+      Value wanted = kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1));
+      if (slotsArg) {
+        Value slot = memref::LoadOp::create(ib, slotsArg, ValueRange{request, i});
+        wanted =
+            arith::AndIOp::create(ib, wanted, kb.cmpi(arith::CmpIPredicate::eq, slot, kb.i32(-1)));
+      }
+      Value hostRow =
+          arith::AddIOp::create(ib, historyBase, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
+      Value badRow = arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::slt, id, kb.i32(0)),
+                                          kb.cmpi(arith::CmpIPredicate::sge, id, historyLength));
+      Value badHost = kb.cmpi(arith::CmpIPredicate::sge, hostRow, hostRows);
+      Value bits =
+          arith::OrIOp::create(ib, kb.select(badRow, kb.i32(abi::kStatusBadRowId), kb.i32(0)),
+                               kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)));
+      Value ok = kb.cmpi(arith::CmpIPredicate::eq, bits, kb.i32(0));
+      // Report once per row, copy only good rows.
+      kb.ifThen(arith::AndIOp::create(
                     ib, wanted,
                     arith::AndIOp::create(
                         ib, arith::XOrIOp::create(ib, ok, arith::ConstantIntOp::create(ib, 1, 1)),
-                        kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)))),
+                        reporter())),
                 [&] {
                   memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, bits, status,
                                               ValueRange{kb.index(0)});
                 });
-            kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] {
-              Value hostIndex = kb.toIndex(hostRow);
-              // A warp's load covers 512 bytes; shifted by the token's offset
-              // in its 128-byte line, each covers whole lines (a token of
-              // 2624 bytes starts mid-line every other token), so no line is
-              // read by two loads. Lane slots before the token or past it
-              // load its first or last chunk again (valid addresses) and
-              // store nothing.
-              int64_t tokenBytes = tokenChunks * kCopyBytes;
-              int64_t maxShift = tokenBytes % kLineBytes ? kLineBytes / kCopyBytes - 1 : 0;
-              Value shift = kb.index(0);
-              if (maxShift)
-                shift = kb.toIndex(arith::DivUIOp::create(
-                    ib,
-                    arith::RemUIOp::create(ib,
-                                           arith::MulIOp::create(ib, hostRow, kb.i64(tokenBytes)),
-                                           kb.i64(kLineBytes)),
-                    kb.i64(kCopyBytes)));
-              int64_t batch = kWarpSize * kFetchChunksInFlight;
-              kb.forLoop(
-                  lane, kb.index(llvm::alignTo(tokenChunks + maxShift, batch)), kb.index(batch),
-                  [&](Value first) {
-                    SmallVector<Value> slots, data;
-                    for (int64_t j = 0; j < kFetchChunksInFlight; ++j) {
-                      Value slot = arith::AddIOp::create(ib, first, kb.index(j * kWarpSize));
-                      slots.push_back(slot);
-                      Value chunk = arith::MinUIOp::create(
-                          ib,
-                          arith::SubIOp::create(ib, arith::MaxUIOp::create(ib, slot, shift), shift),
-                          kb.index(tokenChunks - 1));
-                      Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
-                      data.push_back(vector::LoadOp::create(
-                          ib, chunkType, host,
-                          ValueRange{hostIndex,
-                                     arith::DivUIOp::create(ib, byte, kb.index(rowBytes)),
-                                     arith::RemUIOp::create(ib, byte, kb.index(rowBytes))},
-                          /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes)));
-                    }
-                    for (int64_t j = 0; j < kFetchChunksInFlight; ++j) {
-                      Value inToken = arith::AndIOp::create(
-                          ib, kb.cmpi(arith::CmpIPredicate::uge, slots[j], shift),
-                          kb.cmpi(arith::CmpIPredicate::ult,
-                                  arith::SubIOp::create(ib, slots[j], shift),
-                                  kb.index(tokenChunks)));
-                      kb.ifThen(inToken, [&] {
-                        Value byte = arith::MulIOp::create(
-                            ib, arith::SubIOp::create(ib, slots[j], shift), kb.index(kCopyBytes));
-                        vector::StoreOp::create(
-                            ib, data[j], stageFlat, ValueRange{request, i, byte},
-                            /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
-                      });
-                    }
-                  });
-            });
+      kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] { body(hostRow); });
+    };
+    // Copies listed row i's token (host row `hostRow`) into staging: its
+    // `lanes` lanes (this one is `lane` of them) read 16-byte chunks,
+    // `inFlight` loads each before their stores. Shifted by the token's
+    // offset in its 128-byte line, a load of the lanes covers whole lines
+    // (a token of 2624 bytes starts mid-line every other token), so no line
+    // is read by two loads. Lane slots before the token or past it load its
+    // first or last chunk again (valid addresses) and store nothing.
+    auto copyToken = [&](Value i, Value hostRow, Value lane, int64_t lanes, int64_t inFlight) {
+      Value hostIndex = kb.toIndex(hostRow);
+      Value shift = kb.index(0);
+      if (maxShift)
+        shift = kb.toIndex(arith::DivUIOp::create(
+            ib,
+            arith::RemUIOp::create(ib, arith::MulIOp::create(ib, hostRow, kb.i64(tokenBytes)),
+                                   kb.i64(kLineBytes)),
+            kb.i64(kCopyBytes)));
+      int64_t span = lanes * inFlight;
+      kb.forLoop(
+          lane, kb.index(llvm::alignTo(tokenChunks + maxShift, span)), kb.index(span),
+          [&](Value first) {
+            SmallVector<Value> slots, data;
+            for (int64_t j = 0; j < inFlight; ++j) {
+              Value slot = arith::AddIOp::create(ib, first, kb.index(j * lanes));
+              slots.push_back(slot);
+              Value chunk = arith::MinUIOp::create(
+                  ib, arith::SubIOp::create(ib, arith::MaxUIOp::create(ib, slot, shift), shift),
+                  kb.index(tokenChunks - 1));
+              Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
+              data.push_back(vector::LoadOp::create(
+                  ib, chunkType, host,
+                  ValueRange{hostIndex, arith::DivUIOp::create(ib, byte, kb.index(rowBytes)),
+                             arith::RemUIOp::create(ib, byte, kb.index(rowBytes))},
+                  /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes)));
+            }
+            for (int64_t j = 0; j < inFlight; ++j) {
+              Value inToken = arith::AndIOp::create(
+                  ib, kb.cmpi(arith::CmpIPredicate::uge, slots[j], shift),
+                  kb.cmpi(arith::CmpIPredicate::ult, arith::SubIOp::create(ib, slots[j], shift),
+                          kb.index(tokenChunks)));
+              kb.ifThen(inToken, [&] {
+                Value byte = arith::MulIOp::create(ib, arith::SubIOp::create(ib, slots[j], shift),
+                                                   kb.index(kCopyBytes));
+                vector::StoreOp::create(ib, data[j], stageFlat, ValueRange{request, i, byte},
+                                        /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+              });
+            }
           });
-        });
+    };
+
+    Value lane = kb.laneOf(tid);
+    if (!compact) {
+      // A warp per listed row (rows warp, warp + 8, ... of the block's 16):
+      // the row's id and slot are one broadcast load, and a row that is
+      // resident, unused or bad costs its warp one uniform branch instead
+      // of every thread's share of its chunks.
+      kb.forLoop(kb.warpOf(tid), kb.index(kFetchRowsPerBlock), kb.index(kFetchThreads / kWarpSize),
+                 [&](Value row) {
+                   Value i = arith::AddIOp::create(ib, firstRow, row);
+                   kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
+                     classify(
+                         i, [&] { return kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)); },
+                         [&](Value hostRow) {
+                           copyToken(i, hostRow, lane, kWarpSize, kFetchChunksInFlight);
+                         });
+                   });
+                 });
+      gpu::ReturnOp::create(ib);
+      return;
+    }
+    // Compacted, per chunk of 256 listed rows: thread t classifies its row
+    // and appends a good missing one to the block's list in shared memory
+    // (its count after the list); then each warp copies 4 listed tokens at
+    // a time, 8 lanes a token, so one load instruction reads 128 contiguous
+    // bytes of 4 tokens (scattered host rows cross PCIe at 44-47 GB/s so,
+    // against 29-33 GB/s for 64-byte pieces of 8 rows: bench/NOTES.md).
+    auto workgroup = gpu::AddressSpaceAttr::get(ib.getContext(), gpu::AddressSpace::Workgroup);
+    Value shared = gpu::DynamicSharedMemoryOp::create(
+        ib, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, workgroup));
+    Value list = memref::ViewOp::create(ib,
+                                        MemRefType::get({kFetchThreads + 1}, ib.getI32Type(),
+                                                        MemRefLayoutAttrInterface{}, workgroup),
+                                        shared, kb.index(0), ValueRange{});
+    Value countAt = kb.index(kFetchThreads);
+    constexpr int64_t tokensPerWarp = kWarpSize / kCompactLanesPerToken;
+    Value tokenLane = arith::RemUIOp::create(ib, lane, kb.index(kCompactLanesPerToken));
+    Value tokenOfLane = arith::DivUIOp::create(ib, lane, kb.index(kCompactLanesPerToken));
+    // The block's chunks of 256 listed rows, one after the other.
+    kb.forLoop(kb.index(0), kb.index(chunksPerBlock), kb.index(1), [&](Value chunk) {
+      Value chunkFirst = arith::AddIOp::create(
+          ib, firstRow, arith::MulIOp::create(ib, chunk, kb.index(kFetchThreads)));
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)),
+                [&] { memref::StoreOp::create(ib, kb.i32(0), list, ValueRange{countAt}); });
+      gpu::BarrierOp::create(ib);
+      Value mine = arith::AddIOp::create(ib, chunkFirst, tid);
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, mine, kb.index(listed)), [&] {
+        classify(
+            mine, [&]() -> Value { return arith::ConstantIntOp::create(ib, 1, 1); },
+            [&](Value) {
+              Value at = memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, kb.i32(1),
+                                                     list, ValueRange{countAt});
+              memref::StoreOp::create(ib, arith::IndexCastOp::create(ib, ib.getI32Type(), tid),
+                                      list, ValueRange{kb.toIndex(at)});
+            });
+      });
+      gpu::BarrierOp::create(ib);
+      Value count = kb.toIndex(memref::LoadOp::create(ib, list, ValueRange{countAt}));
+      kb.forLoop(arith::MulIOp::create(ib, kb.warpOf(tid), kb.index(tokensPerWarp)), count,
+                 kb.index(kFetchThreads / kWarpSize * tokensPerWarp), [&](Value first) {
+                   Value entry = arith::AddIOp::create(ib, first, tokenOfLane);
+                   kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, entry, count), [&] {
+                     Value i = arith::AddIOp::create(
+                         ib, chunkFirst,
+                         kb.toIndex(memref::LoadOp::create(ib, list, ValueRange{entry})));
+                     Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
+                     Value hostRow = arith::AddIOp::create(
+                         ib, historyBase, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
+                     copyToken(i, hostRow, tokenLane, kCompactLanesPerToken, compactLoads);
+                   });
+                 });
+      // (Every warp is done with the list before the next chunk resets it.)
+      gpu::BarrierOp::create(ib);
+    });
     gpu::ReturnOp::create(ib);
   };
   return spec;

@@ -15,7 +15,7 @@
 // CHECK-DAG: %[[REMAP:.*]] = dhs.scratch {offset = 295936 : i64} : memref<2x2x64xi32>
 // Q * K = 128 selections per request: a table of 256 i32 slots, 1024 bytes.
 // CHECK: gpu.launch_func @union_missing::@union_missing blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %{{.*}} args(%{{.*}} : memref<2x2x64xi32>, %{{.*}} : memref<2x2x64xi32>, %[[MISSING]] : memref<2x128xi32>, %[[REMAP]] : memref<2x2x64xi32>)
-// CHECK: gpu.launch_func @fetch::@fetch {{.*}} args(%[[MISSING]] : memref<2x128xi32>, %{{.*}} : memref<2xi64>, %{{.*}} : memref<2xi32>, %{{.*}} : memref<?x1x1152xi8>, %[[STAGE]] : memref<2x128x1x1152xi8>, %{{.*}} : memref<1xi32>)
+// CHECK: gpu.launch_func @fetch::@fetch blocks in (%c2, %c1, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c1028_i32 args(%[[MISSING]] : memref<2x128xi32>, %{{.*}} : memref<2xi64>, %{{.*}} : memref<2xi32>, %{{.*}} : memref<?x1x1152xi8>, %[[STAGE]] : memref<2x128x1x1152xi8>, %{{.*}} : memref<1xi32>)
 // CHECK: gpu.launch_func @attention::@attention {{.*}} args(%{{.*}} : memref<2x2x16x576xbf16>, %{{.*}} : memref<2x2x64xi32>, %{{.*}} : memref<2x2x64xi32>, %[[STAGE]] : memref<2x128x1x1152xi8>, %[[REMAP]] : memref<2x2x64xi32>, %{{.*}} : memref<?x1x1152xi8>, %{{.*}} : memref<2x2x16x512xbf16>, %[[PARTIALS]] : memref<2x2x16x2x514xf32>, %{{.*}} : memref<1xi32>) {dhs.layer = 0 : i64, dhs.op = "attention"
 // CHECK: gpu.launch_func @attention_combine::@attention_combine {{.*}} args(%[[PARTIALS]] : memref<2x2x16x2x514xf32>, %{{.*}} : memref<2x2x16x512xbf16>)
 
@@ -27,8 +27,21 @@
 // CHECK: memref.generic_atomic_rmw
 // CHECK: gpu.barrier
 // The fetch copies a listed token's bytes from the host store into staging.
+// A row of one layer is a short token: a CTA per 256 listed rows appends its
+// missing ones to a list in shared memory (the count after it), then 8 lanes
+// copy each, 9 loads of 16 bytes in flight per lane (72 chunks).
 // CHECK: gpu.func @fetch
-// CHECK: vector.load %{{.*}} : memref<?x1x1152xi8>, vector<16xi8>
+// CHECK: gpu.dynamic_shared_memory
+// CHECK-NEXT: %[[LIST:.*]] = memref.view {{.*}} to memref<257xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %c0_i32, %[[LIST]][%c256]
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.barrier
+// CHECK: memref.atomic_rmw ori
+// CHECK: %[[AT:.*]] = memref.atomic_rmw addi %c1_i32, %[[LIST]][%c256]
+// CHECK: gpu.barrier
+// CHECK: %[[COUNT:.*]] = memref.load %[[LIST]][%c256]
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c72 step %c72
+// CHECK-COUNT-9: vector.load %{{.*}} : memref<?x1x1152xi8>, vector<16xi8>
 // CHECK: vector.store %{{.*}} : memref<2x128x1152xi8>, vector<16xi8>
 // Staged attention reads staging as a tier of B * N rows.
 // CHECK: gpu.func @attention
