@@ -55,8 +55,10 @@ double median(std::vector<double> v) {
 
 /// Medians of a step's phases.
 struct Phases {
-  double step = 0, select = 0, attend = 0, end = 0, appends = 0;
+  double step = 0, begin = 0, select = 0, attend = 0, end = 0, appends = 0;
   double device = 0; ///< the device's span of the step (CUDA events)
+  double launch = 0; ///< endStep's launch of the step's work (the graph)
+  double wait = 0;   ///< endStep waiting for the device
 };
 
 /// On a crash: the stack's return addresses and where the binary is mapped
@@ -184,6 +186,7 @@ int main(int argc, char **argv) {
     auto run = [&](Runtime &rt, const DeviceBuffer &out, Phases &phase, bool append) {
       const auto t0 = Clock::now();
       rt.beginStep(ids.data(), s.batch);
+      const auto tBegun = Clock::now();
       for (std::int32_t g = 0; g < groups; ++g)
         rt.selectGroup(g, reinterpret_cast<const std::int32_t *>(deviceRows.get()) + g * perGroup,
                        MemorySpace::Device);
@@ -195,7 +198,9 @@ int main(int argc, char **argv) {
       const auto t2 = Clock::now();
       rt.endStep();
       const auto t3 = Clock::now();
-      phase = {ms(t0, t3), ms(t0, t1), ms(t1, t2), ms(t2, t3), 0, rt.lastStepDeviceMs()};
+      const StepTimes times = rt.lastStepTimes();
+      phase = {ms(t0, t3), ms(t0, tBegun), ms(tBegun, t1), ms(t1, t2), ms(t2, t3),
+               0,          times.device,   times.launch,   times.wait};
       if (append) {
         const auto a0 = Clock::now();
         for (std::uint64_t id : ids)
@@ -242,8 +247,9 @@ int main(int argc, char **argv) {
         return median(values);
       };
       for (auto [v, out] : {std::pair{&a, &medianLogged}, std::pair{&b, &medianDecided}})
-        *out = {med(*v, &Phases::step), med(*v, &Phases::select),  med(*v, &Phases::attend),
-                med(*v, &Phases::end),  med(*v, &Phases::appends), med(*v, &Phases::device)};
+        *out = {med(*v, &Phases::step),   med(*v, &Phases::begin),  med(*v, &Phases::select),
+                med(*v, &Phases::attend), med(*v, &Phases::end),    med(*v, &Phases::appends),
+                med(*v, &Phases::device), med(*v, &Phases::launch), med(*v, &Phases::wait)};
     };
     Phases loggedSteps, decidedSteps, loggedAppends, decidedAppends;
     measure(false, loggedSteps, decidedSteps);
@@ -267,10 +273,12 @@ int main(int argc, char **argv) {
                 static_cast<long long>(last.selected), static_cast<long long>(last.resident),
                 static_cast<long long>(last.promoted), static_cast<long long>(last.evicted));
     auto report = [](const char *what, const Phases &p) {
-      std::printf("  %-30s step %.3f ms (device %.3f, %.2fx; host %.3f): begin+select %.3f, "
-                  "attend %.3f, end %.3f",
-                  what, p.step, p.device, p.step / p.device, p.step - p.device, p.select, p.attend,
-                  p.end);
+      // host: the step's wall time past the device's span; host work: the
+      // runtime's calls less their waits for the device.
+      std::printf("  %-30s step %.3f ms (device %.3f, %.2fx; host %.3f, host work %.3f): begin "
+                  "%.3f, select %.3f, attend %.3f, end %.3f (launch %.3f, wait %.3f, rest %.3f)",
+                  what, p.step, p.device, p.step / p.device, p.step - p.device, p.step - p.wait,
+                  p.begin, p.select, p.attend, p.end, p.launch, p.wait, p.end - p.launch - p.wait);
       if (p.appends > 0)
         std::printf(", appends %.3f", p.appends);
       std::printf("\n");

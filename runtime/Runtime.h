@@ -190,7 +190,9 @@ public:
   /// dhs.resolve and a placement step: the residency maps) they never wait
   /// for the host: the step's kernels resolve them through the maps, and
   /// endStep checks and books a copy; a bad row id then fails endStep with
-  /// the same message (the step is abandoned, nothing promoted).
+  /// the same message (the step is abandoned, nothing promoted). The step's
+  /// work reads them from `rowIds` (as it reads device queries): keep the
+  /// buffer unchanged until endStep returns.
   void selectGroup(std::int32_t group, const std::int32_t *rowIds,
                    MemorySpace memory = MemorySpace::Host);
   /// Layer l's attention: queries [batch, Q, H, qk_dim] in, output [batch,
@@ -387,10 +389,11 @@ public:
   void loadAgingStep(const std::string &stepDirectory);
   /// As loadAgingStep, from a parsed manifest.
   void loadAgingStep(const Manifest &manifest);
-  /// Milliseconds the device spent on the last completed step (its stream
-  /// work, CUDA events), -1 on the CPU.
-  double lastStepDeviceMs() const {
-    return tiers_.runner ? tiers_.runner->lastStepDeviceMs() : -1.0;
+  /// Where the last completed step's time went: the device's span (CUDA
+  /// events), the host's launch at the step's end and its wait for the
+  /// device; -1 on the CPU.
+  StepTimes lastStepTimes() const {
+    return tiers_.runner ? tiers_.runner->lastStepTimes() : StepTimes{};
   }
 
   /// Sliding window (steps compiled with `window(...) size = W`, ring of R

@@ -22,6 +22,8 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 #include <random>
+#include <string>
+#include <sys/mman.h>
 #include <vector>
 
 #define CK(x)                                                                                      \
@@ -33,7 +35,10 @@
     }                                                                                              \
   } while (0)
 
-constexpr int kRequests = 128, kHistory = 32768, kRowBytes = 656, kChunks = kRowBytes / 16;
+constexpr int kRequests = 128, kRowBytes = 656, kChunks = kRowBytes / 16;
+/// Rows of a request's history (argv[1]; 32768: the mixed steps' 2.75 GB store).
+static int history = 32768;
+__constant__ int deviceHistory; ///< the same, for the kernels
 
 __device__ __forceinline__ void bulkPrefetch(const void *p) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(kRowBytes) : "memory");
@@ -62,7 +67,7 @@ __global__ void kernel(const char *host, const int *rows, int perCta, char *out,
                        int ahead) {
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int *mine = rows + blockIdx.x * perCta;
-  const char *base = host + (size_t)blockIdx.x * kHistory * kRowBytes;
+  const char *base = host + (size_t)blockIdx.x * deviceHistory * kRowBytes;
   char *dst = out + (size_t)blockIdx.x * perCta * kRowBytes;
   if (mode == 1 || mode == 2) {
     for (int i = threadIdx.x; i < perCta; i += blockDim.x) {
@@ -156,10 +161,35 @@ __global__ void flushL2(char *p, size_t n) {
     *(int4 *)(p + i) = make_int4(i, 1, 2, 3);
 }
 
-int main() {
-  size_t storeBytes = (size_t)kRequests * kHistory * kRowBytes;
+int main(int argc, char **argv) {
+  // argv[1]: rows a request (the store's size); argv[2]: "thp" to pin
+  // memory the kernel backs with 2 MB transparent huge pages (mmap +
+  // madvise, then cudaHostRegister) instead of cudaHostAlloc's.
+  if (argc > 1)
+    history = std::atoi(argv[1]);
+  const bool thp = argc > 2 && std::string(argv[2]) == "thp";
+  CK(cudaMemcpyToSymbol(deviceHistory, &history, sizeof(int)));
+  size_t storeBytes = (size_t)kRequests * history * kRowBytes;
   char *host;
-  CK(cudaHostAlloc(&host, storeBytes, cudaHostAllocMapped));
+  if (thp) {
+    size_t huge = size_t(2) << 20;
+    storeBytes = (storeBytes + huge - 1) / huge * huge;
+    void *p = mmap(nullptr, storeBytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+      printf("mmap failed\n");
+      return 1;
+    }
+    host = (char *)(((uintptr_t)p + huge - 1) / huge * huge);
+    if (madvise(host, storeBytes, MADV_HUGEPAGE) != 0)
+      printf("madvise(MADV_HUGEPAGE) failed\n");
+    for (size_t i = 0; i < storeBytes; i += 4096)
+      host[i] = (char)i;
+    CK(cudaHostRegister(host, storeBytes, cudaHostRegisterMapped));
+  } else
+    CK(cudaHostAlloc(&host, storeBytes, cudaHostAllocMapped));
+  printf("store: %d rows a request, %.2f GB, %s\n", history, storeBytes / 1e9,
+         thp ? "THP-backed, cudaHostRegister" : "cudaHostAlloc");
   for (size_t i = 0; i < storeBytes; i += 4096)
     host[i] = (char)i;
   char *hostDev;
@@ -175,17 +205,18 @@ int main() {
   cudaEventCreate(&e);
   // Pinned copy rate.
   {
+    size_t copyBytes = std::min(storeBytes, size_t(1) << 30);
     char *dev;
-    CK(cudaMalloc(&dev, 1 << 30));
-    cudaMemcpyAsync(dev, host, 1 << 30, cudaMemcpyHostToDevice);
+    CK(cudaMalloc(&dev, copyBytes));
+    CK(cudaMemcpyAsync(dev, host, copyBytes, cudaMemcpyHostToDevice));
     cudaEventRecord(s);
     for (int r = 0; r < 5; ++r)
-      cudaMemcpyAsync(dev, host, 1 << 30, cudaMemcpyHostToDevice);
+      CK(cudaMemcpyAsync(dev, host, copyBytes, cudaMemcpyHostToDevice));
     cudaEventRecord(e);
     CK(cudaEventSynchronize(e));
     float ms;
     cudaEventElapsedTime(&ms, s, e);
-    printf("pinned copy: %.1f GB/s\n", 5.0 * (1 << 30) / ms / 1e6);
+    printf("pinned copy: %.1f GB/s\n", 5.0 * copyBytes / ms / 1e6);
     cudaFree(dev);
   }
   char *hbmStore;
@@ -208,11 +239,11 @@ int main() {
     std::vector<int> rows(kRequests * perCta);
     auto draw = [&] {
       for (int r = 0; r < kRequests; ++r) {
-        std::vector<int> ids(kHistory);
-        for (int i = 0; i < kHistory; ++i)
+        std::vector<int> ids(history);
+        for (int i = 0; i < history; ++i)
           ids[i] = i;
         for (int i = 0; i < perCta; ++i)
-          std::swap(ids[i], ids[i + rng() % (kHistory - i)]);
+          std::swap(ids[i], ids[i + rng() % (history - i)]);
         std::copy(ids.begin(), ids.begin() + perCta, rows.begin() + r * perCta);
       }
       CK(cudaMemcpy(rowsDev, rows.data(), rows.size() * sizeof(int), cudaMemcpyHostToDevice));

@@ -222,7 +222,9 @@ dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t bat
 /** Group `group`'s selections for the step in progress, in `memory`
  *  Device selections (CUDA, with steps that resolve them on
  *  the device and a placement step) never wait for the host; a bad row id
- *  among them makes dhs_step_end fail with DHS_ERROR_OUT_OF_RANGE. */
+ *  among them makes dhs_step_end fail with DHS_ERROR_OUT_OF_RANGE. The
+ *  step's work reads device selections from `row_ids`: keep the buffer
+ *  unchanged until dhs_step_end returns. */
 dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
                            dhs_memory memory);
 /** Layer `layer`'s attention for the step in progress. Host output is

@@ -31,6 +31,18 @@
 
 namespace dhs::runtime {
 
+/// Where a step's time went, in milliseconds; -1 where not measured.
+struct StepTimes {
+  /// The device's span: from the start of the step's stream work to its
+  /// status read (CUDA events).
+  double device = -1.0;
+  /// The host's calls that enqueued the step's work at its end (with CUDA
+  /// graphs: the graph's launch).
+  double launch = -1.0;
+  /// The host waiting for the device to finish the step.
+  double wait = -1.0;
+};
+
 struct Manifest;
 
 /// Where step inputs and outputs live.
@@ -154,8 +166,9 @@ public:
   /// selections may stay in device memory (takeSelections).
   virtual bool resolvesOnDevice() const = 0;
   /// Takes group g's selections [count] (row ids, device memory) for the
-  /// step in progress: enqueues a copy into the step's row_ids (padded with
-  /// -1 to [B, Q, K]). No host wait. Throws Error where unsupported.
+  /// step in progress: the group's first layer copies them into the step's
+  /// row_ids (padded with -1 to [B, Q, K]), so the buffer must hold them
+  /// until the step ends. No host wait. Throws Error where unsupported.
   virtual void takeSelections(std::int32_t group, const std::int32_t *rowIds,
                               std::int64_t count) = 0;
   /// Group g's selections taken this step [B, Q, K], downloaded (after
@@ -228,10 +241,9 @@ public:
   /// Turns counting the fetch launches' rows on or off (between steps; the
   /// CPU always counts: its fetches are host code).
   virtual void setCountFetches(bool on) = 0;
-  /// Milliseconds the device spent on the last finished step, from the
-  /// start of its stream work to its status read (CUDA events); -1 on the
-  /// CPU or before a step.
-  virtual double lastStepDeviceMs() const { return -1.0; }
+  /// Where the last finished step's time went (-1 on the CPU or before a
+  /// step).
+  virtual StepTimes lastStepTimes() const { return {}; }
 
   // Residency decisions on the device (CUDA with resolving steps and a
   // placement step; the CPU decides on the host and throws StateError).

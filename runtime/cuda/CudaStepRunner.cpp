@@ -4,7 +4,9 @@
 
 #include "runtime/core/Error.h"
 
+#include <chrono>
 #include <cstring>
+#include <tuple>
 
 namespace dhs::runtime::cuda_detail {
 
@@ -240,8 +242,6 @@ const StepLog &CudaStepRunner::stepLog(std::int32_t group) {
 
 void CudaStepRunner::takeSelections(std::int32_t group, const std::int32_t *rowIds,
                                     std::int64_t count) {
-  const CudaDriver &cuda = driver();
-  queue_->makeCurrent();
   if (!resolvesOnDevice())
     throw Error(resolveLaunches_ ? "selections in device memory need the residency maps: load a "
                                    "placement step"
@@ -251,23 +251,12 @@ void CudaStepRunner::takeSelections(std::int32_t group, const std::int32_t *rowI
   if (count < 0 || static_cast<std::size_t>(count) * sizeof(std::int32_t) > bytes)
     throw InputError(std::to_string(count) + " selections; the step takes " +
                      std::to_string(bytes / sizeof(std::int32_t)));
-  if (selections_.empty())
-    for (std::int32_t g = 0; g < layout_.groups(); ++g)
-      selections_.push_back(std::make_unique<DeviceBuffer>(bytes, "selections"));
-  CUstream stream = queue_->stream();
-  const std::size_t g = static_cast<std::size_t>(group);
-  // -1 pads the lanes past the batch. The host never reads them in a
+  // The group's first layer copies them into the step's row_ids (the
+  // engine keeps its buffer until endStep); the host never reads them in a
   // step: the resolve kernel logs what the controller books.
-  if (static_cast<std::size_t>(count) < bytes / 4)
-    cuda.check(cuda.memsetD32Async(selections_[g]->get() + static_cast<std::size_t>(count) * 4,
-                                   0xFFFFFFFFu, bytes / 4 - static_cast<std::size_t>(count),
-                                   stream),
-               "padding the selections");
-  if (count > 0)
-    cuda.check(cuda.memcpyDtoDAsync(selections_[g]->get(), reinterpret_cast<CUdeviceptr>(rowIds),
-                                    static_cast<std::size_t>(count) * sizeof(std::int32_t), stream),
-               "copying the engine's selections");
-  queue_->submitted();
+  selections_.resize(static_cast<std::size_t>(layout_.groups()));
+  selections_[static_cast<std::size_t>(group)] = {reinterpret_cast<CUdeviceptr>(rowIds),
+                                                  static_cast<std::size_t>(count)};
 }
 
 const std::int32_t *CudaStepRunner::selectionsOnHost(std::int32_t group) {
@@ -276,11 +265,11 @@ const std::int32_t *CudaStepRunner::selectionsOnHost(std::int32_t group) {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   queue_->quiesce();
-  const DeviceBuffer &taken = *selections_.at(static_cast<std::size_t>(group));
-  selectionsHost_.resize(bytesOf(plan_.groups.front().rowIds) / sizeof(std::int32_t));
-  cuda.check(cuda.memcpyDtoH(selectionsHost_.data(), taken.get(),
-                             selectionsHost_.size() * sizeof(std::int32_t)),
-             "downloading selections");
+  const auto [from, count] = selections_.at(static_cast<std::size_t>(group));
+  selectionsHost_.assign(bytesOf(plan_.groups.front().rowIds) / sizeof(std::int32_t), -1);
+  if (count > 0)
+    cuda.check(cuda.memcpyDtoH(selectionsHost_.data(), from, count * sizeof(std::int32_t)),
+               "downloading selections");
   return selectionsHost_.data();
 }
 
@@ -334,9 +323,15 @@ void CudaStepRunner::copyHostOutputs() {
 }
 
 void CudaStepRunner::finishStep() {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+  };
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   std::uint32_t word = 0;
+  const Clock::time_point launchStart = Clock::now();
+  Clock::time_point launchEnd = launchStart;
   if (stepOpen_) {
     if (graphs_ && !pending_.empty()) {
       try {
@@ -354,6 +349,7 @@ void CudaStepRunner::finishStep() {
     } else if (decisions_ && stepDecisions_)
       enqueueDecisions();
     pending_.clear();
+    launchEnd = Clock::now();
     cuda.check(cuda.memcpyDtoHAsync(&word, buffers_.status, sizeof(word), queue_->stream()),
                "reading the status word");
     if (stepStarted_)
@@ -362,10 +358,13 @@ void CudaStepRunner::finishStep() {
   queue_->synchronize("the step's kernels failed");
   if (stepOpen_ && stepStarted_) {
     float elapsed = 0.0f;
-    lastDeviceMs_ =
+    lastTimes_.device =
         cuda.eventElapsedTime(&elapsed, stepStart_->get(), stepEnd_->get()) == CUDA_SUCCESS
             ? static_cast<double>(elapsed)
             : -1.0;
+    // (The status word's copy into pageable memory waits for the device.)
+    lastTimes_.launch = ms(launchStart, launchEnd);
+    lastTimes_.wait = ms(launchEnd, Clock::now());
   }
   stepStarted_ = false;
   const bool wasOpen = stepOpen_;
@@ -429,6 +428,9 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
   if (step.selectionsOnDevice && !resolvesOnDevice())
     throw Error("selections in device memory need steps that resolve them (dhs.resolve) and "
                 "a placement step");
+  if (step.selectionsOnDevice)
+    std::tie(work.selections, work.selectionCount) =
+        selections_.at(static_cast<std::size_t>(layer / layout_.layersPerGroup));
   std::uint8_t *stage = stagingIn(layer);
   auto put = [&](int argument, const void *data) {
     // Selections taken on the device are not staged.
@@ -477,12 +479,17 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
       stage += bytes;
       continue;
     }
-    if (work.selectionsOnDevice && index == binding.rowIds)
-      cuda.check(cuda.memcpyDtoDAsync(argument(index),
-                                      selections_[static_cast<std::size_t>(group)]->get(), bytes,
-                                      stream),
-                 "copying the group's selections");
-    else if (!(work.selectionsOnDevice && index == binding.slots)) // resolve writes them
+    if (work.selectionsOnDevice && index == binding.rowIds) {
+      // The engine's row ids, -1 past them (the lanes past the batch).
+      const std::size_t taken = work.selectionCount * sizeof(std::int32_t);
+      if (taken < bytes)
+        cuda.check(
+            cuda.memsetD32Async(argument(index) + taken, 0xFFFFFFFFu, (bytes - taken) / 4, stream),
+            "padding the selections");
+      if (taken > 0)
+        cuda.check(cuda.memcpyDtoDAsync(argument(index), work.selections, taken, stream),
+                   "copying the group's selections");
+    } else if (!(work.selectionsOnDevice && index == binding.slots)) // resolve writes them
       cuda.check(cuda.memcpyHtoDAsync(argument(index), stage, bytes, stream),
                  std::string("uploading ") + abi::name(binding.step->manifest()
                                                            .arguments[static_cast<std::size_t>(index)]

@@ -90,7 +90,7 @@ public:
   void decisionList(std::int32_t group, std::vector<std::int64_t> &rows,
                     std::vector<std::int32_t> &slots) const override;
   void rollBackDecisions() override;
-  double lastStepDeviceMs() const override { return lastDeviceMs_; }
+  StepTimes lastStepTimes() const override { return lastTimes_; }
   void setAgingStep(const Manifest &manifest) override;
   void enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
                     std::int32_t budget) override;
@@ -126,13 +126,16 @@ private:
     CUdeviceptr queries = 0;                  ///< device queries (MemorySpace::Device)
     CUdeviceptr output = 0;                   ///< device output (MemorySpace::Device)
     bool selectionsOnDevice = false;          ///< row ids from takeSelections
+    CUdeviceptr selections = 0;               ///< and where: the engine's buffer
+    std::size_t selectionCount = 0;           ///< its row ids (the rest pads with -1)
     std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
     bool decisions = false;                   ///< the step ends with the device's decisions
 
     bool operator==(const LayerWork &o) const {
       return layer == o.layer && memory == o.memory && queryBytes == o.queryBytes &&
              outputBytes == o.outputBytes && queries == o.queries && output == o.output &&
-             selectionsOnDevice == o.selectionsOnDevice && windowRequests == o.windowRequests &&
+             selectionsOnDevice == o.selectionsOnDevice && selections == o.selections &&
+             selectionCount == o.selectionCount && windowRequests == o.windowRequests &&
              decisions == o.decisions;
     }
   };
@@ -197,8 +200,9 @@ private:
   bool graphs_ = false;
   std::vector<LayerWork> pending_; // the step's staged layers (graphs on)
   StepGraphCache<std::vector<LayerWork>> graphCache_;
-  // Selections taken on the device, per group, and a download of one.
-  std::vector<std::unique_ptr<DeviceBuffer>> selections_;
+  // Selections taken on the device, per group: the engine's buffer and its
+  // row ids (the step's uploads read it), and a download of one.
+  std::vector<std::pair<CUdeviceptr, std::size_t>> selections_;
   std::vector<std::int32_t> selectionsHost_;
   // Counting fetches: each layer's fetches' row lists (and slots), copied to
   // pinned memory right after its launches (a later group's may reuse the
@@ -214,7 +218,7 @@ private:
   // its status read.
   std::unique_ptr<Event> stepStart_, stepEnd_;
   bool stepStarted_ = false;
-  double lastDeviceMs_ = -1.0;
+  StepTimes lastTimes_;
 };
 
 } // namespace dhs::runtime::cuda_detail
