@@ -155,6 +155,40 @@ __global__ void kernel(const char *host, const int *rows, int perCta, char *out,
   }
 }
 
+// All requests' rows from a few CTAs (gridDim.x CTAs of blockDim.x threads,
+// 4 rows x 128 B a warp instruction): can a handful of SMs beside an
+// attention grid reach the gather rate?
+__global__ void fewCtas(const char *host, const int *rows, int perCta, char *out) {
+  int lane = threadIdx.x % 32, seg = lane % 8, sub = lane / 8;
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  int warps = gridDim.x * blockDim.x / 32;
+  size_t total = (size_t)kRequests * perCta;
+  for (size_t i0 = (size_t)warp * 4; i0 < total; i0 += (size_t)warps * 4) {
+    size_t i = i0 + sub;
+    if (i >= total)
+      continue;
+    size_t request = i / perCta;
+    const char *src = host + (request * deviceHistory + rows[i]) * kRowBytes;
+    char *d = out + i * kRowBytes;
+    int4 v[6];
+    auto ld = [&](int off) {
+      int4 x;
+      asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                   : "l"(src + off));
+      return x;
+    };
+    for (int g = 0; g < 4; ++g)
+      v[g] = ld(seg * 16 + g * 128);
+    v[4] = ld(512);
+    v[5] = ld(528 + seg * 16);
+    for (int g = 0; g < 4; ++g)
+      *(int4 *)(d + seg * 16 + g * 128) = v[g];
+    *(int4 *)(d + 512) = v[4];
+    *(int4 *)(d + 528 + seg * 16) = v[5];
+  }
+}
+
 __global__ void flushL2(char *p, size_t n) {
   for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 16; i < n;
        i += (size_t)gridDim.x * blockDim.x * 16)
@@ -262,6 +296,62 @@ int main(int argc, char **argv) {
       printf("host: bulk L2 prefetch %.4f ms, then the gather %.4f; the gather after a flush %.4f, "
              "again %.4f\n",
              prefetch, after, cold, again);
+    }
+    // The copy engines instead of SM loads: one cudaMemcpyBatchAsync of
+    // the rows (656 B each), and of 4-row pieces (2624 B, a layer group's
+    // token) at the same positions.
+    for (int piece : {1, 4}) {
+      draw();
+      std::vector<void *> dsts(rows.size());
+      std::vector<const void *> srcs(rows.size());
+      std::vector<size_t> sizes(rows.size(), (size_t)piece * kRowBytes);
+      char *batchOut;
+      CK(cudaMalloc(&batchOut, rows.size() * piece * kRowBytes));
+      for (size_t i = 0; i < rows.size(); ++i) {
+        size_t request = i / perCta;
+        size_t row = std::min<size_t>(rows[i], history - piece);
+        srcs[i] = host + (request * history + row) * kRowBytes;
+        dsts[i] = batchOut + i * piece * kRowBytes;
+      }
+      cudaMemcpyAttributes attr = {};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      size_t attrIndex = 0;
+      float best = 1e30f;
+      cudaStream_t stream; // (batches refuse the legacy default stream)
+      CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      for (int rep = 0; rep < 3; ++rep) {
+        cudaEventRecord(s, stream);
+        CK(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), rows.size(), &attr,
+                                &attrIndex, 1, stream));
+        cudaEventRecord(e, stream);
+        CK(cudaEventSynchronize(e));
+        float ms;
+        cudaEventElapsedTime(&ms, s, e);
+        best = std::min(best, ms);
+      }
+      double bytes = (double)rows.size() * piece * kRowBytes / 1e6;
+      printf("copy engines, cudaMemcpyBatchAsync of %zu pieces of %d B: %.4f ms = %.1f GB/s\n",
+             rows.size(), piece * kRowBytes, best, bytes / best);
+      CK(cudaStreamDestroy(stream));
+      CK(cudaFree(batchOut));
+    }
+    // A few CTAs of 1024 threads for all requests' rows.
+    {
+      draw();
+      printf("host, few CTAs x 1024 threads:");
+      for (int ctas : {2, 4, 8, 16, 32, 132}) {
+        flushL2<<<264, 512>>>(flush, flushBytes);
+        cudaEventRecord(s);
+        fewCtas<<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
+        cudaEventRecord(e);
+        CK(cudaEventSynchronize(e));
+        CK(cudaGetLastError());
+        float ms;
+        cudaEventElapsedTime(&ms, s, e);
+        printf(" %d: %.1f GB/s;", ctas, mb / ms);
+      }
+      printf("\n");
     }
     for (int tier = 0; tier < 2; ++tier) {
       const char *src = tier ? hbmStore : hostDev;
