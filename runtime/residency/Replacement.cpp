@@ -21,8 +21,63 @@ bool ResidencyController::isVictimCandidate(const Group &g, std::int32_t slot, s
   return static_cast<std::int64_t>(r.hot[static_cast<std::size_t>(gi)].size()) > config_.hotFloor;
 }
 
+void ResidencyController::buildCandidates(Group &g) {
+  const std::size_t n = static_cast<std::size_t>(config_.hbmSlots);
+  g.candidates.assign((n + 63) / 64, 0);
+  g.candidateWords.assign((n + 4095) / 4096, 0);
+  const std::uint8_t hot = static_cast<std::uint8_t>(SlotKind::Hot);
+  const std::uint32_t step = step_;
+  for (std::size_t w = 0; w * 64 < n; ++w) {
+    const std::size_t begin = w * 64, end = std::min(n, begin + 64);
+    std::uint64_t bits = 0;
+    for (std::size_t s = begin; s < end; ++s)
+      bits |= static_cast<std::uint64_t>(g.kind[s] == hot && g.lastUse[s] < step) << (s - begin);
+    g.candidates[w] = bits;
+    if (bits)
+      g.candidateWords[w >> 6] |= 1ull << (w & 63);
+  }
+  g.candidateStamp = step_;
+  g.candidatesValid = true;
+}
+
 std::int32_t ResidencyController::clockVictim(Group &g, std::int32_t owner, bool force) {
   const std::int32_t gi = static_cast<std::int32_t>(&g - groups_.data());
+  if (owner < 0 && !force && !linearClock_) {
+    // The sweep below, over the candidate bits: the slots it skips without
+    // a change (not hot, or used in this step) are skipped 64 (or, by the
+    // summary, 4096) at a time. Same victim, same references cleared, same
+    // hand.
+    const std::int32_t n = config_.hbmSlots;
+    if (!g.candidatesValid || g.candidateStamp != step_)
+      buildCandidates(g);
+    std::int64_t passed = 0; // slots the hand passed (the sweep's i)
+    std::int32_t at = g.hand;
+    while (passed < 2ll * n) {
+      const std::int32_t s = nextSetBit(g.candidates, g.candidateWords, at, n);
+      passed += s - at;
+      if (s == n) {
+        at = 0;
+        continue;
+      }
+      if (passed >= 2ll * n)
+        break;
+      ++passed;
+      at = s + 1 == n ? 0 : s + 1;
+      if (!isVictimCandidate(g, s, owner, force)) {
+        const std::size_t i = static_cast<std::size_t>(s);
+        if (g.kind[i] != static_cast<std::uint8_t>(SlotKind::Hot) || g.lastUse[i] >= step_)
+          g.dropCandidate(s); // (under its floor it may be one later)
+        continue;
+      }
+      if (referenced(g, s)) {
+        clearReference(g, s); // second chance
+        continue;
+      }
+      g.hand = at;
+      return s;
+    }
+    return -1; // the hand went round twice: back where it started
+  }
   if (owner < 0) {
     const std::int32_t n = config_.hbmSlots;
     for (std::int64_t i = 0; i < 2ll * n; ++i) {

@@ -114,6 +114,9 @@ std::uint64_t ResidencyController::hostBytes(const ResidencyConfig &config) {
       total = UINT64_MAX;
   };
   add({groups, static_cast<std::uint64_t>(std::max(config.hbmSlots, 0)), perSlot});
+  // CLOCK's candidate bits: a word per 64 slots, and their summary.
+  const std::uint64_t words = (static_cast<std::uint64_t>(std::max(config.hbmSlots, 0)) + 63) / 64;
+  add({groups, words + (words + 63) / 64, 8});
   add({groups, static_cast<std::uint64_t>(std::max<std::int64_t>(config.hostRows, 0)), perHostRow});
   // The host allocator's free ranges (at most one per live request + 1).
   const std::uint64_t live = static_cast<std::uint64_t>(config.maxLiveRequests());
@@ -207,6 +210,8 @@ void ResidencyController::makeHot(Group &g, std::int32_t slot, bool mayBeOld) {
   g.kind[s] = static_cast<std::uint8_t>(SlotKind::Hot);
   --g.newest;
   ++g.hot;
+  if (g.lastUse[s] < step_)
+    g.addCandidate(slot); // a victim for non-forced searches from now on
   g.listPos[s] = static_cast<std::int32_t>(list.size());
   list.push_back(slot);
   if (static_cast<std::int64_t>(list.size()) > config_.hotFloor) {

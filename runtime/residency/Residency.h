@@ -380,6 +380,10 @@ public:
   /// live history rows).
   void checkConsistency() const;
 
+  /// Testing: CLOCK searches sweep every slot (the reference the candidate
+  /// bits must agree with) instead of skipping those that cannot be victims.
+  void setLinearClockForTesting(bool on) { linearClock_ = on; }
+
 private:
   struct Group;
   struct Request;
@@ -389,6 +393,7 @@ private:
   std::int32_t hotSlotFor(Group &g, std::int32_t gi, std::int32_t request, bool force);
   std::int32_t findVictim(Group &g, std::int32_t gi, std::int32_t owner, bool force);
   std::int32_t clockVictim(Group &g, std::int32_t owner, bool force);
+  void buildCandidates(Group &g);
   std::int32_t lruVictim(Group &g, std::int32_t gi, std::int32_t owner, bool force);
   bool isVictimCandidate(const Group &g, std::int32_t slot, std::int32_t owner, bool force) const;
   void place(Group &g, std::int32_t gi, std::int32_t slot, std::int32_t request, std::int32_t row,
@@ -413,6 +418,7 @@ private:
   std::vector<Request> requests_;
   std::int32_t liveCount_ = 0;
   std::uint32_t step_ = 0;
+  bool linearClock_ = false; // setLinearClockForTesting
   bool inStep_ = false;
   std::vector<std::uint8_t> resolved_; // per group, this step
   std::uint32_t markSerial_ = 0;       // resolve calls (duplicate requests)

@@ -76,6 +76,7 @@ void ResidencyController::markDeviceOwned(std::int32_t gi) {
   g.appends.clear();
   g.appendRequest.clear();
   g.appendSlot.clear();
+  g.candidatesValid = false;
   g.deviceOwned = true;
 }
 
@@ -206,6 +207,7 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
   g.appends.clear();
   g.appendRequest.clear();
   g.appendSlot.clear();
+  g.candidatesValid = false; // (kinds and last uses changed)
 }
 
 void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupState &state) {
@@ -330,6 +332,7 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   g.hand = state.hand;
   g.noVictimStep = state.noVictimStep;
   g.lru.invalidate();
+  g.candidatesValid = false;
   g.staleRows.clear();
   g.deviceOwned = false;
 }

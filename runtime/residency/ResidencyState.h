@@ -45,6 +45,37 @@ struct LruCursor {
   }
 };
 
+/// The first set bit of `words` at or after `from`, or `end` (the bit
+/// count) when none is; `summary` has a bit per word that is not 0.
+inline std::int32_t nextSetBit(const std::vector<std::uint64_t> &words,
+                               const std::vector<std::uint64_t> &summary, std::int32_t from,
+                               std::int32_t end) {
+  if (from >= end)
+    return end;
+  std::size_t w = static_cast<std::size_t>(from) >> 6;
+  std::uint64_t bits = words[w] & (~0ull << (from & 63));
+  const std::size_t wordCount = words.size();
+  while (!bits) {
+    // The next word that is not 0, 64 words at a time.
+    if (++w >= wordCount)
+      return end;
+    std::uint64_t more = summary[w >> 6] & (~0ull << (w & 63));
+    while (!more) {
+      w = ((w >> 6) + 1) << 6;
+      if (w >= wordCount)
+        return end;
+      more = summary[w >> 6];
+    }
+    w = (w & ~std::size_t{63}) + static_cast<std::size_t>(__builtin_ctzll(more));
+    if (w >= wordCount)
+      return end;
+    bits = words[w];
+  }
+  const std::int32_t s =
+      static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits)));
+  return s < end ? s : end;
+}
+
 struct ResidencyController::Group {
   std::vector<std::int32_t> owner;   // [slots] request or -1
   std::vector<std::int32_t> row;     // [slots] history row or -1
@@ -59,7 +90,16 @@ struct ResidencyController::Group {
   std::vector<std::int32_t> slotOfHostRow; // [host rows] slot or -1
   std::vector<std::uint32_t> seen;         // [host rows] resolve serial of last count
   SlotAllocator free;
-  std::int32_t hand = 0;   // CLOCK hand (Adaptive)
+  std::int32_t hand = 0; // CLOCK hand (Adaptive)
+  // CLOCK (Adaptive), non-forced searches: a bit per slot, set for every
+  // slot that is hot with a last use before candidateStamp (and maybe for
+  // some that no longer are: the hand tests each slot it stops at), so the
+  // hand skips the slots that cannot be victims a word at a time. Built
+  // when a search finds it invalid or of an older step.
+  std::vector<std::uint64_t> candidates;
+  std::vector<std::uint64_t> candidateWords; // a bit per word of candidates: not 0
+  std::uint32_t candidateStamp = 0;
+  bool candidatesValid = false;
   std::int64_t excess = 0; // hot rows beyond their request's floor
   std::int32_t newest = 0, ring = 0, hot = 0;
   std::uint32_t noVictimStep = 0;    // a non-forced search failed in this step
@@ -85,7 +125,25 @@ struct ResidencyController::Group {
     listPos[s] = -1;
     kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
     cleared[s] = lastUse[s];
+    dropCandidate(slot);
     free.release(slot);
+  }
+
+  /// The candidate bits (see candidates).
+  void addCandidate(std::int32_t slot) {
+    if (!candidatesValid)
+      return;
+    const std::size_t w = static_cast<std::size_t>(slot) >> 6;
+    candidates[w] |= 1ull << (slot & 63);
+    candidateWords[w >> 6] |= 1ull << (w & 63);
+  }
+  void dropCandidate(std::int32_t slot) {
+    if (!candidatesValid)
+      return;
+    const std::size_t w = static_cast<std::size_t>(slot) >> 6;
+    candidates[w] &= ~(1ull << (slot & 63));
+    if (!candidates[w])
+      candidateWords[w >> 6] &= ~(1ull << (w & 63));
   }
 };
 

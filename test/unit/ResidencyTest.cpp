@@ -4,6 +4,7 @@
 
 #include "runtime/core/Error.h"
 #include "runtime/residency/Residency.h"
+#include "runtime/residency/ResidencyState.h"
 
 #include <catch2/catch.hpp>
 
@@ -637,6 +638,165 @@ TEST_CASE("random admit/append/step/finish keeps every invariant", "[residency]"
       CHECK(c.totals().promoted > 0);
       CHECK(c.totals().evicted > 0);
     }
+}
+
+namespace {
+
+/// Every slot's owner, row, kind, reference and recency, each group's hand
+/// and free stack: what a CLOCK search reads and changes.
+std::vector<std::int64_t> clockState(const ResidencyController &c) {
+  std::vector<std::int64_t> state;
+  for (std::int32_t g = 0; g < c.config().groups; ++g) {
+    state.push_back(c.clockHand(g));
+    for (std::int32_t slot : c.freeSlots(g))
+      state.push_back(slot);
+    for (std::int32_t slot = 0; slot < c.config().hbmSlots; ++slot) {
+      const auto [last, previous] = c.slotRecency(g, slot);
+      for (std::int64_t value :
+           {std::int64_t{c.slotOwner(g, slot)}, std::int64_t{c.slotRow(g, slot)},
+            static_cast<std::int64_t>(c.slotKind(g, slot)), std::int64_t{c.slotReferenced(g, slot)},
+            std::int64_t{last}, std::int64_t{previous}})
+        state.push_back(value);
+    }
+  }
+  return state;
+}
+
+} // namespace
+
+TEST_CASE("the candidate bits' search finds the next set bit over empty runs of words",
+          "[residency][clock]") {
+  // Bit sets of up to 20,000 bits, dense to almost empty (whole summary
+  // words of 4096 bits without a bit), against a bit-by-bit search.
+  DHS_SEEDED_RNG(rng, 61);
+  for (int round = 0; round < 300; ++round) {
+    const std::int32_t n = 1 + static_cast<std::int32_t>(rng() % 20000);
+    const std::uint64_t oneIn = 1ull << (rng() % 16);
+    std::vector<std::uint64_t> words(static_cast<std::size_t>(n + 63) / 64, 0);
+    std::vector<std::uint64_t> summary((words.size() + 63) / 64, 0);
+    std::vector<bool> bits(static_cast<std::size_t>(n), false);
+    for (std::int32_t i = 0; i < n; ++i)
+      if (rng() % oneIn == 0) {
+        bits[static_cast<std::size_t>(i)] = true;
+        words[static_cast<std::size_t>(i) / 64] |= 1ull << (i % 64);
+        summary[static_cast<std::size_t>(i) / 4096] |= 1ull << (i / 64 % 64);
+      }
+    for (int query = 0; query < 50; ++query) {
+      const std::int32_t from =
+          static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(n + 1));
+      std::int32_t expected = from;
+      while (expected < n && !bits[static_cast<std::size_t>(expected)])
+        ++expected;
+      INFO(n << " bits, one in " << oneIn << ", from " << from);
+      REQUIRE(nextSetBit(words, summary, from, n) == expected);
+    }
+  }
+}
+
+TEST_CASE("CLOCK's candidate bits make the full sweep's decisions", "[residency][clock]") {
+  // Two controllers take the same random admissions, appends, finishes and
+  // steps: one sweeps every slot (the reference), one skips the slots that
+  // cannot be victims. Copies, releases and every slot's state stay equal.
+  // Selections often favour the newest rows, so that searches between and
+  // within steps find few or no candidates (the memo, and evicting the aged
+  // row itself); 301 slots leave a partial last word, 9001 slots span three
+  // words of the summary; hot floor 2 makes some hot rows under their floor
+  // (set bits that are not victims).
+  struct Case {
+    std::int32_t slots, floor;
+    std::int64_t history, K;
+  };
+  const std::uint64_t base = freshSeed() + 60;
+  for (const Case &test :
+       {Case{301, 0, 200, 24}, Case{301, 2, 200, 24}, Case{9001, 0, 2500, 160}}) {
+    INFO(test.slots << " slots, hot floor " << test.floor << " DHS_TEST_SEED=" << base - 60);
+    std::mt19937_64 rng(base + static_cast<std::uint64_t>(test.slots + test.floor));
+    ResidencyConfig config =
+        ResidencyConfig::adaptive(3, test.slots, 16 * (test.history + 700), 6, 1, test.floor);
+    config.maxRequests = 16;
+    ResidencyController fast(config), linear(config);
+    linear.setLinearClockForTesting(true);
+    std::vector<RowCopy> fastReleases, linearReleases;
+    fast.setReleaseLog(&fastReleases);
+    linear.setReleaseLog(&linearReleases);
+    std::map<std::int32_t, std::int64_t> live;
+    std::int64_t steps = 0, roundTrips = 0;
+    for (int op = 0; op < (test.slots > 1000 ? 800 : 2500); ++op) {
+      std::vector<RowCopy> fastCopies, linearCopies;
+      const int kind = static_cast<int>(rng() % 12);
+      if (kind == 0 || live.empty()) {
+        const std::int64_t len = static_cast<std::int64_t>(rng() % test.history);
+        const std::int64_t max = len + 1 + static_cast<std::int64_t>(rng() % 600);
+        if (!fast.admissionRefusal(max).empty())
+          continue;
+        const std::int32_t r = fast.admit(len, max, fastCopies);
+        REQUIRE(linear.admit(len, max, linearCopies) == r);
+        live[r] = len;
+      } else if (kind == 1 && live.size() > 4) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng() % live.size()));
+        fast.finish(it->first);
+        linear.finish(it->first);
+        live.erase(it);
+      } else if (kind <= 6) {
+        // A burst of appends (a decode step's), each request once.
+        for (auto &[r, len] : live)
+          if (len < fast.maxContext(r) && rng() % 4) {
+            fast.append(r, fastCopies);
+            linear.append(r, linearCopies);
+            ++len;
+          }
+      } else if (kind == 7 && test.floor == 0) {
+        // Device ownership and back: the controller rebuilds its tables.
+        for (std::int32_t g = 0; g < 3; ++g)
+          for (ResidencyController *c : {&fast, &linear}) {
+            const DeviceGroupState state = c->exportDeviceState(g);
+            c->markDeviceOwned(g);
+            c->adoptDeviceState(g, state);
+          }
+        ++roundTrips;
+      } else {
+        const std::vector<std::int32_t> batch = randomLanes(live, rng);
+        const std::int64_t Q = 1, K = test.K;
+        fast.beginStep();
+        linear.beginStep();
+        for (std::int32_t g = 0; g < 3; ++g) {
+          // Half the steps select mostly among each request's newest rows.
+          std::vector<std::int32_t> rows =
+              randomSelections(batch, live, Q * K, /*unusedOneIn=*/8, /*firstRows=*/-1, rng);
+          if (steps % 2)
+            for (std::size_t b = 0; b + 1 < batch.size(); ++b)
+              for (std::int64_t i = 0; i < K; ++i) {
+                std::int32_t &row =
+                    rows[b * static_cast<std::size_t>(K) + static_cast<std::size_t>(i)];
+                const std::int64_t len = live.at(batch[b]);
+                if (row >= 0 && rng() % 4)
+                  row = static_cast<std::int32_t>(
+                      len - 1 - static_cast<std::int64_t>(rng() % std::min<std::int64_t>(len, 40)));
+              }
+          std::vector<std::int32_t> fastSlots(rows.size()), linearSlots(rows.size());
+          fast.resolve(g, batch.data(), static_cast<std::int64_t>(batch.size()), rows.data(), Q, K,
+                       fastSlots.data());
+          linear.resolve(g, batch.data(), static_cast<std::int64_t>(batch.size()), rows.data(), Q,
+                         K, linearSlots.data());
+          REQUIRE(fastSlots == linearSlots);
+        }
+        fast.endStep(fastCopies);
+        linear.endStep(linearCopies);
+        ++steps;
+      }
+      REQUIRE(fastCopies == linearCopies);
+      REQUIRE(fastReleases == linearReleases);
+      fastReleases.clear();
+      linearReleases.clear();
+      REQUIRE(clockState(fast) == clockState(linear));
+    }
+    fast.checkConsistency();
+    CHECK(steps > (test.slots > 1000 ? 100 : 300));
+    CHECK(fast.evictionCount() == linear.evictionCount());
+    CHECK(fast.evictionCount() > 1000);
+    CHECK((test.floor != 0 || roundTrips > 20));
+  }
 }
 
 namespace {

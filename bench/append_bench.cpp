@@ -1,0 +1,142 @@
+//===- append_bench.cpp - Times the residency controller's appends --------===//
+//
+// Usage: dhs-append-bench [--batch B] [--groups G] [--slots S] [--history N]
+//            [--topk K] [--steps T]
+// The residency of dhs-decision-bench's config on the host alone (no GPU):
+// B requests of N rows, G groups of S slots, the adaptive policy with CLOCK
+// and hot floor 0, newest window 64. Each step resolves fresh selections
+// (a third from the newest 2048 rows, the rest anywhere; about a third
+// resident), ends the step, then appends one token to every request. Prints
+// the median time of a step (begin, resolve, end) and of the appends, and
+// a hash of the final residency (slot owners, rows, references, hands).
+// --linear 1: CLOCK sweeps every slot (the reference path, for comparison).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/residency/Residency.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace dhs::runtime;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::int64_t batch = 128, history = 2304, topk = 2048;
+  std::int32_t groups = 20, slots = 65536, steps = 10;
+  bool linear = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string arg = argv[i];
+    const long long value = std::atoll(argv[i + 1]);
+    if (arg == "--batch")
+      batch = value;
+    else if (arg == "--groups")
+      groups = static_cast<std::int32_t>(value);
+    else if (arg == "--slots")
+      slots = static_cast<std::int32_t>(value);
+    else if (arg == "--history")
+      history = value;
+    else if (arg == "--topk")
+      topk = value;
+    else if (arg == "--linear")
+      linear = value != 0;
+    else if (arg == "--steps")
+      steps = static_cast<std::int32_t>(value);
+    else {
+      std::fprintf(stderr, "dhs-append-bench: unknown option %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  const std::int64_t maxContext = history + steps + 8;
+  ResidencyConfig config =
+      ResidencyConfig::adaptive(groups, slots, batch * maxContext, /*newestWindow=*/64,
+                                /*draftWindow=*/0, /*hotFloor=*/0);
+  config.maxRequests = static_cast<std::int32_t>(batch);
+  ResidencyController controller(config);
+  controller.setLinearClockForTesting(linear);
+  std::vector<RowCopy> copies;
+  std::vector<std::int32_t> requests;
+  for (std::int64_t b = 0; b < batch; ++b)
+    requests.push_back(controller.admit(history, maxContext, copies));
+  std::mt19937_64 rng(5);
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(batch * topk)), out(rows.size());
+  std::vector<double> stepTimes, appendTimes;
+  std::int64_t resident = 0, selected = 0, evicted = 0, appendCopies = 0;
+  for (std::int32_t step = 0; step < steps; ++step) {
+    const auto t0 = Clock::now();
+    controller.beginStep();
+    for (std::int32_t g = 0; g < groups; ++g) {
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const std::int64_t len = controller.historyLen(requests[static_cast<std::size_t>(b)]);
+        for (std::int64_t k = 0; k < topk; ++k) {
+          const bool recent = rng() % 3 == 0;
+          const std::int64_t span = recent ? std::min<std::int64_t>(2048, len) : len;
+          rows[static_cast<std::size_t>(b * topk + k)] =
+              static_cast<std::int32_t>(len - 1 - static_cast<std::int64_t>(rng() % span));
+        }
+      }
+      controller.resolve(g, requests.data(), batch, rows.data(), 1, topk, out.data());
+    }
+    copies.clear();
+    controller.endStep(copies);
+    const auto t1 = Clock::now();
+    resident += controller.lastStep().resident;
+    selected += controller.lastStep().selected;
+    const std::int64_t before = controller.evictionCount();
+    copies.clear();
+    for (std::int32_t request : requests)
+      controller.append(request, copies);
+    const auto t2 = Clock::now();
+    evicted += controller.evictionCount() - before;
+    appendCopies += static_cast<std::int64_t>(copies.size());
+    stepTimes.push_back(ms(t0, t1));
+    appendTimes.push_back(ms(t1, t2));
+    std::printf("step %d: step %.3f ms, appends %.3f ms\n", step, ms(t0, t1), ms(t1, t2));
+  }
+  controller.checkConsistency();
+  std::uint64_t hash = 14695981039346656037ull;
+  auto mix = [&hash](std::int64_t v) {
+    hash = (hash ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;
+  };
+  for (std::int32_t g = 0; g < groups; ++g) {
+    mix(controller.clockHand(g));
+    for (std::int32_t s = 0; s < slots; ++s) {
+      mix(controller.slotOwner(g, s));
+      mix(controller.slotRow(g, s));
+      mix(controller.slotReferenced(g, s));
+    }
+    for (std::int32_t s : controller.freeSlots(g))
+      mix(s);
+  }
+  std::printf("residency hash %016llx\n", static_cast<unsigned long long>(hash));
+  std::printf("B=%lld, %d groups of %d slots, history %lld, top-%lld: %.1f%% of selected rows "
+              "resident; per step %lld appends' copies, %lld evictions by appends\n",
+              static_cast<long long>(batch), groups, slots, static_cast<long long>(history),
+              static_cast<long long>(topk),
+              100.0 * static_cast<double>(resident) /
+                  static_cast<double>(std::max<std::int64_t>(selected, 1)),
+              static_cast<long long>(appendCopies / steps),
+              static_cast<long long>(evicted / steps));
+  std::printf("medians of %d steps: step (resolve + end) %.3f ms, appends %.3f ms\n", steps,
+              median(stepTimes), median(appendTimes));
+  return 0;
+}
