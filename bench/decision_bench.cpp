@@ -1,7 +1,8 @@
 //===- decision_bench.cpp - Times steps whose residency the device decides ===//
 //
 // Usage: dhs-decision-bench [--groups G] [--history N] [--steps S]
-//            [--aging-step DIR] <placement step> <decision step> <layer steps...>
+//            [--aging-step DIR] [--batched-appends]
+//            <placement step> <decision step> <layer steps...>
 // The layer steps (one per layer index of a group, e.g. gpu-check's
 // group-steps/large_g4_resolved/layer0..3) must resolve on the device; the
 // decision step must be compiled for their shapes and pools
@@ -16,8 +17,10 @@
 // select, attend of every layer, end), with fresh selections each step
 // (about a third resident); then the same with one appended token per
 // request between steps (a decode loop; with --aging-step the decided
-// runtime replays them on the device). Checks that both give the same
-// output bits and end with the same residency.
+// runtime replays them on the device; with --batched-appends the tokens go
+// in one Runtime::appendBatch call a step instead of an append per request).
+// Checks that both give the same output bits and end with the same
+// residency.
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,12 +85,15 @@ int main(int argc, char **argv) {
   std::signal(SIGABRT, printCrash);
   std::int32_t groups = 2, stepsTimed = 30;
   std::int64_t history = 4096;
-  std::string agingStep; // appends replayed on the device (decided)
+  std::string agingStep;       // appends replayed on the device (decided)
+  bool batchedAppends = false; // Runtime::appendBatch instead of append
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--aging-step" && i + 1 < argc) {
       agingStep = argv[++i];
+    } else if (arg == "--batched-appends") {
+      batchedAppends = true;
     } else if ((arg == "--groups" || arg == "--history" || arg == "--steps") && i + 1 < argc) {
       const long long value = std::atoll(argv[++i]);
       if (arg == "--groups")
@@ -104,7 +110,7 @@ int main(int argc, char **argv) {
     std::fprintf(
         stderr,
         "usage: dhs-decision-bench [--groups G] [--history N] [--steps S] [--aging-step DIR] "
-        "<placement step> <decision step> <layer steps...>\n");
+        "[--batched-appends] <placement step> <decision step> <layer steps...>\n");
     return 2;
   }
   try {
@@ -167,7 +173,10 @@ int main(int argc, char **argv) {
     cuda.check(cuda.memcpyHtoD(deviceQ.get(), q.data(), q.size() * 2), "queries");
     DeviceBuffer outLogged(oPerLayer * static_cast<std::size_t>(L) * 2, "outputs"),
         outDecided(oPerLayer * static_cast<std::size_t>(L) * 2, "outputs");
+    // A token per request (the same one each, as before; appendBatch takes
+    // one per request).
     std::vector<std::uint8_t> token(static_cast<std::size_t>(L * rowBytes));
+    std::vector<std::uint8_t> tokens(token.size() * ids.size());
     // Fresh selections: a third from the newest 2048 rows (recurring), the
     // rest anywhere in the history.
     auto randomSelections = [&] {
@@ -202,9 +211,16 @@ int main(int argc, char **argv) {
       phase = {ms(t0, t3), ms(t0, tBegun), ms(tBegun, t1), ms(t1, t2), ms(t2, t3),
                0,          times.device,   times.launch,   times.wait};
       if (append) {
+        if (batchedAppends) // (not timed: an engine's tokens are laid out so)
+          for (std::size_t i = 0; i < ids.size(); ++i)
+            std::memcpy(tokens.data() + i * token.size(), token.data(), token.size());
         const auto a0 = Clock::now();
-        for (std::uint64_t id : ids)
-          rt.append(id, token.data());
+        if (batchedAppends) {
+          rt.appendBatch(ids.data(), static_cast<std::int64_t>(ids.size()), tokens.data());
+        } else {
+          for (std::uint64_t id : ids)
+            rt.append(id, token.data());
+        }
         phase.appends = ms(a0, Clock::now());
       }
     };
@@ -264,11 +280,11 @@ int main(int argc, char **argv) {
             logged.controller().slotOwner(g, slot) != decided.controller().slotOwner(g, slot) ||
             logged.controller().slotRow(g, slot) != decided.controller().slotRow(g, slot);
     std::printf("B=%lld Q=%lld H=%lld K=%lld, %lld layers in %d groups of %d, %d slots a group, "
-                "hot floor 0, graphs on, device selections/queries/outputs\n",
+                "hot floor 0, graphs on, device selections/queries/outputs%s\n",
                 static_cast<long long>(s.batch), static_cast<long long>(s.queries),
                 static_cast<long long>(s.heads), static_cast<long long>(s.topk),
                 static_cast<long long>(L), groups, config.layersPerGroup,
-                decided.controller().config().hbmSlots);
+                decided.controller().config().hbmSlots, batchedAppends ? ", appends batched" : "");
     std::printf("last step: %lld selected, %lld resident, %lld promoted, %lld evicted\n",
                 static_cast<long long>(last.selected), static_cast<long long>(last.resident),
                 static_cast<long long>(last.promoted), static_cast<long long>(last.evicted));

@@ -164,6 +164,46 @@ void Runtime::append(std::uint64_t id, const void *rows) {
   appendRows(index, requestName(id), rows);
 }
 
+void Runtime::appendBatch(const std::uint64_t *ids, std::int64_t count, const void *rows) {
+  requireStep("append batch");
+  if (inStep_)
+    throw StateError("cannot append a batch during a step");
+  if (count < 0)
+    throw InputError("append batch: negative count " + std::to_string(count));
+  if (count > 0 && (!ids || !rows))
+    throw InputError("append batch: null ids or rows");
+  std::vector<std::int32_t> indices;
+  std::vector<std::uint8_t> given(static_cast<std::size_t>(config_.maxRequests), 0);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int32_t index = indexOf(ids[i], "append batch");
+    if (static_cast<std::size_t>(index) >= given.size())
+      given.resize(static_cast<std::size_t>(index) + 1, 0);
+    if (given[static_cast<std::size_t>(index)]++)
+      throw InputError("append batch: " + requestName(ids[i]) + " is given twice");
+    const std::int64_t maxContext = controller_->maxContext(index);
+    if (controller_->historyLen(index) >= maxContext)
+      throw CapacityError("append to " + requestName(ids[i]) +
+                          ": it reached its maximum context of " + std::to_string(maxContext) +
+                          " rows");
+    indices.push_back(index);
+  }
+  if (count == 0)
+    return;
+  // (With an aging step the controller records the appends for the device.)
+  if (!agingStepLoaded_)
+    takeStateFromDevice();
+  // One token per request: the rows placed are distinct, and none is
+  // released again in the batch (only an append to the same request could
+  // age it), so the copies and releases make one placement.
+  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.layers * layout_.rowBytes);
+  std::vector<RowCopy> copies;
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    appendToHost(indices[i], static_cast<const std::uint8_t *>(rows) + i * tokenBytes, copies);
+  applyCopies(copies);
+  if (config_.checkInvariants && hbmCoherent())
+    checker_->checkCopies(copies);
+}
+
 void Runtime::appendRows(std::int32_t index, const std::string &name, const void *rows) {
   const std::int64_t maxContext = controller_->maxContext(index);
   if (controller_->historyLen(index) >= maxContext)
@@ -173,6 +213,13 @@ void Runtime::appendRows(std::int32_t index, const std::string &name, const void
   if (!agingStepLoaded_)
     takeStateFromDevice();
   std::vector<RowCopy> copies;
+  appendToHost(index, rows, copies);
+  applyCopies(copies);
+  if (config_.checkInvariants && hbmCoherent())
+    checker_->checkCopies(copies);
+}
+
+void Runtime::appendToHost(std::int32_t index, const void *rows, std::vector<RowCopy> &copies) {
   controller_->append(index, copies);
   const std::int64_t hostRow =
       controller_->historyStart(index) + controller_->historyLen(index) - 1;
@@ -183,9 +230,6 @@ void Runtime::appendRows(std::int32_t index, const std::string &name, const void
                 source + static_cast<std::size_t>(l) * rowBytes, rowBytes);
     checker_->recordHash(l, hostRow);
   }
-  applyCopies(copies);
-  if (config_.checkInvariants && hbmCoherent())
-    checker_->checkCopies(copies);
 }
 
 void Runtime::finish(std::uint64_t id) {
@@ -719,17 +763,17 @@ void Runtime::checkFetches() {
     for (std::int64_t b = 0; b < shape_.batch; ++b) {
       rows.clear();
       for (std::int64_t i = b * perLane; i < (b + 1) * perLane; ++i)
-        if (rowIds_[gi][static_cast<std::size_t>(i)] != -1 && slots_[gi][static_cast<std::size_t>(i)] == -1)
+        if (rowIds_[gi][static_cast<std::size_t>(i)] != -1 &&
+            slots_[gi][static_cast<std::size_t>(i)] == -1)
           rows.push_back(rowIds_[gi][static_cast<std::size_t>(i)]);
       std::sort(rows.begin(), rows.end());
       missing += std::unique(rows.begin(), rows.end()) - rows.begin();
     }
     if (copied != missing)
-      throw InvariantError("layer group " + std::to_string(g) + "'s fetches copied " +
-                           std::to_string(copied) +
-                           " rows from the host store; its selections miss " +
-                           std::to_string(missing) +
-                           " distinct rows, which a shared retrieval reads once each");
+      throw InvariantError(
+          "layer group " + std::to_string(g) + "'s fetches copied " + std::to_string(copied) +
+          " rows from the host store; its selections miss " + std::to_string(missing) +
+          " distinct rows, which a shared retrieval reads once each");
   }
 }
 

@@ -168,6 +168,15 @@ public:
   /// Throws CapacityError at the maximum context, UnknownRequestError,
   /// InputError for null rows, StateError.
   void append(std::uint64_t id, const void *rows);
+  /// Appends one decode token to each of `count` requests `ids` (distinct),
+  /// in order, rows `rows` [count][L][row_bytes]: the same decisions as
+  /// append(ids[i], rows + i * L * row_bytes) for i = 0 .. count - 1, with
+  /// the rows' copies into HBM carried out together (on CUDA one placement
+  /// per group instead of one per request). Validates everything first
+  /// (nothing changes on an error): throws InputError for a null rows or
+  /// ids, a negative count or an id given twice, UnknownRequestError,
+  /// CapacityError when a request is at its maximum context, StateError.
+  void appendBatch(const std::uint64_t *ids, std::int64_t count, const void *rows);
   /// Finishes a request: frees its slots and host rows. Throws
   /// UnknownRequestError, StateError.
   void finish(std::uint64_t id);
@@ -476,6 +485,9 @@ private:
                      std::int32_t *next);
   /// Appends one token's rows [L][row_bytes] to request index `index`.
   void appendRows(std::int32_t index, const std::string &name, const void *rows);
+  /// appendRows' bookkeeping and host-store writes, the copies left to the
+  /// caller (applyCopies, then the checks).
+  void appendToHost(std::int32_t index, const void *rows, std::vector<RowCopy> &copies);
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const StepLog &log);

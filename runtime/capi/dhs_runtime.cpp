@@ -420,6 +420,12 @@ dhs_status dhs_request_append(dhs_runtime *runtime, uint64_t id, const void *row
                   [&](Runtime &rt) { rt.append(id, rows); });
 }
 
+dhs_status dhs_request_append_batch(dhs_runtime *runtime, const uint64_t *ids, int64_t count,
+                                    const void *rows) {
+  return onLoaded("dhs_request_append_batch", DHS_ERROR_INTERNAL, runtime,
+                  [&](Runtime &rt) { rt.appendBatch(ids, count, rows); });
+}
+
 dhs_status dhs_request_finish(dhs_runtime *runtime, uint64_t id) {
   return onLoaded("dhs_request_finish", DHS_ERROR_INTERNAL, runtime,
                   [&](Runtime &rt) { rt.finish(id); });

@@ -202,6 +202,13 @@ dhs_status dhs_request_admit(dhs_runtime *runtime, uint64_t id, int64_t history_
 /** Appends one decode token's rows [layers][row_bytes] (host memory). */
 dhs_status dhs_request_append(dhs_runtime *runtime, uint64_t id, const void *rows);
 
+/** Appends one decode token to each of `count` distinct requests `ids`, rows
+ *  [count][layers][row_bytes]: as dhs_request_append for each in order, the
+ *  copies into HBM made together. Checks every request first (nothing
+ *  changes on an error). */
+dhs_status dhs_request_append_batch(dhs_runtime *runtime, const uint64_t *ids, int64_t count,
+                                    const void *rows);
+
 /** Finishes a request: frees its slots and host rows. */
 dhs_status dhs_request_finish(dhs_runtime *runtime, uint64_t id);
 

@@ -105,6 +105,9 @@ public:
   }
   /// Appends one token's rows [layers][row_bytes].
   void append(std::uint64_t id, const void *rows) { check(dhs_request_append(handle_, id, rows)); }
+  void appendBatch(const std::uint64_t *ids, std::int64_t count, const void *rows) {
+    check(dhs_request_append_batch(handle_, ids, count, rows));
+  }
   /// Finishes a request.
   void finish(std::uint64_t id) { check(dhs_request_finish(handle_, id)); }
   /// History length of a request.

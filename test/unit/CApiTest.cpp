@@ -184,6 +184,17 @@ TEST_CASE("C API: request and step errors", "[capi]") {
   CHECK_THAT(lastError(), Catch::Contains("maximum context of 12"));
   CHECK(dhs_request_length(rt, 42, &length) == DHS_OK);
   CHECK(length == 12);
+  // A batch: checked whole before anything changes (42 is full, an id twice).
+  std::vector<bf16_t> tokens(2 * token.size());
+  dhs::test::fillRandom(rng, tokens.data(), tokens.size());
+  const std::uint64_t both[2] = {43, 42}, twice[2] = {43, 43};
+  CHECK(dhs_request_append_batch(rt, both, 2, tokens.data()) == DHS_ERROR_OUT_OF_MEMORY);
+  CHECK_THAT(lastError(), Catch::Contains("maximum context of 12"));
+  CHECK(dhs_request_append_batch(rt, twice, 2, tokens.data()) == DHS_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(lastError(), Catch::Contains("request 43 is given twice"));
+  CHECK(dhs_request_append_batch(nullptr, both, 1, tokens.data()) == DHS_ERROR_INVALID_HANDLE);
+  CHECK(dhs_request_length(rt, 43, &length) == DHS_OK);
+  CHECK(length == 10);
 
   // Steps: [groups=2][batch=2][Q=1][K=4].
   std::uint64_t ids[2] = {42, 43};
@@ -249,6 +260,15 @@ TEST_CASE("C API: request and step errors", "[capi]") {
   CHECK(stats.optional_budget_slots == 0);
   REQUIRE(dhs_request_finish(rt, 100) == DHS_OK);
   CHECK(dhs_request_admit(rt, 106, 0, 10, nullptr) == DHS_OK);
+  // A batch append that succeeds: one token each, checked against the store.
+  CHECK(dhs_request_append_batch(rt, both + 0, 1, tokens.data()) == DHS_OK);
+  const std::uint64_t fresh[2] = {105, 106};
+  CHECK(dhs_request_append_batch(rt, fresh, 2, tokens.data()) == DHS_OK);
+  CHECK(dhs_request_length(rt, 43, &length) == DHS_OK);
+  CHECK(length == 11);
+  CHECK(dhs_request_length(rt, 106, &length) == DHS_OK);
+  CHECK(length == 1);
+  CHECK(dhs_runtime_check(rt) == DHS_OK);
   dhs_runtime_destroy(rt);
 }
 

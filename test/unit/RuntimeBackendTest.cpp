@@ -353,6 +353,89 @@ struct WindowModel {
 
 } // namespace
 
+TEST_CASE("appendBatch makes the decisions and rows of appends one by one",
+          "[runtime][backends][append]") {
+  // FP8 layer groups of 4 with the placement step (on CUDA its kernel
+  // places a batch's rows in one launch per group and layer), the adaptive
+  // policy with CLOCK and hot floor 0, 2048 slots for 5 requests of 500 ..
+  // 1199 rows: appends evict. One runtime appends request by request, the
+  // other a batch at a time; both run the same steps, checked against the
+  // oracle, and must hold the same rows in every slot after each append;
+  // the invariant checker compares every copy with the host store.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string missing = groupStepsUnavailable(4, "", /*placement=*/true);
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
+  DHS_SEEDED_RNG(rng, 540);
+  RuntimeConfig config = sessionConfig(8, 4);
+  config.backend = backend;
+  config.hotFloor = 0;
+  Runtime single(config), batched(config);
+  for (Runtime *rt : {&single, &batched}) {
+    rt->loadSteps(dhs::test::groupSteps(4));
+    rt->loadPlacementStep(placementStep());
+  }
+  Shadow shadow(8, RowFormat::MlaFp8);
+  const std::vector<std::uint64_t> ids = {21, 22, 23, 24, 25};
+  for (std::uint64_t id : ids)
+    dhs::test::admitRandom({&single, &batched}, shadow, rng, id,
+                           500 + static_cast<std::int64_t>(rng() % 700), 1400);
+  const std::int64_t tokenBytes = 8 * shadow.rowBytes;
+  const std::int64_t evictedBefore = batched.controller().evictionCount();
+  for (int step = 0; step < sessionSteps(backend, 24); ++step) {
+    std::vector<std::uint64_t> batch = ids;
+    std::shuffle(batch.begin(), batch.end(), rng);
+    batch.resize(4);
+    dhs::test::stepAndCompare({&single, &batched}, shadow, rng, batch);
+    // A token for some of the requests, in a random order.
+    std::vector<std::uint64_t> growing = ids;
+    std::shuffle(growing.begin(), growing.end(), rng);
+    growing.resize(1 + rng() % ids.size());
+    const std::vector<std::uint8_t> rows =
+        shadow.randomRows(rng, static_cast<std::int64_t>(growing.size()) * 8);
+    for (std::size_t i = 0; i < growing.size(); ++i) {
+      single.append(growing[i], rows.data() + static_cast<std::int64_t>(i) * tokenBytes);
+      for (std::int32_t l = 0; l < 8; ++l) {
+        auto &layer = shadow.rows[growing[i]][static_cast<std::size_t>(l)];
+        const auto *row =
+            rows.data() + static_cast<std::int64_t>(i) * tokenBytes + l * shadow.rowBytes;
+        layer.insert(layer.end(), row, row + shadow.rowBytes);
+      }
+    }
+    batched.appendBatch(growing.data(), static_cast<std::int64_t>(growing.size()), rows.data());
+    dhs::test::expectSameResidency(single, batched);
+    REQUIRE(single.controller().evictionCount() == batched.controller().evictionCount());
+    for (std::uint64_t id : ids)
+      REQUIRE(single.historyLen(id) == batched.historyLen(id));
+  }
+  CHECK(batched.controller().evictionCount() > evictedBefore);
+  single.checkInvariants();
+  batched.checkInvariants();
+  dhs::test::stepAndCompare({&single, &batched}, shadow, rng, {21, 22, 23, 24});
+
+  // Checked before anything changes: an id twice, an unknown id, a request
+  // at its maximum context, null pointers; an empty batch does nothing.
+  const std::vector<std::uint8_t> two = shadow.randomRows(rng, 16);
+  const std::int64_t length = batched.historyLen(21);
+  const std::vector<std::uint64_t> twice = {21, 22, 21}, unknown = {21, 99};
+  CHECK_THROWS_AS(batched.appendBatch(twice.data(), 3, shadow.randomRows(rng, 24).data()),
+                  InputError);
+  CHECK_THROWS_AS(batched.appendBatch(unknown.data(), 2, two.data()), UnknownRequestError);
+  CHECK_THROWS_AS(batched.appendBatch(nullptr, 2, two.data()), InputError);
+  CHECK_THROWS_AS(batched.appendBatch(ids.data(), 2, nullptr), InputError);
+  CHECK_THROWS_AS(batched.appendBatch(ids.data(), -1, two.data()), InputError);
+  batched.appendBatch(ids.data(), 0, nullptr);
+  CHECK(batched.historyLen(21) == length);
+  CHECK(batched.historyLen(22) == single.historyLen(22));
+  batched.admit(26, 1, 1, shadow.randomRows(rng, 8).data());
+  const std::vector<std::uint64_t> full = {22, 26};
+  CHECK_THROWS_AS(batched.appendBatch(full.data(), 2, two.data()), CapacityError);
+  CHECK(batched.historyLen(22) == single.historyLen(22));
+  batched.checkInvariants();
+}
+
 TEST_CASE("sliding window: each lane attends to its request's ring on every backend",
           "[runtime][backends][window]") {
   // test/unit/steps/window_step.mlir: V4.1 rows, a 16-token window in rings
