@@ -1,7 +1,7 @@
 //===- append_bench.cpp - Times the residency controller's appends --------===//
 //
 // Usage: dhs-append-bench [--batch B] [--groups G] [--slots S] [--history N]
-//            [--topk K] [--steps T]
+//            [--topk K] [--steps T] [--round-trip 1]
 // The residency of dhs-decision-bench's config on the host alone (no GPU):
 // B requests of N rows, G groups of S slots, the adaptive policy with CLOCK
 // and hot floor 0, newest window 64. Each step resolves fresh selections
@@ -10,6 +10,10 @@
 // the median time of a step (begin, resolve, end) and of the appends, and
 // a hash of the final residency (slot owners, rows, references, hands).
 // --linear 1: CLOCK sweeps every slot (the reference path, for comparison).
+// --round-trip 1: before each step's appends, the host side of the decided
+// runtime's round trip (Runtime::giveStateToDevice / takeStateFromDevice
+// without the transfers): every group's state exported, the group marked
+// device-owned, and the state adopted back; prints their medians.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +47,7 @@ double median(std::vector<double> v) {
 int main(int argc, char **argv) {
   std::int64_t batch = 128, history = 2304, topk = 2048;
   std::int32_t groups = 20, slots = 65536, steps = 10;
-  bool linear = false;
+  bool linear = false, roundTrip = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string arg = argv[i];
     const long long value = std::atoll(argv[i + 1]);
@@ -59,6 +63,8 @@ int main(int argc, char **argv) {
       topk = value;
     else if (arg == "--linear")
       linear = value != 0;
+    else if (arg == "--round-trip")
+      roundTrip = value != 0;
     else if (arg == "--steps")
       steps = static_cast<std::int32_t>(value);
     else {
@@ -79,7 +85,8 @@ int main(int argc, char **argv) {
     requests.push_back(controller.admit(history, maxContext, copies));
   std::mt19937_64 rng(5);
   std::vector<std::int32_t> rows(static_cast<std::size_t>(batch * topk)), out(rows.size());
-  std::vector<double> stepTimes, appendTimes;
+  std::vector<double> stepTimes, appendTimes, exportTimes, adoptTimes;
+  std::vector<DeviceGroupState> states(static_cast<std::size_t>(groups));
   std::int64_t resident = 0, selected = 0, evicted = 0, appendCopies = 0;
   for (std::int32_t step = 0; step < steps; ++step) {
     const auto t0 = Clock::now();
@@ -101,6 +108,21 @@ int main(int argc, char **argv) {
     const auto t1 = Clock::now();
     resident += controller.lastStep().resident;
     selected += controller.lastStep().selected;
+    if (roundTrip) {
+      const auto r0 = Clock::now();
+      for (std::int32_t g = 0; g < groups; ++g)
+        states[static_cast<std::size_t>(g)] = controller.exportDeviceState(g);
+      for (std::int32_t g = 0; g < groups; ++g)
+        controller.markDeviceOwned(g);
+      const auto r1 = Clock::now();
+      for (std::int32_t g = 0; g < groups; ++g)
+        controller.adoptDeviceState(g, states[static_cast<std::size_t>(g)]);
+      const auto r2 = Clock::now();
+      exportTimes.push_back(ms(r0, r1));
+      adoptTimes.push_back(ms(r1, r2));
+      std::printf("step %d: export %.3f ms, adopt %.3f ms\n", step, ms(r0, r1), ms(r1, r2));
+    }
+    const auto t1a = Clock::now();
     const std::int64_t before = controller.evictionCount();
     copies.clear();
     for (std::int32_t request : requests)
@@ -109,8 +131,8 @@ int main(int argc, char **argv) {
     evicted += controller.evictionCount() - before;
     appendCopies += static_cast<std::int64_t>(copies.size());
     stepTimes.push_back(ms(t0, t1));
-    appendTimes.push_back(ms(t1, t2));
-    std::printf("step %d: step %.3f ms, appends %.3f ms\n", step, ms(t0, t1), ms(t1, t2));
+    appendTimes.push_back(ms(t1a, t2));
+    std::printf("step %d: step %.3f ms, appends %.3f ms\n", step, ms(t0, t1), ms(t1a, t2));
   }
   controller.checkConsistency();
   std::uint64_t hash = 14695981039346656037ull;
@@ -138,5 +160,8 @@ int main(int argc, char **argv) {
               static_cast<long long>(evicted / steps));
   std::printf("medians of %d steps: step (resolve + end) %.3f ms, appends %.3f ms\n", steps,
               median(stepTimes), median(appendTimes));
+  if (roundTrip)
+    std::printf("round trip of %d groups: export %.3f ms, adopt %.3f ms\n", groups,
+                median(exportTimes), median(adoptTimes));
   return 0;
 }
