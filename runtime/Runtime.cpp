@@ -861,18 +861,27 @@ std::int32_t Runtime::decisionBudget(std::int32_t group) const {
 }
 
 void Runtime::giveStateToDevice(bool own) {
+  std::vector<std::int32_t> given;
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     if (controller_->deviceOwned(g)) {
       // Appends since the last step move the budget.
       tiers_.runner->setDecisionBudget(g, decisionBudget(g));
       continue;
     }
-    DeviceGroupState state = controller_->exportDeviceState(g);
+    given.push_back(g);
+  }
+  if (given.empty())
+    return;
+  // The groups' tables are exported in parallel into buffers kept from
+  // step to step, then uploaded one by one.
+  controller_->exportDeviceStates(given, deviceStates_);
+  for (std::int32_t g : given) {
+    const DeviceGroupState &state = deviceStates_[static_cast<std::size_t>(g)];
     deviceExcess_[static_cast<std::size_t>(g)] = state.excess;
     tiers_.runner->uploadDecisionState(g, state, decisionBudget(g));
-    if (own)
-      controller_->markDeviceOwned(g);
   }
+  if (own)
+    controller_->markDeviceOwned(given);
 }
 
 void Runtime::enqueueAppends() {
@@ -913,14 +922,20 @@ void Runtime::takeStateFromDevice() {
     enqueueAppends();
     applyAppends();
   }
+  // Downloaded one by one into the buffers kept from step to step, then
+  // adopted in parallel.
+  std::vector<std::int32_t> taken;
+  if (deviceStates_.size() < static_cast<std::size_t>(layout_.groups()))
+    deviceStates_.resize(static_cast<std::size_t>(layout_.groups()));
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     if (!controller_->deviceOwned(g))
       continue;
-    DeviceGroupState state;
+    DeviceGroupState &state = deviceStates_[static_cast<std::size_t>(g)];
     tiers_.runner->downloadDecisionState(g, state);
     state.step = static_cast<std::uint32_t>(controller_->stepCount());
-    controller_->adoptDeviceState(g, state);
+    taken.push_back(g);
   }
+  controller_->adoptDeviceStates(taken, deviceStates_);
 }
 
 void Runtime::bookDeviceDecisions() {

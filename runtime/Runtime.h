@@ -549,6 +549,9 @@ private:
   /// [group] the excess word the device holds (before its recorded appends)
   /// and the appends replayed but not yet applied to the controller.
   std::vector<std::int64_t> deviceExcess_;
+  /// [group] buffers for the tables given to and taken from the device,
+  /// kept from step to step (giveStateToDevice, takeStateFromDevice).
+  std::vector<DeviceGroupState> deviceStates_;
   std::vector<std::size_t> agingPending_;
   /// The step in progress ends with the device's decisions (and, with
   /// checkInvariants, the host's beside them: shadowDecisions_).

@@ -143,16 +143,19 @@ void CudaPlacement::uploadRecency(std::int32_t group, const std::vector<std::int
 }
 
 const std::int32_t *CudaPlacement::recencySnapshot(std::int32_t group) {
+  downloadRecency(group, recencySnapshot_);
+  return recencySnapshot_.data();
+}
+
+void CudaPlacement::downloadRecency(std::int32_t group, std::vector<std::int32_t> &recency) {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   queue_->quiesce();
-  recencySnapshot_.resize(2 * static_cast<std::size_t>(layout_.hbmSlots));
-  if (!recencySnapshot_.empty())
-    cuda.check(cuda.memcpyDtoH(recencySnapshot_.data(),
-                               recency_.at(static_cast<std::size_t>(group))->get(),
-                               recencySnapshot_.size() * sizeof(std::int32_t)),
+  recency.resize(2 * static_cast<std::size_t>(layout_.hbmSlots));
+  if (!recency.empty())
+    cuda.check(cuda.memcpyDtoH(recency.data(), recency_.at(static_cast<std::size_t>(group))->get(),
+                               recency.size() * sizeof(std::int32_t)),
                "reading a replacement state");
-  return recencySnapshot_.data();
 }
 
 const std::int32_t *CudaPlacement::mapSnapshot(std::int32_t group) {

@@ -51,6 +51,9 @@ public:
   void uploadRecency(std::int32_t group, const std::vector<std::int32_t> &recency);
   /// Downloads group g's replacement state [slots x 2].
   const std::int32_t *recencySnapshot(std::int32_t group);
+  /// Group `group`'s replacement state (as recencySnapshot) downloaded into
+  /// `recency` (resized to 2 x slots words).
+  void downloadRecency(std::int32_t group, std::vector<std::int32_t> &recency);
   /// Downloads group g's residency map [host rows], after checking the
   /// placement kernel's status word.
   const std::int32_t *mapSnapshot(std::int32_t group);

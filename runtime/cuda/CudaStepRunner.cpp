@@ -153,8 +153,7 @@ void CudaStepRunner::downloadDecisionState(std::int32_t group, DeviceGroupState 
   if (!decisions_)
     throw StateError("no decision step is loaded");
   decisions_->download(group, state);
-  const std::int32_t *recency = storage_.placement()->recencySnapshot(group);
-  state.recency.assign(recency, recency + 2 * static_cast<std::size_t>(layout_.hbmSlots));
+  storage_.placement()->downloadRecency(group, state.recency); // (no second copy)
 }
 
 void CudaStepRunner::setDecisionBudget(std::int32_t group, std::int32_t budget) {

@@ -333,6 +333,15 @@ public:
   /// hand, free count, excess, the victim-search memo and the step. Throws
   /// StateError while the group is device-owned (the host tables are stale).
   DeviceGroupState exportDeviceState(std::int32_t group) const;
+  /// The same, into `state` (its vectors keep their capacity: no
+  /// allocation once they hold a state of this pool).
+  void exportDeviceState(std::int32_t group, DeviceGroupState &state) const;
+  /// exportDeviceState of each of `groups` (distinct) into
+  /// `states[group]` (resized to the group count if shorter), the groups on
+  /// parallel threads (parallelFor). Throws as exportDeviceState, before
+  /// exporting any.
+  void exportDeviceStates(const std::vector<std::int32_t> &groups,
+                          std::vector<DeviceGroupState> &states) const;
 
   /// From now on the device decides for group `group` (after its state was
   /// uploaded, exportDeviceState): steps are booked by applyDeviceCounts,
@@ -342,6 +351,10 @@ public:
   /// policy, CLOCK and hot floor 0 (throws Error otherwise) and no step in
   /// progress or one that has not resolved the group (StateError).
   void markDeviceOwned(std::int32_t group);
+  /// markDeviceOwned of each of `groups`; throws as markDeviceOwned before
+  /// marking any. (O(1) a group: adoptDeviceState finds the hot rows that
+  /// go stale from the slots the host still knows as hot.)
+  void markDeviceOwned(const std::vector<std::int32_t> &groups);
   /// True while group `group` is device-owned.
   bool deviceOwned(std::int32_t group) const;
 
@@ -373,6 +386,15 @@ public:
   /// knows as a newest or ring slot, counts that differ from the host's,
   /// appends not applied yet).
   void adoptDeviceState(std::int32_t group, const DeviceGroupState &state);
+  /// adoptDeviceState(group, states[group]) for each of `groups` (distinct),
+  /// the groups on parallel threads (parallelFor): the same tables as the
+  /// calls one by one. Throws OutOfRangeError for a group that does not
+  /// exist or has no state, before adopting any; otherwise the first error
+  /// a group's adoption throws, once the groups begun were done: the groups
+  /// not begun then, and a rejected one (its tables untouched), stay
+  /// device-owned.
+  void adoptDeviceStates(const std::vector<std::int32_t> &groups,
+                         const std::vector<DeviceGroupState> &states);
 
   /// Checks every invariant of the bookkeeping (slot owners and kinds, the
   /// resolve table, hot lists, the protected sets, budgets, free counts,
@@ -406,6 +428,9 @@ private:
   Group &hostGroup(std::int32_t group, const char *what);
   const Group &hostGroup(std::int32_t group, const char *what) const;
   void appendOnDevice(Group &g, Request &r, std::int64_t newRow);
+  /// markDeviceOwned's checks (throws), and what it does once they pass.
+  void checkDeviceOwnable(std::int32_t group) const;
+  void handOver(Group &g);
 
   /// CLOCK: whether a slot was used since the hand last passed it.
   static bool referenced(const Group &g, std::int32_t slot);

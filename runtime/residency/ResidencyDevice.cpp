@@ -12,6 +12,7 @@
 #include "runtime/residency/ResidencyState.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/Parallel.h"
 
 #include <algorithm>
 #include <string>
@@ -35,49 +36,92 @@ const ResidencyController::Group &ResidencyController::hostGroup(std::int32_t gi
 }
 
 DeviceGroupState ResidencyController::exportDeviceState(std::int32_t gi) const {
+  DeviceGroupState state;
+  exportDeviceState(gi, state);
+  return state;
+}
+
+void ResidencyController::exportDeviceState(std::int32_t gi, DeviceGroupState &state) const {
   const Group &g = hostGroup(gi, "export device state");
   const std::size_t slots = static_cast<std::size_t>(config_.hbmSlots);
-  DeviceGroupState state;
-  state.hotRows.assign(slots, -1);
-  state.cleared.assign(slots, -1);
-  state.recency.assign(2 * slots, 0);
+  // Every entry is written once (the vectors keep their capacity).
+  state.hotRows.resize(slots);
+  state.cleared.resize(slots);
+  state.recency.resize(2 * slots);
+  std::int64_t *hotRows = state.hotRows.data();
+  std::int32_t *cleared = state.cleared.data(), *recency = state.recency.data();
+  const std::uint32_t *lastUse = g.lastUse.data(), *prevUse = g.prevUse.data(),
+                      *wasCleared = g.cleared.data();
   for (std::size_t s = 0; s < slots; ++s) {
-    state.recency[2 * s] = static_cast<std::int32_t>(g.lastUse[s]);
-    state.recency[2 * s + 1] = static_cast<std::int32_t>(g.prevUse[s]);
-    if (g.kind[s] == static_cast<std::uint8_t>(SlotKind::Hot))
-      state.hotRows[s] = requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s];
+    const std::uint32_t last = lastUse[s];
+    recency[2 * s] = static_cast<std::int32_t>(last);
+    recency[2 * s + 1] = static_cast<std::int32_t>(prevUse[s]);
     // Referenced: -1 (no use equals it), else the use the hand cleared.
-    if (!referenced(g, static_cast<std::int32_t>(s)))
-      state.cleared[s] = static_cast<std::int32_t>(g.lastUse[s]);
+    cleared[s] = last != wasCleared[s] ? -1 : static_cast<std::int32_t>(last);
   }
-  state.freeStack = g.free.freeStack();
+  const std::uint8_t *kind = g.kind.data();
+  const std::int32_t *owner = g.owner.data(), *row = g.row.data();
+  for (std::size_t s = 0; s < slots; ++s)
+    hotRows[s] = kind[s] == static_cast<std::uint8_t>(SlotKind::Hot)
+                     ? requests_[static_cast<std::size_t>(owner[s])].start + row[s]
+                     : -1;
+  const std::vector<std::int32_t> &free = g.free.freeStack();
+  state.freeStack.assign(free.begin(), free.end());
   state.freeCount = static_cast<std::int32_t>(state.freeStack.size());
   state.freeStack.resize(slots, -1);
   state.hand = g.hand;
   state.excess = g.excess;
   state.noVictimStep = g.noVictimStep;
   state.step = step_;
-  return state;
+}
+
+void ResidencyController::exportDeviceStates(const std::vector<std::int32_t> &groups,
+                                             std::vector<DeviceGroupState> &states) const {
+  for (std::int32_t gi : groups)
+    hostGroup(gi, "export device state");
+  if (states.size() < groups_.size())
+    states.resize(groups_.size());
+  parallelFor(static_cast<std::int64_t>(groups.size()), 1, 0,
+              [&](std::int64_t begin, std::int64_t end) {
+                for (std::int64_t i = begin; i < end; ++i) {
+                  const std::int32_t gi = groups[static_cast<std::size_t>(i)];
+                  exportDeviceState(gi, states[static_cast<std::size_t>(gi)]);
+                }
+              });
 }
 
 void ResidencyController::markDeviceOwned(std::int32_t gi) {
+  checkDeviceOwnable(gi);
+  handOver(groups_[static_cast<std::size_t>(gi)]);
+}
+
+void ResidencyController::checkDeviceOwnable(std::int32_t gi) const {
   if (config_.policy != ResidencyPolicy::Adaptive || config_.replacement != Replacement::Clock ||
       config_.hotFloor != 0)
     throw Error("device residency decisions need the adaptive policy, CLOCK replacement and hot "
                 "floor 0");
-  Group &g = hostGroup(gi, "device ownership");
+  hostGroup(gi, "device ownership");
   if (inStep_ && resolved_[static_cast<std::size_t>(gi)])
     throw StateError("layer group " + std::to_string(gi) +
                      " was already resolved on the host in this step");
+}
+
+void ResidencyController::handOver(Group &g) {
+  // (The hot rows of now are stale too: adoptDeviceState finds them by
+  // the slots it still knows as hot.)
   g.staleRows.clear();
-  for (std::size_t s = 0; s < g.kind.size(); ++s)
-    if (g.kind[s] == static_cast<std::uint8_t>(SlotKind::Hot))
-      g.staleRows.push_back(requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s]);
   g.appends.clear();
   g.appendRequest.clear();
   g.appendSlot.clear();
   g.candidatesValid = false;
   g.deviceOwned = true;
+}
+
+void ResidencyController::markDeviceOwned(const std::vector<std::int32_t> &groups) {
+  for (std::int32_t gi : groups)
+    checkDeviceOwnable(gi);
+  for (std::int32_t gi : groups)
+    handOver(groups_[static_cast<std::size_t>(gi)]);
 }
 
 bool ResidencyController::deviceOwned(std::int32_t gi) const {
@@ -195,6 +239,8 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
     if (slot < 0)
       continue;
     const std::size_t s = static_cast<std::size_t>(slot);
+    if (g.kind[s] == static_cast<std::uint8_t>(SlotKind::Hot)) // (its hot row left on the device)
+      g.staleRows.push_back(requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s]);
     g.owner[s] = g.appendRequest[i];
     g.row[s] = static_cast<std::int32_t>(entry.fresh - entry.ownerBegin);
     g.kind[s] = static_cast<std::uint8_t>(SlotKind::Newest);
@@ -238,6 +284,13 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     return requests_[static_cast<std::size_t>(a)].start <
            requests_[static_cast<std::size_t>(b)].start;
   });
+  // The live request whose hot rows (before its newest window) hold
+  // `hostRow`, or -1.
+  auto holds = [&](std::int32_t r, std::int64_t hostRow) {
+    const Request &req = requests_[static_cast<std::size_t>(r)];
+    const std::int64_t row = hostRow - req.start;
+    return req.live && row >= 0 && row < req.len - config_.newestWindow;
+  };
   auto ownerOf = [&](std::int64_t hostRow) -> std::int32_t {
     auto it = std::upper_bound(byStart.begin(), byStart.end(), hostRow,
                                [&](std::int64_t row, std::int32_t r) {
@@ -246,9 +299,7 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     if (it == byStart.begin())
       return -1;
     const std::int32_t r = *(it - 1);
-    const Request &req = requests_[static_cast<std::size_t>(r)];
-    const std::int64_t row = hostRow - req.start;
-    return row < req.len - config_.newestWindow ? r : -1;
+    return holds(r, hostRow) ? r : -1;
   };
   // Validate before changing anything.
   std::vector<std::uint8_t> listed(n, 0);
@@ -260,6 +311,12 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
                        " as free: outside the pool, twice, or hot");
     listed[static_cast<std::size_t>(s)] = 1;
   }
+  // Each hot slot's owner, for the rebuild below. Most hot rows stay with
+  // the request that held the slot when the device took the group over:
+  // where that request's hot rows hold the row, it is the owner (live
+  // requests' host ranges are disjoint: the one ownerOf would find), and
+  // the search is skipped.
+  std::vector<std::int32_t> owners(n, -1);
   std::int64_t hot = 0;
   for (std::size_t s = 0; s < n; ++s) {
     const std::int64_t row = state.hotRows[s];
@@ -274,11 +331,17 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
       continue;
     }
     ++hot;
-    if (hostKnown || row >= config_.hostRows || ownerOf(row) < 0)
+    std::int32_t owner = -1;
+    if (!hostKnown && row < config_.hostRows) {
+      const std::int32_t was = g.owner[s];
+      owner = kind == SlotKind::Hot && was >= 0 && holds(was, row) ? was : ownerOf(row);
+    }
+    if (owner < 0)
       throw InputError(where + ": slot " + std::to_string(s) + " holds host row " +
                        std::to_string(row) +
                        (hostKnown ? ", but it is a newest or ring slot"
                                   : ", outside every live request's hot rows"));
+    owners[s] = owner;
   }
   if (hot != g.hot || state.excess != g.excess || state.freeCount != g.free.freeCount())
     throw InputError(where + " counts " + std::to_string(hot) + " hot rows, " +
@@ -287,8 +350,10 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
                      std::to_string(g.hot) + ", " + std::to_string(g.excess) + ", " +
                      std::to_string(g.free.freeCount()));
 
-  // Forget the stale hot rows, then rebuild them from the device.
-  for (std::int64_t row : g.staleRows) {
+  // Forget the stale hot rows (those listed, and those of the slots the
+  // host knows as hot that the device moved), then rebuild them from the
+  // device.
+  auto forget = [&](std::int64_t row) {
     std::int32_t &slot = g.slotOfHostRow[static_cast<std::size_t>(row)];
     if (slot >= 0 &&
         g.kind[static_cast<std::size_t>(slot)] != static_cast<std::uint8_t>(SlotKind::Newest))
@@ -298,26 +363,65 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
                      g.row[static_cast<std::size_t>(slot)] !=
                  row)
       slot = -1; // its slot holds a newer row now
+  };
+  // The hot rows of now: their slots' kinds, owners and rows are as when
+  // the device took over (or as aging made them), and each maps to its
+  // slot (only new rows were mapped since). The loop below keeps the
+  // mapping of a slot that keeps its row and forgets the others' rows; a
+  // listed row that such a slot holds is left to it.
+  auto hotRowOf = [&](std::size_t s) {
+    return requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s];
+  };
+  for (std::int64_t row : g.staleRows) {
+    const std::int32_t slot = g.slotOfHostRow[static_cast<std::size_t>(row)];
+    if (slot < 0 ||
+        g.kind[static_cast<std::size_t>(slot)] != static_cast<std::uint8_t>(SlotKind::Hot) ||
+        hotRowOf(static_cast<std::size_t>(slot)) != row)
+      forget(row);
   }
   for (Request &r : requests_)
     if (r.live)
       r.hot[static_cast<std::size_t>(gi)].clear();
+  {
+    const std::int32_t *recency = state.recency.data(), *cleared = state.cleared.data();
+    std::uint32_t *lastUse = g.lastUse.data(), *prevUse = g.prevUse.data(),
+                  *nowCleared = g.cleared.data();
+    for (std::size_t s = 0; s < n; ++s) {
+      lastUse[s] = static_cast<std::uint32_t>(recency[2 * s]);
+      prevUse[s] = static_cast<std::uint32_t>(recency[2 * s + 1]);
+      nowCleared[s] = cleared[s] == -1 ? kNeverCleared : static_cast<std::uint32_t>(cleared[s]);
+    }
+  }
   for (std::size_t s = 0; s < n; ++s) {
     const SlotKind kind = static_cast<SlotKind>(g.kind[s]);
+    const std::int64_t row = state.hotRows[s];
+    if (kind == SlotKind::Hot) {
+      const std::int64_t was = hotRowOf(s);
+      if (was == row) {
+        // The same row, owner and mapping (most slots): a place in the
+        // rebuilt hot list.
+        std::vector<std::int32_t> &list =
+            requests_[static_cast<std::size_t>(owners[s])].hot[static_cast<std::size_t>(gi)];
+        g.owner[s] = owners[s];
+        g.listPos[s] = static_cast<std::int32_t>(list.size());
+        list.push_back(static_cast<std::int32_t>(s));
+        continue;
+      }
+      // Its old row leaves the table as forget would, unless a slot before
+      // this one took it from the device (mapped there now).
+      std::int32_t &mapped = g.slotOfHostRow[static_cast<std::size_t>(was)];
+      if (mapped == static_cast<std::int32_t>(s))
+        mapped = -1;
+    }
     if (kind != SlotKind::Newest && kind != SlotKind::Ring) {
       g.owner[s] = -1;
       g.row[s] = -1;
       g.listPos[s] = -1;
       g.kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
     }
-    g.lastUse[s] = static_cast<std::uint32_t>(state.recency[2 * s]);
-    g.prevUse[s] = static_cast<std::uint32_t>(state.recency[2 * s + 1]);
-    g.cleared[s] =
-        state.cleared[s] == -1 ? kNeverCleared : static_cast<std::uint32_t>(state.cleared[s]);
-    const std::int64_t row = state.hotRows[s];
     if (row < 0)
       continue;
-    const std::int32_t owner = ownerOf(row);
+    const std::int32_t owner = owners[s];
     Request &r = requests_[static_cast<std::size_t>(owner)];
     std::vector<std::int32_t> &list = r.hot[static_cast<std::size_t>(gi)];
     g.owner[s] = owner;
@@ -335,6 +439,24 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   g.candidatesValid = false;
   g.staleRows.clear();
   g.deviceOwned = false;
+}
+
+void ResidencyController::adoptDeviceStates(const std::vector<std::int32_t> &groups,
+                                            const std::vector<DeviceGroupState> &states) {
+  for (std::int32_t gi : groups)
+    if (gi < 0 || gi >= config_.groups || static_cast<std::size_t>(gi) >= states.size())
+      throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
+                            std::to_string(config_.groups) + " groups, " +
+                            std::to_string(states.size()) + " states)");
+  // Each group's adoption writes its own tables and its own entry of every
+  // request's hot lists, and reads what no other one writes.
+  parallelFor(static_cast<std::int64_t>(groups.size()), 1, 0,
+              [&](std::int64_t begin, std::int64_t end) {
+                for (std::int64_t i = begin; i < end; ++i) {
+                  const std::int32_t gi = groups[static_cast<std::size_t>(i)];
+                  adoptDeviceState(gi, states[static_cast<std::size_t>(gi)]);
+                }
+              });
 }
 
 } // namespace dhs::runtime

@@ -106,8 +106,9 @@ struct ResidencyController::Group {
   LruCursor lru;                     // global LRU order (Adaptive + Lru)
   std::vector<std::int32_t> touched; // requests with rows to fetch this step
   // While the device decides (markDeviceOwned .. adoptDeviceState): the
-  // host rows whose resolve-table entries may be stale (hot when the device
-  // took over, or aged since), and the appends recorded for dhs.age_rows
+  // host rows whose resolve-table entries may be stale besides those of the
+  // slots the host still knows as hot (aged since, or hot in a slot that a
+  // replayed append's new row took), and the appends recorded for dhs.age_rows
   // with their requests and the free slot the host took for the new row
   // (-1: over the budget, the slot is the victim's).
   bool deviceOwned = false;

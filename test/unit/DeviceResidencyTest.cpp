@@ -641,3 +641,130 @@ TEST_CASE("a controller driven by the device's decisions stays identical to the 
   SECTION("no cap") { runEmulator(rng, -1, 200); }
   SECTION("at most 6 promotions per request and step") { runEmulator(rng, 6, 200); }
 }
+
+TEST_CASE("groups exported, handed over and adopted together (in parallel) make the decisions of "
+          "one group at a time, with hot rows moved to other slots and requests",
+          "[residency][device]") {
+  DHS_SEEDED_RNG(rng, 3100);
+  const std::int32_t groups = 5, slots = 300;
+  ResidencyConfig config = ResidencyConfig::adaptive(groups, slots, 40000, 8, 0, 0);
+  config.maxRequests = 8;
+  // `together` takes the list calls, `alone` the per-group ones; both get
+  // the same admissions, finishes, steps and appends.
+  ResidencyController together(config), alone(config);
+  std::vector<RowCopy> copies;
+  std::vector<std::int32_t> live;
+  auto admit = [&] {
+    const std::int64_t length = 300 + static_cast<std::int64_t>(rng() % 700);
+    const std::int32_t r = together.admit(length, length + 200, copies);
+    REQUIRE(alone.admit(length, length + 200, copies) == r);
+    live.push_back(r);
+  };
+  for (int r = 0; r < 6; ++r)
+    admit();
+  std::vector<std::int32_t> all;
+  for (std::int32_t g = 0; g < groups; ++g)
+    all.push_back(g);
+  std::vector<DeviceGroupState> states; // kept from round trip to round trip
+  std::int64_t moved = 0, adopted = 0;
+  for (int step = 0; step < 40; ++step) {
+    INFO("step " << step);
+    // A step on both.
+    const std::int64_t K = 24;
+    std::vector<std::int32_t> rows, out;
+    for (std::int32_t r : live)
+      for (std::int64_t k = 0; k < K; ++k)
+        rows.push_back(
+            static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(together.historyLen(r))));
+    out.resize(rows.size());
+    for (ResidencyController *c : {&together, &alone}) {
+      c->beginStep();
+      for (std::int32_t g = 0; g < groups; ++g)
+        c->resolve(g, live.data(), static_cast<std::int64_t>(live.size()), rows.data(), 1, K,
+                   out.data());
+      copies.clear();
+      c->endStep(copies);
+    }
+    REQUIRE(firstDifference(together, alone) == "");
+
+    // The round trip: the same states, then hot rows moved as a device's
+    // decisions would (swapped between hot slots, moved to free slots).
+    together.exportDeviceStates(all, states);
+    REQUIRE(states.size() == static_cast<std::size_t>(groups));
+    for (std::int32_t g = 0; g < groups; ++g) {
+      DeviceGroupState &s = states[static_cast<std::size_t>(g)];
+      REQUIRE(s == alone.exportDeviceState(g)); // (into a buffer of the last step)
+      std::vector<std::int32_t> hot;
+      for (std::int32_t slot = 0; slot < slots; ++slot)
+        if (s.hotRows[static_cast<std::size_t>(slot)] >= 0)
+          hot.push_back(slot);
+      auto swapSlots = [&](std::int32_t a, std::int32_t b) {
+        std::swap(s.hotRows[static_cast<std::size_t>(a)], s.hotRows[static_cast<std::size_t>(b)]);
+        std::swap(s.cleared[static_cast<std::size_t>(a)], s.cleared[static_cast<std::size_t>(b)]);
+        for (int w = 0; w < 2; ++w)
+          std::swap(s.recency[2 * static_cast<std::size_t>(a) + static_cast<std::size_t>(w)],
+                    s.recency[2 * static_cast<std::size_t>(b) + static_cast<std::size_t>(w)]);
+      };
+      for (int k = 0; k < 8 && hot.size() >= 2; ++k) {
+        swapSlots(hot[rng() % hot.size()], hot[rng() % hot.size()]);
+        ++moved;
+      }
+      for (int k = 0; k < 4 && !hot.empty() && s.freeCount > 0; ++k) {
+        const std::size_t h = rng() % hot.size();
+        const std::size_t f = rng() % static_cast<std::size_t>(s.freeCount);
+        const std::int32_t freeSlot = s.freeStack[f];
+        swapSlots(hot[h], freeSlot);
+        s.freeStack[f] = hot[h];
+        hot[h] = freeSlot;
+        ++moved;
+      }
+    }
+    together.markDeviceOwned(all);
+    for (std::int32_t g = 0; g < groups; ++g) {
+      CHECK(together.deviceOwned(g));
+      alone.markDeviceOwned(g);
+    }
+    together.adoptDeviceStates(all, states);
+    for (std::int32_t g = 0; g < groups; ++g)
+      alone.adoptDeviceState(g, states[static_cast<std::size_t>(g)]);
+    REQUIRE(firstDifference(together, alone) == "");
+    together.checkConsistency();
+    // Each hot slot's owner and row, found from the request ranges here.
+    for (std::int32_t g = 0; g < groups; ++g) {
+      const DeviceGroupState &s = states[static_cast<std::size_t>(g)];
+      CHECK_FALSE(together.deviceOwned(g));
+      for (std::int32_t slot = 0; slot < slots; ++slot) {
+        const std::int64_t row = s.hotRows[static_cast<std::size_t>(slot)];
+        if (row < 0)
+          continue;
+        std::int32_t owner = -1;
+        for (std::int32_t r : live)
+          if (row >= together.historyStart(r) &&
+              row < together.historyStart(r) + together.historyLen(r))
+            owner = r;
+        REQUIRE(together.slotOwner(g, slot) == owner);
+        REQUIRE(together.slotRow(g, slot) == row - together.historyStart(owner));
+        REQUIRE(together.residencyTable(g)[static_cast<std::size_t>(row)] == slot);
+        ++adopted;
+      }
+      CHECK(deviceDifference(together.exportDeviceState(g), s) == "");
+    }
+
+    // Appends (the adopted tables decide them), a finish and an admission.
+    for (std::int32_t r : live)
+      if (together.historyLen(r) < together.maxContext(r))
+        for (ResidencyController *c : {&together, &alone})
+          c->append(r, copies);
+    if (step % 7 == 6) {
+      const std::size_t i = rng() % live.size();
+      together.finish(live[i]);
+      alone.finish(live[i]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      admit();
+    }
+    REQUIRE(firstDifference(together, alone) == "");
+  }
+  together.checkConsistency();
+  CHECK(moved > 1000);
+  CHECK(adopted > 10000);
+}
