@@ -22,7 +22,9 @@
 # 1, missing bytes / copy rate), and against max(attention at residency 1,
 # missing bytes / the rate of the generated fetch kernel on the same rows: one
 # layer's 656-byte rows, scattered over the same 2.75 GB store, timed by
-# dhs-retrieval-bench in the same run); the CUDA-core kernel on the first shape; and
+# dhs-retrieval-bench in the same run), and the same steps compiled with
+# --overlap-retrieval (a fetch of 4 CTAs beside the attention); the CUDA-core
+# kernel on the first shape; and
 # retrieval: the fetch kernel of one layer group over a 22 GB pinned store
 # (dhs-retrieval-bench, 5-20% of the selections missing, first in each list
 # or scattered in it) against the copy rate; the 128-head bf16 shapes without clusters (each CTA gathers every row of its
@@ -69,6 +71,10 @@ steps() {
   done
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
     --hbm-slots 262144 --tensor-cores=false -o "$dir/attention/cores_fp8_b128_q1_h64" || exit 1
+  # The mixed steps with overlapped staging (a fetch of 4 CTAs beside the
+  # attention) against the fused kernel.
+  "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
+    --hbm-slots 262144 --overlap-retrieval -o "$dir/attention/overlap_fp8_b128_q1_h64" || exit 1
   # Retrieval: one layer group's fetch over a 22 GB store (dhs-retrieval-bench).
   "$compile" "$root/bench/steps/fetch_fp8_group.mlir" -o "$dir/attention/fetch_fp8_group" || exit 1
   # The mixed steps' fetch baseline: single 656-byte rows (dhs-retrieval-bench).
@@ -131,18 +137,20 @@ print(f'{sys.argv[6]:24} {ms:9.4f} {t:9.1f} {t/peak:11.1%}')" "$b" "$q" "$h" "$m
     fetch=$(awk '/scattered/ { sub("%", "", $1); printf "%s:%s,", $1, $5 }' \
       "$results/fetch_fp8_layer.log")
   fi
-  printf '\n%-8s %9s %9s %9s %9s %10s %9s\n' missing ms floor/ms "vs floor" GB/s "fetch GB/s" \
-    "vs fetch"
+  printf '\n%-8s %9s %9s %9s %9s %10s %9s %13s\n' missing ms floor/ms "vs floor" GB/s \
+    "fetch GB/s" "vs fetch" "overlapped ms"
   for missing in 0.01 0.05 0.14 0.30; do
     local ms; ms=$(run_step fp8_b128_q1_h64 "$(python3 -c "print(1-$missing)")")
     [ -n "$ms" ] || continue
+    local overlapped; overlapped=$(run_step overlap_fp8_b128_q1_h64 "$(python3 -c "print(1-$missing)")")
     python3 -c "import sys; x,ms,res,copy=map(float,sys.argv[1:5]); byts=x*128*2048*656
 rates=dict(p.split(':') for p in sys.argv[5].split(',') if p)
 rate=float(rates.get(f'{x*100:.0f}', 0))
 floor=max(res, byts/copy/1e6); fetch=max(res, byts/rate/1e6) if rate else 0
 print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms>res else 0:9.1f}'
-      + (f' {rate:10.1f} {ms/fetch:9.2f}' if rate else f' {\"-\":>10} {\"-\":>9}'))" \
-      "$missing" "$ms" "$resident" "$copy" "$fetch"
+      + (f' {rate:10.1f} {ms/fetch:9.2f}' if rate else f' {\"-\":>10} {\"-\":>9}')
+      + f' {sys.argv[6] or \"-\":>13}')" \
+      "$missing" "$ms" "$resident" "$copy" "$fetch" "$overlapped"
   done
   # Verify steps: positions sharing the rows they all selected (a cluster
   # per request) against each position's CTA gathering its own, checked

@@ -105,6 +105,8 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
   // minBlocks / 2 CTAs (one per SM).
   if (tensorCores && supportsTensorCoreAttention(config)) {
     config.tensorCores = true;
+    if (auto staged = dyn_cast<AttentionOp>(op))
+      config.overlapped = static_cast<bool>(staged.getReady());
     config.headsPerBlock = kTensorCoreHeads;
     config.tileRows = kTensorCoreTileRows;
     // The positions of a request share their selections' prefix: one
@@ -158,7 +160,7 @@ std::string SparseAttentionKernelConfig::key() const {
   os << requests << 'x' << positions << 'x' << heads << 'x' << selected << '/' << headsPerBlock
      << '/' << tileRows << '/' << layer << '/' << llvm::bit_cast<uint32_t>(softmaxScale) << '/'
      << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
-     << splits << 'x' << splitRows << '/' << staged << indexed << '/' << stagingRows
+     << splits << 'x' << splitRows << '/' << staged << indexed << overlapped << '/' << stagingRows
      << (tensorCores ? "/tensor-cores" : "")
      << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "")
      << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "");
@@ -190,6 +192,9 @@ KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConf
     signature.add(Role::Staging, MemRefType::get({B, config.stagingRows, layers, rowBytes}, i8));
     if (config.indexed)
       signature.add(Role::Remap, selections);
+    if (config.overlapped)
+      signature.add(Role::ReadyFlags,
+                    MemRefType::get({B, config.stagingRows / kTensorCoreTileRows}, i32));
     signature.add(Role::HbmTier, getTierType(config.pool));
   } else {
     signature.add(Role::HistoryStart, MemRefType::get({B}, i64));

@@ -31,6 +31,10 @@ struct SparseAttentionKernelConfig {
   bool staged = false;
   /// Staged rows are found through a per-selection index (a shared fetch).
   bool indexed = false;
+  /// The staging is filled by a fetch running beside the kernel: a staged
+  /// row is read once its tile's ready flag is set (tensor cores only; the
+  /// CUDA-core kernel runs after the fetch, as without flags).
+  bool overlapped = false;
   int64_t stagingRows = 0;
   /// Shared-memory columns of a staged row: the keys (qk_dim), then for
   /// formats whose values are not a prefix of the keys (GQA), the values.

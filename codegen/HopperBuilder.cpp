@@ -6,6 +6,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -106,6 +107,48 @@ void HopperBuilder::storeRemote(Value address, Value data, Value barrier) {
                             /*has_side_effects=*/true, /*is_align_stack=*/false,
                             LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
                             ArrayAttr());
+}
+
+/// An inline-asm statement with side effects and a memory clobber.
+static ValueRange asmStatement(ImplicitLocOpBuilder &b, TypeRange results, ValueRange operands,
+                               StringRef ptx, StringRef constraints) {
+  std::string clobbered = constraints.empty() ? "~{memory}" : (constraints + ",~{memory}").str();
+  return LLVM::InlineAsmOp::create(b, results, operands, ptx, clobbered,
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                                   ArrayAttr())
+      .getResults();
+}
+
+Value HopperBuilder::loadAcquire(Value address) {
+  return asmStatement(b, b.getI32Type(), address, "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l")
+      .front();
+}
+
+void HopperBuilder::storeRelease(Value address, Value value) {
+  asmStatement(b, TypeRange(), ValueRange{address, value}, "st.release.gpu.global.u32 [$0], $1;",
+               "l,r");
+}
+
+Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs) {
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
+  auto loop = scf::WhileOp::create(b, TypeRange{i32, i32}, ValueRange{c32(0), c32(0)});
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = b.getLoc();
+  Block *before = b.createBlock(&loop.getBefore(), {}, {i32, i32}, {loc, loc});
+  Value flag = loadAcquire(address);
+  Value unset = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, flag, c32(0));
+  Value more =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, before->getArgument(0), c32(polls));
+  scf::ConditionOp::create(b, arith::AndIOp::create(b, unset, more),
+                           ValueRange{before->getArgument(0), flag});
+  Block *after = b.createBlock(&loop.getAfter(), {}, {i32, i32}, {loc, loc});
+  NVVM::NanosleepOp::create(b, c32(sleepNs));
+  scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, after->getArgument(0), c32(1)),
+                                     after->getArgument(1)});
+  b.setInsertionPointAfter(loop);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, loop.getResult(1), c32(0));
 }
 
 void HopperBuilder::copyToCluster(Value destination, Value source, Value size, Value barrier) {

@@ -64,6 +64,16 @@ struct HopperBuilder {
   /// the CTA of cluster rank `rank` (i32), with release semantics at cluster
   /// scope.
   void arriveRemote(Value barrier, Value rank);
+
+  /// Cross-kernel flags in global memory (a fetch running beside the
+  /// attention that reads what it staged): `ld.acquire.gpu` of the 32-bit
+  /// word at `address` (i64) and `st.release.gpu` of `value` (i32) there.
+  Value loadAcquire(Value address);
+  void storeRelease(Value address, Value value);
+  /// Polls the flag at `address` (i64) with loadAcquire until it is
+  /// nonzero, sleeping `sleepNs` between polls, at most `polls` times;
+  /// returns whether it was set (i1).
+  Value waitFlag(Value address, int64_t polls, int64_t sleepNs);
   /// Waits until the phase of parity `parity` (i32) of the mbarrier at
   /// shared pointer `barrier` (!llvm.ptr<3>, this CTA's) completes, with
   /// acquire semantics at cluster scope (nvvm.mbarrier.try_wait.parity

@@ -284,7 +284,8 @@ static OperandsByRole getOperands(FetchOp op) {
           {Role::HistoryStart, op.getHistoryStart()},
           {Role::HistoryLen, op.getHistoryLen()},
           {Role::KvPool, op.getPool()},
-          {Role::Staging, op.getStaging()}};
+          {Role::Staging, op.getStaging()},
+          {Role::ReadyFlags, op.getReady()}};
 }
 
 static OperandsByRole getOperands(UnionMissingOp op) {
@@ -477,7 +478,9 @@ private:
       operands.append(
           {{Role::HistoryStart, op.getHistoryStart()}, {Role::HistoryLen, op.getHistoryLen()}});
     else
-      operands.append({{Role::Staging, op.getStaging()}, {Role::Remap, op.getStagingIndex()}});
+      operands.append({{Role::Staging, op.getStaging()},
+                       {Role::Remap, op.getStagingIndex()},
+                       {Role::ReadyFlags, op.getReady()}});
     return operands;
   }
 
@@ -497,8 +500,10 @@ struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
 } // namespace
 
 /// Replaces fused attention `op` by a fetch of its missing rows into an arena
-/// buffer [B, Q * K, layers, row bytes] and a staged attention over it.
-static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches) {
+/// buffer [B, Q * K, layers, row bytes] and a staged attention over it; with
+/// `overlap`, the two share ready flags [B, Q * K / 64] (the fetch runs
+/// beside the attention).
+static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches, bool overlap) {
   OpBuilder builder(op);
   Location loc = op.getLoc();
   MemRefType rows = op.getRowIds().getType();
@@ -507,11 +512,17 @@ static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches) {
                                   pool.getLayers(), pool.getFormat().getRowBytes()},
                                  builder.getI8Type());
   Value buffer = launches.getArenaBuffer(builder, op, staging);
+  Value ready;
+  if (overlap)
+    ready = launches.getArenaBuffer(
+        builder, op,
+        MemRefType::get({rows.getDimSize(0), staging.getDimSize(1) / kReadyTileRows},
+                        builder.getI32Type()));
   FetchOp::create(builder, loc, op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
-                  op.getHistoryLen(), buffer);
+                  op.getHistoryLen(), buffer, ready);
   AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
                       /*staging_index=*/Value(), op.getSharedTiles(), op.getPool(), op.getWindow(),
-                      op.getWindowTokens(), op.getOutput(), op.getLayerAttr(),
+                      op.getWindowTokens(), op.getOutput(), ready, op.getLayerAttr(),
                       op.getSoftmaxScaleAttr(), op.getWindowSizeAttr());
   op.erase();
 }
@@ -572,7 +583,8 @@ void DhsLowerToGPU::runOnOperation() {
   // A fused attention over a one-layer pool whose heads need several CTAs
   // per KV head would read each missing row over PCIe once per CTA: its
   // missing rows are fetched once into the arena (dhs.fetch), and the CTAs
-  // read them from there (dhs.attention).
+  // read them from there (dhs.attention). So does tensor-core attention
+  // with overlapRetrieval, its fetch running beside it.
   SmallVector<SparseAttentionOp> fused;
   module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
   for (SparseAttentionOp op : fused) {
@@ -580,8 +592,13 @@ void DhsLowerToGPU::runOnOperation() {
         op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters);
     if (failed(config))
       return signalPassFailure();
-    if (config->groupHeads > config->headsPerBlock && op.getPool().getType().getLayers() == 1)
-      stageMissingRows(op, launches);
+    if (op.getPool().getType().getLayers() != 1)
+      continue;
+    // With overlapRetrieval, one-layer tensor-core attention reads its
+    // missing rows from staging that a fetch of a few CTAs fills beside it.
+    bool overlap = overlapRetrieval && config->tensorCores && config->sharedPositions == 1;
+    if (overlap || config->groupHeads > config->headsPerBlock)
+      stageMissingRows(op, launches, overlap);
   }
 
   walkAndApplyPatterns(module, patterns);

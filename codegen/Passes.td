@@ -62,23 +62,26 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
     gpu.module @attention_combine { ... }
     ```
   }];
-  let options = [
-    Option<"maxHeadsPerBlock", "max-heads-per-block", "int64_t", /*default=*/"16",
-           "Most heads (warps) one CTA computes; the largest divisor of the "
-           "head count not above it is used">,
-    Option<"tileRows", "tile-rows", "int64_t", /*default=*/"16",
-           "Selected rows staged in shared memory per step of the KV loop">,
-    Option<"minBlocks", "min-blocks", "int64_t", /*default=*/"264",
-           "Split each query's rows over CTAs until an attention grid has "
-           "about this many (264: two per SM of an H100/H200; 0: never "
-           "split)">,
-    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
-           "Compute MLA attention with 64 heads per KV head and selections in "
-           "multiples of 64 on the tensor cores (wgmma, sm_90a)">,
-    Option<"tensorCoreClusters", "tensor-core-clusters", "bool", /*default=*/"true",
-           "Pair the tensor-core CTAs of a query's 64-head blocks in clusters "
-           "that gather each tile once for both (128 heads, bf16 rows)">
-  ];
+  let options = [Option<"maxHeadsPerBlock", "max-heads-per-block", "int64_t", /*default=*/"16",
+                        "Most heads (warps) one CTA computes; the largest divisor of the "
+                        "head count not above it is used">,
+                 Option<"tileRows", "tile-rows", "int64_t", /*default=*/"16",
+                        "Selected rows staged in shared memory per step of the KV loop">,
+                 Option<"minBlocks", "min-blocks", "int64_t", /*default=*/"264",
+                        "Split each query's rows over CTAs until an attention grid has "
+                        "about this many (264: two per SM of an H100/H200; 0: never "
+                        "split)">,
+                 Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+                        "Compute MLA attention with 64 heads per KV head and selections in "
+                        "multiples of 64 on the tensor cores (wgmma, sm_90a)">,
+                 Option<"tensorCoreClusters", "tensor-core-clusters", "bool", /*default=*/"true",
+                        "Pair the tensor-core CTAs of a query's 64-head blocks in clusters "
+                        "that gather each tile once for both (128 heads, bf16 rows)">,
+                 Option<"overlapRetrieval", "overlap-retrieval", "bool", /*default=*/"false",
+                        "Stage the missing rows of one-layer tensor-core attention with a fetch "
+                        "of a few CTAs that runs beside it (dhs.fetch and dhs.attention with "
+                        "ready flags; programmatic dependent launch) instead of gathering "
+                        "them from the host in the attention's producer">];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels generated">,
     Statistic<"numLaunches", "launches", "Number of kernel launches">

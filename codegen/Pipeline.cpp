@@ -126,6 +126,11 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
       llvm::cl::desc("Pair tensor-core CTAs of a query's 64-head blocks in clusters that "
                      "gather each tile once for both (128 heads, bf16 rows)"),
       llvm::cl::init(true)};
+  Option<bool> overlapRetrieval{
+      *this, "overlap-retrieval",
+      llvm::cl::desc("Fetch the missing rows of one-layer tensor-core attention from a few CTAs "
+                     "into staging while the attention runs"),
+      llvm::cl::init(false)};
   Option<bool> shareTiles{*this, "share-tiles",
                           llvm::cl::desc("Let a verify step's query positions gather the rows "
                                          "they all selected once (dhs-share-tiles)"),
@@ -169,6 +174,7 @@ void dhs::registerCodegenPasses() {
         tiles.minBlocks = options.minBlocks;
         tiles.tensorCores = options.tensorCores;
         tiles.tensorCoreClusters = options.tensorCoreClusters;
+        tiles.overlapRetrieval = options.overlapRetrieval;
         buildDhsToPtxPipeline(pm, ptx, config, tiles, options.shareTiles);
       });
 }

@@ -7,9 +7,11 @@
 
 #include "codegen/Kernels.h"
 
+#include "codegen/HopperBuilder.h"
 #include "codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -31,6 +33,16 @@ static constexpr int64_t kLineBytes = 128;
 /// most loads a lane issues for it (9: tokens up to 1152 bytes).
 static constexpr int64_t kCompactLanesPerToken = 8;
 static constexpr int64_t kCompactMaxLoads = 9;
+/// The fetch that runs beside its attention (ready flags): this many CTAs
+/// of 1024 threads, a warp per tile of 64 listed rows. Four SMs gather
+/// scattered host rows at the full rate once there are tens of MB to move
+/// (bench/NOTES.md, 2026-12-02), and leave the others to the attention (128
+/// CTAs of an SM each at B = 128, 64 heads).
+static constexpr int64_t kOverlapFetchBlocks = 4;
+static constexpr int64_t kOverlapFetchThreads = 1024;
+/// Tiles (items) a warp of that fetch lists and copies together, so that the
+/// latency of listing is paid once for them.
+static constexpr int64_t kOverlapItemsPerWarp = 4;
 /// The compacting fetch's grid: about this many CTAs (4 an SM), each going
 /// through chunks of kFetchThreads listed rows in turn. More CTAs put more
 /// host reads in flight than PCIe serves: 128 x 2048 listed 656-byte rows,
@@ -73,7 +85,16 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   int64_t rowsPerBlock = compact ? kFetchThreads * chunksPerBlock : kFetchRowsPerBlock;
 
   bool withSlots = static_cast<bool>(op.getSlots());
-  KernelSpec spec{abi::LaunchKind::Fetch, kernelKey(rows, withSlots, pool, staging)};
+  // Beside the attention: tiles of 64 listed rows in the attention's order
+  // (k tile, then position, then request), a flag each.
+  Value readyArg = op.getReady();
+  bool overlapped = static_cast<bool>(readyArg);
+  int64_t positions = rows.getRank() == 3 ? rows.getDimSize(1) : 1;
+  int64_t tilesPerPosition = listed / positions / kReadyTileRows;
+  int64_t lanesPerToken = compact ? kCompactLanesPerToken : kWarpSize;
+  int64_t tokenLoads = compact ? compactLoads : kFetchChunksInFlight;
+  KernelSpec spec{abi::LaunchKind::Fetch,
+                  kernelKey(rows, withSlots, pool, staging) + (overlapped ? "_overlapped" : "")};
   spec.signature.add(Role::RowIds, rows);
   if (withSlots)
     spec.signature.add(Role::Slots, op.getSlots().getType());
@@ -81,11 +102,20 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   spec.signature.add(Role::HistoryLen, op.getHistoryLen().getType());
   spec.signature.add(Role::HostTier, getTierType(pool));
   spec.signature.add(Role::Staging, staging);
+  if (overlapped)
+    spec.signature.add(Role::ReadyFlags, readyArg.getType());
   spec.signature.add(Role::Status, getStatusType(op.getContext()));
   spec.geometry.grid = {batch, llvm::divideCeilSigned(listed, rowsPerBlock), 1};
   spec.geometry.block = {kFetchThreads, 1, 1};
   if (compact)
     spec.geometry.dynamicSharedBytes = (kFetchThreads + 1) * 4;
+  if (overlapped) {
+    spec.geometry.grid = {kOverlapFetchBlocks, 1, 1};
+    spec.geometry.block = {kOverlapFetchThreads, 1, 1};
+    // Per warp, its items' missing rows and their host rows, and a count.
+    spec.geometry.dynamicSharedBytes =
+        kOverlapFetchThreads / kWarpSize * (kOverlapItemsPerWarp * kReadyTileRows * 12 + 4);
+  }
 
   spec.emitBody = [=](ImplicitLocOpBuilder &ib, const KernelArguments &args) {
     Type i8 = ib.getI8Type();
@@ -110,20 +140,24 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
         ib, stage, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
 
     Value tid = kb.threadId();
-    Value request = kb.blockId();
-    Value firstRow =
-        arith::MulIOp::create(ib, kb.blockId(gpu::Dimension::y), kb.index(rowsPerBlock));
-    Value historyLength = memref::LoadOp::create(ib, lenArg, ValueRange{request});
-    Value historyBase = memref::LoadOp::create(ib, startArg, ValueRange{request});
+    // A CTA's request and rows (beside the attention, each tile's).
+    Value request, firstRow, historyLength, historyBase;
+    if (!overlapped) {
+      request = kb.blockId();
+      firstRow = arith::MulIOp::create(ib, kb.blockId(gpu::Dimension::y), kb.index(rowsPerBlock));
+      historyLength = memref::LoadOp::create(ib, lenArg, ValueRange{request});
+      historyBase = memref::LoadOp::create(ib, startArg, ValueRange{request});
+    }
     Value hostRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
                                                 memref::DimOp::create(ib, host, kb.index(0)));
     auto chunkType = VectorType::get({kCopyBytes}, i8);
 
-    // Listed row i: whether it is missing (listed and not resident) and its
-    // id is good; a bad one is reported through the status word where
-    // `reporter()` holds. `body` runs for a good missing row with its host
-    // row.
-    auto classify = [&](Value i, function_ref<Value()> reporter, function_ref<void(Value)> body) {
+    // Listed row i of `request`: whether it is missing (listed and not
+    // resident) and its id is good; a bad one is reported through the
+    // status word where `reporter()` holds. `body` runs for a good missing
+    // row with its host row.
+    auto classify = [&](Value request, Value historyBase, Value historyLength, Value i,
+                        function_ref<Value()> reporter, function_ref<void(Value)> body) {
       Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
       Value wanted = kb.cmpi(arith::CmpIPredicate::ne, id, kb.i32(-1));
       if (slotsArg) {
@@ -152,14 +186,21 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                 });
       kb.ifThen(arith::AndIOp::create(ib, wanted, ok), [&] { body(hostRow); });
     };
-    // Copies listed row i's token (host row `hostRow`) into staging: its
+    // The host row of listed row i of `request` (a good one).
+    auto hostRowOf = [&](Value request, Value historyBase, Value i) -> Value {
+      Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
+      return arith::AddIOp::create(ib, historyBase,
+                                   arith::ExtSIOp::create(ib, ib.getI64Type(), id));
+    };
+    // Copies listed row i's token of `request` (host row `hostRow`) into staging: its
     // `lanes` lanes (this one is `lane` of them) read 16-byte chunks,
     // `inFlight` loads each before their stores. Shifted by the token's
     // offset in its 128-byte line, a load of the lanes covers whole lines
     // (a token of 2624 bytes starts mid-line every other token), so no line
     // is read by two loads. Lane slots before the token or past it load its
     // first or last chunk again (valid addresses) and store nothing.
-    auto copyToken = [&](Value i, Value hostRow, Value lane, int64_t lanes, int64_t inFlight) {
+    auto copyToken = [&](Value request, Value i, Value hostRow, Value lane, int64_t lanes,
+                         int64_t inFlight) {
       Value hostIndex = kb.toIndex(hostRow);
       Value shift = kb.index(0);
       if (maxShift)
@@ -202,6 +243,126 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     };
 
     Value lane = kb.laneOf(tid);
+    auto workgroup = gpu::AddressSpaceAttr::get(ib.getContext(), gpu::AddressSpace::Workgroup);
+    auto dynamicShared = [&] {
+      return gpu::DynamicSharedMemoryOp::create(
+          ib, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, workgroup));
+    };
+    if (overlapped) {
+      // The attention (programmatic dependent launch) may start once every
+      // CTA of the fetch runs: its waits for ready flags cannot block the
+      // fetch.
+      NVVM::GriddepcontrolOp::create(ib, NVVM::GridDepActionKind::launch_dependents);
+      HopperBuilder hb{ib};
+      constexpr int64_t warpsPerBlock = kOverlapFetchThreads / kWarpSize;
+      constexpr int64_t listLength = kOverlapItemsPerWarp * kReadyTileRows;
+      Value warp = kb.warpOf(tid);
+      // Per warp: its listed rows' host rows (i64), then the rows (i32,
+      // g * 64 + e) and their count.
+      Value shared = dynamicShared();
+      Value hostRowLists =
+          memref::ViewOp::create(ib,
+                                 MemRefType::get({warpsPerBlock, listLength}, ib.getI64Type(),
+                                                 MemRefLayoutAttrInterface{}, workgroup),
+                                 shared, kb.index(0), ValueRange{});
+      Value lists =
+          memref::ViewOp::create(ib,
+                                 MemRefType::get({warpsPerBlock, listLength + 1}, ib.getI32Type(),
+                                                 MemRefLayoutAttrInterface{}, workgroup),
+                                 shared, kb.index(warpsPerBlock * listLength * 8), ValueRange{});
+      Value countAt = kb.index(listLength);
+      Value tokenLane = arith::RemUIOp::create(ib, lane, kb.index(lanesPerToken));
+      Value tokenOfLane = arith::DivUIOp::create(ib, lane, kb.index(lanesPerToken));
+      int64_t tokensPerWarp = kWarpSize / lanesPerToken;
+      Value readyBase = hb.getAddress(args[Role::ReadyFlags]);
+      Value firstLane = kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0));
+      Value globalWarp = arith::AddIOp::create(
+          ib, arith::MulIOp::create(ib, kb.blockId(), kb.index(warpsPerBlock)), warp);
+      int64_t items = tilesPerPosition * positions * batch;
+      // Item n (in the attention's order): request n % B, then its position
+      // and k tile; the tile's first listed row and its flag's index.
+      struct Item {
+        Value request, first, flag;
+      };
+      auto itemOf = [&](Value n) -> Item {
+        Value request = arith::RemUIOp::create(ib, n, kb.index(batch));
+        Value rest = arith::DivUIOp::create(ib, n, kb.index(batch));
+        Value position = arith::RemUIOp::create(ib, rest, kb.index(positions));
+        Value kTile = arith::DivUIOp::create(ib, rest, kb.index(positions));
+        Value tile = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, position, kb.index(tilesPerPosition)), kTile);
+        Value flag = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, request, kb.index(tilesPerPosition * positions)), tile);
+        return {request, arith::MulIOp::create(ib, tile, kb.index(kReadyTileRows)), flag};
+      };
+      // A warp takes kOverlapItemsPerWarp consecutive items at a time: it
+      // lists their good missing rows (entry g * 64 + e: row e of its item
+      // g), copies them, then sets the items' flags.
+      kb.forLoop(
+          arith::MulIOp::create(ib, globalWarp, kb.index(kOverlapItemsPerWarp)), kb.index(items),
+          kb.index(kOverlapFetchBlocks * warpsPerBlock * kOverlapItemsPerWarp), [&](Value base) {
+            kb.ifThen(firstLane, [&] {
+              memref::StoreOp::create(ib, kb.i32(0), lists, ValueRange{warp, countAt});
+            });
+            NVVM::SyncWarpOp::create(ib, kb.i32(-1));
+            for (int64_t g = 0; g < kOverlapItemsPerWarp; ++g) {
+              Value n = arith::AddIOp::create(ib, base, kb.index(g));
+              kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, n, kb.index(items)), [&] {
+                Item item = itemOf(n);
+                Value length = memref::LoadOp::create(ib, lenArg, ValueRange{item.request});
+                Value start = memref::LoadOp::create(ib, startArg, ValueRange{item.request});
+                for (int64_t half = 0; half < kReadyTileRows / kWarpSize; ++half) {
+                  Value entry = arith::AddIOp::create(ib, lane, kb.index(half * kWarpSize));
+                  classify(
+                      item.request, start, length, arith::AddIOp::create(ib, item.first, entry),
+                      [&]() -> Value { return arith::ConstantIntOp::create(ib, 1, 1); },
+                      [&](Value hostRow) {
+                        Value at = kb.toIndex(
+                            memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, kb.i32(1),
+                                                        lists, ValueRange{warp, countAt}));
+                        memref::StoreOp::create(
+                            ib,
+                            arith::IndexCastOp::create(
+                                ib, ib.getI32Type(),
+                                arith::AddIOp::create(ib, entry, kb.index(g * kReadyTileRows))),
+                            lists, ValueRange{warp, at});
+                        memref::StoreOp::create(ib, hostRow, hostRowLists, ValueRange{warp, at});
+                      });
+                }
+              });
+            }
+            NVVM::SyncWarpOp::create(ib, kb.i32(-1));
+            Value count = kb.toIndex(memref::LoadOp::create(ib, lists, ValueRange{warp, countAt}));
+            kb.forLoop(tokenOfLane, count, kb.index(tokensPerWarp), [&](Value j) {
+              Value entry = kb.toIndex(memref::LoadOp::create(ib, lists, ValueRange{warp, j}));
+              Item item = itemOf(arith::AddIOp::create(
+                  ib, base, arith::DivUIOp::create(ib, entry, kb.index(kReadyTileRows))));
+              Value i = arith::AddIOp::create(
+                  ib, item.first, arith::RemUIOp::create(ib, entry, kb.index(kReadyTileRows)));
+              copyToken(item.request, i,
+                        memref::LoadOp::create(ib, hostRowLists, ValueRange{warp, j}), tokenLane,
+                        lanesPerToken, tokenLoads);
+            });
+            // The warp's copies happen before each flag: a warp barrier,
+            // then lane g releases item g's flag (release is cumulative).
+            NVVM::SyncWarpOp::create(ib, kb.i32(-1));
+            Value n = arith::AddIOp::create(ib, base, lane);
+            kb.ifThen(arith::AndIOp::create(
+                          ib,
+                          kb.cmpi(arith::CmpIPredicate::ult, lane, kb.index(kOverlapItemsPerWarp)),
+                          kb.cmpi(arith::CmpIPredicate::ult, n, kb.index(items))),
+                      [&] {
+                        Value flag = arith::AddIOp::create(
+                            ib, readyBase,
+                            arith::MulIOp::create(
+                                ib, arith::IndexCastOp::create(ib, ib.getI64Type(), itemOf(n).flag),
+                                kb.i64(4)));
+                        hb.storeRelease(flag, kb.i32(1));
+                      });
+          });
+      gpu::ReturnOp::create(ib);
+      return;
+    }
     if (!compact) {
       // A warp per listed row (rows warp, warp + 8, ... of the block's 16):
       // the row's id and slot are one broadcast load, and a row that is
@@ -212,9 +373,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                    Value i = arith::AddIOp::create(ib, firstRow, row);
                    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
                      classify(
-                         i, [&] { return kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)); },
+                         request, historyBase, historyLength, i,
+                         [&] { return kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)); },
                          [&](Value hostRow) {
-                           copyToken(i, hostRow, lane, kWarpSize, kFetchChunksInFlight);
+                           copyToken(request, i, hostRow, lane, kWarpSize, kFetchChunksInFlight);
                          });
                    });
                  });
@@ -227,9 +389,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     // a time, 8 lanes a token, so one load instruction reads 128 contiguous
     // bytes of 4 tokens (scattered host rows cross PCIe at 44-47 GB/s so,
     // against 29-33 GB/s for 64-byte pieces of 8 rows: bench/NOTES.md).
-    auto workgroup = gpu::AddressSpaceAttr::get(ib.getContext(), gpu::AddressSpace::Workgroup);
-    Value shared = gpu::DynamicSharedMemoryOp::create(
-        ib, MemRefType::get({ShapedType::kDynamic}, i8, MemRefLayoutAttrInterface{}, workgroup));
+    Value shared = dynamicShared();
     Value list = memref::ViewOp::create(ib,
                                         MemRefType::get({kFetchThreads + 1}, ib.getI32Type(),
                                                         MemRefLayoutAttrInterface{}, workgroup),
@@ -248,7 +408,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
       Value mine = arith::AddIOp::create(ib, chunkFirst, tid);
       kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, mine, kb.index(listed)), [&] {
         classify(
-            mine, [&]() -> Value { return arith::ConstantIntOp::create(ib, 1, 1); },
+            request, historyBase, historyLength, mine,
+            [&]() -> Value { return arith::ConstantIntOp::create(ib, 1, 1); },
             [&](Value) {
               Value at = memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::addi, kb.i32(1),
                                                      list, ValueRange{countAt});
@@ -265,10 +426,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                      Value i = arith::AddIOp::create(
                          ib, chunkFirst,
                          kb.toIndex(memref::LoadOp::create(ib, list, ValueRange{entry})));
-                     Value id = memref::LoadOp::create(ib, rowsArg, ValueRange{request, i});
-                     Value hostRow = arith::AddIOp::create(
-                         ib, historyBase, arith::ExtSIOp::create(ib, ib.getI64Type(), id));
-                     copyToken(i, hostRow, tokenLane, kCompactLanesPerToken, compactLoads);
+                     copyToken(request, i, hostRowOf(request, historyBase, i), tokenLane,
+                               kCompactLanesPerToken, compactLoads);
                    });
                  });
       // (Every warp is done with the list before the next chunk resets it.)

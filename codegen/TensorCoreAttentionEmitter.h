@@ -26,6 +26,10 @@ namespace mlir::dhs::tensor_core {
 /// Threads of a warpgroup, and of a CTA: three warpgroups.
 constexpr int64_t kGroupThreads = 128;
 constexpr int64_t kTensorCoreThreads = 3 * kGroupThreads;
+/// Overlapped staging: polls of a tile's ready flag, this many nanoseconds
+/// apart (about a second), before the producer reports it unset.
+constexpr int64_t kReadyPolls = 1 << 21;
+constexpr int64_t kReadySleepNs = 512;
 /// Bytes of one swizzled block: 64 rows of 128 bytes (64 bf16 dims).
 constexpr int64_t kBlockBytes = 8192;
 /// Key dims (576) in 64-dim blocks, value dims of one consumer (256) in blocks.
@@ -247,10 +251,17 @@ private:
   /// Loads what selection `k` (index) of this query says: its row id, its
   /// slot and, for indexed staging, its staging row (i32 each).
   SmallVector<Value> emitLoadSelection(Value k);
-  /// Classifies selection `k` from its loaded `selection`: whether its row
-  /// has data, and the address of its row of this layer (i64). Reports bad
-  /// ids through the step status when `report`.
-  std::pair<Value, Value> emitClassify(Value k, ArrayRef<Value> selection, Value report);
+  /// What emitClassify finds of a selection.
+  struct ClassifiedRow {
+    Value valid;   ///< whether its row has data (i1)
+    Value address; ///< its row of this layer (i64)
+    /// Overlapped staging: the ready flag of its tile when the row is
+    /// staged, else 0 (i64); null otherwise.
+    Value readyFlag;
+  };
+  /// Classifies selection `k` from its loaded `selection`. Reports bad ids
+  /// through the step status when `report`.
+  ClassifiedRow emitClassify(Value k, ArrayRef<Value> selection, Value report);
 
   ImplicitLocOpBuilder &b;
   KernelBuilder kb;
@@ -269,6 +280,7 @@ private:
   // Arguments (see getAttentionSignature).
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, stagingIndex, output, partials,
       status, sharedTilesArg;
+  Value readyFlags; // their address (i64; overlapped staging only)
   // Per-thread values (i32 unless noted; request, position, split: index).
   Value tid, group, thread, warp, lane, request, position, split, headBase;
   Value rank;        // the CTA's rank in its cluster (i32; clustered only)

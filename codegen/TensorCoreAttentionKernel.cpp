@@ -333,6 +333,8 @@ void TensorCoreAttentionEmitter::emit() {
   if (config.staged) {
     host = args[Role::Staging]; // [B, N, ...]: row b * N + n
     stagingIndex = args.lookup(Role::Remap);
+    if (config.overlapped)
+      readyFlags = hb.getAddress(args[Role::ReadyFlags]);
   } else {
     historyStart = args[Role::HistoryStart];
     historyLen = args[Role::HistoryLen];

@@ -31,8 +31,8 @@ SmallVector<Value> TensorCoreAttentionEmitter::emitLoadSelection(Value k) {
   return selection;
 }
 
-std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection,
-                                                                 Value report) {
+TensorCoreAttentionEmitter::ClassifiedRow
+TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Value report) {
   int64_t layers = config.pool.getLayers();
   int64_t rowBytes = config.pool.getFormat().getRowBytes();
   Value id = selection[0];
@@ -49,7 +49,7 @@ std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, ArrayR
   Value onHost = eq(slot, c32(-1));
   // A missing row's place: the host store at history_start + id (fused), or
   // its staging row b * N + position (staged).
-  Value hostRow, hostOutside;
+  Value hostRow, hostOutside, readyFlag;
   Value requestRow = arith::IndexCastOp::create(b, b.getI64Type(), request);
   if (config.staged) {
     Value staged =
@@ -63,6 +63,15 @@ std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, ArrayR
     hostOutside = ori(kb.cmpi(arith::CmpIPredicate::slt, staged, c64(0)),
                       kb.cmpi(arith::CmpIPredicate::sge, staged, c64(config.stagingRows)));
     hostRow = add(mul(requestRow, c64(config.stagingRows)), staged);
+    // Overlapped: a staged row waits for the flag of its tile of 64.
+    if (config.overlapped) {
+      int64_t tilesPerRequest = config.stagingRows / kTensorCoreTileRows;
+      Value flag =
+          add(readyFlags, mul(add(mul(requestRow, c64(tilesPerRequest)),
+                                  arith::DivUIOp::create(b, staged, c64(kTensorCoreTileRows))),
+                              c64(4)));
+      readyFlag = kb.select(onHost, flag, c64(0));
+    }
   } else {
     hostRow = add(memref::LoadOp::create(b, historyStart, ValueRange{request}), sext64(id));
     Value hostRows =
@@ -88,7 +97,7 @@ std::pair<Value, Value> TensorCoreAttentionEmitter::emitClassify(Value k, ArrayR
   Value tierBase = kb.select(onHost, hb.getAddress(host), hb.getAddress(hbm));
   Value address =
       add(tierBase, mul(add(mul(token, c64(layers)), c64(config.layer)), c64(rowBytes)));
-  return {valid, address};
+  return {valid, address, readyFlag};
 }
 
 void TensorCoreAttentionEmitter::emitProducer() {
@@ -157,21 +166,33 @@ void TensorCoreAttentionEmitter::emitProducer() {
     return emitLoadSelection(selectionOf(tileIndex, round).first);
   };
   // From its loaded selection: whether the row has data, and its address.
-  auto classify = [&](Value tileIndex, int64_t round,
-                      ArrayRef<Value> selection) -> std::pair<Value, Value> {
+  auto classify = [&](Value tileIndex, int64_t round, ArrayRef<Value> selection) -> ClassifiedRow {
     auto [k, inRange] = selectionOf(tileIndex, round);
-    auto [valid, address] = emitClassify(k, selection, andi(reporter, inRange));
-    return {andi(valid, inRange), address};
+    ClassifiedRow row = emitClassify(k, selection, andi(reporter, inRange));
+    row.valid = andi(row.valid, inRange);
+    return row;
   };
   int64_t selectionWidth = config.staged && config.indexed ? 3 : 2;
-  // The row's 16-byte loads (zeros for a row without data).
-  auto load = [&](Value valid, Value address) -> SmallVector<Value> {
+  // The row's 16-byte loads (zeros for a row without data); a staged row of
+  // overlapped staging first waits for its tile's ready flag (a flag that
+  // stays unset is reported, and the step fails).
+  auto load = [&](Value valid, const ClassifiedRow &row) -> SmallVector<Value> {
+    Value address = row.address;
     auto loads =
         scf::IfOp::create(b, SmallVector<Type>(loadsPerRow, chunkType), valid, /*withElse=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loads.elseBlock());
     scf::YieldOp::create(b, SmallVector<Value>(loadsPerRow, zero));
     b.setInsertionPointToStart(loads.thenBlock());
+    if (row.readyFlag)
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, row.readyFlag, c64(0)), [&] {
+        Value ready = hb.waitFlag(row.readyFlag, kReadyPolls, kReadySleepNs);
+        kb.ifThen(xori(ready, arith::ConstantIntOp::create(b, 1, 1)), [&] {
+          memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
+                                      c32(abi::kStatusStagingNotReady), status,
+                                      ValueRange{kb.index(0)});
+        });
+      });
     SmallVector<Value> chunks;
     Value segmentBytes = ext64(mul(segment, c32(fp8 ? 16 : 32)));
     if (fp8) {
@@ -351,11 +372,11 @@ void TensorCoreAttentionEmitter::emitProducer() {
       second.push_back(select(kb.index(1), round));
     for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows) {
-        auto [valid, address] = classify(kb.index(0), round, first[round]);
-        initial.push_back(valid);
+        ClassifiedRow row = classify(kb.index(0), round, first[round]);
+        initial.push_back(row.valid);
         if (sharing)
           initial.push_back(first[round][0]);
-        llvm::append_range(initial, load(loads(kb.index(0), round, valid), address));
+        llvm::append_range(initial, load(loads(kb.index(0), round, row.valid), row));
       } else {
         llvm::append_range(initial, first[round]);
       }
@@ -406,11 +427,11 @@ void TensorCoreAttentionEmitter::emitProducer() {
       });
     SmallVector<SmallVector<Value>> next(rounds);
     auto issueNext = [&](int64_t round) {
-      auto [valid, address] = classify(nextTile, round, llvm::to_vector(upcoming[round]));
-      next[round].push_back(valid);
+      ClassifiedRow row = classify(nextTile, round, llvm::to_vector(upcoming[round]));
+      next[round].push_back(row.valid);
       if (sharing)
         next[round].push_back(upcoming[round][0]);
-      llvm::append_range(next[round], load(loads(nextTile, round, valid), address));
+      llvm::append_range(next[round], load(loads(nextTile, round, row.valid), row));
     };
     if (issueEarly)
       for (int64_t round = 0; round < aheadRows; ++round)
@@ -420,9 +441,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
         store(tileIndex, buffer, round, current[round][0], sharing ? current[round][1] : Value(),
               llvm::to_vector(current[round].drop_front(aheadHead)));
       } else {
-        auto [valid, address] = classify(tileIndex, round, llvm::to_vector(current[round]));
-        store(tileIndex, buffer, round, valid, current[round][0],
-              load(loads(tileIndex, round, valid), address));
+        ClassifiedRow row = classify(tileIndex, round, llvm::to_vector(current[round]));
+        store(tileIndex, buffer, round, row.valid, current[round][0],
+              load(loads(tileIndex, round, row.valid), row));
       }
       if (!issueEarly)
         for (int64_t ahead = 0; ahead < aheadRows; ++ahead)
@@ -447,4 +468,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
       llvm::append_range(yielded, select(tileAfterNext, round));
     scf::YieldOp::create(b, yielded);
   }
+  // Overlapped staging: the CTA ends after the fetch (the work after the
+  // attention may reuse what the fetch writes).
+  if (config.overlapped)
+    NVVM::GriddepcontrolOp::create(b, NVVM::GridDepActionKind::wait);
 }

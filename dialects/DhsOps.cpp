@@ -344,6 +344,22 @@ LogicalResult AgeRowsOp::verify() {
 // Retrieval
 //===----------------------------------------------------------------------===//
 
+/// Ready flags [B, N / 64] of a list `rows` [B, ...] of N entries a request
+/// (its innermost dimension a multiple of 64: a flag marks a tile of 64
+/// entries of one query position).
+static LogicalResult verifyReadyFlags(Operation *op, MemRefType ready, MemRefType rows) {
+  if (failed(checkDim(op, "ready", ready, 0, rows.getDimSize(0), "requests")))
+    return failure();
+  if (!rows.hasStaticShape())
+    return success();
+  int64_t listed = rows.getNumElements() / rows.getDimSize(0);
+  int64_t innermost = rows.getDimSize(rows.getRank() - 1);
+  if (innermost % kReadyTileRows != 0)
+    return op->emitOpError() << "ready flags mark tiles of " << kReadyTileRows
+                             << " listed rows of a query position: a position lists " << innermost;
+  return checkDim(op, "ready", ready, 1, listed / kReadyTileRows, "tiles of listed rows");
+}
+
 LogicalResult FetchOp::verify() {
   KVPoolType pool = getPool().getType();
   MemRefType rows = getRows().getType();
@@ -366,6 +382,8 @@ LogicalResult FetchOp::verify() {
     if (failed(checkDim(*this, "staging", staging, 1, listed, "rows per request")))
       return failure();
   }
+  if (Value ready = getReady())
+    return verifyReadyFlags(*this, cast<MemRefType>(ready.getType()), rows);
   return success();
 }
 
@@ -495,6 +513,12 @@ LogicalResult AttentionOp::verify() {
   }
   if (failed(verifySharedTiles(*this, getQueries().getType(), getSharedTiles())))
     return failure();
+  if (Value ready = getReady()) {
+    if (getStagingIndex())
+      return emitOpError() << "ready flags follow the selection order: no staging index";
+    if (failed(verifyReadyFlags(*this, cast<MemRefType>(ready.getType()), rows)))
+      return failure();
+  }
   return verifyWindow(*this, getQueries().getType(), getPool().getType(), getWindow(),
                       getWindowTokens(), getWindowSize());
 }

@@ -325,7 +325,7 @@ def Dhs_PlaceRowsOp : Dhs_Op<"place_rows"> {
 // Retrieval
 //===----------------------------------------------------------------------===//
 
-def Dhs_FetchOp : Dhs_Op<"fetch"> {
+def Dhs_FetchOp : Dhs_Op<"fetch", [AttrSizedOperandSegments]> {
   let summary = "Copy the missing selected rows of a layer group into staging";
   let description = [{
     For every listed row `rows[b, i...]` that is not resident (its slot is -1,
@@ -335,6 +335,13 @@ def Dhs_FetchOp : Dhs_Op<"fetch"> {
     entries leave their staging rows untouched. One fetch serves every layer
     of the group: it is the group's miss plan.
 
+    With `ready` (cleared to 0 by the runtime before the fetch), the fetch
+    runs beside the attention that reads its staging (`dhs.attention` with
+    the same `ready`): it copies the list a tile of 64 entries at a time, in
+    the order the attention reads them (tile 0 of every request first), and
+    sets `ready[b, t]` once tile `t` of request `b` is staged; the attention
+    waits for a tile's flag before it reads a staged row of it.
+
     ```mlir
     dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
         rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
@@ -342,21 +349,22 @@ def Dhs_FetchOp : Dhs_Op<"fetch"> {
         into(%stage : memref<4x4096x4x656xi8>)
     ```
   }];
-  let arguments = (ins
-    Dhs_KVPoolType:$pool,
-    Arg<MemRefOf<[I32]>, "row ids [B, ...]", [MemRead]>:$rows,
-    Arg<Optional<MemRefOf<[I32]>>, "slots, shaped like rows", [MemRead]>:$slots,
-    Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
-    Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
-    Arg<MemRefRankOf<[I8], [4]>, "staging [B, N, layers, row bytes]", [MemWrite]>:$staging
-  );
+  let arguments = (ins Dhs_KVPoolType:$pool,
+      Arg<MemRefOf<[I32]>, "row ids [B, ...]", [MemRead]>:$rows,
+      Arg<Optional<MemRefOf<[I32]>>, "slots, shaped like rows", [MemRead]>:$slots,
+      Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
+      Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
+      Arg<MemRefRankOf<[I8], [4]>, "staging [B, N, layers, row bytes]", [MemWrite]>:$staging,
+      Arg<Optional<MemRefRankOf<[I32], [2]>>,
+          "ready flags [B, N / 64]: a tile of 64 listed rows is staged", [MemWrite]>:$ready);
   let assemblyFormat = [{
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     `rows` `(` $rows `:` type($rows) `)`
     (`slots` `(` $slots^ `:` type($slots) `)`)?
     `history` `(` $history_start `,` $history_len `:`
         type($history_start) `,` type($history_len) `)`
-    `into` `(` $staging `:` type($staging) `)` attr-dict
+    `into` `(` $staging `:` type($staging) `)`
+    (`ready` `(` $ready^ `:` type($ready) `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -477,7 +485,10 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
     position and head over the selected rows (-1 = none): a row with a slot
     is read from HBM, any other from `staging[b, i]` where `i` is
     `index[b, q, k]` when an index is given, else the flattened position
-    `q * K + k` (staging filled by a `dhs.fetch` of the same rows).
+    `q * K + k` (staging filled by a `dhs.fetch` of the same rows). With
+    `ready` (the fetch's flags; no index) the attention may run while the
+    fetch stages the rows: before it reads a staged row of the 64-entry tile
+    `t` of the flattened list it waits for `ready[b, t]`.
     Keys and values come out of the row format (dequantized for FP8); the
     math, including an optional sliding window (`window(...) size = W`) and
     a shared prefix (`shared(...)`), is that of `dhs.sparse_attention`.
@@ -505,6 +516,8 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
       Arg<Optional<MemRefRankOf<[I32], [1]>>,
           "raw tokens of each request [B]", [MemRead]>:$window_tokens,
       Arg<MemRefRankOf<[BF16], [4]>, "output [B, Q, H, v_dim]", [MemWrite]>:$output,
+      Arg<Optional<MemRefRankOf<[I32], [2]>>,
+          "ready flags of the fetch that stages the rows [B, Q * K / 64]", [MemRead]>:$ready,
       ConfinedAttr<I64Attr, [IntNonNegative]>:$layer, F32Attr:$softmax_scale,
       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size);
   let assemblyFormat = [{
@@ -512,6 +525,7 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
     `rows` `(` $row_ids `:` type($row_ids) `)`
     `slots` `(` $slots `:` type($slots) `)`
     `staging` `(` $staging `:` type($staging) `)`
+    (`ready` `(` $ready^ `:` type($ready) `)`)?
     (`index` `(` $staging_index^ `:` type($staging_index) `)`)?
     (`shared` `(` $shared_tiles^ `:` type($shared_tiles) `)`)?
     `pool` `(` $pool `:` qualified(type($pool)) `)`

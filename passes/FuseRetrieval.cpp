@@ -25,9 +25,10 @@ private:
 } // namespace
 
 bool DhsFuseRetrieval::fuse(FetchOp fetch) {
-  // Union fetches (no slots) exist to be shared: they stay staged.
+  // Union fetches (no slots) exist to be shared, overlapped ones (ready
+  // flags) to run beside their attention: they stay staged.
   Value slots = fetch.getSlots();
-  if (!slots)
+  if (!slots || fetch.getReady())
     return false;
   Value staging = fetch.getStaging();
   FailureOr<SmallVector<AttentionOp>> readers = fetch.getSelectionOrderReaders();

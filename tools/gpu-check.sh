@@ -95,6 +95,13 @@ steps() {
   # The same with bf16 rows: the 2-CTA cluster kernel (bf16 128 heads).
   "$build/bin/dhs-compile" "$root/bench/steps/mla_bf16_attention.mlir" --requests 4 --positions 2 \
     --heads 128 --hbm-slots 16384 -o "$dir/steps/tc_bf16_h128_step" || exit 1
+  # Overlapped staging (--overlap-retrieval): a fetch of 4 CTAs beside the
+  # attention, ready flags per tile, programmatic dependent launch; FP8 64
+  # heads and bf16 128 heads (clusters), 2 query positions.
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 8 --positions 2 \
+    --heads 64 --hbm-slots 32768 --overlap-retrieval -o "$dir/steps/tc_fp8_overlap_step" || exit 1
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_bf16_attention.mlir" --requests 4 --positions 2 \
+    --heads 128 --hbm-slots 16384 --overlap-retrieval -o "$dir/steps/tc_bf16_overlap_step" || exit 1
   sed 's/x16x/x64x/g' "$root/examples/verify_step.mlir" > "$dir/verify_step_h64.mlir"
   "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" -o "$dir/steps/verify_step_h64" || exit 1
   # The same with --share-tiles: share_rows, then a cluster of a request's

@@ -91,6 +91,70 @@ KernelParams kernelParams(const Launch &launch, const CudaStepBuffers &buffers,
   return params;
 }
 
+/// The device address of scratch parameter `param` (in the arena).
+CUdeviceptr scratchAddress(const LaunchParam &param, const CudaStepBuffers &buffers,
+                           const std::string &step) {
+  if (param.source != ParamSource::Scratch)
+    throw Error("step '" + step + "': " + abi::name(param.role) + " must be a scratch buffer");
+  if (!buffers.arena)
+    throw Error("step '" + step + "' needs a staging arena but none was given");
+  return buffers.arena + static_cast<CUdeviceptr>(param.offset);
+}
+
+/// Elements of memref parameter `param`.
+std::size_t elementsOf(const LaunchParam &param) {
+  std::size_t elements = 1;
+  for (std::int64_t d : param.shape)
+    elements *= static_cast<std::size_t>(d);
+  return elements;
+}
+
+/// Enqueues `launch` of `function` with `params` on `stream`: clears a
+/// fetch's ready flags first, and starts an attention that waits for them
+/// while the fetch before it runs (programmatic dependent launch).
+void enqueueLaunch(const Launch &launch, CUfunction function, KernelParams &params,
+                   const CudaStepBuffers &buffers, const std::string &step, CUstream stream) {
+  const CudaDriver &cuda = driver();
+  // Overlapped staging: the fetch's ready flags start cleared, and the
+  // attention that waits for them starts while the fetch runs.
+  const LaunchParam *ready = nullptr;
+  for (const LaunchParam &param : launch.params)
+    ready = param.role == abi::ParamRole::ReadyFlags ? &param : ready;
+  if (ready && launch.kind == abi::LaunchKind::Fetch)
+    cuda.check(
+        cuda.memsetD32Async(scratchAddress(*ready, buffers, step), 0, elementsOf(*ready), stream),
+        "clearing the ready flags of " + launch.kernel);
+  const bool dependent = ready && launch.isAttention() && cuda.launchKernelEx;
+  const bool injected = DHS_FAULT(Launch);
+  CUresult result = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  if (!injected && dependent) {
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = launch.grid[0];
+    config.gridDimY = launch.grid[1];
+    config.gridDimZ = launch.grid[2];
+    config.blockDimX = launch.block[0];
+    config.blockDimY = launch.block[1];
+    config.blockDimZ = launch.block[2];
+    config.sharedMemBytes = launch.dynamicSharedBytes;
+    config.hStream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    result = cuda.launchKernelEx(&config, function, params.pointers.data(), nullptr);
+  } else if (!injected) {
+    result = cuda.launchKernel(function, launch.grid[0], launch.grid[1], launch.grid[2],
+                               launch.block[0], launch.block[1], launch.block[2],
+                               launch.dynamicSharedBytes, stream, params.pointers.data(), nullptr);
+  }
+  cuda.check(result, std::string(dependent ? "cuLaunchKernelEx(" : "cuLaunchKernel(") +
+                         launch.kernel + ", grid " + formatDims(launch.grid) + ", block " +
+                         formatDims(launch.block) + ", " +
+                         std::to_string(launch.dynamicSharedBytes) + " bytes dynamic shared)" +
+                         (injected ? " (injected fault)" : ""));
+}
+
 } // namespace
 
 /// Everything the backend holds; members are destroyed in reverse order, so
@@ -240,7 +304,6 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream) cons
 
 void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
                            std::size_t count) const {
-  const CudaDriver &cuda = driver();
   const State &st = *state_;
   if (first > st.manifest.launches.size() || count > st.manifest.launches.size() - first)
     throw Error("launches " + std::to_string(first) + " .. " + std::to_string(first + count) +
@@ -249,13 +312,7 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
   for (std::size_t i = first; i < first + count; ++i) {
     const Launch &launch = st.manifest.launches[i];
     KernelParams params = kernelParams(launch, buffers, st.manifest.step);
-    const bool injected = DHS_FAULT(Launch);
-    cuda.check(injected ? CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
-                        : cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1],
-                                            launch.grid[2], launch.block[0], launch.block[1],
-                                            launch.block[2], launch.dynamicSharedBytes, stream,
-                                            params.pointers.data(), nullptr),
-               "cuLaunchKernel(" + launch.kernel + ")" + (injected ? " (injected fault)" : ""));
+    enqueueLaunch(launch, st.functions[i], params, buffers, st.manifest.step, stream);
   }
 }
 
@@ -386,14 +443,9 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   Stream stream;
   auto launchAll = [&](bool syncEach) {
     for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
+      enqueueLaunch(manifest.launches[i], st.functions[i], params[i], buffers, manifest.step,
+                    stream.get());
       const Launch &launch = manifest.launches[i];
-      cuda.check(cuda.launchKernel(st.functions[i], launch.grid[0], launch.grid[1], launch.grid[2],
-                                   launch.block[0], launch.block[1], launch.block[2],
-                                   launch.dynamicSharedBytes, stream.get(),
-                                   params[i].pointers.data(), nullptr),
-                 "cuLaunchKernel(" + launch.kernel + ", grid " + formatDims(launch.grid) +
-                     ", block " + formatDims(launch.block) + ", " +
-                     std::to_string(launch.dynamicSharedBytes) + " bytes dynamic shared)");
       if (syncEach)
         cuda.check(cuda.streamSynchronize(stream.get()), "kernel " + launch.kernel + " failed");
     }

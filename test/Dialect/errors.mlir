@@ -321,6 +321,48 @@ func.func @fetch_staging_too_small(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4,
 
 // -----
 
+func.func @fetch_ready_tiles(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %rows: memref<2x2x128xi32>, %slots: memref<2x2x128xi32>, %start: memref<2xi64>,
+    %len: memref<2xi32>, %stage: memref<2x256x1x656xi8>, %ready: memref<2x2xi32>) {
+  // expected-error @below {{ready dimension 1 (tiles of listed rows) is 2, expected 4}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x2x128xi32>) slots(%slots : memref<2x2x128xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x256x1x656xi8>) ready(%ready : memref<2x2xi32>)
+  return
+}
+
+// -----
+
+func.func @fetch_ready_partial_tiles(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %rows: memref<2x2x96xi32>, %slots: memref<2x2x96xi32>, %start: memref<2xi64>,
+    %len: memref<2xi32>, %stage: memref<2x192x1x656xi8>, %ready: memref<2x3xi32>) {
+  // expected-error @below {{ready flags mark tiles of 64 listed rows of a query position: a position lists 96}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x2x96xi32>) slots(%slots : memref<2x2x96xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x192x1x656xi8>) ready(%ready : memref<2x3xi32>)
+  return
+}
+
+// -----
+
+func.func @attention_ready_with_index(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>, %index: memref<2x1x64xi32>,
+    %ready: memref<2x1xi32>, %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{ready flags follow the selection order: no staging index}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>) ready(%ready : memref<2x1xi32>)
+      index(%index : memref<2x1x64xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
 func.func @union_too_small(%rows: memref<2x5x64xi32>, %slots: memref<2x5x64xi32>,
     %u: memref<2x64xi32>, %remap: memref<2x5x64xi32>) {
   // expected-error @below {{missing has room for 64 rows per request but the queries may select 320 distinct missing rows}}

@@ -71,6 +71,12 @@ static cl::opt<bool> tensorCoreClusters(
              "gather each tile once for both (128 heads, bf16 rows); =false: each CTA "
              "gathers every row"),
     cl::init(true), cl::cat(tileCategory));
+static cl::opt<bool> overlapRetrieval(
+    "overlap-retrieval",
+    cl::desc("Fetch the missing rows of one-layer tensor-core attention from a few CTAs into "
+             "staging while the attention runs (programmatic dependent launch, a ready flag "
+             "per tile of 64 rows) instead of gathering them in its producer"),
+    cl::init(false), cl::cat(tileCategory));
 static cl::opt<bool> shareTiles(
     "share-tiles",
     cl::desc("In verify steps, order each request's selections (dhs.share_rows) so that a "
@@ -142,6 +148,7 @@ int main(int argc, char **argv) {
   tiles.minBlocks = minBlocks;
   tiles.tensorCores = tensorCores;
   tiles.tensorCoreClusters = tensorCoreClusters;
+  tiles.overlapRetrieval = overlapRetrieval;
   dhs::buildDhsToPtxPipeline(pm, options, config, tiles, shareTiles);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
