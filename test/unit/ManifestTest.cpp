@@ -357,7 +357,9 @@ TEST_CASE("status words are described", "[manifest]") {
   CHECK(describeStatus(0x20) == "0x20: negative sliding-window token count");
   CHECK(describeStatus(0x40) ==
         "0x40: shared-prefix tiles outside [0, K / 64], or positions whose shared prefixes differ");
-  CHECK_THAT(describeStatus(0x81), Catch::Contains("unknown bits 0x80"));
+  CHECK(describeStatus(0x80) == "0x80: a staged tile's ready flag stayed unset (its fetch did not "
+                                "run before or beside the attention)");
+  CHECK_THAT(describeStatus(0x101), Catch::Contains("unknown bits 0x100"));
 }
 
 TEST_CASE("the runtime's parser loads the decision step's manifest", "[manifest][residency]") {
