@@ -2,7 +2,7 @@
 //
 // The benchmarks' one timing rule for work enqueued on a stream: from the
 // first enqueue to the end of the stream, median of several runs after a
-// warm-up.
+// warm-up; and the wall-clock helpers of the benchmarks that time host calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,19 @@
 #include <vector>
 
 namespace dhs::bench {
+
+using Clock = std::chrono::steady_clock;
+
+/// Milliseconds from `a` to `b`.
+inline double elapsedMs(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+/// The median of `values` (0 for none).
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0.0 : values[values.size() / 2];
+}
 
 /// Median of `runs` timings (ms) of `work`, each from its first enqueue to
 /// the end of `stream`, after one warm-up run.

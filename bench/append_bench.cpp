@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchTiming.h"
 #include "runtime/residency/Residency.h"
 
 #include <algorithm>
@@ -32,16 +33,9 @@ using namespace dhs::runtime;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using Clock = dhs::bench::Clock;
+using dhs::bench::median;
+constexpr auto ms = dhs::bench::elapsedMs;
 
 } // namespace
 

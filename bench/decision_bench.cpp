@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bench/BenchSetup.h"
+#include "bench/BenchTiming.h"
 #include "runtime/Runtime.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -45,16 +46,9 @@ using namespace dhs::runtime::cuda_detail;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using Clock = dhs::bench::Clock;
+using dhs::bench::median;
+constexpr auto ms = dhs::bench::elapsedMs;
 
 /// Medians of a step's phases.
 struct Phases {

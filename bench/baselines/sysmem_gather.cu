@@ -40,6 +40,15 @@ constexpr int kRequests = 128, kRowBytes = 656, kChunks = kRowBytes / 16;
 static int history = 32768;
 __constant__ int deviceHistory; ///< the same, for the kernels
 
+/// A 16-byte non-coherent load.
+__device__ __forceinline__ int4 loadNc(const char *p) {
+  int4 x;
+  asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+               : "l"(p));
+  return x;
+}
+
 __device__ __forceinline__ void bulkPrefetch(const void *p) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(kRowBytes) : "memory");
 }
@@ -103,13 +112,7 @@ __global__ void kernel(const char *host, const int *rows, int perCta, char *out,
       const char *src = base + (size_t)mine[i] * kRowBytes;
       char *d = dst + (size_t)i * kRowBytes;
       int4 v[11];
-      auto ld = [&](int off) {
-        int4 x;
-        asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-                     : "l"(src + off));
-        return x;
-      };
+      auto ld = [&](int off) { return loadNc(src + off); };
       if (mode == 5) {
         for (int g = 0; g < 8; ++g)
           v[g] = ld(seg * 16 + g * 64);
@@ -171,13 +174,7 @@ __global__ void fewCtas(const char *host, const int *rows, int perCta, char *out
     const char *src = host + (request * deviceHistory + rows[i]) * kRowBytes;
     char *d = out + i * kRowBytes;
     int4 v[6];
-    auto ld = [&](int off) {
-      int4 x;
-      asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-                   : "l"(src + off));
-      return x;
-    };
+    auto ld = [&](int off) { return loadNc(src + off); };
     for (int g = 0; g < 4; ++g)
       v[g] = ld(seg * 16 + g * 128);
     v[4] = ld(512);
