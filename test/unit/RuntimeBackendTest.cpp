@@ -222,6 +222,53 @@ TEST_CASE("layer-group pools (FP8, groups of 2 and 4): every backend matches the
   }
 }
 
+TEST_CASE("overlapped staging: the fused step's bits, on every backend and as CUDA graphs",
+          "[runtime][backends][overlap]") {
+  // test/unit/steps/tensor_core_step.mlir (FP8, 64 heads, 2 positions,
+  // top-256) compiled as written and with --overlap-retrieval: the fetch
+  // stages the missing rows beside the attention (on CUDA a programmatic
+  // dependent launch, ready flags per tile; in a CUDA graph too), which
+  // reads them in the same order. Same rows promoted, outputs equal to the
+  // oracle, and bit-identical to the fused step's.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string fused = dhs::test::compiledStepsDir() + "/tensor_core";
+  const std::string overlapped = dhs::test::compiledStepsDir() + "/tensor_core_overlapped";
+  if (!compiledOrSkip(fused) || !compiledOrSkip(overlapped))
+    return;
+  // The fused step reads the host store itself; the overlapped one fetches
+  // first, into staging with ready flags.
+  CHECK(Manifest::load(fused).launches.front().kind == abi::LaunchKind::SparseAttention);
+  const Manifest staged = Manifest::load(overlapped);
+  REQUIRE(staged.launches.front().kind == abi::LaunchKind::Fetch);
+  CHECK(std::any_of(staged.launches.front().params.begin(), staged.launches.front().params.end(),
+                    [](const LaunchParam &p) { return p.role == abi::ParamRole::ReadyFlags; }));
+  DHS_SEEDED_RNG(rng, 580);
+  RuntimeConfig config = dhs::test::testConfig(1, 1, backend, /*draftWindow=*/0, /*floor=*/0);
+  std::vector<std::unique_ptr<Runtime>> owned;
+  owned.push_back(std::make_unique<Runtime>(config));
+  owned.push_back(std::make_unique<Runtime>(config));
+  if (backend == BackendKind::Cuda) {
+    config.cudaGraphs = true;
+    owned.push_back(std::make_unique<Runtime>(config));
+  }
+  owned[0]->loadStep(fused);
+  for (std::size_t i = 1; i < owned.size(); ++i)
+    owned[i]->loadStep(overlapped);
+  Shadow shadow(1, RowFormat::MlaFp8);
+  std::int64_t fetched = 0;
+  const double worst = session(pointers(owned), shadow, rng, sessionSteps(backend, 9),
+                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
+                                 fetched += owned[0]->stats().lastStep.fetched;
+                                 for (std::size_t i = 1; i < outputs.size(); ++i)
+                                   CHECK(countBitDifferences(outputs[0], outputs[i]) == 0);
+                               });
+  CHECK(fetched > 0); // rows came from the host store
+  for (const std::unique_ptr<Runtime> &rt : owned)
+    rt->checkInvariants();
+  WARN(dhs::test::backendName(backend) << ", overlapped staging vs the fused step: " << fetched
+                                       << " rows fetched, worst relative error " << worst);
+}
+
 TEST_CASE("a staged verify step (shared retrieval): every backend matches the oracle",
           "[runtime][backends]") {
   // examples/verify_step.mlir: 5 verify positions whose missing rows are
