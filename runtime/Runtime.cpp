@@ -180,11 +180,7 @@ void Runtime::appendBatch(const std::uint64_t *ids, std::int64_t count, const vo
       given.resize(static_cast<std::size_t>(index) + 1, 0);
     if (given[static_cast<std::size_t>(index)]++)
       throw InputError("append batch: " + requestName(ids[i]) + " is given twice");
-    const std::int64_t maxContext = controller_->maxContext(index);
-    if (controller_->historyLen(index) >= maxContext)
-      throw CapacityError("append to " + requestName(ids[i]) +
-                          ": it reached its maximum context of " + std::to_string(maxContext) +
-                          " rows");
+    requireRoomToAppend(index, requestName(ids[i]));
     indices.push_back(index);
   }
   if (count == 0)
@@ -204,11 +200,15 @@ void Runtime::appendBatch(const std::uint64_t *ids, std::int64_t count, const vo
     checker_->checkCopies(copies);
 }
 
-void Runtime::appendRows(std::int32_t index, const std::string &name, const void *rows) {
+void Runtime::requireRoomToAppend(std::int32_t index, const std::string &name) const {
   const std::int64_t maxContext = controller_->maxContext(index);
   if (controller_->historyLen(index) >= maxContext)
     throw CapacityError("append to " + name + ": it reached its maximum context of " +
                         std::to_string(maxContext) + " rows");
+}
+
+void Runtime::appendRows(std::int32_t index, const std::string &name, const void *rows) {
+  requireRoomToAppend(index, name);
   // (With an aging step the controller records the append for the device.)
   if (!agingStepLoaded_)
     takeStateFromDevice();

@@ -485,6 +485,9 @@ private:
                      std::int32_t *next);
   /// Appends one token's rows [L][row_bytes] to request index `index`.
   void appendRows(std::int32_t index, const std::string &name, const void *rows);
+  /// Throws CapacityError when request `index` (named `name`) is at its
+  /// maximum context.
+  void requireRoomToAppend(std::int32_t index, const std::string &name) const;
   /// appendRows' bookkeeping and host-store writes, the copies left to the
   /// caller (applyCopies, then the checks).
   void appendToHost(std::int32_t index, const void *rows, std::vector<RowCopy> &copies);

@@ -84,6 +84,14 @@ struct LaunchParam {
 
   /// Number of 8-byte kernel parameters this descriptor flattens to.
   std::size_t flattenedCount() const { return 3 + 2 * shape.size(); }
+  /// Number of elements of a static shape (a scratch buffer's, bounded by
+  /// the arena; an argument's, bounded by the parser).
+  std::size_t elements() const {
+    std::size_t count = 1;
+    for (std::int64_t dim : shape)
+      count *= static_cast<std::size_t>(dim);
+    return count;
+  }
 };
 
 /// One kernel launch.

@@ -50,6 +50,9 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
                                                           "sizes");
       bytes = bytes ? tryMul(*bytes, dim) : std::nullopt;
     }
+    // The runtime clears ready flags as 32-bit words before their fetch.
+    if (param.role == abi::ParamRole::ReadyFlags && param.dtype != DType::I32)
+      fail(field + ".dtype", std::string("ready flags are i32, not ") + abi::name(param.dtype));
     std::optional<std::int64_t> end = bytes ? tryAdd(param.offset, *bytes) : std::nullopt;
     if (param.offset < 0 || param.offset % 16 != 0 || !end || *end > manifest.arenaBytes)
       fail(field + ".offset", std::to_string(param.offset) + " (+" +

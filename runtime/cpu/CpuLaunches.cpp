@@ -26,14 +26,6 @@ const LaunchParam *paramOf(const Launch &launch, Role role) {
   return nullptr;
 }
 
-/// Elements of a parameter.
-std::size_t elementsOf(const LaunchParam &param) {
-  std::size_t count = 1;
-  for (std::int64_t dim : param.shape)
-    count *= static_cast<std::size_t>(dim);
-  return count;
-}
-
 /// The memory of a memref parameter (an argument, a scratch buffer or the
 /// status word).
 std::uint8_t *bufferOf(const LaunchParam &param, CpuStepMemory &memory) {
@@ -82,7 +74,7 @@ void unionMissing(const Launch &launch, CpuStepMemory &memory) {
   std::int32_t *missing = typed<std::int32_t>(missingParam, memory);
   std::int32_t *remap = typed<std::int32_t>(required(launch, Role::Remap), memory);
   const std::int64_t batch = rowsParam.shape[0];
-  const std::int64_t entries = static_cast<std::int64_t>(elementsOf(rowsParam)) / batch;
+  const std::int64_t entries = static_cast<std::int64_t>(rowsParam.elements()) / batch;
   const std::int64_t room = missingParam.shape[1];
   std::unordered_map<std::int32_t, std::int32_t> owners;
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -210,7 +202,7 @@ std::int64_t fetch(const Launch &launch, CpuStepMemory &memory) {
   std::uint8_t *staging = bufferOf(stagingParam, memory);
   const CpuStepMemory::Pool &pool = poolOf(launch, memory);
   const std::int64_t batch = listParam.shape[0];
-  const std::int64_t listed = static_cast<std::int64_t>(elementsOf(listParam)) / batch;
+  const std::int64_t listed = static_cast<std::int64_t>(listParam.elements()) / batch;
   const std::size_t token = static_cast<std::size_t>(stagingParam.shape[2] * stagingParam.shape[3]);
   const std::int64_t stagingRows = stagingParam.shape[1];
   if (static_cast<std::int64_t>(token) > pool.tokenBytes || stagingRows < listed)
@@ -365,7 +357,7 @@ void CpuLaunches::run(const Manifest &manifest, std::size_t first, std::size_t e
         const LaunchParam &ring = required(launch, Role::WindowRing);
         s.windowRing = ring.shape[1];
         const auto *units = typed<const bf16_t>(ring, memory);
-        problem_.windowRing.assign(units, units + elementsOf(ring) / 2);
+        problem_.windowRing.assign(units, units + ring.elements() / 2);
         const auto *tokens =
             typed<const std::int32_t>(required(launch, Role::WindowTokens), memory);
         problem_.windowTokens.assign(tokens, tokens + s.batch);

@@ -39,6 +39,16 @@ std::string outputPosition(const ProblemShape &s, std::size_t index) {
          std::to_string(h) + ", v " + std::to_string(v) + "]";
 }
 
+/// The device address of scratch parameter `param` (in the arena).
+CUdeviceptr scratchAddress(const LaunchParam &param, const CudaStepBuffers &buffers,
+                           const std::string &step) {
+  if (param.source != ParamSource::Scratch)
+    throw Error("step '" + step + "': " + abi::name(param.role) + " must be a scratch buffer");
+  if (!buffers.arena)
+    throw Error("step '" + step + "' needs a staging arena but none was given");
+  return buffers.arena + static_cast<CUdeviceptr>(param.offset);
+}
+
 /// The flattened memref descriptors of `launch` over `buffers` (`step`
 /// names the step in errors).
 KernelParams kernelParams(const Launch &launch, const CudaStepBuffers &buffers,
@@ -81,32 +91,12 @@ KernelParams kernelParams(const Launch &launch, const CudaStepBuffers &buffers,
       params.addMemref(buffers.status, sizes);
       break;
     case ParamSource::Scratch:
-      if (!buffers.arena)
-        throw Error("step '" + step + "' needs a staging arena but none was given");
-      params.addMemref(buffers.arena + static_cast<CUdeviceptr>(param.offset), sizes);
+      params.addMemref(scratchAddress(param, buffers, step), sizes);
       break;
     }
   }
   params.finish();
   return params;
-}
-
-/// The device address of scratch parameter `param` (in the arena).
-CUdeviceptr scratchAddress(const LaunchParam &param, const CudaStepBuffers &buffers,
-                           const std::string &step) {
-  if (param.source != ParamSource::Scratch)
-    throw Error("step '" + step + "': " + abi::name(param.role) + " must be a scratch buffer");
-  if (!buffers.arena)
-    throw Error("step '" + step + "' needs a staging arena but none was given");
-  return buffers.arena + static_cast<CUdeviceptr>(param.offset);
-}
-
-/// Elements of memref parameter `param`.
-std::size_t elementsOf(const LaunchParam &param) {
-  std::size_t elements = 1;
-  for (std::int64_t d : param.shape)
-    elements *= static_cast<std::size_t>(d);
-  return elements;
 }
 
 /// Enqueues `launch` of `function` with `params` on `stream`: clears a
@@ -122,7 +112,7 @@ void enqueueLaunch(const Launch &launch, CUfunction function, KernelParams &para
     ready = param.role == abi::ParamRole::ReadyFlags ? &param : ready;
   if (ready && launch.kind == abi::LaunchKind::Fetch)
     cuda.check(
-        cuda.memsetD32Async(scratchAddress(*ready, buffers, step), 0, elementsOf(*ready), stream),
+        cuda.memsetD32Async(scratchAddress(*ready, buffers, step), 0, ready->elements(), stream),
         "clearing the ready flags of " + launch.kernel);
   const bool dependent = ready && launch.isAttention() && cuda.launchKernelEx;
   const bool injected = DHS_FAULT(Launch);
@@ -505,9 +495,7 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
       [&](const LaunchParam &list) {
         if (list.source != ParamSource::Scratch)
           return problem.rowIds;
-        std::size_t count = 1;
-        for (std::int64_t dim : list.shape)
-          count *= static_cast<std::size_t>(dim);
+        const std::size_t count = list.elements();
         std::vector<std::int32_t> rows(count);
         cuda.check(cuda.memcpyDtoH(rows.data(),
                                    arena->get() + static_cast<CUdeviceptr>(list.offset),

@@ -60,10 +60,7 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
       for (const LaunchParam &param : manifest.launches[i].params)
         if (manifest.launches[i].kind == abi::LaunchKind::Fetch &&
             (param.role == abi::ParamRole::RowIds || param.role == abi::ParamRole::Slots)) {
-          std::size_t count = 1;
-          for (std::int64_t d : param.shape)
-            count *= static_cast<std::size_t>(d);
-          bytes += count * sizeof(std::int32_t);
+          bytes += param.elements() * sizeof(std::int32_t);
         }
     fetchListBytes_ = std::max(fetchListBytes_, bytes);
   }
@@ -549,9 +546,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
       for (const LaunchParam &param : manifest.launches[i].params) {
         if (param.role != abi::ParamRole::RowIds && param.role != abi::ParamRole::Slots)
           continue;
-        std::size_t bytes = sizeof(std::int32_t);
-        for (std::int64_t d : param.shape)
-          bytes *= static_cast<std::size_t>(d);
+        const std::size_t bytes = param.elements() * sizeof(std::int32_t);
         const CUdeviceptr from = param.source == ParamSource::Scratch
                                      ? buffers_.arena + static_cast<CUdeviceptr>(param.offset)
                                      : argument(param.argumentIndex);
@@ -645,9 +640,7 @@ std::int64_t CudaStepRunner::groupFetchedRows(std::int32_t group) {
       for (const LaunchParam &param : launch.params) {
         if (param.role != abi::ParamRole::RowIds && param.role != abi::ParamRole::Slots)
           continue;
-        std::size_t elements = 1;
-        for (std::int64_t d : param.shape)
-          elements *= static_cast<std::size_t>(d);
+        const std::size_t elements = param.elements();
         (param.role == abi::ParamRole::RowIds ? list : slots) =
             reinterpret_cast<const std::int32_t *>(from);
         count = elements;
@@ -680,15 +673,15 @@ std::int64_t CudaStepRunner::fetchedRows() {
   return countFetchedRows(
       binding.step->manifest(),
       [&](const LaunchParam &list) {
-        std::size_t count = 1;
-        for (std::int64_t dim : list.shape)
-          count *= static_cast<std::size_t>(dim);
+        const std::size_t count = list.elements();
         return download(list.source == ParamSource::Scratch
                             ? buffers_.arena + static_cast<CUdeviceptr>(list.offset)
                             : buffers_.arguments.at(static_cast<std::size_t>(list.argumentIndex)),
                         count);
       },
-      [&] { return download(argument(binding.slots), bytesOf(binding.slots) / sizeof(std::int32_t)); });
+      [&] {
+        return download(argument(binding.slots), bytesOf(binding.slots) / sizeof(std::int32_t));
+      });
 }
 
 } // namespace dhs::runtime::cuda_detail

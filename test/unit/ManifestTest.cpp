@@ -196,6 +196,16 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
          j["launches"][0]["params"][2]["shape"] = {4, 1, 128};
        },
        "arguments[2] (slots).shape: [4,1,128] does not match [B,Q,K] of row_ids = [4,1,256]"},
+      {"ready flags dtype",
+       [](json &j) {
+         j["arena_bytes"] = 1024;
+         j["launches"][0]["params"].push_back({{"source", "scratch"},
+                                               {"role", "ready_flags"},
+                                               {"offset", 0},
+                                               {"dtype", "i8"},
+                                               {"shape", {4, 4}}});
+       },
+       "launches[0].params[9].dtype: ready flags are i32, not i8"},
       {"dynamic argument", [](json &j) { j["arguments"][0]["shape"][0] = -1; },
        "dynamic dimensions in argument shapes are not supported"},
       {"row format", [](json &j) { j["arguments"][5]["format"] = "mla_fp4"; },
