@@ -533,10 +533,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   lastLayer_ = work.layer;
   // The row lists of the layer's fetches, before a later group's launches
   // reuse the arena.
-  if (countFetches_ && fetchListBytes_ > 0) {
-    if (!fetchLists_)
-      fetchLists_ = std::make_unique<MappedHostBuffer>(
-          fetchListBytes_ * static_cast<std::size_t>(layout_.layers), "fetch row lists");
+  if (countFetches_ && fetchLists_) {
     auto *into = static_cast<std::uint8_t *>(fetchLists_->host()) +
                  static_cast<std::size_t>(work.layer) * fetchListBytes_;
     const Manifest &manifest = binding.step->manifest();
@@ -611,6 +608,13 @@ void CudaStepRunner::setCountFetches(bool on) {
     graphCache_.reset();
   }
   countFetches_ = on;
+  // The row lists' pinned buffer now, between steps: a step may be
+  // captured into a CUDA graph, where allocations are not permitted.
+  if (countFetches_ && fetchListBytes_ > 0 && !fetchLists_) {
+    queue_->makeCurrent();
+    fetchLists_ = std::make_unique<MappedHostBuffer>(
+        fetchListBytes_ * static_cast<std::size_t>(layout_.layers), "fetch row lists");
+  }
 }
 
 std::int64_t CudaStepRunner::groupFetchedRows(std::int32_t group) {
