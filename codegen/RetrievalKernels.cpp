@@ -43,6 +43,9 @@ static constexpr int64_t kOverlapFetchThreads = 1024;
 /// Tiles (items) a warp of that fetch lists and copies together, so that the
 /// latency of listing is paid once for them.
 static constexpr int64_t kOverlapItemsPerWarp = 4;
+/// Requests the CTAs of that fetch copy from at a time (at most; a divisor
+/// of the batch).
+static constexpr int64_t kOverlapRequestsPerGroup = 16;
 /// The compacting fetch's grid: about this many CTAs (4 an SM), each going
 /// through chunks of kFetchThreads listed rows in turn. More CTAs put more
 /// host reads in flight than PCIe serves: 128 x 2048 listed 656-byte rows,
@@ -199,6 +202,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     // (a token of 2624 bytes starts mid-line every other token), so no line
     // is read by two loads. Lane slots before the token or past it load its
     // first or last chunk again (valid addresses) and store nothing.
+    Value hostBase = overlapped ? HopperBuilder{ib}.getAddress(host) : Value();
     auto copyToken = [&](Value request, Value i, Value hostRow, Value lane, int64_t lanes,
                          int64_t inFlight) {
       Value hostIndex = kb.toIndex(hostRow);
@@ -221,6 +225,18 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                   ib, arith::SubIOp::create(ib, arith::MaxUIOp::create(ib, slot, shift), shift),
                   kb.index(tokenChunks - 1));
               Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
+              if (hostBase) {
+                // The fetch beside the attention reads the store through
+                // the non-coherent path (ld.global.nc): +5-8% there.
+                HopperBuilder hb{ib};
+                Value address = arith::AddIOp::create(
+                    ib, hostBase,
+                    arith::AddIOp::create(ib,
+                                          arith::MulIOp::create(ib, hostRow, kb.i64(tokenBytes)),
+                                          arith::IndexCastOp::create(ib, ib.getI64Type(), byte)));
+                data.push_back(vector::BitCastOp::create(ib, chunkType, hb.loadGlobal16(address)));
+                continue;
+              }
               data.push_back(vector::LoadOp::create(
                   ib, chunkType, host,
                   ValueRange{hostIndex, arith::DivUIOp::create(ib, byte, kb.index(rowBytes)),
@@ -276,28 +292,46 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
       int64_t tokensPerWarp = kWarpSize / lanesPerToken;
       Value readyBase = hb.getAddress(args[Role::ReadyFlags]);
       Value firstLane = kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0));
-      Value globalWarp = arith::AddIOp::create(
-          ib, arith::MulIOp::create(ib, kb.blockId(), kb.index(warpsPerBlock)), warp);
-      int64_t items = tilesPerPosition * positions * batch;
-      // Item n (in the attention's order): request n % B, then its position
-      // and k tile; the tile's first listed row and its flag's index.
+      // Items in groups of G requests, tile by tile: item n is request
+      // (n / (G T)) G + n % G, its position and k tile (n % (G T)) / G (T
+      // tiles a request; at B = 128 x 32 tiles a round of the CTAs' warps
+      // is one group). Gathers spread over every request (the attention's
+      // order) crossed PCIe at 29-31 GB/s, over 64 at 35-38, over 16 at
+      // 42-47 (address translation, bench/NOTES.md 2026-12-02); the
+      // attention's CTAs of the last groups wait longer.
+      int64_t tilesPerRequest = tilesPerPosition * positions;
+      int64_t group = kOverlapRequestsPerGroup;
+      while (batch % group)
+        --group;
+      int64_t items = batch * tilesPerRequest;
+      // Item n's request, the tile's first listed row and its flag's index,
+      // and whether it exists.
       struct Item {
-        Value request, first, flag;
+        Value request, first, flag, exists;
       };
-      auto itemOf = [&](Value n) -> Item {
-        Value request = arith::RemUIOp::create(ib, n, kb.index(batch));
-        Value rest = arith::DivUIOp::create(ib, n, kb.index(batch));
+      auto itemOf = [&](Value m) -> Item {
+        Value inGroup = arith::RemUIOp::create(ib, m, kb.index(group * tilesPerRequest));
+        Value request = arith::AddIOp::create(
+            ib,
+            arith::MulIOp::create(ib,
+                                  arith::DivUIOp::create(ib, m, kb.index(group * tilesPerRequest)),
+                                  kb.index(group)),
+            arith::RemUIOp::create(ib, inGroup, kb.index(group)));
+        Value rest = arith::DivUIOp::create(ib, inGroup, kb.index(group));
         Value position = arith::RemUIOp::create(ib, rest, kb.index(positions));
         Value kTile = arith::DivUIOp::create(ib, rest, kb.index(positions));
         Value tile = arith::AddIOp::create(
             ib, arith::MulIOp::create(ib, position, kb.index(tilesPerPosition)), kTile);
         Value flag = arith::AddIOp::create(
-            ib, arith::MulIOp::create(ib, request, kb.index(tilesPerPosition * positions)), tile);
-        return {request, arith::MulIOp::create(ib, tile, kb.index(kReadyTileRows)), flag};
+            ib, arith::MulIOp::create(ib, request, kb.index(tilesPerRequest)), tile);
+        Value exists = kb.cmpi(arith::CmpIPredicate::ult, m, kb.index(items));
+        return {request, arith::MulIOp::create(ib, tile, kb.index(kReadyTileRows)), flag, exists};
       };
       // A warp takes kOverlapItemsPerWarp consecutive items at a time: it
       // lists their good missing rows (entry g * 64 + e: row e of its item
       // g), copies them, then sets the items' flags.
+      Value globalWarp = arith::AddIOp::create(
+          ib, arith::MulIOp::create(ib, kb.blockId(), kb.index(warpsPerBlock)), warp);
       kb.forLoop(
           arith::MulIOp::create(ib, globalWarp, kb.index(kOverlapItemsPerWarp)), kb.index(items),
           kb.index(kOverlapFetchBlocks * warpsPerBlock * kOverlapItemsPerWarp), [&](Value base) {
@@ -306,9 +340,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
             });
             NVVM::SyncWarpOp::create(ib, kb.i32(-1));
             for (int64_t g = 0; g < kOverlapItemsPerWarp; ++g) {
-              Value n = arith::AddIOp::create(ib, base, kb.index(g));
-              kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, n, kb.index(items)), [&] {
-                Item item = itemOf(n);
+              Item item = itemOf(arith::AddIOp::create(ib, base, kb.index(g)));
+              kb.ifThen(item.exists, [&] {
                 Value length = memref::LoadOp::create(ib, lenArg, ValueRange{item.request});
                 Value start = memref::LoadOp::create(ib, startArg, ValueRange{item.request});
                 for (int64_t half = 0; half < kReadyTileRows / kWarpSize; ++half) {
@@ -346,16 +379,16 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
             // The warp's copies happen before each flag: a warp barrier,
             // then lane g releases item g's flag (release is cumulative).
             NVVM::SyncWarpOp::create(ib, kb.i32(-1));
-            Value n = arith::AddIOp::create(ib, base, lane);
+            Item mine = itemOf(arith::AddIOp::create(ib, base, lane));
             kb.ifThen(arith::AndIOp::create(
                           ib,
                           kb.cmpi(arith::CmpIPredicate::ult, lane, kb.index(kOverlapItemsPerWarp)),
-                          kb.cmpi(arith::CmpIPredicate::ult, n, kb.index(items))),
+                          mine.exists),
                       [&] {
                         Value flag = arith::AddIOp::create(
                             ib, readyBase,
                             arith::MulIOp::create(
-                                ib, arith::IndexCastOp::create(ib, ib.getI64Type(), itemOf(n).flag),
+                                ib, arith::IndexCastOp::create(ib, ib.getI64Type(), mine.flag),
                                 kb.i64(4)));
                         hb.storeRelease(flag, kb.i32(1));
                       });

@@ -161,6 +161,7 @@ __global__ void kernel(const char *host, const int *rows, int perCta, char *out,
 // All requests' rows from a few CTAs (gridDim.x CTAs of blockDim.x threads,
 // 4 rows x 128 B a warp instruction): can a handful of SMs beside an
 // attention grid reach the gather rate?
+template <bool kNc, bool kSpread = false>
 __global__ void fewCtas(const char *host, const int *rows, int perCta, char *out) {
   int lane = threadIdx.x % 32, seg = lane % 8, sub = lane / 8;
   int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -171,10 +172,16 @@ __global__ void fewCtas(const char *host, const int *rows, int perCta, char *out
     if (i >= total)
       continue;
     size_t request = i / perCta;
+    if (kSpread) {
+      // The consecutive rows of a warp from consecutive requests (the
+      // overlapped fetch's order: every request's first tile first).
+      request = i % kRequests;
+      i = request * perCta + i / kRequests;
+    }
     const char *src = host + (request * deviceHistory + rows[i]) * kRowBytes;
     char *d = out + i * kRowBytes;
     int4 v[6];
-    auto ld = [&](int off) { return loadNc(src + off); };
+    auto ld = [&](int off) { return kNc ? loadNc(src + off) : *(const int4 *)(src + off); };
     for (int g = 0; g < 4; ++g)
       v[g] = ld(seg * 16 + g * 128);
     v[4] = ld(512);
@@ -336,19 +343,29 @@ int main(int argc, char **argv) {
     // A few CTAs of 1024 threads for all requests' rows.
     {
       draw();
-      printf("host, few CTAs x 1024 threads:");
-      for (int ctas : {2, 4, 8, 16, 32, 132}) {
-        flushL2<<<264, 512>>>(flush, flushBytes);
-        cudaEventRecord(s);
-        fewCtas<<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
-        cudaEventRecord(e);
-        CK(cudaEventSynchronize(e));
-        CK(cudaGetLastError());
-        float ms;
-        cudaEventElapsedTime(&ms, s, e);
-        printf(" %d: %.1f GB/s;", ctas, mb / ms);
+      for (int nc = 2; nc >= 0; --nc) {
+        printf("host, few CTAs x 1024 threads, %s loads:",
+               nc == 2 ? "ld.global.nc, rows of a warp from 4 requests"
+               : nc    ? "ld.global.nc"
+                       : "ld.global");
+        for (int ctas : {2, 4, 8, 16, 32, 132}) {
+          flushL2<<<264, 512>>>(flush, flushBytes);
+          cudaEventRecord(s);
+          if (nc == 2)
+            fewCtas<true, true><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
+          else if (nc)
+            fewCtas<true><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
+          else
+            fewCtas<false><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
+          cudaEventRecord(e);
+          CK(cudaEventSynchronize(e));
+          CK(cudaGetLastError());
+          float ms;
+          cudaEventElapsedTime(&ms, s, e);
+          printf(" %d: %.1f GB/s;", ctas, mb / ms);
+        }
+        printf("\n");
       }
-      printf("\n");
     }
     for (int tier = 0; tier < 2; ++tier) {
       const char *src = tier ? hbmStore : hostDev;

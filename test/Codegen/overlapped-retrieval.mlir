@@ -3,8 +3,9 @@
 // the fetch lets the attention start at once (griddepcontrol
 // launch_dependents; the runtime launches the attention as a programmatic
 // dependent launch and clears the ready flags before the fetch), lists and
-// copies 4 tiles of 64 listed rows a warp, in the attention's order, and
-// sets each tile's flag with a release store after a warp barrier; the
+// copies 4 tiles of 64 listed rows a warp (up to 16 requests at a time,
+// tile by tile; loads through the non-coherent path), and sets each tile's
+// flag with a release store after a warp barrier; the
 // attention's producer waits (acquire loads, nanosleep between polls) for
 // the flag of a staged row's tile, reports a flag that stays unset, and the
 // CTA ends after the fetch (griddepcontrol wait). Without the option the
@@ -31,7 +32,7 @@
 // CHECK: memref.atomic_rmw addi
 // CHECK: nvvm.bar.warp.sync
 // CHECK: scf.for
-// CHECK: vector.load
+// CHECK: llvm.load {{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
 // CHECK: vector.store
 // CHECK: nvvm.bar.warp.sync
 // CHECK: llvm.inline_asm has_side_effects "st.release.gpu.global.u32 [$0], $1;", "l,r,~{memory}"
@@ -51,6 +52,7 @@
 // MANIFEST: "role": "ready_flags"
 // MANIFEST: "role": "ready_flags"
 // FETCH: griddepcontrol.launch_dependents;
+// FETCH: ld.global.nc.v4.b32
 // FETCH: st.release.gpu.global.u32
 // ATTENTION: ld.acquire.gpu.global.u32
 // ATTENTION: nanosleep.u32
