@@ -1,42 +1,59 @@
 //===- AgeRowsKernel.cpp - the appends between steps on the device --------===//
 //
-// The kernel of dhs.age_rows (the op's description gives the rule). One warp
-// per launch (one pool group) replays the appends in call order, exactly as
-// the controller's append does them (runtime/residency/PromotionPlan's
-// planAgeRows is the host reference):
+// The kernel of dhs.age_rows (the op's description gives the rule). One CTA
+// of 1024 threads per launch (one pool group) replays the appends in call
+// order, exactly as the controller's append does them
+// (runtime/residency/PromotionPlan's planAgeRows is the host reference):
 //
-//   1. every entry of the list becomes (-1, -1) (the warp);
+//   1. every entry of the list becomes (-1, -1); the appends are copied into
+//      shared memory (the CTA);
 //   2. the control words are read and checked (bad words plan nothing);
-//   3. per append (the whole warp steps through the appends; its first
+//   3. per append (the whole CTA steps through the appends; its first
 //      thread does the sequential parts and leaves its decisions in shared
-//      words that the warp reads after a barrier, so that the control flow
-//      around the scans is uniform):
+//      words that the CTA reads after a barrier, so that the control flow
+//      around the parallel parts is uniform):
 //      a. the checks, the aged row's slot;
-//      b. while the memo holds the step: the owner scan (the warp, 32 hot
-//         rows a trip, a ballot of those in the request's range; the first
-//         trip with one ends it) decides whether the aged row is the
-//         request's first hot row, which resets the memo (a memo of another
-//         step decides nothing and stays);
+//      b. while the memo holds the step: the owner check, whether any hot
+//         row lies in the request's range [begin, end) (none: the aged row
+//         is the request's first hot row, which resets the memo; a memo of
+//         another step decides nothing and stays). It reads a count per
+//         append of the hot rows in its range, built by the CTA at the
+//         launch's first owner check and kept current from then on (step
+//         f), so a check costs O(1) instead of a scan of the hot rows.
+//         The build: the 2N range bounds sorted in shared memory (a rank
+//         sort); one pass over the hot rows, each row's class (the number
+//         of bounds <= it, a binary search) counted by a shared atomic;
+//         prefix sums over the classes; append i's count is the sum over
+//         the classes of its range (a row r lies in [b, e) exactly when
+//         #bounds <= b <= class(r) <= #bounds < e), exact for any ranges,
+//         overlapping, repeated or empty;
 //      c. the slot becomes hot; the budget drops;
 //      d. over the budget, unless the memo holds the step, findVictim (the
-//         warp): CLOCK from the hand over two laps at most, 32 slots a trip
-//         (min(32, slots): a trip never sees a slot twice); lane l examines
-//         position k + l; a ballot of the unreferenced candidates (hot, last
-//         use < the step) gives the victim, its lowest lane; the referenced
-//         candidates in the lanes before it (all, if none) get their second
-//         chance (cleared = last use), a barrier after each trip (the second
-//         lap reads what the first cleared); the hand stops right after the
+//         CTA): CLOCK from the hand over two laps at most, min(1024, slots)
+//         slots a trip (a trip never sees a slot twice); thread t examines
+//         position k + t; per warp a ballot of the unreferenced candidates
+//         (hot, last use < the step), the trip's victim the lowest position
+//         over the warps (a shuffle min over the warps' lowest); the
+//         referenced candidates before it (all, if none) get their second
+//         chance (cleared = last use); two barriers a trip (the second lap
+//         reads what the first cleared); the hand stops right after the
 //         victim, or comes back to where it was; no victim sets the memo;
 //      e. the release of the victim or the aged row; the new row takes the
-//         free stack's top;
-//   4. the list: the new rows that are still mapped, and the released rows;
-//      the control words.
+//         free stack's top (the released slot itself when it was pushed);
+//      f. once the counts are built: every append's count whose range holds
+//         the aged row (+1) or the released row (-1) changes (the CTA, a
+//         thread an append);
+//   4. the list: the new rows that are still mapped, and the released rows
+//      (the CTA); the control words.
 //
-// Measured on the H200 at dhs-decision-bench's large step (32 appends a step
-// over 16384 slots, most hot slots used in the last step) with the scans on
-// the first thread alone (one dependent load a slot): 80 ms a step, the
-// CLOCK searches dominating. The warp-wide scans above load 32 slots a trip
-// (coalesced); not yet measured on a GPU.
+// History: one thread scanning (80 ms a step at dhs-decision-bench's large
+// step, 32 appends over 16384 slots), then one warp, 32 slots a trip
+// (~6.5 ms there; 1.73 s a step at B=128 x 20 groups x 65536 slots, most
+// likely the owner scans: after promotions that ran out of victims the memo
+// holds the step for every append, and a request's hot rows sit together in
+// hand order, so a scan from slot 0 walks half the table). The CTA form
+// above (O(1) owner checks, 1024-slot CLOCK trips) is not yet measured on a
+// GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,17 +67,30 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
+#include "llvm/Support/MathExtras.h"
+
 using namespace mlir;
 using namespace mlir::dhs;
 using Role = abi::ParamRole;
 using Layout = abi::AgeRowsLayout;
 
+/// Threads of the CTA, and its warps.
+static constexpr int64_t kThreads = 1024;
+static constexpr int64_t kWarps = kThreads / kWarpSize;
+static_assert(kWarps == kWarpSize, "a CLOCK trip's lowest position: one warp reads every warp's");
+/// Appends a launch replays at most (its shared memory grows with them:
+/// ~60 bytes an append; the runtime splits longer lists into launches).
+static constexpr int64_t kMaxAppends = 512;
+/// Slots a thread loads at once in the owner counts' pass over the hot rows.
+static constexpr int64_t kUnroll = 4;
+
 /// Words of the kernel's shared scalars: the control words while they
 /// change; whether the control words are bad; and the current append's
-/// state, which the first thread decides and the warp reads after a barrier:
+/// state, which the first thread decides and the CTA reads after a barrier:
 /// whether it goes on, whether its aged row is aged (and its slot), whether
-/// the owner scan runs, whether a row is released, whether the CLOCK search
-/// runs, and its victim (-1: none).
+/// the owner check runs, whether a row is released, whether the CLOCK
+/// search runs, and its victim (-1: none); whether the owner counts are
+/// built.
 enum Scalar : int64_t {
   kHand,
   kTop,
@@ -71,11 +101,23 @@ enum Scalar : int64_t {
   kBad,
   kAging,
   kSlot,
-  kOwnerScan,
+  kOwnerCheck,
   kRelease,
   kSearch,
   kVictim,
+  kCounted,
   kScalars
+};
+
+/// The kernel's shared buffers, in the order of KernelSpec::workgroup.
+enum Shared : unsigned {
+  kScalarWords, ///< [kScalars] i32
+  kEntries,     ///< [N, 4] i64: the appends (AgeRowsLayout)
+  kBounds,      ///< [2N] i64: the ranges' bounds, ascending
+  kClasses,     ///< [2N + 2] i32: hot rows per class, then their prefix sums
+  kOwned,       ///< [N] i32: hot rows in append i's range
+  kWarpLowest,  ///< [kWarps] i32: a CLOCK trip's lowest victim position per warp
+  kGone,        ///< [1] i64: the row the current append released
 };
 
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
@@ -85,9 +127,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
   int64_t n = appends.getDimSize(0);
   if (n == 0)
     return op.emitOpError() << "has no appends to replay";
+  if (n > kMaxAppends)
+    return op.emitOpError() << "replays up to " << kMaxAppends
+                            << " appends in one CTA (the runtime splits longer lists), got " << n;
 
   MLIRContext *context = op.getContext();
-  Type i32 = IntegerType::get(context, 32);
+  Type i32 = IntegerType::get(context, 32), i64 = IntegerType::get(context, 64);
   KernelSpec spec{abi::LaunchKind::AgeRows, kernelKey(appends, op.getHot().getType())};
   spec.signature.add(Role::AgeList, appends);
   spec.signature.add(Role::HotRows, op.getHot().getType());
@@ -101,8 +146,14 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
   spec.signature.add(Role::StepLog, getStepLogType(context));
   spec.signature.add(Role::Status, getStatusType(context));
   spec.geometry.grid = {1, 1, 1};
-  spec.geometry.block = {kWarpSize, 1, 1};
-  spec.workgroup = {sharedBuffer(kScalars, i32)};
+  spec.geometry.block = {kThreads, 1, 1};
+  spec.workgroup = {sharedBuffer(kScalars, i32),
+                    sharedBuffer({n, static_cast<int64_t>(Layout::kEntryWords)}, i64),
+                    sharedBuffer(2 * n, i64),
+                    sharedBuffer(2 * n + 2, i32),
+                    sharedBuffer(n, i32),
+                    sharedBuffer(kWarps, i32),
+                    sharedBuffer(1, i64)};
 
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     KernelBuilder kb{b};
@@ -112,9 +163,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
           rows = args[Role::PlaceRows], slots = args[Role::PlaceSlots],
           map = args[Role::ResidencyMap], recency = args[Role::ReplacementState],
           log = args[Role::StepLog], status = args[Role::Status];
-    Value scalars = args.workgroup(0);
-    Type i64 = b.getI64Type();
+    Value scalars = args.workgroup(kScalarWords), entries = args.workgroup(kEntries),
+          bounds = args.workgroup(kBounds), classes = args.workgroup(kClasses),
+          owned = args.workgroup(kOwned), warpLowest = args.workgroup(kWarpLowest),
+          goneRow = args.workgroup(kGone);
     Value tid = kb.threadId();
+    Value threads = kb.index(kThreads);
     auto dim32 = [&](Value memref) {
       return arith::IndexCastOp::create(b, i32, memref::DimOp::create(b, memref, kb.index(0)));
     };
@@ -155,7 +209,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
         kb.cmpi(P::sgt, dim32(log), kb.i32(0)), i32,
         [&] { return load(log, {kb.index(abi::StepLogLayout::kStep)}); },
         [&] { return kb.i32(0); });
-    Value lane = arith::IndexCastOp::create(b, i32, tid);
+    Value thread = arith::IndexCastOp::create(b, i32, tid);
+    Value lane = arith::IndexCastOp::create(b, i32, kb.laneOf(tid));
+    Value warp = kb.warpOf(tid);
     Value first = kb.cmpi(P::eq, tid, kb.index(0));
     auto flag = [&](Value condition) { return arith::ExtUIOp::create(b, i32, condition); };
     auto isSet = [&](Scalar word) { return kb.cmpi(P::ne, scalar(word), kb.i32(0)); };
@@ -169,11 +225,24 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       return NVVM::VoteSyncOp::create(b, i32, kb.i32(-1), bit, NVVM::VoteSyncKind::ballot)
           .getResult();
     };
-    /// A warp-wide scan: `trip(t)` examines positions t + lane (all lanes
-    /// together) and yields the trip's result; the loop ends at `end` or once
-    /// `done(result)`. Returns the last trip's result (`none` if no trip ran).
-    auto warpScan = [&](Value end, Value width, Value none, function_ref<Value(Value)> trip,
-                        function_ref<Value(Value)> done) {
+    /// The least i32 `v` over the warp; every lane gets it.
+    auto warpMin = [&](Value v) {
+      for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+        auto shuffle = gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR);
+        v = arith::MinSIOp::create(b, v, shuffle.getShuffleResult());
+      }
+      return v;
+    };
+    /// [0, end) over the CTA: thread t takes t, t + 1024, ...
+    auto overCTA = [&](Value end, function_ref<void(Value)> body) {
+      kb.forLoop(tid, end, threads, body);
+    };
+    /// A CTA-wide scan: `trip(t)` examines positions t + thread (all threads
+    /// together) and yields the trip's result, the same in every thread; the
+    /// loop ends at `end` or once `done(result)`. Returns the last trip's
+    /// result (`none` if no trip ran).
+    auto scan = [&](Value end, Value width, Value none, function_ref<Value(Value)> trip,
+                    function_ref<Value(Value)> done) {
       Type type = none.getType();
       auto loop = scf::WhileOp::create(b, TypeRange{i32, type}, ValueRange{kb.i32(0), none});
       OpBuilder::InsertionGuard guard(b);
@@ -189,13 +258,46 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       scf::YieldOp::create(b, ValueRange{next, result});
       return loop.getResult(1);
     };
+    /// How many of the sorted bounds are below `x` (`inclusive`: at most
+    /// `x`): a binary search over the 2N bounds in shared memory, a fixed
+    /// number of halvings.
+    int64_t halvings = static_cast<int64_t>(llvm::Log2_64(static_cast<uint64_t>(2 * n))) + 1;
+    auto boundsBelow = [&](Value x, bool inclusive) {
+      auto loop = scf::ForOp::create(b, kb.index(0), kb.index(halvings), kb.index(1),
+                                     ValueRange{kb.index(0), entriesIndex});
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value lo = loop.getRegionIterArgs()[0], hi = loop.getRegionIterArgs()[1];
+      Value open = kb.cmpi(P::ult, lo, hi);
+      Value sum = arith::AddIOp::create(b, lo, hi).getResult();
+      Value mid = arith::ShRUIOp::create(b, sum, kb.index(1)).getResult();
+      Value at = kb.select(open, mid, kb.index(0));
+      Value bound = load(bounds, {at});
+      Value below = kb.cmpi(inclusive ? P::sle : P::slt, bound, x);
+      Value right = andI(open, below), left = andI(open, notI(below));
+      Value nextLo = kb.select(right, arith::AddIOp::create(b, mid, kb.index(1)), lo);
+      Value nextHi = kb.select(left, mid, hi);
+      scf::YieldOp::create(b, ValueRange{nextLo, nextHi});
+      return loop.getResult(0);
+    };
+    /// Whether host row `row` lies in the range of append `i` (shared).
+    auto inRange = [&](Value row, Value i) {
+      Value begin = load(entries, {i, kb.index(Layout::kOwnerBegin)});
+      Value end = load(entries, {i, kb.index(Layout::kOwnerEnd)});
+      Value above = kb.cmpi(P::sge, row, begin);
+      Value below = kb.cmpi(P::slt, row, end);
+      return andI(above, below);
+    };
 
-    // 1. An empty list.
-    kb.forLoop(tid, entriesIndex, kb.index(kWarpSize), [&](Value i) {
+    // 1. An empty list; the appends into shared memory.
+    overCTA(entriesIndex, [&](Value i) {
       store(kb.i64(-1), rows, {i});
       store(kb.i32(-1), slots, {i});
     });
-    gpu::BarrierOp::create(b);
+    overCTA(nIndex, [&](Value i) {
+      for (int64_t w = 0; w < static_cast<int64_t>(Layout::kEntryWords); ++w)
+        store(load(list, {i, kb.index(w)}), entries, {i, kb.index(w)});
+    });
 
     // 2. The control words; bad ones replay nothing.
     kb.ifThen(first, [&] {
@@ -214,18 +316,95 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       setScalar(load(control, {kb.index(Layout::kFreeBudget)}), kBudget);
       setScalar(load(control, {kb.index(Layout::kNoVictimStep)}), kMemo);
       setScalar(load(control, {kb.index(Layout::kExcess)}), kExcess);
+      setScalar(kb.i32(0), kCounted);
+      store(kb.i64(-1), goneRow, {kb.index(0)});
     });
     gpu::BarrierOp::create(b);
     Value bad = isSet(kBad);
 
-    // 3. The appends, in call order: the whole warp steps through them (its
+    /// The owner counts (the CTA, uniformly): append i's count of the hot
+    /// rows in its range, from the hot rows as they are now.
+    auto countOwners = [&] {
+      // The bounds ascending (a rank sort: ties in index order); no row yet.
+      overCTA(entriesIndex, [&](Value j) {
+        auto boundAt = [&](Value k) {
+          Value row = arith::RemUIOp::create(b, k, nIndex).getResult();
+          Value isEnd = kb.cmpi(P::uge, k, nIndex);
+          Value word = kb.select(isEnd, kb.index(Layout::kOwnerEnd), kb.index(Layout::kOwnerBegin));
+          return load(entries, {row, word});
+        };
+        Value v = boundAt(j);
+        auto rank =
+            scf::ForOp::create(b, kb.index(0), entriesIndex, kb.index(1), ValueRange{kb.index(0)});
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(rank.getBody());
+          Value k = rank.getInductionVar();
+          Value other = boundAt(k);
+          Value less = kb.cmpi(P::slt, other, v);
+          Value tie = andI(kb.cmpi(P::eq, other, v), kb.cmpi(P::ult, k, j));
+          Value before = orI(less, tie);
+          Value count = rank.getRegionIterArgs()[0];
+          Value more = add(count, kb.index(1));
+          scf::YieldOp::create(b, ValueRange{kb.select(before, more, count)});
+        }
+        store(v, bounds, {rank.getResult(0)});
+      });
+      overCTA(kb.index(2 * n + 2), [&](Value c) { store(kb.i32(0), classes, {c}); });
+      gpu::BarrierOp::create(b);
+      // Every slot's row (including -1, as the rule compares every hot
+      // entry) counted in its class: the bounds at most the row. kUnroll
+      // loads at once.
+      Value slotIndexCount = kb.toIndex(slotCount);
+      kb.forLoop(tid, slotIndexCount, kb.index(kThreads * kUnroll), [&](Value s0) {
+        SmallVector<Value> valid, loaded;
+        for (int64_t u = 0; u < kUnroll; ++u) {
+          Value s = add(s0, kb.index(u * kThreads));
+          Value inTable = kb.cmpi(P::ult, s, slotIndexCount);
+          valid.push_back(inTable);
+          loaded.push_back(load(hot, {kb.select(inTable, s, s0)}));
+        }
+        for (int64_t u = 0; u < kUnroll; ++u)
+          kb.ifThen(valid[u], [&] {
+            memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::addi, kb.i32(1), classes,
+                                        ValueRange{boundsBelow(loaded[u], true)});
+          });
+      });
+      gpu::BarrierOp::create(b);
+      // Prefix sums: classes[c] = the rows in the classes before c.
+      kb.ifThen(first, [&] {
+        auto prefix = scf::ForOp::create(b, kb.index(0), kb.index(2 * n + 2), kb.index(1),
+                                         ValueRange{kb.i32(0)});
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(prefix.getBody());
+        Value c = prefix.getInductionVar();
+        Value sum = prefix.getRegionIterArgs()[0];
+        Value here = load(classes, {c});
+        store(sum, classes, {c});
+        scf::YieldOp::create(b, ValueRange{add(sum, here)});
+      });
+      gpu::BarrierOp::create(b);
+      // A row r lies in [begin, end) exactly when
+      // #bounds <= begin <= #bounds <= r <= #bounds < end.
+      overCTA(nIndex, [&](Value i) {
+        Value lo = boundsBelow(load(entries, {i, kb.index(Layout::kOwnerBegin)}), true);
+        Value last = boundsBelow(load(entries, {i, kb.index(Layout::kOwnerEnd)}), false);
+        Value hi = add(last, kb.index(1));
+        Value some = kb.cmpi(P::ugt, hi, lo);
+        Value atHi = load(classes, {hi});
+        Value atLo = load(classes, {kb.select(some, lo, hi)});
+        store(kb.select(some, sub(atHi, atLo), kb.i32(0)), owned, {i});
+      });
+      kb.ifThen(first, [&] { setScalar(kb.i32(1), kCounted); });
+      gpu::BarrierOp::create(b);
+    };
+
+    // 3. The appends, in call order: the whole CTA steps through them (its
     // control flow uniform: the decisions are shared words read after a
     // barrier); the first thread does the sequential parts.
     kb.forLoop(kb.index(0), kb.select(bad, kb.index(0), nIndex), kb.index(1), [&](Value i) {
-      Value aged = load(list, {i, kb.index(Layout::kAged)});
-      Value fresh = load(list, {i, kb.index(Layout::kFresh)});
-      Value begin = load(list, {i, kb.index(Layout::kOwnerBegin)});
-      Value end = load(list, {i, kb.index(Layout::kOwnerEnd)});
+      Value aged = load(entries, {i, kb.index(Layout::kAged)});
+      Value fresh = load(entries, {i, kb.index(Layout::kFresh)});
 
       // 3a. The checks and the aged row's slot (first thread).
       kb.ifThen(first, [&] {
@@ -235,7 +414,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
         kb.ifThen(badRow, [&] { report(abi::kStatusBadHostRow); });
         setScalar(flag(notI(orI(padding, badRow))), kGoOn);
         setScalar(kb.i32(0), kAging);
-        setScalar(kb.i32(0), kOwnerScan);
+        setScalar(kb.i32(0), kOwnerCheck);
         setScalar(kb.i32(0), kRelease);
         setScalar(kb.i32(0), kSearch);
         setScalar(kb.i32(-1), kVictim);
@@ -252,30 +431,18 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
             setScalar(kb.i32(1), kAging);
             setScalar(s, kSlot);
             // The request's first hot row resets the memo; only a memo that
-            // holds the step decides anything, so the scan runs only then.
-            setScalar(flag(memoHoldsStep()), kOwnerScan);
+            // holds the step decides anything, so the check runs only then.
+            setScalar(flag(memoHoldsStep()), kOwnerCheck);
           });
         });
       });
       gpu::BarrierOp::create(b);
 
-      // 3b. The owner scan (the warp): 32 hot rows a trip, a ballot of those
-      // in the request's range; the first trip with one ends it.
-      kb.ifThen(isSet(kOwnerScan), [&] {
-        Value found = warpScan(
-            slotCount, kb.i32(kWarpSize), kb.i32(0),
-            [&](Value t) {
-              Value at = add(t, lane);
-              Value valid = kb.cmpi(P::slt, at, slotCount);
-              Value index = kb.toIndex(kb.select(valid, at, kb.i32(0)));
-              Value row = load(hot, {index});
-              Value above = kb.cmpi(P::sge, row, begin);
-              Value below = kb.cmpi(P::slt, row, end);
-              Value inRange = andI(valid, andI(above, below));
-              return ballot(inRange);
-            },
-            [&](Value mask) { return kb.cmpi(P::ne, mask, kb.i32(0)); });
-        Value none = kb.cmpi(P::eq, found, kb.i32(0));
+      // 3b. The owner check: the counts, built by the CTA at the launch's
+      // first check; no hot row in the range resets the memo (first thread).
+      kb.ifThen(isSet(kOwnerCheck), [&] {
+        kb.ifThen(notI(isSet(kCounted)), countOwners);
+        Value none = kb.cmpi(P::eq, load(owned, {i}), kb.i32(0));
         kb.ifThen(andI(first, none), [&] { setScalar(kb.i32(0), kMemo); });
       });
 
@@ -292,23 +459,24 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       });
       gpu::BarrierOp::create(b);
 
-      // 3d. findVictim, non-forced (the warp): CLOCK from the hand over two
-      // laps at most, 32 slots a trip (fewer when the table has fewer, so
-      // that a trip never sees one slot twice). Lane l examines position
-      // k + l (slot (hand + k + l) mod slots, if k + l < 2 x slots); the
-      // victim is the lowest lane with an unreferenced candidate (hot, last
-      // use < the step); the referenced candidates before it (all, if none)
-      // get their second chance (cleared = last use), as the hand passes
-      // them in order; the hand stops right after the victim.
+      // 3d. findVictim, non-forced (the CTA): CLOCK from the hand over two
+      // laps at most, 1024 slots a trip (fewer when the table has fewer, so
+      // that a trip never sees one slot twice). Thread t examines position
+      // k + t (slot (hand + k + t) mod slots, if k + t < 2 x slots); the
+      // victim is the lowest position with an unreferenced candidate (hot,
+      // last use < the step): per warp a ballot's lowest lane, over the
+      // warps a shuffle min; the referenced candidates before it (all, if
+      // none) get their second chance (cleared = last use), as the hand
+      // passes them in order; the hand stops right after the victim.
       kb.ifThen(isSet(kSearch), [&] {
         Value hand = scalar(kHand);
         Value laps = add(slotCount, slotCount);
-        Value width = arith::MinSIOp::create(b, slotCount, kb.i32(kWarpSize));
-        Value victim = warpScan(
+        Value width = arith::MinSIOp::create(b, slotCount, kb.i32(kThreads));
+        Value victim = scan(
             laps, width, kb.i32(-1),
             [&](Value k) {
-              Value at = add(k, lane);
-              Value inTrip = kb.cmpi(P::slt, lane, width);
+              Value at = add(k, thread);
+              Value inTrip = kb.cmpi(P::slt, thread, width);
               Value inLaps = kb.cmpi(P::slt, at, laps);
               Value valid = andI(inTrip, inLaps);
               Value position = add(hand, at);
@@ -323,17 +491,26 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
               Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
               Value taken = andI(candidate, notI(referenced));
               Value mask = ballot(taken);
-              Value lowest = LLVM::CountTrailingZerosOp::create(b, i32, mask, false);
+              // The warp's lowest position (kThreads: none), then the trip's.
+              Value lowestLane = LLVM::CountTrailingZerosOp::create(b, i32, mask, false);
+              Value warpBase = arith::IndexCastOp::create(
+                  b, i32, arith::MulIOp::create(b, warp, kb.index(kWarpSize)));
+              Value some = kb.cmpi(P::ne, mask, kb.i32(0));
+              Value mine = kb.select(some, add(warpBase, lowestLane), kb.i32(kThreads));
+              kb.ifThen(kb.cmpi(P::eq, lane, kb.i32(0)), [&] { store(mine, warpLowest, {warp}); });
+              gpu::BarrierOp::create(b);
+              Value lowest = warpMin(load(warpLowest, {kb.laneOf(tid)}));
               // A referenced candidate the hand passes gets its second chance.
-              Value passed = kb.cmpi(P::ult, lane, lowest);
+              Value passed = kb.cmpi(P::slt, thread, lowest);
               Value chance = andI(andI(candidate, referenced), passed);
               kb.ifThen(chance, [&] { store(last, cleared, {slotIndex}); });
-              // (The second lap reads what the first cleared.)
+              // (The second lap reads what the first cleared; the next trip
+              // writes the warps' words again.)
               gpu::BarrierOp::create(b);
               Value victimAt = add(add(hand, k), lowest);
               Value victimSlot = arith::RemUIOp::create(b, victimAt, slotCount);
-              Value some = kb.cmpi(P::ne, mask, kb.i32(0));
-              return kb.select(some, victimSlot, kb.i32(-1));
+              Value found = kb.cmpi(P::slt, lowest, kb.i32(kThreads));
+              return kb.select(found, victimSlot, kb.i32(-1));
             },
             [&](Value found) { return kb.cmpi(P::sge, found, kb.i32(0)); });
         kb.ifThen(first, [&] {
@@ -351,11 +528,19 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       // 3e. The victim, or else the aged row itself, leaves; the new row
       // takes the free stack's top (first thread).
       kb.ifThen(first, [&] {
-        kb.ifThen(isSet(kRelease), [&] {
+        Value pushed = kb.i32(-1); // the slot pushed (-1: none)
+        {
+          auto release = scf::IfOp::create(b, TypeRange{i32}, isSet(kRelease),
+                                           /*withElseRegion=*/true);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(release.elseBlock());
+          scf::YieldOp::create(b, kb.i32(-1));
+          b.setInsertionPointToStart(release.thenBlock());
           Value victim = scalar(kVictim);
-          Value e =
-              kb.toIndex(kb.select(kb.cmpi(P::sge, victim, kb.i32(0)), victim, scalar(kSlot)));
+          Value e32 = kb.select(kb.cmpi(P::sge, victim, kb.i32(0)), victim, scalar(kSlot));
+          Value e = kb.toIndex(e32);
           Value gone = load(hot, {e});
+          store(gone, goneRow, {kb.index(0)});
           store(kb.i32(-1), map, {kb.toIndex(gone)});
           store(kb.i64(-1), hot, {e});
           store(load(recency, {e, kb.index(0)}), cleared, {e});
@@ -369,10 +554,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
             setScalar(kb.i32(0), kGoOn);
           });
           kb.ifThen(notI(full), [&] {
-            store(arith::IndexCastOp::create(b, i32, e), freeStack, {kb.toIndex(pushAt)});
+            store(e32, freeStack, {kb.toIndex(pushAt)});
             setScalar(add(pushAt, kb.i32(1)), kTop);
           });
-        });
+          scf::YieldOp::create(b, kb.select(full, kb.i32(-1), e32));
+          pushed = release.getResult(0);
+        }
         kb.ifThen(isSet(kGoOn), [&] {
           Value count = scalar(kTop);
           Value empty = kb.cmpi(P::eq, count, kb.i32(0));
@@ -380,7 +567,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
           kb.ifThen(notI(empty), [&] {
             Value left = sub(count, kb.i32(1));
             setScalar(left, kTop);
-            Value slot = load(freeStack, {kb.toIndex(left)});
+            // The top is the slot just pushed, if one was (no reload).
+            Value slot = ifValue(
+                kb.cmpi(P::sge, pushed, kb.i32(0)), i32, [&] { return pushed; },
+                [&] { return load(freeStack, {kb.toIndex(left)}); });
             Value inTable =
                 andI(kb.cmpi(P::sge, slot, kb.i32(0)), kb.cmpi(P::slt, slot, slotCount));
             kb.ifThen(notI(inTable), [&] { report(abi::kStatusBadSlot); });
@@ -395,27 +585,41 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
         });
       });
       gpu::BarrierOp::create(b);
+
+      // 3f. Once built, the counts follow the aged row (now hot) and the
+      // released row (no longer): a thread an append.
+      kb.ifThen(isSet(kCounted), [&] {
+        Value aging = isSet(kAging), released = isSet(kRelease);
+        Value gone = load(goneRow, {kb.index(0)});
+        overCTA(nIndex, [&](Value j) {
+          Value plus = andI(aging, inRange(aged, j));
+          Value minus = andI(released, inRange(gone, j));
+          Value delta = sub(flag(plus), flag(minus));
+          store(add(load(owned, {j}), delta), owned, {j});
+        });
+        // (The next append's first thread rewrites the words read here.)
+        gpu::BarrierOp::create(b);
+      });
     });
 
-    // 4. The new rows still mapped; the control words (first thread).
-    kb.ifThen(first, [&] {
-      kb.forLoop(kb.index(0), kb.select(bad, kb.index(0), nIndex), kb.index(1), [&](Value i) {
-        Value fresh = load(list, {i, kb.index(Layout::kFresh)});
-        kb.ifThen(andI(kb.cmpi(P::sge, fresh, kb.i64(0)), kb.cmpi(P::slt, fresh, hostRows)), [&] {
-          Value slot = load(map, {kb.toIndex(fresh)});
-          kb.ifThen(kb.cmpi(P::sge, slot, kb.i32(0)), [&] {
-            store(fresh, rows, {i});
-            store(slot, slots, {i});
-          });
+    // 4. The new rows still mapped (the CTA); the control words (first
+    // thread).
+    overCTA(kb.select(bad, kb.index(0), nIndex), [&](Value i) {
+      Value fresh = load(entries, {i, kb.index(Layout::kFresh)});
+      kb.ifThen(andI(kb.cmpi(P::sge, fresh, kb.i64(0)), kb.cmpi(P::slt, fresh, hostRows)), [&] {
+        Value slot = load(map, {kb.toIndex(fresh)});
+        kb.ifThen(kb.cmpi(P::sge, slot, kb.i32(0)), [&] {
+          store(fresh, rows, {i});
+          store(slot, slots, {i});
         });
       });
-      kb.ifThen(notI(bad), [&] {
-        store(scalar(kHand), control, {kb.index(Layout::kHand)});
-        store(scalar(kTop), control, {kb.index(Layout::kFreeCount)});
-        store(scalar(kBudget), control, {kb.index(Layout::kFreeBudget)});
-        store(scalar(kMemo), control, {kb.index(Layout::kNoVictimStep)});
-        store(scalar(kExcess), control, {kb.index(Layout::kExcess)});
-      });
+    });
+    kb.ifThen(andI(first, notI(bad)), [&] {
+      store(scalar(kHand), control, {kb.index(Layout::kHand)});
+      store(scalar(kTop), control, {kb.index(Layout::kFreeCount)});
+      store(scalar(kBudget), control, {kb.index(Layout::kFreeBudget)});
+      store(scalar(kMemo), control, {kb.index(Layout::kNoVictimStep)});
+      store(scalar(kExcess), control, {kb.index(Layout::kExcess)});
     });
     gpu::ReturnOp::create(b);
   };

@@ -133,8 +133,8 @@ def Dhs_SortRowsOp : Dhs_Op<"sort_rows"> {
 def Dhs_AgeRowsOp : Dhs_Op<"age_rows"> {
   let summary = "The appends between steps, replayed over the device residency state";
   let description = [{
-    Replays, in call order and with one warp, the appends the host recorded
-    for one layer group between two steps (`appends[i]`: the host row leaving
+    Replays, in call order and with one CTA of 1024 threads, the appends the
+    host recorded for one layer group between two steps (`appends[i]`: the host row leaving
     its request's newest window or -1, the new host row (-1: padding, skipped),
     and the request's host range [begin, end); `AgeRowsLayout` in
     `runtime/abi/Contract.h`), as the residency controller's append does them
@@ -163,6 +163,13 @@ def Dhs_AgeRowsOp : Dhs_Op<"age_rows"> {
     Bad control words, an aged row without a slot, or an empty free stack are
     reported (`BadSlot`), a host row outside the map `BadHostRow`; that
     append is skipped.
+
+    The kernel keeps the per-append work independent of the table's size
+    where it can: whether a request holds a hot row is a count per append
+    (built over the hot rows at the launch's first check that needs one,
+    kept current after each append), and the CLOCK search examines 1024
+    slots a trip. At most 512 appends a launch (the runtime splits longer
+    lists).
 
     ```mlir
     dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)

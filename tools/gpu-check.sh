@@ -139,6 +139,9 @@ steps() {
   sed "s/layers = 4/layers = 1/g" "$root/examples/decision_step.mlir" > "$dir/decision_step_g1.mlir"
   "$build/bin/dhs-compile" "$dir/decision_step_g1.mlir" --requests 128 --positions 1 \
     --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b128_g1" || exit 1
+  sed "s/layers = 4/layers = 1/g" "$root/examples/aging_step.mlir" > "$dir/aging_step_g1.mlir"
+  "$build/bin/dhs-compile" "$dir/aging_step_g1.mlir" --requests 128 --hbm-slots 65536 \
+    -o "$dir/decisions/aging_b128_g1" || exit 1
 }
 
 bundle() {
@@ -267,8 +270,9 @@ run() {
   echo "== executor steps: residency decided by the host vs on the device"
   if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
     # Appends taken back to the host for each step (the faster path today),
-    # then replayed on the device (dhs.age_rows: one warp, its scans 32 slots
-    # a trip; bench/NOTES.md has the one-thread form's 80 ms a step).
+    # then replayed on the device (dhs.age_rows: one CTA, O(1) owner checks,
+    # CLOCK trips of 1024 slots; bench/NOTES.md has the one-thread form's
+    # 80 ms a step and the one-warp form's 6.5 ms).
     "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
       "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
       > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
@@ -282,6 +286,14 @@ run() {
       "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
       > "$results/decision_b128.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (B=128)"; }
     sed 's/^/  /' "$results/decision_b128.log"
+    # The same with the appends replayed on the device (the one-warp kernel
+    # took 1.73 s a step here); its slots must end as the host's.
+    "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 --steps 10 \
+      --aging-step "$dir/decisions/aging_b128_g1" "$dir/decisions/place_rows_g1" \
+      "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
+      > "$results/decision_b128_aging.log" 2>&1 ||
+      { failed=1; echo "FAILED: decision benchmark (B=128, aging)"; }
+    sed 's/^/  /' "$results/decision_b128_aging.log"
   fi
 
   checkpoint

@@ -1,16 +1,20 @@
-// dhs.age_rows: one warp replays the appends recorded between two steps over
-// the device residency state, in call order, as the controller's append does
-// them; its first thread does the sequential parts and the warp the scans.
-// Per append: the aged row's slot (from the pool's residency map) becomes
-// hot, after a scan of the hot rows for its request's range (32 a trip, a
-// ballot; none: its first hot row resets the victim-search memo); the budget
-// word drops, and below 0 a CLOCK search from the hand (unless the memo
-// holds the step, word 0 of the pool's step log) over two laps, 32 slots a
-// trip, takes an unreferenced candidate (hot, last use < the step; the
-// ballot's lowest lane), clearing the references of the lanes before it;
-// the victim or the aged row leaves (map -1, pushed on the free stack); the
-// new row takes the stack's top (map, [step, 0], referenced).
-// Its list is what the place_rows launch after it carries out.
+// dhs.age_rows: one CTA of 1024 threads replays the appends recorded between
+// two steps over the device residency state, in call order, as the
+// controller's append does them; its first thread does the sequential parts
+// and the CTA the parallel ones. Per append: the aged row's slot (from the
+// pool's residency map) becomes hot; while the victim-search memo holds the
+// step (word 0 of the pool's step log) an owner check reads a count of the
+// hot rows in the request's range (none: its first hot row resets the
+// memo), the counts built by the CTA at the launch's first check (the
+// ranges' bounds rank-sorted in shared memory, each hot row's class by a
+// binary search and a shared atomic, prefix sums) and kept current after
+// each append; the budget word drops, and below 0 a CLOCK search from the
+// hand (unless the memo holds the step) over two laps, 1024 slots a trip,
+// takes an unreferenced candidate (hot, last use < the step; the lowest
+// position over the warps' ballots), clearing the references of the
+// positions before it; the victim or the aged row leaves (map -1, pushed on
+// the free stack); the new row takes the stack's top (map, [step, 0],
+// referenced). Its list is what the place_rows launch after it carries out.
 // RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: rm -rf %t && dhs-compile %s -o %t
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
@@ -23,65 +27,97 @@
 // CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} -> memref<?xi32>
 // CHECK-DAG: %[[RECENCY:.*]] = dhs.pool_recency of %{{.*}} -> memref<?x2xi32>
 // CHECK-DAG: %[[MAP:.*]] = dhs.pool_map of %{{.*}} -> memref<?xi32>
-// One warp.
-// CHECK: gpu.launch_func @age_rows::@age_rows blocks in (%c1, %c1, %c1) threads in (%c32, %c1, %c1) args(%[[APPENDS]] : memref<64x4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<8xi32>, %[[ROWS]] : memref<128xi64>, %[[SLOTS]] : memref<128xi32>, %[[MAP]] : memref<?xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "age_rows", dhs.roles = ["age_list", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "residency_map", "replacement_state", "step_log", "status"]}
+// One CTA of 1024 threads.
+// CHECK: gpu.launch_func @age_rows::@age_rows blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[APPENDS]] : memref<64x4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<8xi32>, %[[ROWS]] : memref<128xi64>, %[[SLOTS]] : memref<128xi32>, %[[MAP]] : memref<?xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "age_rows", dhs.roles = ["age_list", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "residency_map", "replacement_state", "step_log", "status"]}
 // The list carried out by place_rows from the same buffers.
 // CHECK: gpu.launch_func @place_rows::@place_rows {{.*}} %[[ROWS]] : memref<128xi64>, %[[SLOTS]] : memref<128xi32>
 
 // CHECK-LABEL: gpu.func @age_rows
 // CHECK-SAME: (%[[L:[a-z0-9]+]]: memref<64x4xi64>, %[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, %[[F:[a-z0-9]+]]: memref<2048xi32>, %[[CTL:[a-z0-9]+]]: memref<8xi32>, %[[R:[a-z0-9]+]]: memref<128xi64>, %[[S:[a-z0-9]+]]: memref<128xi32>, %[[M:[a-z0-9]+]]: memref<?xi32>, %[[REC:[a-z0-9]+]]: memref<?x2xi32>, %[[LG:[a-z0-9]+]]: memref<?xi32>, %[[ST:[a-z0-9]+]]: memref<1xi32>)
-// CHECK-SAME: workgroup(%[[SC:.*]] : memref<13xi32, #gpu.address_space<workgroup>>
-// CHECK-SAME: known_block_size = array<i32: 32, 1, 1>
-// The step from the log; 1. the list emptied by the warp.
+// Shared: the scalars, the appends, the sorted bounds (2N), the classes
+// (2N + 2), the counts (N), the warps' lowest positions, the released row.
+// CHECK-SAME: workgroup(%[[SC:.*]] : memref<14xi32, #gpu.address_space<workgroup>> {{.*}}, %[[E:.*]] : memref<64x4xi64, #gpu.address_space<workgroup>> {{.*}}, %[[B:.*]] : memref<128xi64, #gpu.address_space<workgroup>> {{.*}}, %[[K:.*]] : memref<130xi32, #gpu.address_space<workgroup>> {{.*}}, %[[O:.*]] : memref<64xi32, #gpu.address_space<workgroup>> {{.*}}, %[[WL:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[G:.*]] : memref<1xi64, #gpu.address_space<workgroup>> {{.*}})
+// CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
+// The step from the log; 1. the list emptied and the appends copied by the
+// CTA.
 // CHECK: memref.load %[[LG]][%c0]
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c128 step %c32
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c128 step %c1024
 // CHECK: memref.store %c-1_i64, %[[R]]
 // CHECK: memref.store %c-1_i32, %[[S]]
-// CHECK: gpu.barrier
-// 2. The control words: hand, free count, budget, memo (6), excess (7).
+// CHECK: scf.for %[[I0:.*]] = %{{.*}} to %c64 step %c1024
+// CHECK: %[[W0:.*]] = memref.load %[[L]][%[[I0]], %c0]
+// CHECK: memref.store %[[W0]], %[[E]][%[[I0]], %c0]
+// 2. The control words: hand, free count, budget, memo (6), excess (7); the
+// counts not built (13).
 // CHECK: memref.load %[[CTL]][%c0]
 // CHECK: memref.load %[[CTL]][%c1]
 // CHECK: memref.atomic_rmw ori %c2_i32, %[[ST]]
 // CHECK: memref.load %[[CTL]][%c2]
 // CHECK: memref.load %[[CTL]][%c6]
 // CHECK: memref.load %[[CTL]][%c7]
-// 3. Per append: its words, a bad host row (4), the aged row's slot.
-// CHECK: scf.for
-// CHECK: memref.load %[[L]][%{{.*}}, %c0]
-// CHECK: memref.load %[[L]][%{{.*}}, %c1]
+// CHECK: memref.store %c0_i32, %[[SC]][%c13]
+// CHECK: gpu.barrier
+// 3. Per append: its words (shared), a bad host row (4), the aged row's slot.
+// CHECK: scf.for %[[I:.*]] = %c0 to %{{.*}} step %c1
+// CHECK: %[[AGED:.*]] = memref.load %[[E]][%[[I]], %c0]
+// CHECK: memref.load %[[E]][%[[I]], %c1]
 // CHECK: memref.atomic_rmw ori %c4_i32, %[[ST]]
 // CHECK: memref.load %[[M]]
-// The first thread's decisions, read by the warp after a barrier.
+// The first thread's decisions, read by the CTA after a barrier.
 // CHECK: gpu.barrier
-// The owner scan (the warp), only while the memo holds the step (word 9):
-// lane l reads hot row t + l, a ballot of those in the range; a trip with
-// one ends it; none resets the memo (first thread).
-// CHECK: %[[SCAN:.*]] = memref.load %[[SC]][%c9]
-// CHECK: %[[SCANS:.*]] = arith.cmpi ne, %[[SCAN]], %c0_i32
-// CHECK: scf.if %[[SCANS]]
-// CHECK: scf.while (%{{.*}} = %c0_i32, %{{.*}} = %c0_i32) : (i32, i32) -> (i32, i32)
-// CHECK: arith.cmpi slt, %{{.*}}, %c2048_i32
-// CHECK: arith.cmpi eq, %{{.*}}, %c0_i32
-// CHECK: } do {
-// CHECK: ^bb0(%[[T:.*]]: i32, %{{.*}}: i32):
-// CHECK: %[[AT:.*]] = arith.addi %[[T]], %[[LANE:[0-9]+]] : i32
-// CHECK: %[[VALID:.*]] = arith.cmpi slt, %[[AT]], %c2048_i32
-// CHECK: memref.load %[[H]]
-// CHECK: %[[INRANGE:.*]] = arith.andi %[[VALID]],
-// CHECK-NEXT: %[[OWNERS:.*]] = nvvm.vote.sync ballot %c-1_i32, %[[INRANGE]] -> i32
-// CHECK: %[[NEXTT:.*]] = arith.addi %[[T]], %c32_i32
-// CHECK: scf.yield %[[NEXTT]], %[[OWNERS]]
+// The owner check, only while the memo holds the step (word 9).
+// CHECK: %[[CHECK:.*]] = memref.load %[[SC]][%c9]
+// CHECK: %[[CHECKS:.*]] = arith.cmpi ne, %[[CHECK]], %c0_i32
+// CHECK: scf.if %[[CHECKS]]
+// At the first check the counts are built (13 unset): the bounds (begins,
+// word 2, and ends, word 3) rank-sorted into shared memory ...
+// CHECK: %[[BUILT:.*]] = memref.load %[[SC]][%c13]
+// CHECK: %[[UNBUILT:.*]] = arith.cmpi eq, %[[BUILT]], %c0_i32
+// CHECK: scf.if %[[UNBUILT]]
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %c128 step %c1024
+// CHECK: %[[V:.*]] = memref.load %[[E]]
+// CHECK: %[[RANK:.*]] = scf.for %{{.*}} = %c0 to %c128 step %c1 iter_args
+// CHECK: arith.cmpi slt, %{{.*}}, %[[V]] : i64
+// CHECK: memref.store %[[V]], %[[B]][%[[RANK]]]
+// CHECK: memref.store %c0_i32, %[[K]]
+// CHECK: gpu.barrier
+// ... every slot's row, 4 loads at once, counted in its class (a binary
+// search, 8 halvings over the 128 bounds: the bounds at most the row) ...
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c2048 step %c4096
+// CHECK-COUNT-4: memref.load %[[H]][
+// CHECK: %[[CLASS:.*]]:2 = scf.for %{{.*}} = %c0 to %c8 step %c1 iter_args(%{{.*}} = %c0, %{{.*}} = %c128)
+// CHECK: memref.load %[[B]]
+// CHECK: arith.cmpi sle
+// CHECK: memref.atomic_rmw addi %c1_i32, %[[K]][%[[CLASS]]#0]
+// CHECK: gpu.barrier
+// ... prefix sums (first thread) ...
+// CHECK: scf.for %{{.*}} = %c0 to %c130 step %c1 iter_args
+// CHECK: gpu.barrier
+// ... and each append's count: the classes from #bounds <= begin to
+// #bounds < end.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c64 step %c1024
+// CHECK: memref.load %[[E]][%{{.*}}, %c2]
+// CHECK: arith.cmpi sle
+// CHECK: memref.load %[[E]][%{{.*}}, %c3]
+// CHECK: arith.cmpi slt
+// CHECK: memref.store %{{.*}}, %[[O]]
+// CHECK: memref.store %c1_i32, %[[SC]][%c13]
+// CHECK: gpu.barrier
+// No hot row in the range resets the memo (first thread).
+// CHECK: %[[OWNED:.*]] = memref.load %[[O]][%[[I]]]
+// CHECK: arith.cmpi eq, %[[OWNED]], %c0_i32
 // CHECK: memref.store %c0_i32, %[[SC]][%c3]
 // The slot becomes hot; over the budget a release (10), a search unless the
 // memo holds the step (11).
-// CHECK: memref.store %{{.*}}, %[[H]]
+// CHECK: memref.store %[[AGED]], %[[H]][
 // CHECK: memref.store %c1_i32, %[[SC]][%c10]
 // CHECK: memref.store %{{.*}}, %[[SC]][%c11]
 // CHECK: gpu.barrier
-// The CLOCK search (the warp): two laps at most, 32 slots a trip from the
-// hand; candidates hot with an earlier last use; a ballot of the
-// unreferenced ones, the victim its lowest lane; the referenced lanes before
-// it cleared; a barrier a trip.
+// The CLOCK search (the CTA): two laps at most, 1024 slots a trip from the
+// hand; candidates hot with an earlier last use; per warp a ballot of the
+// unreferenced ones and its lowest lane, the trip's victim the least over
+// the warps (a shuffle min); the referenced positions before it cleared;
+// two barriers a trip.
 // CHECK: %[[SEARCH:.*]] = memref.load %[[SC]][%c11]
 // CHECK: %[[SEARCHES:.*]] = arith.cmpi ne, %[[SEARCH]], %c0_i32
 // CHECK: scf.if %[[SEARCHES]]
@@ -89,30 +125,39 @@
 // CHECK: scf.while (%{{.*}} = %c0_i32, %{{.*}} = %c-1_i32) : (i32, i32) -> (i32, i32)
 // CHECK: arith.cmpi slt, %{{.*}}, %c4096_i32
 // CHECK: } do {
-// CHECK: ^bb0(%[[K:.*]]: i32, %{{.*}}: i32):
-// CHECK: %[[POS:.*]] = arith.addi %[[K]], %[[LANE]] : i32
+// CHECK: ^bb0(%[[KT:.*]]: i32, %{{.*}}: i32):
+// CHECK: %[[POS:.*]] = arith.addi %[[KT]], %[[THREAD:[0-9]+]] : i32
+// CHECK: arith.cmpi slt, %[[THREAD]], %c1024_i32
 // CHECK: arith.cmpi slt, %[[POS]], %c4096_i32
 // CHECK: %[[RAW:.*]] = arith.addi %[[HAND]], %[[POS]]
 // CHECK: arith.remui %[[RAW]], %c2048_i32
 // CHECK: %[[LAST:.*]] = memref.load %[[REC]][%{{.*}}, %c0]
 // CHECK: arith.cmpi ult, %[[LAST]]
-// CHECK: memref.load %[[H]]
+// CHECK: memref.load %[[H]][
 // CHECK: %[[CL:.*]] = memref.load %[[C]]
 // CHECK: %[[UNREF:.*]] = arith.cmpi eq, %[[LAST]], %[[CL]]
 // CHECK: %[[TAKEN:.*]] = arith.andi %{{.*}}, %[[UNREF]]
 // CHECK-NEXT: %[[VOTES:.*]] = nvvm.vote.sync ballot %c-1_i32, %[[TAKEN]] -> i32
-// CHECK: %[[LOWEST:.*]] = "llvm.intr.cttz"(%[[VOTES]]) <{is_zero_poison = false}>
-// CHECK: %[[BEFORE:.*]] = arith.cmpi ult, %[[LANE]], %[[LOWEST]]
+// CHECK: %[[LOWLANE:.*]] = "llvm.intr.cttz"(%[[VOTES]]) <{is_zero_poison = false}>
+// CHECK: %[[SOME:.*]] = arith.cmpi ne, %[[VOTES]], %c0_i32
+// CHECK: %[[WPOS:.*]] = arith.addi %{{.*}}, %[[LOWLANE]]
+// CHECK: %[[MINE:.*]] = arith.select %[[SOME]], %[[WPOS]], %c1024_i32
+// CHECK: memref.store %[[MINE]], %[[WL]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[WL]]
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: %[[LOWEST:.*]] = arith.minsi
+// CHECK: %[[BEFORE:.*]] = arith.cmpi slt, %[[THREAD]], %[[LOWEST]]
 // CHECK: %[[CHANCE:.*]] = arith.andi %{{.*}}, %[[BEFORE]]
 // CHECK: scf.if %[[CHANCE]]
 // CHECK: memref.store %[[LAST]], %[[C]]
 // CHECK: gpu.barrier
-// CHECK: %[[VK:.*]] = arith.addi %[[HAND]], %[[K]]
+// CHECK: %[[VK:.*]] = arith.addi %[[HAND]], %[[KT]]
 // CHECK: %[[VAT:.*]] = arith.addi %[[VK]], %[[LOWEST]]
 // CHECK: %[[VSLOT:.*]] = arith.remui %[[VAT]], %c2048_i32
-// CHECK: %[[SOME:.*]] = arith.cmpi ne, %[[VOTES]], %c0_i32
-// CHECK: %[[VICTIM:.*]] = arith.select %[[SOME]], %[[VSLOT]], %c-1_i32
-// CHECK: %[[NEXTK:.*]] = arith.addi %[[K]], %c32_i32
+// CHECK: %[[FOUND:.*]] = arith.cmpi slt, %[[LOWEST]], %c1024_i32
+// CHECK: %[[VICTIM:.*]] = arith.select %[[FOUND]], %[[VSLOT]], %c-1_i32
+// CHECK: %[[NEXTK:.*]] = arith.addi %[[KT]], %c1024_i32
 // CHECK: scf.yield %[[NEXTK]], %[[VICTIM]]
 // The hand right after the victim (or back where it was), the victim (12); a
 // failed search sets the memo.
@@ -120,18 +165,35 @@
 // CHECK: memref.store %{{.*}}, %[[SC]][%c12]
 // CHECK: memref.store %{{.*}}, %[[SC]][%c3]
 // CHECK: gpu.barrier
-// The leaving row: unmapped, not hot, pushed.
+// The leaving row: kept for the counts, unmapped, not hot, pushed.
+// CHECK: %[[GONE:.*]] = memref.load %[[H]][
+// CHECK: memref.store %[[GONE]], %[[G]][%c0]
 // CHECK: memref.store %c-1_i32, %[[M]]
-// CHECK: memref.store %c-1_i64, %[[H]]
+// CHECK: memref.store %c-1_i64, %[[H]][
 // CHECK: memref.store %{{.*}}, %[[F]]
-// The new row: the stack's top, mapped, stamped [step, 0], referenced.
+// The new row: the slot just pushed or else the stack's top, mapped, stamped
+// [step, 0], referenced.
+// CHECK: scf.if %{{.*}} -> (i32)
+// CHECK: } else {
 // CHECK: memref.load %[[F]]
 // CHECK: memref.store %{{.*}}, %[[M]]
 // CHECK: memref.store %{{.*}}, %[[REC]][%{{.*}}, %c0]
 // CHECK: memref.store %c0_i32, %[[REC]][%{{.*}}, %c1]
 // CHECK: memref.store %c-1_i32, %[[C]]
-// 4. The list of mapped new rows; the control words.
-// CHECK: scf.for
+// CHECK: gpu.barrier
+// Once built (13), the counts follow the aged row (+1) and the released row
+// (-1): a thread an append; a barrier.
+// CHECK: %[[COUNTED:.*]] = memref.load %[[SC]][%c13]
+// CHECK: arith.cmpi ne, %[[COUNTED]], %c0_i32
+// CHECK: memref.load %[[G]][%c0]
+// CHECK: scf.for %[[JO:.*]] = %{{.*}} to %c64 step %c1024
+// CHECK: arith.subi
+// CHECK: %[[WAS:.*]] = memref.load %[[O]][%[[JO]]]
+// CHECK: %[[NOW:.*]] = arith.addi %[[WAS]]
+// CHECK: memref.store %[[NOW]], %[[O]][%[[JO]]]
+// CHECK: gpu.barrier
+// 4. The list of mapped new rows (the CTA); the control words.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c1024
 // CHECK: memref.store %{{.*}}, %[[R]]
 // CHECK: memref.store %{{.*}}, %[[S]]
 // CHECK: memref.store %{{.*}}, %[[CTL]][%c0]
