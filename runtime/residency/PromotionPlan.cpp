@@ -6,6 +6,7 @@
 #include "runtime/residency/Residency.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 namespace dhs::runtime {
@@ -207,6 +208,49 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
     }
     return -1;
   };
+  // Whether a request holds a hot row, as the kernel decides it: a count per
+  // append of the hot rows in its range, built at the first check that
+  // needs one and kept current from then on. The build: the 2N bounds
+  // sorted; each hot entry (-1 too: the rule compares every entry) counted
+  // in its class, the number of bounds at most it; prefix sums over the
+  // classes. A row r lies in [begin, end) exactly when
+  // #bounds <= begin <= class(r) <= #bounds < end, so append i's count is a
+  // difference of two prefix sums, whatever the ranges.
+  std::vector<std::int64_t> owned;
+  auto countOwners = [&] {
+    std::vector<std::int64_t> bounds;
+    bounds.reserve(2 * static_cast<std::size_t>(n));
+    for (const DeviceAppend &a : appends)
+      bounds.push_back(a.ownerBegin);
+    for (const DeviceAppend &a : appends)
+      bounds.push_back(a.ownerEnd);
+    std::sort(bounds.begin(), bounds.end());
+    auto atMost = [&](std::int64_t x) {
+      return std::upper_bound(bounds.begin(), bounds.end(), x) - bounds.begin();
+    };
+    auto below = [&](std::int64_t x) {
+      return std::lower_bound(bounds.begin(), bounds.end(), x) - bounds.begin();
+    };
+    std::vector<std::int64_t> before(bounds.size() + 2, 0); // rows in the classes before c
+    for (const std::int64_t row : g.hotRows)
+      ++before[static_cast<std::size_t>(atMost(row) + 1)];
+    std::partial_sum(before.begin(), before.end(), before.begin());
+    owned.resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const DeviceAppend &a = appends[static_cast<std::size_t>(i)];
+      const std::ptrdiff_t lo = atMost(a.ownerBegin), hi = below(a.ownerEnd) + 1;
+      owned[static_cast<std::size_t>(i)] =
+          hi > lo ? before[static_cast<std::size_t>(hi)] - before[static_cast<std::size_t>(lo)] : 0;
+    }
+  };
+  /// `row` became hot (+1) or left (-1): the counts of the ranges holding it.
+  auto countRow = [&](std::int64_t row, std::int64_t delta) {
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(owned.size()); ++j) {
+      const DeviceAppend &a = appends[static_cast<std::size_t>(j)];
+      if (row >= a.ownerBegin && row < a.ownerEnd)
+        owned[static_cast<std::size_t>(j)] += delta;
+    }
+  };
   std::vector<std::int64_t> released(static_cast<std::size_t>(n), -1);
   for (std::int64_t i = 0; i < n; ++i) {
     const DeviceAppend &entry = appends[static_cast<std::size_t>(i)];
@@ -223,16 +267,16 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
         continue;
       }
       // makeHot: a request's first hot row resets the memo. Only a memo that
-      // holds the step decides anything, so the scan for the request's hot
+      // holds the step decides anything, so the check for the request's hot
       // rows runs only then (a memo of another step may stay as it is).
-      bool ownerHot = !(g.noVictimStep == step && step != 0);
-      for (std::int64_t t = 0; t < slots && !ownerHot; ++t) {
-        const std::int64_t row = g.hotRows[static_cast<std::size_t>(t)];
-        ownerHot = row >= entry.ownerBegin && row < entry.ownerEnd;
+      if (g.noVictimStep == step && step != 0) {
+        if (owned.empty())
+          countOwners();
+        if (owned[static_cast<std::size_t>(i)] == 0)
+          g.noVictimStep = 0;
       }
-      if (!ownerHot)
-        g.noVictimStep = 0;
       g.hotRows[static_cast<std::size_t>(s)] = entry.aged;
+      countRow(entry.aged, 1);
       ++g.excess;
       if (g.excess > state.budget) {
         // findVictim, non-forced: the memo answers first.
@@ -244,6 +288,7 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
         }
         const std::size_t e = static_cast<std::size_t>(victim >= 0 ? victim : s);
         released[static_cast<std::size_t>(i)] = g.hotRows[e];
+        countRow(g.hotRows[e], -1);
         state.map[static_cast<std::size_t>(g.hotRows[e])] = -1;
         g.hotRows[e] = -1;
         g.cleared[e] = static_cast<std::int32_t>(lastUse(static_cast<std::int64_t>(e)));

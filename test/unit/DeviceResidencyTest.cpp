@@ -25,6 +25,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -494,6 +495,241 @@ TEST_CASE("the age_rows rule after a step whose promotions ran out of victims",
   }
   CHECK(counts.underMemo > 0);
   CHECK(counts.released == counts.appended);
+}
+
+namespace {
+
+/// planAgeRows as it was before the owner counts: the owner check a scan of
+/// the hot rows (the one-warp kernel's rule).
+std::uint32_t planAgeRowsByScan(AgeRowsState &state, const std::vector<DeviceAppend> &appends,
+                                PromotionPlanList &list) {
+  DeviceGroupState &g = state.group;
+  const std::int64_t n = static_cast<std::int64_t>(appends.size());
+  const std::int64_t slots = static_cast<std::int64_t>(g.hotRows.size());
+  const std::int64_t hostRows = static_cast<std::int64_t>(state.map.size());
+  list.rows.assign(2 * static_cast<std::size_t>(n), -1);
+  list.slots.assign(list.rows.size(), -1);
+  if (g.hand < 0 || g.hand >= std::max<std::int64_t>(slots, 1) || g.freeCount < 0 ||
+      g.freeCount > static_cast<std::int64_t>(g.freeStack.size()) ||
+      static_cast<std::int64_t>(g.cleared.size()) < slots ||
+      static_cast<std::int64_t>(g.recency.size()) < 2 * slots)
+    return dhs_abi::kStatusBadSlot;
+  std::uint32_t status = 0;
+  const std::uint32_t step = g.step;
+  auto lastUse = [&](std::int64_t s) {
+    return static_cast<std::uint32_t>(g.recency[2 * static_cast<std::size_t>(s)]);
+  };
+  auto referenced = [&](std::int64_t s) {
+    return static_cast<std::int32_t>(lastUse(s)) != g.cleared[static_cast<std::size_t>(s)];
+  };
+  // The controller's clockVictim, non-forced, over the whole pool.
+  auto clockVictim = [&]() -> std::int64_t {
+    for (std::int64_t i = 0; i < 2 * slots; ++i) {
+      const std::int64_t s = g.hand;
+      g.hand = static_cast<std::int32_t>(s + 1 == slots ? 0 : s + 1);
+      if (g.hotRows[static_cast<std::size_t>(s)] < 0 || lastUse(s) >= step)
+        continue;
+      if (referenced(s)) {
+        g.cleared[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(lastUse(s));
+        continue;
+      }
+      return s;
+    }
+    return -1;
+  };
+  std::vector<std::int64_t> released(static_cast<std::size_t>(n), -1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const DeviceAppend &entry = appends[static_cast<std::size_t>(i)];
+    if (entry.fresh < 0)
+      continue; // padding
+    if (entry.fresh >= hostRows || entry.aged >= hostRows) {
+      status |= dhs_abi::kStatusBadHostRow;
+      continue;
+    }
+    if (entry.aged >= 0) {
+      const std::int64_t s = state.map[static_cast<std::size_t>(entry.aged)];
+      if (s < 0 || s >= slots || g.hotRows[static_cast<std::size_t>(s)] >= 0) {
+        status |= dhs_abi::kStatusBadSlot;
+        continue;
+      }
+      // makeHot: a request's first hot row resets the memo. Only a memo that
+      // holds the step decides anything, so the scan for the request's hot
+      // rows runs only then (a memo of another step may stay as it is).
+      bool ownerHot = !(g.noVictimStep == step && step != 0);
+      for (std::int64_t t = 0; t < slots && !ownerHot; ++t) {
+        const std::int64_t row = g.hotRows[static_cast<std::size_t>(t)];
+        ownerHot = row >= entry.ownerBegin && row < entry.ownerEnd;
+      }
+      if (!ownerHot)
+        g.noVictimStep = 0;
+      g.hotRows[static_cast<std::size_t>(s)] = entry.aged;
+      ++g.excess;
+      if (g.excess > state.budget) {
+        // findVictim, non-forced: the memo answers first.
+        std::int64_t victim = -1;
+        if (!(g.noVictimStep == step && step != 0)) {
+          victim = clockVictim();
+          if (victim < 0)
+            g.noVictimStep = step;
+        }
+        const std::size_t e = static_cast<std::size_t>(victim >= 0 ? victim : s);
+        released[static_cast<std::size_t>(i)] = g.hotRows[e];
+        state.map[static_cast<std::size_t>(g.hotRows[e])] = -1;
+        g.hotRows[e] = -1;
+        g.cleared[e] = static_cast<std::int32_t>(lastUse(static_cast<std::int64_t>(e)));
+        --g.excess;
+        if (g.freeCount >= static_cast<std::int32_t>(g.freeStack.size())) {
+          status |= dhs_abi::kStatusBadSlot;
+          continue;
+        }
+        g.freeStack[static_cast<std::size_t>(g.freeCount++)] = static_cast<std::int32_t>(e);
+      }
+    }
+    if (g.freeCount == 0) {
+      status |= dhs_abi::kStatusBadSlot;
+      continue;
+    }
+    const std::int32_t slot = g.freeStack[static_cast<std::size_t>(--g.freeCount)];
+    if (slot < 0 || slot >= slots) {
+      status |= dhs_abi::kStatusBadSlot;
+      continue;
+    }
+    const std::size_t s = static_cast<std::size_t>(slot);
+    state.map[static_cast<std::size_t>(entry.fresh)] = slot;
+    g.recency[2 * s] = static_cast<std::int32_t>(step);
+    g.recency[2 * s + 1] = 0;
+    g.cleared[s] = -1;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::size_t at = static_cast<std::size_t>(i);
+    const std::int64_t fresh = appends[at].fresh;
+    if (fresh >= 0 && fresh < hostRows && state.map[static_cast<std::size_t>(fresh)] >= 0) {
+      list.rows[at] = fresh;
+      list.slots[at] = state.map[static_cast<std::size_t>(fresh)];
+    }
+    list.rows[static_cast<std::size_t>(n) + at] = released[at];
+  }
+  return status;
+}
+
+/// A random group state with `slots` slots and `hostRows` host rows, each
+/// slot hot, holding a newest row (mapped, not hot) or free, and `n` appends:
+/// aged rows among the newest (sometimes -1, unmapped or hot), new rows
+/// unmapped (sometimes padding or outside the map), ranges of any kind
+/// (requests' disjoint ranges, repeated, overlapping, empty, negative, and
+/// narrow ones around the aged row that appends and releases fill and
+/// empty).
+std::pair<AgeRowsState, std::vector<DeviceAppend>>
+randomAging(std::mt19937_64 &rng, std::int32_t slots, std::int64_t hostRows, int n) {
+  auto pick = [&](std::int64_t count) { return static_cast<std::int64_t>(rng() % count); };
+  AgeRowsState state;
+  DeviceGroupState &g = state.group;
+  const std::size_t s = static_cast<std::size_t>(slots);
+  g.hotRows.assign(s, -1);
+  g.cleared.assign(s, -1);
+  g.freeStack.assign(s, -1);
+  g.recency.assign(2 * s, 0);
+  g.step = 1 + static_cast<std::uint32_t>(pick(6));
+  g.noVictimStep = pick(4) == 0 ? 0 : g.step; // mostly holding the step
+  state.map.assign(static_cast<std::size_t>(hostRows), -1);
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(hostRows));
+  std::iota(rows.begin(), rows.end(), 0);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  std::size_t nextRow = 0;
+  std::vector<std::int64_t> newest;
+  for (std::size_t t = 0; t < s; ++t) {
+    const std::int64_t kind = pick(10);
+    g.recency[2 * t] = static_cast<std::int32_t>(pick(g.step + 1));
+    g.cleared[t] = pick(2) == 0 ? g.recency[2 * t] : -1;
+    if (kind < 2) {
+      g.freeStack[static_cast<std::size_t>(g.freeCount++)] = static_cast<std::int32_t>(t);
+      continue;
+    }
+    const std::int64_t row = rows[nextRow++];
+    state.map[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(t);
+    if (kind < 4)
+      newest.push_back(row);
+    else
+      g.hotRows[t] = row, ++g.excess;
+  }
+  g.hand = static_cast<std::int32_t>(pick(slots));
+  state.budget = g.excess + pick(3) - 1;
+  std::vector<DeviceAppend> appends;
+  for (int i = 0; i < n; ++i) {
+    DeviceAppend a;
+    a.aged = newest.empty() || pick(8) == 0
+                 ? -1
+                 : newest[static_cast<std::size_t>(pick(static_cast<std::int64_t>(newest.size())))];
+    if (pick(20) == 0)
+      a.aged = rows[static_cast<std::size_t>(pick(hostRows))]; // maybe hot or unmapped
+    a.fresh = nextRow < rows.size() ? rows[nextRow++] : -1;
+    if (pick(25) == 0)
+      a.fresh = -1; // padding
+    else if (pick(50) == 0)
+      a.fresh = hostRows + 3; // outside the map
+    switch (pick(7)) {
+    case 6: // narrow, around the aged row: few hot rows, emptied by releases
+      a.ownerBegin = (a.aged >= 0 ? a.aged : pick(hostRows)) - pick(2);
+      a.ownerEnd = a.ownerBegin + 1 + pick(3);
+      break;
+    case 0: // a request's range: [b x 100, (b + 1) x 100)
+    case 1:
+    case 2: {
+      const std::int64_t b = pick(hostRows / 100);
+      a.ownerBegin = b * 100, a.ownerEnd = (b + 1) * 100;
+      break;
+    }
+    case 3: // anything, maybe empty or reversed
+      a.ownerBegin = pick(hostRows), a.ownerEnd = pick(hostRows);
+      break;
+    case 4: // the same as an earlier append's
+      if (!appends.empty()) {
+        const DeviceAppend &e =
+            appends[static_cast<std::size_t>(pick(static_cast<std::int64_t>(appends.size())))];
+        a.ownerBegin = e.ownerBegin, a.ownerEnd = e.ownerEnd;
+      }
+      break;
+    case 5: // from below 0: the -1 entries of free slots lie in it
+      a.ownerBegin = -1 - pick(3), a.ownerEnd = pick(hostRows);
+      break;
+    }
+    appends.push_back(a);
+  }
+  return {state, appends};
+}
+
+} // namespace
+
+TEST_CASE("planAgeRows's owner counts decide as a scan of the hot rows does",
+          "[residency][device][aging]") {
+  DHS_SEEDED_RNG(rng, 2900);
+  std::int64_t resets = 0, checks = 0, releases = 0, statuses = 0;
+  for (int round = 0; round < 1000; ++round) {
+    INFO("round " << round);
+    const std::int32_t slots = 1 + static_cast<std::int32_t>(rng() % 300);
+    const int n = 1 + static_cast<int>(rng() % 40);
+    auto [state, appends] = randomAging(rng, slots, 4 * slots + 100, n);
+    AgeRowsState counted = state, scanned = state;
+    PromotionPlanList countedList, scannedList;
+    const std::uint32_t status = planAgeRows(counted, appends, countedList);
+    CHECK(status == planAgeRowsByScan(scanned, appends, scannedList));
+    CHECK(countedList.rows == scannedList.rows);
+    CHECK(countedList.slots == scannedList.slots);
+    CHECK(counted.map == scanned.map);
+    CHECK(counted.group == scanned.group);
+    const bool memo = state.group.noVictimStep == state.group.step;
+    checks += memo;
+    resets += memo && counted.group.noVictimStep == 0;
+    for (std::size_t i = static_cast<std::size_t>(n); i < countedList.rows.size(); ++i)
+      releases += countedList.rows[i] >= 0;
+    statuses += status != 0;
+  }
+  // The cases reach what the counts decide: memos that hold and reset,
+  // releases, bad appends.
+  CHECK(checks > 100);
+  CHECK(resets > 20);
+  CHECK(releases > 100);
+  CHECK(statuses > 20);
 }
 
 namespace {
