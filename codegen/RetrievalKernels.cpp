@@ -88,8 +88,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   int64_t rowsPerBlock = compact ? kFetchThreads * chunksPerBlock : kFetchRowsPerBlock;
 
   bool withSlots = static_cast<bool>(op.getSlots());
-  // Beside the attention: tiles of 64 listed rows in the attention's order
-  // (k tile, then position, then request), a flag each.
+  // Beside the attention: tiles of 64 listed rows (a request's tiles in the
+  // attention's order: k tile, then position), a flag each.
   Value readyArg = op.getReady();
   bool overlapped = static_cast<bool>(readyArg);
   int64_t positions = rows.getRank() == 3 ? rows.getDimSize(1) : 1;
