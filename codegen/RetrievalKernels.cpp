@@ -195,6 +195,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
       return arith::AddIOp::create(ib, historyBase,
                                    arith::ExtSIOp::create(ib, ib.getI64Type(), id));
     };
+    // The fetch beside the attention reads the store through the
+    // non-coherent path (ld.global.nc) at its address: 9-11% faster at 5-30%
+    // missing (bench/NOTES.md, 2026-12-02).
+    Value hostBase = overlapped ? HopperBuilder{ib}.getAddress(host) : Value();
     // Copies listed row i's token of `request` (host row `hostRow`) into staging: its
     // `lanes` lanes (this one is `lane` of them) read 16-byte chunks,
     // `inFlight` loads each before their stores. Shifted by the token's
@@ -202,7 +206,6 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     // (a token of 2624 bytes starts mid-line every other token), so no line
     // is read by two loads. Lane slots before the token or past it load its
     // first or last chunk again (valid addresses) and store nothing.
-    Value hostBase = overlapped ? HopperBuilder{ib}.getAddress(host) : Value();
     auto copyToken = [&](Value request, Value i, Value hostRow, Value lane, int64_t lanes,
                          int64_t inFlight) {
       Value hostIndex = kb.toIndex(hostRow);
@@ -226,8 +229,6 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                   kb.index(tokenChunks - 1));
               Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
               if (hostBase) {
-                // The fetch beside the attention reads the store through
-                // the non-coherent path (ld.global.nc): +5-8% there.
                 HopperBuilder hb{ib};
                 Value address = arith::AddIOp::create(
                     ib, hostBase,
@@ -309,12 +310,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
       struct Item {
         Value request, first, flag, exists;
       };
-      auto itemOf = [&](Value m) -> Item {
-        Value inGroup = arith::RemUIOp::create(ib, m, kb.index(group * tilesPerRequest));
+      auto itemOf = [&](Value n) -> Item {
+        Value inGroup = arith::RemUIOp::create(ib, n, kb.index(group * tilesPerRequest));
         Value request = arith::AddIOp::create(
             ib,
             arith::MulIOp::create(ib,
-                                  arith::DivUIOp::create(ib, m, kb.index(group * tilesPerRequest)),
+                                  arith::DivUIOp::create(ib, n, kb.index(group * tilesPerRequest)),
                                   kb.index(group)),
             arith::RemUIOp::create(ib, inGroup, kb.index(group)));
         Value rest = arith::DivUIOp::create(ib, inGroup, kb.index(group));
@@ -324,7 +325,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
             ib, arith::MulIOp::create(ib, position, kb.index(tilesPerPosition)), kTile);
         Value flag = arith::AddIOp::create(
             ib, arith::MulIOp::create(ib, request, kb.index(tilesPerRequest)), tile);
-        Value exists = kb.cmpi(arith::CmpIPredicate::ult, m, kb.index(items));
+        Value exists = kb.cmpi(arith::CmpIPredicate::ult, n, kb.index(items));
         return {request, arith::MulIOp::create(ib, tile, kb.index(kReadyTileRows)), flag, exists};
       };
       // A warp takes kOverlapItemsPerWarp consecutive items at a time: it
