@@ -37,7 +37,15 @@
 //         referenced candidates before it (all, if none) get their second
 //         chance (cleared = last use); two barriers a trip (the second lap
 //         reads what the first cleared); the hand stops right after the
-//         victim, or comes back to where it was; no victim sets the memo;
+//         victim, or comes back to where it was; no victim sets the memo.
+//         A search without any candidate would walk both laps, clear
+//         nothing and fail: it is not walked. The candidates are counted
+//         by the CTA at the launch's first search (a ballot per warp, 1024
+//         slots at a time) and kept current by the first thread (+1 the
+//         aged row's slot, -1 the released slot, -1 a hot slot a new row
+//         takes, a bad state); at B=128 x 65536 slots the failed two-lap
+//         walks (128 trips, 256 barriers, ~2.6 MB read each) were most of
+//         the aging step's ~5 ms a group;
 //      e. the release of the victim or the aged row; the new row takes the
 //         free stack's top (the released slot itself when it was pushed);
 //      f. once the counts are built: every append's count whose range holds
@@ -90,7 +98,8 @@ static constexpr int64_t kUnroll = 4;
 /// whether it goes on, whether its aged row is aged (and its slot), whether
 /// the owner check runs, whether a row is released, whether the CLOCK
 /// search runs, and its victim (-1: none); whether the owner counts are
-/// built.
+/// built; the CLOCK candidates (hot, last use < the step) and whether they
+/// are counted.
 enum Scalar : int64_t {
   kHand,
   kTop,
@@ -106,6 +115,8 @@ enum Scalar : int64_t {
   kSearch,
   kVictim,
   kCounted,
+  kCandidates,
+  kCandidatesCounted,
   kScalars
 };
 
@@ -280,6 +291,21 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       scf::YieldOp::create(b, ValueRange{nextLo, nextHi});
       return loop.getResult(0);
     };
+    /// Whether slot `s` (index) is a CLOCK candidate given its row `row`:
+    /// hot, last use < the step.
+    auto candidateAt = [&](Value s, Value row) {
+      Value isHot = kb.cmpi(P::sge, row, kb.i64(0));
+      Value last = load(recency, {s, kb.index(0)});
+      return andI(isHot, kb.cmpi(P::ult, last, step));
+    };
+    /// Once counted, the candidates change by `delta` when `condition` holds
+    /// (first thread).
+    auto countCandidate = [&](function_ref<Value()> condition, int64_t delta) {
+      kb.ifThen(isSet(kCandidatesCounted), [&] {
+        kb.ifThen(condition(),
+                  [&] { setScalar(add(scalar(kCandidates), kb.i32(delta)), kCandidates); });
+      });
+    };
     /// Whether host row `row` lies in the range of append `i` (shared).
     auto inRange = [&](Value row, Value i) {
       Value begin = load(entries, {i, kb.index(Layout::kOwnerBegin)});
@@ -317,6 +343,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       setScalar(load(control, {kb.index(Layout::kNoVictimStep)}), kMemo);
       setScalar(load(control, {kb.index(Layout::kExcess)}), kExcess);
       setScalar(kb.i32(0), kCounted);
+      setScalar(kb.i32(0), kCandidates);
+      setScalar(kb.i32(0), kCandidatesCounted);
       store(kb.i64(-1), goneRow, {kb.index(0)});
     });
     gpu::BarrierOp::create(b);
@@ -449,7 +477,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       // 3c. The aged row becomes hot; over the budget, a search unless the
       // memo holds the step (first thread).
       kb.ifThen(andI(first, isSet(kAging)), [&] {
-        store(aged, hot, {kb.toIndex(scalar(kSlot))});
+        Value agedSlot = kb.toIndex(scalar(kSlot));
+        store(aged, hot, {agedSlot});
+        countCandidate([&] { return candidateAt(agedSlot, aged); }, 1);
         setScalar(add(scalar(kExcess), kb.i32(1)), kExcess);
         setScalar(sub(scalar(kBudget), kb.i32(1)), kBudget);
         kb.ifThen(kb.cmpi(P::slt, scalar(kBudget), kb.i32(0)), [&] {
@@ -469,51 +499,83 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       // none) get their second chance (cleared = last use), as the hand
       // passes them in order; the hand stops right after the victim.
       kb.ifThen(isSet(kSearch), [&] {
-        Value hand = scalar(kHand);
-        Value laps = add(slotCount, slotCount);
-        Value width = arith::MinSIOp::create(b, slotCount, kb.i32(kThreads));
-        Value victim = scan(
-            laps, width, kb.i32(-1),
-            [&](Value k) {
-              Value at = add(k, thread);
-              Value inTrip = kb.cmpi(P::slt, thread, width);
-              Value inLaps = kb.cmpi(P::slt, at, laps);
-              Value valid = andI(inTrip, inLaps);
-              Value position = add(hand, at);
-              Value wrapped = arith::RemUIOp::create(b, position, slotCount);
-              Value slotIndex = kb.toIndex(kb.select(valid, wrapped, kb.i32(0)));
-              // (One op per statement: the IR's order must not depend on
-              // the compiler's order of evaluating arguments.)
-              Value last = load(recency, {slotIndex, kb.index(0)});
-              Value earlier = kb.cmpi(P::ult, last, step);
-              Value isHot = kb.cmpi(P::sge, load(hot, {slotIndex}), kb.i64(0));
-              Value candidate = andI(valid, andI(isHot, earlier));
-              Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
-              Value taken = andI(candidate, notI(referenced));
-              Value mask = ballot(taken);
-              // The warp's lowest position (kThreads: none), then the trip's.
-              Value lowestLane = LLVM::CountTrailingZerosOp::create(b, i32, mask, false);
-              Value warpBase = arith::IndexCastOp::create(
-                  b, i32, arith::MulIOp::create(b, warp, kb.index(kWarpSize)));
-              Value some = kb.cmpi(P::ne, mask, kb.i32(0));
-              Value mine = kb.select(some, add(warpBase, lowestLane), kb.i32(kThreads));
-              kb.ifThen(kb.cmpi(P::eq, lane, kb.i32(0)), [&] { store(mine, warpLowest, {warp}); });
-              gpu::BarrierOp::create(b);
-              Value lowest = warpMin(load(warpLowest, {kb.laneOf(tid)}));
-              // A referenced candidate the hand passes gets its second chance.
-              Value passed = kb.cmpi(P::slt, thread, lowest);
-              Value chance = andI(andI(candidate, referenced), passed);
-              kb.ifThen(chance, [&] { store(last, cleared, {slotIndex}); });
-              // (The second lap reads what the first cleared; the next trip
-              // writes the warps' words again.)
-              gpu::BarrierOp::create(b);
-              Value victimAt = add(add(hand, k), lowest);
-              Value victimSlot = arith::RemUIOp::create(b, victimAt, slotCount);
-              Value found = kb.cmpi(P::slt, lowest, kb.i32(kThreads));
-              return kb.select(found, victimSlot, kb.i32(-1));
+        // The candidates, counted by the CTA at the launch's first search
+        // (a ballot per warp over 1024 slots at a time) and kept current by
+        // the first thread from then on. With none the search would walk
+        // its two laps, clear nothing (a candidate it passes is taken, or
+        // cleared on the first lap and taken on the second) and fail: it is
+        // not walked.
+        kb.ifThen(notI(isSet(kCandidatesCounted)), [&] {
+          Value slotIndexCount = kb.toIndex(slotCount);
+          kb.forLoop(kb.index(0), slotIndexCount, threads, [&](Value base) {
+            Value s = add(base, tid);
+            Value inTable = kb.cmpi(P::ult, s, slotIndexCount);
+            Value at = kb.select(inTable, s, kb.index(0));
+            Value row = load(hot, {at});
+            Value mask = ballot(andI(inTable, candidateAt(at, row)));
+            Value leader = kb.cmpi(P::eq, lane, kb.i32(0));
+            kb.ifThen(andI(leader, kb.cmpi(P::ne, mask, kb.i32(0))), [&] {
+              Value count = LLVM::CtPopOp::create(b, i32, mask);
+              memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::addi, count, scalars,
+                                          ValueRange{kb.index(kCandidates)});
+            });
+          });
+          gpu::BarrierOp::create(b);
+          kb.ifThen(first, [&] { setScalar(kb.i32(1), kCandidatesCounted); });
+        });
+        Value anyCandidate = kb.cmpi(P::sgt, scalar(kCandidates), kb.i32(0));
+        Value victim = ifValue(
+            anyCandidate, i32,
+            [&] {
+              Value hand = scalar(kHand);
+              Value laps = add(slotCount, slotCount);
+              Value width = arith::MinSIOp::create(b, slotCount, kb.i32(kThreads));
+              return scan(
+                  laps, width, kb.i32(-1),
+                  [&](Value k) {
+                    Value at = add(k, thread);
+                    Value inTrip = kb.cmpi(P::slt, thread, width);
+                    Value inLaps = kb.cmpi(P::slt, at, laps);
+                    Value valid = andI(inTrip, inLaps);
+                    Value position = add(hand, at);
+                    Value wrapped = arith::RemUIOp::create(b, position, slotCount);
+                    Value slotIndex = kb.toIndex(kb.select(valid, wrapped, kb.i32(0)));
+                    // (One op per statement: the IR's order must not depend on
+                    // the compiler's order of evaluating arguments.)
+                    Value last = load(recency, {slotIndex, kb.index(0)});
+                    Value earlier = kb.cmpi(P::ult, last, step);
+                    Value isHot = kb.cmpi(P::sge, load(hot, {slotIndex}), kb.i64(0));
+                    Value candidate = andI(valid, andI(isHot, earlier));
+                    Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
+                    Value taken = andI(candidate, notI(referenced));
+                    Value mask = ballot(taken);
+                    // The warp's lowest position (kThreads: none), then the trip's.
+                    Value lowestLane = LLVM::CountTrailingZerosOp::create(b, i32, mask, false);
+                    Value warpBase = arith::IndexCastOp::create(
+                        b, i32, arith::MulIOp::create(b, warp, kb.index(kWarpSize)));
+                    Value some = kb.cmpi(P::ne, mask, kb.i32(0));
+                    Value mine = kb.select(some, add(warpBase, lowestLane), kb.i32(kThreads));
+                    kb.ifThen(kb.cmpi(P::eq, lane, kb.i32(0)),
+                              [&] { store(mine, warpLowest, {warp}); });
+                    gpu::BarrierOp::create(b);
+                    Value lowest = warpMin(load(warpLowest, {kb.laneOf(tid)}));
+                    // A referenced candidate the hand passes gets its second chance.
+                    Value passed = kb.cmpi(P::slt, thread, lowest);
+                    Value chance = andI(andI(candidate, referenced), passed);
+                    kb.ifThen(chance, [&] { store(last, cleared, {slotIndex}); });
+                    // (The second lap reads what the first cleared; the next trip
+                    // writes the warps' words again.)
+                    gpu::BarrierOp::create(b);
+                    Value victimAt = add(add(hand, k), lowest);
+                    Value victimSlot = arith::RemUIOp::create(b, victimAt, slotCount);
+                    Value found = kb.cmpi(P::slt, lowest, kb.i32(kThreads));
+                    return kb.select(found, victimSlot, kb.i32(-1));
+                  },
+                  [&](Value found) { return kb.cmpi(P::sge, found, kb.i32(0)); });
             },
-            [&](Value found) { return kb.cmpi(P::sge, found, kb.i32(0)); });
+            [&] { return kb.i32(-1); });
         kb.ifThen(first, [&] {
+          Value hand = scalar(kHand);
           Value missed = kb.cmpi(P::slt, victim, kb.i32(0));
           Value next = add(victim, kb.i32(1));
           Value wraps = kb.cmpi(P::eq, next, slotCount);
@@ -540,6 +602,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
           Value e32 = kb.select(kb.cmpi(P::sge, victim, kb.i32(0)), victim, scalar(kSlot));
           Value e = kb.toIndex(e32);
           Value gone = load(hot, {e});
+          countCandidate([&] { return candidateAt(e, gone); }, -1);
           store(gone, goneRow, {kb.index(0)});
           store(kb.i32(-1), map, {kb.toIndex(gone)});
           store(kb.i64(-1), hot, {e});
@@ -576,6 +639,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
             kb.ifThen(notI(inTable), [&] { report(abi::kStatusBadSlot); });
             kb.ifThen(inTable, [&] {
               Value slotIndex = kb.toIndex(slot);
+              // (A hot slot on the free stack, a bad state: its last use
+              // becomes the step.)
+              countCandidate([&] { return candidateAt(slotIndex, load(hot, {slotIndex})); }, -1);
               store(slot, map, {kb.toIndex(fresh)});
               store(step, recency, {slotIndex, kb.index(0)});
               store(kb.i32(0), recency, {slotIndex, kb.index(1)});

@@ -167,8 +167,10 @@ def Dhs_AgeRowsOp : Dhs_Op<"age_rows"> {
     The kernel keeps the per-append work independent of the table's size
     where it can: whether a request holds a hot row is a count per append
     (built over the hot rows at the launch's first check that needs one,
-    kept current after each append), and the CLOCK search examines 1024
-    slots a trip. At most 512 appends a launch (the runtime splits longer
+    kept current after each append), the CLOCK search examines 1024
+    slots a trip, and a search is not walked when no slot is a candidate
+    (a count of them, built at the launch's first search and kept current:
+    such a search would clear nothing and fail). At most 512 appends a launch (the runtime splits longer
     lists).
 
     ```mlir

@@ -251,6 +251,15 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
         owned[static_cast<std::size_t>(j)] += delta;
     }
   };
+  // The CLOCK search's candidates (hot, last use < the step), as the kernel
+  // counts them: at the launch's first search, kept current from then on
+  // (-1: not counted yet). With none the search would walk its two laps,
+  // clear nothing (a candidate it passes is taken, or cleared on the first
+  // lap and taken on the second) and fail: it is not walked.
+  std::int64_t candidates = -1;
+  auto candidate = [&](std::int64_t s) {
+    return g.hotRows[static_cast<std::size_t>(s)] >= 0 && lastUse(s) < step;
+  };
   std::vector<std::int64_t> released(static_cast<std::size_t>(n), -1);
   for (std::int64_t i = 0; i < n; ++i) {
     const DeviceAppend &entry = appends[static_cast<std::size_t>(i)];
@@ -277,16 +286,26 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
       }
       g.hotRows[static_cast<std::size_t>(s)] = entry.aged;
       countRow(entry.aged, 1);
+      if (candidates >= 0 && candidate(s))
+        ++candidates;
       ++g.excess;
       if (g.excess > state.budget) {
-        // findVictim, non-forced: the memo answers first.
+        // findVictim, non-forced: the memo answers first, then the count.
         std::int64_t victim = -1;
         if (!(g.noVictimStep == step && step != 0)) {
-          victim = clockVictim();
+          if (candidates < 0) {
+            candidates = 0;
+            for (std::int64_t t = 0; t < slots; ++t)
+              candidates += candidate(t);
+          }
+          if (candidates > 0)
+            victim = clockVictim();
           if (victim < 0)
             g.noVictimStep = step;
         }
         const std::size_t e = static_cast<std::size_t>(victim >= 0 ? victim : s);
+        if (candidates >= 0 && candidate(static_cast<std::int64_t>(e)))
+          --candidates;
         released[static_cast<std::size_t>(i)] = g.hotRows[e];
         countRow(g.hotRows[e], -1);
         state.map[static_cast<std::size_t>(g.hotRows[e])] = -1;
@@ -309,6 +328,8 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
       status |= abi::kStatusBadSlot;
       continue;
     }
+    if (candidates >= 0 && candidate(slot))
+      --candidates; // (a hot slot on the free stack: a bad state; its last use becomes the step)
     const std::size_t s = static_cast<std::size_t>(slot);
     state.map[static_cast<std::size_t>(entry.fresh)] = slot;
     g.recency[2 * s] = static_cast<std::int32_t>(step);

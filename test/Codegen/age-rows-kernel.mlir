@@ -12,7 +12,8 @@
 // hand (unless the memo holds the step) over two laps, 1024 slots a trip,
 // takes an unreferenced candidate (hot, last use < the step; the lowest
 // position over the warps' ballots), clearing the references of the
-// positions before it; the victim or the aged row leaves (map -1, pushed on
+// positions before it (not walked when a count of the candidates, built at
+// the launch's first search and kept current, is 0); the victim or the aged row leaves (map -1, pushed on
 // the free stack); the new row takes the stack's top (map, [step, 0],
 // referenced). Its list is what the place_rows launch after it carries out.
 // RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s
@@ -36,7 +37,7 @@
 // CHECK-SAME: (%[[L:[a-z0-9]+]]: memref<64x4xi64>, %[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, %[[F:[a-z0-9]+]]: memref<2048xi32>, %[[CTL:[a-z0-9]+]]: memref<8xi32>, %[[R:[a-z0-9]+]]: memref<128xi64>, %[[S:[a-z0-9]+]]: memref<128xi32>, %[[M:[a-z0-9]+]]: memref<?xi32>, %[[REC:[a-z0-9]+]]: memref<?x2xi32>, %[[LG:[a-z0-9]+]]: memref<?xi32>, %[[ST:[a-z0-9]+]]: memref<1xi32>)
 // Shared: the scalars, the appends, the sorted bounds (2N), the classes
 // (2N + 2), the counts (N), the warps' lowest positions, the released row.
-// CHECK-SAME: workgroup(%[[SC:.*]] : memref<14xi32, #gpu.address_space<workgroup>> {{.*}}, %[[E:.*]] : memref<64x4xi64, #gpu.address_space<workgroup>> {{.*}}, %[[B:.*]] : memref<128xi64, #gpu.address_space<workgroup>> {{.*}}, %[[K:.*]] : memref<130xi32, #gpu.address_space<workgroup>> {{.*}}, %[[O:.*]] : memref<64xi32, #gpu.address_space<workgroup>> {{.*}}, %[[WL:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[G:.*]] : memref<1xi64, #gpu.address_space<workgroup>> {{.*}})
+// CHECK-SAME: workgroup(%[[SC:.*]] : memref<16xi32, #gpu.address_space<workgroup>> {{.*}}, %[[E:.*]] : memref<64x4xi64, #gpu.address_space<workgroup>> {{.*}}, %[[B:.*]] : memref<128xi64, #gpu.address_space<workgroup>> {{.*}}, %[[K:.*]] : memref<130xi32, #gpu.address_space<workgroup>> {{.*}}, %[[O:.*]] : memref<64xi32, #gpu.address_space<workgroup>> {{.*}}, %[[WL:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[G:.*]] : memref<1xi64, #gpu.address_space<workgroup>> {{.*}})
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
 // The step from the log; 1. the list emptied and the appends copied by the
 // CTA.
@@ -48,7 +49,7 @@
 // CHECK: %[[W0:.*]] = memref.load %[[L]][%[[I0]], %c0]
 // CHECK: memref.store %[[W0]], %[[E]][%[[I0]], %c0]
 // 2. The control words: hand, free count, budget, memo (6), excess (7); the
-// counts not built (13).
+// owner counts not built (13), no candidate counted (14, 15).
 // CHECK: memref.load %[[CTL]][%c0]
 // CHECK: memref.load %[[CTL]][%c1]
 // CHECK: memref.atomic_rmw ori %c2_i32, %[[ST]]
@@ -56,6 +57,8 @@
 // CHECK: memref.load %[[CTL]][%c6]
 // CHECK: memref.load %[[CTL]][%c7]
 // CHECK: memref.store %c0_i32, %[[SC]][%c13]
+// CHECK: memref.store %c0_i32, %[[SC]][%c14]
+// CHECK: memref.store %c0_i32, %[[SC]][%c15]
 // CHECK: gpu.barrier
 // 3. Per append: its words (shared), a bad host row (4), the aged row's slot.
 // CHECK: scf.for %[[I:.*]] = %c0 to %{{.*}} step %c1
@@ -107,9 +110,16 @@
 // CHECK: %[[OWNED:.*]] = memref.load %[[O]][%[[I]]]
 // CHECK: arith.cmpi eq, %[[OWNED]], %c0_i32
 // CHECK: memref.store %c0_i32, %[[SC]][%c3]
-// The slot becomes hot; over the budget a release (10), a search unless the
-// memo holds the step (11).
-// CHECK: memref.store %[[AGED]], %[[H]][
+// The slot becomes hot (once counted (15), one more candidate (14) if its
+// last use is before the step); over the budget a release (10), a search
+// unless the memo holds the step (11).
+// CHECK: memref.store %[[AGED]], %[[H]][%[[AGEDSLOT:.*]]]
+// CHECK: memref.load %[[SC]][%c15]
+// CHECK: memref.load %[[REC]][%[[AGEDSLOT]], %c0]
+// CHECK: arith.cmpi ult
+// CHECK: memref.load %[[SC]][%c14]
+// CHECK: arith.addi %{{.*}}, %c1_i32
+// CHECK: memref.store %{{.*}}, %[[SC]][%c14]
 // CHECK: memref.store %c1_i32, %[[SC]][%c10]
 // CHECK: memref.store %{{.*}}, %[[SC]][%c11]
 // CHECK: gpu.barrier
@@ -121,6 +131,24 @@
 // CHECK: %[[SEARCH:.*]] = memref.load %[[SC]][%c11]
 // CHECK: %[[SEARCHES:.*]] = arith.cmpi ne, %[[SEARCH]], %c0_i32
 // CHECK: scf.if %[[SEARCHES]]
+// At the launch's first search the CTA counts the candidates (15 unset):
+// hot, last use before the step, 1024 slots at a time, a ballot per warp
+// and its population added by lane 0.
+// CHECK: %[[CCOUNTED:.*]] = memref.load %[[SC]][%c15]
+// CHECK: %[[UNCOUNTED:.*]] = arith.cmpi eq, %[[CCOUNTED]], %c0_i32
+// CHECK: scf.if %[[UNCOUNTED]]
+// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c1024
+// CHECK: memref.load %[[H]][
+// CHECK: memref.load %[[REC]][
+// CHECK: %[[CVOTES:.*]] = nvvm.vote.sync ballot %c-1_i32, %{{.*}} -> i32
+// CHECK: %[[POP:.*]] = llvm.intr.ctpop(%[[CVOTES]])
+// CHECK: memref.atomic_rmw addi %[[POP]], %[[SC]][%c14]
+// CHECK: gpu.barrier
+// CHECK: memref.store %c1_i32, %[[SC]][%c15]
+// No candidate: the search would fail and change nothing; it is not walked.
+// CHECK: %[[CANDS:.*]] = memref.load %[[SC]][%c14]
+// CHECK: %[[ANY:.*]] = arith.cmpi sgt, %[[CANDS]], %c0_i32
+// CHECK: scf.if %[[ANY]] -> (i32)
 // CHECK: %[[HAND:.*]] = memref.load %[[SC]][%c0]
 // CHECK: scf.while (%{{.*}} = %c0_i32, %{{.*}} = %c-1_i32) : (i32, i32) -> (i32, i32)
 // CHECK: arith.cmpi slt, %{{.*}}, %c4096_i32
@@ -159,14 +187,21 @@
 // CHECK: %[[VICTIM:.*]] = arith.select %[[FOUND]], %[[VSLOT]], %c-1_i32
 // CHECK: %[[NEXTK:.*]] = arith.addi %[[KT]], %c1024_i32
 // CHECK: scf.yield %[[NEXTK]], %[[VICTIM]]
+// CHECK: } else {
+// CHECK: scf.yield %c-1_i32
 // The hand right after the victim (or back where it was), the victim (12); a
 // failed search sets the memo.
 // CHECK: memref.store %{{.*}}, %[[SC]][%c0]
 // CHECK: memref.store %{{.*}}, %[[SC]][%c12]
 // CHECK: memref.store %{{.*}}, %[[SC]][%c3]
 // CHECK: gpu.barrier
-// The leaving row: kept for the counts, unmapped, not hot, pushed.
+// The leaving row: one candidate less if it was one (once counted), kept
+// for the counts, unmapped, not hot, pushed.
 // CHECK: %[[GONE:.*]] = memref.load %[[H]][
+// CHECK: memref.load %[[SC]][%c15]
+// CHECK: arith.cmpi sge, %[[GONE]], %c0_i64
+// CHECK: arith.addi %{{.*}}, %c-1_i32
+// CHECK: memref.store %{{.*}}, %[[SC]][%c14]
 // CHECK: memref.store %[[GONE]], %[[G]][%c0]
 // CHECK: memref.store %c-1_i32, %[[M]]
 // CHECK: memref.store %c-1_i64, %[[H]][
@@ -176,6 +211,8 @@
 // CHECK: scf.if %{{.*}} -> (i32)
 // CHECK: } else {
 // CHECK: memref.load %[[F]]
+// CHECK: memref.load %[[SC]][%c15]
+// CHECK: arith.addi %{{.*}}, %c-1_i32
 // CHECK: memref.store %{{.*}}, %[[M]]
 // CHECK: memref.store %{{.*}}, %[[REC]][%{{.*}}, %c0]
 // CHECK: memref.store %c0_i32, %[[REC]][%{{.*}}, %c1]

@@ -499,8 +499,9 @@ TEST_CASE("the age_rows rule after a step whose promotions ran out of victims",
 
 namespace {
 
-/// planAgeRows as it was before the owner counts: the owner check a scan of
-/// the hot rows (the one-warp kernel's rule).
+/// planAgeRows as it was before the owner and candidate counts: the owner
+/// check a scan of the hot rows (the one-warp kernel's rule), every search a
+/// walk of the CLOCK laps.
 std::uint32_t planAgeRowsByScan(AgeRowsState &state, const std::vector<DeviceAppend> &appends,
                                 PromotionPlanList &list) {
   DeviceGroupState &g = state.group;
@@ -700,15 +701,37 @@ randomAging(std::mt19937_64 &rng, std::int32_t slots, std::int64_t hostRows, int
 
 } // namespace
 
-TEST_CASE("planAgeRows's owner counts decide as a scan of the hot rows does",
+TEST_CASE("planAgeRows's owner and candidate counts decide as scans of the hot rows and "
+          "the CLOCK laps do",
           "[residency][device][aging]") {
   DHS_SEEDED_RNG(rng, 2900);
-  std::int64_t resets = 0, checks = 0, releases = 0, statuses = 0;
+  std::int64_t resets = 0, checks = 0, releases = 0, statuses = 0, emptyFailed = 0, fewSearched = 0;
   for (int round = 0; round < 1000; ++round) {
     INFO("round " << round);
     const std::int32_t slots = 1 + static_cast<std::int32_t>(rng() % 300);
     const int n = 1 + static_cast<int>(rng() % 40);
     auto [state, appends] = randomAging(rng, slots, 4 * slots + 100, n);
+    // Half the rounds: the step used every hot row (no CLOCK candidate, as
+    // after promotions that ran out of victims) but a few (0 to 2), so that
+    // the searches fail, or find the few, or the aged rows (their last use
+    // earlier, some of them) bring candidates back.
+    DeviceGroupState &g = state.group;
+    const std::int64_t few = round % 2 == 0 ? static_cast<std::int64_t>(rng() % 3) : -1;
+    if (few >= 0) {
+      if (rng() % 2 == 0)
+        g.noVictimStep = 0; // more searches
+      std::vector<std::size_t> hot;
+      for (std::size_t t = 0; t < g.hotRows.size(); ++t)
+        if (g.hotRows[t] >= 0)
+          g.recency[2 * t] = static_cast<std::int32_t>(g.step), hot.push_back(t);
+      std::shuffle(hot.begin(), hot.end(), rng);
+      for (std::size_t k = 0; k < hot.size() && static_cast<std::int64_t>(k) < few; ++k)
+        g.recency[2 * hot[k]] = static_cast<std::int32_t>(rng() % g.step);
+    }
+    std::int64_t candidatesBefore = 0;
+    for (std::size_t t = 0; t < g.hotRows.size(); ++t)
+      candidatesBefore +=
+          g.hotRows[t] >= 0 && static_cast<std::uint32_t>(g.recency[2 * t]) < g.step;
     AgeRowsState counted = state, scanned = state;
     PromotionPlanList countedList, scannedList;
     const std::uint32_t status = planAgeRows(counted, appends, countedList);
@@ -720,6 +743,11 @@ TEST_CASE("planAgeRows's owner counts decide as a scan of the hot rows does",
     const bool memo = state.group.noVictimStep == state.group.step;
     checks += memo;
     resets += memo && counted.group.noVictimStep == 0;
+    // A search that failed (the memo set from another value) in a state
+    // without candidates, or one with a few.
+    const bool failed = !memo && counted.group.noVictimStep == counted.group.step;
+    emptyFailed += failed && candidatesBefore == 0;
+    fewSearched += few > 0 && candidatesBefore > 0 && counted.group.hand != state.group.hand;
     for (std::size_t i = static_cast<std::size_t>(n); i < countedList.rows.size(); ++i)
       releases += countedList.rows[i] >= 0;
     statuses += status != 0;
@@ -730,6 +758,10 @@ TEST_CASE("planAgeRows's owner counts decide as a scan of the hot rows does",
   CHECK(resets > 20);
   CHECK(releases > 100);
   CHECK(statuses > 20);
+  // ... and the CLOCK candidates' count: searches in states without
+  // candidates (not walked), searches that find one of a few.
+  CHECK(emptyFailed > 20);
+  CHECK(fewSearched > 20);
 }
 
 namespace {
