@@ -134,11 +134,12 @@ def Dhs_AgeRowsOp : Dhs_Op<"age_rows"> {
   let summary = "The appends between steps, replayed over the device residency state";
   let description = [{
     Replays, in call order and with one CTA of 1024 threads, the appends the
-    host recorded for one layer group between two steps (`appends[i]`: the host row leaving
-    its request's newest window or -1, the new host row (-1: padding, skipped),
-    and the request's host range [begin, end); `AgeRowsLayout` in
-    `runtime/abi/Contract.h`), as the residency controller's append does them
-    (adaptive policy, CLOCK, no floor). Per append:
+    host recorded for one layer group between two steps (`appends[i]`: the
+    host row leaving its request's newest window or -1, the new host row (-1:
+    padding, skipped), and the request's host range [begin, end);
+    `AgeRowsLayout` in `runtime/abi/Contract.h`), as the residency
+    controller's append does them (adaptive policy, CLOCK, no floor). Per
+    append:
 
     - the aged row's slot (`map[aged]`) becomes hot (`hot[s] = aged`); when no
       hot row lies in the request's range it is the request's first, which
@@ -170,8 +171,8 @@ def Dhs_AgeRowsOp : Dhs_Op<"age_rows"> {
     kept current after each append), the CLOCK search examines 1024
     slots a trip, and a search is not walked when no slot is a candidate
     (a count of them, built at the launch's first search and kept current:
-    such a search would clear nothing and fail). At most 512 appends a launch (the runtime splits longer
-    lists).
+    such a search would clear nothing and fail). At most 512 appends a
+    launch (the runtime splits longer lists).
 
     ```mlir
     dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
