@@ -202,7 +202,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, kb.i32(bit), status,
                                   ValueRange{kb.index(0)});
     };
-    /// An scf.if with one result: `then` and `otherwise` build the values.
+    // An scf.if with one result: `then` and `otherwise` build the values.
     auto ifValue = [&](Value condition, Type type, function_ref<Value()> then,
                        function_ref<Value()> otherwise) {
       auto op = scf::IfOp::create(b, TypeRange{type}, condition, /*withElseRegion=*/true);
@@ -231,12 +231,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       Value stepped = kb.cmpi(P::ne, step, kb.i32(0));
       return andI(same, stepped);
     };
-    /// The warp's ballot of `bit`: bit l of the result is lane l's.
+    // The warp's ballot of `bit`: bit l of the result is lane l's.
     auto ballot = [&](Value bit) {
       return NVVM::VoteSyncOp::create(b, i32, kb.i32(-1), bit, NVVM::VoteSyncKind::ballot)
           .getResult();
     };
-    /// The least i32 `v` over the warp; every lane gets it.
+    // The least i32 `v` over the warp; every lane gets it.
     auto warpMin = [&](Value v) {
       for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
         auto shuffle = gpu::ShuffleOp::create(b, v, offset, kWarpSize, gpu::ShuffleMode::XOR);
@@ -244,14 +244,14 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       }
       return v;
     };
-    /// [0, end) over the CTA: thread t takes t, t + 1024, ...
+    // [0, end) over the CTA: thread t takes t, t + 1024, ...
     auto overCTA = [&](Value end, function_ref<void(Value)> body) {
       kb.forLoop(tid, end, threads, body);
     };
-    /// A CTA-wide scan: `trip(t)` examines positions t + thread (all threads
-    /// together) and yields the trip's result, the same in every thread; the
-    /// loop ends at `end` or once `done(result)`. Returns the last trip's
-    /// result (`none` if no trip ran).
+    // A CTA-wide scan: `trip(t)` examines positions t + thread (all threads
+    // together) and yields the trip's result, the same in every thread; the
+    // loop ends at `end` or once `done(result)`. Returns the last trip's
+    // result (`none` if no trip ran).
     auto scan = [&](Value end, Value width, Value none, function_ref<Value(Value)> trip,
                     function_ref<Value(Value)> done) {
       Type type = none.getType();
@@ -269,9 +269,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       scf::YieldOp::create(b, ValueRange{next, result});
       return loop.getResult(1);
     };
-    /// How many of the sorted bounds are below `x` (`inclusive`: at most
-    /// `x`): a binary search over the 2N bounds in shared memory, a fixed
-    /// number of halvings.
+    // How many of the sorted bounds are below `x` (`inclusive`: at most
+    // `x`): a binary search over the 2N bounds in shared memory, a fixed
+    // number of halvings.
     int64_t halvings = static_cast<int64_t>(llvm::Log2_64(static_cast<uint64_t>(2 * n))) + 1;
     auto boundsBelow = [&](Value x, bool inclusive) {
       auto loop = scf::ForOp::create(b, kb.index(0), kb.index(halvings), kb.index(1),
@@ -291,22 +291,22 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       scf::YieldOp::create(b, ValueRange{nextLo, nextHi});
       return loop.getResult(0);
     };
-    /// Whether slot `s` (index) is a CLOCK candidate given its row `row`:
-    /// hot, last use < the step.
+    // Whether slot `s` (index) is a CLOCK candidate given its row `row`:
+    // hot, last use < the step.
     auto candidateAt = [&](Value s, Value row) {
       Value isHot = kb.cmpi(P::sge, row, kb.i64(0));
       Value last = load(recency, {s, kb.index(0)});
       return andI(isHot, kb.cmpi(P::ult, last, step));
     };
-    /// Once counted, the candidates change by `delta` when `condition` holds
-    /// (first thread).
+    // Once counted, the candidates change by `delta` when `condition` holds
+    // (first thread).
     auto countCandidate = [&](function_ref<Value()> condition, int64_t delta) {
       kb.ifThen(isSet(kCandidatesCounted), [&] {
         kb.ifThen(condition(),
                   [&] { setScalar(add(scalar(kCandidates), kb.i32(delta)), kCandidates); });
       });
     };
-    /// Whether host row `row` lies in the range of append `i` (shared).
+    // Whether host row `row` lies in the range of append `i` (shared).
     auto inRange = [&](Value row, Value i) {
       Value begin = load(entries, {i, kb.index(Layout::kOwnerBegin)});
       Value end = load(entries, {i, kb.index(Layout::kOwnerEnd)});
@@ -350,8 +350,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
     gpu::BarrierOp::create(b);
     Value bad = isSet(kBad);
 
-    /// The owner counts (the CTA, uniformly): append i's count of the hot
-    /// rows in its range, from the hot rows as they are now.
+    // The owner counts (the CTA, uniformly): append i's count of the hot
+    // rows in its range, from the hot rows as they are now.
     auto countOwners = [&] {
       // The bounds ascending (a rank sort: ties in index order); no row yet.
       overCTA(entriesIndex, [&](Value j) {

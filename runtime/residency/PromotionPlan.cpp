@@ -243,7 +243,7 @@ std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &
           hi > lo ? before[static_cast<std::size_t>(hi)] - before[static_cast<std::size_t>(lo)] : 0;
     }
   };
-  /// `row` became hot (+1) or left (-1): the counts of the ranges holding it.
+  // `row` became hot (+1) or left (-1): the counts of the ranges holding it.
   auto countRow = [&](std::int64_t row, std::int64_t delta) {
     for (std::int64_t j = 0; j < static_cast<std::int64_t>(owned.size()); ++j) {
       const DeviceAppend &a = appends[static_cast<std::size_t>(j)];
