@@ -885,6 +885,8 @@ void Runtime::giveStateToDevice(bool own) {
 }
 
 void Runtime::enqueueAppends() {
+  // Every group's replay in one call: the groups' replays run side by side.
+  std::vector<AgingReplay> replays;
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     const std::size_t gi = static_cast<std::size_t>(g);
     if (!controller_->deviceOwned(g) || agingPending_[gi] > 0)
@@ -893,12 +895,15 @@ void Runtime::enqueueAppends() {
     if (appends.empty())
       continue;
     const GroupOccupancy occupancy = controller_->occupancy(g);
-    tiers_.runner->enqueueAging(
-        g, appends,
-        static_cast<std::int32_t>(std::clamp<std::int64_t>(
-            occupancy.optionalBudget - deviceExcess_[gi], -1, layout_.hbmSlots)));
-    agingPending_[gi] = appends.size();
+    replays.push_back({g, &appends,
+                       static_cast<std::int32_t>(std::clamp<std::int64_t>(
+                           occupancy.optionalBudget - deviceExcess_[gi], -1, layout_.hbmSlots))});
   }
+  if (replays.empty())
+    return;
+  tiers_.runner->enqueueAging(replays);
+  for (const AgingReplay &replay : replays)
+    agingPending_[static_cast<std::size_t>(replay.group)] = replay.appends->size();
 }
 
 void Runtime::applyAppends() {

@@ -152,6 +152,15 @@ struct DeviceDecisionCounts {
   std::uint32_t noVictimStep = 0; ///< the victim-search memo
 };
 
+/// One layer group's appends for StepRunner::enqueueAging: the ones the
+/// controller recorded for it (in call order) and the optional budget left
+/// before them (optional budget - excess).
+struct AgingReplay {
+  std::int32_t group = 0;
+  const std::vector<DeviceAppend> *appends = nullptr; ///< not empty
+  std::int32_t budget = 0;
+};
+
 /// Runs a decode step's layers over the tiers: beginStep, per group its
 /// selections (taken on the device, or resolved by the Runtime), per layer
 /// attend, finishStep.
@@ -279,10 +288,10 @@ public:
   /// Takes a compiled aging step (examples/aging_step.mlir): the appends
   /// recorded for device-owned groups are then replayed on the device.
   virtual void setAgingStep(const Manifest &manifest);
-  /// Enqueues the replay of group g's recorded appends, `budget` being the
-  /// optional budget left before them (see CudaDecisions::enqueueAging).
-  virtual void enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
-                            std::int32_t budget);
+  /// Enqueues the replay of each group's recorded appends (at most one
+  /// replay a group; the groups' replays may run side by side, see
+  /// CudaDecisions::enqueueAging).
+  virtual void enqueueAging(const std::vector<AgingReplay> &replays);
   /// The new rows' slots of the last replay of group g's `count` appends,
   /// after waitForAging.
   virtual std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const;

@@ -50,7 +50,7 @@ void StepRunner::rollBackDecisions() {}
 void StepRunner::setAgingStep(const Manifest &) {
   throw InputError("appends replayed on the device need the CUDA backend and a decision step");
 }
-void StepRunner::enqueueAging(std::int32_t, const std::vector<DeviceAppend> &, std::int32_t) {
+void StepRunner::enqueueAging(const std::vector<AgingReplay> &) {
   throw StateError("no aging step is loaded");
 }
 std::vector<std::int32_t> StepRunner::agedSlots(std::int32_t, std::size_t) const {

@@ -298,36 +298,61 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
   agingN_ = static_cast<std::size_t>(
       manifest.arguments[static_cast<std::size_t>(agingList_)].shape.at(0));
   aging_ = std::make_unique<CudaStep>(manifest, queue_->device().ordinal);
-  agingBuffers_.arguments.assign(manifest.arguments.size(), 0);
-  agingBuffers_.hbmSlots = layout_.hbmSlots;
-  agingBuffers_.hostRows = layout_.hostRows;
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  CudaStepBuffers unbound;
+  unbound.arguments.assign(manifest.arguments.size(), 0);
+  unbound.hbmSlots = layout_.hbmSlots;
+  unbound.hostRows = layout_.hostRows;
+  agingBuffers_.assign(groups, unbound);
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::int32_t group = static_cast<std::int32_t>(g);
+    CudaStepBuffers &buffers = agingBuffers_[g];
+    buffers.arguments[static_cast<std::size_t>(agingTables_.hot)] =
+        groupArgument(group, tables_.hot);
+    buffers.arguments[static_cast<std::size_t>(agingTables_.cleared)] =
+        groupArgument(group, tables_.cleared);
+    buffers.arguments[static_cast<std::size_t>(agingTables_.free)] =
+        groupArgument(group, tables_.free);
+    buffers.arguments[static_cast<std::size_t>(agingTables_.control)] =
+        groupArgument(group, tables_.control);
+  }
+  // Each group's list, place list and status word of its own: the groups'
+  // replays run side by side.
   for (int index : {agingList_, agingTables_.rows, agingTables_.slots}) {
     const Argument &argument = manifest.arguments[static_cast<std::size_t>(index)];
+    const std::size_t stride = (argument.bytes() + 255) / 256 * 256;
     agingArguments_.push_back(std::make_unique<DeviceBuffer>(
-        argument.bytes(), std::string("the aging step's ") + abi::name(argument.role)));
-    agingBuffers_.arguments[static_cast<std::size_t>(index)] = agingArguments_.back()->get();
+        std::max<std::size_t>(groups, 1) * stride,
+        std::string("the aging step's ") + abi::name(argument.role) + " of each group"));
+    for (std::size_t g = 0; g < groups; ++g)
+      agingBuffers_[g].arguments[static_cast<std::size_t>(index)] =
+          agingArguments_.back()->get() + g * stride;
   }
-  agingStatus_ = std::make_unique<DeviceBuffer>(4, "the aging status");
-  cuda.check(cuda.memsetD32(agingStatus_->get(), 0, 1), "clearing the aging status");
-  agingBuffers_.status = agingStatus_->get();
-  agingIn_.resize(static_cast<std::size_t>(layout_.groups()));
-  agingOut_.resize(agingIn_.size());
-  agingRoom_.assign(agingIn_.size(), 0);
+  agingStatus_ = std::make_unique<DeviceBuffer>(std::max<std::size_t>(groups, 1) * 4,
+                                                "the aging status words");
+  cuda.check(cuda.memsetD32(agingStatus_->get(), 0, std::max<std::size_t>(groups, 1)),
+             "clearing the aging status words");
+  for (std::size_t g = 0; g < groups; ++g)
+    agingBuffers_[g].status = agingStatus_->get() + g * 4;
+  agingStreams_ = std::make_unique<CudaWorkerStreams>(groups);
+  agingIn_.resize(groups);
+  agingOut_.resize(groups);
+  agingRoom_.assign(groups, 0);
   queue_->makeCurrent();
 }
 
-void CudaDecisions::enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
-                                 std::int32_t budget, const CudaPlacement &placement,
-                                 const CudaPools &pools) {
+void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
+                                 const CudaPlacement &placement, const CudaPools &pools) {
   using Age = dhs_abi::AgeRowsLayout;
   const CudaDriver &cuda = driver();
-  CUstream stream = queue_->stream();
-  const std::size_t g = static_cast<std::size_t>(group);
-  if (appends.empty())
-    return;
-  const std::size_t chunks = (appends.size() + agingN_ - 1) / agingN_;
-  if (chunks * agingN_ > agingRoom_[g]) {
-    // (Between steps: nothing of the group's in flight reads them.)
+  // Room for every group's appends before anything is enqueued (between
+  // steps: waiting for the queue's stream waits for the last replays too,
+  // which it joined).
+  for (const AgingReplay &replay : replays) {
+    const std::size_t g = static_cast<std::size_t>(replay.group);
+    const std::size_t chunks = (replay.appends->size() + agingN_ - 1) / agingN_;
+    if (chunks * agingN_ <= agingRoom_.at(g))
+      continue;
     queue_->quiesce();
     agingRoom_[g] = chunks * agingN_;
     agingIn_[g] = std::make_unique<MappedHostBuffer>(agingRoom_[g] * Age::kEntryWords * 8 + 8,
@@ -335,56 +360,65 @@ void CudaDecisions::enqueueAging(std::int32_t group, const std::vector<DeviceApp
     agingOut_[g] =
         std::make_unique<MappedHostBuffer>(agingRoom_[g] * 4, "slots from the aging step");
   }
-  auto *list = static_cast<std::int64_t *>(agingIn_[g]->host());
-  for (std::size_t i = 0; i < chunks * agingN_; ++i) {
-    std::int64_t *entry = list + i * Age::kEntryWords;
-    if (i < appends.size()) {
-      entry[Age::kAged] = appends[i].aged;
-      entry[Age::kFresh] = appends[i].fresh;
-      entry[Age::kOwnerBegin] = appends[i].ownerBegin;
-      entry[Age::kOwnerEnd] = appends[i].ownerEnd;
-    } else {
-      entry[Age::kAged] = entry[Age::kFresh] = -1; // padding, skipped
-      entry[Age::kOwnerBegin] = entry[Age::kOwnerEnd] = 0;
+  if (replays.empty())
+    return;
+  // Replay k on worker stream k mod size, after the queue's work so far;
+  // the queue's stream waits for all of them before its next work.
+  agingStreams_->fork(queue_->stream());
+  for (std::size_t k = 0; k < replays.size(); ++k) {
+    const AgingReplay &replay = replays[k];
+    const std::vector<DeviceAppend> &appends = *replay.appends;
+    const std::int32_t group = replay.group;
+    const std::size_t g = static_cast<std::size_t>(group);
+    CUstream stream = agingStreams_->stream(k % agingStreams_->size());
+    const std::size_t chunks = (appends.size() + agingN_ - 1) / agingN_;
+    auto *list = static_cast<std::int64_t *>(agingIn_[g]->host());
+    for (std::size_t i = 0; i < chunks * agingN_; ++i) {
+      std::int64_t *entry = list + i * Age::kEntryWords;
+      if (i < appends.size()) {
+        entry[Age::kAged] = appends[i].aged;
+        entry[Age::kFresh] = appends[i].fresh;
+        entry[Age::kOwnerBegin] = appends[i].ownerBegin;
+        entry[Age::kOwnerEnd] = appends[i].ownerEnd;
+      } else {
+        entry[Age::kAged] = entry[Age::kFresh] = -1; // padding, skipped
+        entry[Age::kOwnerBegin] = entry[Age::kOwnerEnd] = 0;
+      }
+    }
+    // The budget word before the appends (the kernel keeps it from then on).
+    auto *budgetWord = reinterpret_cast<std::int32_t *>(list + chunks * agingN_ * Age::kEntryWords);
+    *budgetWord = replay.budget;
+    cuda.check(
+        cuda.memcpyHtoDAsync(groupArgument(group, tables_.control) + Control::kFreeBudget * 4,
+                             budgetWord, 4, stream),
+        "copying an aging budget");
+    CudaStepBuffers buffers = agingBuffers_[g];
+    placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
+    const std::size_t listBytes = agingN_ * Age::kEntryWords * 8;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      cuda.check(cuda.memcpyHtoDAsync(buffers.arguments[static_cast<std::size_t>(agingList_)],
+                                      list + c * agingN_ * Age::kEntryWords, listBytes, stream),
+                 "copying appends");
+      const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
+      buffers.hbm = pools.hbm[firstPool]->get();
+      buffers.host = pools.host[firstPool]->device();
+      aging_->launchAsync(buffers, stream, 0, 1);
+      for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+           l += layout_.layersPerPool) {
+        const std::size_t pool = layout_.poolOf(l);
+        buffers.hbm = pools.hbm[pool]->get();
+        buffers.host = pools.host[pool]->device();
+        aging_->launchAsync(buffers, stream, 1, 1);
+      }
+      // Entry i of the list: append i's row and its slot.
+      cuda.check(
+          cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(agingOut_[g]->host()) + c * agingN_,
+                               buffers.arguments[static_cast<std::size_t>(agingTables_.slots)],
+                               agingN_ * 4, stream),
+          "copying the aged rows' slots");
     }
   }
-  // The budget word before the appends (the kernel keeps it from then on).
-  auto *budgetWord = reinterpret_cast<std::int32_t *>(list + chunks * agingN_ * Age::kEntryWords);
-  *budgetWord = budget;
-  cuda.check(cuda.memcpyHtoDAsync(groupArgument(group, tables_.control) + Control::kFreeBudget * 4,
-                                  budgetWord, 4, stream),
-             "copying an aging budget");
-  CudaStepBuffers buffers = agingBuffers_;
-  buffers.arguments[static_cast<std::size_t>(agingTables_.hot)] = groupArgument(group, tables_.hot);
-  buffers.arguments[static_cast<std::size_t>(agingTables_.cleared)] =
-      groupArgument(group, tables_.cleared);
-  buffers.arguments[static_cast<std::size_t>(agingTables_.free)] =
-      groupArgument(group, tables_.free);
-  buffers.arguments[static_cast<std::size_t>(agingTables_.control)] =
-      groupArgument(group, tables_.control);
-  placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
-  const std::size_t listBytes = agingN_ * Age::kEntryWords * 8;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    cuda.check(cuda.memcpyHtoDAsync(buffers.arguments[static_cast<std::size_t>(agingList_)],
-                                    list + c * agingN_ * Age::kEntryWords, listBytes, stream),
-               "copying appends");
-    const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
-    buffers.hbm = pools.hbm[firstPool]->get();
-    buffers.host = pools.host[firstPool]->device();
-    aging_->launchAsync(buffers, stream, 0, 1);
-    for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
-         l += layout_.layersPerPool) {
-      const std::size_t pool = layout_.poolOf(l);
-      buffers.hbm = pools.hbm[pool]->get();
-      buffers.host = pools.host[pool]->device();
-      aging_->launchAsync(buffers, stream, 1, 1);
-    }
-    // Entry i of the list: append i's row and its slot.
-    cuda.check(cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(agingOut_[g]->host()) + c * agingN_,
-                                    buffers.arguments[static_cast<std::size_t>(agingTables_.slots)],
-                                    agingN_ * 4, stream),
-               "copying the aged rows' slots");
-  }
+  agingStreams_->join(queue_->stream());
   queue_->submitted();
 }
 
@@ -397,11 +431,19 @@ std::vector<std::int32_t> CudaDecisions::agedSlots(std::int32_t group, std::size
 std::uint32_t CudaDecisions::takeAgingStatus() {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
+  // (The queue's stream joined the replays' streams.)
   queue_->synchronize("the aging kernels failed");
+  std::vector<std::uint32_t> words(agingBuffers_.size());
+  if (words.empty())
+    return 0;
+  cuda.check(cuda.memcpyDtoH(words.data(), agingStatus_->get(), words.size() * 4),
+             "reading the aging status words");
   std::uint32_t word = 0;
-  cuda.check(cuda.memcpyDtoH(&word, agingStatus_->get(), 4), "reading the aging status");
+  for (std::uint32_t groupWord : words)
+    word |= groupWord;
   if (word != 0)
-    cuda.check(cuda.memsetD32(agingStatus_->get(), 0, 1), "clearing the aging status");
+    cuda.check(cuda.memsetD32(agingStatus_->get(), 0, words.size()),
+               "clearing the aging status words");
   return word;
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/CudaResources.h"
 #include "runtime/cuda/CudaStep.h"
+#include "runtime/cuda/CudaWorkerStreams.h"
 #include "runtime/residency/Residency.h"
 
 #include <array>
@@ -86,17 +87,22 @@ public:
   void setAgingStep(const Manifest &manifest);
   /// True once an aging step is loaded.
   bool aging() const { return aging_ != nullptr; }
-  /// Enqueues the replay of `appends` (group g's, in call order, in chunks
-  /// of the step's N) and their placement, after writing the budget word
-  /// (optional budget - excess before them); the new rows' slots come back
-  /// to pinned memory (agedSlots, once the stream finished them).
-  void enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
-                    std::int32_t budget, const CudaPlacement &placement, const CudaPools &pools);
+  /// Enqueues each replay's group's appends (in call order, in chunks of
+  /// the step's N) and their placement, after writing the group's budget
+  /// word (optional budget - excess before them); the new rows' slots come
+  /// back to pinned memory (agedSlots, once the queue's stream finished
+  /// them). The groups' replays run side by side on worker streams forked
+  /// from the queue's stream and joined back into it, so the queue's later
+  /// work (the step) waits for all of them; each group has its own lists
+  /// and status word. The host does not wait, except once before the first
+  /// replay that outgrows a group's pinned buffers.
+  void enqueueAging(const std::vector<AgingReplay> &replays, const CudaPlacement &placement,
+                    const CudaPools &pools);
   /// The slots of the appends enqueueAging replayed for group g last
   /// (entry i: append i's new row's slot, -1 when it left HBM in the list).
   std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const;
-  /// The aging kernels' status word since the last call (0: fine); clears it
-  /// (waits for the stream).
+  /// The aging kernels' status since the last call: the OR of the groups'
+  /// status words (0: fine); clears them (waits for the stream).
   std::uint32_t takeAgingStatus();
 
 private:
@@ -132,15 +138,19 @@ private:
   std::unique_ptr<MappedHostBuffer> counts_;            // [group][kWords + kHeader]
   std::unique_ptr<MappedHostBuffer> lists_;             // [group][entries x 12 bytes]
   CudaStepBuffers buffers_;
-  // The aging step: its appends list [N x 4] and place list [2 N] are its
-  // own (shared by the groups, stream-ordered); the tables are the groups'.
+  // The aging step: its appends list [N x 4], place list [2 N] and status
+  // word are its own, one of each per group (the groups' replays run side
+  // by side); the tables are the groups'.
   std::unique_ptr<CudaStep> aging_;
   std::size_t agingN_ = 0;
   int agingList_ = -1;
   TableArguments agingTables_;
-  CudaStepBuffers agingBuffers_;
+  std::vector<CudaStepBuffers> agingBuffers_; // [group]: its lists, tables, status
+  // The list, the place rows, the place slots: one buffer each, the
+  // groups' side by side (bound in agingBuffers_).
   std::vector<std::unique_ptr<DeviceBuffer>> agingArguments_;
-  std::unique_ptr<DeviceBuffer> agingStatus_;
+  std::unique_ptr<DeviceBuffer> agingStatus_; // [group] u32
+  std::unique_ptr<CudaWorkerStreams> agingStreams_;
   // Pinned, per group: the appends written for the copies, the budget word,
   // and the slots read back (grown to the group's largest replay).
   std::vector<std::unique_ptr<MappedHostBuffer>> agingIn_, agingOut_;

@@ -175,7 +175,11 @@ private:
 /// An event.
 class Event {
 public:
-  Event() { driver().check(driver().eventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate"); }
+  /// An event with `flags` (CU_EVENT_DISABLE_TIMING for one that only
+  /// orders streams).
+  explicit Event(unsigned flags = CU_EVENT_DEFAULT) {
+    driver().check(driver().eventCreate(&event_, flags), "cuEventCreate");
+  }
   ~Event() {
     if (event_)
       driver().eventDestroy(event_);

@@ -197,14 +197,13 @@ void CudaStepRunner::setAgingStep(const Manifest &manifest) {
   decisions_->setAgingStep(manifest);
 }
 
-void CudaStepRunner::enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
-                                  std::int32_t budget) {
+void CudaStepRunner::enqueueAging(const std::vector<AgingReplay> &replays) {
   if (!decisions_ || !decisions_->aging())
     throw StateError("no aging step is loaded");
   if (stepOpen_)
     throw StateError("appends are replayed between steps");
   queue_->makeCurrent();
-  decisions_->enqueueAging(group, appends, budget, *storage_.placement(), storage_.pools());
+  decisions_->enqueueAging(replays, *storage_.placement(), storage_.pools());
 }
 
 void CudaStepRunner::waitForAging() {

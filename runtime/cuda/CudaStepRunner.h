@@ -92,8 +92,7 @@ public:
   void rollBackDecisions() override;
   StepTimes lastStepTimes() const override { return lastTimes_; }
   void setAgingStep(const Manifest &manifest) override;
-  void enqueueAging(std::int32_t group, const std::vector<DeviceAppend> &appends,
-                    std::int32_t budget) override;
+  void enqueueAging(const std::vector<AgingReplay> &replays) override;
   std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const override {
     return decisions_->agedSlots(group, count);
   }
