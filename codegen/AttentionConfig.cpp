@@ -196,6 +196,12 @@ KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConf
       signature.add(Role::ReadyFlags,
                     MemRefType::get({B, config.stagingRows / kTensorCoreTileRows}, i32));
     signature.add(Role::HbmTier, getTierType(config.pool));
+    // Overlapped: the tiles the attention takes are read from the host.
+    if (config.overlapped) {
+      signature.add(Role::HistoryStart, MemRefType::get({B}, i64));
+      signature.add(Role::HistoryLen, MemRefType::get({B}, i32));
+      signature.add(Role::HostTier, getTierType(config.pool));
+    }
   } else {
     signature.add(Role::HistoryStart, MemRefType::get({B}, i64));
     signature.add(Role::HistoryLen, MemRefType::get({B}, i32));

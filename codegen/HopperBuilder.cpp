@@ -130,7 +130,13 @@ void HopperBuilder::storeRelease(Value address, Value value) {
                "l,r");
 }
 
-Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs) {
+Value HopperBuilder::compareAndSwap(Value address, Value expected, Value desired) {
+  return asmStatement(b, b.getI32Type(), ValueRange{address, expected, desired},
+                      "atom.acquire.gpu.global.cas.b32 $0, [$1], $2, $3;", "=r,l,r,r")
+      .front();
+}
+
+Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs, int32_t pending) {
   Type i32 = b.getI32Type();
   auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
   auto loop = scf::WhileOp::create(b, TypeRange{i32, i32}, ValueRange{c32(0), c32(0)});
@@ -138,7 +144,7 @@ Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs) {
   Location loc = b.getLoc();
   Block *before = b.createBlock(&loop.getBefore(), {}, {i32, i32}, {loc, loc});
   Value flag = loadAcquire(address);
-  Value unset = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, flag, c32(0));
+  Value unset = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, flag, c32(pending));
   Value more =
       arith::CmpIOp::create(b, arith::CmpIPredicate::slt, before->getArgument(0), c32(polls));
   scf::ConditionOp::create(b, arith::AndIOp::create(b, unset, more),
@@ -148,7 +154,7 @@ Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs) {
   scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, after->getArgument(0), c32(1)),
                                      after->getArgument(1)});
   b.setInsertionPointAfter(loop);
-  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, loop.getResult(1), c32(0));
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, loop.getResult(1), c32(pending));
 }
 
 void HopperBuilder::copyToCluster(Value destination, Value source, Value size, Value barrier) {

@@ -70,10 +70,13 @@ struct HopperBuilder {
   /// word at `address` (i64) and `st.release.gpu` of `value` (i32) there.
   Value loadAcquire(Value address);
   void storeRelease(Value address, Value value);
-  /// Polls the flag at `address` (i64) with loadAcquire until it is
-  /// nonzero, sleeping `sleepNs` between polls, at most `polls` times;
-  /// returns whether it was set (i1).
-  Value waitFlag(Value address, int64_t polls, int64_t sleepNs);
+  /// `atom.acquire.gpu.cas` of the 32-bit word at `address` (i64): stores
+  /// `desired` (i32) if it holds `expected` (i32); returns what it held.
+  Value compareAndSwap(Value address, Value expected, Value desired);
+  /// Polls the flag at `address` (i64) with loadAcquire while it holds
+  /// `pending`, sleeping `sleepNs` between polls, at most `polls` times;
+  /// returns whether it changed (i1).
+  Value waitFlag(Value address, int64_t polls, int64_t sleepNs, int32_t pending = 0);
   /// Waits until the phase of parity `parity` (i32) of the mbarrier at
   /// shared pointer `barrier` (!llvm.ptr<3>, this CTA's) completes, with
   /// acquire semantics at cluster scope (nvvm.mbarrier.try_wait.parity

@@ -480,7 +480,9 @@ private:
     else
       operands.append({{Role::Staging, op.getStaging()},
                        {Role::Remap, op.getStagingIndex()},
-                       {Role::ReadyFlags, op.getReady()}});
+                       {Role::ReadyFlags, op.getReady()},
+                       {Role::HistoryStart, op.getHistoryStart()},
+                       {Role::HistoryLen, op.getHistoryLen()}});
     return operands;
   }
 
@@ -502,7 +504,8 @@ struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
 /// Replaces fused attention `op` by a fetch of its missing rows into an arena
 /// buffer [B, Q * K, layers, row bytes] and a staged attention over it; with
 /// `overlap`, the two share ready flags [B, Q * K / 64] (the fetch runs
-/// beside the attention).
+/// beside the attention, which reads the tiles it reaches first from the
+/// host store: it takes the histories too).
 static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches, bool overlap) {
   OpBuilder builder(op);
   Location loc = op.getLoc();
@@ -522,7 +525,9 @@ static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches, bool
                   op.getHistoryLen(), buffer, ready);
   AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
                       /*staging_index=*/Value(), op.getSharedTiles(), op.getPool(), op.getWindow(),
-                      op.getWindowTokens(), op.getOutput(), ready, op.getLayerAttr(),
+                      op.getWindowTokens(), op.getOutput(), ready,
+                      overlap ? op.getHistoryStart() : Value(),
+                      overlap ? op.getHistoryLen() : Value(), op.getLayerAttr(),
                       op.getSoftmaxScaleAttr(), op.getWindowSizeAttr());
   op.erase();
 }

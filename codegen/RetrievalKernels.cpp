@@ -328,9 +328,18 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
         Value exists = kb.cmpi(arith::CmpIPredicate::ult, n, kb.index(items));
         return {request, arith::MulIOp::create(ib, tile, kb.index(kReadyTileRows)), flag, exists};
       };
-      // A warp takes kOverlapItemsPerWarp consecutive items at a time: it
-      // lists their good missing rows (entry g * 64 + e: row e of its item
-      // g), copies them, then sets the items' flags.
+      // Item n's flag (i64 address).
+      auto flagOf = [&](const Item &item) -> Value {
+        return arith::AddIOp::create(
+            ib, readyBase,
+            arith::MulIOp::create(ib, arith::IndexCastOp::create(ib, ib.getI64Type(), item.flag),
+                                  kb.i64(4)));
+      };
+      // A warp takes kOverlapItemsPerWarp consecutive items at a time: lane
+      // g claims item g (a tile the attention reached first is its own),
+      // then the warp lists the claimed items' good missing rows (entry
+      // g * 64 + e: row e of its item g), copies them, and marks the items
+      // staged.
       Value globalWarp = arith::AddIOp::create(
           ib, arith::MulIOp::create(ib, kb.blockId(), kb.index(warpsPerBlock)), warp);
       kb.forLoop(
@@ -339,10 +348,33 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
             kb.ifThen(firstLane, [&] {
               memref::StoreOp::create(ib, kb.i32(0), lists, ValueRange{warp, countAt});
             });
+            Item mine = itemOf(arith::AddIOp::create(ib, base, lane));
+            Value claimer = arith::AndIOp::create(
+                ib, kb.cmpi(arith::CmpIPredicate::ult, lane, kb.index(kOverlapItemsPerWarp)),
+                mine.exists);
+            auto claim = scf::IfOp::create(ib, ib.getI32Type(), claimer, /*withElse=*/true);
+            {
+              OpBuilder::InsertionGuard guard(ib);
+              ib.setInsertionPointToStart(claim.thenBlock());
+              Value was =
+                  hb.compareAndSwap(flagOf(mine), kb.i32(kTileUnclaimed), kb.i32(kTileStaging));
+              Value unclaimed = kb.cmpi(arith::CmpIPredicate::eq, was, kb.i32(kTileUnclaimed));
+              scf::YieldOp::create(
+                  ib, ValueRange{arith::ExtUIOp::create(ib, ib.getI32Type(), unclaimed)});
+              ib.setInsertionPointToStart(claim.elseBlock());
+              scf::YieldOp::create(ib, kb.i32(0));
+            }
+            Value claimed = claim.getResult(0);
             NVVM::SyncWarpOp::create(ib, kb.i32(-1));
             for (int64_t g = 0; g < kOverlapItemsPerWarp; ++g) {
               Item item = itemOf(arith::AddIOp::create(ib, base, kb.index(g)));
-              kb.ifThen(item.exists, [&] {
+              Value claimedItem =
+                  kb.cmpi(arith::CmpIPredicate::ne,
+                          gpu::ShuffleOp::create(ib, claimed, kb.i32(g), kb.i32(kWarpSize),
+                                                 gpu::ShuffleMode::IDX)
+                              .getShuffleResult(),
+                          kb.i32(0));
+              kb.ifThen(claimedItem, [&] {
                 Value length = memref::LoadOp::create(ib, lenArg, ValueRange{item.request});
                 Value start = memref::LoadOp::create(ib, startArg, ValueRange{item.request});
                 for (int64_t half = 0; half < kReadyTileRows / kWarpSize; ++half) {
@@ -378,21 +410,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                         lanesPerToken, tokenLoads);
             });
             // The warp's copies happen before each flag: a warp barrier,
-            // then lane g releases item g's flag (release is cumulative).
+            // then lane g marks its claimed item staged (release is
+            // cumulative).
             NVVM::SyncWarpOp::create(ib, kb.i32(-1));
-            Item mine = itemOf(arith::AddIOp::create(ib, base, lane));
-            kb.ifThen(arith::AndIOp::create(
-                          ib,
-                          kb.cmpi(arith::CmpIPredicate::ult, lane, kb.index(kOverlapItemsPerWarp)),
-                          mine.exists),
-                      [&] {
-                        Value flag = arith::AddIOp::create(
-                            ib, readyBase,
-                            arith::MulIOp::create(
-                                ib, arith::IndexCastOp::create(ib, ib.getI64Type(), mine.flag),
-                                kb.i64(4)));
-                        hb.storeRelease(flag, kb.i32(1));
-                      });
+            kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, claimed, kb.i32(0)),
+                      [&] { hb.storeRelease(flagOf(mine), kb.i32(kTileStaged)); });
           });
       gpu::ReturnOp::create(ib);
       return;

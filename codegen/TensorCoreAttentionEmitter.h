@@ -256,8 +256,9 @@ private:
     Value valid;   ///< whether its row has data (i1)
     Value address; ///< its row of this layer (i64)
     /// Overlapped staging: the ready flag of its tile when the row is
-    /// staged, else 0 (i64); null otherwise.
-    Value readyFlag;
+    /// missing, else 0 (i64), and its row of this layer in the host store
+    /// (i64), read when the attention takes the tile; null otherwise.
+    Value readyFlag, hostAddress;
   };
   /// Classifies selection `k` from its loaded `selection`. Reports bad ids
   /// through the step status when `report`.
@@ -280,7 +281,9 @@ private:
   // Arguments (see getAttentionSignature).
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, stagingIndex, output, partials,
       status, sharedTilesArg;
-  Value readyFlags; // their address (i64; overlapped staging only)
+  // Overlapped staging only: the flags' address (i64) and the host store
+  // (the staged kernel's `host` is its staging).
+  Value readyFlags, hostStore;
   // Per-thread values (i32 unless noted; request, position, split: index).
   Value tid, group, thread, warp, lane, request, position, split, headBase;
   Value rank;        // the CTA's rank in its cluster (i32; clustered only)

@@ -333,8 +333,12 @@ void TensorCoreAttentionEmitter::emit() {
   if (config.staged) {
     host = args[Role::Staging]; // [B, N, ...]: row b * N + n
     stagingIndex = args.lookup(Role::Remap);
-    if (config.overlapped)
+    if (config.overlapped) {
       readyFlags = hb.getAddress(args[Role::ReadyFlags]);
+      historyStart = args[Role::HistoryStart];
+      historyLen = args[Role::HistoryLen];
+      hostStore = args[Role::HostTier];
+    }
   } else {
     historyStart = args[Role::HistoryStart];
     historyLen = args[Role::HistoryLen];

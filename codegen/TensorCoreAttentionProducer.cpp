@@ -39,7 +39,7 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   Value slot = selection[1];
   Value none = eq(id, c32(-1));
   Value badRow = kb.cmpi(arith::CmpIPredicate::slt, id, c32(-1));
-  if (!config.staged)
+  if (!config.staged || config.overlapped)
     badRow = ori(badRow, kb.cmpi(arith::CmpIPredicate::sge, id,
                                  memref::LoadOp::create(b, historyLen, ValueRange{request})));
   Value hbmRows =
@@ -49,7 +49,10 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   Value onHost = eq(slot, c32(-1));
   // A missing row's place: the host store at history_start + id (fused), or
   // its staging row b * N + position (staged).
-  Value hostRow, hostOutside, readyFlag;
+  Value hostRow, hostOutside, readyFlag, hostAddress;
+  // Overlapped staging: a missing row of a tile the attention takes is read
+  // from the host store (checked as the fused kernel checks it).
+  Value storeOutside;
   Value requestRow = arith::IndexCastOp::create(b, b.getI64Type(), request);
   if (config.staged) {
     Value staged =
@@ -63,7 +66,7 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
     hostOutside = ori(kb.cmpi(arith::CmpIPredicate::slt, staged, c64(0)),
                       kb.cmpi(arith::CmpIPredicate::sge, staged, c64(config.stagingRows)));
     hostRow = add(mul(requestRow, c64(config.stagingRows)), staged);
-    // Overlapped: a staged row waits for the flag of its tile of 64.
+    // Overlapped: a missing row goes by the flag of its tile of 64.
     if (config.overlapped) {
       int64_t tilesPerRequest = config.stagingRows / kTensorCoreTileRows;
       Value flag =
@@ -71,6 +74,14 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
                                   arith::DivUIOp::create(b, staged, c64(kTensorCoreTileRows))),
                               c64(4)));
       readyFlag = kb.select(onHost, flag, c64(0));
+      Value storeRow =
+          add(memref::LoadOp::create(b, historyStart, ValueRange{request}), sext64(id));
+      Value storeRows = arith::IndexCastOp::create(
+          b, b.getI64Type(), memref::DimOp::create(b, hostStore, kb.index(0)));
+      storeOutside = ori(kb.cmpi(arith::CmpIPredicate::slt, storeRow, c64(0)),
+                         kb.cmpi(arith::CmpIPredicate::sge, storeRow, storeRows));
+      hostAddress = add(hb.getAddress(hostStore),
+                        mul(add(mul(storeRow, c64(layers)), c64(config.layer)), c64(rowBytes)));
     }
   } else {
     hostRow = add(memref::LoadOp::create(b, historyStart, ValueRange{request}), sext64(id));
@@ -87,6 +98,11 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
           kb.select(badSlot, c32(abi::kStatusBadSlot), c32(0))),
       kb.select(badHost, c32(config.staged ? abi::kStatusBadStagingIndex : abi::kStatusBadHostRow),
                 c32(0)));
+  if (storeOutside) {
+    Value badStore = andi(andi(onHost, storeOutside), idUsable);
+    bits = ori(bits, kb.select(badStore, c32(abi::kStatusBadHostRow), c32(0)));
+    hostOutside = ori(hostOutside, storeOutside);
+  }
   kb.ifThen(andi(report, kb.cmpi(arith::CmpIPredicate::ne, bits, c32(0))), [&] {
     memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, bits, status,
                                 ValueRange{kb.index(0)});
@@ -97,7 +113,7 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   Value tierBase = kb.select(onHost, hb.getAddress(host), hb.getAddress(hbm));
   Value address =
       add(tierBase, mul(add(mul(token, c64(layers)), c64(config.layer)), c64(rowBytes)));
-  return {valid, address, readyFlag};
+  return {valid, address, readyFlag, hostAddress};
 }
 
 void TensorCoreAttentionEmitter::emitProducer() {
@@ -184,15 +200,29 @@ void TensorCoreAttentionEmitter::emitProducer() {
     b.setInsertionPointToStart(loads.elseBlock());
     scf::YieldOp::create(b, SmallVector<Value>(loadsPerRow, zero));
     b.setInsertionPointToStart(loads.thenBlock());
-    if (row.readyFlag)
-      kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, row.readyFlag, c64(0)), [&] {
-        Value ready = hb.waitFlag(row.readyFlag, kReadyPolls, kReadySleepNs);
+    if (row.readyFlag) {
+      // A missing row: take its tile unless the fetch has (then read the
+      // host store), or wait until the fetch has staged it.
+      auto source = scf::IfOp::create(b, b.getI64Type(),
+                                      kb.cmpi(arith::CmpIPredicate::ne, row.readyFlag, c64(0)),
+                                      /*withElse=*/true);
+      b.setInsertionPointToStart(source.elseBlock());
+      scf::YieldOp::create(b, address);
+      b.setInsertionPointToStart(source.thenBlock());
+      Value taken = hb.compareAndSwap(row.readyFlag, c32(kTileUnclaimed), c32(kTileFromHost));
+      kb.ifThen(eq(taken, c32(kTileStaging)), [&] {
+        Value ready = hb.waitFlag(row.readyFlag, kReadyPolls, kReadySleepNs, kTileStaging);
         kb.ifThen(xori(ready, arith::ConstantIntOp::create(b, 1, 1)), [&] {
           memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
                                       c32(abi::kStatusStagingNotReady), status,
                                       ValueRange{kb.index(0)});
         });
       });
+      Value fromHost = ori(eq(taken, c32(kTileUnclaimed)), eq(taken, c32(kTileFromHost)));
+      scf::YieldOp::create(b, kb.select(fromHost, row.hostAddress, address));
+      b.setInsertionPointAfter(source);
+      address = source.getResult(0);
+    }
     SmallVector<Value> chunks;
     Value segmentBytes = ext64(mul(segment, c32(fp8 ? 16 : 32)));
     if (fp8) {

@@ -513,10 +513,19 @@ LogicalResult AttentionOp::verify() {
   }
   if (failed(verifySharedTiles(*this, getQueries().getType(), getSharedTiles())))
     return failure();
+  bool ready = static_cast<bool>(getReady());
+  if (ready != static_cast<bool>(getHistoryStart()) || ready != static_cast<bool>(getHistoryLen()))
+    return emitOpError() << "ready flags and history go together: the attention reads the "
+                            "missing rows of a tile the fetch has not claimed from the host store";
   if (Value ready = getReady()) {
     if (getStagingIndex())
       return emitOpError() << "ready flags follow the selection order: no staging index";
     if (failed(verifyReadyFlags(*this, cast<MemRefType>(ready.getType()), rows)))
+      return failure();
+    int64_t batch = rows.getDimSize(0);
+    if (failed(
+            checkDim(*this, "history_start", getHistoryStart().getType(), 0, batch, "requests")) ||
+        failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, batch, "requests")))
       return failure();
   }
   return verifyWindow(*this, getQueries().getType(), getPool().getType(), getWindow(),

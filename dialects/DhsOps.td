@@ -337,10 +337,11 @@ def Dhs_FetchOp : Dhs_Op<"fetch", [AttrSizedOperandSegments]> {
 
     With `ready` (cleared to 0 by the runtime before the fetch), the fetch
     runs beside the attention that reads its staging (`dhs.attention` with
-    the same `ready`): it copies the list a tile of 64 entries at a time, in
-    the order the attention reads them (tile 0 of every request first), and
-    sets `ready[b, t]` once tile `t` of request `b` is staged; the attention
-    waits for a tile's flag before it reads a staged row of it.
+    the same `ready`) and copies the list a tile of 64 entries at a time,
+    from the first tiles of each request on: it claims tile `t` of request
+    `b` (`ready[b, t]` 0 -> 2) and marks it staged once copied (1). A tile
+    the attention reached first (it took the flag: 3) is skipped: the
+    attention reads those rows from the host store itself.
 
     ```mlir
     dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
@@ -356,7 +357,8 @@ def Dhs_FetchOp : Dhs_Op<"fetch", [AttrSizedOperandSegments]> {
       Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
       Arg<MemRefRankOf<[I8], [4]>, "staging [B, N, layers, row bytes]", [MemWrite]>:$staging,
       Arg<Optional<MemRefRankOf<[I32], [2]>>,
-          "ready flags [B, N / 64]: a tile of 64 listed rows is staged", [MemWrite]>:$ready);
+          "ready flags [B, N / 64]: who copies a tile of 64 listed rows, and whether it is staged",
+          [MemRead, MemWrite]>:$ready);
   let assemblyFormat = [{
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     `rows` `(` $rows `:` type($rows) `)`
@@ -486,9 +488,14 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
     is read from HBM, any other from `staging[b, i]` where `i` is
     `index[b, q, k]` when an index is given, else the flattened position
     `q * K + k` (staging filled by a `dhs.fetch` of the same rows). With
-    `ready` (the fetch's flags; no index) the attention may run while the
-    fetch stages the rows: before it reads a staged row of the 64-entry tile
-    `t` of the flattened list it waits for `ready[b, t]`.
+    `ready` (the fetch's flags; no index) and `history` the attention runs
+    while the fetch stages the rows, and the two share the tiles of 64
+    entries of the flattened list: before it reads a missing row of tile `t`
+    the attention takes `ready[b, t]` if nobody has (then it reads the tile's
+    missing rows from the host store at `history_start[b] + id` itself, and
+    the fetch skips the tile), waits for it if the fetch is copying the
+    tile, and reads staging once the tile is staged. Either way the bytes,
+    and so the outputs, are the same.
     Keys and values come out of the row format (dequantized for FP8); the
     math, including an optional sliding window (`window(...) size = W`) and
     a shared prefix (`shared(...)`), is that of `dhs.sparse_attention`.
@@ -517,7 +524,12 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
           "raw tokens of each request [B]", [MemRead]>:$window_tokens,
       Arg<MemRefRankOf<[BF16], [4]>, "output [B, Q, H, v_dim]", [MemWrite]>:$output,
       Arg<Optional<MemRefRankOf<[I32], [2]>>,
-          "ready flags of the fetch that stages the rows [B, Q * K / 64]", [MemRead]>:$ready,
+          "ready flags of the fetch that stages the rows [B, Q * K / 64]",
+          [MemRead, MemWrite]>:$ready,
+      Arg<Optional<MemRefRankOf<[I64], [1]>>,
+          "first host row per request [B] (with ready)", [MemRead]>:$history_start,
+      Arg<Optional<MemRefRankOf<[I32], [1]>>,
+          "history length [B] (with ready)", [MemRead]>:$history_len,
       ConfinedAttr<I64Attr, [IntNonNegative]>:$layer, F32Attr:$softmax_scale,
       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window_size);
   let assemblyFormat = [{
@@ -526,6 +538,8 @@ def Dhs_AttentionOp : Dhs_Op<"attention", [AttrSizedOperandSegments]> {
     `slots` `(` $slots `:` type($slots) `)`
     `staging` `(` $staging `:` type($staging) `)`
     (`ready` `(` $ready^ `:` type($ready) `)`)?
+    (`history` `(` $history_start^ `,` $history_len `:`
+        type($history_start) `,` type($history_len) `)`)?
     (`index` `(` $staging_index^ `:` type($staging_index) `)`)?
     (`shared` `(` $shared_tiles^ `:` type($shared_tiles) `)`)?
     `pool` `(` $pool `:` qualified(type($pool)) `)`

@@ -1,15 +1,18 @@
-// With overlap-retrieval, one-layer tensor-core attention reads its missing
-// rows from staging that a fetch of 4 CTAs of 1024 threads fills beside it:
-// the fetch lets the attention start at once (griddepcontrol
-// launch_dependents; the runtime launches the attention as a programmatic
-// dependent launch and clears the ready flags before the fetch), lists and
-// copies 4 tiles of 64 listed rows a warp (up to 16 requests at a time,
-// tile by tile; loads through the non-coherent path), and sets each tile's
-// flag with a release store after a warp barrier; the
-// attention's producer waits (acquire loads, nanosleep between polls) for
-// the flag of a staged row's tile, reports a flag that stays unset, and the
-// CTA ends after the fetch (griddepcontrol wait). Without the option the
-// attention reads the host store itself.
+// With overlap-retrieval, one-layer tensor-core attention and a fetch of 4
+// CTAs of 1024 threads beside it share the missing rows tile by tile: the
+// fetch lets the attention start at once (griddepcontrol launch_dependents;
+// the runtime launches the attention as a programmatic dependent launch and
+// clears the ready flags before the fetch), claims 4 tiles of 64 listed rows
+// a warp (compare-and-swap 0 -> 2 by lanes 0-3, broadcast by shuffles; up to
+// 16 requests at a time, tile by tile), lists and copies the claimed tiles'
+// missing rows (loads through the non-coherent path) and marks each staged
+// (release store of 1 after a warp barrier). The attention's producer, for
+// a missing row, takes the tile if nobody has (0 -> 3) and then reads the
+// host store itself; if the fetch is copying it, it waits (acquire loads
+// while 2, nanosleep between polls; a flag that stays 2 is reported); once
+// staged it reads staging. The CTA ends after the fetch (griddepcontrol
+// wait). So the attention takes the histories and the host store too.
+// Without the option the attention reads the host store itself.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 overlap-retrieval=true" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" | FileCheck %s --check-prefix=FUSED
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 --overlap-retrieval -o %t
@@ -23,12 +26,14 @@
 // CHECK-DAG: %[[STAGE:.*]] = dhs.scratch {offset = 0 : i64} : memref<2x256x1x656xi8>
 // CHECK-DAG: %[[READY:.*]] = dhs.scratch {offset = 335872 : i64} : memref<2x4xi32>
 // CHECK: gpu.launch_func @fetch::@fetch blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) dynamic_shared_memory_size %c98432_i32 args({{.*}}, %[[STAGE]] : memref<2x256x1x656xi8>, %[[READY]] : memref<2x4xi32>, %{{.*}} : memref<1xi32>)
-// CHECK: gpu.launch_func @attention::@attention blocks in (%c2, %c1, %c1) threads in (%c384, %c1, %c1) {{.*}} args({{.*}}, %[[STAGE]] : memref<2x256x1x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}}) {dhs.layer = 0 : i64, dhs.op = "attention"
+// CHECK: gpu.launch_func @attention::@attention blocks in (%c2, %c1, %c1) threads in (%c384, %c1, %c1) {{.*}} args({{.*}}, %[[STAGE]] : memref<2x256x1x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}}) {dhs.layer = 0 : i64, dhs.op = "attention", dhs.roles = ["queries", "row_ids", "slots", "staging", "ready_flags", "hbm_tier", "history_start", "history_len", "host_tier", "output", "status"]
 // CHECK-LABEL: gpu.func @fetch
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
 // CHECK: nvvm.griddepcontrol launch_dependents
 // CHECK: scf.for
+// CHECK: llvm.inline_asm has_side_effects "atom.acquire.gpu.global.cas.b32 $0, [$1], $2, $3;", "=r,l,r,r,~{memory}" %{{.*}}, %c0_i32, %c2_i32
 // CHECK: nvvm.bar.warp.sync
+// CHECK: gpu.shuffle  idx
 // CHECK: memref.atomic_rmw addi
 // CHECK: nvvm.bar.warp.sync
 // CHECK: scf.for
@@ -38,6 +43,7 @@
 // CHECK: llvm.inline_asm has_side_effects "st.release.gpu.global.u32 [$0], $1;", "l,r,~{memory}"
 // CHECK-LABEL: gpu.func @attention
 // CHECK: nvvm.setmaxregister  decrease 144
+// CHECK: llvm.inline_asm has_side_effects "atom.acquire.gpu.global.cas.b32 $0, [$1], $2, $3;", "=r,l,r,r,~{memory}" %{{.*}}, %c0_i32, %c3_i32
 // CHECK: scf.while
 // CHECK: llvm.inline_asm has_side_effects "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l,~{memory}"
 // CHECK: nvvm.nanosleep
@@ -52,8 +58,11 @@
 // MANIFEST: "role": "ready_flags"
 // MANIFEST: "role": "ready_flags"
 // FETCH: griddepcontrol.launch_dependents;
+// FETCH: atom.acquire.gpu.global.cas.b32
+// FETCH: shfl.sync.idx.b32
 // FETCH: ld.global.nc.v4.b32
 // FETCH: st.release.gpu.global.u32
+// ATTENTION: atom.acquire.gpu.global.cas.b32
 // ATTENTION: ld.acquire.gpu.global.u32
 // ATTENTION: nanosleep.u32
 // ATTENTION: griddepcontrol.wait;

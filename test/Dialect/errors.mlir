@@ -349,13 +349,47 @@ func.func @fetch_ready_partial_tiles(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 
 
 func.func @attention_ready_with_index(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
     %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>, %index: memref<2x1x64xi32>,
-    %ready: memref<2x1xi32>, %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %ready: memref<2x1xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
     %out: memref<2x1x64x512xbf16>) {
   // expected-error @below {{ready flags follow the selection order: no staging index}}
   dhs.attention queries(%q : memref<2x1x64x576xbf16>)
       rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
       staging(%stage : memref<2x64x1x656xi8>) ready(%ready : memref<2x1xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
       index(%index : memref<2x1x64xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+func.func @attention_ready_without_history(%q: memref<2x1x64x576xbf16>,
+    %rows: memref<2x1x64xi32>, %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>,
+    %ready: memref<2x1xi32>, %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{ready flags and history go together}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>) ready(%ready : memref<2x1xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+func.func @attention_ready_history_shape(%q: memref<2x1x64x576xbf16>,
+    %rows: memref<2x1x64xi32>, %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>,
+    %ready: memref<2x1xi32>, %start: memref<3xi64>, %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{history_start dimension 0 (requests) is 3, expected 2}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>) ready(%ready : memref<2x1xi32>)
+      history(%start, %len : memref<3xi64>, memref<2xi32>)
       pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
       layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
   return

@@ -33,10 +33,11 @@ func.func @tiers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host 
   return
 }
 
-// A fetch beside its attention: both take the ready flags of its tiles.
+// A fetch beside its attention: both take the ready flags of its tiles, and
+// the attention the histories (it reads the tiles it takes from the host).
 // CHECK-LABEL: func.func @overlapped
 // CHECK: dhs.fetch pool({{.*}}) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) history({{.*}}) into(%{{.*}} : memref<4x4096x1x656xi8>) ready(%[[READY:.*]] : memref<4x64xi32>)
-// CHECK: dhs.attention {{.*}} staging(%{{.*}} : memref<4x4096x1x656xi8>) ready(%[[READY]] : memref<4x64xi32>) pool
+// CHECK: dhs.attention {{.*}} staging(%{{.*}} : memref<4x4096x1x656xi8>) ready(%[[READY]] : memref<4x64xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) pool
 func.func @overlapped(%q: memref<4x2x64x576xbf16>, %rows: memref<4x2x2048xi32>,
                       %slots: memref<4x2x2048xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
                       %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>,
@@ -50,6 +51,7 @@ func.func @overlapped(%q: memref<4x2x64x576xbf16>, %rows: memref<4x2x2048xi32>,
   dhs.attention queries(%q : memref<4x2x64x576xbf16>)
       rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
       staging(%stage : memref<4x4096x1x656xi8>) ready(%ready : memref<4x64xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
       pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
       layer = 0 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
   return
