@@ -279,6 +279,18 @@ int main(int argc, char **argv) {
                 static_cast<long long>(s.heads), static_cast<long long>(s.topk),
                 static_cast<long long>(L), groups, config.layersPerGroup,
                 decided.controller().config().hbmSlots, batchedAppends ? ", appends batched" : "");
+    for (auto [name, rt] : {std::pair{"logged", &logged}, std::pair{"decided", &decided}}) {
+      const RuntimeStats stats = rt->stats();
+      std::printf("%s step graph: %llu nodes (%llu kernels, %llu copies, %llu memsets, %llu "
+                  "other), %llu captures\n",
+                  name, static_cast<unsigned long long>(stats.graphNodes),
+                  static_cast<unsigned long long>(stats.graphKernelNodes),
+                  static_cast<unsigned long long>(stats.graphCopyNodes),
+                  static_cast<unsigned long long>(stats.graphMemsetNodes),
+                  static_cast<unsigned long long>(stats.graphNodes - stats.graphKernelNodes -
+                                                  stats.graphCopyNodes - stats.graphMemsetNodes),
+                  static_cast<unsigned long long>(stats.graphCaptures));
+    }
     std::printf("last step: %lld selected, %lld resident, %lld promoted, %lld evicted\n",
                 static_cast<long long>(last.selected), static_cast<long long>(last.resident),
                 static_cast<long long>(last.promoted), static_cast<long long>(last.evicted));

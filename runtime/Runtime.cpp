@@ -708,6 +708,10 @@ RuntimeStats Runtime::stats() const {
   const TierGraphStats graphs = tiers_.runner->graphStats();
   s.graphCaptures = graphs.captures;
   s.graphReplays = graphs.replays;
+  s.graphNodes = graphs.nodes;
+  s.graphKernelNodes = graphs.kernelNodes;
+  s.graphCopyNodes = graphs.copyNodes;
+  s.graphMemsetNodes = graphs.memsetNodes;
   return s;
 }
 

@@ -80,6 +80,9 @@ struct RuntimeStats {
   std::int64_t optionalUsedSlots = 0;   ///< optional rows in use, all groups
   std::uint64_t graphCaptures = 0;      ///< CUDA: steps captured into a new graph
   std::uint64_t graphReplays = 0;       ///< CUDA: steps run by replaying a graph
+  /// CUDA: nodes of the step graph captured last (all, kernels, copies,
+  /// memsets; 0 when none or the driver cannot list them).
+  std::uint64_t graphNodes = 0, graphKernelNodes = 0, graphCopyNodes = 0, graphMemsetNodes = 0;
 };
 
 /// Speculation statistics of verify steps (whole runtime, or one request).

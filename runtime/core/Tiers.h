@@ -91,6 +91,8 @@ struct StepLog {
 struct TierGraphStats {
   std::uint64_t captures = 0; ///< steps captured into a (new) graph
   std::uint64_t replays = 0;  ///< steps run by replaying a captured graph
+  /// Nodes of the graph captured last, by kind (0 when unknown).
+  std::uint64_t nodes = 0, kernelNodes = 0, copyNodes = 0, memsetNodes = 0;
 };
 
 /// The host store [host_rows, P, row_bytes] (every row of every admitted

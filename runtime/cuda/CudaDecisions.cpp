@@ -64,7 +64,6 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   slots_ = manifest.argument(ArgumentRole::Slots).index;
   historyStart_ = manifest.argument(ArgumentRole::HistoryStart).index;
   tables_ = tableArguments(manifest, layout, "decision step");
-  const std::size_t slotCount = static_cast<std::size_t>(layout.hbmSlots);
   entries_ = manifest.arguments[static_cast<std::size_t>(tables_.rows)].bytes() / 8;
 
   buffers_.arguments.assign(manifest.arguments.size(), 0);
@@ -72,10 +71,10 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   buffers_.hostRows = layout.hostRows;
   auto isPerGroup = [&](int index) {
     return index == rowIds_ || index == slots_ || index == historyStart_ || index == tables_.hot ||
-           index == tables_.cleared || index == tables_.free || index == tables_.control;
+           index == tables_.cleared || index == tables_.free;
   };
   for (const Argument &argument : manifest.arguments)
-    if (!argument.isPool && !isPerGroup(argument.index)) {
+    if (!argument.isPool && !isPerGroup(argument.index) && argument.index != tables_.control) {
       shared_.push_back(std::make_unique<DeviceBuffer>(std::max<std::size_t>(argument.bytes(), 4),
                                                        std::string("the decision step's ") +
                                                            abi::name(argument.role)));
@@ -87,6 +86,19 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
     buffers_.arena = arena_->get();
   }
   const std::size_t groups = static_cast<std::size_t>(layout.groups());
+  // The control words of all groups in one buffer (one copy writes every
+  // group's budget word, one reads every group's counts), cleared.
+  controls_ = std::make_unique<DeviceBuffer>(std::max<std::size_t>(groups, 1) * kControlStride,
+                                             "the groups' promotion control words");
+  cuda.check(
+      cuda.memsetD32(controls_->get(), 0, std::max<std::size_t>(groups, 1) * kControlStride / 4),
+      "clearing the control words");
+  // Each group's replacement state at the step's start, laid out as the
+  // placement's (one copy saves all of them).
+  const std::size_t recencyStride = CudaPlacement::recencyStride(layout);
+  rollback_ = std::make_unique<DeviceBuffer>(std::max<std::size_t>(groups, 1) * recencyStride,
+                                             "the replacement states at the step's start");
+  inputs_.assign(groups, {});
   perGroup_.resize(groups);
   for (std::size_t g = 0; g < groups; ++g) {
     perGroup_[g].resize(manifest.arguments.size());
@@ -101,9 +113,6 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
                                   std::max<std::size_t>(argument.bytes(), 4) / 4),
                    "clearing a decision input");
       }
-    rollback_.push_back(std::make_unique<DeviceBuffer>(
-        std::max<std::size_t>(2 * slotCount, 1) * sizeof(std::int32_t),
-        "group " + std::to_string(g) + "'s replacement state at the step's start"));
   }
   budgets_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4,
                                                 "the decision budgets");
@@ -174,36 +183,39 @@ void CudaDecisions::setBudget(std::int32_t group, std::int32_t budget) {
 }
 
 void CudaDecisions::enqueueBegin(const CudaPlacement &placement) {
-  const CudaDriver &cuda = driver();
   CUstream stream = queue_->stream();
-  const std::size_t recencyBytes = 2 * static_cast<std::size_t>(layout_.hbmSlots) * 4;
-  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-    // A captured copy from pinned memory reads it when the graph runs.
-    cuda.check(cuda.memcpyHtoDAsync(groupArgument(g, tables_.control) + Control::kFreeBudget * 4,
-                                    static_cast<std::int32_t *>(budgets_->host()) + g, 4, stream),
-               "copying a decision budget");
-    CudaStepBuffers bound;
-    placement.bind(g, false, bound);
-    if (recencyBytes > 0)
-      cuda.check(cuda.memcpyDtoDAsync(rollback_[static_cast<std::size_t>(g)]->get(), bound.recency,
-                                      recencyBytes, stream),
-                 "saving a replacement state");
-  }
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  inputs_.assign(groups, {}); // (a group whose layers do not run reads its own buffers)
+  // Every group's budget word in one copy (a captured copy from pinned
+  // memory reads it when the graph runs).
+  copyRowsAsync(controls_->get() + Control::kFreeBudget * 4, kControlStride, budgets_->device(), 4,
+                4, groups, stream, "copying the decision budgets");
+  // Every group's replacement state in one copy (the groups' states lie
+  // side by side, as their copies do).
+  if (layout_.hbmSlots > 0 && groups > 0)
+    driver().check(driver().memcpyDtoDAsync(rollback_->get(), placement.recencyBase(),
+                                            groups * CudaPlacement::recencyStride(layout_), stream),
+                   "saving the replacement states");
 }
 
-void CudaDecisions::enqueueSave(std::int32_t group, CUdeviceptr rowIds, CUdeviceptr slots,
-                                CUdeviceptr historyStart) {
+void CudaDecisions::enqueueInputs(std::int32_t group, DecisionInput rowIds, DecisionInput slots,
+                                  DecisionInput historyStart) {
   const CudaDriver &cuda = driver();
   CUstream stream = queue_->stream();
   const Manifest &manifest = step_->manifest();
-  const std::pair<int, CUdeviceptr> saves[] = {
+  const std::pair<int, DecisionInput> inputs[] = {
       {rowIds_, rowIds}, {slots_, slots}, {historyStart_, historyStart}};
-  for (const auto &[index, from] : saves)
-    cuda.check(cuda.memcpyDtoDAsync(groupArgument(group, index), from,
-                                    manifest.arguments[static_cast<std::size_t>(index)].bytes(),
-                                    stream),
-               std::string("saving a group's ") +
-                   abi::name(manifest.arguments[static_cast<std::size_t>(index)].role));
+  std::array<CUdeviceptr, 3> &bound = inputs_.at(static_cast<std::size_t>(group));
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto &[index, input] = inputs[i];
+    bound[i] = input.copy ? 0 : input.address;
+    if (input.copy)
+      cuda.check(cuda.memcpyDtoDAsync(groupArgument(group, index), input.address,
+                                      manifest.arguments[static_cast<std::size_t>(index)].bytes(),
+                                      stream),
+                 std::string("saving a group's ") +
+                     abi::name(manifest.arguments[static_cast<std::size_t>(index)].role));
+  }
 }
 
 void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools,
@@ -220,6 +232,13 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
     for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
                       tables_.control})
       buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(g, index);
+    // The inputs read in place (enqueueInputs), this step only.
+    std::array<CUdeviceptr, 3> &bound = inputs_[static_cast<std::size_t>(g)];
+    const int inputIndex[] = {rowIds_, slots_, historyStart_};
+    for (std::size_t i = 0; i < 3; ++i)
+      if (bound[i])
+        buffers.arguments[static_cast<std::size_t>(inputIndex[i])] = bound[i];
+    bound = {};
     // The plan reads the group's replacement state and log (word 0: the step).
     placement.bind(g, true, buffers);
     const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(g));
@@ -233,13 +252,6 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
       buffers.host = pools.host[pool]->device();
       step_->launchAsync(buffers, stream, placeLaunch_, 1);
     }
-    auto *counts = static_cast<std::int32_t *>(counts_->host()) + g * kCountWords;
-    cuda.check(cuda.memcpyDtoHAsync(counts, groupArgument(g, tables_.control), Control::kWords * 4,
-                                    stream),
-               "copying decision counts");
-    cuda.check(cuda.memcpyDtoHAsync(counts + Control::kWords, buffers.log,
-                                    StepLogLayout::kHeader * 4, stream),
-               "copying a step log's header");
     if (lists) {
       auto *list =
           static_cast<std::uint8_t *>(lists_->host()) + static_cast<std::size_t>(g) * entries_ * 12;
@@ -253,6 +265,14 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
                  "copying a place list");
     }
   }
+  // Every group's control words and log header, each kind in one copy
+  // (the groups' decisions touch their own only).
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  copyRowsAsync(counts_->device(), kCountWords * 4, controls_->get(), kControlStride,
+                Control::kWords * 4, groups, stream, "copying decision counts");
+  copyRowsAsync(counts_->device() + Control::kWords * 4, kCountWords * 4, placement.logBase(),
+                placement.logStride(), StepLogLayout::kHeader * 4, groups, stream,
+                "copying the step logs' headers");
   queue_->submitted();
 }
 
@@ -273,16 +293,13 @@ CudaDecisions::placeList(std::int32_t group) const {
 }
 
 void CudaDecisions::rollBack(const CudaPlacement &placement) {
-  const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  const std::size_t recencyBytes = 2 * static_cast<std::size_t>(layout_.hbmSlots) * 4;
-  for (std::int32_t g = 0; g < layout_.groups() && recencyBytes > 0; ++g) {
-    CudaStepBuffers bound;
-    placement.bind(g, false, bound);
-    cuda.check(cuda.memcpyDtoDAsync(bound.recency, rollback_[static_cast<std::size_t>(g)]->get(),
-                                    recencyBytes, queue_->stream()),
-               "rolling back a replacement state");
-  }
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  if (layout_.hbmSlots > 0 && groups > 0)
+    driver().check(driver().memcpyDtoDAsync(placement.recencyBase(), rollback_->get(),
+                                            groups * CudaPlacement::recencyStride(layout_),
+                                            queue_->stream()),
+                   "rolling back the replacement states");
   queue_->synchronize("rolling back the replacement states");
 }
 
@@ -320,7 +337,11 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
   // replays run side by side.
   for (int index : {agingList_, agingTables_.rows, agingTables_.slots}) {
     const Argument &argument = manifest.arguments[static_cast<std::size_t>(index)];
-    const std::size_t stride = (argument.bytes() + 255) / 256 * 256;
+    const std::size_t stride = alignedStride(argument.bytes());
+    if (index == agingList_)
+      agingListStride_ = stride;
+    else if (index == agingTables_.slots)
+      agingSlotsStride_ = stride;
     agingArguments_.push_back(std::make_unique<DeviceBuffer>(
         std::max<std::size_t>(groups, 1) * stride,
         std::string("the aging step's ") + abi::name(argument.role) + " of each group"));
@@ -335,44 +356,60 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
   for (std::size_t g = 0; g < groups; ++g)
     agingBuffers_[g].status = agingStatus_->get() + g * 4;
   agingStreams_ = std::make_unique<CudaWorkerStreams>(groups);
-  agingIn_.resize(groups);
-  agingOut_.resize(groups);
-  agingRoom_.assign(groups, 0);
+  agingBudgets_ =
+      std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4, "the aging budgets");
+  agingIn_.reset();
+  agingOut_.reset();
+  agingRoom_ = 0;
+  agingGraph_.reset();
   queue_->makeCurrent();
 }
 
 void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
-                                 const CudaPlacement &placement, const CudaPools &pools) {
+                                 const CudaPlacement &placement, const CudaPools &pools,
+                                 bool graph) {
   using Age = dhs_abi::AgeRowsLayout;
-  const CudaDriver &cuda = driver();
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  const std::size_t entryBytes = Age::kEntryWords * 8;
   // Room for every group's appends before anything is enqueued (between
   // steps: waiting for the queue's stream waits for the last replays too,
-  // which it joined).
+  // which it joined). Every group has the room of the largest replay.
+  std::size_t room = agingRoom_;
   for (const AgingReplay &replay : replays) {
-    const std::size_t g = static_cast<std::size_t>(replay.group);
-    const std::size_t chunks = (replay.appends->size() + agingN_ - 1) / agingN_;
-    if (chunks * agingN_ <= agingRoom_.at(g))
-      continue;
+    if (replay.group < 0 || static_cast<std::size_t>(replay.group) >= groups)
+      throw OutOfRangeError("layer group " + std::to_string(replay.group) + " does not exist");
+    room = std::max(room, (replay.appends->size() + agingN_ - 1) / agingN_ * agingN_);
+  }
+  if (room > agingRoom_ || !agingIn_) {
     queue_->quiesce();
-    agingRoom_[g] = chunks * agingN_;
-    agingIn_[g] = std::make_unique<MappedHostBuffer>(agingRoom_[g] * Age::kEntryWords * 8 + 8,
-                                                     "appends for the aging step");
-    agingOut_[g] =
-        std::make_unique<MappedHostBuffer>(agingRoom_[g] * 4, "slots from the aging step");
+    room = std::max(room, agingN_);
+    auto in = std::make_unique<MappedHostBuffer>(
+        std::max<std::size_t>(groups, 1) * room * entryBytes, "appends for the aging step");
+    auto out = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * room * 4,
+                                                  "slots from the aging step");
+    // Slots not yet taken (agedSlots) move along.
+    for (std::size_t g = 0; agingOut_ && g < groups; ++g)
+      std::memcpy(static_cast<std::int32_t *>(out->host()) + g * room,
+                  static_cast<const std::int32_t *>(agingOut_->host()) + g * agingRoom_,
+                  agingRoom_ * 4);
+    agingIn_ = std::move(in);
+    agingOut_ = std::move(out);
+    agingRoom_ = room;
+    agingGraph_.reset(); // its copies read and write the old buffers
   }
   if (replays.empty())
     return;
-  // Replay k on worker stream k mod size, after the queue's work so far;
-  // the queue's stream waits for all of them before its next work.
-  agingStreams_->fork(queue_->stream());
-  for (std::size_t k = 0; k < replays.size(); ++k) {
-    const AgingReplay &replay = replays[k];
+  // The lists and budget words in pinned memory, read by the copies when
+  // they run: group g's list at agingIn_ + g x room entries, its slots back
+  // at agingOut_ + g x room.
+  const std::size_t inPitch = agingRoom_ * entryBytes, outPitch = agingRoom_ * 4;
+  std::vector<std::pair<std::int32_t, std::size_t>> shape; // (group, chunks) of each replay
+  for (const AgingReplay &replay : replays) {
     const std::vector<DeviceAppend> &appends = *replay.appends;
-    const std::int32_t group = replay.group;
-    const std::size_t g = static_cast<std::size_t>(group);
-    CUstream stream = agingStreams_->stream(k % agingStreams_->size());
+    const std::size_t g = static_cast<std::size_t>(replay.group);
     const std::size_t chunks = (appends.size() + agingN_ - 1) / agingN_;
-    auto *list = static_cast<std::int64_t *>(agingIn_[g]->host());
+    auto *list = reinterpret_cast<std::int64_t *>(static_cast<std::uint8_t *>(agingIn_->host()) +
+                                                  g * inPitch);
     for (std::size_t i = 0; i < chunks * agingN_; ++i) {
       std::int64_t *entry = list + i * Age::kEntryWords;
       if (i < appends.size()) {
@@ -386,45 +423,88 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
       }
     }
     // The budget word before the appends (the kernel keeps it from then on).
-    auto *budgetWord = reinterpret_cast<std::int32_t *>(list + chunks * agingN_ * Age::kEntryWords);
-    *budgetWord = replay.budget;
-    cuda.check(
-        cuda.memcpyHtoDAsync(groupArgument(group, tables_.control) + Control::kFreeBudget * 4,
-                             budgetWord, 4, stream),
-        "copying an aging budget");
-    CudaStepBuffers buffers = agingBuffers_[g];
-    placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
-    const std::size_t listBytes = agingN_ * Age::kEntryWords * 8;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      cuda.check(cuda.memcpyHtoDAsync(buffers.arguments[static_cast<std::size_t>(agingList_)],
-                                      list + c * agingN_ * Age::kEntryWords, listBytes, stream),
-                 "copying appends");
-      const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
-      buffers.hbm = pools.hbm[firstPool]->get();
-      buffers.host = pools.host[firstPool]->device();
-      aging_->launchAsync(buffers, stream, 0, 1);
-      for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
-           l += layout_.layersPerPool) {
-        const std::size_t pool = layout_.poolOf(l);
-        buffers.hbm = pools.hbm[pool]->get();
-        buffers.host = pools.host[pool]->device();
-        aging_->launchAsync(buffers, stream, 1, 1);
-      }
-      // Entry i of the list: append i's row and its slot.
-      cuda.check(
-          cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(agingOut_[g]->host()) + c * agingN_,
-                               buffers.arguments[static_cast<std::size_t>(agingTables_.slots)],
-                               agingN_ * 4, stream),
-          "copying the aged rows' slots");
-    }
+    static_cast<std::int32_t *>(agingBudgets_->host())[g] = replay.budget;
+    shape.emplace_back(replay.group, chunks);
   }
-  agingStreams_->join(queue_->stream());
+  // Runs of replays of consecutive groups (with the same chunk count, for
+  // the slots' copy): one copy each instead of one a group.
+  auto forRuns = [&](bool sameChunks, const auto &copy) {
+    for (std::size_t k = 0; k < shape.size();) {
+      std::size_t end = k + 1;
+      while (end < shape.size() && shape[end].first == shape[end - 1].first + 1 &&
+             (!sameChunks || shape[end].second == shape[k].second))
+        ++end;
+      copy(static_cast<std::size_t>(shape[k].first), end - k, shape[k].second);
+      k = end;
+    }
+  };
+  auto submit = [&] {
+    CUstream parent = queue_->stream();
+    const CUdeviceptr lists = agingArguments_[0]->get(), slots = agingArguments_[2]->get();
+    // On the queue's stream: the budget words and the first chunk of every
+    // list.
+    forRuns(false, [&](std::size_t g, std::size_t count, std::size_t) {
+      copyRowsAsync(groupArgument(static_cast<std::int32_t>(g), tables_.control) +
+                        Control::kFreeBudget * 4,
+                    kControlStride, agingBudgets_->device() + g * 4, 4, 4, count, parent,
+                    "copying the aging budgets");
+      copyRowsAsync(lists + g * agingListStride_, agingListStride_,
+                    agingIn_->device() + g * inPitch, inPitch, agingN_ * entryBytes, count, parent,
+                    "copying appends");
+    });
+    // Replay k on worker stream k mod size, after the queue's work so far;
+    // the queue's stream waits for all of them before its next work.
+    agingStreams_->fork(parent);
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      const auto [group, chunks] = shape[k];
+      const std::size_t g = static_cast<std::size_t>(group);
+      CUstream stream = agingStreams_->stream(k % agingStreams_->size());
+      CudaStepBuffers buffers = agingBuffers_[g];
+      placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
+      for (std::size_t c = 0; c < chunks; ++c) {
+        if (c > 0)
+          copyRowsAsync(lists + g * agingListStride_, agingListStride_,
+                        agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
+                        agingN_ * entryBytes, 1, stream, "copying appends");
+        const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
+        buffers.hbm = pools.hbm[firstPool]->get();
+        buffers.host = pools.host[firstPool]->device();
+        aging_->launchAsync(buffers, stream, 0, 1);
+        for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+             l += layout_.layersPerPool) {
+          const std::size_t pool = layout_.poolOf(l);
+          buffers.hbm = pools.hbm[pool]->get();
+          buffers.host = pools.host[pool]->device();
+          aging_->launchAsync(buffers, stream, 1, 1);
+        }
+        // Entry i of the list: append i's row and its slot (the last
+        // chunk's after the join, with the other groups').
+        if (c + 1 < chunks)
+          copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
+                        slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, 1, stream,
+                        "copying the aged rows' slots");
+      }
+    }
+    agingStreams_->join(parent);
+    forRuns(true, [&](std::size_t g, std::size_t count, std::size_t chunks) {
+      copyRowsAsync(agingOut_->device() + g * outPitch + (chunks - 1) * agingN_ * 4, outPitch,
+                    slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, count, parent,
+                    "copying the aged rows' slots");
+    });
+  };
+  if (graph)
+    agingGraph_.run(shape, queue_->stream(), submit);
+  else
+    submit();
   queue_->submitted();
 }
 
 std::vector<std::int32_t> CudaDecisions::agedSlots(std::int32_t group, std::size_t count) const {
-  const auto *slots =
-      static_cast<const std::int32_t *>(agingOut_.at(static_cast<std::size_t>(group))->host());
+  if (!agingOut_ || group < 0 || group >= layout_.groups() || count > agingRoom_)
+    throw OutOfRangeError("no aged slots of layer group " + std::to_string(group) + " (" +
+                          std::to_string(count) + " appends)");
+  const auto *slots = static_cast<const std::int32_t *>(agingOut_->host()) +
+                      static_cast<std::size_t>(group) * agingRoom_;
   return std::vector<std::int32_t>(slots, slots + count);
 }
 

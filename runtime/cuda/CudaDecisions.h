@@ -18,6 +18,7 @@
 #include "runtime/abi/Contract.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/Tiers.h"
+#include "runtime/cuda/CudaGraph.h"
 #include "runtime/cuda/CudaPlacement.h"
 #include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/CudaResources.h"
@@ -61,10 +62,18 @@ public:
   /// Enqueues the step's first work: each group's budget word, and a copy
   /// of each group's replacement state to roll back to (see rollBack).
   void enqueueBegin(const CudaPlacement &placement);
+  /// Where one of a group's decision inputs is after its last layer: a
+  /// device address, copied into the group's own buffer now (`copy`: a
+  /// later group's layers reuse it), else read in place by this step's
+  /// decisions (it holds the group's values until they run).
+  struct DecisionInput {
+    CUdeviceptr address = 0;
+    bool copy = true;
+  };
   /// Enqueues the saving of group g's selections, slots and history starts
-  /// (device addresses of the layer step's arguments) after its last layer.
-  void enqueueSave(std::int32_t group, CUdeviceptr rowIds, CUdeviceptr slots,
-                   CUdeviceptr historyStart);
+  /// (or notes where this step's decisions read them) after its last layer.
+  void enqueueInputs(std::int32_t group, DecisionInput rowIds, DecisionInput slots,
+                     DecisionInput historyStart);
   /// Enqueues every group's decisions over its pools, then the copies of
   /// the counts (and, with `lists`, of the place lists) to pinned memory.
   /// Every launch reads `status` first: a failed step decides nothing.
@@ -94,10 +103,17 @@ public:
   /// them). The groups' replays run side by side on worker streams forked
   /// from the queue's stream and joined back into it, so the queue's later
   /// work (the step) waits for all of them; each group has its own lists
-  /// and status word. The host does not wait, except once before the first
-  /// replay that outgrows a group's pinned buffers.
+  /// and status word. The budget words and first chunks of consecutive
+  /// groups go in one copy each before the fork, their last chunks' slots
+  /// in one after the join. The host does not wait, except once before the
+  /// first replay that outgrows the pinned buffers. With `graph`, all of it
+  /// is captured as a CUDA graph, replayed while the replays' groups and
+  /// chunk counts repeat (the copies read the lists and budget words from
+  /// pinned memory when it runs).
   void enqueueAging(const std::vector<AgingReplay> &replays, const CudaPlacement &placement,
-                    const CudaPools &pools);
+                    const CudaPools &pools, bool graph);
+  /// Drops the aging graph (graphs turned off).
+  void resetGraphs() { agingGraph_.reset(); }
   /// The slots of the appends enqueueAging replayed for group g last
   /// (entry i: append i's new row's slot, -1 when it left HBM in the list).
   std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const;
@@ -108,8 +124,12 @@ public:
 private:
   /// A per-group device buffer of the decision step's argument `index`.
   CUdeviceptr groupArgument(std::int32_t group, int index) const {
+    if (index == tables_.control)
+      return controls_->get() + static_cast<std::size_t>(group) * kControlStride;
     return perGroup_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)]->get();
   }
+  /// Bytes from one group's control words to the next's.
+  static constexpr std::size_t kControlStride = 256;
 
   /// The argument indices of the tables and the place list a decision or
   /// aging step shares with the groups' state.
@@ -128,12 +148,20 @@ private:
   int rowIds_ = -1, slots_ = -1, historyStart_ = -1;
   TableArguments tables_;   // the decision step's
   std::size_t entries_ = 0; // place list entries
-  // [group][argument]: the selections, slots, history starts and tables.
+  // [group][argument]: the selections, slots, history starts and tables
+  // (not the control words: controls_).
   std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> perGroup_;
   // Shared by the groups (stream-ordered): the other arguments, the arena.
   std::vector<std::unique_ptr<DeviceBuffer>> shared_;
   std::unique_ptr<DeviceBuffer> arena_;
-  std::vector<std::unique_ptr<DeviceBuffer>> rollback_; // [group] [slots x 2]
+  // [group][kControlStride]: the control words.
+  std::unique_ptr<DeviceBuffer> controls_;
+  // [group]: the selections, slots and history starts this step's
+  // decisions read in place (0: the group's own buffer), see enqueueInputs.
+  std::vector<std::array<CUdeviceptr, 3>> inputs_;
+  // [group][CudaPlacement::recencyStride]: the replacement states at the
+  // step's start.
+  std::unique_ptr<DeviceBuffer> rollback_;
   std::unique_ptr<MappedHostBuffer> budgets_;           // [group] i32
   std::unique_ptr<MappedHostBuffer> counts_;            // [group][kWords + kHeader]
   std::unique_ptr<MappedHostBuffer> lists_;             // [group][entries x 12 bytes]
@@ -151,10 +179,14 @@ private:
   std::vector<std::unique_ptr<DeviceBuffer>> agingArguments_;
   std::unique_ptr<DeviceBuffer> agingStatus_; // [group] u32
   std::unique_ptr<CudaWorkerStreams> agingStreams_;
-  // Pinned, per group: the appends written for the copies, the budget word,
-  // and the slots read back (grown to the group's largest replay).
-  std::vector<std::unique_ptr<MappedHostBuffer>> agingIn_, agingOut_;
-  std::vector<std::size_t> agingRoom_; // appends agingIn_/agingOut_ hold
+  std::size_t agingListStride_ = 0, agingSlotsStride_ = 0; // bytes between groups' parts
+  // Pinned: [group][agingRoom_] the appends written for the copies and the
+  // slots read back (grown to the largest replay), [group] the budget words.
+  std::unique_ptr<MappedHostBuffer> agingIn_, agingOut_, agingBudgets_;
+  std::size_t agingRoom_ = 0; // appends a group's part of agingIn_ / agingOut_ holds
+  // The replays captured as a graph (with graphs on), keyed by their
+  // groups and chunk counts.
+  StepGraphCache<std::vector<std::pair<std::int32_t, std::size_t>>> agingGraph_;
 };
 
 } // namespace dhs::runtime::cuda_detail

@@ -16,6 +16,7 @@
 #include "runtime/cuda/CudaResources.h"
 
 #include <functional>
+#include <vector>
 
 namespace dhs::runtime::cuda_detail {
 
@@ -52,6 +53,28 @@ public:
   }
   /// True once instantiated.
   bool ready() const { return exec_ != nullptr; }
+  /// Counts the captured graph's nodes by kind into `stats` (left as they
+  /// are where the driver cannot list them).
+  void countNodes(TierGraphStats &stats) const {
+    const CudaDriver &cuda = driver();
+    std::size_t count = 0;
+    if (!graph_ || !cuda.graphGetNodes || !cuda.graphNodeGetType ||
+        cuda.graphGetNodes(graph_, nullptr, &count) != CUDA_SUCCESS)
+      return;
+    std::vector<CUgraphNode> nodes(count);
+    if (count > 0 && cuda.graphGetNodes(graph_, nodes.data(), &count) != CUDA_SUCCESS)
+      return;
+    stats.nodes = count;
+    stats.kernelNodes = stats.copyNodes = stats.memsetNodes = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      CUgraphNodeType type;
+      if (cuda.graphNodeGetType(nodes[i], &type) != CUDA_SUCCESS)
+        continue;
+      stats.kernelNodes += type == CU_GRAPH_NODE_TYPE_KERNEL;
+      stats.copyNodes += type == CU_GRAPH_NODE_TYPE_MEMCPY;
+      stats.memsetNodes += type == CU_GRAPH_NODE_TYPE_MEMSET;
+    }
+  }
   /// Destroys the graph and its executable.
   void reset() {
     if (exec_)
@@ -80,6 +103,7 @@ public:
       graph_.capture(stream, enqueue);
       key_ = key;
       ++stats_.captures;
+      graph_.countNodes(stats_);
     } else {
       ++stats_.replays;
     }

@@ -6,6 +6,7 @@
 #include "runtime/core/Manifest.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 namespace dhs::runtime::cuda_detail {
@@ -27,17 +28,17 @@ CudaPlacement::CudaPlacement(const Manifest &manifest, const TierLayout &layout,
   cuda.check(cuda.memsetD32(status_->get(), 0, 1), "clearing the placement status");
   buffers_.status = status_->get();
   const std::size_t mapBytes = static_cast<std::size_t>(layout.hostRows) * sizeof(std::int32_t);
-  const std::size_t slots = static_cast<std::size_t>(layout.hbmSlots);
+  const std::size_t groups = static_cast<std::size_t>(layout.groups());
+  recencyStride_ = recencyStride(layout);
+  logStride_ = alignedStride(logWords * sizeof(std::int32_t));
+  recency_ = std::make_unique<DeviceBuffer>(std::max<std::size_t>(groups, 1) * recencyStride_,
+                                            "the groups' replacement states");
+  logs_ = std::make_unique<DeviceBuffer>(std::max<std::size_t>(groups, 1) * logStride_,
+                                         "the groups' step logs");
   for (std::int32_t g = 0; g < layout.groups(); ++g) {
-    const std::string group = std::to_string(g);
-    recency_.push_back(
-        std::make_unique<DeviceBuffer>(std::max<std::size_t>(2 * slots, 1) * sizeof(std::int32_t),
-                                       "the replacement state of group " + group));
-    logs_.push_back(std::make_unique<DeviceBuffer>(logWords * sizeof(std::int32_t),
-                                                   "the step log of group " + group));
-    cuda.check(cuda.memsetD32(logs_.back()->get(), 0, logWords), "clearing a step log");
-    cuda.check(cuda.memsetD32(logs_.back()->get(), controller.stepCount(), 1),
-               "stamping a step log");
+    const CUdeviceptr log = logOf(static_cast<std::size_t>(g));
+    cuda.check(cuda.memsetD32(log, 0, logWords), "clearing a step log");
+    cuda.check(cuda.memsetD32(log, controller.stepCount(), 1), "stamping a step log");
     const std::vector<std::int32_t> &table = controller.residencyTable(g);
     if (table.size() * sizeof(std::int32_t) != mapBytes)
       throw Error("the residency table of group " + std::to_string(g) + " has " +
@@ -54,7 +55,11 @@ CudaPlacement::CudaPlacement(const Manifest &manifest, const TierLayout &layout,
                                                      logWords * sizeof(std::int32_t),
                                                  "the step logs' host copy");
   done_ = std::make_unique<Event>();
-  stepWord_ = std::make_unique<MappedHostBuffer>(4, "the step number");
+  headers_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) *
+                                                    StepLogLayout::kHeader * sizeof(std::int32_t),
+                                                "the step logs' headers");
+  std::memset(headers_->host(), 0,
+              std::max<std::size_t>(groups, 1) * StepLogLayout::kHeader * sizeof(std::int32_t));
   parsedLogs_.assign(static_cast<std::size_t>(layout.groups()), StepLog{});
   queue_->makeCurrent();
   restoreRecency(controller);
@@ -94,8 +99,8 @@ void CudaPlacement::place(const std::vector<RowCopy> &changes, const CudaPools &
       buffers_.arguments[static_cast<std::size_t>(rowsIndex_)] = device;
       buffers_.arguments[static_cast<std::size_t>(slotsIndex_)] = device + n * 8;
       buffers_.map = maps_[static_cast<std::size_t>(group)]->get();
-      buffers_.recency = recency_[static_cast<std::size_t>(group)]->get();
-      buffers_.log = logs_[static_cast<std::size_t>(group)]->get();
+      buffers_.recency = recencyOf(static_cast<std::size_t>(group));
+      buffers_.log = logOf(static_cast<std::size_t>(group));
       buffers_.logWords = static_cast<std::int64_t>(logWords_);
       for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
            l += layout_.layersPerPool) {
@@ -123,7 +128,7 @@ void CudaPlacement::restoreRecency(const ResidencyController &controller) {
       recency[2 * s] = static_cast<std::int32_t>(last);
       recency[2 * s + 1] = static_cast<std::int32_t>(previous);
     }
-    cuda.check(cuda.memcpyHtoD(recency_[static_cast<std::size_t>(g)]->get(), recency.data(),
+    cuda.check(cuda.memcpyHtoD(recencyOf(static_cast<std::size_t>(g)), recency.data(),
                                recency.size() * sizeof(std::int32_t)),
                "uploading a replacement state");
   }
@@ -133,11 +138,13 @@ void CudaPlacement::uploadRecency(std::int32_t group, const std::vector<std::int
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   queue_->quiesce();
+  if (group < 0 || group >= layout_.groups())
+    throw OutOfRangeError("layer group " + std::to_string(group) + " does not exist");
   if (recency.size() != 2 * static_cast<std::size_t>(layout_.hbmSlots))
     throw Error("a replacement state of " + std::to_string(recency.size()) +
                 " words for a group of " + std::to_string(layout_.hbmSlots) + " slots");
   if (!recency.empty())
-    cuda.check(cuda.memcpyHtoD(recency_.at(static_cast<std::size_t>(group))->get(), recency.data(),
+    cuda.check(cuda.memcpyHtoD(recencyOf(static_cast<std::size_t>(group)), recency.data(),
                                recency.size() * sizeof(std::int32_t)),
                "uploading a replacement state");
 }
@@ -151,9 +158,11 @@ void CudaPlacement::downloadRecency(std::int32_t group, std::vector<std::int32_t
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   queue_->quiesce();
+  if (group < 0 || group >= layout_.groups())
+    throw OutOfRangeError("layer group " + std::to_string(group) + " does not exist");
   recency.resize(2 * static_cast<std::size_t>(layout_.hbmSlots));
   if (!recency.empty())
-    cuda.check(cuda.memcpyDtoH(recency.data(), recency_.at(static_cast<std::size_t>(group))->get(),
+    cuda.check(cuda.memcpyDtoH(recency.data(), recencyOf(static_cast<std::size_t>(group)),
                                recency.size() * sizeof(std::int32_t)),
                "reading a replacement state");
 }
@@ -176,28 +185,27 @@ const std::int32_t *CudaPlacement::mapSnapshot(std::int32_t group) {
 void CudaPlacement::setStep(std::uint32_t step) {
   // (The stream finished the copies of the last step's stamps: a step ends
   // with a wait.)
-  *static_cast<std::uint32_t *>(stepWord_->host()) = step;
+  auto *headers = static_cast<std::uint32_t *>(headers_->host());
+  for (std::int32_t g = 0; g < layout_.groups(); ++g)
+    headers[static_cast<std::size_t>(g) * StepLogLayout::kHeader + StepLogLayout::kStep] = step;
 }
 
 void CudaPlacement::enqueueStamps() {
-  const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  // Before any of the step's work.
-  for (const auto &log : logs_) {
-    cuda.check(cuda.memsetD32Async(log->get(), 0, StepLogLayout::kHeader, queue_->stream()),
-               "clearing a step log");
-    cuda.check(cuda.memcpyHtoDAsync(log->get() + StepLogLayout::kStep * 4, stepWord_->host(), 4,
-                                    queue_->stream()),
-               "stamping a step log");
-  }
+  // Before any of the step's work: every group's header (cleared, the
+  // step stamped) in one copy.
+  const std::size_t headerBytes = StepLogLayout::kHeader * sizeof(std::int32_t);
+  copyRowsAsync(logs_->get(), logStride_, headers_->device(), headerBytes, headerBytes,
+                static_cast<std::size_t>(layout_.groups()), queue_->stream(),
+                "clearing and stamping the step logs");
   queue_->submitted();
 }
 
 void CudaPlacement::bind(std::int32_t group, bool logs, CudaStepBuffers &buffers) const {
   const std::size_t g = static_cast<std::size_t>(group);
   buffers.map = maps_[g]->get();
-  buffers.recency = recency_[g]->get();
-  buffers.log = logs_[g]->get();
+  buffers.recency = recencyOf(g);
+  buffers.log = logOf(g);
   buffers.logWords = logs ? static_cast<std::int64_t>(logWords_) : 0;
 }
 
@@ -205,7 +213,7 @@ void CudaPlacement::copyLogToHost(std::int32_t group, bool recordEvent) {
   const CudaDriver &cuda = driver();
   const std::size_t g = static_cast<std::size_t>(group);
   cuda.check(cuda.memcpyDtoHAsync(static_cast<std::int32_t *>(logsHost_->host()) + g * logWords_,
-                                  logs_[g]->get(), logWords_ * 4, queue_->stream()),
+                                  logOf(g), logWords_ * 4, queue_->stream()),
              "copying a step log");
   if (recordEvent)
     cuda.check(cuda.eventRecord(logReady_[g]->get(), queue_->stream()), "recording a step log");

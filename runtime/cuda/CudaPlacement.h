@@ -60,9 +60,9 @@ public:
 
   /// Notes `step` in pinned memory for the next enqueueStamps.
   void setStep(std::uint32_t step);
-  /// Enqueues clearing every group's step log and stamping it with the step
-  /// of the last setStep, read from pinned memory when the copy runs (so a
-  /// CUDA graph may capture it).
+  /// Enqueues clearing every group's step log header and stamping it with
+  /// the step of the last setStep, read from pinned memory when the copy
+  /// runs (so a CUDA graph may capture it): one copy for all groups.
   void enqueueStamps();
   /// Gives a launch of a layer of `group` the group's map, replacement state
   /// and log (a log of no words unless `logs`: only the group's first layer
@@ -77,18 +77,39 @@ public:
   /// counts. Throws Error when it overflowed.
   const StepLog &parseLog(std::int32_t group);
 
+  /// The groups' replacement states: group g's at base + g * stride, all
+  /// in one allocation of groups x stride bytes (recencyStride).
+  CUdeviceptr recencyBase() const { return recency_->get(); }
+  /// The groups' step logs: group g's at logBase() + g * logStride().
+  CUdeviceptr logBase() const { return logs_->get(); }
+  std::size_t logStride() const { return logStride_; }
+  /// Bytes from one group's replacement state to the next's.
+  static std::size_t recencyStride(const TierLayout &layout) {
+    return alignedStride(2 * static_cast<std::size_t>(layout.hbmSlots) * sizeof(std::int32_t));
+  }
+
 private:
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;
   std::unique_ptr<CudaStep> step_;
   int rowsIndex_ = -1, slotsIndex_ = -1;
   std::size_t perLaunch_ = 0;                          // N: rows per launch
-  std::vector<std::unique_ptr<DeviceBuffer>> maps_;    // [group]
-  std::vector<std::unique_ptr<DeviceBuffer>> recency_; // [group] [slots x 2]
-  std::vector<std::unique_ptr<DeviceBuffer>> logs_;    // [group] step logs
-  std::size_t logWords_ = 0;                           // words per log
-  std::unique_ptr<MappedHostBuffer> logsHost_;         // [group x logWords]
-  std::unique_ptr<MappedHostBuffer> stepWord_;         // the step enqueueStamps stamps
+  CUdeviceptr recencyOf(std::size_t group) const {
+    return recency_->get() + group * recencyStride_;
+  }
+  CUdeviceptr logOf(std::size_t group) const { return logs_->get() + group * logStride_; }
+
+  std::vector<std::unique_ptr<DeviceBuffer>> maps_; // [group]
+  // The groups' replacement states [slots x 2] and step logs, each kind in
+  // one buffer (one copy covers all groups), recencyStride_ / logStride_
+  // bytes apart.
+  std::unique_ptr<DeviceBuffer> recency_, logs_;
+  std::size_t recencyStride_ = 0, logStride_ = 0;
+  std::size_t logWords_ = 0;                   // words per log
+  std::unique_ptr<MappedHostBuffer> logsHost_; // [group x logWords]
+  // The log headers enqueueStamps copies: [group][kHeader], the step of the
+  // last setStep, zeros.
+  std::unique_ptr<MappedHostBuffer> headers_;
   std::vector<std::unique_ptr<Event>> logReady_;       // [group] logsHost_ holds it
   std::unique_ptr<MappedHostBuffer> lists_;            // rows then slots per launch
   std::size_t listLaunches_ = 0;                       // launches lists_ has room for

@@ -222,6 +222,34 @@ inline void copyBatch(const std::vector<CUdeviceptr> &destinations,
   }
 }
 
+/// Enqueues one copy of `rows` rows of `width` bytes, row i from
+/// `from + i * fromPitch` to `to + i * toPitch` (device addresses; mapped
+/// host memory included): one cuMemcpy2DAsync, one node of a captured
+/// graph, where a copy per row would be `rows` of them.
+inline void copyRowsAsync(CUdeviceptr to, std::size_t toPitch, CUdeviceptr from,
+                          std::size_t fromPitch, std::size_t width, std::size_t rows,
+                          CUstream stream, const char *what) {
+  if (rows == 0 || width == 0)
+    return;
+  const CudaDriver &cuda = driver();
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+  copy.srcDevice = from;
+  copy.srcPitch = fromPitch;
+  copy.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  copy.dstDevice = to;
+  copy.dstPitch = toPitch;
+  copy.WidthInBytes = width;
+  copy.Height = rows;
+  cuda.check(cuda.memcpy2DAsync(&copy, stream), what);
+}
+
+/// `bytes` rounded up to a multiple of 256 (a stride between the groups'
+/// parts of one buffer that keeps each part aligned as an allocation is).
+inline std::size_t alignedStride(std::size_t bytes) {
+  return (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
+}
+
 /// Row-major strides of a shape, in elements.
 inline std::vector<std::int64_t> rowMajorStrides(const std::vector<std::int64_t> &sizes) {
   std::vector<std::int64_t> strides(sizes.size(), 1);

@@ -4,6 +4,7 @@
 
 #include "runtime/core/Error.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <tuple>
@@ -64,6 +65,18 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
         }
     fetchListBytes_ = std::max(fetchListBytes_, bytes);
   }
+  // The engine's device selections may be bound in place of the row_ids
+  // argument unless a launch writes the argument (dhs.topk) or a fetch's
+  // row list is counted from it after the step (fetchedRows, when the
+  // engine's buffer may be gone).
+  selectionsInPlace_ = true;
+  for (const std::unique_ptr<CudaStep> &step : steps_)
+    for (const Launch &launch : step->manifest().launches)
+      for (const LaunchParam &param : launch.params)
+        if (param.role == abi::ParamRole::RowIds &&
+            (launch.kind == abi::LaunchKind::TopK ||
+             (launch.kind == abi::LaunchKind::Fetch && param.source != ParamSource::Scratch)))
+          selectionsInPlace_ = false;
 }
 
 CudaStepRunner::~CudaStepRunner() {
@@ -83,6 +96,8 @@ void CudaStepRunner::setGraphs(bool on) {
   if (!on) {
     queue_->makeCurrent();
     graphCache_.reset();
+    if (decisions_)
+      decisions_->resetGraphs();
   }
 }
 
@@ -127,6 +142,17 @@ void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
   queue_->makeCurrent();
   decisions_ = std::make_unique<CudaDecisions>(manifest, layout_, queue_);
   decisionLists_ = copyLists;
+  // Each group's slots of its own: the decisions read them in place.
+  std::size_t slotBytes = 0;
+  for (const StepGroupPlan &group : plan_.groups)
+    slotBytes = std::max(slotBytes, bytesOf(group.slots));
+  groupSlots_.reset();
+  if (slotBytes > 0) {
+    groupSlotsStride_ = alignedStride(slotBytes);
+    groupSlots_ = std::make_unique<DeviceBuffer>(
+        static_cast<std::size_t>(std::max(layout_.groups(), 1)) * groupSlotsStride_,
+        "the groups' slots");
+  }
   graphCache_.reset();
 }
 
@@ -203,7 +229,7 @@ void CudaStepRunner::enqueueAging(const std::vector<AgingReplay> &replays) {
   if (stepOpen_)
     throw StateError("appends are replayed between steps");
   queue_->makeCurrent();
-  decisions_->enqueueAging(replays, *storage_.placement(), storage_.pools());
+  decisions_->enqueueAging(replays, *storage_.placement(), storage_.pools(), graphs_);
 }
 
 void CudaStepRunner::waitForAging() {
@@ -274,6 +300,8 @@ void CudaStepRunner::attend(std::int32_t layer, const LayerStep &step) {
     stepOpen_ = true;
     hostOutputs_.clear();
     pending_.clear();
+    historyStaged_ = false;
+    historyShared_ = false;
     if (!graphs_)
       driver().check(driver().memsetD32Async(buffers_.status, 0, 1, queue_->stream()),
                      "clearing the status word");
@@ -435,8 +463,18 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
   };
   put(binding.rowIds, step.selectionsOnDevice ? nullptr : step.rowIds);
   put(binding.slots, step.selectionsOnDevice ? nullptr : step.slots);
+  const std::uint8_t *history = stage;
   put(plan_.historyStart, step.historyStart);
   put(plan_.historyLen, step.historyLen);
+  // The history bounds go up with the step's first layer, and again only
+  // where a layer's differ from those uploaded last.
+  const std::size_t historyBytes = static_cast<std::size_t>(stage - history);
+  work.uploadHistory = !historyStaged_ || stepHistory_.size() != historyBytes ||
+                       std::memcmp(stepHistory_.data(), history, historyBytes) != 0;
+  if (work.uploadHistory) {
+    stepHistory_.assign(history, history + historyBytes);
+    historyStaged_ = true;
+  }
   if (plan_.windowTokens >= 0) {
     put(plan_.windowTokens, step.windowTokens);
     work.windowRequests.assign(step.laneRequests, step.laneRequests + s.batch);
@@ -459,12 +497,28 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   const LayerBinding binding = bindingOf(work.layer);
   std::uint8_t *stage = stagingIn(work.layer);
   const std::int32_t group = work.layer / layout_.layersPerGroup;
+  // Where the layer's launches find their arguments: the runner's buffers,
+  // except the group's own slots (with a decision step), and the engine's
+  // selections, queries and output where they fill the argument (read and
+  // written in place: no copies).
+  const Direct direct = directOf(work, binding);
+  CudaStepBuffers buffers = buffers_;
+  if (binding.slots >= 0)
+    buffers.arguments[static_cast<std::size_t>(binding.slots)] = slotsOf(work.layer, binding);
+  if (direct.selections)
+    buffers.arguments[static_cast<std::size_t>(binding.rowIds)] = work.selections;
+  if (direct.queries)
+    buffers.arguments[static_cast<std::size_t>(binding.queries)] = work.queries;
+  if (direct.output)
+    buffers.arguments[static_cast<std::size_t>(binding.output)] = work.output;
+  auto bound = [&](int index) { return buffers.arguments[static_cast<std::size_t>(index)]; };
   // Selections and slots (the group's: uploaded with its first layer in a
-  // whole-model step), the history bounds, the window token counts.
+  // whole-model step), the history bounds (with the step's first layer,
+  // and again only where a layer's differ), the window token counts.
   const std::pair<int, bool> uploads[] = {{binding.rowIds, binding.uploadSelections},
                                           {binding.slots, binding.uploadSelections},
-                                          {plan_.historyStart, true},
-                                          {plan_.historyLen, true},
+                                          {plan_.historyStart, work.uploadHistory},
+                                          {plan_.historyLen, work.uploadHistory},
                                           {plan_.windowTokens, true}};
   for (const auto &[index, wanted] : uploads) {
     if (index < 0)
@@ -477,31 +531,36 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
     if (work.selectionsOnDevice && index == binding.rowIds) {
       // The engine's row ids, -1 past them (the lanes past the batch).
       const std::size_t taken = work.selectionCount * sizeof(std::int32_t);
-      if (taken < bytes)
+      if (!direct.selections && taken < bytes)
         cuda.check(
-            cuda.memsetD32Async(argument(index) + taken, 0xFFFFFFFFu, (bytes - taken) / 4, stream),
+            cuda.memsetD32Async(bound(index) + taken, 0xFFFFFFFFu, (bytes - taken) / 4, stream),
             "padding the selections");
-      if (taken > 0)
-        cuda.check(cuda.memcpyDtoDAsync(argument(index), work.selections, taken, stream),
+      if (!direct.selections && taken > 0)
+        cuda.check(cuda.memcpyDtoDAsync(bound(index), work.selections, taken, stream),
                    "copying the group's selections");
     } else if (!(work.selectionsOnDevice && index == binding.slots)) // resolve writes them
-      cuda.check(cuda.memcpyHtoDAsync(argument(index), stage, bytes, stream),
-                 std::string("uploading ") + abi::name(binding.step->manifest()
-                                                           .arguments[static_cast<std::size_t>(index)]
-                                                           .role));
+      cuda.check(
+          cuda.memcpyHtoDAsync(bound(index), stage, bytes, stream),
+          std::string("uploading ") +
+              abi::name(binding.step->manifest().arguments[static_cast<std::size_t>(index)].role));
     stage += bytes;
   }
-  // Queries: the engine's lanes, zeros for the padding lanes.
-  cuda.check(cuda.memsetD16Async(argument(binding.queries), 0, bytesOf(binding.queries) / 2, stream),
-             "clearing the queries");
-  if (work.queryBytes > 0) {
-    if (work.memory == MemorySpace::Host)
-      cuda.check(cuda.memcpyHtoDAsync(argument(binding.queries), stage, work.queryBytes, stream),
-                 "uploading queries");
-    else
+  // Queries: the engine's lanes, zeros for the padding lanes (none to clear
+  // when the engine's fill the argument).
+  if (!direct.queries) {
+    if (work.queryBytes < bytesOf(binding.queries))
       cuda.check(
-          cuda.memcpyDtoDAsync(argument(binding.queries), work.queries, work.queryBytes, stream),
-          "copying queries");
+          cuda.memsetD16Async(bound(binding.queries), 0, bytesOf(binding.queries) / 2, stream),
+          "clearing the queries");
+    if (work.queryBytes > 0) {
+      if (work.memory == MemorySpace::Host)
+        cuda.check(cuda.memcpyHtoDAsync(bound(binding.queries), stage, work.queryBytes, stream),
+                   "uploading queries");
+      else
+        cuda.check(
+            cuda.memcpyDtoDAsync(bound(binding.queries), work.queries, work.queryBytes, stream),
+            "copying queries");
+    }
   }
   // The layer's launches over its pool.
   const std::size_t pool = layout_.poolOf(work.layer);
@@ -509,12 +568,11 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   const std::size_t ringBytes = layout_.windowRingBytes(pool);
   for (std::size_t b = 0; b < work.windowRequests.size(); ++b)
     if (work.windowRequests[b] >= 0 && binding.windowRing >= 0)
-      cuda.check(cuda.memcpyDtoDAsync(argument(binding.windowRing) + b * ringBytes,
+      cuda.check(cuda.memcpyDtoDAsync(bound(binding.windowRing) + b * ringBytes,
                                       rings_.windowRings(work.windowRequests[b]) +
                                           layout_.windowRingOffset(pool),
                                       ringBytes, stream),
                  "gathering window rings");
-  CudaStepBuffers buffers = buffers_;
   buffers.hbm = storage_.pools().hbm[pool]->get();
   buffers.host = storage_.pools().host[pool]->device();
   CudaPlacement *placement = storage_.placement();
@@ -525,9 +583,13 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   else if (resolveLaunches_)
     throw Error("the step resolves selections through the residency maps (dhs.resolve): "
                 "load a placement step first");
-  cuda.check(cuda.memsetD16Async(argument(binding.output), kBf16Poison, bytesOf(binding.output) / 2,
-                                 stream),
-             "poisoning the output");
+  // The output poisoned (a NaN the kernels never produce): elements left
+  // unwritten show, in the engine's output too (poisoned with the other
+  // layers' at the step's start where launchGraph did).
+  if (!(direct.output && outputsPoisoned_))
+    cuda.check(cuda.memsetD16Async(bound(binding.output), kBf16Poison, bytesOf(binding.output) / 2,
+                                   stream),
+               "poisoning the output");
   binding.step->launchAsync(buffers, stream, binding.first, binding.count);
   lastLayer_ = work.layer;
   // The row lists of the layer's fetches, before a later group's launches
@@ -545,7 +607,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
         const std::size_t bytes = param.elements() * sizeof(std::int32_t);
         const CUdeviceptr from = param.source == ParamSource::Scratch
                                      ? buffers_.arena + static_cast<CUdeviceptr>(param.offset)
-                                     : argument(param.argumentIndex);
+                                     : bound(param.argumentIndex);
         cuda.check(cuda.memcpyDtoHAsync(into, from, bytes, stream), "copying a fetch's row list");
         into += bytes;
       }
@@ -559,30 +621,124 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   if (placement && resolveLaunches_ && buffers.logWords > 0 && work.selectionsOnDevice &&
       (!work.decisions || decisionLists_))
     placement->copyLogToHost(group, /*recordEvent=*/!graphs_);
-  // The group's selections and slots for the decisions after the step's
-  // last layer (a later group's layers reuse the arguments).
+  // The group's selections, slots and history starts for the decisions
+  // after the step's last layer: saved where a later group's layers reuse
+  // the argument, else read in place (the engine's selections, the group's
+  // own slots, history bounds uploaded once in the step).
   if (work.decisions && work.layer == layout_.endLayer(group) - 1)
-    decisions_->enqueueSave(group, argument(binding.rowIds), argument(binding.slots),
-                            argument(plan_.historyStart));
-  // Outputs: the engine's lanes.
-  if (work.outputBytes > 0) {
+    decisions_->enqueueInputs(
+        group, {bound(binding.rowIds), !direct.selections}, {bound(binding.slots), !groupSlots_},
+        {plan_.historyStart >= 0 ? bound(plan_.historyStart) : 0, !historyShared_});
+  // Outputs: the engine's lanes (written in place where they fill it).
+  if (work.outputBytes > 0 && !direct.output) {
     if (work.memory == MemorySpace::Host)
-      cuda.check(cuda.memcpyDtoHAsync(stagingOut(work.layer), argument(binding.output),
+      cuda.check(cuda.memcpyDtoHAsync(stagingOut(work.layer), bound(binding.output),
                                       work.outputBytes, stream),
                  "downloading the output");
     else
-      cuda.check(
-          cuda.memcpyDtoDAsync(work.output, argument(binding.output), work.outputBytes, stream),
-          "copying the output");
+      cuda.check(cuda.memcpyDtoDAsync(work.output, bound(binding.output), work.outputBytes, stream),
+                 "copying the output");
   }
+}
+
+CudaStepRunner::Direct CudaStepRunner::directOf(const LayerWork &work,
+                                                const LayerBinding &binding) const {
+  // (Allocations are 256-byte aligned: the kernels may assume as much.)
+  auto fits = [](CUdeviceptr address, std::size_t bytes, std::size_t argumentBytes) {
+    return address != 0 && address % 256 == 0 && bytes == argumentBytes && bytes > 0;
+  };
+  auto overlap = [](CUdeviceptr a, std::size_t aBytes, CUdeviceptr b, std::size_t bBytes) {
+    return a < b + bBytes && b < a + aBytes;
+  };
+  Direct direct;
+  // Selections: only where the step's engine buffers are known not to
+  // overlap (launchGraph: the decisions read them after every layer) and
+  // the steps allow it (selectionsInPlace_).
+  direct.selections =
+      engineInPlace_ && work.selectionsOnDevice && binding.rowIds >= 0 && selectionsInPlace_ &&
+      fits(work.selections, work.selectionCount * sizeof(std::int32_t), bytesOf(binding.rowIds));
+  direct.queries = work.memory == MemorySpace::Device && binding.queries >= 0 &&
+                   fits(work.queries, work.queryBytes, bytesOf(binding.queries));
+  // The output in place unless it overlaps what the layer reads from the
+  // engine (a copy at the layer's end wrote it after those reads).
+  direct.output =
+      work.memory == MemorySpace::Device && binding.output >= 0 &&
+      fits(work.output, work.outputBytes, bytesOf(binding.output)) &&
+      !overlap(work.output, work.outputBytes, work.queries, work.queryBytes) &&
+      !(work.selectionsOnDevice && overlap(work.output, work.outputBytes, work.selections,
+                                           work.selectionCount * sizeof(std::int32_t)));
+  return direct;
+}
+
+bool CudaStepRunner::engineBuffersApart(const std::vector<LayerWork> &works) {
+  // Each buffer the engine handed the step, and whether the step writes it.
+  struct Range {
+    CUdeviceptr begin, end;
+    bool written;
+  };
+  std::vector<Range> ranges;
+  for (const LayerWork &work : works) {
+    if (work.selectionsOnDevice && work.selectionCount > 0)
+      ranges.push_back({work.selections, work.selections + work.selectionCount * 4, false});
+    if (work.memory == MemorySpace::Device) {
+      if (work.queryBytes > 0)
+        ranges.push_back({work.queries, work.queries + work.queryBytes, false});
+      if (work.outputBytes > 0)
+        ranges.push_back({work.output, work.output + work.outputBytes, true});
+    }
+  }
+  // Buffers read only may overlap (a group's layers share its selections).
+  for (std::size_t i = 0; i < ranges.size(); ++i)
+    for (std::size_t j = i + 1; j < ranges.size(); ++j)
+      if ((ranges[i].written || ranges[j].written) && ranges[i].begin < ranges[j].end &&
+          ranges[j].begin < ranges[i].end)
+        return false;
+  return true;
+}
+
+CUdeviceptr CudaStepRunner::slotsOf(std::int32_t layer, const LayerBinding &binding) const {
+  if (!groupSlots_)
+    return argument(binding.slots);
+  return groupSlots_->get() +
+         static_cast<std::size_t>(layer / layout_.layersPerGroup) * groupSlotsStride_;
 }
 
 void CudaStepRunner::launchGraph() {
   CUstream stream = queue_->stream();
   graphCache_.run(pending_, stream, [&] {
+    // (What the capture decides from the pending layers, all in the key.)
+    struct Reset {
+      CudaStepRunner &runner;
+      ~Reset() { runner.historyShared_ = runner.engineInPlace_ = runner.outputsPoisoned_ = false; }
+    } reset{*this};
+    // The history bounds uploaded with the first layer only: the decisions
+    // read them in place.
+    historyShared_ = true;
+    for (std::size_t i = 1; i < pending_.size(); ++i)
+      historyShared_ = historyShared_ && !pending_[i].uploadHistory;
+    // With the engine's buffers apart, its selections are read in place
+    // (by the decisions too), and the outputs written in place are
+    // poisoned first, adjacent ones in one memset.
+    engineInPlace_ = engineBuffersApart(pending_);
     enqueueStepStart();
     driver().check(driver().memsetD32Async(buffers_.status, 0, 1, stream),
                    "clearing the status word");
+    if (engineInPlace_) {
+      std::vector<std::pair<CUdeviceptr, std::size_t>> outputs;
+      for (const LayerWork &work : pending_)
+        if (directOf(work, bindingOf(work.layer)).output)
+          outputs.emplace_back(work.output, work.outputBytes);
+      std::sort(outputs.begin(), outputs.end());
+      for (std::size_t i = 0; i < outputs.size();) {
+        std::size_t end = i + 1, bytes = outputs[i].second;
+        for (; end < outputs.size() && outputs[end].first == outputs[i].first + bytes; ++end)
+          bytes += outputs[end].second;
+        driver().check(driver().memsetD16Async(outputs[i].first, kBf16Poison, bytes / 2, stream),
+                       "poisoning the outputs");
+        i = end;
+      }
+      outputsPoisoned_ = true;
+    }
     for (const LayerWork &work : pending_)
       enqueue(work);
     if (!pending_.empty() && pending_.back().decisions)
@@ -683,7 +839,8 @@ std::int64_t CudaStepRunner::fetchedRows() {
                         count);
       },
       [&] {
-        return download(argument(binding.slots), bytesOf(binding.slots) / sizeof(std::int32_t));
+        return download(slotsOf(lastLayer_, binding),
+                        bytesOf(binding.slots) / sizeof(std::int32_t));
       });
 }
 

@@ -129,15 +129,33 @@ private:
     std::size_t selectionCount = 0;           ///< its row ids (the rest pads with -1)
     std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
     bool decisions = false;                   ///< the step ends with the device's decisions
+    /// Upload the history bounds: the step's first layer, or one whose
+    /// bounds differ from those uploaded last in the step (the argument
+    /// keeps them otherwise).
+    bool uploadHistory = true;
 
     bool operator==(const LayerWork &o) const {
       return layer == o.layer && memory == o.memory && queryBytes == o.queryBytes &&
              outputBytes == o.outputBytes && queries == o.queries && output == o.output &&
              selectionsOnDevice == o.selectionsOnDevice && selections == o.selections &&
              selectionCount == o.selectionCount && windowRequests == o.windowRequests &&
-             decisions == o.decisions;
+             decisions == o.decisions && uploadHistory == o.uploadHistory;
     }
   };
+
+  /// The engine's device buffers a layer's launches use in place of the
+  /// step's arguments (no copies): where they fill the argument exactly and
+  /// are aligned as an allocation is.
+  struct Direct {
+    bool selections = false, queries = false, output = false;
+  };
+  Direct directOf(const LayerWork &work, const LayerBinding &binding) const;
+  /// Where a layer's slots live: its group's own buffer with a decision
+  /// step (read in place by the decisions), else the step's argument.
+  CUdeviceptr slotsOf(std::int32_t layer, const LayerBinding &binding) const;
+  /// True when no buffer the engine gave `works` in device memory overlaps
+  /// another one where either is written (outputs).
+  static bool engineBuffersApart(const std::vector<LayerWork> &works);
 
   /// Bytes of argument `index` (0 for -1).
   std::size_t bytesOf(int index) const {
@@ -213,6 +231,25 @@ private:
   std::unique_ptr<CudaDecisions> decisions_;
   bool decisionLists_ = false; // copy each group's place list to the host
   bool stepDecisions_ = false; // this step ends with them
+  // With a decision step: each group's slots [group][groupSlotsStride_],
+  // written by its resolve, read in place by the decisions.
+  std::unique_ptr<DeviceBuffer> groupSlots_;
+  std::size_t groupSlotsStride_ = 0;
+  // The history bounds uploaded last in the open step (stage), and whether
+  // the step's layers after the first upload none (launchGraph: the
+  // decisions read them in place).
+  std::vector<std::uint8_t> stepHistory_;
+  bool historyStaged_ = false;
+  bool historyShared_ = false;
+  // While launchGraph captures a step whose engine buffers do not overlap
+  // where it writes them (engineBuffersApart): the engine's selections are
+  // bound in place, and its outputs bound in place were poisoned at the
+  // step's start.
+  bool engineInPlace_ = false;
+  bool outputsPoisoned_ = false;
+  // The engine's device selections may be read in place (no launch writes
+  // the row_ids argument, none counts fetches from it after the step).
+  bool selectionsInPlace_ = false;
   // The device's time of a step: events at its first stream work and after
   // its status read.
   std::unique_ptr<Event> stepStart_, stepEnd_;

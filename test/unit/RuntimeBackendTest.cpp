@@ -951,3 +951,145 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
        << decided.stats().totals.evicted << " evicted as on the CPU; a bad row id fails the "
        << "step and decides nothing");
 }
+
+TEST_CASE("residency decisions on the device: the engine's device buffers used in place, a step "
+          "graph of few nodes",
+          "[cuda][gpu][runtime][decisions]") {
+  // Selections, queries and outputs in device memory, filling the batch:
+  // with graphs on, the layers read and write the engine's buffers in place
+  // and the groups' small copies go as one copy per kind, so the step's
+  // graph holds the kernels and 9 other nodes. `plain` (graphs off) copies
+  // as before; both replay the appends on the device (the graphed one as
+  // a graph too). Same bits, same residency. Outputs that overlap (one
+  // buffer for every layer) fall back to per-layer work, same bits.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 670;
+  INFO("DHS_TEST_SEED=" << seed - 670);
+  const std::string placement = placementStep();
+  const std::string decisions = dhs::test::compiledStepsDir() + "/decisions_g4";
+  const std::string aging = dhs::test::compiledStepsDir() + "/aging_g4";
+  std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
+  for (const std::string &step : {decisions, aging})
+    if (missing.empty() && !std::ifstream(step + "/manifest.json"))
+      missing = "no compiled step at " + step;
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return;
+  }
+  if (!dhs::test::gpuOrSkip())
+    return;
+  if (!cuda.graphsAvailable()) {
+    WARN("SKIPPED: " << cuda.graphsUnavailableReason());
+    return;
+  }
+  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
+  const std::int32_t layers = 8, groups = 2;
+  RuntimeConfig config = dhs::test::testConfig(layers, 4, BackendKind::Cuda, 4, /*floor=*/0);
+  config.checkInvariants = false;
+  Runtime plain(config);
+  config.cudaGraphs = true;
+  Runtime graphed(config);
+  for (Runtime *rt : {&plain, &graphed}) {
+    rt->loadSteps(resolved);
+    rt->loadPlacementStep(placement);
+    rt->loadDecisionStep(decisions);
+    rt->loadAgingStep(aging);
+  }
+  std::mt19937_64 rng(seed);
+  Shadow shadow(layers, RowFormat::MlaFp8);
+  const ProblemShape &s = graphed.shape();
+  std::vector<std::uint64_t> ids;
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    ids.push_back(static_cast<std::uint64_t>(31 + b));
+    dhs::test::admitRandom({&plain, &graphed}, shadow, rng, ids.back(),
+                           300 + static_cast<std::int64_t>(rng() % 300), 1400);
+  }
+  const std::size_t qPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.qkDim);
+  const std::size_t oPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.vDim);
+  const std::size_t perGroup = static_cast<std::size_t>(s.batch * s.queries * s.topk);
+  cuda_detail::DeviceBuffer dq(qPerLayer * layers * 2, "queries"),
+      dsel(perGroup * groups * 4, "selections"), outPlain(oPerLayer * layers * 2, "outputs"),
+      outGraphed(oPerLayer * layers * 2, "outputs");
+  auto upload = [&](std::vector<std::uint64_t> &batch) {
+    std::shuffle(batch.begin(), batch.end(), rng);
+    const std::vector<std::int32_t> rows =
+        dhs::test::randomSelections(rng, shadow, batch, groups, s);
+    REQUIRE(rows.size() == perGroup * groups);
+    cuda.check(cuda.memcpyHtoD(dsel.get(), rows.data(), rows.size() * 4), "selections");
+    std::vector<bf16_t> q(qPerLayer * layers);
+    dhs::test::fillRandom(rng, q.data(), q.size());
+    cuda.check(cuda.memcpyHtoD(dq.get(), q.data(), q.size() * 2), "queries");
+  };
+  auto download = [&](const cuda_detail::DeviceBuffer &from, std::size_t elements) {
+    std::vector<bf16_t> values(elements);
+    cuda.check(cuda.memcpyDtoH(values.data(), from.get(), elements * 2), "outputs");
+    return values;
+  };
+  const auto *selections = reinterpret_cast<const std::int32_t *>(dsel.get());
+  const auto *queries = reinterpret_cast<const bf16_t *>(dq.get());
+  const int steps = 8;
+  std::vector<std::uint64_t> batch = ids;
+  for (int step = 0; step < steps; ++step) {
+    upload(batch);
+    plain.step(batch.data(), s.batch, selections, queries,
+               reinterpret_cast<bf16_t *>(outPlain.get()), MemorySpace::Device,
+               MemorySpace::Device);
+    graphed.step(batch.data(), s.batch, selections, queries,
+                 reinterpret_cast<bf16_t *>(outGraphed.get()), MemorySpace::Device,
+                 MemorySpace::Device);
+    const std::vector<bf16_t> a = download(outPlain, oPerLayer * layers),
+                              b = download(outGraphed, oPerLayer * layers);
+    REQUIRE(countBitDifferences(a, b) == 0);
+    REQUIRE(std::count(b.begin(), b.end(), kBf16Poison) == 0); // every element written
+    for (std::uint64_t id : ids)
+      dhs::test::appendRandom({&plain, &graphed}, shadow, rng, id);
+  }
+  const RuntimeStats stats = graphed.stats();
+  CHECK(stats.graphCaptures == 1);
+  CHECK(stats.graphReplays == static_cast<std::uint64_t>(steps - 1));
+  // The step's graph: its kernels; the logs' stamps, the budget words, the
+  // rollback copy, the history bounds (2, once), every group's counts and
+  // log headers (2); the status word and the outputs' poison (memsets).
+  if (stats.graphNodes > 0) {
+    CHECK(stats.graphCopyNodes == 7);
+    CHECK(stats.graphMemsetNodes == 2);
+    CHECK(stats.graphNodes == stats.graphKernelNodes + 9);
+  }
+  CHECK(graphed.stats().totals.promoted == plain.stats().totals.promoted);
+  CHECK(graphed.stats().totals.evicted == plain.stats().totals.evicted);
+  CHECK(graphed.stats().totals.promoted > 0);
+
+  // Every layer's output in one buffer: the engine's buffers overlap, so
+  // the selections are copied and each layer poisons the output before its
+  // kernels; the buffer ends with the last layer's output, as without
+  // graphs.
+  cuda_detail::DeviceBuffer onePlain(oPerLayer * 2, "an output"),
+      oneGraphed(oPerLayer * 2, "an output");
+  upload(batch);
+  for (auto [rt, out] : {std::pair{&plain, &onePlain}, std::pair{&graphed, &oneGraphed}}) {
+    rt->beginStep(batch.data(), s.batch);
+    for (std::int32_t g = 0; g < groups; ++g)
+      rt->selectGroup(g, selections + g * perGroup, MemorySpace::Device);
+    for (std::int32_t l = 0; l < layers; ++l)
+      rt->attendLayer(l, queries + l * qPerLayer, reinterpret_cast<bf16_t *>(out->get()),
+                      MemorySpace::Device);
+    rt->endStep();
+  }
+  const std::vector<bf16_t> a = download(onePlain, oPerLayer), b = download(oneGraphed, oPerLayer);
+  CHECK(countBitDifferences(a, b) == 0);
+  CHECK(std::count(b.begin(), b.end(), kBf16Poison) == 0);
+  CHECK(graphed.stats().graphCaptures == 2);
+  if (graphed.stats().graphNodes > 0) {
+    // Per layer: the selections' copy and the poison; per group: the
+    // selections saved for the decisions.
+    CHECK(graphed.stats().graphCopyNodes == 7 + layers + groups);
+    CHECK(graphed.stats().graphMemsetNodes == 1 + layers);
+  }
+  for (Runtime *rt : {&plain, &graphed})
+    rt->checkInvariants(); // downloads the device state into the controller
+  dhs::test::expectSameResidency(plain, graphed);
+  WARN("engine buffers in place: " << stats.graphNodes << " graph nodes (" << stats.graphKernelNodes
+                                   << " kernels) a step of " << layers << " layers in " << groups
+                                   << " groups; " << graphed.stats().totals.promoted
+                                   << " rows promoted");
+}
