@@ -1,7 +1,7 @@
 //===- append_bench.cpp - Times the residency controller's appends --------===//
 //
 // Usage: dhs-append-bench [--batch B] [--groups G] [--slots S] [--history N]
-//            [--topk K] [--steps T] [--round-trip 1]
+//            [--topk K] [--steps T] [--round-trip 1] [--device-appends 1]
 // The residency of dhs-decision-bench's config on the host alone (no GPU):
 // B requests of N rows, G groups of S slots, the adaptive policy with CLOCK
 // and hot floor 0, newest window 64. Each step resolves fresh selections
@@ -15,10 +15,16 @@
 // without the transfers): every group's state exported, the group marked
 // device-owned, and the state adopted back (exportDeviceStates /
 // adoptDeviceStates, the groups in parallel); prints their medians.
+// --device-appends 1: the appends go to device-owned groups, as with an
+// aging step (dhs-decision-bench --aging-step): timed are the appends'
+// recording (ResidencyController::append) and the host's taking of the
+// replays' slots (applyDeviceAppends, Runtime::applyAppends after a step);
+// planAgeRows stands in for the device's replay (not timed).
 //
 //===----------------------------------------------------------------------===//
 
 #include "bench/BenchTiming.h"
+#include "runtime/residency/PromotionPlan.h"
 #include "runtime/residency/Residency.h"
 
 #include <algorithm>
@@ -42,7 +48,7 @@ constexpr auto ms = dhs::bench::elapsedMs;
 int main(int argc, char **argv) {
   std::int64_t batch = 128, history = 2304, topk = 2048;
   std::int32_t groups = 20, slots = 65536, steps = 10;
-  bool linear = false, roundTrip = false;
+  bool linear = false, roundTrip = false, deviceAppends = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string arg = argv[i];
     const long long value = std::atoll(argv[i + 1]);
@@ -60,6 +66,8 @@ int main(int argc, char **argv) {
       linear = value != 0;
     else if (arg == "--round-trip")
       roundTrip = value != 0;
+    else if (arg == "--device-appends")
+      deviceAppends = value != 0;
     else if (arg == "--steps")
       steps = static_cast<std::int32_t>(value);
     else {
@@ -80,7 +88,7 @@ int main(int argc, char **argv) {
     requests.push_back(controller.admit(history, maxContext, copies));
   std::mt19937_64 rng(5);
   std::vector<std::int32_t> rows(static_cast<std::size_t>(batch * topk)), out(rows.size());
-  std::vector<double> stepTimes, appendTimes, exportTimes, adoptTimes, markTimes;
+  std::vector<double> stepTimes, appendTimes, exportTimes, adoptTimes, markTimes, applyTimes;
   std::vector<DeviceGroupState> states(static_cast<std::size_t>(groups));
   std::vector<std::int32_t> allGroups;
   for (std::int32_t g = 0; g < groups; ++g)
@@ -119,12 +127,46 @@ int main(int argc, char **argv) {
       adoptTimes.push_back(ms(r1, r2));
       std::printf("step %d: export %.3f ms, adopt %.3f ms\n", step, ms(r0, r1), ms(r1, r2));
     }
+    std::vector<AgeRowsState> aging;
+    if (deviceAppends) {
+      controller.exportDeviceStates(allGroups, states);
+      for (std::int32_t g = 0; g < groups; ++g)
+        aging.push_back({states[static_cast<std::size_t>(g)], controller.residencyTable(g),
+                         controller.optionalBudget()});
+      controller.markDeviceOwned(allGroups);
+    }
     const auto t1a = Clock::now();
     const std::int64_t before = controller.evictionCount();
     copies.clear();
     for (std::int32_t request : requests)
       controller.append(request, copies);
     const auto t2 = Clock::now();
+    if (deviceAppends) {
+      // The device's replays (planAgeRows), then the host takes their slots.
+      std::vector<std::vector<std::int32_t>> aged(static_cast<std::size_t>(groups));
+      for (std::int32_t g = 0; g < groups; ++g) {
+        const std::vector<DeviceAppend> &entries = controller.deviceAppends(g);
+        PromotionPlanList list;
+        if (planAgeRows(aging[static_cast<std::size_t>(g)], entries, list) != 0) {
+          std::fprintf(stderr, "dhs-append-bench: planAgeRows failed\n");
+          return 1;
+        }
+        aged[static_cast<std::size_t>(g)].assign(
+            list.slots.begin(), list.slots.begin() + static_cast<std::ptrdiff_t>(entries.size()));
+      }
+      const auto a0 = Clock::now();
+      for (std::int32_t g = 0; g < groups; ++g)
+        controller.applyDeviceAppends(g, aged[static_cast<std::size_t>(g)]);
+      const auto a1 = Clock::now();
+      applyTimes.push_back(ms(a0, a1));
+      for (std::int32_t g = 0; g < groups; ++g) {
+        states[static_cast<std::size_t>(g)] = aging[static_cast<std::size_t>(g)].group;
+        states[static_cast<std::size_t>(g)].step =
+            static_cast<std::uint32_t>(controller.stepCount());
+      }
+      controller.adoptDeviceStates(allGroups, states);
+      std::printf("step %d: apply the device's appends %.3f ms\n", step, ms(a0, a1));
+    }
     evicted += controller.evictionCount() - before;
     appendCopies += static_cast<std::int64_t>(copies.size());
     stepTimes.push_back(ms(t0, t1));
@@ -157,6 +199,10 @@ int main(int argc, char **argv) {
               static_cast<long long>(evicted / steps));
   std::printf("medians of %d steps: step (resolve + end) %.3f ms, appends %.3f ms\n", steps,
               median(stepTimes), median(appendTimes));
+  if (deviceAppends)
+    std::printf("device appends: the host takes the replays' slots (applyDeviceAppends, %d "
+                "groups) in %.3f ms\n",
+                groups, median(applyTimes));
   if (roundTrip)
     std::printf("round trip of %d groups: export %.3f ms (of which markDeviceOwned %.3f), adopt "
                 "%.3f ms\n",

@@ -49,6 +49,11 @@ public:
   void release(std::int32_t slot);
   /// True if `slot` is free. Throws Error for a slot outside the allocator.
   bool isFree(std::int32_t slot) const;
+  /// Asks the cache for what isFree(slot) reads (no effect otherwise).
+  void prefetch(std::int32_t slot) const {
+    if (slot >= 0 && static_cast<std::size_t>(slot) < free_.size())
+      __builtin_prefetch(&free_[static_cast<std::size_t>(slot)]);
+  }
   /// Makes exactly the slots of `stack` free, handed out last first (the
   /// state of another allocator, freeStack()). Throws Error for a slot
   /// outside the allocator or listed twice; nothing changes then.

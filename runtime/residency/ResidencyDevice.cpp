@@ -211,6 +211,27 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
   if (slots.size() != g.appends.size())
     throw InputError(where + " placed " + std::to_string(slots.size()) + " rows for " +
                      std::to_string(g.appends.size()) + " appends");
+  // The entries' slots and rows lie anywhere in the group's tables (misses
+  // as a rule, after a step): their lines requested first, together, so
+  // that the loops below wait for them side by side rather than one by one.
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::int32_t slot = slots[i];
+    const DeviceAppend &entry = g.appends[i];
+    if (slot >= 0 && slot < config_.hbmSlots) {
+      const std::size_t s = static_cast<std::size_t>(slot);
+      g.free.prefetch(slot);
+      __builtin_prefetch(&g.kind[s], 1);
+      __builtin_prefetch(&g.owner[s], 1);
+      __builtin_prefetch(&g.row[s], 1);
+      __builtin_prefetch(&g.listPos[s], 1);
+      __builtin_prefetch(&g.lastUse[s], 1);
+      __builtin_prefetch(&g.prevUse[s], 1);
+      __builtin_prefetch(&g.cleared[s], 1);
+    }
+    for (const std::int64_t row : {entry.aged, entry.fresh})
+      if (row >= 0 && static_cast<std::size_t>(row) < g.slotOfHostRow.size())
+        __builtin_prefetch(&g.slotOfHostRow[static_cast<std::size_t>(row)], 1);
+  }
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const std::int32_t slot = slots[i], popped = g.appendSlot[i];
     if (slot < -1 || slot >= config_.hbmSlots || (popped >= 0 && slot >= 0 && slot != popped) ||
