@@ -958,10 +958,11 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // Selections, queries and outputs in device memory, filling the batch:
   // with graphs on, the layers read and write the engine's buffers in place
   // and the groups' small copies go as one copy per kind, so the step's
-  // graph holds the kernels and 9 other nodes. `plain` (graphs off) copies
-  // as before; both replay the appends on the device (the graphed one as
-  // a graph too). Same bits, same residency. Outputs that overlap (one
-  // buffer for every layer) fall back to per-layer work, same bits.
+  // graph holds the kernels and 9 other nodes. `plain` (graphs off)
+  // enqueues layer by layer and copies the selections; both replay the
+  // appends on the device (the graphed one as a graph too). Same bits, same
+  // residency. Outputs that overlap (one buffer for every layer) fall back
+  // to per-layer copies and poison, same bits.
   const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 670;
   INFO("DHS_TEST_SEED=" << seed - 670);
