@@ -78,10 +78,11 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
                         "Pair the tensor-core CTAs of a query's 64-head blocks in clusters "
                         "that gather each tile once for both (128 heads, bf16 rows)">,
                  Option<"overlapRetrieval", "overlap-retrieval", "bool", /*default=*/"false",
-                        "Stage the missing rows of one-layer tensor-core attention with a fetch "
-                        "of a few CTAs that runs beside it (dhs.fetch and dhs.attention with "
-                        "ready flags; programmatic dependent launch) instead of gathering "
-                        "them from the host in the attention's producer">];
+                        "Share the missing rows of one-layer tensor-core attention with a "
+                        "fetch of a few CTAs that runs beside it (dhs.fetch and dhs.attention "
+                        "with ready flags; programmatic dependent launch): the fetch stages the "
+                        "tiles it claims first, the attention's producer gathers the others "
+                        "from the host itself">];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels generated">,
     Statistic<"numLaunches", "launches", "Number of kernel launches">

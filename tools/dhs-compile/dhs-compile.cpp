@@ -73,9 +73,10 @@ static cl::opt<bool> tensorCoreClusters(
     cl::init(true), cl::cat(tileCategory));
 static cl::opt<bool> overlapRetrieval(
     "overlap-retrieval",
-    cl::desc("Fetch the missing rows of one-layer tensor-core attention from a few CTAs into "
-             "staging while the attention runs (programmatic dependent launch, a ready flag "
-             "per tile of 64 rows) instead of gathering them in its producer"),
+    cl::desc("Share the missing rows of one-layer tensor-core attention with a fetch of a few "
+             "CTAs that runs beside it (programmatic dependent launch, a ready flag per tile "
+             "of 64 rows): the fetch stages the tiles it claims first, the attention gathers "
+             "the others from the host itself"),
     cl::init(false), cl::cat(tileCategory));
 static cl::opt<bool> shareTiles(
     "share-tiles",
