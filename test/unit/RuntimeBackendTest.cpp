@@ -113,6 +113,21 @@ std::string groupStepsUnavailable(int G, const std::string &variant = "", bool p
   return "";
 }
 
+/// The compiled decision and aging steps for FP8 layer groups of 4
+/// (examples/decision_step.mlir, examples/aging_step.mlir).
+std::string decisionStep() { return dhs::test::compiledStepsDir() + "/decisions_g4"; }
+std::string agingStep() { return dhs::test::compiledStepsDir() + "/aging_g4"; }
+
+/// Why the device-decision cases cannot run (the resolving group steps of 4,
+/// the placement, decision and aging steps), or "".
+std::string decisionStepsUnavailable() {
+  std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
+  for (const std::string &step : {decisionStep(), agingStep()})
+    if (missing.empty() && !std::ifstream(step + "/manifest.json"))
+      missing = "no compiled step at " + step;
+  return missing;
+}
+
 /// True when a step was compiled into `dir`; otherwise says the case skips.
 bool compiledOrSkip(const std::string &dir) {
   if (std::ifstream(dir + "/manifest.json"))
@@ -842,13 +857,9 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
   const std::uint64_t seed = dhs::test::freshSeed() + 660;
   INFO("DHS_TEST_SEED=" << seed - 660);
   const std::string placement = placementStep();
-  const std::string decisions = dhs::test::compiledStepsDir() + "/decisions_g4";
-  const std::string aging = dhs::test::compiledStepsDir() + "/aging_g4";
-  std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
-  for (const std::string &step : {decisions, aging})
-    if (missing.empty() && !std::ifstream(step + "/manifest.json"))
-      missing = "no compiled step at " + step;
-  if (!missing.empty()) {
+  const std::string decisions = decisionStep();
+  const std::string aging = agingStep();
+  if (const std::string missing = decisionStepsUnavailable(); !missing.empty()) {
     WARN("SKIPPED: " << missing);
     return;
   }
@@ -967,13 +978,9 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   const std::uint64_t seed = dhs::test::freshSeed() + 670;
   INFO("DHS_TEST_SEED=" << seed - 670);
   const std::string placement = placementStep();
-  const std::string decisions = dhs::test::compiledStepsDir() + "/decisions_g4";
-  const std::string aging = dhs::test::compiledStepsDir() + "/aging_g4";
-  std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
-  for (const std::string &step : {decisions, aging})
-    if (missing.empty() && !std::ifstream(step + "/manifest.json"))
-      missing = "no compiled step at " + step;
-  if (!missing.empty()) {
+  const std::string decisions = decisionStep();
+  const std::string aging = agingStep();
+  if (const std::string missing = decisionStepsUnavailable(); !missing.empty()) {
     WARN("SKIPPED: " << missing);
     return;
   }
