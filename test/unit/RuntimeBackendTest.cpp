@@ -118,14 +118,19 @@ std::string groupStepsUnavailable(int G, const std::string &variant = "", bool p
 std::string decisionStep() { return dhs::test::compiledStepsDir() + "/decisions_g4"; }
 std::string agingStep() { return dhs::test::compiledStepsDir() + "/aging_g4"; }
 
-/// Why the device-decision cases cannot run (the resolving group steps of 4,
-/// the placement, decision and aging steps), or "".
-std::string decisionStepsUnavailable() {
+/// Whether the device-decision cases can run: the resolving group steps of
+/// 4, the placement, decision and aging steps, and a GPU; otherwise says why
+/// the case skips.
+bool decisionStepsOrSkip() {
   std::string missing = groupStepsUnavailable(4, "_resolved", /*placement=*/true);
   for (const std::string &step : {decisionStep(), agingStep()})
     if (missing.empty() && !std::ifstream(step + "/manifest.json"))
       missing = "no compiled step at " + step;
-  return missing;
+  if (!missing.empty()) {
+    WARN("SKIPPED: " << missing);
+    return false;
+  }
+  return dhs::test::gpuOrSkip();
 }
 
 /// True when a step was compiled into `dir`; otherwise says the case skips.
@@ -859,11 +864,7 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
   const std::string placement = placementStep();
   const std::string decisions = decisionStep();
   const std::string aging = agingStep();
-  if (const std::string missing = decisionStepsUnavailable(); !missing.empty()) {
-    WARN("SKIPPED: " << missing);
-    return;
-  }
-  if (!dhs::test::gpuOrSkip())
+  if (!decisionStepsOrSkip())
     return;
   const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
   const std::int32_t layers = 8;
@@ -980,11 +981,7 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   const std::string placement = placementStep();
   const std::string decisions = decisionStep();
   const std::string aging = agingStep();
-  if (const std::string missing = decisionStepsUnavailable(); !missing.empty()) {
-    WARN("SKIPPED: " << missing);
-    return;
-  }
-  if (!dhs::test::gpuOrSkip())
+  if (!decisionStepsOrSkip())
     return;
   if (!cuda.graphsAvailable()) {
     WARN("SKIPPED: " << cuda.graphsUnavailableReason());
