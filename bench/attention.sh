@@ -149,7 +149,7 @@ rate=float(rates.get(f'{x*100:.0f}', 0))
 floor=max(res, byts/copy/1e6); fetch=max(res, byts/rate/1e6) if rate else 0
 print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms>res else 0:9.1f}'
       + (f' {rate:10.1f} {ms/fetch:9.2f}' if rate else f' {\"-\":>10} {\"-\":>9}')
-      + f' {sys.argv[6] or \"-\":>13}')" \
+      + (f' {float(sys.argv[6]):13.4f}' if sys.argv[6] else f' {\"-\":>13}'))" \
       "$missing" "$ms" "$resident" "$copy" "$fetch" "$overlapped"
   done
   # Verify steps: positions sharing the rows they all selected (a cluster
