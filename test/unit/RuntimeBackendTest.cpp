@@ -1093,8 +1093,39 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   for (Runtime *rt : {&plain, &graphed})
     rt->checkInvariants(); // downloads the device state into the controller
   dhs::test::expectSameResidency(plain, graphed);
+
+  // A bad row id among the engine's selections, read in place by the
+  // replayed graph while appends wait to be replayed: the step fails whole
+  // and decides nothing, so `plain`, which never ran it, gives the next
+  // step's bits and residency.
+  for (std::uint64_t id : ids)
+    dhs::test::appendRandom({&plain, &graphed}, shadow, rng, id);
+  upload(batch);
+  std::vector<std::int32_t> good(perGroup * groups);
+  cuda.check(cuda.memcpyDtoH(good.data(), dsel.get(), good.size() * 4), "selections");
+  std::vector<std::int32_t> bad = good;
+  bad[perGroup + 5] = 1 << 20; // layer group 1, the batch's first lane
+  cuda.check(cuda.memcpyHtoD(dsel.get(), bad.data(), bad.size() * 4), "selections");
+  const RuntimeStats before = graphed.stats();
+  CHECK_THROWS_AS(graphed.step(batch.data(), s.batch, selections, queries,
+                               reinterpret_cast<bf16_t *>(outGraphed.get()), MemorySpace::Device,
+                               MemorySpace::Device),
+                  OutOfRangeError);
+  CHECK_FALSE(graphed.inStep());
+  CHECK(graphed.stats().steps == before.steps);
+  CHECK(graphed.stats().totals.promoted == before.totals.promoted);
+  cuda.check(cuda.memcpyHtoD(dsel.get(), good.data(), good.size() * 4), "selections");
+  for (auto [rt, out] : {std::pair{&plain, &outPlain}, std::pair{&graphed, &outGraphed}})
+    rt->step(batch.data(), s.batch, selections, queries, reinterpret_cast<bf16_t *>(out->get()),
+             MemorySpace::Device, MemorySpace::Device);
+  CHECK(countBitDifferences(download(outPlain, oPerLayer * layers),
+                            download(outGraphed, oPerLayer * layers)) == 0);
+  for (Runtime *rt : {&plain, &graphed})
+    rt->checkInvariants();
+  dhs::test::expectSameResidency(plain, graphed);
   WARN("engine buffers in place: " << stats.graphNodes << " graph nodes (" << stats.graphKernelNodes
                                    << " kernels) a step of " << layers << " layers in " << groups
                                    << " groups; " << graphed.stats().totals.promoted
-                                   << " rows promoted");
+                                   << " rows promoted; a bad row id read in place fails the "
+                                   << "step, which decides nothing");
 }
