@@ -366,8 +366,7 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
 }
 
 void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
-                                 const CudaPlacement &placement, const CudaPools &pools,
-                                 bool graph) {
+                                 const CudaPlacement &placement, const CudaPools &pools) {
   using Age = dhs_abi::AgeRowsLayout;
   const std::size_t groups = static_cast<std::size_t>(layout_.groups());
   const std::size_t entryBytes = Age::kEntryWords * 8;
@@ -453,37 +452,43 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
                     "copying appends");
     });
     // Replay k on worker stream k mod size, after the queue's work so far;
-    // the queue's stream waits for all of them before its next work.
+    // the queue's stream waits for all of them before its next work (also
+    // when a launch fails: a capture ends only with its streams joined).
     agingStreams_->fork(parent);
-    for (std::size_t k = 0; k < shape.size(); ++k) {
-      const auto [group, chunks] = shape[k];
-      const std::size_t g = static_cast<std::size_t>(group);
-      CUstream stream = agingStreams_->stream(k % agingStreams_->size());
-      CudaStepBuffers buffers = agingBuffers_[g];
-      placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
-      for (std::size_t c = 0; c < chunks; ++c) {
-        if (c > 0)
-          copyRowsAsync(lists + g * agingListStride_, agingListStride_,
-                        agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
-                        agingN_ * entryBytes, 1, stream, "copying appends");
-        const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
-        buffers.hbm = pools.hbm[firstPool]->get();
-        buffers.host = pools.host[firstPool]->device();
-        aging_->launchAsync(buffers, stream, 0, 1);
-        for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
-             l += layout_.layersPerPool) {
-          const std::size_t pool = layout_.poolOf(l);
-          buffers.hbm = pools.hbm[pool]->get();
-          buffers.host = pools.host[pool]->device();
-          aging_->launchAsync(buffers, stream, 1, 1);
+    try {
+      for (std::size_t k = 0; k < shape.size(); ++k) {
+        const auto [group, chunks] = shape[k];
+        const std::size_t g = static_cast<std::size_t>(group);
+        CUstream stream = agingStreams_->stream(k % agingStreams_->size());
+        CudaStepBuffers buffers = agingBuffers_[g];
+        placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
+        for (std::size_t c = 0; c < chunks; ++c) {
+          if (c > 0)
+            copyRowsAsync(lists + g * agingListStride_, agingListStride_,
+                          agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
+                          agingN_ * entryBytes, 1, stream, "copying appends");
+          const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
+          buffers.hbm = pools.hbm[firstPool]->get();
+          buffers.host = pools.host[firstPool]->device();
+          aging_->launchAsync(buffers, stream, 0, 1);
+          for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+               l += layout_.layersPerPool) {
+            const std::size_t pool = layout_.poolOf(l);
+            buffers.hbm = pools.hbm[pool]->get();
+            buffers.host = pools.host[pool]->device();
+            aging_->launchAsync(buffers, stream, 1, 1);
+          }
+          // Entry i of the list: append i's row and its slot (the last
+          // chunk's after the join, with the other groups').
+          if (c + 1 < chunks)
+            copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
+                          slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, 1, stream,
+                          "copying the aged rows' slots");
         }
-        // Entry i of the list: append i's row and its slot (the last
-        // chunk's after the join, with the other groups').
-        if (c + 1 < chunks)
-          copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
-                        slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, 1, stream,
-                        "copying the aged rows' slots");
       }
+    } catch (...) {
+      agingStreams_->join(parent);
+      throw;
     }
     agingStreams_->join(parent);
     forRuns(true, [&](std::size_t g, std::size_t count, std::size_t chunks) {
@@ -492,7 +497,7 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
                     "copying the aged rows' slots");
     });
   };
-  if (graph)
+  if (driver().graphsAvailable())
     agingGraph_.run(shape, queue_->stream(), submit);
   else
     submit();

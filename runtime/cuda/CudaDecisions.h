@@ -106,14 +106,16 @@ public:
   /// and status word. The budget words and first chunks of consecutive
   /// groups go in one copy each before the fork, their last chunks' slots
   /// in one after the join. The host does not wait, except once before the
-  /// first replay that outgrows the pinned buffers. With `graph`, all of it
-  /// is captured as a CUDA graph, replayed while the replays' groups and
-  /// chunk counts repeat (the copies read the lists and budget words from
-  /// pinned memory when it runs).
+  /// first replay that outgrows the pinned buffers. Where the driver has
+  /// CUDA graphs (whether or not the steps use them), all of it is captured
+  /// as a graph, replayed while the replays' groups and chunk counts repeat
+  /// (the copies read the lists and budget words from pinned memory when it
+  /// runs), so that it is enqueued whole or not at all: a launch that fails
+  /// among the replays leaves every group unreplayed, to be replayed at the
+  /// next call. (Without graphs the launches go one by one, and a failure
+  /// among them leaves the groups before it replayed.)
   void enqueueAging(const std::vector<AgingReplay> &replays, const CudaPlacement &placement,
-                    const CudaPools &pools, bool graph);
-  /// Drops the aging graph (graphs turned off).
-  void resetGraphs() { agingGraph_.reset(); }
+                    const CudaPools &pools);
   /// The slots of the appends enqueueAging replayed for group g last
   /// (entry i: append i's new row's slot, -1 when it left HBM in the list).
   std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const;
@@ -184,8 +186,8 @@ private:
   // slots read back (grown to the largest replay), [group] the budget words.
   std::unique_ptr<MappedHostBuffer> agingIn_, agingOut_, agingBudgets_;
   std::size_t agingRoom_ = 0; // appends a group's part of agingIn_ / agingOut_ holds
-  // The replays captured as a graph (with graphs on), keyed by their
-  // groups and chunk counts.
+  // The replays captured as a graph (where the driver has graphs), keyed
+  // by their groups and chunk counts.
   StepGraphCache<std::vector<std::pair<std::int32_t, std::size_t>>> agingGraph_;
 };
 

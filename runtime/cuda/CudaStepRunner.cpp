@@ -96,8 +96,6 @@ void CudaStepRunner::setGraphs(bool on) {
   if (!on) {
     queue_->makeCurrent();
     graphCache_.reset();
-    if (decisions_)
-      decisions_->resetGraphs();
   }
 }
 
@@ -229,7 +227,7 @@ void CudaStepRunner::enqueueAging(const std::vector<AgingReplay> &replays) {
   if (stepOpen_)
     throw StateError("appends are replayed between steps");
   queue_->makeCurrent();
-  decisions_->enqueueAging(replays, *storage_.placement(), storage_.pools(), graphs_);
+  decisions_->enqueueAging(replays, *storage_.placement(), storage_.pools());
 }
 
 void CudaStepRunner::waitForAging() {

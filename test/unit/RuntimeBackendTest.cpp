@@ -15,6 +15,7 @@
 
 #include "runtime/Runtime.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
@@ -1128,4 +1129,95 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
                                    << " groups; " << graphed.stats().totals.promoted
                                    << " rows promoted; a bad row id read in place fails the "
                                    << "step, which decides nothing");
+}
+
+TEST_CASE("residency decisions on the device: a launch that fails among the aging replays replays "
+          "nothing",
+          "[cuda][gpu][runtime][decisions][faults]") {
+  // The appends recorded between steps are replayed by the aging kernels at
+  // the next step's start, two launches or more a group, before the step's
+  // own. A launch that fails among them (the first replay: its graph is
+  // being captured) fails the step before anything of it runs, and no
+  // replay may have happened: the next step replays every group's appends
+  // once. `reference` never fails; both run their steps without graphs.
+  const CudaDriver &cuda = CudaDriver::instance();
+  const std::uint64_t seed = dhs::test::freshSeed() + 690;
+  INFO("DHS_TEST_SEED=" << seed - 690);
+  if (!faults::kCompiledIn) {
+    WARN("SKIPPED: fault injection is not compiled in (DHS_FAULT_INJECTION)");
+    return;
+  }
+  const std::string placement = placementStep();
+  const std::string decisions = decisionStep();
+  const std::string aging = agingStep();
+  if (!decisionStepsOrSkip())
+    return;
+  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
+  const std::int32_t layers = 8, groups = 2;
+  // The failing launch: the first, second or third of the step's.
+  for (std::uint32_t skip : {0u, 1u, 2u}) {
+    INFO("the launch failing: " << skip + 1);
+    RuntimeConfig config = dhs::test::testConfig(layers, 4, BackendKind::Cuda, 4, /*floor=*/0);
+    config.checkInvariants = false;
+    Runtime faulted(config), reference(config);
+    for (Runtime *rt : {&faulted, &reference}) {
+      rt->loadSteps(resolved);
+      rt->loadPlacementStep(placement);
+      rt->loadDecisionStep(decisions);
+      rt->loadAgingStep(aging);
+    }
+    std::mt19937_64 rng(seed + skip);
+    Shadow shadow(layers, RowFormat::MlaFp8);
+    const ProblemShape &s = faulted.shape();
+    std::vector<std::uint64_t> ids;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+      ids.push_back(static_cast<std::uint64_t>(41 + b));
+      dhs::test::admitRandom({&faulted, &reference}, shadow, rng, ids.back(),
+                             300 + static_cast<std::int64_t>(rng() % 300), 1400);
+    }
+    const std::size_t qPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.qkDim);
+    const std::size_t oPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.vDim);
+    const std::size_t perGroup = static_cast<std::size_t>(s.batch * s.queries * s.topk);
+    cuda_detail::DeviceBuffer dsel(perGroup * groups * 4, "selections");
+    std::vector<bf16_t> q(qPerLayer * layers), outFaulted(oPerLayer * layers),
+        outReference(oPerLayer * layers);
+    const auto *selections = reinterpret_cast<const std::int32_t *>(dsel.get());
+    const int steps = 6, failing = 1;
+    std::vector<std::uint64_t> batch = ids;
+    for (int step = 0; step < steps; ++step) {
+      std::shuffle(batch.begin(), batch.end(), rng);
+      const std::vector<std::int32_t> rows =
+          dhs::test::randomSelections(rng, shadow, batch, groups, s);
+      cuda.check(cuda.memcpyHtoD(dsel.get(), rows.data(), rows.size() * 4), "selections");
+      dhs::test::fillRandom(rng, q.data(), q.size());
+      if (step == failing) {
+        const RuntimeStats before = faulted.stats();
+        faults::arm(Fault::Launch, skip);
+        CHECK_THROWS_WITH(faulted.step(batch.data(), s.batch, selections, q.data(),
+                                       outFaulted.data(), MemorySpace::Host, MemorySpace::Device),
+                          Catch::Contains("(injected fault)"));
+        const std::uint64_t failed = faults::failed(Fault::Launch);
+        faults::disarmAll();
+        REQUIRE(failed == 1);
+        CHECK_FALSE(faulted.inStep());
+        CHECK(faulted.stats().steps == before.steps);
+      } else {
+        faulted.step(batch.data(), s.batch, selections, q.data(), outFaulted.data(),
+                     MemorySpace::Host, MemorySpace::Device);
+        reference.step(batch.data(), s.batch, selections, q.data(), outReference.data(),
+                       MemorySpace::Host, MemorySpace::Device);
+        REQUIRE(countBitDifferences(outFaulted, outReference) == 0);
+      }
+      for (std::uint64_t id : ids)
+        dhs::test::appendRandom({&faulted, &reference}, shadow, rng, id);
+    }
+    CHECK(faulted.stats().totals.promoted == reference.stats().totals.promoted);
+    CHECK(faulted.stats().totals.evicted == reference.stats().totals.evicted);
+    for (Runtime *rt : {&faulted, &reference})
+      rt->checkInvariants(); // downloads the device state into the controller
+    dhs::test::expectSameResidency(reference, faulted);
+  }
+  WARN("a launch failing among the aging replays (the 1st, 2nd or 3rd of a step) fails the "
+       "step; the next steps replay every append once: the same bits and residency as a runtime "
+       "that never failed");
 }
