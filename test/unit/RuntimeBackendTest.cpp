@@ -134,6 +134,31 @@ bool decisionStepsOrSkip() {
   return dhs::test::gpuOrSkip();
 }
 
+/// Loads the steps of residency decisions on the device with aging into
+/// each runtime: the resolving group steps of 4, placement, decisions, aging.
+void loadDecidingSteps(const std::vector<Runtime *> &runtimes) {
+  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
+  for (Runtime *rt : runtimes) {
+    rt->loadSteps(resolved);
+    rt->loadPlacementStep(placementStep());
+    rt->loadDecisionStep(decisionStep());
+    rt->loadAgingStep(agingStep());
+  }
+}
+
+/// Admits a full batch of requests (ids firstId, firstId + 1, ...; 300 to
+/// 599 rows of up to 1400) into every runtime; returns their ids.
+std::vector<std::uint64_t> admitBatch(const std::vector<Runtime *> &runtimes, Shadow &shadow,
+                                      std::mt19937_64 &rng, std::uint64_t firstId) {
+  std::vector<std::uint64_t> ids;
+  for (std::int64_t b = 0; b < runtimes.front()->shape().batch; ++b) {
+    ids.push_back(firstId + static_cast<std::uint64_t>(b));
+    dhs::test::admitRandom(runtimes, shadow, rng, ids.back(),
+                           300 + static_cast<std::int64_t>(rng() % 300), 1400);
+  }
+  return ids;
+}
+
 /// True when a step was compiled into `dir`; otherwise says the case skips.
 bool compiledOrSkip(const std::string &dir) {
   if (std::ifstream(dir + "/manifest.json"))
@@ -979,37 +1004,23 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 670;
   INFO("DHS_TEST_SEED=" << seed - 670);
-  const std::string placement = placementStep();
-  const std::string decisions = decisionStep();
-  const std::string aging = agingStep();
   if (!decisionStepsOrSkip())
     return;
   if (!cuda.graphsAvailable()) {
     WARN("SKIPPED: " << cuda.graphsUnavailableReason());
     return;
   }
-  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
   const std::int32_t layers = 8, groups = 2;
   RuntimeConfig config = dhs::test::testConfig(layers, 4, BackendKind::Cuda, 4, /*floor=*/0);
   config.checkInvariants = false;
   Runtime plain(config);
   config.cudaGraphs = true;
   Runtime graphed(config);
-  for (Runtime *rt : {&plain, &graphed}) {
-    rt->loadSteps(resolved);
-    rt->loadPlacementStep(placement);
-    rt->loadDecisionStep(decisions);
-    rt->loadAgingStep(aging);
-  }
+  loadDecidingSteps({&plain, &graphed});
   std::mt19937_64 rng(seed);
   Shadow shadow(layers, RowFormat::MlaFp8);
   const ProblemShape &s = graphed.shape();
-  std::vector<std::uint64_t> ids;
-  for (std::int64_t b = 0; b < s.batch; ++b) {
-    ids.push_back(static_cast<std::uint64_t>(31 + b));
-    dhs::test::admitRandom({&plain, &graphed}, shadow, rng, ids.back(),
-                           300 + static_cast<std::int64_t>(rng() % 300), 1400);
-  }
+  const std::vector<std::uint64_t> ids = admitBatch({&plain, &graphed}, shadow, rng, 31);
   const std::size_t qPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.qkDim);
   const std::size_t oPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.vDim);
   const std::size_t perGroup = static_cast<std::size_t>(s.batch * s.queries * s.topk);
@@ -1147,12 +1158,8 @@ TEST_CASE("residency decisions on the device: a launch that fails among the agin
     WARN("SKIPPED: fault injection is not compiled in (DHS_FAULT_INJECTION)");
     return;
   }
-  const std::string placement = placementStep();
-  const std::string decisions = decisionStep();
-  const std::string aging = agingStep();
   if (!decisionStepsOrSkip())
     return;
-  const std::vector<std::string> resolved = dhs::test::groupSteps(4, "_resolved");
   const std::int32_t layers = 8, groups = 2;
   // The failing launch: the first, second or third of the step's.
   for (std::uint32_t skip : {0u, 1u, 2u}) {
@@ -1160,21 +1167,11 @@ TEST_CASE("residency decisions on the device: a launch that fails among the agin
     RuntimeConfig config = dhs::test::testConfig(layers, 4, BackendKind::Cuda, 4, /*floor=*/0);
     config.checkInvariants = false;
     Runtime faulted(config), reference(config);
-    for (Runtime *rt : {&faulted, &reference}) {
-      rt->loadSteps(resolved);
-      rt->loadPlacementStep(placement);
-      rt->loadDecisionStep(decisions);
-      rt->loadAgingStep(aging);
-    }
+    loadDecidingSteps({&faulted, &reference});
     std::mt19937_64 rng(seed + skip);
     Shadow shadow(layers, RowFormat::MlaFp8);
     const ProblemShape &s = faulted.shape();
-    std::vector<std::uint64_t> ids;
-    for (std::int64_t b = 0; b < s.batch; ++b) {
-      ids.push_back(static_cast<std::uint64_t>(41 + b));
-      dhs::test::admitRandom({&faulted, &reference}, shadow, rng, ids.back(),
-                             300 + static_cast<std::int64_t>(rng() % 300), 1400);
-    }
+    const std::vector<std::uint64_t> ids = admitBatch({&faulted, &reference}, shadow, rng, 41);
     const std::size_t qPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.qkDim);
     const std::size_t oPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.vDim);
     const std::size_t perGroup = static_cast<std::size_t>(s.batch * s.queries * s.topk);
