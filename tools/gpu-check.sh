@@ -269,10 +269,10 @@ run() {
   checkpoint
   echo "== executor steps: residency decided by the host vs on the device"
   if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
-    # Appends taken back to the host for each step (the faster path today),
-    # then replayed on the device (dhs.age_rows: one CTA, O(1) owner checks,
-    # CLOCK trips of 1024 slots; bench/NOTES.md has the one-thread form's
-    # 80 ms a step and the one-warp form's 6.5 ms).
+    # Appends taken back to the host for each step, then replayed on the
+    # device (dhs.age_rows: one CTA, O(1) owner checks, CLOCK trips of 1024
+    # slots; the faster of the two since the ninth session; bench/NOTES.md
+    # has the one-thread form's 80 ms a step and the one-warp form's 6.5 ms).
     "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
       "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
       > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
