@@ -1036,6 +1036,7 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
     std::vector<bf16_t> q(qPerLayer * layers);
     dhs::test::fillRandom(rng, q.data(), q.size());
     cuda.check(cuda.memcpyHtoD(dq.get(), q.data(), q.size() * 2), "queries");
+    return rows;
   };
   auto download = [&](const cuda_detail::DeviceBuffer &from, std::size_t elements) {
     std::vector<bf16_t> values(elements);
@@ -1112,9 +1113,7 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // step's bits and residency.
   for (std::uint64_t id : ids)
     dhs::test::appendRandom({&plain, &graphed}, shadow, rng, id);
-  upload(batch);
-  std::vector<std::int32_t> good(perGroup * groups);
-  cuda.check(cuda.memcpyDtoH(good.data(), dsel.get(), good.size() * 4), "selections");
+  const std::vector<std::int32_t> good = upload(batch);
   std::vector<std::int32_t> bad = good;
   bad[perGroup + 5] = 1 << 20; // layer group 1, the batch's first lane
   cuda.check(cuda.memcpyHtoD(dsel.get(), bad.data(), bad.size() * 4), "selections");
