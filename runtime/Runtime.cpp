@@ -643,10 +643,15 @@ void Runtime::abortStep() {
   inStep_ = false;
   verify_.active = false;
   controller_->abortStep();
-  try {
-    tiers_.runner->finishStep();
-  } catch (const Error &) {
-    // The step is abandoned either way.
+  // (Nothing more of the step is launched: its decisions would run on a
+  // step that never happened.)
+  tiers_.runner->abandonStep();
+  // A step the device decided: whatever of it ran before the failure (the
+  // resolve kernels' stamps) is undone from the copy the step saved, and
+  // the appends replayed at its start are the controller's now.
+  if (stepDecides_) {
+    tiers_.runner->rollBackDecisions();
+    applyAppends();
   }
 }
 
@@ -951,10 +956,9 @@ void Runtime::bookDeviceDecisions() {
   try {
     tiers_.runner->finishStep();
   } catch (const Error &) {
-    // (The appends before the step were replayed either way.)
-    applyAppends();
     // The kernels rejected the step: its decisions did nothing (each reads
-    // the status word first); the resolve kernels' stamps are rolled back.
+    // the status word first); abortStep rolls the resolve kernels' stamps
+    // back and takes the appends replayed before the step.
     std::exception_ptr precise;
     for (std::int32_t g = 0; g < layout_.groups() && !precise; ++g)
       try {
@@ -963,7 +967,6 @@ void Runtime::bookDeviceDecisions() {
         precise = std::current_exception();
       }
     abortStep();
-    tiers_.runner->rollBackDecisions();
     if (precise)
       std::rethrow_exception(precise);
     throw;

@@ -200,6 +200,10 @@ public:
   /// Waits for the step's work and checks its status; throws Error when the
   /// kernels rejected their input.
   virtual void finishStep() = 0;
+  /// Ends a step that failed before finishStep: waits for the work already
+  /// enqueued and launches nothing more of it (no step graph, no
+  /// decisions), so the step decides nothing. Never throws.
+  virtual void abandonStep() = 0;
   /// Turns CUDA-graph replay of whole steps on or off (between steps).
   /// Throws Error on a backend without graphs (the CPU's, an old driver).
   virtual void setGraphs(bool on) = 0;

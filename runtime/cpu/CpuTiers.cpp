@@ -374,6 +374,7 @@ public:
   }
 
   void finishStep() override {}
+  void abandonStep() override {}
 
   void setGraphs(bool on) override {
     if (on)

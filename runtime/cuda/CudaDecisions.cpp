@@ -219,26 +219,44 @@ void CudaDecisions::enqueueInputs(std::int32_t group, DecisionInput rowIds, Deci
 }
 
 void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools,
-                                     CUdeviceptr status, bool lists) {
-  const CudaDriver &cuda = driver();
+                                     CUdeviceptr status, bool lists, bool whole) {
   CUstream stream = queue_->stream();
   if (lists && !lists_)
     lists_ = std::make_unique<MappedHostBuffer>(
         std::max<std::size_t>(static_cast<std::size_t>(layout_.groups()), 1) * entries_ * 12,
         "the decisions' place lists");
+  // The inputs read in place (enqueueInputs) count for this step only.
+  std::vector<std::array<CUdeviceptr, 3>> bound(inputs_.size());
+  bound.swap(inputs_); // (inputs_ cleared, the same size)
+  auto submit = [&] { submitDecisions(placement, pools, status, lists, bound); };
+  if (whole && driver().graphsAvailable()) {
+    std::vector<CUdeviceptr> key = {status, lists ? 1u : 0u};
+    for (const std::array<CUdeviceptr, 3> &inputs : bound)
+      key.insert(key.end(), inputs.begin(), inputs.end());
+    decisionGraph_.run(key, stream, submit);
+  } else {
+    submit();
+  }
+  queue_->submitted();
+}
+
+void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPools &pools,
+                                    CUdeviceptr status, bool lists,
+                                    const std::vector<std::array<CUdeviceptr, 3>> &inputs) {
+  const CudaDriver &cuda = driver();
+  CUstream stream = queue_->stream();
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     CudaStepBuffers buffers = buffers_;
     buffers.status = status;
     for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
                       tables_.control})
       buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(g, index);
-    // The inputs read in place (enqueueInputs), this step only.
-    std::array<CUdeviceptr, 3> &bound = inputs_[static_cast<std::size_t>(g)];
+    // The inputs read in place (enqueueInputs).
+    const std::array<CUdeviceptr, 3> &bound = inputs[static_cast<std::size_t>(g)];
     const int inputIndex[] = {rowIds_, slots_, historyStart_};
     for (std::size_t i = 0; i < 3; ++i)
       if (bound[i])
         buffers.arguments[static_cast<std::size_t>(inputIndex[i])] = bound[i];
-    bound = {};
     // The plan reads the group's replacement state and log (word 0: the step).
     placement.bind(g, true, buffers);
     const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(g));
@@ -273,7 +291,6 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
   copyRowsAsync(counts_->device() + Control::kWords * 4, kCountWords * 4, placement.logBase(),
                 placement.logStride(), StepLogLayout::kHeader * 4, groups, stream,
                 "copying the step logs' headers");
-  queue_->submitted();
 }
 
 DecisionCounts CudaDecisions::counts(std::int32_t group) const {

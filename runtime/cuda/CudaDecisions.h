@@ -77,8 +77,12 @@ public:
   /// Enqueues every group's decisions over its pools, then the copies of
   /// the counts (and, with `lists`, of the place lists) to pinned memory.
   /// Every launch reads `status` first: a failed step decides nothing.
+  /// With `whole` (the stream is not being captured into a step's graph,
+  /// and the driver has graphs) it is captured as a graph, replayed while
+  /// its inputs' addresses repeat, so that it is enqueued whole or not at
+  /// all: a launch failing among the groups' leaves none decided.
   void enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools, CUdeviceptr status,
-                        bool lists);
+                        bool lists, bool whole);
   /// Group g's counts after the step (valid once the stream finished it).
   DecisionCounts counts(std::int32_t group) const;
   /// Group g's place list (rows then slots, PromotionPlanLayout::entries),
@@ -124,6 +128,9 @@ public:
   std::uint32_t takeAgingStatus();
 
 private:
+  /// enqueueDecisions' work, every group's inputs read in place as `inputs`.
+  void submitDecisions(const CudaPlacement &placement, const CudaPools &pools, CUdeviceptr status,
+                       bool lists, const std::vector<std::array<CUdeviceptr, 3>> &inputs);
   /// A per-group device buffer of the decision step's argument `index`.
   CUdeviceptr groupArgument(std::int32_t group, int index) const {
     if (index == tables_.control)
@@ -189,6 +196,10 @@ private:
   // The replays captured as a graph (where the driver has graphs), keyed
   // by their groups and chunk counts.
   StepGraphCache<std::vector<std::pair<std::int32_t, std::size_t>>> agingGraph_;
+  // The decisions captured as a graph (launched one by one otherwise),
+  // keyed by the status word, whether the lists are copied and the
+  // addresses of the groups' inputs read in place.
+  StepGraphCache<std::vector<CUdeviceptr>> decisionGraph_;
 };
 
 } // namespace dhs::runtime::cuda_detail

@@ -110,8 +110,11 @@ void CudaStepRunner::beginStep(std::uint32_t step) {
   // with graphs on (launchGraph), else now.
   if (storage_.placement() && resolveLaunches_)
     storage_.placement()->setStep(step);
-  if (!graphs_)
+  statesSaved_ = false;
+  if (!graphs_) {
     enqueueStepStart();
+    statesSaved_ = decisions_ && stepDecisions_;
+  }
 }
 
 void CudaStepRunner::enqueueStepStart() {
@@ -211,7 +214,8 @@ void CudaStepRunner::decisionList(std::int32_t group, std::vector<std::int64_t> 
 }
 
 void CudaStepRunner::rollBackDecisions() {
-  if (decisions_)
+  // (A step that failed before its graph launched changed nothing.)
+  if (decisions_ && statesSaved_)
     decisions_->rollBack(*storage_.placement());
 }
 
@@ -240,8 +244,9 @@ void CudaStepRunner::waitForAging() {
 }
 
 void CudaStepRunner::enqueueDecisions() {
+  // (With graphs on, the step's graph is being captured: it holds them.)
   decisions_->enqueueDecisions(*storage_.placement(), storage_.pools(), buffers_.status,
-                               decisionLists_);
+                               decisionLists_, /*whole=*/!graphs_);
 }
 
 const StepLog &CudaStepRunner::stepLog(std::int32_t group) {
@@ -360,6 +365,7 @@ void CudaStepRunner::finishStep() {
                    "recording a step's start");
         stepStarted_ = true;
         launchGraph();
+        statesSaved_ = decisions_ && stepDecisions_;
       } catch (...) {
         stepOpen_ = false;
         pending_.clear();
@@ -397,6 +403,22 @@ void CudaStepRunner::finishStep() {
     throw Error("the kernels rejected their input: status " + describeStatus(word));
   }
   copyHostOutputs();
+}
+
+void CudaStepRunner::abandonStep() {
+  // With graphs on nothing of the step was launched; without, the layers
+  // enqueued so far run (their stamps are what rollBackDecisions undoes),
+  // the decisions do not.
+  stepOpen_ = false;
+  stepStarted_ = false;
+  pending_.clear();
+  hostOutputs_.clear();
+  try {
+    queue_->makeCurrent();
+    queue_->synchronize("an abandoned step's kernels");
+  } catch (const Error &) {
+    // (The step failed already; the next one reports a device that did.)
+  }
 }
 
 CudaStepRunner::LayerBinding CudaStepRunner::bindingOf(std::int32_t layer) const {

@@ -47,6 +47,7 @@ public:
   bool stepLogsEarly() const override { return resolvesOnDevice() && !graphs_; }
   void attend(std::int32_t layer, const LayerStep &step) override;
   void finishStep() override;
+  void abandonStep() override;
   void setGraphs(bool on) override;
   bool graphsOn() const override { return graphs_; }
   TierGraphStats graphStats() const override { return graphCache_.stats(); }
@@ -200,7 +201,7 @@ private:
   // Kernels: one whole-model step, or one step per layer index (destroyed
   // after the buffers).
   std::vector<std::unique_ptr<CudaStep>> steps_;
-  StepPlan plan_; // of the first step
+  StepPlan plan_;                // of the first step
   bool resolveLaunches_ = false; // the steps contain dhs.resolve
   std::vector<std::unique_ptr<DeviceBuffer>> arguments_;
   std::vector<std::size_t> argumentBytes_; // by argument index (0: a pool)
@@ -225,7 +226,7 @@ private:
   // pinned memory right after its launches (a later group's may reuse the
   // arena), counted after the step (every layer ran in it).
   bool countFetches_ = false;
-  std::size_t fetchListBytes_ = 0; // per layer
+  std::size_t fetchListBytes_ = 0;               // per layer
   std::unique_ptr<MappedHostBuffer> fetchLists_; // [layer][fetchListBytes_]
   // Residency decisions on the device (a loaded decision step).
   std::unique_ptr<CudaDecisions> decisions_;
@@ -254,6 +255,10 @@ private:
   // its status read.
   std::unique_ptr<Event> stepStart_, stepEnd_;
   bool stepStarted_ = false;
+  // Whether the decisions saved the replacement states at the last step's
+  // start on the device (enqueueStepStart ran: at beginStep without graphs,
+  // in the step's graph once it launched): what rollBackDecisions restores.
+  bool statesSaved_ = false;
   StepTimes lastTimes_;
 };
 

@@ -1141,15 +1141,19 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
                                    << "step, which decides nothing");
 }
 
-TEST_CASE("residency decisions on the device: a launch that fails among the aging replays replays "
-          "nothing",
+TEST_CASE("residency decisions on the device: a step failing after its start (a launch, a host "
+          "check) decides nothing",
           "[cuda][gpu][runtime][decisions][faults]") {
   // The appends recorded between steps are replayed by the aging kernels at
   // the next step's start, two launches or more a group, before the step's
   // own. A launch that fails among them (the first replay: its graph is
   // being captured) fails the step before anything of it runs, and no
   // replay may have happened: the next step replays every group's appends
-  // once. `reference` never fails; both run their steps without graphs.
+  // once. A launch or a host check failing later, among the step's own,
+  // fails the step too: the layers enqueued so far run, their stamps are
+  // rolled back, the decisions never run, and the replayed appends are the
+  // controller's. `reference` never fails; both run their steps with graphs
+  // or both without.
   const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 690;
   INFO("DHS_TEST_SEED=" << seed - 690);
@@ -1160,60 +1164,104 @@ TEST_CASE("residency decisions on the device: a launch that fails among the agin
   if (!decisionStepsOrSkip())
     return;
   const std::int32_t layers = 8, groups = 2;
-  // The failing launch: the first, second or third of the step's.
-  for (std::uint32_t skip : {0u, 1u, 2u}) {
-    INFO("the launch failing: " << skip + 1);
-    RuntimeConfig config = dhs::test::testConfig(layers, 4, BackendKind::Cuda, 4, /*floor=*/0);
-    config.checkInvariants = false;
-    Runtime faulted(config), reference(config);
-    loadDecidingSteps({&faulted, &reference});
-    std::mt19937_64 rng(seed + skip);
-    Shadow shadow(layers, RowFormat::MlaFp8);
-    const ProblemShape &s = faulted.shape();
-    const std::vector<std::uint64_t> ids = admitBatch({&faulted, &reference}, shadow, rng, 41);
-    const std::size_t qPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.qkDim);
-    const std::size_t oPerLayer = static_cast<std::size_t>(s.batch * s.queries * s.heads * s.vDim);
-    const std::size_t perGroup = static_cast<std::size_t>(s.batch * s.queries * s.topk);
-    cuda_detail::DeviceBuffer dsel(perGroup * groups * 4, "selections");
-    std::vector<bf16_t> q(qPerLayer * layers), outFaulted(oPerLayer * layers),
-        outReference(oPerLayer * layers);
-    const auto *selections = reinterpret_cast<const std::int32_t *>(dsel.get());
-    const int steps = 6, failing = 1;
-    std::vector<std::uint64_t> batch = ids;
-    for (int step = 0; step < steps; ++step) {
-      std::shuffle(batch.begin(), batch.end(), rng);
-      const std::vector<std::int32_t> rows =
-          dhs::test::randomSelections(rng, shadow, batch, groups, s);
-      cuda.check(cuda.memcpyHtoD(dsel.get(), rows.data(), rows.size() * 4), "selections");
-      dhs::test::fillRandom(rng, q.data(), q.size());
-      if (step == failing) {
-        const RuntimeStats before = faulted.stats();
-        faults::arm(Fault::Launch, skip);
-        CHECK_THROWS_WITH(faulted.step(batch.data(), s.batch, selections, q.data(),
-                                       outFaulted.data(), MemorySpace::Host, MemorySpace::Device),
-                          Catch::Contains("(injected fault)"));
-        const std::uint64_t failed = faults::failed(Fault::Launch);
-        faults::disarmAll();
-        REQUIRE(failed == 1);
-        CHECK_FALSE(faulted.inStep());
-        CHECK(faulted.stats().steps == before.steps);
-      } else {
-        faulted.step(batch.data(), s.batch, selections, q.data(), outFaulted.data(),
-                     MemorySpace::Host, MemorySpace::Device);
-        reference.step(batch.data(), s.batch, selections, q.data(), outReference.data(),
+  // A host check failing instead of a launch: the step's selections given
+  // in host memory, which a deciding step refuses after its start.
+  constexpr std::uint32_t kHostCheck = ~0u;
+  // (graphs, step, skip): the launch failing is the (skip + 1)-th of that
+  // step's. Without graphs, step 1's first ones are the aging replays'
+  // (captured), step 2's the step's own (the replays' graph is replayed),
+  // every group's layers and then its decisions; with graphs, step 0's
+  // are its graph's (captured), step 1's the aging replays'.
+  const std::vector<std::tuple<bool, int, std::uint32_t>> failures = {
+      {false, 1, 0},          {false, 1, 1},  {false, 1, 2},  {false, 2, 0},
+      {false, 2, 1},          {false, 2, 2},  {false, 2, 3},  {false, 2, 5},
+      {false, 2, 8},          {false, 2, 12}, {false, 2, 16}, {false, 2, kHostCheck},
+      {false, 3, kHostCheck}, {true, 0, 3},   {true, 1, 0},   {true, 2, kHostCheck},
+      {true, 3, kHostCheck}};
+  for (auto [graphs, failing, skip] : failures) {
+    INFO((graphs ? "graphs on" : "graphs off")
+         << ", step " << failing << ", the launch failing: "
+         << (skip == kHostCheck ? std::string("none (a host check)") : std::to_string(skip + 1)));
+    // (Errors past the failing step are reported per case: every case runs.)
+    try {
+      RuntimeConfig config = dhs::test::testConfig(layers, 4, BackendKind::Cuda, 4, /*floor=*/0);
+      config.checkInvariants = false;
+      config.cudaGraphs = graphs && cuda.graphsAvailable();
+      Runtime faulted(config), reference(config);
+      loadDecidingSteps({&faulted, &reference});
+      std::mt19937_64 rng(seed + skip + 100 * static_cast<std::uint64_t>(failing));
+      Shadow shadow(layers, RowFormat::MlaFp8);
+      const ProblemShape &s = faulted.shape();
+      const std::vector<std::uint64_t> ids = admitBatch({&faulted, &reference}, shadow, rng, 41);
+      const std::size_t qPerLayer =
+          static_cast<std::size_t>(s.batch * s.queries * s.heads * s.qkDim);
+      const std::size_t oPerLayer =
+          static_cast<std::size_t>(s.batch * s.queries * s.heads * s.vDim);
+      const std::size_t perGroup = static_cast<std::size_t>(s.batch * s.queries * s.topk);
+      cuda_detail::DeviceBuffer dsel(perGroup * groups * 4, "selections");
+      std::vector<bf16_t> q(qPerLayer * layers), outFaulted(oPerLayer * layers),
+          outReference(oPerLayer * layers);
+      const auto *selections = reinterpret_cast<const std::int32_t *>(dsel.get());
+      const int steps = 6;
+      std::vector<std::uint64_t> batch = ids;
+      for (int step = 0; step < steps; ++step) {
+        std::shuffle(batch.begin(), batch.end(), rng);
+        const std::vector<std::int32_t> rows =
+            dhs::test::randomSelections(rng, shadow, batch, groups, s);
+        cuda.check(cuda.memcpyHtoD(dsel.get(), rows.data(), rows.size() * 4), "selections");
+        dhs::test::fillRandom(rng, q.data(), q.size());
+        if (step == failing) {
+          // (A step of fewer launches than skip + 1 succeeds, as the
+          // reference's.)
+          const RuntimeStats before = faulted.stats();
+          bool threw = false;
+          if (skip == kHostCheck) {
+            CHECK_THROWS_AS(faulted.step(batch.data(), s.batch, rows.data(), q.data(),
+                                         outFaulted.data(), MemorySpace::Host, MemorySpace::Host),
+                            InputError);
+            threw = true;
+          } else {
+            faults::arm(Fault::Launch, skip);
+            try {
+              faulted.step(batch.data(), s.batch, selections, q.data(), outFaulted.data(),
+                           MemorySpace::Host, MemorySpace::Device);
+            } catch (const Error &error) {
+              threw = true;
+              CHECK_THAT(std::string(error.what()), Catch::Contains("(injected fault)"));
+            }
+            const std::uint64_t failed = faults::failed(Fault::Launch);
+            faults::disarmAll();
+            CHECK(failed == (threw ? 1u : 0u));
+          }
+          if (threw) {
+            CHECK_FALSE(faulted.inStep());
+            CHECK(faulted.stats().steps == before.steps);
+          } else {
+            reference.step(batch.data(), s.batch, selections, q.data(), outReference.data(),
+                           MemorySpace::Host, MemorySpace::Device);
+            CHECK(countBitDifferences(outFaulted, outReference) == 0);
+          }
+        } else {
+          faulted.step(batch.data(), s.batch, selections, q.data(), outFaulted.data(),
                        MemorySpace::Host, MemorySpace::Device);
-        REQUIRE(countBitDifferences(outFaulted, outReference) == 0);
+          reference.step(batch.data(), s.batch, selections, q.data(), outReference.data(),
+                         MemorySpace::Host, MemorySpace::Device);
+          CHECK(countBitDifferences(outFaulted, outReference) == 0);
+        }
+        for (std::uint64_t id : ids)
+          dhs::test::appendRandom({&faulted, &reference}, shadow, rng, id);
       }
-      for (std::uint64_t id : ids)
-        dhs::test::appendRandom({&faulted, &reference}, shadow, rng, id);
+      CHECK(faulted.stats().totals.promoted == reference.stats().totals.promoted);
+      CHECK(faulted.stats().totals.evicted == reference.stats().totals.evicted);
+      for (Runtime *rt : {&faulted, &reference})
+        rt->checkInvariants(); // downloads the device state into the controller
+      dhs::test::expectSameResidency(reference, faulted);
+    } catch (const Error &error) {
+      FAIL_CHECK((graphs ? "graphs on" : "graphs off")
+                 << ", step " << failing << ", launch " << skip + 1 << ": " << error.what());
     }
-    CHECK(faulted.stats().totals.promoted == reference.stats().totals.promoted);
-    CHECK(faulted.stats().totals.evicted == reference.stats().totals.evicted);
-    for (Runtime *rt : {&faulted, &reference})
-      rt->checkInvariants(); // downloads the device state into the controller
-    dhs::test::expectSameResidency(reference, faulted);
   }
-  WARN("a launch failing among the aging replays (the 1st, 2nd or 3rd of a step) fails the "
-       "step; the next steps replay every append once: the same bits and residency as a runtime "
-       "that never failed");
+  WARN("a launch or host check failing in a decided step (among the aging replays or the step's "
+       "own launches, graphs off and on) fails the step, which decides nothing: the next steps "
+       "give the bits and residency of a runtime that never failed");
 }
