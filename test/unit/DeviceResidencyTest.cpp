@@ -779,8 +779,8 @@ void runEmulator(std::mt19937_64 &rng, std::int32_t cap, int steps) {
   const std::int64_t perLane = 40;
   std::int64_t exhausted = 0, admitted = 0, finished = 0, appended = 0, agingReleases = 0,
                released = 0;
-  auto admit = [&]() {
-    const std::int64_t len = 20 + static_cast<std::int64_t>(rng() % 1500);
+  auto admit = [&](std::int64_t shortest = 20) {
+    const std::int64_t len = shortest + static_cast<std::int64_t>(rng() % 1500);
     const std::int64_t maxContext = len + 200;
     if (!a.admissionRefusal(maxContext).empty())
       return;
@@ -871,8 +871,21 @@ void runEmulator(std::mt19937_64 &rng, std::int32_t cap, int steps) {
       b.applyDeviceAppends(g, d.age(b.deviceAppends(g), b.optionalBudget(), list));
     }
     compare("after the appends");
+    // Midway, every request slot filled with long histories for 10 steps
+    // (no finishes): 8 lanes x 40 selections > 240 slots, the selections
+    // alone exhaust the victims, whatever the random walk did before.
+    const int pressureStart = steps / 2, pressureEnd = steps / 2 + 10;
+    if (step == pressureStart) {
+      hostSide([&] {
+        for (int tries = 0;
+             tries < 64 && static_cast<std::int32_t>(live().size()) < config.maxRequests; ++tries)
+          admit(/*shortest=*/200);
+      });
+      REQUIRE(static_cast<std::int32_t>(live().size()) == config.maxRequests);
+      compare("after filling every request slot");
+    }
     // Now and then a request finishes, or one is admitted.
-    if (rng() % 4 == 0) {
+    if (rng() % 4 == 0 && !(step >= pressureStart && step < pressureEnd)) {
       hostSide([&] {
         std::vector<std::int32_t> all = live();
         if (all.size() > 2 && rng() % 2) {
