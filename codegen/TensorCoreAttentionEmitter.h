@@ -290,6 +290,9 @@ private:
   Value sharedBase;  // the aligned shared base as !llvm.ptr<3>
   Value sharedStart; // its shared address (i64) for descriptors
   Value tiles;       // tiles this CTA walks (index)
+  // The request's history start (i64) and length (i32) where the producer
+  // loads them once (see emitProducer); null: loaded where used.
+  Value requestHistoryStart, requestHistoryLen;
   Value sharedTiles; // tiles of the shared prefix (index; sharing only)
 };
 

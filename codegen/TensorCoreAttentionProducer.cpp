@@ -41,7 +41,9 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   Value badRow = kb.cmpi(arith::CmpIPredicate::slt, id, c32(-1));
   if (!config.staged || config.overlapped)
     badRow = ori(badRow, kb.cmpi(arith::CmpIPredicate::sge, id,
-                                 memref::LoadOp::create(b, historyLen, ValueRange{request})));
+                                 requestHistoryLen
+                                     ? requestHistoryLen
+                                     : memref::LoadOp::create(b, historyLen, ValueRange{request})));
   Value hbmRows =
       arith::IndexCastOp::create(b, b.getI64Type(), memref::DimOp::create(b, hbm, kb.index(0)));
   Value badSlot = ori(kb.cmpi(arith::CmpIPredicate::slt, slot, c32(-1)),
@@ -54,6 +56,10 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   // from the host store (checked as the fused kernel checks it).
   Value storeOutside;
   Value requestRow = arith::IndexCastOp::create(b, b.getI64Type(), request);
+  auto historyStartOfRequest = [&]() -> Value {
+    return requestHistoryStart ? requestHistoryStart
+                               : memref::LoadOp::create(b, historyStart, ValueRange{request});
+  };
   if (config.staged) {
     Value staged =
         config.indexed
@@ -74,8 +80,7 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
                                   arith::DivUIOp::create(b, staged, c64(kTensorCoreTileRows))),
                               c64(4)));
       readyFlag = kb.select(onHost, flag, c64(0));
-      Value storeRow =
-          add(memref::LoadOp::create(b, historyStart, ValueRange{request}), sext64(id));
+      Value storeRow = add(historyStartOfRequest(), sext64(id));
       Value storeRows = arith::IndexCastOp::create(
           b, b.getI64Type(), memref::DimOp::create(b, hostStore, kb.index(0)));
       storeOutside = ori(kb.cmpi(arith::CmpIPredicate::slt, storeRow, c64(0)),
@@ -84,7 +89,7 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
                         mul(add(mul(storeRow, c64(layers)), c64(config.layer)), c64(rowBytes)));
     }
   } else {
-    hostRow = add(memref::LoadOp::create(b, historyStart, ValueRange{request}), sext64(id));
+    hostRow = add(historyStartOfRequest(), sext64(id));
     Value hostRows =
         arith::IndexCastOp::create(b, b.getI64Type(), memref::DimOp::create(b, host, kb.index(0)));
     hostOutside = ori(kb.cmpi(arith::CmpIPredicate::slt, hostRow, c64(0)),
@@ -119,6 +124,25 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
 void TensorCoreAttentionEmitter::emitProducer() {
   NVVM::SetMaxRegisterOp::create(b, kProducerRegisters, NVVM::SetMaxRegisterAction::decrease);
   bool fp8 = isa<MlaFp8Attr>(config.pool.getFormat());
+  // Where tile t + 1's rows are classified and tile t + 2's selections
+  // loaded (measured on the H200, bench/NOTES.md, 2026-12-02 eleventh
+  // session, against the form kept for bf16: rows classified as their loads
+  // issue, the selections loaded after the stores, the request's history
+  // bounds loaded in the loop). An FP8 producer that reads host rows itself
+  // (fused or overlapped staging, one CTA a tile) loads the history bounds
+  // once and classifies the next tile's rows at the top of each iteration:
+  // a host row's loads then issue without waiting for the tile's other
+  // loads (mixed steps 9-14% faster, the resident step 6%). Other FP8
+  // producers load the selections at the top of the iteration before, a
+  // tile and a half ahead (the staged 128-head step 4% faster; in the fused
+  // 64-head kernel this form made the resident step 16% faster but mixed
+  // steps 3-14% slower, hence not there).
+  bool classifyAhead = (!config.staged || config.overlapped) && fp8 && !clustered;
+  bool selectionsAhead = fp8 && !classifyAhead;
+  if (classifyAhead) {
+    requestHistoryStart = memref::LoadOp::create(b, historyStart, ValueRange{request});
+    requestHistoryLen = memref::LoadOp::create(b, historyLen, ValueRange{request});
+  }
   Type chunkType = VectorType::get({4}, b.getI32Type());
   // Thread (warp w, lane l) handles rows 8w + l % 8 and 32 + 8w + l % 8 of
   // each tile, and the 16-byte chunks 2 (l / 8) and 2 (l / 8) + 1 of each
@@ -433,6 +457,18 @@ void TensorCoreAttentionEmitter::emitProducer() {
       upcoming.push_back(state.take_front(selectionWidth));
       state = state.drop_front(selectionWidth);
     }
+    // Tile t + 1's rows loaded ahead: classified first where
+    // classifyAhead, else as their loads issue; tile t + 2's selections:
+    // loaded here where selectionsAhead, else after the stores.
+    SmallVector<ClassifiedRow> nextRows;
+    if (classifyAhead)
+      for (int64_t round = 0; round < aheadRows; ++round)
+        nextRows.push_back(classify(nextTile, round, llvm::to_vector(upcoming[round])));
+    Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
+    SmallVector<SmallVector<Value>> afterNext;
+    if (selectionsAhead)
+      for (int64_t round = 0; round < rounds; ++round)
+        afterNext.push_back(select(tileAfterNext, round));
     waitBarrier(buffer, /*full=*/false, xori(andi(shr(tile, 1), c32(1)), c32(1)));
     // The peer's half of this tile may now be stored here: expect its bytes.
     if (clustered)
@@ -457,7 +493,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
       });
     SmallVector<SmallVector<Value>> next(rounds);
     auto issueNext = [&](int64_t round) {
-      ClassifiedRow row = classify(nextTile, round, llvm::to_vector(upcoming[round]));
+      ClassifiedRow row = classifyAhead
+                              ? nextRows[round]
+                              : classify(nextTile, round, llvm::to_vector(upcoming[round]));
       next[round].push_back(row.valid);
       if (sharing)
         next[round].push_back(upcoming[round][0]);
@@ -486,7 +524,6 @@ void TensorCoreAttentionEmitter::emitProducer() {
     if (sharing)
       shareHalves(tileIndex, buffer);
     arriveBarrier(buffer, /*full=*/true);
-    Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
     SmallVector<Value> yielded;
     for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows)
@@ -495,7 +532,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
         llvm::append_range(yielded, upcoming[round]);
     }
     for (int64_t round = 0; round < rounds; ++round)
-      llvm::append_range(yielded, select(tileAfterNext, round));
+      llvm::append_range(yielded,
+                         selectionsAhead ? afterNext[round] : select(tileAfterNext, round));
     scf::YieldOp::create(b, yielded);
   }
   // Overlapped staging: the CTA ends after the fetch (the work after the

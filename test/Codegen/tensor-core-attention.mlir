@@ -30,7 +30,11 @@
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
 // Producer: waits for an empty tile, fills it, publishes it to wgmma.
 // CHECK: nvvm.setmaxregister  decrease 144
+// The request's history bounds, loaded once: no row's address waits for them.
+// CHECK-NEXT: memref.load %arg3[%block_id_x] : memref<2xi64>
+// CHECK-NEXT: memref.load %arg4[%block_id_x] : memref<2xi32>
 // CHECK: scf.for
+// CHECK-NOT: memref.load %arg{{[34]}}[
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvvm.convert.f8x2.to.f16x2
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
