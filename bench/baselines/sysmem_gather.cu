@@ -11,7 +11,9 @@
 //   - 4 rows x 128 bytes, 2 rows x 256 bytes;
 // the same from an HBM copy of the store; and whether an L2 prefetch of the
 // rows (cp.async.bulk.prefetch.L2 or prefetch.global.L2) makes a later gather
-// of them faster. Figures: bench/NOTES.md (2026-12-01, sixth session).
+// of them faster; and whether cp.async (16 B) of the rows into a shared ring
+// reaches the rate of ld.global.nc (not yet run). Figures: bench/NOTES.md
+// (2026-12-01, sixth session).
 //
 //   nvcc -O3 -arch=sm_90a -o sysmem_gather bench/baselines/sysmem_gather.cu
 //
@@ -193,6 +195,60 @@ __global__ void fewCtas(const char *host, const int *rows, int perCta, char *out
   }
 }
 
+__device__ __forceinline__ void cpAsync16(char *sharedDst, const char *globalSrc) {
+  unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(sharedDst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(globalSrc) : "memory");
+}
+
+// The rows by cp.async (16 B, .cg) into a shared ring `kDepth` batches deep
+// per warp (a batch: 4 rows, 4 rows x 128 B an instruction as mode 7), then
+// from shared memory to `out`: no register waits for a host load, and
+// kDepth - 1 batches stay in flight while one is written out. Does a
+// producer that stages host rows this way reach the rate of ld.global.nc?
+template <int kDepth>
+__global__ void asyncGather(const char *host, const int *rows, int perCta, char *out) {
+  extern __shared__ __align__(16) char ring[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int seg = lane % 8, sub = lane / 8;
+  const int *mine = rows + blockIdx.x * perCta;
+  const char *base = host + (size_t)blockIdx.x * deviceHistory * kRowBytes;
+  char *dst = out + (size_t)blockIdx.x * perCta * kRowBytes;
+  char *warpRing = ring + (size_t)warp * kDepth * 4 * kRowBytes;
+  const int batches = (perCta + 4 * warps - 1) / (4 * warps);
+  // Row `sub` of batch b: (b * warps + warp) * 4 + sub. The lane's chunks
+  // (41 of a row over 8 lanes): seg * 16 + g * 128 (g < 4), 528 + seg * 16,
+  // and 512 (seg 0).
+  auto forChunks = [&](auto &&f) {
+    for (int g = 0; g < 4; ++g)
+      f(seg * 16 + g * 128);
+    f(528 + seg * 16);
+    if (seg == 0)
+      f(512);
+  };
+  auto issue = [&](int b) {
+    const int i = (b * warps + warp) * 4 + sub;
+    if (b < batches && i < perCta) {
+      const char *src = base + (size_t)mine[i] * kRowBytes;
+      char *slot = warpRing + ((b % kDepth) * 4 + sub) * kRowBytes;
+      forChunks([&](int offset) { cpAsync16(slot + offset, src + offset); });
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  for (int b = 0; b < kDepth - 1; ++b)
+    issue(b);
+  for (int b = 0; b < batches; ++b) {
+    issue(b + kDepth - 1);
+    asm volatile("cp.async.wait_group %0;" ::"n"(kDepth - 1) : "memory");
+    // (Each lane writes out the chunks it copied itself: no other lane's.)
+    const int i = (b * warps + warp) * 4 + sub;
+    if (i < perCta) {
+      const char *slot = warpRing + ((b % kDepth) * 4 + sub) * kRowBytes;
+      char *d = dst + (size_t)i * kRowBytes;
+      forChunks([&](int offset) { *(int4 *)(d + offset) = *(const int4 *)(slot + offset); });
+    }
+  }
+}
+
 __global__ void flushL2(char *p, size_t n) {
   for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 16; i < n;
        i += (size_t)gridDim.x * blockDim.x * 16)
@@ -366,6 +422,34 @@ int main(int argc, char **argv) {
         }
         printf("\n");
       }
+    }
+    // cp.async into a shared ring, against ld.global.nc with the same map
+    // (4 rows x 128 B), on the same rows.
+    for (int rep = 0; rep < 2; ++rep) {
+      printf("host, 4 rows x 128 B: ld.global.nc");
+      draw();
+      flushL2<<<264, 512>>>(flush, flushBytes);
+      printf(" %.1f GB/s; cp.async into a shared ring, batches in flight a warp:",
+             mb / timeIt(perCta, 7, 0, 128, true));
+      auto ringed = [&](auto kernelOf, int depth) {
+        const int sharedBytes = 4 * depth * 4 * kRowBytes; // 4 warps
+        CK(cudaFuncSetAttribute(kernelOf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                sharedBytes));
+        draw();
+        flushL2<<<264, 512>>>(flush, flushBytes);
+        cudaEventRecord(s);
+        kernelOf<<<kRequests, 128, sharedBytes>>>(hostDev, rowsDev, perCta, out);
+        cudaEventRecord(e);
+        CK(cudaEventSynchronize(e));
+        CK(cudaGetLastError());
+        float ms;
+        cudaEventElapsedTime(&ms, s, e);
+        printf(" %d: %.1f GB/s;", depth, mb / ms);
+      };
+      ringed(asyncGather<2>, 2);
+      ringed(asyncGather<4>, 4);
+      ringed(asyncGather<8>, 8);
+      printf("\n");
     }
     for (int tier = 0; tier < 2; ++tier) {
       const char *src = tier ? hbmStore : hostDev;
