@@ -328,6 +328,18 @@ int main(int argc, char **argv) {
     cudaEventElapsedTime(&ms, s, e);
     return ms;
   };
+  // Times `launch` (kernel launches) after flushing L2.
+  auto timedLaunch = [&](auto launch) {
+    flushL2<<<264, 512>>>(flush, flushBytes);
+    cudaEventRecord(s);
+    launch();
+    cudaEventRecord(e);
+    CK(cudaEventSynchronize(e));
+    CK(cudaGetLastError());
+    float ms;
+    cudaEventElapsedTime(&ms, s, e);
+    return ms;
+  };
   for (double missing : {0.05, 0.14, 0.30, 1.0}) {
     int perCta = (int)(missing * 2048);
     std::vector<int> rows(kRequests * perCta);
@@ -405,19 +417,14 @@ int main(int argc, char **argv) {
                : nc    ? "ld.global.nc"
                        : "ld.global");
         for (int ctas : {2, 4, 8, 16, 32, 132}) {
-          flushL2<<<264, 512>>>(flush, flushBytes);
-          cudaEventRecord(s);
-          if (nc == 2)
-            fewCtas<true, true><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
-          else if (nc)
-            fewCtas<true><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
-          else
-            fewCtas<false><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
-          cudaEventRecord(e);
-          CK(cudaEventSynchronize(e));
-          CK(cudaGetLastError());
-          float ms;
-          cudaEventElapsedTime(&ms, s, e);
+          const float ms = timedLaunch([&] {
+            if (nc == 2)
+              fewCtas<true, true><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
+            else if (nc)
+              fewCtas<true><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
+            else
+              fewCtas<false><<<ctas, 1024>>>(hostDev, rowsDev, perCta, out);
+          });
           printf(" %d: %.1f GB/s;", ctas, mb / ms);
         }
         printf("\n");
@@ -428,7 +435,6 @@ int main(int argc, char **argv) {
     for (int rep = 0; rep < 2; ++rep) {
       printf("host, 4 rows x 128 B: ld.global.nc");
       draw();
-      flushL2<<<264, 512>>>(flush, flushBytes);
       printf(" %.1f GB/s; cp.async into a shared ring, batches in flight a warp:",
              mb / timeIt(perCta, 7, 0, 128, true));
       auto ringed = [&](auto kernelOf, int depth) {
@@ -436,14 +442,8 @@ int main(int argc, char **argv) {
         CK(cudaFuncSetAttribute(kernelOf, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 sharedBytes));
         draw();
-        flushL2<<<264, 512>>>(flush, flushBytes);
-        cudaEventRecord(s);
-        kernelOf<<<kRequests, 128, sharedBytes>>>(hostDev, rowsDev, perCta, out);
-        cudaEventRecord(e);
-        CK(cudaEventSynchronize(e));
-        CK(cudaGetLastError());
-        float ms;
-        cudaEventElapsedTime(&ms, s, e);
+        const float ms = timedLaunch(
+            [&] { kernelOf<<<kRequests, 128, sharedBytes>>>(hostDev, rowsDev, perCta, out); });
         printf(" %d: %.1f GB/s;", depth, mb / ms);
       };
       ringed(asyncGather<2>, 2);
