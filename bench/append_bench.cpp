@@ -18,7 +18,8 @@
 // --device-appends 1: the appends go to device-owned groups, as with an
 // aging step (dhs-decision-bench --aging-step): timed are the appends'
 // recording (ResidencyController::append) and the host's taking of the
-// replays' slots (applyDeviceAppends, Runtime::applyAppends after a step);
+// replays' slots (applyDeviceAppends, the groups in parallel, as
+// Runtime::applyAppends after a step);
 // planAgeRows stands in for the device's replay (not timed).
 //
 //===----------------------------------------------------------------------===//
@@ -155,8 +156,7 @@ int main(int argc, char **argv) {
             list.slots.begin(), list.slots.begin() + static_cast<std::ptrdiff_t>(entries.size()));
       }
       const auto a0 = Clock::now();
-      for (std::int32_t g = 0; g < groups; ++g)
-        controller.applyDeviceAppends(g, aged[static_cast<std::size_t>(g)]);
+      controller.applyDeviceAppends(allGroups, aged);
       const auto a1 = Clock::now();
       applyTimes.push_back(ms(a0, a1));
       for (std::int32_t g = 0; g < groups; ++g) {

@@ -171,6 +171,21 @@ print(f'{sys.argv[4]:22} {o:8.2f} {per:10.4f} {sh:10.4f} {per/sh:8.2f}x {t:8.1f}
         "$per" "$shared" "$overlap" "${format}_b64_q5_h64"
     done
   done
+  # The same verify steps with rows missing from HBM (FP8, overlap 0.85):
+  # the shared step reads a row all positions selected from the host once,
+  # the per-position step once for each position that selected it (where L2
+  # does not keep it between them). Host bytes: the union's missing rows.
+  printf '\n%-22s %8s %10s %10s %9s\n' "verify, rows missing" missing "per-pos ms" "shared ms" speedup
+  for missing in 0.05 0.14 0.30; do
+    local resident; resident=$(python3 -c "print(1-$missing)")
+    local per shared
+    per=$(run_step fp8_b64_q5_h64 "$resident" 0.85)
+    shared=$(run_step verify_fp8_b64_q5_h64 "$resident" 0.85)
+    [ -n "$per" ] && [ -n "$shared" ] || continue
+    python3 -c "import sys; per,sh,x=map(float,sys.argv[1:4])
+print(f'{\"fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {sh:10.4f} {per/sh:8.2f}x')" \
+      "$per" "$shared" "$missing"
+  done
   # Retrieval of missing rows in the store's layout (2624-byte group tokens)
   # from a 22 GB pinned store: the fetch kernel against the copy rate.
   if [ -x "$dir/bin/dhs-retrieval-bench" ] && [ -d "$dir/attention/fetch_fp8_group" ]; then

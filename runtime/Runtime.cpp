@@ -919,14 +919,33 @@ void Runtime::applyAppends() {
   if (std::none_of(agingPending_.begin(), agingPending_.end(), [](std::size_t n) { return n > 0; }))
     return;
   tiers_.runner->waitForAging();
+  std::vector<std::int32_t> groups;
+  std::vector<std::vector<std::int32_t>> slots(static_cast<std::size_t>(layout_.groups()));
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     const std::size_t gi = static_cast<std::size_t>(g);
     if (agingPending_[gi] == 0)
       continue;
-    controller_->applyDeviceAppends(g, tiers_.runner->agedSlots(g, agingPending_[gi]));
-    agingPending_[gi] = 0;
-    deviceExcess_[gi] = controller_->occupancy(g).optionalUsed;
+    groups.push_back(g);
+    slots[gi] = tiers_.runner->agedSlots(g, agingPending_[gi]);
   }
+  // The groups in parallel; a group whose record is gone was applied (on an
+  // error, the others keep theirs).
+  auto bookApplied = [&] {
+    for (std::int32_t g : groups) {
+      const std::size_t gi = static_cast<std::size_t>(g);
+      if (agingPending_[gi] == 0 || !controller_->deviceAppends(g).empty())
+        continue;
+      agingPending_[gi] = 0;
+      deviceExcess_[gi] = controller_->occupancy(g).optionalUsed;
+    }
+  };
+  try {
+    controller_->applyDeviceAppends(groups, slots);
+  } catch (...) {
+    bookApplied();
+    throw;
+  }
+  bookApplied();
 }
 
 void Runtime::takeStateFromDevice() {

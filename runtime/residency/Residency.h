@@ -376,6 +376,15 @@ public:
   /// the record, a slot outside the pool or one that the host does not
   /// expect (a free slot the stack still holds, a ring slot).
   void applyDeviceAppends(std::int32_t group, const std::vector<std::int32_t> &slots);
+  /// applyDeviceAppends(group, slots[group]) for each of `groups`
+  /// (distinct), the groups on parallel threads (parallelFor): the same
+  /// tables as the calls one by one. Throws OutOfRangeError for a group that
+  /// does not exist or has no slots, before applying any; otherwise the
+  /// first error a group's call throws, once the groups begun were done: a
+  /// rejected group keeps its record (deviceAppends) and tables, the groups
+  /// not begun then keep theirs.
+  void applyDeviceAppends(const std::vector<std::int32_t> &groups,
+                          const std::vector<std::vector<std::int32_t>> &slots);
 
   /// Rebuilds a device-owned group's host tables from the device's state
   /// (hot slots: owner by the live request ranges, row, kind, hot lists in

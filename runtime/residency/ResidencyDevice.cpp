@@ -277,6 +277,25 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
   g.candidatesValid = false; // (kinds and last uses changed)
 }
 
+void ResidencyController::applyDeviceAppends(const std::vector<std::int32_t> &groups,
+                                             const std::vector<std::vector<std::int32_t>> &slots) {
+  for (std::int32_t gi : groups)
+    if (gi < 0 || gi >= config_.groups || static_cast<std::size_t>(gi) >= slots.size())
+      throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
+                            std::to_string(config_.groups) + " groups, slots for " +
+                            std::to_string(slots.size()) + ")");
+  // Each group's call writes its own tables and record, and reads the
+  // requests' ranges, which no call writes. (The tables lie in different
+  // places for each group: their cache misses overlap across threads.)
+  parallelFor(static_cast<std::int64_t>(groups.size()), 1, 0,
+              [&](std::int64_t begin, std::int64_t end) {
+                for (std::int64_t i = begin; i < end; ++i) {
+                  const std::int32_t gi = groups[static_cast<std::size_t>(i)];
+                  applyDeviceAppends(gi, slots[static_cast<std::size_t>(gi)]);
+                }
+              });
+}
+
 void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupState &state) {
   if (gi < 0 || gi >= config_.groups)
     throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +

@@ -8,8 +8,12 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
+#include <set>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using namespace dhs::runtime;
@@ -137,4 +141,40 @@ TEST_CASE("parallelFor covers every index once and hands back exceptions", "[ran
                     "chunk 10 failed");
   CHECK(ran >= 11);
   CHECK(ran <= 1000);
+}
+
+TEST_CASE("parallelFor inside a body and from two threads at once covers every index once",
+          "[random][cpu]") {
+  // The pool runs one job at a time: a call from inside a body, or from a
+  // second thread while the pool is busy, runs on its own thread.
+  constexpr std::int64_t outer = 64, inner = 300;
+  std::vector<std::atomic<int>> seen(static_cast<std::size_t>(outer * inner));
+  for (auto &s : seen)
+    s = 0;
+  auto nested = [&](std::int64_t part, std::int64_t parts) {
+    parallelFor(outer / parts, 1, 0, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t o = begin; o < end; ++o)
+        parallelFor(inner, 7, 0, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i)
+            ++seen[static_cast<std::size_t>((part * (outer / parts) + o) * inner + i)];
+        });
+    });
+  };
+  std::thread other([&] { nested(1, 2); });
+  nested(0, 2);
+  other.join();
+  for (auto &s : seen)
+    REQUIRE(s == 1);
+  // And the pool still serves a plain call afterwards, on several threads
+  // where the machine has them.
+  std::mutex idsMutex;
+  std::set<std::thread::id> ids;
+  parallelFor(256, 1, 0, [&](std::int64_t, std::int64_t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::lock_guard<std::mutex> lock(idsMutex);
+    ids.insert(std::this_thread::get_id());
+  });
+  CHECK(ids.size() <= hardwareThreads());
+  if (hardwareThreads() > 1)
+    CHECK(ids.size() > 1);
 }
