@@ -95,4 +95,37 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def DhsRelaxSharedAtomics : Pass<"dhs-relax-shared-atomics", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Give the kernels' shared-memory atomics relaxed, CTA-scoped ordering";
+  let description = [{
+    `memref.generic_atomic_rmw` and `memref.atomic_rmw` lower to LLVM
+    atomics with acquire-release ordering at system scope. On shared memory
+    (address space 3) the NVPTX backend then emits
+    `atom.acq_rel.sys.shared.cas`, a system-wide fence for what only the
+    CTA can see; sub-word atomics (a 16-bit minimum) expand into such
+    compare-and-swap loops too. The generated kernels order their phases on
+    shared memory with barriers (`bar.sync`) and use atomics only for their
+    own values (hash-table claims, minimums, counters), so this pass gives
+    every atomic on a shared-memory pointer `monotonic` ordering in the
+    `block` scope: `atom.relaxed.cta.shared` in PTX (what CUDA's atomicCAS
+    on shared memory is). Atomics on other memory are left as they are.
+    Runs on kernels in the LLVM dialect (after convert-gpu-to-nvvm).
+
+    Before:
+    ```mlir
+    %old = llvm.cmpxchg %slot, %empty, %row acq_rel monotonic
+        : !llvm.ptr<3>, i32
+    ```
+    After:
+    ```mlir
+    %old = llvm.cmpxchg %slot, %empty, %row syncscope("block") monotonic monotonic
+        : !llvm.ptr<3>, i32
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+  let statistics = [Statistic<"relaxedAtomics", "relaxed-atomics",
+                              "Shared-memory atomics given relaxed, CTA-scoped ordering">,
+  ];
+}
+
 #endif // DHS_CODEGEN_PASSES_TD

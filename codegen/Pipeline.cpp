@@ -58,6 +58,7 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &optio
   kernels.addPass(createLowerAffinePass());
   kernels.addPass(createStripDebugInfoPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createDhsRelaxSharedAtomics());
   // NVVM ops that lower to inline PTX (wgmma, mbarrier waits, named-barrier
   // arrivals).
   kernels.addPass(createConvertNVVMToLLVMPass());
