@@ -40,8 +40,9 @@ void buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &options);
 /// Adds the whole compiler: the serving configuration folded in (options
 /// left 0 keep their dimensions), dhs -> dhs passes, GPU kernels, PTX.
 /// `shareTiles` adds dhs-share-tiles (verify positions share the tiles they
-/// all selected; measured slower than each position alone on the H200, so
-/// off by default: bench/NOTES.md).
+/// all selected; on the H200 slower than each position alone with every row
+/// resident, faster from about 5% of the rows missing; a step's residency is
+/// not known here, so off by default: bench/NOTES.md).
 void buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
                            const DhsSpecializeOptions &config = {},
                            const DhsLowerToGPUOptions &tiles = {}, bool shareTiles = false);
