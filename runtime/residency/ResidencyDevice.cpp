@@ -19,6 +19,21 @@
 
 namespace dhs::runtime {
 
+namespace {
+
+/// Calls `body(group)` for each of `groups` (distinct), the groups on
+/// parallel threads (parallelFor): for calls that touch only their group's
+/// tables.
+template <typename Body> void forEachGroup(const std::vector<std::int32_t> &groups, Body body) {
+  parallelFor(static_cast<std::int64_t>(groups.size()), 1, 0,
+              [&](std::int64_t begin, std::int64_t end) {
+                for (std::int64_t i = begin; i < end; ++i)
+                  body(groups[static_cast<std::size_t>(i)]);
+              });
+}
+
+} // namespace
+
 ResidencyController::Group &ResidencyController::hostGroup(std::int32_t gi, const char *what) {
   return const_cast<Group &>(static_cast<const ResidencyController *>(this)->hostGroup(gi, what));
 }
@@ -81,13 +96,9 @@ void ResidencyController::exportDeviceStates(const std::vector<std::int32_t> &gr
     hostGroup(gi, "export device state");
   if (states.size() < groups_.size())
     states.resize(groups_.size());
-  parallelFor(static_cast<std::int64_t>(groups.size()), 1, 0,
-              [&](std::int64_t begin, std::int64_t end) {
-                for (std::int64_t i = begin; i < end; ++i) {
-                  const std::int32_t gi = groups[static_cast<std::size_t>(i)];
-                  exportDeviceState(gi, states[static_cast<std::size_t>(gi)]);
-                }
-              });
+  forEachGroup(groups, [&](std::int32_t gi) {
+    exportDeviceState(gi, states[static_cast<std::size_t>(gi)]);
+  });
 }
 
 void ResidencyController::markDeviceOwned(std::int32_t gi) {
@@ -287,13 +298,9 @@ void ResidencyController::applyDeviceAppends(const std::vector<std::int32_t> &gr
   // Each group's call writes its own tables and record, and reads the
   // requests' ranges, which no call writes. (The tables lie in different
   // places for each group: their cache misses overlap across threads.)
-  parallelFor(static_cast<std::int64_t>(groups.size()), 1, 0,
-              [&](std::int64_t begin, std::int64_t end) {
-                for (std::int64_t i = begin; i < end; ++i) {
-                  const std::int32_t gi = groups[static_cast<std::size_t>(i)];
-                  applyDeviceAppends(gi, slots[static_cast<std::size_t>(gi)]);
-                }
-              });
+  forEachGroup(groups, [&](std::int32_t gi) {
+    applyDeviceAppends(gi, slots[static_cast<std::size_t>(gi)]);
+  });
 }
 
 void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupState &state) {
@@ -490,13 +497,8 @@ void ResidencyController::adoptDeviceStates(const std::vector<std::int32_t> &gro
                             std::to_string(states.size()) + " states)");
   // Each group's adoption writes its own tables and its own entry of every
   // request's hot lists, and reads what no other one writes.
-  parallelFor(static_cast<std::int64_t>(groups.size()), 1, 0,
-              [&](std::int64_t begin, std::int64_t end) {
-                for (std::int64_t i = begin; i < end; ++i) {
-                  const std::int32_t gi = groups[static_cast<std::size_t>(i)];
-                  adoptDeviceState(gi, states[static_cast<std::size_t>(gi)]);
-                }
-              });
+  forEachGroup(
+      groups, [&](std::int32_t gi) { adoptDeviceState(gi, states[static_cast<std::size_t>(gi)]); });
 }
 
 } // namespace dhs::runtime
