@@ -13,6 +13,10 @@
 #                                  date, GPU and commit (and, where $OUT is
 #                                  set, copied there with one archive of the
 #                                  per-shape logs)
+#   bench/attention.sh verify DIR  on the GPU machine: the verify sections
+#                                  alone, printed (DHS_VERIFY_FORMATS,
+#                                  DHS_VERIFY_OVERLAPS, DHS_VERIFY_MISSING
+#                                  narrow them)
 #
 # Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
 # heads, 1, 2 and 5 query positions, 32 to 128 requests, 32K-row histories,
@@ -32,10 +36,13 @@
 # and verify steps (64 requests x 5 positions x 64 heads): the step inside a
 # dhs.verify phase compiled with --share-tiles (dhs.share_rows orders each request's
 # selections, then a cluster of its five position CTAs gathers each row they
-# all selected once) against the same step without the phase (every
-# position's CTA gathers its own rows), at the generator's overlap 0.85 (each
-# position keeps 85% of the previous one's rows: ~52% common to all five),
-# 1 (all the same) and 0, times including the share_rows launch.
+# all selected once where 32 or more of them are on the host, else each
+# position alone) and with --share-min-missing=0 (always shared) against the
+# same step without the phase (every position's CTA gathers its own rows),
+# at the generator's overlap 0.85 (each position keeps 85% of the previous
+# one's rows: ~52% common to all five), 1 (all the same) and 0 with every
+# row resident, and at overlap 0.85 with 1-30% of the rows on the host;
+# times include the share_rows launch.
 # Progress and the table go to stdout as each shape finishes.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -67,6 +74,9 @@ steps() {
     for b in 64 8; do
       "$compile" "$dir/attention/verify_${format}.mlir" --requests $b --positions 5 --heads 64 \
         --hbm-slots $((b * 5 * 2048)) --share-tiles -o "$dir/attention/verify_${format}_b${b}_q5_h64" || exit 1
+      "$compile" "$dir/attention/verify_${format}.mlir" --requests $b --positions 5 --heads 64 \
+        --hbm-slots $((b * 5 * 2048)) --share-tiles --share-min-missing=0 \
+        -o "$dir/attention/verify_always_${format}_b${b}_q5_h64" || exit 1
     done
   done
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
@@ -79,6 +89,17 @@ steps() {
   "$compile" "$root/bench/steps/fetch_fp8_group.mlir" -o "$dir/attention/fetch_fp8_group" || exit 1
   # The mixed steps' fetch baseline: single 656-byte rows (dhs-retrieval-bench).
   "$compile" "$root/bench/steps/fetch_fp8_layer.mlir" -o "$dir/attention/fetch_fp8_layer" || exit 1
+}
+
+# One step's median time in ms at a residency (and overlap), from dhs-run's
+# JSON (empty on failure); logs under $results.
+run_step() { # NAME RESIDENCY [OVERLAP]
+  local log=$results/$1-$2${3:+-$3}
+  "$dir/bin/dhs-run" "$dir/attention/$1" --backend cuda --no-host-check --resident "$2" \
+    ${3:+--overlap $3} --history-rows 32768 --repeat 20 --json "$log.json" > "$log.log" 2>&1 ||
+    { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$log.log" >&2; return; }
+  python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
+    "$log.json"
 }
 
 run() {
@@ -104,14 +125,6 @@ PY
 )
   read -r peak copy <<<"$floors"
   echo "dense bf16 matmul: $peak TFLOP/s; pinned host-to-device copy: $copy GB/s"
-  run_step() { # NAME RESIDENCY [OVERLAP] -> median ms (empty on failure)
-    local log=$results/$1-$2${3:+-$3}
-    "$dir/bin/dhs-run" "$dir/attention/$1" --backend cuda --no-host-check --resident "$2" \
-      ${3:+--overlap $3} --history-rows 32768 --repeat 20 --json "$log.json" > "$log.log" 2>&1 ||
-      { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$log.log" >&2; return; }
-    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
-      "$log.json"
-  }
   printf '%-24s %9s %9s %12s\n' shape ms TFLOP/s "of peak"
   for shape in "${shapes[@]}" "128 1 64 cores" "64 1 128 unclustered" "32 1 128 unclustered"; do
     read -r b q h kind <<<"$shape"
@@ -155,37 +168,7 @@ print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms
   # Verify steps: positions sharing the rows they all selected (a cluster
   # per request) against each position's CTA gathering its own, checked
   # against the fp64 CPU reference first (8 requests, every residency).
-  printf '\n%-22s %8s %10s %10s %9s %8s\n' verify overlap "per-pos ms" "shared ms" speedup TFLOP/s
-  for format in fp8 bf16; do
-    for overlap in 0.85 1 0; do
-      "$dir/bin/dhs-run" "$dir/attention/verify_${format}_b8_q5_h64" --backend cuda \
-        --resident 0,0.5,1 --overlap $overlap --history-rows 32768 --repeat 1 \
-        > "$results/verify_${format}_check-$overlap.log" 2>&1 ||
-        { echo "FAILED: verify_${format}_b8_q5_h64 vs fp64 at overlap $overlap"; continue; }
-      local per shared
-      per=$(run_step ${format}_b64_q5_h64 1 $overlap)
-      shared=$(run_step verify_${format}_b64_q5_h64 1 $overlap)
-      [ -n "$per" ] && [ -n "$shared" ] || continue
-      python3 -c "import sys; per,sh,o=map(float,sys.argv[1:4]); t=2*64*2048*1088*64*5/sh/1e9
-print(f'{sys.argv[4]:22} {o:8.2f} {per:10.4f} {sh:10.4f} {per/sh:8.2f}x {t:8.1f}')" \
-        "$per" "$shared" "$overlap" "${format}_b64_q5_h64"
-    done
-  done
-  # The same verify steps with rows missing from HBM (FP8, overlap 0.85):
-  # the shared step reads a row all positions selected from the host once,
-  # the per-position step once for each position that selected it (where L2
-  # does not keep it between them). Host bytes: the union's missing rows.
-  printf '\n%-22s %8s %10s %10s %9s\n' "verify, rows missing" missing "per-pos ms" "shared ms" speedup
-  for missing in 0.05 0.14 0.30; do
-    local resident; resident=$(python3 -c "print(1-$missing)")
-    local per shared
-    per=$(run_step fp8_b64_q5_h64 "$resident" 0.85)
-    shared=$(run_step verify_fp8_b64_q5_h64 "$resident" 0.85)
-    [ -n "$per" ] && [ -n "$shared" ] || continue
-    python3 -c "import sys; per,sh,x=map(float,sys.argv[1:4])
-print(f'{\"fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {sh:10.4f} {per/sh:8.2f}x')" \
-      "$per" "$shared" "$missing"
-  done
+  verify
   # Retrieval of missing rows in the store's layout (2624-byte group tokens)
   # from a 22 GB pinned store: the fetch kernel against the copy rate.
   if [ -x "$dir/bin/dhs-retrieval-bench" ] && [ -d "$dir/attention/fetch_fp8_group" ]; then
@@ -195,8 +178,61 @@ print(f'{\"fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {sh:10.4f} {per/sh:8.2f}x')
   fi
 }
 
+# Verify steps: positions sharing the rows they all selected (a cluster per
+# request) against each position's CTA gathering its own, both --share-tiles
+# forms checked against the fp64 CPU reference first (8 requests, every
+# residency, the same bits at each).
+verify() {
+  printf '\n%-22s %8s %10s %10s %10s %9s\n' verify overlap "per-pos ms" "always ms" \
+    "shared ms" "vs per-pos"
+  for format in ${DHS_VERIFY_FORMATS:-fp8 bf16}; do
+    for overlap in ${DHS_VERIFY_OVERLAPS:-0.85 1 0}; do
+      local form checked=1
+      for form in verify verify_always; do
+        "$dir/bin/dhs-run" "$dir/attention/${form}_${format}_b8_q5_h64" --backend cuda \
+          --resident 0,0.5,1 --overlap $overlap --history-rows 32768 --repeat 1 \
+          > "$results/${form}_${format}_check-$overlap.log" 2>&1 ||
+          { echo "FAILED: ${form}_${format}_b8_q5_h64 vs fp64 at overlap $overlap"; checked=0; }
+      done
+      [ $checked = 1 ] || continue
+      local per always shared
+      per=$(run_step ${format}_b64_q5_h64 1 $overlap)
+      always=$(run_step verify_always_${format}_b64_q5_h64 1 $overlap)
+      shared=$(run_step verify_${format}_b64_q5_h64 1 $overlap)
+      [ -n "$per" ] && [ -n "$always" ] && [ -n "$shared" ] || continue
+      python3 -c "import sys; per,al,sh,o=map(float,sys.argv[1:5])
+print(f'{sys.argv[5]:22} {o:8.2f} {per:10.4f} {al:10.4f} {sh:10.4f} {per/sh:8.2f}x')" \
+        "$per" "$always" "$shared" "$overlap" "${format}_b64_q5_h64"
+    done
+  done
+  # The same verify steps with rows missing from HBM (FP8, overlap 0.85):
+  # the shared step reads a row all positions selected from the host once,
+  # the per-position step once for each position that selected it (where L2
+  # does not keep it between them). The prefix is ~1024 rows a request: 32
+  # on the host is ~3%.
+  printf '\n%-22s %8s %10s %10s %10s %9s\n' "verify, rows missing" missing "per-pos ms" \
+    "always ms" "shared ms" "vs per-pos"
+  for missing in ${DHS_VERIFY_MISSING:-0.01 0.02 0.05 0.14 0.30}; do
+    local resident; resident=$(python3 -c "print(1-$missing)")
+    local per always shared
+    per=$(run_step fp8_b64_q5_h64 "$resident" 0.85)
+    always=$(run_step verify_always_fp8_b64_q5_h64 "$resident" 0.85)
+    shared=$(run_step verify_fp8_b64_q5_h64 "$resident" 0.85)
+    [ -n "$per" ] && [ -n "$always" ] && [ -n "$shared" ] || continue
+    python3 -c "import sys; per,al,sh,x=map(float,sys.argv[1:5])
+print(f'{\"fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {al:10.4f} {sh:10.4f} {per/sh:8.2f}x')" \
+      "$per" "$always" "$shared" "$missing"
+  done
+}
+
 case "$mode" in
   steps) steps ;;
+  verify)
+    # The verify sections alone (after `steps`).
+    results=${DHS_RESULTS:-$dir/results}/attention
+    mkdir -p "$results"
+    verify
+    ;;
   run)
     # The table as it grows (where $OUT is set, also there: a killed run
     # still returns what it measured).
@@ -214,5 +250,5 @@ case "$mode" in
       tar czf "$OUT/attention-logs.tar.gz" -C "${DHS_RESULTS:-$dir/results}" attention
     fi
     ;;
-  *) echo "usage: bench/attention.sh steps|run DIR" >&2; exit 2 ;;
+  *) echo "usage: bench/attention.sh steps|run|verify DIR" >&2; exit 2 ;;
 esac

@@ -163,7 +163,8 @@ std::string SparseAttentionKernelConfig::key() const {
      << splits << 'x' << splitRows << '/' << staged << indexed << overlapped << '/' << stagingRows
      << (tensorCores ? "/tensor-cores" : "")
      << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "")
-     << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "");
+     << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "")
+     << (unsharedRequests ? "/unshared" : "");
   return text;
 }
 
@@ -208,7 +209,7 @@ KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConf
     signature.add(Role::HbmTier, getTierType(config.pool));
     signature.add(Role::HostTier, getTierType(config.pool));
   }
-  if (config.sharedPositions > 1)
+  if (config.sharedPositions > 1 || config.unsharedRequests)
     signature.add(Role::SharedTiles, MemRefType::get({B}, i32));
   if (config.windowSize > 0) {
     signature.add(Role::WindowRing, MemRefType::get({B, config.windowRing, layers, rowBytes}, i8));

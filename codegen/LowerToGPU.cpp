@@ -364,10 +364,13 @@ static OperandsByRole getOperands(TopKOp op) {
 }
 
 /// Attributes of a launch for the runtime: none but a copy's direction and
-/// a share's tile.
+/// a share's tile and least missing rows (when not 0).
 static SmallVector<NamedAttribute> getLaunchAttributes(Operation *, Builder &) { return {}; }
 static SmallVector<NamedAttribute> getLaunchAttributes(ShareRowsOp op, Builder &builder) {
-  return {builder.getNamedAttr("dhs.tile", op.getTileAttr())};
+  SmallVector<NamedAttribute> attributes{builder.getNamedAttr("dhs.tile", op.getTileAttr())};
+  if (op.getMinMissing() > 0)
+    attributes.push_back(builder.getNamedAttr("dhs.min_missing", op.getMinMissingAttr()));
+  return attributes;
 }
 static SmallVector<NamedAttribute> getLaunchAttributes(CopyRowsOp op, Builder &builder) {
   abi::CopyDirection direction =
@@ -408,11 +411,14 @@ struct AttentionOptions {
 };
 
 /// The kernels that compute an attention op: the attention kernel and, when
-/// it splits each query's rows over CTAs, the kernel that merges the splits.
+/// it splits each query's rows over CTAs, the kernel that merges the splits;
+/// with a shared prefix, the clustered kernel of the requests that share
+/// and, launched before it, the unclustered one of those that do not.
 struct AttentionKernels {
   SparseAttentionKernelConfig config;
   KernelSpec attention;
   std::optional<KernelSpec> combine;
+  std::optional<KernelSpec> unshared;
 };
 
 /// Chooses the kernels of attention op `op` (dhs.sparse_attention or
@@ -429,6 +435,13 @@ static FailureOr<AttentionKernels> chooseAttentionKernels(Operation *op,
                            config->tensorCores ? getTensorCoreAttentionKernel(*config)
                                                : getSparseAttentionKernel(*config),
                            std::nullopt};
+  if (config->sharedPositions > 1) {
+    // Each position alone, unsplit: the clustered kernel's tiles and order.
+    SparseAttentionKernelConfig unshared = *config;
+    unshared.sharedPositions = 1;
+    unshared.unsharedRequests = true;
+    kernels.unshared = getTensorCoreAttentionKernel(unshared);
+  }
   if (config->splits > 1) {
     // A warp per head, at most 16 heads per CTA, whichever kernel split.
     SparseAttentionKernelConfig combine = *config;
@@ -460,6 +473,17 @@ public:
       attributes.push_back(rewriter.getNamedAttr("dhs.window_size", size));
     if (failed(launches.launch(rewriter, op, kernels->attention, operands, attributes)))
       return launches.fail();
+    if (kernels->unshared) {
+      // The unclustered launch runs first (the clustered one defines the
+      // layer for the runtime), its kernel generated second (the clustered
+      // one keeps the op's kernel name).
+      Operation *clustered = op->getPrevNode();
+      SmallVector<NamedAttribute> unshared = attributes;
+      unshared.push_back(rewriter.getNamedAttr("dhs.unshared_requests", rewriter.getUnitAttr()));
+      if (failed(launches.launch(rewriter, op, *kernels->unshared, operands, unshared)))
+        return launches.fail();
+      rewriter.moveOpBefore(clustered, op);
+    }
     if (kernels->combine && failed(launches.launch(rewriter, op, *kernels->combine, operands)))
       return launches.fail();
     rewriter.eraseOp(op);

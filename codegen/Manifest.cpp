@@ -287,6 +287,10 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       entry["direction"] = direction.getValue();
     if (auto tile = launch->getAttrOfType<IntegerAttr>("dhs.tile"))
       entry["tile"] = tile.getInt();
+    if (launch->hasAttr("dhs.unshared_requests"))
+      entry["unshared_requests"] = true;
+    if (auto minMissing = launch->getAttrOfType<IntegerAttr>("dhs.min_missing"))
+      entry["min_missing"] = minMissing.getInt();
     launchList.push_back(std::move(entry));
   }
 

@@ -15,6 +15,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::dhs {
@@ -39,13 +40,13 @@ void buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &options);
 
 /// Adds the whole compiler: the serving configuration folded in (options
 /// left 0 keep their dimensions), dhs -> dhs passes, GPU kernels, PTX.
-/// `shareTiles` adds dhs-share-tiles (verify positions share the tiles they
-/// all selected; on the H200 slower than each position alone with every row
-/// resident, faster from about 5% of the rows missing; a step's residency is
-/// not known here, so off by default: bench/NOTES.md).
+/// `shareTiles` adds dhs-share-tiles with its options (verify positions
+/// share the tiles they all selected where enough of them are missing from
+/// HBM: bench/NOTES.md).
 void buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
                            const DhsSpecializeOptions &config = {},
-                           const DhsLowerToGPUOptions &tiles = {}, bool shareTiles = false);
+                           const DhsLowerToGPUOptions &tiles = {},
+                           std::optional<DhsShareTilesOptions> shareTiles = std::nullopt);
 
 /// Registers the dhs code generation passes and the `dhs-to-ptx` pipeline.
 void registerCodegenPasses();

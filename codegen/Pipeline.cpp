@@ -74,7 +74,8 @@ void dhs::buildGpuModuleToPtxPipeline(OpPassManager &pm, const PtxOptions &optio
 
 void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
                                 const DhsSpecializeOptions &config,
-                                const DhsLowerToGPUOptions &tiles, bool shareTiles) {
+                                const DhsLowerToGPUOptions &tiles,
+                                std::optional<DhsShareTilesOptions> shareTiles) {
   // dhs -> dhs: the serving configuration, ring index arithmetic, (on
   // request) verify selections ordered so that positions gather shared rows
   // once, missing rows fetched once for all verify positions, the remaining
@@ -83,7 +84,7 @@ void dhs::buildDhsToPtxPipeline(OpPassManager &pm, const PtxOptions &options,
   steps.addPass(createDhsSpecialize(config));
   steps.addPass(createDhsDraftRing());
   if (shareTiles)
-    steps.addPass(createDhsShareTiles());
+    steps.addPass(createDhsShareTiles(*shareTiles));
   steps.addPass(createDhsShareRetrieval());
   steps.addPass(createDhsFuseRetrieval());
   steps.addPass(createDhsPlanStaging());
@@ -136,6 +137,11 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
                           llvm::cl::desc("Let a verify step's query positions gather the rows "
                                          "they all selected once (dhs-share-tiles)"),
                           llvm::cl::init(false)};
+  Option<int64_t> shareMinMissing{
+      *this, "share-min-missing",
+      llvm::cl::desc("With share-tiles: prefix rows of a request missing from HBM from which its "
+                     "positions share tiles (0: always)"),
+      llvm::cl::init(dhs::DhsShareTilesOptions{}.minMissing)};
 };
 } // namespace
 
@@ -176,7 +182,10 @@ void dhs::registerCodegenPasses() {
         tiles.tensorCores = options.tensorCores;
         tiles.tensorCoreClusters = options.tensorCoreClusters;
         tiles.overlapRetrieval = options.overlapRetrieval;
-        buildDhsToPtxPipeline(pm, ptx, config, tiles, options.shareTiles);
+        std::optional<DhsShareTilesOptions> share;
+        if (options.shareTiles)
+          share = dhs::DhsShareTilesOptions{options.shareMinMissing};
+        buildDhsToPtxPipeline(pm, ptx, config, tiles, share);
       });
 }
 

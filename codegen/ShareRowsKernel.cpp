@@ -21,10 +21,14 @@
 //      row's first occurrence and every position has one; a block-wide
 //      exclusive scan of the threads' counts (warp shuffles, then the
 //      warps' sums: two barriers) ranks the common rows in position 0's
-//      order and counts them: T = count / tile (thread 0 writes tiles[b]);
+//      order and counts them: T = count / tile (thread 0 writes tiles[b]
+//      here when min_missing is 0);
 //   E. a common row of rank r < T x tile is written at r in every position
 //      q with the slot of its first occurrence k_q there, which it marks
-//      taken; a barrier;
+//      taken; the prefix rows with a negative slot in position 0 are
+//      counted (an atomic add in shared memory); a barrier; with
+//      min_missing > 0 thread 0 writes tiles[b] = T when that count reaches
+//      it, else 0;
 //   F. the selections not taken, ranked in flat order by a second scan (two
 //      barriers), go to rank + (q + 1) x T x tile: every position has
 //      exactly T x tile taken entries, so the flat rank less q (K - T x
@@ -83,12 +87,16 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   const int64_t takenOffset = llvm::alignTo(firstOffset + positions * table * 2, 16);
   const int64_t takenBytes = llvm::alignTo(entries, 16);
   const int64_t sumsOffset = takenOffset + takenBytes;
-  const int64_t sharedBytes = llvm::alignTo(sumsOffset + warps * 4, 16);
+  // (Above K no prefix reaches it: clamped, it fits i32.)
+  const int64_t minMissing = std::min<int64_t>(op.getMinMissing(), selected + 1);
+  // With min_missing, one more word: the prefix rows missing from HBM.
+  const int64_t missingOffset = sumsOffset + warps * 4;
+  const int64_t sharedBytes = llvm::alignTo(missingOffset + (minMissing > 0 ? 4 : 0), 16);
   if (sharedBytes > kMaxShareSharedBytes)
     return op.emitOpError() << "needs " << sharedBytes << " bytes of shared memory, more than "
                             << kMaxShareSharedBytes;
 
-  KernelSpec spec{abi::LaunchKind::ShareRows, kernelKey(rows, op.getTile())};
+  KernelSpec spec{abi::LaunchKind::ShareRows, kernelKey(rows, op.getTile(), minMissing)};
   spec.signature.add(Role::RowIds, rows);
   spec.signature.add(Role::Slots, op.getSlots().getType());
   spec.signature.add(Role::SharedRows, op.getSharedRows().getType());
@@ -125,6 +133,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     Value taken = view(takenOffset, takenBytes, i8);
     Value takenWords = view(takenOffset, takenBytes / 4, i32);
     Value sums = view(sumsOffset, warps, i32);
+    Value missingWord = view(missingOffset, 1, i32);
 
     auto load = [&](Value memref, ValueRange indices) -> Value {
       return memref::LoadOp::create(b, memref, indices);
@@ -254,6 +263,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
                [&](Value i) { store(kb.i32(selected * 0x10001), firstWords, {i}); });
     kb.forLoop(tid, kb.index(takenBytes / 4), step,
                [&](Value i) { store(kb.i32(0), takenWords, {i}); });
+    if (minMissing > 0)
+      kb.ifThen(kb.cmpi(P::eq, tid, zero), [&] { store(kb.i32(0), missingWord, {zero}); });
     gpu::BarrierOp::create(b);
 
     // B. Position 0's rows claim their slots; the slot of each entry (0 for
@@ -331,13 +342,19 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     auto [rank0, commonCount] = blockScan(count0);
     Value tiles = arith::DivUIOp::create(b, commonCount, kb.i32(tile));
     Value prefix = mul(tiles, kb.i32(tile));
-    kb.ifThen(kb.cmpi(P::eq, tid, zero), [&] { store(tiles, outTiles, {request}); });
+    if (minMissing == 0)
+      kb.ifThen(kb.cmpi(P::eq, tid, zero), [&] { store(tiles, outTiles, {request}); });
 
     // E. The prefix: common rows of rank < T x tile, at their first
-    // occurrence in every position.
+    // occurrence in every position; those position 0 reads from the host
+    // counted.
     Value rank = rank0;
+    Value missing = kb.i32(0);
     for (int64_t j = 0; j < perThread0; ++j) {
-      kb.ifThen(andI(common0[j], kb.cmpi(P::slt, rank, prefix)), [&] {
+      Value inPrefix = andI(common0[j], kb.cmpi(P::slt, rank, prefix));
+      // (Loaded ahead only to be counted.)
+      Value slot0 = minMissing > 0 ? load(inSlots, {request, minU(ks0[j], selected - 1)}) : Value();
+      kb.ifThen(inPrefix, [&] {
         Value out = indexOf(rank);
         for (int64_t q = 0; q < positions; ++q) {
           Value base = kb.index(q * selected);
@@ -345,13 +362,30 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
               q == 0 ? ks0[j] : indexOf(load(firsts, {add(kb.index(q * table), slots0[j])}));
           Value at = add(base, first);
           store(rows0[j], outRows, {request, add(base, out)});
-          store(load(inSlots, {request, at}), outSlots, {request, add(base, out)});
+          store(q == 0 && slot0 ? slot0 : load(inSlots, {request, at}), outSlots,
+                {request, add(base, out)});
           store(arith::ConstantIntOp::create(b, 1, 8), taken, {at});
         }
       });
+      if (minMissing > 0)
+        missing =
+            add(missing,
+                arith::ExtUIOp::create(b, i32, andI(inPrefix, kb.cmpi(P::slt, slot0, kb.i32(0)))));
       rank = add(rank, arith::ExtUIOp::create(b, i32, common0[j]));
     }
+    if (minMissing > 0)
+      kb.ifThen(kb.cmpi(P::ne, missing, kb.i32(0)), [&] {
+        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::addi, missing, missingWord,
+                                    ValueRange{zero});
+      });
     gpu::BarrierOp::create(b);
+    // With too few of them the positions gather the prefix alone (the
+    // lists stay as they are).
+    if (minMissing > 0)
+      kb.ifThen(kb.cmpi(P::eq, tid, zero), [&] {
+        Value share = kb.cmpi(P::sge, load(missingWord, {zero}), kb.i32(minMissing));
+        store(kb.select(share, tiles, kb.i32(0)), outTiles, {request});
+      });
 
     // F. Every selection not taken, in order, after the prefix: flat rank
     // r of position q goes to q K + T x tile + (r - q (K - T x tile)).

@@ -381,10 +381,16 @@ void TensorCoreAttentionEmitter::emit() {
 
   if (inCluster)
     rank = hb.clusterRank();
+  // A shared-prefix op's requests are split between two kernels by their
+  // tile count: the clustered one takes those with a count (bad ones
+  // included: it reports them), the unclustered one those without. The
+  // whole CTA (and cluster: one request) runs or skips.
+  Value run;
   if (sharing) {
     // The shared prefix's tiles, at most all of them; a count outside
     // [0, tiles] is reported (by rank 0 of each cluster).
     Value requested = memref::LoadOp::create(b, sharedTilesArg, ValueRange{request});
+    run = kb.cmpi(arith::CmpIPredicate::ne, requested, c32(0));
     Value total = toI32(tiles);
     sharedTiles = toIndex(arith::MinUIOp::create(b, requested, total));
     // (One op per statement: the lit test reads their order, which nested
@@ -396,6 +402,17 @@ void TensorCoreAttentionEmitter::emit() {
       memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, c32(abi::kStatusBadSharedRows),
                                   status, ValueRange{kb.index(0)});
     });
+  }
+  if (config.unsharedRequests)
+    run = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                memref::LoadOp::create(b, sharedTilesArg, ValueRange{request}),
+                                c32(0));
+  if (run) {
+    // (The rest of the kernel goes into the scf.if, the return after it.)
+    auto ifRun = scf::IfOp::create(b, run, /*withElseRegion=*/false);
+    b.setInsertionPointAfter(ifRun);
+    gpu::ReturnOp::create(b);
+    b.setInsertionPointToStart(ifRun.thenBlock());
   }
   emitLoadQueries();
   kb.ifThen(eq(tid, c32(0)), [&] {
@@ -437,7 +454,8 @@ void TensorCoreAttentionEmitter::emit() {
   // arrive on its barriers.
   if (inCluster)
     hb.clusterSync();
-  gpu::ReturnOp::create(b);
+  if (!run)
+    gpu::ReturnOp::create(b);
 }
 
 KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelConfig &config) {

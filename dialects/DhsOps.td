@@ -428,10 +428,16 @@ def Dhs_ShareRowsOp : Dhs_Op<"share_rows"> {
       -1 entries and repeats included) in their original order, each with
       its own slot;
 
-    and `tiles[b]` = T. Each output list is a permutation of its input
-    (row, slot) pairs, and the first `tiles[b] x tile` entries are the same
-    rows in every position of request b. Q = 1 is allowed (every row id >= 0
-    is common). Row ids are not checked against the histories (attention
+    and `tiles[b]` = T when at least `min_missing` rows of P are missing
+    from HBM (their slot in position 0 is negative: read from the host),
+    else 0. The order does not depend on `min_missing`: a request whose
+    prefix is resident keeps the same lists and its positions gather every
+    tile alone (sharing pays for host rows, each read once instead of once
+    per position; with every row in HBM the cluster's broadcasts cost more
+    than the gathers they save). Each output list is a permutation of its
+    input (row, slot) pairs, and the first `tiles[b] x tile` entries are the
+    same rows in every position of request b. Q = 1 is allowed (every row id
+    >= 0 is common). Row ids are not checked against the histories (attention
     reports bad ids): any i32 works; negative ids are never common.
 
     The outputs must be buffers distinct from `rows` and `slots` (the kernel
@@ -440,7 +446,7 @@ def Dhs_ShareRowsOp : Dhs_Op<"share_rows"> {
 
     ```mlir
     dhs.share_rows rows(%rows : memref<4x5x256xi32>)
-        slots(%slots : memref<4x5x256xi32>) tile = 64
+        slots(%slots : memref<4x5x256xi32>) tile = 64 min_missing = 32
         into(%shared_rows, %shared_slots, %tiles
              : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
     ```
@@ -449,19 +455,19 @@ def Dhs_ShareRowsOp : Dhs_Op<"share_rows"> {
     looks the request's selections up in a hash table in shared memory
     (Q <= 8 positions, a portable cluster; Q x K <= 16384 selections).
   }];
-  let arguments = (ins
-    Arg<MemRefRankOf<[I32], [3]>, "row ids [B, Q, K], -1 = none", [MemRead]>:$rows,
-    Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K], -1 = host", [MemRead]>:$slots,
-    ConfinedAttr<I64Attr, [IntPositive]>:$tile,
-    Arg<MemRefRankOf<[I32], [3]>, "the rows, shared prefix first [B, Q, K]",
-        [MemWrite]>:$shared_rows,
-    Arg<MemRefRankOf<[I32], [3]>, "their slots [B, Q, K]", [MemWrite]>:$shared_slots,
-    Arg<MemRefRankOf<[I32], [1]>, "tiles of the shared prefix [B]", [MemWrite]>:$tiles
-  );
+  let arguments =
+      (ins Arg<MemRefRankOf<[I32], [3]>, "row ids [B, Q, K], -1 = none", [MemRead]>:$rows,
+          Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K], -1 = host", [MemRead]>:$slots,
+          ConfinedAttr<I64Attr, [IntPositive]>:$tile,
+          DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$min_missing,
+          Arg<MemRefRankOf<[I32], [3]>,
+              "the rows, shared prefix first [B, Q, K]", [MemWrite]>:$shared_rows,
+          Arg<MemRefRankOf<[I32], [3]>, "their slots [B, Q, K]", [MemWrite]>:$shared_slots,
+          Arg<MemRefRankOf<[I32], [1]>, "tiles of the shared prefix [B]", [MemWrite]>:$tiles);
   let assemblyFormat = [{
     `rows` `(` $rows `:` type($rows) `)`
     `slots` `(` $slots `:` type($slots) `)`
-    `tile` `=` $tile
+    `tile` `=` $tile (`min_missing` `=` $min_missing^)?
     `into` `(` $shared_rows `,` $shared_slots `,` $tiles `:` type($shared_rows) `,`
         type($shared_slots) `,` type($tiles) `)` attr-dict
   }];

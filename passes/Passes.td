@@ -63,10 +63,19 @@ def DhsShareTiles : Pass<"dhs-share-tiles", "::mlir::func::FuncOp"> {
     selection in the phase (fetches, unions, attention) read the ordered one,
     and gives the attention ops the tile counts (`shared(...)`), so that the
     kernel runs a request's positions as a cluster that gathers each shared
-    row once. Results do not change (each list is a permutation of its
-    selections). Only attention the tensor-core kernel computes is rewritten:
-    MLA rows of 576 / 512 dims, heads in multiples of 64, K in multiples of
-    64, no sliding window, at most 8 positions and Q x K <= 16384.
+    row once. Sharing pays for rows read from the host (once instead of once
+    per position), not for resident ones (the cluster's broadcasts cost more
+    than the gathers they save): `dhs.share_rows` gives a request its tiles
+    only when at least `min-missing` of its prefix rows are missing from HBM
+    in the step, else 0 tiles, and the positions gather alone; the order
+    is the same either way, so the results do not change, to the bit
+    (each list is a permutation of its selections). With `min-missing` > 0
+    only fused attention (`dhs.sparse_attention`, which reads missing rows
+    from the host itself) is shared: staged attention reads them from the
+    staging arena in HBM, as resident ones; `min-missing = 0` shares both.
+    Only attention the tensor-core kernel computes is rewritten: MLA rows
+    of 576 / 512 dims, heads in multiples of 64, K in multiples of 64, no
+    sliding window, at most 8 positions and Q x K <= 16384.
 
     Before:
     ```mlir
@@ -84,7 +93,7 @@ def DhsShareTiles : Pass<"dhs-share-tiles", "::mlir::func::FuncOp"> {
       %shared_slots = dhs.scratch : memref<4x5x2048xi32>
       %tiles = dhs.scratch : memref<4xi32>
       dhs.share_rows rows(%rows : memref<4x5x2048xi32>) slots(%slots : memref<4x5x2048xi32>)
-          tile = 64 into(%shared_rows, %shared_slots, %tiles : ...)
+          tile = 64 min_missing = 32 into(%shared_rows, %shared_slots, %tiles : ...)
       dhs.sparse_attention queries(%q : memref<4x5x64x576xbf16>)
           rows(%shared_rows : ...) slots(%shared_slots : ...)
           history(%start, %len : ...) shared(%tiles : memref<4xi32>)
@@ -93,6 +102,9 @@ def DhsShareTiles : Pass<"dhs-share-tiles", "::mlir::func::FuncOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::dhs::DhsDialect"];
+  let options = [Option<"minMissing", "min-missing", "int64_t", /*default=*/"32",
+                        "Prefix rows of a request missing from HBM from which its positions "
+                        "share tiles (0: always)">];
   let statistics = [Statistic<"numOrdered", "ordered-selections",
                               "Selections ordered for shared tiles (dhs.share_rows)">,
                     Statistic<"numSharing", "sharing-attentions",

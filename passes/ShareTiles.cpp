@@ -28,10 +28,13 @@ private:
 
 /// The selection (row ids, slots) attention op `op` reads, if the
 /// tensor-core kernel computes it with a request's positions sharing tiles.
-std::optional<std::pair<Value, Value>> getShareableSelection(Operation *op) {
+/// With `minMissing` > 0 only fused attention shares: staged attention
+/// reads its missing rows from the staging arena in HBM, where sharing
+/// saves no host read.
+std::optional<std::pair<Value, Value>> getShareableSelection(Operation *op, int64_t minMissing) {
   auto attention = dyn_cast<AttentionOp>(op);
   auto fused = dyn_cast<SparseAttentionOp>(op);
-  if (!attention && !fused)
+  if ((!attention || minMissing > 0) && !fused)
     return std::nullopt;
   Value rows = attention ? attention.getRowIds() : fused.getRowIds();
   Value slots = attention ? attention.getSlots() : fused.getSlots();
@@ -62,7 +65,7 @@ void DhsShareTiles::share(VerifyOp phase) {
   // The sharing attention ops of each selection, in order.
   llvm::MapVector<std::pair<Value, Value>, SmallVector<Operation *>> selections;
   for (Operation &op : phase.getBody().front())
-    if (auto selection = getShareableSelection(&op))
+    if (auto selection = getShareableSelection(&op, minMissing))
       selections[*selection].push_back(&op);
 
   Block &body = phase.getBody().front();
@@ -96,8 +99,8 @@ void DhsShareTiles::share(VerifyOp phase) {
     Value sharedSlots = ScratchOp::create(builder, loc, type, /*offset=*/nullptr, /*slot=*/nullptr);
     Value tiles = ScratchOp::create(builder, loc, MemRefType::get({type.getDimSize(0)}, i32),
                                     /*offset=*/nullptr, /*slot=*/nullptr);
-    ShareRowsOp::create(builder, loc, rows, slots, builder.getI64IntegerAttr(kTileRows), sharedRows,
-                        sharedSlots, tiles);
+    ShareRowsOp::create(builder, loc, rows, slots, builder.getI64IntegerAttr(kTileRows),
+                        builder.getI64IntegerAttr(minMissing), sharedRows, sharedSlots, tiles);
     ++numOrdered;
     for (Operation *reader : readers) {
       reader->replaceUsesOfWith(rows, sharedRows);

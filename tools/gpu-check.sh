@@ -105,9 +105,22 @@ steps() {
   sed 's/x16x/x64x/g' "$root/examples/verify_step.mlir" > "$dir/verify_step_h64.mlir"
   "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" -o "$dir/steps/verify_step_h64" || exit 1
   # The same with --share-tiles: share_rows, then a cluster of a request's
-  # five position CTAs that gathers the rows they all selected once.
-  "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" --share-tiles \
+  # five position CTAs that gathers the rows they all selected once (staged
+  # attention shares only with --share-min-missing=0: its missing rows are
+  # in the staging arena).
+  "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" --share-tiles --share-min-missing=0 \
     -o "$dir/steps/verify_step_h64_shared" || exit 1
+  # A fused verify step (FP8 rows, 8 requests x 5 positions x 64 heads,
+  # top-2048) with --share-tiles as it is by default: a request's positions
+  # share where 32 or more of its prefix rows are on the host (residency 0
+  # and 0.5), and gather alone where they are not (residency 1), with the
+  # same bits.
+  awk '/dhs.sparse_attention/ { print "  dhs.verify gamma = 4 {"; inside = 1 }
+       { print } inside && /scale =/ { print "  }"; inside = 0 }' \
+    "$root/bench/steps/mla_fp8_attention.mlir" > "$dir/verify_step_fp8_fused.mlir"
+  "$build/bin/dhs-compile" "$dir/verify_step_fp8_fused.mlir" --requests 8 --positions 5 \
+    --heads 64 --hbm-slots $((8 * 5 * 2048)) --share-tiles \
+    -o "$dir/steps/verify_step_fp8_fused_shared" || exit 1
   # A larger resolving layer group for dhs-step-bench: 16 requests x 4 query
   # positions x top-2048 (131072 selections a group, many repeated), 4 FP8
   # layers a pool, 16384 slots.

@@ -108,6 +108,13 @@ struct Launch {
   int layer = 0;                   ///< layer of the pool's group it reads
   std::int64_t windowSize = 0;     ///< sliding-window tokens (0: none)
   std::int64_t tile = 0;           ///< rows of a shared tile ("tile"; share_rows only)
+  /// An attention launch of the requests whose shared prefix is not shared
+  /// (tile count 0), before its clustered twin, which takes the others
+  /// ("unshared_requests"; a dhs-share-tiles step's attention).
+  bool unsharedRequests = false;
+  /// Prefix rows missing from HBM a share_rows launch shares from
+  /// ("min_missing", optional; 0: always).
+  std::int64_t minMissing = 0;
   std::array<unsigned, 3> grid{};  ///< grid dimensions
   std::array<unsigned, 3> block{}; ///< block dimensions
   unsigned dynamicSharedBytes = 0; ///< dynamic shared memory per block

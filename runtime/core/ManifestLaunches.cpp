@@ -177,24 +177,37 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
   else if (launch.isAttention())
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "grid", "block",
-               "dynamic_shared_bytes", "params"});
+               "dynamic_shared_bytes", "params"},
+              {"unshared_requests"});
   else if (launch.kind == abi::LaunchKind::CopyRows)
     checkKeys(
         value, field,
         {"kernel", "ptx", "op", "direction", "grid", "block", "dynamic_shared_bytes", "params"});
   else if (launch.kind == abi::LaunchKind::ShareRows)
     checkKeys(value, field,
-              {"kernel", "ptx", "op", "tile", "grid", "block", "dynamic_shared_bytes", "params"});
+              {"kernel", "ptx", "op", "tile", "grid", "block", "dynamic_shared_bytes", "params"},
+              {"min_missing"});
   else
     checkKeys(value, field,
               {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"});
   if (launch.kind == abi::LaunchKind::CopyRows) {
     launch.direction = getEnum<abi::CopyDirection>(value, "direction", "direction", field);
   }
+  if (value.contains("unshared_requests")) {
+    if (!value.at("unshared_requests").is_boolean())
+      fail(field + ".unshared_requests", "must be true or false");
+    launch.unsharedRequests = value.at("unshared_requests").get<bool>();
+  }
   if (launch.kind == abi::LaunchKind::ShareRows) {
     launch.tile = getInt(value, "tile", field);
     if (launch.tile <= 0)
       fail(field + ".tile", "is " + std::to_string(launch.tile) + ": must be a positive row count");
+    if (value.contains("min_missing")) {
+      launch.minMissing = getInt(value, "min_missing", field);
+      if (launch.minMissing < 0)
+        fail(field + ".min_missing",
+             "is " + std::to_string(launch.minMissing) + ": must be a row count (>= 0)");
+    }
   }
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))

@@ -59,7 +59,8 @@ private:
   /// Checks that `object` has exactly the keys in `required` (plus any of
   /// `optional`), naming the first missing or unknown key.
   void checkKeys(const json &object, const std::string &field,
-                 std::initializer_list<const char *> required) const {
+                 std::initializer_list<const char *> required,
+                 std::initializer_list<const char *> optional = {}) const {
     requireObject(object, field);
     for (const char *key : required)
       if (!object.contains(key))
@@ -67,6 +68,8 @@ private:
     for (auto it = object.begin(); it != object.end(); ++it) {
       bool known = false;
       for (const char *key : required)
+        known = known || it.key() == key;
+      for (const char *key : optional)
         known = known || it.key() == key;
       if (!known)
         fail(field, "unknown key '" + it.key() + "'");

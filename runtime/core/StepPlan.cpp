@@ -111,7 +111,9 @@ StepPlan planStep(const Manifest &manifest) {
   std::size_t segment = 0; // first launch of the next layer
   for (std::size_t i = 0; i < launches.size(); ++i) {
     const Launch &launch = launches[i];
-    if (!launch.isAttention())
+    // (An unclustered launch of a shared-prefix layer's requests works for
+    // the clustered one after it, which defines the layer.)
+    if (!launch.isAttention() || launch.unsharedRequests)
       continue;
     const std::string where = launchName(i) + " (" + abi::name(launch.kind) + ")";
     StepGroupPlan group;

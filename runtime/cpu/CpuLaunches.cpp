@@ -130,7 +130,9 @@ void checkSharedPrefix(const Launch &launch, CpuStepMemory &memory) {
 /// each once, in the order of their first occurrence in position 0); the
 /// first T x tile of them (T = their count / tile) lead every position's
 /// list, each with the slot of its first occurrence there, then the
-/// position's other entries in order; tiles[b] = T.
+/// position's other entries in order; tiles[b] = T when at least the
+/// launch's minMissing of the prefix rows have a negative slot in position
+/// 0 (read from the host), else 0 (the lists stay the same).
 void shareRows(const Launch &launch, CpuStepMemory &memory) {
   const LaunchParam &rowsParam = required(launch, Role::RowIds);
   const std::int32_t *rows = typed<std::int32_t>(rowsParam, memory);
@@ -167,7 +169,10 @@ void shareRows(const Launch &launch, CpuStepMemory &memory) {
     }
     const std::int64_t count = static_cast<std::int64_t>(prefix.size()) / launch.tile;
     prefix.resize(static_cast<std::size_t>(count * launch.tile));
-    tiles[b] = static_cast<std::int32_t>(count);
+    std::int64_t missing = 0;
+    for (std::int32_t row : prefix)
+      missing += slots[lane + first[0].at(row)] < 0;
+    tiles[b] = missing >= launch.minMissing ? static_cast<std::int32_t>(count) : 0;
     for (std::int64_t q = 0; q < positions; ++q) {
       const std::int64_t list = lane + q * selected;
       std::fill(taken.begin(), taken.end(), 0);
@@ -291,6 +296,11 @@ void CpuLaunches::run(const Manifest &manifest, std::size_t first, std::size_t e
     }
     case abi::LaunchKind::Attention:
     case abi::LaunchKind::SparseAttention: {
+      // A shared-prefix layer's requests are split over two launches on
+      // the GPU by their tile counts; here its clustered launch computes
+      // them all (the same results) and the unshared one is skipped.
+      if (launch.unsharedRequests)
+        break;
       const LaunchParam &queries = required(launch, Role::Queries);
       const LaunchParam &rowIds = required(launch, Role::RowIds);
       const LaunchParam &output = required(launch, Role::Output);

@@ -15,7 +15,12 @@
 // racecheck value 10 + 5 x 256 = 1290); past the shared prefix one thread per
 // consumer warpgroup arrives locally with count 5. The second consumer warpgroup
 // compares each row's id with its own selection and reports a prefix that
-// differs (BadSharedRows).
+// differs (BadSharedRows). The clustered kernel computes only the requests
+// with a tile count (not 0; bad ones included, to report them): each
+// position of the others is computed alone, no cluster, by the tensor-core
+// kernel of one query (sparse_attention_0, launched first), which skips the
+// requests with a count. Both walk the same tiles in the same order with
+// the same arithmetic, so either gives a request the same bits.
 // RUN: dhs-opt %s --dhs-plan-staging --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-plan-staging --dhs-lower-to-gpu="min-blocks=0 tensor-cores=false" | FileCheck %s --check-prefix=CUDACORE
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
@@ -28,11 +33,15 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/racecheck.ptx -o %t/racecheck.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 
 // CHECK-LABEL: func.func @step
-// CHECK: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c10, %c1, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c232240_i32
+// CHECK: gpu.launch_func @share_rows::@share_rows
+// CHECK-NEXT: gpu.launch_func @sparse_attention_0::@sparse_attention_0 blocks in (%c10, %c1, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c231200_i32 {{.*}} dhs.unshared_requests
+// CHECK-NEXT: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c10, %c1, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c232240_i32
+// CHECK-NOT: dhs.unshared_requests
 // CHECK-LABEL: gpu.func @sparse_attention
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 5, 1, 1>
 // CHECK: %[[RANK:.*]] = nvvm.read.ptx.sreg.cluster.ctarank
 // CHECK-NEXT: %[[REQUESTED:.*]] = memref.load %arg7[%{{.*}}] : memref<2xi32>
+// CHECK-NEXT: %[[SHARES:.*]] = arith.cmpi ne, %[[REQUESTED]], %c0_i32
 // CHECK-NEXT: %[[CLAMPED:.*]] = arith.minui %[[REQUESTED]], %c4_i32
 // CHECK-NEXT: %[[SHARED:.*]] = arith.index_cast %[[CLAMPED]] : i32 to index
 // CHECK-NEXT: %[[TOO_MANY:.*]] = arith.cmpi ugt, %[[REQUESTED]], %c4_i32
@@ -83,7 +92,18 @@
 // CHECK-NEXT: memref.atomic_rmw ori %c64_i32, %arg9[%c0]
 // CHECK: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
+// CHECK-NEXT: }
 // CHECK-NEXT: gpu.return
+// The unclustered kernel: requests without a count only.
+// CHECK-LABEL: gpu.func @sparse_attention_0
+// CHECK-NOT: nvvm.cluster_dim
+// CHECK-SAME: {
+// CHECK: %[[COUNT:.*]] = memref.load %arg7[%{{.*}}] : memref<2xi32>
+// CHECK-NEXT: %[[ALONE:.*]] = arith.cmpi eq, %[[COUNT]], %c0_i32
+// CHECK-NEXT: scf.if %[[ALONE]] {
+// CHECK-NOT: nvvm.cluster
+// CHECK-NOT: cp.async.bulk.shared::cluster
+// CHECK: gpu.return
 
 // Without tensor cores (a fetch, then the CUDA-core kernel) each position
 // is computed over its own rows: the prefix's order changes nothing there,
@@ -92,7 +112,12 @@
 // CUDACORE-SAME: memref<2x5x64x512xbf16>, %arg6: memref<1xi32>) workgroup
 // CUDACORE-NOT: nvvm.cluster_dim
 
+// MANIFEST: "dynamic_shared_bytes": 231200
+// MANIFEST: "kernel": "sparse_attention_0"
+// MANIFEST: "role": "shared_tiles"
+// MANIFEST: "unshared_requests": true
 // MANIFEST: "dynamic_shared_bytes": 232240
+// MANIFEST: "kernel": "sparse_attention"
 // MANIFEST: "role": "shared_tiles"
 // PTX: .explicitcluster
 // PTX-NEXT: .reqnctapercluster 5, 1, 1

@@ -965,6 +965,17 @@ func.func @share_rows_tile(%rows: memref<4x5x64xi32>, %slots: memref<4x5x64xi32>
 
 // -----
 
+func.func @share_rows_min_missing(%rows: memref<4x5x64xi32>, %slots: memref<4x5x64xi32>,
+                                  %sr: memref<4x5x64xi32>, %ss: memref<4x5x64xi32>,
+                                  %t: memref<4xi32>) {
+  // expected-error @below {{attribute 'min_missing' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  dhs.share_rows rows(%rows : memref<4x5x64xi32>) slots(%slots : memref<4x5x64xi32>) tile = 64
+      min_missing = -1 into(%sr, %ss, %t : memref<4x5x64xi32>, memref<4x5x64xi32>, memref<4xi32>)
+  return
+}
+
+// -----
+
 func.func @share_rows_positions(%rows: memref<4x9x64xi32>, %t: memref<4xi32>) {
   // expected-error @below {{shares rows among at most 8 query positions (a portable cluster), got 9}}
   dhs.share_rows rows(%rows : memref<4x9x64xi32>) slots(%rows : memref<4x9x64xi32>) tile = 64

@@ -316,7 +316,11 @@ func.func @plan_promotions_spec(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hb
 // CHECK-LABEL: func.func @share_rows
 // CHECK: dhs.share_rows rows(%{{.*}} : memref<4x5x256xi32>) slots(%{{.*}} : memref<4x5x256xi32>) tile = 64 into(%{{.*}}, %{{.*}}, %{{.*}} : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
 // CHECK: dhs.share_rows rows(%{{.*}} : memref<?x?x?xi32>) slots(%{{.*}} : memref<?x?x?xi32>) tile = 16 into(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x?x?xi32>, memref<?x?x?xi32>, memref<?xi32>)
-// CHECK: dhs.share_rows rows(%{{.*}} : memref<2x1x2048xi32>) slots(%{{.*}} : memref<2x1x2048xi32>) tile = 64
+// CHECK: dhs.share_rows rows(%{{.*}} : memref<2x1x2048xi32>) slots(%{{.*}} : memref<2x1x2048xi32>) tile = 64 into
+// Shared only where 32 prefix rows are missing from HBM (0, the default,
+// is not printed).
+// CHECK: dhs.share_rows rows(%{{.*}} : memref<4x5x256xi32>) slots(%{{.*}} : memref<4x5x256xi32>) tile = 64 min_missing = 32 into(
+// CHECK: dhs.share_rows rows(%{{.*}} : memref<4x5x256xi32>) slots(%{{.*}} : memref<4x5x256xi32>) tile = 64 into(
 func.func @share_rows(%rows: memref<4x5x256xi32>, %slots: memref<4x5x256xi32>,
                       %shared_rows: memref<4x5x256xi32>, %shared_slots: memref<4x5x256xi32>,
                       %tiles: memref<4xi32>, %open: memref<?x?x?xi32>, %open_tiles: memref<?xi32>,
@@ -328,5 +332,11 @@ func.func @share_rows(%rows: memref<4x5x256xi32>, %slots: memref<4x5x256xi32>,
       into(%open, %open, %open_tiles : memref<?x?x?xi32>, memref<?x?x?xi32>, memref<?xi32>)
   dhs.share_rows rows(%one : memref<2x1x2048xi32>) slots(%one : memref<2x1x2048xi32>) tile = 64
       into(%one, %one, %one_tiles : memref<2x1x2048xi32>, memref<2x1x2048xi32>, memref<2xi32>)
+  dhs.share_rows rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>) tile = 64
+      min_missing = 32 into(%shared_rows, %shared_slots, %tiles
+           : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
+  dhs.share_rows rows(%rows : memref<4x5x256xi32>) slots(%slots : memref<4x5x256xi32>) tile = 64
+      min_missing = 0 into(%shared_rows, %shared_slots, %tiles
+           : memref<4x5x256xi32>, memref<4x5x256xi32>, memref<4xi32>)
   return
 }

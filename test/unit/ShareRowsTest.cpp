@@ -5,13 +5,16 @@
 // code shared with the runtime) on random selections: per request an
 // overlap of 0%, 50%, 85% or 100% (a common set of rows plus rows private
 // to each position, shuffled), repeats within a list, -1 (and other
-// negative ids) anywhere, all -1; Q in {1, 2, 5, 8}, K in {64, 256, 2048}
-// (and a ragged 700), tiles of 64 and 16.
+// negative ids) anywhere, all -1; none, 1 in 128 or 1 in 4 of a request's
+// slots -1 (on the host); Q in {1, 2, 5, 8}, K in {64, 256, 2048} (and a
+// ragged 700), tiles of 64 and 16, min_missing 0 (always share) and 8 or
+// 24 (tiles held back where fewer prefix rows are on the host, the order
+// the same).
 //
 //   - the CPU backend's share_rows launch (CpuLaunches) for every (Q, K),
 //     B drawn in 4..16 (the launch of a compiled step, its shapes set);
 //   - the generated kernel (test/unit/steps/share_rows*_step.mlir compiled
-//     at build time for seven shapes) on a GPU; it skips without one.
+//     at build time for nine shapes) on a GPU; it skips without one.
 //
 // Besides equality with the reference, every output list must be a
 // permutation of its input (row, slot) pairs, and its first tiles x tile
@@ -26,6 +29,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
 #include <random>
@@ -49,7 +53,7 @@ struct Shared {
 };
 
 /// The rule, written from the op's description.
-Shared reference(const Lists &in, std::int64_t tile) {
+Shared reference(const Lists &in, std::int64_t tile, std::int64_t minMissing) {
   Shared out;
   out.rows.resize(in.size());
   out.slots.resize(in.size());
@@ -74,7 +78,11 @@ Shared reference(const Lists &in, std::int64_t tile) {
     }
     const std::int64_t tiles = static_cast<std::int64_t>(common.size()) / tile;
     common.resize(static_cast<std::size_t>(tiles * tile));
-    out.tiles.push_back(static_cast<std::int32_t>(tiles));
+    // Shared only with min_missing of the prefix on the host in position 0.
+    std::int64_t missing = 0;
+    for (std::int32_t row : common)
+      missing += in.slots[in.at(b, 0, firstK[0].at(row))] < 0;
+    out.tiles.push_back(missing >= minMissing ? static_cast<std::int32_t>(tiles) : 0);
     for (std::int64_t q = 0; q < in.positions; ++q) {
       std::set<std::int64_t> used;
       std::int64_t next = 0;
@@ -129,6 +137,9 @@ Lists randomLists(std::mt19937_64 &rng, std::int64_t requests, std::int64_t posi
     default:
       break;
     }
+    // On the host (slot -1): none, 1 in 128 or 1 in 4 of the request's
+    // entries (min_missing shares the first rarely, the last mostly).
+    const std::uint64_t missingOneIn = std::array<std::uint64_t, 3>{0, 128, 4}[rng() % 3];
     // Distinct common rows (any non-negative id), then private ones.
     const auto commonCount = static_cast<std::int64_t>(overlap * static_cast<double>(selected));
     std::set<std::int32_t> taken;
@@ -167,28 +178,38 @@ Lists randomLists(std::mt19937_64 &rng, std::int64_t requests, std::int64_t posi
       for (std::int64_t k = 0; k < selected; ++k) {
         in.rows[in.at(b, q, k)] = list[static_cast<std::size_t>(k)];
         // Distinct slots (and -1: on the host) tell the entries apart.
-        in.slots[in.at(b, q, k)] =
-            rng() % 4 == 0 ? -1 : static_cast<std::int32_t>(in.at(b, q, k) * 3 + 1);
+        const bool missing = missingOneIn > 0 && rng() % missingOneIn == 0;
+        in.slots[in.at(b, q, k)] = missing ? -1 : static_cast<std::int32_t>(in.at(b, q, k) * 3 + 1);
       }
     }
   }
   return in;
 }
 
-/// Checks `got` against the reference and the order's invariants; returns
-/// the requests that share at least one tile.
-std::int64_t checkShared(const Lists &in, std::int64_t tile, const Shared &got) {
-  const Shared expected = reference(in, tile);
+/// What checkShared saw: requests that share at least one tile, and those
+/// with whole common tiles that min_missing held back.
+struct SharedCounts {
+  std::int64_t sharing = 0, heldBack = 0;
+};
+
+/// Checks `got` against the reference and the order's invariants.
+SharedCounts checkShared(const Lists &in, std::int64_t tile, std::int64_t minMissing,
+                         const Shared &got) {
+  const Shared expected = reference(in, tile, minMissing);
+  // The order never depends on min_missing: the lists of the rule that
+  // always shares.
+  const Shared ordered = reference(in, tile, 0);
   REQUIRE(got.tiles.size() == static_cast<std::size_t>(in.requests));
-  std::int64_t sharedRequests = 0;
+  SharedCounts counts;
   for (std::int64_t b = 0; b < in.requests; ++b) {
-    INFO("request " << b << " of " << in.requests << ", Q = " << in.positions
-                    << ", K = " << in.selected << ", tile = " << tile);
+    INFO("request " << b << " of " << in.requests << ", Q = " << in.positions << ", K = "
+                    << in.selected << ", tile = " << tile << ", min_missing = " << minMissing);
     CHECK(got.tiles[b] == expected.tiles[b]);
+    counts.heldBack += expected.tiles[b] == 0 && ordered.tiles[b] > 0;
     const std::int64_t prefix = std::int64_t{got.tiles[b]} * tile;
     REQUIRE(prefix >= 0);
     REQUIRE(prefix <= in.selected);
-    sharedRequests += prefix > 0;
+    counts.sharing += prefix > 0;
     for (std::int64_t q = 0; q < in.positions; ++q) {
       INFO("position " << q);
       const std::size_t begin = in.at(b, q, 0), end = begin + static_cast<std::size_t>(in.selected);
@@ -197,6 +218,7 @@ std::int64_t checkShared(const Lists &in, std::int64_t tile, const Shared &got) 
       };
       CHECK(slice(got.rows) == slice(expected.rows));
       CHECK(slice(got.slots) == slice(expected.slots));
+      CHECK(slice(expected.rows) == slice(ordered.rows));
       // A permutation of the input's (row, slot) pairs.
       std::vector<std::pair<std::int32_t, std::int32_t>> before, after;
       for (std::size_t i = begin; i < end; ++i) {
@@ -217,16 +239,18 @@ std::int64_t checkShared(const Lists &in, std::int64_t tile, const Shared &got) 
       CHECK(static_cast<std::int64_t>(distinct.size()) == prefix);
     }
   }
-  return sharedRequests;
+  return counts;
 }
 
 /// Runs `in` through the CPU backend's share_rows launch: the launch of
-/// `compiled` (its roles and tile) with the shapes of `in`.
-Shared runCpu(const Manifest &compiled, const Lists &in, std::int64_t tile) {
+/// `compiled` (its roles) with the shapes of `in`, `tile` and `minMissing`.
+Shared runCpu(const Manifest &compiled, const Lists &in, std::int64_t tile,
+              std::int64_t minMissing) {
   Manifest manifest = compiled;
   REQUIRE(manifest.launches.size() == 1);
   Launch &launch = manifest.launches[0];
   launch.tile = tile;
+  launch.minMissing = minMissing;
   Shared out{std::vector<std::int32_t>(in.size(), 0x7777),
              std::vector<std::int32_t>(in.size(), 0x7777),
              std::vector<std::int32_t>(static_cast<std::size_t>(in.requests), 0x7777)};
@@ -266,16 +290,17 @@ Shared runCpu(const Manifest &compiled, const Lists &in, std::int64_t tile) {
   return out;
 }
 
-/// The compiled steps: name, B, Q, K, tile.
+/// The compiled steps: name, B, Q, K, tile, min_missing.
 struct CompiledShape {
   const char *name;
-  std::int64_t requests, positions, selected, tile;
+  std::int64_t requests, positions, selected, tile, minMissing;
 };
 constexpr CompiledShape kCompiled[] = {
-    {"share_rows_q1", 4, 1, 2048, 64},       {"share_rows_q2", 9, 2, 256, 64},
-    {"share_rows_q5", 13, 5, 2048, 64},      {"share_rows_q8", 16, 8, 2048, 64},
-    {"share_rows_q8_k64", 6, 8, 64, 64},     {"share_rows_t16_q5", 7, 5, 256, 16},
-    {"share_rows_t16_ragged", 5, 3, 700, 16}};
+    {"share_rows_q1", 4, 1, 2048, 64, 0},        {"share_rows_q2", 9, 2, 256, 64, 0},
+    {"share_rows_q5", 13, 5, 2048, 64, 0},       {"share_rows_q8", 16, 8, 2048, 64, 0},
+    {"share_rows_q8_k64", 6, 8, 64, 64, 0},      {"share_rows_t16_q5", 7, 5, 256, 16, 0},
+    {"share_rows_t16_ragged", 5, 3, 700, 16, 0}, {"share_rows_m24_q5", 13, 5, 2048, 64, 24},
+    {"share_rows_m24_q2", 9, 2, 256, 64, 24}};
 
 } // namespace
 
@@ -293,22 +318,34 @@ TEST_CASE("share_rows on the CPU: a worked example", "[share]") {
            6,
            {5, 3, -1, 3, 9, 7, /**/ 7, 3, 5, 5, -1, 2},
            {10, 11, 12, 13, 14, 15, /**/ 20, 21, 22, 23, 24, 25}};
-  const Shared got = runCpu(*manifest, in, 2);
+  const Shared got = runCpu(*manifest, in, 2, 0);
   CHECK(got.tiles == std::vector<std::int32_t>{1});
   CHECK(got.rows == std::vector<std::int32_t>{5, 3, -1, 3, 9, 7, /**/ 5, 3, 7, 5, -1, 2});
   CHECK(got.slots ==
         std::vector<std::int32_t>{10, 11, 12, 13, 14, 15, /**/ 22, 21, 20, 23, 24, 25});
   // Tiles of 4: not one whole tile; the lists stay as they are.
-  const Shared none = runCpu(*manifest, in, 4);
+  const Shared none = runCpu(*manifest, in, 4, 0);
   CHECK(none.tiles == std::vector<std::int32_t>{0});
   CHECK(none.rows == in.rows);
   CHECK(none.slots == in.slots);
   // One position: its distinct rows >= 0 (5, 3, 9, 7) are common.
   Lists one{1, 1, 6, {5, 3, -1, 3, 9, 7}, {10, 11, 12, 13, 14, 15}};
-  const Shared alone = runCpu(*manifest, one, 4);
+  const Shared alone = runCpu(*manifest, one, 4, 0);
   CHECK(alone.tiles == std::vector<std::int32_t>{1});
   CHECK(alone.rows == std::vector<std::int32_t>{5, 3, 9, 7, -1, 3});
   CHECK(alone.slots == std::vector<std::int32_t>{10, 11, 14, 15, 12, 13});
+  // min_missing: the prefix 5, 3 of the first example has 11's row 3 on
+  // the host (-1) in position 0; one row is enough, two are not, and the
+  // lists stay the same either way.
+  Lists host = in;
+  host.slots[1] = -1;
+  const Shared enough = runCpu(*manifest, host, 2, 1);
+  CHECK(enough.tiles == std::vector<std::int32_t>{1});
+  const Shared tooFew = runCpu(*manifest, host, 2, 2);
+  CHECK(tooFew.tiles == std::vector<std::int32_t>{0});
+  CHECK(tooFew.rows == enough.rows);
+  CHECK(tooFew.slots == enough.slots);
+  CHECK(tooFew.rows == got.rows);
 }
 
 TEST_CASE("share_rows on the CPU matches the rule on random selections", "[share]") {
@@ -318,16 +355,20 @@ TEST_CASE("share_rows on the CPU matches the rule on random selections", "[share
     return;
   DHS_SEEDED_RNG(rng, 3000);
   int kinds[static_cast<int>(Kind::Count)] = {};
+  std::int64_t heldBack = 0;
   for (std::int64_t positions : {1, 2, 5, 8})
     for (std::int64_t selected : {64, 256, 2048})
       for (std::int64_t tile : {64, 16}) {
         const auto requests = static_cast<std::int64_t>(4 + rng() % 13);
         const Lists in = randomLists(rng, requests, positions, selected, kinds);
         // Requests whose lists overlap (50% or more) share whole tiles.
-        CHECK(checkShared(in, tile, runCpu(*manifest, in, tile)) > 0);
+        CHECK(checkShared(in, tile, 0, runCpu(*manifest, in, tile, 0)).sharing > 0);
+        // With min_missing = 8, fewer (those with rows on the host).
+        heldBack += checkShared(in, tile, 8, runCpu(*manifest, in, tile, 8)).heldBack;
       }
   for (int kind = 0; kind < static_cast<int>(Kind::Count); ++kind)
     CHECK(kinds[kind] > 0);
+  CHECK(heldBack > 0);
 }
 
 TEST_CASE("the generated share_rows kernel writes the rule's order", "[cuda][gpu][share]") {
@@ -338,8 +379,10 @@ TEST_CASE("the generated share_rows kernel writes the rule's order", "[cuda][gpu
       REQUIRE(manifest.arguments[0].shape ==
               std::vector<std::int64_t>{shape.requests, shape.positions, shape.selected});
       REQUIRE(manifest.launches[0].tile == shape.tile);
+      REQUIRE(manifest.launches[0].minMissing == shape.minMissing);
       DHS_SEEDED_RNG(rng, 3100);
       int kinds[static_cast<int>(Kind::Count)] = {};
+      std::int64_t heldBack = 0;
       for (int repeat = 0; repeat < 4; ++repeat) {
         INFO("repeat " << repeat);
         const Lists in = randomLists(rng, shape.requests, shape.positions, shape.selected, kinds);
@@ -358,13 +401,18 @@ TEST_CASE("the generated share_rows kernel writes the rule's order", "[cuda][gpu
             run.download<std::int32_t>(rows, in.size(), "shared_rows"),
             run.download<std::int32_t>(slots, in.size(), "shared_slots"),
             run.download<std::int32_t>(tiles, static_cast<std::size_t>(in.requests), "tiles")};
-        CHECK(checkShared(in, shape.tile, got) > 0);
+        const SharedCounts counts = checkShared(in, shape.tile, shape.minMissing, got);
+        CHECK(counts.sharing > 0);
+        heldBack += counts.heldBack;
         // The CPU backend agrees with the kernel.
-        const Shared cpu = runCpu(manifest, in, shape.tile);
+        const Shared cpu = runCpu(manifest, in, shape.tile, shape.minMissing);
         CHECK(cpu.rows == got.rows);
         CHECK(cpu.slots == got.slots);
         CHECK(cpu.tiles == got.tiles);
       }
+      // min_missing held some requests' tiles back (in 4 x B requests).
+      if (shape.minMissing > 0)
+        CHECK(heldBack > 0);
     }
   }
 }
@@ -381,6 +429,7 @@ TEST_CASE("the share_rows steps compile to a CTA per request within shared memor
     CHECK(launch.block[0] % 32 == 0);
     CHECK(launch.block[0] <= 1024);
     CHECK(launch.tile == shape.tile);
+    CHECK(launch.minMissing == shape.minMissing);
     // A hash table of at least 2 K slots (a 4-byte row id and Q 2-byte first
     // occurrences each) and a taken byte per selection.
     CHECK(launch.dynamicSharedBytes >=

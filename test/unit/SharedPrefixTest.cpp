@@ -12,12 +12,14 @@
 // would be refused when the manifest is loaded); the test writes the arena
 // itself and runs the manifest's launch directly:
 //
-//   - the compiled step: one sparse_attention launch, a cluster of 5 CTAs,
-//     the counts in the arena;
+//   - the compiled step: two sparse_attention launches, the counts in the
+//     arena: each position alone for the requests without a count, then a
+//     cluster of 5 CTAs per request for the others;
 //   - on the CPU: valid counts run, and match the fp64 reference; bad counts
 //     and a differing prefix throw BadSharedRows's message;
 //   - on a GPU (skipped without one): valid counts give status 0 and the CPU
-//     backend's output, and the output without sharing; bad counts and a
+//     backend's output, and the output without sharing (the unclustered
+//     kernel) to the bit, whichever kernel computes which request; bad counts and a
 //     differing prefix set BadSharedRows; a difference past the shared tiles
 //     is not reported.
 //
@@ -153,9 +155,9 @@ template <typename T> std::uint8_t *bytesOf(std::vector<T> &values) {
   return reinterpret_cast<std::uint8_t *>(values.data());
 }
 
-/// The attention launch's tile counts: a scratch buffer of the arena.
+/// The attention launches' tile counts: a scratch buffer of the arena.
 const LaunchParam &tilesParam(const Manifest &manifest) {
-  for (const LaunchParam &param : manifest.launches.at(0).params)
+  for (const LaunchParam &param : manifest.launches.at(1).params)
     if (param.role == abi::ParamRole::SharedTiles) {
       REQUIRE(param.source == ParamSource::Scratch);
       REQUIRE(param.shape == std::vector<std::int64_t>{kRequests});
@@ -213,16 +215,32 @@ std::vector<bf16_t> runCpu(const Manifest &manifest, const SparseAttentionProble
   return output;
 }
 
-/// The compiled step, checked: one sparse_attention launch taking the tile
-/// counts from the arena; nothing after saying that the test is skipped.
+/// The compiled step, checked: two sparse_attention launches taking the
+/// tile counts from the arena, the unclustered one of the requests without
+/// a count first; nothing after saying that the test is skipped.
 std::optional<Manifest> sharedStepOrSkip() {
   std::optional<Manifest> manifest = dhs::test::compiledStepOrSkip(kStep);
   if (!manifest)
     return manifest;
-  REQUIRE(manifest->launches.size() == 1);
+  REQUIRE(manifest->launches.size() == 2);
   REQUIRE(manifest->launches[0].kind == abi::LaunchKind::SparseAttention);
-  tilesParam(*manifest);
+  REQUIRE(manifest->launches[1].kind == abi::LaunchKind::SparseAttention);
+  REQUIRE(manifest->launches[0].unsharedRequests);
+  REQUIRE_FALSE(manifest->launches[1].unsharedRequests);
+  const LaunchParam &tiles = tilesParam(*manifest);
+  const auto sameTiles = [&](const LaunchParam &param) {
+    return param.role == abi::ParamRole::SharedTiles && param.offset == tiles.offset;
+  };
+  REQUIRE(std::any_of(manifest->launches[0].params.begin(), manifest->launches[0].params.end(),
+                      sameTiles));
   return manifest;
+}
+
+/// The text of a launch's PTX file.
+std::string ptxOf(const Launch &launch) {
+  std::ifstream file(launch.ptxPath);
+  REQUIRE(file);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
 }
 
 /// The message of InputErrors for a bad shared prefix.
@@ -237,16 +255,18 @@ TEST_CASE("the shared-prefix step runs the five positions of a request as a clus
   const std::optional<Manifest> manifest = sharedStepOrSkip();
   if (!manifest)
     return;
-  const Launch &launch = manifest->launches[0];
-  // A CTA per (request, position): the tensor-core kernel, not split over K.
-  CHECK(launch.grid ==
-        std::array<unsigned, 3>{static_cast<unsigned>(kRequests * kPositions), 1, 1});
-  CHECK(launch.block[0] == 384);
+  // A CTA per (request, position) in both: the tensor-core kernel, not split
+  // over K; the requests that share in clusters of their five positions,
+  // the others alone.
+  for (const Launch &launch : manifest->launches) {
+    INFO(launch.kernel);
+    CHECK(launch.grid ==
+          std::array<unsigned, 3>{static_cast<unsigned>(kRequests * kPositions), 1, 1});
+    CHECK(launch.block[0] == 384);
+    CHECK((ptxOf(launch).find(".reqnctapercluster 5, 1, 1") != std::string::npos) ==
+          !launch.unsharedRequests);
+  }
   CHECK(manifest->argument(ArgumentRole::KvPool).pool.rowBytes == 656);
-  std::ifstream ptxFile(launch.ptxPath);
-  REQUIRE(ptxFile);
-  const std::string ptx{std::istreambuf_iterator<char>(ptxFile), std::istreambuf_iterator<char>()};
-  CHECK(ptx.find(".reqnctapercluster 5, 1, 1") != std::string::npos);
 }
 
 TEST_CASE("the CPU backend checks a shared prefix as the kernel does", "[share]") {
@@ -380,11 +400,18 @@ TEST_CASE("the tensor-core kernel reports a bad shared prefix (BadSharedRows)",
   CHECK(againstCpu.referenceNorm > 1.0);
   CHECK(againstCpu.relativeError < 1e-2);
   // Without sharing every CTA gathers its own rows, in the same tiles: the
-  // same output up to the order of fp32 sums.
+  // same arithmetic, so the same bits (dhs.share_rows's min_missing holds
+  // a request's tiles back by residency: its output must not change).
+  // (Counts of 0: the unclustered kernel computes both requests.)
   REQUIRE(gpu.launch({0, 0}, p.rowIds, p.slots) == 0);
-  const Comparison againstPrivate = compareOutputs(shared, gpu.result());
+  const std::vector<bf16_t> alone = gpu.result();
+  const Comparison againstPrivate = compareOutputs(shared, alone);
   CHECK(againstPrivate.nonFinite == 0);
   CHECK(againstPrivate.relativeError < 4e-3);
+  CHECK(countBitDifferences(alone, shared) == 0);
+  // One request in each kernel: the same bits again.
+  REQUIRE(gpu.launch({2, 0}, p.rowIds, p.slots) == 0);
+  CHECK(countBitDifferences(gpu.result(), shared) == 0);
   // Every tile shared where the first two are: the private rows differ.
   CHECK(gpu.launch({4, 2}, p.rowIds, p.slots) == bad);
 

@@ -81,10 +81,14 @@ static cl::opt<bool> overlapRetrieval(
 static cl::opt<bool> shareTiles(
     "share-tiles",
     cl::desc("In verify steps, order each request's selections (dhs.share_rows) so that a "
-             "cluster of its query positions gathers the rows they all selected once "
-             "(dhs-share-tiles; on the H200 slower than each position alone with every row "
-             "resident, faster from about 5% of the rows missing: bench/NOTES.md)"),
+             "cluster of its query positions gathers the rows they all selected once, where "
+             "enough of them are missing from HBM (dhs-share-tiles: bench/NOTES.md)"),
     cl::init(false), cl::cat(tileCategory));
+static cl::opt<int64_t> shareMinMissing(
+    "share-min-missing",
+    cl::desc("With --share-tiles: prefix rows of a request missing from HBM from which its "
+             "positions share tiles (0: always; with fewer each position gathers alone)"),
+    cl::init(dhs::DhsShareTilesOptions{}.minMissing), cl::cat(tileCategory));
 static cl::opt<bool> timing("time", cl::desc("Print how long compilation took"), cl::init(false));
 enum class Emit { Files, Mlir, Manifest };
 static cl::opt<Emit>
@@ -151,7 +155,15 @@ int main(int argc, char **argv) {
   tiles.tensorCores = tensorCores;
   tiles.tensorCoreClusters = tensorCoreClusters;
   tiles.overlapRetrieval = overlapRetrieval;
-  dhs::buildDhsToPtxPipeline(pm, options, config, tiles, shareTiles);
+  std::optional<dhs::DhsShareTilesOptions> share;
+  if (shareTiles)
+    share = dhs::DhsShareTilesOptions{shareMinMissing};
+  if (shareMinMissing < 0) {
+    llvm::errs() << "dhs-compile: --share-min-missing must be 0 or more, got " << shareMinMissing
+                 << "\n";
+    return 1;
+  }
+  dhs::buildDhsToPtxPipeline(pm, options, config, tiles, share);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
     return 1;
