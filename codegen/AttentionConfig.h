@@ -66,12 +66,12 @@ struct SparseAttentionKernelConfig {
   /// and gather each tile of the selections' shared prefix (the op's
   /// `shared` operand) once for all of them: Q, else 1.
   int64_t sharedPositions = 1;
-  /// The other half of a shared-prefix op (sharedPositions > 1): the
-  /// tensor-core kernel of each query position alone, no cluster, over the
-  /// requests whose prefix is not shared (their tile count 0; the clustered
-  /// kernel skips those and takes the others). The same tiles, in the same
-  /// order, with the same arithmetic as the clustered kernel: either
-  /// computes a request to the same bits.
+  /// The other kernel of a shared-prefix op (sharedPositions > 1): the
+  /// tensor-core kernel of each query position alone, no cluster, which
+  /// computes the step where fewer than half of its requests have tiles to
+  /// share (the clustered kernel computes the others). The same tiles, in
+  /// the same order, with the same arithmetic as the clustered kernel:
+  /// either computes a request to the same bits.
   bool unsharedRequests = false;
 
   /// Entries a query walks: its selected rows, then its window.

@@ -412,8 +412,9 @@ struct AttentionOptions {
 
 /// The kernels that compute an attention op: the attention kernel and, when
 /// it splits each query's rows over CTAs, the kernel that merges the splits;
-/// with a shared prefix, the clustered kernel of the requests that share
-/// and, launched before it, the unclustered one of those that do not.
+/// with a shared prefix, the clustered kernel of steps where requests share
+/// and, launched before it, the unclustered one of the others (each kernel
+/// skips the steps of the other).
 struct AttentionKernels {
   SparseAttentionKernelConfig config;
   KernelSpec attention;

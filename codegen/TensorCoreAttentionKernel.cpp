@@ -381,16 +381,39 @@ void TensorCoreAttentionEmitter::emit() {
 
   if (inCluster)
     rank = hb.clusterRank();
-  // A shared-prefix op's requests are split between two kernels by their
-  // tile count: the clustered one takes those with a count (bad ones
-  // included: it reports them), the unclustered one those without. The
-  // whole CTA (and cluster: one request) runs or skips.
+  // A shared-prefix op's step runs in one of two kernels: the clustered one
+  // where at least half of its requests have tiles to share (the others
+  // gather theirs alone in their clusters), else the unclustered one (no
+  // request shares). Every CTA counts the requests with a tile count (not
+  // 0) itself, the same way, and runs or skips whole. Either kernel gives
+  // each request the same bits (its tiles in the same order, the same
+  // arithmetic).
   Value run;
+  if (sharing || config.unsharedRequests) {
+    // The count by barrier reductions (popc), one request per thread at a
+    // time.
+    Value counted = c32(0);
+    for (int64_t first = 0; first < config.requests; first += kTensorCoreThreads) {
+      Value b0 = add(tid, c32(first));
+      Value inRange = kb.cmpi(arith::CmpIPredicate::ult, b0, c32(config.requests));
+      Value clamped = arith::MinUIOp::create(b, b0, c32(config.requests - 1));
+      Value count = memref::LoadOp::create(b, sharedTilesArg, ValueRange{toIndex(clamped)});
+      Value hasTiles = andi(inRange, kb.cmpi(arith::CmpIPredicate::ne, count, c32(0)));
+      auto sharers = NVVM::BarrierOp::create(
+          b, b.getI32Type(), /*barrierId=*/Value(), /*numberOfThreads=*/Value(),
+          NVVM::BarrierReductionAttr::get(b.getContext(), NVVM::BarrierReduction::POPC),
+          arith::ExtUIOp::create(b, b.getI32Type(), hasTiles));
+      counted = add(counted, sharers.getRes());
+    }
+    Value stepShares =
+        kb.cmpi(arith::CmpIPredicate::sge, mul(counted, c32(2)), c32(config.requests));
+    run = sharing ? stepShares
+                  : arith::XOrIOp::create(b, stepShares, arith::ConstantIntOp::create(b, 1, 1));
+  }
   if (sharing) {
     // The shared prefix's tiles, at most all of them; a count outside
     // [0, tiles] is reported (by rank 0 of each cluster).
     Value requested = memref::LoadOp::create(b, sharedTilesArg, ValueRange{request});
-    run = kb.cmpi(arith::CmpIPredicate::ne, requested, c32(0));
     Value total = toI32(tiles);
     sharedTiles = toIndex(arith::MinUIOp::create(b, requested, total));
     // (One op per statement: the lit test reads their order, which nested
@@ -403,10 +426,6 @@ void TensorCoreAttentionEmitter::emit() {
                                   status, ValueRange{kb.index(0)});
     });
   }
-  if (config.unsharedRequests)
-    run = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                memref::LoadOp::create(b, sharedTilesArg, ValueRange{request}),
-                                c32(0));
   if (run) {
     // (The rest of the kernel goes into the scf.if, the return after it.)
     auto ifRun = scf::IfOp::create(b, run, /*withElseRegion=*/false);

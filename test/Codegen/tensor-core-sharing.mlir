@@ -15,12 +15,13 @@
 // racecheck value 10 + 5 x 256 = 1290); past the shared prefix one thread per
 // consumer warpgroup arrives locally with count 5. The second consumer warpgroup
 // compares each row's id with its own selection and reports a prefix that
-// differs (BadSharedRows). The clustered kernel computes only the requests
-// with a tile count (not 0; bad ones included, to report them): each
-// position of the others is computed alone, no cluster, by the tensor-core
-// kernel of one query (sparse_attention_0, launched first), which skips the
-// requests with a count. Both walk the same tiles in the same order with
-// the same arithmetic, so either gives a request the same bits.
+// differs (BadSharedRows). Both this kernel and the tensor-core kernel of
+// one query alone, no cluster (sparse_attention_0, launched first), count
+// the requests with a tile count (not 0) by a barrier reduction (popc): the
+// clustered one computes the step where they are at least half of the B = 2
+// requests, the other one where they are not. Both walk the same tiles in
+// the same order with the same arithmetic, so either gives a request the
+// same bits.
 // RUN: dhs-opt %s --dhs-plan-staging --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-plan-staging --dhs-lower-to-gpu="min-blocks=0 tensor-cores=false" | FileCheck %s --check-prefix=CUDACORE
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
@@ -40,8 +41,12 @@
 // CHECK-LABEL: gpu.func @sparse_attention
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 5, 1, 1>
 // CHECK: %[[RANK:.*]] = nvvm.read.ptx.sreg.cluster.ctarank
+// CHECK: %[[COUNT:.*]] = memref.load %arg7[%{{.*}}] : memref<2xi32>
+// CHECK: %[[HAS:.*]] = arith.cmpi ne, %[[COUNT]], %c0_i32
+// CHECK: %[[SHARERS:.*]] = nvvm.barrier #nvvm.reduction<popc> %{{.*}} -> i32
+// CHECK: %[[TWICE_SHARERS:.*]] = arith.muli %[[SHARERS]], %c2_i32
+// CHECK: %[[STEP_SHARES:.*]] = arith.cmpi sge, %[[TWICE_SHARERS]], %c2_i32
 // CHECK-NEXT: %[[REQUESTED:.*]] = memref.load %arg7[%{{.*}}] : memref<2xi32>
-// CHECK-NEXT: %[[SHARES:.*]] = arith.cmpi ne, %[[REQUESTED]], %c0_i32
 // CHECK-NEXT: %[[CLAMPED:.*]] = arith.minui %[[REQUESTED]], %c4_i32
 // CHECK-NEXT: %[[SHARED:.*]] = arith.index_cast %[[CLAMPED]] : i32 to index
 // CHECK-NEXT: %[[TOO_MANY:.*]] = arith.cmpi ugt, %[[REQUESTED]], %c4_i32
@@ -49,6 +54,7 @@
 // CHECK-NEXT: %[[RANK0:.*]] = arith.cmpi eq, %[[RANK]], %c0_i32
 // CHECK: scf.if
 // CHECK-NEXT: memref.atomic_rmw ori %c64_i32, %arg9[%c0]
+// CHECK: scf.if %[[STEP_SHARES]] {
 // CHECK: %[[EMPTY_COUNT:.*]] = llvm.inline_asm "mov.b32 $0, 10; // dhs.racecheck: mov.b32 $0, 1290;", "=r"  : () -> i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %[[EMPTY_COUNT]] :
 // CHECK: nvvm.mbarrier.init %{{.*}}, %[[EMPTY_COUNT]] :
@@ -94,12 +100,12 @@
 // CHECK-NEXT: nvvm.cluster.wait
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.return
-// The unclustered kernel: requests without a count only.
+// The unclustered kernel: the steps the clustered one skips.
 // CHECK-LABEL: gpu.func @sparse_attention_0
 // CHECK-NOT: nvvm.cluster_dim
 // CHECK-SAME: {
-// CHECK: %[[COUNT:.*]] = memref.load %arg7[%{{.*}}] : memref<2xi32>
-// CHECK-NEXT: %[[ALONE:.*]] = arith.cmpi eq, %[[COUNT]], %c0_i32
+// CHECK: nvvm.barrier #nvvm.reduction<popc> %{{.*}} -> i32
+// CHECK: %[[ALONE:.*]] = arith.cmpi slt, %{{.*}}, %c2_i32
 // CHECK-NEXT: scf.if %[[ALONE]] {
 // CHECK-NOT: nvvm.cluster
 // CHECK-NOT: cp.async.bulk.shared::cluster

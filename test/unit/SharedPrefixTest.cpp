@@ -13,13 +13,13 @@
 // itself and runs the manifest's launch directly:
 //
 //   - the compiled step: two sparse_attention launches, the counts in the
-//     arena: each position alone for the requests without a count, then a
-//     cluster of 5 CTAs per request for the others;
+//     arena: each position alone where fewer than half of the requests
+//     have a count, else a cluster of 5 CTAs per request;
 //   - on the CPU: valid counts run, and match the fp64 reference; bad counts
 //     and a differing prefix throw BadSharedRows's message;
 //   - on a GPU (skipped without one): valid counts give status 0 and the CPU
 //     backend's output, and the output without sharing (the unclustered
-//     kernel) to the bit, whichever kernel computes which request; bad counts and a
+//     kernel) to the bit, whichever kernel computes the step; bad counts and a
 //     differing prefix set BadSharedRows; a difference past the shared tiles
 //     is not reported.
 //
@@ -402,14 +402,15 @@ TEST_CASE("the tensor-core kernel reports a bad shared prefix (BadSharedRows)",
   // Without sharing every CTA gathers its own rows, in the same tiles: the
   // same arithmetic, so the same bits (dhs.share_rows's min_missing holds
   // a request's tiles back by residency: its output must not change).
-  // (Counts of 0: the unclustered kernel computes both requests.)
+  // (No request with a count: the unclustered kernel computes the step.)
   REQUIRE(gpu.launch({0, 0}, p.rowIds, p.slots) == 0);
   const std::vector<bf16_t> alone = gpu.result();
   const Comparison againstPrivate = compareOutputs(shared, alone);
   CHECK(againstPrivate.nonFinite == 0);
   CHECK(againstPrivate.relativeError < 4e-3);
   CHECK(countBitDifferences(alone, shared) == 0);
-  // One request in each kernel: the same bits again.
+  // One of the two requests shares (half: the clustered kernel computes
+  // the step, request 1 alone in its cluster): the same bits again.
   REQUIRE(gpu.launch({2, 0}, p.rowIds, p.slots) == 0);
   CHECK(countBitDifferences(gpu.result(), shared) == 0);
   // Every tile shared where the first two are: the private rows differ.
