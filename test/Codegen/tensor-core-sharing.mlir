@@ -106,7 +106,11 @@
 // CHECK-SAME: {
 // CHECK: nvvm.barrier #nvvm.reduction<popc> %{{.*}} -> i32
 // CHECK: %[[ALONE:.*]] = arith.cmpi slt, %{{.*}}, %c2_i32
-// CHECK-NEXT: scf.if %[[ALONE]] {
+// It reports a bad count of its request where it runs (position 0's CTA).
+// CHECK: arith.cmpi ugt, %{{.*}}, %c4_i32
+// CHECK: scf.if
+// CHECK-NEXT: memref.atomic_rmw ori %c64_i32, %arg9[%c0]
+// CHECK: scf.if %[[ALONE]] {
 // CHECK-NOT: nvvm.cluster
 // CHECK-NOT: cp.async.bulk.shared::cluster
 // CHECK: gpu.return
