@@ -22,10 +22,8 @@ using namespace mlir;
 using namespace mlir::dhs;
 using Role = abi::ParamRole;
 
-/// Listed rows a fetch CTA copies.
-static constexpr int64_t kFetchRowsPerBlock = 16;
 static constexpr int64_t kFetchThreads = 256;
-/// 16-byte loads a fetch lane issues before it stores them.
+/// 16-byte loads a lane copying a long token issues before it stores them.
 static constexpr int64_t kFetchChunksInFlight = 6;
 /// The cache line (and PCIe read) granularity the fetch aligns its loads to.
 static constexpr int64_t kLineBytes = 128;
@@ -76,16 +74,16 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   // maxShift chunks) so that they cover whole lines.
   int64_t tokenBytes = tokenChunks * kCopyBytes;
   int64_t maxShift = tokenBytes % kLineBytes ? kLineBytes / kCopyBytes - 1 : 0;
-  // Short tokens (a row of one layer: 656 or 1152 bytes) are copied by 8
-  // lanes each, 4 tokens a warp instruction, after a CTA has compacted the
-  // missing ones of its 256 listed rows in shared memory; long ones (a layer
-  // group's token) by a warp each, straight from the list.
+  // A CTA compacts the missing ones of its 256 listed rows in shared
+  // memory, then copies them: short tokens (a row of one layer: 656 or 1152
+  // bytes) by 8 lanes each, 4 tokens a warp instruction, long ones (a layer
+  // group's token) by a warp each.
   int64_t compactLoads = llvm::divideCeil(tokenChunks + maxShift, kCompactLanesPerToken);
   bool compact = compactLoads <= kCompactMaxLoads;
   int64_t chunks = llvm::divideCeil(listed, kFetchThreads);
   int64_t chunksPerBlock =
       std::min<int64_t>(chunks, llvm::divideCeil(batch * chunks, kCompactBlocks));
-  int64_t rowsPerBlock = compact ? kFetchThreads * chunksPerBlock : kFetchRowsPerBlock;
+  int64_t rowsPerBlock = kFetchThreads * chunksPerBlock;
 
   bool withSlots = static_cast<bool>(op.getSlots());
   // Beside the attention: tiles of 64 listed rows (a request's tiles in the
@@ -110,8 +108,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   spec.signature.add(Role::Status, getStatusType(op.getContext()));
   spec.geometry.grid = {batch, llvm::divideCeilSigned(listed, rowsPerBlock), 1};
   spec.geometry.block = {kFetchThreads, 1, 1};
-  if (compact)
-    spec.geometry.dynamicSharedBytes = (kFetchThreads + 1) * 4;
+  spec.geometry.dynamicSharedBytes = (kFetchThreads + 1) * 4;
   if (overlapped) {
     spec.geometry.grid = {kOverlapFetchBlocks, 1, 1};
     spec.geometry.block = {kOverlapFetchThreads, 1, 1};
@@ -419,41 +416,24 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
       gpu::ReturnOp::create(ib);
       return;
     }
-    if (!compact) {
-      // A warp per listed row (rows warp, warp + 8, ... of the block's 16):
-      // the row's id and slot are one broadcast load, and a row that is
-      // resident, unused or bad costs its warp one uniform branch instead
-      // of every thread's share of its chunks.
-      kb.forLoop(kb.warpOf(tid), kb.index(kFetchRowsPerBlock), kb.index(kFetchThreads / kWarpSize),
-                 [&](Value row) {
-                   Value i = arith::AddIOp::create(ib, firstRow, row);
-                   kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, i, kb.index(listed)), [&] {
-                     classify(
-                         request, historyBase, historyLength, i,
-                         [&] { return kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)); },
-                         [&](Value hostRow) {
-                           copyToken(request, i, hostRow, lane, kWarpSize, kFetchChunksInFlight);
-                         });
-                   });
-                 });
-      gpu::ReturnOp::create(ib);
-      return;
-    }
     // Compacted, per chunk of 256 listed rows: thread t classifies its row
     // and appends a good missing one to the block's list in shared memory
-    // (its count after the list); then each warp copies 4 listed tokens at
-    // a time, 8 lanes a token, so one load instruction reads 128 contiguous
+    // (its count after the list); then each warp copies 4 short tokens at a
+    // time, 8 lanes a token, so one load instruction reads 128 contiguous
     // bytes of 4 tokens (scattered host rows cross PCIe at 44-47 GB/s so,
-    // against 29-33 GB/s for 64-byte pieces of 8 rows: bench/NOTES.md).
+    // against 29-33 GB/s for 64-byte pieces of 8 rows: bench/NOTES.md), or
+    // one long token. (A CTA for every 16 listed rows, a warp per row
+    // straight from the list, left most CTAs without a missing row at 5%
+    // missing: 48.5 GB/s, against 50.6 at 20%.)
     Value shared = dynamicShared();
     Value list = memref::ViewOp::create(ib,
                                         MemRefType::get({kFetchThreads + 1}, ib.getI32Type(),
                                                         MemRefLayoutAttrInterface{}, workgroup),
                                         shared, kb.index(0), ValueRange{});
     Value countAt = kb.index(kFetchThreads);
-    constexpr int64_t tokensPerWarp = kWarpSize / kCompactLanesPerToken;
-    Value tokenLane = arith::RemUIOp::create(ib, lane, kb.index(kCompactLanesPerToken));
-    Value tokenOfLane = arith::DivUIOp::create(ib, lane, kb.index(kCompactLanesPerToken));
+    const int64_t tokensPerWarp = kWarpSize / lanesPerToken;
+    Value tokenLane = arith::RemUIOp::create(ib, lane, kb.index(lanesPerToken));
+    Value tokenOfLane = arith::DivUIOp::create(ib, lane, kb.index(lanesPerToken));
     // The block's chunks of 256 listed rows, one after the other.
     kb.forLoop(kb.index(0), kb.index(chunksPerBlock), kb.index(1), [&](Value chunk) {
       Value chunkFirst = arith::AddIOp::create(
@@ -483,7 +463,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                          ib, chunkFirst,
                          kb.toIndex(memref::LoadOp::create(ib, list, ValueRange{entry})));
                      copyToken(request, i, hostRowOf(request, historyBase, i), tokenLane,
-                               kCompactLanesPerToken, compactLoads);
+                               lanesPerToken, tokenLoads);
                    });
                  });
       // (Every warp is done with the list before the next chunk resets it.)
