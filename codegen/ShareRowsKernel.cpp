@@ -2,10 +2,10 @@
 //
 // The kernel of dhs.share_rows (the op's description gives the order). One
 // CTA per request, its Q x K selections (Q <= 8, Q x K <= 16384) looked up
-// in a hash table in dynamic shared memory: S = 2K rounded up to a power of
-// two slots, each a row id (-1: empty) and Q first occurrences (i16, K:
-// none). Each thread owns J0 = ceil(K / threads) consecutive entries of
-// position 0 and J = ceil(Q K / threads) consecutive selections (flat, q K
+// in a hash table in dynamic shared memory: S = 4K (2K where that does not
+// fit) rounded up to a power of two slots, each a row id (-1: empty) and Q first occurrences (i16,
+// K: none). Each thread owns J0 = ceil(K / threads) consecutive entries of position 0 and J =
+// ceil(Q K / threads) consecutive selections (flat, q K
 // + k), unrolled at generation time:
 //
 //   A. the threads load their rows, empty the table and clear the taken
@@ -13,7 +13,8 @@
 //   B. position 0's rows >= 0 claim their slots (linear probing from a
 //      Fibonacci hash, a compare-and-swap on the row id) and keep the first
 //      occurrence (an atomic min); a barrier. Only position 0's rows can be
-//      common: the table holds at most K rows, half full or less;
+//      common: the table holds at most K rows, a quarter full or less
+//      (half);
 //   C. (Q > 1) the other positions' rows >= 0 look their rows up (probing to
 //      the row or an empty slot) and, when there, keep their first
 //      occurrence; a barrier;
@@ -36,7 +37,8 @@
 //
 // Exact and deterministic: the atomics decide only which thread claims an
 // empty slot (the same row either way) and a minimum. 8 barriers (7 when
-// Q = 1). At Q = 1, K = 16384 the table takes 192 KB, the taken bytes 16 KB.
+// Q = 1). At Q = 5, K = 2048 the table takes 112 KB; at Q = 1, K = 16384
+// (half full) 192 KB, the taken bytes 16 KB.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,8 +73,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   if (entries == 0 || requests == 0)
     return op.emitOpError() << "has no selections to share";
   // (The verifier bounds Q and Q x K: first occurrences fit i16.)
-  const int64_t table = llvm::PowerOf2Ceil(2 * selected);
-  const int64_t tableBits = llvm::Log2_64(table);
+  // (Above K no prefix reaches min_missing: clamped, it fits i32.)
+  const int64_t minMissing = std::min<int64_t>(op.getMinMissing(), selected + 1);
   const int64_t threads =
       std::clamp<int64_t>(llvm::PowerOf2Ceil(entries) / 4, kWarpSize, kMaxShareThreads);
   const int64_t warps = threads / kWarpSize;
@@ -82,16 +84,26 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   const int64_t perThreadRest = llvm::divideCeil(entries - selected, threads);
   // T = count / tile is 0 for any tile above the count: clamped, it fits i32.
   const int64_t tile = std::min<int64_t>(op.getTile(), entries + 1);
-  // Shared memory: the table's rows, its first occurrences, taken, the sums.
+  // Shared memory: the table's rows, its first occurrences, taken, the sums
+  // and, with min_missing, one more word: the prefix rows missing from HBM.
+  const int64_t takenBytes = llvm::alignTo(entries, 16);
+  auto sharedBytesOf = [&](int64_t table) {
+    return llvm::alignTo(llvm::alignTo(table * 4 + positions * table * 2, 16) + takenBytes +
+                             warps * 4 + (minMissing > 0 ? 4 : 0),
+                         16);
+  };
+  // A table a quarter full at most where it fits, else half: a warp probes
+  // until its lane with the longest run is done (about 11 probes a warp at
+  // half full, Q = 5, K = 2048: bench/NOTES.md).
+  int64_t table = llvm::PowerOf2Ceil(4 * selected);
+  if (sharedBytesOf(table) > kMaxShareSharedBytes)
+    table /= 2;
+  const int64_t tableBits = llvm::Log2_64(table);
   const int64_t firstOffset = table * 4;
   const int64_t takenOffset = llvm::alignTo(firstOffset + positions * table * 2, 16);
-  const int64_t takenBytes = llvm::alignTo(entries, 16);
   const int64_t sumsOffset = takenOffset + takenBytes;
-  // (Above K no prefix reaches it: clamped, it fits i32.)
-  const int64_t minMissing = std::min<int64_t>(op.getMinMissing(), selected + 1);
-  // With min_missing, one more word: the prefix rows missing from HBM.
   const int64_t missingOffset = sumsOffset + warps * 4;
-  const int64_t sharedBytes = llvm::alignTo(missingOffset + (minMissing > 0 ? 4 : 0), 16);
+  const int64_t sharedBytes = sharedBytesOf(table);
   if (sharedBytes > kMaxShareSharedBytes)
     return op.emitOpError() << "needs " << sharedBytes << " bytes of shared memory, more than "
                             << kMaxShareSharedBytes;

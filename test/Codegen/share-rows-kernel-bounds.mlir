@@ -1,5 +1,5 @@
 // dhs.share_rows at the op's largest K: 1 x 16384 selections per request.
-// The table has 32768 slots (2 K): 128 KB of row ids and 64 KB of first
+// The table has 32768 slots (2 K: 4 K would not fit): 128 KB of row ids and 64 KB of first
 // occurrences (i16), then 16384 taken bytes and the 32 warps' sums: 213120
 // bytes, within the 227 KB of an sm_90 CTA. Each of the 1024 threads owns
 // 16 entries; Q = 1 looks nothing up (no third barrier).

@@ -14,7 +14,7 @@
 
 // CHECK-LABEL: gpu.func @share_rows
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// CHECK: %[[SUMS:.*]] = memref.view %{{.*}}[%c4608][] {{.*}} to memref<4xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[SUMS:.*]] = memref.view %{{.*}}[%c8704][] {{.*}} to memref<4xi32, #gpu.address_space<workgroup>>
 // CHECK: %[[TID:.*]] = gpu.thread_id  x
 // CHECK: %[[LANE:.*]] = arith.remui %[[TID]], %c32
 // CHECK: %[[WARP:.*]] = arith.divui %[[TID]], %c32

@@ -1,5 +1,5 @@
 // dhs.share_rows: one CTA per request (1024 threads) looks its 5 x 2048
-// selections up in a hash table in dynamic shared memory: 4096 slots (2 K),
+// selections up in a hash table in dynamic shared memory: 8192 slots (4 K),
 // each a row id (-1 empty) and 5 first occurrences (i16, 2048 none). Each
 // thread owns 2 entries of position 0 and 10 selections (flat), unrolled.
 // Position 0's rows claim slots (compare-and-swap, linear probing from a
@@ -22,9 +22,9 @@
 
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: (%[[ROWS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[SLOTS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[SR:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[SS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[TILES:[a-z0-9]+]]: memref<4xi32>)
-// A CTA of 1024 threads per request; 16 KB of row ids, 40 KB of first
+// A CTA of 1024 threads per request; 32 KB of row ids, 80 KB of first
 // occurrences, 10240 taken bytes, the 32 warps' sums.
-// CHECK: gpu.launch_func @share_rows::@share_rows blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) dynamic_shared_memory_size %c67712_i32 args(%[[ROWS]] : memref<4x5x2048xi32>, %[[SLOTS]] : memref<4x5x2048xi32>, %[[SR]] : memref<4x5x2048xi32>, %[[SS]] : memref<4x5x2048xi32>, %[[TILES]] : memref<4xi32>) {dhs.op = "share_rows", dhs.roles = ["row_ids", "slots", "shared_rows", "shared_slots", "shared_tiles"], dhs.tile = 64 : i64}
+// CHECK: gpu.launch_func @share_rows::@share_rows blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) dynamic_shared_memory_size %c125056_i32 args(%[[ROWS]] : memref<4x5x2048xi32>, %[[SLOTS]] : memref<4x5x2048xi32>, %[[SR]] : memref<4x5x2048xi32>, %[[SS]] : memref<4x5x2048xi32>, %[[TILES]] : memref<4xi32>) {dhs.op = "share_rows", dhs.roles = ["row_ids", "slots", "shared_rows", "shared_slots", "shared_tiles"], dhs.tile = 64 : i64}
 // CHECK-LABEL: gpu.func @share_rows
 // CHECK-SAME: (%[[IN:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[INSLOTS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[OUT:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[OUTSLOTS:[a-z0-9]+]]: memref<4x5x2048xi32>, %[[OUTTILES:[a-z0-9]+]]: memref<4xi32>)
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
@@ -33,12 +33,12 @@
 // CHECK: %[[OUTF:.*]] = memref.collapse_shape %[[OUT]]
 // CHECK: %[[OUTSLOTSF:.*]] = memref.collapse_shape %[[OUTSLOTS]]
 // CHECK: %[[SHARED:.*]] = gpu.dynamic_shared_memory
-// CHECK: %[[KEYS:.*]] = memref.view %[[SHARED]][%c0][] {{.*}} to memref<4096xi32, #gpu.address_space<workgroup>>
-// CHECK: %[[FIRST:.*]] = memref.view %[[SHARED]][%c16384][] {{.*}} to memref<20480xi16, #gpu.address_space<workgroup>>
-// CHECK: %[[FIRSTW:.*]] = memref.view %[[SHARED]][%c16384][] {{.*}} to memref<10240xi32, #gpu.address_space<workgroup>>
-// CHECK: %[[TAKEN:.*]] = memref.view %[[SHARED]][%c57344][] {{.*}} to memref<10240xi8, #gpu.address_space<workgroup>>
-// CHECK: %[[TAKENW:.*]] = memref.view %[[SHARED]][%c57344][] {{.*}} to memref<2560xi32, #gpu.address_space<workgroup>>
-// CHECK: %[[SUMS:.*]] = memref.view %[[SHARED]][%c67584][] {{.*}} to memref<32xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[KEYS:.*]] = memref.view %[[SHARED]][%c0][] {{.*}} to memref<8192xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[FIRST:.*]] = memref.view %[[SHARED]][%c32768][] {{.*}} to memref<40960xi16, #gpu.address_space<workgroup>>
+// CHECK: %[[FIRSTW:.*]] = memref.view %[[SHARED]][%c32768][] {{.*}} to memref<20480xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[TAKEN:.*]] = memref.view %[[SHARED]][%c114688][] {{.*}} to memref<10240xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[TAKENW:.*]] = memref.view %[[SHARED]][%c114688][] {{.*}} to memref<2560xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[SUMS:.*]] = memref.view %[[SHARED]][%c124928][] {{.*}} to memref<32xi32, #gpu.address_space<workgroup>>
 // CHECK: %[[TID:.*]] = gpu.thread_id  x
 // CHECK: %[[REQUEST:.*]] = gpu.block_id  x
 // A. The rows first: position 0's entries 2 tid, 2 tid + 1 (clamped), the
@@ -53,44 +53,44 @@
 // CHECK: memref.load %[[INF]]
 // An empty table: row ids -1, first occurrences 2048 (two a word), nothing
 // taken.
-// CHECK: scf.for %[[E:.*]] = %[[TID]] to %c4096 step %c1024
+// CHECK: scf.for %[[E:.*]] = %[[TID]] to %c8192 step %c1024
 // CHECK: memref.store %c-1_i32, %[[KEYS]][%[[E]]]
-// CHECK: scf.for %[[E:.*]] = %[[TID]] to %c10240 step %c1024
+// CHECK: scf.for %[[E:.*]] = %[[TID]] to %c20480 step %c1024
 // CHECK: memref.store %c134219776_i32, %[[FIRSTW]][%[[E]]]
 // CHECK: scf.for %[[E:.*]] = %[[TID]] to %c2560 step %c1024
 // CHECK: memref.store %c0_i32, %[[TAKENW]][%[[E]]]
 // CHECK: gpu.barrier
-// B. Position 0's rows >= 0 claim a slot: the top 12 bits of row x
+// B. Position 0's rows >= 0 claim a slot: the top 13 bits of row x
 // 0x9E3779B1, then linear probing; an empty slot by compare-and-swap.
 // CHECK: arith.cmpi sge, %[[ROW0]], %c0_i32
 // CHECK: %[[SLOT0:.*]] = scf.if
 // CHECK: arith.muli %[[ROW0]], %c-1640531535_i32
-// CHECK: arith.shrui %{{.*}}, %c20_i32
+// CHECK: arith.shrui %{{.*}}, %c19_i32
 // CHECK: scf.while
 // CHECK: memref.load %[[KEYS]]
 // CHECK: memref.generic_atomic_rmw %[[KEYS]]
-// CHECK: arith.andi %{{.*}}, %c4095 : index
+// CHECK: arith.andi %{{.*}}, %c8191 : index
 // The first occurrence: an atomic min unless an earlier one is there.
 // CHECK: memref.load %[[FIRST]]
 // CHECK: arith.cmpi ugt
 // CHECK: memref.atomic_rmw minu %{{.*}}, %[[FIRST]]
 // CHECK: gpu.barrier
 // C. The other positions look their rows up (no claims) and keep their
-// first occurrence at position q: first[q x 4096 + slot].
+// first occurrence at position q: first[q x 8192 + slot].
 // CHECK: scf.while
 // CHECK-NOT: generic_atomic_rmw
 // CHECK: arith.divui %{{.*}}, %c2048 : index
 // CHECK: arith.remui %{{.*}}, %c2048 : index
-// CHECK: arith.muli %{{.*}}, %c4096 : index
+// CHECK: arith.muli %{{.*}}, %c8192 : index
 // CHECK: memref.atomic_rmw minu %{{.*}}, %[[FIRST]]
 // CHECK: gpu.barrier
 // D. Common: position 0's first occurrence and one in positions 1-4.
 // CHECK-NOT: gpu.barrier
 // CHECK: memref.load %[[FIRST]][%[[SLOT0]]]
 // CHECK: arith.cmpi eq, %{{.*}}, %{{.*}} : i16
-// CHECK: arith.addi %[[SLOT0]], %c4096 : index
+// CHECK: arith.addi %[[SLOT0]], %c8192 : index
 // CHECK: arith.cmpi ult, %{{.*}}, %c2048_i16 : i16
-// CHECK: arith.addi %[[SLOT0]], %c16384 : index
+// CHECK: arith.addi %[[SLOT0]], %c32768 : index
 // CHECK: arith.cmpi ult, %{{.*}}, %c2048_i16 : i16
 // The block-wide scan: shuffles, the warps' sums, warp 0 scans them.
 // CHECK: gpu.shuffle  up
@@ -138,7 +138,7 @@
 // MANIFEST: "role": "shared_rows"
 // MANIFEST: "role": "shared_slots"
 // MANIFEST: "role": "shared_tiles"
-// MANIFEST: "dynamic_shared_bytes": 67712
+// MANIFEST: "dynamic_shared_bytes": 125056
 // MANIFEST: "kernel": "share_rows"
 // MANIFEST: "op": "share_rows"
 // MANIFEST: "role": "row_ids"
