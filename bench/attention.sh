@@ -79,21 +79,6 @@ steps() {
         -o "$dir/attention/verify_always_${format}_b${b}_q5_h64" || exit 1
     done
   done
-  # A verify layer group: four FP8 layers over one selection (one
-  # share_rows for the four), each position alone and with --share-tiles.
-  awk '/dhs.sparse_attention/ && !inside { print "  dhs.verify gamma = 4 {"; inside = 1 }
-       /^  return/ && inside { print "  }"; inside = 0 } { print }' \
-    "$root/bench/steps/mla_fp8_group_attention.mlir" > "$dir/attention/verify_group_fp8.mlir"
-  for b in 64 8; do
-    "$compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests $b --positions 5 \
-      --heads 64 --hbm-slots $((b * 5 * 2048)) -o "$dir/attention/group_fp8_b${b}_q5_h64" || exit 1
-    "$compile" "$dir/attention/verify_group_fp8.mlir" --requests $b --positions 5 --heads 64 \
-      --hbm-slots $((b * 5 * 2048)) --share-tiles \
-      -o "$dir/attention/verify_group_fp8_b${b}_q5_h64" || exit 1
-    "$compile" "$dir/attention/verify_group_fp8.mlir" --requests $b --positions 5 --heads 64 \
-      --hbm-slots $((b * 5 * 2048)) --share-tiles --share-min-missing=0 \
-      -o "$dir/attention/verify_always_group_fp8_b${b}_q5_h64" || exit 1
-  done
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
     --hbm-slots 262144 --tensor-cores=false -o "$dir/attention/cores_fp8_b128_q1_h64" || exit 1
   # The mixed steps with overlapped staging (a fetch of 4 CTAs beside the
@@ -236,29 +221,6 @@ print(f'{sys.argv[5]:22} {o:8.2f} {per:10.4f} {al:10.4f} {sh:10.4f} {per/sh:8.2f
     [ -n "$per" ] && [ -n "$always" ] && [ -n "$shared" ] || continue
     python3 -c "import sys; per,al,sh,x=map(float,sys.argv[1:5])
 print(f'{\"fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {al:10.4f} {sh:10.4f} {per/sh:8.2f}x')" \
-      "$per" "$always" "$shared" "$missing"
-  done
-  # A layer group of four over one selection: one share_rows for its four
-  # layers (checked against fp64 first, 8 requests, every residency).
-  printf '\n%-22s %8s %10s %10s %10s %9s\n' "verify, group of 4" missing "per-pos ms" \
-    "always ms" "shared ms" "vs per-pos"
-  local form checked=1
-  for form in verify_group verify_always_group; do
-    "$dir/bin/dhs-run" "$dir/attention/${form}_fp8_b8_q5_h64" --backend cuda \
-      --resident 0,0.5,1 --overlap 0.85 --history-rows 32768 --repeat 1 \
-      > "$results/${form}_fp8_check.log" 2>&1 ||
-      { echo "FAILED: ${form}_fp8_b8_q5_h64 vs fp64"; checked=0; }
-  done
-  [ $checked = 1 ] || return 0
-  for missing in ${DHS_VERIFY_GROUP_MISSING:-0 0.02 0.05 0.14 0.30}; do
-    local resident; resident=$(python3 -c "print(1-$missing)")
-    local per always shared
-    per=$(run_step group_fp8_b64_q5_h64 "$resident" 0.85)
-    always=$(run_step verify_always_group_fp8_b64_q5_h64 "$resident" 0.85)
-    shared=$(run_step verify_group_fp8_b64_q5_h64 "$resident" 0.85)
-    [ -n "$per" ] && [ -n "$always" ] && [ -n "$shared" ] || continue
-    python3 -c "import sys; per,al,sh,x=map(float,sys.argv[1:5])
-print(f'{\"group_fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {al:10.4f} {sh:10.4f} {per/sh:8.2f}x')" \
       "$per" "$always" "$shared" "$missing"
   done
 }

@@ -121,6 +121,14 @@ steps() {
   "$build/bin/dhs-compile" "$dir/verify_step_fp8_fused.mlir" --requests 8 --positions 5 \
     --heads 64 --hbm-slots $((8 * 5 * 2048)) --share-tiles \
     -o "$dir/steps/verify_step_fp8_fused_shared" || exit 1
+  # A verify layer group: four FP8 layers over one selection in one step (a
+  # whole-model step of one group), one share_rows for the four layers.
+  awk '/dhs.sparse_attention/ && !inside { print "  dhs.verify gamma = 4 {"; inside = 1 }
+       /^  return/ && inside { print "  }"; inside = 0 } { print }' \
+    "$root/bench/steps/mla_fp8_group_attention.mlir" > "$dir/verify_group4_fp8.mlir"
+  "$build/bin/dhs-compile" "$dir/verify_group4_fp8.mlir" --requests 8 --positions 5 \
+    --heads 64 --hbm-slots $((8 * 5 * 2048)) --share-tiles \
+    -o "$dir/steps/verify_step_fp8_group4_shared" || exit 1
   # A larger resolving layer group for dhs-step-bench: 16 requests x 4 query
   # positions x top-2048 (131072 selections a group, many repeated), 4 FP8
   # layers a pool, 16384 slots.

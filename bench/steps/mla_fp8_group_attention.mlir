@@ -1,9 +1,9 @@
 // The verify benchmark's layer group: four GLM-5-shaped sparse MLA attention
 // layers over one pool of FP8 rows (a token's 4 rows stored together, 2624 B)
 // and one top-2048 selection, as an IndexShare group of GLM-5 reads them.
-// bench/attention.sh compiles it for 64 requests x 5 positions x 64 heads,
-// inside a verify phase with --share-tiles (one dhs.share_rows for the four
-// layers) and without (each position alone).
+// tools/gpu-check.sh compiles it inside a verify phase with --share-tiles
+// (one dhs.share_rows for the four layers) and checks it against fp64;
+// bench/NOTES.md (fourteenth session) times it against each position alone.
 func.func @step(%history_start: memref<?xi64>,
                 %history_len: memref<?xi32>,
                 %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
