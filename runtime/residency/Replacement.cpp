@@ -10,14 +10,15 @@ namespace dhs::runtime {
 bool ResidencyController::isVictimCandidate(const Group &g, std::int32_t slot, std::int32_t owner,
                                             bool force) const {
   const std::size_t s = static_cast<std::size_t>(slot);
-  if (g.kind[s] != static_cast<std::uint8_t>(SlotKind::Hot))
+  const SlotRecord &record = g.slots[s];
+  if (record.kind != static_cast<std::uint8_t>(SlotKind::Hot))
     return false;
-  if (!force && g.lastUse[s] >= step_)
+  if (!force && g.uses[s].lastUse >= step_)
     return false; // selected in the current (or, between steps, the last) step
   if (owner >= 0)
-    return g.owner[s] == owner;
+    return record.owner == owner;
   const std::int32_t gi = static_cast<std::int32_t>(&g - groups_.data());
-  const Request &r = requests_[static_cast<std::size_t>(g.owner[s])];
+  const Request &r = requests_[static_cast<std::size_t>(record.owner)];
   return static_cast<std::int64_t>(r.hot[static_cast<std::size_t>(gi)].size()) > config_.hotFloor;
 }
 
@@ -31,7 +32,8 @@ void ResidencyController::buildCandidates(Group &g) {
     const std::size_t begin = w * 64, end = std::min(n, begin + 64);
     std::uint64_t bits = 0;
     for (std::size_t s = begin; s < end; ++s)
-      bits |= static_cast<std::uint64_t>(g.kind[s] == hot && g.lastUse[s] < step) << (s - begin);
+      bits |= static_cast<std::uint64_t>(g.slots[s].kind == hot && g.uses[s].lastUse < step)
+              << (s - begin);
     g.candidates[w] = bits;
     if (bits)
       g.candidateWords[w >> 6] |= 1ull << (w & 63);
@@ -65,7 +67,8 @@ std::int32_t ResidencyController::clockVictim(Group &g, std::int32_t owner, bool
       at = s + 1 == n ? 0 : s + 1;
       if (!isVictimCandidate(g, s, owner, force)) {
         const std::size_t i = static_cast<std::size_t>(s);
-        if (g.kind[i] != static_cast<std::uint8_t>(SlotKind::Hot) || g.lastUse[i] >= step_)
+        if (g.slots[i].kind != static_cast<std::uint8_t>(SlotKind::Hot) ||
+            g.uses[i].lastUse >= step_)
           g.dropCandidate(s); // (under its floor it may be one later)
         continue;
       }
@@ -125,8 +128,8 @@ std::int32_t ResidencyController::lruVictim(Group &g, std::int32_t gi, std::int3
     cursor.order.clear();
     auto mayBeVictim = [&](std::int32_t s) {
       const std::size_t i = static_cast<std::size_t>(s);
-      return g.kind[i] == static_cast<std::uint8_t>(SlotKind::Hot) &&
-             (force || g.lastUse[i] < step_);
+      return g.slots[i].kind == static_cast<std::uint8_t>(SlotKind::Hot) &&
+             (force || g.uses[i].lastUse < step_);
     };
     if (owner < 0) {
       for (std::int32_t s = 0; s < config_.hbmSlots; ++s)
@@ -148,10 +151,10 @@ std::int32_t ResidencyController::lruVictim(Group &g, std::int32_t gi, std::int3
   const bool second = config_.replacement == Replacement::Lru2;
   auto less = [&g, second](std::int32_t a, std::int32_t b) {
     const std::size_t ia = static_cast<std::size_t>(a), ib = static_cast<std::size_t>(b);
-    if (second && g.prevUse[ia] != g.prevUse[ib])
-      return g.prevUse[ia] < g.prevUse[ib];
-    std::uint32_t ua = g.lastUse[ia];
-    std::uint32_t ub = g.lastUse[ib];
+    if (second && g.uses[ia].prevUse != g.uses[ib].prevUse)
+      return g.uses[ia].prevUse < g.uses[ib].prevUse;
+    std::uint32_t ua = g.uses[ia].lastUse;
+    std::uint32_t ub = g.uses[ib].lastUse;
     return ua != ub ? ua < ub : a < b;
   };
   for (;;) {

@@ -78,13 +78,8 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
   const std::size_t hostRows = static_cast<std::size_t>(config_.hostRows);
   groups_.resize(static_cast<std::size_t>(config_.groups));
   for (Group &g : groups_) {
-    g.owner.assign(slots, -1);
-    g.row.assign(slots, -1);
-    g.listPos.assign(slots, -1);
-    g.kind.assign(slots, static_cast<std::uint8_t>(SlotKind::Free));
-    g.cleared.assign(slots, 0);
-    g.lastUse.assign(slots, 0);
-    g.prevUse.assign(slots, 0);
+    g.slots.assign(slots, SlotRecord{});
+    g.uses.assign(slots, SlotUses{});
     g.slotOfHostRow.assign(hostRows, -1);
     g.seen.assign(hostRows, 0);
     g.free = SlotAllocator(config_.hbmSlots);
@@ -94,12 +89,11 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
 }
 
 std::uint64_t ResidencyController::hostBytes(const ResidencyConfig &config) {
-  // Per slot: owner, row, list position, cleared, last and previous use
-  // (4 bytes each), its kind, and the free-slot allocator's stack and mark;
-  // per host row: its slot and resolve serial; per request and group: the
-  // lists' headers, hand, search stamp and LRU cursor (their contents are
-  // slots, counted above, and a step's fetched rows).
-  const std::uint64_t perSlot = 6 * 4 + 1 + 4 + 1;
+  // Per slot: its record and uses, and the free-slot allocator's stack and
+  // mark; per host row: its slot and resolve serial; per request and group:
+  // the lists' headers, hand, search stamp and LRU cursor (their contents
+  // are slots, counted above, and a step's fetched rows).
+  const std::uint64_t perSlot = sizeof(SlotRecord) + sizeof(SlotUses) + 4 + 1;
   const std::uint64_t perHostRow = 4 + 4;
   const std::uint64_t perRequestGroup =
       3 * sizeof(std::vector<std::int32_t>) + 4 + 4 + sizeof(LruCursor);
@@ -176,13 +170,13 @@ void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot, st
                                 std::int32_t row, SlotKind kind, std::vector<RowCopy> *copies) {
   Request &r = requests_[static_cast<std::size_t>(request)];
   const std::size_t s = static_cast<std::size_t>(slot);
-  g.owner[s] = request;
-  g.row[s] = row;
-  g.kind[s] = static_cast<std::uint8_t>(kind);
-  g.lastUse[s] = step_;
-  g.prevUse[s] = 0;
-  g.cleared[s] = kNeverCleared; // referenced
-  g.listPos[s] = -1;
+  SlotRecord &record = g.slots[s];
+  record.owner = request;
+  record.row = row;
+  record.kind = static_cast<std::uint8_t>(kind);
+  record.cleared = kNeverCleared; // referenced
+  record.listPos = -1;
+  g.uses[s] = {step_, 0};
   if (kind == SlotKind::Ring) {
     r.ring[static_cast<std::size_t>(gi)].push_back(slot);
     ++g.ring;
@@ -197,7 +191,7 @@ void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot, st
     return;
   }
   // Hot: a promoted row, stamped with this step, so no LRU order changes.
-  g.kind[s] = static_cast<std::uint8_t>(SlotKind::Newest); // makeHot converts
+  record.kind = static_cast<std::uint8_t>(SlotKind::Newest); // makeHot converts
   ++g.newest;
   makeHot(g, slot, /*mayBeOld=*/false);
 }
@@ -205,14 +199,15 @@ void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot, st
 void ResidencyController::makeHot(Group &g, std::int32_t slot, bool mayBeOld) {
   const std::size_t s = static_cast<std::size_t>(slot);
   const std::int32_t gi = static_cast<std::int32_t>(&g - groups_.data());
-  Request &r = requests_[static_cast<std::size_t>(g.owner[s])];
+  SlotRecord &record = g.slots[s];
+  Request &r = requests_[static_cast<std::size_t>(record.owner)];
   std::vector<std::int32_t> &list = r.hot[static_cast<std::size_t>(gi)];
-  g.kind[s] = static_cast<std::uint8_t>(SlotKind::Hot);
+  record.kind = static_cast<std::uint8_t>(SlotKind::Hot);
   --g.newest;
   ++g.hot;
-  if (g.lastUse[s] < step_)
+  if (g.uses[s].lastUse < step_)
     g.addCandidate(slot); // a victim for non-forced searches from now on
-  g.listPos[s] = static_cast<std::int32_t>(list.size());
+  record.listPos = static_cast<std::int32_t>(list.size());
   list.push_back(slot);
   if (static_cast<std::int64_t>(list.size()) > config_.hotFloor) {
     ++g.excess;
@@ -229,22 +224,23 @@ void ResidencyController::makeHot(Group &g, std::int32_t slot, bool mayBeOld) {
 }
 
 void ResidencyController::evict(Group &g, std::int32_t slot) {
-  const std::size_t s = static_cast<std::size_t>(slot);
+  const SlotRecord &record = g.slots[static_cast<std::size_t>(slot)];
   const std::int32_t gi = static_cast<std::int32_t>(&g - groups_.data());
-  Request &r = requests_[static_cast<std::size_t>(g.owner[s])];
+  Request &r = requests_[static_cast<std::size_t>(record.owner)];
   std::vector<std::int32_t> &list = r.hot[static_cast<std::size_t>(gi)];
   if (static_cast<std::int64_t>(list.size()) > config_.hotFloor)
     --g.excess;
   // Swap-remove from the owner's hot list.
-  const std::int32_t pos = g.listPos[s];
+  const std::int32_t pos = record.listPos;
   const std::int32_t last = list.back();
   list[static_cast<std::size_t>(pos)] = last;
-  g.listPos[static_cast<std::size_t>(last)] = pos;
+  g.slots[static_cast<std::size_t>(last)].listPos = pos;
   list.pop_back();
   --g.hot;
-  g.slotOfHostRow[static_cast<std::size_t>(r.start + g.row[s])] = -1;
+  const std::int64_t hostRow = r.start + record.row;
+  g.slotOfHostRow[static_cast<std::size_t>(hostRow)] = -1;
   if (releaseLog_)
-    releaseLog_->push_back({gi, -1, r.start + g.row[s]});
+    releaseLog_->push_back({gi, -1, hostRow});
   g.freeSlot(slot);
   ++evictions_;
   if (inStep_)
@@ -426,7 +422,7 @@ void ResidencyController::finish(std::int32_t request) {
     // device state (adoptDeviceState, hot lists in slot order) can follow.
     std::sort(r.hot[gi].begin(), r.hot[gi].end());
     for (std::int32_t s : r.hot[gi]) {
-      release(r.start + g.row[static_cast<std::size_t>(s)]);
+      release(r.start + g.slots[static_cast<std::size_t>(s)].row);
       g.freeSlot(s);
     }
     g.hot -= static_cast<std::int32_t>(r.hot[gi].size());
@@ -472,13 +468,13 @@ const std::vector<std::int32_t> &ResidencyController::residencyTable(std::int32_
 std::pair<std::uint32_t, std::uint32_t> ResidencyController::slotRecency(std::int32_t gi,
                                                                          std::int32_t slot) const {
   const Group &g = hostGroup(gi, "slot recency");
-  return {g.lastUse.at(static_cast<std::size_t>(slot)),
-          g.prevUse.at(static_cast<std::size_t>(slot))};
+  const SlotUses &uses = g.uses.at(static_cast<std::size_t>(slot));
+  return {uses.lastUse, uses.prevUse};
 }
 
 bool ResidencyController::slotReferenced(std::int32_t gi, std::int32_t slot) const {
   const Group &g = hostGroup(gi, "slot reference");
-  static_cast<void>(g.lastUse.at(static_cast<std::size_t>(slot)));
+  static_cast<void>(g.slots.at(static_cast<std::size_t>(slot)));
   return referenced(g, slot);
 }
 
@@ -491,15 +487,16 @@ const std::vector<std::int32_t> &ResidencyController::freeSlots(std::int32_t gi)
 }
 
 SlotKind ResidencyController::slotKind(std::int32_t gi, std::int32_t slot) const {
-  return static_cast<SlotKind>(hostGroup(gi, "slot kind").kind.at(static_cast<std::size_t>(slot)));
+  return static_cast<SlotKind>(
+      hostGroup(gi, "slot kind").slots.at(static_cast<std::size_t>(slot)).kind);
 }
 
 std::int32_t ResidencyController::slotOwner(std::int32_t gi, std::int32_t slot) const {
-  return hostGroup(gi, "slot owner").owner.at(static_cast<std::size_t>(slot));
+  return hostGroup(gi, "slot owner").slots.at(static_cast<std::size_t>(slot)).owner;
 }
 
 std::int32_t ResidencyController::slotRow(std::int32_t gi, std::int32_t slot) const {
-  return hostGroup(gi, "slot row").row.at(static_cast<std::size_t>(slot));
+  return hostGroup(gi, "slot row").slots.at(static_cast<std::size_t>(slot)).row;
 }
 
 const std::vector<std::int32_t> &ResidencyController::ringSlots(std::int32_t gi,

@@ -39,23 +39,23 @@ void ResidencyController::checkConsistency() const {
     const std::string gname = "group " + std::to_string(gi);
     std::int32_t freeSlots = 0, newest = 0, ring = 0, hot = 0;
     for (std::int32_t s = 0; s < config_.hbmSlots; ++s) {
-      const std::size_t i = static_cast<std::size_t>(s);
-      const SlotKind kind = static_cast<SlotKind>(g.kind[i]);
+      const SlotRecord &record = g.slots[static_cast<std::size_t>(s)];
+      const SlotKind kind = static_cast<SlotKind>(record.kind);
       const std::string sname = gname + " slot " + std::to_string(s);
       if (kind == SlotKind::Free) {
         ++freeSlots;
-        if (!g.free.isFree(s) || g.owner[i] != -1)
+        if (!g.free.isFree(s) || record.owner != -1)
           fail(sname + " is marked free but allocated or owned");
         continue;
       }
       if (g.free.isFree(s))
         fail(sname + " is in use but in the free list");
-      const std::int32_t owner = g.owner[i];
+      const std::int32_t owner = record.owner;
       if (owner < 0 || static_cast<std::size_t>(owner) >= requests_.size() ||
           !requests_[static_cast<std::size_t>(owner)].live)
         fail(sname + " belongs to request " + std::to_string(owner) + ", not admitted");
       const Request &r = requests_[static_cast<std::size_t>(owner)];
-      const std::int32_t row = g.row[i];
+      const std::int32_t row = record.row;
       if (kind == SlotKind::Ring) {
         ++ring;
         if (row != -1 || std::find(r.ring[gi].begin(), r.ring[gi].end(), s) == r.ring[gi].end())
@@ -76,7 +76,7 @@ void ResidencyController::checkConsistency() const {
                ", outside the newest window of request " + std::to_string(owner));
       } else {
         ++hot;
-        const std::int32_t pos = g.listPos[i];
+        const std::int32_t pos = record.listPos;
         if (pos < 0 || pos >= static_cast<std::int32_t>(r.hot[gi].size()) ||
             r.hot[gi][static_cast<std::size_t>(pos)] != s)
           fail(sname + " is hot but not in its request's hot list");
@@ -106,7 +106,8 @@ void ResidencyController::checkConsistency() const {
              std::to_string(config_.draftWindow));
       for (std::int64_t row = std::max<std::int64_t>(0, r.len - W); row < r.len; ++row) {
         std::int32_t s = g.slotOfHostRow[static_cast<std::size_t>(r.start + row)];
-        if (s < 0 || static_cast<SlotKind>(g.kind[static_cast<std::size_t>(s)]) != SlotKind::Newest)
+        if (s < 0 ||
+            static_cast<SlotKind>(g.slots[static_cast<std::size_t>(s)].kind) != SlotKind::Newest)
           fail(rname + ": newest row " + std::to_string(row) + " is not resident");
       }
       for (std::int64_t row = 0; row < r.maxContext; ++row) {
@@ -117,8 +118,8 @@ void ResidencyController::checkConsistency() const {
         if (row >= r.len)
           fail(rname + ": row " + std::to_string(row) + " past the history has slot " +
                std::to_string(s));
-        if (g.owner[static_cast<std::size_t>(s)] != static_cast<std::int32_t>(ri) ||
-            g.row[static_cast<std::size_t>(s)] != row)
+        const SlotRecord &record = g.slots[static_cast<std::size_t>(s)];
+        if (record.owner != static_cast<std::int32_t>(ri) || record.row != row)
           fail(rname + ": the resolve table maps row " + std::to_string(row) + " to slot " +
                std::to_string(s) + ", which holds another row");
       }

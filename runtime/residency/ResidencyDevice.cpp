@@ -65,20 +65,18 @@ void ResidencyController::exportDeviceState(std::int32_t gi, DeviceGroupState &s
   state.recency.resize(2 * slots);
   std::int64_t *hotRows = state.hotRows.data();
   std::int32_t *cleared = state.cleared.data(), *recency = state.recency.data();
-  const std::uint32_t *lastUse = g.lastUse.data(), *prevUse = g.prevUse.data(),
-                      *wasCleared = g.cleared.data();
+  const SlotRecord *records = g.slots.data();
+  const SlotUses *uses = g.uses.data();
   for (std::size_t s = 0; s < slots; ++s) {
-    const std::uint32_t last = lastUse[s];
+    const std::uint32_t last = uses[s].lastUse;
     recency[2 * s] = static_cast<std::int32_t>(last);
-    recency[2 * s + 1] = static_cast<std::int32_t>(prevUse[s]);
+    recency[2 * s + 1] = static_cast<std::int32_t>(uses[s].prevUse);
     // Referenced: -1 (no use equals it), else the use the hand cleared.
-    cleared[s] = last != wasCleared[s] ? -1 : static_cast<std::int32_t>(last);
+    cleared[s] = last != records[s].cleared ? -1 : static_cast<std::int32_t>(last);
   }
-  const std::uint8_t *kind = g.kind.data();
-  const std::int32_t *owner = g.owner.data(), *row = g.row.data();
   for (std::size_t s = 0; s < slots; ++s)
-    hotRows[s] = kind[s] == static_cast<std::uint8_t>(SlotKind::Hot)
-                     ? requests_[static_cast<std::size_t>(owner[s])].start + row[s]
+    hotRows[s] = records[s].kind == static_cast<std::uint8_t>(SlotKind::Hot)
+                     ? requests_[static_cast<std::size_t>(records[s].owner)].start + records[s].row
                      : -1;
   const std::vector<std::int32_t> &free = g.free.freeStack();
   state.freeStack.assign(free.begin(), free.end());
@@ -229,15 +227,9 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
     const std::int32_t slot = slots[i];
     const DeviceAppend &entry = g.appends[i];
     if (slot >= 0 && slot < config_.hbmSlots) {
-      const std::size_t s = static_cast<std::size_t>(slot);
       g.free.prefetch(slot);
-      __builtin_prefetch(&g.kind[s], 1);
-      __builtin_prefetch(&g.owner[s], 1);
-      __builtin_prefetch(&g.row[s], 1);
-      __builtin_prefetch(&g.listPos[s], 1);
-      __builtin_prefetch(&g.lastUse[s], 1);
-      __builtin_prefetch(&g.prevUse[s], 1);
-      __builtin_prefetch(&g.cleared[s], 1);
+      __builtin_prefetch(&g.slots[static_cast<std::size_t>(slot)], 1);
+      __builtin_prefetch(&g.uses[static_cast<std::size_t>(slot)], 1);
     }
     for (const std::int64_t row : {entry.aged, entry.fresh})
       if (row >= 0 && static_cast<std::size_t>(row) < g.slotOfHostRow.size())
@@ -246,7 +238,7 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const std::int32_t slot = slots[i], popped = g.appendSlot[i];
     if (slot < -1 || slot >= config_.hbmSlots || (popped >= 0 && slot >= 0 && slot != popped) ||
-        (slot >= 0 && (g.free.isFree(slot) || g.kind[static_cast<std::size_t>(slot)] ==
+        (slot >= 0 && (g.free.isFree(slot) || g.slots[static_cast<std::size_t>(slot)].kind ==
                                                   static_cast<std::uint8_t>(SlotKind::Ring))))
       throw InputError(where + " placed append " + std::to_string(i) + "'s row in slot " +
                        std::to_string(slot) +
@@ -258,10 +250,12 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
     if (entry.aged >= 0) {
       // The aged row's slot is hot or free now: stale until adopted.
       const std::int32_t aged = g.slotOfHostRow[static_cast<std::size_t>(entry.aged)];
-      if (aged >= 0 &&
-          g.kind[static_cast<std::size_t>(aged)] == static_cast<std::uint8_t>(SlotKind::Newest)) {
-        g.kind[static_cast<std::size_t>(aged)] = static_cast<std::uint8_t>(SlotKind::Hot);
-        g.listPos[static_cast<std::size_t>(aged)] = -1;
+      if (aged >= 0) {
+        SlotRecord &record = g.slots[static_cast<std::size_t>(aged)];
+        if (record.kind == static_cast<std::uint8_t>(SlotKind::Newest)) {
+          record.kind = static_cast<std::uint8_t>(SlotKind::Hot);
+          record.listPos = -1;
+        }
       }
       g.staleRows.push_back(entry.aged);
     }
@@ -270,16 +264,15 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
     const std::int32_t slot = slots[i];
     if (slot < 0)
       continue;
-    const std::size_t s = static_cast<std::size_t>(slot);
-    if (g.kind[s] == static_cast<std::uint8_t>(SlotKind::Hot)) // (its hot row left on the device)
-      g.staleRows.push_back(requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s]);
-    g.owner[s] = g.appendRequest[i];
-    g.row[s] = static_cast<std::int32_t>(entry.fresh - entry.ownerBegin);
-    g.kind[s] = static_cast<std::uint8_t>(SlotKind::Newest);
-    g.listPos[s] = -1;
-    g.lastUse[s] = step_;
-    g.prevUse[s] = 0;
-    g.cleared[s] = kNeverCleared;
+    SlotRecord &record = g.slots[static_cast<std::size_t>(slot)];
+    if (record.kind == static_cast<std::uint8_t>(SlotKind::Hot)) // (its hot row left on the device)
+      g.staleRows.push_back(requests_[static_cast<std::size_t>(record.owner)].start + record.row);
+    record.owner = g.appendRequest[i];
+    record.row = static_cast<std::int32_t>(entry.fresh - entry.ownerBegin);
+    record.kind = static_cast<std::uint8_t>(SlotKind::Newest);
+    record.listPos = -1;
+    record.cleared = kNeverCleared;
+    g.uses[static_cast<std::size_t>(slot)] = {step_, 0};
     g.slotOfHostRow[static_cast<std::size_t>(entry.fresh)] = slot;
   }
   g.appends.clear();
@@ -367,7 +360,7 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   std::int64_t hot = 0;
   for (std::size_t s = 0; s < n; ++s) {
     const std::int64_t row = state.hotRows[s];
-    const SlotKind kind = static_cast<SlotKind>(g.kind[s]);
+    const SlotKind kind = static_cast<SlotKind>(g.slots[s].kind);
     const bool hostKnown = kind == SlotKind::Newest || kind == SlotKind::Ring;
     if (hostKnown && listed[s])
       throw InputError(where + " lists slot " + std::to_string(s) +
@@ -380,7 +373,7 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     ++hot;
     std::int32_t owner = -1;
     if (!hostKnown && row < config_.hostRows) {
-      const std::int32_t was = g.owner[s];
+      const std::int32_t was = g.slots[s].owner;
       owner = kind == SlotKind::Hot && was >= 0 && holds(was, row) ? was : ownerOf(row);
     }
     if (owner < 0)
@@ -402,13 +395,12 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   // device.
   auto forget = [&](std::int64_t row) {
     std::int32_t &slot = g.slotOfHostRow[static_cast<std::size_t>(row)];
-    if (slot >= 0 &&
-        g.kind[static_cast<std::size_t>(slot)] != static_cast<std::uint8_t>(SlotKind::Newest))
+    if (slot < 0)
+      return;
+    const SlotRecord &record = g.slots[static_cast<std::size_t>(slot)];
+    if (record.kind != static_cast<std::uint8_t>(SlotKind::Newest))
       slot = -1;
-    else if (slot >= 0 &&
-             requests_[static_cast<std::size_t>(g.owner[static_cast<std::size_t>(slot)])].start +
-                     g.row[static_cast<std::size_t>(slot)] !=
-                 row)
+    else if (requests_[static_cast<std::size_t>(record.owner)].start + record.row != row)
       slot = -1; // its slot holds a newer row now
   };
   // The hot rows of now: their slots' kinds, owners and rows are as when
@@ -417,12 +409,13 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   // mapping of a slot that keeps its row and forgets the others' rows; a
   // listed row that such a slot holds is left to it.
   auto hotRowOf = [&](std::size_t s) {
-    return requests_[static_cast<std::size_t>(g.owner[s])].start + g.row[s];
+    const SlotRecord &record = g.slots[s];
+    return requests_[static_cast<std::size_t>(record.owner)].start + record.row;
   };
   for (std::int64_t row : g.staleRows) {
     const std::int32_t slot = g.slotOfHostRow[static_cast<std::size_t>(row)];
     if (slot < 0 ||
-        g.kind[static_cast<std::size_t>(slot)] != static_cast<std::uint8_t>(SlotKind::Hot) ||
+        g.slots[static_cast<std::size_t>(slot)].kind != static_cast<std::uint8_t>(SlotKind::Hot) ||
         hotRowOf(static_cast<std::size_t>(slot)) != row)
       forget(row);
   }
@@ -431,16 +424,18 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
       r.hot[static_cast<std::size_t>(gi)].clear();
   {
     const std::int32_t *recency = state.recency.data(), *cleared = state.cleared.data();
-    std::uint32_t *lastUse = g.lastUse.data(), *prevUse = g.prevUse.data(),
-                  *nowCleared = g.cleared.data();
+    SlotRecord *records = g.slots.data();
+    SlotUses *uses = g.uses.data();
     for (std::size_t s = 0; s < n; ++s) {
-      lastUse[s] = static_cast<std::uint32_t>(recency[2 * s]);
-      prevUse[s] = static_cast<std::uint32_t>(recency[2 * s + 1]);
-      nowCleared[s] = cleared[s] == -1 ? kNeverCleared : static_cast<std::uint32_t>(cleared[s]);
+      uses[s] = {static_cast<std::uint32_t>(recency[2 * s]),
+                 static_cast<std::uint32_t>(recency[2 * s + 1])};
+      records[s].cleared =
+          cleared[s] == -1 ? kNeverCleared : static_cast<std::uint32_t>(cleared[s]);
     }
   }
   for (std::size_t s = 0; s < n; ++s) {
-    const SlotKind kind = static_cast<SlotKind>(g.kind[s]);
+    SlotRecord &record = g.slots[s];
+    const SlotKind kind = static_cast<SlotKind>(record.kind);
     const std::int64_t row = state.hotRows[s];
     if (kind == SlotKind::Hot) {
       const std::int64_t was = hotRowOf(s);
@@ -449,8 +444,8 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
         // rebuilt hot list.
         std::vector<std::int32_t> &list =
             requests_[static_cast<std::size_t>(owners[s])].hot[static_cast<std::size_t>(gi)];
-        g.owner[s] = owners[s];
-        g.listPos[s] = static_cast<std::int32_t>(list.size());
+        record.owner = owners[s];
+        record.listPos = static_cast<std::int32_t>(list.size());
         list.push_back(static_cast<std::int32_t>(s));
         continue;
       }
@@ -461,20 +456,20 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
         mapped = -1;
     }
     if (kind != SlotKind::Newest && kind != SlotKind::Ring) {
-      g.owner[s] = -1;
-      g.row[s] = -1;
-      g.listPos[s] = -1;
-      g.kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
+      record.owner = -1;
+      record.row = -1;
+      record.listPos = -1;
+      record.kind = static_cast<std::uint8_t>(SlotKind::Free);
     }
     if (row < 0)
       continue;
     const std::int32_t owner = owners[s];
     Request &r = requests_[static_cast<std::size_t>(owner)];
     std::vector<std::int32_t> &list = r.hot[static_cast<std::size_t>(gi)];
-    g.owner[s] = owner;
-    g.row[s] = static_cast<std::int32_t>(row - r.start);
-    g.kind[s] = static_cast<std::uint8_t>(SlotKind::Hot);
-    g.listPos[s] = static_cast<std::int32_t>(list.size());
+    record.owner = owner;
+    record.row = static_cast<std::int32_t>(row - r.start);
+    record.kind = static_cast<std::uint8_t>(SlotKind::Hot);
+    record.listPos = static_cast<std::int32_t>(list.size());
     list.push_back(static_cast<std::int32_t>(s));
     g.slotOfHostRow[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(s);
   }

@@ -76,17 +76,29 @@ inline std::int32_t nextSetBit(const std::vector<std::uint64_t> &words,
   return s < end ? s : end;
 }
 
+/// A slot's entry in its group's tables: one record a slot, so that placing,
+/// aging or evicting a slot touches a line or two, not a line per field.
+struct SlotRecord {
+  std::int32_t owner = -1;   ///< request or -1
+  std::int32_t row = -1;     ///< history row or -1
+  std::int32_t listPos = -1; ///< position in the owner's hot list
+  /// The last use when the CLOCK hand (or an eviction) last took the slot's
+  /// reference away; a slot is referenced while its last use differs, so
+  /// every use (a kernel's stamp) sets the reference.
+  std::uint32_t cleared = 0;
+  std::uint8_t kind = static_cast<std::uint8_t>(SlotKind::Free);
+};
+
+/// A slot's last two uses, kept apart from its record: resolving stamps only
+/// these, so their table stays small (8 bytes a slot) and in cache.
+struct SlotUses {
+  std::uint32_t lastUse = 0; ///< step of the last selection
+  std::uint32_t prevUse = 0; ///< step of the one before (0: none)
+};
+
 struct ResidencyController::Group {
-  std::vector<std::int32_t> owner;   // [slots] request or -1
-  std::vector<std::int32_t> row;     // [slots] history row or -1
-  std::vector<std::int32_t> listPos; // [slots] position in the owner's hot list
-  std::vector<std::uint8_t> kind;    // [slots] SlotKind
-  // [slots] the last use when the CLOCK hand (or an eviction) last took
-  // the slot's reference away; a slot is referenced while its last use
-  // differs, so every use (a kernel's stamp) sets the reference.
-  std::vector<std::uint32_t> cleared;
-  std::vector<std::uint32_t> lastUse;      // [slots] step of the last selection
-  std::vector<std::uint32_t> prevUse;      // [slots] step of the one before (0: none)
+  std::vector<SlotRecord> slots;           // [slots]
+  std::vector<SlotUses> uses;              // [slots]
   std::vector<std::int32_t> slotOfHostRow; // [host rows] slot or -1
   std::vector<std::uint32_t> seen;         // [host rows] resolve serial of last count
   SlotAllocator free;
@@ -120,12 +132,12 @@ struct ResidencyController::Group {
   /// Returns `slot` to the allocator: no owner, row or list position, and
   /// its reference cleared. (The caller unmaps its host row.)
   void freeSlot(std::int32_t slot) {
-    const std::size_t s = static_cast<std::size_t>(slot);
-    owner[s] = -1;
-    row[s] = -1;
-    listPos[s] = -1;
-    kind[s] = static_cast<std::uint8_t>(SlotKind::Free);
-    cleared[s] = lastUse[s];
+    SlotRecord &record = slots[static_cast<std::size_t>(slot)];
+    record.owner = -1;
+    record.row = -1;
+    record.listPos = -1;
+    record.kind = static_cast<std::uint8_t>(SlotKind::Free);
+    record.cleared = uses[static_cast<std::size_t>(slot)].lastUse;
     dropCandidate(slot);
     free.release(slot);
   }
@@ -152,12 +164,12 @@ struct ResidencyController::Group {
 inline constexpr std::uint32_t kNeverCleared = ~0u;
 inline bool ResidencyController::referenced(const Group &g, std::int32_t slot) {
   const std::size_t s = static_cast<std::size_t>(slot);
-  return g.lastUse[s] != g.cleared[s];
+  return g.uses[s].lastUse != g.slots[s].cleared;
 }
 
 inline void ResidencyController::clearReference(Group &g, std::int32_t slot) {
   const std::size_t s = static_cast<std::size_t>(slot);
-  g.cleared[s] = g.lastUse[s];
+  g.slots[s].cleared = g.uses[s].lastUse;
 }
 
 struct ResidencyController::Request {

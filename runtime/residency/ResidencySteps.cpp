@@ -54,11 +54,11 @@ void ResidencyController::beginResolve(std::int32_t gi, std::int64_t batch, std:
 }
 
 void ResidencyController::touchSlot(Group &g, std::int32_t slot) {
-  // (A new last use also sets the CLOCK reference: see Group::cleared.)
-  const std::size_t si = static_cast<std::size_t>(slot);
-  if (g.lastUse[si] != step_) {
-    g.prevUse[si] = g.lastUse[si];
-    g.lastUse[si] = step_;
+  // (A new last use also sets the CLOCK reference: see SlotRecord::cleared.)
+  SlotUses &uses = g.uses[static_cast<std::size_t>(slot)];
+  if (uses.lastUse != step_) {
+    uses.prevUse = uses.lastUse;
+    uses.lastUse = step_;
   }
 }
 
@@ -186,15 +186,16 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests, st
       throw InputError(where + " lists slot " + std::to_string(s) + " of " +
                        std::to_string(config_.hbmSlots));
     const std::size_t si = static_cast<std::size_t>(s);
-    const SlotKind kind = static_cast<SlotKind>(g.kind[si]);
+    const SlotRecord &record = g.slots[si];
+    const SlotKind kind = static_cast<SlotKind>(record.kind);
     if (kind != SlotKind::Newest && kind != SlotKind::Hot)
       throw InputError(where + " lists slot " + std::to_string(s) + ", which holds no history row");
-    const Request &r = requests_[static_cast<std::size_t>(g.owner[si])];
+    const Request &r = requests_[static_cast<std::size_t>(record.owner)];
     if (r.batchMark != mark)
       throw InputError(where + " lists slot " + std::to_string(s) + " of request " +
-                       std::to_string(g.owner[si]) + ", which is not in the batch");
-    std::uint32_t &seen = g.seen[static_cast<std::size_t>(r.start + g.row[si])];
-    if (seen == serial || g.lastUse[si] == step_)
+                       std::to_string(record.owner) + ", which is not in the batch");
+    std::uint32_t &seen = g.seen[static_cast<std::size_t>(r.start + record.row)];
+    if (seen == serial || g.uses[si].lastUse == step_)
       throw InputError(where + " lists slot " + std::to_string(s) + " twice");
     seen = serial;
   }
