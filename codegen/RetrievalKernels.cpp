@@ -422,9 +422,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     // time, 8 lanes a token, so one load instruction reads 128 contiguous
     // bytes of 4 tokens (scattered host rows cross PCIe at 44-47 GB/s so,
     // against 29-33 GB/s for 64-byte pieces of 8 rows: bench/NOTES.md), or
-    // one long token. (A CTA for every 16 listed rows, a warp per row
-    // straight from the list, left most CTAs without a missing row at 5%
-    // missing: 48.5 GB/s, against 50.6 at 20%.)
+    // one long token. (Long tokens had a form of their own, a CTA for every
+    // 16 listed rows and a warp per row straight from the list: the same
+    // 49-50.5 GB/s at 5-20% missing, bench/NOTES.md 2026-12-03.)
     Value shared = dynamicShared();
     Value list = memref::ViewOp::create(ib,
                                         MemRefType::get({kFetchThreads + 1}, ib.getI32Type(),
