@@ -3,10 +3,10 @@
 // The kernel of dhs.share_rows (the op's description gives the order). One
 // CTA per request, its Q x K selections (Q <= 8, Q x K <= 16384) looked up
 // in a hash table in dynamic shared memory: S = 4K (2K where that does not
-// fit) rounded up to a power of two slots, each a row id (-1: empty) and Q first occurrences (i16,
-// K: none). Each thread owns J0 = ceil(K / threads) consecutive entries of position 0 and J =
-// ceil(Q K / threads) consecutive selections (flat, q K
-// + k), unrolled at generation time:
+// fit) rounded up to a power of two slots, each a row id (-1: empty) and Q
+// first occurrences (i16, K: none). Each thread owns J0 = ceil(K / threads)
+// consecutive entries of position 0 and J = ceil(Q K / threads) consecutive
+// selections (flat, q K + k), unrolled at generation time:
 //
 //   A. the threads load their rows, empty the table and clear the taken
 //      bytes; a barrier;
@@ -87,23 +87,27 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   // Shared memory: the table's rows, its first occurrences, taken, the sums
   // and, with min_missing, one more word: the prefix rows missing from HBM.
   const int64_t takenBytes = llvm::alignTo(entries, 16);
-  auto sharedBytesOf = [&](int64_t table) {
-    return llvm::alignTo(llvm::alignTo(table * 4 + positions * table * 2, 16) + takenBytes +
-                             warps * 4 + (minMissing > 0 ? 4 : 0),
-                         16);
+  struct Layout {
+    int64_t table, firstOffset, takenOffset, sumsOffset, missingOffset, bytes;
+  };
+  auto layoutOf = [&](int64_t table) {
+    Layout l{table, table * 4, 0, 0, 0, 0};
+    l.takenOffset = llvm::alignTo(l.firstOffset + positions * table * 2, 16);
+    l.sumsOffset = l.takenOffset + takenBytes;
+    l.missingOffset = l.sumsOffset + warps * 4;
+    l.bytes = llvm::alignTo(l.missingOffset + (minMissing > 0 ? 4 : 0), 16);
+    return l;
   };
   // A table a quarter full at most where it fits, else half: a warp probes
   // until its lane with the longest run is done (about 11 probes a warp at
   // half full, Q = 5, K = 2048: bench/NOTES.md).
-  int64_t table = llvm::PowerOf2Ceil(4 * selected);
-  if (sharedBytesOf(table) > kMaxShareSharedBytes)
-    table /= 2;
+  Layout layout = layoutOf(llvm::PowerOf2Ceil(4 * selected));
+  if (layout.bytes > kMaxShareSharedBytes)
+    layout = layoutOf(layout.table / 2);
+  const int64_t table = layout.table, firstOffset = layout.firstOffset,
+                takenOffset = layout.takenOffset, sumsOffset = layout.sumsOffset,
+                missingOffset = layout.missingOffset, sharedBytes = layout.bytes;
   const int64_t tableBits = llvm::Log2_64(table);
-  const int64_t firstOffset = table * 4;
-  const int64_t takenOffset = llvm::alignTo(firstOffset + positions * table * 2, 16);
-  const int64_t sumsOffset = takenOffset + takenBytes;
-  const int64_t missingOffset = sumsOffset + warps * 4;
-  const int64_t sharedBytes = sharedBytesOf(table);
   if (sharedBytes > kMaxShareSharedBytes)
     return op.emitOpError() << "needs " << sharedBytes << " bytes of shared memory, more than "
                             << kMaxShareSharedBytes;

@@ -410,21 +410,10 @@ void TensorCoreAttentionEmitter::emit() {
     run = sharing ? stepShares
                   : arith::XOrIOp::create(b, stepShares, arith::ConstantIntOp::create(b, 1, 1));
   }
-  if (config.unsharedRequests) {
-    // A count outside [0, tiles] is reported here too (by the CTA of
-    // position 0), whichever kernel computes the step, as the CPU backend
-    // does.
-    Value requested = memref::LoadOp::create(b, sharedTilesArg, ValueRange{request});
-    Value tooMany = kb.cmpi(arith::CmpIPredicate::ugt, requested, toI32(tiles));
-    Value reporter = andi(eq(tid, c32(0)), eq(toI32(position), c32(0)));
-    kb.ifThen(andi(andi(reporter, tooMany), run), [&] {
-      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, c32(abi::kStatusBadSharedRows),
-                                  status, ValueRange{kb.index(0)});
-    });
-  }
   if (sharing) {
     // The shared prefix's tiles, at most all of them; a count outside
-    // [0, tiles] is reported (by rank 0 of each cluster).
+    // [0, tiles] is reported (by rank 0 of each cluster) in every step,
+    // whichever kernel computes it, as the CPU backend does.
     Value requested = memref::LoadOp::create(b, sharedTilesArg, ValueRange{request});
     Value total = toI32(tiles);
     sharedTiles = toIndex(arith::MinUIOp::create(b, requested, total));
