@@ -216,8 +216,9 @@ std::vector<bf16_t> runCpu(const Manifest &manifest, const SparseAttentionProble
 }
 
 /// The compiled step, checked: two sparse_attention launches taking the
-/// tile counts from the arena, the unclustered one of the requests without
-/// a count first; nothing after saying that the test is skipped.
+/// tile counts from the arena, the unclustered one (steps where fewer than
+/// half of the requests have a count) first; nothing after saying that the
+/// test is skipped.
 std::optional<Manifest> sharedStepOrSkip() {
   std::optional<Manifest> manifest = dhs::test::compiledStepOrSkip(kStep);
   if (!manifest)
