@@ -4,20 +4,21 @@
 // CTA per request, its Q x K selections (Q <= 8, Q x K <= 16384) looked up
 // in a hash table in dynamic shared memory: S = 4K (2K where that does not
 // fit) rounded up to a power of two slots, each a row id (-1: empty) and Q
-// first occurrences (i16, K: none). Each thread owns J0 = ceil(K / threads)
-// consecutive entries of position 0 and J = ceil(Q K / threads) consecutive
-// selections (flat, q K + k), unrolled at generation time:
+// first occurrences (i32 where they fit, else i16; K: none). Each thread
+// owns J0 = ceil(K / threads) consecutive entries of position 0 and J1 =
+// ceil((Q - 1) K / threads) selections of the others (K + j x threads +
+// tid: a warp's side by side), unrolled at generation time:
 //
 //   A. the threads load their rows, empty the table and clear the taken
-//      bytes; a barrier;
+//      bytes (16 bytes a store); a barrier;
 //   B. position 0's rows >= 0 claim their slots (linear probing from a
 //      Fibonacci hash, a compare-and-swap on the row id) and keep the first
 //      occurrence (an atomic min); a barrier. Only position 0's rows can be
 //      common: the table holds at most K rows, a quarter full or less
 //      (half);
 //   C. (Q > 1) the other positions' rows >= 0 look their rows up (probing to
-//      the row or an empty slot) and, when there, keep their first
-//      occurrence; a barrier;
+//      the row or an empty slot), a thread's J1 lookups side by side in one
+//      loop, and, when there, keep their first occurrence; a barrier;
 //   D. an entry k of position 0 is common when its row is >= 0, k is the
 //      row's first occurrence and every position has one; a block-wide
 //      exclusive scan of the threads' counts (warp shuffles, then the
@@ -30,15 +31,17 @@
 //      counted (an atomic add in shared memory); a barrier; with
 //      min_missing > 0 thread 0 writes tiles[b] = T when that count reaches
 //      it, else 0;
-//   F. the selections not taken, ranked in flat order by a second scan (two
-//      barriers), go to rank + (q + 1) x T x tile: every position has
-//      exactly T x tile taken entries, so the flat rank less q (K - T x
-//      tile) is the rank within position q.
+//   F. the selections not taken, ranked in flat order (round j: selection
+//      j x threads + tid; a ballot per round, warp 0 scans the warps'
+//      counts round by round: two barriers), go to rank + (q + 1) x T x
+//      tile: every position has exactly T x tile taken entries, so the
+//      flat rank less q (K - T x tile) is the rank within position q.
 //
 // Exact and deterministic: the atomics decide only which thread claims an
 // empty slot (the same row either way) and a minimum. 8 barriers (7 when
-// Q = 1). At Q = 5, K = 2048 the table takes 112 KB; at Q = 1, K = 16384
-// (half full) 192 KB, the taken bytes 16 KB.
+// Q = 1). At Q = 5, K = 2048 the table takes 192 KB (first occurrences of
+// 32 bits); at Q = 1, K = 16384 (half full, 16 bits) 192 KB, the taken
+// bytes 16 KB.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,8 +49,11 @@
 #include "codegen/Kernels.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -84,29 +90,42 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   const int64_t perThreadRest = llvm::divideCeil(entries - selected, threads);
   // T = count / tile is 0 for any tile above the count: clamped, it fits i32.
   const int64_t tile = std::min<int64_t>(op.getTile(), entries + 1);
-  // Shared memory: the table's rows, its first occurrences, taken, the sums
-  // and, with min_missing, one more word: the prefix rows missing from HBM.
+  // Shared memory: the table's rows, its first occurrences, taken, the
+  // warps' sums (of the rest's scan: a sum per warp and round of
+  // selections) and, with min_missing, one more word: the prefix rows
+  // missing from HBM.
   const int64_t takenBytes = llvm::alignTo(entries, 16);
+  const int64_t sumWords = warps * perThread;
   struct Layout {
-    int64_t table, firstOffset, takenOffset, sumsOffset, missingOffset, bytes;
+    int64_t table, firstBytes, firstOffset, takenOffset, sumsOffset, missingOffset, bytes;
   };
-  auto layoutOf = [&](int64_t table) {
-    Layout l{table, table * 4, 0, 0, 0, 0};
-    l.takenOffset = llvm::alignTo(l.firstOffset + positions * table * 2, 16);
+  auto layoutOf = [&](int64_t table, int64_t firstBytes) {
+    Layout l{table, firstBytes, table * 4, 0, 0, 0, 0};
+    l.takenOffset = llvm::alignTo(l.firstOffset + positions * table * firstBytes, 16);
     l.sumsOffset = l.takenOffset + takenBytes;
-    l.missingOffset = l.sumsOffset + warps * 4;
+    l.missingOffset = l.sumsOffset + sumWords * 4;
     l.bytes = llvm::alignTo(l.missingOffset + (minMissing > 0 ? 4 : 0), 16);
     return l;
   };
-  // A table a quarter full at most where it fits, else half: a warp probes
-  // until its lane with the longest run is done (about 11 probes a warp at
-  // half full, Q = 5, K = 2048: bench/NOTES.md).
-  Layout layout = layoutOf(llvm::PowerOf2Ceil(4 * selected));
-  if (layout.bytes > kMaxShareSharedBytes)
-    layout = layoutOf(layout.table / 2);
-  const int64_t table = layout.table, firstOffset = layout.firstOffset,
-                takenOffset = layout.takenOffset, sumsOffset = layout.sumsOffset,
-                missingOffset = layout.missingOffset, sharedBytes = layout.bytes;
+  // A table a quarter full at most where it fits, else half (a warp probes
+  // until its lane with the longest run is done: about 11 probes a warp at
+  // half full, Q = 5, K = 2048, bench/NOTES.md); first occurrences of 32
+  // bits (a native atomic minimum) where they fit, else 16 (a
+  // compare-and-swap loop).
+  const int64_t quarter = llvm::PowerOf2Ceil(4 * selected);
+  Layout layout = layoutOf(quarter / 2, 2);
+  for (auto [table, firstBytes] :
+       {std::pair{quarter, int64_t{4}}, {quarter, int64_t{2}}, {quarter / 2, int64_t{4}}}) {
+    Layout candidate = layoutOf(table, firstBytes);
+    if (candidate.bytes <= kMaxShareSharedBytes) {
+      layout = candidate;
+      break;
+    }
+  }
+  const int64_t table = layout.table, firstBytes = layout.firstBytes,
+                firstOffset = layout.firstOffset, takenOffset = layout.takenOffset,
+                sumsOffset = layout.sumsOffset, missingOffset = layout.missingOffset,
+                sharedBytes = layout.bytes;
   const int64_t tableBits = llvm::Log2_64(table);
   if (sharedBytes > kMaxShareSharedBytes)
     return op.emitOpError() << "needs " << sharedBytes << " bytes of shared memory, more than "
@@ -125,7 +144,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     KernelBuilder kb{b};
     using P = arith::CmpIPredicate;
-    Type i8 = b.getI8Type(), i16 = b.getI16Type(), i32 = b.getI32Type();
+    Type i8 = b.getI8Type(), i32 = b.getI32Type();
     Type indexType = b.getIndexType();
     Location loc = b.getLoc();
     auto flatten = [&](Value list) -> Value {
@@ -144,11 +163,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
           kb.index(offset), ValueRange{});
     };
     Value keys = view(0, table, i32);
-    Value firsts = view(firstOffset, positions * table, i16);
-    Value firstWords = view(firstOffset, positions * table / 2, i32);
+    Type firstType = b.getIntegerType(firstBytes * 8);
+    Value firsts = view(firstOffset, positions * table, firstType);
+    Value firstWords = view(firstOffset, positions * table * firstBytes / 4, i32);
     Value taken = view(takenOffset, takenBytes, i8);
     Value takenWords = view(takenOffset, takenBytes / 4, i32);
-    Value sums = view(sumsOffset, warps, i32);
+    Value sums = view(sumsOffset, sumWords, i32);
     Value missingWord = view(missingOffset, 1, i32);
 
     auto load = [&](Value memref, ValueRange indices) -> Value {
@@ -184,7 +204,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     Value lane = kb.laneOf(tid), warp = kb.warpOf(tid);
     Value lane32 = i32Of(lane);
     Value zero = kb.index(0);
-    Value none = arith::ConstantIntOp::create(b, selected, 16);
+    Value none = kb.i32(selected);
     Value tableMask = kb.index(table - 1);
 
     /// The slot a row's probes start at.
@@ -211,15 +231,32 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
       scf::YieldOp::create(b, ValueRange{after->getArgument(0)});
       return {loop.getResult(0), loop.getResult(1)};
     };
-    /// first[q][slot] = min(first[q][slot], k); a plain read first skips
-    /// the atomic when an earlier occurrence is there.
+    /// first[q][slot] as an i32.
+    auto firstAt = [&](Value position, Value slot) -> Value {
+      Value value = load(firsts, {add(mul(position, kb.index(table)), slot)});
+      return firstBytes == 4 ? value : arith::ExtUIOp::create(b, i32, value);
+    };
+    /// first[q][slot] = min(first[q][slot], k) (an index k <= K: K leaves
+    /// it as it is).
     auto keepFirst = [&](Value position, Value slot, Value k) {
       Value at = add(mul(position, kb.index(table)), slot);
-      Value k16 = arith::IndexCastUIOp::create(b, i16, k);
-      kb.ifThen(kb.cmpi(P::ugt, load(firsts, {at}), k16), [&] {
-        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::minu, k16, firsts, ValueRange{at});
-      });
+      Value value = arith::IndexCastUIOp::create(b, firstType, k);
+      auto keep = [&] {
+        memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::minu, value, firsts, ValueRange{at});
+      };
+      // (16 bits: a compare-and-swap loop, skipped where a plain read shows
+      // an earlier occurrence.)
+      if (firstBytes == 2)
+        kb.ifThen(kb.cmpi(P::ugt, load(firsts, {at}), value), keep);
+      else
+        keep();
     };
+    /// The lanes of the warp whose i1 `bit` is set.
+    auto ballot = [&](Value bit) -> Value {
+      return NVVM::VoteSyncOp::create(b, i32, kb.i32(-1), bit, NVVM::VoteSyncKind::ballot)
+          .getResult();
+    };
+    Value lanesBefore = sub(arith::ShLIOp::create(b, kb.i32(1), lane32), kb.i32(1)); // lane < 32
     /// Inclusive scan over the warp of the i32 `x`.
     auto warpScan = [&](Value x) {
       for (int64_t d = 1; d < kWarpSize; d *= 2) {
@@ -227,6 +264,32 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
         x = kb.select(kb.cmpi(P::sge, lane32, kb.i32(d)), add(x, up.getShuffleResult()), x);
       }
       return x;
+    };
+    /// Warp 0 turns sums[0 .. n) into their exclusive prefix sums in place:
+    /// lane l the run [l C, (l + 1) C), C = ceil(n / 32); a barrier first
+    /// and after.
+    auto scanSums = [&](int64_t n) {
+      const int64_t run = llvm::divideCeil(n, kWarpSize);
+      gpu::BarrierOp::create(b);
+      kb.ifThen(kb.cmpi(P::eq, warp, zero), [&] {
+        Value begin = mul(lane, kb.index(run));
+        SmallVector<Value> values;
+        Value total = kb.i32(0);
+        for (int64_t c = 0; c < run; ++c) {
+          Value at = add(begin, kb.index(c));
+          Value mine = kb.cmpi(P::ult, at, kb.index(n));
+          values.push_back(
+              ifValue(mine, i32, [&] { return load(sums, {at}); }, [&] { return kb.i32(0); }));
+          total = add(total, values.back());
+        }
+        Value before = sub(warpScan(total), total);
+        for (int64_t c = 0; c < run; ++c) {
+          Value at = add(begin, kb.index(c));
+          kb.ifThen(kb.cmpi(P::ult, at, kb.index(n)), [&] { store(before, sums, {at}); });
+          before = add(before, values[c]);
+        }
+      });
+      gpu::BarrierOp::create(b);
     };
     /// A block-wide exclusive scan of the threads' i32 `count`s (warp
     /// shuffles, then warp 0 over the warps' sums; two barriers): the
@@ -258,7 +321,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     };
 
     // A. The rows this thread looks at, loaded first (clamped in bounds):
-    // position 0's entries tid J0 + j, the other positions' K + tid J1 + j.
+    // position 0's entries tid J0 + j, the other positions' K + j x threads
+    // + tid (a warp's 32 side by side).
     SmallVector<Value> ks0, valid0, rows0, flats1, valid1, rows1;
     for (int64_t j = 0; j < perThread0; ++j) {
       Value k = add(mul(tid, kb.index(perThread0)), kb.index(j));
@@ -268,17 +332,26 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     }
     if (positions > 1)
       for (int64_t j = 0; j < perThreadRest; ++j) {
-        Value i = add(mul(tid, kb.index(perThreadRest)), kb.index(selected + j));
+        Value i = add(tid, kb.index(selected + j * threads));
         flats1.push_back(i);
         valid1.push_back(kb.cmpi(P::ult, i, kb.index(entries)));
         rows1.push_back(load(inRows, {request, minU(i, entries - 1)}));
       }
-    // An empty table (rows -1, first occurrences K), nothing taken.
-    kb.forLoop(tid, kb.index(table), step, [&](Value i) { store(kb.i32(-1), keys, {i}); });
-    kb.forLoop(tid, kb.index(positions * table / 2), step,
-               [&](Value i) { store(kb.i32(selected * 0x10001), firstWords, {i}); });
-    kb.forLoop(tid, kb.index(takenBytes / 4), step,
-               [&](Value i) { store(kb.i32(0), takenWords, {i}); });
+    // An empty table (rows -1, first occurrences K), nothing taken: 16
+    // bytes a store (each part's words a multiple of 4 from a 16-byte
+    // boundary).
+    auto fill = [&](Value words, int64_t count, int64_t word) {
+      VectorType quad = VectorType::get({4}, i32);
+      Value value = kb.splatI32(quad, word);
+      kb.forLoop(tid, kb.index(count / 4), step, [&](Value i) {
+        vector::StoreOp::create(b, value, words, ValueRange{mul(i, kb.index(4))},
+                                /*nontemporal=*/false, llvm::MaybeAlign(16));
+      });
+    };
+    fill(keys, table, -1);
+    fill(firstWords, positions * table * firstBytes / 4,
+         firstBytes == 4 ? selected : selected * 0x10001);
+    fill(takenWords, takenBytes / 4, 0);
     if (minMissing > 0)
       kb.ifThen(kb.cmpi(P::eq, tid, zero), [&] { store(kb.i32(0), missingWord, {zero}); });
     gpu::BarrierOp::create(b);
@@ -320,23 +393,50 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     gpu::BarrierOp::create(b);
 
     // C. The other positions' rows keep their first occurrence where
-    // position 0 has the row.
+    // position 0 has the row. The thread's lookups probe side by side, one
+    // slot each a trip: a cursor c in [0, S) probes slot c; c + S: found at
+    // c; c + 2 S: not there (an empty slot c, or no row to look up: slot
+    // tid mod S), so that the warp waits for its longest run once, not
+    // once a lookup. Then every lookup keeps its first occurrence, the
+    // ones not found K, which changes nothing.
     if (positions > 1) {
+      Value tableSize = kb.i32(table), tableMask32 = kb.i32(table - 1);
+      SmallVector<Value> cursors;
+      for (int64_t j = 0; j < perThreadRest; ++j)
+        cursors.push_back(kb.select(andI(valid1[j], kb.cmpi(P::sge, rows1[j], kb.i32(0))),
+                                    i32Of(hashOf(rows1[j])),
+                                    add(andI(i32Of(tid), tableMask32), kb.i32(2 * table))));
+      SmallVector<Type> cursorTypes(cursors.size(), i32);
+      SmallVector<Location> cursorLocs(cursors.size(), loc);
+      auto loop = scf::WhileOp::create(b, cursorTypes, cursors);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        Block *before = b.createBlock(&loop.getBefore(), {}, cursorTypes, cursorLocs);
+        SmallVector<Value> next;
+        Value probing = arith::ConstantIntOp::create(b, 0, 1);
+        for (int64_t j = 0; j < perThreadRest; ++j) {
+          Value cursor = before->getArgument(j);
+          Value active = kb.cmpi(P::ult, cursor, tableSize);
+          Value there = load(keys, {indexOf(kb.select(active, cursor, kb.i32(0)))});
+          Value moved =
+              kb.select(kb.cmpi(P::eq, there, rows1[j]), add(cursor, tableSize),
+                        kb.select(kb.cmpi(P::eq, there, minusOne), add(cursor, kb.i32(2 * table)),
+                                  andI(add(cursor, kb.i32(1)), tableMask32)));
+          Value cursorNext = kb.select(active, moved, cursor);
+          next.push_back(cursorNext);
+          probing = arith::OrIOp::create(b, probing, kb.cmpi(P::ult, cursorNext, tableSize));
+        }
+        scf::ConditionOp::create(b, probing, next);
+        Block *after = b.createBlock(&loop.getAfter(), {}, cursorTypes, cursorLocs);
+        scf::YieldOp::create(b, after->getArguments());
+      }
       for (int64_t j = 0; j < perThreadRest; ++j) {
-        Value row = rows1[j];
-        kb.ifThen(andI(valid1[j], kb.cmpi(P::sge, row, kb.i32(0))), [&] {
-          auto [slot, seen] = probe(row, [&](Value at) -> std::pair<Value, Value> {
-            Value there = load(keys, {at});
-            return {arith::OrIOp::create(b, kb.cmpi(P::eq, there, row),
-                                         kb.cmpi(P::eq, there, minusOne)),
-                    there};
-          });
-          kb.ifThen(kb.cmpi(P::eq, seen, row), [&] {
-            Value i = flats1[j];
-            keepFirst(arith::DivUIOp::create(b, i, kb.index(selected)), slot,
-                      arith::RemUIOp::create(b, i, kb.index(selected)));
-          });
-        });
+        Value cursor = loop.getResult(j);
+        Value found = kb.cmpi(P::ult, cursor, kb.i32(2 * table));
+        Value i = minU(flats1[j], entries - 1);
+        keepFirst(
+            arith::DivUIOp::create(b, i, kb.index(selected)), indexOf(andI(cursor, tableMask32)),
+            kb.select(found, arith::RemUIOp::create(b, i, kb.index(selected)), kb.index(selected)));
       }
       gpu::BarrierOp::create(b);
     }
@@ -346,12 +446,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     Value count0 = kb.i32(0);
     for (int64_t j = 0; j < perThread0; ++j) {
       Value slot = slots0[j];
-      Value k16 = arith::IndexCastUIOp::create(b, i16, minU(ks0[j], selected - 1));
       Value common = andI(andI(valid0[j], kb.cmpi(P::sge, rows0[j], kb.i32(0))),
-                          kb.cmpi(P::eq, load(firsts, {slot}), k16));
+                          kb.cmpi(P::eq, firstAt(zero, slot), i32Of(minU(ks0[j], selected - 1))));
       for (int64_t q = 1; q < positions; ++q)
-        common =
-            andI(common, kb.cmpi(P::ult, load(firsts, {add(kb.index(q * table), slot)}), none));
+        common = andI(common, kb.cmpi(P::ult, firstAt(kb.index(q), slot), none));
       common0.push_back(common);
       count0 = add(count0, arith::ExtUIOp::create(b, i32, common));
     }
@@ -364,30 +462,40 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     // E. The prefix: common rows of rank < T x tile, at their first
     // occurrence in every position; those position 0 reads from the host
     // counted.
+    // Every load first (the first occurrences, the slots there; clamped
+    // in bounds outside the prefix), then the stores: the loads wait side
+    // by side.
+    SmallVector<Value> inPrefix, outRank;
+    SmallVector<SmallVector<Value>> firstsAt, slotsAt;
     Value rank = rank0;
+    for (int64_t j = 0; j < perThread0; ++j) {
+      inPrefix.push_back(andI(common0[j], kb.cmpi(P::slt, rank, prefix)));
+      outRank.push_back(indexOf(rank));
+      SmallVector<Value> jFirsts, jSlots;
+      for (int64_t q = 0; q < positions; ++q) {
+        Value first = q == 0 ? minU(ks0[j], selected - 1)
+                             : minU(indexOf(firstAt(kb.index(q), slots0[j])), selected - 1);
+        jFirsts.push_back(first);
+        jSlots.push_back(load(inSlots, {request, add(kb.index(q * selected), first)}));
+      }
+      firstsAt.push_back(jFirsts);
+      slotsAt.push_back(jSlots);
+      rank = add(rank, arith::ExtUIOp::create(b, i32, common0[j]));
+    }
     Value missing = kb.i32(0);
     for (int64_t j = 0; j < perThread0; ++j) {
-      Value inPrefix = andI(common0[j], kb.cmpi(P::slt, rank, prefix));
-      // (Loaded ahead only to be counted.)
-      Value slot0 = minMissing > 0 ? load(inSlots, {request, minU(ks0[j], selected - 1)}) : Value();
-      kb.ifThen(inPrefix, [&] {
-        Value out = indexOf(rank);
+      kb.ifThen(inPrefix[j], [&] {
         for (int64_t q = 0; q < positions; ++q) {
           Value base = kb.index(q * selected);
-          Value first =
-              q == 0 ? ks0[j] : indexOf(load(firsts, {add(kb.index(q * table), slots0[j])}));
-          Value at = add(base, first);
-          store(rows0[j], outRows, {request, add(base, out)});
-          store(q == 0 && slot0 ? slot0 : load(inSlots, {request, at}), outSlots,
-                {request, add(base, out)});
-          store(arith::ConstantIntOp::create(b, 1, 8), taken, {at});
+          store(rows0[j], outRows, {request, add(base, outRank[j])});
+          store(slotsAt[j][q], outSlots, {request, add(base, outRank[j])});
+          store(arith::ConstantIntOp::create(b, 1, 8), taken, {add(base, firstsAt[j][q])});
         }
       });
       if (minMissing > 0)
         missing =
-            add(missing,
-                arith::ExtUIOp::create(b, i32, andI(inPrefix, kb.cmpi(P::slt, slot0, kb.i32(0)))));
-      rank = add(rank, arith::ExtUIOp::create(b, i32, common0[j]));
+            add(missing, arith::ExtUIOp::create(
+                             b, i32, andI(inPrefix[j], kb.cmpi(P::slt, slotsAt[j][0], kb.i32(0)))));
     }
     if (minMissing > 0)
       kb.ifThen(kb.cmpi(P::ne, missing, kb.i32(0)), [&] {
@@ -405,32 +513,37 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
 
     // F. Every selection not taken, in order, after the prefix: flat rank
     // r of position q goes to q K + T x tile + (r - q (K - T x tile)).
-    // (The selections not taken: bit j of a word, not J predicates.)
-    SmallVector<Value> flats, rows, slots;
-    Value count = kb.i32(0), untaken = kb.i32(0);
+    // Round j of the threads takes the selections j x threads + tid (a
+    // warp's 32 side by side, loads and stores whole lines); a selection's
+    // rank is the count before its warp's in round order (sums[j x warps +
+    // w], scanned) plus its lanes before it (a ballot).
+    SmallVector<Value> flats, rows, slots, masks;
     for (int64_t j = 0; j < perThread; ++j) {
-      Value i = add(mul(tid, kb.index(perThread)), kb.index(j));
+      Value i = add(tid, kb.index(j * threads));
       Value clamped = minU(i, entries - 1);
       flats.push_back(i);
       rows.push_back(load(inRows, {request, clamped}));
       slots.push_back(load(inSlots, {request, clamped}));
-      Value free = arith::ExtUIOp::create(
-          b, i32,
+      Value free =
           andI(kb.cmpi(P::ult, i, kb.index(entries)),
-               kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8))));
-      untaken = arith::OrIOp::create(b, untaken, arith::ShLIOp::create(b, free, kb.i32(j)));
-      count = add(count, free);
+               kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8)));
+      masks.push_back(ballot(free));
+      kb.ifThen(kb.cmpi(P::eq, lane, zero), [&] {
+        store(LLVM::CtPopOp::create(b, i32, masks.back()), sums, {add(kb.index(j * warps), warp)});
+      });
     }
-    Value rankRest = blockScan(count).first;
+    scanSums(sumWords);
+    Value laneBit = arith::ShLIOp::create(b, kb.i32(1), lane32);
     for (int64_t j = 0; j < perThread; ++j) {
-      Value free = andI(arith::ShRUIOp::create(b, untaken, kb.i32(j)), kb.i32(1));
-      kb.ifThen(kb.cmpi(P::ne, free, kb.i32(0)), [&] {
+      Value free = kb.cmpi(P::ne, andI(masks[j], laneBit), kb.i32(0));
+      kb.ifThen(free, [&] {
+        Value before = LLVM::CtPopOp::create(b, i32, andI(masks[j], lanesBefore));
+        Value rankRest = add(load(sums, {add(kb.index(j * warps), warp)}), before);
         Value position = i32Of(arith::DivUIOp::create(b, flats[j], kb.index(selected)));
         Value out = indexOf(add(rankRest, mul(add(position, kb.i32(1)), prefix)));
         store(rows[j], outRows, {request, out});
         store(slots[j], outSlots, {request, out});
       });
-      rankRest = add(rankRest, free);
     }
     gpu::ReturnOp::create(b);
   };

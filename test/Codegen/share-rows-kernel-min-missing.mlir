@@ -15,12 +15,12 @@
 // BARRIERS: 8
 
 // CHECK-LABEL: func.func @step
-// 16 bytes more than without min_missing (125056: share-rows-kernel.mlir).
-// CHECK: gpu.launch_func @share_rows::@share_rows {{.*}} dynamic_shared_memory_size %c125072_i32 {{.*}} {dhs.min_missing = 32 : i64, dhs.op = "share_rows", {{.*}}, dhs.tile = 64 : i64}
+// 16 bytes more than without min_missing (208128: share-rows-kernel.mlir).
+// CHECK: gpu.launch_func @share_rows::@share_rows {{.*}} dynamic_shared_memory_size %c208144_i32 {{.*}} {dhs.min_missing = 32 : i64, dhs.op = "share_rows", {{.*}}, dhs.tile = 64 : i64}
 // CHECK-LABEL: gpu.func @share_rows
 // CHECK-SAME: %[[OUTTILES:[a-z0-9]+]]: memref<4xi32>)
-// CHECK: %[[SUMS:.*]] = memref.view %{{.*}}[%c124928][] {{.*}} to memref<32xi32, #gpu.address_space<workgroup>>
-// CHECK: %[[MISSING:.*]] = memref.view %{{.*}}[%c125056][] {{.*}} to memref<1xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[SUMS:.*]] = memref.view %{{.*}}[%c206848][] {{.*}} to memref<320xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[MISSING:.*]] = memref.view %{{.*}}[%c208128][] {{.*}} to memref<1xi32, #gpu.address_space<workgroup>>
 // CHECK: %[[TID:.*]] = gpu.thread_id  x
 // CHECK: %[[REQUEST:.*]] = gpu.block_id  x
 // CHECK: memref.store %c0_i32, %[[MISSING]][%c0]
@@ -45,7 +45,7 @@
 
 // The count's add: relaxed (dhs-relax-shared-atomics), no system fence.
 // PTX-NOT: acq_rel
-// PTX: atom.shared.add.u32 {{.*}}[__dynamic_shmem__0+125056]
+// PTX: atom.shared.add.u32 {{.*}}[__dynamic_shmem__0+208128]
 // PTX-NOT: acq_rel
 
 // MANIFEST: "min_missing": 32,

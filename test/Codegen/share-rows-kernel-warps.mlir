@@ -14,12 +14,14 @@
 
 // CHECK-LABEL: gpu.func @share_rows
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// CHECK: %[[SUMS:.*]] = memref.view %{{.*}}[%c8704][] {{.*}} to memref<4xi32, #gpu.address_space<workgroup>>
+// The sums: 4 rounds of the rest's scan by 4 warps (the common rows' scan
+// uses the first 4).
+// CHECK: %[[SUMS:.*]] = memref.view %{{.*}}[%c12800][] {{.*}} to memref<16xi32, #gpu.address_space<workgroup>>
 // CHECK: %[[TID:.*]] = gpu.thread_id  x
 // CHECK: %[[LANE:.*]] = arith.remui %[[TID]], %c32
 // CHECK: %[[WARP:.*]] = arith.divui %[[TID]], %c32
-// The common rows' scan (then the rest's, the same): lane 31 of each warp
-// writes its warp's sum, a barrier, warp 0's lanes below 4 read theirs.
+// The common rows' scan: lane 31 of each warp writes its warp's sum, a
+// barrier, warp 0's lanes below 4 read theirs.
 // CHECK: memref.store %{{.*}}, %[[SUMS]][%[[WARP]]]
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.barrier
@@ -42,6 +44,21 @@
 // Every thread then reads the sum of the warps before its own and the total.
 // CHECK: memref.load %[[SUMS]]
 // CHECK: memref.load %[[SUMS]][%c3]
+// The rest's scan: 4 rounds of the 4 warps' counts; warp 0's lane l below
+// 16 reads and writes only sums[l] (after the rounds' ballots).
+// CHECK: nvvm.vote.sync  ballot
+// CHECK: gpu.barrier
+// CHECK-NEXT: scf.if %[[WARP0]] {
+// CHECK-NEXT: %[[MINE2:.*]] = arith.cmpi ult, %[[LANE]], %c16
+// CHECK-NEXT: %[[PART:.*]] = scf.if %[[MINE2]] -> (i32) {
+// CHECK-NEXT: %[[READ2:.*]] = memref.load %[[SUMS]][%[[LANE]]]
+// CHECK-NEXT: scf.yield %[[READ2]] : i32
+// CHECK-NOT: memref.load %[[SUMS]]
+// CHECK: scf.if %[[MINE2]] {
+// CHECK-NEXT: memref.store %{{.*}}, %[[SUMS]][%[[LANE]]]
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.barrier
 // CHECK: gpu.return
 func.func @step(%rows: memref<3x2x256xi32>, %slots: memref<3x2x256xi32>,
                 %shared_rows: memref<3x2x256xi32>, %shared_slots: memref<3x2x256xi32>,
