@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
       // The device's replays (planAgeRows), then the host takes their slots.
       std::vector<std::vector<std::int32_t>> aged(static_cast<std::size_t>(groups));
       for (std::int32_t g = 0; g < groups; ++g) {
-        const std::vector<DeviceAppend> &entries = controller.deviceAppends(g);
+        const DeviceAppendList entries = controller.deviceAppends(g);
         PromotionPlanList list;
         if (planAgeRows(aging[static_cast<std::size_t>(g)], entries, list) != 0) {
           std::fprintf(stderr, "dhs-append-bench: planAgeRows failed\n");
