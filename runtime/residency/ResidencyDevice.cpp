@@ -305,17 +305,28 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     return requests_[static_cast<std::size_t>(a)].start <
            requests_[static_cast<std::size_t>(b)].start;
   });
-  // The live request whose hot rows (before its newest window) hold
-  // `hostRow`, or -1.
+  // Each request's first host row and the end of its hot rows (before its
+  // newest window; the first row for a request that is not live), side by
+  // side: the loops below look them up for most slots.
+  struct Span {
+    std::int64_t start, hotEnd;
+  };
+  std::vector<Span> spans(requests_.size());
+  for (std::size_t ri = 0; ri < requests_.size(); ++ri) {
+    const Request &r = requests_[ri];
+    spans[ri] = {r.start,
+                 r.live ? std::max(r.start, r.start + r.len - config_.newestWindow) : r.start};
+  }
+  // holds: whether request r's hot rows hold `hostRow`; ownerOf: the live
+  // request whose hot rows hold it, or -1.
   auto holds = [&](std::int32_t r, std::int64_t hostRow) {
-    const Request &req = requests_[static_cast<std::size_t>(r)];
-    const std::int64_t row = hostRow - req.start;
-    return req.live && row >= 0 && row < req.len - config_.newestWindow;
+    const Span &span = spans[static_cast<std::size_t>(r)];
+    return hostRow >= span.start && hostRow < span.hotEnd;
   };
   auto ownerOf = [&](std::int64_t hostRow) -> std::int32_t {
     auto it = std::upper_bound(byStart.begin(), byStart.end(), hostRow,
                                [&](std::int64_t row, std::int32_t r) {
-                                 return row < requests_[static_cast<std::size_t>(r)].start;
+                                 return row < spans[static_cast<std::size_t>(r)].start;
                                });
     if (it == byStart.begin())
       return -1;
@@ -326,25 +337,24 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     return g.slots[s].kind == static_cast<std::uint8_t>(SlotKind::Ring);
   };
 
-  // What each slot holds now, all of it validated before anything changes:
-  // free (listed by the device), a newest row (kept from before the
-  // handover, or placed by the device since), a hot row (the device's), or
-  // a ring slot (as at the handover). `owners`: a hot slot's owner, a placed
-  // newest slot's entry of `placed` (its request and row).
-  enum : std::uint8_t { kUnknown = 0, kListed, kNewestKept, kNewestPlaced, kHot };
-  std::vector<std::uint8_t> now(n, kUnknown);
-  std::vector<std::int32_t> owners(n);
+  // What each slot holds now, all of it validated before anything changes
+  // (`held`): a hot row (the device's: its owner, >= 0), a newest row kept
+  // from before the handover (kNewestKept) or placed by the device since
+  // (kPlaced - k: entry k of `placed`, its request and row), free (listed
+  // by the device: kListed), or, kUnknown, a ring slot (as at the handover).
+  constexpr std::int32_t kUnknown = -1, kListed = -2, kNewestKept = -3, kPlaced = -4;
+  std::vector<std::int32_t> held(n, kUnknown);
   std::vector<std::pair<std::int32_t, std::int32_t>> placed;
   for (std::int32_t i = 0; i < state.freeCount; ++i) {
     const std::int32_t s = state.freeStack[static_cast<std::size_t>(i)];
-    if (s < 0 || s >= slots || now[static_cast<std::size_t>(s)] != kUnknown ||
+    if (s < 0 || s >= slots || held[static_cast<std::size_t>(s)] != kUnknown ||
         state.hotRows[static_cast<std::size_t>(s)] >= 0)
       throw InputError(where + " lists slot " + std::to_string(s) +
                        " as free: outside the pool, twice, or hot");
     if (isRing(static_cast<std::size_t>(s)))
       throw InputError(where + " lists slot " + std::to_string(s) +
                        " as free, but it is a ring slot");
-    now[static_cast<std::size_t>(s)] = kListed;
+    held[static_cast<std::size_t>(s)] = kListed;
   }
   // The newest rows placed by the device (from the request's handover on):
   // where the applied appends put them (newestRing).
@@ -359,14 +369,13 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     for (std::int64_t row = std::max(r.len - window, g.deviceFrom[ri]); row < r.len; ++row) {
       const std::int32_t s =
           g.newestRing[static_cast<std::size_t>((row - base) % window) * stride + ri];
-      if (s < 0 || s >= slots || now[static_cast<std::size_t>(s)] != kUnknown ||
+      if (s < 0 || s >= slots || held[static_cast<std::size_t>(s)] != kUnknown ||
           isRing(static_cast<std::size_t>(s)))
         throw InputError(where + ": request " + std::to_string(ri) + "'s newest row " +
                          std::to_string(row) + " is in slot " + std::to_string(s) +
                          ": outside the pool, listed as free, another newest row's or a ring "
                          "slot");
-      now[static_cast<std::size_t>(s)] = kNewestPlaced;
-      owners[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(placed.size());
+      held[static_cast<std::size_t>(s)] = kPlaced - static_cast<std::int32_t>(placed.size());
       placed.emplace_back(static_cast<std::int32_t>(ri), static_cast<std::int32_t>(row));
       ++newest;
     }
@@ -382,27 +391,28 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     const SlotRecord &was = g.slots[s];
     const std::int64_t row = state.hotRows[s];
     if (was.kind == static_cast<std::uint8_t>(SlotKind::Newest) &&
-        was.row >= requests_[static_cast<std::size_t>(was.owner)].len - window) {
-      if (now[s] != kUnknown || row >= 0)
+        spans[static_cast<std::size_t>(was.owner)].start + was.row >=
+            spans[static_cast<std::size_t>(was.owner)].hotEnd) {
+      if (held[s] != kUnknown || row >= 0)
         throw InputError(where + ": slot " + std::to_string(s) + " holds request " +
                          std::to_string(was.owner) + "'s newest row " + std::to_string(was.row) +
                          ", but the device " +
                          (row >= 0 ? "holds host row " + std::to_string(row) + " there"
                                    : std::string("lists it as free or placed another row there")));
-      now[s] = kNewestKept;
+      held[s] = kNewestKept;
       ++newest;
       continue;
     }
     const bool ring = was.kind == static_cast<std::uint8_t>(SlotKind::Ring);
     if (row < 0) {
-      if (now[s] == kUnknown && !ring)
+      if (held[s] == kUnknown && !ring)
         throw InputError(where + ": slot " + std::to_string(s) +
                          " is neither hot, free, a newest nor a ring slot");
       continue;
     }
     ++hot;
     std::int32_t owner = -1;
-    const bool hostKnown = now[s] == kNewestPlaced || ring;
+    const bool hostKnown = held[s] <= kPlaced || ring;
     if (!hostKnown && row < config_.hostRows) {
       const bool held = was.kind == static_cast<std::uint8_t>(SlotKind::Hot) ||
                         was.kind == static_cast<std::uint8_t>(SlotKind::Newest);
@@ -413,8 +423,7 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
                        std::to_string(row) +
                        (hostKnown ? ", but it is a newest or ring slot"
                                   : ", outside every live request's hot rows"));
-    now[s] = kHot;
-    owners[s] = owner;
+    held[s] = owner;
   }
   if (hot != g.hot || newest != g.newest || state.excess != g.excess ||
       state.freeCount != g.free.freeCount())
@@ -445,37 +454,37 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   }
   for (std::size_t s = 0; s < n; ++s) {
     SlotRecord &record = g.slots[s];
-    const std::uint8_t is = now[s];
+    const std::int32_t is = held[s];
     if (is == kNewestKept || record.kind == static_cast<std::uint8_t>(SlotKind::Ring))
       continue;
     std::int32_t owner = -1, row = -1;
-    if (is == kNewestPlaced) {
-      std::tie(owner, row) = placed[static_cast<std::size_t>(owners[s])];
-    } else if (is == kHot) {
-      owner = owners[s];
+    if (is <= kPlaced) {
+      std::tie(owner, row) = placed[static_cast<std::size_t>(kPlaced - is)];
+    } else if (is >= 0) {
+      owner = is;
       row = static_cast<std::int32_t>(state.hotRows[s] -
-                                      requests_[static_cast<std::size_t>(owner)].start);
+                                      spans[static_cast<std::size_t>(owner)].start);
     }
     // Most slots hold the row they held at the handover (a free slot's
     // owner and row are -1): their mapping stays.
     if (owner != record.owner || row != record.row) {
       if (record.owner >= 0) {
         const std::int64_t wasRow =
-            requests_[static_cast<std::size_t>(record.owner)].start + record.row;
+            spans[static_cast<std::size_t>(record.owner)].start + record.row;
         std::int32_t &mapped = g.slotOfHostRow[static_cast<std::size_t>(wasRow)];
         if (mapped == static_cast<std::int32_t>(s))
           mapped = -1;
       }
       if (owner >= 0)
-        g.slotOfHostRow[static_cast<std::size_t>(requests_[static_cast<std::size_t>(owner)].start +
+        g.slotOfHostRow[static_cast<std::size_t>(spans[static_cast<std::size_t>(owner)].start +
                                                  row)] = static_cast<std::int32_t>(s);
       record.owner = owner;
       record.row = row;
     }
     record.listPos = -1;
-    if (is == kNewestPlaced) {
+    if (is <= kPlaced) {
       record.kind = static_cast<std::uint8_t>(SlotKind::Newest);
-    } else if (is == kHot) {
+    } else if (is >= 0) {
       std::vector<std::int32_t> &list =
           requests_[static_cast<std::size_t>(owner)].hot[static_cast<std::size_t>(gi)];
       record.kind = static_cast<std::uint8_t>(SlotKind::Hot);
