@@ -450,9 +450,9 @@ public:
                          const std::vector<DeviceGroupState> &states);
 
   /// Checks every invariant of the bookkeeping (slot owners and kinds, the
-  /// resolve table, hot lists, the protected sets, budgets, free counts,
-  /// host ranges). Throws Error describing the first violation. O(slots +
-  /// live history rows).
+  /// ring-slot bits, the resolve table, hot lists, the protected sets,
+  /// budgets, free counts, host ranges) of the groups the host owns. Throws
+  /// Error describing the first violation. O(slots + live history rows).
   void checkConsistency() const;
 
   /// Testing: CLOCK searches sweep every slot (the reference the candidate
