@@ -17,10 +17,12 @@
 // adoptDeviceStates, the groups in parallel); prints their medians.
 // --device-appends 1: the appends go to device-owned groups, as with an
 // aging step (dhs-decision-bench --aging-step): timed are the appends'
-// recording (ResidencyController::append) and the host's taking of the
-// replays' slots (applyDeviceAppends, the groups in parallel, as
-// Runtime::applyAppends after a step);
-// planAgeRows stands in for the device's replay (not timed).
+// recording (ResidencyController::append), the host's taking of the
+// replays' slots (applyDeviceAppends, as Runtime::applyAppends after a
+// step) and the adoption of the groups' states after them
+// (adoptDeviceStates, the groups in parallel: the round trip's, here every
+// step; the runtime adopts before admissions, finishes, verify steps and
+// checks); planAgeRows stands in for the device's replay (not timed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -89,7 +91,8 @@ int main(int argc, char **argv) {
     requests.push_back(controller.admit(history, maxContext, copies));
   std::mt19937_64 rng(5);
   std::vector<std::int32_t> rows(static_cast<std::size_t>(batch * topk)), out(rows.size());
-  std::vector<double> stepTimes, appendTimes, exportTimes, adoptTimes, markTimes, applyTimes;
+  std::vector<double> stepTimes, appendTimes, exportTimes, adoptTimes, markTimes, applyTimes,
+      agedAdoptTimes;
   std::vector<DeviceGroupState> states(static_cast<std::size_t>(groups));
   std::vector<std::int32_t> allGroups;
   for (std::int32_t g = 0; g < groups; ++g)
@@ -146,7 +149,7 @@ int main(int argc, char **argv) {
       // The device's replays (planAgeRows), then the host takes their slots.
       std::vector<std::vector<std::int32_t>> aged(static_cast<std::size_t>(groups));
       for (std::int32_t g = 0; g < groups; ++g) {
-        const std::vector<DeviceAppend> &entries = controller.deviceAppends(g);
+        const DeviceAppendList entries = controller.deviceAppends(g);
         PromotionPlanList list;
         if (planAgeRows(aging[static_cast<std::size_t>(g)], entries, list) != 0) {
           std::fprintf(stderr, "dhs-append-bench: planAgeRows failed\n");
@@ -164,7 +167,9 @@ int main(int argc, char **argv) {
         states[static_cast<std::size_t>(g)].step =
             static_cast<std::uint32_t>(controller.stepCount());
       }
+      const auto a2 = Clock::now();
       controller.adoptDeviceStates(allGroups, states);
+      agedAdoptTimes.push_back(ms(a2, Clock::now()));
       std::printf("step %d: apply the device's appends %.3f ms\n", step, ms(a0, a1));
     }
     evicted += controller.evictionCount() - before;
@@ -201,8 +206,8 @@ int main(int argc, char **argv) {
               median(stepTimes), median(appendTimes));
   if (deviceAppends)
     std::printf("device appends: the host takes the replays' slots (applyDeviceAppends, %d "
-                "groups) in %.3f ms\n",
-                groups, median(applyTimes));
+                "groups) in %.3f ms; adopting the states after them (adoptDeviceStates) %.3f ms\n",
+                groups, median(applyTimes), median(agedAdoptTimes));
   if (roundTrip)
     std::printf("round trip of %d groups: export %.3f ms (of which markDeviceOwned %.3f), adopt "
                 "%.3f ms\n",

@@ -900,11 +900,11 @@ void Runtime::enqueueAppends() {
     const std::size_t gi = static_cast<std::size_t>(g);
     if (!controller_->deviceOwned(g) || agingPending_[gi] > 0)
       continue;
-    const std::vector<DeviceAppend> &appends = controller_->deviceAppends(g);
+    const DeviceAppendList appends = controller_->deviceAppends(g);
     if (appends.empty())
       continue;
     const GroupOccupancy occupancy = controller_->occupancy(g);
-    replays.push_back({g, &appends,
+    replays.push_back({g, appends,
                        static_cast<std::int32_t>(std::clamp<std::int64_t>(
                            occupancy.optionalBudget - deviceExcess_[gi], -1, layout_.hbmSlots))});
   }
@@ -912,7 +912,7 @@ void Runtime::enqueueAppends() {
     return;
   tiers_.runner->enqueueAging(replays);
   for (const AgingReplay &replay : replays)
-    agingPending_[static_cast<std::size_t>(replay.group)] = replay.appends->size();
+    agingPending_[static_cast<std::size_t>(replay.group)] = replay.appends.size();
 }
 
 void Runtime::applyAppends() {
@@ -928,8 +928,8 @@ void Runtime::applyAppends() {
     groups.push_back(g);
     slots[gi] = tiers_.runner->agedSlots(g, agingPending_[gi]);
   }
-  // The groups in parallel; a group whose record is gone was applied (on an
-  // error, the others keep theirs).
+  // A group whose record is gone was applied (on an error, it and the groups
+  // after it keep theirs).
   auto bookApplied = [&] {
     for (std::int32_t g : groups) {
       const std::size_t gi = static_cast<std::size_t>(g);

@@ -155,11 +155,12 @@ struct DeviceDecisionCounts {
 };
 
 /// One layer group's appends for StepRunner::enqueueAging: the ones the
-/// controller recorded for it (in call order) and the optional budget left
-/// before them (optional budget - excess).
+/// controller recorded for it (in call order; the list may be another
+/// group's too) and the optional budget left before them (optional budget -
+/// excess).
 struct AgingReplay {
   std::int32_t group = 0;
-  const std::vector<DeviceAppend> *appends = nullptr; ///< not empty
+  DeviceAppendList appends; ///< not empty
   std::int32_t budget = 0;
 };
 

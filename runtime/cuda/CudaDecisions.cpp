@@ -394,7 +394,7 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   for (const AgingReplay &replay : replays) {
     if (replay.group < 0 || static_cast<std::size_t>(replay.group) >= groups)
       throw OutOfRangeError("layer group " + std::to_string(replay.group) + " does not exist");
-    room = std::max(room, (replay.appends->size() + agingN_ - 1) / agingN_ * agingN_);
+    room = std::max(room, (replay.appends.size() + agingN_ - 1) / agingN_ * agingN_);
   }
   if (room > agingRoom_ || !agingIn_) {
     queue_->quiesce();
@@ -417,27 +417,20 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
     return;
   // The lists and budget words in pinned memory, read by the copies when
   // they run: group g's list at agingIn_ + g x room entries, its slots back
-  // at agingOut_ + g x room.
+  // at agingOut_ + g x room. A recorded list is in the kernel's format
+  // (DeviceAppend is an entry): copied as it is, padded to whole chunks.
   const std::size_t inPitch = agingRoom_ * entryBytes, outPitch = agingRoom_ * 4;
   std::vector<std::pair<std::int32_t, std::size_t>> shape; // (group, chunks) of each replay
   for (const AgingReplay &replay : replays) {
-    const std::vector<DeviceAppend> &appends = *replay.appends;
+    const DeviceAppendList appends = replay.appends;
     const std::size_t g = static_cast<std::size_t>(replay.group);
     const std::size_t chunks = (appends.size() + agingN_ - 1) / agingN_;
-    auto *list = reinterpret_cast<std::int64_t *>(static_cast<std::uint8_t *>(agingIn_->host()) +
+    auto *list = reinterpret_cast<DeviceAppend *>(static_cast<std::uint8_t *>(agingIn_->host()) +
                                                   g * inPitch);
-    for (std::size_t i = 0; i < chunks * agingN_; ++i) {
-      std::int64_t *entry = list + i * Age::kEntryWords;
-      if (i < appends.size()) {
-        entry[Age::kAged] = appends[i].aged;
-        entry[Age::kFresh] = appends[i].fresh;
-        entry[Age::kOwnerBegin] = appends[i].ownerBegin;
-        entry[Age::kOwnerEnd] = appends[i].ownerEnd;
-      } else {
-        entry[Age::kAged] = entry[Age::kFresh] = -1; // padding, skipped
-        entry[Age::kOwnerBegin] = entry[Age::kOwnerEnd] = 0;
-      }
-    }
+    if (!appends.empty())
+      std::memcpy(list, appends.begin(), appends.size() * entryBytes);
+    std::fill(list + appends.size(), list + chunks * agingN_,
+              DeviceAppend{-1, -1, 0, 0}); // padding, skipped
     // The budget word before the appends (the kernel keeps it from then on).
     static_cast<std::int32_t *>(agingBudgets_->host())[g] = replay.budget;
     shape.emplace_back(replay.group, chunks);

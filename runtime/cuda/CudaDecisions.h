@@ -101,10 +101,11 @@ public:
   /// True once an aging step is loaded.
   bool aging() const { return aging_ != nullptr; }
   /// Enqueues each replay's group's appends (in call order, in chunks of
-  /// the step's N) and their placement, after writing the group's budget
-  /// word (optional budget - excess before them); the new rows' slots come
-  /// back to pinned memory (agedSlots, once the queue's stream finished
-  /// them). The groups' replays run side by side on worker streams forked
+  /// the step's N; copied into pinned memory as recorded, a DeviceAppend
+  /// being the kernel's list entry) and their placement, after writing the
+  /// group's budget word (optional budget - excess before them); the new
+  /// rows' slots come back to pinned memory (agedSlots, once the queue's
+  /// stream finished them). The groups' replays run side by side on worker streams forked
   /// from the queue's stream and joined back into it, so the queue's later
   /// work (the step) waits for all of them; each group has its own lists
   /// and status word. The budget words and first chunks of consecutive

@@ -172,8 +172,7 @@ PromotionPlanState packPromotionPlan(const ResidencyController &controller, std:
 // Appends between steps (dhs.age_rows)
 //===----------------------------------------------------------------------===//
 
-std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &appends,
-                          PromotionPlanList &list) {
+std::uint32_t planAgeRows(AgeRowsState &state, DeviceAppendList appends, PromotionPlanList &list) {
   DeviceGroupState &g = state.group;
   const std::int64_t n = static_cast<std::int64_t>(appends.size());
   const std::int64_t slots = static_cast<std::int64_t>(g.hotRows.size());

@@ -96,8 +96,7 @@ struct AgeRowsState {
 /// Returns kStatusBadSlot for bad words (hand, free count), an aged row
 /// without a newest slot or an empty free stack (that append is skipped),
 /// kStatusBadHostRow for a row outside the map.
-std::uint32_t planAgeRows(AgeRowsState &state, const std::vector<DeviceAppend> &appends,
-                          PromotionPlanList &list);
+std::uint32_t planAgeRows(AgeRowsState &state, DeviceAppendList appends, PromotionPlanList &list);
 
 } // namespace dhs::runtime
 

@@ -83,6 +83,7 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
     g.slotOfHostRow.assign(hostRows, -1);
     g.seen.assign(hostRows, 0);
     g.free = SlotAllocator(config_.hbmSlots);
+    g.ringSlotBits.assign((slots + 63) / 64, 0);
   }
   // The request table grows with admissions (see admit).
   resolved_.assign(groups_.size(), 0);
@@ -92,11 +93,14 @@ std::uint64_t ResidencyController::hostBytes(const ResidencyConfig &config) {
   // Per slot: its record and uses, and the free-slot allocator's stack and
   // mark; per host row: its slot and resolve serial; per request and group:
   // the lists' headers, hand, search stamp and LRU cursor (their contents
-  // are slots, counted above, and a step's fetched rows).
+  // are slots, counted above, and a step's fetched rows), and while the
+  // device decides its history length at the handover and the slots of its
+  // newest W rows (and per request its ring base).
   const std::uint64_t perSlot = sizeof(SlotRecord) + sizeof(SlotUses) + 4 + 1;
   const std::uint64_t perHostRow = 4 + 4;
   const std::uint64_t perRequestGroup =
-      3 * sizeof(std::vector<std::int32_t>) + 4 + 4 + sizeof(LruCursor);
+      3 * sizeof(std::vector<std::int32_t>) + 4 + 4 + sizeof(LruCursor) + 8 +
+      4 * static_cast<std::uint64_t>(std::max(config.newestWindow, 0));
   const std::uint64_t groups = static_cast<std::uint64_t>(std::max(config.groups, 1));
   std::uint64_t total = 0, term = 0;
   auto add = [&](std::initializer_list<std::uint64_t> factors) {
@@ -108,13 +112,14 @@ std::uint64_t ResidencyController::hostBytes(const ResidencyConfig &config) {
       total = UINT64_MAX;
   };
   add({groups, static_cast<std::uint64_t>(std::max(config.hbmSlots, 0)), perSlot});
-  // CLOCK's candidate bits: a word per 64 slots, and their summary.
+  // CLOCK's candidate bits: a word per 64 slots, and their summary; the
+  // ring slots' bits.
   const std::uint64_t words = (static_cast<std::uint64_t>(std::max(config.hbmSlots, 0)) + 63) / 64;
-  add({groups, words + (words + 63) / 64, 8});
+  add({groups, 2 * words + (words + 63) / 64, 8});
   add({groups, static_cast<std::uint64_t>(std::max<std::int64_t>(config.hostRows, 0)), perHostRow});
   // The host allocator's free ranges (at most one per live request + 1).
   const std::uint64_t live = static_cast<std::uint64_t>(config.maxLiveRequests());
-  add({live, sizeof(Request) + groups * perRequestGroup + 2 * sizeof(HostRange)});
+  add({live, sizeof(Request) + 8 + groups * perRequestGroup + 2 * sizeof(HostRange)});
   return total;
 }
 
@@ -179,6 +184,7 @@ void ResidencyController::place(Group &g, std::int32_t gi, std::int32_t slot, st
   g.uses[s] = {step_, 0};
   if (kind == SlotKind::Ring) {
     r.ring[static_cast<std::size_t>(gi)].push_back(slot);
+    g.ringSlotBits[s >> 6] |= 1ull << (s & 63);
     ++g.ring;
     return;
   }
@@ -370,12 +376,31 @@ void ResidencyController::append(std::int32_t request, std::vector<RowCopy> &cop
                         std::to_string(r.maxContext) + " rows");
   const std::int64_t newRow = r.len;
   const std::int64_t window = config_.newestWindow;
+  const std::int64_t budget = optionalBudget();
+  bool recorded = false;
+  std::int64_t released = 0; // by the device-owned groups
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     Group &g = groups_[gi];
     if (window == 0)
       break;
     if (g.deviceOwned) {
-      appendOnDevice(g, r, newRow);
+      // One entry for every device-owned group (the same for each), in
+      // dhs.age_rows's format.
+      if (!recorded) {
+        DeviceAppend entry;
+        entry.aged = newRow >= window ? r.start + newRow - window : -1;
+        entry.fresh = r.start + newRow;
+        entry.ownerBegin = r.start;
+        entry.ownerEnd = r.start + r.maxContext;
+        appendLog_.push_back(entry);
+        const std::uint64_t k =
+            static_cast<std::uint64_t>(newRow - ringBase_[static_cast<std::size_t>(request)]);
+        appendLogRingAt_.push_back(
+            static_cast<std::size_t>(k % static_cast<std::uint64_t>(window)) * ringBase_.size() +
+            static_cast<std::size_t>(request));
+        recorded = true;
+      }
+      released += appendOnDevice(g, newRow >= window, budget, appendLog_.size() - 1);
       continue;
     }
     if (newRow >= window) {
@@ -398,6 +423,8 @@ void ResidencyController::append(std::int32_t request, std::vector<RowCopy> &cop
     place(g, static_cast<std::int32_t>(gi), g.free.allocate(), request,
           static_cast<std::int32_t>(newRow), SlotKind::Newest, &copies);
   }
+  evictions_ += released;
+  pendingEvictions_ += released;
   ++r.len;
 }
 
@@ -433,8 +460,10 @@ void ResidencyController::finish(std::int32_t request) {
       release(r.start + row);
       --g.newest;
     }
-    for (std::int32_t s : r.ring[gi])
+    for (std::int32_t s : r.ring[gi]) {
+      g.ringSlotBits[static_cast<std::size_t>(s) >> 6] &= ~(1ull << (s & 63));
       g.freeSlot(s);
+    }
     g.ring -= static_cast<std::int32_t>(r.ring[gi].size());
     r.ring[gi].clear();
     r.fetch[gi].clear();

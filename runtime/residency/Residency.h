@@ -15,6 +15,7 @@
 #include "runtime/abi/Contract.h"
 #include "runtime/residency/Allocators.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -157,6 +158,36 @@ struct DeviceAppend {
     return aged == other.aged && fresh == other.fresh && ownerBegin == other.ownerBegin &&
            ownerEnd == other.ownerEnd;
   }
+};
+
+// A recorded list is the aging step's list as it is: copied, not converted.
+static_assert(sizeof(DeviceAppend) == abi::AgeRowsLayout::kEntryWords * 8 &&
+                  offsetof(DeviceAppend, aged) == abi::AgeRowsLayout::kAged * 8 &&
+                  offsetof(DeviceAppend, fresh) == abi::AgeRowsLayout::kFresh * 8 &&
+                  offsetof(DeviceAppend, ownerBegin) == abi::AgeRowsLayout::kOwnerBegin * 8 &&
+                  offsetof(DeviceAppend, ownerEnd) == abi::AgeRowsLayout::kOwnerEnd * 8,
+              "DeviceAppend must be an AgeRowsLayout entry");
+
+/// A list of appends that someone else holds (a controller's record,
+/// deviceAppends, or a vector): valid while its holder is unchanged.
+struct DeviceAppendList {
+  const DeviceAppend *entries = nullptr;
+  std::size_t count = 0;
+
+  DeviceAppendList() = default;
+  DeviceAppendList(const DeviceAppend *entries, std::size_t count)
+      : entries(entries), count(count) {}
+  /// The entries of `appends` (implicit: a vector is a list).
+  DeviceAppendList(const std::vector<DeviceAppend> &appends)
+      : entries(appends.data()), count(appends.size()) {}
+
+  std::size_t size() const { return count; }
+  bool empty() const { return count == 0; }
+  const DeviceAppend *begin() const { return entries; }
+  const DeviceAppend *end() const { return entries + count; }
+  const DeviceAppend &operator[](std::size_t i) const { return entries[i]; }
+  /// A copy of the entries.
+  std::vector<DeviceAppend> toVector() const { return {begin(), end()}; }
 };
 
 /// The residency controller. Requests are small integer indices in
@@ -346,14 +377,15 @@ public:
   /// From now on the device decides for group `group` (after its state was
   /// uploaded, exportDeviceState): steps are booked by applyDeviceCounts,
   /// appends are recorded for dhs.age_rows, and the host's per-slot tables
-  /// of hot rows, recency and references go stale (the accessors that read
-  /// them throw StateError) until adoptDeviceState. Needs the adaptive
-  /// policy, CLOCK and hot floor 0 (throws Error otherwise) and no step in
-  /// progress or one that has not resolved the group (StateError).
+  /// (kinds, owners, rows, the resolve table, recency, references) stay as
+  /// they are now, stale (the accessors that read them throw StateError)
+  /// until adoptDeviceState rebuilds them. Needs the adaptive policy, CLOCK
+  /// and hot floor 0 (throws Error otherwise) and no step in progress or one
+  /// that has not resolved the group (StateError).
   void markDeviceOwned(std::int32_t group);
   /// markDeviceOwned of each of `groups`; throws as markDeviceOwned before
-  /// marking any. (O(1) a group: adoptDeviceState finds the hot rows that
-  /// go stale from the slots the host still knows as hot.)
+  /// marking any. (O(requests) a group: the requests' history lengths are
+  /// noted, for the appends' slots.)
   void markDeviceOwned(const std::vector<std::int32_t> &groups);
   /// True while group `group` is device-owned.
   bool deviceOwned(std::int32_t group) const;
@@ -366,34 +398,46 @@ public:
   /// (negative, more released than promoted, or more slots taken than free).
   void applyDeviceCounts(std::int32_t group, const DeviceStepCounts &counts);
 
-  /// Appends recorded for a device-owned group (by append), in call order,
-  /// for dhs.age_rows.
-  const std::vector<DeviceAppend> &deviceAppends(std::int32_t group) const;
+  /// Appends recorded for a device-owned group (by append) and not applied
+  /// yet, in call order, for dhs.age_rows; empty for a group the host owns.
+  /// The groups handed over together share one record: their lists are the
+  /// same entries. Valid until the next append, applyDeviceAppends,
+  /// markDeviceOwned or adoptDeviceState.
+  DeviceAppendList deviceAppends(std::int32_t group) const;
 
   /// Takes what dhs.age_rows decided for the recorded appends: `slots[i]`
   /// is append i's new row's slot (-1: it left HBM again in the same list),
-  /// and clears the record. Throws InputError for a count that differs from
-  /// the record, a slot outside the pool or one that the host does not
-  /// expect (a free slot the stack still holds, a ring slot).
+  /// and clears the group's record. The host keeps only each request's
+  /// newest slots (a ring of W a request): its per-slot tables stay as at
+  /// the handover, and adoptDeviceState rebuilds them. O(appends): the list
+  /// and the slots read in order, each slot written to its request's ring
+  /// (requests that append together side by side); a free flag read for a
+  /// slot placed over the budget only while the free stack holds slots
+  /// (those of requests shorter than W), a ring-slot bit only where there
+  /// are ring slots. Throws InputError for a count that differs from the
+  /// record, a slot outside the pool or one that the host does not expect
+  /// (another slot than the free stack's top it took, a free slot the stack
+  /// still holds, a ring slot); nothing changes then.
   void applyDeviceAppends(std::int32_t group, const std::vector<std::int32_t> &slots);
   /// applyDeviceAppends(group, slots[group]) for each of `groups`
-  /// (distinct), the groups on parallel threads (parallelFor): the same
-  /// tables as the calls one by one. Throws OutOfRangeError for a group that
-  /// does not exist or has no slots, before applying any; otherwise the
-  /// first error a group's call throws, once the groups begun were done: a
-  /// rejected group keeps its record (deviceAppends) and tables, the groups
-  /// not begun then keep theirs.
+  /// (distinct), one after another (a group's work is microseconds, less
+  /// than waking threads). Throws OutOfRangeError for a group that does not
+  /// exist or has no slots, before applying any; otherwise the first error a
+  /// group's call throws: the groups before it were applied, it and the
+  /// groups after it keep their records (deviceAppends).
   void applyDeviceAppends(const std::vector<std::int32_t> &groups,
                           const std::vector<std::vector<std::int32_t>> &slots);
 
   /// Rebuilds a device-owned group's host tables from the device's state
-  /// (hot slots: owner by the live request ranges, row, kind, hot lists in
-  /// slot order, the resolve table; every slot's recency and reference; the
-  /// free stack, hand, excess and memo) and ends device ownership. Throws
-  /// InputError for a state that does not fit the host's (wrong sizes, a hot
-  /// row outside every live request's history, a hot slot that the host
-  /// knows as a newest or ring slot, counts that differ from the host's,
-  /// appends not applied yet).
+  /// and the newest slots the applied appends gave (newest slots: owner and
+  /// row; hot slots: owner by the live request ranges, row, kind, hot lists
+  /// in slot order; the resolve table; every slot's recency and reference;
+  /// the free stack, hand, excess and memo) and ends device ownership.
+  /// Throws InputError for a state that does not fit the host's (wrong
+  /// sizes, a hot row outside every live request's history, a hot or free
+  /// slot that the host knows as a newest or ring slot, a newest row
+  /// without a slot or two in one, counts that differ from the host's),
+  /// StateError for appends not applied yet.
   void adoptDeviceState(std::int32_t group, const DeviceGroupState &state);
   /// adoptDeviceState(group, states[group]) for each of `groups` (distinct),
   /// the groups on parallel threads (parallelFor): the same tables as the
@@ -406,9 +450,9 @@ public:
                          const std::vector<DeviceGroupState> &states);
 
   /// Checks every invariant of the bookkeeping (slot owners and kinds, the
-  /// resolve table, hot lists, the protected sets, budgets, free counts,
-  /// host ranges). Throws Error describing the first violation. O(slots +
-  /// live history rows).
+  /// ring-slot bits, the resolve table, hot lists, the protected sets,
+  /// budgets, free counts, host ranges) of the groups the host owns. Throws
+  /// Error describing the first violation. O(slots + live history rows).
   void checkConsistency() const;
 
   /// Testing: CLOCK searches sweep every slot (the reference the candidate
@@ -436,10 +480,16 @@ private:
   void touchSlot(Group &g, std::int32_t slot);
   Group &hostGroup(std::int32_t group, const char *what);
   const Group &hostGroup(std::int32_t group, const char *what) const;
-  void appendOnDevice(Group &g, Request &r, std::int64_t newRow);
+  std::int64_t appendOnDevice(Group &g, bool aged, std::int64_t budget, std::size_t entry);
+  /// The checks of applyDeviceAppends(group, slots) (throws), then the
+  /// newest slots it takes; the shared record is trimmed by the caller.
+  void takeAgedSlots(std::int32_t group, const std::vector<std::int32_t> &slots);
+  /// Empties the shared record once no device-owned group has entries left
+  /// in it.
+  void trimAppendLog();
   /// markDeviceOwned's checks (throws), and what it does once they pass.
   void checkDeviceOwnable(std::int32_t group) const;
-  void handOver(Group &g);
+  void handOver(std::int32_t group);
 
   /// CLOCK: whether a slot was used since the hand last passed it.
   static bool referenced(const Group &g, std::int32_t slot);
@@ -462,6 +512,14 @@ private:
   std::vector<RowCopy> *releaseLog_ = nullptr; // see setReleaseLog
   std::int64_t pendingEvictions_ = 0;          // evictions since the last step ended
   std::vector<std::int64_t> bookScratch_;      // book(): the distinct misses
+  // The appends recorded for device-owned groups, each once for all of them
+  // (deviceAppends: group g's list is the entries from its appendsFrom on),
+  // and where each entry's slot goes in a group's newestRing.
+  std::vector<DeviceAppend> appendLog_;
+  std::vector<std::size_t> appendLogRingAt_;
+  // While a group is device-owned: each request's history length when the
+  // first of them was handed over (the rings count rows from there).
+  std::vector<std::int64_t> ringBase_;
 };
 
 } // namespace dhs::runtime

@@ -42,6 +42,10 @@ void ResidencyController::checkConsistency() const {
       const SlotRecord &record = g.slots[static_cast<std::size_t>(s)];
       const SlotKind kind = static_cast<SlotKind>(record.kind);
       const std::string sname = gname + " slot " + std::to_string(s);
+      const bool ringBit = (g.ringSlotBits[static_cast<std::size_t>(s) >> 6] >> (s & 63)) & 1;
+      if (ringBit != (kind == SlotKind::Ring))
+        fail(sname + (ringBit ? " has a ring-slot bit but is no ring slot"
+                              : " is a ring slot without its ring-slot bit"));
       if (kind == SlotKind::Free) {
         ++freeSlots;
         if (!g.free.isFree(s) || record.owner != -1)

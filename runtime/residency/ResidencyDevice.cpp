@@ -2,9 +2,12 @@
 //
 // A group is device-owned when its step decisions (dhs.plan_promotions) and
 // the appends between steps (dhs.age_rows) are made over the device state:
-// the host then keeps counts (applyDeviceCounts, append) and the newest and
-// ring slots, and rebuilds its per-slot tables from the device state when it
-// needs them (adoptDeviceState). notes/device-residency-design.md, §2.
+// the host then keeps counts (applyDeviceCounts, append), the free stack,
+// one record of the appends for all such groups (in dhs.age_rows's format)
+// and each request's newest slots (applyDeviceAppends); its per-slot tables
+// stay as at the handover, and it rebuilds them from the device state and
+// the newest slots when it needs them (adoptDeviceState).
+// notes/device-residency-design.md, §2.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +19,8 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace dhs::runtime {
 
@@ -101,7 +106,7 @@ void ResidencyController::exportDeviceStates(const std::vector<std::int32_t> &gr
 
 void ResidencyController::markDeviceOwned(std::int32_t gi) {
   checkDeviceOwnable(gi);
-  handOver(groups_[static_cast<std::size_t>(gi)]);
+  handOver(gi);
 }
 
 void ResidencyController::checkDeviceOwnable(std::int32_t gi) const {
@@ -115,13 +120,21 @@ void ResidencyController::checkDeviceOwnable(std::int32_t gi) const {
                      " was already resolved on the host in this step");
 }
 
-void ResidencyController::handOver(Group &g) {
-  // (The hot rows of now are stale too: adoptDeviceState finds them by
-  // the slots it still knows as hot.)
-  g.staleRows.clear();
-  g.appends.clear();
-  g.appendRequest.clear();
-  g.appendSlot.clear();
+void ResidencyController::handOver(std::int32_t gi) {
+  Group &g = groups_[static_cast<std::size_t>(gi)];
+  // The per-slot tables stay as they are: adoptDeviceState compares them
+  // with the device's state. What the appends' slots need: where each
+  // request's rows placed by the device begin and room for their slots (no
+  // request is admitted or finished until adoption).
+  trimAppendLog();
+  g.appendsFrom = appendLog_.size();
+  g.appendPopped.clear();
+  g.deviceFrom.resize(requests_.size());
+  for (std::size_t ri = 0; ri < requests_.size(); ++ri)
+    g.deviceFrom[ri] = requests_[ri].live ? requests_[ri].len : 0;
+  if (std::none_of(groups_.begin(), groups_.end(), [](const Group &h) { return h.deviceOwned; }))
+    ringBase_ = g.deviceFrom;
+  g.newestRing.resize(static_cast<std::size_t>(config_.newestWindow) * ringBase_.size());
   g.candidatesValid = false;
   g.deviceOwned = true;
 }
@@ -130,7 +143,7 @@ void ResidencyController::markDeviceOwned(const std::vector<std::int32_t> &group
   for (std::int32_t gi : groups)
     checkDeviceOwnable(gi);
   for (std::int32_t gi : groups)
-    handOver(groups_[static_cast<std::size_t>(gi)]);
+    handOver(gi);
 }
 
 bool ResidencyController::deviceOwned(std::int32_t gi) const {
@@ -176,38 +189,63 @@ void ResidencyController::applyDeviceCounts(std::int32_t gi, const DeviceStepCou
   resolved_[static_cast<std::size_t>(gi)] = 1;
 }
 
-void ResidencyController::appendOnDevice(Group &g, Request &r, std::int64_t newRow) {
-  DeviceAppend entry;
-  entry.fresh = r.start + newRow;
-  entry.ownerBegin = r.start;
-  entry.ownerEnd = r.start + r.maxContext;
-  bool over = false;
-  if (newRow >= config_.newestWindow) {
-    // The aged row becomes hot; over the budget, one hot row (a victim, or
-    // the aged row itself) leaves: the counts are known, the slots are not.
-    entry.aged = r.start + newRow - config_.newestWindow;
-    --g.newest;
-    ++g.hot;
-    ++g.excess;
-    over = g.excess > optionalBudget();
-    if (over) {
-      --g.excess;
-      --g.hot;
-      ++evictions_;
-      ++pendingEvictions_;
-    }
-  }
-  // Over the budget the new row takes the released slot (pushed, then
-  // popped), otherwise the free stack's top.
-  const std::int32_t slot = over ? -1 : g.free.allocate();
-  ++g.newest;
-  g.appends.push_back(entry);
-  g.appendRequest.push_back(static_cast<std::int32_t>(&r - requests_.data()));
-  g.appendSlot.push_back(slot);
+DeviceAppendList ResidencyController::deviceAppends(std::int32_t gi) const {
+  const Group &g = groups_.at(static_cast<std::size_t>(gi));
+  if (!g.deviceOwned)
+    return {};
+  return {appendLog_.data() + g.appendsFrom, appendLog_.size() - g.appendsFrom};
 }
 
-const std::vector<DeviceAppend> &ResidencyController::deviceAppends(std::int32_t gi) const {
-  return groups_.at(static_cast<std::size_t>(gi)).appends;
+void ResidencyController::trimAppendLog() {
+  for (const Group &g : groups_)
+    if (g.deviceOwned && g.appendsFrom < appendLog_.size())
+      return;
+  appendLog_.clear();
+  appendLogRingAt_.clear();
+  for (Group &g : groups_)
+    g.appendsFrom = 0;
+}
+
+void ResidencyController::takeAgedSlots(std::int32_t gi, const std::vector<std::int32_t> &slots) {
+  Group &g = groups_[static_cast<std::size_t>(gi)];
+  auto where = [&] { return "dhs.age_rows of layer group " + std::to_string(gi); };
+  const std::size_t pending = g.deviceOwned ? appendLog_.size() - g.appendsFrom : 0;
+  if (slots.size() != pending)
+    throw InputError(where() + " placed " + std::to_string(slots.size()) + " rows for " +
+                     std::to_string(pending) + " appends");
+  // A slot the host took off the free stack is the one the device takes;
+  // over the budget the device's victim (or the aged row's slot) is in use
+  // and no ring slot. (Over the budget the free stack holds only the
+  // unused newest slots of requests shorter than W, most often none: the
+  // free flags are read only when it holds some, the ring bits only when
+  // there are ring slots.)
+  const std::uint64_t *ringBits = g.ringSlotBits.data();
+  const bool someFree = g.free.freeCount() > 0, someRing = g.ring > 0;
+  std::size_t next = 0; // appendPopped's next entry
+  for (std::size_t i = 0; i < pending; ++i) {
+    const std::int32_t slot = slots[i];
+    std::int32_t popped = -1;
+    if (next < g.appendPopped.size() && g.appendPopped[next].entry == g.appendsFrom + i)
+      popped = g.appendPopped[next++].slot;
+    bool bad = slot < -1 || slot >= config_.hbmSlots;
+    if (!bad && slot >= 0)
+      bad = popped >= 0 ? slot != popped
+                        : (someFree && g.free.isFree(slot)) ||
+                              (someRing && (ringBits[slot >> 6] >> (slot & 63)) & 1);
+    if (bad)
+      throw InputError(where() + " placed append " + std::to_string(i) + "'s row in slot " +
+                       std::to_string(slot) +
+                       (popped >= 0 ? ", the free stack handed out " + std::to_string(popped)
+                                    : std::string(", which is free or a ring slot")));
+  }
+  // Each new row's slot into its request's ring (a row that left HBM again
+  // in the list, -1, is overwritten by the later append that aged it).
+  const std::size_t *ringAt = appendLogRingAt_.data() + g.appendsFrom;
+  std::int32_t *ring = g.newestRing.data();
+  for (std::size_t i = 0; i < pending; ++i)
+    ring[ringAt[i]] = slots[i];
+  g.appendsFrom = appendLog_.size();
+  g.appendPopped.clear();
 }
 
 void ResidencyController::applyDeviceAppends(std::int32_t gi,
@@ -215,70 +253,8 @@ void ResidencyController::applyDeviceAppends(std::int32_t gi,
   if (gi < 0 || gi >= config_.groups)
     throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
                           std::to_string(config_.groups) + " groups)");
-  Group &g = groups_[static_cast<std::size_t>(gi)];
-  const std::string where = "dhs.age_rows of layer group " + std::to_string(gi);
-  if (slots.size() != g.appends.size())
-    throw InputError(where + " placed " + std::to_string(slots.size()) + " rows for " +
-                     std::to_string(g.appends.size()) + " appends");
-  // The entries' slots and rows lie anywhere in the group's tables (misses
-  // as a rule, after a step): their lines requested first, together, so
-  // that the loops below wait for them side by side rather than one by one.
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    const std::int32_t slot = slots[i];
-    const DeviceAppend &entry = g.appends[i];
-    if (slot >= 0 && slot < config_.hbmSlots) {
-      g.free.prefetch(slot);
-      __builtin_prefetch(&g.slots[static_cast<std::size_t>(slot)], 1);
-      __builtin_prefetch(&g.uses[static_cast<std::size_t>(slot)], 1);
-    }
-    for (const std::int64_t row : {entry.aged, entry.fresh})
-      if (row >= 0 && static_cast<std::size_t>(row) < g.slotOfHostRow.size())
-        __builtin_prefetch(&g.slotOfHostRow[static_cast<std::size_t>(row)], 1);
-  }
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    const std::int32_t slot = slots[i], popped = g.appendSlot[i];
-    if (slot < -1 || slot >= config_.hbmSlots || (popped >= 0 && slot >= 0 && slot != popped) ||
-        (slot >= 0 && (g.free.isFree(slot) || g.slots[static_cast<std::size_t>(slot)].kind ==
-                                                  static_cast<std::uint8_t>(SlotKind::Ring))))
-      throw InputError(where + " placed append " + std::to_string(i) + "'s row in slot " +
-                       std::to_string(slot) +
-                       (popped >= 0 ? ", the free stack handed out " + std::to_string(popped)
-                                    : std::string(", which is free or a ring slot")));
-  }
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    const DeviceAppend &entry = g.appends[i];
-    if (entry.aged >= 0) {
-      // The aged row's slot is hot or free now: stale until adopted.
-      const std::int32_t aged = g.slotOfHostRow[static_cast<std::size_t>(entry.aged)];
-      if (aged >= 0) {
-        SlotRecord &record = g.slots[static_cast<std::size_t>(aged)];
-        if (record.kind == static_cast<std::uint8_t>(SlotKind::Newest)) {
-          record.kind = static_cast<std::uint8_t>(SlotKind::Hot);
-          record.listPos = -1;
-        }
-      }
-      g.staleRows.push_back(entry.aged);
-    }
-    // A new row that left HBM in the same list (-1) gave its slot to a
-    // later one, which names it.
-    const std::int32_t slot = slots[i];
-    if (slot < 0)
-      continue;
-    SlotRecord &record = g.slots[static_cast<std::size_t>(slot)];
-    if (record.kind == static_cast<std::uint8_t>(SlotKind::Hot)) // (its hot row left on the device)
-      g.staleRows.push_back(requests_[static_cast<std::size_t>(record.owner)].start + record.row);
-    record.owner = g.appendRequest[i];
-    record.row = static_cast<std::int32_t>(entry.fresh - entry.ownerBegin);
-    record.kind = static_cast<std::uint8_t>(SlotKind::Newest);
-    record.listPos = -1;
-    record.cleared = kNeverCleared;
-    g.uses[static_cast<std::size_t>(slot)] = {step_, 0};
-    g.slotOfHostRow[static_cast<std::size_t>(entry.fresh)] = slot;
-  }
-  g.appends.clear();
-  g.appendRequest.clear();
-  g.appendSlot.clear();
-  g.candidatesValid = false; // (kinds and last uses changed)
+  takeAgedSlots(gi, slots);
+  trimAppendLog();
 }
 
 void ResidencyController::applyDeviceAppends(const std::vector<std::int32_t> &groups,
@@ -288,12 +264,17 @@ void ResidencyController::applyDeviceAppends(const std::vector<std::int32_t> &gr
       throw OutOfRangeError("layer group " + std::to_string(gi) + " does not exist (" +
                             std::to_string(config_.groups) + " groups, slots for " +
                             std::to_string(slots.size()) + ")");
-  // Each group's call writes its own tables and record, and reads the
-  // requests' ranges, which no call writes. (The tables lie in different
-  // places for each group: their cache misses overlap across threads.)
-  forEachGroup(groups, [&](std::int32_t gi) {
-    applyDeviceAppends(gi, slots[static_cast<std::size_t>(gi)]);
-  });
+  // One group after another: a group's work is a few microseconds (threads
+  // would cost more to start). The shared record is trimmed once all are
+  // done, also after an error.
+  try {
+    for (std::int32_t gi : groups)
+      takeAgedSlots(gi, slots[static_cast<std::size_t>(gi)]);
+  } catch (...) {
+    trimAppendLog();
+    throw;
+  }
+  trimAppendLog();
 }
 
 void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupState &state) {
@@ -304,8 +285,8 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   const std::string where = "the device state of layer group " + std::to_string(gi);
   if (!g.deviceOwned)
     throw StateError("layer group " + std::to_string(gi) + " is not device-owned");
-  if (!g.appends.empty())
-    throw StateError(where + ": " + std::to_string(g.appends.size()) +
+  if (g.appendsFrom != appendLog_.size())
+    throw StateError(where + ": " + std::to_string(appendLog_.size() - g.appendsFrom) +
                      " appends were not applied (applyDeviceAppends)");
   const std::int32_t slots = config_.hbmSlots;
   const std::size_t n = static_cast<std::size_t>(slots);
@@ -324,101 +305,139 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
     return requests_[static_cast<std::size_t>(a)].start <
            requests_[static_cast<std::size_t>(b)].start;
   });
-  // The live request whose hot rows (before its newest window) hold
-  // `hostRow`, or -1.
+  // Each request's first host row and the end of its hot rows (before its
+  // newest window; the first row for a request that is not live), side by
+  // side: the loops below look them up for most slots.
+  struct Span {
+    std::int64_t start, hotEnd;
+  };
+  std::vector<Span> spans(requests_.size());
+  for (std::size_t ri = 0; ri < requests_.size(); ++ri) {
+    const Request &r = requests_[ri];
+    spans[ri] = {r.start,
+                 r.live ? std::max(r.start, r.start + r.len - config_.newestWindow) : r.start};
+  }
+  // holds: whether request r's hot rows hold `hostRow`; ownerOf: the live
+  // request whose hot rows hold it, or -1.
   auto holds = [&](std::int32_t r, std::int64_t hostRow) {
-    const Request &req = requests_[static_cast<std::size_t>(r)];
-    const std::int64_t row = hostRow - req.start;
-    return req.live && row >= 0 && row < req.len - config_.newestWindow;
+    const Span &span = spans[static_cast<std::size_t>(r)];
+    return hostRow >= span.start && hostRow < span.hotEnd;
   };
   auto ownerOf = [&](std::int64_t hostRow) -> std::int32_t {
     auto it = std::upper_bound(byStart.begin(), byStart.end(), hostRow,
                                [&](std::int64_t row, std::int32_t r) {
-                                 return row < requests_[static_cast<std::size_t>(r)].start;
+                                 return row < spans[static_cast<std::size_t>(r)].start;
                                });
     if (it == byStart.begin())
       return -1;
     const std::int32_t r = *(it - 1);
     return holds(r, hostRow) ? r : -1;
   };
-  // Validate before changing anything.
-  std::vector<std::uint8_t> listed(n, 0);
+  auto isRing = [&](std::size_t s) {
+    return g.slots[s].kind == static_cast<std::uint8_t>(SlotKind::Ring);
+  };
+
+  // What each slot holds now, all of it validated before anything changes
+  // (`held`): a hot row (the device's: its owner, >= 0), a newest row kept
+  // from before the handover (kNewestKept) or placed by the device since
+  // (kPlaced - k: entry k of `placed`, its request and row), free (listed
+  // by the device: kListed), or, kUnknown, a ring slot (as at the handover).
+  constexpr std::int32_t kUnknown = -1, kListed = -2, kNewestKept = -3, kPlaced = -4;
+  std::vector<std::int32_t> held(n, kUnknown);
+  std::vector<std::pair<std::int32_t, std::int32_t>> placed;
   for (std::int32_t i = 0; i < state.freeCount; ++i) {
     const std::int32_t s = state.freeStack[static_cast<std::size_t>(i)];
-    if (s < 0 || s >= slots || listed[static_cast<std::size_t>(s)] ||
+    if (s < 0 || s >= slots || held[static_cast<std::size_t>(s)] != kUnknown ||
         state.hotRows[static_cast<std::size_t>(s)] >= 0)
       throw InputError(where + " lists slot " + std::to_string(s) +
                        " as free: outside the pool, twice, or hot");
-    listed[static_cast<std::size_t>(s)] = 1;
+    if (isRing(static_cast<std::size_t>(s)))
+      throw InputError(where + " lists slot " + std::to_string(s) +
+                       " as free, but it is a ring slot");
+    held[static_cast<std::size_t>(s)] = kListed;
   }
-  // Each hot slot's owner, for the rebuild below. Most hot rows stay with
-  // the request that held the slot when the device took the group over:
-  // where that request's hot rows hold the row, it is the owner (live
-  // requests' host ranges are disjoint: the one ownerOf would find), and
-  // the search is skipped.
-  std::vector<std::int32_t> owners(n, -1);
+  // The newest rows placed by the device (from the request's handover on):
+  // where the applied appends put them (newestRing).
+  std::int64_t newest = 0;
+  const std::int64_t window = config_.newestWindow;
+  const std::size_t stride = ringBase_.size();
+  for (std::size_t ri = 0; ri < requests_.size(); ++ri) {
+    const Request &r = requests_[ri];
+    if (!r.live)
+      continue;
+    const std::int64_t base = ringBase_[ri];
+    for (std::int64_t row = std::max(r.len - window, g.deviceFrom[ri]); row < r.len; ++row) {
+      const std::int32_t s =
+          g.newestRing[static_cast<std::size_t>((row - base) % window) * stride + ri];
+      if (s < 0 || s >= slots || held[static_cast<std::size_t>(s)] != kUnknown ||
+          isRing(static_cast<std::size_t>(s)))
+        throw InputError(where + ": request " + std::to_string(ri) + "'s newest row " +
+                         std::to_string(row) + " is in slot " + std::to_string(s) +
+                         ": outside the pool, listed as free, another newest row's or a ring "
+                         "slot");
+      held[static_cast<std::size_t>(s)] = kPlaced - static_cast<std::int32_t>(placed.size());
+      placed.emplace_back(static_cast<std::int32_t>(ri), static_cast<std::int32_t>(row));
+      ++newest;
+    }
+  }
+  // The other newest rows (placed before the handover, still in their
+  // window) are where the host had them; each hot slot's owner. Most hot
+  // rows stay with the request that held the slot at the handover (as a
+  // hot or a newest row): where that request's hot rows hold the row, it is
+  // the owner (live requests' host ranges are disjoint: the one ownerOf
+  // would find), and the search is skipped.
   std::int64_t hot = 0;
   for (std::size_t s = 0; s < n; ++s) {
+    const SlotRecord &was = g.slots[s];
     const std::int64_t row = state.hotRows[s];
-    const SlotKind kind = static_cast<SlotKind>(g.slots[s].kind);
-    const bool hostKnown = kind == SlotKind::Newest || kind == SlotKind::Ring;
-    if (hostKnown && listed[s])
-      throw InputError(where + " lists slot " + std::to_string(s) +
-                       " as free, but it is a newest or ring slot");
+    if (was.kind == static_cast<std::uint8_t>(SlotKind::Newest) &&
+        spans[static_cast<std::size_t>(was.owner)].start + was.row >=
+            spans[static_cast<std::size_t>(was.owner)].hotEnd) {
+      if (held[s] != kUnknown || row >= 0)
+        throw InputError(where + ": slot " + std::to_string(s) + " holds request " +
+                         std::to_string(was.owner) + "'s newest row " + std::to_string(was.row) +
+                         ", but the device " +
+                         (row >= 0 ? "holds host row " + std::to_string(row) + " there"
+                                   : std::string("lists it as free or placed another row there")));
+      held[s] = kNewestKept;
+      ++newest;
+      continue;
+    }
+    const bool ring = was.kind == static_cast<std::uint8_t>(SlotKind::Ring);
     if (row < 0) {
-      if (!hostKnown && !listed[s])
-        throw InputError(where + ": slot " + std::to_string(s) + " is neither hot nor free");
+      if (held[s] == kUnknown && !ring)
+        throw InputError(where + ": slot " + std::to_string(s) +
+                         " is neither hot, free, a newest nor a ring slot");
       continue;
     }
     ++hot;
     std::int32_t owner = -1;
+    const bool hostKnown = held[s] <= kPlaced || ring;
     if (!hostKnown && row < config_.hostRows) {
-      const std::int32_t was = g.slots[s].owner;
-      owner = kind == SlotKind::Hot && was >= 0 && holds(was, row) ? was : ownerOf(row);
+      const bool held = was.kind == static_cast<std::uint8_t>(SlotKind::Hot) ||
+                        was.kind == static_cast<std::uint8_t>(SlotKind::Newest);
+      owner = held && holds(was.owner, row) ? was.owner : ownerOf(row);
     }
     if (owner < 0)
       throw InputError(where + ": slot " + std::to_string(s) + " holds host row " +
                        std::to_string(row) +
                        (hostKnown ? ", but it is a newest or ring slot"
                                   : ", outside every live request's hot rows"));
-    owners[s] = owner;
+    held[s] = owner;
   }
-  if (hot != g.hot || state.excess != g.excess || state.freeCount != g.free.freeCount())
+  if (hot != g.hot || newest != g.newest || state.excess != g.excess ||
+      state.freeCount != g.free.freeCount())
     throw InputError(where + " counts " + std::to_string(hot) + " hot rows, " +
-                     std::to_string(state.excess) + " optional, " +
-                     std::to_string(state.freeCount) + " free slots; the host counts " +
-                     std::to_string(g.hot) + ", " + std::to_string(g.excess) + ", " +
+                     std::to_string(newest) + " newest, " + std::to_string(state.excess) +
+                     " optional, " + std::to_string(state.freeCount) +
+                     " free slots; the host counts " + std::to_string(g.hot) + ", " +
+                     std::to_string(g.newest) + ", " + std::to_string(g.excess) + ", " +
                      std::to_string(g.free.freeCount()));
 
-  // Forget the stale hot rows (those listed, and those of the slots the
-  // host knows as hot that the device moved), then rebuild them from the
-  // device.
-  auto forget = [&](std::int64_t row) {
-    std::int32_t &slot = g.slotOfHostRow[static_cast<std::size_t>(row)];
-    if (slot < 0)
-      return;
-    const SlotRecord &record = g.slots[static_cast<std::size_t>(slot)];
-    if (record.kind != static_cast<std::uint8_t>(SlotKind::Newest))
-      slot = -1;
-    else if (requests_[static_cast<std::size_t>(record.owner)].start + record.row != row)
-      slot = -1; // its slot holds a newer row now
-  };
-  // The hot rows of now: their slots' kinds, owners and rows are as when
-  // the device took over (or as aging made them), and each maps to its
-  // slot (only new rows were mapped since). The loop below keeps the
-  // mapping of a slot that keeps its row and forgets the others' rows; a
-  // listed row that such a slot holds is left to it.
-  auto hotRowOf = [&](std::size_t s) {
-    const SlotRecord &record = g.slots[s];
-    return requests_[static_cast<std::size_t>(record.owner)].start + record.row;
-  };
-  for (std::int64_t row : g.staleRows) {
-    const std::int32_t slot = g.slotOfHostRow[static_cast<std::size_t>(row)];
-    if (slot < 0 ||
-        g.slots[static_cast<std::size_t>(slot)].kind != static_cast<std::uint8_t>(SlotKind::Hot) ||
-        hotRowOf(static_cast<std::size_t>(slot)) != row)
-      forget(row);
-  }
+  // The rebuild: every slot's recency and reference from the device; each
+  // slot whose row changed since the handover unmaps its old row (unless a
+  // slot before it took that row: mapped there now) and maps its new one;
+  // hot lists in slot order.
   for (Request &r : requests_)
     if (r.live)
       r.hot[static_cast<std::size_t>(gi)].clear();
@@ -435,43 +454,45 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   }
   for (std::size_t s = 0; s < n; ++s) {
     SlotRecord &record = g.slots[s];
-    const SlotKind kind = static_cast<SlotKind>(record.kind);
-    const std::int64_t row = state.hotRows[s];
-    if (kind == SlotKind::Hot) {
-      const std::int64_t was = hotRowOf(s);
-      if (was == row) {
-        // The same row, owner and mapping (most slots): a place in the
-        // rebuilt hot list.
-        std::vector<std::int32_t> &list =
-            requests_[static_cast<std::size_t>(owners[s])].hot[static_cast<std::size_t>(gi)];
-        record.owner = owners[s];
-        record.listPos = static_cast<std::int32_t>(list.size());
-        list.push_back(static_cast<std::int32_t>(s));
-        continue;
-      }
-      // Its old row leaves the table as forget would, unless a slot before
-      // this one took it from the device (mapped there now).
-      std::int32_t &mapped = g.slotOfHostRow[static_cast<std::size_t>(was)];
-      if (mapped == static_cast<std::int32_t>(s))
-        mapped = -1;
+    const std::int32_t is = held[s];
+    if (is == kNewestKept || record.kind == static_cast<std::uint8_t>(SlotKind::Ring))
+      continue;
+    std::int32_t owner = -1, row = -1;
+    if (is <= kPlaced) {
+      std::tie(owner, row) = placed[static_cast<std::size_t>(kPlaced - is)];
+    } else if (is >= 0) {
+      owner = is;
+      row = static_cast<std::int32_t>(state.hotRows[s] -
+                                      spans[static_cast<std::size_t>(owner)].start);
     }
-    if (kind != SlotKind::Newest && kind != SlotKind::Ring) {
-      record.owner = -1;
-      record.row = -1;
-      record.listPos = -1;
+    // Most slots hold the row they held at the handover (a free slot's
+    // owner and row are -1): their mapping stays.
+    if (owner != record.owner || row != record.row) {
+      if (record.owner >= 0) {
+        const std::int64_t wasRow =
+            spans[static_cast<std::size_t>(record.owner)].start + record.row;
+        std::int32_t &mapped = g.slotOfHostRow[static_cast<std::size_t>(wasRow)];
+        if (mapped == static_cast<std::int32_t>(s))
+          mapped = -1;
+      }
+      if (owner >= 0)
+        g.slotOfHostRow[static_cast<std::size_t>(spans[static_cast<std::size_t>(owner)].start +
+                                                 row)] = static_cast<std::int32_t>(s);
+      record.owner = owner;
+      record.row = row;
+    }
+    record.listPos = -1;
+    if (is <= kPlaced) {
+      record.kind = static_cast<std::uint8_t>(SlotKind::Newest);
+    } else if (is >= 0) {
+      std::vector<std::int32_t> &list =
+          requests_[static_cast<std::size_t>(owner)].hot[static_cast<std::size_t>(gi)];
+      record.kind = static_cast<std::uint8_t>(SlotKind::Hot);
+      record.listPos = static_cast<std::int32_t>(list.size());
+      list.push_back(static_cast<std::int32_t>(s));
+    } else {
       record.kind = static_cast<std::uint8_t>(SlotKind::Free);
     }
-    if (row < 0)
-      continue;
-    const std::int32_t owner = owners[s];
-    Request &r = requests_[static_cast<std::size_t>(owner)];
-    std::vector<std::int32_t> &list = r.hot[static_cast<std::size_t>(gi)];
-    record.owner = owner;
-    record.row = static_cast<std::int32_t>(row - r.start);
-    record.kind = static_cast<std::uint8_t>(SlotKind::Hot);
-    record.listPos = static_cast<std::int32_t>(list.size());
-    list.push_back(static_cast<std::int32_t>(s));
-    g.slotOfHostRow[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(s);
   }
   g.free.assign(std::vector<std::int32_t>(state.freeStack.begin(),
                                           state.freeStack.begin() + state.freeCount));
@@ -479,7 +500,6 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
   g.noVictimStep = state.noVictimStep;
   g.lru.invalidate();
   g.candidatesValid = false;
-  g.staleRows.clear();
   g.deviceOwned = false;
 }
 

@@ -117,17 +117,30 @@ struct ResidencyController::Group {
   std::uint32_t noVictimStep = 0;    // a non-forced search failed in this step
   LruCursor lru;                     // global LRU order (Adaptive + Lru)
   std::vector<std::int32_t> touched; // requests with rows to fetch this step
-  // While the device decides (markDeviceOwned .. adoptDeviceState): the
-  // host rows whose resolve-table entries may be stale besides those of the
-  // slots the host still knows as hot (aged since, or hot in a slot that a
-  // replayed append's new row took), and the appends recorded for dhs.age_rows
-  // with their requests and the free slot the host took for the new row
-  // (-1: over the budget, the slot is the victim's).
+  // While the device decides (markDeviceOwned .. adoptDeviceState) the
+  // per-slot tables above stay as at the handover; the host keeps, besides
+  // counts and the free stack:
+  // - appendsFrom: the group's first entry of the controller's append
+  //   record not applied yet (its list is the record from there on), and
+  //   appendPopped, for those of its entries within the budget, the free
+  //   slot the host took for the new row (over the budget the device picks
+  //   the slot: nothing is recorded per group);
+  // - deviceFrom: each request's history length at the handover ([request
+  //   index]; rows from there on were placed by the device);
+  // - newestRing: the slot of each request's newest rows placed by the
+  //   device, row ringBase_ + k of request r at [(k mod W) x requests + r]
+  //   (requests that append together write side by side).
+  // Always kept: ringSlotBits, a bit per slot, set for the ring slots.
   bool deviceOwned = false;
-  std::vector<std::int64_t> staleRows;
-  std::vector<DeviceAppend> appends;
-  std::vector<std::int32_t> appendRequest;
-  std::vector<std::int32_t> appendSlot;
+  std::size_t appendsFrom = 0;
+  struct PoppedSlot {
+    std::size_t entry = 0; // in the append record
+    std::int32_t slot = 0;
+  };
+  std::vector<PoppedSlot> appendPopped;
+  std::vector<std::int64_t> deviceFrom;
+  std::vector<std::int32_t> newestRing;
+  std::vector<std::uint64_t> ringSlotBits;
 
   /// Returns `slot` to the allocator: no owner, row or list position, and
   /// its reference cleared. (The caller unmaps its host row.)
@@ -170,6 +183,27 @@ inline bool ResidencyController::referenced(const Group &g, std::int32_t slot) {
 inline void ResidencyController::clearReference(Group &g, std::int32_t slot) {
   const std::size_t s = static_cast<std::size_t>(slot);
   g.slots[s].cleared = g.uses[s].lastUse;
+}
+
+/// append's part in a device-owned group (append records the entry, once
+/// for every such group): the counts, and the free slot the host takes for
+/// the new row within the budget. The row leaving the newest window (when
+/// `aged`) becomes hot; over the budget (optional budget `budget`) one hot
+/// row leaves, a victim or the aged row itself (the device decides which),
+/// and the new row takes its slot: nothing changes but the eviction count.
+/// Returns the evictions (0 or 1).
+inline std::int64_t ResidencyController::appendOnDevice(Group &g, bool aged, std::int64_t budget,
+                                                        std::size_t entry) {
+  if (aged && g.excess + 1 > budget)
+    return 1;
+  if (aged) {
+    ++g.hot;
+    ++g.excess;
+  } else {
+    ++g.newest;
+  }
+  g.appendPopped.push_back({entry, g.free.allocate()});
+  return 0;
 }
 
 struct ResidencyController::Request {

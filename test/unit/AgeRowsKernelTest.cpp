@@ -120,7 +120,7 @@ pack(const ResidencyController &c, const std::vector<std::int32_t> &requests, in
     for (std::int32_t r : requests)
       if (device.historyLen(r) < device.maxContext(r))
         device.append(r, ignored);
-  return {padSlots(state, kSlots), device.deviceAppends(0)};
+  return {padSlots(state, kSlots), device.deviceAppends(0).toVector()};
 }
 
 } // namespace

@@ -268,7 +268,7 @@ struct EmulatedGroup {
   }
 
   /// dhs.age_rows over the recorded appends; returns each new row's slot.
-  std::vector<std::int32_t> age(const std::vector<DeviceAppend> &appends, std::int64_t budget,
+  std::vector<std::int32_t> age(DeviceAppendList appends, std::int64_t budget,
                                 PromotionPlanList &list) {
     AgeRowsState aging{state, map, budget};
     REQUIRE(planAgeRows(aging, appends, list) == 0);
@@ -413,7 +413,7 @@ void checkAppends(ResidencyController &c, const std::vector<std::int32_t> &reque
   }
   c.setReleaseLog(nullptr);
   CHECK(ignored.empty()); // the device places a device-owned group's rows
-  const std::vector<DeviceAppend> entries = device.deviceAppends(0);
+  const std::vector<DeviceAppend> entries = device.deviceAppends(0).toVector();
   REQUIRE(entries.size() == requests.size());
   PromotionPlanList list;
   REQUIRE(planAgeRows(aging, entries, list) == 0);
@@ -495,6 +495,152 @@ TEST_CASE("the age_rows rule after a step whose promotions ran out of victims",
   }
   CHECK(counts.underMemo > 0);
   CHECK(counts.released == counts.appended);
+}
+
+TEST_CASE("appends over many lists, more than W a request in some, leave the newest slots that "
+          "adoption rebuilds",
+          "[residency][device]") {
+  // The host keeps only the newest slots of the applied lists (its per-slot
+  // tables stay as at the handover): an adopted copy must equal a
+  // controller that appended on the host, slot for slot, after every list.
+  // Groups 0 and 1 are handed over before the first list, group 2 after it
+  // (the first list's newest rows are the host's there); a request appends
+  // up to W + 3 tokens a list, so that new rows age out and leave HBM again
+  // within their own list (slot -1); the lists are applied one group at a
+  // time or all together.
+  DHS_SEEDED_RNG(rng, 3300);
+  const std::int32_t groups = 3, window = 4;
+  ResidencyConfig config = ResidencyConfig::adaptive(groups, 60, 4000, window, 1, 0);
+  config.maxRequests = 6;
+  ResidencyController host(config), device(config);
+  std::vector<RowCopy> copies;
+  std::vector<std::int32_t> live;
+  for (int i = 0; i < 5; ++i) {
+    const std::int64_t length = 1 + static_cast<std::int64_t>(rng() % 30);
+    live.push_back(host.admit(length, length + 300, copies));
+    REQUIRE(device.admit(length, length + 300, copies) == live.back());
+  }
+  // A step first: the rows placed before it are CLOCK candidates.
+  std::vector<std::vector<std::int32_t>> selected(groups);
+  for (std::vector<std::int32_t> &rows : selected)
+    for (std::int32_t r : live)
+      for (int k = 0; k < 3; ++k)
+        rows.push_back(
+            static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(host.historyLen(r))));
+  hostStep(host, live, selected, 3, copies);
+  hostStep(device, live, selected, 3, copies);
+  REQUIRE(firstDifference(host, device) == "");
+  std::vector<AgeRowsState> emulated(groups);
+  auto handOver = [&](std::int32_t g) {
+    emulated[static_cast<std::size_t>(g)] = {device.exportDeviceState(g), device.residencyTable(g),
+                                             device.optionalBudget()};
+    device.markDeviceOwned(g);
+  };
+  handOver(0);
+  handOver(1);
+  std::int64_t left = 0, longRuns = 0;
+  for (int list = 0; list < 12; ++list) {
+    INFO("list " << list);
+    std::vector<std::int32_t> order;
+    for (std::int32_t r : live) {
+      const int times = static_cast<int>(rng() % (window + 4));
+      longRuns += times > window;
+      order.insert(order.end(), static_cast<std::size_t>(times), r);
+    }
+    std::shuffle(order.begin(), order.end(), rng);
+    for (std::int32_t r : order) {
+      host.append(r, copies);
+      device.append(r, copies);
+    }
+    std::vector<std::int32_t> owned;
+    std::vector<std::vector<std::int32_t>> slots(groups);
+    for (std::int32_t g = 0; g < groups; ++g) {
+      const std::size_t gi = static_cast<std::size_t>(g);
+      if (!device.deviceOwned(g)) {
+        CHECK(device.deviceAppends(g).empty());
+        continue;
+      }
+      REQUIRE(device.deviceAppends(g).size() == order.size());
+      PromotionPlanList planned;
+      REQUIRE(planAgeRows(emulated[gi], device.deviceAppends(g), planned) == 0);
+      CHECK(emulated[gi].map == host.residencyTable(g));
+      slots[gi].assign(planned.slots.begin(),
+                       planned.slots.begin() + static_cast<std::ptrdiff_t>(order.size()));
+      left += std::count(slots[gi].begin(), slots[gi].end(), -1);
+      owned.push_back(g);
+    }
+    if (list % 2 == 0)
+      for (std::int32_t g : owned)
+        device.applyDeviceAppends(g, slots[static_cast<std::size_t>(g)]);
+    else
+      device.applyDeviceAppends(owned, slots);
+    for (std::int32_t g : owned)
+      CHECK(device.deviceAppends(g).empty());
+    if (list == 0)
+      handOver(2);
+    ResidencyController adopted = device;
+    for (std::int32_t g = 0; g < groups; ++g)
+      adopted.adoptDeviceState(g, emulated[static_cast<std::size_t>(g)].group);
+    REQUIRE(firstDifference(host, adopted) == "");
+    adopted.checkConsistency();
+  }
+  INFO(left << " new rows left in their own list, " << longRuns << " runs of more than W");
+  CHECK(left > 0);
+  CHECK(longRuns > 5);
+}
+
+TEST_CASE("the appends' slots the host does not expect are refused, and adoption refuses "
+          "newest slots that disagree with the device state",
+          "[residency][device]") {
+  // 12 slots, W = 4, a ring slot a request: request 0 (10 rows) and
+  // request 1 (1 row: three of its newest slots unused, on the free stack)
+  // reserve 10 slots, the budget is 2. Request 0 appends rows 10-12: rows 6
+  // and 7 age within the budget (the new rows take the free stack's top),
+  // row 8 over it (step 0: no victim, row 8 leaves, row 12 takes its slot).
+  ResidencyController host(ResidencyConfig::adaptive(1, 12, 1000, 4, 1, 0));
+  std::vector<RowCopy> copies;
+  const std::int32_t r0 = host.admit(10, 100, copies), r1 = host.admit(1, 100, copies);
+  ResidencyController device = host;
+  AgeRowsState emulated{device.exportDeviceState(0), device.residencyTable(0),
+                        device.optionalBudget()};
+  device.markDeviceOwned(0);
+  for (int t = 0; t < 3; ++t) {
+    host.append(r0, copies);
+    device.append(r0, copies);
+  }
+  PromotionPlanList planned;
+  REQUIRE(planAgeRows(emulated, device.deviceAppends(0), planned) == 0);
+  const std::vector<std::int32_t> slots(planned.slots.begin(), planned.slots.begin() + 3);
+  const std::vector<std::int32_t> free = device.freeSlots(0);
+  REQUIRE(free.size() == 3);
+  REQUIRE(slots[2] == host.slotOf(0, r0, 12));
+  REQUIRE(host.slotOf(0, r0, 8) == -1);
+  const std::int32_t ring = host.ringSlots(0, r1)[0], hot = host.slotOf(0, r0, 6);
+  REQUIRE(host.slotKind(0, hot) == SlotKind::Hot);
+  CHECK_THROWS_AS(device.adoptDeviceState(0, emulated.group), StateError); // not applied yet
+  auto refused = [&](const std::vector<std::int32_t> &bad) {
+    CHECK_THROWS_AS(device.applyDeviceAppends(0, bad), InputError);
+    CHECK(device.deviceAppends(0).size() == 3);
+  };
+  refused({slots[0], slots[1]});              // a count that differs
+  refused({slots[1], slots[1], slots[2]});    // not the free slot the host took
+  refused({slots[0], slots[1], 12});          // outside the pool
+  refused({slots[0], slots[1], free.back()}); // over the budget: a slot the stack holds
+  refused({slots[0], slots[1], ring});        // over the budget: a ring slot
+  CHECK_THROWS_AS(device.applyDeviceAppends({0}, {{slots[0], slots[1], ring}}), InputError);
+  CHECK(device.deviceAppends(0).size() == 3);
+  // A hot slot for row 12 passes (the host does not know the hot slots),
+  // but adoption finds it hot in the device state, and row 8's slot
+  // neither hot, free nor newest: refused, the group stays device-owned.
+  ResidencyController wrong = device;
+  wrong.applyDeviceAppends(0, {slots[0], slots[1], hot});
+  CHECK_THROWS_AS(wrong.adoptDeviceState(0, emulated.group), InputError);
+  CHECK(wrong.deviceOwned(0));
+  device.applyDeviceAppends(0, slots);
+  CHECK(device.deviceAppends(0).empty());
+  device.adoptDeviceState(0, emulated.group);
+  CHECK(firstDifference(host, device) == "");
+  device.checkConsistency();
 }
 
 namespace {
