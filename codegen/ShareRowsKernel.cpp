@@ -400,12 +400,19 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     // once a lookup. Then every lookup keeps its first occurrence, the
     // ones not found K, which changes nothing.
     if (positions > 1) {
+      // (One op per statement: the IR's order must not depend on the host
+      // compiler's order of evaluating arguments; the lit test reads it.)
       Value tableSize = kb.i32(table), tableMask32 = kb.i32(table - 1);
+      Value tid32 = i32Of(tid);
+      Value tidSlot = andI(tid32, tableMask32);
+      Value noRow = add(tidSlot, kb.i32(2 * table));
       SmallVector<Value> cursors;
-      for (int64_t j = 0; j < perThreadRest; ++j)
-        cursors.push_back(kb.select(andI(valid1[j], kb.cmpi(P::sge, rows1[j], kb.i32(0))),
-                                    i32Of(hashOf(rows1[j])),
-                                    add(andI(i32Of(tid), tableMask32), kb.i32(2 * table))));
+      for (int64_t j = 0; j < perThreadRest; ++j) {
+        Value hash = i32Of(hashOf(rows1[j]));
+        Value isRow = kb.cmpi(P::sge, rows1[j], kb.i32(0));
+        Value looked = andI(valid1[j], isRow);
+        cursors.push_back(kb.select(looked, hash, noRow));
+      }
       SmallVector<Type> cursorTypes(cursors.size(), i32);
       SmallVector<Location> cursorLocs(cursors.size(), loc);
       auto loop = scf::WhileOp::create(b, cursorTypes, cursors);
@@ -418,10 +425,14 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
           Value cursor = before->getArgument(j);
           Value active = kb.cmpi(P::ult, cursor, tableSize);
           Value there = load(keys, {indexOf(kb.select(active, cursor, kb.i32(0)))});
-          Value moved =
-              kb.select(kb.cmpi(P::eq, there, rows1[j]), add(cursor, tableSize),
-                        kb.select(kb.cmpi(P::eq, there, minusOne), add(cursor, kb.i32(2 * table)),
-                                  andI(add(cursor, kb.i32(1)), tableMask32)));
+          Value following = add(cursor, kb.i32(1));
+          Value nextSlot = andI(following, tableMask32);
+          Value notThere = add(cursor, kb.i32(2 * table));
+          Value isEmpty = kb.cmpi(P::eq, there, minusOne);
+          Value missed = kb.select(isEmpty, notThere, nextSlot);
+          Value foundAt = add(cursor, tableSize);
+          Value isRow = kb.cmpi(P::eq, there, rows1[j]);
+          Value moved = kb.select(isRow, foundAt, missed);
           Value cursorNext = kb.select(active, moved, cursor);
           next.push_back(cursorNext);
           probing = arith::OrIOp::create(b, probing, kb.cmpi(P::ult, cursorNext, tableSize));
@@ -434,9 +445,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
         Value cursor = loop.getResult(j);
         Value found = kb.cmpi(P::ult, cursor, kb.i32(2 * table));
         Value i = minU(flats1[j], entries - 1);
-        keepFirst(
-            arith::DivUIOp::create(b, i, kb.index(selected)), indexOf(andI(cursor, tableMask32)),
-            kb.select(found, arith::RemUIOp::create(b, i, kb.index(selected)), kb.index(selected)));
+        Value k = arith::RemUIOp::create(b, i, kb.index(selected));
+        Value kept = kb.select(found, k, kb.index(selected));
+        Value slot = indexOf(andI(cursor, tableMask32));
+        Value position = arith::DivUIOp::create(b, i, kb.index(selected));
+        keepFirst(position, slot, kept);
       }
       gpu::BarrierOp::create(b);
     }
@@ -446,8 +459,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
     Value count0 = kb.i32(0);
     for (int64_t j = 0; j < perThread0; ++j) {
       Value slot = slots0[j];
-      Value common = andI(andI(valid0[j], kb.cmpi(P::sge, rows0[j], kb.i32(0))),
-                          kb.cmpi(P::eq, firstAt(zero, slot), i32Of(minU(ks0[j], selected - 1))));
+      Value isRow = kb.cmpi(P::sge, rows0[j], kb.i32(0));
+      Value looked = andI(valid0[j], isRow);
+      Value first = firstAt(zero, slot);
+      Value k = i32Of(minU(ks0[j], selected - 1));
+      Value common = andI(looked, kb.cmpi(P::eq, first, k));
       for (int64_t q = 1; q < positions; ++q)
         common = andI(common, kb.cmpi(P::ult, firstAt(kb.index(q), slot), none));
       common0.push_back(common);
@@ -524,12 +540,13 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
       flats.push_back(i);
       rows.push_back(load(inRows, {request, clamped}));
       slots.push_back(load(inSlots, {request, clamped}));
-      Value free =
-          andI(kb.cmpi(P::ult, i, kb.index(entries)),
-               kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8)));
-      masks.push_back(ballot(free));
+      Value inList = kb.cmpi(P::ult, i, kb.index(entries));
+      Value notTaken =
+          kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8));
+      masks.push_back(ballot(andI(inList, notTaken)));
       kb.ifThen(kb.cmpi(P::eq, lane, zero), [&] {
-        store(LLVM::CtPopOp::create(b, i32, masks.back()), sums, {add(kb.index(j * warps), warp)});
+        Value count = LLVM::CtPopOp::create(b, i32, masks.back());
+        store(count, sums, {add(kb.index(j * warps), warp)});
       });
     }
     scanSums(sumWords);
