@@ -231,11 +231,6 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
       Value stepped = kb.cmpi(P::ne, step, kb.i32(0));
       return andI(same, stepped);
     };
-    // The warp's ballot of `bit`: bit l of the result is lane l's.
-    auto ballot = [&](Value bit) {
-      return NVVM::VoteSyncOp::create(b, i32, kb.i32(-1), bit, NVVM::VoteSyncKind::ballot)
-          .getResult();
-    };
     // The least i32 `v` over the warp; every lane gets it.
     auto warpMin = [&](Value v) {
       for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
@@ -512,7 +507,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
             Value inTable = kb.cmpi(P::ult, s, slotIndexCount);
             Value at = kb.select(inTable, s, kb.index(0));
             Value row = load(hot, {at});
-            Value mask = ballot(andI(inTable, candidateAt(at, row)));
+            Value mask = kb.ballot(andI(inTable, candidateAt(at, row)));
             Value leader = kb.cmpi(P::eq, lane, kb.i32(0));
             kb.ifThen(andI(leader, kb.cmpi(P::ne, mask, kb.i32(0))), [&] {
               Value count = LLVM::CtPopOp::create(b, i32, mask);
@@ -548,7 +543,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
                     Value candidate = andI(valid, andI(isHot, earlier));
                     Value referenced = kb.cmpi(P::ne, last, load(cleared, {slotIndex}));
                     Value taken = andI(candidate, notI(referenced));
-                    Value mask = ballot(taken);
+                    Value mask = kb.ballot(taken);
                     // The warp's lowest position (kThreads: none), then the trip's.
                     Value lowestLane = LLVM::CountTrailingZerosOp::create(b, i32, mask, false);
                     Value warpBase = arith::IndexCastOp::create(

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -90,6 +91,12 @@ struct KernelBuilder {
       v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
     }
     return v;
+  }
+  /// The warp's ballot of the i1 `bit` (all 32 lanes take part): bit l of
+  /// the i32 result is lane l's.
+  Value ballot(Value bit) {
+    return NVVM::VoteSyncOp::create(b, b.getI32Type(), i32(-1), bit, NVVM::VoteSyncKind::ballot)
+        .getResult();
   }
   /// A loop over [start, end) in steps of `step` whose body `body` builds.
   void forLoop(Value start, Value end, Value step, function_ref<void(Value)> body) {

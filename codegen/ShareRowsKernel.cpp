@@ -251,11 +251,6 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
       else
         keep();
     };
-    /// The lanes of the warp whose i1 `bit` is set.
-    auto ballot = [&](Value bit) -> Value {
-      return NVVM::VoteSyncOp::create(b, i32, kb.i32(-1), bit, NVVM::VoteSyncKind::ballot)
-          .getResult();
-    };
     Value lanesBefore = sub(arith::ShLIOp::create(b, kb.i32(1), lane32), kb.i32(1)); // lane < 32
     /// Inclusive scan over the warp of the i32 `x`.
     auto warpScan = [&](Value x) {
@@ -543,7 +538,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
       Value inList = kb.cmpi(P::ult, i, kb.index(entries));
       Value notTaken =
           kb.cmpi(P::eq, load(taken, {clamped}), arith::ConstantIntOp::create(b, 0, 8));
-      masks.push_back(ballot(andI(inList, notTaken)));
+      masks.push_back(kb.ballot(andI(inList, notTaken)));
       kb.ifThen(kb.cmpi(P::eq, lane, zero), [&] {
         Value count = LLVM::CtPopOp::create(b, i32, masks.back());
         store(count, sums, {add(kb.index(j * warps), warp)});
