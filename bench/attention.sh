@@ -31,7 +31,9 @@
 # kernel on the first shape; and
 # retrieval: the fetch kernel of one layer group over a 22 GB pinned store
 # (dhs-retrieval-bench, 5-20% of the selections missing, first in each list
-# or scattered in it) against the copy rate; the 128-head bf16 shapes without clusters (each CTA gathers every row of its
+# or scattered in it) against the copy rate; executor steps (dhs-decision-bench:
+# the large step and B=128 x 20 layer groups, residency decided on the device,
+# each step's phases and host time); the 128-head bf16 shapes without clusters (each CTA gathers every row of its
 # query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters;
 # and verify steps (64 requests x 5 positions x 64 heads): the step inside a
 # dhs.verify phase compiled with --share-tiles (dhs.share_rows orders each request's
@@ -175,6 +177,30 @@ print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms
     echo
     "$dir/bin/dhs-retrieval-bench" "$dir/attention/fetch_fp8_group" 2>&1 ||
       echo "FAILED: dhs-retrieval-bench"
+  fi
+  # Executor steps: the runtime over the generated kernels, residency decided
+  # on the device (the step log booked, victims, promotions and the appends'
+  # aging by kernels): the issue's large step (B=16 x 4 positions, 8 FP8
+  # layers in 2 groups) and B=128 x 20 layer groups, each step's phases and
+  # the host's time against the device's (tools/gpu-check.sh runs these and
+  # the host-decided forms with their whole logs).
+  if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/aging_b128_g1" ]; then
+    local shape
+    for shape in large b128; do
+      echo
+      local log=$results/executor-$shape.log args
+      if [ $shape = large ]; then
+        args=(--aging-step "$dir/decisions/aging_large_g4" "$dir/compiled-steps/place_rows"
+              "$dir/decisions/large_g4" "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3})
+      else
+        args=(--groups 20 --history 2304 --steps 10 --aging-step "$dir/decisions/aging_b128_g1"
+              "$dir/decisions/place_rows_g1" "$dir/decisions/b128_g1"
+              "$dir/group-steps/b128_g1_resolved/layer0")
+      fi
+      "$dir/bin/dhs-decision-bench" "${args[@]}" > "$log" 2>&1 ||
+        echo "FAILED: dhs-decision-bench ($shape)"
+      grep -E "^ *(B=|medians|logged|decided|outputs differing)" "$log"
+    done
   fi
 }
 
