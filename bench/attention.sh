@@ -17,6 +17,16 @@
 #                                  alone, printed (DHS_VERIFY_FORMATS,
 #                                  DHS_VERIFY_OVERLAPS, DHS_VERIFY_MISSING
 #                                  narrow them)
+#   bench/attention.sh compare DIR A B...
+#                                  on the GPU machine: kernel variants (A, B,
+#                                  ...: folders under DIR holding steps as
+#                                  `steps` compiles them into DIR/attention,
+#                                  e.g. by another branch's dhs-compile)
+#                                  timed alternately, two rounds, each run
+#                                  checked against fp64 first; by default the
+#                                  FP8 128 x 64-head step at 0 / 1 / 5 / 14%
+#                                  missing (DHS_COMPARE_STEPS: "NAME
+#                                  RESIDENCY" lines)
 #
 # Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
 # heads, 1, 2 and 5 query positions, 32 to 128 requests, 32K-row histories,
@@ -95,9 +105,11 @@ steps() {
 
 # One step's median time in ms at a residency (and overlap), from dhs-run's
 # JSON (empty on failure); logs under $results.
+# The steps are read from DIR/attention, or DIR/$variant where set.
 run_step() { # NAME RESIDENCY [OVERLAP]
-  local log=$results/$1-$2${3:+-$3}
-  "$dir/bin/dhs-run" "$dir/attention/$1" --backend cuda --no-host-check --resident "$2" \
+  local folder=${variant:-attention}
+  local log=$results/${variant:+$variant-}$1-$2${3:+-$3}
+  "$dir/bin/dhs-run" "$dir/$folder/$1" --backend cuda --no-host-check --resident "$2" \
     ${3:+--overlap $3} --history-rows 32768 --repeat 20 --json "$log.json" > "$log.log" 2>&1 ||
     { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$log.log" >&2; return; }
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
@@ -251,6 +263,30 @@ print(f'{\"fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {al:10.4f} {sh:10.4f} {per/
   done
 }
 
+# Kernel variants timed alternately (the `compare` mode).
+compare() { # VARIANT...
+  local results=${DHS_RESULTS:-$dir/results}/compare
+  mkdir -p "$results"
+  local default_steps="fp8_b128_q1_h64 1
+fp8_b128_q1_h64 0.99
+fp8_b128_q1_h64 0.95
+fp8_b128_q1_h64 0.86"
+  printf '%-8s %-24s %9s' round step resident
+  printf ' %12s' "$@"
+  echo
+  local round name resident variant ms
+  for round in 1 2; do
+    while read -r name resident; do
+      printf '%-8s %-24s %9s' "$round" "$name" "$resident"
+      for variant in "$@"; do
+        ms=$(run_step "$name" "$resident")
+        printf ' %12s' "${ms:-FAILED}"
+      done
+      echo
+    done <<<"${DHS_COMPARE_STEPS:-$default_steps}"
+  done
+}
+
 case "$mode" in
   steps) steps ;;
   verify)
@@ -276,5 +312,10 @@ case "$mode" in
       tar czf "$OUT/attention-logs.tar.gz" -C "${DHS_RESULTS:-$dir/results}" attention
     fi
     ;;
-  *) echo "usage: bench/attention.sh steps|run|verify DIR" >&2; exit 2 ;;
+  compare)
+    shift 2
+    [ $# -ge 1 ] || { echo "usage: bench/attention.sh compare DIR VARIANT..." >&2; exit 2; }
+    compare "$@"
+    ;;
+  *) echo "usage: bench/attention.sh steps|run|verify|compare DIR" >&2; exit 2 ;;
 esac
