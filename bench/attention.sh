@@ -26,7 +26,8 @@
 #                                  checked against fp64 first; by default the
 #                                  FP8 128 x 64-head step at 0 / 1 / 5 / 14%
 #                                  missing (DHS_COMPARE_STEPS: "NAME
-#                                  RESIDENCY" lines)
+#                                  RESIDENCY" lines; DHS_COMPARE_HISTORY_ROWS:
+#                                  rows a request, default 32768)
 #
 # Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
 # heads, 1, 2 and 5 query positions, 32 to 128 requests, 32K-row histories,
@@ -110,7 +111,8 @@ run_step() { # NAME RESIDENCY [OVERLAP]
   local folder=${variant:-attention}
   local log=$results/${variant:+$variant-}$1-$2${3:+-$3}
   "$dir/bin/dhs-run" "$dir/$folder/$1" --backend cuda --no-host-check --resident "$2" \
-    ${3:+--overlap $3} --history-rows 32768 --repeat 20 --json "$log.json" > "$log.log" 2>&1 ||
+    ${3:+--overlap $3} --history-rows "${history_rows:-32768}" --repeat 20 --json "$log.json" \
+    > "$log.log" 2>&1 ||
     { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$log.log" >&2; return; }
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
     "$log.json"
@@ -274,7 +276,7 @@ fp8_b128_q1_h64 0.86"
   printf '%-8s %-24s %9s' round step resident
   printf ' %12s' "$@"
   echo
-  local round name resident variant ms
+  local round name resident variant ms history_rows=${DHS_COMPARE_HISTORY_ROWS:-32768}
   for round in 1 2; do
     while read -r name resident; do
       printf '%-8s %-24s %9s' "$round" "$name" "$resident"
