@@ -11,9 +11,10 @@
 //   - 4 rows x 128 bytes, 2 rows x 256 bytes;
 // the same from an HBM copy of the store; and whether an L2 prefetch of the
 // rows (cp.async.bulk.prefetch.L2 or prefetch.global.L2) makes a later gather
-// of them faster; and whether cp.async (16 B) of the rows into a shared ring
-// reaches the rate of ld.global.nc (not yet run). Figures: bench/NOTES.md
-// (2026-12-01, sixth session).
+// of them faster; whether cp.async (16 B) of the rows into a shared ring
+// reaches the rate of ld.global.nc (it does not: 38%, twelfth session), and
+// whether whole-row bulk copies (cp.async.bulk, the TMA) do (not yet run).
+// Figures: bench/NOTES.md (sixth, seventh and twelfth sessions).
 //
 //   nvcc -O3 -arch=sm_90a -o sysmem_gather bench/baselines/sysmem_gather.cu
 //
@@ -249,6 +250,75 @@ __global__ void asyncGather(const char *host, const int *rows, int perCta, char 
   }
 }
 
+// Whole rows by the Tensor Memory Accelerator: one cp.async.bulk of 656 B a
+// row into a shared ring `kDepth` batches deep per warp (a batch: 4 rows,
+// issued by lanes 0-3, completed on the slot's mbarrier), then from shared
+// memory to `out`. No register and no 16-byte request of the SM waits for a
+// host load: does the bulk copy engine read mapped host memory at the rate of
+// ld.global.nc (the 16-byte cp.async above did not)?
+template <int kDepth>
+__global__ void bulkGather(const char *host, const int *rows, int perCta, char *out) {
+  extern __shared__ __align__(16) char bulkRing[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int *mine = rows + blockIdx.x * perCta;
+  const char *base = host + (size_t)blockIdx.x * deviceHistory * kRowBytes;
+  char *dst = out + (size_t)blockIdx.x * perCta * kRowBytes;
+  char *warpRing = bulkRing + (size_t)warp * kDepth * 4 * kRowBytes;
+  unsigned long long *bars =
+      reinterpret_cast<unsigned long long *>(bulkRing + (size_t)warps * kDepth * 4 * kRowBytes) +
+      warp * kDepth;
+  const int batches = (perCta + 4 * warps - 1) / (4 * warps);
+  auto shared = [](const void *p) { return (unsigned)__cvta_generic_to_shared(p); };
+  if (lane == 0)
+    for (int d = 0; d < kDepth; ++d)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared(bars + d)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
+  auto rowOf = [&](int b, int sub) { return (b * warps + warp) * 4 + sub; };
+  auto issue = [&](int b) {
+    if (b >= batches)
+      return;
+    const int slot = b % kDepth;
+    const int valid = max(0, min(4, perCta - rowOf(b, 0)));
+    if (lane == 0)
+      asm volatile(
+          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared(bars + slot)),
+          "r"(valid * kRowBytes)
+          : "memory");
+    __syncwarp();
+    if (lane < valid) {
+      const char *src = base + (size_t)mine[rowOf(b, lane)] * kRowBytes;
+      char *to = warpRing + (slot * 4 + lane) * kRowBytes;
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                   "%2, [%3];" ::"r"(shared(to)),
+                   "l"(src), "r"(kRowBytes), "r"(shared(bars + slot))
+                   : "memory");
+    }
+  };
+  for (int b = 0; b < kDepth - 1; ++b)
+    issue(b);
+  for (int b = 0; b < batches; ++b) {
+    issue(b + kDepth - 1);
+    const int slot = b % kDepth;
+    const unsigned parity = (b / kDepth) & 1;
+    asm volatile("{ .reg .pred done;\n"
+                 "wait: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait; }" ::"r"(shared(bars + slot)),
+                 "r"(parity)
+                 : "memory");
+    // The batch's rows, 16 bytes a lane.
+    const int valid = max(0, min(4, perCta - rowOf(b, 0)));
+    for (int c = lane; c < valid * kChunks; c += 32) {
+      const int sub = c / kChunks, chunk = c % kChunks;
+      *(int4 *)(dst + (size_t)rowOf(b, sub) * kRowBytes + 16 * chunk) =
+          *(const int4 *)(warpRing + (slot * 4 + sub) * kRowBytes + 16 * chunk);
+    }
+    // The slot's reads are done before a later bulk copy overwrites it.
+    __syncwarp();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+}
+
 __global__ void flushL2(char *p, size_t n) {
   for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 16; i < n;
        i += (size_t)gridDim.x * blockDim.x * 16)
@@ -443,6 +513,21 @@ int main(int argc, char **argv) {
       ringed(asyncGather<2>, 2);
       ringed(asyncGather<4>, 4);
       ringed(asyncGather<8>, 8);
+      printf("\n  cp.async.bulk (whole rows) into a shared ring, batches in flight a warp:");
+      auto bulked = [&](auto kernelOf, int depth) {
+        const int sharedBytes = 4 * depth * (4 * kRowBytes + 8); // 4 warps
+        CK(cudaFuncSetAttribute(kernelOf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                sharedBytes));
+        draw();
+        const float ms = timedLaunch(
+            [&] { kernelOf<<<kRequests, 128, sharedBytes>>>(hostDev, rowsDev, perCta, out); });
+        CK(cudaGetLastError());
+        printf(" %d: %.1f GB/s;", depth, mb / ms);
+      };
+      bulked(bulkGather<2>, 2);
+      bulked(bulkGather<4>, 4);
+      bulked(bulkGather<8>, 8);
+      bulked(bulkGather<16>, 16);
       printf("\n");
     }
     for (int tier = 0; tier < 2; ++tier) {
