@@ -19,6 +19,8 @@
 //   nvcc -O3 -arch=sm_90a -o sysmem_gather bench/baselines/sysmem_gather.cu
 //
 //===----------------------------------------------------------------------===//
+#include "Check.cuh"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -28,15 +30,6 @@
 #include <string>
 #include <sys/mman.h>
 #include <vector>
-
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t err_ = (x);                                                                        \
-    if (err_ != cudaSuccess) {                                                                     \
-      printf("%s: %s\n", #x, cudaGetErrorString(err_));                                            \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 constexpr int kRequests = 128, kRowBytes = 656, kChunks = kRowBytes / 16;
 /// Rows of a request's history (argv[1]; 32768: the mixed steps' 2.75 GB store).

@@ -20,6 +20,8 @@
 //   ./sysmem_translation [max footprint in MB, default 4096]
 //
 //===----------------------------------------------------------------------===//
+#include "Check.cuh"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -28,15 +30,6 @@
 #include <numeric>
 #include <random>
 #include <vector>
-
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t err_ = (x);                                                                        \
-    if (err_ != cudaSuccess) {                                                                     \
-      printf("%s: %s\n", #x, cudaGetErrorString(err_));                                            \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 /// The GPU's global nanosecond timer.
 __device__ __forceinline__ std::uint64_t nanoseconds() {
