@@ -22,7 +22,8 @@
 #                                  ...: folders under DIR holding steps as
 #                                  `steps` compiles them into DIR/attention,
 #                                  e.g. by another branch's dhs-compile)
-#                                  timed alternately, two rounds, each run
+#                                  timed alternately, two rounds (the second
+#                                  in reverse order), each run
 #                                  checked against fp64 first; by default the
 #                                  FP8 128 x 64-head step at 0 / 1 / 5 / 14%
 #                                  missing (DHS_COMPARE_STEPS: "NAME
@@ -277,14 +278,23 @@ fp8_b128_q1_h64 0.86"
   printf ' %12s' "$@"
   echo
   local round name resident variant ms history_rows=${DHS_COMPARE_HISTORY_ROWS:-32768}
+  local -a order reversed=()
+  for variant in "$@"; do reversed=("$variant" "${reversed[@]}"); done
   for round in 1 2; do
+    # Each round runs the variants in the other order (the columns stay
+    # in the given order), so that no variant always runs first.
+    order=("$@")
+    [ "$round" = 2 ] && order=("${reversed[@]}")
     while read -r name resident; do
-      printf '%-8s %-24s %9s' "$round" "$name" "$resident"
-      for variant in "$@"; do
+      declare -A times=()
+      for variant in "${order[@]}"; do
         ms=$(run_step "$name" "$resident")
-        printf ' %12s' "${ms:-FAILED}"
+        times[$variant]=${ms:-FAILED}
       done
+      printf '%-8s %-24s %9s' "$round" "$name" "$resident"
+      for variant in "$@"; do printf ' %12s' "${times[$variant]}"; done
       echo
+      unset times
     done <<<"${DHS_COMPARE_STEPS:-$default_steps}"
   done
 }
