@@ -281,8 +281,8 @@ fp8_b128_q1_h64 0.86"
   local -a order reversed=()
   for variant in "$@"; do reversed=("$variant" "${reversed[@]}"); done
   for round in 1 2; do
-    # Each round runs the variants in the other order (the columns stay
-    # in the given order), so that no variant always runs first.
+    # The second round runs the variants in reverse order (the columns
+    # keep the given order), so that no variant always runs first.
     order=("$@")
     [ "$round" = 2 ] && order=("${reversed[@]}")
     while read -r name resident; do
