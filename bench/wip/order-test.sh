@@ -18,12 +18,15 @@ dir=${2:?usage: order-test.sh build|run DIR}
 build=${DHS_BUILD_DIR:-$root/build}
 step=fp8_b128_q1_h64
 
-compile() { # VARIANT [PATCH]
-  if [ -n "${2:-}" ]; then git -C "$root" apply "$root/bench/wip/$2"; fi
-  ninja -C "$build" dhs-compile > /dev/null
-  "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 \
-    --positions 1 --heads 64 --hbm-slots 262144 -o "$dir/$1/$step"
-  if [ -n "${2:-}" ]; then git -C "$root" apply -R "$root/bench/wip/$2"; fi
+compile() { # VARIANT [PATCH]: the step compiled by main's compiler (with PATCH applied)
+  local patch=${2:-} rc=0
+  if [ -n "$patch" ]; then git -C "$root" apply "$root/bench/wip/$patch"; fi
+  { ninja -C "$build" dhs-compile > /dev/null &&
+    "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 \
+      --positions 1 --heads 64 --hbm-slots 262144 -o "$dir/$1/$step"; } || rc=$?
+  # The tree goes back to main's even when the build failed.
+  if [ -n "$patch" ]; then git -C "$root" apply -R "$root/bench/wip/$patch"; fi
+  return $rc
 }
 
 case "$mode" in
