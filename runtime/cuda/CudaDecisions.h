@@ -193,6 +193,7 @@ private:
   // Pinned: [group][agingRoom_] the appends written for the copies and the
   // slots read back (grown to the largest replay), [group] the budget words.
   std::unique_ptr<MappedHostBuffer> agingIn_, agingOut_, agingBudgets_;
+  std::unique_ptr<MappedHostBuffer> agingStatusCopy_; // [group] u32, copied after the replays
   std::size_t agingRoom_ = 0; // appends a group's part of agingIn_ / agingOut_ holds
   // The replays captured as a graph (where the driver has graphs), keyed
   // by their groups and chunk counts.

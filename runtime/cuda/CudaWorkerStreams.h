@@ -16,7 +16,6 @@
 #include "runtime/cuda/CudaResources.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -26,19 +25,18 @@ namespace dhs::runtime::cuda_detail {
 /// parent stream.
 class CudaWorkerStreams {
 public:
-  /// The number of streams whose work the device runs side by side: its
-  /// hardware queues, CUDA_DEVICE_MAX_CONNECTIONS (1 to 32, default 8). More
-  /// streams would share them and wait for each other anyway.
-  static std::size_t connections() {
-    const char *text = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    const long value = text ? std::strtol(text, nullptr, 10) : 0;
-    return value >= 1 && value <= 32 ? static_cast<std::size_t>(value) : 8;
-  }
+  /// The most streams: a piece of work each up to here. Captured into a
+  /// graph, each stream's work is a branch the device runs beside the
+  /// others, also beyond its CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+  /// (default 8): on the H200, 20 layer groups' aging replays on 20 streams
+  /// took 1.9 ms a step where 8 streams (2-3 replays in a row each) took
+  /// 5.1 ms (bench/NOTES.md, 2026-12-03).
+  static constexpr std::size_t kMaxStreams = 32;
 
-  /// min(`count`, connections()) streams, at least one (the context must be
+  /// min(`count`, kMaxStreams) streams, at least one (the context must be
   /// current).
   explicit CudaWorkerStreams(std::size_t count) : fork_(CU_EVENT_DISABLE_TIMING) {
-    const std::size_t streams = std::clamp<std::size_t>(count, 1, connections());
+    const std::size_t streams = std::clamp<std::size_t>(count, 1, kMaxStreams);
     for (std::size_t i = 0; i < streams; ++i) {
       streams_.push_back(std::make_unique<Stream>());
       joins_.push_back(std::make_unique<Event>(CU_EVENT_DISABLE_TIMING));
