@@ -9,7 +9,7 @@
 // ranges' bounds rank-sorted in shared memory, each hot row's class by a
 // binary search and a shared atomic, prefix sums) and kept current after
 // each append; the budget word drops, and below 0 a CLOCK search from the
-// hand (unless the memo holds the step) over two laps, 1024 slots a trip,
+// hand (unless the memo holds the step) over two laps, 4096 slots a trip,
 // takes an unreferenced candidate (hot, last use < the step; the lowest
 // position over the warps' ballots), clearing the references of the
 // positions before it (not walked when a count of the candidates, built at
@@ -123,11 +123,12 @@
 // CHECK: memref.store %c1_i32, %[[SC]][%c10]
 // CHECK: memref.store %{{.*}}, %[[SC]][%c11]
 // CHECK: gpu.barrier
-// The CLOCK search (the CTA): two laps at most, 1024 slots a trip from the
-// hand; candidates hot with an earlier last use; per warp a ballot of the
+// The CLOCK search (the CTA): two laps at most, min(4096, slots) slots a
+// trip from the hand, 4 positions a thread (their loads first); candidates
+// hot with an earlier last use; per warp and round a ballot of the
 // unreferenced ones and its lowest lane, the trip's victim the least over
-// the warps (a shuffle min); the referenced positions before it cleared;
-// two barriers a trip.
+// the rounds and warps (a shuffle min); the referenced positions before it
+// cleared; two barriers a trip.
 // CHECK: %[[SEARCH:.*]] = memref.load %[[SC]][%c11]
 // CHECK: %[[SEARCHES:.*]] = arith.cmpi ne, %[[SEARCH]], %c0_i32
 // CHECK: scf.if %[[SEARCHES]]
@@ -154,8 +155,9 @@
 // CHECK: arith.cmpi slt, %{{.*}}, %c4096_i32
 // CHECK: } do {
 // CHECK: ^bb0(%[[KT:.*]]: i32, %{{.*}}: i32):
+// Round 0: position k + t, in the trip when t < min(slots, 4096) = 2048.
 // CHECK: %[[POS:.*]] = arith.addi %[[KT]], %[[THREAD:[0-9]+]] : i32
-// CHECK: arith.cmpi slt, %[[THREAD]], %c1024_i32
+// CHECK: arith.cmpi slt, %[[THREAD]], %c2048_i32
 // CHECK: arith.cmpi slt, %[[POS]], %c4096_i32
 // CHECK: %[[RAW:.*]] = arith.addi %[[HAND]], %[[POS]]
 // CHECK: arith.remui %[[RAW]], %c2048_i32
@@ -163,13 +165,28 @@
 // CHECK: arith.cmpi ult, %[[LAST]]
 // CHECK: memref.load %[[H]][
 // CHECK: %[[CL:.*]] = memref.load %[[C]]
+// Rounds 1-3: positions k + t + 1024 u, loaded before any ballot.
+// CHECK: %[[P1:.*]] = arith.addi %[[THREAD]], %c1024_i32
+// CHECK: memref.load %[[REC]]
+// CHECK: %[[P2:.*]] = arith.addi %[[THREAD]], %c2048_i32
+// CHECK: memref.load %[[REC]]
+// CHECK: %[[P3:.*]] = arith.addi %[[THREAD]], %c3072_i32
+// CHECK: memref.load %[[REC]]
+// CHECK: memref.load %[[C]]
+// The rounds' ballots, the last first (4096: none), so that the warp's
+// lowest position is the earliest round's.
+// CHECK: nvvm.vote.sync ballot
+// CHECK: arith.addi %{{.*}}, %c3072_i32
+// CHECK: arith.select %{{.*}}, %{{.*}}, %c4096_i32
+// CHECK: nvvm.vote.sync ballot
+// CHECK: nvvm.vote.sync ballot
 // CHECK: %[[UNREF:.*]] = arith.cmpi eq, %[[LAST]], %[[CL]]
 // CHECK: %[[TAKEN:.*]] = arith.andi %{{.*}}, %[[UNREF]]
 // CHECK-NEXT: %[[VOTES:.*]] = nvvm.vote.sync ballot %c-1_i32, %[[TAKEN]] -> i32
 // CHECK: %[[LOWLANE:.*]] = "llvm.intr.cttz"(%[[VOTES]]) <{is_zero_poison = false}>
 // CHECK: %[[SOME:.*]] = arith.cmpi ne, %[[VOTES]], %c0_i32
 // CHECK: %[[WPOS:.*]] = arith.addi %{{.*}}, %[[LOWLANE]]
-// CHECK: %[[MINE:.*]] = arith.select %[[SOME]], %[[WPOS]], %c1024_i32
+// CHECK: %[[MINE:.*]] = arith.select %[[SOME]], %[[WPOS]], %{{.*}}
 // CHECK: memref.store %[[MINE]], %[[WL]]
 // CHECK: gpu.barrier
 // CHECK: memref.load %[[WL]]
@@ -179,13 +196,16 @@
 // CHECK: %[[CHANCE:.*]] = arith.andi %{{.*}}, %[[BEFORE]]
 // CHECK: scf.if %[[CHANCE]]
 // CHECK: memref.store %[[LAST]], %[[C]]
+// CHECK: arith.cmpi slt, %[[P1]], %[[LOWEST]]
+// CHECK: arith.cmpi slt, %[[P2]], %[[LOWEST]]
+// CHECK: arith.cmpi slt, %[[P3]], %[[LOWEST]]
 // CHECK: gpu.barrier
 // CHECK: %[[VK:.*]] = arith.addi %[[HAND]], %[[KT]]
 // CHECK: %[[VAT:.*]] = arith.addi %[[VK]], %[[LOWEST]]
 // CHECK: %[[VSLOT:.*]] = arith.remui %[[VAT]], %c2048_i32
-// CHECK: %[[FOUND:.*]] = arith.cmpi slt, %[[LOWEST]], %c1024_i32
+// CHECK: %[[FOUND:.*]] = arith.cmpi slt, %[[LOWEST]], %c4096_i32
 // CHECK: %[[VICTIM:.*]] = arith.select %[[FOUND]], %[[VSLOT]], %c-1_i32
-// CHECK: %[[NEXTK:.*]] = arith.addi %[[KT]], %c1024_i32
+// CHECK: %[[NEXTK:.*]] = arith.addi %[[KT]], %c2048_i32
 // CHECK: scf.yield %[[NEXTK]], %[[VICTIM]]
 // CHECK: } else {
 // CHECK: scf.yield %c-1_i32
