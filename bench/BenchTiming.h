@@ -1,8 +1,11 @@
 //===- BenchTiming.h - Wall-clock timing of enqueued GPU work ---*- C++ -*-===//
 //
-// The benchmarks' one timing rule for work enqueued on a stream: from the
-// first enqueue to the end of the stream, median of several runs after a
-// warm-up; and the wall-clock helpers of the benchmarks that time host calls.
+// The benchmarks' two timing rules for work enqueued on a stream, each the
+// median of several runs after a warm-up: the wall clock from the first
+// enqueue to the end of the stream (the host's launch and its wake-up
+// included), and the device's time between two CUDA events around the work
+// (the rule of dhs-run's table, runtime/cuda/CudaStep.cpp); and the
+// wall-clock helpers of the benchmarks that time host calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +13,7 @@
 #define DHS_BENCH_BENCHTIMING_H
 
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaResources.h"
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +49,25 @@ template <typename Work> double medianMs(CUstream stream, int runs, Work work) {
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+/// Median of `runs` timings (ms) of `work` between a CUDA event recorded on
+/// `stream` before it and one after it, after one warm-up run.
+template <typename Work> double medianEventMs(CUstream stream, int runs, Work work) {
+  const runtime::CudaDriver &cuda = runtime::CudaDriver::instance();
+  runtime::cuda_detail::Event start, stop;
+  std::vector<double> ms;
+  for (int i = 0; i < runs + 1; ++i) {
+    cuda.check(cuda.eventRecord(start.get(), stream), "cuEventRecord");
+    work();
+    cuda.check(cuda.eventRecord(stop.get(), stream), "cuEventRecord");
+    cuda.check(cuda.eventSynchronize(stop.get()), "cuEventSynchronize");
+    float elapsed = 0.0f;
+    cuda.check(cuda.eventElapsedTime(&elapsed, start.get(), stop.get()), "cuEventElapsedTime");
+    if (i > 0)
+      ms.push_back(elapsed);
+  }
+  return median(ms);
 }
 
 } // namespace dhs::bench

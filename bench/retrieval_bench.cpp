@@ -11,10 +11,13 @@
 // and 20% (or the --missing fractions) of each request's K distinct random
 // selections missing (slot -1;
 // the others resident, which the fetch skips; first in each list or at
-// random places in it) times the compiled fetch kernel (median of 7, from
-// the launch to the end of the stream) and prints
-// the useful bytes it moved per second (missing tokens x token bytes) beside
-// a contiguous 1 GiB pinned host-to-device copy timed in the same run.
+// random places in it) times the compiled fetch kernel (median of 7) and
+// prints the useful bytes it moved per second (missing tokens x token
+// bytes) beside a contiguous 1 GiB pinned host-to-device copy timed in the
+// same run. Both are timed by the device (CUDA events around the launch,
+// the rule of the attention table) and by the wall clock (from the launch
+// to the end of the stream, which adds the host's launch and wake-up, ~10
+// us a fetch: bench/NOTES.md 2026-12-03, nineteenth session).
 // Several step directories (the same shape, e.g. a baseline kernel and a
 // new one) are timed on the same store and selections, one line each.
 // Sampled staged tokens are compared with the host store.
@@ -42,6 +45,7 @@
 
 using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
+using dhs::bench::medianEventMs;
 using dhs::bench::medianMs;
 
 namespace {
@@ -157,15 +161,18 @@ int main(int argc, char **argv) {
     const std::size_t floorBytes = std::min<std::size_t>(std::size_t(1) << 30, storeBytes);
     const std::size_t floorCopy =
         std::min(floorBytes, static_cast<std::size_t>(manifest.arenaBytes));
-    const double floorMs = medianMs(stream.get(), 7, [&] {
+    auto contiguousCopy = [&] {
       cuda.check(cuda.memcpyHtoDAsync(arena.get(), bytes, floorCopy, stream.get()),
                  "the contiguous copy");
-    });
+    };
+    const double floorMs = medianEventMs(stream.get(), 7, contiguousCopy);
+    const double floorWallMs = medianMs(stream.get(), 7, contiguousCopy);
     const double copyRate = static_cast<double>(floorCopy) / floorMs / 1e6;
-    std::printf("pinned host-to-device copy: %.1f GB/s (%zu MB contiguous)\n", copyRate,
-                floorCopy >> 20);
-    std::printf("%8s %10s %10s %10s %10s %9s  %s\n", "missing", "tokens", "MB", "ms", "GB/s",
-                "of copy", "misses in the list, step");
+    const double copyWallRate = static_cast<double>(floorCopy) / floorWallMs / 1e6;
+    std::printf("pinned host-to-device copy: %.1f GB/s (%zu MB contiguous; wall clock %.1f GB/s)\n",
+                copyRate, floorCopy >> 20, copyWallRate);
+    std::printf("%8s %10s %10s %10s %10s %9s %10s %10s %9s  %s\n", "missing", "tokens", "MB", "ms",
+                "GB/s", "of copy", "wall ms", "wall GB/s", "of copy", "misses in the list, step");
 
     std::mt19937_64 rng(11);
     std::vector<std::int32_t> ids(B * K), slot(B * K);
@@ -204,8 +211,9 @@ int main(int argc, char **argv) {
         for (std::size_t k = 0; k < steps.size(); ++k) {
           CudaStep &step = *steps[k];
           cuda.check(cuda.memsetD32(arena.get(), 0, manifest.arenaBytes / 4), "the staging arena");
-          const double ms =
-              medianMs(stream.get(), 7, [&] { step.launchAsync(buffers, stream.get()); });
+          auto fetch = [&] { step.launchAsync(buffers, stream.get()); };
+          const double ms = medianEventMs(stream.get(), 7, fetch);
+          const double wallMs = medianMs(stream.get(), 7, fetch);
           std::uint32_t word = 0;
           cuda.check(cuda.memcpyDtoH(&word, status.get(), 4), "the status word");
           if (word != 0)
@@ -228,9 +236,10 @@ int main(int argc, char **argv) {
             }
           const std::size_t tokens = B * missingPerRequest;
           const double useful = static_cast<double>(tokens * tokenBytes);
-          std::printf("%7.0f%% %10zu %10.1f %10.3f %10.1f %8.0f%%  %s, %s\n", fraction * 100,
-                      tokens, useful / 1e6, ms, useful / ms / 1e6,
-                      100 * useful / ms / 1e6 / copyRate, scattered ? "scattered" : "first",
+          std::printf("%7.1f%% %10zu %10.1f %10.3f %10.1f %8.0f%% %10.3f %10.1f %8.0f%%  %s, %s\n",
+                      fraction * 100, tokens, useful / 1e6, ms, useful / ms / 1e6,
+                      100 * useful / ms / 1e6 / copyRate, wallMs, useful / wallMs / 1e6,
+                      100 * useful / wallMs / 1e6 / copyWallRate, scattered ? "scattered" : "first",
                       stepDirs[k].c_str());
           std::fflush(stdout);
         }

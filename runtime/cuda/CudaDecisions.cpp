@@ -73,19 +73,35 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
     return index == rowIds_ || index == slots_ || index == historyStart_ || index == tables_.hot ||
            index == tables_.cleared || index == tables_.free;
   };
-  for (const Argument &argument : manifest.arguments)
-    if (!argument.isPool && !isPerGroup(argument.index) && argument.index != tables_.control) {
-      shared_.push_back(std::make_unique<DeviceBuffer>(std::max<std::size_t>(argument.bytes(), 4),
-                                                       std::string("the decision step's ") +
-                                                           abi::name(argument.role)));
-      buffers_.arguments[static_cast<std::size_t>(argument.index)] = shared_.back()->get();
-    }
-  if (manifest.arenaBytes > 0) {
-    arena_ = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
-                                            "the decision step's arena");
-    buffers_.arena = arena_->get();
-  }
   const std::size_t groups = static_cast<std::size_t>(layout.groups());
+  // The branches the groups' decisions run on side by side, each with its
+  // own copy of the other arguments (the union, the sorted rows, the place
+  // list: ~9 MB at B=128 x top-2048) and arena.
+  const std::size_t branches = std::clamp<std::size_t>(groups, 1, kDecisionBranches);
+  decisionStreams_ = std::make_unique<CudaWorkerStreams>(branches);
+  branches_.resize(decisionStreams_->size());
+  for (std::size_t k = 0; k < branches_.size(); ++k) {
+    Branch &branch = branches_[k];
+    branch.buffers = buffers_;
+    const std::string owner = "decision branch " + std::to_string(k) + "'s ";
+    for (const Argument &argument : manifest.arguments)
+      if (!argument.isPool && !isPerGroup(argument.index) && argument.index != tables_.control) {
+        branch.shared.push_back(std::make_unique<DeviceBuffer>(
+            std::max<std::size_t>(argument.bytes(), 4), owner + abi::name(argument.role)));
+        branch.buffers.arguments[static_cast<std::size_t>(argument.index)] =
+            branch.shared.back()->get();
+      }
+    if (manifest.arenaBytes > 0) {
+      branch.arena = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
+                                                    owner + "arena");
+      branch.buffers.arena = branch.arena->get();
+    }
+  }
+  branchStatus_ = std::make_unique<DeviceBuffer>(branches_.size() * 4, "the decision branches' "
+                                                                       "status words");
+  branchStatusCopy_ = std::make_unique<MappedHostBuffer>(branches_.size() * 4,
+                                                         "the decision branches' status copy");
+  std::memset(branchStatusCopy_->host(), 0, branches_.size() * 4);
   // The control words of all groups in one buffer (one copy writes every
   // group's budget word, one reads every group's counts), cleared.
   controls_ = std::make_unique<DeviceBuffer>(std::max<std::size_t>(groups, 1) * kControlStride,
@@ -228,6 +244,7 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
   // The inputs read in place (enqueueInputs) count for this step only.
   std::vector<std::array<CUdeviceptr, 3>> bound(inputs_.size());
   bound.swap(inputs_); // (inputs_ cleared, the same size)
+  statusPending_ = true;
   auto submit = [&] { submitDecisions(placement, pools, status, lists, bound); };
   if (whole && driver().graphsAvailable()) {
     std::vector<CUdeviceptr> key = {status, lists ? 1u : 0u};
@@ -244,53 +261,91 @@ void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPo
                                     CUdeviceptr status, bool lists,
                                     const std::vector<std::array<CUdeviceptr, 3>> &inputs) {
   const CudaDriver &cuda = driver();
-  CUstream stream = queue_->stream();
-  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-    CudaStepBuffers buffers = buffers_;
-    buffers.status = status;
-    for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
-                      tables_.control})
-      buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(g, index);
-    // The inputs read in place (enqueueInputs).
-    const std::array<CUdeviceptr, 3> &bound = inputs[static_cast<std::size_t>(g)];
-    const int inputIndex[] = {rowIds_, slots_, historyStart_};
-    for (std::size_t i = 0; i < 3; ++i)
-      if (bound[i])
-        buffers.arguments[static_cast<std::size_t>(inputIndex[i])] = bound[i];
-    // The plan reads the group's replacement state and log (word 0: the step).
-    placement.bind(g, true, buffers);
-    const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(g));
-    buffers.hbm = pools.hbm[firstPool]->get();
-    buffers.host = pools.host[firstPool]->device();
-    step_->launchAsync(buffers, stream, 0, placeLaunch_);
-    for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g);
-         l += layout_.layersPerPool) {
-      const std::size_t pool = layout_.poolOf(l);
-      buffers.hbm = pools.hbm[pool]->get();
-      buffers.host = pools.host[pool]->device();
-      step_->launchAsync(buffers, stream, placeLaunch_, 1);
+  CUstream parent = queue_->stream();
+  // Group g's decisions on branch g mod branches (one CTA plans a group's
+  // promotions: side by side, the groups' plans take the time of the
+  // slowest branch, not their sum), after the step's layers; the queue's
+  // stream waits for every branch. A branch's status word starts as the
+  // step's: its launches skip a failed step, and a failure among its
+  // groups' decisions skips its later groups only (the other branches'
+  // groups decide whole). finishStep reads the words (takeStatus).
+  decisionStreams_->fork(parent);
+  try {
+    for (std::size_t k = 0; k < branches_.size(); ++k)
+      cuda.check(cuda.memcpyDtoDAsync(branchStatus_->get() + k * 4, status, 4,
+                                      decisionStreams_->stream(k)),
+                 "copying the step's status word");
+    // (Launched in group order, as before the branches: a launch failing
+    // without graphs leaves the groups before it launched.)
+    for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+      const std::size_t k = static_cast<std::size_t>(g) % branches_.size();
+      CUstream stream = decisionStreams_->stream(k);
+      CudaStepBuffers buffers = branches_[k].buffers;
+      buffers.status = branchStatus_->get() + k * 4;
+      for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
+                        tables_.control})
+        buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(g, index);
+      // The inputs read in place (enqueueInputs).
+      const std::array<CUdeviceptr, 3> &bound = inputs[static_cast<std::size_t>(g)];
+      const int inputIndex[] = {rowIds_, slots_, historyStart_};
+      for (std::size_t i = 0; i < 3; ++i)
+        if (bound[i])
+          buffers.arguments[static_cast<std::size_t>(inputIndex[i])] = bound[i];
+      // The plan reads the group's replacement state and log (word 0: the step).
+      placement.bind(g, true, buffers);
+      const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(g));
+      buffers.hbm = pools.hbm[firstPool]->get();
+      buffers.host = pools.host[firstPool]->device();
+      step_->launchAsync(buffers, stream, 0, placeLaunch_);
+      for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g);
+           l += layout_.layersPerPool) {
+        const std::size_t pool = layout_.poolOf(l);
+        buffers.hbm = pools.hbm[pool]->get();
+        buffers.host = pools.host[pool]->device();
+        step_->launchAsync(buffers, stream, placeLaunch_, 1);
+      }
+      // (Before the branch's next group overwrites the list.)
+      if (lists) {
+        auto *list = static_cast<std::uint8_t *>(lists_->host()) +
+                     static_cast<std::size_t>(g) * entries_ * 12;
+        cuda.check(cuda.memcpyDtoHAsync(list,
+                                        buffers.arguments[static_cast<std::size_t>(tables_.rows)],
+                                        entries_ * 8, stream),
+                   "copying a place list");
+        cuda.check(cuda.memcpyDtoHAsync(list + entries_ * 8,
+                                        buffers.arguments[static_cast<std::size_t>(tables_.slots)],
+                                        entries_ * 4, stream),
+                   "copying a place list");
+      }
     }
-    if (lists) {
-      auto *list =
-          static_cast<std::uint8_t *>(lists_->host()) + static_cast<std::size_t>(g) * entries_ * 12;
-      cuda.check(cuda.memcpyDtoHAsync(list,
-                                      buffers.arguments[static_cast<std::size_t>(tables_.rows)],
-                                      entries_ * 8, stream),
-                 "copying a place list");
-      cuda.check(cuda.memcpyDtoHAsync(list + entries_ * 8,
-                                      buffers.arguments[static_cast<std::size_t>(tables_.slots)],
-                                      entries_ * 4, stream),
-                 "copying a place list");
-    }
+  } catch (...) {
+    decisionStreams_->join(parent);
+    throw;
   }
+  decisionStreams_->join(parent);
   // Every group's control words and log header, each kind in one copy
-  // (the groups' decisions touch their own only).
+  // (the groups' decisions touch their own only), and the branches' status
+  // words.
   const std::size_t groups = static_cast<std::size_t>(layout_.groups());
   copyRowsAsync(counts_->device(), kCountWords * 4, controls_->get(), kControlStride,
-                Control::kWords * 4, groups, stream, "copying decision counts");
+                Control::kWords * 4, groups, parent, "copying decision counts");
   copyRowsAsync(counts_->device() + Control::kWords * 4, kCountWords * 4, placement.logBase(),
-                placement.logStride(), StepLogLayout::kHeader * 4, groups, stream,
+                placement.logStride(), StepLogLayout::kHeader * 4, groups, parent,
                 "copying the step logs' headers");
+  copyRowsAsync(branchStatusCopy_->device(), 4, branchStatus_->get(), 4, 4, branches_.size(),
+                parent, "copying the decision branches' status words");
+}
+
+std::uint32_t CudaDecisions::takeStatus() {
+  if (!statusPending_)
+    return 0;
+  statusPending_ = false;
+  auto *words = static_cast<std::uint32_t *>(branchStatusCopy_->host());
+  std::uint32_t word = 0;
+  for (std::size_t k = 0; k < branches_.size(); ++k)
+    word |= words[k];
+  std::memset(words, 0, branches_.size() * 4);
+  return word;
 }
 
 DecisionCounts CudaDecisions::counts(std::int32_t group) const {

@@ -7,8 +7,9 @@
 // control words on the device, and a step's promotions and releases are
 // decided and carried out there: after its layers, each group's selections
 // and slots are saved; after the step's last layer, every group's decision
-// launches run and the control words and log headers come back to pinned
-// memory. The host reads counts only. docs/runtime.md describes it.
+// launches run (the groups side by side on worker streams) and the control
+// words and log headers come back to pinned memory. The host reads counts only. docs/runtime.md
+// describes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,13 +77,18 @@ public:
                      DecisionInput historyStart);
   /// Enqueues every group's decisions over its pools, then the copies of
   /// the counts (and, with `lists`, of the place lists) to pinned memory.
-  /// Every launch reads `status` first: a failed step decides nothing.
+  /// Every launch reads `status` first (a copy per branch, see
+  /// takeStatus): a failed step decides nothing.
   /// With `whole` (the stream is not being captured into a step's graph,
   /// and the driver has graphs) it is captured as a graph, replayed while
   /// its inputs' addresses repeat, so that it is enqueued whole or not at
   /// all: a launch failing among the groups' leaves none decided.
   void enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools, CUdeviceptr status,
                         bool lists, bool whole);
+  /// The OR of the decision branches' status words after the last
+  /// enqueueDecisions (0: fine, or no decisions since the last call; valid
+  /// once the stream finished them).
+  std::uint32_t takeStatus();
   /// Group g's counts after the step (valid once the stream finished it).
   DecisionCounts counts(std::int32_t group) const;
   /// Group g's place list (rows then slots, PromotionPlanLayout::entries),
@@ -140,6 +146,10 @@ private:
   }
   /// Bytes from one group's control words to the next's.
   static constexpr std::size_t kControlStride = 256;
+  /// The most decision branches (worker streams): at B=128 x 20 groups, a
+  /// group's plan (one CTA) took ~0.7 ms, in a row 14 ms of a 77 ms step
+  /// (bench/NOTES.md, 2026-12-03, nineteenth session).
+  static constexpr std::size_t kDecisionBranches = 8;
 
   /// The argument indices of the tables and the place list a decision or
   /// aging step shares with the groups' state.
@@ -161,9 +171,18 @@ private:
   // [group][argument]: the selections, slots, history starts and tables
   // (not the control words: controls_).
   std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> perGroup_;
-  // Shared by the groups (stream-ordered): the other arguments, the arena.
-  std::vector<std::unique_ptr<DeviceBuffer>> shared_;
-  std::unique_ptr<DeviceBuffer> arena_;
+  // A decision branch: its groups' decisions run one after the other on
+  // its worker stream, over its own copy of the other arguments and arena.
+  struct Branch {
+    std::vector<std::unique_ptr<DeviceBuffer>> shared;
+    std::unique_ptr<DeviceBuffer> arena;
+    CudaStepBuffers buffers; // those bound
+  };
+  std::vector<Branch> branches_;
+  std::unique_ptr<CudaWorkerStreams> decisionStreams_; // [branch]
+  std::unique_ptr<DeviceBuffer> branchStatus_;         // [branch] u32
+  std::unique_ptr<MappedHostBuffer> branchStatusCopy_; // [branch] u32, copied after the join
+  bool statusPending_ = false; // decisions enqueued since the last takeStatus
   // [group][kControlStride]: the control words.
   std::unique_ptr<DeviceBuffer> controls_;
   // [group]: the selections, slots and history starts this step's

@@ -398,6 +398,9 @@ void CudaStepRunner::finishStep() {
   stepOpen_ = false;
   if (!wasOpen)
     return;
+  // (The decisions' launches report to their branches' words.)
+  if (decisions_)
+    word |= decisions_->takeStatus();
   if (word != 0) {
     hostOutputs_.clear();
     throw Error("the kernels rejected their input: status " + describeStatus(word));

@@ -996,7 +996,8 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // Selections, queries and outputs in device memory, filling the batch:
   // with graphs on, the layers read and write the engine's buffers in place
   // and the groups' small copies go as one copy per kind, so the step's
-  // graph holds the kernels and 9 other nodes. `plain` (graphs off)
+  // graph holds the kernels and 12 other nodes (2 groups: 2 decision
+  // branches). `plain` (graphs off)
   // enqueues layer by layer and copies the selections; both replay the
   // appends on the device (the graphed one as a graph too). Same bits, same
   // residency. Outputs that overlap (one buffer for every layer) fall back
@@ -1067,11 +1068,14 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   CHECK(stats.graphReplays == static_cast<std::uint64_t>(steps - 1));
   // The step's graph: its kernels; the logs' stamps, the budget words, the
   // rollback copy, the history bounds (2, once), every group's counts and
-  // log headers (2); the status word and the outputs' poison (memsets).
+  // log headers (2), the step's status word into each decision branch's
+  // (a group each here) and the branches' words back; the status word and
+  // the outputs' poison (memsets).
+  const std::size_t branches = static_cast<std::size_t>(groups);
   if (stats.graphNodes > 0) {
-    CHECK(stats.graphCopyNodes == 7);
+    CHECK(stats.graphCopyNodes == 8 + branches);
     CHECK(stats.graphMemsetNodes == 2);
-    CHECK(stats.graphNodes == stats.graphKernelNodes + 9);
+    CHECK(stats.graphNodes == stats.graphKernelNodes + 10 + branches);
   }
   CHECK(graphed.stats().totals.promoted == plain.stats().totals.promoted);
   CHECK(graphed.stats().totals.evicted == plain.stats().totals.evicted);
@@ -1100,7 +1104,7 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   if (graphed.stats().graphNodes > 0) {
     // Per layer: the selections' copy and the poison; per group: the
     // selections saved for the decisions.
-    CHECK(graphed.stats().graphCopyNodes == 7 + layers + groups);
+    CHECK(graphed.stats().graphCopyNodes == 8 + branches + layers + groups);
     CHECK(graphed.stats().graphMemsetNodes == 1 + layers);
   }
   for (Runtime *rt : {&plain, &graphed})
