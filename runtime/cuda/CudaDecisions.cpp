@@ -444,10 +444,13 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
 }
 
 void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
-                                 const CudaPlacement &placement, const CudaPools &pools) {
+                                 const CudaPlacement &placement, const CudaPools &pools,
+                                 bool deferred) {
   using Age = dhs_abi::AgeRowsLayout;
   const std::size_t groups = static_cast<std::size_t>(layout_.groups());
   const std::size_t entryBytes = Age::kEntryWords * 8;
+  // One set of replays at a time in the pinned lists.
+  flushAging(placement, pools);
   // Room for every group's appends before anything is enqueued (between
   // steps: waiting for the queue's stream waits for the last replays too,
   // which it joined). Every group has the room of the largest replay.
@@ -473,6 +476,7 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
     agingOut_ = std::move(out);
     agingRoom_ = room;
     agingGraph_.reset(); // its copies read and write the old buffers
+    ++agingListsGeneration_; // (and so do a step graph's that holds replays)
   }
   if (replays.empty())
     return;
@@ -480,8 +484,8 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   // they run: group g's list at agingIn_ + g x room entries, its slots back
   // at agingOut_ + g x room. A recorded list is in the kernel's format
   // (DeviceAppend is an entry): copied as it is, padded to whole chunks.
-  const std::size_t inPitch = agingRoom_ * entryBytes, outPitch = agingRoom_ * 4;
-  std::vector<std::pair<std::int32_t, std::size_t>> shape; // (group, chunks) of each replay
+  const std::size_t inPitch = agingRoom_ * entryBytes;
+  AgingShape shape;
   for (const AgingReplay &replay : replays) {
     const DeviceAppendList appends = replay.appends;
     const std::size_t g = static_cast<std::size_t>(replay.group);
@@ -496,6 +500,18 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
     static_cast<std::int32_t *>(agingBudgets_->host())[g] = replay.budget;
     shape.emplace_back(replay.group, chunks);
   }
+  agingShape_ = std::move(shape);
+  agingQueued_ = true;
+  if (!deferred)
+    flushAging(placement, pools);
+}
+
+void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools &pools) {
+  using Age = dhs_abi::AgeRowsLayout;
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  const std::size_t entryBytes = Age::kEntryWords * 8;
+  const std::size_t inPitch = agingRoom_ * entryBytes, outPitch = agingRoom_ * 4;
+  const AgingShape &shape = agingShape_;
   // Runs of replays of consecutive groups (with the same chunk count, for
   // the slots' copy): one copy each instead of one a group.
   auto forRuns = [&](bool sameChunks, const auto &copy) {
@@ -508,74 +524,79 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
       k = end;
     }
   };
-  auto submit = [&] {
-    CUstream parent = queue_->stream();
-    const CUdeviceptr lists = agingArguments_[0]->get(), slots = agingArguments_[2]->get();
-    // On the queue's stream: the budget words and the first chunk of every
-    // list.
-    forRuns(false, [&](std::size_t g, std::size_t count, std::size_t) {
-      copyRowsAsync(groupArgument(static_cast<std::int32_t>(g), tables_.control) +
-                        Control::kFreeBudget * 4,
-                    kControlStride, agingBudgets_->device() + g * 4, 4, 4, count, parent,
-                    "copying the aging budgets");
-      copyRowsAsync(lists + g * agingListStride_, agingListStride_,
-                    agingIn_->device() + g * inPitch, inPitch, agingN_ * entryBytes, count, parent,
-                    "copying appends");
-    });
-    // Replay k on worker stream k mod size, after the queue's work so far;
-    // the queue's stream waits for all of them before its next work (also
-    // when a launch fails: a capture ends only with its streams joined).
-    agingStreams_->fork(parent);
-    try {
-      for (std::size_t k = 0; k < shape.size(); ++k) {
-        const auto [group, chunks] = shape[k];
-        const std::size_t g = static_cast<std::size_t>(group);
-        CUstream stream = agingStreams_->stream(k % agingStreams_->size());
-        CudaStepBuffers buffers = agingBuffers_[g];
-        placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
-        for (std::size_t c = 0; c < chunks; ++c) {
-          if (c > 0)
-            copyRowsAsync(lists + g * agingListStride_, agingListStride_,
-                          agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
-                          agingN_ * entryBytes, 1, stream, "copying appends");
-          const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
-          buffers.hbm = pools.hbm[firstPool]->get();
-          buffers.host = pools.host[firstPool]->device();
-          aging_->launchAsync(buffers, stream, 0, 1);
-          for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
-               l += layout_.layersPerPool) {
-            const std::size_t pool = layout_.poolOf(l);
-            buffers.hbm = pools.hbm[pool]->get();
-            buffers.host = pools.host[pool]->device();
-            aging_->launchAsync(buffers, stream, 1, 1);
-          }
-          // Entry i of the list: append i's row and its slot (the last
-          // chunk's after the join, with the other groups').
-          if (c + 1 < chunks)
-            copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
-                          slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, 1, stream,
-                          "copying the aged rows' slots");
+  CUstream parent = queue_->stream();
+  const CUdeviceptr lists = agingArguments_[0]->get(), slots = agingArguments_[2]->get();
+  // On the queue's stream: the budget words and the first chunk of every
+  // list.
+  forRuns(false, [&](std::size_t g, std::size_t count, std::size_t) {
+    copyRowsAsync(groupArgument(static_cast<std::int32_t>(g), tables_.control) +
+                      Control::kFreeBudget * 4,
+                  kControlStride, agingBudgets_->device() + g * 4, 4, 4, count, parent,
+                  "copying the aging budgets");
+    copyRowsAsync(lists + g * agingListStride_, agingListStride_, agingIn_->device() + g * inPitch,
+                  inPitch, agingN_ * entryBytes, count, parent, "copying appends");
+  });
+  // Replay k on worker stream k mod size, after the queue's work so far;
+  // the queue's stream waits for all of them before its next work (also
+  // when a launch fails: a capture ends only with its streams joined).
+  agingStreams_->fork(parent);
+  try {
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      const auto [group, chunks] = shape[k];
+      const std::size_t g = static_cast<std::size_t>(group);
+      CUstream stream = agingStreams_->stream(k % agingStreams_->size());
+      CudaStepBuffers buffers = agingBuffers_[g];
+      placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
+      for (std::size_t c = 0; c < chunks; ++c) {
+        if (c > 0)
+          copyRowsAsync(lists + g * agingListStride_, agingListStride_,
+                        agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
+                        agingN_ * entryBytes, 1, stream, "copying appends");
+        const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
+        buffers.hbm = pools.hbm[firstPool]->get();
+        buffers.host = pools.host[firstPool]->device();
+        aging_->launchAsync(buffers, stream, 0, 1);
+        for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+             l += layout_.layersPerPool) {
+          const std::size_t pool = layout_.poolOf(l);
+          buffers.hbm = pools.hbm[pool]->get();
+          buffers.host = pools.host[pool]->device();
+          aging_->launchAsync(buffers, stream, 1, 1);
         }
+        // Entry i of the list: append i's row and its slot (the last
+        // chunk's after the join, with the other groups').
+        if (c + 1 < chunks)
+          copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
+                        slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, 1, stream,
+                        "copying the aged rows' slots");
       }
-    } catch (...) {
-      agingStreams_->join(parent);
-      throw;
     }
+  } catch (...) {
     agingStreams_->join(parent);
-    forRuns(true, [&](std::size_t g, std::size_t count, std::size_t chunks) {
-      copyRowsAsync(agingOut_->device() + g * outPitch + (chunks - 1) * agingN_ * 4, outPitch,
-                    slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, count, parent,
-                    "copying the aged rows' slots");
-    });
-    // The status words to the host (takeAgingStatus reads them there).
-    copyRowsAsync(agingStatusCopy_->device(), groups * 4, agingStatus_->get(), groups * 4,
-                  groups * 4, 1, parent, "copying the aging status words");
-  };
+    throw;
+  }
+  agingStreams_->join(parent);
+  forRuns(true, [&](std::size_t g, std::size_t count, std::size_t chunks) {
+    copyRowsAsync(agingOut_->device() + g * outPitch + (chunks - 1) * agingN_ * 4, outPitch,
+                  slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, count, parent,
+                  "copying the aged rows' slots");
+  });
+  // The status words to the host (takeAgingStatus reads them there).
+  copyRowsAsync(agingStatusCopy_->device(), groups * 4, agingStatus_->get(), groups * 4, groups * 4,
+                1, parent, "copying the aging status words");
+}
+
+void CudaDecisions::flushAging(const CudaPlacement &placement, const CudaPools &pools) {
+  if (!agingQueued_)
+    return;
+  queue_->makeCurrent();
+  auto submit = [&] { submitAging(placement, pools); };
   if (driver().graphsAvailable())
-    agingGraph_.run(shape, queue_->stream(), submit);
+    agingGraph_.run(agingShape_, queue_->stream(), submit);
   else
     submit();
   queue_->submitted();
+  agingQueued_ = false;
 }
 
 std::vector<std::int32_t> CudaDecisions::agedSlots(std::int32_t group, std::size_t count) const {

@@ -125,8 +125,26 @@ public:
   /// among the replays leaves every group unreplayed, to be replayed at the
   /// next call. (Without graphs the launches go one by one, and a failure
   /// among them leaves the groups before it replayed.)
+  /// With `deferred` the replays wait in the pinned lists: the step's graph
+  /// takes them ahead of its own work (queuedAging, submitAging), one launch
+  /// for both, or flushAging enqueues them alone.
   void enqueueAging(const std::vector<AgingReplay> &replays, const CudaPlacement &placement,
-                    const CudaPools &pools);
+                    const CudaPools &pools, bool deferred);
+  /// The (group, chunk count) of each replay, in order.
+  using AgingShape = std::vector<std::pair<std::int32_t, std::size_t>>;
+  /// The replays a deferred enqueueAging left for the step's graph (null:
+  /// none), and a number that changes whenever their pinned lists move (a
+  /// graph that copies from the old ones no longer fits).
+  const AgingShape *queuedAging() const { return agingQueued_ ? &agingShape_ : nullptr; }
+  std::uint64_t agingListsGeneration() const { return agingListsGeneration_; }
+  /// Enqueues the queued replays on the queue's stream (being captured into
+  /// the step's graph); agingSubmitted marks them enqueued once the graph
+  /// launched.
+  void submitAging(const CudaPlacement &placement, const CudaPools &pools);
+  void agingSubmitted() { agingQueued_ = false; }
+  /// Enqueues the queued replays alone (as a graph where the driver has
+  /// them), if any.
+  void flushAging(const CudaPlacement &placement, const CudaPools &pools);
   /// The slots of the appends enqueueAging replayed for group g last
   /// (entry i: append i's new row's slot, -1 when it left HBM in the list).
   std::vector<std::int32_t> agedSlots(std::int32_t group, std::size_t count) const;
@@ -216,7 +234,11 @@ private:
   std::size_t agingRoom_ = 0; // appends a group's part of agingIn_ / agingOut_ holds
   // The replays captured as a graph (where the driver has graphs), keyed
   // by their groups and chunk counts.
-  StepGraphCache<std::vector<std::pair<std::int32_t, std::size_t>>> agingGraph_;
+  StepGraphCache<AgingShape> agingGraph_;
+  // The replays enqueueAging wrote into the pinned lists, not yet enqueued.
+  AgingShape agingShape_;
+  bool agingQueued_ = false;
+  std::uint64_t agingListsGeneration_ = 0; // bumped when the pinned lists move
   // The decisions captured as a graph (launched one by one otherwise),
   // keyed by the status word, whether the lists are copied and the
   // addresses of the groups' inputs read in place.

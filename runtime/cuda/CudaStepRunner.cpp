@@ -231,12 +231,18 @@ void CudaStepRunner::enqueueAging(const std::vector<AgingReplay> &replays) {
   if (stepOpen_)
     throw StateError("appends are replayed between steps");
   queue_->makeCurrent();
-  decisions_->enqueueAging(replays, *storage_.placement(), storage_.pools());
+  // With graphs on the step's graph takes the replays ahead of its own
+  // work (launchGraph): one launch a step.
+  decisions_->enqueueAging(replays, *storage_.placement(), storage_.pools(), /*deferred=*/graphs_);
 }
 
 void CudaStepRunner::waitForAging() {
   if (!decisions_ || !decisions_->aging())
     return;
+  // Replays no step's graph took (a step that failed before its launch, or
+  // the state taken back between steps) run alone.
+  queue_->makeCurrent();
+  decisions_->flushAging(*storage_.placement(), storage_.pools());
   const std::uint32_t word = decisions_->takeAgingStatus();
   if (word != 0)
     throw Error("the aging kernel rejected the device residency state: status " +
@@ -373,8 +379,10 @@ void CudaStepRunner::finishStep() {
         cuda.streamSynchronize(queue_->stream());
         throw;
       }
-    } else if (decisions_ && stepDecisions_)
+    } else if (decisions_ && stepDecisions_) {
+      decisions_->flushAging(*storage_.placement(), storage_.pools());
       enqueueDecisions();
+    }
     pending_.clear();
     launchEnd = Clock::now();
     cuda.check(cuda.memcpyDtoHAsync(&word, buffers_.status, sizeof(word), queue_->stream()),
@@ -728,7 +736,14 @@ CUdeviceptr CudaStepRunner::slotsOf(std::int32_t layer, const LayerBinding &bind
 
 void CudaStepRunner::launchGraph() {
   CUstream stream = queue_->stream();
-  graphCache_.run(pending_, stream, [&] {
+  GraphKey key;
+  key.layers = pending_;
+  const CudaDecisions::AgingShape *aging = decisions_ ? decisions_->queuedAging() : nullptr;
+  if (aging) {
+    key.aging = *aging;
+    key.agingLists = decisions_->agingListsGeneration();
+  }
+  graphCache_.run(key, stream, [&] {
     // (What the capture decides from the pending layers, all in the key.)
     struct Reset {
       CudaStepRunner &runner;
@@ -743,6 +758,10 @@ void CudaStepRunner::launchGraph() {
     // (by the decisions too), and the outputs written in place are
     // poisoned first, adjacent ones in one memset.
     engineInPlace_ = engineBuffersApart(pending_);
+    // The appends' replays first: the step's stamps and decisions follow
+    // them (as a graph of their own would run before the step's).
+    if (aging)
+      decisions_->submitAging(*storage_.placement(), storage_.pools());
     enqueueStepStart();
     driver().check(driver().memsetD32Async(buffers_.status, 0, 1, stream),
                    "clearing the status word");
@@ -767,6 +786,8 @@ void CudaStepRunner::launchGraph() {
     if (!pending_.empty() && pending_.back().decisions)
       enqueueDecisions();
   });
+  if (aging)
+    decisions_->agingSubmitted();
   queue_->submitted();
 }
 

@@ -144,6 +144,19 @@ private:
     }
   };
 
+  /// What a step's graph keys on: its layers' work and the aging replays it
+  /// takes first (none: empty), with the generation of their pinned lists.
+  struct GraphKey {
+    std::vector<LayerWork> layers;
+    std::vector<std::pair<std::int32_t, std::size_t>> aging;
+    std::uint64_t agingLists = 0;
+
+    bool operator==(const GraphKey &o) const {
+      return layers == o.layers && aging == o.aging && agingLists == o.agingLists;
+    }
+    bool operator!=(const GraphKey &o) const { return !(*this == o); }
+  };
+
   /// The engine's device buffers a layer's launches use in place of the
   /// step's arguments (no copies): where they fill the argument exactly and
   /// are aligned as an allocation is.
@@ -217,7 +230,7 @@ private:
   // CUDA graphs.
   bool graphs_ = false;
   std::vector<LayerWork> pending_; // the step's staged layers (graphs on)
-  StepGraphCache<std::vector<LayerWork>> graphCache_;
+  StepGraphCache<GraphKey> graphCache_;
   // Selections taken on the device, per group: the engine's buffer and its
   // row ids (the step's uploads read it), and a download of one.
   std::vector<std::pair<CUdeviceptr, std::size_t>> selections_;

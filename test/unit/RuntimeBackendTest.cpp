@@ -997,7 +997,7 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // with graphs on, the layers read and write the engine's buffers in place
   // and the groups' small copies go as one copy per kind, so the step's
   // graph holds the kernels and 12 other nodes (2 groups: 2 decision
-  // branches). `plain` (graphs off)
+  // branches), and 4 more where it replays the appends first. `plain` (graphs off)
   // enqueues layer by layer and copies the selections; both replay the
   // appends on the device (the graphed one as a graph too). Same bits, same
   // residency. Outputs that overlap (one buffer for every layer) fall back
@@ -1064,18 +1064,22 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
       dhs::test::appendRandom({&plain, &graphed}, shadow, rng, id);
   }
   const RuntimeStats stats = graphed.stats();
-  CHECK(stats.graphCaptures == 1);
-  CHECK(stats.graphReplays == static_cast<std::uint64_t>(steps - 1));
-  // The step's graph: its kernels; the logs' stamps, the budget words, the
-  // rollback copy, the history bounds (2, once), every group's counts and
-  // log headers (2), the step's status word into each decision branch's
-  // (a group each here) and the branches' words back; the status word and
-  // the outputs' poison (memsets).
+  // The first step's graph, then the graph of the steps after appends,
+  // which replays them first: one launch a step.
+  CHECK(stats.graphCaptures == 2);
+  CHECK(stats.graphReplays == static_cast<std::uint64_t>(steps - 2));
+  // That graph: its kernels; the appends' budget words and lists (one copy
+  // each: the groups' parts lie side by side), their slots and status
+  // words back (4); the logs' stamps, the budget words, the rollback copy,
+  // the history bounds (2, once), every group's counts and log headers
+  // (2), the step's status word into each decision branch's (a group each
+  // here) and the branches' words back; the status word and the outputs'
+  // poison (memsets).
   const std::size_t branches = static_cast<std::size_t>(groups);
   if (stats.graphNodes > 0) {
-    CHECK(stats.graphCopyNodes == 8 + branches);
+    CHECK(stats.graphCopyNodes == 12 + branches);
     CHECK(stats.graphMemsetNodes == 2);
-    CHECK(stats.graphNodes == stats.graphKernelNodes + 10 + branches);
+    CHECK(stats.graphNodes == stats.graphKernelNodes + 14 + branches);
   }
   CHECK(graphed.stats().totals.promoted == plain.stats().totals.promoted);
   CHECK(graphed.stats().totals.evicted == plain.stats().totals.evicted);
@@ -1100,11 +1104,11 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   const std::vector<bf16_t> a = download(onePlain, oPerLayer), b = download(oneGraphed, oPerLayer);
   CHECK(countBitDifferences(a, b) == 0);
   CHECK(std::count(b.begin(), b.end(), kBf16Poison) == 0);
-  CHECK(graphed.stats().graphCaptures == 2);
+  CHECK(graphed.stats().graphCaptures == 3);
   if (graphed.stats().graphNodes > 0) {
     // Per layer: the selections' copy and the poison; per group: the
     // selections saved for the decisions.
-    CHECK(graphed.stats().graphCopyNodes == 8 + branches + layers + groups);
+    CHECK(graphed.stats().graphCopyNodes == 12 + branches + layers + groups);
     CHECK(graphed.stats().graphMemsetNodes == 1 + layers);
   }
   for (Runtime *rt : {&plain, &graphed})
@@ -1150,14 +1154,14 @@ TEST_CASE("residency decisions on the device: a step failing after its start (a 
           "[cuda][gpu][runtime][decisions][faults]") {
   // The appends recorded between steps are replayed by the aging kernels at
   // the next step's start, two launches or more a group, before the step's
-  // own. A launch that fails among them (the first replay: its graph is
-  // being captured) fails the step before anything of it runs, and no
-  // replay may have happened: the next step replays every group's appends
-  // once. A launch or a host check failing later, among the step's own,
-  // fails the step too: the layers enqueued so far run, their stamps are
-  // rolled back, the decisions never run, and the replayed appends are the
-  // controller's. `reference` never fails; both run their steps with graphs
-  // or both without.
+  // own (with graphs on, the first launches of the step's graph). A launch
+  // that fails among them (the first replay: the graph is being captured)
+  // fails the step before anything of it runs, and no replay may have
+  // happened twice: the failed step's end replays every group's appends
+  // once (alone), or the next step does. A launch or a host check failing later, among the step's
+  // own, fails the step too: the layers enqueued so far run, their stamps are rolled back, the
+  // decisions never run, and the replayed appends are the controller's. `reference` never fails;
+  // both run their steps with graphs or both without.
   const CudaDriver &cuda = CudaDriver::instance();
   const std::uint64_t seed = dhs::test::freshSeed() + 690;
   INFO("DHS_TEST_SEED=" << seed - 690);
@@ -1175,7 +1179,8 @@ TEST_CASE("residency decisions on the device: a step failing after its start (a 
   // step's. Without graphs, step 1's first ones are the aging replays'
   // (captured), step 2's the step's own (the replays' graph is replayed),
   // every group's layers and then its decisions; with graphs, step 0's
-  // are its graph's (captured), step 1's the aging replays'.
+  // are its graph's (captured), step 1's its graph's, the aging replays'
+  // first.
   const std::vector<std::tuple<bool, int, std::uint32_t>> failures = {
       {false, 1, 0},          {false, 1, 1},  {false, 1, 2},  {false, 2, 0},
       {false, 2, 1},          {false, 2, 2},  {false, 2, 3},  {false, 2, 5},
