@@ -502,8 +502,16 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   }
   agingShape_ = std::move(shape);
   agingQueued_ = true;
-  if (!deferred)
+  if (deferred)
+    return;
+  try {
     flushAging(placement, pools);
+  } catch (...) {
+    // Not replayed (a graph is launched whole or not at all): the caller
+    // gives them again.
+    agingQueued_ = false;
+    throw;
+  }
 }
 
 void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools &pools) {

@@ -143,7 +143,7 @@ public:
   void submitAging(const CudaPlacement &placement, const CudaPools &pools);
   void agingSubmitted() { agingQueued_ = false; }
   /// Enqueues the queued replays alone (as a graph where the driver has
-  /// them), if any.
+  /// them), if any; they stay queued when that fails.
   void flushAging(const CudaPlacement &placement, const CudaPools &pools);
   /// The slots of the appends enqueueAging replayed for group g last
   /// (entry i: append i's new row's slot, -1 when it left HBM in the list).
