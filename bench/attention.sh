@@ -164,7 +164,7 @@ print(f'{sys.argv[6]:24} {ms:9.4f} {t:9.1f} {t/peak:11.1%}')" "$b" "$q" "$h" "$m
     "$dir/bin/dhs-retrieval-bench" "$dir/attention/fetch_fp8_layer" 32768 \
       --missing=0.01,0.05,0.14,0.30 > "$results/fetch_fp8_layer.log" 2>&1 ||
       echo "FAILED: dhs-retrieval-bench on fetch_fp8_layer" >&2
-    fetch=$(awk '/scattered/ { sub("%", "", $1); printf "%s:%s,", $1, $5 }' \
+    fetch=$(awk '/scattered/ { sub("%", "", $1); printf "%g:%s,", $1 + 0, $5 }' \
       "$results/fetch_fp8_layer.log")
   fi
   printf '\n%-8s %9s %9s %9s %9s %10s %9s %13s\n' missing ms floor/ms "vs floor" GB/s \
