@@ -66,9 +66,10 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   tables_ = tableArguments(manifest, layout, "decision step");
   entries_ = manifest.arguments[static_cast<std::size_t>(tables_.rows)].bytes() / 8;
 
-  buffers_.arguments.assign(manifest.arguments.size(), 0);
-  buffers_.hbmSlots = layout.hbmSlots;
-  buffers_.hostRows = layout.hostRows;
+  CudaStepBuffers unbound;
+  unbound.arguments.assign(manifest.arguments.size(), 0);
+  unbound.hbmSlots = layout.hbmSlots;
+  unbound.hostRows = layout.hostRows;
   auto isPerGroup = [&](int index) {
     return index == rowIds_ || index == slots_ || index == historyStart_ || index == tables_.hot ||
            index == tables_.cleared || index == tables_.free;
@@ -82,7 +83,7 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   branches_.resize(decisionStreams_->size());
   for (std::size_t k = 0; k < branches_.size(); ++k) {
     Branch &branch = branches_[k];
-    branch.buffers = buffers_;
+    branch.buffers = unbound;
     const std::string owner = "decision branch " + std::to_string(k) + "'s ";
     for (const Argument &argument : manifest.arguments)
       if (!argument.isPool && !isPerGroup(argument.index) && argument.index != tables_.control) {

@@ -212,7 +212,6 @@ private:
   std::unique_ptr<MappedHostBuffer> budgets_;           // [group] i32
   std::unique_ptr<MappedHostBuffer> counts_;            // [group][kWords + kHeader]
   std::unique_ptr<MappedHostBuffer> lists_;             // [group][entries x 12 bytes]
-  CudaStepBuffers buffers_;
   // The aging step: its appends list [N x 4], place list [2 N] and status
   // word are its own, one of each per group (the groups' replays run side
   // by side); the tables are the groups'.
