@@ -49,6 +49,8 @@ static constexpr int64_t kOverlapRequestsPerGroup = 16;
 /// host reads in flight than PCIe serves: 128 x 2048 listed 656-byte rows,
 /// 30% missing, went at 31 GB/s over 1024 CTAs and 46 GB/s over 512 or 128.
 static constexpr int64_t kCompactBlocks = 512;
+/// The most CTAs of a place_rows launch: two waves of 8 an SM on the H200.
+static constexpr int64_t kPlaceBlocks = 2 * 8 * 132;
 static constexpr int64_t kUnionThreads = 1024;
 /// The largest union table (i32 slots) that fits in shared memory.
 static constexpr int64_t kMaxUnionTable = 32768;
@@ -495,7 +497,13 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
   spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
   spec.signature.add(Role::StepLog, getStepLogType(context));
   spec.signature.add(Role::Status, getStatusType(context));
-  spec.geometry.grid = {llvm::divideCeilSigned(items, kFetchThreads), 1, 1};
+  // A thread per chunk, up to kPlaceBlocks CTAs that stride over the rest:
+  // a list sized for every promotion a step could make (524288 entries at
+  // B=128 x top-2048) holds few (-1 past them), and 84k CTAs that read a -1
+  // and leave cost more than the copies.
+  const int64_t blocks =
+      std::min<int64_t>(llvm::divideCeilSigned(items, kFetchThreads), kPlaceBlocks);
+  spec.geometry.grid = {blocks, 1, 1};
   spec.geometry.block = {kFetchThreads, 1, 1};
 
   spec.emitBody = [=](ImplicitLocOpBuilder &ib, const KernelArguments &args) {
@@ -505,7 +513,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
           rowsArg = args[Role::PlaceRows], slotsArg = args[Role::PlaceSlots],
           recency = args[Role::ReplacementState], log = args[Role::StepLog],
           status = args[Role::Status];
-    Value item = arith::AddIOp::create(
+    Value firstItem = arith::AddIOp::create(
         ib, arith::MulIOp::create(ib, kb.blockId(), kb.index(kFetchThreads)), kb.threadId());
     Value hostRows = arith::IndexCastOp::create(ib, ib.getI64Type(),
                                                 memref::DimOp::create(ib, host, kb.index(0)));
@@ -518,7 +526,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
     Value logWords = memref::DimOp::create(ib, log, kb.index(0));
     auto chunkType = VectorType::get({kCopyBytes}, i8);
 
-    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, item, kb.index(items)), [&] {
+    kb.forLoop(firstItem, kb.index(items), kb.index(blocks * kFetchThreads), [&](Value item) {
       Value i = arith::DivUIOp::create(ib, item, kb.index(tokenChunks));
       Value chunk = arith::RemUIOp::create(ib, item, kb.index(tokenChunks));
       Value row = memref::LoadOp::create(ib, rowsArg, ValueRange{i});

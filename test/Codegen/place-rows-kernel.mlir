@@ -1,5 +1,6 @@
 // dhs.place_rows: one thread per 16-byte chunk of a placed token copies it
-// from the mapped host store into its HBM slot; the token's first chunk
+// from the mapped host store into its HBM slot (up to 2112 CTAs, which
+// stride over the rest of a longer list); the token's first chunk
 // records the slot (or -1) in the pool's residency map and stamps a filled
 // slot's replacement state with the step (word 0 of the pool's step log), or
 // reports a host row outside the store (status 4) or a slot outside HBM
@@ -10,6 +11,12 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/place_rows.ptx -o %t/a.cubin %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
 // LINK: link: OK
+// A list sized for a decision step's every promotion (524288 entries):
+// 2112 CTAs, each thread striding over 540672-item rounds.
+// RUN: sed 's/1024xi/524288xi/g' %s | dhs-opt --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=LONG
+// LONG: gpu.launch_func @place_rows::@place_rows blocks in (%c2112, %c1, %c1) threads in (%c256, %c1, %c1)
+// LONG-LABEL: gpu.func @place_rows
+// LONG: scf.for %{{.*}} = %{{.*}} to %c85983232 step %c540672
 
 // CHECK-LABEL: func.func @step
 // CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?> -> memref<?xi32>
