@@ -36,9 +36,10 @@
 // thread, 1024 apart, per trip and load all of theirs before using any: 4
 // loads in flight per thread instead of 1 (A was a thread per lane reading
 // its row ids one after another: 2048 loads in turn for 2048 listed).
-// The laps scan the whole table (2 x slots / 1024 scans) even when the
-// first victims come early: fine for a first version (ParallelPromotionTest's
-// rule, checked against the controller by PromotionKernelTest).
+// A lap stops at the chunk that ranks the last victim wanted (it scanned
+// the whole table, both laps, whenever any victim was wanted: 128 scans of
+// three barriers at 65536 slots); the rule is ParallelPromotionTest's,
+// checked against the controller by PromotionKernelTest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -337,14 +338,22 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
     };
     // The scan only runs while victims are wanted (a uniform bound).
     Value scanEnd = kb.select(kb.cmpi(P::sgt, wanted, kb.i32(0)), slotCount, kb.i32(0));
+    // A lap stops at the chunk that ranks the last victim wanted: the
+    // slots past it decide nothing (the hand stops after the last victim,
+    // and D reads only the slots before it).
     Value running = kb.i32(0);
     for (int64_t lap = 0; lap < 2; ++lap) {
-      auto chunks =
-          scf::ForOp::create(b, kb.index(0), kb.toIndex(scanEnd), threads, ValueRange{running});
+      auto chunks = scf::WhileOp::create(b, TypeRange{i32, i32}, ValueRange{kb.i32(0), running});
       {
         OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(chunks.getBody());
-        Value offset32 = arith::IndexCastOp::create(b, i32, add(chunks.getInductionVar(), tid));
+        Location loc = b.getLoc();
+        Block *test = b.createBlock(&chunks.getBefore(), {}, {i32, i32}, {loc, loc});
+        Value goes = andI(kb.cmpi(P::slt, test->getArgument(0), scanEnd),
+                          kb.cmpi(P::slt, test->getArgument(1), wanted));
+        scf::ConditionOp::create(b, goes, test->getArguments());
+        Block *body = b.createBlock(&chunks.getAfter(), {}, {i32, i32}, {loc, loc});
+        Value chunkStart = body->getArgument(0), ranked = body->getArgument(1);
+        Value offset32 = add(chunkStart, arith::IndexCastOp::create(b, i32, tid));
         SlotView s = view(offset32, kb.cmpi(P::slt, offset32, slotCount));
         Value flagged = andI(
             s.candidate,
@@ -364,7 +373,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
                       load(warpSums, {kb.select(kb.cmpi(P::eq, warp, kb.index(0)), kb.index(0),
                                                 arith::SubIOp::create(b, warp, kb.index(1)))}));
         Value chunkTotal = load(warpSums, {kb.index(kWarps - 1)});
-        Value rank = add(chunks.getRegionIterArgs()[0], sub(add(before, inclusive), flag));
+        Value rank = add(ranked, sub(add(before, inclusive), flag));
         kb.ifThen(andI(flagged, kb.cmpi(P::slt, rank, wanted)), [&] {
           store(s.slot, slots, {kb.toIndex(add(fromFree, rank))});
           Value release = kb.toIndex(add(total32, rank));
@@ -376,9 +385,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
                                       ValueRange{kb.index(kLast)});
         });
         gpu::BarrierOp::create(b); // the sums are read before the next chunk's
-        scf::YieldOp::create(b, ValueRange{add(chunks.getRegionIterArgs()[0], chunkTotal)});
+        scf::YieldOp::create(
+            b, ValueRange{add(chunkStart, kb.i32(kThreads)), add(ranked, chunkTotal)});
       }
-      running = chunks.getResult(0);
+      running = chunks.getResult(1);
     }
     gpu::BarrierOp::create(b);
     Value victims = minS(running, wanted);

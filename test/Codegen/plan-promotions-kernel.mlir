@@ -97,8 +97,13 @@
 // CHECK-NOT: memref.store
 // CHECK: memref.store %{{.*}}, %{{.*}} : memref<1024xi64>
 // CHECK: gpu.barrier
-// C: the laps; a candidate is hot and its last use is before the step.
-// CHECK: scf.for {{.*}} step %c1024 iter_args
+// C: the laps, 1024 slots a chunk while victims are still wanted; a
+// candidate is hot and its last use is before the step.
+// CHECK: %[[LAP0:.*]]:2 = scf.while (%[[AT:.*]] = %c0_i32, %[[RANKED:.*]] = %c0_i32)
+// CHECK: %[[STILL:.*]] = arith.cmpi slt, %[[RANKED]], %[[WANTED:.*]] : i32
+// CHECK: %[[INSIDE:.*]] = arith.cmpi slt, %[[AT]], %[[END:.*]] : i32
+// CHECK: %[[GOES:.*]] = arith.andi %[[INSIDE]], %[[STILL]] : i1
+// CHECK: scf.condition(%[[GOES]])
 // CHECK: memref.load %[[H]]
 // CHECK: memref.load %[[R]][%{{.*}}, %c0]
 // CHECK: arith.cmpi ult
@@ -112,8 +117,9 @@
 // CHECK: gpu.barrier
 // CHECK: memref.atomic_rmw maxs %{{.*}}, %[[SCALARS]][%c5]
 // CHECK: gpu.barrier
-// The second lap.
-// CHECK: scf.for {{.*}} step %c1024 iter_args
+// CHECK: arith.addi %{{.*}}, %c1024_i32 : i32
+// The second lap, from the victims the first ranked.
+// CHECK: scf.while (%{{.*}} = %c0_i32, %{{.*}} = %[[LAP0]]#1)
 // CHECK: gpu.shuffle  up
 // E: the new hand, the free count left, the excess (+ F), the memo (the
 // step when fewer victims than wanted were found), and the counts.
