@@ -1,7 +1,7 @@
 //===- decision_bench.cpp - Times steps whose residency the device decides ===//
 //
 // Usage: dhs-decision-bench [--groups G] [--history N] [--steps S]
-//            [--aging-step DIR] [--batched-appends]
+//            [--aging-step DIR] [--batched-appends] [--profile]
 //            <placement step> <decision step> <layer steps...>
 // The layer steps (one per layer index of a group, e.g. gpu-check's
 // group-steps/large_g4_resolved/layer0..3) must resolve on the device; the
@@ -20,7 +20,9 @@
 // runtime replays them on the device; with --batched-appends the tokens go
 // in one Runtime::appendBatch call a step instead of an append per request).
 // Checks that both give the same output bits and end with the same
-// residency.
+// residency. With --profile, the last decided step without appends runs
+// inside cuProfilerStart/Stop, so that `ncu --profile-from-start off` sees
+// its kernels (the decisions' and the attention's) and nothing else.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +83,7 @@ int main(int argc, char **argv) {
   std::int64_t history = 4096;
   std::string agingStep;       // appends replayed on the device (decided)
   bool batchedAppends = false; // Runtime::appendBatch instead of append
+  bool profile = false;        // one decided step inside a profiler range
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -88,6 +91,8 @@ int main(int argc, char **argv) {
       agingStep = argv[++i];
     } else if (arg == "--batched-appends") {
       batchedAppends = true;
+    } else if (arg == "--profile") {
+      profile = true;
     } else if ((arg == "--groups" || arg == "--history" || arg == "--steps") && i + 1 < argc) {
       const long long value = std::atoll(argv[++i]);
       if (arg == "--groups")
@@ -104,7 +109,7 @@ int main(int argc, char **argv) {
     std::fprintf(
         stderr,
         "usage: dhs-decision-bench [--groups G] [--history N] [--steps S] [--aging-step DIR] "
-        "[--batched-appends] <placement step> <decision step> <layer steps...>\n");
+        "[--batched-appends] [--profile] <placement step> <decision step> <layer steps...>\n");
     return 2;
   }
   try {
@@ -229,7 +234,16 @@ int main(int argc, char **argv) {
           fillRandomRow(s.format, token.data() + l * rowBytes, rng);
         Phases pl, pd;
         // Alternate which runtime goes first.
-        if (i % 2 == 0) {
+        if (profile && !append && i == stepsTimed + 4) {
+          run(logged, outLogged, pl, append);
+          cuda.check(cuda.ctxSynchronize(), "profiled step");
+          if (cuda.profilerStart)
+            cuda.check(cuda.profilerStart(), "profiler start");
+          run(decided, outDecided, pd, append);
+          cuda.check(cuda.ctxSynchronize(), "profiled step");
+          if (cuda.profilerStop)
+            cuda.check(cuda.profilerStop(), "profiler stop");
+        } else if (i % 2 == 0) {
           run(logged, outLogged, pl, append);
           run(decided, outDecided, pd, append);
         } else {

@@ -11,6 +11,7 @@
 #define DHS_RUNTIME_CUDA_CUDADRIVER_H
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <string>
 
