@@ -348,8 +348,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
         OpBuilder::InsertionGuard guard(b);
         Location loc = b.getLoc();
         Block *test = b.createBlock(&chunks.getBefore(), {}, {i32, i32}, {loc, loc});
-        Value goes = andI(kb.cmpi(P::slt, test->getArgument(0), scanEnd),
-                          kb.cmpi(P::slt, test->getArgument(1), wanted));
+        // (Named in order: a call's arguments are built in any order.)
+        Value still = kb.cmpi(P::slt, test->getArgument(1), wanted);
+        Value inside = kb.cmpi(P::slt, test->getArgument(0), scanEnd);
+        Value goes = andI(inside, still);
         scf::ConditionOp::create(b, goes, test->getArguments());
         Block *body = b.createBlock(&chunks.getAfter(), {}, {i32, i32}, {loc, loc});
         Value chunkStart = body->getArgument(0), ranked = body->getArgument(1);
