@@ -171,7 +171,7 @@ bundle() {
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
   cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
      "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$build/bin/dhs-step-bench" \
-     "$build/bin/dhs-retrieval-bench" "$build/bin/dhs-decision-bench" \
+     "$build/bin/dhs-retrieval-bench" "$build/bin/dhs-decision-bench" "$build/bin/dhs-graph-launch-bench" \
      "$build/bin/dhs-decode" "$dir/bin/"
   # dhs-decode's steps, beside it where it looks for them.
   cp -r "$build/bin/dhs-decode-steps" "$dir/bin/dhs-decode-steps"
