@@ -58,6 +58,7 @@ struct Phases {
   double device = 0; ///< the device's span of the step (CUDA events)
   double launch = 0; ///< endStep's launch of the step's work (the graph)
   double wait = 0;   ///< endStep waiting for the device
+  double graphLaunch = 0; ///< of `launch`, the cuGraphLaunch call alone
 };
 
 /// On a crash: the stack's return addresses and where the binary is mapped
@@ -208,7 +209,7 @@ int main(int argc, char **argv) {
       const auto t3 = Clock::now();
       const StepTimes times = rt.lastStepTimes();
       phase = {ms(t0, t3), ms(t0, tBegun), ms(tBegun, t1), ms(t1, t2), ms(t2, t3),
-               0,          times.device,   times.launch,   times.wait};
+               0,          times.device,   times.launch,   times.wait, times.graphLaunch};
       if (append) {
         if (batchedAppends) // (not timed: an engine's tokens are laid out so)
           for (std::size_t i = 0; i < ids.size(); ++i)
@@ -271,9 +272,10 @@ int main(int argc, char **argv) {
         return median(values);
       };
       for (auto [v, out] : {std::pair{&a, &medianLogged}, std::pair{&b, &medianDecided}})
-        *out = {med(*v, &Phases::step),   med(*v, &Phases::begin),  med(*v, &Phases::select),
-                med(*v, &Phases::attend), med(*v, &Phases::end),    med(*v, &Phases::appends),
-                med(*v, &Phases::device), med(*v, &Phases::launch), med(*v, &Phases::wait)};
+        *out = {med(*v, &Phases::step),       med(*v, &Phases::begin),  med(*v, &Phases::select),
+                med(*v, &Phases::attend),     med(*v, &Phases::end),    med(*v, &Phases::appends),
+                med(*v, &Phases::device),     med(*v, &Phases::launch), med(*v, &Phases::wait),
+                med(*v, &Phases::graphLaunch)};
     };
     Phases loggedSteps, decidedSteps, loggedAppends, decidedAppends;
     measure(false, loggedSteps, decidedSteps);
@@ -311,10 +313,12 @@ int main(int argc, char **argv) {
     auto report = [](const char *what, const Phases &p) {
       // host: the step's wall time past the device's span; host work: the
       // runtime's calls less their waits for the device.
-      std::printf("  %-30s step %.3f ms (device %.3f, %.2fx; host %.3f, host work %.3f): begin "
-                  "%.3f, select %.3f, attend %.3f, end %.3f (launch %.3f, wait %.3f, rest %.3f)",
-                  what, p.step, p.device, p.step / p.device, p.step - p.device, p.step - p.wait,
-                  p.begin, p.select, p.attend, p.end, p.launch, p.wait, p.end - p.launch - p.wait);
+      std::printf(
+          "  %-30s step %.3f ms (device %.3f, %.2fx; host %.3f, host work %.3f): begin "
+          "%.3f, select %.3f, attend %.3f, end %.3f (launch %.3f [cuGraphLaunch %.3f], wait "
+          "%.3f, rest %.3f)",
+          what, p.step, p.device, p.step / p.device, p.step - p.device, p.step - p.wait, p.begin,
+          p.select, p.attend, p.end, p.launch, p.graphLaunch, p.wait, p.end - p.launch - p.wait);
       if (p.appends > 0)
         std::printf(", appends %.3f", p.appends);
       std::printf("\n");

@@ -1,16 +1,21 @@
 //===- graph_launch_bench.cpp - The host's cost of launching a CUDA graph =====//
 //
-// Usage: dhs-graph-launch-bench [--launches N]
+// Usage: dhs-graph-launch-bench [--launches N] [--cold]
 // The host time of one cuGraphLaunch (the call alone, the device idle: the
 // stream is synchronized between launches, untimed) for graphs shaped like
 // a step's: K kernel nodes (an empty kernel, a hand-written PTX baseline,
 // not a dhs kernel) on one stream or spread over B branches forked from
-// and joined into the stream by events, with or without pinned-to-device
-// copy nodes and a memset, as the runtime's step graphs have them. The
+// and joined into the stream by events, with or without copy nodes (to or
+// from pinned host memory, device to device, 2D) and memsets, as the
+// runtime's step graphs have them. The
 // decided step at B=128 x 20 groups is 180 kernels on 8 + 20 branches, 20
 // copies and 2 memsets (dhs-decision-bench); its launch took 0.07-0.16 ms
-// (bench/NOTES.md, twentieth session). Prints the median and the 10th and
-// 90th percentiles of each shape.
+// (bench/NOTES.md, twentieth session). Kernels are one parameterless empty
+// kernel, or 16 distinct ones with 24 pointer parameters each. With --cold
+// the host's caches are swept (64 MB written) and the thread sleeps 5 ms
+// between launches, as a step's other work runs between two launches of
+// its graph. Prints the median and the 10th and 90th percentiles of each
+// shape.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace dhs::runtime;
@@ -40,23 +46,60 @@ constexpr const char *kNoopPtx = ".version 8.0\n"
                                  "  ret;\n"
                                  "}\n";
 
+/// Distinct empty kernels with as many pointer parameters as a dhs kernel
+/// has (about 24), as the step's kernels are distinct functions.
+constexpr int kDistinctKernels = 16, kKernelParams = 24;
+
+std::string distinctKernelsPtx() {
+  std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
+  for (int f = 0; f < kDistinctKernels; ++f) {
+    ptx += ".visible .entry noop" + std::to_string(f) + "(";
+    for (int p = 0; p < kKernelParams; ++p)
+      ptx += std::string(p ? ", " : "") + ".param .u64 p" + std::to_string(p);
+    ptx += ")\n{\n  ret;\n}\n";
+  }
+  return ptx;
+}
+
+/// What a graph's copy nodes copy.
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, Rows2D };
+
+const char *nameOf(CopyKind kind) {
+  switch (kind) {
+  case CopyKind::HostToDevice:
+    return "h2d";
+  case CopyKind::DeviceToHost:
+    return "d2h";
+  case CopyKind::DeviceToDevice:
+    return "d2d";
+  case CopyKind::Rows2D:
+    return "2d";
+  }
+  return "?";
+}
+
 struct Shape {
   int kernels = 0;  // kernel nodes
   int branches = 1; // streams they are spread over (1: the stream itself)
-  int copies = 0;   // 4 KB pinned-to-device copies, on the stream first
+  int copies = 0;   // 4 KB copies (pinned host memory on the host side), on the stream first
   int memsets = 0;  // 4-byte memsets, on the stream first
+  CopyKind kind = CopyKind::HostToDevice;
+  int distinct = 0; // 0: one parameterless kernel; else this many distinct kernels with parameters
 };
 
 } // namespace
 
 int main(int argc, char **argv) {
   int launches = 200;
+  bool cold = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--launches" && i + 1 < argc) {
       launches = std::max(10, std::atoi(argv[++i]));
+    } else if (arg == "--cold") {
+      cold = true;
     } else {
-      std::fprintf(stderr, "usage: dhs-graph-launch-bench [--launches N]\n");
+      std::fprintf(stderr, "usage: dhs-graph-launch-bench [--launches N] [--cold]\n");
       return 2;
     }
   }
@@ -71,6 +114,18 @@ int main(int argc, char **argv) {
     CUfunction noop;
     cuda.check(cuda.moduleLoadData(&module, kNoopPtx), "loading the empty kernel");
     cuda.check(cuda.moduleGetFunction(&noop, module, "noop"), "cuModuleGetFunction");
+    CUmodule distinctModule;
+    const std::string distinctPtx = distinctKernelsPtx();
+    cuda.check(cuda.moduleLoadData(&distinctModule, distinctPtx.c_str()),
+               "loading the distinct kernels");
+    std::vector<CUfunction> distinct(kDistinctKernels);
+    for (int f = 0; f < kDistinctKernels; ++f)
+      cuda.check(cuda.moduleGetFunction(&distinct[f], distinctModule,
+                                        ("noop" + std::to_string(f)).c_str()),
+                 "cuModuleGetFunction");
+    // Between cold launches: the host's caches swept (a step's other work
+    // runs between two launches of its graph).
+    std::vector<std::uint64_t> sweep(cold ? (64 << 20) / 8 : 0);
     CUstream stream;
     cuda.check(cuda.streamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     constexpr int kMaxBranches = 32, kMaxCopies = 32;
@@ -83,26 +138,57 @@ int main(int argc, char **argv) {
     }
     MappedHostBuffer pinned(kMaxCopies * 4096, "pinned source");
     DeviceBuffer target(kMaxCopies * 4096, "copy target");
+    DeviceBuffer source(kMaxCopies * 8192, "copy source");
 
     auto measure = [&](const Shape &s) {
       cuda.check(cuda.streamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                  "cuStreamBeginCapture");
       for (int m = 0; m < s.memsets; ++m)
         cuda.check(cuda.memsetD32Async(target.get() + m * 4, 0, 1, stream), "memset");
-      for (int c = 0; c < s.copies; ++c)
-        cuda.check(cuda.memcpyHtoDAsync(target.get() + c * 4096,
-                                        static_cast<char *>(pinned.host()) + c * 4096, 4096,
-                                        stream),
-                   "copy");
+      for (int c = 0; c < s.copies; ++c) {
+        const CUdeviceptr device = target.get() + c * 4096;
+        void *host = static_cast<char *>(pinned.host()) + c * 4096;
+        switch (s.kind) {
+        case CopyKind::HostToDevice:
+          cuda.check(cuda.memcpyHtoDAsync(device, host, 4096, stream), "copy");
+          break;
+        case CopyKind::DeviceToHost:
+          cuda.check(cuda.memcpyDtoHAsync(host, device, 4096, stream), "copy");
+          break;
+        case CopyKind::DeviceToDevice:
+          cuda.check(cuda.memcpyDtoDAsync(device, source.get() + c * 4096, 4096, stream), "copy");
+          break;
+        case CopyKind::Rows2D: {
+          // 64 rows of 64 bytes at a 128-byte pitch, as the runtime's
+          // copies of every group's words are.
+          CUDA_MEMCPY2D copy{};
+          copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+          copy.srcDevice = source.get() + c * 8192;
+          copy.srcPitch = 128;
+          copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+          copy.dstHost = host;
+          copy.dstPitch = 64;
+          copy.WidthInBytes = 64;
+          copy.Height = 64;
+          cuda.check(cuda.memcpy2DAsync(&copy, stream), "copy");
+          break;
+        }
+        }
+      }
       const int used = std::min(s.branches, kMaxBranches);
       if (used > 1)
         for (int b = 0; b < used; ++b) {
           cuda.check(cuda.eventRecord(forks[b], stream), "fork");
           cuda.check(cuda.streamWaitEvent(branches[b], forks[b], 0), "fork");
         }
+      std::vector<CUdeviceptr> params(kKernelParams, target.get());
+      std::vector<void *> pointers;
+      for (CUdeviceptr &param : params)
+        pointers.push_back(&param);
       for (int k = 0; k < s.kernels; ++k)
-        cuda.check(cuda.launchKernel(noop, 1, 1, 1, 32, 1, 1, 0,
-                                     used > 1 ? branches[k % used] : stream, nullptr, nullptr),
+        cuda.check(cuda.launchKernel(s.distinct ? distinct[k % s.distinct] : noop, 1, 1, 1, 32, 1,
+                                     1, 0, used > 1 ? branches[k % used] : stream,
+                                     s.distinct ? pointers.data() : nullptr, nullptr),
                    "launch");
       if (used > 1)
         for (int b = 0; b < used; ++b) {
@@ -119,6 +205,11 @@ int main(int argc, char **argv) {
         cuda.check(cuda.graphLaunch(exec, stream), "cuGraphLaunch");
         const auto t1 = Clock::now();
         cuda.check(cuda.streamSynchronize(stream), "cuStreamSynchronize");
+        if (cold) {
+          for (std::size_t w = 0; w < sweep.size(); w += 8)
+            sweep[w] += static_cast<std::uint64_t>(i);
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
         if (i >= 20)
           us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       }
@@ -126,26 +217,37 @@ int main(int argc, char **argv) {
       cuda.graphDestroy(graph);
       std::sort(us.begin(), us.end());
       const auto at = [&](double q) { return us[static_cast<std::size_t>(q * (us.size() - 1))]; };
-      std::printf("%8d %9d %7d %8d  %8.1f %8.1f %8.1f\n", s.kernels, s.branches, s.copies,
-                  s.memsets, at(0.5), at(0.1), at(0.9));
+      std::printf("%8d %9d %4d %-3s %8d %8d  %8.1f %8.1f %8.1f\n", s.kernels, s.branches, s.copies,
+                  s.copies ? nameOf(s.kind) : "", s.memsets, s.distinct, at(0.5), at(0.1), at(0.9));
       std::fflush(stdout);
     };
-    std::printf("cuGraphLaunch host time, us (median, p10, p90 of %d launches, device idle)\n",
-                launches);
-    std::printf(" kernels  branches  copies  memsets    median      p10      p90\n");
+    std::printf("cuGraphLaunch host time, us (median, p10, p90 of %d launches, device idle%s)\n",
+                launches, cold ? ", host caches swept and 5 ms asleep between launches" : "");
+    std::printf(" kernels  branches  copies   memsets distinct    median      p10      p90\n");
     for (const Shape &s : std::vector<Shape>{{1, 1, 0, 0},
-                                             {45, 1, 0, 0},
                                              {180, 1, 0, 0},
                                              {270, 1, 0, 0},
+                                             {180, 2, 0, 0},
+                                             {180, 4, 0, 0},
                                              {180, 8, 0, 0},
+                                             {180, 16, 0, 0},
                                              {180, 28, 0, 0},
-                                             {180, 1, 20, 2},
-                                             {180, 8, 20, 2},
                                              {180, 28, 20, 2},
-                                             {45, 10, 17, 2},
-                                             {270, 32, 20, 2},
-                                             {0, 1, 20, 2}})
+                                             {0, 1, 1, 0, CopyKind::HostToDevice},
+                                             {0, 1, 5, 0, CopyKind::HostToDevice},
+                                             {0, 1, 20, 0, CopyKind::HostToDevice},
+                                             {0, 1, 20, 0, CopyKind::DeviceToHost},
+                                             {0, 1, 20, 0, CopyKind::DeviceToDevice},
+                                             {0, 1, 20, 0, CopyKind::Rows2D},
+                                             {0, 1, 0, 2},
+                                             {0, 1, 0, 20},
+                                             {180, 1, 20, 0, CopyKind::DeviceToDevice},
+                                             {180, 1, 0, 20},
+                                             {180, 1, 0, 0, CopyKind::HostToDevice, 16},
+                                             {180, 28, 0, 0, CopyKind::HostToDevice, 16},
+                                             {180, 28, 9, 2, CopyKind::Rows2D, 16}})
       measure(s);
+    cuda.moduleUnload(distinctModule);
     cuda.moduleUnload(module);
     return 0;
   } catch (const std::exception &e) {

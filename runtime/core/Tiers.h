@@ -39,6 +39,8 @@ struct StepTimes {
   /// The host's calls that enqueued the step's work at its end (with CUDA
   /// graphs: the graph's launch).
   double launch = -1.0;
+  /// Of `launch`, the cuGraphLaunch call alone (-1 without a graph).
+  double graphLaunch = -1.0;
   /// The host waiting for the device to finish the step.
   double wait = -1.0;
 };

@@ -15,6 +15,7 @@
 #include "runtime/core/Tiers.h"
 #include "runtime/cuda/CudaResources.h"
 
+#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -47,9 +48,13 @@ public:
     graph_ = graph;
     cuda.check(cuda.graphInstantiate(&exec_, graph_, 0), "cuGraphInstantiate");
   }
-  /// Launches the executable graph on `stream`.
-  void launch(CUstream stream) const {
+  /// Launches the executable graph on `stream`; returns the call's host
+  /// time in ms.
+  double launch(CUstream stream) const {
+    const auto start = std::chrono::steady_clock::now();
     driver().check(driver().graphLaunch(exec_, stream), "cuGraphLaunch");
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
   }
   /// True once instantiated.
   bool ready() const { return exec_ != nullptr; }
@@ -107,8 +112,10 @@ public:
     } else {
       ++stats_.replays;
     }
-    graph_.launch(stream);
+    lastLaunchMs_ = graph_.launch(stream);
   }
+  /// The host time of the last cuGraphLaunch call, ms.
+  double lastLaunchMs() const { return lastLaunchMs_; }
   /// Drops the captured graph.
   void reset() {
     graph_.reset();
@@ -121,6 +128,7 @@ private:
   StepGraph graph_;
   Key key_;
   TierGraphStats stats_;
+  double lastLaunchMs_ = -1.0;
 };
 
 } // namespace dhs::runtime::cuda_detail

@@ -364,6 +364,7 @@ void CudaStepRunner::finishStep() {
   std::uint32_t word = 0;
   const Clock::time_point launchStart = Clock::now();
   Clock::time_point launchEnd = launchStart;
+  double graphLaunch = -1.0;
   if (stepOpen_) {
     if (graphs_ && !pending_.empty()) {
       try {
@@ -371,6 +372,7 @@ void CudaStepRunner::finishStep() {
                    "recording a step's start");
         stepStarted_ = true;
         launchGraph();
+        graphLaunch = graphCache_.lastLaunchMs();
         statesSaved_ = decisions_ && stepDecisions_;
       } catch (...) {
         stepOpen_ = false;
@@ -399,6 +401,7 @@ void CudaStepRunner::finishStep() {
             : -1.0;
     // (The status word's copy into pageable memory waits for the device.)
     lastTimes_.launch = ms(launchStart, launchEnd);
+    lastTimes_.graphLaunch = graphLaunch;
     lastTimes_.wait = ms(launchEnd, Clock::now());
   }
   stepStarted_ = false;
