@@ -193,8 +193,19 @@ void Runtime::appendBatch(const std::uint64_t *ids, std::int64_t count, const vo
   // age it), so the copies and releases make one placement.
   const std::size_t tokenBytes = static_cast<std::size_t>(layout_.layers * layout_.rowBytes);
   std::vector<RowCopy> copies;
-  for (std::size_t i = 0; i < indices.size(); ++i)
-    appendToHost(indices[i], static_cast<const std::uint8_t *>(rows) + i * tokenBytes, copies);
+  std::vector<RowWrite> writes;
+  std::vector<std::int64_t> hostRows;
+  try {
+    for (std::size_t i = 0; i < indices.size(); ++i)
+      hostRows.push_back(appendToHost(
+          indices[i], static_cast<const std::uint8_t *>(rows) + i * tokenBytes, copies, writes));
+  } catch (...) {
+    // The tokens the controller took have their rows, as one by one.
+    writes.resize(hostRows.size() * static_cast<std::size_t>(layout_.layers));
+    writeAppendedRows(writes, hostRows);
+    throw;
+  }
+  writeAppendedRows(writes, hostRows);
   applyCopies(copies);
   if (config_.checkInvariants && hbmCoherent())
     checker_->checkCopies(copies);
@@ -213,23 +224,33 @@ void Runtime::appendRows(std::int32_t index, const std::string &name, const void
   if (!agingStepLoaded_)
     takeStateFromDevice();
   std::vector<RowCopy> copies;
-  appendToHost(index, rows, copies);
+  std::vector<RowWrite> writes;
+  const std::int64_t hostRow = appendToHost(index, rows, copies, writes);
+  writeAppendedRows(writes, {hostRow});
   applyCopies(copies);
   if (config_.checkInvariants && hbmCoherent())
     checker_->checkCopies(copies);
 }
 
-void Runtime::appendToHost(std::int32_t index, const void *rows, std::vector<RowCopy> &copies) {
+std::int64_t Runtime::appendToHost(std::int32_t index, const void *rows,
+                                   std::vector<RowCopy> &copies, std::vector<RowWrite> &writes) {
   controller_->append(index, copies);
   const std::int64_t hostRow =
       controller_->historyStart(index) + controller_->historyLen(index) - 1;
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
   const auto *source = static_cast<const std::uint8_t *>(rows);
-  for (std::int32_t l = 0; l < layout_.layers; ++l) {
-    std::memcpy(tiers_.storage->hostRow(l, hostRow),
-                source + static_cast<std::size_t>(l) * rowBytes, rowBytes);
-    checker_->recordHash(l, hostRow);
-  }
+  for (std::int32_t l = 0; l < layout_.layers; ++l)
+    writes.push_back(
+        {tiers_.storage->hostRow(l, hostRow), source + static_cast<std::size_t>(l) * rowBytes});
+  return hostRow;
+}
+
+void Runtime::writeAppendedRows(const std::vector<RowWrite> &writes,
+                                const std::vector<std::int64_t> &hostRows) {
+  writeRows(writes, static_cast<std::size_t>(layout_.rowBytes));
+  for (std::int64_t hostRow : hostRows)
+    for (std::int32_t l = 0; l < layout_.layers; ++l)
+      checker_->recordHash(l, hostRow);
 }
 
 void Runtime::finish(std::uint64_t id) {

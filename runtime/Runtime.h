@@ -18,6 +18,7 @@
 #include "runtime/core/Bf16.h"
 #include "runtime/core/DraftRingStep.h"
 #include "runtime/core/Manifest.h"
+#include "runtime/core/RowWrites.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
@@ -491,9 +492,16 @@ private:
   /// Throws CapacityError when request `index` (named `name`) is at its
   /// maximum context.
   void requireRoomToAppend(std::int32_t index, const std::string &name) const;
-  /// appendRows' bookkeeping and host-store writes, the copies left to the
-  /// caller (applyCopies, then the checks).
-  void appendToHost(std::int32_t index, const void *rows, std::vector<RowCopy> &copies);
+  /// appendRows' bookkeeping: the controller's append of request `index`,
+  /// its copies left to the caller (applyCopies, then the checks) and the
+  /// host-store writes of its token `rows` added to `writes`
+  /// (writeAppendedRows); returns the token's host row.
+  std::int64_t appendToHost(std::int32_t index, const void *rows, std::vector<RowCopy> &copies,
+                            std::vector<RowWrite> &writes);
+  /// Writes appended tokens into the host store (`writes`, appendToHost's)
+  /// and records the hashes of their host rows `hostRows` for the checks.
+  void writeAppendedRows(const std::vector<RowWrite> &writes,
+                         const std::vector<std::int64_t> &hostRows);
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const StepLog &log);
