@@ -361,17 +361,11 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
   // Every slot the step may read must hold what the controller says.
   requireHbmCoherent("step");
   std::vector<std::int32_t> lanes(static_cast<std::size_t>(shape_.batch), -1);
-  // (Each request's lane so far, -1: none.)
-  std::vector<std::int32_t> laneOf(static_cast<std::size_t>(config_.maxRequests), -1);
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int32_t index = indexOf(ids[b], "step");
-    if (static_cast<std::size_t>(index) >= laneOf.size())
-      laneOf.resize(static_cast<std::size_t>(index) + 1, -1);
-    std::int32_t &lane = laneOf[static_cast<std::size_t>(index)];
-    if (lane >= 0)
+    if (std::find(lanes.begin(), lanes.begin() + b, index) != lanes.begin() + b)
       throw InputError(requestName(ids[b]) + " appears twice in the batch (lane " +
                        std::to_string(b) + ")");
-    lane = static_cast<std::int32_t>(b);
     lanes[static_cast<std::size_t>(b)] = index;
   }
   // Every lane's window ring must hold the raw tokens its queries see.
