@@ -66,21 +66,26 @@ private:
   SmallVector<KernelParam> params;
 };
 
-/// A kernel's arguments by role, for the code that emits its body.
+/// A kernel's arguments by role, for the code that emits its body: the
+/// gpu.func's arguments, or the buffers of the CTA's group in a grouped
+/// kernel (`values`, one per parameter).
 class KernelArguments {
 public:
-  KernelArguments(gpu::GPUFuncOp func, const KernelSignature &signature)
-      : func(func), signature(signature) {}
+  KernelArguments(gpu::GPUFuncOp func, const KernelSignature &signature,
+                  SmallVector<Value> values = {})
+      : func(func), signature(signature), values(std::move(values)) {}
   /// The argument of `role`, which the kernel takes.
   Value operator[](abi::ParamRole role) const {
-    std::optional<unsigned> position = signature.find(role);
-    assert(position && "the kernel does not take this role");
-    return func.getArgument(*position);
+    Value value = lookup(role);
+    assert(value && "the kernel does not take this role");
+    return value;
   }
   /// The argument of `role`, or null when the kernel does not take it.
   Value lookup(abi::ParamRole role) const {
     std::optional<unsigned> position = signature.find(role);
-    return position ? Value(func.getArgument(*position)) : Value();
+    if (!position)
+      return Value();
+    return values.empty() ? Value(func.getArgument(*position)) : values[*position];
   }
   /// The `i`-th shared-memory buffer of KernelSpec::workgroup.
   Value workgroup(unsigned i) const { return func.getWorkgroupAttributions()[i]; }
@@ -88,6 +93,7 @@ public:
 private:
   mutable gpu::GPUFuncOp func;
   const KernelSignature &signature;
+  SmallVector<Value> values;
 };
 
 /// Types of the runtime-owned buffers as kernels take them: a tier of `pool`
@@ -108,6 +114,12 @@ inline MemRefType getStepLogType(MLIRContext *context) {
 }
 inline MemRefType getStatusType(MLIRContext *context) {
   return MemRefType::get({1}, IntegerType::get(context, 32));
+}
+/// The type of a grouped launch's table (dhs.group_bindings): a kernel
+/// that takes it runs a CTA per group along the grid's z.
+inline MemRefType getGroupBindingsType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                         IntegerType::get(context, 64));
 }
 
 /// A kernel key: `parts` printed, separated by '/'.

@@ -59,12 +59,14 @@ FailureOr<KernelSpec> getKernelSpec(PlaceRowsOp op);
 /// The kernel of a `dhs.plan_promotions` (CLOCK): one CTA ranks the fetched
 /// rows, hands out the free stack's slots and finds the victims in hand
 /// order with block-wide prefix scans over the slot table, two laps
-/// (PromotionKernel.cpp describes the phases).
+/// (PromotionKernel.cpp describes the phases). Grouped (dhs.group_bindings):
+/// one launch plans several groups, a CTA each.
 FailureOr<KernelSpec> getKernelSpec(PlanPromotionsOp op);
 
 /// The kernel of a `dhs.age_rows`: one warp whose first thread replays the
 /// recorded appends in call order over the device residency state
-/// (AgeRowsKernel.cpp describes the steps).
+/// (AgeRowsKernel.cpp describes the steps). Grouped (dhs.group_bindings):
+/// one launch replays several groups' appends, a CTA each.
 FailureOr<KernelSpec> getKernelSpec(AgeRowsOp op);
 
 /// The kernel of a `dhs.sort_rows`: one CTA per request loads its list

@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
@@ -94,6 +95,9 @@ private:
   Value getPoolView(OpBuilder &builder, Value pool, MemRefType type, DenseMap<Value, Value> &cache);
   /// The step status of the function around `op`, made at its entry.
   Value getStepStatus(OpBuilder &builder, Operation *op);
+  /// The table of grouped launches of the function around `op`
+  /// (dhs.group_bindings), made at its entry.
+  Value getGroupBindings(OpBuilder &builder, Operation *op);
 
   ModuleOp module;
   SymbolTable symbols;
@@ -102,7 +106,7 @@ private:
   std::map<std::pair<abi::LaunchKind, std::string>, Kernel> kernels;
   DenseMap<std::pair<Value, unsigned>, Value> tierViews;
   DenseMap<Value, Value> maps, recencies, logs;
-  DenseMap<Operation *, Value> statuses;
+  DenseMap<Operation *, Value> statuses, groupBindings;
   DenseMap<std::pair<Operation *, Type>, Value> arenaBuffers;
 };
 
@@ -169,6 +173,58 @@ Value LaunchBuilder::getStepStatus(OpBuilder &builder, Operation *op) {
   return status;
 }
 
+Value LaunchBuilder::getGroupBindings(OpBuilder &builder, Operation *op) {
+  auto func = op->getParentOfType<FunctionOpInterface>();
+  Value &table = groupBindings[func];
+  if (!table) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(&func.getFunctionBody().front());
+    table =
+        GroupBindingsOp::create(builder, func.getLoc(), getGroupBindingsType(builder.getContext()));
+  }
+  return table;
+}
+
+/// The buffers of the CTA's group in a grouped kernel (one that takes
+/// group_bindings), one value per parameter, made at the kernel's entry:
+/// memref parameter p of CTA z is rebased by table[z, p] bytes (a
+/// reinterpret_cast with a dynamic offset); the others, and the table, as
+/// they are.
+static SmallVector<Value> getGroupBuffers(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
+                                          unsigned tablePosition) {
+  KernelBuilder kb{b};
+  Value table = func.getArgument(tablePosition);
+  Value group = kb.blockId(gpu::Dimension::z);
+  SmallVector<Value> buffers;
+  for (auto [p, argument] : llvm::enumerate(func.getArguments())) {
+    auto type = dyn_cast<MemRefType>(argument.getType());
+    if (p == tablePosition || !type) {
+      buffers.push_back(argument);
+      continue;
+    }
+    // (Kernel parameters are dense: identity layouts, offset 0.)
+    auto [strides, offset] = type.getStridesAndOffset();
+    assert(offset == 0 && "a kernel parameter with an offset");
+    Value bytes = memref::LoadOp::create(b, table, ValueRange{group, kb.index(p)});
+    Value shift =
+        kb.toIndex(arith::DivSIOp::create(b, bytes, kb.i64(type.getElementTypeBitWidth() / 8)));
+    SmallVector<OpFoldResult> sizes, staticStrides;
+    for (auto [d, size] : llvm::enumerate(type.getShape()))
+      sizes.push_back(ShapedType::isDynamic(size)
+                          ? OpFoldResult(memref::DimOp::create(b, argument, kb.index(d)))
+                          : OpFoldResult(b.getIndexAttr(size)));
+    for (int64_t stride : strides)
+      staticStrides.push_back(b.getIndexAttr(stride));
+    auto groupType =
+        MemRefType::get(type.getShape(), type.getElementType(),
+                        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides),
+                        type.getMemorySpace());
+    buffers.push_back(memref::ReinterpretCastOp::create(b, groupType, argument, OpFoldResult(shift),
+                                                        sizes, staticStrides));
+  }
+  return buffers;
+}
+
 Value LaunchBuilder::getOperand(OpBuilder &builder, Operation *op, const KernelParam &param,
                                 const OperandsByRole &operands) {
   MLIRContext *context = builder.getContext();
@@ -196,6 +252,8 @@ Value LaunchBuilder::getOperand(OpBuilder &builder, Operation *op, const KernelP
     return getStepStatus(builder, op);
   case Role::Partials:
     return getArenaBuffer(builder, op, cast<MemRefType>(param.type));
+  case Role::GroupBindings:
+    return getGroupBindings(builder, op);
   default:
     return getOpOperand(param.role);
   }
@@ -222,7 +280,14 @@ FailureOr<LaunchBuilder::Kernel> LaunchBuilder::getOrCreateKernel(OpBuilder &bui
                                                 static_cast<int32_t>(spec.cluster[2])}));
   ImplicitLocOpBuilder body(loc, builder);
   body.setInsertionPointToStart(&func.getBody().front());
-  spec.emitBody(body, KernelArguments(func, spec.signature));
+  SmallVector<Value> groupBuffers;
+  if (std::optional<unsigned> table = spec.signature.find(Role::GroupBindings)) {
+    if (spec.geometry.grid[2] != 1)
+      return emitError(loc) << "a grouped kernel (" << abi::name(spec.kind)
+                            << ") runs its groups along the grid's z, whose size must be 1";
+    groupBuffers = getGroupBuffers(body, func, *table);
+  }
+  spec.emitBody(body, KernelArguments(func, spec.signature, std::move(groupBuffers)));
   // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
   for (unsigned i = 0, e = func.getNumWorkgroupAttributions(); i < e; ++i)
     func.setWorkgroupAttributionAttr(i,

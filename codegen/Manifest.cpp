@@ -119,6 +119,8 @@ static FailureOr<llvm::json::Object> describeParameter(gpu::LaunchFuncOp launch,
              poolArg.getArgNumber());
   } else if (value.getDefiningOp<StepStatusOp>()) {
     describe(abi::ParamSource::Status, std::nullopt);
+  } else if (value.getDefiningOp<GroupBindingsOp>()) {
+    describe(abi::ParamSource::GroupBindings, std::nullopt);
   } else if (auto scratch = value.getDefiningOp<ScratchOp>()) {
     if (!scratch.getOffset())
       return launch.emitOpError() << "operand #" << position
@@ -190,7 +192,7 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       return WalkResult::advance();
     }
     if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp, StepStatusOp,
-            ScratchOp, memref::CastOp, arith::ConstantOp, func::FuncOp>(op))
+            GroupBindingsOp, ScratchOp, memref::CastOp, arith::ConstantOp, func::FuncOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "is left in the step after code generation; the "
                          "runtime only replays kernel launches";

@@ -112,6 +112,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
   spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
   spec.signature.add(Role::StepLog, getStepLogType(context));
   spec.signature.add(Role::Status, getStatusType(context));
+  // One CTA a group: the runtime runs the groups' in one launch.
+  spec.signature.add(Role::GroupBindings, getGroupBindingsType(context));
   spec.geometry.grid = {1, 1, 1};
   spec.geometry.block = {kThreads, 1, 1};
   // Per lane its count and first rank; the warps' sums; the scalars.

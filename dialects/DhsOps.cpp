@@ -162,6 +162,15 @@ LogicalResult StepStatusOp::verify() {
   return success();
 }
 
+LogicalResult GroupBindingsOp::verify() {
+  MemRefType type = getTable().getType();
+  if (!type.isDynamicDim(0) || !type.isDynamicDim(1) || !type.getLayout().isIdentity())
+    return emitOpError() << "the table's groups and parameters are the launch's: expected "
+                            "memref<?x?xi64>, got "
+                         << type;
+  return success();
+}
+
 LogicalResult ScratchOp::verify() {
   MemRefType type = getBuffer().getType();
   if (!type.getLayout().isIdentity())

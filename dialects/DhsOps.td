@@ -143,6 +143,28 @@ def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dhs_GroupBindingsOp : Dhs_Op<"group_bindings", [Pure]> {
+  let summary = "The runtime-owned table of a grouped launch";
+  let description = [{
+    A kernel that one CTA runs for a layer group (`dhs.plan_promotions`,
+    `dhs.age_rows`) takes this table as its last parameter, so that the
+    runtime can run it over several groups in one launch: CTA `z` of the
+    grid works on the `z`-th group, whose buffer for the kernel's parameter
+    `p` lies `table[z, p]` bytes from the buffer the launch passes (a
+    multiple of the element size; 0 for the launch's own group). The
+    runtime fills the table once per set of groups and sets the grid's z
+    size; a launch of one group passes a row of zeros. Created by
+    dhs-lower-to-gpu.
+
+    ```mlir
+    %bindings = dhs.group_bindings : memref<?x?xi64>
+    ```
+  }];
+  let results = (outs MemRefRankOf<[I64], [2]>:$table);
+  let assemblyFormat = "attr-dict `:` type($table)";
+  let hasVerifier = 1;
+}
+
 def Dhs_ScratchOp : Dhs_Op<"scratch", [
     MemoryEffects<[MemAlloc<DefaultResource>]>]> {
   let summary = "A step-local buffer in the runtime's staging arena";

@@ -122,6 +122,11 @@ struct Launch {
 
   /// Whether the launch computes attention (sparse_attention, attention).
   bool isAttention() const { return abi::isAttention(kind); }
+  /// Whether one launch may run several layer groups (its last parameter
+  /// is a group_bindings table; a CTA per group along the grid's z).
+  bool isGrouped() const {
+    return !params.empty() && params.back().source == ParamSource::GroupBindings;
+  }
 
   /// Total number of 8-byte kernel parameters.
   std::size_t flattenedParamCount() const;

@@ -29,8 +29,11 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
   // below, after its index.)
   const std::optional<ParamSource> view = abi::poolViewSource(param.role);
   const bool suits =
-      param.source == ParamSource::Status     ? param.role == abi::ParamRole::Status
-      : param.source == ParamSource::Scratch  ? param.role != abi::ParamRole::Status && !view
+      param.source == ParamSource::Status          ? param.role == abi::ParamRole::Status
+      : param.source == ParamSource::GroupBindings ? param.role == abi::ParamRole::GroupBindings
+      : param.source == ParamSource::Scratch
+          ? param.role != abi::ParamRole::Status && param.role != abi::ParamRole::GroupBindings &&
+                !view
       : param.source == ParamSource::Argument ? abi::argumentRole(param.role).has_value()
                                               : view && *view == param.source;
   if (!suits)
@@ -69,6 +72,17 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
     if (param.dtype != DType::I32 || param.shape != std::vector<std::int64_t>{1})
       fail(field, std::string("the status word must be i32 [1], not ") + abi::name(param.dtype) +
                       " " + formatShape(param.shape));
+    return param;
+  }
+
+  if (param.source == ParamSource::GroupBindings) {
+    checkKeys(value, field, {"source", "role", "dtype", "shape"});
+    param.dtype = getDType(value, field);
+    param.shape = getIntArray(value, "shape", field);
+    if (param.dtype != DType::I64 || param.shape != std::vector<std::int64_t>{-1, -1})
+      fail(field, std::string("a grouped launch's table is i64 [-1, -1] (groups, parameters), "
+                              "not ") +
+                      abi::name(param.dtype) + " " + formatShape(param.shape));
     return param;
   }
 
@@ -249,6 +263,13 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
   for (std::size_t i = 0; i < params.size(); ++i)
     launch.params.push_back(
         parseParam(params[i], field + ".params[" + std::to_string(i) + "]", manifest));
+  // A grouped launch's groups go along the grid's z; its table comes last.
+  for (std::size_t i = 0; i < launch.params.size(); ++i)
+    if (launch.params[i].source == ParamSource::GroupBindings &&
+        (i + 1 != launch.params.size() || launch.grid[2] != 1))
+      fail(field + ".params[" + std::to_string(i) + "]",
+           "a grouped launch's table is its last parameter, and its grid's z is 1 (" +
+               std::to_string(launch.grid[2]) + ")");
   // The classic kernel parameter space is 4 KiB.
   if (launch.flattenedParamCount() * 8 > 4096)
     fail(field + ".params", "the flattened descriptors take " +

@@ -63,7 +63,7 @@ int poolOf(const Manifest &manifest, const Launch &launch, const std::string &wh
   int found = -1;
   for (const LaunchParam &param : launch.params) {
     if (param.source == ParamSource::Argument || param.source == ParamSource::Status ||
-        param.source == ParamSource::Scratch)
+        param.source == ParamSource::GroupBindings || param.source == ParamSource::Scratch)
       continue;
     if (found >= 0 && found != param.argumentIndex)
       throw Error("manifest " + manifest.path + ": " + where + " views two pools (arguments " +

@@ -49,51 +49,63 @@ CUdeviceptr scratchAddress(const LaunchParam &param, const CudaStepBuffers &buff
   return buffers.arena + static_cast<CUdeviceptr>(param.offset);
 }
 
+/// Where parameter `param` of `launch` lies over `buffers`: its address
+/// and sizes (`step` names the step in errors; `noGroups`: the one-row
+/// table of zeros a grouped launch of one group takes).
+std::pair<CUdeviceptr, std::vector<std::int64_t>>
+bindParam(const Launch &launch, const LaunchParam &param, const CudaStepBuffers &buffers,
+          const std::string &step, CUdeviceptr noGroups) {
+  std::vector<std::int64_t> sizes = param.shape;
+  switch (param.source) {
+  case ParamSource::Argument:
+    return {buffers.arguments.at(static_cast<std::size_t>(param.argumentIndex)), sizes};
+  case ParamSource::PoolHbm:
+    sizes[0] = buffers.hbmSlots;
+    return {buffers.hbm, sizes};
+  case ParamSource::PoolHost:
+    sizes[0] = buffers.hostRows;
+    return {buffers.host, sizes};
+  case ParamSource::PoolMap:
+    if (!buffers.map)
+      throw Error("step '" + step + "' needs the pool's residency map but none was given");
+    sizes[0] = buffers.hostRows;
+    return {buffers.map, sizes};
+  case ParamSource::PoolRecency:
+    if (!buffers.recency)
+      throw Error("step '" + step + "' needs the pool's replacement state but none was given");
+    sizes[0] = buffers.hbmSlots;
+    return {buffers.recency, sizes};
+  case ParamSource::PoolLog:
+    // An empty log (no address needed) records nothing.
+    if (!buffers.log && buffers.logWords > 0)
+      throw Error("step '" + step + "' was given a step log without memory");
+    sizes[0] = buffers.logWords;
+    return {buffers.log, sizes};
+  case ParamSource::Status:
+    return {buffers.status, sizes};
+  case ParamSource::Scratch:
+    return {scratchAddress(param, buffers, step), sizes};
+  case ParamSource::GroupBindings: {
+    const std::int64_t columns = static_cast<std::int64_t>(launch.params.size());
+    if (!buffers.groupBindings)
+      return {noGroups, {1, columns}};
+    if (buffers.groups < 1 || buffers.groups > 65535)
+      throw Error("step '" + step + "': a grouped launch of " + std::to_string(buffers.groups) +
+                  " groups (1 to 65535)");
+    return {buffers.groupBindings, {buffers.groups, columns}};
+  }
+  }
+  throw Error("step '" + step + "': a parameter of unknown source");
+}
+
 /// The flattened memref descriptors of `launch` over `buffers` (`step`
 /// names the step in errors).
 KernelParams kernelParams(const Launch &launch, const CudaStepBuffers &buffers,
-                          const std::string &step) {
+                          const std::string &step, CUdeviceptr noGroups) {
   KernelParams params;
   for (const LaunchParam &param : launch.params) {
-    std::vector<std::int64_t> sizes = param.shape;
-    switch (param.source) {
-    case ParamSource::Argument:
-      params.addMemref(buffers.arguments.at(static_cast<std::size_t>(param.argumentIndex)), sizes);
-      break;
-    case ParamSource::PoolHbm:
-      sizes[0] = buffers.hbmSlots;
-      params.addMemref(buffers.hbm, sizes);
-      break;
-    case ParamSource::PoolHost:
-      sizes[0] = buffers.hostRows;
-      params.addMemref(buffers.host, sizes);
-      break;
-    case ParamSource::PoolMap:
-      if (!buffers.map)
-        throw Error("step '" + step + "' needs the pool's residency map but none was given");
-      sizes[0] = buffers.hostRows;
-      params.addMemref(buffers.map, sizes);
-      break;
-    case ParamSource::PoolRecency:
-      if (!buffers.recency)
-        throw Error("step '" + step + "' needs the pool's replacement state but none was given");
-      sizes[0] = buffers.hbmSlots;
-      params.addMemref(buffers.recency, sizes);
-      break;
-    case ParamSource::PoolLog:
-      // An empty log (no address needed) records nothing.
-      if (!buffers.log && buffers.logWords > 0)
-        throw Error("step '" + step + "' was given a step log without memory");
-      sizes[0] = buffers.logWords;
-      params.addMemref(buffers.log, sizes);
-      break;
-    case ParamSource::Status:
-      params.addMemref(buffers.status, sizes);
-      break;
-    case ParamSource::Scratch:
-      params.addMemref(scratchAddress(param, buffers, step), sizes);
-      break;
-    }
+    auto [address, sizes] = bindParam(launch, param, buffers, step, noGroups);
+    params.addMemref(address, sizes);
   }
   params.finish();
   return params;
@@ -114,6 +126,10 @@ void enqueueLaunch(const Launch &launch, CUfunction function, KernelParams &para
     cuda.check(
         cuda.memsetD32Async(scratchAddress(*ready, buffers, step), 0, ready->elements(), stream),
         "clearing the ready flags of " + launch.kernel);
+  // A grouped launch runs its groups along the grid's z.
+  const unsigned gridZ = launch.isGrouped() && buffers.groupBindings
+                             ? static_cast<unsigned>(buffers.groups)
+                             : launch.grid[2];
   const bool dependent = ready && launch.isAttention() && cuda.launchKernelEx;
   const bool injected = DHS_FAULT(Launch);
   CUresult result = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
@@ -124,7 +140,7 @@ void enqueueLaunch(const Launch &launch, CUfunction function, KernelParams &para
     CUlaunchConfig config{};
     config.gridDimX = launch.grid[0];
     config.gridDimY = launch.grid[1];
-    config.gridDimZ = launch.grid[2];
+    config.gridDimZ = gridZ;
     config.blockDimX = launch.block[0];
     config.blockDimY = launch.block[1];
     config.blockDimZ = launch.block[2];
@@ -134,15 +150,15 @@ void enqueueLaunch(const Launch &launch, CUfunction function, KernelParams &para
     config.numAttrs = 1;
     result = cuda.launchKernelEx(&config, function, params.pointers.data(), nullptr);
   } else if (!injected) {
-    result = cuda.launchKernel(function, launch.grid[0], launch.grid[1], launch.grid[2],
-                               launch.block[0], launch.block[1], launch.block[2],
-                               launch.dynamicSharedBytes, stream, params.pointers.data(), nullptr);
+    result = cuda.launchKernel(function, launch.grid[0], launch.grid[1], gridZ, launch.block[0],
+                               launch.block[1], launch.block[2], launch.dynamicSharedBytes, stream,
+                               params.pointers.data(), nullptr);
   }
-  cuda.check(result, std::string(dependent ? "cuLaunchKernelEx(" : "cuLaunchKernel(") +
-                         launch.kernel + ", grid " + formatDims(launch.grid) + ", block " +
-                         formatDims(launch.block) + ", " +
-                         std::to_string(launch.dynamicSharedBytes) + " bytes dynamic shared)" +
-                         (injected ? " (injected fault)" : ""));
+  cuda.check(result,
+             std::string(dependent ? "cuLaunchKernelEx(" : "cuLaunchKernel(") + launch.kernel +
+                 ", grid " + formatDims({launch.grid[0], launch.grid[1], gridZ}) + ", block " +
+                 formatDims(launch.block) + ", " + std::to_string(launch.dynamicSharedBytes) +
+                 " bytes dynamic shared)" + (injected ? " (injected fault)" : ""));
 }
 
 } // namespace
@@ -156,6 +172,9 @@ struct CudaStep::State {
   std::vector<std::unique_ptr<Module>> modules;
   std::vector<CUfunction> functions; // per launch
   std::vector<KernelInfo> kernels;   // per launch
+  // The table of zeros a grouped launch of its own group alone takes
+  // (a row of the most parameters).
+  std::unique_ptr<DeviceBuffer> noGroups;
 };
 
 CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_unique<State>()) {
@@ -270,6 +289,44 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
     st.functions.push_back(function);
     st.kernels.push_back(kernel);
   }
+  std::size_t columns = 0;
+  for (const Launch &launch : manifest.launches)
+    if (launch.isGrouped())
+      columns = std::max(columns, launch.params.size());
+  if (columns > 0) {
+    st.noGroups = std::make_unique<DeviceBuffer>(columns * 8, "a grouped launch's table of zeros");
+    cuda.check(cuda.memsetD32(st.noGroups->get(), 0, columns * 2), "clearing a table of zeros");
+  }
+}
+
+std::vector<std::int64_t>
+CudaStep::groupBindings(std::size_t index, const std::vector<CudaStepBuffers> &groups) const {
+  const State &st = *state_;
+  if (index >= st.manifest.launches.size() || !st.manifest.launches[index].isGrouped())
+    throw Error("launch " + std::to_string(index) + " of step '" + st.manifest.step +
+                "' does not run groups (it takes no group_bindings table)");
+  if (groups.empty())
+    throw Error("a grouped launch of no groups");
+  const Launch &launch = st.manifest.launches[index];
+  const std::size_t columns = launch.params.size();
+  std::vector<std::int64_t> table(groups.size() * columns, 0);
+  for (std::size_t p = 0; p + 1 < columns; ++p) {
+    const LaunchParam &param = launch.params[p];
+    const auto [base, sizes] = bindParam(launch, param, groups[0], st.manifest.step, 0);
+    for (std::size_t g = 1; g < groups.size(); ++g) {
+      const auto [address, groupSizes] = bindParam(launch, param, groups[g], st.manifest.step, 0);
+      const std::int64_t distance =
+          static_cast<std::int64_t>(address) - static_cast<std::int64_t>(base);
+      if (groupSizes != sizes || distance % static_cast<std::int64_t>(abi::bytes(param.dtype)))
+        throw Error("step '" + st.manifest.step + "': group " + std::to_string(g) + "'s " +
+                    abi::name(param.role) + " (" + std::to_string(groupSizes.size()) + "-d, " +
+                    std::to_string(distance) +
+                    " bytes away) differs from group 0's in its shape or alignment: the groups "
+                    "cannot share one launch");
+      table[g * columns + p] = distance;
+    }
+  }
+  return table;
 }
 
 CudaStep::~CudaStep() {
@@ -301,7 +358,8 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
                 std::to_string(st.manifest.launches.size()));
   for (std::size_t i = first; i < first + count; ++i) {
     const Launch &launch = st.manifest.launches[i];
-    KernelParams params = kernelParams(launch, buffers, st.manifest.step);
+    KernelParams params =
+        kernelParams(launch, buffers, st.manifest.step, st.noGroups ? st.noGroups->get() : 0);
     enqueueLaunch(launch, st.functions[i], params, buffers, st.manifest.step, stream);
   }
 }
@@ -427,7 +485,8 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
           param.source == ParamSource::PoolLog)
         throw Error("step '" + manifest.step + "' uses a pool's residency state (" +
                     abi::name(param.source) + "), which one attention problem does not have");
-    params[i] = kernelParams(manifest.launches[i], buffers, manifest.step);
+    params[i] = kernelParams(manifest.launches[i], buffers, manifest.step,
+                             st.noGroups ? st.noGroups->get() : 0);
   }
 
   Stream stream;

@@ -83,6 +83,11 @@ struct CudaStepBuffers {
   std::int64_t logWords = 0;          ///< the log's words (0: record nothing)
   CUdeviceptr status = 0;             ///< the status word (u32)
   CUdeviceptr arena = 0;              ///< the staging arena (manifest arena_bytes)
+  /// A grouped launch's table (Launch::isGrouped, CudaStep::groupBindings):
+  /// [groups, params] i64 in device-readable memory, `groups` CTAs along the
+  /// grid's z; 0: the launch's own group only.
+  CUdeviceptr groupBindings = 0;
+  std::int64_t groups = 1;
 };
 
 /// A step loaded on a device. Throws Error (with the driver's or
@@ -122,6 +127,16 @@ public:
   /// for a range outside the manifest's launches or a failed launch.
   void launchAsync(const CudaStepBuffers &buffers, CUstream stream, std::size_t first,
                    std::size_t count) const;
+
+  /// The table that runs grouped launch `launch` over `groups` (CTA z over
+  /// groups[z]'s buffers), [groups x params] row-major: the byte distance of
+  /// each parameter's buffer for group z from groups[0]'s, which the launch
+  /// is then given (with the table, in device-readable memory, as
+  /// CudaStepBuffers::groupBindings). Throws Error when the launch is not
+  /// grouped, or the groups' buffers differ in anything but their
+  /// addresses (shapes, a misaligned distance).
+  std::vector<std::int64_t> groupBindings(std::size_t launch,
+                                          const std::vector<CudaStepBuffers> &groups) const;
 
   /// Makes the device's primary context current on the calling thread.
   void makeCurrent() const;

@@ -28,17 +28,36 @@
 // CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} -> memref<?xi32>
 // CHECK-DAG: %[[RECENCY:.*]] = dhs.pool_recency of %{{.*}} -> memref<?x2xi32>
 // CHECK-DAG: %[[MAP:.*]] = dhs.pool_map of %{{.*}} -> memref<?xi32>
-// One CTA of 1024 threads.
-// CHECK: gpu.launch_func @age_rows::@age_rows blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[APPENDS]] : memref<64x4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<8xi32>, %[[ROWS]] : memref<128xi64>, %[[SLOTS]] : memref<128xi32>, %[[MAP]] : memref<?xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "age_rows", dhs.roles = ["age_list", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "residency_map", "replacement_state", "step_log", "status"]}
+// CHECK-DAG: %[[TABLE:.*]] = dhs.group_bindings : memref<?x?xi64>
+// One CTA of 1024 threads (a group; the runtime sets the grid's z to the
+// groups it replays in one launch).
+// CHECK: gpu.launch_func @age_rows::@age_rows blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[APPENDS]] : memref<64x4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<8xi32>, %[[ROWS]] : memref<128xi64>, %[[SLOTS]] : memref<128xi32>, %[[MAP]] : memref<?xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>, %[[TABLE]] : memref<?x?xi64>) {dhs.op = "age_rows", dhs.roles = ["age_list", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "residency_map", "replacement_state", "step_log", "status", "group_bindings"]}
 // The list carried out by place_rows from the same buffers.
 // CHECK: gpu.launch_func @place_rows::@place_rows {{.*}} %[[ROWS]] : memref<128xi64>, %[[SLOTS]] : memref<128xi32>
 
 // CHECK-LABEL: gpu.func @age_rows
-// CHECK-SAME: (%[[L:[a-z0-9]+]]: memref<64x4xi64>, %[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, %[[F:[a-z0-9]+]]: memref<2048xi32>, %[[CTL:[a-z0-9]+]]: memref<8xi32>, %[[R:[a-z0-9]+]]: memref<128xi64>, %[[S:[a-z0-9]+]]: memref<128xi32>, %[[M:[a-z0-9]+]]: memref<?xi32>, %[[REC:[a-z0-9]+]]: memref<?x2xi32>, %[[LG:[a-z0-9]+]]: memref<?xi32>, %[[ST:[a-z0-9]+]]: memref<1xi32>)
+// CHECK-SAME: (%[[L0:[a-z0-9]+]]: memref<64x4xi64>, %[[H0:[a-z0-9]+]]: memref<2048xi64>, %[[C0:[a-z0-9]+]]: memref<2048xi32>, %[[F0:[a-z0-9]+]]: memref<2048xi32>, %[[CTL0:[a-z0-9]+]]: memref<8xi32>, %[[R0:[a-z0-9]+]]: memref<128xi64>, %[[S0:[a-z0-9]+]]: memref<128xi32>, %[[M0:[a-z0-9]+]]: memref<?xi32>, %[[REC0:[a-z0-9]+]]: memref<?x2xi32>, %[[LG0:[a-z0-9]+]]: memref<?xi32>, %[[ST0:[a-z0-9]+]]: memref<1xi32>, %[[TABLE:[a-z0-9]+]]: memref<?x?xi64>)
 // Shared: the scalars, the appends, the sorted bounds (2N), the classes
 // (2N + 2), the counts (N), the warps' lowest positions, the released row.
 // CHECK-SAME: workgroup(%[[SC:.*]] : memref<16xi32, #gpu.address_space<workgroup>> {{.*}}, %[[E:.*]] : memref<64x4xi64, #gpu.address_space<workgroup>> {{.*}}, %[[B:.*]] : memref<128xi64, #gpu.address_space<workgroup>> {{.*}}, %[[K:.*]] : memref<130xi32, #gpu.address_space<workgroup>> {{.*}}, %[[O:.*]] : memref<64xi32, #gpu.address_space<workgroup>> {{.*}}, %[[WL:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[G:.*]] : memref<1xi64, #gpu.address_space<workgroup>> {{.*}})
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
+// The CTA's group (z) and its buffers: each parameter moved by the
+// group's row of the table, bytes over its element size.
+// CHECK: %[[GROUP:.*]] = gpu.block_id z
+// CHECK: %[[D0:.*]] = memref.load %[[TABLE]][%[[GROUP]], %c0]
+// CHECK: %[[E0:.*]] = arith.divsi %[[D0]], %c8_i64
+// CHECK: %[[O0:.*]] = arith.index_cast %[[E0]]
+// CHECK: %[[L:.*]] = memref.reinterpret_cast %[[L0]] to offset: [%[[O0]]], sizes: [64, 4], strides: [4, 1] : memref<64x4xi64> to memref<64x4xi64, strided<[4, 1], offset: ?>>
+// CHECK: %[[H:.*]] = memref.reinterpret_cast %[[H0]] to offset: {{.*}} : memref<2048xi64> to
+// CHECK: %[[C:.*]] = memref.reinterpret_cast %[[C0]] to offset: {{.*}} : memref<2048xi32> to
+// CHECK: %[[F:.*]] = memref.reinterpret_cast %[[F0]] to offset: {{.*}} : memref<2048xi32> to
+// CHECK: %[[CTL:.*]] = memref.reinterpret_cast %[[CTL0]] to offset: {{.*}} : memref<8xi32> to
+// CHECK: %[[R:.*]] = memref.reinterpret_cast %[[R0]] to offset: {{.*}} : memref<128xi64> to
+// CHECK: %[[S:.*]] = memref.reinterpret_cast %[[S0]] to offset: {{.*}} : memref<128xi32> to
+// CHECK: %[[M:.*]] = memref.reinterpret_cast %[[M0]] to offset: {{.*}} : memref<?xi32> to
+// CHECK: %[[REC:.*]] = memref.reinterpret_cast %[[REC0]] to offset: {{.*}} : memref<?x2xi32> to
+// CHECK: %[[LG:.*]] = memref.reinterpret_cast %[[LG0]] to offset: {{.*}} : memref<?xi32> to
+// CHECK: %[[ST:.*]] = memref.reinterpret_cast %[[ST0]] to offset: {{.*}} : memref<1xi32> to
 // The step from the log; 1. the list emptied and the appends copied by the
 // CTA.
 // CHECK: memref.load %[[LG]][%c0]
@@ -113,7 +132,7 @@
 // The slot becomes hot (once counted (15), one more candidate (14) if its
 // last use is before the step); over the budget a release (10), a search
 // unless the memo holds the step (11).
-// CHECK: memref.store %[[AGED]], %[[H]][%[[AGEDSLOT:.*]]]
+// CHECK: memref.store %[[AGED]], %[[H]][%[[AGEDSLOT:[a-z0-9_#]+]]]
 // CHECK: memref.load %[[SC]][%c15]
 // CHECK: memref.load %[[REC]][%[[AGEDSLOT]], %c0]
 // CHECK: arith.cmpi ult

@@ -22,22 +22,37 @@
 // CHECK-SAME: %[[FETCHED:[a-z0-9]+]]: memref<4x128xi32>, %[[START:[a-z0-9]+]]: memref<4xi64>, %[[HOT:[a-z0-9]+]]: memref<2048xi64>, %[[CLEARED:[a-z0-9]+]]: memref<2048xi32>, %[[FREE:[a-z0-9]+]]: memref<2048xi32>, %[[CONTROL:[a-z0-9]+]]: memref<8xi32>, %[[ROWS:[a-z0-9]+]]: memref<1024xi64>, %[[SLOTS:[a-z0-9]+]]: memref<1024xi32>
 // CHECK-DAG: %[[LOG:.*]] = dhs.pool_log of %{{.*}} -> memref<?xi32>
 // CHECK-DAG: %[[RECENCY:.*]] = dhs.pool_recency of %{{.*}} -> memref<?x2xi32>
-// One CTA of 1024 threads.
-// CHECK: gpu.launch_func @plan_promotions::@plan_promotions blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[FETCHED]] : memref<4x128xi32>, %[[START]] : memref<4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<8xi32>, %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>) {dhs.op = "plan_promotions", dhs.roles = ["fetched_rows", "history_start", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "replacement_state", "step_log", "status"]}
+// CHECK-DAG: %[[TABLE:.*]] = dhs.group_bindings : memref<?x?xi64>
+// One CTA of 1024 threads (a group; the runtime sets the grid's z to the
+// groups it plans in one launch).
+// CHECK: gpu.launch_func @plan_promotions::@plan_promotions blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%[[FETCHED]] : memref<4x128xi32>, %[[START]] : memref<4xi64>, %[[HOT]] : memref<2048xi64>, %[[CLEARED]] : memref<2048xi32>, %[[FREE]] : memref<2048xi32>, %[[CONTROL]] : memref<8xi32>, %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>, %[[RECENCY]] : memref<?x2xi32>, %[[LOG]] : memref<?xi32>, %{{.*}} : memref<1xi32>, %[[TABLE]] : memref<?x?xi64>) {dhs.op = "plan_promotions", dhs.roles = ["fetched_rows", "history_start", "hot_rows", "clock_cleared", "free_stack", "promotion_control", "place_rows", "place_slots", "replacement_state", "step_log", "status", "group_bindings"]}
 // The decisions carried out by place_rows from the same list.
 // CHECK: gpu.launch_func @place_rows::@place_rows {{.*}} %[[ROWS]] : memref<1024xi64>, %[[SLOTS]] : memref<1024xi32>
 
 // Per lane a count and a first rank, the warps' sums, the scalars.
 // CHECK-LABEL: gpu.func @plan_promotions
-// CHECK-SAME: (%[[F:[a-z0-9]+]]: memref<4x128xi32>, {{.*}}%[[H:[a-z0-9]+]]: memref<2048xi64>, %[[C:[a-z0-9]+]]: memref<2048xi32>, {{.*}}%[[CTL:[a-z0-9]+]]: memref<8xi32>, {{.*}}%[[R:[a-z0-9]+]]: memref<?x2xi32>, %[[L:[a-z0-9]+]]: memref<?xi32>, %[[ST:[a-z0-9]+]]: memref<1xi32>)
+// CHECK-SAME: (%[[F0:[a-z0-9]+]]: memref<4x128xi32>, {{.*}}%[[H0:[a-z0-9]+]]: memref<2048xi64>, %[[C0:[a-z0-9]+]]: memref<2048xi32>, {{.*}}%[[CTL0:[a-z0-9]+]]: memref<8xi32>, {{.*}}%[[R0:[a-z0-9]+]]: memref<?x2xi32>, %[[L0:[a-z0-9]+]]: memref<?xi32>, %[[ST0:[a-z0-9]+]]: memref<1xi32>, %[[TABLE:[a-z0-9]+]]: memref<?x?xi64>)
 // CHECK-SAME: workgroup(%[[COUNTS:[a-z0-9]+]] : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[FIRSTS:[a-z0-9]+]] : memref<4xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SUMS:.*]] : memref<32xi32, #gpu.address_space<workgroup>> {{.*}}, %[[SCALARS:.*]] : memref<9xi32, #gpu.address_space<workgroup>>
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
+// The CTA's group (z) and its buffers: each parameter moved by the
+// group's row of the table, bytes over its element size.
+// CHECK: %[[GROUP:.*]] = gpu.block_id z
+// CHECK: %[[D0:.*]] = memref.load %[[TABLE]][%[[GROUP]], %c0]
+// CHECK: %[[E0:.*]] = arith.divsi %[[D0]], %c4_i64
+// CHECK: %[[O0:.*]] = arith.index_cast %[[E0]]
+// CHECK: %[[F:.*]] = memref.reinterpret_cast %[[F0]] to offset: [%[[O0]]], sizes: [4, 128], strides: [128, 1] : memref<4x128xi32> to memref<4x128xi32, strided<[128, 1], offset: ?>>
+// CHECK: %[[H:.*]] = memref.reinterpret_cast %[[H0]] to offset: {{.*}} : memref<2048xi64> to
+// CHECK: %[[C:.*]] = memref.reinterpret_cast %[[C0]] to offset: {{.*}} : memref<2048xi32> to
+// CHECK: %[[CTL:.*]] = memref.reinterpret_cast %[[CTL0]] to offset: {{.*}} : memref<8xi32> to
+// CHECK: %[[R:.*]] = memref.reinterpret_cast %[[R0]] to offset: {{.*}} : memref<?x2xi32> to
+// CHECK: %[[L:.*]] = memref.reinterpret_cast %[[L0]] to offset: {{.*}} : memref<?xi32> to
+// CHECK: %[[ST:.*]] = memref.reinterpret_cast %[[ST0]] to offset: {{.*}} : memref<1xi32> to
 // The step from the log (an empty log: no candidates).
 // CHECK: %[[WORDS:.*]] = memref.dim %[[L]], %c0
 // CHECK: %[[STEP:.*]] = scf.if
 // CHECK: memref.load %[[L]][%c0]
 // 0: the gate, before this launch reports anything: a non-zero status word.
-// CHECK: %[[STATUS:.*]] = memref.load %[[ST]][%c0] : memref<1xi32>
+// CHECK: %[[STATUS:.*]] = memref.load %[[ST]][%c0] : memref<1xi32, strided<[1], offset: ?>>
 // CHECK: %[[FAILED:.*]] = arith.cmpi ne, %[[STATUS]], %c0_i32
 // CHECK: %[[FAILED32:.*]] = arith.extui %[[FAILED]]
 // CHECK: memref.store %[[FAILED32]], %[[SCALARS]][%c8]
@@ -95,7 +110,7 @@
 // CHECK: scf.for %{{.*}} = %[[TID]] to %c512 step %c4096 {
 // CHECK-COUNT-4: memref.load %[[F]]
 // CHECK-NOT: memref.store
-// CHECK: memref.store %{{.*}}, %{{.*}} : memref<1024xi64>
+// CHECK: memref.store %{{.*}}, %{{.*}} : memref<1024xi64, strided<[1], offset: ?>>
 // CHECK: gpu.barrier
 // C: the laps, 1024 slots a chunk while victims are still wanted; a
 // candidate is hot and its last use is before the step.

@@ -89,6 +89,14 @@ func.func @status_not_one_word() {
 
 // -----
 
+func.func @group_bindings_static_groups() {
+  // expected-error @below {{'dhs.group_bindings' op the table's groups and parameters are the launch's: expected memref<?x?xi64>, got 'memref<4x?xi64>'}}
+  %0 = dhs.group_bindings : memref<4x?xi64>
+  return
+}
+
+// -----
+
 func.func @queries_wrong_dtype(%q: memref<4x1x16x576xf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
     %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {

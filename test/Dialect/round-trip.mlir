@@ -20,6 +20,7 @@ func.func @pool_types(%a: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, ho
 // CHECK: dhs.pool_tier hbm of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<4096x4x656xi8>
 // CHECK: dhs.pool_tier host of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<?x4x656xi8>
 // CHECK: dhs.step_status : memref<1xi32>
+// CHECK: dhs.group_bindings : memref<?x?xi64>
 // CHECK: dhs.scratch : memref<4x2048x4x656xi8>
 // CHECK: dhs.scratch {offset = 4096 : i64, slot = 1 : i64} : memref<4x2048xi32>
 func.func @tiers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) {
@@ -28,6 +29,7 @@ func.func @tiers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host 
   %host = dhs.pool_tier host of %pool
       : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?> -> memref<?x4x656xi8>
   %status = dhs.step_status : memref<1xi32>
+  %bindings = dhs.group_bindings : memref<?x?xi64>
   %stage = dhs.scratch : memref<4x2048x4x656xi8>
   %list = dhs.scratch {offset = 4096 : i64, slot = 1 : i64} : memref<4x2048xi32>
   return

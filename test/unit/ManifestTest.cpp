@@ -308,6 +308,43 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "launches[0].ptx: PTX file"},
       {"no launches", [](json &j) { j["launches"] = json::array(); },
        "launches: must be a non-empty array"},
+      {"group table shape",
+       [](json &j) {
+         j["launches"][0]["params"].push_back({{"source", "group_bindings"},
+                                               {"role", "group_bindings"},
+                                               {"dtype", "i64"},
+                                               {"shape", {4, -1}}});
+       },
+       "launches[0].params[9]: a grouped launch's table is i64 [-1, -1] (groups, parameters), "
+       "not i64 [4,-1]"},
+      {"group table role",
+       [](json &j) {
+         j["launches"][0]["params"].push_back({{"source", "group_bindings"},
+                                               {"role", "status"},
+                                               {"dtype", "i64"},
+                                               {"shape", {-1, -1}}});
+       },
+       "launches[0].params[9].role: a status parameter cannot come from source 'group_bindings'"},
+      {"group table not last",
+       [](json &j) {
+         j["launches"][0]["params"].insert(j["launches"][0]["params"].begin(),
+                                           json{{"source", "group_bindings"},
+                                                {"role", "group_bindings"},
+                                                {"dtype", "i64"},
+                                                {"shape", {-1, -1}}});
+       },
+       "launches[0].params[0]: a grouped launch's table is its last parameter, and its grid's z "
+       "is 1 (1)"},
+      {"group table grid",
+       [](json &j) {
+         j["launches"][0]["params"].push_back({{"source", "group_bindings"},
+                                               {"role", "group_bindings"},
+                                               {"dtype", "i64"},
+                                               {"shape", {-1, -1}}});
+         j["launches"][0]["grid"] = {4, 1, 2};
+       },
+       "launches[0].params[9]: a grouped launch's table is its last parameter, and its grid's z "
+       "is 1 (2)"},
       {"no output", [](json &j) { j["launches"][0]["params"].erase(7); },
        "launches[0] (sparse_attention) lacks its pool, selections, slots, queries or output"},
   };
@@ -408,12 +445,17 @@ TEST_CASE("the runtime's parser loads the decision step's manifest", "[manifest]
   CHECK(manifest->arguments[10].dtype == DType::I32);
   CHECK(manifest->arguments[11].dtype == DType::I64);
   // The plan reads the pool's replacement state and step log and the
-  // status word (its gate); nothing lives in a staging arena.
+  // status word (its gate), and runs a CTA per group over the runtime's
+  // table; nothing lives in a staging arena.
   const Launch &plan = manifest->launches[2];
-  REQUIRE(plan.params.size() == 11);
+  REQUIRE(plan.params.size() == 12);
   CHECK(plan.params[8].source == ParamSource::PoolRecency);
   CHECK(plan.params[9].source == ParamSource::PoolLog);
   CHECK(plan.params[10].source == ParamSource::Status);
+  CHECK(plan.params[11].source == ParamSource::GroupBindings);
+  CHECK(plan.params[11].shape == std::vector<std::int64_t>{-1, -1});
+  CHECK(plan.isGrouped());
+  CHECK_FALSE(manifest->launches[0].isGrouped());
   CHECK(manifest->arenaBytes == 0);
   // The residency spec the runtime compares with its configuration.
   REQUIRE(manifest->residency.size() == 1);
