@@ -1,6 +1,6 @@
 //===- graph_launch_bench.cpp - The host's cost of launching a CUDA graph =====//
 //
-// Usage: dhs-graph-launch-bench [--launches N] [--cold]
+// Usage: dhs-graph-launch-bench [--launches N] [--cold] [--params P]
 // The host time of one cuGraphLaunch (the call alone, the device idle: the
 // stream is synchronized between launches, untimed) for graphs shaped like
 // a step's: K kernel nodes (an empty kernel, a hand-written PTX baseline,
@@ -11,7 +11,8 @@
 // decided step at B=128 x 20 groups is 180 kernels on 8 + 20 branches, 20
 // copies and 2 memsets (dhs-decision-bench); its launch took 0.07-0.16 ms
 // (bench/NOTES.md, twentieth session). Kernels are one parameterless empty
-// kernel, or 16 distinct ones with 24 pointer parameters each. With --cold
+// kernel, or 16 distinct ones with P 8-byte parameters each (default 24; a
+// dhs kernel's flattened memref descriptors are 40-90, e.g. age_rows 66). With --cold
 // the host's caches are swept (64 MB written) and the thread sleeps 5 ms
 // between launches, as a step's other work runs between two launches of
 // its graph. Prints the median and the 10th and 90th percentiles of each
@@ -46,15 +47,15 @@ constexpr const char *kNoopPtx = ".version 8.0\n"
                                  "  ret;\n"
                                  "}\n";
 
-/// Distinct empty kernels with as many pointer parameters as a dhs kernel
-/// has (about 24), as the step's kernels are distinct functions.
-constexpr int kDistinctKernels = 16, kKernelParams = 24;
+/// Distinct empty kernels with `params` 8-byte parameters each, as the
+/// step's kernels are distinct functions.
+constexpr int kDistinctKernels = 16;
 
-std::string distinctKernelsPtx() {
+std::string distinctKernelsPtx(int params) {
   std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
   for (int f = 0; f < kDistinctKernels; ++f) {
     ptx += ".visible .entry noop" + std::to_string(f) + "(";
-    for (int p = 0; p < kKernelParams; ++p)
+    for (int p = 0; p < params; ++p)
       ptx += std::string(p ? ", " : "") + ".param .u64 p" + std::to_string(p);
     ptx += ")\n{\n  ret;\n}\n";
   }
@@ -92,14 +93,18 @@ struct Shape {
 int main(int argc, char **argv) {
   int launches = 200;
   bool cold = false;
+  int kernelParams = 24;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--launches" && i + 1 < argc) {
       launches = std::max(10, std::atoi(argv[++i]));
     } else if (arg == "--cold") {
       cold = true;
+    } else if (arg == "--params" && i + 1 < argc) {
+      // (4 KiB of parameters at most.)
+      kernelParams = std::clamp(std::atoi(argv[++i]), 1, 512);
     } else {
-      std::fprintf(stderr, "usage: dhs-graph-launch-bench [--launches N] [--cold]\n");
+      std::fprintf(stderr, "usage: dhs-graph-launch-bench [--launches N] [--cold] [--params P]\n");
       return 2;
     }
   }
@@ -115,7 +120,7 @@ int main(int argc, char **argv) {
     cuda.check(cuda.moduleLoadData(&module, kNoopPtx), "loading the empty kernel");
     cuda.check(cuda.moduleGetFunction(&noop, module, "noop"), "cuModuleGetFunction");
     CUmodule distinctModule;
-    const std::string distinctPtx = distinctKernelsPtx();
+    const std::string distinctPtx = distinctKernelsPtx(kernelParams);
     cuda.check(cuda.moduleLoadData(&distinctModule, distinctPtx.c_str()),
                "loading the distinct kernels");
     std::vector<CUfunction> distinct(kDistinctKernels);
@@ -181,7 +186,7 @@ int main(int argc, char **argv) {
           cuda.check(cuda.eventRecord(forks[b], stream), "fork");
           cuda.check(cuda.streamWaitEvent(branches[b], forks[b], 0), "fork");
         }
-      std::vector<CUdeviceptr> params(kKernelParams, target.get());
+      std::vector<CUdeviceptr> params(static_cast<std::size_t>(kernelParams), target.get());
       std::vector<void *> pointers;
       for (CUdeviceptr &param : params)
         pointers.push_back(&param);
@@ -221,8 +226,10 @@ int main(int argc, char **argv) {
                   s.copies ? nameOf(s.kind) : "", s.memsets, s.distinct, at(0.5), at(0.1), at(0.9));
       std::fflush(stdout);
     };
-    std::printf("cuGraphLaunch host time, us (median, p10, p90 of %d launches, device idle%s)\n",
-                launches, cold ? ", host caches swept and 5 ms asleep between launches" : "");
+    std::printf("cuGraphLaunch host time, us (median, p10, p90 of %d launches, device idle%s; "
+                "distinct kernels take %d 8-byte parameters)\n",
+                launches, cold ? ", host caches swept and 5 ms asleep between launches" : "",
+                kernelParams);
     std::printf(" kernels  branches  copies   memsets distinct    median      p10      p90\n");
     for (const Shape &s : std::vector<Shape>{{1, 1, 0, 0},
                                              {180, 1, 0, 0},
@@ -245,7 +252,11 @@ int main(int argc, char **argv) {
                                              {180, 1, 0, 20},
                                              {180, 1, 0, 0, CopyKind::HostToDevice, 16},
                                              {180, 28, 0, 0, CopyKind::HostToDevice, 16},
-                                             {180, 28, 9, 2, CopyKind::Rows2D, 16}})
+                                             {180, 28, 9, 2, CopyKind::Rows2D, 16},
+                                             // The grouped decided step's shape (B=128 x
+                                             // 20 groups, with appends): one stream.
+                                             {144, 1, 40, 2, CopyKind::DeviceToDevice, 16},
+                                             {144, 1, 10, 2, CopyKind::Rows2D, 16}})
       measure(s);
     cuda.moduleUnload(distinctModule);
     cuda.moduleUnload(module);

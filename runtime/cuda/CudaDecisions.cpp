@@ -44,7 +44,7 @@ CudaDecisions::TableArguments CudaDecisions::tableArguments(const Manifest &mani
 }
 
 CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
-                             std::shared_ptr<CudaQueue> queue)
+                             std::shared_ptr<CudaQueue> queue, const CudaPlacement &placement)
     : queue_(std::move(queue)), layout_(layout) {
   const CudaDriver &cuda = driver();
   step_ = std::make_unique<CudaStep>(manifest, queue_->device().ordinal);
@@ -54,15 +54,28 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   const auto place =
       std::find_if(manifest.launches.begin(), manifest.launches.end(),
                    [](const Launch &l) { return l.kind == abi::LaunchKind::PlaceRows; });
-  if (place == manifest.launches.end() || place + 1 != manifest.launches.end() ||
-      std::none_of(manifest.launches.begin(), place,
-                   [](const Launch &l) { return l.kind == abi::LaunchKind::PlanPromotions; }))
-    throw InputError(manifest.path + ": a decision step plans promotions (dhs.plan_promotions) and "
+  const auto plan = std::find_if(manifest.launches.begin(), place, [](const Launch &l) {
+    return l.kind == abi::LaunchKind::PlanPromotions;
+  });
+  if (place == manifest.launches.end() || place + 1 != manifest.launches.end() || plan == place ||
+      std::count_if(manifest.launches.begin(), manifest.launches.end(),
+                    [](const Launch &l) { return l.isGrouped(); }) != 1 ||
+      !plan->isGrouped())
+    throw InputError(manifest.path + ": a decision step plans promotions (dhs.plan_promotions, "
+                                     "grouped: its only launch with a group_bindings table) and "
                                      "ends with their placement (dhs.place_rows)");
   placeLaunch_ = static_cast<std::size_t>(place - manifest.launches.begin());
+  planLaunch_ = static_cast<std::size_t>(plan - manifest.launches.begin());
   rowIds_ = manifest.argument(ArgumentRole::RowIds).index;
   slots_ = manifest.argument(ArgumentRole::Slots).index;
   historyStart_ = manifest.argument(ArgumentRole::HistoryStart).index;
+  // (The grouped plan's tables hold each group's own buffers: it cannot
+  // read selections in place; its history starts are always copied.)
+  for (const LaunchParam &param : plan->params)
+    if (param.source == ParamSource::Argument &&
+        (param.argumentIndex == rowIds_ || param.argumentIndex == slots_))
+      throw InputError(manifest.path + ": the decision step's plan_promotions reads the "
+                                       "selections, which a grouped plan cannot read in place");
   tables_ = tableArguments(manifest, layout, "decision step");
   entries_ = manifest.arguments[static_cast<std::size_t>(tables_.rows)].bytes() / 8;
 
@@ -75,34 +88,33 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
            index == tables_.cleared || index == tables_.free;
   };
   const std::size_t groups = static_cast<std::size_t>(layout.groups());
-  // The branches the groups' decisions run on side by side, each with its
-  // own copy of the other arguments (the union, the sorted rows, the place
-  // list: ~9 MB at B=128 x top-2048) and arena.
-  const std::size_t branches = std::clamp<std::size_t>(groups, 1, kDecisionBranches);
-  decisionStreams_ = std::make_unique<CudaWorkerStreams>(branches);
-  branches_.resize(decisionStreams_->size());
-  for (std::size_t k = 0; k < branches_.size(); ++k) {
-    Branch &branch = branches_[k];
-    branch.buffers = unbound;
-    const std::string owner = "decision branch " + std::to_string(k) + "'s ";
+  // The lanes a round's groups decide on, each with its own copy of the
+  // other arguments (the union, the sorted rows, the place list: ~9 MB at
+  // B=128 x top-2048), arena and status word.
+  lanes_.resize(std::clamp<std::size_t>(groups, 1, kDecisionLanes));
+  laneStatus_ = std::make_unique<DeviceBuffer>(lanes_.size() * 4, "the decision lanes' "
+                                                                  "status words");
+  laneStatusCopy_ =
+      std::make_unique<MappedHostBuffer>(lanes_.size() * 4, "the decision lanes' status copy");
+  std::memset(laneStatusCopy_->host(), 0, lanes_.size() * 4);
+  for (std::size_t k = 0; k < lanes_.size(); ++k) {
+    Lane &lane = lanes_[k];
+    lane.buffers = unbound;
+    lane.buffers.status = laneStatus_->get() + k * 4;
+    const std::string owner = "decision lane " + std::to_string(k) + "'s ";
     for (const Argument &argument : manifest.arguments)
       if (!argument.isPool && !isPerGroup(argument.index) && argument.index != tables_.control) {
-        branch.shared.push_back(std::make_unique<DeviceBuffer>(
+        lane.shared.push_back(std::make_unique<DeviceBuffer>(
             std::max<std::size_t>(argument.bytes(), 4), owner + abi::name(argument.role)));
-        branch.buffers.arguments[static_cast<std::size_t>(argument.index)] =
-            branch.shared.back()->get();
+        lane.buffers.arguments[static_cast<std::size_t>(argument.index)] =
+            lane.shared.back()->get();
       }
     if (manifest.arenaBytes > 0) {
-      branch.arena = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
-                                                    owner + "arena");
-      branch.buffers.arena = branch.arena->get();
+      lane.arena = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(manifest.arenaBytes),
+                                                  owner + "arena");
+      lane.buffers.arena = lane.arena->get();
     }
   }
-  branchStatus_ = std::make_unique<DeviceBuffer>(branches_.size() * 4, "the decision branches' "
-                                                                       "status words");
-  branchStatusCopy_ = std::make_unique<MappedHostBuffer>(branches_.size() * 4,
-                                                         "the decision branches' status copy");
-  std::memset(branchStatusCopy_->host(), 0, branches_.size() * 4);
   // The control words of all groups in one buffer (one copy writes every
   // group's budget word, one reads every group's counts), cleared.
   controls_ = std::make_unique<DeviceBuffer>(std::max<std::size_t>(groups, 1) * kControlStride,
@@ -137,7 +149,41 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   counts_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * kCountWords * 4,
                                                "the decision counts");
   std::memset(counts_->host(), 0, std::max<std::size_t>(groups, 1) * kCountWords * 4);
+  // The grouped plans' tables, a round's groups on their lanes.
+  planColumns_ = manifest.launches[planLaunch_].params.size();
+  const std::size_t rounds = (groups + lanes_.size() - 1) / lanes_.size();
+  if (rounds > 0) {
+    std::vector<std::int64_t> tables(rounds * lanes_.size() * planColumns_, 0);
+    for (std::size_t r = 0; r < rounds; ++r) {
+      std::vector<CudaStepBuffers> round;
+      for (std::size_t g = r * lanes_.size(); g < std::min(groups, (r + 1) * lanes_.size()); ++g)
+        round.push_back(laneBuffers(static_cast<std::int32_t>(g), {}, placement));
+      const std::vector<std::int64_t> table = step_->groupBindings(planLaunch_, round);
+      std::copy(table.begin(), table.end(), tables.begin() + r * lanes_.size() * planColumns_);
+    }
+    planBindings_ = std::make_unique<DeviceBuffer>(tables.size() * 8, "the grouped plans' tables");
+    cuda.check(cuda.memcpyHtoD(planBindings_->get(), tables.data(), tables.size() * 8),
+               "uploading the grouped plans' tables");
+  }
+  boundRecency_ = placement.recencyBase();
   queue_->makeCurrent();
+}
+
+CudaStepBuffers CudaDecisions::laneBuffers(std::int32_t group,
+                                           const std::array<CUdeviceptr, 3> &inputs,
+                                           const CudaPlacement &placement) const {
+  CudaStepBuffers buffers = lanes_[static_cast<std::size_t>(group) % lanes_.size()].buffers;
+  for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
+                    tables_.control})
+    buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(group, index);
+  // The inputs read in place (enqueueInputs).
+  const int inputIndex[] = {rowIds_, slots_, historyStart_};
+  for (std::size_t i = 0; i < 3; ++i)
+    if (inputs[i])
+      buffers.arguments[static_cast<std::size_t>(inputIndex[i])] = inputs[i];
+  // The plan reads the group's replacement state and log (word 0: the step).
+  placement.bind(group, true, buffers);
+  return buffers;
 }
 
 void CudaDecisions::upload(std::int32_t group, const DeviceGroupState &state, std::int32_t budget) {
@@ -225,8 +271,10 @@ void CudaDecisions::enqueueInputs(std::int32_t group, DecisionInput rowIds, Deci
   std::array<CUdeviceptr, 3> &bound = inputs_.at(static_cast<std::size_t>(group));
   for (std::size_t i = 0; i < 3; ++i) {
     const auto &[index, input] = inputs[i];
-    bound[i] = input.copy ? 0 : input.address;
-    if (input.copy)
+    // (The grouped plan reads the group's own history starts.)
+    const bool copy = input.copy || index == historyStart_;
+    bound[i] = copy ? 0 : input.address;
+    if (copy)
       cuda.check(cuda.memcpyDtoDAsync(groupArgument(group, index), input.address,
                                       manifest.arguments[static_cast<std::size_t>(index)].bytes(),
                                       stream),
@@ -262,53 +310,52 @@ void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPo
                                     CUdeviceptr status, bool lists,
                                     const std::vector<std::array<CUdeviceptr, 3>> &inputs) {
   const CudaDriver &cuda = driver();
-  CUstream parent = queue_->stream();
-  // Group g's decisions on branch g mod branches (one CTA plans a group's
-  // promotions: side by side, the groups' plans take the time of the
-  // slowest branch, not their sum), after the step's layers; the queue's
-  // stream waits for every branch. A branch's status word starts as the
-  // step's: its launches skip a failed step, and a failure among its
-  // groups' decisions skips its later groups only (the other branches'
-  // groups decide whole). finishStep reads the words (takeStatus).
-  decisionStreams_->fork(parent);
-  try {
-    for (std::size_t k = 0; k < branches_.size(); ++k)
-      cuda.check(cuda.memcpyDtoDAsync(branchStatus_->get() + k * 4, status, 4,
-                                      decisionStreams_->stream(k)),
-                 "copying the step's status word");
-    // (Launched in group order, as before the branches: a launch failing
-    // without graphs leaves the groups before it launched.)
-    for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-      const std::size_t k = static_cast<std::size_t>(g) % branches_.size();
-      CUstream stream = decisionStreams_->stream(k);
-      CudaStepBuffers buffers = branches_[k].buffers;
-      buffers.status = branchStatus_->get() + k * 4;
-      for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
-                        tables_.control})
-        buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(g, index);
-      // The inputs read in place (enqueueInputs).
-      const std::array<CUdeviceptr, 3> &bound = inputs[static_cast<std::size_t>(g)];
-      const int inputIndex[] = {rowIds_, slots_, historyStart_};
-      for (std::size_t i = 0; i < 3; ++i)
-        if (bound[i])
-          buffers.arguments[static_cast<std::size_t>(inputIndex[i])] = bound[i];
-      // The plan reads the group's replacement state and log (word 0: the step).
-      placement.bind(g, true, buffers);
-      const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(g));
-      buffers.hbm = pools.hbm[firstPool]->get();
-      buffers.host = pools.host[firstPool]->device();
-      step_->launchAsync(buffers, stream, 0, placeLaunch_);
-      for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g);
+  CUstream stream = queue_->stream();
+  if (placement.recencyBase() != boundRecency_)
+    throw StateError("the placement changed after the decision step was loaded");
+  // Rounds of up to one group a lane, after the step's layers. A lane's
+  // status word starts as the step's: its launches skip a failed step, and
+  // a failure among its groups' decisions skips its later groups only (the
+  // other lanes' groups decide whole). finishStep reads the words
+  // (takeStatus).
+  for (std::size_t k = 0; k < lanes_.size(); ++k)
+    cuda.check(cuda.memcpyDtoDAsync(laneStatus_->get() + k * 4, status, 4, stream),
+               "copying the step's status word");
+  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
+  auto launchGroup = [&](CudaStepBuffers buffers, std::int32_t g, std::size_t first,
+                         std::size_t count) {
+    const std::size_t pool = layout_.poolOf(layout_.firstLayer(g));
+    buffers.hbm = pools.hbm[pool]->get();
+    buffers.host = pools.host[pool]->device();
+    step_->launchAsync(buffers, stream, first, count);
+  };
+  for (std::size_t first = 0; first < groups; first += lanes_.size()) {
+    const std::size_t end = std::min(groups, first + lanes_.size());
+    std::vector<CudaStepBuffers> round;
+    for (std::size_t g = first; g < end; ++g) {
+      const std::int32_t group = static_cast<std::int32_t>(g);
+      round.push_back(laneBuffers(group, inputs[g], placement));
+      launchGroup(round.back(), group, 0, planLaunch_);
+    }
+    // The round's plans in one launch, a CTA a group.
+    CudaStepBuffers plan = laneBuffers(static_cast<std::int32_t>(first), {}, placement);
+    plan.groupBindings = planBindings_->get() + first * planColumns_ * 8;
+    plan.groups = static_cast<std::int64_t>(end - first);
+    launchGroup(plan, static_cast<std::int32_t>(first), planLaunch_, 1);
+    for (std::size_t g = first; g < end; ++g) {
+      const std::int32_t group = static_cast<std::int32_t>(g);
+      CudaStepBuffers &buffers = round[g - first];
+      launchGroup(buffers, group, planLaunch_ + 1, placeLaunch_ - planLaunch_ - 1);
+      for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
            l += layout_.layersPerPool) {
         const std::size_t pool = layout_.poolOf(l);
         buffers.hbm = pools.hbm[pool]->get();
         buffers.host = pools.host[pool]->device();
         step_->launchAsync(buffers, stream, placeLaunch_, 1);
       }
-      // (Before the branch's next group overwrites the list.)
+      // (Before the lane's next group overwrites the list.)
       if (lists) {
-        auto *list = static_cast<std::uint8_t *>(lists_->host()) +
-                     static_cast<std::size_t>(g) * entries_ * 12;
+        auto *list = static_cast<std::uint8_t *>(lists_->host()) + g * entries_ * 12;
         cuda.check(cuda.memcpyDtoHAsync(list,
                                         buffers.arguments[static_cast<std::size_t>(tables_.rows)],
                                         entries_ * 8, stream),
@@ -319,33 +366,28 @@ void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPo
                    "copying a place list");
       }
     }
-  } catch (...) {
-    decisionStreams_->join(parent);
-    throw;
   }
-  decisionStreams_->join(parent);
   // Every group's control words and log header, each kind in one copy
-  // (the groups' decisions touch their own only), and the branches' status
+  // (the groups' decisions touch their own only), and the lanes' status
   // words.
-  const std::size_t groups = static_cast<std::size_t>(layout_.groups());
   copyRowsAsync(counts_->device(), kCountWords * 4, controls_->get(), kControlStride,
-                Control::kWords * 4, groups, parent, "copying decision counts");
+                Control::kWords * 4, groups, stream, "copying decision counts");
   copyRowsAsync(counts_->device() + Control::kWords * 4, kCountWords * 4, placement.logBase(),
-                placement.logStride(), StepLogLayout::kHeader * 4, groups, parent,
+                placement.logStride(), StepLogLayout::kHeader * 4, groups, stream,
                 "copying the step logs' headers");
-  copyRowsAsync(branchStatusCopy_->device(), 4, branchStatus_->get(), 4, 4, branches_.size(),
-                parent, "copying the decision branches' status words");
+  copyRowsAsync(laneStatusCopy_->device(), 4, laneStatus_->get(), 4, 4, lanes_.size(), stream,
+                "copying the decision lanes' status words");
 }
 
 std::uint32_t CudaDecisions::takeStatus() {
   if (!statusPending_)
     return 0;
   statusPending_ = false;
-  auto *words = static_cast<std::uint32_t *>(branchStatusCopy_->host());
+  auto *words = static_cast<std::uint32_t *>(laneStatusCopy_->host());
   std::uint32_t word = 0;
-  for (std::size_t k = 0; k < branches_.size(); ++k)
+  for (std::size_t k = 0; k < lanes_.size(); ++k)
     word |= words[k];
-  std::memset(words, 0, branches_.size() * 4);
+  std::memset(words, 0, lanes_.size() * 4);
   return word;
 }
 
@@ -380,9 +422,10 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   if (manifest.launches.size() != 2 || manifest.launches[0].kind != abi::LaunchKind::AgeRows ||
-      manifest.launches[1].kind != abi::LaunchKind::PlaceRows)
-    throw InputError(manifest.path + ": an aging step replays the appends (dhs.age_rows) and "
-                                     "places their rows (dhs.place_rows), nothing else");
+      !manifest.launches[0].isGrouped() || manifest.launches[1].kind != abi::LaunchKind::PlaceRows)
+    throw InputError(manifest.path + ": an aging step replays the appends (dhs.age_rows, grouped: "
+                                     "with a group_bindings table) and places their rows "
+                                     "(dhs.place_rows), nothing else");
   agingList_ = manifest.argument(ArgumentRole::AgeList).index;
   agingTables_ = tableArguments(manifest, layout_, "aging step");
   agingN_ = static_cast<std::size_t>(
@@ -434,13 +477,13 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
   agingStatusCopy_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4,
                                                         "the aging status words' copy");
   std::memset(agingStatusCopy_->host(), 0, std::max<std::size_t>(groups, 1) * 4);
-  agingStreams_ = std::make_unique<CudaWorkerStreams>(groups);
   agingBudgets_ =
       std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4, "the aging budgets");
   agingIn_.reset();
   agingOut_.reset();
   agingRoom_ = 0;
   agingGraph_.reset();
+  agingBindings_.clear();
   queue_->makeCurrent();
 }
 
@@ -456,9 +499,14 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   // steps: waiting for the queue's stream waits for the last replays too,
   // which it joined). Every group has the room of the largest replay.
   std::size_t room = agingRoom_;
+  std::vector<bool> replayed(groups, false);
   for (const AgingReplay &replay : replays) {
     if (replay.group < 0 || static_cast<std::size_t>(replay.group) >= groups)
       throw OutOfRangeError("layer group " + std::to_string(replay.group) + " does not exist");
+    if (replayed[static_cast<std::size_t>(replay.group)])
+      throw InputError("layer group " + std::to_string(replay.group) +
+                       " is replayed twice in one call");
+    replayed[static_cast<std::size_t>(replay.group)] = true;
     room = std::max(room, (replay.appends.size() + agingN_ - 1) / agingN_ * agingN_);
   }
   if (room > agingRoom_ || !agingIn_) {
@@ -502,6 +550,12 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
     shape.emplace_back(replay.group, chunks);
   }
   agingShape_ = std::move(shape);
+  // The grouped launches' tables, now (not while a graph is captured).
+  std::size_t chunks = 0;
+  for (const auto &[group, count] : agingShape_)
+    chunks = std::max(chunks, count);
+  for (std::size_t c = 0; c < chunks; ++c)
+    agingBindings(agingChunkGroups(c), placement);
   agingQueued_ = true;
   if (deferred)
     return;
@@ -515,84 +569,105 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   }
 }
 
+std::vector<std::int32_t> CudaDecisions::agingChunkGroups(std::size_t c) const {
+  std::vector<std::int32_t> groups;
+  for (const auto &[group, chunks] : agingShape_)
+    if (chunks > c)
+      groups.push_back(group);
+  return groups;
+}
+
+CUdeviceptr CudaDecisions::agingBindings(const std::vector<std::int32_t> &groups,
+                                         const CudaPlacement &placement) {
+  auto found = agingBindings_.find(groups);
+  if (found != agingBindings_.end())
+    return found->second->get();
+  // A graph may still launch the tables made so far: a few dozen sets of
+  // groups are kept; past that, all are dropped once the stream is idle,
+  // with the graphs that launch them.
+  constexpr std::size_t kMaxTables = 64;
+  if (agingBindings_.size() >= kMaxTables) {
+    queue_->quiesce();
+    agingBindings_.clear();
+    agingGraph_.reset();
+    ++agingListsGeneration_; // (a step's graph with replays launches them too)
+  }
+  std::vector<CudaStepBuffers> buffers;
+  for (std::int32_t group : groups) {
+    buffers.push_back(agingBuffers_[static_cast<std::size_t>(group)]);
+    placement.bind(group, true, buffers.back()); // the map, the stamps, the log
+  }
+  const std::vector<std::int64_t> table = aging_->groupBindings(0, buffers);
+  auto device = std::make_unique<DeviceBuffer>(table.size() * 8, "a grouped aging table");
+  driver().check(driver().memcpyHtoD(device->get(), table.data(), table.size() * 8),
+                 "uploading a grouped aging table");
+  return agingBindings_.emplace(groups, std::move(device)).first->second->get();
+}
+
 void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools &pools) {
   using Age = dhs_abi::AgeRowsLayout;
   const std::size_t groups = static_cast<std::size_t>(layout_.groups());
   const std::size_t entryBytes = Age::kEntryWords * 8;
   const std::size_t inPitch = agingRoom_ * entryBytes, outPitch = agingRoom_ * 4;
-  const AgingShape &shape = agingShape_;
-  // Runs of replays of consecutive groups (with the same chunk count, for
-  // the slots' copy): one copy each instead of one a group.
-  auto forRuns = [&](bool sameChunks, const auto &copy) {
-    for (std::size_t k = 0; k < shape.size();) {
+  CUstream stream = queue_->stream();
+  const CUdeviceptr lists = agingArguments_[0]->get(), slots = agingArguments_[2]->get();
+  // Runs of consecutive groups: one copy each instead of one a group.
+  auto forRuns = [](const std::vector<std::int32_t> &chunkGroups, const auto &copy) {
+    for (std::size_t k = 0; k < chunkGroups.size();) {
       std::size_t end = k + 1;
-      while (end < shape.size() && shape[end].first == shape[end - 1].first + 1 &&
-             (!sameChunks || shape[end].second == shape[k].second))
+      while (end < chunkGroups.size() && chunkGroups[end] == chunkGroups[end - 1] + 1)
         ++end;
-      copy(static_cast<std::size_t>(shape[k].first), end - k, shape[k].second);
+      copy(static_cast<std::size_t>(chunkGroups[k]), end - k);
       k = end;
     }
   };
-  CUstream parent = queue_->stream();
-  const CUdeviceptr lists = agingArguments_[0]->get(), slots = agingArguments_[2]->get();
-  // On the queue's stream: the budget words and the first chunk of every
-  // list.
-  forRuns(false, [&](std::size_t g, std::size_t count, std::size_t) {
+  // The budget words first (the kernel keeps them from then on).
+  forRuns(agingChunkGroups(0), [&](std::size_t g, std::size_t count) {
     copyRowsAsync(groupArgument(static_cast<std::int32_t>(g), tables_.control) +
                       Control::kFreeBudget * 4,
-                  kControlStride, agingBudgets_->device() + g * 4, 4, 4, count, parent,
+                  kControlStride, agingBudgets_->device() + g * 4, 4, 4, count, stream,
                   "copying the aging budgets");
-    copyRowsAsync(lists + g * agingListStride_, agingListStride_, agingIn_->device() + g * inPitch,
-                  inPitch, agingN_ * entryBytes, count, parent, "copying appends");
   });
-  // Replay k on worker stream k mod size, after the queue's work so far;
-  // the queue's stream waits for all of them before its next work (also
-  // when a launch fails: a capture ends only with its streams joined).
-  agingStreams_->fork(parent);
-  try {
-    for (std::size_t k = 0; k < shape.size(); ++k) {
-      const auto [group, chunks] = shape[k];
-      const std::size_t g = static_cast<std::size_t>(group);
-      CUstream stream = agingStreams_->stream(k % agingStreams_->size());
-      CudaStepBuffers buffers = agingBuffers_[g];
-      placement.bind(group, true, buffers); // the map, the stamps, word 0 of the log: the step
-      for (std::size_t c = 0; c < chunks; ++c) {
-        if (c > 0)
-          copyRowsAsync(lists + g * agingListStride_, agingListStride_,
-                        agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
-                        agingN_ * entryBytes, 1, stream, "copying appends");
-        const std::size_t firstPool = layout_.poolOf(layout_.firstLayer(group));
-        buffers.hbm = pools.hbm[firstPool]->get();
-        buffers.host = pools.host[firstPool]->device();
-        aging_->launchAsync(buffers, stream, 0, 1);
-        for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
-             l += layout_.layersPerPool) {
-          const std::size_t pool = layout_.poolOf(l);
-          buffers.hbm = pools.hbm[pool]->get();
-          buffers.host = pools.host[pool]->device();
-          aging_->launchAsync(buffers, stream, 1, 1);
-        }
-        // Entry i of the list: append i's row and its slot (the last
-        // chunk's after the join, with the other groups').
-        if (c + 1 < chunks)
-          copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
-                        slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, 1, stream,
-                        "copying the aged rows' slots");
+  // Chunk c of every replay that has one: its lists, one grouped age_rows
+  // launch (a CTA a group), the groups' placements, their slots back.
+  for (std::size_t c = 0;; ++c) {
+    const std::vector<std::int32_t> chunkGroups = agingChunkGroups(c);
+    if (chunkGroups.empty())
+      break;
+    const auto table = agingBindings_.find(chunkGroups);
+    if (table == agingBindings_.end())
+      throw StateError("no grouped aging table for the queued replays (enqueueAging makes them)");
+    forRuns(chunkGroups, [&](std::size_t g, std::size_t count) {
+      copyRowsAsync(lists + g * agingListStride_, agingListStride_,
+                    agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
+                    agingN_ * entryBytes, count, stream, "copying appends");
+    });
+    CudaStepBuffers buffers = agingBuffers_[static_cast<std::size_t>(chunkGroups[0])];
+    placement.bind(chunkGroups[0], true, buffers);
+    buffers.groupBindings = table->second->get();
+    buffers.groups = static_cast<std::int64_t>(chunkGroups.size());
+    aging_->launchAsync(buffers, stream, 0, 1);
+    for (std::int32_t group : chunkGroups) {
+      CudaStepBuffers place = agingBuffers_[static_cast<std::size_t>(group)];
+      placement.bind(group, true, place); // the map, the stamps, word 0 of the log: the step
+      for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+           l += layout_.layersPerPool) {
+        const std::size_t pool = layout_.poolOf(l);
+        place.hbm = pools.hbm[pool]->get();
+        place.host = pools.host[pool]->device();
+        aging_->launchAsync(place, stream, 1, 1);
       }
     }
-  } catch (...) {
-    agingStreams_->join(parent);
-    throw;
+    // Entry i of a group's list: append i's row and its slot.
+    forRuns(chunkGroups, [&](std::size_t g, std::size_t count) {
+      copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
+                    slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, count, stream,
+                    "copying the aged rows' slots");
+    });
   }
-  agingStreams_->join(parent);
-  forRuns(true, [&](std::size_t g, std::size_t count, std::size_t chunks) {
-    copyRowsAsync(agingOut_->device() + g * outPitch + (chunks - 1) * agingN_ * 4, outPitch,
-                  slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, count, parent,
-                  "copying the aged rows' slots");
-  });
   // The status words to the host (takeAgingStatus reads them there).
   copyRowsAsync(agingStatusCopy_->device(), groups * 4, agingStatus_->get(), groups * 4, groups * 4,
-                1, parent, "copying the aging status words");
+                1, stream, "copying the aging status words");
 }
 
 void CudaDecisions::flushAging(const CudaPlacement &placement, const CudaPools &pools) {
@@ -620,7 +695,6 @@ std::vector<std::int32_t> CudaDecisions::agedSlots(std::int32_t group, std::size
 std::uint32_t CudaDecisions::takeAgingStatus() {
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
-  // (The queue's stream joined the replays' streams.)
   queue_->synchronize("the aging kernels failed");
   const std::size_t groups = agingBuffers_.size();
   auto *words = static_cast<std::uint32_t *>(agingStatusCopy_->host());

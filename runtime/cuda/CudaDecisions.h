@@ -7,9 +7,10 @@
 // control words on the device, and a step's promotions and releases are
 // decided and carried out there: after its layers, each group's selections
 // and slots are saved; after the step's last layer, every group's decision
-// launches run (the groups side by side on worker streams) and the control
-// words and log headers come back to pinned memory. The host reads counts only. docs/runtime.md
-// describes it.
+// launches run, all on the queue's stream (the one-CTA kernels of up to
+// kDecisionLanes groups in one grouped launch, a CTA a group), and the
+// control words and log headers come back to pinned memory. The host reads
+// counts only. docs/runtime.md describes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,10 +25,10 @@
 #include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/CudaResources.h"
 #include "runtime/cuda/CudaStep.h"
-#include "runtime/cuda/CudaWorkerStreams.h"
 #include "runtime/residency/Residency.h"
 
 #include <array>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -44,10 +45,11 @@ struct DecisionCounts {
 class CudaDecisions {
 public:
   /// Loads the decision step (its selections, slots and history bounds
-  /// must have the shape of the attention steps' `selections`) and
-  /// allocates each group's tables and inputs.
+  /// must have the shape of the attention steps' `selections`), allocates
+  /// each group's tables and inputs and the tables of its grouped plans over
+  /// `placement`'s buffers (the runtime's, for its life).
   CudaDecisions(const Manifest &manifest, const TierLayout &layout,
-                std::shared_ptr<CudaQueue> queue);
+                std::shared_ptr<CudaQueue> queue, const CudaPlacement &placement);
   ~CudaDecisions() { queue_->drain(); }
 
   /// Uploads group g's tables (hot rows, CLOCK stamps, free stack and the
@@ -77,15 +79,17 @@ public:
                      DecisionInput historyStart);
   /// Enqueues every group's decisions over its pools, then the copies of
   /// the counts (and, with `lists`, of the place lists) to pinned memory.
-  /// Every launch reads `status` first (a copy per branch, see
-  /// takeStatus): a failed step decides nothing.
+  /// Every launch reads `status` first (a copy per lane, see takeStatus):
+  /// a failed step decides nothing. All on the queue's stream: rounds of up
+  /// to kDecisionLanes groups, each group of a round on its lane's scratch,
+  /// the round's plans one grouped launch.
   /// With `whole` (the stream is not being captured into a step's graph,
   /// and the driver has graphs) it is captured as a graph, replayed while
   /// its inputs' addresses repeat, so that it is enqueued whole or not at
   /// all: a launch failing among the groups' leaves none decided.
   void enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools, CUdeviceptr status,
                         bool lists, bool whole);
-  /// The OR of the decision branches' status words after the last
+  /// The OR of the decision lanes' status words after the last
   /// enqueueDecisions (0: fine, or no decisions since the last call; valid
   /// once the stream finished them).
   std::uint32_t takeStatus();
@@ -111,20 +115,20 @@ public:
   /// being the kernel's list entry) and their placement, after writing the
   /// group's budget word (optional budget - excess before them); the new
   /// rows' slots come back to pinned memory (agedSlots, once the queue's
-  /// stream finished them). The groups' replays run side by side on worker streams forked
-  /// from the queue's stream and joined back into it, so the queue's later
-  /// work (the step) waits for all of them; each group has its own lists
-  /// and status word. The budget words and first chunks of consecutive
-  /// groups go in one copy each before the fork, their last chunks' slots
-  /// in one after the join. The host does not wait, except once before the
-  /// first replay that outgrows the pinned buffers. Where the driver has
-  /// CUDA graphs (whether or not the steps use them), all of it is captured
-  /// as a graph, replayed while the replays' groups and chunk counts repeat
-  /// (the copies read the lists and budget words from pinned memory when it
-  /// runs), so that it is enqueued whole or not at all: a launch that fails
-  /// among the replays leaves every group unreplayed, to be replayed at the
-  /// next call. (Without graphs the launches go one by one, and a failure
-  /// among them leaves the groups before it replayed.)
+  /// stream finished them). A group is replayed once at most. All on the
+  /// queue's stream: chunk c of every replay that has one in one grouped
+  /// age_rows launch (a CTA a group, each group with its own lists and
+  /// status word), then their placements. The budget words, lists and slots
+  /// of consecutive groups go in one copy each. The host does not wait,
+  /// except before the first replay that outgrows the pinned buffers or
+  /// needs a new grouped table. Where the driver has CUDA graphs (whether or
+  /// not the steps use them), all of it is captured as a graph, replayed
+  /// while the replays' groups and chunk counts repeat (the copies read the
+  /// lists and budget words from pinned memory when it runs), so that it is
+  /// enqueued whole or not at all: a launch that fails among the replays
+  /// leaves every group unreplayed, to be replayed at the next call.
+  /// (Without graphs the launches go one by one, and a failure among them
+  /// leaves the chunks before it replayed.)
   /// With `deferred` the replays wait in the pinned lists: the step's graph
   /// takes them ahead of its own work (queuedAging, submitAging), one launch
   /// for both, or flushAging enqueues them alone.
@@ -164,10 +168,11 @@ private:
   }
   /// Bytes from one group's control words to the next's.
   static constexpr std::size_t kControlStride = 256;
-  /// The most decision branches (worker streams): at B=128 x 20 groups, a
-  /// group's plan (one CTA) took ~0.7 ms, in a row 14 ms of a 77 ms step
-  /// (bench/NOTES.md, 2026-12-03, nineteenth session).
-  static constexpr std::size_t kDecisionBranches = 8;
+  /// The most groups a round of decisions takes, each on a lane with its
+  /// own scratch (~9 MB at B=128 x top-2048): their plans (one CTA a group,
+  /// ~0.57 ms at B=128) run side by side in one grouped launch; one after
+  /// another they took 14 ms of a 77 ms step (bench/NOTES.md, 2026-12-03).
+  static constexpr std::size_t kDecisionLanes = 8;
 
   /// The argument indices of the tables and the place list a decision or
   /// aging step shares with the groups' state.
@@ -182,6 +187,7 @@ private:
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;
   std::unique_ptr<CudaStep> step_;
+  std::size_t planLaunch_ = 0;  // the plan_promotions launch (grouped)
   std::size_t placeLaunch_ = 0; // the place_rows launch (once per pool)
   int rowIds_ = -1, slots_ = -1, historyStart_ = -1;
   TableArguments tables_;   // the decision step's
@@ -189,18 +195,26 @@ private:
   // [group][argument]: the selections, slots, history starts and tables
   // (not the control words: controls_).
   std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> perGroup_;
-  // A decision branch: its groups' decisions run one after the other on
-  // its worker stream, over its own copy of the other arguments and arena.
-  struct Branch {
+  /// Group g's buffers of the decision step on its lane (g mod lanes),
+  /// reading its inputs in place where `inputs` has them (0: its own).
+  CudaStepBuffers laneBuffers(std::int32_t group, const std::array<CUdeviceptr, 3> &inputs,
+                              const CudaPlacement &placement) const;
+  // A decision lane: the group of each round at its position decides over
+  // the lane's own copy of the other arguments and arena, and status word.
+  struct Lane {
     std::vector<std::unique_ptr<DeviceBuffer>> shared;
     std::unique_ptr<DeviceBuffer> arena;
     CudaStepBuffers buffers; // those bound
   };
-  std::vector<Branch> branches_;
-  std::unique_ptr<CudaWorkerStreams> decisionStreams_; // [branch]
-  std::unique_ptr<DeviceBuffer> branchStatus_;         // [branch] u32
-  std::unique_ptr<MappedHostBuffer> branchStatusCopy_; // [branch] u32, copied after the join
+  std::vector<Lane> lanes_;
+  std::unique_ptr<DeviceBuffer> laneStatus_;         // [lane] u32
+  std::unique_ptr<MappedHostBuffer> laneStatusCopy_; // [lane] u32, copied after the decisions
   bool statusPending_ = false; // decisions enqueued since the last takeStatus
+  // [round][lane][plan parameter]: the grouped plans' tables
+  // (CudaStep::groupBindings), and the placement they were made over.
+  std::unique_ptr<DeviceBuffer> planBindings_;
+  std::size_t planColumns_ = 0;
+  CUdeviceptr boundRecency_ = 0;
   // [group][kControlStride]: the control words.
   std::unique_ptr<DeviceBuffer> controls_;
   // [group]: the selections, slots and history starts this step's
@@ -213,8 +227,8 @@ private:
   std::unique_ptr<MappedHostBuffer> counts_;            // [group][kWords + kHeader]
   std::unique_ptr<MappedHostBuffer> lists_;             // [group][entries x 12 bytes]
   // The aging step: its appends list [N x 4], place list [2 N] and status
-  // word are its own, one of each per group (the groups' replays run side
-  // by side); the tables are the groups'.
+  // word are its own, one of each per group (the groups' replays run in one
+  // grouped launch); the tables are the groups'.
   std::unique_ptr<CudaStep> aging_;
   std::size_t agingN_ = 0;
   int agingList_ = -1;
@@ -224,7 +238,16 @@ private:
   // groups' side by side (bound in agingBuffers_).
   std::vector<std::unique_ptr<DeviceBuffer>> agingArguments_;
   std::unique_ptr<DeviceBuffer> agingStatus_; // [group] u32
-  std::unique_ptr<CudaWorkerStreams> agingStreams_;
+  // The grouped age_rows launches' tables (CudaStep::groupBindings), by
+  // their groups; made between steps (enqueueAging), kept while graphs may
+  // launch them.
+  std::map<std::vector<std::int32_t>, std::unique_ptr<DeviceBuffer>> agingBindings_;
+  /// The table of a grouped age_rows launch over `groups` (made and
+  /// uploaded if new: between steps only).
+  CUdeviceptr agingBindings(const std::vector<std::int32_t> &groups,
+                            const CudaPlacement &placement);
+  /// The groups of the queued replays with a chunk c.
+  std::vector<std::int32_t> agingChunkGroups(std::size_t c) const;
   std::size_t agingListStride_ = 0, agingSlotsStride_ = 0; // bytes between groups' parts
   // Pinned: [group][agingRoom_] the appends written for the copies and the
   // slots read back (grown to the largest replay), [group] the budget words.

@@ -3,8 +3,7 @@
 // Internal to the CUDA tiers: the device's primary context and the one stream
 // that orders all their work (uploads, kernels, row copies, ring work),
 // shared by their parts (CudaStorage, CudaRings, CudaStepRunner), which
-// destroy their buffers before the last of them releases it. (Work forked
-// onto other streams, CudaWorkerStreams, is joined back into it.)
+// destroy their buffers before the last of them releases it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -141,7 +141,7 @@ void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
                      std::to_string(bytesOf(selections)) +
                      " (compile it with the same --requests, --positions and --topk)");
   queue_->makeCurrent();
-  decisions_ = std::make_unique<CudaDecisions>(manifest, layout_, queue_);
+  decisions_ = std::make_unique<CudaDecisions>(manifest, layout_, queue_, *storage_.placement());
   decisionLists_ = copyLists;
   // Each group's slots of its own: the decisions read them in place.
   std::size_t slotBytes = 0;

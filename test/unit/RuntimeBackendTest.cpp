@@ -996,8 +996,9 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // Selections, queries and outputs in device memory, filling the batch:
   // with graphs on, the layers read and write the engine's buffers in place
   // and the groups' small copies go as one copy per kind, so the step's
-  // graph holds the kernels and 12 other nodes (2 groups: 2 decision
-  // branches), and 4 more where it replays the appends first. `plain` (graphs off)
+  // graph holds the kernels and 16 other nodes (2 groups: 2 decision
+  // lanes, each group's history bounds), and 4 more where it replays the
+  // appends first. `plain` (graphs off)
   // enqueues layer by layer and copies the selections; both replay the
   // appends on the device (the graphed one as a graph too). Same bits, same
   // residency. Outputs that overlap (one buffer for every layer) fall back
@@ -1072,14 +1073,16 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // each: the groups' parts lie side by side), their slots and status
   // words back (4); the logs' stamps, the budget words, the rollback copy,
   // the history bounds (2, once), every group's counts and log headers
-  // (2), the step's status word into each decision branch's (a group each
-  // here) and the branches' words back; the status word and the outputs'
-  // poison (memsets).
-  const std::size_t branches = static_cast<std::size_t>(groups);
+  // (2), the step's status word into each decision lane's (a group each
+  // here) and the lanes' words back; per group its history bounds, saved
+  // for its plan (the grouped plan reads each group's own); the status
+  // word and the outputs' poison (memsets).
+  const std::size_t lanes = static_cast<std::size_t>(groups);
+  const std::size_t groupCount = static_cast<std::size_t>(groups);
   if (stats.graphNodes > 0) {
-    CHECK(stats.graphCopyNodes == 12 + branches);
+    CHECK(stats.graphCopyNodes == 12 + lanes + groupCount);
     CHECK(stats.graphMemsetNodes == 2);
-    CHECK(stats.graphNodes == stats.graphKernelNodes + 14 + branches);
+    CHECK(stats.graphNodes == stats.graphKernelNodes + 14 + lanes + groupCount);
   }
   CHECK(graphed.stats().totals.promoted == plain.stats().totals.promoted);
   CHECK(graphed.stats().totals.evicted == plain.stats().totals.evicted);
@@ -1108,7 +1111,7 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   if (graphed.stats().graphNodes > 0) {
     // Per layer: the selections' copy and the poison; per group: the
     // selections saved for the decisions.
-    CHECK(graphed.stats().graphCopyNodes == 12 + branches + layers + groups);
+    CHECK(graphed.stats().graphCopyNodes == 12 + lanes + groupCount + layers + groups);
     CHECK(graphed.stats().graphMemsetNodes == 1 + layers);
   }
   for (Runtime *rt : {&plain, &graphed})
