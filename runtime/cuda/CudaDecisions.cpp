@@ -533,29 +533,50 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   // they run: group g's list at agingIn_ + g x room entries, its slots back
   // at agingOut_ + g x room. A recorded list is in the kernel's format
   // (DeviceAppend is an entry): copied as it is, padded to whole chunks.
+  // Replays of the same recorded appends (the controller records one list
+  // for all device-owned groups) share the first one's list: written and
+  // copied once.
   const std::size_t inPitch = agingRoom_ * entryBytes;
   AgingShape shape;
-  for (const AgingReplay &replay : replays) {
+  for (std::size_t k = 0; k < replays.size(); ++k) {
+    const AgingReplay &replay = replays[k];
     const DeviceAppendList appends = replay.appends;
     const std::size_t g = static_cast<std::size_t>(replay.group);
     const std::size_t chunks = (appends.size() + agingN_ - 1) / agingN_;
-    auto *list = reinterpret_cast<DeviceAppend *>(static_cast<std::uint8_t *>(agingIn_->host()) +
-                                                  g * inPitch);
-    if (!appends.empty())
-      std::memcpy(list, appends.begin(), appends.size() * entryBytes);
-    std::fill(list + appends.size(), list + chunks * agingN_,
-              DeviceAppend{-1, -1, 0, 0}); // padding, skipped
+    std::int32_t list = replay.group;
+    for (std::size_t j = 0; j < k && list == replay.group; ++j)
+      if (replays[j].appends.begin() == appends.begin() &&
+          replays[j].appends.size() == appends.size())
+        list = replays[j].group;
+    if (list == replay.group) {
+      auto *entries = reinterpret_cast<DeviceAppend *>(
+          static_cast<std::uint8_t *>(agingIn_->host()) + g * inPitch);
+      if (!appends.empty())
+        std::memcpy(entries, appends.begin(), appends.size() * entryBytes);
+      std::fill(entries + appends.size(), entries + chunks * agingN_,
+                DeviceAppend{-1, -1, 0, 0}); // padding, skipped
+    }
     // The budget word before the appends (the kernel keeps it from then on).
     static_cast<std::int32_t *>(agingBudgets_->host())[g] = replay.budget;
-    shape.emplace_back(replay.group, chunks);
+    shape.push_back({replay.group, chunks, list});
   }
   agingShape_ = std::move(shape);
-  // The grouped launches' tables, now (not while a graph is captured).
+  // The grouped launches' tables, now (not while a graph is captured). A
+  // graph may still launch the tables made so far: a few dozen are kept;
+  // past that, all are dropped once the stream is idle, with the graphs
+  // that launch them.
   std::size_t chunks = 0;
-  for (const auto &[group, count] : agingShape_)
-    chunks = std::max(chunks, count);
+  for (const AgingReplayShape &replay : agingShape_)
+    chunks = std::max(chunks, replay.chunks);
+  constexpr std::size_t kMaxTables = 64;
+  if (agingBindings_.size() + chunks > kMaxTables) {
+    queue_->quiesce();
+    agingBindings_.clear();
+    agingGraph_.reset();
+    ++agingListsGeneration_; // (a step's graph with replays launches them too)
+  }
   for (std::size_t c = 0; c < chunks; ++c)
-    agingBindings(agingChunkGroups(c), placement);
+    agingBindings(agingChunk(c), placement);
   agingQueued_ = true;
   if (deferred)
     return;
@@ -569,39 +590,35 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   }
 }
 
-std::vector<std::int32_t> CudaDecisions::agingChunkGroups(std::size_t c) const {
-  std::vector<std::int32_t> groups;
-  for (const auto &[group, chunks] : agingShape_)
-    if (chunks > c)
-      groups.push_back(group);
-  return groups;
+CudaDecisions::AgingShape CudaDecisions::agingChunk(std::size_t c) const {
+  AgingShape chunk;
+  for (const AgingReplayShape &replay : agingShape_)
+    if (replay.chunks > c)
+      chunk.push_back(replay);
+  return chunk;
 }
 
-CUdeviceptr CudaDecisions::agingBindings(const std::vector<std::int32_t> &groups,
+CUdeviceptr CudaDecisions::agingBindings(const AgingShape &replays,
                                          const CudaPlacement &placement) {
-  auto found = agingBindings_.find(groups);
+  // (Keyed by groups and lists: the chunk counts do not change the table.)
+  AgingShape key = replays;
+  for (AgingReplayShape &replay : key)
+    replay.chunks = 0;
+  auto found = agingBindings_.find(key);
   if (found != agingBindings_.end())
     return found->second->get();
-  // A graph may still launch the tables made so far: a few dozen sets of
-  // groups are kept; past that, all are dropped once the stream is idle,
-  // with the graphs that launch them.
-  constexpr std::size_t kMaxTables = 64;
-  if (agingBindings_.size() >= kMaxTables) {
-    queue_->quiesce();
-    agingBindings_.clear();
-    agingGraph_.reset();
-    ++agingListsGeneration_; // (a step's graph with replays launches them too)
-  }
   std::vector<CudaStepBuffers> buffers;
-  for (std::int32_t group : groups) {
-    buffers.push_back(agingBuffers_[static_cast<std::size_t>(group)]);
-    placement.bind(group, true, buffers.back()); // the map, the stamps, the log
+  for (const AgingReplayShape &replay : replays) {
+    buffers.push_back(agingBuffers_[static_cast<std::size_t>(replay.group)]);
+    placement.bind(replay.group, true, buffers.back()); // the map, the stamps, the log
+    buffers.back().arguments[static_cast<std::size_t>(agingList_)] =
+        agingArguments_[0]->get() + static_cast<std::size_t>(replay.list) * agingListStride_;
   }
   const std::vector<std::int64_t> table = aging_->groupBindings(0, buffers);
   auto device = std::make_unique<DeviceBuffer>(table.size() * 8, "a grouped aging table");
   driver().check(driver().memcpyHtoD(device->get(), table.data(), table.size() * 8),
                  "uploading a grouped aging table");
-  return agingBindings_.emplace(groups, std::move(device)).first->second->get();
+  return agingBindings_.emplace(std::move(key), std::move(device)).first->second->get();
 }
 
 void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools &pools) {
@@ -612,17 +629,23 @@ void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools 
   CUstream stream = queue_->stream();
   const CUdeviceptr lists = agingArguments_[0]->get(), slots = agingArguments_[2]->get();
   // Runs of consecutive groups: one copy each instead of one a group.
-  auto forRuns = [](const std::vector<std::int32_t> &chunkGroups, const auto &copy) {
-    for (std::size_t k = 0; k < chunkGroups.size();) {
+  auto forRuns = [](const std::vector<std::int32_t> &groupList, const auto &copy) {
+    for (std::size_t k = 0; k < groupList.size();) {
       std::size_t end = k + 1;
-      while (end < chunkGroups.size() && chunkGroups[end] == chunkGroups[end - 1] + 1)
+      while (end < groupList.size() && groupList[end] == groupList[end - 1] + 1)
         ++end;
-      copy(static_cast<std::size_t>(chunkGroups[k]), end - k);
+      copy(static_cast<std::size_t>(groupList[k]), end - k);
       k = end;
     }
   };
+  auto groupsOf = [](const AgingShape &replays) {
+    std::vector<std::int32_t> groupList;
+    for (const AgingReplayShape &replay : replays)
+      groupList.push_back(replay.group);
+    return groupList;
+  };
   // The budget words first (the kernel keeps them from then on).
-  forRuns(agingChunkGroups(0), [&](std::size_t g, std::size_t count) {
+  forRuns(groupsOf(agingShape_), [&](std::size_t g, std::size_t count) {
     copyRowsAsync(groupArgument(static_cast<std::int32_t>(g), tables_.control) +
                       Control::kFreeBudget * 4,
                   kControlStride, agingBudgets_->device() + g * 4, 4, 4, count, stream,
@@ -631,19 +654,29 @@ void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools 
   // Chunk c of every replay that has one: its lists, one grouped age_rows
   // launch (a CTA a group), the groups' placements, their slots back.
   for (std::size_t c = 0;; ++c) {
-    const std::vector<std::int32_t> chunkGroups = agingChunkGroups(c);
-    if (chunkGroups.empty())
+    AgingShape chunk = agingChunk(c);
+    if (chunk.empty())
       break;
-    const auto table = agingBindings_.find(chunkGroups);
+    const std::vector<std::int32_t> chunkGroups = groupsOf(chunk);
+    // The lists of this chunk (each shared list once).
+    std::vector<std::int32_t> owners;
+    for (const AgingReplayShape &replay : chunk)
+      if (replay.list == replay.group)
+        owners.push_back(replay.group);
+    for (AgingReplayShape &replay : chunk)
+      replay.chunks = 0;
+    const auto table = agingBindings_.find(chunk);
     if (table == agingBindings_.end())
       throw StateError("no grouped aging table for the queued replays (enqueueAging makes them)");
-    forRuns(chunkGroups, [&](std::size_t g, std::size_t count) {
+    forRuns(owners, [&](std::size_t g, std::size_t count) {
       copyRowsAsync(lists + g * agingListStride_, agingListStride_,
                     agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
                     agingN_ * entryBytes, count, stream, "copying appends");
     });
     CudaStepBuffers buffers = agingBuffers_[static_cast<std::size_t>(chunkGroups[0])];
     placement.bind(chunkGroups[0], true, buffers);
+    buffers.arguments[static_cast<std::size_t>(agingList_)] =
+        agingArguments_[0]->get() + static_cast<std::size_t>(chunk[0].list) * agingListStride_;
     buffers.groupBindings = table->second->get();
     buffers.groups = static_cast<std::int64_t>(chunkGroups.size());
     aging_->launchAsync(buffers, stream, 0, 1);

@@ -30,6 +30,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 namespace dhs::runtime::cuda_detail {
@@ -117,8 +118,10 @@ public:
   /// rows' slots come back to pinned memory (agedSlots, once the queue's
   /// stream finished them). A group is replayed once at most. All on the
   /// queue's stream: chunk c of every replay that has one in one grouped
-  /// age_rows launch (a CTA a group, each group with its own lists and
-  /// status word), then their placements. The budget words, lists and slots
+  /// age_rows launch (a CTA a group, each group with its own place list and
+  /// status word; replays of the same recorded appends, as the controller
+  /// records them for all device-owned groups, read one list, written and
+  /// copied once), then their placements. The budget words, lists and slots
   /// of consecutive groups go in one copy each. The host does not wait,
   /// except before the first replay that outgrows the pinned buffers or
   /// needs a new grouped table. Where the driver has CUDA graphs (whether or
@@ -134,8 +137,22 @@ public:
   /// for both, or flushAging enqueues them alone.
   void enqueueAging(const std::vector<AgingReplay> &replays, const CudaPlacement &placement,
                     const CudaPools &pools, bool deferred);
-  /// The (group, chunk count) of each replay, in order.
-  using AgingShape = std::vector<std::pair<std::int32_t, std::size_t>>;
+  /// A replay's group, its chunks of appends, and the group whose list
+  /// holds them (replays of the same recorded appends share one list).
+  struct AgingReplayShape {
+    std::int32_t group = 0;
+    std::size_t chunks = 0;
+    std::int32_t list = 0;
+    bool operator==(const AgingReplayShape &o) const {
+      return group == o.group && chunks == o.chunks && list == o.list;
+    }
+    bool operator!=(const AgingReplayShape &o) const { return !(*this == o); }
+    bool operator<(const AgingReplayShape &o) const {
+      return std::tie(group, chunks, list) < std::tie(o.group, o.chunks, o.list);
+    }
+  };
+  /// The replays, in order.
+  using AgingShape = std::vector<AgingReplayShape>;
   /// The replays a deferred enqueueAging left for the step's graph (null:
   /// none), and a number that changes whenever their pinned lists move (a
   /// graph that copies from the old ones no longer fits).
@@ -239,15 +256,14 @@ private:
   std::vector<std::unique_ptr<DeviceBuffer>> agingArguments_;
   std::unique_ptr<DeviceBuffer> agingStatus_; // [group] u32
   // The grouped age_rows launches' tables (CudaStep::groupBindings), by
-  // their groups; made between steps (enqueueAging), kept while graphs may
-  // launch them.
-  std::map<std::vector<std::int32_t>, std::unique_ptr<DeviceBuffer>> agingBindings_;
-  /// The table of a grouped age_rows launch over `groups` (made and
+  // their replays' groups and lists; made between steps (enqueueAging),
+  // kept while graphs may launch them.
+  std::map<AgingShape, std::unique_ptr<DeviceBuffer>> agingBindings_;
+  /// The table of a grouped age_rows launch over `replays` (made and
   /// uploaded if new: between steps only).
-  CUdeviceptr agingBindings(const std::vector<std::int32_t> &groups,
-                            const CudaPlacement &placement);
-  /// The groups of the queued replays with a chunk c.
-  std::vector<std::int32_t> agingChunkGroups(std::size_t c) const;
+  CUdeviceptr agingBindings(const AgingShape &replays, const CudaPlacement &placement);
+  /// The queued replays with a chunk c.
+  AgingShape agingChunk(std::size_t c) const;
   std::size_t agingListStride_ = 0, agingSlotsStride_ = 0; // bytes between groups' parts
   // Pinned: [group][agingRoom_] the appends written for the copies and the
   // slots read back (grown to the largest replay), [group] the budget words.

@@ -148,7 +148,7 @@ private:
   /// takes first (none: empty), with the generation of their pinned lists.
   struct GraphKey {
     std::vector<LayerWork> layers;
-    std::vector<std::pair<std::int32_t, std::size_t>> aging;
+    CudaDecisions::AgingShape aging;
     std::uint64_t agingLists = 0;
 
     bool operator==(const GraphKey &o) const {
