@@ -93,11 +93,12 @@ private:
   /// after the pool's definition.
   template <typename ViewOp>
   Value getPoolView(OpBuilder &builder, Value pool, MemRefType type, DenseMap<Value, Value> &cache);
-  /// The step status of the function around `op`, made at its entry.
-  Value getStepStatus(OpBuilder &builder, Operation *op);
-  /// The table of grouped launches of the function around `op`
-  /// (dhs.group_bindings), made at its entry.
-  Value getGroupBindings(OpBuilder &builder, Operation *op);
+  /// A value of `type` made by `create` once, at the entry of the function
+  /// around `op` (`cache`: by function): the step status, the table of
+  /// grouped launches.
+  Value getEntryValue(OpBuilder &builder, Operation *op, MemRefType type,
+                      DenseMap<Operation *, Value> &cache,
+                      function_ref<Value(OpBuilder &, Location, MemRefType)> create);
 
   ModuleOp module;
   SymbolTable symbols;
@@ -162,27 +163,17 @@ Value LaunchBuilder::getArenaBuffer(OpBuilder &builder, Operation *op, MemRefTyp
   return buffer;
 }
 
-Value LaunchBuilder::getStepStatus(OpBuilder &builder, Operation *op) {
+Value LaunchBuilder::getEntryValue(OpBuilder &builder, Operation *op, MemRefType type,
+                                   DenseMap<Operation *, Value> &cache,
+                                   function_ref<Value(OpBuilder &, Location, MemRefType)> create) {
   auto func = op->getParentOfType<FunctionOpInterface>();
-  Value &status = statuses[func];
-  if (!status) {
+  Value &value = cache[func];
+  if (!value) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(&func.getFunctionBody().front());
-    status = StepStatusOp::create(builder, func.getLoc(), getStatusType(builder.getContext()));
+    value = create(builder, func.getLoc(), type);
   }
-  return status;
-}
-
-Value LaunchBuilder::getGroupBindings(OpBuilder &builder, Operation *op) {
-  auto func = op->getParentOfType<FunctionOpInterface>();
-  Value &table = groupBindings[func];
-  if (!table) {
-    OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToStart(&func.getFunctionBody().front());
-    table =
-        GroupBindingsOp::create(builder, func.getLoc(), getGroupBindingsType(builder.getContext()));
-  }
-  return table;
+  return value;
 }
 
 /// The buffers of the CTA's group in a grouped kernel (one that takes
@@ -249,11 +240,17 @@ Value LaunchBuilder::getOperand(OpBuilder &builder, Operation *op, const KernelP
     return getPoolView<PoolLogOp>(builder, getOpOperand(Role::KvPool), getStepLogType(context),
                                   logs);
   case Role::Status:
-    return getStepStatus(builder, op);
+    return getEntryValue(builder, op, getStatusType(context), statuses,
+                         [](OpBuilder &b, Location loc, MemRefType type) -> Value {
+                           return StepStatusOp::create(b, loc, type);
+                         });
   case Role::Partials:
     return getArenaBuffer(builder, op, cast<MemRefType>(param.type));
   case Role::GroupBindings:
-    return getGroupBindings(builder, op);
+    return getEntryValue(builder, op, getGroupBindingsType(context), groupBindings,
+                         [](OpBuilder &b, Location loc, MemRefType type) -> Value {
+                           return GroupBindingsOp::create(b, loc, type);
+                         });
   default:
     return getOpOperand(param.role);
   }
