@@ -15,8 +15,10 @@
 // dhs kernel's flattened memref descriptors are 40-90, e.g. age_rows 66). With --cold
 // the host's caches are swept (64 MB written) and the thread sleeps 5 ms
 // between launches, as a step's other work runs between two launches of
-// its graph. Prints the median and the 10th and 90th percentiles of each
-// shape.
+// its graph. The step-shaped graph is also launched as a step's kernels
+// are: each from a module of its own, with 200 KB of dynamic shared
+// memory, over 384 CTAs. Prints the median and the 10th and 90th
+// percentiles of each shape.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,9 +53,10 @@ constexpr const char *kNoopPtx = ".version 8.0\n"
 /// step's kernels are distinct functions.
 constexpr int kDistinctKernels = 16;
 
-std::string distinctKernelsPtx(int params) {
+/// Their PTX: kernels [first, first + count) of them in one module.
+std::string distinctKernelsPtx(int params, int first = 0, int count = kDistinctKernels) {
   std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
-  for (int f = 0; f < kDistinctKernels; ++f) {
+  for (int f = first; f < first + count; ++f) {
     ptx += ".visible .entry noop" + std::to_string(f) + "(";
     for (int p = 0; p < params; ++p)
       ptx += std::string(p ? ", " : "") + ".param .u64 p" + std::to_string(p);
@@ -86,6 +89,12 @@ struct Shape {
   int memsets = 0;  // 4-byte memsets, on the stream first
   CopyKind kind = CopyKind::HostToDevice;
   int distinct = 0; // 0: one parameterless kernel; else this many distinct kernels with parameters
+  // How the distinct kernels are launched, as a step's are: each from a
+  // module of its own, with this much dynamic shared memory (bytes, past
+  // 48 KB opted in), over this many CTAs.
+  bool ownModules = false;
+  int sharedBytes = 0;
+  int ctas = 1;
 };
 
 } // namespace
@@ -123,11 +132,22 @@ int main(int argc, char **argv) {
     const std::string distinctPtx = distinctKernelsPtx(kernelParams);
     cuda.check(cuda.moduleLoadData(&distinctModule, distinctPtx.c_str()),
                "loading the distinct kernels");
-    std::vector<CUfunction> distinct(kDistinctKernels);
-    for (int f = 0; f < kDistinctKernels; ++f)
-      cuda.check(cuda.moduleGetFunction(&distinct[f], distinctModule,
-                                        ("noop" + std::to_string(f)).c_str()),
+    std::vector<CUfunction> distinct(kDistinctKernels), separate(kDistinctKernels);
+    std::vector<CUmodule> separateModules(kDistinctKernels);
+    for (int f = 0; f < kDistinctKernels; ++f) {
+      const std::string name = "noop" + std::to_string(f);
+      cuda.check(cuda.moduleGetFunction(&distinct[f], distinctModule, name.c_str()),
                  "cuModuleGetFunction");
+      const std::string ptx = distinctKernelsPtx(kernelParams, f, 1);
+      cuda.check(cuda.moduleLoadData(&separateModules[f], ptx.c_str()), "loading a kernel");
+      cuda.check(cuda.moduleGetFunction(&separate[f], separateModules[f], name.c_str()),
+                 "cuModuleGetFunction");
+      // Up to 200 KB of dynamic shared memory, as the attention kernels.
+      for (CUfunction function : {distinct[f], separate[f]})
+        cuda.check(cuda.funcSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         200 * 1024),
+                   "cuFuncSetAttribute");
+    }
     // Between cold launches: the host's caches swept (a step's other work
     // runs between two launches of its graph).
     std::vector<std::uint64_t> sweep(cold ? (64 << 20) / 8 : 0);
@@ -190,11 +210,15 @@ int main(int argc, char **argv) {
       std::vector<void *> pointers;
       for (CUdeviceptr &param : params)
         pointers.push_back(&param);
-      for (int k = 0; k < s.kernels; ++k)
-        cuda.check(cuda.launchKernel(s.distinct ? distinct[k % s.distinct] : noop, 1, 1, 1, 32, 1,
-                                     1, 0, used > 1 ? branches[k % used] : stream,
+      for (int k = 0; k < s.kernels; ++k) {
+        const std::vector<CUfunction> &functions = s.ownModules ? separate : distinct;
+        cuda.check(cuda.launchKernel(s.distinct ? functions[k % s.distinct] : noop,
+                                     static_cast<unsigned>(s.ctas), 1, 1, 32, 1, 1,
+                                     static_cast<unsigned>(s.sharedBytes),
+                                     used > 1 ? branches[k % used] : stream,
                                      s.distinct ? pointers.data() : nullptr, nullptr),
                    "launch");
+      }
       if (used > 1)
         for (int b = 0; b < used; ++b) {
           cuda.check(cuda.eventRecord(joins[b], branches[b]), "join");
@@ -222,43 +246,54 @@ int main(int argc, char **argv) {
       cuda.graphDestroy(graph);
       std::sort(us.begin(), us.end());
       const auto at = [&](double q) { return us[static_cast<std::size_t>(q * (us.size() - 1))]; };
-      std::printf("%8d %9d %4d %-3s %8d %8d  %8.1f %8.1f %8.1f\n", s.kernels, s.branches, s.copies,
-                  s.copies ? nameOf(s.kind) : "", s.memsets, s.distinct, at(0.5), at(0.1), at(0.9));
+      std::printf("%8d %9d %4d %-3s %8d %8d %7s %6d %5d  %8.1f %8.1f %8.1f\n", s.kernels,
+                  s.branches, s.copies, s.copies ? nameOf(s.kind) : "", s.memsets, s.distinct,
+                  s.ownModules ? "own" : "one", s.sharedBytes / 1024, s.ctas, at(0.5), at(0.1),
+                  at(0.9));
       std::fflush(stdout);
     };
     std::printf("cuGraphLaunch host time, us (median, p10, p90 of %d launches, device idle%s; "
                 "distinct kernels take %d 8-byte parameters)\n",
                 launches, cold ? ", host caches swept and 5 ms asleep between launches" : "",
                 kernelParams);
-    std::printf(" kernels  branches  copies   memsets distinct    median      p10      p90\n");
-    for (const Shape &s : std::vector<Shape>{{1, 1, 0, 0},
-                                             {180, 1, 0, 0},
-                                             {270, 1, 0, 0},
-                                             {180, 2, 0, 0},
-                                             {180, 4, 0, 0},
-                                             {180, 8, 0, 0},
-                                             {180, 16, 0, 0},
-                                             {180, 28, 0, 0},
-                                             {180, 28, 20, 2},
-                                             {0, 1, 1, 0, CopyKind::HostToDevice},
-                                             {0, 1, 5, 0, CopyKind::HostToDevice},
-                                             {0, 1, 20, 0, CopyKind::HostToDevice},
-                                             {0, 1, 20, 0, CopyKind::DeviceToHost},
-                                             {0, 1, 20, 0, CopyKind::DeviceToDevice},
-                                             {0, 1, 20, 0, CopyKind::Rows2D},
-                                             {0, 1, 0, 2},
-                                             {0, 1, 0, 20},
-                                             {180, 1, 20, 0, CopyKind::DeviceToDevice},
-                                             {180, 1, 0, 20},
-                                             {180, 1, 0, 0, CopyKind::HostToDevice, 16},
-                                             {180, 28, 0, 0, CopyKind::HostToDevice, 16},
-                                             {180, 28, 9, 2, CopyKind::Rows2D, 16},
-                                             // The grouped decided step's shape (B=128 x
-                                             // 20 groups, with appends): one stream.
-                                             {144, 1, 40, 2, CopyKind::DeviceToDevice, 16},
-                                             {144, 1, 10, 2, CopyKind::Rows2D, 16}})
+    std::printf(" kernels  branches  copies   memsets distinct modules smemKB  ctas    median      "
+                "p10      p90\n");
+    for (const Shape &s :
+         std::vector<Shape>{{1, 1, 0, 0},
+                            {180, 1, 0, 0},
+                            {270, 1, 0, 0},
+                            {180, 2, 0, 0},
+                            {180, 4, 0, 0},
+                            {180, 8, 0, 0},
+                            {180, 16, 0, 0},
+                            {180, 28, 0, 0},
+                            {180, 28, 20, 2},
+                            {0, 1, 1, 0, CopyKind::HostToDevice},
+                            {0, 1, 5, 0, CopyKind::HostToDevice},
+                            {0, 1, 20, 0, CopyKind::HostToDevice},
+                            {0, 1, 20, 0, CopyKind::DeviceToHost},
+                            {0, 1, 20, 0, CopyKind::DeviceToDevice},
+                            {0, 1, 20, 0, CopyKind::Rows2D},
+                            {0, 1, 0, 2},
+                            {0, 1, 0, 20},
+                            {180, 1, 20, 0, CopyKind::DeviceToDevice},
+                            {180, 1, 0, 20},
+                            {180, 1, 0, 0, CopyKind::HostToDevice, 16},
+                            {180, 28, 0, 0, CopyKind::HostToDevice, 16},
+                            {180, 28, 9, 2, CopyKind::Rows2D, 16},
+                            // The grouped decided step's shape (B=128 x
+                            // 20 groups, with appends): one stream.
+                            {144, 1, 40, 2, CopyKind::DeviceToDevice, 16},
+                            {144, 1, 10, 2, CopyKind::Rows2D, 16},
+                            // The same, launched as a step's kernels are.
+                            {144, 1, 10, 2, CopyKind::Rows2D, 16, true},
+                            {144, 1, 10, 2, CopyKind::Rows2D, 16, false, 200 * 1024},
+                            {144, 1, 10, 2, CopyKind::Rows2D, 16, false, 0, 384},
+                            {144, 1, 10, 2, CopyKind::Rows2D, 16, true, 200 * 1024, 384}})
       measure(s);
     cuda.moduleUnload(distinctModule);
+    for (CUmodule separateModule : separateModules)
+      cuda.moduleUnload(separateModule);
     cuda.moduleUnload(module);
     return 0;
   } catch (const std::exception &e) {
