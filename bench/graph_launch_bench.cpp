@@ -66,7 +66,7 @@ std::string distinctKernelsPtx(int params, int first = 0, int count = kDistinctK
 }
 
 /// What a graph's copy nodes copy.
-enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, Rows2D };
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, Rows2D, Rows2DDevice };
 
 const char *nameOf(CopyKind kind) {
   switch (kind) {
@@ -78,6 +78,8 @@ const char *nameOf(CopyKind kind) {
     return "d2d";
   case CopyKind::Rows2D:
     return "2d";
+  case CopyKind::Rows2DDevice:
+    return "2d d2d";
   }
   return "?";
 }
@@ -183,15 +185,22 @@ int main(int argc, char **argv) {
         case CopyKind::DeviceToDevice:
           cuda.check(cuda.memcpyDtoDAsync(device, source.get() + c * 4096, 4096, stream), "copy");
           break;
-        case CopyKind::Rows2D: {
+        case CopyKind::Rows2D:
+        case CopyKind::Rows2DDevice: {
           // 64 rows of 64 bytes at a 128-byte pitch, as the runtime's
-          // copies of every group's words are.
+          // copies of every group's words are (to pinned host memory, or
+          // to device memory as the exchange's mirror is).
           CUDA_MEMCPY2D copy{};
           copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
           copy.srcDevice = source.get() + c * 8192;
           copy.srcPitch = 128;
-          copy.dstMemoryType = CU_MEMORYTYPE_HOST;
-          copy.dstHost = host;
+          if (s.kind == CopyKind::Rows2D) {
+            copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+            copy.dstHost = host;
+          } else {
+            copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            copy.dstDevice = device;
+          }
           copy.dstPitch = 64;
           copy.WidthInBytes = 64;
           copy.Height = 64;
@@ -289,7 +298,14 @@ int main(int argc, char **argv) {
                             {144, 1, 10, 2, CopyKind::Rows2D, 16, true},
                             {144, 1, 10, 2, CopyKind::Rows2D, 16, false, 200 * 1024},
                             {144, 1, 10, 2, CopyKind::Rows2D, 16, false, 0, 384},
-                            {144, 1, 10, 2, CopyKind::Rows2D, 16, true, 200 * 1024, 384}})
+                            {144, 1, 10, 2, CopyKind::Rows2D, 16, true, 200 * 1024, 384},
+                            // Strided copies between device buffers (the
+                            // exchange's mirror), and the exchanged step's
+                            // shape: 4 copies that touch host memory, 12
+                            // that do not.
+                            {0, 1, 20, 0, CopyKind::Rows2DDevice},
+                            {144, 1, 12, 2, CopyKind::Rows2DDevice, 16},
+                            {144, 1, 4, 2, CopyKind::Rows2D, 16}})
       measure(s);
     cuda.moduleUnload(distinctModule);
     for (CUmodule separateModule : separateModules)

@@ -94,9 +94,10 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   lanes_.resize(std::clamp<std::size_t>(groups, 1, kDecisionLanes));
   laneStatus_ = std::make_unique<DeviceBuffer>(lanes_.size() * 4, "the decision lanes' "
                                                                   "status words");
-  laneStatusCopy_ =
-      std::make_unique<MappedHostBuffer>(lanes_.size() * 4, "the decision lanes' status copy");
-  std::memset(laneStatusCopy_->host(), 0, lanes_.size() * 4);
+  // (Parts of the exchange move its areas: the stream is idle.)
+  queue_->quiesce();
+  laneStatusCopy_ = exchange().add(HostExchange::Direction::ToHost, lanes_.size() * 4,
+                                   "the decision lanes' status words");
   for (std::size_t k = 0; k < lanes_.size(); ++k) {
     Lane &lane = lanes_[k];
     lane.buffers = unbound;
@@ -143,12 +144,9 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
                    "clearing a decision input");
       }
   }
-  budgets_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4,
-                                                "the decision budgets");
-  std::memset(budgets_->host(), 0, std::max<std::size_t>(groups, 1) * 4);
-  counts_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * kCountWords * 4,
-                                               "the decision counts");
-  std::memset(counts_->host(), 0, std::max<std::size_t>(groups, 1) * kCountWords * 4);
+  budgets_ = exchange().add(HostExchange::Direction::ToDevice, groups * 4, "the decision budgets");
+  counts_ = exchange().add(HostExchange::Direction::ToHost, groups * kCountWords * 4,
+                           "the decision counts");
   // The grouped plans' tables, a round's groups on their lanes.
   planColumns_ = manifest.launches[planLaunch_].params.size();
   const std::size_t rounds = (groups + lanes_.size() - 1) / lanes_.size();
@@ -167,6 +165,15 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   }
   boundRecency_ = placement.recencyBase();
   queue_->makeCurrent();
+}
+
+CudaDecisions::~CudaDecisions() {
+  queue_->drain();
+  for (HostExchange::Part part : {laneStatusCopy_, budgets_, counts_})
+    exchange().release(part);
+  if (agingParts_)
+    for (HostExchange::Part part : {agingIn_, agingOut_, agingBudgets_, agingStatusCopy_})
+      exchange().release(part);
 }
 
 CudaStepBuffers CudaDecisions::laneBuffers(std::int32_t group,
@@ -212,7 +219,7 @@ void CudaDecisions::upload(std::int32_t group, const DeviceGroupState &state, st
   cuda.check(
       cuda.memcpyHtoD(groupArgument(group, tables_.control), control.data(), Control::kWords * 4),
       "uploading control words");
-  static_cast<std::int32_t *>(budgets_->host())[group] = budget;
+  hostPart<std::int32_t>(budgets_)[group] = budget;
 }
 
 void CudaDecisions::download(std::int32_t group, DeviceGroupState &state) {
@@ -242,17 +249,16 @@ void CudaDecisions::download(std::int32_t group, DeviceGroupState &state) {
 
 void CudaDecisions::setBudget(std::int32_t group, std::int32_t budget) {
   // Read by the next step's copy (the stream finished the last one).
-  static_cast<std::int32_t *>(budgets_->host())[group] = budget;
+  hostPart<std::int32_t>(budgets_)[group] = budget;
 }
 
 void CudaDecisions::enqueueBegin(const CudaPlacement &placement) {
   CUstream stream = queue_->stream();
   const std::size_t groups = static_cast<std::size_t>(layout_.groups());
   inputs_.assign(groups, {}); // (a group whose layers do not run reads its own buffers)
-  // Every group's budget word in one copy (a captured copy from pinned
-  // memory reads it when the graph runs).
-  copyRowsAsync(controls_->get() + Control::kFreeBudget * 4, kControlStride, budgets_->device(), 4,
-                4, groups, stream, "copying the decision budgets");
+  // Every group's budget word in one copy, from the exchange's mirror.
+  copyRowsAsync(controls_->get() + Control::kFreeBudget * 4, kControlStride,
+                exchange().mirror(budgets_), 4, 4, groups, stream, "copying the decision budgets");
   // Every group's replacement state in one copy (the groups' states lie
   // side by side, as their copies do).
   if (layout_.hbmSlots > 0 && groups > 0)
@@ -296,7 +302,7 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
   statusPending_ = true;
   auto submit = [&] { submitDecisions(placement, pools, status, lists, bound); };
   if (whole && driver().graphsAvailable()) {
-    std::vector<CUdeviceptr> key = {status, lists ? 1u : 0u};
+    std::vector<CUdeviceptr> key = {status, lists ? 1u : 0u, exchange().generation()};
     for (const std::array<CUdeviceptr, 3> &inputs : bound)
       key.insert(key.end(), inputs.begin(), inputs.end());
     decisionGraph_.run(key, stream, submit);
@@ -369,31 +375,35 @@ void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPo
   }
   // Every group's control words and log header, each kind in one copy
   // (the groups' decisions touch their own only), and the lanes' status
-  // words.
-  copyRowsAsync(counts_->device(), kCountWords * 4, controls_->get(), kControlStride,
-                Control::kWords * 4, groups, stream, "copying decision counts");
-  copyRowsAsync(counts_->device() + Control::kWords * 4, kCountWords * 4, placement.logBase(),
+  // words, into the exchange's mirror; then the exchange to the host.
+  const CUdeviceptr counts = exchange().mirror(counts_);
+  copyRowsAsync(counts, kCountWords * 4, controls_->get(), kControlStride, Control::kWords * 4,
+                groups, stream, "copying decision counts");
+  copyRowsAsync(counts + Control::kWords * 4, kCountWords * 4, placement.logBase(),
                 placement.logStride(), StepLogLayout::kHeader * 4, groups, stream,
                 "copying the step logs' headers");
-  copyRowsAsync(laneStatusCopy_->device(), 4, laneStatus_->get(), 4, 4, lanes_.size(), stream,
-                "copying the decision lanes' status words");
+  cuda.check(cuda.memcpyDtoDAsync(exchange().mirror(laneStatusCopy_), laneStatus_->get(),
+                                  lanes_.size() * 4, stream),
+             "copying the decision lanes' status words");
+  exchange().enqueueToHost(stream);
 }
 
 std::uint32_t CudaDecisions::takeStatus() {
   if (!statusPending_)
     return 0;
   statusPending_ = false;
-  auto *words = static_cast<std::uint32_t *>(laneStatusCopy_->host());
+  // (The mirror keeps the words: a later copy of the exchange brings them
+  // back, to be read only after the next decisions wrote theirs.)
+  const auto *words = hostPart<const std::uint32_t>(laneStatusCopy_);
   std::uint32_t word = 0;
   for (std::size_t k = 0; k < lanes_.size(); ++k)
     word |= words[k];
-  std::memset(words, 0, lanes_.size() * 4);
   return word;
 }
 
 DecisionCounts CudaDecisions::counts(std::int32_t group) const {
-  const auto *counts = static_cast<const std::int32_t *>(counts_->host()) +
-                       static_cast<std::size_t>(group) * kCountWords;
+  const auto *counts =
+      hostPart<const std::int32_t>(counts_) + static_cast<std::size_t>(group) * kCountWords;
   return {counts, counts + Control::kWords};
 }
 
@@ -471,20 +481,29 @@ void CudaDecisions::setAgingStep(const Manifest &manifest) {
              "clearing the aging status words");
   for (std::size_t g = 0; g < groups; ++g)
     agingBuffers_[g].status = agingStatus_->get() + g * 4;
-  // The words go to the host after the replays (their last copy), so that
-  // the host reads them without a copy of its own (a synchronous copy cost
-  // ~45 us a step).
-  agingStatusCopy_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4,
-                                                        "the aging status words' copy");
-  std::memset(agingStatusCopy_->host(), 0, std::max<std::size_t>(groups, 1) * 4);
-  agingBudgets_ =
-      std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * 4, "the aging budgets");
-  agingIn_.reset();
-  agingOut_.reset();
+  // The words go to the host after the replays (with the exchange), so
+  // that the host reads them without a copy of its own (a synchronous copy
+  // cost ~45 us a step). The lists and slots get room with the first
+  // replays (enqueueAging).
+  queue_->makeCurrent();
+  queue_->quiesce();
+  if (!agingParts_) {
+    using Direction = HostExchange::Direction;
+    agingStatusCopy_ = exchange().add(Direction::ToHost, groups * 4, "the aging status words");
+    agingBudgets_ = exchange().add(Direction::ToDevice, groups * 4, "the aging budgets");
+    agingIn_ = exchange().add(Direction::ToDevice, 0, "the appends for the aging step");
+    agingOut_ = exchange().add(Direction::ToHost, 0, "the slots from the aging step");
+    agingParts_ = true;
+  } else {
+    std::memset(exchange().host(agingStatusCopy_), 0, exchange().bytes(agingStatusCopy_));
+    exchange().refreshMirror(agingStatusCopy_);
+    exchange().resize(agingIn_, 0);
+    exchange().resize(agingOut_, 0);
+  }
   agingRoom_ = 0;
   agingGraph_.reset();
   agingBindings_.clear();
-  queue_->makeCurrent();
+  ++agingTablesGeneration_;
 }
 
 void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
@@ -509,23 +528,21 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
     replayed[static_cast<std::size_t>(replay.group)] = true;
     room = std::max(room, (replay.appends.size() + agingN_ - 1) / agingN_ * agingN_);
   }
-  if (room > agingRoom_ || !agingIn_) {
+  if (room > agingRoom_ || agingRoom_ == 0) {
     queue_->quiesce();
     room = std::max(room, agingN_);
-    auto in = std::make_unique<MappedHostBuffer>(
-        std::max<std::size_t>(groups, 1) * room * entryBytes, "appends for the aging step");
-    auto out = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) * room * 4,
-                                                  "slots from the aging step");
-    // Slots not yet taken (agedSlots) move along.
-    for (std::size_t g = 0; agingOut_ && g < groups; ++g)
-      std::memcpy(static_cast<std::int32_t *>(out->host()) + g * room,
-                  static_cast<const std::int32_t *>(agingOut_->host()) + g * agingRoom_,
+    // Slots not yet taken (agedSlots) move along, at the new pitch. (The
+    // exchange's generation changes: graphs that copy the old parts no
+    // longer fit.)
+    std::vector<std::int32_t> slots(groups * room, -1);
+    for (std::size_t g = 0; agingRoom_ > 0 && g < groups; ++g)
+      std::memcpy(slots.data() + g * room, hostPart<const std::int32_t>(agingOut_) + g * agingRoom_,
                   agingRoom_ * 4);
-    agingIn_ = std::move(in);
-    agingOut_ = std::move(out);
+    exchange().resize(agingIn_, groups * room * entryBytes);
+    exchange().resize(agingOut_, groups * room * 4);
+    std::memcpy(exchange().host(agingOut_), slots.data(), slots.size() * 4);
+    exchange().refreshMirror(agingOut_);
     agingRoom_ = room;
-    agingGraph_.reset(); // its copies read and write the old buffers
-    ++agingListsGeneration_; // (and so do a step graph's that holds replays)
   }
   if (replays.empty())
     return;
@@ -549,15 +566,15 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
           replays[j].appends.size() == appends.size())
         list = replays[j].group;
     if (list == replay.group) {
-      auto *entries = reinterpret_cast<DeviceAppend *>(
-          static_cast<std::uint8_t *>(agingIn_->host()) + g * inPitch);
+      auto *entries =
+          reinterpret_cast<DeviceAppend *>(hostPart<std::uint8_t>(agingIn_) + g * inPitch);
       if (!appends.empty())
         std::memcpy(entries, appends.begin(), appends.size() * entryBytes);
       std::fill(entries + appends.size(), entries + chunks * agingN_,
                 DeviceAppend{-1, -1, 0, 0}); // padding, skipped
     }
     // The budget word before the appends (the kernel keeps it from then on).
-    static_cast<std::int32_t *>(agingBudgets_->host())[g] = replay.budget;
+    hostPart<std::int32_t>(agingBudgets_)[g] = replay.budget;
     shape.push_back({replay.group, chunks, list});
   }
   agingShape_ = std::move(shape);
@@ -573,7 +590,7 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
     queue_->quiesce();
     agingBindings_.clear();
     agingGraph_.reset();
-    ++agingListsGeneration_; // (a step's graph with replays launches them too)
+    ++agingTablesGeneration_; // (a step's graph with replays launches them too)
   }
   for (std::size_t c = 0; c < chunks; ++c)
     agingBindings(agingChunk(c), placement);
@@ -648,7 +665,7 @@ void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools 
   forRuns(groupsOf(agingShape_), [&](std::size_t g, std::size_t count) {
     copyRowsAsync(groupArgument(static_cast<std::int32_t>(g), tables_.control) +
                       Control::kFreeBudget * 4,
-                  kControlStride, agingBudgets_->device() + g * 4, 4, 4, count, stream,
+                  kControlStride, exchange().mirror(agingBudgets_) + g * 4, 4, 4, count, stream,
                   "copying the aging budgets");
   });
   // Chunk c of every replay that has one: its lists, one grouped age_rows
@@ -670,7 +687,7 @@ void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools 
       throw StateError("no grouped aging table for the queued replays (enqueueAging makes them)");
     forRuns(owners, [&](std::size_t g, std::size_t count) {
       copyRowsAsync(lists + g * agingListStride_, agingListStride_,
-                    agingIn_->device() + g * inPitch + c * agingN_ * entryBytes, inPitch,
+                    exchange().mirror(agingIn_) + g * inPitch + c * agingN_ * entryBytes, inPitch,
                     agingN_ * entryBytes, count, stream, "copying appends");
     });
     CudaStepBuffers buffers = agingBuffers_[static_cast<std::size_t>(chunkGroups[0])];
@@ -693,23 +710,31 @@ void CudaDecisions::submitAging(const CudaPlacement &placement, const CudaPools 
     }
     // Entry i of a group's list: append i's row and its slot.
     forRuns(chunkGroups, [&](std::size_t g, std::size_t count) {
-      copyRowsAsync(agingOut_->device() + g * outPitch + c * agingN_ * 4, outPitch,
+      copyRowsAsync(exchange().mirror(agingOut_) + g * outPitch + c * agingN_ * 4, outPitch,
                     slots + g * agingSlotsStride_, agingSlotsStride_, agingN_ * 4, count, stream,
                     "copying the aged rows' slots");
     });
   }
-  // The status words to the host (takeAgingStatus reads them there).
-  copyRowsAsync(agingStatusCopy_->device(), groups * 4, agingStatus_->get(), groups * 4, groups * 4,
-                1, stream, "copying the aging status words");
+  // The status words into the exchange (takeAgingStatus reads them once
+  // it went to the host).
+  if (groups > 0)
+    driver().check(driver().memcpyDtoDAsync(exchange().mirror(agingStatusCopy_),
+                                            agingStatus_->get(), groups * 4, stream),
+                   "copying the aging status words");
 }
 
 void CudaDecisions::flushAging(const CudaPlacement &placement, const CudaPools &pools) {
   if (!agingQueued_)
     return;
   queue_->makeCurrent();
-  auto submit = [&] { submitAging(placement, pools); };
+  // Alone: the exchange to the device first, back to the host last.
+  auto submit = [&] {
+    exchange().enqueueToDevice(queue_->stream());
+    submitAging(placement, pools);
+    exchange().enqueueToHost(queue_->stream());
+  };
   if (driver().graphsAvailable())
-    agingGraph_.run(agingShape_, queue_->stream(), submit);
+    agingGraph_.run({agingShape_, exchange().generation()}, queue_->stream(), submit);
   else
     submit();
   queue_->submitted();
@@ -717,11 +742,11 @@ void CudaDecisions::flushAging(const CudaPlacement &placement, const CudaPools &
 }
 
 std::vector<std::int32_t> CudaDecisions::agedSlots(std::int32_t group, std::size_t count) const {
-  if (!agingOut_ || group < 0 || group >= layout_.groups() || count > agingRoom_)
+  if (agingRoom_ == 0 || group < 0 || group >= layout_.groups() || count > agingRoom_)
     throw OutOfRangeError("no aged slots of layer group " + std::to_string(group) + " (" +
                           std::to_string(count) + " appends)");
-  const auto *slots = static_cast<const std::int32_t *>(agingOut_->host()) +
-                      static_cast<std::size_t>(group) * agingRoom_;
+  const auto *slots =
+      hostPart<const std::int32_t>(agingOut_) + static_cast<std::size_t>(group) * agingRoom_;
   return std::vector<std::int32_t>(slots, slots + count);
 }
 
@@ -730,13 +755,16 @@ std::uint32_t CudaDecisions::takeAgingStatus() {
   queue_->makeCurrent();
   queue_->synchronize("the aging kernels failed");
   const std::size_t groups = agingBuffers_.size();
-  auto *words = static_cast<std::uint32_t *>(agingStatusCopy_->host());
+  auto *words = hostPart<std::uint32_t>(agingStatusCopy_);
   std::uint32_t word = 0;
   for (std::size_t g = 0; g < groups; ++g)
     word |= words[g];
   if (word != 0) {
+    // The device's words, the host's and the mirror's (which a later copy
+    // of the exchange would bring back).
     cuda.check(cuda.memsetD32(agingStatus_->get(), 0, groups), "clearing the aging status words");
     std::memset(words, 0, groups * 4);
+    exchange().refreshMirror(agingStatusCopy_);
   }
   return word;
 }

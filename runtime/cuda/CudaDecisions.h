@@ -9,8 +9,9 @@
 // and slots are saved; after the step's last layer, every group's decision
 // launches run, all on the queue's stream (the one-CTA kernels of up to
 // kDecisionLanes groups in one grouped launch, a CTA a group), and the
-// control words and log headers come back to pinned memory. The host reads
-// counts only. docs/runtime.md describes it.
+// control words and log headers come back to pinned memory through the
+// queue's exchange (CudaExchange.h). The host reads counts only.
+// docs/runtime.md describes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,7 +52,7 @@ public:
   /// `placement`'s buffers (the runtime's, for its life).
   CudaDecisions(const Manifest &manifest, const TierLayout &layout,
                 std::shared_ptr<CudaQueue> queue, const CudaPlacement &placement);
-  ~CudaDecisions() { queue_->drain(); }
+  ~CudaDecisions();
 
   /// Uploads group g's tables (hot rows, CLOCK stamps, free stack and the
   /// control words; not the replacement state, which CudaPlacement holds)
@@ -60,11 +61,13 @@ public:
   /// Downloads group g's tables into `state` (waits for the stream).
   void download(std::int32_t group, DeviceGroupState &state);
   /// Sets the free budget word (PromotionPlanLayout::kFreeBudget) group g's
-  /// plan reads in the next step (a pinned word, copied in the stream).
+  /// plan reads in the next step (a word of the queue's exchange).
   void setBudget(std::int32_t group, std::int32_t budget);
 
-  /// Enqueues the step's first work: each group's budget word, and a copy
-  /// of each group's replacement state to roll back to (see rollBack).
+  /// Enqueues the step's first work: each group's budget word (from the
+  /// exchange's mirror: the caller copied the exchange to the device
+  /// first), and a copy of each group's replacement state to roll back to
+  /// (see rollBack).
   void enqueueBegin(const CudaPlacement &placement);
   /// Where one of a group's decision inputs is after its last layer: a
   /// device address, copied into the group's own buffer now (`copy`: a
@@ -79,7 +82,8 @@ public:
   void enqueueInputs(std::int32_t group, DecisionInput rowIds, DecisionInput slots,
                      DecisionInput historyStart);
   /// Enqueues every group's decisions over its pools, then the copies of
-  /// the counts (and, with `lists`, of the place lists) to pinned memory.
+  /// the counts (and, with `lists`, of the place lists) to pinned memory:
+  /// the step's last work, it copies the exchange back to the host.
   /// Every launch reads `status` first (a copy per lane, see takeStatus):
   /// a failed step decides nothing. All on the queue's stream: rounds of up
   /// to kDecisionLanes groups, each group of a round on its lane's scratch,
@@ -154,13 +158,16 @@ public:
   /// The replays, in order.
   using AgingShape = std::vector<AgingReplayShape>;
   /// The replays a deferred enqueueAging left for the step's graph (null:
-  /// none), and a number that changes whenever their pinned lists move (a
-  /// graph that copies from the old ones no longer fits).
+  /// none). A graph that takes them keys on the exchange's generation too
+  /// (their lists and slots are parts of it) and on tablesGeneration.
   const AgingShape *queuedAging() const { return agingQueued_ ? &agingShape_ : nullptr; }
-  std::uint64_t agingListsGeneration() const { return agingListsGeneration_; }
+  /// Changes whenever the grouped aging tables are dropped (a graph that
+  /// launches the old ones no longer fits).
+  std::uint64_t tablesGeneration() const { return agingTablesGeneration_; }
   /// Enqueues the queued replays on the queue's stream (being captured into
-  /// the step's graph); agingSubmitted marks them enqueued once the graph
-  /// launched.
+  /// the step's graph, which copies the exchange to the device before them
+  /// and back after them); agingSubmitted marks them enqueued once the
+  /// graph launched.
   void submitAging(const CudaPlacement &placement, const CudaPools &pools);
   void agingSubmitted() { agingQueued_ = false; }
   /// Enqueues the queued replays alone (as a graph where the driver has
@@ -224,9 +231,17 @@ private:
     CudaStepBuffers buffers; // those bound
   };
   std::vector<Lane> lanes_;
-  std::unique_ptr<DeviceBuffer> laneStatus_;         // [lane] u32
-  std::unique_ptr<MappedHostBuffer> laneStatusCopy_; // [lane] u32, copied after the decisions
-  bool statusPending_ = false; // decisions enqueued since the last takeStatus
+  std::unique_ptr<DeviceBuffer> laneStatus_; // [lane] u32
+  bool statusPending_ = false;               // decisions enqueued since the last takeStatus
+  // Parts of the queue's exchange: [lane] u32, the lanes' status words
+  // copied after the decisions; [group] i32, the budget words;
+  // [group][kWords + kHeader], the counts.
+  HostExchange::Part laneStatusCopy_ = 0, budgets_ = 0, counts_ = 0;
+  /// The queue's exchange.
+  HostExchange &exchange() const { return queue_->exchange(); }
+  template <typename T> T *hostPart(HostExchange::Part part) const {
+    return static_cast<T *>(exchange().host(part));
+  }
   // [round][lane][plan parameter]: the grouped plans' tables
   // (CudaStep::groupBindings), and the placement they were made over.
   std::unique_ptr<DeviceBuffer> planBindings_;
@@ -240,9 +255,7 @@ private:
   // [group][CudaPlacement::recencyStride]: the replacement states at the
   // step's start.
   std::unique_ptr<DeviceBuffer> rollback_;
-  std::unique_ptr<MappedHostBuffer> budgets_;           // [group] i32
-  std::unique_ptr<MappedHostBuffer> counts_;            // [group][kWords + kHeader]
-  std::unique_ptr<MappedHostBuffer> lists_;             // [group][entries x 12 bytes]
+  std::unique_ptr<MappedHostBuffer> lists_; // [group][entries x 12 bytes]
   // The aging step: its appends list [N x 4], place list [2 N] and status
   // word are its own, one of each per group (the groups' replays run in one
   // grouped launch); the tables are the groups'.
@@ -265,18 +278,20 @@ private:
   /// The queued replays with a chunk c.
   AgingShape agingChunk(std::size_t c) const;
   std::size_t agingListStride_ = 0, agingSlotsStride_ = 0; // bytes between groups' parts
-  // Pinned: [group][agingRoom_] the appends written for the copies and the
-  // slots read back (grown to the largest replay), [group] the budget words.
-  std::unique_ptr<MappedHostBuffer> agingIn_, agingOut_, agingBudgets_;
-  std::unique_ptr<MappedHostBuffer> agingStatusCopy_; // [group] u32, copied after the replays
+  // Parts of the queue's exchange (once an aging step is loaded):
+  // [group][agingRoom_] the appends written for the copies and the slots
+  // read back (grown to the largest replay), [group] the budget words,
+  // [group] u32 the status words copied after the replays.
+  HostExchange::Part agingIn_ = 0, agingOut_ = 0, agingBudgets_ = 0, agingStatusCopy_ = 0;
+  bool agingParts_ = false;   // those exist
   std::size_t agingRoom_ = 0; // appends a group's part of agingIn_ / agingOut_ holds
   // The replays captured as a graph (where the driver has graphs), keyed
-  // by their groups and chunk counts.
-  StepGraphCache<AgingShape> agingGraph_;
+  // by their groups and chunk counts and the exchange's generation.
+  StepGraphCache<std::pair<AgingShape, std::uint64_t>> agingGraph_;
   // The replays enqueueAging wrote into the pinned lists, not yet enqueued.
   AgingShape agingShape_;
   bool agingQueued_ = false;
-  std::uint64_t agingListsGeneration_ = 0; // bumped when the pinned lists move
+  std::uint64_t agingTablesGeneration_ = 0; // bumped when agingBindings_ is cleared
   // The decisions captured as a graph (launched one by one otherwise),
   // keyed by the status word, whether the lists are copied and the
   // addresses of the groups' inputs read in place.

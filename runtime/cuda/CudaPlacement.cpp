@@ -55,11 +55,11 @@ CudaPlacement::CudaPlacement(const Manifest &manifest, const TierLayout &layout,
                                                      logWords * sizeof(std::int32_t),
                                                  "the step logs' host copy");
   done_ = std::make_unique<Event>();
-  headers_ = std::make_unique<MappedHostBuffer>(std::max<std::size_t>(groups, 1) *
-                                                    StepLogLayout::kHeader * sizeof(std::int32_t),
-                                                "the step logs' headers");
-  std::memset(headers_->host(), 0,
-              std::max<std::size_t>(groups, 1) * StepLogLayout::kHeader * sizeof(std::int32_t));
+  // (Parts of the exchange move its areas: the stream is idle.)
+  queue_->quiesce();
+  headers_ = queue_->exchange().add(HostExchange::Direction::ToDevice,
+                                    groups * StepLogLayout::kHeader * sizeof(std::int32_t),
+                                    "the step logs' headers");
   parsedLogs_.assign(static_cast<std::size_t>(layout.groups()), StepLog{});
   queue_->makeCurrent();
   restoreRecency(controller);
@@ -185,7 +185,7 @@ const std::int32_t *CudaPlacement::mapSnapshot(std::int32_t group) {
 void CudaPlacement::setStep(std::uint32_t step) {
   // (The stream finished the copies of the last step's stamps: a step ends
   // with a wait.)
-  auto *headers = static_cast<std::uint32_t *>(headers_->host());
+  auto *headers = static_cast<std::uint32_t *>(queue_->exchange().host(headers_));
   for (std::int32_t g = 0; g < layout_.groups(); ++g)
     headers[static_cast<std::size_t>(g) * StepLogLayout::kHeader + StepLogLayout::kStep] = step;
 }
@@ -193,10 +193,11 @@ void CudaPlacement::setStep(std::uint32_t step) {
 void CudaPlacement::enqueueStamps() {
   queue_->makeCurrent();
   // Before any of the step's work: every group's header (cleared, the
-  // step stamped) in one copy.
+  // step stamped) in one copy, from the exchange's mirror (the caller
+  // copied the exchange to the device first).
   const std::size_t headerBytes = StepLogLayout::kHeader * sizeof(std::int32_t);
-  copyRowsAsync(logs_->get(), logStride_, headers_->device(), headerBytes, headerBytes,
-                static_cast<std::size_t>(layout_.groups()), queue_->stream(),
+  copyRowsAsync(logs_->get(), logStride_, queue_->exchange().mirror(headers_), headerBytes,
+                headerBytes, static_cast<std::size_t>(layout_.groups()), queue_->stream(),
                 "clearing and stamping the step logs");
   queue_->submitted();
 }

@@ -39,7 +39,10 @@ public:
   CudaPlacement(const Manifest &manifest, const TierLayout &layout,
                 std::shared_ptr<CudaQueue> queue, const ResidencyController &controller,
                 std::size_t logWords);
-  ~CudaPlacement() { queue_->drain(); }
+  ~CudaPlacement() {
+    queue_->drain();
+    queue_->exchange().release(headers_);
+  }
 
   /// Carries out copies and releases with the placement kernel: per group,
   /// lists of N (row, slot) pairs read by the kernel from mapped pinned
@@ -58,11 +61,12 @@ public:
   /// placement kernel's status word.
   const std::int32_t *mapSnapshot(std::int32_t group);
 
-  /// Notes `step` in pinned memory for the next enqueueStamps.
+  /// Notes `step` in the queue's exchange for the next enqueueStamps.
   void setStep(std::uint32_t step);
   /// Enqueues clearing every group's step log header and stamping it with
-  /// the step of the last setStep, read from pinned memory when the copy
-  /// runs (so a CUDA graph may capture it): one copy for all groups.
+  /// the step of the last setStep, read from the exchange's mirror (the
+  /// caller copies the exchange to the device first; a CUDA graph may
+  /// capture both): one copy for all groups.
   void enqueueStamps();
   /// Gives a launch of a layer of `group` the group's map, replacement state
   /// and log (a log of no words unless `logs`: only the group's first layer
@@ -107,9 +111,10 @@ private:
   std::size_t recencyStride_ = 0, logStride_ = 0;
   std::size_t logWords_ = 0;                   // words per log
   std::unique_ptr<MappedHostBuffer> logsHost_; // [group x logWords]
-  // The log headers enqueueStamps copies: [group][kHeader], the step of the
+  // The log headers enqueueStamps copies (a part of the queue's exchange):
+  // [group][kHeader], the step of the
   // last setStep, zeros.
-  std::unique_ptr<MappedHostBuffer> headers_;
+  HostExchange::Part headers_ = 0;
   std::vector<std::unique_ptr<Event>> logReady_;       // [group] logsHost_ holds it
   std::unique_ptr<MappedHostBuffer> lists_;            // rows then slots per launch
   std::size_t listLaunches_ = 0;                       // launches lists_ has room for

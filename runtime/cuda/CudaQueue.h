@@ -1,7 +1,8 @@
 //===- CudaQueue.h - The CUDA tiers' context and stream ---------*- C++ -*-===//
 //
 // Internal to the CUDA tiers: the device's primary context and the one stream
-// that orders all their work (uploads, kernels, row copies, ring work),
+// that orders all their work (uploads, kernels, row copies, ring work), and
+// the pinned words that work exchanges with the host (CudaExchange.h),
 // shared by their parts (CudaStorage, CudaRings, CudaStepRunner), which
 // destroy their buffers before the last of them releases it.
 //
@@ -10,6 +11,7 @@
 #ifndef DHS_RUNTIME_CUDA_CUDAQUEUE_H
 #define DHS_RUNTIME_CUDA_CUDAQUEUE_H
 
+#include "runtime/cuda/CudaExchange.h"
 #include "runtime/cuda/CudaResources.h"
 #include "runtime/cuda/CudaStep.h"
 
@@ -33,6 +35,9 @@ public:
   const DeviceInfo &device() const { return device_; }
   /// The stream.
   CUstream stream() const { return stream_.get(); }
+  /// The words the stream's work exchanges with the host.
+  HostExchange &exchange() { return exchange_; }
+  const HostExchange &exchange() const { return exchange_; }
   /// Makes the context current on the calling thread.
   void makeCurrent() const { context_.makeCurrent(); }
   /// Notes that work was submitted (quiesce waits for it).
@@ -69,6 +74,7 @@ private:
   DeviceInfo device_;
   PrimaryContext context_;
   Stream stream_;
+  HostExchange exchange_;
   bool busy_ = false;
 };
 

@@ -117,8 +117,13 @@ void CudaStepRunner::beginStep(std::uint32_t step) {
   }
 }
 
-void CudaStepRunner::enqueueStepStart() {
-  if (storage_.placement() && resolveLaunches_)
+void CudaStepRunner::enqueueStepStart(bool exchanged) {
+  const bool stamps = storage_.placement() && resolveLaunches_;
+  if (!exchanged && (stamps || (decisions_ && stepDecisions_))) {
+    queue_->makeCurrent();
+    queue_->exchange().enqueueToDevice(queue_->stream());
+  }
+  if (stamps)
     storage_.placement()->enqueueStamps();
   if (decisions_ && stepDecisions_) {
     queue_->makeCurrent();
@@ -744,8 +749,9 @@ void CudaStepRunner::launchGraph() {
   const CudaDecisions::AgingShape *aging = decisions_ ? decisions_->queuedAging() : nullptr;
   if (aging) {
     key.aging = *aging;
-    key.agingLists = decisions_->agingListsGeneration();
+    key.agingTables = decisions_->tablesGeneration();
   }
+  key.exchange = queue_->exchange().generation();
   graphCache_.run(key, stream, [&] {
     // (What the capture decides from the pending layers, all in the key.)
     struct Reset {
@@ -761,11 +767,14 @@ void CudaStepRunner::launchGraph() {
     // (by the decisions too), and the outputs written in place are
     // poisoned first, adjacent ones in one memset.
     engineInPlace_ = engineBuffersApart(pending_);
-    // The appends' replays first: the step's stamps and decisions follow
-    // them (as a graph of their own would run before the step's).
+    // What the host wrote for the step (budgets, stamps, the appends'
+    // lists) in one copy; the appends' replays first: the step's stamps
+    // and decisions follow them (as a graph of their own would run before
+    // the step's).
+    queue_->exchange().enqueueToDevice(stream);
     if (aging)
       decisions_->submitAging(*storage_.placement(), storage_.pools());
-    enqueueStepStart();
+    enqueueStepStart(/*exchanged=*/true);
     driver().check(driver().memsetD32Async(buffers_.status, 0, 1, stream),
                    "clearing the status word");
     if (engineInPlace_) {
@@ -786,8 +795,12 @@ void CudaStepRunner::launchGraph() {
     }
     for (const LayerWork &work : pending_)
       enqueue(work);
+    // (The decisions end with the exchange's copy back, which brings the
+    // replays' slots and status words too.)
     if (!pending_.empty() && pending_.back().decisions)
       enqueueDecisions();
+    else if (aging)
+      queue_->exchange().enqueueToHost(stream);
   });
   if (aging)
     decisions_->agingSubmitted();

@@ -144,15 +144,19 @@ private:
     }
   };
 
-  /// What a step's graph keys on: its layers' work and the aging replays it
-  /// takes first (none: empty), with the generation of their pinned lists.
+  /// What a step's graph keys on: its layers' work, the aging replays it
+  /// takes first (none: empty) with the generation of their tables, and the
+  /// generation of the queue's exchange (its copies and the work's read
+  /// and write its parts where they are now).
   struct GraphKey {
     std::vector<LayerWork> layers;
     CudaDecisions::AgingShape aging;
-    std::uint64_t agingLists = 0;
+    std::uint64_t agingTables = 0;
+    std::uint64_t exchange = 0;
 
     bool operator==(const GraphKey &o) const {
-      return layers == o.layers && aging == o.aging && agingLists == o.agingLists;
+      return layers == o.layers && aging == o.aging && agingTables == o.agingTables &&
+             exchange == o.exchange;
     }
     bool operator!=(const GraphKey &o) const { return !(*this == o); }
   };
@@ -203,9 +207,10 @@ private:
   /// Enqueues the step's decisions after its last layer (with
   /// setStepDecisions on).
   void enqueueDecisions();
-  /// Enqueues a step's first work: the step logs' stamps, the decisions'
-  /// budget words and rollback copies.
-  void enqueueStepStart();
+  /// Enqueues a step's first work: the copy of the queue's exchange to the
+  /// device (unless `exchanged`: the step's graph made it already), the
+  /// step logs' stamps, the decisions' budget words and rollback copies.
+  void enqueueStepStart(bool exchanged = false);
 
   std::shared_ptr<CudaQueue> queue_;
   TierLayout layout_;

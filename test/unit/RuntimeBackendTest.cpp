@@ -1069,20 +1069,23 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // which replays them first: one launch a step.
   CHECK(stats.graphCaptures == 2);
   CHECK(stats.graphReplays == static_cast<std::uint64_t>(steps - 2));
-  // That graph: its kernels; the appends' budget words and lists (one copy
-  // each: the groups' parts lie side by side), their slots and status
-  // words back (4); the logs' stamps, the budget words, the rollback copy,
-  // the history bounds (2, once), every group's counts and log headers
-  // (2), the step's status word into each decision lane's (a group each
-  // here) and the lanes' words back; per group its history bounds, saved
-  // for its plan (the grouped plan reads each group's own); the status
-  // word and the outputs' poison (memsets).
+  // That graph: its kernels; the exchange to the device (1); the appends'
+  // budget words and lists from it (one copy each: the groups' parts lie
+  // side by side), their slots and status words into it (4); the logs'
+  // stamps, the budget words, the rollback copy, the history bounds (2,
+  // once), every group's counts and log headers (2), the step's status
+  // word into each decision lane's (a group each here) and the lanes'
+  // words into the exchange; the exchange to the host (1); per group its
+  // history bounds, saved for its plan (the grouped plan reads each
+  // group's own); the status word and the outputs' poison (memsets). Of
+  // the copies, 4 touch host memory: the exchange's 2 and the history
+  // bounds'.
   const std::size_t lanes = static_cast<std::size_t>(groups);
   const std::size_t groupCount = static_cast<std::size_t>(groups);
   if (stats.graphNodes > 0) {
-    CHECK(stats.graphCopyNodes == 12 + lanes + groupCount);
+    CHECK(stats.graphCopyNodes == 14 + lanes + groupCount);
     CHECK(stats.graphMemsetNodes == 2);
-    CHECK(stats.graphNodes == stats.graphKernelNodes + 14 + lanes + groupCount);
+    CHECK(stats.graphNodes == stats.graphKernelNodes + 16 + lanes + groupCount);
   }
   CHECK(graphed.stats().totals.promoted == plain.stats().totals.promoted);
   CHECK(graphed.stats().totals.evicted == plain.stats().totals.evicted);
@@ -1111,7 +1114,7 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   if (graphed.stats().graphNodes > 0) {
     // Per layer: the selections' copy and the poison; per group: the
     // selections saved for the decisions.
-    CHECK(graphed.stats().graphCopyNodes == 12 + lanes + groupCount + layers + groups);
+    CHECK(graphed.stats().graphCopyNodes == 14 + lanes + groupCount + layers + groups);
     CHECK(graphed.stats().graphMemsetNodes == 1 + layers);
   }
   for (Runtime *rt : {&plain, &graphed})
