@@ -13,7 +13,9 @@
 // rows (cp.async.bulk.prefetch.L2 or prefetch.global.L2) makes a later gather
 // of them faster; whether cp.async (16 B) of the rows into a shared ring
 // reaches the rate of ld.global.nc (it does not: 38%, twelfth session), and
-// whether whole-row bulk copies (cp.async.bulk, the TMA) do (not yet run).
+// whether whole-row bulk copies (cp.async.bulk, the TMA) do (not either: half
+// of it, seventeenth session); and, beside the pinned copy rate, the rate of
+// SM loads reading the store in order (argv[2] "sequential": that alone).
 // Figures: bench/NOTES.md (sixth, seventh and twelfth sessions).
 //
 //   nvcc -O3 -arch=sm_90a -o sysmem_gather bench/baselines/sysmem_gather.cu
@@ -318,6 +320,29 @@ __global__ void flushL2(char *p, size_t n) {
     *(int4 *)(p + i) = make_int4(i, 1, 2, 3);
 }
 
+// Sequential SM loads of pinned host memory: a warp reads 512 contiguous
+// bytes an instruction, kUnroll instructions in flight, a CTA's
+// kUnroll x blockDim x 16 bytes contiguous, grid-stride. The ceiling of
+// SM-issued host reads, against which the gathers' rate is read.
+template <int kUnroll> __global__ void sequentialRead(const char *src, size_t bytes, int *sink) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x * 16 * kUnroll;
+  int acc = 0;
+  for (size_t off = (size_t)blockIdx.x * blockDim.x * 16 * kUnroll + threadIdx.x * 16; off < bytes;
+       off += stride) {
+    int4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t o = off + (size_t)u * blockDim.x * 16;
+      v[u] = o < bytes ? loadNc(src + o) : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x12345678)
+    sink[0] = acc;
+}
+
 int main(int argc, char **argv) {
   // argv[1]: rows a request (the store's size); argv[2]: "thp" to pin
   // memory the kernel backs with 2 MB transparent huge pages (mmap +
@@ -325,6 +350,7 @@ int main(int argc, char **argv) {
   if (argc > 1)
     history = std::atoi(argv[1]);
   const bool thp = argc > 2 && std::string(argv[2]) == "thp";
+  const bool sequentialOnly = argc > 2 && std::string(argv[2]) == "sequential";
   CK(cudaMemcpyToSymbol(deviceHistory, &history, sizeof(int)));
   size_t storeBytes = (size_t)kRequests * history * kRowBytes;
   char *host;
@@ -374,8 +400,36 @@ int main(int argc, char **argv) {
     float ms;
     cudaEventElapsedTime(&ms, s, e);
     printf("pinned copy: %.1f GB/s\n", 5.0 * copyBytes / ms / 1e6);
+    // The same bytes read by SM loads (ld.global.nc, 16 B a lane).
+    char *hostBase;
+    CK(cudaHostGetDevicePointer((void **)&hostBase, host, 0));
+    printf("SM loads of the same %.2f GB, in order (CTAs x 256 threads, loads in flight a "
+           "thread):",
+           copyBytes / 1e9);
+    for (int ctas : {132, 264, 528, 1056})
+      for (int unroll : {4, 8}) {
+        auto run = [&] {
+          if (unroll == 4)
+            sequentialRead<4><<<ctas, 256>>>(hostBase, copyBytes, (int *)dev);
+          else
+            sequentialRead<8><<<ctas, 256>>>(hostBase, copyBytes, (int *)dev);
+        };
+        run();
+        cudaEventRecord(s);
+        for (int r = 0; r < 3; ++r)
+          run();
+        cudaEventRecord(e);
+        CK(cudaEventSynchronize(e));
+        CK(cudaGetLastError());
+        float readMs;
+        cudaEventElapsedTime(&readMs, s, e);
+        printf(" %d x %d: %.1f GB/s;", ctas, unroll, 3.0 * copyBytes / readMs / 1e6);
+      }
+    printf("\n");
     cudaFree(dev);
   }
+  if (sequentialOnly)
+    return 0;
   char *hbmStore;
   CK(cudaMalloc(&hbmStore, storeBytes));
   std::mt19937 rng(7);

@@ -12,11 +12,15 @@
 #include "runtime/core/Manifest.h"
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/CudaStep.h"
 #include "runtime/cuda/JitLink.h"
 #include "runtime/testing/ProblemGenerator.h"
 
 #include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
 
 using namespace dhs::runtime;
 
@@ -105,4 +109,85 @@ TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
   // A problem of another shape is refused.
   SparseAttentionProblem other = generateProblem(dhs::test::smallShape(), options);
   CHECK_THROWS_WITH(cudaStep.run(other, runOptions), Catch::Contains("the problem's batch B is 2"));
+}
+
+TEST_CASE("the host exchange moves each area in one copy and keeps parts across moves",
+          "[cuda][gpu][exchange]") {
+  if (!dhs::test::gpuOrSkip())
+    return;
+  using cuda_detail::HostExchange;
+  using Direction = HostExchange::Direction;
+  const CudaDriver &cuda = CudaDriver::instance();
+  DeviceInfo device;
+  cuda_detail::CudaQueue queue(device);
+  HostExchange &x = queue.exchange();
+  DHS_SEEDED_RNG(rng, 0);
+  auto randomWords = [&](std::size_t n) {
+    std::vector<std::uint32_t> words(n);
+    for (std::uint32_t &w : words)
+      w = static_cast<std::uint32_t>(rng());
+    return words;
+  };
+  auto readMirror = [&](HostExchange::Part part, std::size_t n) {
+    std::vector<std::uint32_t> words(n);
+    cuda.check(cuda.memcpyDtoH(words.data(), x.mirror(part), n * 4), "reading a mirror");
+    return words;
+  };
+  auto hostWords = [&](HostExchange::Part part, std::size_t n) {
+    const auto *p = static_cast<const std::uint32_t *>(x.host(part));
+    return std::vector<std::uint32_t>(p, p + n);
+  };
+  // Parts of odd sizes both ways; every new part is zero on both sides.
+  const HostExchange::Part a = x.add(Direction::ToDevice, 20, "a");
+  const HostExchange::Part b = x.add(Direction::ToHost, 36, "b");
+  const HostExchange::Part c = x.add(Direction::ToDevice, 1000, "c");
+  CHECK(hostWords(c, 250) == std::vector<std::uint32_t>(250, 0));
+  CHECK(readMirror(b, 9) == std::vector<std::uint32_t>(9, 0));
+  const std::vector<std::uint32_t> aWords = randomWords(5), cWords = randomWords(250),
+                                   bWords = randomWords(9);
+  std::memcpy(x.host(a), aWords.data(), 20);
+  std::memcpy(x.host(c), cWords.data(), 1000);
+  // To the device: both parts of the area in the one copy.
+  x.enqueueToDevice(queue.stream());
+  queue.synchronize("the copy to the device");
+  CHECK(readMirror(a, 5) == aWords);
+  CHECK(readMirror(c, 250) == cWords);
+  // To the host: what the work wrote into the mirror.
+  cuda.check(cuda.memcpyHtoD(x.mirror(b), bWords.data(), 36), "writing a mirror");
+  x.enqueueToHost(queue.stream());
+  queue.synchronize("the copy to the host");
+  CHECK(hostWords(b, 9) == bWords);
+  // Growing a part moves its area (a new generation) and keeps what every
+  // part held, on the host and in the mirror; the new bytes are zero.
+  const std::uint64_t generation = x.generation();
+  x.resize(a, 4000);
+  CHECK(x.generation() != generation);
+  CHECK(x.bytes(a) == 4000);
+  CHECK(hostWords(a, 5) == aWords);
+  CHECK(hostWords(a, 1000) == [&] {
+    std::vector<std::uint32_t> expected(1000, 0);
+    std::copy(aWords.begin(), aWords.end(), expected.begin());
+    return expected;
+  }());
+  CHECK(hostWords(c, 250) == cWords);
+  CHECK(readMirror(c, 250) == cWords);
+  CHECK(readMirror(a, 5) == aWords);
+  CHECK(hostWords(b, 9) == bWords); // the other area is where it was
+  // A host rewrite of a part copied back reaches the mirror only by
+  // refreshMirror; otherwise the next copy back brings the old bytes.
+  std::memset(x.host(b), 0, 36);
+  x.enqueueToHost(queue.stream());
+  queue.synchronize("the copy to the host");
+  CHECK(hostWords(b, 9) == bWords);
+  std::memset(x.host(b), 0, 36);
+  x.refreshMirror(b);
+  x.enqueueToHost(queue.stream());
+  queue.synchronize("the copy to the host");
+  CHECK(hostWords(b, 9) == std::vector<std::uint32_t>(9, 0));
+  // A released part's bytes go at the next move; the others stay.
+  x.release(c);
+  const HostExchange::Part d = x.add(Direction::ToDevice, 8, "d");
+  CHECK(x.bytes(c) == 0);
+  CHECK(hostWords(a, 5) == aWords);
+  CHECK(hostWords(d, 2) == std::vector<std::uint32_t>(2, 0));
 }
