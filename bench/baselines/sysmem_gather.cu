@@ -343,6 +343,89 @@ template <int kUnroll> __global__ void sequentialRead(const char *src, size_t by
     sink[0] = acc;
 }
 
+// Reads of host memory by the Tensor Memory Accelerator in blocks of
+// `blockBytes` (one cp.async.bulk each, issued by lane 0 of the CTA's one
+// warp into a shared ring kDepth blocks deep, completed on the slot's
+// mbarrier; the warp touches a word of each): in order (tokens null: block
+// blockIdx.x + k x gridDim.x of `bytes`) or gathered (block
+// tokens[blockIdx.x x perCta + k] of the store). Do bulk reads of whole
+// tokens read the host faster than SM loads' 16-byte requests?
+template <int kDepth>
+__global__ void bulkRead(const char *src, size_t bytes, int blockBytes, const int *tokens,
+                         int perCta, int *sink) {
+  extern __shared__ __align__(16) char bulkBlocks[];
+  __shared__ __align__(8) unsigned long long bars[kDepth];
+  const int lane = threadIdx.x;
+  auto shared = [](const void *p) { return (unsigned)__cvta_generic_to_shared(p); };
+  if (lane == 0)
+    for (int d = 0; d < kDepth; ++d)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared(bars + d)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
+  const size_t blocks = bytes / blockBytes;
+  const int count =
+      tokens ? perCta
+             : (int)(blocks > blockIdx.x ? (blocks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0);
+  auto srcOf = [&](int k) {
+    return tokens ? src + (size_t)tokens[(size_t)blockIdx.x * perCta + k] * blockBytes
+                  : src + ((size_t)blockIdx.x + (size_t)k * gridDim.x) * blockBytes;
+  };
+  auto issue = [&](int k) {
+    if (k >= count || lane != 0)
+      return;
+    const int slot = k % kDepth;
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared(bars + slot)),
+        "r"(blockBytes)
+        : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];" ::"r"(shared(bulkBlocks + (size_t)slot * blockBytes)),
+                 "l"(srcOf(k)), "r"(blockBytes), "r"(shared(bars + slot))
+                 : "memory");
+  };
+  for (int k = 0; k < kDepth - 1; ++k)
+    issue(k);
+  int acc = 0;
+  for (int k = 0; k < count; ++k) {
+    issue(k + kDepth - 1);
+    const int slot = k % kDepth;
+    const unsigned parity = (k / kDepth) & 1;
+    asm volatile("{ .reg .pred done;\n"
+                 "wait: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait; }" ::"r"(shared(bars + slot)),
+                 "r"(parity)
+                 : "memory");
+    acc ^= *(const int *)(bulkBlocks + (size_t)slot * blockBytes + (lane * 16) % blockBytes);
+    __syncwarp();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  if (acc == 0x12345678)
+    sink[0] = acc;
+}
+
+// The same gathered tokens by SM loads: a warp a token, 16 bytes a lane,
+// every load of the token in flight before any use.
+template <int kTokenBytes>
+__global__ void tokenLoads(const char *src, const int *tokens, int perCta, int *sink) {
+  constexpr int kLoads = (kTokenBytes / 16 + 31) / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  int acc = 0;
+  for (int k = warp; k < perCta; k += warps) {
+    const char *token = src + (size_t)tokens[(size_t)blockIdx.x * perCta + k] * kTokenBytes;
+    int4 v[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int chunk = lane + 32 * i;
+      v[i] = chunk < kTokenBytes / 16 ? loadNc(token + 16 * chunk) : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i)
+      acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  }
+  if (acc == 0x12345678)
+    sink[0] = acc;
+}
+
 int main(int argc, char **argv) {
   // argv[1]: rows a request (the store's size); argv[2]: "thp" to pin
   // memory the kernel backs with 2 MB transparent huge pages (mmap +
@@ -426,6 +509,74 @@ int main(int argc, char **argv) {
         printf(" %d x %d: %.1f GB/s;", ctas, unroll, 3.0 * copyBytes / readMs / 1e6);
       }
     printf("\n");
+    // The TMA's bulk reads: in order, blocks of 4 and 16 KB; then 2624 B
+    // tokens (a layer group's, the store read as tokens) gathered at
+    // random, against SM loads of the same tokens.
+    auto bulkTimed = [&](auto launch, double gb) {
+      launch();
+      CK(cudaDeviceSynchronize());
+      CK(cudaGetLastError());
+      cudaEventRecord(s);
+      for (int r = 0; r < 3; ++r)
+        launch();
+      cudaEventRecord(e);
+      CK(cudaEventSynchronize(e));
+      CK(cudaGetLastError());
+      float t;
+      cudaEventElapsedTime(&t, s, e);
+      return 3.0 * gb / t * 1e3;
+    };
+    printf("TMA bulk reads in order (CTAs of one warp, a ring 4 blocks deep):");
+    for (int blockBytes : {4096, 16384})
+      for (int ctas : {132, 264, 528}) {
+        const int sharedBytes = 4 * blockBytes;
+        CK(cudaFuncSetAttribute(bulkRead<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                sharedBytes));
+        const double gb = (double)(copyBytes / blockBytes * blockBytes) / 1e9;
+        printf(" %d B x %d CTAs: %.1f GB/s;", blockBytes, ctas,
+               bulkTimed(
+                   [&] {
+                     bulkRead<4><<<ctas, 32, sharedBytes>>>(hostBase, copyBytes, blockBytes,
+                                                            nullptr, 0, (int *)dev);
+                   },
+                   gb));
+      }
+    printf("\n");
+    {
+      constexpr int kToken = 2624, kCtas = 512, kPer = 256;
+      const long long storeTokens = (long long)(storeBytes / kToken);
+      std::vector<int> tokens((size_t)kCtas * kPer);
+      std::mt19937 pick(11);
+      for (int &t : tokens)
+        t = (int)(pick() % storeTokens);
+      int *tokensDev;
+      CK(cudaMalloc(&tokensDev, tokens.size() * sizeof(int)));
+      CK(cudaMemcpy(tokensDev, tokens.data(), tokens.size() * sizeof(int), cudaMemcpyHostToDevice));
+      const double gb = (double)tokens.size() * kToken / 1e9;
+      printf("2624 B tokens gathered at random over the store (%d CTAs x %d, %.0f MB): SM loads "
+             "(8 warps a CTA) %.1f GB/s; TMA bulk, ring depth",
+             kCtas, kPer, gb * 1e3,
+             bulkTimed(
+                 [&] { tokenLoads<kToken><<<kCtas, 256>>>(hostBase, tokensDev, kPer, (int *)dev); },
+                 gb));
+      auto depthRun = [&](auto kernelOf, int depth) {
+        const int sharedBytes = depth * kToken;
+        CK(cudaFuncSetAttribute(kernelOf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                sharedBytes));
+        printf(" %d: %.1f GB/s;", depth,
+               bulkTimed(
+                   [&] {
+                     kernelOf<<<kCtas, 32, sharedBytes>>>(hostBase, storeBytes, kToken, tokensDev,
+                                                          kPer, (int *)dev);
+                   },
+                   gb));
+      };
+      depthRun(bulkRead<4>, 4);
+      depthRun(bulkRead<8>, 8);
+      depthRun(bulkRead<16>, 16);
+      printf("\n");
+      cudaFree(tokensDev);
+    }
     cudaFree(dev);
   }
   if (sequentialOnly)

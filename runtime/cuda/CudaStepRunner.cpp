@@ -53,6 +53,13 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
       std::make_unique<MappedHostBuffer>(stagingInBytes() * layout.layers, "upload staging");
   stagingOut_ = std::make_unique<MappedHostBuffer>(
       bytesOf(plan_.layers.front().output) * layout.layers, "download staging");
+  // The history bounds a step's graph uploads, in the exchange (the stream
+  // is idle: nothing was enqueued on it yet by this runner).
+  historyBytes_ = bytesOf(plan_.historyStart) + bytesOf(plan_.historyLen);
+  queue_->quiesce();
+  historyPart_ = queue_->exchange().add(HostExchange::Direction::ToDevice,
+                                        historyBytes_ * static_cast<std::size_t>(layout.layers),
+                                        "the history bounds");
   // Room for the row lists (and slots) of a layer's fetches.
   for (std::size_t l = 0; l < plan_.layers.size(); ++l) {
     const StepLayerPlan &planned = plan_.layers[l];
@@ -81,6 +88,7 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
 
 CudaStepRunner::~CudaStepRunner() {
   queue_->drain();
+  queue_->exchange().release(historyPart_);
   try {
     graphCache_.reset();
   } catch (...) {
@@ -513,6 +521,11 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
   if (work.uploadHistory) {
     stepHistory_.assign(history, history + historyBytes);
     historyStaged_ = true;
+    // A step's graph copies them from the exchange's mirror.
+    if (graphs_ && historyBytes == historyBytes_)
+      std::memcpy(static_cast<std::uint8_t *>(queue_->exchange().host(historyPart_)) +
+                      static_cast<std::size_t>(layer) * historyBytes_,
+                  history, historyBytes);
   }
   if (plan_.windowTokens >= 0) {
     put(plan_.windowTokens, step.windowTokens);
@@ -577,6 +590,16 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
       if (!direct.selections && taken > 0)
         cuda.check(cuda.memcpyDtoDAsync(bound(index), work.selections, taken, stream),
                    "copying the group's selections");
+    } else if (graphs_ && (index == plan_.historyStart || index == plan_.historyLen)) {
+      // From the exchange's mirror (stage wrote them into the exchange; the
+      // graph copies it to the device first).
+      const std::size_t offset = index == plan_.historyLen ? bytesOf(plan_.historyStart) : 0;
+      cuda.check(cuda.memcpyDtoDAsync(bound(index),
+                                      queue_->exchange().mirror(historyPart_) +
+                                          static_cast<std::size_t>(work.layer) * historyBytes_ +
+                                          offset,
+                                      bytes, stream),
+                 "copying the history bounds");
     } else if (!(work.selectionsOnDevice && index == binding.slots)) // resolve writes them
       cuda.check(
           cuda.memcpyHtoDAsync(bound(index), stage, bytes, stream),

@@ -260,6 +260,11 @@ private:
   std::vector<std::uint8_t> stepHistory_;
   bool historyStaged_ = false;
   bool historyShared_ = false;
+  // The history bounds of each layer that uploads them in a step's graph
+  // (a part of the queue's exchange: [layer][start, len]), copied from its
+  // mirror: the graph's copies that touch host memory are the exchange's.
+  HostExchange::Part historyPart_ = 0;
+  std::size_t historyBytes_ = 0; // a layer's
   // While launchGraph captures a step whose engine buffers do not overlap
   // where it writes them (engineBuffersApart): the engine's selections are
   // bound in place, and its outputs bound in place were poisoned at the

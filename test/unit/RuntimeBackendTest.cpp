@@ -1078,8 +1078,8 @@ TEST_CASE("residency decisions on the device: the engine's device buffers used i
   // words into the exchange; the exchange to the host (1); per group its
   // history bounds, saved for its plan (the grouped plan reads each
   // group's own); the status word and the outputs' poison (memsets). Of
-  // the copies, 4 touch host memory: the exchange's 2 and the history
-  // bounds'.
+  // the copies, 2 touch host memory: the exchange's (the history bounds
+  // come from its mirror too).
   const std::size_t lanes = static_cast<std::size_t>(groups);
   const std::size_t groupCount = static_cast<std::size_t>(groups);
   if (stats.graphNodes > 0) {
