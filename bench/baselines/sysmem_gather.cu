@@ -245,6 +245,41 @@ __global__ void asyncGather(const char *host, const int *rows, int perCta, char 
   }
 }
 
+// The TMA's pieces: a bulk copy of `bytes` from global memory into shared
+// memory completed on `bar` (after expecting them there), and a wait for a
+// barrier's phase.
+__device__ __forceinline__ void bulkCopy(void *to, const void *from, int bytes, void *bar) {
+  const unsigned toShared = (unsigned)__cvta_generic_to_shared(to);
+  const unsigned barShared = (unsigned)__cvta_generic_to_shared(bar);
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+               "%2, [%3];" ::"r"(toShared),
+               "l"(from), "r"(bytes), "r"(barShared)
+               : "memory");
+}
+__device__ __forceinline__ void expectBytes(void *bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(bar)),
+               "r"(bytes)
+               : "memory");
+}
+/// A warp's `count` barriers, one arrival each, initialized by `lane` 0.
+__device__ __forceinline__ void initBarriers(unsigned long long *bars, int count, int lane) {
+  if (lane == 0)
+    for (int d = 0; d < count; ++d)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(
+                       (unsigned)__cvta_generic_to_shared(bars + d))
+                   : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
+}
+__device__ __forceinline__ void waitPhase(void *bar, unsigned parity) {
+  asm volatile("{ .reg .pred done;\n"
+               "wait: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra wait; }" ::"r"((unsigned)__cvta_generic_to_shared(bar)),
+               "r"(parity)
+               : "memory");
+}
+
 // Whole rows by the Tensor Memory Accelerator: one cp.async.bulk of 656 B a
 // row into a shared ring `kDepth` batches deep per warp (a batch: 4 rows,
 // issued by lanes 0-3, completed on the slot's mbarrier), then from shared
@@ -263,12 +298,7 @@ __global__ void bulkGather(const char *host, const int *rows, int perCta, char *
       reinterpret_cast<unsigned long long *>(bulkRing + (size_t)warps * kDepth * 4 * kRowBytes) +
       warp * kDepth;
   const int batches = (perCta + 4 * warps - 1) / (4 * warps);
-  auto shared = [](const void *p) { return (unsigned)__cvta_generic_to_shared(p); };
-  if (lane == 0)
-    for (int d = 0; d < kDepth; ++d)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared(bars + d)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  __syncwarp();
+  initBarriers(bars, kDepth, lane);
   auto rowOf = [&](int b, int sub) { return (b * warps + warp) * 4 + sub; };
   auto issue = [&](int b) {
     if (b >= batches)
@@ -276,31 +306,18 @@ __global__ void bulkGather(const char *host, const int *rows, int perCta, char *
     const int slot = b % kDepth;
     const int valid = max(0, min(4, perCta - rowOf(b, 0)));
     if (lane == 0)
-      asm volatile(
-          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared(bars + slot)),
-          "r"(valid * kRowBytes)
-          : "memory");
+      expectBytes(bars + slot, valid * kRowBytes);
     __syncwarp();
-    if (lane < valid) {
-      const char *src = base + (size_t)mine[rowOf(b, lane)] * kRowBytes;
-      char *to = warpRing + (slot * 4 + lane) * kRowBytes;
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-                   "%2, [%3];" ::"r"(shared(to)),
-                   "l"(src), "r"(kRowBytes), "r"(shared(bars + slot))
-                   : "memory");
-    }
+    if (lane < valid)
+      bulkCopy(warpRing + (slot * 4 + lane) * kRowBytes,
+               base + (size_t)mine[rowOf(b, lane)] * kRowBytes, kRowBytes, bars + slot);
   };
   for (int b = 0; b < kDepth - 1; ++b)
     issue(b);
   for (int b = 0; b < batches; ++b) {
     issue(b + kDepth - 1);
     const int slot = b % kDepth;
-    const unsigned parity = (b / kDepth) & 1;
-    asm volatile("{ .reg .pred done;\n"
-                 "wait: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra wait; }" ::"r"(shared(bars + slot)),
-                 "r"(parity)
-                 : "memory");
+    waitPhase(bars + slot, (b / kDepth) & 1);
     // The batch's rows, 16 bytes a lane.
     const int valid = max(0, min(4, perCta - rowOf(b, 0)));
     for (int c = lane; c < valid * kChunks; c += 32) {
@@ -356,12 +373,7 @@ __global__ void bulkRead(const char *src, size_t bytes, int blockBytes, const in
   extern __shared__ __align__(16) char bulkBlocks[];
   __shared__ __align__(8) unsigned long long bars[kDepth];
   const int lane = threadIdx.x;
-  auto shared = [](const void *p) { return (unsigned)__cvta_generic_to_shared(p); };
-  if (lane == 0)
-    for (int d = 0; d < kDepth; ++d)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared(bars + d)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  __syncwarp();
+  initBarriers(bars, kDepth, lane);
   const size_t blocks = bytes / blockBytes;
   const int count =
       tokens ? perCta
@@ -374,14 +386,8 @@ __global__ void bulkRead(const char *src, size_t bytes, int blockBytes, const in
     if (k >= count || lane != 0)
       return;
     const int slot = k % kDepth;
-    asm volatile(
-        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared(bars + slot)),
-        "r"(blockBytes)
-        : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-                 "%2, [%3];" ::"r"(shared(bulkBlocks + (size_t)slot * blockBytes)),
-                 "l"(srcOf(k)), "r"(blockBytes), "r"(shared(bars + slot))
-                 : "memory");
+    expectBytes(bars + slot, blockBytes);
+    bulkCopy(bulkBlocks + (size_t)slot * blockBytes, srcOf(k), blockBytes, bars + slot);
   };
   for (int k = 0; k < kDepth - 1; ++k)
     issue(k);
@@ -389,12 +395,7 @@ __global__ void bulkRead(const char *src, size_t bytes, int blockBytes, const in
   for (int k = 0; k < count; ++k) {
     issue(k + kDepth - 1);
     const int slot = k % kDepth;
-    const unsigned parity = (k / kDepth) & 1;
-    asm volatile("{ .reg .pred done;\n"
-                 "wait: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra wait; }" ::"r"(shared(bars + slot)),
-                 "r"(parity)
-                 : "memory");
+    waitPhase(bars + slot, (k / kDepth) & 1);
     acc ^= *(const int *)(bulkBlocks + (size_t)slot * blockBytes + (lane * 16) % blockBytes);
     __syncwarp();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -486,33 +487,8 @@ int main(int argc, char **argv) {
     // The same bytes read by SM loads (ld.global.nc, 16 B a lane).
     char *hostBase;
     CK(cudaHostGetDevicePointer((void **)&hostBase, host, 0));
-    printf("SM loads of the same %.2f GB, in order (CTAs x 256 threads, loads in flight a "
-           "thread):",
-           copyBytes / 1e9);
-    for (int ctas : {132, 264, 528, 1056})
-      for (int unroll : {4, 8}) {
-        auto run = [&] {
-          if (unroll == 4)
-            sequentialRead<4><<<ctas, 256>>>(hostBase, copyBytes, (int *)dev);
-          else
-            sequentialRead<8><<<ctas, 256>>>(hostBase, copyBytes, (int *)dev);
-        };
-        run();
-        cudaEventRecord(s);
-        for (int r = 0; r < 3; ++r)
-          run();
-        cudaEventRecord(e);
-        CK(cudaEventSynchronize(e));
-        CK(cudaGetLastError());
-        float readMs;
-        cudaEventElapsedTime(&readMs, s, e);
-        printf(" %d x %d: %.1f GB/s;", ctas, unroll, 3.0 * copyBytes / readMs / 1e6);
-      }
-    printf("\n");
-    // The TMA's bulk reads: in order, blocks of 4 and 16 KB; then 2624 B
-    // tokens (a layer group's, the store read as tokens) gathered at
-    // random, against SM loads of the same tokens.
-    auto bulkTimed = [&](auto launch, double gb) {
+    // GB/s of `launch` reading `gb`: once to warm up, then 3 times.
+    auto readRate = [&](auto launch, double gb) {
       launch();
       CK(cudaDeviceSynchronize());
       CK(cudaGetLastError());
@@ -526,6 +502,25 @@ int main(int argc, char **argv) {
       cudaEventElapsedTime(&t, s, e);
       return 3.0 * gb / t * 1e3;
     };
+    printf("SM loads of the same %.2f GB, in order (CTAs x 256 threads, loads in flight a "
+           "thread):",
+           copyBytes / 1e9);
+    for (int ctas : {132, 264, 528, 1056})
+      for (int unroll : {4, 8}) {
+        printf(" %d x %d: %.1f GB/s;", ctas, unroll,
+               readRate(
+                   [&] {
+                     if (unroll == 4)
+                       sequentialRead<4><<<ctas, 256>>>(hostBase, copyBytes, (int *)dev);
+                     else
+                       sequentialRead<8><<<ctas, 256>>>(hostBase, copyBytes, (int *)dev);
+                   },
+                   copyBytes / 1e9));
+      }
+    printf("\n");
+    // The TMA's bulk reads: in order, blocks of 4 and 16 KB; then 2624 B
+    // tokens (a layer group's, the store read as tokens) gathered at
+    // random, against SM loads of the same tokens.
     printf("TMA bulk reads in order (CTAs of one warp, a ring 4 blocks deep):");
     for (int blockBytes : {4096, 16384})
       for (int ctas : {132, 264, 528}) {
@@ -534,7 +529,7 @@ int main(int argc, char **argv) {
                                 sharedBytes));
         const double gb = (double)(copyBytes / blockBytes * blockBytes) / 1e9;
         printf(" %d B x %d CTAs: %.1f GB/s;", blockBytes, ctas,
-               bulkTimed(
+               readRate(
                    [&] {
                      bulkRead<4><<<ctas, 32, sharedBytes>>>(hostBase, copyBytes, blockBytes,
                                                             nullptr, 0, (int *)dev);
@@ -556,7 +551,7 @@ int main(int argc, char **argv) {
       printf("2624 B tokens gathered at random over the store (%d CTAs x %d, %.0f MB): SM loads "
              "(8 warps a CTA) %.1f GB/s; TMA bulk, ring depth",
              kCtas, kPer, gb * 1e3,
-             bulkTimed(
+             readRate(
                  [&] { tokenLoads<kToken><<<kCtas, 256>>>(hostBase, tokensDev, kPer, (int *)dev); },
                  gb));
       auto depthRun = [&](auto kernelOf, int depth) {
@@ -564,7 +559,7 @@ int main(int argc, char **argv) {
         CK(cudaFuncSetAttribute(kernelOf, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 sharedBytes));
         printf(" %d: %.1f GB/s;", depth,
-               bulkTimed(
+               readRate(
                    [&] {
                      kernelOf<<<kCtas, 32, sharedBytes>>>(hostBase, storeBytes, kToken, tokensDev,
                                                           kPer, (int *)dev);
