@@ -299,7 +299,9 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
   // The inputs read in place (enqueueInputs) count for this step only.
   std::vector<std::array<CUdeviceptr, 3>> bound(inputs_.size());
   bound.swap(inputs_); // (inputs_ cleared, the same size)
-  statusPending_ = true;
+  // (The lanes' words are read only after decisions that were enqueued:
+  // their copy back brings the words this step writes.)
+  statusPending_ = false;
   auto submit = [&] { submitDecisions(placement, pools, status, lists, bound); };
   if (whole && driver().graphsAvailable()) {
     std::vector<CUdeviceptr> key = {status, lists ? 1u : 0u, exchange().generation()};
@@ -309,6 +311,7 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
   } else {
     submit();
   }
+  statusPending_ = true;
   queue_->submitted();
 }
 
@@ -392,12 +395,16 @@ std::uint32_t CudaDecisions::takeStatus() {
   if (!statusPending_)
     return 0;
   statusPending_ = false;
-  // (The mirror keeps the words: a later copy of the exchange brings them
-  // back, to be read only after the next decisions wrote theirs.)
-  const auto *words = hostPart<const std::uint32_t>(laneStatusCopy_);
+  auto *words = hostPart<std::uint32_t>(laneStatusCopy_);
   std::uint32_t word = 0;
   for (std::size_t k = 0; k < lanes_.size(); ++k)
     word |= words[k];
+  if (word != 0) {
+    // Cleared in the mirror too (the stream is idle after a step), which a
+    // later copy of the exchange would otherwise bring back.
+    std::memset(words, 0, lanes_.size() * 4);
+    exchange().refreshMirror(laneStatusCopy_);
+  }
   return word;
 }
 

@@ -95,8 +95,8 @@ public:
   void enqueueDecisions(const CudaPlacement &placement, const CudaPools &pools, CUdeviceptr status,
                         bool lists, bool whole);
   /// The OR of the decision lanes' status words after the last
-  /// enqueueDecisions (0: fine, or no decisions since the last call; valid
-  /// once the stream finished them).
+  /// enqueueDecisions (0: fine, or no decisions since the last call; call
+  /// once the stream finished them and is idle).
   std::uint32_t takeStatus();
   /// Group g's counts after the step (valid once the stream finished it).
   DecisionCounts counts(std::int32_t group) const;
