@@ -519,7 +519,7 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
   using Age = dhs_abi::AgeRowsLayout;
   const std::size_t groups = static_cast<std::size_t>(layout_.groups());
   const std::size_t entryBytes = Age::kEntryWords * 8;
-  // One set of replays at a time in the pinned lists.
+  // One set of replays at a time in the exchange.
   flushAging(placement, pools);
   // Room for every group's appends before anything is enqueued (between
   // steps: waiting for the queue's stream waits for the last replays too,

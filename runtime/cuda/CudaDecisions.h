@@ -116,27 +116,26 @@ public:
   /// True once an aging step is loaded.
   bool aging() const { return aging_ != nullptr; }
   /// Enqueues each replay's group's appends (in call order, in chunks of
-  /// the step's N; copied into pinned memory as recorded, a DeviceAppend
-  /// being the kernel's list entry) and their placement, after writing the
-  /// group's budget word (optional budget - excess before them); the new
-  /// rows' slots come back to pinned memory (agedSlots, once the queue's
-  /// stream finished them). A group is replayed once at most. All on the
+  /// the step's N; written into the queue's exchange as recorded, a
+  /// DeviceAppend being the kernel's list entry) and their placement, after
+  /// writing the group's budget word (optional budget - excess before
+  /// them); the new rows' slots come back through the exchange (agedSlots,
+  /// once the queue's stream finished them). A group is replayed once at most. All on the
   /// queue's stream: chunk c of every replay that has one in one grouped
   /// age_rows launch (a CTA a group, each group with its own place list and
   /// status word; replays of the same recorded appends, as the controller
   /// records them for all device-owned groups, read one list, written and
   /// copied once), then their placements. The budget words, lists and slots
-  /// of consecutive groups go in one copy each. The host does not wait,
-  /// except before the first replay that outgrows the pinned buffers or
-  /// needs a new grouped table. Where the driver has CUDA graphs (whether or
-  /// not the steps use them), all of it is captured as a graph, replayed
-  /// while the replays' groups and chunk counts repeat (the copies read the
-  /// lists and budget words from pinned memory when it runs), so that it is
-  /// enqueued whole or not at all: a launch that fails among the replays
-  /// leaves every group unreplayed, to be replayed at the next call.
+  /// of consecutive groups go in one copy each (from and to the exchange's
+  /// mirror). The host does not wait, except before the first replay that
+  /// outgrows the exchange's parts or needs a new grouped table. Where the driver has CUDA graphs
+  /// (whether or not the steps use them), all of it is captured as a graph, replayed while the
+  /// replays' groups and chunk counts repeat (the exchange's copy reads the lists and budget words
+  /// from pinned memory when it runs), so that it is enqueued whole or not at all: a launch that
+  /// fails among the replays leaves every group unreplayed, to be replayed at the next call.
   /// (Without graphs the launches go one by one, and a failure among them
   /// leaves the chunks before it replayed.)
-  /// With `deferred` the replays wait in the pinned lists: the step's graph
+  /// With `deferred` the replays wait in the exchange: the step's graph
   /// takes them ahead of its own work (queuedAging, submitAging), one launch
   /// for both, or flushAging enqueues them alone.
   void enqueueAging(const std::vector<AgingReplay> &replays, const CudaPlacement &placement,
@@ -288,7 +287,7 @@ private:
   // The replays captured as a graph (where the driver has graphs), keyed
   // by their groups and chunk counts and the exchange's generation.
   StepGraphCache<std::pair<AgingShape, std::uint64_t>> agingGraph_;
-  // The replays enqueueAging wrote into the pinned lists, not yet enqueued.
+  // The replays enqueueAging wrote into the exchange, not yet enqueued.
   AgingShape agingShape_;
   bool agingQueued_ = false;
   std::uint64_t agingTablesGeneration_ = 0; // bumped when agingBindings_ is cleared
