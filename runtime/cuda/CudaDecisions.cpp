@@ -2,10 +2,12 @@
 
 #include "runtime/cuda/CudaDecisions.h"
 
+#include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace dhs::runtime::cuda_detail {
 
@@ -541,12 +543,17 @@ void CudaDecisions::enqueueAging(const std::vector<AgingReplay> &replays,
     // Slots not yet taken (agedSlots) move along, at the new pitch. (The
     // exchange's generation changes: graphs that copy the old parts no
     // longer fit.)
-    std::vector<std::int32_t> slots(groups * room, -1);
+    const std::optional<std::size_t> slotBytes = tryMul<std::size_t>(groups * 4, room);
+    const std::optional<std::size_t> listBytes =
+        slotBytes ? tryMul<std::size_t>(*slotBytes, entryBytes / 4) : std::nullopt;
+    if (!listBytes)
+      throw CapacityError(std::to_string(room) + " appends a group do not fit the host exchange");
+    std::vector<std::int32_t> slots(*slotBytes / 4, -1);
     for (std::size_t g = 0; agingRoom_ > 0 && g < groups; ++g)
       std::memcpy(slots.data() + g * room, hostPart<const std::int32_t>(agingOut_) + g * agingRoom_,
                   agingRoom_ * 4);
-    exchange().resize(agingIn_, groups * room * entryBytes);
-    exchange().resize(agingOut_, groups * room * 4);
+    exchange().resize(agingIn_, *listBytes);
+    exchange().resize(agingOut_, *slotBytes);
     std::memcpy(exchange().host(agingOut_), slots.data(), slots.size() * 4);
     exchange().refreshMirror(agingOut_);
     agingRoom_ = room;

@@ -2,10 +2,12 @@
 
 #include "runtime/cuda/CudaExchange.h"
 
+#include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace dhs::runtime::cuda_detail {
 
@@ -42,10 +44,18 @@ void HostExchange::relayout(Direction direction, const std::vector<std::size_t> 
     if (parts[i]->released)
       sizes[i] = 0;
   std::vector<std::size_t> offsets(parts.size());
+  // (Each part rounded up to 256 bytes, the sum checked: a part's size
+  // comes from a manifest's shapes or a replay's appends.)
   std::size_t total = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     offsets[i] = total;
-    total += sizes[i] ? alignedStride(sizes[i]) : 0;
+    const std::optional<std::size_t> rounded = tryAdd<std::size_t>(sizes[i], 255);
+    const std::optional<std::size_t> sum =
+        rounded ? tryAdd<std::size_t>(total, *rounded / 256 * 256) : std::nullopt;
+    if (!sum)
+      throw CapacityError("the host exchange's parts (" + parts[i]->what + ": " +
+                          std::to_string(sizes[i]) + " bytes) do not fit an address space");
+    total = *sum;
   }
   const char *name =
       direction == Direction::ToDevice ? "the words copied to the device" : "the words copied back";

@@ -522,7 +522,7 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
     stepHistory_.assign(history, history + historyBytes);
     historyStaged_ = true;
     // A step's graph copies them from the exchange's mirror.
-    if (graphs_ && historyBytes == historyBytes_)
+    if (graphs_)
       std::memcpy(static_cast<std::uint8_t *>(queue_->exchange().host(historyPart_)) +
                       static_cast<std::size_t>(layer) * historyBytes_,
                   history, historyBytes);
