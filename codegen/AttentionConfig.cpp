@@ -164,7 +164,7 @@ std::string SparseAttentionKernelConfig::key() const {
      << (tensorCores ? "/tensor-cores" : "")
      << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "")
      << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "")
-     << (unsharedRequests ? "/unshared" : "");
+     << (unsharedRequests ? "/unshared" : "") << (residentForm ? "/resident" : "");
   return text;
 }
 

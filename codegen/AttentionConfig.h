@@ -73,6 +73,12 @@ struct SparseAttentionKernelConfig {
   /// the same order, with the same arithmetic as the clustered kernel:
   /// either computes a request to the same bits.
   bool unsharedRequests = false;
+  /// The resident form of a fused FP8 tensor-core kernel (the launch's
+  /// second kernel, KernelSpec::emitResidentBody): its producer loads the
+  /// selections a tile and a half ahead instead of classifying the next
+  /// tile's rows first. Faster when every row is in HBM, slower when rows
+  /// come from the host (bench/NOTES.md, 2026-12-04, twenty-fourth session).
+  bool residentForm = false;
 
   /// Entries a query walks: its selected rows, then its window.
   int64_t entries() const { return selected + windowSize; }

@@ -151,6 +151,13 @@ struct KernelSpec {
   std::array<int64_t, 3> cluster{1, 1, 1};
   /// Emits the body at the entry of the kernel's gpu.func.
   std::function<void(ImplicitLocOpBuilder &, const KernelArguments &)> emitBody;
+  /// Where set, the body of a second kernel of the same launch (same
+  /// signature and geometry) that is faster when every row the launch
+  /// reads is resident in HBM and slower when rows come from the host: it
+  /// is generated beside the kernel as `<kernel>_resident`, and the runtime
+  /// launches one of the two each step, by the rows it expects from the
+  /// host (manifest: `resident_kernel`).
+  std::function<void(ImplicitLocOpBuilder &, const KernelArguments &)> emitResidentBody;
 };
 
 } // namespace mlir::dhs

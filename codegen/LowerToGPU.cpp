@@ -79,6 +79,8 @@ private:
   struct Kernel {
     gpu::GPUFuncOp func;
     KernelGeometry geometry;
+    /// The name of its resident form (KernelSpec::emitResidentBody), if any.
+    StringAttr residentName;
   };
 
   /// The kernel of `spec`, generated in a new gpu.module on first use.
@@ -266,31 +268,47 @@ FailureOr<LaunchBuilder::Kernel> LaunchBuilder::getOrCreateKernel(OpBuilder &bui
   auto gpuModule = gpu::GPUModuleOp::create(builder, loc, abi::name(spec.kind));
   symbols.insert(gpuModule);
   builder.setInsertionPointToStart(gpuModule.getBody());
-  gpu::GPUFuncOp func = createKernel(builder, loc, gpuModule.getName(), spec.signature.getTypes(),
-                                     spec.geometry.block[0], spec.workgroup);
-  if (spec.minBlocksPerSM > 0)
-    func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(spec.minBlocksPerSM));
-  if (spec.cluster != std::array<int64_t, 3>{1, 1, 1})
-    func->setAttr("nvvm.cluster_dim",
-                  builder.getDenseI32ArrayAttr({static_cast<int32_t>(spec.cluster[0]),
-                                                static_cast<int32_t>(spec.cluster[1]),
-                                                static_cast<int32_t>(spec.cluster[2])}));
-  ImplicitLocOpBuilder body(loc, builder);
-  body.setInsertionPointToStart(&func.getBody().front());
-  SmallVector<Value> groupBuffers;
-  if (std::optional<unsigned> table = spec.signature.find(Role::GroupBindings)) {
-    if (spec.geometry.grid[2] != 1)
-      return emitError(loc) << "a grouped kernel (" << abi::name(spec.kind)
-                            << ") runs its groups along the grid's z, whose size must be 1";
-    groupBuffers = getGroupBuffers(body, func, *table);
+  // The kernel, and its resident form where the spec has one, named after
+  // the module.
+  auto emitKernel = [&](StringRef name, const auto &emitBody) -> FailureOr<gpu::GPUFuncOp> {
+    gpu::GPUFuncOp func = createKernel(builder, loc, name, spec.signature.getTypes(),
+                                       spec.geometry.block[0], spec.workgroup);
+    if (spec.minBlocksPerSM > 0)
+      func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(spec.minBlocksPerSM));
+    if (spec.cluster != std::array<int64_t, 3>{1, 1, 1})
+      func->setAttr("nvvm.cluster_dim",
+                    builder.getDenseI32ArrayAttr({static_cast<int32_t>(spec.cluster[0]),
+                                                  static_cast<int32_t>(spec.cluster[1]),
+                                                  static_cast<int32_t>(spec.cluster[2])}));
+    ImplicitLocOpBuilder body(loc, builder);
+    body.setInsertionPointToStart(&func.getBody().front());
+    SmallVector<Value> groupBuffers;
+    if (std::optional<unsigned> table = spec.signature.find(Role::GroupBindings)) {
+      if (spec.geometry.grid[2] != 1)
+        return emitError(loc) << "a grouped kernel (" << abi::name(spec.kind)
+                              << ") runs its groups along the grid's z, whose size must be 1";
+      groupBuffers = getGroupBuffers(body, func, *table);
+    }
+    emitBody(body, KernelArguments(func, spec.signature, std::move(groupBuffers)));
+    // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
+    for (unsigned i = 0, e = func.getNumWorkgroupAttributions(); i < e; ++i)
+      func.setWorkgroupAttributionAttr(i,
+                                       builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
+                                       builder.getI64IntegerAttr(16));
+    builder.setInsertionPointAfter(func);
+    return func;
+  };
+  FailureOr<gpu::GPUFuncOp> func = emitKernel(gpuModule.getName(), spec.emitBody);
+  if (failed(func))
+    return failure();
+  if (spec.emitResidentBody) {
+    std::string name = (gpuModule.getName() + "_resident").str();
+    if (failed(emitKernel(name, spec.emitResidentBody)))
+      return failure();
+    kernel.residentName = builder.getStringAttr(name);
   }
-  spec.emitBody(body, KernelArguments(func, spec.signature, std::move(groupBuffers)));
-  // Shared buffers 16-byte aligned: LLVM vectorizes accesses to them.
-  for (unsigned i = 0, e = func.getNumWorkgroupAttributions(); i < e; ++i)
-    func.setWorkgroupAttributionAttr(i,
-                                     builder.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
-                                     builder.getI64IntegerAttr(16));
-  kernel = {func, spec.geometry};
+  kernel.func = *func;
+  kernel.geometry = spec.geometry;
   ++numKernels;
   return kernel;
 }
@@ -325,6 +343,8 @@ LogicalResult LaunchBuilder::launch(RewriterBase &rewriter, Operation *op, const
   // What the runtime needs to replay the launch and check it.
   launch->setAttr("dhs.op", rewriter.getStringAttr(abi::name(spec.kind)));
   launch->setAttr("dhs.roles", spec.signature.getRolesAttr(rewriter.getContext()));
+  if (kernel->residentName)
+    launch->setAttr("dhs.resident_kernel", kernel->residentName);
   for (NamedAttribute attribute : attributes)
     launch->setAttr(attribute.getName(), attribute.getValue());
   ++numLaunches;

@@ -291,6 +291,8 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       entry["tile"] = tile.getInt();
     if (launch->hasAttr("dhs.unshared_requests"))
       entry["unshared_requests"] = true;
+    if (auto resident = launch->getAttrOfType<StringAttr>("dhs.resident_kernel"))
+      entry["resident_kernel"] = resident.getValue();
     if (auto minMissing = launch->getAttrOfType<IntegerAttr>("dhs.min_missing"))
       entry["min_missing"] = minMissing.getInt();
     launchList.push_back(std::move(entry));

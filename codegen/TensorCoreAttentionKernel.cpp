@@ -478,6 +478,13 @@ void TensorCoreAttentionEmitter::emit() {
     gpu::ReturnOp::create(b);
 }
 
+/// Whether the kernel of `config` gets a resident form: fused (missing rows
+/// read from the host store), FP8 rows, one CTA a query (no cluster).
+static bool hasResidentForm(const SparseAttentionKernelConfig &config) {
+  return !config.staged && isa<MlaFp8Attr>(config.pool.getFormat()) &&
+         config.clusterHeadBlocks == 1 && config.sharedPositions == 1 && !config.residentForm;
+}
+
 KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelConfig &config) {
   KernelSpec spec{config.staged ? abi::LaunchKind::Attention : abi::LaunchKind::SparseAttention,
                   config.key()};
@@ -498,5 +505,14 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
   spec.emitBody = [config](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     TensorCoreAttentionEmitter(b, config, args).emit();
   };
+  // A fused FP8 kernel of one CTA a query has a resident form (its producer
+  // loads selections further ahead; the runtime chooses per step).
+  if (hasResidentForm(config)) {
+    SparseAttentionKernelConfig resident = config;
+    resident.residentForm = true;
+    spec.emitResidentBody = [resident](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+      TensorCoreAttentionEmitter(b, resident, args).emit();
+    };
+  }
   return spec;
 }

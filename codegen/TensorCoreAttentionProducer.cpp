@@ -136,10 +136,13 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // producers load the selections at the top of the iteration before, a
   // tile and a half ahead (the staged 128-head step 4% faster; in the fused
   // 64-head kernel this form made the resident step 16% faster but mixed
-  // steps 3-14% slower, hence not there).
-  bool classifyAhead = (!config.staged || config.overlapped) && fp8 && !clustered;
+  // steps 3-14% slower, hence only in its resident form, which the runtime
+  // launches for steps with (almost) every row in HBM; that form loads the
+  // history bounds once too).
+  bool classifyAhead =
+      (!config.staged || config.overlapped) && fp8 && !clustered && !config.residentForm;
   bool selectionsAhead = fp8 && !classifyAhead;
-  if (classifyAhead) {
+  if (classifyAhead || config.residentForm) {
     requestHistoryStart = memref::LoadOp::create(b, historyStart, ValueRange{request});
     requestHistoryLen = memref::LoadOp::create(b, historyLen, ValueRange{request});
   }

@@ -469,7 +469,20 @@ void Runtime::select(std::int32_t group, const std::int32_t *rowIds, MemorySpace
     std::copy(rowIds, rowIds + batch_ * perLane, padded.begin());
   controller_->resolve(group, lanes_.data(), shape_.batch, padded.data(), shape_.queries,
                        shape_.topk, slots_[g].data());
+  countHostReads(group);
   selected_[g] = 1;
+}
+
+void Runtime::countHostReads(std::int32_t group) {
+  const std::size_t g = static_cast<std::size_t>(group);
+  const std::vector<std::int32_t> &rows = rowIds_[g], &slots = slots_[g];
+  std::int64_t selected = 0, missing = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] != -1) {
+      ++selected;
+      missing += slots[i] == -1;
+    }
+  hostReads_[g] = {selected, missing};
 }
 
 void Runtime::checkSelections(std::int32_t group, const std::int32_t *rowIds) const {
@@ -548,6 +561,8 @@ void Runtime::attend(std::int32_t layer, const bf16_t *queries, bf16_t *output,
   step.historyLen = verify_.active ? verify_.historyLen.data() : historyLen_.data();
   step.output = output;
   step.selectionsOnDevice = deviceSelected_[static_cast<std::size_t>(group)] != 0;
+  if (!step.selectionsOnDevice)
+    std::tie(step.selectedRows, step.missingRows) = hostReads_[static_cast<std::size_t>(group)];
   step.windowTokens = windowTokensLane_.data();
   step.laneRequests = lanes_.data();
   step.outputNow = memory == MemorySpace::Host && !wholeStep_;

@@ -477,6 +477,9 @@ private:
   /// (history and pending positions, causally), resolves the history rows
   /// and points the pending ones at the request's ring slots; counts misses.
   void selectVerifyGroup(std::int32_t group, const std::int32_t *rowIds);
+  /// Counts group `group`'s resolved selections and those not in HBM
+  /// (hostReads_).
+  void countHostReads(std::int32_t group);
   /// After layer `layer` of a verify step ran: counts its host reads and
   /// checks them against the union of its group's missing rows.
   void countVerifyReads(std::int32_t layer);
@@ -589,6 +592,9 @@ private:
   std::vector<std::int32_t> historyLen_;          // [B]
   std::vector<std::vector<std::int32_t>> rowIds_; // [group][B*Q*K]
   std::vector<std::vector<std::int32_t>> slots_;  // [group][B*Q*K]
+  /// [group] of the host-resolved selections: (selected, not in HBM) rows,
+  /// which the CUDA tiers choose their attention kernels' form by.
+  std::vector<std::pair<std::int64_t, std::int64_t>> hostReads_;
   std::vector<std::uint8_t> selected_;            // [group]
   std::vector<std::uint8_t> deviceSelected_;      // [group] selections on the device
   std::vector<std::uint8_t> attended_;            // [layer]

@@ -350,6 +350,7 @@ void Runtime::allocateStepTables() {
   historyLen_.assign(B, 0);
   rowIds_.assign(groups, std::vector<std::int32_t>(selections, -1));
   slots_.assign(groups, std::vector<std::int32_t>(selections, -1));
+  hostReads_.assign(groups, {-1, -1});
   selected_.assign(groups, 0);
   deviceSelected_.assign(groups, 0);
   attended_.assign(static_cast<std::size_t>(layout_.layers), 0);

@@ -243,6 +243,7 @@ void Runtime::selectVerifyGroup(std::int32_t group, const std::int32_t *rowIds) 
     verify_.unionMissing[g * lanes + static_cast<std::size_t>(b)] = distinctCount(missing);
     verify_.positionMissing[g * lanes + static_cast<std::size_t>(b)] = perPosition;
   }
+  countHostReads(group);
   selected_[g] = 1;
 }
 

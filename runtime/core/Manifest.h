@@ -97,6 +97,11 @@ struct LaunchParam {
 /// One kernel launch.
 struct Launch {
   std::string kernel;      ///< entry point name in the PTX
+  /// The launch's resident form, another entry point of the same PTX
+  /// ("resident_kernel", attention only; empty: none): faster when the rows
+  /// it reads are in HBM, slower when they come from the host. A backend
+  /// launches one of the two each step, either computing the same bits.
+  std::string residentKernel;
   std::string ptxFile;     ///< file name as written in the manifest
   std::string ptxPath;     ///< that file, resolved in the step directory
   bool ptxPresent = false; ///< the file exists (and was validated)

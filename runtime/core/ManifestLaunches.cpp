@@ -187,12 +187,13 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
   if (launch.isAttention() && value.contains("window_size"))
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "window_size", "grid", "block",
-               "dynamic_shared_bytes", "params"});
+               "dynamic_shared_bytes", "params"},
+              {"resident_kernel"});
   else if (launch.isAttention())
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "grid", "block",
                "dynamic_shared_bytes", "params"},
-              {"unshared_requests"});
+              {"unshared_requests", "resident_kernel"});
   else if (launch.kind == abi::LaunchKind::CopyRows)
     checkKeys(
         value, field,
@@ -226,6 +227,13 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))
     fail(field + ".kernel", "'" + launch.kernel + "' is not a PTX identifier");
+  if (value.contains("resident_kernel")) {
+    launch.residentKernel = getString(value, "resident_kernel", field);
+    if (!isPtxIdentifier(launch.residentKernel))
+      fail(field + ".resident_kernel", "'" + launch.residentKernel + "' is not a PTX identifier");
+    if (launch.residentKernel == launch.kernel)
+      fail(field + ".resident_kernel", "names the launch's own kernel");
+  }
   if (launch.isAttention())
     parseAttentionAttributes(value, field, manifest, launch);
 

@@ -74,6 +74,10 @@ struct LayerStep {
   /// rowIds and slots are unused, the step's dhs.resolve computes the slots
   /// from the group's residency map.
   bool selectionsOnDevice = false;
+  /// Of the group's selections (ids other than -1), how many the caller
+  /// resolved and how many of those are not in HBM (host selections); -1:
+  /// not counted (the tiers then go by what the group's last step logged).
+  std::int64_t selectedRows = -1, missingRows = -1;
   /// Host output complete when attend returns (the step in parts: an engine
   /// computes the next layer's queries from it); otherwise, as in a whole
   /// step, when finishStep returns. Device output is stream-ordered either way.

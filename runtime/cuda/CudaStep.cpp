@@ -171,6 +171,14 @@ struct CudaStep::State {
   std::unique_ptr<PrimaryContext> context;
   std::vector<std::unique_ptr<Module>> modules;
   std::vector<CUfunction> functions; // per launch
+  // Per launch, its resident form (Launch::residentKernel; null: none).
+  std::vector<CUfunction> residentFunctions;
+
+  /// The kernel launch `i` runs over `buffers`: its resident form where it
+  /// has one and the buffers ask for it.
+  CUfunction functionOf(std::size_t i, const CudaStepBuffers &buffers) const {
+    return buffers.residentForm && residentFunctions[i] ? residentFunctions[i] : functions[i];
+  }
   std::vector<KernelInfo> kernels;   // per launch
   // The table of zeros a grouped launch of its own group alone takes
   // (a row of the most parameters).
@@ -286,7 +294,22 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
       cuda.check(cuda.funcSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(launch.dynamicSharedBytes)),
                  "cuFuncSetAttribute(" + launch.kernel + ", MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    // The resident form: the same signature and launch configuration.
+    CUfunction resident = nullptr;
+    if (!launch.residentKernel.empty()) {
+      const std::string &name = launch.residentKernel;
+      result = cuda.moduleGetFunction(&resident, module.get(), name.c_str());
+      if (result == CUDA_ERROR_NOT_FOUND)
+        throw Error("resident kernel '" + name + "' of launches[" + std::to_string(i) +
+                    "] is not in " + launch.ptxPath);
+      cuda.check(result, "cuModuleGetFunction(" + name + ")");
+      if (launch.dynamicSharedBytes > 48 * 1024)
+        cuda.check(cuda.funcSetAttribute(resident, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(launch.dynamicSharedBytes)),
+                   "cuFuncSetAttribute(" + name + ", MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    }
     st.functions.push_back(function);
+    st.residentFunctions.push_back(resident);
     st.kernels.push_back(kernel);
   }
   std::size_t columns = 0;
@@ -360,7 +383,7 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
     const Launch &launch = st.manifest.launches[i];
     KernelParams params =
         kernelParams(launch, buffers, st.manifest.step, st.noGroups ? st.noGroups->get() : 0);
-    enqueueLaunch(launch, st.functions[i], params, buffers, st.manifest.step, stream);
+    enqueueLaunch(launch, st.functionOf(i, buffers), params, buffers, st.manifest.step, stream);
   }
 }
 
@@ -478,6 +501,19 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   buffers.hostRows = shape.hostRows;
   buffers.status = status.get();
   buffers.arena = arena ? arena->get() : 0;
+  // The problem's slots tell how many rows the step reads from the host.
+  std::int64_t selected = 0, missing = 0;
+  for (std::size_t i = 0; i < problem.rowIds.size(); ++i)
+    if (problem.rowIds[i] != -1) {
+      ++selected;
+      missing += problem.slots[i] == -1;
+    }
+  buffers.residentForm = takesResidentForm(missing, selected);
+  CudaRunResult result;
+  result.residentForm =
+      buffers.residentForm &&
+      std::any_of(manifest.launches.begin(), manifest.launches.end(),
+                  [](const Launch &launch) { return !launch.residentKernel.empty(); });
   std::vector<KernelParams> params(manifest.launches.size());
   for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
     for (const LaunchParam &param : manifest.launches[i].params)
@@ -492,8 +528,8 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   Stream stream;
   auto launchAll = [&](bool syncEach) {
     for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
-      enqueueLaunch(manifest.launches[i], st.functions[i], params[i], buffers, manifest.step,
-                    stream.get());
+      enqueueLaunch(manifest.launches[i], st.functionOf(i, buffers), params[i], buffers,
+                    manifest.step, stream.get());
       const Launch &launch = manifest.launches[i];
       if (syncEach)
         cuda.check(cuda.streamSynchronize(stream.get()), "kernel " + launch.kernel + " failed");
@@ -521,7 +557,6 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
 
   // The checked run: poisoned output, one launch at a time so that a fault
   // names its kernel.
-  CudaRunResult result;
   cuda.check(cuda.memsetD16Async(output, kBf16Poison, outputCount, stream.get()),
              "poisoning the output");
   clearStatus();

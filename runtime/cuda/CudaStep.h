@@ -66,6 +66,10 @@ struct CudaRunResult {
   /// Rows the step's fetch launches copied from the host store into staging
   /// (-1: the step has no fetch; missing rows were read by attention itself).
   std::int64_t fetchedRows = -1;
+  /// An attention launch ran its resident form (Launch::residentKernel):
+  /// at most kResidentFormMissing of the problem's selected rows were
+  /// missing from HBM.
+  bool residentForm = false;
 };
 
 /// Persistent device memory of a step that its owner (the runtime's CUDA
@@ -88,7 +92,24 @@ struct CudaStepBuffers {
   /// grid's z; 0: the launch's own group only.
   CUdeviceptr groupBindings = 0;
   std::int64_t groups = 1;
+  /// Attention launches with a resident form (Launch::residentKernel) run
+  /// it: the step expects (almost) every row it reads in HBM
+  /// (takesResidentForm).
+  bool residentForm = false;
 };
+
+/// The share of a step's selected rows read from the host up to which its
+/// attention launches run their resident form: on the H200 the fused FP8
+/// kernel's is 10% faster with 0 or 1% of the rows missing and 13-25%
+/// slower with 5-14% (bench/NOTES.md, 2026-12-04, twenty-fourth session).
+inline constexpr double kResidentFormMissing = 0.01;
+
+/// Whether a step that reads `missing` of its `selected` rows from the host
+/// runs the resident form of its attention.
+inline bool takesResidentForm(std::int64_t missing, std::int64_t selected) {
+  return selected > 0 && missing >= 0 &&
+         static_cast<double>(missing) <= kResidentFormMissing * static_cast<double>(selected);
+}
 
 /// A step loaded on a device. Throws Error (with the driver's or
 /// nvJitLink's message) from every operation that fails.

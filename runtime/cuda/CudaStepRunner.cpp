@@ -484,6 +484,17 @@ std::uint8_t *CudaStepRunner::stagingOut(std::int32_t layer) const {
          static_cast<std::size_t>(layer) * bytesOf(plan_.layers.front().output);
 }
 
+bool CudaStepRunner::expectsResidentRows(std::int32_t group, const LayerStep &step) const {
+  // Selections resolved on the host were counted; those resolved on the
+  // device go by the group's log of the last decided step.
+  if (step.missingRows >= 0)
+    return takesResidentForm(step.missingRows, step.selectedRows);
+  if (!decisions_)
+    return false;
+  const DecisionCounts words = decisions_->counts(group);
+  return takesResidentForm(words.log[StepLogLayout::kMisses], words.log[StepLogLayout::kEntries]);
+}
+
 CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerStep &step) {
   const ProblemShape &s = *step.shape;
   const LayerBinding binding = bindingOf(layer);
@@ -501,6 +512,7 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
   if (step.selectionsOnDevice)
     std::tie(work.selections, work.selectionCount) =
         selections_.at(static_cast<std::size_t>(layer / layout_.layersPerGroup));
+  work.residentForm = expectsResidentRows(layer / layout_.layersPerGroup, step);
   std::uint8_t *stage = stagingIn(layer);
   auto put = [&](int argument, const void *data) {
     // Selections taken on the device are not staged.
@@ -555,6 +567,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   // written in place: no copies).
   const Direct direct = directOf(work, binding);
   CudaStepBuffers buffers = buffers_;
+  buffers.residentForm = work.residentForm;
   if (binding.slots >= 0)
     buffers.arguments[static_cast<std::size_t>(binding.slots)] = slotsOf(work.layer, binding);
   if (direct.selections)

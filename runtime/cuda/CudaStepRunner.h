@@ -130,6 +130,8 @@ private:
     std::size_t selectionCount = 0;           ///< its row ids (the rest pads with -1)
     std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
     bool decisions = false;                   ///< the step ends with the device's decisions
+    /// Attention runs its resident form (CudaStepBuffers::residentForm).
+    bool residentForm = false;
     /// Upload the history bounds: the step's first layer, or one whose
     /// bounds differ from those uploaded last in the step (the argument
     /// keeps them otherwise).
@@ -140,7 +142,8 @@ private:
              outputBytes == o.outputBytes && queries == o.queries && output == o.output &&
              selectionsOnDevice == o.selectionsOnDevice && selections == o.selections &&
              selectionCount == o.selectionCount && windowRequests == o.windowRequests &&
-             decisions == o.decisions && uploadHistory == o.uploadHistory;
+             decisions == o.decisions && uploadHistory == o.uploadHistory &&
+             residentForm == o.residentForm;
     }
   };
 
@@ -189,6 +192,10 @@ private:
   std::size_t stagingInBytes() const;
   std::uint8_t *stagingIn(std::int32_t layer) const;
   std::uint8_t *stagingOut(std::int32_t layer) const;
+  /// Whether group `group`'s attention in `step` runs its resident form:
+  /// by the rows the caller counted missing, else by the group's log of the
+  /// last decided step (none yet: no).
+  bool expectsResidentRows(std::int32_t group, const LayerStep &step) const;
   /// Copies a layer's host inputs into its own pinned staging region (host
   /// work only) and describes the stream work that uploads them.
   LayerWork stage(std::int32_t layer, const LayerStep &step);

@@ -7,6 +7,11 @@
 // first without accumulating) and the first half of P V (4 m64n256k16 over
 // the same tile, N-major), the third warpgroup the second half; named
 // barriers 1 and 2 hand P over and back, 3 ends both consumers differently.
+// The launch has a second kernel of the same signature, its resident form,
+// whose producer loads the selections of tile t + 2 at the top of each
+// iteration (faster with every row in HBM) instead of classifying the next
+// tile's rows first (faster with rows on the host): the runtime launches one
+// of the two each step by the rows it expects from the host.
 // 16 heads, or --tensor-cores=false, keep the CUDA-core kernel.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=264" --canonicalize --cse | FileCheck %s --check-prefix=SPLIT
@@ -20,6 +25,7 @@
 
 // CHECK-LABEL: func.func @step
 // CHECK: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c2, %c1, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c231200_i32
+// CHECK-SAME: dhs.resident_kernel = "sparse_attention_resident"
 // CHECK: llvm.mlir.global external @dhs_tensor_core_shared() {addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>
 // CHECK-LABEL: gpu.func @sparse_attention
 // CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
@@ -34,7 +40,9 @@
 // CHECK-NEXT: memref.load %arg3[%block_id_x] : memref<2xi64>
 // CHECK-NEXT: memref.load %arg4[%block_id_x] : memref<2xi32>
 // CHECK: scf.for
-// CHECK-NOT: memref.load %arg{{[34]}}[
+// The next tile's rows are classified first: no selection or bound is loaded
+// before the wait for an empty tile.
+// CHECK-NOT: memref.load %arg{{[1234]}}[
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvvm.convert.f8x2.to.f16x2
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
@@ -57,6 +65,21 @@
 // CHECK: nvvm.barrier.arrive id = %c2_i32 number_of_threads = %c256_i32
 // CHECK: nvvm.barrier id = %c3_i32 number_of_threads = %c256_i32
 // CHECK: gpu.return
+// The resident form: the bounds loaded once too, then at the top of each
+// iteration the selections of tile t + 2 (both rows of the thread).
+// CHECK-LABEL: gpu.func @sparse_attention_resident
+// CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
+// CHECK-SAME: nvvm.minctasm = 1 : i32
+// CHECK: nvvm.setmaxregister  decrease 144
+// CHECK-NEXT: memref.load %arg3[%block_id_x] : memref<2xi64>
+// CHECK-NEXT: memref.load %arg4[%block_id_x] : memref<2xi32>
+// CHECK: scf.for %[[TILE:.*]] = %c0 to %c4
+// CHECK: arith.addi %[[TILE]], %c2 : index
+// CHECK: memref.load %arg1[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
+// CHECK-NEXT: memref.load %arg2[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>]
+// CHECK: gpu.return
 
 // Two queries of 64 heads fill 2 SMs: each query's 4 tiles go to 2 CTAs
 // (2 tiles each), merged by the combine kernel (16 heads a CTA).
@@ -73,7 +96,9 @@
 // MANIFEST: "block": [
 // MANIFEST-NEXT: 384,
 // MANIFEST: "dynamic_shared_bytes": 231200
-// COUNT: 44
+// MANIFEST: "resident_kernel": "sparse_attention_resident"
+// 44 wgmma in each of the two kernels.
+// COUNT: 88
 // PTX: .extern .shared .align 1024 .b8 dhs_tensor_core_shared[];
 // PTX: .maxntid 384, 1, 1
 // PTX: .minnctapersm 1
@@ -82,6 +107,7 @@
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // PTXAS-NOT: Potential Performance Loss
+// PTXAS: Used 168 registers
 // PTXAS: Used 168 registers
 // LINK: link: OK
 

@@ -111,6 +111,58 @@ TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
   CHECK_THROWS_WITH(cudaStep.run(other, runOptions), Catch::Contains("the problem's batch B is 2"));
 }
 
+TEST_CASE("a step takes the resident form of its attention with at most 1% of rows missing",
+          "[cuda]") {
+  CHECK_FALSE(takesResidentForm(0, 0)); // nothing selected: nothing known
+  CHECK(takesResidentForm(0, 2048));
+  CHECK(takesResidentForm(20, 2048));
+  CHECK_FALSE(takesResidentForm(21, 2048));
+  CHECK_FALSE(takesResidentForm(-1, 2048)); // not counted
+}
+
+TEST_CASE("the fused FP8 step's two forms compute the same bits, chosen by the rows missing",
+          "[cuda][gpu]") {
+  // test/unit/steps/tensor_core_step.mlir: fused FP8 attention on the
+  // tensor cores, whose attention launch has a resident form (its producer loads the
+  // selections further ahead). Residency 1 and 0.996 (8 of 2048 rows
+  // missing) run it, 0.9 and 0 the form that classifies rows ahead; every
+  // output matches fp64 and all are the same bits.
+  std::optional<Manifest> manifest = dhs::test::compiledStepOrSkip("tensor_core");
+  if (!manifest)
+    return;
+  // (Split in two along the rows: a combine kernel, which has one form, merges them.)
+  REQUIRE(manifest->launches.size() == 2);
+  CHECK(manifest->launches[0].residentKernel == manifest->launches[0].kernel + "_resident");
+  CHECK(manifest->launches[1].residentKernel.empty());
+  if (!CudaDriver::instance().available()) {
+    WARN("SKIPPED: " << CudaDriver::instance().unavailableReason());
+    return;
+  }
+  CudaStep cudaStep(*manifest);
+  GeneratorOptions options;
+  options.seed = dhs::test::freshSeed();
+  INFO("seed " << options.seed);
+  options.unusedFraction = 0.05;
+  SparseAttentionProblem problem = generateProblem(problemShapeFromManifest(*manifest), options);
+  std::vector<double> reference = CpuAttention(CpuPrecision::Double).runUnrounded(problem);
+  CudaRunOptions runOptions;
+  runOptions.repeat = 2;
+  std::vector<bf16_t> first;
+  for (auto [fraction, resident] : {std::pair{1.0, true}, std::pair{0.9, false},
+                                    std::pair{0.996, true}, std::pair{0.0, false}}) {
+    INFO("residency " << fraction);
+    applyResidency(problem, fraction, options.seed);
+    CudaRunResult result = cudaStep.run(problem, runOptions);
+    CHECK(result.residentForm == resident);
+    CHECK(compareOutputs(result.output, reference).relativeError < 1e-2);
+    CHECK(result.repeatsIdentical);
+    if (first.empty())
+      first = result.output;
+    else
+      CHECK(countBitDifferences(result.output, first) == 0);
+  }
+}
+
 TEST_CASE("the host exchange moves each area in one copy and keeps parts across moves",
           "[cuda][gpu][exchange]") {
   if (!dhs::test::gpuOrSkip())

@@ -109,6 +109,7 @@ TEST_CASE("the example manifest loads", "[manifest]") {
   REQUIRE(m.launches.size() == 1);
   const Launch &launch = m.launches[0];
   CHECK(launch.kernel == "sparse_attention_0");
+  CHECK(launch.residentKernel.empty()); // (a CUDA-core kernel has no resident form)
   CHECK(launch.ptxPresent);
   CHECK(launch.ptxPath == step.dir.path() + "/sparse_attention_0.ptx");
   CHECK(launch.softmaxScale == Approx(0.0416667f));
@@ -300,6 +301,11 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "launches[0].dynamic_shared_bytes: 1048576 is outside"},
       {"kernel name", [](json &j) { j["launches"][0]["kernel"] = "not a name"; },
        "is not a PTX identifier"},
+      {"resident kernel name", [](json &j) { j["launches"][0]["resident_kernel"] = "a-b"; },
+       "launches[0].resident_kernel: 'a-b' is not a PTX identifier"},
+      {"resident kernel itself",
+       [](json &j) { j["launches"][0]["resident_kernel"] = "sparse_attention_0"; },
+       "launches[0].resident_kernel: names the launch's own kernel"},
       {"chip", [](json &j) { j["target"]["chip"] = "gfx942"; },
        "target.chip: 'gfx942' is not a chip name"},
       {"escaping ptx", [](json &j) { j["launches"][0]["ptx"] = "../x.ptx"; },

@@ -262,6 +262,7 @@ MixResult runOnKernels(CudaStep &step, const Options &options, double fraction,
   mix.timed = !r.timesMs.empty();
   mix.repeatsIdentical = r.repeatsIdentical;
   mix.fetchedRows = r.fetchedRows;
+  mix.residentForm = r.residentForm;
   return mix;
 }
 

@@ -219,6 +219,8 @@ void printMix(const MixResult &mix, const Options &options, bool onGpu, std::siz
                         : std::string(" (one CPU run)"))
               << ", " << formatRate(rate) << " rows/s\n";
   }
+  if (mix.residentForm)
+    std::cout << "attention: its resident form (at most 1% of the rows missing)\n";
   if (mix.fetchedRows >= 0)
     std::cout << "fetched from host: " << mix.fetchedRows << " rows for " << st.hostReads
               << " selections of missing rows (" << st.distinctHostRows << " distinct)\n";
@@ -266,6 +268,7 @@ nlohmann::json mixJson(const MixResult &m) {
                       {"distinct_missing_rows", m.stats.distinctHostRows},
                       {"fetched_rows", m.fetchedRows >= 0 ? nlohmann::json(m.fetchedRows)
                                                           : nlohmann::json(nullptr)},
+                      {"resident_form", m.residentForm},
                       {"distinct_rows", m.stats.distinctRows},
                       {"distinct_resident_rows", m.stats.distinctResidentRows},
                       {"distinct_host_rows", m.stats.distinctHostRows},
