@@ -100,9 +100,10 @@ struct CudaStepBuffers {
 
 /// The share of a step's selected rows read from the host up to which its
 /// attention launches run their resident form: on the H200 the fused FP8
-/// kernel's is 10% faster with 0 or 1% of the rows missing and 13-25%
-/// slower with 5-14% (bench/NOTES.md, 2026-12-04, twenty-fourth session).
-inline constexpr double kResidentFormMissing = 0.01;
+/// kernel's is 8-11% faster with 0-2% of the rows missing, even at 3% and
+/// 13-25% slower at 5-14% (bench/NOTES.md, 2026-12-04, twenty-fourth
+/// session).
+inline constexpr double kResidentFormMissing = 0.02;
 
 /// Whether a step that reads `missing` of its `selected` rows from the host
 /// runs the resident form of its attention.

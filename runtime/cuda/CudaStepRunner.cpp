@@ -484,9 +484,17 @@ std::uint8_t *CudaStepRunner::stagingOut(std::int32_t layer) const {
          static_cast<std::size_t>(layer) * bytesOf(plan_.layers.front().output);
 }
 
-bool CudaStepRunner::expectsResidentRows(std::int32_t group, const LayerStep &step) const {
+bool CudaStepRunner::expectsResidentRows(std::int32_t layer, const LayerStep &step) const {
+  // Only a layer with a resident form chooses (a graph keys on the choice).
+  const LayerBinding binding = bindingOf(layer);
+  const std::vector<Launch> &launches = binding.step->manifest().launches;
+  if (std::none_of(launches.begin() + static_cast<std::ptrdiff_t>(binding.first),
+                   launches.begin() + static_cast<std::ptrdiff_t>(binding.first + binding.count),
+                   [](const Launch &launch) { return !launch.residentKernel.empty(); }))
+    return false;
   // Selections resolved on the host were counted; those resolved on the
   // device go by the group's log of the last decided step.
+  const std::int32_t group = layer / layout_.layersPerGroup;
   if (step.missingRows >= 0)
     return takesResidentForm(step.missingRows, step.selectedRows);
   if (!decisions_)
@@ -512,7 +520,7 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
   if (step.selectionsOnDevice)
     std::tie(work.selections, work.selectionCount) =
         selections_.at(static_cast<std::size_t>(layer / layout_.layersPerGroup));
-  work.residentForm = expectsResidentRows(layer / layout_.layersPerGroup, step);
+  work.residentForm = expectsResidentRows(layer, step);
   std::uint8_t *stage = stagingIn(layer);
   auto put = [&](int argument, const void *data) {
     // Selections taken on the device are not staged.

@@ -192,10 +192,10 @@ private:
   std::size_t stagingInBytes() const;
   std::uint8_t *stagingIn(std::int32_t layer) const;
   std::uint8_t *stagingOut(std::int32_t layer) const;
-  /// Whether group `group`'s attention in `step` runs its resident form:
-  /// by the rows the caller counted missing, else by the group's log of the
-  /// last decided step (none yet: no).
-  bool expectsResidentRows(std::int32_t group, const LayerStep &step) const;
+  /// Whether layer `layer`'s attention in `step` runs its resident form:
+  /// never without one; else by the rows the caller counted missing, else
+  /// by its group's log of the last decided step (none yet: no).
+  bool expectsResidentRows(std::int32_t layer, const LayerStep &step) const;
   /// Copies a layer's host inputs into its own pinned staging region (host
   /// work only) and describes the stream work that uploads them.
   LayerWork stage(std::int32_t layer, const LayerStep &step);
