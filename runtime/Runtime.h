@@ -428,6 +428,13 @@ public:
   /// reads missing rows in the attention kernel) and on the CPU. Throws
   /// StateError when no step is loaded or during a step.
   std::int64_t fetchedRows();
+  /// Layers of the last step (or the one in progress) whose attention ran
+  /// its resident form: a launch with a resident kernel
+  /// (Launch::residentKernel) on CUDA, for a group reading at most 2% of
+  /// its rows from the host (docs/runtime.md); 0 on the CPU.
+  std::int64_t residentFormLayers() const {
+    return tiers_.runner ? tiers_.runner->residentFormLayers() : 0;
+  }
   /// Rows the fetch launches copied from the host store in the last step,
   /// all groups (a shared retrieval copies each distinct missing row of a
   /// request's positions once: the step's ResidencyStepStats::fetched); -1

@@ -236,6 +236,9 @@ public:
   /// distinct missing row of a lane once (shared retrieval) and counts them;
   /// -1 where not counted (CUDA).
   virtual std::int64_t hostRowsRead(std::int32_t layer) = 0;
+  /// Layers of the step in progress or the last one whose attention ran
+  /// its resident form (Launch::residentKernel; 0 on the CPU, which has one).
+  virtual std::int64_t residentFormLayers() const { return 0; }
   /// Takes a compiled accept step (one dhs.accept launch; the Runtime has
   /// checked its shapes). The CPU keeps nothing.
   virtual void setAcceptStep(const Manifest &manifest, AcceptRule rule) = 0;

@@ -324,12 +324,14 @@ void CudaStepRunner::attend(std::int32_t layer, const LayerStep &step) {
     pending_.clear();
     historyStaged_ = false;
     historyShared_ = false;
+    residentFormLayers_ = 0;
     if (!graphs_)
       driver().check(driver().memsetD32Async(buffers_.status, 0, 1, queue_->stream()),
                      "clearing the status word");
   }
   LayerWork work = stage(layer, step);
   work.decisions = decisions_ && stepDecisions_;
+  residentFormLayers_ += work.residentForm;
   if (graphs_) {
     pending_.push_back(work); // launched as one graph by finishStep
     return;

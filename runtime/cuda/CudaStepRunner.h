@@ -57,6 +57,7 @@ public:
     return arena_ ? static_cast<std::int64_t>(arena_->bytes()) : 0;
   }
   std::int64_t fetchedRows() override;
+  std::int64_t residentFormLayers() const override { return residentFormLayers_; }
   std::int64_t hostRowsRead(std::int32_t) override { return -1; }
   void setAcceptStep(const Manifest &manifest, AcceptRule rule) override {
     accept_[static_cast<std::size_t>(rule)] = std::make_unique<CudaAccept>(manifest, queue_);
@@ -267,6 +268,7 @@ private:
   std::vector<std::uint8_t> stepHistory_;
   bool historyStaged_ = false;
   bool historyShared_ = false;
+  std::int64_t residentFormLayers_ = 0; // of the step in progress or the last
   // The history bounds of each layer that uploads them in a step's graph
   // (a part of the queue's exchange: [layer][start, len]), copied from its
   // mirror: the graph's copies that touch host memory are the exchange's.

@@ -315,6 +315,65 @@ TEST_CASE("overlapped staging: the fused step's bits, on every backend and as CU
                                        << " rows fetched, worst relative error " << worst);
 }
 
+TEST_CASE("through the runtime, fused FP8 attention runs its resident form when a group reads at "
+          "most 2% of its rows from the host",
+          "[runtime][cuda]") {
+  // test/unit/steps/tensor_core_step.mlir: its attention launch has a
+  // resident form. A step selecting only each request's newest tokens
+  // (always in HBM) runs it; a step selecting across the histories, most of
+  // them on the host, runs the other form; both match the oracle.
+  if (!dhs::test::backendOrSkip(BackendKind::Cuda))
+    return;
+  const std::string step = dhs::test::compiledStepsDir() + "/tensor_core";
+  if (!compiledOrSkip(step))
+    return;
+  DHS_SEEDED_RNG(rng, 590);
+  Runtime rt(dhs::test::testConfig(1, 1, BackendKind::Cuda, /*draftWindow=*/0, /*floor=*/0));
+  rt.loadStep(step);
+  Shadow shadow(1, RowFormat::MlaFp8);
+  const std::vector<std::uint64_t> batch = {31, 32, 33, 34};
+  for (std::uint64_t id : batch)
+    dhs::test::admitRandom(rt, shadow, rng, id, 900, 1400);
+  const ProblemShape &s = rt.shape();
+  const std::int64_t perLane = s.queries * s.topk;
+  std::vector<bf16_t> queries(static_cast<std::size_t>(4 * s.queries * s.heads * s.qkDim));
+  std::vector<bf16_t> output(static_cast<std::size_t>(4 * s.queries * s.heads * s.vDim));
+  auto runStep = [&](const std::vector<std::int32_t> &rows) {
+    dhs::test::fillRandom(rng, queries.data(), queries.size());
+    std::fill(output.begin(), output.end(), kBf16Poison);
+    rt.step(batch.data(), 4, rows.data(), queries.data(), output.data(), MemorySpace::Host,
+            MemorySpace::Host);
+    dhs::test::expectMatchesOracle(output,
+                                   dhs::test::oracleLayer(s, 4, rows.data(), queries.data(),
+                                                          [&](std::int64_t b, std::int32_t r) {
+                                                            return shadow.row(batch[b], 0, r);
+                                                          }),
+                                   true);
+  };
+  // The newest 16 tokens of each request (the protected newest window).
+  std::vector<std::int32_t> newest;
+  for (std::uint64_t id : batch)
+    for (std::int64_t i = 0; i < perLane; ++i)
+      newest.push_back(static_cast<std::int32_t>(shadow.len(id) - 1 - i % 16));
+  runStep(newest); // (reads from the host whatever admission left there)
+  runStep(newest);
+  CHECK(rt.stats().lastStep.fetched == 0);
+  CHECK(rt.residentFormLayers() == 1);
+  // Rows across the histories: most are on the host.
+  std::vector<std::int32_t> spread;
+  for (std::uint64_t id : batch)
+    for (std::int64_t i = 0; i < perLane; ++i)
+      spread.push_back(
+          static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(shadow.len(id))));
+  runStep(spread);
+  CHECK(rt.stats().lastStep.fetched * 50 > rt.stats().lastStep.entries);
+  CHECK(rt.residentFormLayers() == 0);
+  // And the newest again.
+  runStep(newest);
+  CHECK(rt.residentFormLayers() == 1);
+  rt.checkInvariants();
+}
+
 TEST_CASE("a staged verify step (shared retrieval): every backend matches the oracle",
           "[runtime][backends]") {
   // examples/verify_step.mlir: 5 verify positions whose missing rows are

@@ -239,6 +239,7 @@ MixResult RuntimeMixes::run(double fraction, SparseAttentionProblem &problem) {
   mix.timed = true;
   mix.runtimeStats = runtime_.stats().lastStep;
   mix.fetchedRows = runtime_.fetchedRows();
+  mix.residentForm = runtime_.residentFormLayers() > 0;
   for (std::uint64_t id : ids_)
     runtime_.finish(id);
   return mix;

@@ -31,7 +31,8 @@ struct MixResult {
   std::vector<runtime::bf16_t> output; ///< the checked layers' outputs, one after another
   /// Rows the step's fetches copied from the host (-1: no fetch, or the CPU).
   std::int64_t fetchedRows = -1;
-  /// The attention ran its resident form (CUDA kernels alone).
+  /// The attention ran its resident form (CUDA; through the runtime: in
+  /// some layer of the kept step).
   bool residentForm = false;
   /// The runtime's counts of the step (distinct rows; absent on the kernels).
   bool throughRuntime = false;
