@@ -173,16 +173,16 @@ struct CudaStep::State {
   std::vector<CUfunction> functions; // per launch
   // Per launch, its resident form (Launch::residentKernel; null: none).
   std::vector<CUfunction> residentFunctions;
+  std::vector<KernelInfo> kernels; // per launch
+  // The table of zeros a grouped launch of its own group alone takes
+  // (a row of the most parameters).
+  std::unique_ptr<DeviceBuffer> noGroups;
 
   /// The kernel launch `i` runs over `buffers`: its resident form where it
   /// has one and the buffers ask for it.
   CUfunction functionOf(std::size_t i, const CudaStepBuffers &buffers) const {
     return buffers.residentForm && residentFunctions[i] ? residentFunctions[i] : functions[i];
   }
-  std::vector<KernelInfo> kernels;   // per launch
-  // The table of zeros a grouped launch of its own group alone takes
-  // (a row of the most parameters).
-  std::unique_ptr<DeviceBuffer> noGroups;
 };
 
 CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_unique<State>()) {
