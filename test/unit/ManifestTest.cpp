@@ -111,6 +111,14 @@ TEST_CASE("the example manifest loads", "[manifest]") {
   CHECK(launch.kernel == "sparse_attention_0");
   CHECK(launch.residentKernel.empty()); // (a CUDA-core kernel has no resident form)
   CHECK(launch.ptxPresent);
+  {
+    // An attention launch may name its resident form, another kernel of its PTX.
+    json withResident = exampleManifest();
+    withResident["launches"][0]["resident_kernel"] = "sparse_attention_0_resident";
+    StepDir other(withResident);
+    CHECK(Manifest::load(other.dir.path()).launches[0].residentKernel ==
+          "sparse_attention_0_resident");
+  }
   CHECK(launch.ptxPath == step.dir.path() + "/sparse_attention_0.ptx");
   CHECK(launch.softmaxScale == Approx(0.0416667f));
   CHECK(launch.grid == std::array<unsigned, 3>{4, 1, 1});
