@@ -139,6 +139,11 @@ TEST_CASE("the fused FP8 step's two forms compute the same bits, chosen by the r
     return;
   }
   CudaStep cudaStep(*manifest);
+  // A resident kernel its PTX lacks is refused when the step loads.
+  Manifest broken = *manifest;
+  broken.launches[0].residentKernel = "no_such_kernel";
+  CHECK_THROWS_WITH(CudaStep(broken),
+                    Catch::Contains("resident kernel 'no_such_kernel' of launches[0] is not in"));
   GeneratorOptions options;
   options.seed = dhs::test::freshSeed();
   INFO("seed " << options.seed);
