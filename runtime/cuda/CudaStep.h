@@ -104,12 +104,19 @@ struct CudaStepBuffers {
 /// 13-25% slower at 5-14% (bench/NOTES.md, 2026-12-04, twenty-fourth
 /// session).
 inline constexpr double kResidentFormMissing = 0.02;
+/// The share up to which a group that ran the resident form last keeps it:
+/// where the two forms cross (3%), so that a load near the line does not
+/// switch forms, and recapture its step's graph, every step.
+inline constexpr double kResidentFormKept = 0.03;
 
 /// Whether a step that reads `missing` of its `selected` rows from the host
-/// runs the resident form of its attention.
-inline bool takesResidentForm(std::int64_t missing, std::int64_t selected) {
+/// runs the resident form of its attention (`wasResident`: its group's last
+/// step did).
+inline bool takesResidentForm(std::int64_t missing, std::int64_t selected,
+                              bool wasResident = false) {
+  const double line = wasResident ? kResidentFormKept : kResidentFormMissing;
   return selected > 0 && missing >= 0 &&
-         static_cast<double>(missing) <= kResidentFormMissing * static_cast<double>(selected);
+         static_cast<double>(missing) <= line * static_cast<double>(selected);
 }
 
 /// A step loaded on a device. Throws Error (with the driver's or

@@ -486,7 +486,7 @@ std::uint8_t *CudaStepRunner::stagingOut(std::int32_t layer) const {
          static_cast<std::size_t>(layer) * bytesOf(plan_.layers.front().output);
 }
 
-bool CudaStepRunner::expectsResidentRows(std::int32_t layer, const LayerStep &step) const {
+bool CudaStepRunner::expectsResidentRows(std::int32_t layer, const LayerStep &step) {
   // Only a layer with a resident form chooses (a graph keys on the choice).
   const LayerBinding binding = bindingOf(layer);
   const std::vector<Launch> &launches = binding.step->manifest().launches;
@@ -496,13 +496,19 @@ bool CudaStepRunner::expectsResidentRows(std::int32_t layer, const LayerStep &st
     return false;
   // Selections resolved on the host were counted; those resolved on the
   // device go by the group's log of the last decided step.
-  const std::int32_t group = layer / layout_.layersPerGroup;
-  if (step.missingRows >= 0)
-    return takesResidentForm(step.missingRows, step.selectedRows);
-  if (!decisions_)
-    return false;
-  const DecisionCounts words = decisions_->counts(group);
-  return takesResidentForm(words.log[StepLogLayout::kMisses], words.log[StepLogLayout::kEntries]);
+  const std::size_t group = static_cast<std::size_t>(layer / layout_.layersPerGroup);
+  residentGroups_.resize(static_cast<std::size_t>(layout_.groups()));
+  const bool was = residentGroups_[group] != 0;
+  bool resident = false;
+  if (step.missingRows >= 0) {
+    resident = takesResidentForm(step.missingRows, step.selectedRows, was);
+  } else if (decisions_) {
+    const DecisionCounts words = decisions_->counts(static_cast<std::int32_t>(group));
+    resident = takesResidentForm(words.log[StepLogLayout::kMisses],
+                                 words.log[StepLogLayout::kEntries], was);
+  }
+  residentGroups_[group] = resident;
+  return resident;
 }
 
 CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerStep &step) {

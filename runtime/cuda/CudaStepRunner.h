@@ -195,8 +195,9 @@ private:
   std::uint8_t *stagingOut(std::int32_t layer) const;
   /// Whether layer `layer`'s attention in `step` runs its resident form:
   /// never without one; else by the rows the caller counted missing, else
-  /// by its group's log of the last decided step (none yet: no).
-  bool expectsResidentRows(std::int32_t layer, const LayerStep &step) const;
+  /// by its group's log of the last decided step (none yet: no), with the
+  /// higher line where the group ran it last (takesResidentForm).
+  bool expectsResidentRows(std::int32_t layer, const LayerStep &step);
   /// Copies a layer's host inputs into its own pinned staging region (host
   /// work only) and describes the stream work that uploads them.
   LayerWork stage(std::int32_t layer, const LayerStep &step);
@@ -269,6 +270,7 @@ private:
   bool historyStaged_ = false;
   bool historyShared_ = false;
   std::int64_t residentFormLayers_ = 0; // of the step in progress or the last
+  std::vector<std::uint8_t> residentGroups_; // [group] ran the resident form last
   // The history bounds of each layer that uploads them in a step's graph
   // (a part of the queue's exchange: [layer][start, len]), copied from its
   // mirror: the graph's copies that touch host memory are the exchange's.

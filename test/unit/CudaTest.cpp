@@ -118,6 +118,10 @@ TEST_CASE("a step takes the resident form of its attention with at most 2% of ro
   CHECK(takesResidentForm(40, 2048));
   CHECK_FALSE(takesResidentForm(41, 2048));
   CHECK_FALSE(takesResidentForm(-1, 2048)); // not counted
+  // A group that ran it last keeps it up to 3%, where the forms cross.
+  CHECK(takesResidentForm(61, 2048, /*wasResident=*/true));
+  CHECK_FALSE(takesResidentForm(62, 2048, /*wasResident=*/true));
+  CHECK_FALSE(takesResidentForm(41, 2048, /*wasResident=*/false));
 }
 
 TEST_CASE("the fused FP8 step's two forms compute the same bits, chosen by the rows missing",
