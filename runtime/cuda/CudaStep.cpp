@@ -502,13 +502,8 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   buffers.status = status.get();
   buffers.arena = arena ? arena->get() : 0;
   // The problem's slots tell how many rows the step reads from the host.
-  std::int64_t selected = 0, missing = 0;
-  for (std::size_t i = 0; i < problem.rowIds.size(); ++i)
-    if (problem.rowIds[i] != -1) {
-      ++selected;
-      missing += problem.slots[i] == -1;
-    }
-  buffers.residentForm = takesResidentForm(missing, selected);
+  const ProblemStats reads = problem.stats();
+  buffers.residentForm = takesResidentForm(reads.hostReads, reads.selections);
   CudaRunResult result;
   result.residentForm =
       buffers.residentForm &&

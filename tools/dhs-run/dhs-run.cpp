@@ -220,7 +220,7 @@ void printMix(const MixResult &mix, const Options &options, bool onGpu, std::siz
               << ", " << formatRate(rate) << " rows/s\n";
   }
   if (mix.residentForm)
-    std::cout << "attention: its resident form (at most 2% of the rows missing)\n";
+    std::cout << "attention: its resident form (the step's rows almost all in HBM)\n";
   if (mix.fetchedRows >= 0)
     std::cout << "fetched from host: " << mix.fetchedRows << " rows for " << st.hostReads
               << " selections of missing rows (" << st.distinctHostRows << " distinct)\n";
