@@ -322,66 +322,24 @@ void TensorCoreAttentionEmitter::emitProducer() {
       return;
     }
     // e4m3 pairs -> f16x2 (exact) -> f32 x scale -> bf16x2 (rounded once).
-    // Both forms compute the same bits, the f16x2 of a pair differently:
-    //  - this form with the conversion unit (cvt.rn.f16x2.e4m3x2);
-    //  - the resident form by integer ops, which leaves the conversion
-    //    unit (a quarter of the ALU rate) only the final pack: `prmt` with
-    //    sign-replicating selectors spreads two bytes into 16-bit halves, a
-    //    shift and a mask leave the f16 of value x 2^-8 (subnormals
-    //    included), and mul.rn.f16x2 by 2^8 is exact. That turns an e4m3
-    //    NaN (0x7f, 0xff) into +-480, so the words' bytes are tested as
-    //    well ((w & 0x7f7f7f7f) + 0x01010101 sets a byte's top bit where its
-    //    low 7 bits are all ones), and a row part with a NaN stores a NaN
-    //    pair: the output is NaN (reported by the runtime) as in this form.
-    //    Measured on the H200, bench/NOTES.md, 2026-12-04 twenty-fifth
-    //    session.
-    Type pairF16 = VectorType::get({2}, b.getF16Type());
-    Value exponentShift = arith::ConstantOp::create(
-        b, pairF16,
-        DenseElementsAttr::get(cast<ShapedType>(pairF16), b.getFloatAttr(b.getF16Type(), 256.0)));
-    Value nanBytes = config.residentForm ? c32(0) : Value();
-    auto decodePair = [&](Value chunk, int64_t p) -> Value {
-      if (!config.residentForm) {
-        Value bytes = vector::BitCastOp::create(b, VectorType::get({16}, b.getI8Type()), chunk);
-        Value pairBytes =
-            vector::ShuffleOp::create(b, bytes, bytes, ArrayRef<int64_t>{2 * p, 2 * p + 1});
-        return NVVM::ConvertF8x2ToF16x2Op::create(b, pairF16, pairBytes, false,
-                                                  Float8E4M3FNType::get(b.getContext()));
-      }
-      Value word = vector::ExtractOp::create(b, chunk, ArrayRef<int64_t>{p / 2});
-      if (p % 2 == 0)
-        nanBytes = ori(nanBytes, add(andi(word, c32(0x7F7F7F7F)), c32(0x01010101)));
-      // Bytes 0 and 1 (or 2 and 3) of the word, each with its sign byte
-      // above it.
-      Value spread =
-          NVVM::PermuteOp::create(b, b.getI32Type(), word, word, c32(p % 2 == 0 ? 0x9180 : 0xB3A2),
-                                  NVVM::PermuteMode::DEFAULT);
-      Value bits =
-          andi(arith::ShLIOp::create(b, spread, c32(7)), c32(static_cast<int32_t>(0xBF80BF80u)));
-      Value scaledDown =
-          vector::BitCastOp::create(b, pairF16,
-                                    vector::FromElementsOp::create(
-                                        b, VectorType::get({1}, b.getI32Type()), ValueRange{bits}));
-      return arith::MulFOp::create(b, scaledDown, exponentShift);
-    };
     Value scales = vector::BitCastOp::create(b, VectorType::get({4}, b.getF32Type()), chunks[8]);
     for (int64_t g = 0; g < 8; ++g) {
       Value scale = vector::BroadcastOp::create(
           b, pairF32, vector::ExtractOp::create(b, scales, ArrayRef<int64_t>{g / 2}));
+      Value bytes = vector::BitCastOp::create(b, VectorType::get({16}, b.getI8Type()), chunks[g]);
       SmallVector<Value> words;
       for (int64_t p = 0; p < 8; ++p) {
-        Value values = arith::MulFOp::create(
-            b, arith::ExtFOp::create(b, pairF32, decodePair(chunks[g], p)).getResult(), scale);
+        Value pairBytes =
+            vector::ShuffleOp::create(b, bytes, bytes, ArrayRef<int64_t>{2 * p, 2 * p + 1});
+        Value halves =
+            NVVM::ConvertF8x2ToF16x2Op::create(b, VectorType::get({2}, b.getF16Type()), pairBytes,
+                                               false, Float8E4M3FNType::get(b.getContext()));
+        Value values =
+            arith::MulFOp::create(b, arith::ExtFOp::create(b, pairF32, halves).getResult(), scale);
         Value narrow = arith::TruncFOp::create(b, VectorType::get({2}, b.getBF16Type()), values);
         words.push_back(vector::ExtractOp::create(
             b, vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), narrow),
             ArrayRef<int64_t>{0}));
-      }
-      if (config.residentForm && g == 7) {
-        // The row part's last pair: a NaN pair where a byte was NaN.
-        Value nan = kb.cmpi(arith::CmpIPredicate::ne,
-                            andi(nanBytes, c32(static_cast<int32_t>(0x80808080u))), c32(0));
-        words.back() = kb.select(nan, c32(0x7FFF7FFF), words.back());
       }
       for (int64_t c = 0; c < 2; ++c)
         storeChunk(g, c,

@@ -10,9 +10,8 @@
 // The launch has a second kernel of the same signature, its resident form,
 // whose producer loads the selections of tile t + 2 at the top of each
 // iteration (faster with every row in HBM) instead of classifying the next
-// tile's rows first (faster with rows on the host), and decodes FP8 without
-// the conversion unit but for the final pack (same bits): the runtime launches
-// one of the two each step by the rows it expects from the host.
+// tile's rows first (faster with rows on the host): the runtime launches one
+// of the two each step by the rows it expects from the host.
 // 16 heads, or --tensor-cores=false, keep the CUDA-core kernel.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=264" --canonicalize --cse | FileCheck %s --check-prefix=SPLIT
@@ -79,29 +78,6 @@
 // CHECK: memref.load %arg1[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
 // CHECK-NEXT: memref.load %arg2[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
 // CHECK: nvvm.mbarrier.try_wait.parity
-// Its FP8 decode leaves the conversion unit the final pack only: each word's
-// bytes tested for NaN, two bytes spread into f16 halves with their signs,
-// shifted and masked to value x 2^-8, x 2^8 (exact), to f32, x the scale.
-// CHECK-NOT: nvvm.convert.f8x2.to.f16x2
-// CHECK: %[[WORD:.*]] = vector.extract %{{.*}}[0] : i32 from vector<4xi32>
-// CHECK-NEXT: %[[LOW7:.*]] = arith.andi %[[WORD]], %c2139062143_i32 : i32
-// CHECK-NEXT: %[[CARRY:.*]] = arith.addi %[[LOW7]], %c16843009_i32 : i32
-// CHECK-NEXT: %[[SPREAD:.*]] = nvvm.prmt <default> %c37248_i32, %[[WORD]], %[[WORD]] : i32
-// CHECK-NEXT: %[[SHIFTED:.*]] = arith.shli %[[SPREAD]], %c7_i32 : i32
-// CHECK-NEXT: %[[BITS:.*]] = arith.andi %[[SHIFTED]], %c-1082081408_i32 : i32
-// CHECK: %[[SCALED:.*]] = vector.bitcast %{{.*}} : vector<1xi32> to vector<2xf16>
-// CHECK-NEXT: %[[PAIR:.*]] = arith.mulf %[[SCALED]], %[[TWO8:.*]] : vector<2xf16>
-// CHECK-NEXT: %[[WIDE:.*]] = arith.extf %[[PAIR]] : vector<2xf16> to vector<2xf32>
-// CHECK-NEXT: arith.mulf %[[WIDE]], %{{.*}} : vector<2xf32>
-// CHECK: nvvm.prmt <default> %c45986_i32, %[[WORD]], %[[WORD]] : i32
-// CHECK: %[[WORD1:.*]] = vector.extract %{{.*}}[1] : i32 from vector<4xi32>
-// CHECK-NEXT: %[[LOW7_1:.*]] = arith.andi %[[WORD1]], %c2139062143_i32 : i32
-// CHECK-NEXT: %[[CARRY1:.*]] = arith.addi %[[LOW7_1]], %c16843009_i32 : i32
-// CHECK-NEXT: arith.ori %[[CARRY]], %[[CARRY1]] : i32
-// A row part with a NaN byte stores a NaN pair last.
-// CHECK: %[[NANS:.*]] = arith.andi %{{.*}}, %c-2139062144_i32 : i32
-// CHECK-NEXT: %[[NAN:.*]] = arith.cmpi ne, %[[NANS]], %c0_i32 : i32
-// CHECK-NEXT: arith.select %[[NAN]], %c2147450879_i32, %{{.*}} : i32
 // CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>]
 // CHECK: gpu.return
 
@@ -128,8 +104,6 @@
 // PTX: .minnctapersm 1
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32
 // PTX-DAG: cvt.rn.f16x2.e4m3x2
-// PTX-DAG: prmt.b32 {{.*}} 0x9180U;
-// PTX-DAG: mul.rn.f16x2
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // PTXAS-NOT: Potential Performance Loss
