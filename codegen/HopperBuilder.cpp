@@ -32,6 +32,13 @@ Value HopperBuilder::loadGlobal16(Value address) {
                               /*isInvariant=*/true);
 }
 
+void HopperBuilder::prefetchL2(Value address) {
+  NVVM::PrefetchOp::create(
+      b, NVVM::PrefetchCacheLevelAttr::get(b.getContext(), NVVM::PrefetchCacheLevel::L2),
+      NVVM::CacheEvictionPriorityAttr(), globalPointer(address), /*predicate=*/Value(),
+      /*tensormap=*/UnitAttr(), /*uniform=*/UnitAttr(), /*in_param_space=*/UnitAttr());
+}
+
 Value HopperBuilder::descriptor(Value address, int64_t leadingBytes, int64_t strideBytes) {
   // Bits 0-13: address >> 4; 16-29: leading byte offset >> 4; 32-45: stride
   // byte offset >> 4; 62-63: 1 = 128-byte swizzle. Shared addresses stay

@@ -259,6 +259,7 @@ private:
     /// missing, else 0 (i64), and its row of this layer in the host store
     /// (i64), read when the attention takes the tile; null otherwise.
     Value readyFlag, hostAddress;
+    Value inHbm; ///< whether it has data read from HBM (i1)
   };
   /// Classifies selection `k` from its loaded `selection`. Reports bad ids
   /// through the step status when `report`.

@@ -118,12 +118,13 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   Value tierBase = kb.select(onHost, hb.getAddress(host), hb.getAddress(hbm));
   Value address =
       add(tierBase, mul(add(mul(token, c64(layers)), c64(config.layer)), c64(rowBytes)));
-  return {valid, address, readyFlag, hostAddress};
+  return {valid, address, readyFlag, hostAddress, andi(valid, xori(onHost, trueValue))};
 }
 
 void TensorCoreAttentionEmitter::emitProducer() {
   NVVM::SetMaxRegisterOp::create(b, kProducerRegisters, NVVM::SetMaxRegisterAction::decrease);
   bool fp8 = isa<MlaFp8Attr>(config.pool.getFormat());
+  int64_t rowBytes = config.pool.getFormat().getRowBytes();
   // Where tile t + 1's rows are classified and tile t + 2's selections
   // loaded (measured on the H200, bench/NOTES.md, 2026-12-02 eleventh
   // session, against the form kept for bf16: rows classified as their loads
@@ -461,12 +462,30 @@ void TensorCoreAttentionEmitter::emitProducer() {
       state = state.drop_front(selectionWidth);
     }
     // Tile t + 1's rows loaded ahead: classified first where
-    // classifyAhead, else as their loads issue; tile t + 2's selections:
-    // loaded here where selectionsAhead, else after the stores.
+    // classifyAhead and in the resident form, else as their loads issue;
+    // tile t + 2's selections: loaded here where selectionsAhead, else after
+    // the stores.
     SmallVector<ClassifiedRow> nextRows;
-    if (classifyAhead)
+    if (classifyAhead || config.residentForm)
       for (int64_t round = 0; round < aheadRows; ++round)
         nextRows.push_back(classify(nextTile, round, llvm::to_vector(upcoming[round])));
+    // The resident form's rows of tile t + 1 that are in HBM go to L2 now,
+    // half a tile to a tile before their loads issue: lane segment s
+    // prefetches the lines at bytes s x 128 and min(512 + s x 128, 655) of
+    // each row (all of the up to 7 lines a row spans). Measured on the H200
+    // (bench/NOTES.md, 2026-12-04 twenty-fifth session): the resident step
+    // 7-8% faster (its producer waited for HBM, long scoreboard stalls);
+    // the same in the other form slowed mixed steps 13-20%, and in the
+    // clustered 128-head kernel 8%, so only here.
+    if (config.residentForm)
+      for (const ClassifiedRow &row : nextRows)
+        for (int64_t offset = 0; offset < rowBytes; offset += 512)
+          kb.ifThen(row.inHbm, [&] {
+            Value byte = add(mul(segment, c32(128)), c32(offset));
+            if (offset + 512 > rowBytes)
+              byte = arith::MinUIOp::create(b, byte, c32(rowBytes - 1));
+            hb.prefetchL2(add(row.address, ext64(byte)));
+          });
     Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
     SmallVector<SmallVector<Value>> afterNext;
     if (selectionsAhead)
@@ -496,7 +515,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
       });
     SmallVector<SmallVector<Value>> next(rounds);
     auto issueNext = [&](int64_t round) {
-      ClassifiedRow row = classifyAhead
+      ClassifiedRow row = !nextRows.empty()
                               ? nextRows[round]
                               : classify(nextTile, round, llvm::to_vector(upcoming[round]));
       next[round].push_back(row.valid);

@@ -10,8 +10,9 @@
 // The launch has a second kernel of the same signature, its resident form,
 // whose producer loads the selections of tile t + 2 at the top of each
 // iteration (faster with every row in HBM) instead of classifying the next
-// tile's rows first (faster with rows on the host): the runtime launches one
-// of the two each step by the rows it expects from the host.
+// tile's rows first (faster with rows on the host), and prefetches the next
+// tile's HBM rows into L2: the runtime launches one of the two each step by
+// the rows it expects from the host.
 // 16 heads, or --tensor-cores=false, keep the CUDA-core kernel.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=264" --canonicalize --cse | FileCheck %s --check-prefix=SPLIT
@@ -20,6 +21,7 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: grep -c 'wgmma.mma_async.sync.aligned' %t/sparse_attention.ptx | FileCheck %s --check-prefix=COUNT
 // RUN: FileCheck %s --check-prefix=PTX < %t/sparse_attention.ptx
+// RUN: grep -c 'prefetch.global.L2' %t/sparse_attention.ptx | FileCheck %s --check-prefix=PREFETCH
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/sparse_attention.ptx -o %t/sparse_attention.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
 
@@ -74,6 +76,17 @@
 // CHECK-NEXT: memref.load %arg3[%block_id_x] : memref<2xi64>
 // CHECK-NEXT: memref.load %arg4[%block_id_x] : memref<2xi32>
 // CHECK: scf.for %[[TILE:.*]] = %c0 to %c4
+// Tile t + 1's rows classified first, and those in HBM prefetched into L2:
+// per row, lane segment s takes the lines at bytes s x 128 and
+// min(512 + s x 128, 655).
+// CHECK: scf.if
+// CHECK: %[[LINE:.*]] = arith.muli %{{.*}}, %c128_i32 : i32
+// CHECK: nvvm.prefetch level =  L2, %{{.*}} : !llvm.ptr<1>
+// CHECK-NEXT: %[[SECOND:.*]] = arith.addi %[[LINE]], %c512_i32 : i32
+// CHECK-NEXT: arith.minui %[[SECOND]], %c655_i32 : i32
+// CHECK: nvvm.prefetch level =  L2, %{{.*}} : !llvm.ptr<1>
+// CHECK: scf.if
+// CHECK-COUNT-2: nvvm.prefetch level =  L2
 // CHECK: arith.addi %[[TILE]], %c2 : index
 // CHECK: memref.load %arg1[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
 // CHECK-NEXT: memref.load %arg2[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
@@ -99,6 +112,8 @@
 // MANIFEST: "resident_kernel": "sparse_attention_resident"
 // 44 wgmma in each of the two kernels.
 // COUNT: 88
+// Only the resident form prefetches (2 rows x 2 lines a lane).
+// PREFETCH: {{^}}4{{$}}
 // PTX: .extern .shared .align 1024 .b8 dhs_tensor_core_shared[];
 // PTX: .maxntid 384, 1, 1
 // PTX: .minnctapersm 1
