@@ -75,9 +75,10 @@ struct SparseAttentionKernelConfig {
   bool unsharedRequests = false;
   /// The resident form of a fused FP8 tensor-core kernel (the launch's
   /// second kernel, KernelSpec::emitResidentBody): its producer loads the
-  /// selections a tile and a half ahead instead of classifying the next
-  /// tile's rows first. Faster when every row is in HBM, slower when rows
-  /// come from the host (bench/NOTES.md, 2026-12-04, twenty-fourth session).
+  /// selections a tile and a half ahead, and at the top of each iteration
+  /// classifies the next tile's rows and prefetches those in HBM into L2.
+  /// Faster when every row is in HBM, slower when rows come from the host
+  /// (bench/NOTES.md, 2026-12-04, twenty-fourth and twenty-fifth sessions).
   bool residentForm = false;
 
   /// Entries a query walks: its selected rows, then its window.

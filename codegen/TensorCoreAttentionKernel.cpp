@@ -506,7 +506,8 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
     TensorCoreAttentionEmitter(b, config, args).emit();
   };
   // A fused FP8 kernel of one CTA a query has a resident form (its producer
-  // loads selections further ahead; the runtime chooses per step).
+  // loads selections further ahead and prefetches the next tile's HBM rows
+  // into L2; the runtime chooses per step).
   if (hasResidentForm(config)) {
     SparseAttentionKernelConfig resident = config;
     resident.residentForm = true;
