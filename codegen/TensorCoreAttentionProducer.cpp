@@ -476,7 +476,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
     // (bench/NOTES.md, 2026-12-04 twenty-fifth session): the resident step
     // 7-8% faster (its producer waited for HBM, long scoreboard stalls);
     // the same in the other form slowed mixed steps 13-20%, and in the
-    // clustered 128-head kernel 8%, so only here.
+    // staged 128-head kernel 8%, so only here.
     if (config.residentForm)
       for (const ClassifiedRow &row : nextRows)
         for (int64_t offset = 0; offset < rowBytes; offset += 512)
