@@ -18,6 +18,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace mlir::dhs {
 
@@ -133,6 +134,8 @@ template <typename... Parts> std::string kernelKey(const Parts &...parts) {
 
 /// Everything dhs-lower-to-gpu needs to generate a kernel and launch it.
 struct KernelSpec {
+  KernelSpec(abi::LaunchKind kind, std::string key) : kind(kind), key(std::move(key)) {}
+
   /// What the runtime calls the launch; names the kernel and its PTX file.
   abi::LaunchKind kind;
   /// Everything the generated code depends on besides the kind: launches

@@ -517,7 +517,7 @@ static FailureOr<AttentionKernels> chooseAttentionKernels(Operation *op,
   AttentionKernels kernels{*config,
                            config->tensorCores ? getTensorCoreAttentionKernel(*config)
                                                : getSparseAttentionKernel(*config),
-                           std::nullopt};
+                           /*combine=*/std::nullopt, /*unshared=*/std::nullopt};
   if (config->sharedPositions > 1) {
     // Each position alone, unsplit: the clustered kernel's tiles and order.
     SparseAttentionKernelConfig unshared = *config;

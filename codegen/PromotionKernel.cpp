@@ -52,6 +52,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::dhs;
@@ -220,7 +221,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
           return {load(fetchedArg, {laneOfItem, j}), load(fetchedArg, {laneOfItem, left})};
         },
         [&](Value item, Value valid, ValueRange loaded) {
-          auto [laneOfItem, j] = laneAndRow(item);
+          // (std::tie, not a structured binding: the lambda below captures both.)
+          Value laneOfItem, j;
+          std::tie(laneOfItem, j) = laneAndRow(item);
           Value opens = orI(kb.cmpi(P::eq, j, kb.index(0)), kb.cmpi(P::sge, loaded[1], kb.i32(0)));
           Value boundary = andI(andI(valid, kb.cmpi(P::slt, loaded[0], kb.i32(0))), opens);
           kb.ifThen(boundary, [&] {

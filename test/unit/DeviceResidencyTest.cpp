@@ -627,7 +627,9 @@ TEST_CASE("the appends' slots the host does not expect are refused, and adoption
   refused({slots[0], slots[1], 12});          // outside the pool
   refused({slots[0], slots[1], free.back()}); // over the budget: a slot the stack holds
   refused({slots[0], slots[1], ring});        // over the budget: a ring slot
-  CHECK_THROWS_AS(device.applyDeviceAppends({0}, {{slots[0], slots[1], ring}}), InputError);
+  CHECK_THROWS_AS(
+      device.applyDeviceAppends(std::vector<std::int32_t>{0}, {{slots[0], slots[1], ring}}),
+      InputError);
   CHECK(device.deviceAppends(0).size() == 3);
   // A hot slot for row 12 passes (the host does not know the hot slots),
   // but adoption finds it hot in the device state, and row 8's slot

@@ -115,9 +115,7 @@ struct Policy {
 
 class Simulation {
 public:
-  Simulation(const Options &options, std::vector<ResidencyConfig> configs,
-             std::vector<std::string> names)
-      : options_(options) {
+  Simulation(std::vector<ResidencyConfig> configs, std::vector<std::string> names) {
     for (std::size_t i = 0; i < configs.size(); ++i)
       policies_.push_back(std::make_unique<Policy>(names[i], configs[i]));
     groups_ = configs.front().groups;
@@ -257,7 +255,6 @@ private:
                   ", which has not arrived (or has left)");
   }
 
-  const Options &options_;
   std::set<std::uint64_t> known_; // arrived, admitted or refused
   std::vector<std::unique_ptr<Policy>> policies_;
   std::int32_t groups_ = 1;
@@ -491,7 +488,7 @@ int run(const Options &o) {
   std::printf("policies: adaptive (%s), fixed (%s); %d group(s) simulated\n",
               abi::name(adaptive.replacement), abi::name(fixed.replacement), o.groups);
 
-  Simulation sim(o, {adaptive, fixed}, {abi::name(adaptive.policy), abi::name(fixed.policy)});
+  Simulation sim({adaptive, fixed}, {abi::name(adaptive.policy), abi::name(fixed.policy)});
   std::unique_ptr<std::ofstream> traceOut;
   std::unique_ptr<TraceWriter> writer;
   if (!o.writeTrace.empty()) {
