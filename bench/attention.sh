@@ -316,7 +316,9 @@ case "$mode" in
     out=$(cat "$partial")
     rm -f "$partial"
     name="$(date +%F)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' _)"
-    name="$name-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    # The bundle's commit (tools/gpu-check.sh bundle), else this checkout's.
+    commit=$(cat "$dir/COMMIT" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    name="$name-$commit"
     mkdir -p "$root/bench/results" && echo "$out" > "$root/bench/results/attention-$name.txt"
     # The device tool returns few files: the table and one archive of the logs.
     if [ -n "${OUT:-}" ]; then

@@ -5,7 +5,9 @@
 #                                    GPU needed): compile every example step to
 #                                    PTX and put the runtime binaries (no MLIR
 #                                    inside) and the steps into DIR
-#                                    (default .device-carry/).
+#                                    (default .device-carry/), with the
+#                                    commit they were built from (DIR/COMMIT,
+#                                    which names the results).
 #   tools/gpu-check.sh run [DIR]     on the GPU machine: run the unit tests
 #                                    (their CUDA cases run there, the step
 #                                    executor on CUDA vs the CPU among them),
@@ -169,6 +171,9 @@ bundle() {
   local build=${DHS_BUILD_DIR:-$root/build}
   [ -x "$build/bin/dhs-compile" ] || { echo "gpu-check: build first (tools/setup.sh)" >&2; exit 1; }
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/steps"
+  # The tree the bundle was built from (the GPU machine's checkout may be
+  # another commit): run and bench/attention.sh name their results by it.
+  git -C "$root" describe --always --dirty --abbrev=7 > "$dir/COMMIT" 2>/dev/null || rm -f "$dir/COMMIT"
   cp "$build/bin/dhs-run" "$build/bin/dhs-unittests" "$build/bin/dhs-engine" \
      "$build/bin/dhs-topk-bench" "$build/bin/dhs-promotion-bench" "$build/bin/dhs-step-bench" \
      "$build/bin/dhs-retrieval-bench" "$build/bin/dhs-decision-bench" "$build/bin/dhs-graph-launch-bench" \
@@ -195,6 +200,7 @@ run() {
   local failed=0
   checkpoint
   echo "== device"
+  [ -f "$dir/COMMIT" ] && echo "bundle built from $(cat "$dir/COMMIT")"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
   checkpoint
