@@ -143,6 +143,10 @@ void TensorCoreAttentionEmitter::emitProducer() {
   bool classifyAhead =
       (!config.staged || config.overlapped) && fp8 && !clustered && !config.residentForm;
   bool selectionsAhead = fp8 && !classifyAhead;
+  // A staged FP8 query of two unclustered CTAs (128 heads) prefetches its
+  // rows two tiles ahead (below).
+  bool stagedPrefetch = config.staged && !config.overlapped && !config.indexed && fp8 &&
+                        !clustered && !sharing && config.groupHeads > config.headsPerBlock;
   if (classifyAhead || config.residentForm) {
     requestHistoryStart = memref::LoadOp::create(b, historyStart, ValueRange{request});
     requestHistoryLen = memref::LoadOp::create(b, historyLen, ValueRange{request});
@@ -469,23 +473,27 @@ void TensorCoreAttentionEmitter::emitProducer() {
     if (classifyAhead || config.residentForm)
       for (int64_t round = 0; round < aheadRows; ++round)
         nextRows.push_back(classify(nextTile, round, llvm::to_vector(upcoming[round])));
+    // Prefetches into L2 the lines of `row` where `predicate` holds: lane
+    // segment s the lines at bytes s x 128 and min(512 + s x 128, 655) of the
+    // row (all of the up to 7 lines a 656-byte row spans).
+    auto prefetchRow = [&](const ClassifiedRow &row, Value predicate) {
+      for (int64_t offset = 0; offset < rowBytes; offset += 512)
+        kb.ifThen(predicate, [&] {
+          Value byte = add(mul(segment, c32(128)), c32(offset));
+          if (offset + 512 > rowBytes)
+            byte = arith::MinUIOp::create(b, byte, c32(rowBytes - 1));
+          hb.prefetchL2(add(row.address, ext64(byte)));
+        });
+    };
     // The resident form's rows of tile t + 1 that are in HBM go to L2 now,
-    // half a tile to a tile before their loads issue: lane segment s
-    // prefetches the lines at bytes s x 128 and min(512 + s x 128, 655) of
-    // each row (all of the up to 7 lines a row spans). Measured on the H200
+    // half a tile to a tile before their loads issue. Measured on the H200
     // (bench/NOTES.md, 2026-12-04 twenty-fifth session): the resident step
     // 7-8% faster (its producer waited for HBM, long scoreboard stalls);
-    // the same in the other form slowed mixed steps 13-20%, and in the
-    // staged 128-head kernel 8%, so only here.
+    // the same in the other form slowed mixed steps 13-20% (the prefetches
+    // compete with its host reads), so not there.
     if (config.residentForm)
       for (const ClassifiedRow &row : nextRows)
-        for (int64_t offset = 0; offset < rowBytes; offset += 512)
-          kb.ifThen(row.inHbm, [&] {
-            Value byte = add(mul(segment, c32(128)), c32(offset));
-            if (offset + 512 > rowBytes)
-              byte = arith::MinUIOp::create(b, byte, c32(rowBytes - 1));
-            hb.prefetchL2(add(row.address, ext64(byte)));
-          });
+        prefetchRow(row, row.inHbm);
     Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
     SmallVector<SmallVector<Value>> afterNext;
     if (selectionsAhead)
@@ -546,6 +554,18 @@ void TensorCoreAttentionEmitter::emitProducer() {
     if (sharing)
       shareHalves(tileIndex, buffer);
     arriveBarrier(buffer, /*full=*/true);
+    // A staged FP8 kernel (its rows all in device memory: HBM or staging)
+    // whose query spans two unclustered CTAs prefetches tile t + 2's rows
+    // after publishing tile t, in head block 0 only: the other CTA of the
+    // query reads the same rows at about the same time. Measured on the
+    // H200 (bench/NOTES.md, 2026-12-04 twenty-sixth session): 64 x 128
+    // heads 0-2% faster, 32 x 128 4%; at the top of the loop (tile t + 1)
+    // the producer spilled and was 6-13% slower, in both CTAs slower still.
+    if (stagedPrefetch)
+      for (int64_t round = 0; round < rounds; ++round) {
+        ClassifiedRow row = classify(tileAfterNext, round, afterNext[round]);
+        prefetchRow(row, andi(row.valid, eq(headBase, c32(0))));
+      }
     SmallVector<Value> yielded;
     for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows)

@@ -7,7 +7,9 @@
 // of each consumer warpgroup of both CTAs arrived on its empty barrier
 // (count 4, remote arrives). Cluster barriers before the first remote access
 // and before exit. FP8 rows stay unclustered (measured slower, bench/NOTES.md),
-// and so does tensor-core-clusters=false.
+// and so does tensor-core-clusters=false. The FP8 producer of head block 0
+// prefetches into L2 the rows of tile t + 2 once it has published tile t (the
+// other CTA of the query reads the same rows); bf16 producers do not.
 // For compute-sanitizer racecheck, which does not credit ordering that reaches
 // thread 32 / 64's arrival through a named barrier, every consumer thread
 // carries the arrivals on both CTAs' empty barriers in a PTX comment
@@ -16,8 +18,8 @@
 // instructions, and refuses cluster arrivals without the markers. The kernel
 // the GPU runs has neither: the same SASS as without the markers.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
-// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-core-clusters=false" | FileCheck %s --check-prefix=OFF
-// RUN: sed 's/mla_bf16/mla_fp8/g' %s | dhs-opt --dhs-lower-to-gpu="min-blocks=0" | FileCheck %s --check-prefix=OFF
+// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-core-clusters=false" | FileCheck %s --check-prefixes=OFF,NOPREFETCH
+// RUN: sed 's/mla_bf16/mla_fp8/g' %s | dhs-opt --dhs-lower-to-gpu="min-blocks=0" | FileCheck %s --check-prefixes=OFF,PREFETCH
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: FileCheck %s --check-prefix=PTX < %t/attention.ptx
@@ -92,6 +94,26 @@
 // OFF-NOT: acquire.cluster
 // OFF-NOT: dhs.racecheck
 // OFF: gpu.return
+
+// NOPREFETCH-NOT: nvvm.prefetch
+
+// Tile t + 2's rows (2 a thread, 2 lines each) after the full arrival, in
+// head block 0 (headBase == 0) only.
+// PREFETCH-LABEL: gpu.func @attention
+// PREFETCH: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// PREFETCH: nvvm.mbarrier.arrive
+// PREFETCH: %[[BLOCK0:.*]] = arith.cmpi eq, %{{.*}}, %c0_i32{{.*}} : i32
+// PREFETCH: %[[ROW0:.*]] = arith.andi %{{.*}}, %[[BLOCK0]] : i1
+// PREFETCH: scf.if %[[ROW0]] {
+// PREFETCH: nvvm.prefetch level =  L2
+// PREFETCH: scf.if %[[ROW0]] {
+// PREFETCH: nvvm.prefetch level =  L2
+// PREFETCH: scf.if
+// PREFETCH: nvvm.prefetch level =  L2
+// PREFETCH: scf.if
+// PREFETCH: nvvm.prefetch level =  L2
+// PREFETCH-NOT: nvvm.prefetch
+// PREFETCH: scf.yield
 
 // MANIFEST: "dynamic_shared_bytes": 231216
 // PTX: .explicitcluster
