@@ -39,8 +39,11 @@
 # missing bytes / the rate of the generated fetch kernel on the same rows: one
 # layer's 656-byte rows, scattered over the same 2.75 GB store, timed by
 # dhs-retrieval-bench in the same run), and the same steps compiled with
-# --overlap-retrieval (a fetch of 4 CTAs beside the attention); the CUDA-core
-# kernel on the first shape; and
+# --overlap-retrieval (a fetch of 4 CTAs beside the attention); a layer
+# group's mixed steps (four FP8 layers over one selection, 2624-byte tokens):
+# fused (each layer reads its host rows) and overlapped (one fetch of whole
+# tokens beside the four attentions) against max(the group at residency 1,
+# missing bytes / copy rate); the CUDA-core kernel on the first shape; and
 # retrieval: the fetch kernel of one layer group over a 22 GB pinned store
 # (dhs-retrieval-bench, 5-20% of the selections missing, first in each list
 # or scattered in it) against the copy rate; executor steps (dhs-decision-bench:
@@ -99,6 +102,12 @@ steps() {
   # attention) against the fused kernel.
   "$compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 128 --positions 1 --heads 64 \
     --hbm-slots 262144 --overlap-retrieval -o "$dir/attention/overlap_fp8_b128_q1_h64" || exit 1
+  # A layer group's mixed steps: four FP8 layers fused, and overlapped.
+  "$compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 128 --positions 1 \
+    --heads 64 --hbm-slots 262144 -o "$dir/attention/group_fp8_b128_q1_h64" || exit 1
+  "$compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 128 --positions 1 \
+    --heads 64 --hbm-slots 262144 --overlap-retrieval \
+    -o "$dir/attention/group_overlap_fp8_b128_q1_h64" || exit 1
   # Retrieval: one layer group's fetch over a 22 GB store (dhs-retrieval-bench).
   "$compile" "$root/bench/steps/fetch_fp8_group.mlir" -o "$dir/attention/fetch_fp8_group" || exit 1
   # The mixed steps' fetch baseline: single 656-byte rows (dhs-retrieval-bench).
@@ -182,6 +191,28 @@ print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms
       + (f' {float(sys.argv[6]):13.4f}' if sys.argv[6] else f' {\"-\":>13}'))" \
       "$missing" "$ms" "$resident" "$copy" "$fetch" "$overlapped"
   done
+  # A layer group's mixed steps (four FP8 layers over one selection, tokens
+  # of 2624 bytes over an 11 GB store): the four fused kernels (each reads
+  # its 656-byte host rows itself) and the overlapped group (one fetch of
+  # whole tokens beside the four attentions) against max(the fused group at
+  # residency 1, missing bytes / copy rate).
+  local group_resident; group_resident=$(run_step group_fp8_b128_q1_h64 1)
+  if [ -n "$group_resident" ]; then
+    printf '\n%-14s %9s %13s %9s %13s %9s\n' "group missing" "fused ms" "overlapped ms" \
+      floor/ms "fused/floor" "ovl/floor"
+    for missing in 0.01 0.05 0.14 0.30; do
+      local resident_fraction; resident_fraction=$(python3 -c "print(1-$missing)")
+      local fused; fused=$(run_step group_fp8_b128_q1_h64 "$resident_fraction")
+      local overlapped; overlapped=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction")
+      python3 -c "import sys; x,res,copy=map(float,sys.argv[1:4])
+floor=max(res, x*128*2048*2624/copy/1e6)
+def cells(v, width):
+    return (f'{float(v):{width}.4f}', f'{float(v)/floor:.2f}') if v else (f'{\"FAILED\":>{width}}', '-')
+(fused,fr),(ovl,orr)=cells(sys.argv[4], 9),cells(sys.argv[5], 13)
+print(f'{x:14.0%} {fused} {ovl} {floor:9.4f} {fr:>13} {orr:>9}')" \
+        "$missing" "$group_resident" "$copy" "$fused" "$overlapped"
+    done
+  fi
   # Verify steps: positions sharing the rows they all selected (a cluster
   # per request) against each position's CTA gathering its own, checked
   # against the fp64 CPU reference first (8 requests, every residency).

@@ -143,15 +143,18 @@ Value HopperBuilder::compareAndSwap(Value address, Value expected, Value desired
       .front();
 }
 
-Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs, int32_t pending) {
+/// Polls the flag at `address` while it compares `predicate` to `value`,
+/// at most `polls` times; returns the last value read.
+static Value pollFlag(HopperBuilder &hb, ImplicitLocOpBuilder &b, Value address, int64_t polls,
+                      int64_t sleepNs, arith::CmpIPredicate predicate, int32_t value) {
   Type i32 = b.getI32Type();
   auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
   auto loop = scf::WhileOp::create(b, TypeRange{i32, i32}, ValueRange{c32(0), c32(0)});
   OpBuilder::InsertionGuard guard(b);
   Location loc = b.getLoc();
   Block *before = b.createBlock(&loop.getBefore(), {}, {i32, i32}, {loc, loc});
-  Value flag = loadAcquire(address);
-  Value unset = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, flag, c32(pending));
+  Value flag = hb.loadAcquire(address);
+  Value unset = arith::CmpIOp::create(b, predicate, flag, c32(value));
   Value more =
       arith::CmpIOp::create(b, arith::CmpIPredicate::slt, before->getArgument(0), c32(polls));
   scf::ConditionOp::create(b, arith::AndIOp::create(b, unset, more),
@@ -161,7 +164,19 @@ Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs, int
   scf::YieldOp::create(b, ValueRange{arith::AddIOp::create(b, after->getArgument(0), c32(1)),
                                      after->getArgument(1)});
   b.setInsertionPointAfter(loop);
-  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, loop.getResult(1), c32(pending));
+  return loop.getResult(1);
+}
+
+Value HopperBuilder::waitFlag(Value address, int64_t polls, int64_t sleepNs, int32_t pending) {
+  Value flag = pollFlag(*this, b, address, polls, sleepNs, arith::CmpIPredicate::eq, pending);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, flag,
+                               arith::ConstantIntOp::create(b, pending, 32));
+}
+
+Value HopperBuilder::waitFlagFor(Value address, int64_t polls, int64_t sleepNs, int32_t wanted) {
+  Value flag = pollFlag(*this, b, address, polls, sleepNs, arith::CmpIPredicate::ne, wanted);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, flag,
+                               arith::ConstantIntOp::create(b, wanted, 32));
 }
 
 void HopperBuilder::copyToCluster(Value destination, Value source, Value size, Value barrier) {

@@ -79,6 +79,9 @@ struct HopperBuilder {
   /// `pending`, sleeping `sleepNs` between polls, at most `polls` times;
   /// returns whether it changed (i1).
   Value waitFlag(Value address, int64_t polls, int64_t sleepNs, int32_t pending = 0);
+  /// Polls the same way until the flag holds `wanted`; returns whether it
+  /// does (i1).
+  Value waitFlagFor(Value address, int64_t polls, int64_t sleepNs, int32_t wanted);
   /// Waits until the phase of parity `parity` (i32) of the mbarrier at
   /// shared pointer `barrier` (!llvm.ptr<3>, this CTA's) completes, with
   /// acquire semantics at cluster scope (nvvm.mbarrier.try_wait.parity

@@ -20,6 +20,7 @@
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <map>
 #include <optional>
@@ -608,35 +609,42 @@ struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
 
 } // namespace
 
-/// Replaces fused attention `op` by a fetch of its missing rows into an arena
-/// buffer [B, Q * K, layers, row bytes] and a staged attention over it; with
-/// `overlap`, the two share ready flags [B, Q * K / 64] (the fetch runs
-/// beside the attention, which reads the tiles it reaches first from the
-/// host store: it takes the histories too).
-static void stageMissingRows(SparseAttentionOp op, LaunchBuilder &launches, bool overlap) {
-  OpBuilder builder(op);
-  Location loc = op.getLoc();
-  MemRefType rows = op.getRowIds().getType();
-  KVPoolType pool = op.getPool().getType();
+/// Replaces fused attention `ops` (one selection of one pool: a layer
+/// group's layers, or one op) by one fetch of their missing tokens (all of
+/// the pool's layers) into an arena buffer [B, Q * K, layers, row bytes]
+/// before the first, and each by a staged attention over it; with `overlap`,
+/// they share ready flags [B, Q * K / 64] (the fetch runs beside the
+/// attentions, which take the histories too: a one-layer attention reads the
+/// tiles it reaches first from the host store, a group's wait for the
+/// fetch).
+static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &launches,
+                             bool overlap) {
+  SparseAttentionOp first = ops.front();
+  OpBuilder builder(first);
+  MemRefType rows = first.getRowIds().getType();
+  KVPoolType pool = first.getPool().getType();
   auto staging = MemRefType::get({rows.getDimSize(0), rows.getDimSize(1) * rows.getDimSize(2),
                                   pool.getLayers(), pool.getFormat().getRowBytes()},
                                  builder.getI8Type());
-  Value buffer = launches.getArenaBuffer(builder, op, staging);
+  Value buffer = launches.getArenaBuffer(builder, first, staging);
   Value ready;
   if (overlap)
     ready = launches.getArenaBuffer(
-        builder, op,
+        builder, first,
         MemRefType::get({rows.getDimSize(0), staging.getDimSize(1) / kReadyTileRows},
                         builder.getI32Type()));
-  FetchOp::create(builder, loc, op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
-                  op.getHistoryLen(), buffer, ready);
-  AttentionOp::create(builder, loc, op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
-                      /*staging_index=*/Value(), op.getSharedTiles(), op.getPool(), op.getWindow(),
-                      op.getWindowTokens(), op.getOutput(), ready,
-                      overlap ? op.getHistoryStart() : Value(),
-                      overlap ? op.getHistoryLen() : Value(), op.getLayerAttr(),
-                      op.getSoftmaxScaleAttr(), op.getWindowSizeAttr());
-  op.erase();
+  FetchOp::create(builder, first.getLoc(), first.getPool(), first.getRowIds(), first.getSlots(),
+                  first.getHistoryStart(), first.getHistoryLen(), buffer, ready);
+  for (SparseAttentionOp op : ops) {
+    builder.setInsertionPoint(op);
+    AttentionOp::create(
+        builder, op.getLoc(), op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
+        /*staging_index=*/Value(), op.getSharedTiles(), op.getPool(), op.getWindow(),
+        op.getWindowTokens(), op.getOutput(), ready, overlap ? op.getHistoryStart() : Value(),
+        overlap ? op.getHistoryLen() : Value(), op.getLayerAttr(), op.getSoftmaxScaleAttr(),
+        op.getWindowSizeAttr());
+    op.erase();
+  }
 }
 
 /// Inlines the bodies of draft and verify phases into their parents: phases
@@ -697,21 +705,33 @@ void DhsLowerToGPU::runOnOperation() {
   // missing rows are fetched once into the arena (dhs.fetch), and the CTAs
   // read them from there (dhs.attention). So does tensor-core attention
   // with overlapRetrieval, its fetch running beside it.
+  // With overlapRetrieval, the tensor-core attentions of a layer group that
+  // read one selection (in program order, the first's operands defined
+  // before it) share one fetch of whole tokens beside them.
   SmallVector<SparseAttentionOp> fused;
   module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
+  llvm::MapVector<std::tuple<Value, Value, Value, Value, Value>, SmallVector<SparseAttentionOp>>
+      groups;
   for (SparseAttentionOp op : fused) {
     FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
         op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters);
     if (failed(config))
       return signalPassFailure();
-    if (op.getPool().getType().getLayers() != 1)
-      continue;
-    // With overlapRetrieval, one-layer tensor-core attention reads its
-    // missing rows from staging that a fetch of a few CTAs fills beside it.
+    // With overlapRetrieval, tensor-core attention reads its missing rows
+    // from staging that a fetch of a few CTAs fills beside it.
     bool overlap = overlapRetrieval && config->tensorCores && config->sharedPositions == 1;
+    if (op.getPool().getType().getLayers() != 1) {
+      if (overlap && !op.getWindow())
+        groups[{op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
+                op.getHistoryLen()}]
+            .push_back(op);
+      continue;
+    }
     if (overlap || config->groupHeads > config->headsPerBlock)
       stageMissingRows(op, launches, overlap);
   }
+  for (auto &group : groups)
+    stageMissingRows(group.second, launches, /*overlap=*/true);
 
   walkAndApplyPatterns(module, patterns);
   numKernels += launches.numKernels;

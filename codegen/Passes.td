@@ -78,11 +78,12 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
                         "Pair the tensor-core CTAs of a query's 64-head blocks in clusters "
                         "that gather each tile once for both (128 heads, bf16 rows)">,
                  Option<"overlapRetrieval", "overlap-retrieval", "bool", /*default=*/"false",
-                        "Share the missing rows of one-layer tensor-core attention with a "
-                        "fetch of a few CTAs that runs beside it (dhs.fetch and dhs.attention "
-                        "with ready flags; programmatic dependent launch): the fetch stages the "
-                        "tiles it claims first, the attention's producer gathers the others "
-                        "from the host itself">];
+                        "Share the missing rows of tensor-core attention with a fetch of a "
+                        "few CTAs that runs beside it (dhs.fetch and dhs.attention with ready "
+                        "flags; programmatic dependent launch): the fetch stages the tiles it "
+                        "claims first, a one-layer attention's producer gathers the others "
+                        "from the host itself; a layer group's attentions share one fetch of "
+                        "whole tokens and wait for it">];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels generated">,
     Statistic<"numLaunches", "launches", "Number of kernel launches">

@@ -350,6 +350,12 @@ void TensorCoreAttentionEmitter::emit() {
   status = args[Role::Status];
   sharedTilesArg = args.lookup(Role::SharedTiles);
 
+  // Overlapped staging: the next layer's attention of a layer group (a
+  // programmatic dependent launch too) may start once every CTA of this one
+  // runs, so that its CTAs take the SMs this one's leave while the fetch
+  // still runs; it waits for this one before it ends.
+  if (config.overlapped)
+    NVVM::GriddepcontrolOp::create(b, NVVM::GridDepActionKind::launch_dependents);
   tid = toI32(kb.threadId());
   group = divu(tid, kGroupThreads);
   thread = remu(tid, kGroupThreads);

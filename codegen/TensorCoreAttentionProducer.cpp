@@ -223,7 +223,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
   int64_t selectionWidth = config.staged && config.indexed ? 3 : 2;
   // The row's 16-byte loads (zeros for a row without data); a staged row of
   // overlapped staging first waits for its tile's ready flag (a flag that
-  // stays unset is reported, and the step fails).
+  // stays unset is reported, and the step fails). A layer group's attention
+  // never takes a tile: the other layers would then read the host rows too.
+  bool waitForFetch = config.overlapped && config.pool.getLayers() > 1;
   auto load = [&](Value valid, const ClassifiedRow &row) -> SmallVector<Value> {
     Value address = row.address;
     auto loads =
@@ -232,7 +234,19 @@ void TensorCoreAttentionEmitter::emitProducer() {
     b.setInsertionPointToStart(loads.elseBlock());
     scf::YieldOp::create(b, SmallVector<Value>(loadsPerRow, zero));
     b.setInsertionPointToStart(loads.thenBlock());
-    if (row.readyFlag) {
+    if (row.readyFlag && waitForFetch) {
+      // A missing row of a layer group (a flag address; 0 for a row in
+      // HBM): wait until the fetch has staged its tile (every layer reads
+      // the token the fetch copied once).
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::ne, row.readyFlag, c64(0)), [&] {
+        Value ready = hb.waitFlagFor(row.readyFlag, kReadyPolls, kReadySleepNs, kTileStaged);
+        kb.ifThen(xori(ready, arith::ConstantIntOp::create(b, 1, 1)), [&] {
+          memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori,
+                                      c32(abi::kStatusStagingNotReady), status,
+                                      ValueRange{kb.index(0)});
+        });
+      });
+    } else if (row.readyFlag) {
       // A missing row: take its tile unless the fetch has (then read the
       // host store), or wait until the fetch has staged it.
       auto source = scf::IfOp::create(b, b.getI64Type(),

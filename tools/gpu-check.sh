@@ -104,6 +104,14 @@ steps() {
     --heads 64 --hbm-slots 32768 --overlap-retrieval -o "$dir/steps/tc_fp8_overlap_step" || exit 1
   "$build/bin/dhs-compile" "$root/bench/steps/mla_bf16_attention.mlir" --requests 4 --positions 2 \
     --heads 128 --hbm-slots 16384 --overlap-retrieval -o "$dir/steps/tc_bf16_overlap_step" || exit 1
+  # The same layer group fused (each layer reads its host rows itself).
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 8 \
+    --positions 1 --heads 64 --hbm-slots 16384 -o "$dir/steps/mla_fp8_layer_group_whole" || exit 1
+  # A layer group's overlapped staging: one fetch of whole tokens beside the
+  # four FP8 layers' attentions, which wait for its ready flags.
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 8 \
+    --positions 1 --heads 64 --hbm-slots 16384 --overlap-retrieval \
+    -o "$dir/steps/tc_fp8_group_overlap_step" || exit 1
   sed 's/x16x/x64x/g' "$root/examples/verify_step.mlir" > "$dir/verify_step_h64.mlir"
   "$build/bin/dhs-compile" "$dir/verify_step_h64.mlir" -o "$dir/steps/verify_step_h64" || exit 1
   # The same with --share-tiles: share_rows, then a cluster of a request's
@@ -269,6 +277,18 @@ run() {
         awk '{printf "residency %s: fetched %s for %s missing selections; ", $1, $5, $4}')PASS"
     else
       failed=1; echo "FAILED: verify_step $args"; tail -n 3 "$results/edges.log"
+    fi
+  done
+
+  checkpoint
+  echo "== a layer group's kernels alone (dhs-run --no-host-check: every layer attends, the first is checked)"
+  for name in mla_fp8_layer_group_whole tc_fp8_group_overlap_step; do
+    [ -d "$dir/steps/$name" ] || continue
+    if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --no-host-check --seed 31 \
+         --resident 0,0.5,1 --repeat 5 > "$results/direct-$name.log" 2>&1; then
+      printf '  %-36s PASS\n' "$name"
+    else
+      failed=1; echo "FAILED: $name (direct)"; tail -n 3 "$results/direct-$name.log"
     fi
   done
 

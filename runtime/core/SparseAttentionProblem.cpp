@@ -1,6 +1,7 @@
 //===- SparseAttentionProblem.cpp - Step inputs, generator, validation ----===//
 
 #include "runtime/core/SparseAttentionProblem.h"
+#include "runtime/core/StepPlan.h"
 
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
@@ -30,6 +31,14 @@ void checkProblemMatchesManifest(const SparseAttentionProblem &problem, const Ma
   same("row size", actual.rowElems, expected.rowElems);
   same("row format", static_cast<std::int64_t>(actual.format),
        static_cast<std::int64_t>(expected.format));
+  // A step of several layers (one group's, say) is checked at any of them,
+  // with that layer's softmax scale.
+  if (manifest.hasAttention())
+    for (const StepLayerPlan &layer : planStep(manifest).layers)
+      if (layer.poolLayer == actual.layer) {
+        expected.layer = layer.poolLayer;
+        expected.softmaxScale = layer.softmaxScale;
+      }
   same("layer", actual.layer, expected.layer);
   same("qk_dim", actual.qkDim, expected.qkDim);
   same("v_dim", actual.vDim, expected.vDim);

@@ -426,9 +426,13 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   const ProblemShape &shape = problem.shape;
   if (options.warmup < 0 || options.repeat < 0)
     throw Error("warm-up and repetition counts must not be negative");
-  if (planStep(manifest).wholeModel())
+  // One layer group's step (its layers over one pool and one selection) runs
+  // here too: every layer attends the problem's queries into an output of
+  // its own, and the layer the problem reads is the one checked.
+  const StepPlan plan = planStep(manifest);
+  if (plan.groups.size() > 1)
     throw Error("step '" + manifest.step +
-                "' runs several layers: run a whole-model step through the Runtime");
+                "' runs several layer groups: run a whole-model step through the Runtime");
   checkProblemMatchesManifest(problem, manifest);
   if (options.validateInputs)
     problem.validate();
@@ -460,9 +464,20 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   }
   const std::size_t outputCount = static_cast<std::size_t>(shape.outputCount());
   const std::size_t outputBytes = outputCount * sizeof(bf16_t);
-  const int outputIndex = manifest.argument(ArgumentRole::Output).index;
-  argumentBuffers[static_cast<std::size_t>(outputIndex)] =
-      std::make_unique<DeviceBuffer>(outputBytes, "output");
+  int outputIndex = manifest.argument(ArgumentRole::Output).index;
+  for (const StepLayerPlan &layer : plan.layers) {
+    auto &queries = argumentBuffers[static_cast<std::size_t>(layer.queries)];
+    if (!queries) {
+      queries = std::make_unique<DeviceBuffer>(problem.queries.size() * sizeof(bf16_t), "queries");
+      cuda.check(cuda.memcpyHtoD(queries->get(), problem.queries.data(),
+                                 problem.queries.size() * sizeof(bf16_t)),
+                 "cuMemcpyHtoD(queries)");
+    }
+    argumentBuffers[static_cast<std::size_t>(layer.output)] =
+        std::make_unique<DeviceBuffer>(outputBytes, "output");
+    if (layer.poolLayer == shape.layer)
+      outputIndex = layer.output;
+  }
   const CUdeviceptr output = argumentBuffers[static_cast<std::size_t>(outputIndex)]->get();
 
   DeviceBuffer hbm(static_cast<std::size_t>(shape.hbmSlots) * rowBytes,

@@ -11,7 +11,9 @@
 // host store itself; if the fetch is copying it, it waits (acquire loads
 // while 2, nanosleep between polls; a flag that stays 2 is reported); once
 // staged it reads staging. The CTA ends after the fetch (griddepcontrol
-// wait). So the attention takes the histories and the host store too.
+// wait), and lets a dependent launch start once all its CTAs run (a layer
+// group's next attention: overlapped-retrieval-group.mlir). So the attention
+// takes the histories and the host store too.
 // Without the option the attention reads the host store itself.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 overlap-retrieval=true" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" | FileCheck %s --check-prefix=FUSED
@@ -42,6 +44,7 @@
 // CHECK: nvvm.bar.warp.sync
 // CHECK: llvm.inline_asm has_side_effects "st.release.gpu.global.u32 [$0], $1;", "l,r,~{memory}"
 // CHECK-LABEL: gpu.func @attention
+// CHECK: nvvm.griddepcontrol launch_dependents
 // CHECK: nvvm.setmaxregister  decrease 144
 // CHECK: llvm.inline_asm has_side_effects "atom.acquire.gpu.global.cas.b32 $0, [$1], $2, $3;", "=r,l,r,r,~{memory}" %{{.*}}, %c0_i32, %c3_i32
 // CHECK: scf.while
@@ -62,6 +65,7 @@
 // FETCH: shfl.sync.idx.b32
 // FETCH: ld.global.nc.v4.b32
 // FETCH: st.release.gpu.global.u32
+// ATTENTION: griddepcontrol.launch_dependents;
 // ATTENTION: atom.acquire.gpu.global.cas.b32
 // ATTENTION: ld.acquire.gpu.global.u32
 // ATTENTION: nanosleep.u32

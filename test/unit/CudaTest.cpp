@@ -194,6 +194,53 @@ TEST_CASE("the fused FP8 step's two forms compute the same bits, chosen by the r
   }
 }
 
+TEST_CASE("a layer group's kernels run alone: every layer matches fp64, fused and overlapped "
+          "alike",
+          "[cuda][gpu][overlap]") {
+  // test/unit/steps/tensor_core_group_step.mlir (two FP8 layers over one
+  // selection) as written and with --overlap-retrieval, run by CudaStep::run
+  // on generated inputs: every layer attends the same queries, and the layer
+  // the problem reads is checked, at residency 1, 0.5 and 0 (a fetch of
+  // whole tokens beside both attentions in the overlapped step).
+  std::optional<Manifest> fused = dhs::test::compiledStepOrSkip("tensor_core_group");
+  std::optional<Manifest> overlapped =
+      dhs::test::compiledStepOrSkip("tensor_core_group_overlapped");
+  if (!fused || !overlapped)
+    return;
+  if (!CudaDriver::instance().available()) {
+    WARN("SKIPPED: " << CudaDriver::instance().unavailableReason());
+    return;
+  }
+  CudaStep fusedStep(*fused), overlappedStep(*overlapped);
+  GeneratorOptions options;
+  options.seed = dhs::test::freshSeed();
+  INFO("seed " << options.seed);
+  options.unusedFraction = 0.05;
+  CudaRunOptions runOptions;
+  runOptions.repeat = 3;
+  for (std::int64_t layer : {0, 1}) {
+    INFO("layer " << layer);
+    ProblemShape shape = problemShapeFromManifest(*fused);
+    shape.layer = layer;
+    SparseAttentionProblem problem = generateProblem(shape, options);
+    std::vector<double> reference = CpuAttention(CpuPrecision::Double).runUnrounded(problem);
+    std::vector<bf16_t> first;
+    for (double fraction : {1.0, 0.5, 0.0}) {
+      INFO("residency " << fraction);
+      applyResidency(problem, fraction, options.seed);
+      for (CudaStep *step : {&fusedStep, &overlappedStep}) {
+        CudaRunResult result = step->run(problem, runOptions);
+        CHECK(compareOutputs(result.output, reference).relativeError < 1e-2);
+        CHECK(result.repeatsIdentical);
+        if (first.empty())
+          first = result.output;
+        else
+          CHECK(countBitDifferences(result.output, first) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("the host exchange moves each area in one copy and keeps parts across moves",
           "[cuda][gpu][exchange]") {
   if (!dhs::test::gpuOrSkip())

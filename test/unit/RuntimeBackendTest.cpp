@@ -315,6 +315,62 @@ TEST_CASE("overlapped staging: the fused step's bits, on every backend and as CU
                                        << " rows fetched, worst relative error " << worst);
 }
 
+TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every backend and as "
+          "CUDA graphs",
+          "[runtime][backends][overlap]") {
+  // test/unit/steps/tensor_core_group_step.mlir (two FP8 layers of one pool
+  // over one selection, a whole-model step of one group) compiled as written
+  // (each layer's attention reads its host rows itself) and with
+  // --overlap-retrieval (one fetch of whole tokens beside both attentions,
+  // which wait for its ready flags; on CUDA programmatic dependent launches,
+  // in a CUDA graph too). Same rows promoted, outputs equal to the oracle's
+  // and bit-identical to the fused group's.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string fused = dhs::test::compiledStepsDir() + "/tensor_core_group";
+  const std::string overlapped = dhs::test::compiledStepsDir() + "/tensor_core_group_overlapped";
+  if (!compiledOrSkip(fused) || !compiledOrSkip(overlapped))
+    return;
+  // One fetch for both layers, its ready flags read by both attentions (each
+  // split in two along the rows, with a combine).
+  const Manifest staged = Manifest::load(overlapped);
+  REQUIRE(!staged.launches.empty());
+  CHECK(staged.launches[0].kind == abi::LaunchKind::Fetch);
+  const auto readsFlags = [](const Launch &launch) {
+    return std::any_of(launch.params.begin(), launch.params.end(),
+                       [](const LaunchParam &p) { return p.role == abi::ParamRole::ReadyFlags; });
+  };
+  CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), readsFlags) == 3);
+  CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), [](const Launch &launch) {
+          return launch.kind == abi::LaunchKind::Fetch;
+        }) == 1);
+  DHS_SEEDED_RNG(rng, 585);
+  RuntimeConfig config = dhs::test::testConfig(2, 2, backend, /*draftWindow=*/0, /*floor=*/0);
+  std::vector<std::unique_ptr<Runtime>> owned;
+  owned.push_back(std::make_unique<Runtime>(config));
+  owned.push_back(std::make_unique<Runtime>(config));
+  if (backend == BackendKind::Cuda) {
+    config.cudaGraphs = true;
+    owned.push_back(std::make_unique<Runtime>(config));
+  }
+  owned[0]->loadStep(fused);
+  for (std::size_t i = 1; i < owned.size(); ++i)
+    owned[i]->loadStep(overlapped);
+  Shadow shadow(2, RowFormat::MlaFp8);
+  std::int64_t fetched = 0;
+  const double worst = session(pointers(owned), shadow, rng, sessionSteps(backend, 9),
+                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
+                                 fetched += owned[0]->stats().lastStep.fetched;
+                                 for (std::size_t i = 1; i < outputs.size(); ++i)
+                                   CHECK(countBitDifferences(outputs[0], outputs[i]) == 0);
+                               });
+  CHECK(fetched > 0); // rows came from the host store
+  for (const std::unique_ptr<Runtime> &rt : owned)
+    rt->checkInvariants();
+  WARN(dhs::test::backendName(backend)
+       << ", a layer group's overlapped staging vs the fused "
+       << "group: " << fetched << " rows fetched, worst relative error " << worst);
+}
+
 TEST_CASE("through the runtime, fused FP8 attention runs its resident form when a group reads at "
           "most 2% of its rows from the host",
           "[runtime][cuda]") {

@@ -73,10 +73,11 @@ static cl::opt<bool> tensorCoreClusters(
     cl::init(true), cl::cat(tileCategory));
 static cl::opt<bool> overlapRetrieval(
     "overlap-retrieval",
-    cl::desc("Share the missing rows of one-layer tensor-core attention with a fetch of a few "
-             "CTAs that runs beside it (programmatic dependent launch, a ready flag per tile "
-             "of 64 rows): the fetch stages the tiles it claims first, the attention gathers "
-             "the others from the host itself"),
+    cl::desc("Share the missing rows of tensor-core attention with a fetch of a few CTAs "
+             "that runs beside it (programmatic dependent launch, a ready flag per tile of "
+             "64 rows): the fetch stages the tiles it claims first, a one-layer attention "
+             "gathers the others from the host itself; a layer group's attentions share one "
+             "fetch of whole tokens and wait for it"),
     cl::init(false), cl::cat(tileCategory));
 static cl::opt<bool> shareTiles(
     "share-tiles",

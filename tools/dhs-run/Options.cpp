@@ -57,7 +57,8 @@ const char *kUsage =
     "  --no-host-check          run the step's kernels directly on the generated inputs\n"
     "                           (not through the runtime, whose slot maps and host rows\n"
     "                           are never wrong) without host-side validation: tests\n"
-    "                           the kernels' status word (GPU; the CPU always validates)\n"
+    "                           the kernels' status word (GPU; the CPU always validates);\n"
+    "                           a layer group's step runs every layer, checks the first\n"
     "  -h, --help               this text\n";
 
 Injection parseInjection(const std::string &kind) {
