@@ -195,7 +195,10 @@ print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms
   # of 2624 bytes over an 11 GB store): the four fused kernels (each reads
   # its 656-byte host rows itself) and the overlapped group (one fetch of
   # whole tokens beside the four attentions) against max(the fused group at
-  # residency 1, missing bytes / copy rate).
+  # residency 1, missing bytes / copy rate). The four layers run back to
+  # back with their queries known, as in a verify group; in a decode each
+  # layer's queries come from the previous layer's output, so only the
+  # first would run beside the fetch.
   local group_resident; group_resident=$(run_step group_fp8_b128_q1_h64 1)
   if [ -n "$group_resident" ]; then
     printf '\n%-14s %9s %13s %9s %13s %9s\n' "group missing" "fused ms" "overlapped ms" \
