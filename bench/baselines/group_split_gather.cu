@@ -40,15 +40,6 @@
 
 constexpr int kRequests = 128, kTopK = 2048, kTokenBytes = 2624, kLayerBytes = 656;
 
-/// A 16-byte non-coherent load.
-__device__ __forceinline__ int4 loadNc(const char *p) {
-  int4 x;
-  asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-               : "l"(p));
-  return x;
-}
-
 /// Copies bytes [offset, offset + bytes) of each listed token (`tokens`:
 /// indices into `store`) into `out` (count x bytes), a warp a token; the
 /// warps of the grid take the tokens in turn. offset and bytes are

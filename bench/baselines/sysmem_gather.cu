@@ -38,15 +38,6 @@ constexpr int kRequests = 128, kRowBytes = 656, kChunks = kRowBytes / 16;
 static int history = 32768;
 __constant__ int deviceHistory; ///< the same, for the kernels
 
-/// A 16-byte non-coherent load.
-__device__ __forceinline__ int4 loadNc(const char *p) {
-  int4 x;
-  asm volatile("ld.global.nc.v4.s32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-               : "l"(p));
-  return x;
-}
-
 __device__ __forceinline__ void bulkPrefetch(const void *p) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(kRowBytes) : "memory");
 }

@@ -124,6 +124,19 @@ TEST_CASE("a step takes the resident form of its attention with at most 2% of ro
   CHECK_FALSE(takesResidentForm(41, 2048, /*wasResident=*/false));
 }
 
+/// Checks a run's output against the fp64 `reference`, its timed repeats
+/// against it, and its bits against `first` (the first output checked,
+/// kept there).
+static void checkRun(const CudaRunResult &result, const std::vector<double> &reference,
+                     std::vector<bf16_t> &first) {
+  CHECK(compareOutputs(result.output, reference).relativeError < 1e-2);
+  CHECK(result.repeatsIdentical);
+  if (first.empty())
+    first = result.output;
+  else
+    CHECK(countBitDifferences(result.output, first) == 0);
+}
+
 TEST_CASE("the fused FP8 step's two forms compute the same bits, chosen by the rows missing",
           "[cuda][gpu]") {
   // test/unit/steps/tensor_core_step.mlir: fused FP8 attention on the
@@ -163,12 +176,7 @@ TEST_CASE("the fused FP8 step's two forms compute the same bits, chosen by the r
     applyResidency(problem, fraction, options.seed);
     CudaRunResult result = cudaStep.run(problem, runOptions);
     CHECK(result.residentForm == resident);
-    CHECK(compareOutputs(result.output, reference).relativeError < 1e-2);
-    CHECK(result.repeatsIdentical);
-    if (first.empty())
-      first = result.output;
-    else
-      CHECK(countBitDifferences(result.output, first) == 0);
+    checkRun(result, reference, first);
   }
   // An e4m3 NaN in a selected row makes the output NaN in either form, which
   // the step reports (a decode that maps 0x7f / 0xff to a finite value would
@@ -229,13 +237,7 @@ TEST_CASE("a layer group's kernels run alone: every layer matches fp64, fused an
       INFO("residency " << fraction);
       applyResidency(problem, fraction, options.seed);
       for (CudaStep *step : {&fusedStep, &overlappedStep}) {
-        CudaRunResult result = step->run(problem, runOptions);
-        CHECK(compareOutputs(result.output, reference).relativeError < 1e-2);
-        CHECK(result.repeatsIdentical);
-        if (first.empty())
-          first = result.output;
-        else
-          CHECK(countBitDifferences(result.output, first) == 0);
+        checkRun(step->run(problem, runOptions), reference, first);
       }
     }
   }

@@ -268,6 +268,42 @@ TEST_CASE("layer-group pools (FP8, groups of 2 and 4): every backend matches the
   }
 }
 
+/// Runs a session of `layers` layers of one FP8 group through a runtime on
+/// `fused` and two on `overlapped` (the second with CUDA graphs, on CUDA):
+/// every output matches the oracle and the fused runtime's bits, with the
+/// same rows promoted and some rows fetched from the host store; `what`
+/// names the pair in the report.
+static void checkOverlappedMatchesFused(BackendKind backend, const std::string &fused,
+                                        const std::string &overlapped, std::int32_t layers,
+                                        std::uint64_t seed, const char *what) {
+  DHS_SEEDED_RNG(rng, seed);
+  RuntimeConfig config =
+      dhs::test::testConfig(layers, layers, backend, /*draftWindow=*/0, /*floor=*/0);
+  std::vector<std::unique_ptr<Runtime>> owned;
+  owned.push_back(std::make_unique<Runtime>(config));
+  owned.push_back(std::make_unique<Runtime>(config));
+  if (backend == BackendKind::Cuda) {
+    config.cudaGraphs = true;
+    owned.push_back(std::make_unique<Runtime>(config));
+  }
+  owned[0]->loadStep(fused);
+  for (std::size_t i = 1; i < owned.size(); ++i)
+    owned[i]->loadStep(overlapped);
+  Shadow shadow(layers, RowFormat::MlaFp8);
+  std::int64_t fetched = 0;
+  const double worst = session(pointers(owned), shadow, rng, sessionSteps(backend, 9),
+                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
+                                 fetched += owned[0]->stats().lastStep.fetched;
+                                 for (std::size_t i = 1; i < outputs.size(); ++i)
+                                   CHECK(countBitDifferences(outputs[0], outputs[i]) == 0);
+                               });
+  CHECK(fetched > 0); // rows came from the host store
+  for (const std::unique_ptr<Runtime> &rt : owned)
+    rt->checkInvariants();
+  WARN(dhs::test::backendName(backend)
+       << ", " << what << ": " << fetched << " rows fetched, worst relative error " << worst);
+}
+
 TEST_CASE("overlapped staging: the fused step's bits, on every backend and as CUDA graphs",
           "[runtime][backends][overlap]") {
   // test/unit/steps/tensor_core_step.mlir (FP8, 64 heads, 2 positions,
@@ -288,31 +324,8 @@ TEST_CASE("overlapped staging: the fused step's bits, on every backend and as CU
   REQUIRE(staged.launches.front().kind == abi::LaunchKind::Fetch);
   CHECK(std::any_of(staged.launches.front().params.begin(), staged.launches.front().params.end(),
                     [](const LaunchParam &p) { return p.role == abi::ParamRole::ReadyFlags; }));
-  DHS_SEEDED_RNG(rng, 580);
-  RuntimeConfig config = dhs::test::testConfig(1, 1, backend, /*draftWindow=*/0, /*floor=*/0);
-  std::vector<std::unique_ptr<Runtime>> owned;
-  owned.push_back(std::make_unique<Runtime>(config));
-  owned.push_back(std::make_unique<Runtime>(config));
-  if (backend == BackendKind::Cuda) {
-    config.cudaGraphs = true;
-    owned.push_back(std::make_unique<Runtime>(config));
-  }
-  owned[0]->loadStep(fused);
-  for (std::size_t i = 1; i < owned.size(); ++i)
-    owned[i]->loadStep(overlapped);
-  Shadow shadow(1, RowFormat::MlaFp8);
-  std::int64_t fetched = 0;
-  const double worst = session(pointers(owned), shadow, rng, sessionSteps(backend, 9),
-                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
-                                 fetched += owned[0]->stats().lastStep.fetched;
-                                 for (std::size_t i = 1; i < outputs.size(); ++i)
-                                   CHECK(countBitDifferences(outputs[0], outputs[i]) == 0);
-                               });
-  CHECK(fetched > 0); // rows came from the host store
-  for (const std::unique_ptr<Runtime> &rt : owned)
-    rt->checkInvariants();
-  WARN(dhs::test::backendName(backend) << ", overlapped staging vs the fused step: " << fetched
-                                       << " rows fetched, worst relative error " << worst);
+  checkOverlappedMatchesFused(backend, fused, overlapped, 1, 580,
+                              "overlapped staging vs the fused step");
 }
 
 TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every backend and as "
@@ -343,32 +356,8 @@ TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every 
   CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), [](const Launch &launch) {
           return launch.kind == abi::LaunchKind::Fetch;
         }) == 1);
-  DHS_SEEDED_RNG(rng, 585);
-  RuntimeConfig config = dhs::test::testConfig(2, 2, backend, /*draftWindow=*/0, /*floor=*/0);
-  std::vector<std::unique_ptr<Runtime>> owned;
-  owned.push_back(std::make_unique<Runtime>(config));
-  owned.push_back(std::make_unique<Runtime>(config));
-  if (backend == BackendKind::Cuda) {
-    config.cudaGraphs = true;
-    owned.push_back(std::make_unique<Runtime>(config));
-  }
-  owned[0]->loadStep(fused);
-  for (std::size_t i = 1; i < owned.size(); ++i)
-    owned[i]->loadStep(overlapped);
-  Shadow shadow(2, RowFormat::MlaFp8);
-  std::int64_t fetched = 0;
-  const double worst = session(pointers(owned), shadow, rng, sessionSteps(backend, 9),
-                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
-                                 fetched += owned[0]->stats().lastStep.fetched;
-                                 for (std::size_t i = 1; i < outputs.size(); ++i)
-                                   CHECK(countBitDifferences(outputs[0], outputs[i]) == 0);
-                               });
-  CHECK(fetched > 0); // rows came from the host store
-  for (const std::unique_ptr<Runtime> &rt : owned)
-    rt->checkInvariants();
-  WARN(dhs::test::backendName(backend)
-       << ", a layer group's overlapped staging vs the fused "
-       << "group: " << fetched << " rows fetched, worst relative error " << worst);
+  checkOverlappedMatchesFused(backend, fused, overlapped, 2, 585,
+                              "a layer group's overlapped staging vs the fused group");
 }
 
 TEST_CASE("through the runtime, fused FP8 attention runs its resident form when a group reads at "
