@@ -706,11 +706,12 @@ void DhsLowerToGPU::runOnOperation() {
   // read them from there (dhs.attention). So does tensor-core attention
   // with overlapRetrieval, its fetch running beside it.
   // With overlapRetrieval, the tensor-core attentions of a layer group that
-  // read one selection (in program order, the first's operands defined
-  // before it) share one fetch of whole tokens beside them.
+  // read one selection in one block share one fetch of whole tokens beside
+  // them (before the first: its operands are defined there).
   SmallVector<SparseAttentionOp> fused;
   module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
-  llvm::MapVector<std::tuple<Value, Value, Value, Value, Value>, SmallVector<SparseAttentionOp>>
+  llvm::MapVector<std::tuple<Block *, Value, Value, Value, Value, Value>,
+                  SmallVector<SparseAttentionOp>>
       groups;
   for (SparseAttentionOp op : fused) {
     FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
@@ -722,7 +723,7 @@ void DhsLowerToGPU::runOnOperation() {
     bool overlap = overlapRetrieval && config->tensorCores && config->sharedPositions == 1;
     if (op.getPool().getType().getLayers() != 1) {
       if (overlap && !op.getWindow())
-        groups[{op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
+        groups[{op->getBlock(), op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
                 op.getHistoryLen()}]
             .push_back(op);
       continue;
