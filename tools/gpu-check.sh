@@ -353,14 +353,20 @@ run() {
 
   checkpoint
   echo "== bad input is reported by the kernel itself (host checks off), not read"
-  local default="$dir/steps/default_step"
-  for kind in row-id bad-id slot host-row; do
-    if "$dir/bin/dhs-run" "$default" --backend cuda --inject-error "$kind" --no-host-check \
-         > "$results/inject-$kind.log" 2>&1; then
-      failed=1; echo "FAILED: injected $kind was not reported"
-    else
-      printf '  %-9s -> %s\n' "$kind" "$(grep -m1 'error' "$results/inject-$kind.log")"
-    fi
+  # The default step, and a layer group's overlapped staging (the fetch
+  # skips a bad row and still marks its tile staged: the attentions waiting
+  # for it report, they do not hang).
+  for name in default_step tc_fp8_group_overlap_step; do
+    [ -d "$dir/steps/$name" ] || continue
+    for kind in row-id bad-id slot host-row; do
+      if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --inject-error "$kind" \
+           --no-host-check > "$results/inject-$name-$kind.log" 2>&1; then
+        failed=1; echo "FAILED: injected $kind was not reported ($name)"
+      else
+        printf '  %-26s %-9s -> %s\n' "$name" "$kind" \
+          "$(grep -m1 'error' "$results/inject-$name-$kind.log")"
+      fi
+    done
   done
 
   checkpoint
