@@ -3,6 +3,8 @@
 #include "TestUtil.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/Manifest.h"
+#include "runtime/core/ProblemShape.h"
 #include "runtime/core/RowFormat.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cpu/CpuAttention.h"
@@ -341,4 +343,32 @@ TEST_CASE("tier views read the same rows as owned tiers", "[problem]") {
     viewed.hostStore = host;
     CHECK_THAT(validationError(viewed), Catch::Contains("both a host store and a host store view"));
   }
+}
+
+TEST_CASE("a layer group's step is checked against a problem of any of its layers",
+          "[problem][manifest]") {
+  // test/unit/steps/tensor_core_group_step.mlir: two layers of one pool over
+  // one selection. A problem reads layer 0 or 1 of the pool's tokens; one of
+  // a layer the step does not attend (or of another shape) is refused.
+  std::optional<Manifest> manifest = dhs::test::compiledStepOrSkip("tensor_core_group");
+  if (!manifest)
+    return;
+  ProblemShape shape = problemShapeFromManifest(*manifest);
+  REQUIRE(shape.layers == 2);
+  GeneratorOptions options;
+  options.seed = 5;
+  for (std::int64_t layer : {0, 1}) {
+    INFO("layer " << layer);
+    shape.layer = layer;
+    CHECK_NOTHROW(checkProblemMatchesManifest(generateProblem(shape, options), *manifest));
+  }
+  shape.layer = 0;
+  SparseAttentionProblem problem = generateProblem(shape, options);
+  problem.shape.layer = 2; // not a layer of the step (nor of the pool)
+  CHECK_THROWS_WITH(checkProblemMatchesManifest(problem, *manifest),
+                    Catch::Contains("the problem's layer is 2"));
+  problem.shape.layer = 1;
+  problem.shape.heads = 128;
+  CHECK_THROWS_WITH(checkProblemMatchesManifest(problem, *manifest),
+                    Catch::Contains("head count H is 128"));
 }
