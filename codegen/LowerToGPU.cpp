@@ -704,10 +704,9 @@ void DhsLowerToGPU::runOnOperation() {
   // per KV head would read each missing row over PCIe once per CTA: its
   // missing rows are fetched once into the arena (dhs.fetch), and the CTAs
   // read them from there (dhs.attention). So does tensor-core attention
-  // with overlapRetrieval, its fetch running beside it.
-  // With overlapRetrieval, the tensor-core attentions of a layer group that
-  // read one selection in one block share one fetch of whole tokens beside
-  // them (before the first: its operands are defined there).
+  // with overlapRetrieval, its fetch running beside it; the attentions of a
+  // layer group that read one selection in one block share one fetch of
+  // whole tokens (before the first: its operands are defined there).
   SmallVector<SparseAttentionOp> fused;
   module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
   llvm::MapVector<std::tuple<Block *, Value, Value, Value, Value, Value>,
@@ -718,8 +717,6 @@ void DhsLowerToGPU::runOnOperation() {
         op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters);
     if (failed(config))
       return signalPassFailure();
-    // With overlapRetrieval, tensor-core attention reads its missing rows
-    // from staging that a fetch of a few CTAs fills beside it.
     bool overlap = overlapRetrieval && config->tensorCores && config->sharedPositions == 1;
     if (op.getPool().getType().getLayers() != 1) {
       if (overlap && !op.getWindow())

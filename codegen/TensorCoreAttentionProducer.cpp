@@ -144,8 +144,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
       (!config.staged || config.overlapped) && fp8 && !clustered && !config.residentForm;
   bool selectionsAhead = fp8 && !classifyAhead;
   // A staged FP8 query of two unclustered CTAs (128 heads) prefetches its
-  // rows two tiles ahead (below).
-  bool stagedPrefetch = config.staged && !config.overlapped && !config.indexed && fp8 &&
+  // rows two tiles ahead (below), from the selections loaded ahead.
+  bool stagedPrefetch = selectionsAhead && config.staged && !config.overlapped && !config.indexed &&
                         !clustered && !sharing && config.groupHeads > config.headsPerBlock;
   if (classifyAhead || config.residentForm) {
     requestHistoryStart = memref::LoadOp::create(b, historyStart, ValueRange{request});

@@ -362,6 +362,8 @@ run() {
       if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --inject-error "$kind" \
            --no-host-check > "$results/inject-$name-$kind.log" 2>&1; then
         failed=1; echo "FAILED: injected $kind was not reported ($name)"
+      elif grep -q "ready flag stayed unset" "$results/inject-$name-$kind.log"; then
+        failed=1; echo "FAILED: injected $kind left a tile unstaged ($name): a wait timed out"
       else
         printf '  %-26s %-9s -> %s\n' "$name" "$kind" \
           "$(grep -m1 'error' "$results/inject-$name-$kind.log")"

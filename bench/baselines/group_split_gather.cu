@@ -186,7 +186,6 @@ int main(int argc, char **argv) {
       }
       const double m = median(ms);
       printf("  %-44s %9.4f %9.1f\n", name, m, count * double(g.bytes) / m / 1e6);
-      return m;
     };
     timeAlone("whole tokens [0, 2624), 512 x 256", {0, kTokenBytes, 512, 256});
     timeAlone("first layer [0, 656), 512 x 256", {0, kLayerBytes, 512, 256});
