@@ -36,6 +36,12 @@ using Role = abi::ParamRole;
 
 namespace {
 
+/// The discardable attributes that give an op's launches a band of the
+/// share of selected rows missing from HBM (manifest "missing_above",
+/// "missing_up_to").
+constexpr StringLiteral kMissingAboveAttr = "dhs.missing_above";
+constexpr StringLiteral kMissingUpToAttr = "dhs.missing_up_to";
+
 /// An op's operands by the role of the kernel parameter that takes them.
 using OperandsByRole = SmallVector<std::pair<Role, Value>, 8>;
 
@@ -346,6 +352,10 @@ LogicalResult LaunchBuilder::launch(RewriterBase &rewriter, Operation *op, const
   launch->setAttr("dhs.roles", spec.signature.getRolesAttr(rewriter.getContext()));
   if (kernel->residentName)
     launch->setAttr("dhs.resident_kernel", kernel->residentName);
+  // The op's form band (stageMissingRows), on each of its launches.
+  for (StringRef band : {kMissingAboveAttr, kMissingUpToAttr})
+    if (Attribute share = op->getAttr(band))
+      launch->setAttr(band, share);
   for (NamedAttribute attribute : attributes)
     launch->setAttr(attribute.getName(), attribute.getValue());
   ++numLaunches;
@@ -357,6 +367,14 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Patterns
 //===----------------------------------------------------------------------===//
+
+/// The share of a layer group's selected rows missing above which its
+/// staged form (one fetch of whole tokens, then staged attentions) runs
+/// rather than its fused attentions: on the H200 (B=128 x 64 heads, four FP8
+/// layers, 11 GB store) the fused group is 26% faster at 5% missing, the two
+/// tie at 14%, the staged one is 38% faster at 30% (bench/NOTES.md,
+/// twenty-sixth session).
+constexpr double kStagedGroupMissing = 0.14;
 
 /// The operands of each op with a kernel, by the role of the kernel
 /// parameter that takes them (the pool for KvPool, whose views its launch
@@ -616,9 +634,13 @@ struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
 /// they share ready flags [B, Q * K / 64] (the fetch runs beside the
 /// attentions, which take the histories too: a one-layer attention reads the
 /// tiles it reaches first from the host store, a group's wait for the
-/// fetch).
-static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &launches,
-                             bool overlap) {
+/// fetch). With `aboveShare`, the fused attentions stay as the group's form
+/// for steps that miss at most that share of their selected rows, and the
+/// fetch and staged attentions (each right after its fused one) form the
+/// group's form above it: their launches carry the bands (dhs.missing_up_to,
+/// dhs.missing_above), and the runtime runs one form a step (LaunchForms.h).
+static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &launches, bool overlap,
+                             std::optional<double> aboveShare = std::nullopt) {
   SparseAttentionOp first = ops.front();
   OpBuilder builder(first);
   MemRefType rows = first.getRowIds().getType();
@@ -633,17 +655,29 @@ static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &lau
         builder, first,
         MemRefType::get({rows.getDimSize(0), staging.getDimSize(1) / kReadyTileRows},
                         builder.getI32Type()));
-  FetchOp::create(builder, first.getLoc(), first.getPool(), first.getRowIds(), first.getSlots(),
-                  first.getHistoryStart(), first.getHistoryLen(), buffer, ready);
+  auto fetch =
+      FetchOp::create(builder, first.getLoc(), first.getPool(), first.getRowIds(), first.getSlots(),
+                      first.getHistoryStart(), first.getHistoryLen(), buffer, ready);
+  FloatAttr line = aboveShare ? builder.getF64FloatAttr(*aboveShare) : FloatAttr();
+  if (line)
+    fetch->setAttr(kMissingAboveAttr, line);
   for (SparseAttentionOp op : ops) {
-    builder.setInsertionPoint(op);
-    AttentionOp::create(
+    if (line)
+      builder.setInsertionPointAfter(op);
+    else
+      builder.setInsertionPoint(op);
+    auto staged = AttentionOp::create(
         builder, op.getLoc(), op.getQueries(), op.getRowIds(), op.getSlots(), buffer,
         /*staging_index=*/Value(), op.getSharedTiles(), op.getPool(), op.getWindow(),
         op.getWindowTokens(), op.getOutput(), ready, overlap ? op.getHistoryStart() : Value(),
         overlap ? op.getHistoryLen() : Value(), op.getLayerAttr(), op.getSoftmaxScaleAttr(),
         op.getWindowSizeAttr());
-    op.erase();
+    if (line) {
+      op->setAttr(kMissingUpToAttr, line);
+      staged->setAttr(kMissingAboveAttr, line);
+    } else {
+      op.erase();
+    }
   }
 }
 
@@ -729,7 +763,7 @@ void DhsLowerToGPU::runOnOperation() {
       stageMissingRows(op, launches, overlap);
   }
   for (auto &group : groups)
-    stageMissingRows(group.second, launches, /*overlap=*/true);
+    stageMissingRows(group.second, launches, /*overlap=*/true, kStagedGroupMissing);
 
   walkAndApplyPatterns(module, patterns);
   numKernels += launches.numKernels;

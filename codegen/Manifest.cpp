@@ -295,6 +295,10 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       entry["resident_kernel"] = resident.getValue();
     if (auto minMissing = launch->getAttrOfType<IntegerAttr>("dhs.min_missing"))
       entry["min_missing"] = minMissing.getInt();
+    if (auto above = launch->getAttrOfType<FloatAttr>("dhs.missing_above"))
+      entry["missing_above"] = above.getValueAsDouble();
+    if (auto upTo = launch->getAttrOfType<FloatAttr>("dhs.missing_up_to"))
+      entry["missing_up_to"] = upTo.getValueAsDouble();
     launchList.push_back(std::move(entry));
   }
 

@@ -101,6 +101,14 @@ std::int64_t Runtime::fetchedRows() {
   return tiers_.runner->fetchedRows();
 }
 
+double Runtime::formShare(std::int32_t layer) const {
+  requireStep("form share");
+  if (layer < 0 || layer >= layout_.layers)
+    throw OutOfRangeError("form share: layer " + std::to_string(layer) + " does not exist (" +
+                          std::to_string(layout_.layers) + " layers)");
+  return tiers_.runner->formShare(layer);
+}
+
 const ResidencyController &Runtime::controller() const {
   requireStep("controller");
   return *controller_;

@@ -435,6 +435,12 @@ public:
   std::int64_t residentFormLayers() const {
     return tiers_.runner ? tiers_.runner->residentFormLayers() : 0;
   }
+  /// The form share layer `layer`'s launches ran at in the last step (or the
+  /// one in progress): where a layer group's step has forms (LaunchForms.h),
+  /// which ran, as both backends choose it; 1 for a layer of one form.
+  /// Throws StateError when no step is loaded, OutOfRangeError for a layer
+  /// outside the model.
+  double formShare(std::int32_t layer) const;
   /// Rows the fetch launches copied from the host store in the last step,
   /// all groups (a shared retrieval copies each distinct missing row of a
   /// request's positions once: the step's ResidencyStepStats::fetched); -1

@@ -120,6 +120,13 @@ struct Launch {
   /// Prefix rows missing from HBM a share_rows launch shares from
   /// ("min_missing", optional; 0: always).
   std::int64_t minMissing = 0;
+  /// The band of the share of its layer group's selected rows missing from
+  /// HBM in which the launch runs: above `missingAbove` and at most
+  /// `missingUpTo` ("missing_above", "missing_up_to", optional: -1 and 1,
+  /// every step). A layer group's forms are launches of complementary
+  /// bands; a backend runs the one form a step's share takes (LaunchForms.h).
+  double missingAbove = -1.0;
+  double missingUpTo = 1.0;
   std::array<unsigned, 3> grid{};  ///< grid dimensions
   std::array<unsigned, 3> block{}; ///< block dimensions
   unsigned dynamicSharedBytes = 0; ///< dynamic shared memory per block

@@ -188,12 +188,12 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "window_size", "grid", "block",
                "dynamic_shared_bytes", "params"},
-              {"resident_kernel"});
+              {"resident_kernel", "missing_above", "missing_up_to"});
   else if (launch.isAttention())
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "grid", "block",
                "dynamic_shared_bytes", "params"},
-              {"unshared_requests", "resident_kernel"});
+              {"unshared_requests", "resident_kernel", "missing_above", "missing_up_to"});
   else if (launch.kind == abi::LaunchKind::CopyRows)
     checkKeys(
         value, field,
@@ -204,7 +204,8 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
               {"min_missing"});
   else
     checkKeys(value, field,
-              {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"});
+              {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"},
+              {"missing_above", "missing_up_to"});
   if (launch.kind == abi::LaunchKind::CopyRows) {
     launch.direction = getEnum<abi::CopyDirection>(value, "direction", "direction", field);
   }
@@ -224,6 +225,22 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
              "is " + std::to_string(launch.minMissing) + ": must be a row count (>= 0)");
     }
   }
+  // A form's band: lines strictly inside (0, 1), the lower below the upper.
+  auto line = [&](const char *key) {
+    const double share = getNumber(value, key, field);
+    if (!(share > 0.0 && share < 1.0))
+      fail(field + "." + key,
+           "is " + std::to_string(share) + ": must be a share of rows strictly between 0 and 1");
+    return share;
+  };
+  if (value.contains("missing_above"))
+    launch.missingAbove = line("missing_above");
+  if (value.contains("missing_up_to"))
+    launch.missingUpTo = line("missing_up_to");
+  if (launch.missingAbove >= launch.missingUpTo)
+    fail(field + ".missing_up_to", "is " + std::to_string(launch.missingUpTo) +
+                                       ": must be above missing_above (" +
+                                       std::to_string(launch.missingAbove) + ")");
   launch.kernel = getString(value, "kernel", field);
   if (!isPtxIdentifier(launch.kernel))
     fail(field + ".kernel", "'" + launch.kernel + "' is not a PTX identifier");

@@ -3,9 +3,11 @@
 #include "runtime/core/StepPlan.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/LaunchForms.h"
 #include "runtime/core/Manifest.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace dhs::runtime {
@@ -73,6 +75,16 @@ int poolOf(const Manifest &manifest, const Launch &launch, const std::string &wh
   return found;
 }
 
+/// The band of rows missing a launch runs in, in words.
+std::string bandOf(const Launch &launch) {
+  std::vector<double> lines;
+  if (launch.missingAbove >= 0.0)
+    lines.push_back(launch.missingAbove);
+  if (launch.missingUpTo < 1.0)
+    lines.push_back(launch.missingUpTo);
+  return describeForm(lines, launch.missingUpTo);
+}
+
 /// The index of the only argument of `role`, or -1; several are an error.
 int singleArgument(const Manifest &manifest, ArgumentRole role) {
   int found = -1;
@@ -109,6 +121,10 @@ StepPlan planStep(const Manifest &manifest) {
 
   const std::vector<Launch> &launches = manifest.launches;
   std::size_t segment = 0; // first launch of the next layer
+  // The layer's forms so far where it has several (launches with a band of
+  // missing rows, LaunchForms.h): the first, and the one its next must
+  // continue.
+  std::optional<std::size_t> firstForm, lastForm;
   for (std::size_t i = 0; i < launches.size(); ++i) {
     const Launch &launch = launches[i];
     // (An unclustered launch of a shared-prefix layer's requests works for
@@ -116,6 +132,34 @@ StepPlan planStep(const Manifest &manifest) {
     if (!launch.isAttention() || launch.unsharedRequests)
       continue;
     const std::string where = launchName(i) + " (" + abi::name(launch.kind) + ")";
+    // A layer's forms: attentions of adjacent bands from 0 up to 1, the last
+    // of which defines the layer; the launches between them are its.
+    auto band = [&](std::size_t j) { return bandOf(launches[j]); };
+    if (lastForm) {
+      const Launch &before = launches[*lastForm];
+      if (launch.missingAbove != before.missingUpTo ||
+          argumentOf(manifest, launch, ArgumentRole::Output, where) !=
+              argumentOf(manifest, before, ArgumentRole::Output, launchName(*lastForm)))
+        fail(launchName(*lastForm) + " runs for " + band(*lastForm) + ", and " + where +
+             ", the next attention, is not its layer's form for the rows above (" + band(i) + ")");
+      const Launch &first = launches[*firstForm];
+      if (launch.layer != first.layer || launch.softmaxScale != first.softmaxScale ||
+          argumentOf(manifest, launch, ArgumentRole::Queries, where) !=
+              argumentOf(manifest, first, ArgumentRole::Queries, launchName(*firstForm)) ||
+          poolOf(manifest, launch, where) != poolOf(manifest, first, launchName(*firstForm)))
+        fail(where + " and " + launchName(*firstForm) +
+             ", forms of one layer, differ in their layer, scale, queries or pool");
+    } else if (launch.missingAbove >= 0.0) {
+      fail(where + " runs for " + band(i) + " without a form of its layer below");
+    }
+    if (launch.missingUpTo < 1.0) {
+      if (!firstForm)
+        firstForm = i;
+      lastForm = i;
+      continue;
+    }
+    firstForm.reset();
+    lastForm.reset();
     StepGroupPlan group;
     group.pool = poolOf(manifest, launch, where);
     group.rowIds = selectionOf(manifest, i, ArgumentRole::RowIds, where);
@@ -194,6 +238,9 @@ StepPlan planStep(const Manifest &manifest) {
     segment = end;
     i = end - 1;
   }
+  if (lastForm)
+    fail(launchName(*lastForm) + " (" + abi::name(launches[*lastForm].kind) + ") runs for " +
+         bandOf(launches[*lastForm]) + " without a form of its layer above");
   if (plan.layers.empty())
     fail("no attention launch");
   if (segment != launches.size())

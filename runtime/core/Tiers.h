@@ -239,6 +239,9 @@ public:
   /// Layers of the step in progress or the last one whose attention ran
   /// its resident form (Launch::residentKernel; 0 on the CPU, which has one).
   virtual std::int64_t residentFormLayers() const { return 0; }
+  /// The form share layer `layer`'s launches ran at in the step in progress
+  /// or the last one (LaunchForms.h; 1 for a layer of one form).
+  virtual double formShare(std::int32_t layer) const = 0;
   /// Takes a compiled accept step (one dhs.accept launch; the Runtime has
   /// checked its shapes). The CPU keeps nothing.
   virtual void setAcceptStep(const Manifest &manifest, AcceptRule rule) = 0;

@@ -2,6 +2,8 @@
 
 #include "runtime/cpu/CpuLaunches.h"
 
+#include "runtime/core/LaunchForms.h"
+
 #include "runtime/core/Error.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/RowFormat.h"
@@ -277,9 +279,11 @@ void CpuLaunches::stageMissingRows(const CpuStepMemory::Pool &pool) {
 }
 
 void CpuLaunches::run(const Manifest &manifest, std::size_t first, std::size_t end,
-                      CpuStepMemory &memory, std::int64_t poolLayer) {
+                      CpuStepMemory &memory, std::int64_t poolLayer, double formShare) {
   for (std::size_t i = first; i < end; ++i) {
     const Launch &launch = manifest.launches.at(i);
+    if (!runsAt(launch, formShare))
+      continue;
     switch (launch.kind) {
     case abi::LaunchKind::UnionMissing:
       unionMissing(launch, memory);

@@ -60,14 +60,16 @@ public:
   /// Attention on `threads` threads (0: one per hardware thread).
   explicit CpuLaunches(unsigned threads) : attention_(CpuPrecision::Float, threads) {}
 
-  /// Runs launches [first, end) of `manifest` over `memory`. `poolLayer` >= 0
-  /// makes attention read that layer of its pool's tokens instead of the
-  /// launch's (a one-layer step replayed for every layer of a group).
-  /// Throws InputError for attention input outside the tiers (the kernels'
-  /// status bits; fetches OR theirs into memory.status), Error for a launch
-  /// kind that has no place in an attention step.
+  /// Runs launches [first, end) of `manifest` over `memory`, those of the
+  /// form at `formShare` (LaunchForms.h; 1: the forms for the most rows
+  /// missing). `poolLayer` >= 0 makes attention read that layer of its
+  /// pool's tokens instead of the launch's (a one-layer step replayed for
+  /// every layer of a group). Throws InputError for attention input outside
+  /// the tiers (the kernels' status bits; fetches OR theirs into
+  /// memory.status), Error for a launch kind that has no place in an
+  /// attention step.
   void run(const Manifest &manifest, std::size_t first, std::size_t end, CpuStepMemory &memory,
-           std::int64_t poolLayer = -1);
+           std::int64_t poolLayer = -1, double formShare = 1.0);
 
   /// Rows the fetch launches copied from the host store since the last
   /// resetFetched(), and whether any fetch ran.

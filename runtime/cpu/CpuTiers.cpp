@@ -10,6 +10,7 @@
 #include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/FaultInjection.h"
+#include "runtime/core/LaunchForms.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/StepPlan.h"
 #include "runtime/core/Tiers.h"
@@ -280,6 +281,8 @@ public:
     memory_.arena = arena_.data();
     fetchedByLayer_.assign(static_cast<std::size_t>(layout.layers), -1);
     hostRowsByLayer_.assign(static_cast<std::size_t>(layout.layers), -1);
+    groupShares_.assign(static_cast<std::size_t>(layout.groups()), -1.0);
+    layerShares_.assign(static_cast<std::size_t>(layout.layers), 1.0);
   }
 
   bool acceptsDevicePointers() const override { return false; }
@@ -353,10 +356,15 @@ public:
     view.hostRows = layout_.hostRows;
     view.tokenBytes = layout_.tokenBytes(pool);
     memory_.status = 0;
+    // The group's form, as the CUDA tiers choose it (LaunchForms.h).
+    double &share = groupShares_[static_cast<std::size_t>(layer / layout_.layersPerGroup)];
+    share = runtime::formShare(formLines(manifest, planned.firstLaunch, planned.endLaunch),
+                               missingShare(step.missingRows, step.selectedRows), share);
+    layerShares_[static_cast<std::size_t>(layer)] = share;
     launches_.resetFetched();
     try {
       launches_.run(manifest, planned.firstLaunch, planned.endLaunch, memory_,
-                    wholeModel ? -1 : layer % layout_.layersPerPool);
+                    wholeModel ? -1 : layer % layout_.layersPerPool, share);
     } catch (const std::bad_alloc &) {
       throw CapacityError("out of host memory for layer " + std::to_string(layer) +
                           "'s attention on the CPU" + injectedNote(Fault::HostAlloc));
@@ -388,6 +396,9 @@ public:
   std::int64_t hostRowsRead(std::int32_t layer) override {
     return hostRowsByLayer_[static_cast<std::size_t>(layer)];
   }
+  double formShare(std::int32_t layer) const override {
+    return layerShares_[static_cast<std::size_t>(layer)];
+  }
   void setAcceptStep(const Manifest &, AcceptRule) override {}
   bool accept(const AcceptProblem &, std::int32_t *, std::int32_t *) override { return false; }
   void setTopKStep(const Manifest &) override {}
@@ -417,6 +428,8 @@ private:
   std::vector<std::vector<std::uint8_t>> buffers_; // by argument index
   std::vector<std::uint8_t> arena_;
   CpuStepMemory memory_;
+  std::vector<double> groupShares_;           // the form each group ran last (-1: none)
+  std::vector<double> layerShares_;           // the form each layer ran last
   std::vector<std::int64_t> fetchedByLayer_;  // this step's, -1: no fetch
   std::vector<std::int64_t> hostRowsByLayer_; // this step's host-store reads, -1: not run
   std::int32_t lastLayer_ = 0;

@@ -179,9 +179,10 @@ struct CudaStep::State {
   std::unique_ptr<DeviceBuffer> noGroups;
 
   /// The kernel launch `i` runs over `buffers`: its resident form where it
-  /// has one and the buffers ask for it.
+  /// has one and the buffers' form takes it.
   CUfunction functionOf(std::size_t i, const CudaStepBuffers &buffers) const {
-    return buffers.residentForm && residentFunctions[i] ? residentFunctions[i] : functions[i];
+    return runsResidentAt(manifest.launches[i], buffers.formShare) ? residentFunctions[i]
+                                                                   : functions[i];
   }
 };
 
@@ -381,6 +382,8 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
                 std::to_string(st.manifest.launches.size()));
   for (std::size_t i = first; i < first + count; ++i) {
     const Launch &launch = st.manifest.launches[i];
+    if (!runsAt(launch, buffers.formShare))
+      continue;
     KernelParams params =
         kernelParams(launch, buffers, st.manifest.step, st.noGroups ? st.noGroups->get() : 0);
     enqueueLaunch(launch, st.functionOf(i, buffers), params, buffers, st.manifest.step, stream);
@@ -390,13 +393,13 @@ void CudaStep::launchAsync(const CudaStepBuffers &buffers, CUstream stream, std:
 const std::vector<KernelInfo> &CudaStep::kernels() const { return state_->kernels; }
 
 std::int64_t
-countFetchedRows(const Manifest &manifest,
+countFetchedRows(const Manifest &manifest, double formShare,
                  const std::function<std::vector<std::int32_t>(const LaunchParam &)> &rowList,
                  const std::function<std::vector<std::int32_t>()> &slots) {
   std::int64_t fetched = -1;
   std::vector<std::int32_t> stepSlots;
   for (const Launch &launch : manifest.launches) {
-    if (launch.kind != abi::LaunchKind::Fetch)
+    if (launch.kind != abi::LaunchKind::Fetch || !runsAt(launch, formShare))
       continue;
     const LaunchParam *list = nullptr;
     bool withSlots = false;
@@ -516,14 +519,18 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   buffers.hostRows = shape.hostRows;
   buffers.status = status.get();
   buffers.arena = arena ? arena->get() : 0;
-  // The problem's slots tell how many rows the step reads from the host.
+  // The problem's slots tell how many rows the step reads from the host,
+  // and so its form (unless the caller chose one).
   const ProblemStats reads = problem.stats();
-  buffers.residentForm = takesResidentForm(reads.hostReads, reads.selections);
+  buffers.formShare =
+      formShare(formLines(manifest, 0, manifest.launches.size()),
+                options.missingShare >= 0.0 ? options.missingShare
+                                            : missingShare(reads.hostReads, reads.selections));
   CudaRunResult result;
+  result.formShare = buffers.formShare;
   result.residentForm =
-      buffers.residentForm &&
       std::any_of(manifest.launches.begin(), manifest.launches.end(),
-                  [](const Launch &launch) { return !launch.residentKernel.empty(); });
+                  [&](const Launch &launch) { return runsResidentAt(launch, buffers.formShare); });
   std::vector<KernelParams> params(manifest.launches.size());
   for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
     for (const LaunchParam &param : manifest.launches[i].params)
@@ -538,6 +545,8 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   Stream stream;
   auto launchAll = [&](bool syncEach) {
     for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
+      if (!runsAt(manifest.launches[i], buffers.formShare))
+        continue;
       enqueueLaunch(manifest.launches[i], st.functionOf(i, buffers), params[i], buffers,
                     manifest.step, stream.get());
       const Launch &launch = manifest.launches[i];
@@ -595,7 +604,7 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
 
   // Rows the fetches copied from the host.
   result.fetchedRows = countFetchedRows(
-      manifest,
+      manifest, buffers.formShare,
       [&](const LaunchParam &list) {
         if (list.source != ParamSource::Scratch)
           return problem.rowIds;

@@ -16,6 +16,7 @@
 
 #include "runtime/core/Bf16.h"
 #include "runtime/core/DeviceInfo.h"
+#include "runtime/core/LaunchForms.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/core/SparseAttentionProblem.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -38,13 +39,14 @@ class CudaQueue;
 std::string archForDevice(int major, int minor);
 
 /// Rows the fetch launches of a step copied from the host store in its last
-/// run: the entries of each fetch's row list that are not -1 and, for a fetch
-/// of selections with their slots (7 parameters), not resident (a union's
-/// list marks each distinct missing row once); -1 when the step has no fetch
-/// launch. `rowList(param)` gives the i32 values of a fetch's first parameter,
-/// `slots()` the step's slots [B,Q,K].
+/// run, at form share `formShare` (LaunchForms.h): the entries of each
+/// fetch's row list that are not -1 and, for a fetch of selections with
+/// their slots (7 parameters), not resident (a union's list marks each
+/// distinct missing row once); -1 when no fetch launch ran. `rowList(param)`
+/// gives the i32 values of a fetch's first parameter, `slots()` the step's
+/// slots [B,Q,K].
 std::int64_t
-countFetchedRows(const Manifest &manifest,
+countFetchedRows(const Manifest &manifest, double formShare,
                  const std::function<std::vector<std::int32_t>(const LaunchParam &)> &rowList,
                  const std::function<std::vector<std::int32_t>()> &slots);
 
@@ -55,6 +57,10 @@ struct CudaRunOptions {
   /// Validate inputs on the host first (turn off only to test the kernels'
   /// own status checks).
   bool validateInputs = true;
+  /// The share of selected rows missing from HBM whose form runs
+  /// (LaunchForms.h); negative: the problem's own. Benchmarks time a form at
+  /// shares it would not be chosen for.
+  double missingShare = -1.0;
 };
 
 /// What a run produced.
@@ -66,6 +72,8 @@ struct CudaRunResult {
   /// Rows the step's fetch launches copied from the host store into staging
   /// (-1: the step has no fetch; missing rows were read by attention itself).
   std::int64_t fetchedRows = -1;
+  /// The form share the launches ran at (formShare, LaunchForms.h).
+  double formShare = 1.0;
   /// An attention launch ran its resident form (Launch::residentKernel):
   /// at most kResidentFormMissing of the problem's selected rows were
   /// missing from HBM.
@@ -92,32 +100,11 @@ struct CudaStepBuffers {
   /// grid's z; 0: the launch's own group only.
   CUdeviceptr groupBindings = 0;
   std::int64_t groups = 1;
-  /// Attention launches with a resident form (Launch::residentKernel) run
-  /// it: the step expects (almost) every row it reads in HBM
-  /// (takesResidentForm).
-  bool residentForm = false;
+  /// The form the launches take (formShare, LaunchForms.h): those whose
+  /// band holds it run, resident kernels at or below kResidentFormMissing
+  /// (1: the forms for the most rows missing, all a step without forms has).
+  double formShare = 1.0;
 };
-
-/// The share of a step's selected rows read from the host up to which its
-/// attention launches run their resident form: on the H200 the fused FP8
-/// kernel's is 8-11% faster with 0-2% of the rows missing, even at 3% and
-/// 13-25% slower at 5-14% (bench/NOTES.md, 2026-12-04, twenty-fourth
-/// session).
-inline constexpr double kResidentFormMissing = 0.02;
-/// The share up to which a group that ran the resident form last keeps it:
-/// where the two forms cross (3%), so that a load near the line does not
-/// switch forms, and recapture its step's graph, every step.
-inline constexpr double kResidentFormKept = 0.03;
-
-/// Whether a step that reads `missing` of its `selected` rows from the host
-/// runs the resident form of its attention (`wasResident`: its group's last
-/// step did).
-inline bool takesResidentForm(std::int64_t missing, std::int64_t selected,
-                              bool wasResident = false) {
-  const double line = wasResident ? kResidentFormKept : kResidentFormMissing;
-  return selected > 0 && missing >= 0 &&
-         static_cast<double>(missing) <= line * static_cast<double>(selected);
-}
 
 /// A step loaded on a device. Throws Error (with the driver's or
 /// nvJitLink's message) from every operation that fails.

@@ -47,6 +47,8 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
         std::make_unique<DeviceBuffer>(static_cast<std::size_t>(arenaBytes), "the staging arena");
     buffers_.arena = arena_->get();
   }
+  layerShares_.assign(static_cast<std::size_t>(layout.layers), 1.0);
+  groupShares_.assign(static_cast<std::size_t>(layout.groups()), -1.0);
   // Pinned staging per layer: selections, slots, history bounds, queries in;
   // output back.
   stagingIn_ =
@@ -331,7 +333,15 @@ void CudaStepRunner::attend(std::int32_t layer, const LayerStep &step) {
   }
   LayerWork work = stage(layer, step);
   work.decisions = decisions_ && stepDecisions_;
-  residentFormLayers_ += work.residentForm;
+  layerShares_[static_cast<std::size_t>(layer)] = work.formShare;
+  {
+    const LayerBinding binding = bindingOf(layer);
+    const std::vector<Launch> &launches = binding.step->manifest().launches;
+    residentFormLayers_ +=
+        std::any_of(launches.begin() + static_cast<std::ptrdiff_t>(binding.first),
+                    launches.begin() + static_cast<std::ptrdiff_t>(binding.first + binding.count),
+                    [&](const Launch &launch) { return runsResidentAt(launch, work.formShare); });
+  }
   if (graphs_) {
     pending_.push_back(work); // launched as one graph by finishStep
     return;
@@ -486,29 +496,25 @@ std::uint8_t *CudaStepRunner::stagingOut(std::int32_t layer) const {
          static_cast<std::size_t>(layer) * bytesOf(plan_.layers.front().output);
 }
 
-bool CudaStepRunner::expectsResidentRows(std::int32_t layer, const LayerStep &step) {
-  // Only a layer with a resident form chooses (a graph keys on the choice).
+double CudaStepRunner::formShareOf(std::int32_t layer, const LayerStep &step) {
+  // Only a layer with forms chooses (a graph keys on the choice).
   const LayerBinding binding = bindingOf(layer);
-  const std::vector<Launch> &launches = binding.step->manifest().launches;
-  if (std::none_of(launches.begin() + static_cast<std::ptrdiff_t>(binding.first),
-                   launches.begin() + static_cast<std::ptrdiff_t>(binding.first + binding.count),
-                   [](const Launch &launch) { return !launch.residentKernel.empty(); }))
-    return false;
+  const std::vector<double> lines =
+      formLines(binding.step->manifest(), binding.first, binding.first + binding.count);
+  if (lines.empty())
+    return 1.0;
   // Selections resolved on the host were counted; those resolved on the
   // device go by the group's log of the last decided step.
   const std::size_t group = static_cast<std::size_t>(layer / layout_.layersPerGroup);
-  residentGroups_.resize(static_cast<std::size_t>(layout_.groups()));
-  const bool was = residentGroups_[group] != 0;
-  bool resident = false;
+  double share = kUncountedMissing;
   if (step.missingRows >= 0) {
-    resident = takesResidentForm(step.missingRows, step.selectedRows, was);
+    share = missingShare(step.missingRows, step.selectedRows);
   } else if (decisions_) {
     const DecisionCounts words = decisions_->counts(static_cast<std::int32_t>(group));
-    resident = takesResidentForm(words.log[StepLogLayout::kMisses],
-                                 words.log[StepLogLayout::kEntries], was);
+    share = missingShare(words.log[StepLogLayout::kMisses], words.log[StepLogLayout::kEntries]);
   }
-  residentGroups_[group] = resident;
-  return resident;
+  groupShares_[group] = runtime::formShare(lines, share, groupShares_[group]);
+  return groupShares_[group];
 }
 
 CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerStep &step) {
@@ -528,7 +534,7 @@ CudaStepRunner::LayerWork CudaStepRunner::stage(std::int32_t layer, const LayerS
   if (step.selectionsOnDevice)
     std::tie(work.selections, work.selectionCount) =
         selections_.at(static_cast<std::size_t>(layer / layout_.layersPerGroup));
-  work.residentForm = expectsResidentRows(layer, step);
+  work.formShare = formShareOf(layer, step);
   std::uint8_t *stage = stagingIn(layer);
   auto put = [&](int argument, const void *data) {
     // Selections taken on the device are not staged.
@@ -583,7 +589,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   // written in place: no copies).
   const Direct direct = directOf(work, binding);
   CudaStepBuffers buffers = buffers_;
-  buffers.residentForm = work.residentForm;
+  buffers.formShare = work.formShare;
   if (binding.slots >= 0)
     buffers.arguments[static_cast<std::size_t>(binding.slots)] = slotsOf(work.layer, binding);
   if (direct.selections)
@@ -690,7 +696,8 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
                  static_cast<std::size_t>(work.layer) * fetchListBytes_;
     const Manifest &manifest = binding.step->manifest();
     for (std::size_t i = binding.first; i < binding.first + binding.count; ++i) {
-      if (manifest.launches[i].kind != abi::LaunchKind::Fetch)
+      if (manifest.launches[i].kind != abi::LaunchKind::Fetch ||
+          !runsAt(manifest.launches[i], work.formShare))
         continue;
       for (const LaunchParam &param : manifest.launches[i].params) {
         if (param.role != abi::ParamRole::RowIds && param.role != abi::ParamRole::Slots)
@@ -902,7 +909,8 @@ std::int64_t CudaStepRunner::groupFetchedRows(std::int32_t group) {
     std::int64_t copied = -1;
     for (std::size_t i = binding.first; i < binding.first + binding.count; ++i) {
       const Launch &launch = manifest.launches[i];
-      if (launch.kind != abi::LaunchKind::Fetch)
+      if (launch.kind != abi::LaunchKind::Fetch ||
+          !runsAt(launch, layerShares_[static_cast<std::size_t>(l)]))
         continue;
       // The list, then its slots where the fetch takes them (in parameter
       // order, as enqueue copied them).
@@ -942,7 +950,7 @@ std::int64_t CudaStepRunner::fetchedRows() {
   };
   const LayerBinding binding = bindingOf(lastLayer_);
   return countFetchedRows(
-      binding.step->manifest(),
+      binding.step->manifest(), layerShares_[static_cast<std::size_t>(lastLayer_)],
       [&](const LaunchParam &list) {
         const std::size_t count = list.elements();
         return download(list.source == ParamSource::Scratch

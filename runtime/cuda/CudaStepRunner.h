@@ -58,6 +58,9 @@ public:
   }
   std::int64_t fetchedRows() override;
   std::int64_t residentFormLayers() const override { return residentFormLayers_; }
+  double formShare(std::int32_t layer) const override {
+    return layerShares_[static_cast<std::size_t>(layer)];
+  }
   std::int64_t hostRowsRead(std::int32_t) override { return -1; }
   void setAcceptStep(const Manifest &manifest, AcceptRule rule) override {
     accept_[static_cast<std::size_t>(rule)] = std::make_unique<CudaAccept>(manifest, queue_);
@@ -131,8 +134,8 @@ private:
     std::size_t selectionCount = 0;           ///< its row ids (the rest pads with -1)
     std::vector<std::int32_t> windowRequests; ///< [B] lanes' requests (sliding window)
     bool decisions = false;                   ///< the step ends with the device's decisions
-    /// Attention runs its resident form (CudaStepBuffers::residentForm).
-    bool residentForm = false;
+    /// The form its launches take (CudaStepBuffers::formShare).
+    double formShare = 1.0;
     /// Upload the history bounds: the step's first layer, or one whose
     /// bounds differ from those uploaded last in the step (the argument
     /// keeps them otherwise).
@@ -144,7 +147,7 @@ private:
              selectionsOnDevice == o.selectionsOnDevice && selections == o.selections &&
              selectionCount == o.selectionCount && windowRequests == o.windowRequests &&
              decisions == o.decisions && uploadHistory == o.uploadHistory &&
-             residentForm == o.residentForm;
+             formShare == o.formShare;
     }
   };
 
@@ -193,11 +196,11 @@ private:
   std::size_t stagingInBytes() const;
   std::uint8_t *stagingIn(std::int32_t layer) const;
   std::uint8_t *stagingOut(std::int32_t layer) const;
-  /// Whether layer `layer`'s attention in `step` runs its resident form:
-  /// never without one; else by the rows the caller counted missing, else
-  /// by its group's log of the last decided step (none yet: no), with the
-  /// higher line where the group ran it last (takesResidentForm).
-  bool expectsResidentRows(std::int32_t layer, const LayerStep &step);
+  /// The form share layer `layer`'s launches run at in `step` (LaunchForms.h):
+  /// 1 for a layer of one form; else by the rows the caller counted
+  /// missing, else by its group's log of the last decided step (none yet:
+  /// kUncountedMissing), held where the group ran last (formShare).
+  double formShareOf(std::int32_t layer, const LayerStep &step);
   /// Copies a layer's host inputs into its own pinned staging region (host
   /// work only) and describes the stream work that uploads them.
   LayerWork stage(std::int32_t layer, const LayerStep &step);
@@ -270,7 +273,10 @@ private:
   bool historyStaged_ = false;
   bool historyShared_ = false;
   std::int64_t residentFormLayers_ = 0; // of the step in progress or the last
-  std::vector<std::uint8_t> residentGroups_; // [group] ran the resident form last
+  std::vector<double> groupShares_;     // [group] the form share it ran at last (-1: none)
+  // [layer] the form share of its launches in the step in progress or the
+  // last (counting fetches: which of them ran).
+  std::vector<double> layerShares_;
   // The history bounds of each layer that uploads them in a step's graph
   // (a part of the queue's exchange: [layer][start, len]), copied from its
   // mirror: the graph's copies that touch host memory are the exchange's.

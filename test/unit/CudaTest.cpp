@@ -111,19 +111,6 @@ TEST_CASE("the naive step runs on the GPU and matches fp64", "[cuda][gpu]") {
   CHECK_THROWS_WITH(cudaStep.run(other, runOptions), Catch::Contains("the problem's batch B is 2"));
 }
 
-TEST_CASE("a step takes the resident form of its attention with at most 2% of rows missing",
-          "[cuda]") {
-  CHECK_FALSE(takesResidentForm(0, 0)); // nothing selected: nothing known
-  CHECK(takesResidentForm(0, 2048));
-  CHECK(takesResidentForm(40, 2048));
-  CHECK_FALSE(takesResidentForm(41, 2048));
-  CHECK_FALSE(takesResidentForm(-1, 2048)); // not counted
-  // A group that ran it last keeps it up to 3%, where the forms cross.
-  CHECK(takesResidentForm(61, 2048, /*wasResident=*/true));
-  CHECK_FALSE(takesResidentForm(62, 2048, /*wasResident=*/true));
-  CHECK_FALSE(takesResidentForm(41, 2048, /*wasResident=*/false));
-}
-
 /// Checks a run's output against the fp64 `reference`, its timed repeats
 /// against it, and its bits against `first` (the first output checked,
 /// kept there).
@@ -203,13 +190,15 @@ TEST_CASE("the fused FP8 step's two forms compute the same bits, chosen by the r
 }
 
 TEST_CASE("a layer group's kernels run alone: every layer matches fp64, fused and overlapped "
-          "alike",
+          "alike, in each form",
           "[cuda][gpu][overlap]") {
   // test/unit/steps/tensor_core_group_step.mlir (two FP8 layers over one
   // selection) as written and with --overlap-retrieval, run by CudaStep::run
   // on generated inputs: every layer attends the same queries, and the layer
-  // the problem reads is checked, at residency 1, 0.5 and 0 (a fetch of
-  // whole tokens beside both attentions in the overlapped step).
+  // the problem reads is checked, at residency 1, 0.5 and 0. The overlapped
+  // step runs each of its forms at each residency (LaunchForms.h): the
+  // resident and fused attentions, and the fetch of whole tokens beside both
+  // staged attentions; and the form the problem's rows missing choose.
   std::optional<Manifest> fused = dhs::test::compiledStepOrSkip("tensor_core_group");
   std::optional<Manifest> overlapped =
       dhs::test::compiledStepOrSkip("tensor_core_group_overlapped");
@@ -236,9 +225,18 @@ TEST_CASE("a layer group's kernels run alone: every layer matches fp64, fused an
     for (double fraction : {1.0, 0.5, 0.0}) {
       INFO("residency " << fraction);
       applyResidency(problem, fraction, options.seed);
-      for (CudaStep *step : {&fusedStep, &overlappedStep}) {
-        checkRun(step->run(problem, runOptions), reference, first);
+      checkRun(fusedStep.run(problem, runOptions), reference, first);
+      for (double share : {0.02, 0.14, 1.0, -1.0}) {
+        INFO("form share " << share);
+        runOptions.missingShare = share;
+        const CudaRunResult result = overlappedStep.run(problem, runOptions);
+        checkRun(result, reference, first);
+        if (share >= 0.0)
+          CHECK(result.formShare == share);
+        CHECK(result.residentForm == (result.formShare == 0.02));
+        CHECK((result.fetchedRows >= 0) == (result.formShare == 1.0)); // the fetch ran
       }
+      runOptions.missingShare = -1.0;
     }
   }
 }

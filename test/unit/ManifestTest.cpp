@@ -119,6 +119,8 @@ TEST_CASE("the example manifest loads", "[manifest]") {
     CHECK(Manifest::load(other.dir.path()).launches[0].residentKernel ==
           "sparse_attention_0_resident");
   }
+  CHECK(launch.missingAbove == -1.0); // every step (LaunchFormsTest: forms)
+  CHECK(launch.missingUpTo == 1.0);
   CHECK(launch.ptxPath == step.dir.path() + "/sparse_attention_0.ptx");
   CHECK(launch.softmaxScale == Approx(0.0416667f));
   CHECK(launch.grid == std::array<unsigned, 3>{4, 1, 1});
@@ -311,6 +313,21 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "is not a PTX identifier"},
       {"resident kernel name", [](json &j) { j["launches"][0]["resident_kernel"] = "a-b"; },
        "launches[0].resident_kernel: 'a-b' is not a PTX identifier"},
+      {"band share", [](json &j) { j["launches"][0]["missing_up_to"] = 1.5; },
+       "launches[0].missing_up_to: is 1.500000: must be a share of rows strictly between 0 and 1"},
+      {"band share zero", [](json &j) { j["launches"][0]["missing_above"] = 0; },
+       "launches[0].missing_above: is 0.000000: must be a share of rows strictly between 0 and 1"},
+      {"band type", [](json &j) { j["launches"][0]["missing_above"] = "0.1"; },
+       "launches[0].missing_above: must be a number"},
+      {"band order",
+       [](json &j) {
+         j["launches"][0]["missing_above"] = 0.2;
+         j["launches"][0]["missing_up_to"] = 0.1;
+       },
+       "launches[0].missing_up_to: is 0.100000: must be above missing_above (0.200000)"},
+      {"lone form", [](json &j) { j["launches"][0]["missing_up_to"] = 0.14; },
+       "launches[0] (sparse_attention) runs for rows missing up to 14% without a form of its "
+       "layer above"},
       {"resident kernel itself",
        [](json &j) { j["launches"][0]["resident_kernel"] = "sparse_attention_0"; },
        "launches[0].resident_kernel: names the launch's own kernel"},

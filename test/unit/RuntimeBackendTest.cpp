@@ -16,6 +16,7 @@
 #include "runtime/Runtime.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/FaultInjection.h"
+#include "runtime/core/LaunchForms.h"
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaResources.h"
@@ -26,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 
 using namespace dhs::runtime;
 using dhs::test::Shadow;
@@ -56,18 +58,22 @@ std::vector<Runtime *> pointers(const std::vector<std::unique_ptr<Runtime>> &run
   return all;
 }
 
-/// A session: admits 5 requests (500..1199 prefill rows each), then `steps`
-/// steps of a random batch of at most 4 of them, each checked against the
-/// oracle (stepAndCompare), appending a token to each request of the batch.
-/// Returns the worst relative error; `onStep` sees each step's outputs (one
-/// per runtime).
+/// A session: admits 5 requests (prefills of [`prefill.first`,
+/// `prefill.second`) rows, by default 500..1199), then `steps` steps of a random batch of at most 4
+/// of them, each checked against the oracle (stepAndCompare), appending a token to each request of
+/// the batch. Returns the worst relative error; `onStep` sees each step's outputs (one per
+/// runtime).
 template <typename OnStep>
 double session(const std::vector<Runtime *> &runtimes, Shadow &shadow, std::mt19937_64 &rng,
-               int steps, OnStep onStep, const std::vector<bool> &deviceSelections = {}) {
+               int steps, OnStep onStep, const std::vector<bool> &deviceSelections = {},
+               std::pair<std::int64_t, std::int64_t> prefill = {500, 1200}) {
   const std::vector<std::uint64_t> ids = {21, 22, 23, 24, 25};
   for (std::uint64_t id : ids)
-    dhs::test::admitRandom(runtimes, shadow, rng, id, 500 + static_cast<std::int64_t>(rng() % 700),
-                           1400);
+    dhs::test::admitRandom(
+        runtimes, shadow, rng, id,
+        prefill.first + static_cast<std::int64_t>(
+                            rng() % static_cast<std::uint64_t>(prefill.second - prefill.first)),
+        1400);
   const std::size_t lanes =
       std::min<std::size_t>(4, static_cast<std::size_t>(runtimes.front()->shape().batch));
   double worst = 0.0;
@@ -272,10 +278,13 @@ TEST_CASE("layer-group pools (FP8, groups of 2 and 4): every backend matches the
 /// `fused` and two on `overlapped` (the second with CUDA graphs, on CUDA):
 /// every output matches the oracle and the fused runtime's bits, with the
 /// same rows promoted and some rows fetched from the host store; `what`
-/// names the pair in the report.
+/// names the pair in the report. Where `overlapped` has forms (LaunchForms.h)
+/// the session runs each, the one it chose from the rows missing.
 static void checkOverlappedMatchesFused(BackendKind backend, const std::string &fused,
                                         const std::string &overlapped, std::int32_t layers,
                                         std::uint64_t seed, const char *what) {
+  const Manifest staged = Manifest::load(overlapped);
+  const std::vector<double> lines = formLines(staged, 0, staged.launches.size());
   DHS_SEEDED_RNG(rng, seed);
   RuntimeConfig config =
       dhs::test::testConfig(layers, layers, backend, /*draftWindow=*/0, /*floor=*/0);
@@ -291,17 +300,37 @@ static void checkOverlappedMatchesFused(BackendKind backend, const std::string &
     owned[i]->loadStep(overlapped);
   Shadow shadow(layers, RowFormat::MlaFp8);
   std::int64_t fetched = 0;
-  const double worst = session(pointers(owned), shadow, rng, sessionSteps(backend, 9),
-                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
-                                 fetched += owned[0]->stats().lastStep.fetched;
-                                 for (std::size_t i = 1; i < outputs.size(); ++i)
-                                   CHECK(countBitDifferences(outputs[0], outputs[i]) == 0);
-                               });
+  std::set<std::string> forms;
+  // With forms, histories that fit in HBM (at most 5 x 399 rows for 2048
+  // slots): the first step misses every row, later ones few once the
+  // session promoted them.
+  const bool withForms = !lines.empty();
+  const double worst = session(
+      pointers(owned), shadow, rng, sessionSteps(backend, 9),
+      [&](const std::vector<std::vector<bf16_t>> &outputs) {
+        fetched += owned[0]->stats().lastStep.fetched;
+        for (std::size_t i = 1; i < outputs.size(); ++i)
+          CHECK(countBitDifferences(outputs[0], outputs[i]) == 0);
+        // The form the step took, the same for every layer of the group and
+        // with graphs.
+        const double share = owned[1]->formShare(0);
+        for (std::size_t i = 1; i < owned.size(); ++i)
+          for (std::int32_t l = 0; l < layers; ++l)
+            CHECK(owned[i]->formShare(l) == share);
+        forms.insert(describeForm(lines, share));
+      },
+      /*deviceSelections=*/{},
+      withForms ? std::pair<std::int64_t, std::int64_t>{300, 400}
+                : std::pair<std::int64_t, std::int64_t>{500, 1200});
   CHECK(fetched > 0); // rows came from the host store
+  if (withForms) {
+    CHECK(forms.count(describeForm(lines, 1.0)) == 1); // a fetch, then staged attention
+    CHECK(forms.size() > 1);                           // and the fused attentions
+  }
   for (const std::unique_ptr<Runtime> &rt : owned)
     rt->checkInvariants();
-  WARN(dhs::test::backendName(backend)
-       << ", " << what << ": " << fetched << " rows fetched, worst relative error " << worst);
+  WARN(dhs::test::backendName(backend) << ", " << what << ": " << fetched << " rows fetched, "
+                                       << forms.size() << " forms, worst relative error " << worst);
 }
 
 TEST_CASE("overlapped staging: the fused step's bits, on every backend and as CUDA graphs",
@@ -343,8 +372,10 @@ TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every 
   const std::string overlapped = dhs::test::compiledStepsDir() + "/tensor_core_group_overlapped";
   if (!compiledOrSkip(fused) || !compiledOrSkip(overlapped))
     return;
-  // One fetch for both layers, its ready flags read by both attentions (each
-  // split in two along the rows, with a combine).
+  // One fetch for both layers, its ready flags read by both staged
+  // attentions (each split in two along the rows, with a combine), the form
+  // of steps that miss more than 14% of their rows; each layer's fused
+  // attention the form below.
   const Manifest staged = Manifest::load(overlapped);
   REQUIRE(!staged.launches.empty());
   CHECK(staged.launches[0].kind == abi::LaunchKind::Fetch);
@@ -354,8 +385,12 @@ TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every 
   };
   CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), readsFlags) == 3);
   CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), [](const Launch &launch) {
-          return launch.kind == abi::LaunchKind::Fetch;
+          return launch.kind == abi::LaunchKind::Fetch && launch.missingAbove == 0.14;
         }) == 1);
+  CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), [](const Launch &launch) {
+          return launch.kind == abi::LaunchKind::SparseAttention && launch.missingUpTo == 0.14;
+        }) == 2);
+  CHECK(formLines(staged, 0, staged.launches.size()) == std::vector<double>{0.02, 0.14});
   checkOverlappedMatchesFused(backend, fused, overlapped, 2, 585,
                               "a layer group's overlapped staging vs the fused group");
 }

@@ -240,6 +240,7 @@ MixResult RuntimeMixes::run(double fraction, SparseAttentionProblem &problem) {
   mix.runtimeStats = runtime_.stats().lastStep;
   mix.fetchedRows = runtime_.fetchedRows();
   mix.residentForm = runtime_.residentFormLayers() > 0;
+  mix.formShare = runtime_.formShare(0);
   for (std::uint64_t id : ids_)
     runtime_.finish(id);
   return mix;
@@ -256,6 +257,7 @@ MixResult runOnKernels(CudaStep &step, const Options &options, double fraction,
   runOptions.repeat = options.repeat;
   runOptions.warmup = options.warmup;
   runOptions.validateInputs = false;
+  runOptions.missingShare = options.formShare;
   CudaRunResult r = step.run(problem, runOptions);
   mix.output = std::move(r.output);
   mix.timesMs = r.timesMs;
@@ -264,6 +266,7 @@ MixResult runOnKernels(CudaStep &step, const Options &options, double fraction,
   mix.repeatsIdentical = r.repeatsIdentical;
   mix.fetchedRows = r.fetchedRows;
   mix.residentForm = r.residentForm;
+  mix.formShare = r.formShare;
   return mix;
 }
 

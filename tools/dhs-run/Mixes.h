@@ -34,6 +34,8 @@ struct MixResult {
   /// The attention ran its resident form (CUDA; through the runtime: in
   /// some layer of the kept step).
   bool residentForm = false;
+  /// The form share the first layer's launches ran at (LaunchForms.h).
+  double formShare = 1.0;
   /// The runtime's counts of the step (distinct rows; absent on the kernels).
   bool throughRuntime = false;
   runtime::ResidencyStepStats runtimeStats;

@@ -59,6 +59,9 @@ const char *kUsage =
     "                           are never wrong) without host-side validation: tests\n"
     "                           the kernels' status word (GPU; the CPU always validates);\n"
     "                           a layer group's step runs every layer, checks the first\n"
+    "  --form-share F           with --no-host-check: run the launches of the form a\n"
+    "                           step missing that share of its rows takes (a layer\n"
+    "                           group's fused or staged form; default: the problem's)\n"
     "  -h, --help               this text\n";
 
 Injection parseInjection(const std::string &kind) {
@@ -145,12 +148,16 @@ Options parseOptions(int argc, char **argv) {
       o.inject = parseInjection(args.value());
     } else if (arg == "--no-host-check") {
       o.hostCheck = false;
+    } else if (arg == "--form-share") {
+      o.formShare = parseFraction(args.value(), arg);
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError("unknown option '" + arg + "'");
     } else {
       o.steps.push_back(arg);
     }
   }
+  if (o.formShare >= 0.0 && o.hostCheck)
+    throw UsageError("--form-share needs --no-host-check (the runtime chooses its forms)");
   if (o.steps.empty())
     o.steps.push_back(DHS_DEFAULT_STEP);
   return o;

@@ -32,6 +32,8 @@ struct Options {
   bool keepStep = false;
   Injection inject = Injection::None;
   bool hostCheck = true;
+  /// The form share the kernels run at (--form-share; negative: the problem's).
+  double formShare = -1.0;
 };
 
 /// Parses the command line; prints the usage and exits for -h / --help.

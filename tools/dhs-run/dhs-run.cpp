@@ -14,6 +14,7 @@
 
 #include "runtime/Runtime.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/LaunchForms.h"
 #include "runtime/core/Manifest.h"
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -201,7 +202,8 @@ std::string describeRuntimeStats(const MixResult &m) {
          " evicted";
 }
 
-void printMix(const MixResult &mix, const Options &options, bool onGpu, std::size_t layers) {
+void printMix(const MixResult &mix, const Options &options, bool onGpu, std::size_t layers,
+              const std::vector<double> &formLines) {
   const ProblemStats &st = mix.stats;
   std::cout << "residency " << format("%.2f", mix.residency) << ": " << st.selections
             << " rows selected (" << st.distinctRows << " distinct), " << st.residentReads
@@ -219,6 +221,8 @@ void printMix(const MixResult &mix, const Options &options, bool onGpu, std::siz
                         : std::string(" (one CPU run)"))
               << ", " << formatRate(rate) << " rows/s\n";
   }
+  if (!formLines.empty())
+    std::cout << "form: the launches for " << describeForm(formLines, mix.formShare) << "\n";
   if (mix.residentForm)
     std::cout << "attention: its resident form (the step's rows almost all in HBM)\n";
   if (mix.fetchedRows >= 0)
@@ -232,7 +236,8 @@ void printMix(const MixResult &mix, const Options &options, bool onGpu, std::siz
             << format("%g", options.tolerance) << "): " << (mix.pass ? "PASS" : "FAIL") << "\n";
 }
 
-void printTable(const std::vector<MixResult> &results, std::size_t layers) {
+void printTable(const std::vector<MixResult> &results, std::size_t layers,
+                const std::vector<double> &formLines) {
   std::printf("%9s %10s %10s %10s %10s %11s %10s %10s %6s\n", "residency", "selected", "resident",
               "from host", "fetched", "time (ms)", "rows/s", "rel error", "check");
   for (const MixResult &m : results) {
@@ -254,6 +259,10 @@ void printTable(const std::vector<MixResult> &results, std::size_t layers) {
                         ? "warm-up promoted " + std::to_string(m.warmPromoted) + " rows; "
                         : std::string())
                 << describeRuntimeStats(m) << "\n";
+  if (!formLines.empty())
+    for (const MixResult &m : results)
+      std::cout << "form at " << format("%.2f", m.residency) << ": the launches for "
+                << describeForm(formLines, m.formShare) << "\n";
 }
 
 nlohmann::json mixJson(const MixResult &m) {
@@ -269,6 +278,7 @@ nlohmann::json mixJson(const MixResult &m) {
                       {"fetched_rows", m.fetchedRows >= 0 ? nlohmann::json(m.fetchedRows)
                                                           : nlohmann::json(nullptr)},
                       {"resident_form", m.residentForm},
+                      {"form_share", m.formShare},
                       {"distinct_rows", m.stats.distinctRows},
                       {"distinct_resident_rows", m.stats.distinctResidentRows},
                       {"distinct_host_rows", m.stats.distinctHostRows},
@@ -450,6 +460,7 @@ int run(const Options &options) {
       std::any_of(manifest.launches.begin(), manifest.launches.end(),
                   [](const Launch &l) { return l.kind == abi::LaunchKind::UnionMissing; });
   const bool table = options.residency.size() > 1;
+  const std::vector<double> lines = formLines(manifest, 0, manifest.launches.size());
   const std::size_t layersRun = session ? static_cast<std::size_t>(session->runtime().layers()) : 1;
   for (double fraction : options.residency) {
     MixResult mix = session ? session->run(fraction, problem)
@@ -462,14 +473,14 @@ int run(const Options &options) {
       mix.pass = false;
     }
     if (!table)
-      printMix(mix, options, report.device != nullptr, layersRun);
+      printMix(mix, options, report.device != nullptr, layersRun, lines);
     report.results.push_back(std::move(mix));
   }
 
   report.pass = std::all_of(report.results.begin(), report.results.end(),
                             [](const MixResult &m) { return m.pass; });
   if (table) {
-    printTable(report.results, layersRun);
+    printTable(report.results, layersRun, lines);
     std::size_t differing = 0;
     for (const MixResult &m : report.results)
       differing = std::max(differing, countBitDifferences(m.output, report.results[0].output));
