@@ -117,11 +117,12 @@ steps() {
 # One step's median time in ms at a residency (and overlap), from dhs-run's
 # JSON (empty on failure); logs under $results.
 # The steps are read from DIR/attention, or DIR/$variant where set.
-run_step() { # NAME RESIDENCY [OVERLAP]
+run_step() { # NAME RESIDENCY [OVERLAP] [FORM_SHARE]
   local folder=${variant:-attention}
-  local log=$results/${variant:+$variant-}$1-$2${3:+-$3}
+  local log=$results/${variant:+$variant-}$1-$2${3:+-$3}${4:+-form$4}
   "$dir/bin/dhs-run" "$dir/$folder/$1" --backend cuda --no-host-check --resident "$2" \
-    ${3:+--overlap $3} --history-rows "${history_rows:-32768}" --repeat 20 --json "$log.json" \
+    ${3:+--overlap $3} ${4:+--form-share $4} --history-rows "${history_rows:-32768}" \
+    --repeat 20 --json "$log.json" \
     > "$log.log" 2>&1 ||
     { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$log.log" >&2; return; }
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
@@ -192,28 +193,31 @@ print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms
       "$missing" "$ms" "$resident" "$copy" "$fetch" "$overlapped"
   done
   # A layer group's mixed steps (four FP8 layers over one selection, tokens
-  # of 2624 bytes over an 11 GB store): the four fused kernels (each reads
-  # its 656-byte host rows itself) and the overlapped group (one fetch of
-  # whole tokens beside the four attentions) against max(the fused group at
-  # residency 1, missing bytes / copy rate). The four layers run back to
-  # back with their queries known, as in a verify group; in a decode each
-  # layer's queries come from the previous layer's output, so only the
-  # first would run beside the fetch.
+  # of 2624 bytes over an 11 GB store), against max(the fused group at
+  # residency 1, missing bytes / copy rate): the four fused kernels (each
+  # reads its 656-byte host rows itself; the step compiled without
+  # --overlap-retrieval), the staged form (one fetch of whole tokens beside
+  # the four staged attentions, forced: --form-share 1) and the step with
+  # both forms as it chooses (the fused attentions up to 14% missing). The
+  # four layers run back to back with their queries known, as in a verify
+  # group; in a decode each layer's queries come from the previous layer's
+  # output, so only the first would run beside the fetch.
   local group_resident; group_resident=$(run_step group_fp8_b128_q1_h64 1)
   if [ -n "$group_resident" ]; then
-    printf '\n%-14s %9s %13s %9s %13s %9s\n' "group missing" "fused ms" "overlapped ms" \
-      floor/ms "fused/floor" "ovl/floor"
+    printf '\n%-14s %9s %10s %10s %9s %11s %11s %11s\n' "group missing" "fused ms" \
+      "staged ms" "chosen ms" floor/ms "fused/floor" "staged/fl." "chosen/fl."
     for missing in 0.01 0.05 0.14 0.30; do
       local resident_fraction; resident_fraction=$(python3 -c "print(1-$missing)")
       local fused; fused=$(run_step group_fp8_b128_q1_h64 "$resident_fraction")
-      local overlapped; overlapped=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction")
+      local staged; staged=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction" "" 1)
+      local chosen; chosen=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction")
       python3 -c "import sys; x,res,copy=map(float,sys.argv[1:4])
 floor=max(res, x*128*2048*2624/copy/1e6)
 def cells(v, width):
     return (f'{float(v):{width}.4f}', f'{float(v)/floor:.2f}') if v else (f'{\"FAILED\":>{width}}', '-')
-(fused,fr),(ovl,orr)=cells(sys.argv[4], 9),cells(sys.argv[5], 13)
-print(f'{x:14.0%} {fused} {ovl} {floor:9.4f} {fr:>13} {orr:>9}')" \
-        "$missing" "$group_resident" "$copy" "$fused" "$overlapped"
+(fused,fr),(stg,sr),(cho,cr)=cells(sys.argv[4], 9),cells(sys.argv[5], 10),cells(sys.argv[6], 10)
+print(f'{x:14.0%} {fused} {stg} {cho} {floor:9.4f} {fr:>11} {sr:>11} {cr:>11}')" \
+        "$missing" "$group_resident" "$copy" "$fused" "$staged" "$chosen"
     done
   fi
   # Verify steps: positions sharing the rows they all selected (a cluster

@@ -76,8 +76,9 @@ static cl::opt<bool> overlapRetrieval(
     cl::desc("Share the missing rows of tensor-core attention with a fetch of a few CTAs "
              "that runs beside it (programmatic dependent launch, a ready flag per tile of "
              "64 rows): the fetch stages the tiles it claims first, a one-layer attention "
-             "gathers the others from the host itself; a layer group's attentions share one "
-             "fetch of whole tokens and wait for it"),
+             "gathers the others from the host itself; a layer group's attentions get a second "
+             "form, one fetch of whole tokens they wait for, which the runtime runs for steps "
+             "missing more than 14% of their rows (the fused attentions below)"),
     cl::init(false), cl::cat(tileCategory));
 static cl::opt<bool> shareTiles(
     "share-tiles",
