@@ -13,7 +13,9 @@
 // reported), and each attention lets the next layer's start once all its
 // CTAs run (griddepcontrol launch_dependents: the runtime launches every
 // attention with ready flags as a programmatic dependent launch), so that
-// the next layer's CTAs take the SMs of finished ones while the fetch runs.
+// the next layer's CTAs take the SMs of finished ones while the fetch runs:
+// only a grid's first CTA waits for the grid before it as it ends (which
+// orders the grids' ends), the others leave at once.
 // Without the option each layer reads its host rows itself, every step.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 overlap-retrieval=true" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" | FileCheck %s --check-prefix=FUSED
@@ -52,11 +54,25 @@
 // CHECK-NEXT: scf.if %[[UNSET]] {
 // CHECK-NEXT: memref.atomic_rmw ori %c128_i32
 // CHECK-NOT: atom.acquire.gpu.global.cas
-// CHECK: nvvm.griddepcontrol wait
+// CHECK: %[[Z:.*]] = arith.index_cast %block_id_z : index to i32
+// CHECK-NEXT: %[[FIRST_Z:.*]] = arith.cmpi eq, %[[Z]], %c0_i32 : i32
+// CHECK-NEXT: %[[FIRST_Y:.*]] = arith.cmpi eq
+// CHECK-NEXT: %[[FIRST_X:.*]] = arith.cmpi eq
+// CHECK-NEXT: %[[FIRST_XY:.*]] = arith.andi %[[FIRST_X]], %[[FIRST_Y]] : i1
+// CHECK-NEXT: %[[FIRST:.*]] = arith.andi %[[FIRST_XY]], %[[FIRST_Z]] : i1
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-LABEL: gpu.func @attention_1(
 // CHECK: nvvm.griddepcontrol launch_dependents
 // CHECK-NOT: atom.acquire.gpu.global.cas
-// CHECK: nvvm.griddepcontrol wait
+// CHECK: %[[Z:.*]] = arith.index_cast %block_id_z : index to i32
+// CHECK-NEXT: %[[FIRST_Z:.*]] = arith.cmpi eq, %[[Z]], %c0_i32 : i32
+// CHECK-NEXT: %[[FIRST_Y:.*]] = arith.cmpi eq
+// CHECK-NEXT: %[[FIRST_X:.*]] = arith.cmpi eq
+// CHECK-NEXT: %[[FIRST_XY:.*]] = arith.andi %[[FIRST_X]], %[[FIRST_Y]] : i1
+// CHECK-NEXT: %[[FIRST:.*]] = arith.andi %[[FIRST_XY]], %[[FIRST_Z]] : i1
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: nvvm.griddepcontrol wait
 
 // FUSED-NOT: dhs.fetch
 // FUSED: gpu.launch_func @sparse_attention::@sparse_attention

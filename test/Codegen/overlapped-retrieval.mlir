@@ -10,9 +10,10 @@
 // a missing row, takes the tile if nobody has (0 -> 3) and then reads the
 // host store itself; if the fetch is copying it, it waits (acquire loads
 // while 2, nanosleep between polls; a flag that stays 2 is reported); once
-// staged it reads staging. The CTA ends after the fetch (griddepcontrol
-// wait), and lets a dependent launch start once all its CTAs run (a layer
-// group's next attention: overlapped-retrieval-group.mlir). So the attention
+// staged it reads staging. The grid ends after the fetch: its first CTA
+// waits for it as it ends (griddepcontrol wait; the others leave their SMs
+// at once), and it lets a dependent launch start once all its CTAs run (a
+// layer group's next attention: overlapped-retrieval-group.mlir). So the attention
 // takes the histories and the host store too.
 // Without the option the attention reads the host store itself.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 overlap-retrieval=true" --canonicalize --cse | FileCheck %s
@@ -51,7 +52,15 @@
 // CHECK: llvm.inline_asm has_side_effects "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l,~{memory}"
 // CHECK: nvvm.nanosleep
 // CHECK: memref.atomic_rmw ori %c128_i32
-// CHECK: nvvm.griddepcontrol wait
+// CHECK: %[[Z:.*]] = arith.index_cast %block_id_z : index to i32
+// CHECK-NEXT: %[[FIRST_Z:.*]] = arith.cmpi eq, %[[Z]], %c0_i32 : i32
+// CHECK-NEXT: %[[FIRST_Y:.*]] = arith.cmpi eq
+// CHECK-NEXT: %[[FIRST_X:.*]] = arith.cmpi eq
+// CHECK-NEXT: %[[FIRST_XY:.*]] = arith.andi %[[FIRST_X]], %[[FIRST_Y]] : i1
+// CHECK-NEXT: %[[FIRST:.*]] = arith.andi %[[FIRST_XY]], %[[FIRST_Z]] : i1
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: }
 // CHECK: nvvm.setmaxregister  increase 200
 
 // FUSED-NOT: dhs.fetch
