@@ -206,7 +206,7 @@ print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms
   if [ -n "$group_resident" ]; then
     printf '\n%-14s %9s %10s %10s %9s %11s %11s %11s\n' "group missing" "fused ms" \
       "staged ms" "chosen ms" floor/ms "fused/floor" "staged/fl." "chosen/fl."
-    for missing in 0.01 0.05 0.14 0.30; do
+    for missing in 0.01 0.05 0.10 0.14 0.30; do
       local resident_fraction; resident_fraction=$(python3 -c "print(1-$missing)")
       local fused; fused=$(run_step group_fp8_b128_q1_h64 "$resident_fraction")
       local staged; staged=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction" "" 1)
