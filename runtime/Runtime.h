@@ -496,6 +496,10 @@ private:
   /// After layer `layer` of a verify step ran: counts its host reads and
   /// checks them against the union of its group's missing rows.
   void countVerifyReads(std::int32_t layer);
+  /// Whether layer `layer`'s group fetched missing rows into staging in the
+  /// step in progress (a fetch launch of the form it ran), else its
+  /// attention read them (fused).
+  bool fetchedRowsInStep(std::int32_t layer) const;
   /// The verify step's pending rows read by layer `layer` against what the
   /// engine gave (checkInvariants); returns the selections with them as -1.
   const std::int32_t *checkPendingReads(std::int32_t layer);
@@ -562,8 +566,6 @@ private:
   StepPlan plan_; // of the first step loaded
   /// [group] its launches fetch the union of its missing rows (union_missing).
   std::vector<std::uint8_t> sharedRetrieval_;
-  /// [group] its launches fetch missing rows into staging (else fused).
-  std::vector<std::uint8_t> fetchesRows_;
   ProblemShape shape_{};
   TierLayout layout_{};
   std::unique_ptr<ResidencyController> controller_;

@@ -311,19 +311,14 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
     tiers.runner->setGraphs(true);
   if (config_.checkInvariants)
     tiers.runner->setCountFetches(true);
-  // Which groups share retrieval (a union_missing among their launches) and
-  // which fetch rows into staging (else attention reads them: fused).
+  // Which groups share retrieval (a union_missing among their launches).
   sharedRetrieval_.assign(static_cast<std::size_t>(layout.groups()), 0);
-  fetchesRows_.assign(static_cast<std::size_t>(layout.groups()), 0);
   for (std::int32_t g = 0; g < layout.groups(); ++g) {
     const StepLayerPlan &first =
         plan.layers[plan.wholeModel() ? static_cast<std::size_t>(layout.firstLayer(g)) : 0];
-    for (std::size_t i = first.firstLaunch; i < first.endLaunch; ++i) {
+    for (std::size_t i = first.firstLaunch; i < first.endLaunch; ++i)
       sharedRetrieval_[static_cast<std::size_t>(g)] |=
           manifest.launches[i].kind == abi::LaunchKind::UnionMissing;
-      fetchesRows_[static_cast<std::size_t>(g)] |=
-          manifest.launches[i].kind == abi::LaunchKind::Fetch;
-    }
   }
 
   manifest_ = std::make_unique<Manifest>(manifest);

@@ -14,6 +14,7 @@
 #include "runtime/Runtime.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/LaunchForms.h"
 
 #include <algorithm>
 #include <cstring>
@@ -247,6 +248,18 @@ void Runtime::selectVerifyGroup(std::int32_t group, const std::int32_t *rowIds) 
   selected_[g] = 1;
 }
 
+bool Runtime::fetchedRowsInStep(std::int32_t layer) const {
+  const std::int32_t group = layer / layout_.layersPerGroup;
+  const StepLayerPlan &first =
+      plan_.layers[plan_.wholeModel() ? static_cast<std::size_t>(layout_.firstLayer(group)) : 0];
+  const double share = tiers_.runner->formShare(layer); // (the group's form)
+  for (std::size_t i = first.firstLaunch; i < first.endLaunch; ++i)
+    if (manifest_->launches[i].kind == abi::LaunchKind::Fetch &&
+        runsAt(manifest_->launches[i], share))
+      return true;
+  return false;
+}
+
 void Runtime::countVerifyReads(std::int32_t layer) {
   const std::int32_t group = layer / layout_.layersPerGroup;
   const std::size_t g = static_cast<std::size_t>(group);
@@ -254,15 +267,17 @@ void Runtime::countVerifyReads(std::int32_t layer) {
   std::int64_t unionRows = 0;
   for (std::size_t b = 0; b < lanes; ++b)
     unionRows += verify_.unionMissing[g * lanes + b];
-  // What the layer reads from the host store: a whole-model step fetches a
-  // group's rows in its first layer only (the others read its staging); a
-  // shared retrieval (a union fetch, or the CPU's fused attention, which
-  // reads each missing row of a request once) reads the union, a fetch of
-  // every selection or CUDA's fused attention each position's rows. The
-  // CPU counts its reads (-1: not counted, CUDA).
+  // What the layer reads from the host store: where the group's form
+  // fetched its rows, a whole-model step did so in the group's first layer
+  // only (the others read its staging); fused attention reads in every
+  // layer. A shared retrieval (a union fetch, or the CPU's fused attention,
+  // which reads each missing row of a request once) reads the union, a
+  // fetch of every selection or CUDA's fused attention each position's
+  // rows. The CPU counts its reads (-1: not counted, CUDA).
   const std::int64_t read = tiers_.runner->hostRowsRead(layer);
-  const bool reads = !plan_.wholeModel() || layer == layout_.firstLayer(group);
-  const bool shared = sharedRetrieval_[g] || (!fetchesRows_[g] && read >= 0);
+  const bool fetched = sharedRetrieval_[g] || fetchedRowsInStep(layer);
+  const bool reads = !fetched || !plan_.wholeModel() || layer == layout_.firstLayer(group);
+  const bool shared = sharedRetrieval_[g] || (!fetched && read >= 0);
   if (read >= 0 && shared && read != (reads ? unionRows : 0))
     throw InvariantError(
         "invariant violated: layer " + std::to_string(layer) + " of a verify step read " +

@@ -395,6 +395,83 @@ TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every 
                               "a layer group's overlapped staging vs the fused group");
 }
 
+TEST_CASE("verify steps over a tensor-core layer group: its forms give the fused group's bits, "
+          "and each form's host reads are the ones the runtime checks",
+          "[runtime][backends][overlap][verify]") {
+  // The group step of two FP8 layers and 2 query positions compiled fused
+  // and with --overlap-retrieval, as verify steps (a draft of at most one
+  // token a request, greedy acceptance) through two runtimes with the
+  // invariant checker on: it checks each layer's host reads against the
+  // form that ran (fused attention reads in every layer, the staged form's
+  // fetch in the group's first), the outputs and accepted tokens agree bit
+  // for bit, and the session passes through more than one form.
+  DHS_FOR_EACH_BACKEND(backend);
+  const std::string fused = dhs::test::compiledStepsDir() + "/tensor_core_group";
+  const std::string overlapped = dhs::test::compiledStepsDir() + "/tensor_core_group_overlapped";
+  if (!compiledOrSkip(fused) || !compiledOrSkip(overlapped))
+    return;
+  DHS_SEEDED_RNG(rng, 590);
+  const RuntimeConfig config = dhs::test::testConfig(2, 2, backend, /*draftWindow=*/4, /*floor=*/0);
+  Runtime a(config), b(config);
+  a.loadStep(fused);
+  b.loadStep(overlapped);
+  const Manifest staged = Manifest::load(overlapped);
+  const std::vector<double> lines = formLines(staged, 0, staged.launches.size());
+  const ProblemShape &shape = a.shape();
+  const std::int64_t B = shape.batch, Q = shape.queries, K = shape.topk, L = 2, V = 64;
+  REQUIRE(Q == 2);
+  Shadow shadow(L, RowFormat::MlaFp8);
+  std::vector<std::uint64_t> ids;
+  for (std::int64_t i = 0; i < B; ++i) {
+    ids.push_back(41 + static_cast<std::uint64_t>(i));
+    dhs::test::admitRandom({&a, &b}, shadow, rng, ids.back(),
+                           300 + static_cast<std::int64_t>(rng() % 100), 1400);
+  }
+  std::set<std::string> forms;
+  for (int step = 0; step < 6; ++step) {
+    INFO("verify step " << step);
+    std::vector<std::int32_t> lens(B), drafts(B * (Q - 1));
+    for (std::int64_t r = 0; r < B; ++r) {
+      lens[r] = static_cast<std::int32_t>(rng() % Q);
+      drafts[r] = static_cast<std::int32_t>(rng() % V);
+    }
+    const std::vector<std::uint8_t> rows = shadow.randomRows(rng, B * Q * L);
+    std::vector<std::int32_t> sel(B * Q * K, -1);
+    for (std::int64_t r = 0; r < B; ++r)
+      for (std::int64_t q = 0; q <= lens[r]; ++q)
+        for (std::int64_t k = 0; k < K; ++k)
+          sel[(r * Q + q) * K + k] = static_cast<std::int32_t>(
+              rng() % static_cast<std::uint64_t>(a.historyLen(ids[r]) + q + 1));
+    std::vector<bf16_t> queries(L * B * Q * shape.heads * shape.qkDim);
+    dhs::test::fillRandom(rng, queries.data(), queries.size());
+    std::vector<float> target(B * Q * V);
+    for (float &p : target)
+      p = static_cast<float>(rng() % 1000) / 100.0f;
+    std::vector<std::vector<bf16_t>> outputs;
+    std::vector<std::vector<std::int32_t>> accepted;
+    for (Runtime *rt : {&a, &b}) {
+      rt->verifyBegin(ids.data(), B, lens.data(), drafts.data(), rows.data());
+      rt->selectGroup(0, sel.data());
+      outputs.emplace_back(L * B * Q * shape.heads * shape.vDim);
+      for (std::int32_t l = 0; l < L; ++l)
+        rt->attendLayer(l, queries.data() + l * B * Q * shape.heads * shape.qkDim,
+                        outputs.back().data() + l * B * Q * shape.heads * shape.vDim);
+      if (rt == &b)
+        forms.insert(describeForm(lines, b.formShare(0)));
+      accepted.emplace_back(B + B * Q);
+      rt->verifyAccept(AcceptRule::Greedy, V, target.data(), nullptr, 99, accepted.back().data(),
+                       accepted.back().data() + B);
+    }
+    CHECK(countBitDifferences(outputs[0], outputs[1]) == 0);
+    CHECK(accepted[0] == accepted[1]);
+  }
+  CHECK(forms.size() > 1);
+  CHECK(b.specStats().hostRowsRead > 0);
+  a.checkInvariants();
+  b.checkInvariants();
+  dhs::test::expectSameResidency(a, b);
+}
+
 TEST_CASE("through the runtime, fused FP8 attention runs its resident form when a group reads at "
           "most 2% of its rows from the host",
           "[runtime][cuda]") {
