@@ -491,6 +491,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
       expect(dhs_request_length(rt, pickId(), in.flag() ? &length : nullptr), "dhs_request_length");
       expect(dhs_runtime_get_stats(rt, in.flag() ? &stats : nullptr), "dhs_runtime_get_stats");
       expect(dhs_runtime_describe(rt, text, in.range(0, sizeof(text))), "dhs_runtime_describe");
+      double share = 0.0;
+      expect(dhs_runtime_get_form_share(rt, static_cast<std::int32_t>(in.range(0, 4)) - 1,
+                                        in.flag() ? &share : nullptr),
+             "dhs_runtime_get_form_share");
       break;
     }
     case 14:

@@ -409,6 +409,15 @@ dhs_status dhs_runtime_get_stats(const dhs_runtime *runtime, dhs_stats *stats) {
   });
 }
 
+dhs_status dhs_runtime_get_form_share(const dhs_runtime *runtime, int32_t layer, double *share) {
+  return onLoaded("dhs_runtime_get_form_share", DHS_ERROR_INTERNAL, runtime,
+                  [&](const Runtime &rt) {
+                    if (!share)
+                      throw InputError("null share pointer");
+                    *share = rt.formShare(layer);
+                  });
+}
+
 dhs_status dhs_request_admit(dhs_runtime *runtime, uint64_t id, int64_t history_len,
                              int64_t max_context, const void *prefill) {
   return onLoaded("dhs_request_admit", DHS_ERROR_INTERNAL, runtime,

@@ -91,6 +91,12 @@ public:
     check(dhs_runtime_describe(handle_, text, sizeof(text)));
     return text;
   }
+  /// The form share layer `layer`'s launches ran at in the last step.
+  double formShare(std::int32_t layer) const {
+    double share = 0.0;
+    check(dhs_runtime_get_form_share(handle_, layer, &share));
+    return share;
+  }
   /// Statistics.
   dhs_stats stats() const {
     dhs_stats s;

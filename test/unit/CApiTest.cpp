@@ -85,6 +85,8 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
   CHECK(dhs_step_end(nullptr) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_step_abort(nullptr) == DHS_ERROR_INVALID_HANDLE);
   CHECK(dhs_runtime_check(nullptr) == DHS_ERROR_INVALID_HANDLE);
+  double share = -1.0;
+  CHECK(dhs_runtime_get_form_share(nullptr, 0, &share) == DHS_ERROR_INVALID_HANDLE);
 
   dhs_runtime_config c = smallConfig();
   dhs_runtime *rt = nullptr;
@@ -98,6 +100,7 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
         DHS_ERROR_NOT_LOADED);
   CHECK(dhs_step_begin(rt, &id, 1) == DHS_ERROR_NOT_LOADED);
   CHECK(dhs_runtime_check(rt) == DHS_ERROR_NOT_LOADED);
+  CHECK(dhs_runtime_get_form_share(rt, 0, &share) == DHS_ERROR_NOT_LOADED);
   // Statistics and the description work without a step.
   CHECK(dhs_runtime_get_stats(rt, &stats) == DHS_OK);
   CHECK(stats.steps == 0);
@@ -133,6 +136,12 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
   CHECK(shape.layers == 2);
   CHECK(shape.groups == 2);
   CHECK(shape.hbm_slots == 64);
+  // A step of one form: its layers' launches all run (share 1).
+  CHECK(dhs_runtime_get_form_share(rt, 1, &share) == DHS_OK);
+  CHECK(share == 1.0);
+  CHECK(dhs_runtime_get_form_share(rt, 2, &share) == DHS_ERROR_OUT_OF_RANGE);
+  CHECK_THAT(lastError(), Catch::Contains("form share: layer 2 does not exist (2 layers)"));
+  CHECK(dhs_runtime_get_form_share(rt, 0, nullptr) == DHS_ERROR_INVALID_ARGUMENT);
   dhs_runtime_destroy(rt);
 
   SECTION("the CUDA backend without a GPU, or memory that cannot be had") {
