@@ -601,8 +601,12 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // its SM until the layer before had ended (the overlapped group 4-18%
   // slower: bench/NOTES.md, twenty-sixth session).
   if (config.overlapped) {
-    Value firstBlock =
-        andi(andi(eq(toI32(kb.blockId()), c32(0)), eq(headBase, c32(0))), eq(toI32(split), c32(0)));
+    // (One value at a time: the IR's order must not depend on the host
+    // compiler's order of evaluating arguments.)
+    Value firstRequest = eq(toI32(kb.blockId()), c32(0));
+    Value firstHeads = eq(headBase, c32(0));
+    Value firstSplit = eq(toI32(split), c32(0));
+    Value firstBlock = andi(andi(firstRequest, firstHeads), firstSplit);
     kb.ifThen(firstBlock,
               [&] { NVVM::GriddepcontrolOp::create(b, NVVM::GridDepActionKind::wait); });
   }

@@ -55,22 +55,18 @@
 // CHECK-NEXT: memref.atomic_rmw ori %c128_i32
 // CHECK-NOT: atom.acquire.gpu.global.cas
 // CHECK: %[[Z:.*]] = arith.index_cast %block_id_z : index to i32
-// CHECK-NEXT: %[[FIRST_Z:.*]] = arith.cmpi eq, %[[Z]], %c0_i32 : i32
-// CHECK-NEXT: %[[FIRST_Y:.*]] = arith.cmpi eq
-// CHECK-NEXT: %[[FIRST_X:.*]] = arith.cmpi eq
-// CHECK-NEXT: %[[FIRST_XY:.*]] = arith.andi %[[FIRST_X]], %[[FIRST_Y]] : i1
-// CHECK-NEXT: %[[FIRST:.*]] = arith.andi %[[FIRST_XY]], %[[FIRST_Z]] : i1
+// CHECK-NEXT: %[[FIRST_SPLIT:.*]] = arith.cmpi eq, %[[Z]], %c0_i32 : i32
+// CHECK-NEXT: %[[FIRST_REQUEST_HEADS:.*]] = arith.andi
+// CHECK-NEXT: %[[FIRST:.*]] = arith.andi %[[FIRST_REQUEST_HEADS]], %[[FIRST_SPLIT]] : i1
 // CHECK-NEXT: scf.if %[[FIRST]] {
 // CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-LABEL: gpu.func @attention_1(
 // CHECK: nvvm.griddepcontrol launch_dependents
 // CHECK-NOT: atom.acquire.gpu.global.cas
 // CHECK: %[[Z:.*]] = arith.index_cast %block_id_z : index to i32
-// CHECK-NEXT: %[[FIRST_Z:.*]] = arith.cmpi eq, %[[Z]], %c0_i32 : i32
-// CHECK-NEXT: %[[FIRST_Y:.*]] = arith.cmpi eq
-// CHECK-NEXT: %[[FIRST_X:.*]] = arith.cmpi eq
-// CHECK-NEXT: %[[FIRST_XY:.*]] = arith.andi %[[FIRST_X]], %[[FIRST_Y]] : i1
-// CHECK-NEXT: %[[FIRST:.*]] = arith.andi %[[FIRST_XY]], %[[FIRST_Z]] : i1
+// CHECK-NEXT: %[[FIRST_SPLIT:.*]] = arith.cmpi eq, %[[Z]], %c0_i32 : i32
+// CHECK-NEXT: %[[FIRST_REQUEST_HEADS:.*]] = arith.andi
+// CHECK-NEXT: %[[FIRST:.*]] = arith.andi %[[FIRST_REQUEST_HEADS]], %[[FIRST_SPLIT]] : i1
 // CHECK-NEXT: scf.if %[[FIRST]] {
 // CHECK-NEXT: nvvm.griddepcontrol wait
 
