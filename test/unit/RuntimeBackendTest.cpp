@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 using namespace dhs::runtime;
@@ -171,6 +172,20 @@ bool compiledOrSkip(const std::string &dir) {
     return true;
   WARN("SKIPPED: no compiled step at " << dir << " (built without the compiler)");
   return false;
+}
+
+/// The unit tests' tensor-core layer group (test/unit/steps/tensor_core_group_step.mlir:
+/// two FP8 layers of one pool over one selection, 2 query positions)
+/// compiled as written and with --overlap-retrieval.
+struct GroupSteps {
+  std::string fused, overlapped;
+};
+std::optional<GroupSteps> tensorCoreGroupStepsOrSkip() {
+  GroupSteps steps{dhs::test::compiledStepsDir() + "/tensor_core_group",
+                   dhs::test::compiledStepsDir() + "/tensor_core_group_overlapped"};
+  if (!compiledOrSkip(steps.fused) || !compiledOrSkip(steps.overlapped))
+    return std::nullopt;
+  return steps;
 }
 
 } // namespace
@@ -368,10 +383,10 @@ TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every 
   // in a CUDA graph too). Same rows promoted, outputs equal to the oracle's
   // and bit-identical to the fused group's.
   DHS_FOR_EACH_BACKEND(backend);
-  const std::string fused = dhs::test::compiledStepsDir() + "/tensor_core_group";
-  const std::string overlapped = dhs::test::compiledStepsDir() + "/tensor_core_group_overlapped";
-  if (!compiledOrSkip(fused) || !compiledOrSkip(overlapped))
+  const std::optional<GroupSteps> steps = tensorCoreGroupStepsOrSkip();
+  if (!steps)
     return;
+  const std::string &fused = steps->fused, &overlapped = steps->overlapped;
   // One fetch for both layers, its ready flags read by both staged
   // attentions (each split in two along the rows, with a combine), the form
   // of steps that miss more than 14% of their rows; each layer's fused
@@ -406,10 +421,10 @@ TEST_CASE("verify steps over a tensor-core layer group: its forms give the fused
   // fetch in the group's first), the outputs and accepted tokens agree bit
   // for bit, and the session passes through more than one form.
   DHS_FOR_EACH_BACKEND(backend);
-  const std::string fused = dhs::test::compiledStepsDir() + "/tensor_core_group";
-  const std::string overlapped = dhs::test::compiledStepsDir() + "/tensor_core_group_overlapped";
-  if (!compiledOrSkip(fused) || !compiledOrSkip(overlapped))
+  const std::optional<GroupSteps> steps = tensorCoreGroupStepsOrSkip();
+  if (!steps)
     return;
+  const std::string &fused = steps->fused, &overlapped = steps->overlapped;
   DHS_SEEDED_RNG(rng, 590);
   const RuntimeConfig config = dhs::test::testConfig(2, 2, backend, /*draftWindow=*/4, /*floor=*/0);
   Runtime a(config), b(config);
