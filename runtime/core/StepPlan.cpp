@@ -134,14 +134,14 @@ StepPlan planStep(const Manifest &manifest) {
     const std::string where = launchName(i) + " (" + abi::name(launch.kind) + ")";
     // A layer's forms: attentions of adjacent bands from 0 up to 1, the last
     // of which defines the layer; the launches between them are its.
-    auto band = [&](std::size_t j) { return bandOf(launches[j]); };
     if (lastForm) {
       const Launch &before = launches[*lastForm];
       if (launch.missingAbove != before.missingUpTo ||
           argumentOf(manifest, launch, ArgumentRole::Output, where) !=
               argumentOf(manifest, before, ArgumentRole::Output, launchName(*lastForm)))
-        fail(launchName(*lastForm) + " runs for " + band(*lastForm) + ", and " + where +
-             ", the next attention, is not its layer's form for the rows above (" + band(i) + ")");
+        fail(launchName(*lastForm) + " runs for " + bandOf(before) + ", and " + where +
+             ", the next attention, is not its layer's form for the rows above (" + bandOf(launch) +
+             ")");
       const Launch &first = launches[*firstForm];
       if (launch.layer != first.layer || launch.softmaxScale != first.softmaxScale ||
           argumentOf(manifest, launch, ArgumentRole::Queries, where) !=
@@ -150,7 +150,7 @@ StepPlan planStep(const Manifest &manifest) {
         fail(where + " and " + launchName(*firstForm) +
              ", forms of one layer, differ in their layer, scale, queries or pool");
     } else if (launch.missingAbove >= 0.0) {
-      fail(where + " runs for " + band(i) + " without a form of its layer below");
+      fail(where + " runs for " + bandOf(launch) + " without a form of its layer below");
     }
     if (launch.missingUpTo < 1.0) {
       if (!firstForm)
