@@ -86,6 +86,12 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
             (launch.kind == abi::LaunchKind::TopK ||
              (launch.kind == abi::LaunchKind::Fetch && param.source != ParamSource::Scratch)))
           selectionsInPlace_ = false;
+  // Each layer's form lines, once (formShareOf reads them every step).
+  for (std::int32_t l = 0; l < layout.layers; ++l) {
+    const LayerBinding binding = bindingOf(l);
+    layerLines_.push_back(
+        formLines(binding.step->manifest(), binding.first, binding.first + binding.count));
+  }
 }
 
 CudaStepRunner::~CudaStepRunner() {
@@ -498,9 +504,7 @@ std::uint8_t *CudaStepRunner::stagingOut(std::int32_t layer) const {
 
 double CudaStepRunner::formShareOf(std::int32_t layer, const LayerStep &step) {
   // Only a layer with forms chooses (a graph keys on the choice).
-  const LayerBinding binding = bindingOf(layer);
-  const std::vector<double> lines =
-      formLines(binding.step->manifest(), binding.first, binding.first + binding.count);
+  const std::vector<double> &lines = layerLines_[static_cast<std::size_t>(layer)];
   if (lines.empty())
     return 1.0;
   // Selections resolved on the host were counted; those resolved on the

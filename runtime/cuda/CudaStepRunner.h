@@ -274,6 +274,7 @@ private:
   bool historyShared_ = false;
   std::int64_t residentFormLayers_ = 0; // of the step in progress or the last
   std::vector<double> groupShares_;     // [group] the form share it ran at last (-1: none)
+  std::vector<std::vector<double>> layerLines_; // [layer] its launches' form lines
   // [layer] the form share of its launches in the step in progress or the
   // last (counting fetches: which of them ran).
   std::vector<double> layerShares_;
