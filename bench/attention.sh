@@ -12,7 +12,9 @@
 #                                  is also written to bench/results/ with the
 #                                  date, GPU and commit (and, where $OUT is
 #                                  set, copied there with one archive of the
-#                                  per-shape logs)
+#                                  per-shape logs); on the build machine
+#                                  bench/plot_attention.py draws a run's
+#                                  table (bench/attention.png)
 #   bench/attention.sh verify DIR  on the GPU machine: the verify sections
 #                                  alone, printed (DHS_VERIFY_FORMATS,
 #                                  DHS_VERIFY_OVERLAPS, DHS_VERIFY_MISSING
