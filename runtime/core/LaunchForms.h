@@ -37,7 +37,7 @@ inline constexpr double kResidentFormMissing = 0.02;
 /// that a load near a line does not switch forms every step.
 inline constexpr double kFormMargin = 0.01;
 /// The share a step whose reads were not counted is taken to have (before a
-/// group's first decided step): some rows missing, few.
+/// group's first logged step): some rows missing, few.
 inline constexpr double kUncountedMissing = 0.05;
 
 /// The lines where launches [first, end) of `manifest` change form,

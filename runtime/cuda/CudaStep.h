@@ -76,7 +76,7 @@ struct CudaRunResult {
   double formShare = 1.0;
   /// An attention launch ran its resident form (Launch::residentKernel):
   /// at most kResidentFormMissing of the problem's selected rows were
-  /// missing from HBM.
+  /// missing from HBM, or CudaRunOptions::missingShare forced that form.
   bool residentForm = false;
 };
 

@@ -49,6 +49,9 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
   }
   layerShares_.assign(static_cast<std::size_t>(layout.layers), 1.0);
   groupShares_.assign(static_cast<std::size_t>(layout.groups()), -1.0);
+  formChosen_.assign(static_cast<std::size_t>(layout.groups()), false);
+  loggedShares_.assign(static_cast<std::size_t>(layout.groups()), -1.0);
+  decidedSinceLog_.assign(static_cast<std::size_t>(layout.groups()), false);
   // Pinned staging per layer: selections, slots, history bounds, queries in;
   // output back.
   stagingIn_ =
@@ -288,7 +291,13 @@ const StepLog &CudaStepRunner::stepLog(std::int32_t group) {
     storage_.placement()->waitForLog(group);
   else if (stepOpen_)
     throw StateError("the step logs of a CUDA-graph step arrive with finishStep");
-  return storage_.placement()->parseLog(group);
+  const StepLog &log = storage_.placement()->parseLog(group);
+  // The share of the group's selections that missed, for the form of its
+  // next step (formShareOf).
+  const std::size_t g = static_cast<std::size_t>(group);
+  loggedShares_[g] = missingShare(static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
+  decidedSinceLog_[g] = false;
+  return log;
 }
 
 void CudaStepRunner::takeSelections(std::int32_t group, const std::int32_t *rowIds,
@@ -333,12 +342,15 @@ void CudaStepRunner::attend(std::int32_t layer, const LayerStep &step) {
     historyStaged_ = false;
     historyShared_ = false;
     residentFormLayers_ = 0;
+    std::fill(formChosen_.begin(), formChosen_.end(), false);
     if (!graphs_)
       driver().check(driver().memsetD32Async(buffers_.status, 0, 1, queue_->stream()),
                      "clearing the status word");
   }
   LayerWork work = stage(layer, step);
   work.decisions = decisions_ && stepDecisions_;
+  if (work.decisions)
+    decidedSinceLog_[static_cast<std::size_t>(layer / layout_.layersPerGroup)] = true;
   layerShares_[static_cast<std::size_t>(layer)] = work.formShare;
   {
     const LayerBinding binding = bindingOf(layer);
@@ -507,17 +519,26 @@ double CudaStepRunner::formShareOf(std::int32_t layer, const LayerStep &step) {
   const std::vector<double> &lines = layerLines_[static_cast<std::size_t>(layer)];
   if (lines.empty())
     return 1.0;
-  // Selections resolved on the host were counted; those resolved on the
-  // device go by the group's log of the last decided step.
+  // A group's layers run in the form its first one took in the step (a
+  // group's fetch is among its first layer's launches; by its later layers
+  // the host copy of the group's log may be this step's, half written).
   const std::size_t group = static_cast<std::size_t>(layer / layout_.layersPerGroup);
+  if (formChosen_[group])
+    return groupShares_[group];
+  // Selections resolved on the host were counted; those resolved on the
+  // device go by the group's last step: the device's counts where it
+  // decided that step, else the log the host booked it from.
   double share = kUncountedMissing;
   if (step.missingRows >= 0) {
     share = missingShare(step.missingRows, step.selectedRows);
-  } else if (decisions_) {
+  } else if (decisions_ && (decidedSinceLog_[group] || loggedShares_[group] < 0.0)) {
     const DecisionCounts words = decisions_->counts(static_cast<std::int32_t>(group));
     share = missingShare(words.log[StepLogLayout::kMisses], words.log[StepLogLayout::kEntries]);
+  } else if (loggedShares_[group] >= 0.0) {
+    share = loggedShares_[group];
   }
   groupShares_[group] = runtime::formShare(lines, share, groupShares_[group]);
+  formChosen_[group] = true;
   return groupShares_[group];
 }
 

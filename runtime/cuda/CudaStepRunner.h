@@ -274,6 +274,12 @@ private:
   bool historyShared_ = false;
   std::int64_t residentFormLayers_ = 0; // of the step in progress or the last
   std::vector<double> groupShares_;     // [group] the form share it ran at last (-1: none)
+  std::vector<bool> formChosen_;        // [group] its first layer chose the step's form
+  // [group] the share of its selections that missed in the last step whose
+  // log the host parsed (-1: none), and whether the device decided a step
+  // since (its counts are then the newer).
+  std::vector<double> loggedShares_;
+  std::vector<bool> decidedSinceLog_;
   std::vector<std::vector<double>> layerLines_; // [layer] its launches' form lines
   // [layer] the form share of its launches in the step in progress or the
   // last (counting fetches: which of them ran).

@@ -1107,6 +1107,73 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
        << "step cleanly");
 }
 
+TEST_CASE("a layer group's forms with selections in device memory: each step's form from the "
+          "group's last step log",
+          "[cuda][gpu][runtime][overlap]") {
+  // The tensor-core group resolving its selections on the device, compiled
+  // with --overlap-retrieval. The host never counts device selections, so a
+  // step's form comes from the group's log of the step before (booked by
+  // the host here: no decision step): the first step, with nothing logged,
+  // takes the uncounted share (5%: the fused attentions); the second, after
+  // a first step that missed every row, the fetch and staged attentions.
+  // Every layer of a step runs one form, with and without graphs and
+  // checks, each at the bits of the fused group on CUDA with host
+  // selections.
+  const std::optional<GroupSteps> steps = tensorCoreGroupStepsOrSkip();
+  if (!steps)
+    return;
+  const std::string resolved =
+      dhs::test::compiledStepsDir() + "/tensor_core_group_resolved_overlapped";
+  if (!compiledOrSkip(resolved) || !compiledOrSkip(placementStep()) || !dhs::test::gpuOrSkip())
+    return;
+  const Manifest manifest = Manifest::load(resolved);
+  const std::vector<double> lines = formLines(manifest, 0, manifest.launches.size());
+  REQUIRE(lines == std::vector<double>{0.02, 0.14});
+  DHS_SEEDED_RNG(rng, 600);
+  RuntimeConfig config = dhs::test::testConfig(2, 2, BackendKind::Cpu, /*draftWindow=*/0,
+                                               /*floor=*/0);
+  std::vector<std::unique_ptr<Runtime>> owned;
+  owned.push_back(std::make_unique<Runtime>(config)); // the residency reference
+  config.backend = BackendKind::Cuda;
+  owned.push_back(std::make_unique<Runtime>(config)); // the fused group's bits
+  owned.push_back(std::make_unique<Runtime>(config));
+  config.cudaGraphs = true;
+  owned.push_back(std::make_unique<Runtime>(config));
+  config.cudaGraphs = false;
+  config.checkInvariants = false; // booked from the log while the later layer runs
+  owned.push_back(std::make_unique<Runtime>(config));
+  owned[0]->loadStep(steps->fused);
+  owned[1]->loadStep(steps->fused);
+  for (std::size_t i = 2; i < owned.size(); ++i) {
+    owned[i]->loadStep(resolved);
+    owned[i]->loadPlacementStep(placementStep());
+  }
+  Shadow shadow(2, RowFormat::MlaFp8);
+  std::vector<double> shares;
+  const double worst = session(pointers(owned), shadow, rng, 8,
+                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
+                                 const double share = owned[2]->formShare(0);
+                                 for (std::size_t i = 2; i < owned.size(); ++i) {
+                                   CHECK(countBitDifferences(outputs[1], outputs[i]) == 0);
+                                   for (std::int32_t l = 0; l < 2; ++l)
+                                     CHECK(owned[i]->formShare(l) == share);
+                                 }
+                                 shares.push_back(share);
+                               },
+                               {false, false, true, true, true}, {300, 400});
+  REQUIRE(shares.size() == 8);
+  CHECK(shares[0] == 0.14); // nothing logged yet: 5%, the fused attentions
+  CHECK(shares[1] == 1.0);  // the first step missed every row: the staged form
+  CHECK(std::set<double>(shares.begin(), shares.end()).size() > 1);
+  for (const std::unique_ptr<Runtime> &rt : owned)
+    rt->checkInvariants();
+  std::string sequence;
+  for (double share : shares)
+    sequence += " " + describeForm(lines, share) + ";";
+  WARN("device selections, a layer group's forms: worst relative error "
+       << worst << ", forms by step:" << sequence);
+}
+
 TEST_CASE("residency decisions on the device: the rows the host would promote and release",
           "[cuda][gpu][runtime][decisions]") {
   // The same session as above with a decision step loaded: each step's

@@ -376,6 +376,9 @@ int run(const Options &options) {
     return linkOnly(options, steps);
   RunReport report;
   const BackendKind backend = chooseBackend(options, report.fallback);
+  if (options.formShare >= 0.0 && backend == BackendKind::Cpu)
+    throw Error("--form-share times the kernels of a form on the GPU (with --no-host-check); "
+                "on the cpu backend the runtime chooses its forms");
 
   // A compiled step is its manifest and its PTX: a step with a missing or
   // corrupt kernel is refused on every backend.
