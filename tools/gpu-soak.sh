@@ -7,8 +7,9 @@
 #       (default 600): random arrivals, appends, steps and departures at high
 #       HBM occupancy with the invariant checker on, every output checked
 #       against the CPU oracle; per-layer pools, layer-group pools with the
-#       placement step and device selections, and verify steps among plain
-#       ones (a third of the time each).
+#       placement step and device selections, a layer group's forms (fused
+#       and staged by the step's misses), and verify steps among plain ones
+#       (a quarter of the time each).
 #   tools/gpu-soak.sh sanitize [DIR]
 #       compute-sanitizer memcheck and racecheck on every generated kernel at
 #       a small size: each bundled attention step through dhs-run (attention,

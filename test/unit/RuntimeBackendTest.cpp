@@ -1107,71 +1107,96 @@ TEST_CASE("selections in device memory: resolved on the GPU, booked after the st
        << "step cleanly");
 }
 
-TEST_CASE("a layer group's forms with selections in device memory: each step's form from the "
-          "group's last step log",
-          "[cuda][gpu][runtime][overlap]") {
-  // The tensor-core group resolving its selections on the device, compiled
-  // with --overlap-retrieval. The host never counts device selections, so a
-  // step's form comes from the group's log of the step before (booked by
-  // the host here: no decision step): the first step, with nothing logged,
-  // takes the uncounted share (5%: the fused attentions); the second, after
-  // a first step that missed every row, the fetch and staged attentions.
-  // Every layer of a step runs one form, with and without graphs and
-  // checks, each at the bits of the fused group on CUDA with host
-  // selections.
+TEST_CASE("a layer group's forms with selections resolved on the device: each step's form from "
+          "the group's last step log",
+          "[runtime][overlap]") {
+  // The tensor-core group resolving its selections on the device first
+  // (dhs.resolve), compiled with --overlap-retrieval, with a placement step
+  // for its 2-layer tokens. On the CPU (selections in host memory, counted)
+  // it gives the fused group's bits in each form it takes. On CUDA the host
+  // never counts device selections, so a step's form comes from the group's
+  // log of the step before (booked by the host here: no decision step): the
+  // first step, with nothing logged, takes the uncounted share (5%: the
+  // fused attentions); the second, after a first step that missed every
+  // row, the fetch and staged attentions. Every layer of a step runs one
+  // form, with and without graphs and checks, each at the bits of the fused
+  // group on CUDA with host selections.
   const std::optional<GroupSteps> steps = tensorCoreGroupStepsOrSkip();
   if (!steps)
     return;
   const std::string resolved =
       dhs::test::compiledStepsDir() + "/tensor_core_group_resolved_overlapped";
-  if (!compiledOrSkip(resolved) || !compiledOrSkip(placementStep()) || !dhs::test::gpuOrSkip())
+  const std::string placement = dhs::test::compiledStepsDir() + "/place_rows_l2"; // 2 layers
+  if (!compiledOrSkip(resolved) || !compiledOrSkip(placement))
     return;
   const Manifest manifest = Manifest::load(resolved);
   const std::vector<double> lines = formLines(manifest, 0, manifest.launches.size());
   REQUIRE(lines == std::vector<double>{0.02, 0.14});
+  const bool gpu = dhs::test::gpuOrSkip(); // the CUDA runtimes (device selections)
   DHS_SEEDED_RNG(rng, 600);
   RuntimeConfig config = dhs::test::testConfig(2, 2, BackendKind::Cpu, /*draftWindow=*/0,
                                                /*floor=*/0);
+  // 0: the CPU on the fused group (the residency and bits reference); 1:
+  // the CPU on the resolving step; then on CUDA 2: the fused group (the
+  // GPU's bits), 3: the resolving step, 4: with graphs, 5: without checks
+  // (each group booked from its log while the later layer runs).
   std::vector<std::unique_ptr<Runtime>> owned;
-  owned.push_back(std::make_unique<Runtime>(config)); // the residency reference
-  config.backend = BackendKind::Cuda;
-  owned.push_back(std::make_unique<Runtime>(config)); // the fused group's bits
   owned.push_back(std::make_unique<Runtime>(config));
-  config.cudaGraphs = true;
   owned.push_back(std::make_unique<Runtime>(config));
-  config.cudaGraphs = false;
-  config.checkInvariants = false; // booked from the log while the later layer runs
-  owned.push_back(std::make_unique<Runtime>(config));
-  owned[0]->loadStep(steps->fused);
-  owned[1]->loadStep(steps->fused);
-  for (std::size_t i = 2; i < owned.size(); ++i) {
-    owned[i]->loadStep(resolved);
-    owned[i]->loadPlacementStep(placementStep());
+  if (gpu) {
+    config.backend = BackendKind::Cuda;
+    owned.push_back(std::make_unique<Runtime>(config));
+    owned.push_back(std::make_unique<Runtime>(config));
+    config.cudaGraphs = true;
+    owned.push_back(std::make_unique<Runtime>(config));
+    config.cudaGraphs = false;
+    config.checkInvariants = false;
+    owned.push_back(std::make_unique<Runtime>(config));
+  }
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    const bool fused = i == 0 || i == 2;
+    owned[i]->loadStep(fused ? steps->fused : resolved);
+    if (!fused)
+      owned[i]->loadPlacementStep(placement);
   }
   Shadow shadow(2, RowFormat::MlaFp8);
-  std::vector<double> shares;
-  const double worst = session(pointers(owned), shadow, rng, 8,
-                               [&](const std::vector<std::vector<bf16_t>> &outputs) {
-                                 const double share = owned[2]->formShare(0);
-                                 for (std::size_t i = 2; i < owned.size(); ++i) {
-                                   CHECK(countBitDifferences(outputs[1], outputs[i]) == 0);
-                                   for (std::int32_t l = 0; l < 2; ++l)
-                                     CHECK(owned[i]->formShare(l) == share);
-                                 }
-                                 shares.push_back(share);
-                               },
-                               {false, false, true, true, true}, {300, 400});
-  REQUIRE(shares.size() == 8);
-  CHECK(shares[0] == 0.14); // nothing logged yet: 5%, the fused attentions
-  CHECK(shares[1] == 1.0);  // the first step missed every row: the staged form
-  CHECK(std::set<double>(shares.begin(), shares.end()).size() > 1);
+  std::vector<double> cpuShares, gpuShares;
+  const double worst =
+      session(pointers(owned), shadow, rng, 8,
+              [&](const std::vector<std::vector<bf16_t>> &outputs) {
+                CHECK(countBitDifferences(outputs[0], outputs[1]) == 0);
+                cpuShares.push_back(owned[1]->formShare(0));
+                CHECK(owned[1]->formShare(1) == cpuShares.back());
+                for (std::size_t i = 3; i < outputs.size(); ++i) {
+                  CHECK(countBitDifferences(outputs[2], outputs[i]) == 0);
+                  for (std::int32_t l = 0; l < 2; ++l)
+                    CHECK(owned[i]->formShare(l) == owned[3]->formShare(0));
+                }
+                if (gpu)
+                  gpuShares.push_back(owned[3]->formShare(0));
+              },
+              gpu ? std::vector<bool>{false, false, false, true, true, true} : std::vector<bool>{},
+              {300, 400});
+  REQUIRE(cpuShares.size() == 8);
+  CHECK(cpuShares[0] == 1.0); // counted: the first step misses every row
+  CHECK(std::set<double>(cpuShares.begin(), cpuShares.end()).size() > 1);
+  if (gpu) {
+    REQUIRE(gpuShares.size() == 8);
+    CHECK(gpuShares[0] == 0.14); // nothing logged yet: 5%, the fused attentions
+    CHECK(gpuShares[1] == 1.0);  // the first step missed every row: the staged form
+    CHECK(std::set<double>(gpuShares.begin(), gpuShares.end()).size() > 1);
+  }
   for (const std::unique_ptr<Runtime> &rt : owned)
     rt->checkInvariants();
-  std::string sequence;
-  for (double share : shares)
-    sequence += " " + describeForm(lines, share) + ";";
-  WARN("device selections, a layer group's forms: worst relative error "
-       << worst << ", forms by step:" << sequence);
+  auto sequence = [&](const std::vector<double> &shares) {
+    std::string text;
+    for (double share : shares)
+      text += " " + describeForm(lines, share) + ";";
+    return text;
+  };
+  WARN("a layer group's forms, resolving step: worst relative error "
+       << worst << "; forms by step, CPU:" << sequence(cpuShares)
+       << (gpu ? " CUDA, device selections:" + sequence(gpuShares) : std::string()));
 }
 
 TEST_CASE("residency decisions on the device: the rows the host would promote and release",

@@ -7,13 +7,18 @@
 // the slots and optional residency takes the rest), with the invariant
 // checker on. Every step's output is checked against the CPU oracle over the
 // rows the engine wrote (bit for bit on the CPU, within bf16 tolerance on
-// CUDA). Three sessions share the time:
+// CUDA). Four sessions share the time:
 //  - per-layer pools, the unit tests' naive step, selections in host memory;
 //  - layer-group pools (4 FP8 layers per token, the fp8_g4_resolved steps
 //    compiled by the build) with a placement step: on CUDA the residency
 //    maps live on the device and half the steps give their selections in
 //    device memory, resolved by the steps' kernels (needs the compiler's
 //    steps; said and skipped otherwise);
+//  - a layer group's forms (the unit tests' tensor-core group of 2 FP8
+//    layers, resolving on the device, compiled with --overlap-retrieval):
+//    histories about the size of HBM, so that the misses cross the forms'
+//    lines and the steps switch between the resident, fused and staged
+//    forms (on CUDA half the selections in device memory);
 //  - verify steps (examples/verify_step.mlir: Q = 5, a shared fetch of each
 //    request's missing rows): plain steps and verify steps of random blocks
 //    (selections of the history and of the block's positions up to each
@@ -63,15 +68,23 @@ struct SoakTotals {
   std::int64_t verifySteps = 0, verifyFailed = 0, drafted = 0, accepted = 0;
   double occupancySum = 0.0; // HBM used / capacity, summed over steps
   double worstError = 0.0;
+  std::map<double, std::int64_t> forms; // plain steps by the form share they ran at
   ResidencyStepStats residency;
+};
+
+/// What a soak session does besides plain steps.
+struct SoakOptions {
+  bool deviceSelections = false;      ///< half the steps' selections in device memory (CUDA)
+  bool verifySteps = true;            ///< a step of several positions also runs verify steps
+  std::int64_t longestPrefill = 4000; ///< arrivals bring 100 .. this many rows
 };
 
 /// One soak session on `rt` (loaded) for `seconds`.
 class Soak {
 public:
-  Soak(Runtime &rt, RowFormat format, std::uint64_t seed, bool deviceSelections)
+  Soak(Runtime &rt, RowFormat format, std::uint64_t seed, const SoakOptions &options = {})
       : rt_(rt), format_(format), rowBytes_(rowFormatInfo(format).rowBytes), rng_(seed),
-        deviceSelections_(deviceSelections) {}
+        options_(options) {}
 
   SoakTotals run(double seconds, std::int32_t maxRequests, std::int64_t hostRows) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -136,14 +149,16 @@ private:
       return depart();
     if (kind < 50)
       return appendSome();
-    if (kind >= 75 && rt_.shape().queries > 1)
+    if (kind >= 75 && options_.verifySteps && rt_.shape().queries > 1)
       return verifyStep();
     return step();
   }
 
   void arrive() {
     const std::uint64_t id = nextId_++;
-    const std::int64_t n = 100 + static_cast<std::int64_t>(rng_() % 3900);
+    const std::int64_t n =
+        100 + static_cast<std::int64_t>(rng_() %
+                                        static_cast<std::uint64_t>(options_.longestPrefill - 100));
     const std::int64_t max = n + 500 + static_cast<std::int64_t>(rng_() % 1500);
     const std::int32_t L = rt_.layers();
     std::vector<std::uint8_t> prefill = randomRows(L * n);
@@ -235,7 +250,7 @@ private:
     std::vector<bf16_t> q(static_cast<std::size_t>(L * qPerLayer)),
         out(static_cast<std::size_t>(L * oPerLayer), kBf16Poison);
     dhs::test::fillRandom(rng_, q.data(), q.size());
-    const bool onDevice = deviceSelections_ && rng_() % 2;
+    const bool onDevice = options_.deviceSelections && rng_() % 2;
     if (onDevice) {
       const CudaDriver &cuda = CudaDriver::instance();
       cuda_detail::DeviceBuffer device(std::max<std::size_t>(sel.size(), 1) * 4, "selections");
@@ -247,6 +262,7 @@ private:
       rt_.step(batch.data(), lanes, sel.data(), q.data(), out.data());
     }
     ++totals_.steps;
+    ++totals_.forms[rt_.formShare(0)];
     const RuntimeStats stats = rt_.stats();
     totals_.occupancySum +=
         static_cast<double>(stats.hbmBytesUsed) / static_cast<double>(stats.hbmBytesCapacity);
@@ -535,7 +551,7 @@ private:
   RowFormat format_;
   std::int64_t rowBytes_;
   std::mt19937_64 rng_;
-  bool deviceSelections_;
+  SoakOptions options_;
   std::int32_t maxRequests_ = 0;
   std::int64_t hostRows_ = 0;
   std::uint64_t nextId_ = 1;
@@ -569,6 +585,13 @@ void report(const char *session, const Runtime &rt, const SoakTotals &t, double 
   if (t.verifySteps + t.verifyFailed > 0)
     verify << t.verifySteps << " verify steps (" << t.drafted << " drafts, " << t.accepted
            << " accepted; " << t.verifyFailed << " failed on purpose), ";
+  // (The forms only where the step has several.)
+  if (t.forms.size() > 1 || (t.forms.size() == 1 && t.forms.begin()->first != 1.0)) {
+    verify << "steps by form share:";
+    for (const auto &[share, steps] : t.forms)
+      verify << " " << share << " x " << steps;
+    verify << ", ";
+  }
   WARN("soak (" << session << ", " << rt.backendDescription() << ", " << seconds
                 << " s): " << t.admits << " arrivals (" << t.refused << " refused), "
                 << t.departures << " departures, " << t.appends << " appends, " << t.steps
@@ -603,7 +626,12 @@ TEST_CASE("soak: timed random arrivals, appends, steps, verify steps and departu
                          std::filesystem::exists(placement + "/manifest.json");
   const std::string verify = dhs::test::compiledStepsDir() + "/verify";
   const bool haveVerify = std::filesystem::exists(verify + "/manifest.json");
-  const double share = seconds / (1 + haveGroup + haveVerify);
+  const std::string forms =
+      dhs::test::compiledStepsDir() + "/tensor_core_group_resolved_overlapped";
+  const std::string placementL2 = dhs::test::compiledStepsDir() + "/place_rows_l2";
+  const bool haveForms = std::filesystem::exists(forms + "/manifest.json") &&
+                         std::filesystem::exists(placementL2 + "/manifest.json");
+  const double share = seconds / (1 + haveGroup + haveVerify + haveForms);
 
   {
     // Per-layer pools: 4 layers in 2 groups, 2048 slots; 16 requests of
@@ -612,7 +640,7 @@ TEST_CASE("soak: timed random arrivals, appends, steps, verify steps and departu
                                             /*newest=*/32, backend);
     Runtime rt(config);
     rt.loadStep(dhs::test::stepsDir() + "/naive");
-    Soak soak(rt, RowFormat::MlaBf16, seed, false);
+    Soak soak(rt, RowFormat::MlaBf16, seed);
     SoakTotals t = soak.run(share, config.maxRequests, config.hostRows);
     report("per-layer pools", rt, t, share);
     CHECK(t.steps > 0);
@@ -630,11 +658,45 @@ TEST_CASE("soak: timed random arrivals, appends, steps, verify steps and departu
     Runtime rt(config);
     rt.loadSteps(group);
     rt.loadPlacementStep(placement);
-    Soak soak(rt, RowFormat::MlaFp8, seed + 1, backend == BackendKind::Cuda);
+    SoakOptions options;
+    options.deviceSelections = backend == BackendKind::Cuda;
+    Soak soak(rt, RowFormat::MlaFp8, seed + 1, options);
     SoakTotals t = soak.run(share, config.maxRequests, config.hostRows);
     report("layer-group pools, placement step", rt, t, share);
     CHECK(t.steps > 0);
     CHECK(t.residency.evicted > 0);
+  }
+  if (!haveForms)
+    WARN("SKIPPED the layer-group forms session: " << forms << " or " << placementL2
+                                                   << " was not compiled");
+  if (haveForms) {
+    // A layer group's forms under load: the unit tests' tensor-core group
+    // (2 FP8 layers over one selection, 2 positions, 64 heads, top-256,
+    // 2048 slots) resolving on the device and compiled with
+    // --overlap-retrieval, so that each step runs the fused attentions (the
+    // resident kernel up to 2% missing) or one fetch of whole tokens and
+    // staged attentions (above 14%) by its misses; on CUDA half the steps'
+    // selections in device memory (their form from the group's last log).
+    // 6 requests of 80 protected slots reserve 23%, and their histories
+    // (100 to 800 rows at arrival) about fit the rest, so that the misses
+    // fall and rise about the lines; plain steps only.
+    const RuntimeConfig config = soakConfig(/*layers=*/2, /*G=*/2, /*requests=*/6,
+                                            /*newest=*/16, backend);
+    Runtime rt(config);
+    rt.loadStep(forms);
+    rt.loadPlacementStep(placementL2);
+    SoakOptions options;
+    options.deviceSelections = backend == BackendKind::Cuda;
+    options.verifySteps = false;
+    options.longestPrefill = 800;
+    Soak soak(rt, RowFormat::MlaFp8, seed + 3, options);
+    SoakTotals t = soak.run(share, config.maxRequests, config.hostRows);
+    report("a layer group's forms, placement step", rt, t, share);
+    CHECK(t.steps > 0);
+    CHECK(t.residency.fetched > 0);
+    CHECK(t.residency.evicted > 0);
+    CHECK(t.forms.count(1.0) == 1); // the fetch and staged attentions ran
+    CHECK(t.forms.size() > 1);      // and the fused attentions
   }
   if (!haveVerify) {
     WARN("SKIPPED the verify-step session: " << verify << " was not compiled");
@@ -649,7 +711,7 @@ TEST_CASE("soak: timed random arrivals, appends, steps, verify steps and departu
     Runtime rt(config);
     rt.loadStep(verify);
     REQUIRE(rt.shape().queries == 5);
-    Soak soak(rt, RowFormat::MlaBf16, seed + 2, false);
+    Soak soak(rt, RowFormat::MlaBf16, seed + 2);
     SoakTotals t = soak.run(share, config.maxRequests, config.hostRows);
     report("verify steps, per-layer pools", rt, t, share);
     CHECK(t.steps > 0);
