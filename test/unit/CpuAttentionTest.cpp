@@ -64,9 +64,12 @@ std::vector<double> naiveAttention(const SparseAttentionProblem &p) {
   return out;
 }
 
+/// A small random problem: fresh data every run (freshSeed, named by the
+/// DHS_TEST_SEED message of the case), `seed` telling a case's problems
+/// apart.
 SparseAttentionProblem problemFor(std::uint64_t seed, double residency = 0.5, double unused = 0.0) {
   GeneratorOptions options;
-  options.seed = seed;
+  options.seed = dhs::test::freshSeed() + seed;
   options.historyRows = 300;
   options.residency = residency;
   options.unusedFraction = unused;
@@ -76,6 +79,7 @@ SparseAttentionProblem problemFor(std::uint64_t seed, double residency = 0.5, do
 } // namespace
 
 TEST_CASE("float and fp64 CPU backends agree", "[cpu]") {
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     INFO("seed " << seed);
     SparseAttentionProblem p = problemFor(seed, 0.5, 0.1);
@@ -97,6 +101,7 @@ TEST_CASE("float and fp64 CPU backends agree", "[cpu]") {
 }
 
 TEST_CASE("the fp64 CPU backend matches a naive implementation", "[cpu]") {
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   for (std::uint64_t seed : {5u, 6u}) {
     for (double residency : {0.0, 0.7}) {
       INFO("seed " << seed << " residency " << residency);
@@ -225,6 +230,7 @@ TEST_CASE("the blocked fp64 backend sums in the plain order", "[cpu]") {
 }
 
 TEST_CASE("outputs do not depend on residency", "[cpu][residency]") {
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   SparseAttentionProblem p = problemFor(9, 0.0, 0.1);
   std::vector<bf16_t> atZero = CpuAttention(CpuPrecision::Float).run(p);
   std::vector<bf16_t> atZeroDouble = CpuAttention(CpuPrecision::Double).run(p);
@@ -238,6 +244,7 @@ TEST_CASE("outputs do not depend on residency", "[cpu][residency]") {
 }
 
 TEST_CASE("resident rows are read from HBM", "[cpu][residency]") {
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   // Changing a resident row's HBM copy must change the output: the backend
   // reads the slot, not the host store.
   SparseAttentionProblem p = problemFor(4, 1.0);
@@ -250,6 +257,7 @@ TEST_CASE("resident rows are read from HBM", "[cpu][residency]") {
 }
 
 TEST_CASE("unused selections and duplicates", "[cpu]") {
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   SparseAttentionProblem p = problemFor(12, 0.0);
   const ProblemShape &s = p.shape;
   std::int32_t a = p.rowIds[p.selectionIndex(0, 0, 0)];
@@ -300,13 +308,18 @@ TEST_CASE("unused selections and duplicates", "[cpu]") {
 }
 
 TEST_CASE("large scores do not overflow the softmax", "[cpu]") {
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   SparseAttentionProblem p = problemFor(13, 0.5);
   p.shape.softmaxScale = 1000.0f;
   std::vector<bf16_t> out = CpuAttention().run(p);
-  for (bf16_t v : out)
-    REQUIRE_FALSE(bf16IsNan(v));
-  CHECK(compareOutputs(CpuAttention(CpuPrecision::Double).runUnrounded(p), naiveAttention(p))
-            .relativeError < 1e-12);
+  const std::vector<double> naive = naiveAttention(p);
+  // The float path, as the runtime runs it: finite and within bf16
+  // tolerance; the fp64 one to rounding.
+  const Comparison c = compareOutputs(out, naive);
+  CHECK(c.nonFinite == 0);
+  CHECK(c.relativeError < 1e-2);
+  CHECK(compareOutputs(CpuAttention(CpuPrecision::Double).runUnrounded(p), naive).relativeError <
+        1e-12);
 }
 
 TEST_CASE("output comparisons", "[cpu]") {
@@ -336,7 +349,8 @@ TEST_CASE("a sliding window attends like extra selected rows", "[cpu][window]") 
   shape.windowSize = 8;
   shape.windowRing = 8 + 3 - 1;
   GeneratorOptions options;
-  options.seed = 41;
+  options.seed = dhs::test::freshSeed() + 41;
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   options.minHistoryRows = 64;
   options.maxHistoryRows = 96;
   options.residency = 0.5;

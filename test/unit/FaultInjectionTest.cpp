@@ -359,8 +359,10 @@ void finishedByAnotherThread(BackendKind backend) {
 } // namespace
 
 TEST_CASE("fault injection: armed faults fire once, counted, and disarm", "[faults]") {
-  if (!faults::kCompiledIn)
+  if (!faults::kCompiledIn) {
+    WARN("SKIPPED: fault injection is not compiled in (DHS_FAULT_INJECTION)");
     return;
+  }
   Disarm disarm;
   CHECK_FALSE(faults::anyArmed());
   faults::arm(Fault::Launch, 2, 1);
@@ -429,8 +431,10 @@ TEST_CASE("fault injection: nvJitLink failures are errors naming the module", "[
 
 TEST_CASE("fault injection through the C API: statuses and a runtime that keeps serving",
           "[faults][capi]") {
-  if (!faults::kCompiledIn)
+  if (!faults::kCompiledIn) {
+    WARN("SKIPPED: fault injection is not compiled in (DHS_FAULT_INJECTION)");
     return;
+  }
   Disarm disarm;
   dhs_runtime_config c = dhs::api::defaultConfig();
   c.layers = 2;

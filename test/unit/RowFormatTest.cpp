@@ -119,7 +119,8 @@ TEST_CASE("the CPU backend reads FP8 rows and the right layer of a group", "[for
     shape.layer = 1;
     shape.rowElems = shape.layers * shape.rowBytes / 2;
     GeneratorOptions options;
-    options.seed = 21;
+    options.seed = dhs::test::freshSeed() + 21;
+    INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
     options.historyRows = 64;
     options.residency = 0.5;
     SparseAttentionProblem p = generateProblem(shape, options);

@@ -179,6 +179,16 @@ std::vector<runtime::bf16_t> oracleLayer(const runtime::ProblemShape &shape, std
       .run(oracleProblem(shape, lanes, rowIds, queries, rowOf));
 }
 
+/// The fp64 reference of one layer over the rows `rowOf` gives (as
+/// oracleLayer, in double, unrounded).
+template <typename RowOf>
+std::vector<double> referenceLayer(const runtime::ProblemShape &shape, std::int64_t lanes,
+                                   const std::int32_t *rowIds, const runtime::bf16_t *queries,
+                                   RowOf rowOf) {
+  return runtime::CpuAttention(runtime::CpuPrecision::Double, 1)
+      .runUnrounded(oracleProblem(shape, lanes, rowIds, queries, rowOf));
+}
+
 /// True when a runtime of `backend` can run here; for CUDA without a usable
 /// GPU, says that the case is skipped and returns false.
 inline bool backendOrSkip(runtime::BackendKind backend) {
@@ -330,6 +340,16 @@ inline std::vector<std::int32_t> randomSelections(std::mt19937_64 &rng, const Sh
   return rows;
 }
 
+/// Checks a layer's output against the fp64 reference: nothing non-finite,
+/// within bf16 tolerance. Returns the relative error.
+inline double expectNearReference(const std::vector<runtime::bf16_t> &actual,
+                                  const std::vector<double> &reference) {
+  const runtime::Comparison c = runtime::compareOutputs(actual, reference);
+  REQUIRE(c.nonFinite == 0);
+  REQUIRE(c.relativeError < 1e-2);
+  return c.relativeError;
+}
+
 /// Checks a layer's output against the oracle's: bit for bit from the CPU
 /// backend (the oracle is its float attention), within bf16 tolerance from
 /// CUDA (kernels sum in another order). Returns the relative error.
@@ -348,9 +368,10 @@ inline double expectMatchesOracle(const std::vector<runtime::bf16_t> &actual,
 /// Runs one step over `batch` on every runtime (the same random selections
 /// and queries; selections in device memory for the runtimes marked in
 /// `deviceSelections`), checks every layer's output against the oracle
-/// over the shadow's rows, and, with several runtimes, that all made the
-/// same residency decisions as the first. Returns each runtime's outputs
-/// [L][batch][Q][H][v_dim]; `worst` collects the largest relative error.
+/// over the shadow's rows (expectMatchesOracle) and the fp64 reference,
+/// and, with several runtimes, that all made the same residency decisions
+/// as the first. Returns each runtime's outputs [L][batch][Q][H][v_dim];
+/// `worst` collects the largest relative error against fp64.
 inline std::vector<std::vector<runtime::bf16_t>>
 stepAndCompare(const std::vector<runtime::Runtime *> &runtimes, const Shadow &shadow,
                std::mt19937_64 &rng, const std::vector<std::uint64_t> &batch,
@@ -398,15 +419,19 @@ stepAndCompare(const std::vector<runtime::Runtime *> &runtimes, const Shadow &sh
   for (std::int32_t l = 0; l < L && lanes > 0; ++l) {
     INFO("layer " << l);
     const std::int32_t g = l / perGroup;
+    const auto rowOf = [&](std::int64_t b, std::int32_t r) {
+      return shadow.row(batch[static_cast<std::size_t>(b)], l, r);
+    };
+    const std::int32_t *groupRows = rows.data() + g * lanes * s.queries * s.topk;
     const std::vector<bf16_t> expected =
-        oracleLayer(s, lanes, rows.data() + g * lanes * s.queries * s.topk,
-                    queries.data() + l * qPerLayer, [&](std::int64_t b, std::int32_t r) {
-                      return shadow.row(batch[static_cast<std::size_t>(b)], l, r);
-                    });
+        oracleLayer(s, lanes, groupRows, queries.data() + l * qPerLayer, rowOf);
+    const std::vector<double> reference =
+        referenceLayer(s, lanes, groupRows, queries.data() + l * qPerLayer, rowOf);
     for (std::size_t i = 0; i < runtimes.size(); ++i) {
       const std::vector<bf16_t> actual(outputs[i].begin() + l * oPerLayer,
                                        outputs[i].begin() + (l + 1) * oPerLayer);
-      const double error = expectMatchesOracle(actual, expected, runtimes[i]->device() != nullptr);
+      expectMatchesOracle(actual, expected, runtimes[i]->device() != nullptr);
+      const double error = expectNearReference(actual, reference);
       if (worst)
         *worst = std::max(*worst, error);
     }

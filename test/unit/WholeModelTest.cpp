@@ -26,19 +26,6 @@
 using namespace dhs::runtime;
 using dhs::test::Shadow;
 
-namespace {
-
-/// The fp64 reference of one layer over the rows `rowOf` gives (as
-/// oracleLayer, in double, unrounded).
-template <typename RowOf>
-std::vector<double> referenceLayer(const ProblemShape &shape, std::int64_t lanes,
-                                   const std::int32_t *rowIds, const bf16_t *queries, RowOf rowOf) {
-  return CpuAttention(CpuPrecision::Double, 1)
-      .runUnrounded(dhs::test::oracleProblem(shape, lanes, rowIds, queries, rowOf));
-}
-
-} // namespace
-
 TEST_CASE("the whole-model GLM-5 step runs verify steps: every layer matches the fp64 reference",
           "[runtime][wholemodel]") {
   const std::string dir = dhs::test::compiledStepsDir() + "/glm5";
@@ -160,7 +147,7 @@ TEST_CASE("the whole-model GLM-5 step runs verify steps: every layer matches the
         const std::vector<bf16_t> oracle =
             dhs::test::oracleLayer(shape, batch, sel.data(), queries.data(), rowOf);
         const std::vector<double> reference =
-            referenceLayer(shape, batch, sel.data(), queries.data(), rowOf);
+            dhs::test::referenceLayer(shape, batch, sel.data(), queries.data(), rowOf);
         for (std::int64_t b = 0; b < batch; ++b) {
           const std::int64_t used = (lens[b] + 1) * H * 512;
           std::vector<bf16_t> actual(out.begin() + b * oPerLane, out.begin() + b * oPerLane + used);
