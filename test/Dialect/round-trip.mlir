@@ -59,16 +59,18 @@ func.func @overlapped(%q: memref<4x2x64x576xbf16>, %rows: memref<4x2x2048xi32>,
   return
 }
 
-// Selection, residency, retrieval and both attention forms.
+// Selection, residency, retrieval and both attention forms, each operand
+// where it was written (rows and slots share a type: a swap would show).
 // CHECK-LABEL: func.func @step
-// CHECK: dhs.topk scores(%{{.*}} : memref<4x2x8192xf32>) history(%{{.*}} : memref<4xi32>) into(%{{.*}} : memref<4x2x2048xi32>)
-// CHECK: dhs.resolve pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) into(%{{.*}} : memref<4x2x2048xi32>)
-// CHECK: dhs.fetch pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) into(%{{.*}} : memref<4x4096x4x656xi8>)
-// CHECK: dhs.attention queries(%{{.*}} : memref<4x2x64x576xbf16>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) staging(%{{.*}} : memref<4x4096x4x656xi8>) pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 3 output(%{{.*}} : memref<4x2x64x512xbf16>) scale = 0.0416666679
-// CHECK: dhs.union_missing rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) into(%{{.*}}, %{{.*}} : memref<4x4096xi32>, memref<4x2x2048xi32>)
-// CHECK: dhs.fetch pool({{.*}}) rows(%{{.*}} : memref<4x4096xi32>) history
-// CHECK: dhs.attention {{.*}} staging(%{{.*}} : memref<4x4096x4x656xi8>) index(%{{.*}} : memref<4x2x2048xi32>) pool
-// CHECK: dhs.sparse_attention queries(%{{.*}} : memref<4x2x64x576xbf16>) rows(%{{.*}} : memref<4x2x2048xi32>) slots(%{{.*}} : memref<4x2x2048xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 1 output(%{{.*}} : memref<4x2x64x512xbf16>) scale = 0.0416666679
+// CHECK-SAME: (%[[SCORES:[^:]*]]: {{.*}}, %[[Q:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: {{.*}}, %[[POOL:[^:]*]]: {{.*}}, %[[STAGE:[^:]*]]: {{.*}}, %[[UNION:[^:]*]]: {{.*}}, %[[REMAP:[^:]*]]: {{.*}}, %[[OUT:[^:]*]]: memref<4x2x64x512xbf16>)
+// CHECK: dhs.topk scores(%[[SCORES]] : memref<4x2x8192xf32>) history(%[[LEN]] : memref<4xi32>) into(%[[ROWS]] : memref<4x2x2048xi32>)
+// CHECK: dhs.resolve pool(%[[POOL]] : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%[[ROWS]] : memref<4x2x2048xi32>) history(%[[START]], %[[LEN]] : memref<4xi64>, memref<4xi32>) into(%[[SLOTS]] : memref<4x2x2048xi32>)
+// CHECK: dhs.fetch pool(%[[POOL]] : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%[[ROWS]] : memref<4x2x2048xi32>) slots(%[[SLOTS]] : memref<4x2x2048xi32>) history(%[[START]], %[[LEN]] : memref<4xi64>, memref<4xi32>) into(%[[STAGE]] : memref<4x4096x4x656xi8>)
+// CHECK: dhs.attention queries(%[[Q]] : memref<4x2x64x576xbf16>) rows(%[[ROWS]] : memref<4x2x2048xi32>) slots(%[[SLOTS]] : memref<4x2x2048xi32>) staging(%[[STAGE]] : memref<4x4096x4x656xi8>) pool(%[[POOL]] : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 3 output(%[[OUT]] : memref<4x2x64x512xbf16>) scale = 0.0416666679
+// CHECK: dhs.union_missing rows(%[[ROWS]] : memref<4x2x2048xi32>) slots(%[[SLOTS]] : memref<4x2x2048xi32>) into(%[[UNION]], %[[REMAP]] : memref<4x4096xi32>, memref<4x2x2048xi32>)
+// CHECK: dhs.fetch pool(%[[POOL]] : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) rows(%[[UNION]] : memref<4x4096xi32>) history(%[[START]], %[[LEN]] : memref<4xi64>, memref<4xi32>) into(%[[STAGE]] : memref<4x4096x4x656xi8>)
+// CHECK: dhs.attention queries(%[[Q]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) staging(%[[STAGE]] : memref<4x4096x4x656xi8>) index(%[[REMAP]] : memref<4x2x2048xi32>) pool(%[[POOL]] : {{.*}}) layer = 0 output(%[[OUT]] : {{.*}})
+// CHECK: dhs.sparse_attention queries(%[[Q]] : memref<4x2x64x576xbf16>) rows(%[[ROWS]] : memref<4x2x2048xi32>) slots(%[[SLOTS]] : memref<4x2x2048xi32>) history(%[[START]], %[[LEN]] : memref<4xi64>, memref<4xi32>) pool(%[[POOL]] : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) layer = 1 output(%[[OUT]] : memref<4x2x64x512xbf16>) scale = 0.0416666679
 func.func @step(%scores: memref<4x2x8192xf32>, %q: memref<4x2x64x576xbf16>,
                 %rows: memref<4x2x2048xi32>, %slots: memref<4x2x2048xi32>,
                 %start: memref<4xi64>, %len: memref<4xi32>,

@@ -27,11 +27,18 @@ func.func @decode_step(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048
 
 // -----
 
-// One fetch for a layer group of two: both layers' attention fuse.
+// One fetch for a layer group of two: both layers' attention fuse, each
+// over the group's selection, writing its own output.
 // CHECK-LABEL: func.func @layer_group
+// CHECK-SAME: (%[[POOL:[^:]*]]: {{.*}}, %[[Q:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: {{.*}}, %[[O0:[^:]*]]: {{.*}}, %[[O1:[^:]*]]: memref<2x1x16x512xbf16>)
+// CHECK-NOT: dhs.scratch
 // CHECK-NOT: dhs.fetch
-// CHECK: dhs.sparse_attention {{.*}} layer = 0 output
-// CHECK: dhs.sparse_attention {{.*}} layer = 1 output
+// CHECK: dhs.sparse_attention queries(%[[Q]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) history(%[[START]], %[[LEN]] : {{.*}}) pool(%[[POOL]] : {{.*}}) layer = 0 output(%[[O0]] : {{.*}})
+// CHECK-NOT: dhs.fetch
+// CHECK: dhs.sparse_attention queries(%[[Q]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) history(%[[START]], %[[LEN]] : {{.*}}) pool(%[[POOL]] : {{.*}}) layer = 1 output(%[[O1]] : {{.*}})
+// CHECK-NOT: dhs.attention
+// CHECK-NOT: dhs.fetch
+// CHECK: return
 func.func @layer_group(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = 64, host = ?>,
                        %q: memref<2x1x16x576xbf16>, %rows: memref<2x1x32xi32>,
                        %slots: memref<2x1x32xi32>, %start: memref<2xi64>,

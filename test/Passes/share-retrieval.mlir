@@ -59,7 +59,13 @@ func.func @decode_step(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, 
 // A staged buffer that something else reads is left alone: the remap would
 // change what that reader sees.
 // CHECK-LABEL: func.func @other_reader
+// CHECK-SAME: (%[[POOL:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: {{.*}}, %[[STAGE:[^:]*]]: {{.*}}, %[[COPY:[^:]*]]: memref<2x64x1x1152xi8>)
 // CHECK-NOT: dhs.union_missing
+// CHECK: dhs.verify gamma = 1
+// CHECK-NEXT: dhs.fetch pool(%[[POOL]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) history(%[[START]], %[[LEN]] : {{.*}}) into(%[[STAGE]] : memref<2x64x1x1152xi8>)
+// CHECK-NEXT: memref.copy %[[STAGE]], %[[COPY]]
+// CHECK-NOT: dhs.union_missing
+// CHECK: return
 func.func @other_reader(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>,
                         %rows: memref<2x2x32xi32>, %slots: memref<2x2x32xi32>,
                         %start: memref<2xi64>, %len: memref<2xi32>,
