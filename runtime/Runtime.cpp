@@ -908,6 +908,13 @@ void Runtime::setCudaGraphs(bool on) {
 
 bool Runtime::cudaGraphs() const { return tiers_.runner && tiers_.runner->graphsOn(); }
 
+void Runtime::setEngineStream(void *stream) {
+  requireStep("an engine stream");
+  if (inStep_)
+    throw StateError("the engine's stream can be set only between steps");
+  tiers_.runner->setEngineStream(stream);
+}
+
 TierStorage &Runtime::storageForTesting() {
   requireStep("tiers");
   return *tiers_.storage;

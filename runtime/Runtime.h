@@ -213,7 +213,9 @@ public:
   /// output is complete when it returns (an engine computes the next
   /// layer's queries from it; on CUDA that costs a wait for the layer),
   /// except within step() or with CUDA graphs on, where it is complete when
-  /// endStep returns. Device output is stream-ordered (no host wait).
+  /// endStep returns. Device output is ordered on the runtime's stream (no
+  /// host wait): an engine's work on its own stream reads it after
+  /// setEngineStream, else after endStep.
   void attendLayer(std::int32_t layer, const bf16_t *queries, bf16_t *output,
                    MemorySpace memory = MemorySpace::Host);
   /// Ends the step: waits for it, promotes, checks. Every group and layer
@@ -235,6 +237,16 @@ public:
   void setCudaGraphs(bool on);
   /// True while steps run as CUDA graphs.
   bool cudaGraphs() const;
+  /// Orders the runtime's device work with the engine's CUDA stream
+  /// `stream` (a CUstream / cudaStream_t of the runtime's device in its
+  /// primary context; nullptr, the default: none). Each layer's attention
+  /// (with CUDA graphs on, the step's launch in endStep) runs after the work
+  /// the engine enqueued on `stream` before the call, and work the engine
+  /// enqueues on `stream` after attendLayer or endStep returns runs after
+  /// that call's device work: device selections, queries and outputs pass
+  /// between the two streams without host waits. Throws StateError (no step
+  /// loaded, during a step, a stream on the CPU backend).
+  void setEngineStream(void *stream);
 
   /// A whole step: beginStep, selectGroup for every group (rowIds
   /// [groups][batch][Q][K]), attendLayer for every layer (queries

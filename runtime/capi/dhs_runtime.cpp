@@ -349,6 +349,11 @@ dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on) {
                   [&](Runtime &rt) { rt.setCudaGraphs(on != 0); });
 }
 
+dhs_status dhs_runtime_set_stream(dhs_runtime *runtime, void *stream) {
+  return onLoaded("dhs_runtime_set_stream", DHS_ERROR_DEVICE, runtime,
+                  [&](Runtime &rt) { rt.setEngineStream(stream); });
+}
+
 dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *shape) {
   return onLoaded("dhs_runtime_get_shape", DHS_ERROR_INTERNAL, runtime, [&](const Runtime &rt) {
     if (!shape)

@@ -183,6 +183,20 @@ dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_
  *  graphs off. Between steps only. DHS_ERROR_DEVICE on the CPU backend. */
 dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on);
 
+/** CUDA backend: orders the runtime's device work with the engine's CUDA
+ *  stream `stream` (a CUstream / cudaStream_t of the runtime's device in
+ *  its primary context, as PyTorch's; NULL, the default: none). Each
+ *  dhs_step_attend's kernels (with CUDA graphs, the step's launch in
+ *  dhs_step_end) run after the work the engine enqueued on `stream` before
+ *  the call, and work it enqueues on `stream` after the call returns runs
+ *  after them: device selections, queries and outputs pass between the
+ *  engine's kernels and the runtime's without host waits. Without it, an
+ *  engine must finish writing device inputs before each call and may read
+ *  device outputs only after dhs_step_end. Between steps only, after a step
+ *  is loaded (DHS_ERROR_STATE otherwise, and for a stream on the CPU
+ *  backend). */
+dhs_status dhs_runtime_set_stream(dhs_runtime *runtime, void *stream);
+
 /** The loaded step's shape. */
 dhs_status dhs_runtime_get_shape(const dhs_runtime *runtime, dhs_step_shape *shape);
 
@@ -247,7 +261,9 @@ dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *r
 /** Layer `layer`'s attention for the step in progress. Host output is
  *  complete when it returns (on CUDA this waits for the layer's kernels;
  *  with CUDA graphs on, outputs are complete when dhs_step_end returns);
- *  device output is stream-ordered. */
+ *  device output is ordered on the runtime's stream: the engine's work on
+ *  its own stream may read it after dhs_runtime_set_stream, else after
+ *  dhs_step_end. */
 dhs_status dhs_step_attend(dhs_runtime *runtime, int32_t layer, const uint16_t *queries,
                            uint16_t *output, dhs_memory memory);
 /** Ends the step: promotions, bookkeeping, checks. */

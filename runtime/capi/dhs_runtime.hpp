@@ -79,6 +79,9 @@ public:
   }
   /// CUDA backend: runs each step as one CUDA graph (captured, replayed).
   void setCudaGraphs(bool on) { check(dhs_runtime_set_cuda_graphs(handle_, on ? 1 : 0)); }
+  /// CUDA backend: orders the runtime's device work with the engine's
+  /// stream (see dhs_runtime_set_stream).
+  void setStream(void *stream) { check(dhs_runtime_set_stream(handle_, stream)); }
   /// The loaded step's shape.
   dhs_step_shape shape() const {
     dhs_step_shape s;

@@ -214,6 +214,13 @@ public:
   /// Turns CUDA-graph replay of whole steps on or off (between steps).
   /// Throws Error on a backend without graphs (the CPU's, an old driver).
   virtual void setGraphs(bool on) = 0;
+  /// Orders the steps' device work with an engine's CUDA stream (a CUstream
+  /// of the device's primary context; nullptr: none): each layer's work,
+  /// and a CUDA-graph step's launch, runs after the work enqueued on it
+  /// before, and the work enqueued on it after a layer runs after that
+  /// layer's, all on the device (no host waits). Throws StateError for a
+  /// stream on a backend without streams (the CPU's).
+  virtual void setEngineStream(void *stream);
   /// True while steps run as CUDA graphs.
   virtual bool graphsOn() const = 0;
   /// Graph captures and replays so far.

@@ -31,6 +31,11 @@ void StepRunner::setDecisionStep(const Manifest &, bool) {
                    "their selections there (dhs.resolve) and a placement step");
 }
 void StepRunner::setStepDecisions(bool) { throw StateError("no decision step is loaded"); }
+void StepRunner::setEngineStream(void *stream) {
+  if (stream)
+    throw StateError(
+        "the CPU backend runs no CUDA streams: an engine stream needs the CUDA backend");
+}
 void StepRunner::uploadDecisionState(std::int32_t, const DeviceGroupState &, std::int32_t) {
   throw StateError("no decision step is loaded");
 }

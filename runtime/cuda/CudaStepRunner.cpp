@@ -118,6 +118,36 @@ void CudaStepRunner::setGraphs(bool on) {
   }
 }
 
+void CudaStepRunner::setEngineStream(void *stream) {
+  if (stepOpen_)
+    throw StateError("the engine's stream can be set only between steps");
+  queue_->makeCurrent();
+  if (stream && !engineReady_) {
+    engineReady_ = std::make_unique<Event>(CU_EVENT_DISABLE_TIMING);
+    layerDone_ = std::make_unique<Event>(CU_EVENT_DISABLE_TIMING);
+  }
+  engineStream_ = static_cast<CUstream>(stream);
+}
+
+void CudaStepRunner::waitForEngine() {
+  if (!engineStream_)
+    return;
+  const CudaDriver &cuda = driver();
+  cuda.check(cuda.eventRecord(engineReady_->get(), engineStream_),
+             "recording the engine stream's work (a stream of this device's primary context?)");
+  cuda.check(cuda.streamWaitEvent(queue_->stream(), engineReady_->get(), 0),
+             "waiting for the engine stream's work");
+}
+
+void CudaStepRunner::releaseEngine() {
+  if (!engineStream_)
+    return;
+  const CudaDriver &cuda = driver();
+  cuda.check(cuda.eventRecord(layerDone_->get(), queue_->stream()), "recording a layer's work");
+  cuda.check(cuda.streamWaitEvent(engineStream_, layerDone_->get(), 0),
+             "ordering the engine stream after a layer's work");
+}
+
 void CudaStepRunner::beginStep(std::uint32_t step) {
   queue_->makeCurrent();
   // (With graphs the device's part starts at the graph's launch.)
@@ -364,7 +394,11 @@ void CudaStepRunner::attend(std::int32_t layer, const LayerStep &step) {
     pending_.push_back(work); // launched as one graph by finishStep
     return;
   }
+  // (The engine's inputs of the layer are ready on its stream; its later
+  // work may read the layer's outputs.)
+  waitForEngine();
   enqueue(work);
+  releaseEngine();
   queue_->submitted();
   if (step.outputNow && !hostOutputs_.empty())
     deliverHostOutputs();
@@ -411,10 +445,13 @@ void CudaStepRunner::finishStep() {
   if (stepOpen_) {
     if (graphs_ && !pending_.empty()) {
       try {
+        // (Before the capture, if any: the graph launch waits in the stream.)
+        waitForEngine();
         cuda.check(cuda.eventRecord(stepStart_->get(), queue_->stream()),
                    "recording a step's start");
         stepStarted_ = true;
         launchGraph();
+        releaseEngine();
         graphLaunch = graphCache_.lastLaunchMs();
         statesSaved_ = decisions_ && stepDecisions_;
       } catch (...) {

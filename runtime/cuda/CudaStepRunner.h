@@ -48,6 +48,7 @@ public:
   void attend(std::int32_t layer, const LayerStep &step) override;
   void finishStep() override;
   void abandonStep() override;
+  void setEngineStream(void *stream) override;
   void setGraphs(bool on) override;
   bool graphsOn() const override { return graphs_; }
   TierGraphStats graphStats() const override { return graphCache_.stats(); }
@@ -208,6 +209,10 @@ private:
   /// output copy, and (counting fetches) copies of its fetches' row lists.
   /// Only async operations (capturable).
   void enqueue(const LayerWork &work);
+  /// With an engine stream: the queue's stream waits for the work enqueued
+  /// on it so far (waitForEngine), or it for the queue's (releaseEngine).
+  void waitForEngine();
+  void releaseEngine();
   /// Waits for the stream, checks the status word and the poison of the
   /// host outputs enqueued so far, and copies them to the engine.
   void deliverHostOutputs();
@@ -273,6 +278,11 @@ private:
   bool historyStaged_ = false;
   bool historyShared_ = false;
   std::int64_t residentFormLayers_ = 0; // of the step in progress or the last
+  // The engine's stream (setEngineStream; null: none) and the events that
+  // order it with the queue's: the engine's work before a layer's, the
+  // layer's before the engine's later work.
+  CUstream engineStream_ = nullptr;
+  std::unique_ptr<Event> engineReady_, layerDone_;
   std::vector<double> groupShares_;     // [group] the form share it ran at last (-1: none)
   std::vector<bool> formChosen_;        // [group] its first layer chose the step's form
   // [group] the share of its selections that missed in the last step whose

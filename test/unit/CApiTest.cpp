@@ -87,6 +87,7 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
   CHECK(dhs_runtime_check(nullptr) == DHS_ERROR_INVALID_HANDLE);
   double share = -1.0;
   CHECK(dhs_runtime_get_form_share(nullptr, 0, &share) == DHS_ERROR_INVALID_HANDLE);
+  CHECK(dhs_runtime_set_stream(nullptr, nullptr) == DHS_ERROR_INVALID_HANDLE);
 
   dhs_runtime_config c = smallConfig();
   dhs_runtime *rt = nullptr;
@@ -121,6 +122,7 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
   CHECK(dhs_runtime_load_steps(rt, noDirectory, 1) == DHS_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(lastError(), Catch::Contains("step directory 0 is null"));
   CHECK(dhs_runtime_set_cuda_graphs(rt, 1) == DHS_ERROR_NOT_LOADED);
+  CHECK(dhs_runtime_set_stream(rt, nullptr) == DHS_ERROR_NOT_LOADED);
   const char *twice[] = {dir.path().c_str(), dir.path().c_str()};
   CHECK(dhs_runtime_load_steps(rt, twice, 2) == DHS_ERROR_STEP);
   CHECK_THAT(lastError(), Catch::Contains("two steps read layer 0"));
@@ -129,6 +131,11 @@ TEST_CASE("C API: null handles and a step not loaded", "[capi]") {
   CHECK(dhs_runtime_set_cuda_graphs(rt, 1) == DHS_ERROR_DEVICE);
   CHECK_THAT(lastError(), Catch::Contains("need the CUDA backend"));
   CHECK(dhs_runtime_set_cuda_graphs(rt, 0) == DHS_OK);
+  // No streams on the CPU: none is the default, a stream is refused.
+  int notAStream = 0;
+  CHECK(dhs_runtime_set_stream(rt, nullptr) == DHS_OK);
+  CHECK(dhs_runtime_set_stream(rt, &notAStream) == DHS_ERROR_STATE);
+  CHECK_THAT(lastError(), Catch::Contains("the CPU backend runs no CUDA streams"));
   REQUIRE(dhs_runtime_get_shape(rt, &shape) == DHS_OK);
   CHECK(shape.batch == 2);
   CHECK(shape.topk == 4);

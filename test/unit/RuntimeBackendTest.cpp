@@ -548,6 +548,90 @@ TEST_CASE("through the runtime, fused FP8 attention runs its resident form when 
   rt.checkInvariants();
 }
 
+TEST_CASE("an engine's CUDA stream: device queries and outputs pass between its work and the "
+          "runtime's without host waits",
+          "[cuda][gpu][runtime]") {
+  // The engine writes each step's queries on its own stream behind a long
+  // memset and copies the output away on it right after attendLayer
+  // returns, before endStep: with the stream set, the layer's kernels wait
+  // for the queries and the copy for the kernels (with graphs, the step's
+  // launch in endStep waits). Both match fp64 over the new queries; without
+  // the stream the kernels could read the previous queries.
+  if (!dhs::test::gpuOrSkip())
+    return;
+  const std::string step = dhs::test::compiledStepsDir() + "/tensor_core";
+  if (!compiledOrSkip(step))
+    return;
+  const CudaDriver &cuda = CudaDriver::instance();
+  DHS_SEEDED_RNG(rng, 640);
+  for (bool graphs : {false, true}) {
+    INFO((graphs ? "graphs on" : "graphs off"));
+    RuntimeConfig config = dhs::test::testConfig(1, 1, BackendKind::Cuda, 0, /*floor=*/0);
+    config.cudaGraphs = graphs;
+    Runtime rt(config);
+    CHECK_THROWS_AS(rt.setEngineStream(nullptr), StateError); // no step loaded
+    rt.loadStep(step);
+    Shadow shadow(1, RowFormat::MlaFp8);
+    const std::vector<std::uint64_t> batch = {31, 32, 33, 34};
+    for (std::uint64_t id : batch)
+      dhs::test::admitRandom(rt, shadow, rng, id, 300, 1400);
+    const ProblemShape &s = rt.shape();
+    const std::size_t qCount = static_cast<std::size_t>(4 * s.queries * s.heads * s.qkDim);
+    const std::size_t oCount = static_cast<std::size_t>(4 * s.queries * s.heads * s.vDim);
+    cuda_detail::Stream engine;
+    rt.setEngineStream(engine.get());
+    // The queries the engine computes (staged on the device beforehand),
+    // the buffer the runtime reads them from, the output and its copy, and
+    // 1 GiB the engine clears first (about 0.4 ms on an H200).
+    cuda_detail::DeviceBuffer computed(qCount * 2, "queries"), queries(qCount * 2, "queries"),
+        output(oCount * 2, "output"), copied(oCount * 2, "output copy"),
+        busy(std::size_t{1} << 30, "engine work");
+    for (int round = 0; round < 3; ++round) {
+      INFO("step " << round);
+      std::vector<bf16_t> q(qCount);
+      dhs::test::fillRandom(rng, q.data(), q.size());
+      cuda.check(cuda.memcpyHtoD(computed.get(), q.data(), qCount * 2), "queries");
+      const std::vector<std::int32_t> rows = dhs::test::randomSelections(rng, shadow, batch, 1, s);
+      auto engineWritesQueries = [&] {
+        cuda.check(cuda.memsetD32Async(busy.get(), 0, (std::size_t{1} << 30) / 4, engine.get()),
+                   "the engine's work");
+        cuda.check(cuda.memcpyDtoDAsync(queries.get(), computed.get(), qCount * 2, engine.get()),
+                   "the engine's queries");
+      };
+      if (!graphs)
+        engineWritesQueries();
+      rt.beginStep(batch.data(), 4);
+      rt.selectGroup(0, rows.data());
+      rt.attendLayer(0, reinterpret_cast<const bf16_t *>(queries.get()),
+                     reinterpret_cast<bf16_t *>(output.get()), MemorySpace::Device);
+      if (graphs)
+        engineWritesQueries(); // before endStep, whose launch runs the step
+      else
+        cuda.check(cuda.memcpyDtoDAsync(copied.get(), output.get(), oCount * 2, engine.get()),
+                   "the engine's copy of the output");
+      if (!graphs) {
+        // The copy is done once the engine's stream is, before endStep.
+        cuda.check(cuda.streamSynchronize(engine.get()), "the engine's stream");
+      }
+      CHECK_THROWS_AS(rt.setEngineStream(nullptr), StateError); // during a step
+      rt.endStep();
+      if (graphs)
+        cuda.check(cuda.memcpyDtoDAsync(copied.get(), output.get(), oCount * 2, engine.get()),
+                   "the engine's copy of the output");
+      cuda.check(cuda.streamSynchronize(engine.get()), "the engine's stream");
+      std::vector<bf16_t> out(oCount);
+      cuda.check(cuda.memcpyDtoH(out.data(), copied.get(), oCount * 2), "the output");
+      dhs::test::expectNearReference(out,
+                                     dhs::test::referenceLayer(s, 4, rows.data(), q.data(),
+                                                               [&](std::int64_t b, std::int32_t r) {
+                                                                 return shadow.row(batch[b], 0, r);
+                                                               }));
+    }
+    rt.setEngineStream(nullptr); // (before the stream goes)
+    rt.checkInvariants();
+  }
+}
+
 TEST_CASE("a staged verify step (shared retrieval): every backend matches the oracle",
           "[runtime][backends]") {
   // examples/verify_step.mlir: 5 verify positions whose missing rows are
