@@ -497,9 +497,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
              "dhs_runtime_get_form_share");
       break;
     }
-    case 14:
-      expect(dhs_runtime_set_cuda_graphs(rt, in.u8()), "dhs_runtime_set_cuda_graphs");
+    case 14: {
+      // (The CPU backend takes no stream: a pointer is refused, none is fine.)
+      int notAStream = 0;
+      if (in.flag())
+        expect(dhs_runtime_set_stream(rt, in.flag() ? pointer(&notAStream) : nullptr),
+               "dhs_runtime_set_stream");
+      else
+        expect(dhs_runtime_set_cuda_graphs(rt, in.u8()), "dhs_runtime_set_cuda_graphs");
       break;
+    }
     case 15: // a verify step begins (with rows or per layer)
       verifyBegin();
       break;
