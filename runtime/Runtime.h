@@ -244,8 +244,9 @@ public:
   /// the engine enqueued on `stream` before the call, and work the engine
   /// enqueues on `stream` after attendLayer or endStep returns runs after
   /// that call's device work: device selections, queries and outputs pass
-  /// between the two streams without host waits. Throws StateError (no step
-  /// loaded, during a step, a stream on the CPU backend).
+  /// between the two streams without host waits. The runtime keeps the
+  /// handle: set nullptr before the stream is destroyed. Throws StateError
+  /// (no step loaded, during a step, a stream on the CPU backend).
   void setEngineStream(void *stream);
 
   /// A whole step: beginStep, selectGroup for every group (rowIds

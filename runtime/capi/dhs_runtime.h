@@ -194,7 +194,8 @@ dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on);
  *  engine must finish writing device inputs before each call and may read
  *  device outputs only after dhs_step_end. Between steps only, after a step
  *  is loaded (DHS_ERROR_STATE otherwise, and for a stream on the CPU
- *  backend). */
+ *  backend). The runtime keeps the handle: set NULL before destroying the
+ *  stream. */
 dhs_status dhs_runtime_set_stream(dhs_runtime *runtime, void *stream);
 
 /** The loaded step's shape. */
