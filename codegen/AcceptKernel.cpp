@@ -97,10 +97,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
 
     /// (value, token) wins over (v2, t2): larger value, then lower token.
     auto better = [&](Value v1, Value t1, Value v2, Value t2) {
+      // (One value at a time: the IR's order must not depend on the host
+      // compiler's order of evaluating arguments.)
       Value larger = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, v1, v2);
-      Value tie =
-          arith::AndIOp::create(b, arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v1, v2),
-                                kb.cmpi(arith::CmpIPredicate::slt, t1, t2));
+      Value equal = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v1, v2);
+      Value lower = kb.cmpi(arith::CmpIPredicate::slt, t1, t2);
+      Value tie = arith::AndIOp::create(b, equal, lower);
       return arith::OrIOp::create(b, larger, tie);
     };
     /// Folds the warp's pairs into every lane.

@@ -20,8 +20,8 @@
 // CHECK: %[[V:.*]], %{{.*}} = gpu.shuffle xor %[[SCAN:.*]]#0, %c16_i32, %c32_i32 : f32
 // CHECK: %[[T:.*]], %{{.*}} = gpu.shuffle xor %[[SCAN]]#1, %c16_i32, %c32_i32 : i32
 // CHECK: %[[LARGER:.*]] = arith.cmpf ogt, %[[V]], %[[SCAN]]#0 : f32
-// CHECK: %[[LOWER:.*]] = arith.cmpi slt, %[[T]], %[[SCAN]]#1 : i32
 // CHECK: %[[EQUAL:.*]] = arith.cmpf oeq, %[[V]], %[[SCAN]]#0 : f32
+// CHECK: %[[LOWER:.*]] = arith.cmpi slt, %[[T]], %[[SCAN]]#1 : i32
 // CHECK: %[[TIE:.*]] = arith.andi %[[EQUAL]], %[[LOWER]] : i1
 // CHECK: arith.ori %[[LARGER]], %[[TIE]] : i1
 // CHECK: gpu.barrier
