@@ -30,6 +30,12 @@ double missingShare(std::int64_t missing, std::int64_t selected) {
                                       : kUncountedMissing;
 }
 
+double lastStepShare(double loggedShare, bool decidedSinceLog, double decidedShare) {
+  if (decidedShare >= 0.0 && (decidedSinceLog || loggedShare < 0.0))
+    return decidedShare;
+  return loggedShare >= 0.0 ? loggedShare : kUncountedMissing;
+}
+
 double formShare(const std::vector<double> &lines, double share, double previous) {
   auto above = std::lower_bound(lines.begin(), lines.end(), share);
   const double chosen = above == lines.end() ? 1.0 : *above;

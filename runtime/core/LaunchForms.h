@@ -49,6 +49,14 @@ std::vector<double> formLines(const Manifest &manifest, std::size_t first, std::
 /// the host; kUncountedMissing where a count is below 0 or none was selected.
 double missingShare(std::int64_t missing, std::int64_t selected);
 
+/// The share of its selected rows a group whose selections were not counted
+/// (resolved on the device) is taken to miss: its last step's, from the
+/// device's counts (`decidedShare`; negative: no decision step) where the
+/// device decided that step or the host booked none yet, else from the log
+/// the host booked it by (`loggedShare`; negative: none); kUncountedMissing
+/// before either.
+double lastStepShare(double loggedShare, bool decidedSinceLog, double decidedShare);
+
 /// The form share a step whose group misses `share` of its selected rows
 /// runs at: the least of `lines` at or above `share`, or 1 (every share in
 /// one form gives the same value, which backends key graphs on).

@@ -565,14 +565,16 @@ double CudaStepRunner::formShareOf(std::int32_t layer, const LayerStep &step) {
   // Selections resolved on the host were counted; those resolved on the
   // device go by the group's last step: the device's counts where it
   // decided that step, else the log the host booked it from.
-  double share = kUncountedMissing;
+  double share = 0.0;
   if (step.missingRows >= 0) {
     share = missingShare(step.missingRows, step.selectedRows);
-  } else if (decisions_ && (decidedSinceLog_[group] || loggedShares_[group] < 0.0)) {
-    const DecisionCounts words = decisions_->counts(static_cast<std::int32_t>(group));
-    share = missingShare(words.log[StepLogLayout::kMisses], words.log[StepLogLayout::kEntries]);
-  } else if (loggedShares_[group] >= 0.0) {
-    share = loggedShares_[group];
+  } else {
+    double decided = -1.0;
+    if (decisions_) {
+      const DecisionCounts words = decisions_->counts(static_cast<std::int32_t>(group));
+      decided = missingShare(words.log[StepLogLayout::kMisses], words.log[StepLogLayout::kEntries]);
+    }
+    share = lastStepShare(loggedShares_[group], decidedSinceLog_[group], decided);
   }
   groupShares_[group] = runtime::formShare(lines, share, groupShares_[group]);
   formChosen_[group] = true;

@@ -63,6 +63,24 @@ TEST_CASE("a step's form share: the least line at or above its rows missing, hel
   CHECK(describeForm({}, 1.0) == "every share of rows missing");
 }
 
+TEST_CASE("selections resolved on the device: a step is taken to miss what its group's last "
+          "step missed",
+          "[forms]") {
+  // Nothing booked or decided yet: some rows missing, few.
+  CHECK(lastStepShare(-1.0, false, -1.0) == kUncountedMissing);
+  // Booked by the host from the group's log (no decision step).
+  CHECK(lastStepShare(0.4, false, -1.0) == 0.4);
+  // A decision step: its counts until the host books a log, and where the
+  // device decided since the host's last booking.
+  CHECK(lastStepShare(-1.0, false, 0.3) == 0.3);
+  CHECK(lastStepShare(0.4, true, 0.3) == 0.3);
+  CHECK(lastStepShare(0.4, false, 0.3) == 0.4);
+  // The first step: all rows missed, so the next takes the staged form.
+  const std::vector<double> group = {0.02, 0.14};
+  CHECK(formShare(group, lastStepShare(-1.0, false, -1.0)) == 0.14);
+  CHECK(formShare(group, lastStepShare(missingShare(270, 512), false, -1.0), 0.14) == 1.0);
+}
+
 TEST_CASE("a launch runs in its band of rows missing, its resident kernel up to 2%", "[forms]") {
   Launch fused, staged, always;
   fused.missingUpTo = 0.14;
