@@ -572,9 +572,8 @@ TEST_CASE("an engine's CUDA stream: device queries and outputs pass between its 
     CHECK_THROWS_AS(rt.setEngineStream(nullptr), StateError); // no step loaded
     rt.loadStep(step);
     Shadow shadow(1, RowFormat::MlaFp8);
-    const std::vector<std::uint64_t> batch = {31, 32, 33, 34};
-    for (std::uint64_t id : batch)
-      dhs::test::admitRandom(rt, shadow, rng, id, 300, 1400);
+    const std::vector<std::uint64_t> batch = admitBatch({&rt}, shadow, rng, 31);
+    REQUIRE(batch.size() == 4);
     const ProblemShape &s = rt.shape();
     const std::size_t qCount = static_cast<std::size_t>(4 * s.queries * s.heads * s.qkDim);
     const std::size_t oCount = static_cast<std::size_t>(4 * s.queries * s.heads * s.vDim);
