@@ -6,19 +6,21 @@
 #
 #   bench/attention.sh steps DIR   on the build machine: compile every shape
 #                                  (bench/steps/*.mlir via dhs-compile) into DIR
-#   bench/attention.sh run DIR     on the GPU machine (DIR holds bin/dhs-run,
+#   bench/attention.sh run DIR [SECTION...]
+#                                  on the GPU machine (DIR holds bin/dhs-run,
 #                                  as tools/gpu-check.sh bundle makes it):
-#                                  time every shape and print the table; it
-#                                  is also written to bench/results/ with the
-#                                  date, GPU and commit (and, where $OUT is
-#                                  set, copied there with one archive of the
-#                                  per-shape logs); on the build machine
+#                                  time every shape and print the table, or
+#                                  its SECTIONs (shapes mixed group verify
+#                                  retrieval executor; the whole table takes
+#                                  over 600 s); it is also written to
+#                                  bench/results/ with the date, GPU, commit
+#                                  and the sections of a part (and, where
+#                                  $OUT is set, copied there with one archive
+#                                  of the per-shape logs); DHS_VERIFY_FORMATS,
+#                                  DHS_VERIFY_OVERLAPS and DHS_VERIFY_MISSING
+#                                  narrow `verify`; on the build machine
 #                                  bench/plot_attention.py draws a run's
 #                                  table (bench/attention.png)
-#   bench/attention.sh verify DIR  on the GPU machine: the verify sections
-#                                  alone, printed (DHS_VERIFY_FORMATS,
-#                                  DHS_VERIFY_OVERLAPS, DHS_VERIFY_MISSING
-#                                  narrow them)
 #   bench/attention.sh compare DIR A B...
 #                                  on the GPU machine: kernel variants (A, B,
 #                                  ...: folders under DIR holding steps as
@@ -131,9 +133,9 @@ run_step() { # NAME RESIDENCY [OVERLAP] [FORM_SHARE]
     "$log.json"
 }
 
-run() {
-  local results=${DHS_RESULTS:-$dir/results}/attention
-  mkdir -p "$results"
+# The floors measured in this run (torch): sets $peak (dense bf16 matmul,
+# TFLOP/s) and $copy (pinned host-to-device copy, GB/s) and prints them.
+measure_floors() {
   local floors
   floors=$(python3 - <<'PY'
 import torch
@@ -154,6 +156,10 @@ PY
 )
   read -r peak copy <<<"$floors"
   echo "dense bf16 matmul: $peak TFLOP/s; pinned host-to-device copy: $copy GB/s"
+}
+
+# Each section of the table (`run DIR [SECTION...]`).
+section_shapes() { # every shape, all rows resident
   printf '%-24s %9s %9s %12s\n' shape ms TFLOP/s "of peak"
   for shape in "${shapes[@]}" "128 1 64 cores" "64 1 128 unclustered" "32 1 128 unclustered"; do
     read -r b q h kind <<<"$shape"
@@ -168,6 +174,9 @@ PY
 print(f'{sys.argv[6]:24} {ms:9.4f} {t:9.1f} {t/peak:11.1%}')" "$b" "$q" "$h" "$ms" "$peak" "$name"
     done
   done
+}
+
+section_mixed() { # the FP8 64-head shape with x% of its rows missing
   local resident; resident=$(run_step fp8_b128_q1_h64 1)
   # The generated fetch kernel on the mixed steps' rows (656 B, scattered over
   # a 2.75 GB store): its GB/s per missing fraction.
@@ -194,6 +203,9 @@ print(f'{x:8.0%} {ms:9.4f} {floor:9.4f} {ms/floor:9.2f} {byts/(ms-res)/1e6 if ms
       + (f' {float(sys.argv[6]):13.4f}' if sys.argv[6] else f' {\"-\":>13}'))" \
       "$missing" "$ms" "$resident" "$copy" "$fetch" "$overlapped"
   done
+}
+
+section_group() { # a layer group's mixed steps
   # A layer group's mixed steps (four FP8 layers over one selection, tokens
   # of 2624 bytes over an 11 GB store), against max(the fused group at
   # residency 1, missing bytes / copy rate): the four fused kernels (each
@@ -222,10 +234,9 @@ print(f'{x:14.0%} {fused} {stg} {cho} {floor:9.4f} {fr:>11} {sr:>11} {cr:>11}')"
         "$missing" "$group_resident" "$copy" "$fused" "$staged" "$chosen"
     done
   fi
-  # Verify steps: positions sharing the rows they all selected (a cluster
-  # per request) against each position's CTA gathering its own, checked
-  # against the fp64 CPU reference first (8 requests, every residency).
-  verify
+}
+
+section_retrieval() {
   # Retrieval of missing rows in the store's layout (2624-byte group tokens)
   # from a 22 GB pinned store: the fetch kernel against the copy rate.
   if [ -x "$dir/bin/dhs-retrieval-bench" ] && [ -d "$dir/attention/fetch_fp8_group" ]; then
@@ -233,6 +244,9 @@ print(f'{x:14.0%} {fused} {stg} {cho} {floor:9.4f} {fr:>11} {sr:>11} {cr:>11}')"
     "$dir/bin/dhs-retrieval-bench" "$dir/attention/fetch_fp8_group" 2>&1 ||
       echo "FAILED: dhs-retrieval-bench"
   fi
+}
+
+section_executor() {
   # Executor steps: the runtime over the generated kernels, residency decided
   # on the device (the step log booked, victims, promotions and the appends'
   # aging by kernels): the issue's large step (B=16 x 4 positions, 8 FP8
@@ -259,11 +273,25 @@ print(f'{x:14.0%} {fused} {stg} {cho} {floor:9.4f} {fr:>11} {sr:>11} {cr:>11}')"
   fi
 }
 
+# The whole table is made of these, in this order. It takes longer than one
+# 600-second device call (2026-12-05: killed at 580 s inside `verify`), so a
+# call runs some of them: `run DIR shapes mixed group`, then
+# `run DIR verify retrieval executor`.
+sections=(shapes mixed group verify retrieval executor)
+
+run() { # SECTION...
+  results=${DHS_RESULTS:-$dir/results}/attention
+  mkdir -p "$results"
+  measure_floors
+  local section
+  for section in "$@"; do "section_$section"; done
+}
+
 # Verify steps: positions sharing the rows they all selected (a cluster per
 # request) against each position's CTA gathering its own, both --share-tiles
 # forms checked against the fp64 CPU reference first (8 requests, every
 # residency, the same bits at each).
-verify() {
+section_verify() {
   printf '\n%-22s %8s %10s %10s %10s %9s\n' verify overlap "per-pos ms" "always ms" \
     "shared ms" "vs per-pos"
   for format in ${DHS_VERIFY_FORMATS:-fp8 bf16}; do
@@ -341,24 +369,27 @@ fp8_b128_q1_h64 0.86"
 
 case "$mode" in
   steps) steps ;;
-  verify)
-    # The verify sections alone (after `steps`).
-    results=${DHS_RESULTS:-$dir/results}/attention
-    mkdir -p "$results"
-    verify
-    ;;
   run)
+    shift 2
+    chosen=("$@")
+    [ ${#chosen[@]} -gt 0 ] || chosen=("${sections[@]}")
+    for section in "${chosen[@]}"; do
+      [[ " ${sections[*]} " == *" $section "* ]] ||
+        { echo "bench/attention.sh: no section '$section' (${sections[*]})" >&2; exit 2; }
+    done
     # The table as it grows (where $OUT is set, also there: a killed run
     # still returns what it measured).
     partial=${OUT:-${DHS_RESULTS:-$dir/results}}/attention-partial.txt
     mkdir -p "$(dirname "$partial")"
-    run | tee "$partial"
+    run "${chosen[@]}" | tee "$partial"
     out=$(cat "$partial")
     rm -f "$partial"
     name="$(date +%F)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' _)"
     # The bundle's commit (tools/gpu-check.sh bundle), else this checkout's.
     commit=$(cat "$dir/COMMIT" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
     name="$name-$commit"
+    # A part of the table is named by its sections.
+    [ "${chosen[*]}" = "${sections[*]}" ] || name="$name-$(IFS=+; echo "${chosen[*]}")"
     mkdir -p "$root/bench/results" && echo "$out" > "$root/bench/results/attention-$name.txt"
     # The device tool returns few files: the table and one archive of the logs.
     if [ -n "${OUT:-}" ]; then
@@ -371,5 +402,5 @@ case "$mode" in
     [ $# -ge 1 ] || { echo "usage: bench/attention.sh compare DIR VARIANT..." >&2; exit 2; }
     compare "$@"
     ;;
-  *) echo "usage: bench/attention.sh steps|run|verify|compare DIR" >&2; exit 2 ;;
+  *) echo "usage: bench/attention.sh steps|run|compare DIR [...]" >&2; exit 2 ;;
 esac
