@@ -31,7 +31,9 @@
 #                                  checked against fp64 first; by default the
 #                                  FP8 128 x 64-head step at 0 / 1 / 5 / 14%
 #                                  missing (DHS_COMPARE_STEPS: "NAME
-#                                  RESIDENCY" lines; DHS_COMPARE_HISTORY_ROWS:
+#                                  RESIDENCY [FORM_SHARE]" lines, a form
+#                                  share forcing a form as dhs-run
+#                                  --form-share does; DHS_COMPARE_HISTORY_ROWS:
 #                                  rows a request, default 32768)
 #
 # Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
@@ -342,10 +344,10 @@ compare() { # VARIANT...
 fp8_b128_q1_h64 0.99
 fp8_b128_q1_h64 0.95
 fp8_b128_q1_h64 0.86"
-  printf '%-8s %-24s %9s' round step resident
+  printf '%-8s %-30s %9s %5s' round step resident form
   printf ' %12s' "$@"
   echo
-  local round name resident variant ms history_rows=${DHS_COMPARE_HISTORY_ROWS:-32768}
+  local round name resident form variant ms history_rows=${DHS_COMPARE_HISTORY_ROWS:-32768}
   local -a order reversed=()
   for variant in "$@"; do reversed=("$variant" "${reversed[@]}"); done
   for round in 1 2; do
@@ -353,13 +355,13 @@ fp8_b128_q1_h64 0.86"
     # keep the given order), so that no variant always runs first.
     order=("$@")
     [ "$round" = 2 ] && order=("${reversed[@]}")
-    while read -r name resident; do
+    while read -r name resident form; do
       declare -A times=()
       for variant in "${order[@]}"; do
-        ms=$(run_step "$name" "$resident")
+        ms=$(run_step "$name" "$resident" "" "$form")
         times[$variant]=${ms:-FAILED}
       done
-      printf '%-8s %-24s %9s' "$round" "$name" "$resident"
+      printf '%-8s %-30s %9s %5s' "$round" "$name" "$resident" "${form:--}"
       for variant in "$@"; do printf ' %12s' "${times[$variant]}"; done
       echo
       unset times
