@@ -220,20 +220,26 @@ section_group() { # a layer group's mixed steps
   # output, so only the first would run beside the fetch.
   local group_resident; group_resident=$(run_step group_fp8_b128_q1_h64 1)
   if [ -n "$group_resident" ]; then
-    printf '\n%-14s %9s %10s %10s %9s %11s %11s %11s\n' "group missing" "fused ms" \
-      "staged ms" "chosen ms" floor/ms "fused/floor" "staged/fl." "chosen/fl."
+    printf '\n%-14s %9s %10s %10s %9s %11s %11s %11s %8s\n' "group missing" "fused ms" \
+      "staged ms" "chosen ms" floor/ms "fused/floor" "staged/fl." "chosen/fl." "chose"
     for missing in 0.01 0.05 0.10 0.14 0.30; do
       local resident_fraction; resident_fraction=$(python3 -c "print(1-$missing)")
       local fused; fused=$(run_step group_fp8_b128_q1_h64 "$resident_fraction")
       local staged; staged=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction" "" 1)
       local chosen; chosen=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction")
+      # The form the step chose (dhs-run's form share: 0.02 the fused
+      # attentions' resident kernels, 0.14 the fused attentions, 1 staged).
+      local form; form=$(python3 -c "import json,sys
+share=json.load(open(sys.argv[1]))['mixes'][0].get('form_share', -1)
+print({0.02: 'resident', 0.14: 'fused', 1.0: 'staged'}.get(round(share, 2), share))" \
+        "$results/group_overlap_fp8_b128_q1_h64-$resident_fraction.json" 2>/dev/null)
       python3 -c "import sys; x,res,copy=map(float,sys.argv[1:4])
 floor=max(res, x*128*2048*2624/copy/1e6)
 def cells(v, width):
     return (f'{float(v):{width}.4f}', f'{float(v)/floor:.2f}') if v else (f'{\"FAILED\":>{width}}', '-')
 (fused,fr),(stg,sr),(cho,cr)=cells(sys.argv[4], 9),cells(sys.argv[5], 10),cells(sys.argv[6], 10)
-print(f'{x:14.0%} {fused} {stg} {cho} {floor:9.4f} {fr:>11} {sr:>11} {cr:>11}')" \
-        "$missing" "$group_resident" "$copy" "$fused" "$staged" "$chosen"
+print(f'{x:14.0%} {fused} {stg} {cho} {floor:9.4f} {fr:>11} {sr:>11} {cr:>11} {sys.argv[7]:>8}')" \
+        "$missing" "$group_resident" "$copy" "$fused" "$staged" "$chosen" "${form:--}"
     done
   fi
 }
