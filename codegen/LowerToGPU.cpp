@@ -20,6 +20,7 @@
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <map>
@@ -762,8 +763,18 @@ void DhsLowerToGPU::runOnOperation() {
     if (overlap || config->groupHeads > config->headsPerBlock)
       stageMissingRows(op, launches, overlap);
   }
-  for (auto &group : groups)
+  for (auto &group : groups) {
+    // One fetch of whole tokens pays only for attentions that read every
+    // layer of them: a step with some of a pool's layers would move the
+    // others' rows for nothing (a one-layer step of a group of 4, four
+    // times its bytes), so its attentions stay fused.
+    llvm::SmallDenseSet<int64_t> layers;
+    for (SparseAttentionOp op : group.second)
+      layers.insert(op.getLayer());
+    if (static_cast<int64_t>(layers.size()) != group.second.front().getPool().getType().getLayers())
+      continue;
     stageMissingRows(group.second, launches, /*overlap=*/true, kStagedGroupMissing);
+  }
 
   walkAndApplyPatterns(module, patterns);
   numKernels += launches.numKernels;

@@ -82,8 +82,9 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
                         "few CTAs that runs beside it (dhs.fetch and dhs.attention with ready "
                         "flags; programmatic dependent launch): the fetch stages the tiles it "
                         "claims first, a one-layer attention's producer gathers the others "
-                        "from the host itself; a layer group's attentions get a second form, "
-                        "one fetch of whole tokens they wait for, which the runtime runs for "
+                        "from the host itself; a layer group's attentions that read every layer "
+                        "of its tokens get a second form, one fetch of whole tokens they wait "
+                        "for, which the runtime runs for "
                         "steps missing more than 14% of their rows (dhs.missing_above; the "
                         "fused attentions below, dhs.missing_up_to)">];
   let statistics = [
