@@ -71,6 +71,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-}
 dir=${2:-$root/.device-carry}
+# run_step's failures go to fd 3: stderr, or the table inside `run`.
+exec 3>&2
 # requests positions heads
 shapes=("128 1 64" "64 2 64" "32 1 64" "64 5 64" "64 1 128" "32 1 128")
 
@@ -126,11 +128,12 @@ steps() {
 run_step() { # NAME RESIDENCY [OVERLAP] [FORM_SHARE]
   local folder=${variant:-attention}
   local log=$results/${variant:+$variant-}$1-$2${3:+-$3}${4:+-form$4}
+  rm -f "$log.json"
   "$dir/bin/dhs-run" "$dir/$folder/$1" --backend cuda --no-host-check --resident "$2" \
     ${3:+--overlap $3} ${4:+--form-share $4} --history-rows "${history_rows:-32768}" \
     --repeat 20 --json "$log.json" \
     > "$log.log" 2>&1 ||
-    { echo "FAILED: $1 at residency $2" >&2; tail -n 3 "$log.log" >&2; return; }
+    { echo "FAILED: $1 at residency $2" >&3; tail -n 3 "$log.log" >&3; return; }
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
     "$log.json"
 }
@@ -180,6 +183,7 @@ print(f'{sys.argv[6]:24} {ms:9.4f} {t:9.1f} {t/peak:11.1%}')" "$b" "$q" "$h" "$m
 
 section_mixed() { # the FP8 64-head shape with x% of its rows missing
   local resident; resident=$(run_step fp8_b128_q1_h64 1)
+  [ -n "$resident" ] || { echo "mixed: FAILED at residency 1"; return; }
   # The generated fetch kernel on the mixed steps' rows (656 B, scattered over
   # a 2.75 GB store): its GB/s per missing fraction.
   local fetch=""
@@ -241,6 +245,8 @@ def cells(v, width):
 print(f'{x:14.0%} {fused} {stg} {cho} {floor:9.4f} {fr:>11} {sr:>11} {cr:>11} {sys.argv[7]:>8}')" \
         "$missing" "$group_resident" "$copy" "$fused" "$staged" "$chosen" "${form:--}"
     done
+  else
+    echo "group: FAILED at residency 1"
   fi
 }
 
@@ -251,6 +257,8 @@ section_retrieval() {
     echo
     "$dir/bin/dhs-retrieval-bench" "$dir/attention/fetch_fp8_group" 2>&1 ||
       echo "FAILED: dhs-retrieval-bench"
+  else
+    echo "retrieval: skipped (no $dir/bin/dhs-retrieval-bench or $dir/attention/fetch_fp8_group)"
   fi
 }
 
@@ -278,6 +286,8 @@ section_executor() {
         echo "FAILED: dhs-decision-bench ($shape)"
       grep -E "^ *(B=|medians|logged|decided|outputs differing)" "$log"
     done
+  else
+    echo "executor: skipped (no $dir/bin/dhs-decision-bench or $dir/decisions)"
   fi
 }
 
@@ -290,9 +300,16 @@ sections=(shapes mixed group verify retrieval executor)
 run() { # SECTION...
   results=${DHS_RESULTS:-$dir/results}/attention
   mkdir -p "$results"
+  # run_step's failures go to the table (fd 3), not into the values.
+  exec 3>&1
   measure_floors
+  [ -n "${copy:-}" ] || { echo "FAILED: the floors (torch) could not be measured"; return 1; }
   local section
-  for section in "$@"; do "section_$section"; done
+  for section in "$@"; do
+    "section_$section"
+    # The logs so far (a call killed later still returns them).
+    [ -z "${OUT:-}" ] || tar czf "$OUT/attention-logs.tar.gz" -C "$results/.." attention
+  done
 }
 
 # Verify steps: positions sharing the rows they all selected (a cluster per
@@ -378,7 +395,7 @@ fp8_b128_q1_h64 0.86"
 case "$mode" in
   steps) steps ;;
   run)
-    shift 2
+    shift; [ $# -gt 0 ] && shift
     chosen=("$@")
     [ ${#chosen[@]} -gt 0 ] || chosen=("${sections[@]}")
     for section in "${chosen[@]}"; do
@@ -397,12 +414,11 @@ case "$mode" in
     commit=$(cat "$dir/COMMIT" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
     name="$name-$commit"
     # A part of the table is named by its sections.
-    [ "${chosen[*]}" = "${sections[*]}" ] || name="$name-$(IFS=+; echo "${chosen[*]}")"
+    [ "${chosen[*]}" = "${sections[*]}" ] || name="$name-$(IFS=_; echo "${chosen[*]}")"
     mkdir -p "$root/bench/results" && echo "$out" > "$root/bench/results/attention-$name.txt"
     # The device tool returns few files: the table and one archive of the logs.
     if [ -n "${OUT:-}" ]; then
       cp "$root/bench/results/attention-$name.txt" "$OUT/"
-      tar czf "$OUT/attention-logs.tar.gz" -C "${DHS_RESULTS:-$dir/results}" attention
     fi
     ;;
   compare)

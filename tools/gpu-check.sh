@@ -23,7 +23,7 @@
 #   tools/gpu-check.sh               both, on a machine that has everything.
 #   tools/gpu-check.sh steps DIR     only compile bundle's steps into DIR.
 #   tools/gpu-check.sh soak [DIR] [--seconds N]   on the GPU machine: the
-#                                    timed soak (default 600 s) and then
+#                                    timed soak (default 240 s) and then
 #                                    compute-sanitizer memcheck + racecheck
 #                                    on every generated kernel
 #                                    (tools/gpu-soak.sh all).

@@ -4,7 +4,8 @@
 #
 #   tools/gpu-soak.sh soak [--seconds N] [DIR]
 #       The timed soak (test/unit/SoakTest.cpp) on CUDA for N seconds
-#       (default 600): random arrivals, appends, steps and departures at high
+#       (default 240: with the start and the checks, one 600-second device
+#       call holds it): random arrivals, appends, steps and departures at high
 #       HBM occupancy with the invariant checker on, every output checked
 #       against the CPU oracle; per-layer pools, layer-group pools with the
 #       placement step and device selections, a layer group's forms (fused
@@ -31,7 +32,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-all}
 shift || true
-seconds=600
+seconds=240
 dir=$root/.device-carry
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,6 +52,8 @@ soak() {
     "$dir/bin/dhs-unittests" "[soak-timed]" \
     > "$results/soak.log" 2>&1
   local rc=$?
+  # A soak that found no GPU ran nothing: not a pass.
+  grep -q "SKIPPED (no GPU)" "$results/soak.log" && rc=1
   grep -E -A6 "soak \(|SKIPPED|FAILED" "$results/soak.log" | sed "s/^/  /"; tail -n 2 "$results/soak.log"
   [ $rc -eq 0 ] && echo "soak: PASS" || echo "soak: FAIL (exit $rc, $results/soak.log)"
   return $rc
@@ -129,6 +132,9 @@ sanitize() {
 pack() {
   [ -z "${OUT:-}" ] || tar czf "$OUT/gpu-soak.tar.gz" -C "$results" .
 }
+
+# A call killed by its time limit still returns the logs so far.
+trap 'pack; exit 143' TERM INT
 
 case "$mode" in
   soak) soak; a=$?; pack; exit $a ;;
