@@ -300,6 +300,9 @@ sections=(shapes mixed group verify retrieval executor)
 run() { # SECTION...
   results=${DHS_RESULTS:-$dir/results}/attention
   mkdir -p "$results"
+  # The table reads only what run_step just wrote, but the logs' archive
+  # takes the folder: an earlier call's logs (a warm machine) out of it.
+  rm -f "$results"/*.json "$results"/*.log
   # run_step's failures go to the table (fd 3), not into the values.
   exec 3>&1
   measure_floors

@@ -28,6 +28,8 @@
 #                                    on every generated kernel
 #                                    (tools/gpu-soak.sh all).
 #
+# DHS_GPU_STEPS (a glob over the bundled steps' names, e.g. 'verify_step*')
+# narrows run's every-step section; one that names none stops run at once.
 # Logs and JSON results go to DIR/results (or $DHS_RESULTS); where $OUT is
 # set (the device tool's output folder, which returns few files), they are
 # also packed into one archive, $OUT/gpu-check-MODE.tar.gz.
@@ -203,8 +205,23 @@ bundle() {
 }
 
 run() {
+  # The bundled steps DHS_GPU_STEPS names (a glob, default all); one that
+  # names none stops here, before the GPU is used (bash would run its
+  # pattern as a path).
+  local names=() step
+  for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
+    [ -d "$step" ] && names+=("$(basename "$step")")
+  done
+  [ ${#names[@]} -gt 0 ] || {
+    echo "gpu-check: DHS_GPU_STEPS='${DHS_GPU_STEPS:-*}' names no step in $dir/steps;" \
+         "bundled: $(ls "$dir/steps" 2>/dev/null | tr '\n' ' ')" >&2
+    return 2
+  }
   local results=${DHS_RESULTS:-$dir/results}
   mkdir -p "$results"
+  # The table reads every *-seed*.json here: an earlier call's (a warm
+  # machine keeps them) would show as this run's rows.
+  rm -f "$results"/*-seed*.json "$results"/*-seed*.log
   local failed=0
   checkpoint
   echo "== device"
@@ -226,8 +243,9 @@ run() {
   checkpoint
   echo "== every step through the runtime vs the fp64 CPU reference, residency 0 / 0.5 / 1, same inputs"
   local seeds=${DHS_GPU_SEEDS:-"11 12 13"}
-  for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
-    local name; name=$(basename "$step")
+  local name
+  for name in "${names[@]}"; do
+    step=$dir/steps/$name/
     # A layer group's steps (one per layer index) run together.
     local steps=("$step")
     [ -d "$step/layer0" ] && steps=("$step"layer*/)

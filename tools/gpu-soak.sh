@@ -24,7 +24,10 @@
 #   tools/gpu-soak.sh all [--seconds N] [DIR]      both.
 #
 # DHS_GPU_STEPS (a glob, as for tools/gpu-check.sh) limits sanitize to some
-# of the bundled steps.
+# of the bundled steps and skips the unit tests' blocks (minutes); one that
+# names no step stops before the GPU is used. DHS_SANITIZE_TOOLS (default
+# "memcheck racecheck") picks the tools; the executor's cases run under
+# memcheck only.
 # Logs go to DIR/results (or $DHS_RESULTS), packed into one archive,
 # $OUT/gpu-soak.tar.gz, where $OUT is set; the last lines say PASS or FAIL.
 set -uo pipefail
@@ -44,6 +47,24 @@ results=${DHS_RESULTS:-$dir/results}
 mkdir -p "$results"
 env_steps=(DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps"
            DHS_TEST_GROUP_STEPS_DIR="$dir/group-steps")
+# sanitize's steps and tools, checked before `all` spends the soak's time: a
+# glob that names no step would run its pattern as a path.
+names=()
+for step in "$dir"/steps/${DHS_GPU_STEPS:-*}/; do
+  [ -d "$step" ] && names+=("$(basename "$step")")
+done
+tools=${DHS_SANITIZE_TOOLS:-memcheck racecheck}
+if [ "$mode" = sanitize ] || [ "$mode" = all ]; then
+  [ ${#names[@]} -gt 0 ] || {
+    echo "gpu-soak: DHS_GPU_STEPS='${DHS_GPU_STEPS:-*}' names no step in $dir/steps;" \
+         "bundled: $(ls "$dir/steps" 2>/dev/null | tr '\n' ' ')" >&2
+    exit 2
+  }
+  for tool in $tools; do
+    [ "$tool" = memcheck ] || [ "$tool" = racecheck ] ||
+      { echo "gpu-soak: DHS_SANITIZE_TOOLS: '$tool' is not memcheck or racecheck" >&2; exit 2; }
+  done
+fi
 
 soak() {
   echo "== soak: ${seconds} s on CUDA (invariant checker on)"
@@ -64,6 +85,8 @@ sanitize() {
     { echo "sanitize: compute-sanitizer is not on PATH"; return 1; }
   local failed=0 tool step name
   local cs=(compute-sanitizer --error-exitcode 99 --print-limit 20)
+  # The logs are this call's only (the archive holds them).
+  rm -f "$results"/cs-*.log
   # racecheck checks a copy of the steps rewritten by tools/racecheck-ptx.sh:
   # the same accesses in the same order, with synchronization racecheck
   # credits and the PTX memory model already implies. (1) racecheck does not
@@ -80,16 +103,16 @@ sanitize() {
   # arrive too, from the generator's `// dhs.racecheck:` markers, which was
   # racecheck-clean on the H200. The script fails on cluster arrivals
   # without markers.
-  local racecheck_steps
-  racecheck_steps=$(mktemp -d)/steps && cp -r "$dir/steps" "$racecheck_steps" || return 1
-  find "$racecheck_steps" -name '*.ptx' -exec "$root/tools/racecheck-ptx.sh" {} + ||
-    { echo "sanitize: FAIL (tools/racecheck-ptx.sh could not rewrite the steps for racecheck)"; return 1; }
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool: every bundled step through dhs-run"
+  for tool in $tools; do
+    echo "== compute-sanitizer --tool $tool: the bundled steps through dhs-run"
     local steps_dir=$dir/steps
-    [ "$tool" = racecheck ] && steps_dir=$racecheck_steps
-    for step in "$steps_dir"/${DHS_GPU_STEPS:-*}/; do
-      name=$(basename "$step")
+    if [ "$tool" = racecheck ]; then
+      steps_dir=$(mktemp -d)/steps && cp -r "$dir/steps" "$steps_dir" || return 1
+      find "$steps_dir" -name '*.ptx' -exec "$root/tools/racecheck-ptx.sh" {} + ||
+        { echo "sanitize: FAIL (tools/racecheck-ptx.sh could not rewrite the steps for racecheck)"; return 1; }
+    fi
+    for name in "${names[@]}"; do
+      step=$steps_dir/$name/
       # A layer group's steps (one per layer index) run together.
       local steps=("$step")
       [ -d "$step/layer0" ] && steps=("$step"layer*/)
@@ -106,6 +129,10 @@ sanitize() {
         grep -m 5 -E "=========" "$results/cs-$tool-$name.log" | sed 's/^/    /'
       fi
     done
+    if [ -n "${DHS_GPU_STEPS:-}" ]; then
+      echo "== $tool unit tests: skipped: DHS_GPU_STEPS narrows sanitize to bundled steps"
+      continue
+    fi
     echo "== compute-sanitizer --tool $tool: the generated kernels' unit tests"
     if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
          "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[sort],[share],[residency][device],[runtime][draft][backends]" --reporter compact \
@@ -115,15 +142,16 @@ sanitize() {
       failed=1
       echo "  $tool kernels: FAIL ($results/cs-$tool-kernels.log)"
     fi
+    [ "$tool" = memcheck ] || continue
+    echo "== compute-sanitizer --tool memcheck: the executor's CUDA cases"
+    if env "${env_steps[@]}" "${cs[@]}" --tool memcheck "$dir/bin/dhs-unittests" "[runtime][cuda],[runtime][backends]" \
+         --reporter compact > "$results/cs-memcheck-executor.log" 2>&1; then
+      echo "  memcheck executor: $(grep -m1 'ERROR SUMMARY' "$results/cs-memcheck-executor.log")"
+    else
+      failed=1
+      echo "  memcheck executor: FAIL ($results/cs-memcheck-executor.log)"
+    fi
   done
-  echo "== compute-sanitizer --tool memcheck: the executor's CUDA cases"
-  if env "${env_steps[@]}" "${cs[@]}" --tool memcheck "$dir/bin/dhs-unittests" "[runtime][cuda],[runtime][backends]" \
-       --reporter compact > "$results/cs-memcheck-executor.log" 2>&1; then
-    echo "  memcheck executor: $(grep -m1 'ERROR SUMMARY' "$results/cs-memcheck-executor.log")"
-  else
-    failed=1
-    echo "  memcheck executor: FAIL ($results/cs-memcheck-executor.log)"
-  fi
   [ $failed -eq 0 ] && echo "sanitize: PASS" || echo "sanitize: FAIL"
   return $failed
 }
