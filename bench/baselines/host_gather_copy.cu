@@ -146,8 +146,14 @@ public:
     active_ = n;
     finished_.store(0);
     {
+      // The generation and the job's worker count in one word, read by a
+      // worker at once: a worker that had no part in the last job and wakes
+      // for it late (after wait() returned and start() began this one) would
+      // otherwise pair the old generation with this job's count, call job_
+      // while it is being replaced, and then run the job a second time.
       std::lock_guard<std::mutex> lock(mutex_);
-      generation_.fetch_add(1, std::memory_order_release);
+      ticket_.store(((ticket_.load() >> 32) + 1) << 32 | (std::uint32_t)n,
+                    std::memory_order_release);
     }
     wake_.notify_all();
   }
@@ -158,20 +164,22 @@ public:
 
 private:
   void loop(int index) {
-    int seen = 0;
+    std::uint64_t seen = 0, ticket;
     for (;;) {
       const double spinUntil = nowMs() + 0.2;
-      for (int i = 0; generation_.load(std::memory_order_acquire) == seen; ++i) {
+      for (int i = 0; (ticket = ticket_.load(std::memory_order_acquire)) == seen; ++i) {
         _mm_pause();
         if (i % 64 == 0 && nowMs() > spinUntil) {
           std::unique_lock<std::mutex> lock(mutex_);
-          wake_.wait(lock, [&] { return generation_.load() != seen; });
+          wake_.wait(lock, [&] { return ticket_.load() != seen; });
         }
       }
-      seen = generation_.load(std::memory_order_acquire);
+      seen = ticket;
       if (stop_)
         return;
-      if (index < active_) {
+      // Only the job's own workers touch job_, and start() replaces it only
+      // after wait() counted them all.
+      if (index < (int)(ticket & 0xffffffffu)) {
         job_(index);
         finished_.fetch_add(1, std::memory_order_release);
       }
@@ -179,10 +187,11 @@ private:
   }
   std::vector<std::thread> threads_;
   std::function<void(int)> job_;
-  std::atomic<int> generation_{0}, finished_{0};
+  std::atomic<std::uint64_t> ticket_{0}; ///< generation << 32 | workers
+  std::atomic<int> finished_{0};
   std::mutex mutex_;
   std::condition_variable wake_;
-  int active_ = 0;
+  int active_ = 0; ///< the main thread's own copy, for wait()
   std::atomic<bool> stop_{false};
 };
 
@@ -320,6 +329,9 @@ static std::vector<std::uint32_t> missingOf(const Store &s, double fraction, uns
 /// parts, each gathering its part into staging; median of 7.
 static double hostRate(Pool &pool, int threads, Gather gather, const Store &s,
                        const std::vector<std::uint32_t> &ids, char *staging, std::uint32_t expect) {
+  // Zeros first: the staging already holds these very bytes from the other
+  // gather (or thread count), so a gather that wrote nothing would pass.
+  memset(staging, 0, ids.size() * s.bytes);
   std::vector<double> ms;
   for (int rep = 0; rep < 8; ++rep) {
     const double t0 = nowMs();
@@ -380,7 +392,7 @@ int main(int argc, char **argv) {
     CK(cudaHostAlloc(&src, copyBytes, cudaHostAllocDefault));
     memset(src, 1, copyBytes);
     std::vector<double> ms;
-    for (int rep = 0; rep < 6; ++rep) {
+    for (int rep = 0; rep < 8; ++rep) {
       CK(cudaEventRecord(g.s, g.copy));
       CK(cudaMemcpyAsync(g.dev, src, copyBytes, cudaMemcpyHostToDevice, g.copy));
       CK(cudaEventRecord(g.e, g.copy));
@@ -392,6 +404,18 @@ int main(int argc, char **argv) {
     }
     printf("pinned copy, 1 GB contiguous: %.1f GB/s\n", copyBytes / median(ms) / 1e6);
     CK(cudaFreeHost(src));
+    // The consumer loaded (lazy loading would load it inside the first
+    // pipeline's cold run) and the flag write tried once while nothing waits
+    // on it, so that a driver refusing it fails here rather than under a
+    // grid that spins.
+    consume<<<1, 32, 0, g.compute>>>(g.dev, g.arrived, 16, 0, 0, g.x);
+    CK(cudaStreamSynchronize(g.compute));
+    CK(cudaGetLastError());
+    if (writeValue32(g.copy, (CUdeviceptr)g.arrived, 0, 0) != CUDA_SUCCESS) {
+      printf("cuStreamWriteValue32 failed\n");
+      return 1;
+    }
+    CK(cudaStreamSynchronize(g.copy));
   } else {
     g.staging = (char *)aligned_alloc(4096, maxMissing * 2624);
     memset(g.staging, 0, maxMissing * 2624);
@@ -489,9 +513,26 @@ int main(int argc, char **argv) {
           std::atomic<int> next{0};
           CK(cudaMemsetAsync(g.arrived, 0, 4, g.compute));
           CK(cudaMemsetAsync(g.x, 0, 4, g.compute));
+          // Zeros where the rows land: the HBM already holds these very bytes
+          // (the SM loads' and the earlier runs' layout is the same), so a
+          // grid reading a chunk before its copy would pass the XOR. Every
+          // run's first (cold) pass also zeros the staging, which the host
+          // gathers left holding them too; not the warm ones, whose cache
+          // state stays that of the previous pass.
+          CK(cudaMemsetAsync(g.dev, 0, useful, g.compute));
+          if (rep == 0)
+            memset(g.staging, 0, useful);
           CK(cudaStreamSynchronize(g.compute));
-          if (rep == 0) // the workers fall asleep
+          if (rep == 0) { // the workers fall asleep
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          } else {
+            // The previous pass's tail (its last copies, the grid, the
+            // synchronizations above) can outlast the workers' 0.2 ms of
+            // spinning; an empty job restarts it, so the warm passes are of
+            // spinning workers as the Pool's comment says.
+            pool.start(run.workers, [](int) {});
+            pool.wait();
+          }
           const double t0 = nowMs();
           CK(cudaMemcpyAsync(g.idsHost, g.idsDev, n * 4, cudaMemcpyDeviceToHost, g.copy));
           CK(cudaEventRecord(g.idsReady, g.copy));
@@ -513,8 +554,10 @@ int main(int argc, char **argv) {
             const size_t a = (size_t)k * chunkSize, b = std::min(useful, a + chunkSize);
             CK(cudaMemcpyAsync(g.dev + a, g.staging + a, b - a, cudaMemcpyHostToDevice, g.copy));
             if (writeValue32(g.copy, (CUdeviceptr)g.arrived, k + 1, 0) != CUDA_SUCCESS) {
+              // exit, not return: returning would destroy done, next and the
+              // Pool under workers still running this job (as CK does).
               printf("cuStreamWriteValue32 failed\n");
-              return 1;
+              exit(1);
             }
             if (k == 0)
               firstAt = nowMs() - t0;
