@@ -23,17 +23,19 @@
 //   - host threads alone gathering into pinned staging (memcpy a row, or
 //     16-byte loads with non-temporal stores and software prefetches 8 rows
 //     ahead), 1 / 2 / 4 / 8 / all threads but the timing one, the wall clock;
-//   - the pipeline (both gathers): the missing ids copied from HBM to the host (they come
-//     from the device's residency lookup), all threads but one gathering chunks of
-//     0.25 / 1 / 4 MB, the dispatching thread enqueueing each finished chunk's
-//     copy and flag write in order, a grid of 132 CTAs reading each chunk
-//     from HBM once its flag says it arrived; from the ids' copy until the
-//     grid ends (wall clock), with the time until the first chunk's copy was
-//     enqueued. Every consumer and gather checks an XOR of the bytes against
-//     the host's.
+//   - the pipeline: the missing ids copied from HBM to the host (they come
+//     from the device's residency lookup), all threads but one gathering
+//     slices of 0.03-4 MB in order, the dispatching thread enqueueing each
+//     finished chunk's copy (0.25-4 MB: a slice or several, gathered by
+//     several workers at once) and flag write in order, a grid of 132 CTAs
+//     reading each chunk from HBM once its flag says it arrived; from the
+//     ids' copy until the grid ends (wall clock), with the time until the
+//     first chunk's copy was enqueued. Every consumer and gather checks an
+//     XOR of the bytes against the host's.
 // The staging buffer holds the whole step (no ring).
-// `cpu` as argv[1] runs only the host gathers on ordinary memory, with
-// smaller stores (for a machine without a GPU).
+// `cpu` as argv[1] runs the host gathers on ordinary memory, with smaller
+// stores, and the pipeline's logic with its copies done by memcpy (for a
+// machine without a GPU).
 //
 //   nvcc -O3 -arch=sm_90a -o host_gather_copy bench/baselines/host_gather_copy.cu
 //
@@ -366,7 +368,7 @@ int main(int argc, char **argv) {
   const int cores = (int)std::max(2u, std::thread::hardware_concurrency());
   Pool pool(cores - 1); // the main thread times and dispatches
   printf("host: %d hardware threads, %d workers%s\n", cores, pool.size(),
-         cpuOnly ? " (cpu: host gathers only, ordinary memory)" : "");
+         cpuOnly ? " (cpu: ordinary memory, the pipeline's copies by memcpy)" : "");
   Gpu g{};
   WriteValue32 writeValue32 = nullptr;
   const size_t maxMissing = (size_t)(0.3 * kTopK + 1) * kRequests;
@@ -417,7 +419,10 @@ int main(int argc, char **argv) {
     }
     CK(cudaStreamSynchronize(g.copy));
   } else {
+    // The pipeline's logic runs too, its copies by memcpy into g.dev.
     g.staging = (char *)aligned_alloc(4096, maxMissing * 2624);
+    g.dev = (char *)aligned_alloc(4096, maxMissing * 2624);
+    g.idsHost = (std::uint32_t *)aligned_alloc(4096, maxMissing * 4);
     memset(g.staging, 0, maxMissing * 2624);
   }
 
@@ -480,29 +485,39 @@ int main(int argc, char **argv) {
         fflush(stdout);
       }
       printf("\n");
-      if (cpuOnly)
-        continue;
 
       // The pipeline: both gathers on every core but the dispatching one at
       // each chunk size, then memcpy on 4 and 8 workers (a serving engine
       // keeps cores of its own).
+      // A run's workers take slices of `sliceBytes` in order; a chunk (a
+      // copy and its flag) is sent once all its slices are gathered. A slice
+      // as large as its chunk gives each chunk to one worker, so the first
+      // copy waits for a whole chunk's gather by one thread; smaller slices
+      // let all workers gather each chunk together.
       struct Run {
         Gather gather;
-        size_t chunkBytes;
+        size_t chunkBytes, sliceBytes;
         int workers;
       };
+      const size_t kK = 1024;
       std::vector<Run> runs;
-      for (Gather gather : {gatherMemcpy, gatherStreaming})
-        for (size_t chunkBytes : {size_t(256) << 10, size_t(1) << 20, size_t(4) << 20})
-          runs.push_back({gather, chunkBytes, pool.size()});
+      for (size_t chunkBytes : {256 * kK, 1024 * kK, 4096 * kK})
+        runs.push_back({gatherMemcpy, chunkBytes, chunkBytes, pool.size()});
+      for (auto [chunkBytes, sliceBytes] :
+           {std::pair{256 * kK, 32 * kK}, {1024 * kK, 64 * kK}, {2048 * kK, 128 * kK}})
+        runs.push_back({gatherMemcpy, chunkBytes, sliceBytes, pool.size()});
+      runs.push_back({gatherStreaming, 1024 * kK, 1024 * kK, pool.size()});
+      runs.push_back({gatherStreaming, 1024 * kK, 64 * kK, pool.size()});
       for (int workers : {4, 8})
         if (workers < pool.size())
-          runs.push_back({gatherMemcpy, size_t(1) << 20, workers});
+          runs.push_back({gatherMemcpy, 1024 * kK, 64 * kK, workers});
       for (const Run &run : runs) {
         const Gather gather = run.gather;
-        const size_t chunkBytes = run.chunkBytes;
-        const size_t perChunk = std::max<size_t>(1, chunkBytes / bytes);
+        const size_t perSlice = std::max<size_t>(1, run.sliceBytes / bytes);
+        const size_t slicesPerChunk = std::max<size_t>(1, run.chunkBytes / bytes / perSlice);
+        const size_t perChunk = perSlice * slicesPerChunk;
         const int chunks = (int)((n + perChunk - 1) / perChunk);
+        const int slices = (int)((n + perSlice - 1) / perSlice);
         const size_t chunkSize = perChunk * bytes;
         std::vector<double> total, first, device;
         double cold = 0;
@@ -511,18 +526,24 @@ int main(int argc, char **argv) {
           for (auto &d : done)
             d.store(0);
           std::atomic<int> next{0};
-          CK(cudaMemsetAsync(g.arrived, 0, 4, g.compute));
-          CK(cudaMemsetAsync(g.x, 0, 4, g.compute));
+          if (!cpuOnly) {
+            CK(cudaMemsetAsync(g.arrived, 0, 4, g.compute));
+            CK(cudaMemsetAsync(g.x, 0, 4, g.compute));
+          }
           // Zeros where the rows land: the HBM already holds these very bytes
           // (the SM loads' and the earlier runs' layout is the same), so a
           // grid reading a chunk before its copy would pass the XOR. Every
           // run's first (cold) pass also zeros the staging, which the host
           // gathers left holding them too; not the warm ones, whose cache
           // state stays that of the previous pass.
-          CK(cudaMemsetAsync(g.dev, 0, useful, g.compute));
+          if (cpuOnly)
+            memset(g.dev, 0, useful);
+          else
+            CK(cudaMemsetAsync(g.dev, 0, useful, g.compute));
           if (rep == 0)
             memset(g.staging, 0, useful);
-          CK(cudaStreamSynchronize(g.compute));
+          if (!cpuOnly)
+            CK(cudaStreamSynchronize(g.compute));
           if (rep == 0) { // the workers fall asleep
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
           } else {
@@ -534,24 +555,36 @@ int main(int argc, char **argv) {
             pool.wait();
           }
           const double t0 = nowMs();
-          CK(cudaMemcpyAsync(g.idsHost, g.idsDev, n * 4, cudaMemcpyDeviceToHost, g.copy));
-          CK(cudaEventRecord(g.idsReady, g.copy));
-          CK(cudaEventRecord(g.s, g.compute));
-          consume<<<132, 256, 0, g.compute>>>(g.dev, g.arrived, chunkSize, useful, chunks, g.x);
-          CK(cudaEventRecord(g.e, g.compute));
-          CK(cudaEventSynchronize(g.idsReady));
+          if (cpuOnly)
+            memcpy(g.idsHost, ids.data(), n * 4);
+          else {
+            CK(cudaMemcpyAsync(g.idsHost, g.idsDev, n * 4, cudaMemcpyDeviceToHost, g.copy));
+            CK(cudaEventRecord(g.idsReady, g.copy));
+            CK(cudaEventRecord(g.s, g.compute));
+            consume<<<132, 256, 0, g.compute>>>(g.dev, g.arrived, chunkSize, useful, chunks, g.x);
+            CK(cudaEventRecord(g.e, g.compute));
+            CK(cudaEventSynchronize(g.idsReady));
+          }
           pool.start(run.workers, [&](int) {
-            for (int k; (k = next.fetch_add(1)) < chunks;) {
-              const size_t a = (size_t)k * perChunk, b = std::min(n, a + perChunk);
+            for (int i; (i = next.fetch_add(1)) < slices;) {
+              const size_t a = (size_t)i * perSlice, b = std::min(n, a + perSlice);
               gather(s.host, g.idsHost + a, b - a, g.staging + a * bytes, bytes);
-              done[k].store(1, std::memory_order_release);
+              done[i / slicesPerChunk].fetch_add(1, std::memory_order_release);
             }
           });
           double firstAt = 0;
           for (int k = 0; k < chunks; ++k) {
-            while (!done[k].load(std::memory_order_acquire))
+            const int chunkSlices =
+                (int)std::min<size_t>(slicesPerChunk, slices - (size_t)k * slicesPerChunk);
+            while (done[k].load(std::memory_order_acquire) < chunkSlices)
               _mm_pause();
             const size_t a = (size_t)k * chunkSize, b = std::min(useful, a + chunkSize);
+            if (cpuOnly) { // the dispatch's logic alone: the copy by memcpy
+              memcpy(g.dev + a, g.staging + a, b - a);
+              if (k == 0)
+                firstAt = nowMs() - t0;
+              continue;
+            }
             CK(cudaMemcpyAsync(g.dev + a, g.staging + a, b - a, cudaMemcpyHostToDevice, g.copy));
             if (writeValue32(g.copy, (CUdeviceptr)g.arrived, k + 1, 0) != CUDA_SUCCESS) {
               // exit, not return: returning would destroy done, next and the
@@ -563,13 +596,19 @@ int main(int argc, char **argv) {
               firstAt = nowMs() - t0;
           }
           pool.wait();
-          CK(cudaStreamSynchronize(g.compute));
-          CK(cudaGetLastError());
-          const double t1 = nowMs();
-          float t;
-          CK(cudaEventElapsedTime(&t, g.s, g.e));
+          float t = 0;
           unsigned got;
-          CK(cudaMemcpy(&got, g.x, 4, cudaMemcpyDeviceToHost));
+          if (cpuOnly)
+            got = xorOf(g.dev, useful);
+          else {
+            CK(cudaStreamSynchronize(g.compute));
+            CK(cudaGetLastError());
+          }
+          const double t1 = nowMs();
+          if (!cpuOnly) {
+            CK(cudaEventElapsedTime(&t, g.s, g.e));
+            CK(cudaMemcpy(&got, g.x, 4, cudaMemcpyDeviceToHost));
+          }
           if (got != expect) {
             printf("FAIL: the pipeline's bytes in HBM differ from the store's (chunk %zu B)\n",
                    chunkSize);
@@ -583,12 +622,13 @@ int main(int argc, char **argv) {
             device.push_back(t);
           }
         }
-        printf("  pipeline, %s on %d workers, %4zu KB chunks (%d): %.3f ms = %.1f GB/s, %.2fx the "
+        printf("  pipeline, %s on %d workers, %4zu KB chunks (%d) of %zu KB slices: %.3f ms = %.1f "
+               "GB/s, %.2fx the "
                "floor; first chunk's copy enqueued at %.3f ms; consumer grid %.3f ms by events; "
                "workers woken from sleep %.3f ms\n",
-               gather == gatherMemcpy ? "memcpy" : "streaming", run.workers, chunkBytes >> 10,
-               chunks, median(total), useful / median(total) / 1e6, median(total) / (useful / 55e6),
-               median(first), median(device), cold);
+               gather == gatherMemcpy ? "memcpy" : "streaming", run.workers, chunkSize >> 10,
+               chunks, perSlice * bytes >> 10, median(total), useful / median(total) / 1e6,
+               median(total) / (useful / 55e6), median(first), median(device), cold);
         fflush(stdout);
       }
     }
