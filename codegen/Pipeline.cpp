@@ -109,6 +109,8 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
                             llvm::cl::init(0)};
   Option<int64_t> heads{*this, "heads", llvm::cl::desc("Query heads"), llvm::cl::init(0)};
   Option<int64_t> topk{*this, "topk", llvm::cl::desc("Selected rows per query"), llvm::cl::init(0)};
+  Option<int64_t> hbmSlots{*this, "hbm-slots", llvm::cl::desc("HBM slots per pool (0: as written)"),
+                           llvm::cl::init(0)};
   Option<int64_t> maxHeadsPerBlock{*this, "max-heads-per-block",
                                    llvm::cl::desc("Most heads (warps) one attention CTA computes"),
                                    llvm::cl::init(16)};
@@ -176,6 +178,7 @@ void dhs::registerCodegenPasses() {
         config.positions = options.positions;
         config.heads = options.heads;
         config.topk = options.topk;
+        config.hbmSlots = options.hbmSlots;
         DhsLowerToGPUOptions tiles;
         tiles.maxHeadsPerBlock = options.maxHeadsPerBlock;
         tiles.tileRows = options.tileRows;

@@ -255,9 +255,7 @@ def DhsSpecialize : Pass<"dhs-specialize", "::mlir::func::FuncOp"> {
     Option<"topk", "topk", "int64_t", /*default=*/"0",
            "Selected rows per query (K)">,
     Option<"hbmSlots", "hbm-slots", "int64_t", /*default=*/"0",
-           "HBM slots of every pool">,
-    Option<"hostRows", "host-rows", "int64_t", /*default=*/"0",
-           "Host-store rows of every pool">
+           "HBM slots of every pool">
   ];
   let dependentDialects = ["::mlir::dhs::DhsDialect"];
   let statistics = [

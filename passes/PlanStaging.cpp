@@ -116,7 +116,7 @@ void DhsPlanStaging::runOnOperation() {
       [&](Operation *op) { order[op] = static_cast<int64_t>(order.size()); });
 
   std::vector<Buffer> buffers;
-  WalkResult walk = func.walk([&](ScratchOp op) {
+  func.walk([&](ScratchOp op) {
     MemRefType type = op.getBuffer().getType();
     Buffer buffer;
     buffer.op = op;
@@ -130,10 +130,7 @@ void DhsPlanStaging::runOnOperation() {
         buffer.staged = true;
     }
     buffers.push_back(buffer);
-    return WalkResult::advance();
   });
-  if (walk.wasInterrupted())
-    return signalPassFailure();
 
   // Staged rows: alternate between two slots in program order (one slot
   // without double buffering). A buffer whose lifetime collides with its

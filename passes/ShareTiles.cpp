@@ -117,5 +117,11 @@ void DhsShareTiles::share(VerifyOp phase) {
 }
 
 void DhsShareTiles::runOnOperation() {
+  // dhs.share_rows holds the option as its min_missing (a count of rows).
+  if (minMissing < 0) {
+    getOperation()->emitError() << "dhs-share-tiles: min-missing must be 0 or more, got "
+                                << static_cast<int64_t>(minMissing);
+    return signalPassFailure();
+  }
   getOperation().walk([&](VerifyOp phase) { share(phase); });
 }

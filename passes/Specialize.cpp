@@ -149,18 +149,16 @@ void DhsSpecialize::runOnOperation() {
   for (BlockArgument arg : entry.getArguments()) {
     Type type = arg.getType();
     if (auto pool = dyn_cast<KVPoolType>(type)) {
-      auto capacity = [](int64_t current, int64_t configured) {
-        return configured > 0 && ShapedType::isDynamic(current) ? configured : current;
-      };
-      if ((hbmSlots > 0 && !pool.isDynamicHbm() && pool.getHbmSlots() != hbmSlots) ||
-          (hostRows > 0 && !pool.isDynamicHost() && pool.getHostRows() != hostRows)) {
+      if (hbmSlots > 0 && !pool.isDynamicHbm() && pool.getHbmSlots() != hbmSlots) {
         func.emitError() << "argument #" << arg.getArgNumber() << " " << pool
                          << " disagrees with the configured capacities";
         return signalPassFailure();
       }
-      type = KVPoolType::get(&getContext(), pool.getFormat(), pool.getLayers(),
-                             capacity(pool.getHbmSlots(), hbmSlots),
-                             capacity(pool.getHostRows(), hostRows));
+      // The host store's size is the runtime's (its rows grow with the
+      // histories): the kernels take it as it comes.
+      int64_t slots = hbmSlots > 0 && pool.isDynamicHbm() ? hbmSlots : pool.getHbmSlots();
+      type = KVPoolType::get(&getContext(), pool.getFormat(), pool.getLayers(), slots,
+                             pool.getHostRows());
     } else if (auto memref = dyn_cast<MemRefType>(type)) {
       SmallVector<int64_t> shape(memref.getShape());
       for (OpOperand &use : arg.getUses()) {

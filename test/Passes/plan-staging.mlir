@@ -86,10 +86,13 @@ func.func @three_groups(
 // replayed from the first (its attention reads the first staging buffer).
 // CHECK-LABEL: func.func @replay
 // CHECK: %[[S:.*]] = dhs.scratch {offset = 0 : i64, slot = 0 : i64} : memref<2x32x2x656xi8>
-// CHECK-COUNT-1: dhs.fetch
+// CHECK: dhs.fetch
 // CHECK-NOT: dhs.fetch
 // CHECK: dhs.attention {{.*}} staging(%[[S]] : {{.*}}) {{.*}} layer = 0
+// CHECK-NOT: dhs.fetch
 // CHECK: dhs.attention {{.*}} staging(%[[S]] : {{.*}}) {{.*}} layer = 1
+// CHECK-NOT: dhs.fetch
+// CHECK: return
 func.func @replay(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = 64, host = ?>,
                   %q: memref<2x1x16x576xbf16>, %rows: memref<2x1x32xi32>,
                   %slots: memref<2x1x32xi32>, %start: memref<2xi64>,

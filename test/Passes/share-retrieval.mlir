@@ -79,3 +79,38 @@ func.func @other_reader(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64,
   }
   return
 }
+
+// -----
+
+// An overlapped fetch (ready flags) shares its tiles with an attention that
+// reads staging in selection order: a union's staging index would break
+// that, so it stays.
+// CHECK-LABEL: func.func @overlapped_stays
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: {{.*}}, %[[POOL:[^:]*]]: {{.*}}, %[[OUT:[^:]*]]: memref<4x2x64x512xbf16>)
+// CHECK-NOT: dhs.union_missing
+// CHECK: dhs.fetch pool(%[[POOL]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) history(%[[START]], %[[LEN]] : {{.*}}) into(%[[STAGE:.*]] : memref<4x4096x1x656xi8>) ready(%[[READY:.*]] : memref<4x64xi32>)
+// CHECK-NOT: dhs.union_missing
+// CHECK: dhs.attention queries(%[[Q]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) staging(%[[STAGE]] : memref<4x4096x1x656xi8>) ready(%[[READY]] : memref<4x64xi32>) history(
+// CHECK-NOT: index(
+// CHECK-SAME: output(%[[OUT]]
+func.func @overlapped_stays(%q: memref<4x2x64x576xbf16>, %rows: memref<4x2x2048xi32>,
+                            %slots: memref<4x2x2048xi32>, %start: memref<4xi64>,
+                            %len: memref<4xi32>,
+                            %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>,
+                            %out: memref<4x2x64x512xbf16>) {
+  dhs.verify gamma = 1 {
+    %stage = dhs.scratch : memref<4x4096x1x656xi8>
+    %ready = dhs.scratch : memref<4x64xi32>
+    dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
+        rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>)
+        into(%stage : memref<4x4096x1x656xi8>) ready(%ready : memref<4x64xi32>)
+    dhs.attention queries(%q : memref<4x2x64x576xbf16>)
+        rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+        staging(%stage : memref<4x4096x1x656xi8>) ready(%ready : memref<4x64xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>)
+        pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 4096, host = ?>)
+        layer = 0 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
+  }
+  return
+}

@@ -1,6 +1,10 @@
 // RUN: dhs-opt %s --dhs-share-tiles --split-input-file | FileCheck %s
 // RUN: dhs-opt %s --dhs-share-tiles=min-missing=0 --split-input-file \
 // RUN:   | FileCheck %s --check-prefix=ALWAYS
+// A negative count is refused (dhs.share_rows's min_missing counts rows).
+// RUN: not dhs-opt %s --dhs-share-tiles=min-missing=-1 --split-input-file 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: error: dhs-share-tiles: min-missing must be 0 or more, got -1
 // The whole pipeline with --share-tiles: share_rows runs before the union of
 // missing rows, the fetch and the attention read the ordered lists, and the
 // runtime's step plan books the step's own selection arguments.

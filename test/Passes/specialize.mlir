@@ -63,3 +63,11 @@ func.func @aging(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?
       rows(%rows : memref<32xi64>) slots(%slots : memref<?xi32>)
   return
 }
+
+// -----
+
+// A pool written with another HBM capacity disagrees with the configuration.
+// expected-error @below {{argument #0 '!dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>' disagrees with the configured capacities}}
+func.func @pool_conflict(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?>) {
+  return
+}
