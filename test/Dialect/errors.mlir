@@ -45,6 +45,15 @@ func.func @gqa_dtype(%pool: !dhs.kv_pool<#dhs.gqa<kv_heads = 8, head_dim = 128, 
 
 // -----
 
+// kv_heads = 0: a GQA row without KV heads.
+// expected-error @+2 {{a GQA row needs at least one KV head, got 0}}
+// expected-error @+1 {{failed to parse Dhs_KVPoolType parameter 'format'}}
+func.func @gqa_no_kv_heads(%pool: !dhs.kv_pool<#dhs.gqa<kv_heads = 0, head_dim = 128, dtype = bf16>, layers = 1, hbm = 8, host = ?>) {
+  return
+}
+
+// -----
+
 func.func @tier_wrong_row_bytes(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) {
   // expected-error @below {{'dhs.pool_tier' op the result holds rows of 1152 bytes but row format mla_fp8 has 656}}
   %0 = dhs.pool_tier hbm of %pool
@@ -76,6 +85,17 @@ func.func @tier_wrong_dtype(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm =
   // expected-error @below {{'dhs.pool_tier' op result #0 must be 3D memref of 8-bit signless integer values}}
   %0 = dhs.pool_tier host of %pool
       : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 4096, host = ?> -> memref<?x576xbf16>
+  return
+}
+
+// -----
+
+// A tier is viewed whole: a strided view with an offset is not the tier.
+func.func @tier_strided(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>) {
+  // expected-error @below {{'dhs.pool_tier' op rows must have the identity layout}}
+  %0 = dhs.pool_tier hbm of %pool
+      : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>
+        -> memref<4096x4x656xi8, strided<[2624, 656, 1], offset: 656>>
   return
 }
 
@@ -195,6 +215,51 @@ func.func @output_wrong_heads(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256
 
 // -----
 
+// output: 2 requests for 4 requests' queries.
+func.func @sparse_attention_output_batch(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
+    %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<2x1x16x512xbf16>) {
+  // expected-error @below {{'dhs.sparse_attention' op output dimension 0 (requests) is 2, expected 4}}
+  dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
+      rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<2x1x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// output: 2 query positions for 1.
+func.func @sparse_attention_output_positions(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
+    %slots: memref<4x1x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x2x16x512xbf16>) {
+  // expected-error @below {{'dhs.sparse_attention' op output dimension 1 (query positions) is 2, expected 1}}
+  dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
+      rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x2x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// No requests: every shape agrees, but the operands are empty.
+func.func @sparse_attention_empty(%q: memref<0x1x16x576xbf16>, %rows: memref<0x1x256xi32>,
+    %slots: memref<0x1x256xi32>, %start: memref<0xi64>, %len: memref<0xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<0x1x16x512xbf16>) {
+  // expected-error @below {{'dhs.sparse_attention' op has an empty operand of type 'memref<0x1x16x576xbf16>'}}
+  dhs.sparse_attention queries(%q : memref<0x1x16x576xbf16>)
+      rows(%rows : memref<0x1x256xi32>) slots(%slots : memref<0x1x256xi32>)
+      history(%start, %len : memref<0xi64>, memref<0xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<0x1x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
 func.func @slots_wrong_shape(%q: memref<4x1x16x576xbf16>, %rows: memref<4x1x256xi32>,
     %slots: memref<4x1x128xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
     %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
@@ -303,6 +368,85 @@ func.func @topk_too_many(%s: memref<2x1x100xf32>, %len: memref<2xi32>, %rows: me
 
 // -----
 
+// K = 0: nothing to select.
+func.func @topk_no_rows(%s: memref<2x1x100xf32>, %len: memref<2xi32>, %rows: memref<2x1x0xi32>) {
+  // expected-error @below {{'dhs.topk' op selects no rows (k = 0)}}
+  dhs.topk scores(%s : memref<2x1x100xf32>) history(%len : memref<2xi32>)
+      into(%rows : memref<2x1x0xi32>)
+  return
+}
+
+// -----
+
+// rows: 3 requests for 2 requests' scores.
+func.func @topk_rows_batch(%s: memref<2x1x100xf32>, %len: memref<2xi32>, %rows: memref<3x1x64xi32>) {
+  // expected-error @below {{'dhs.topk' op rows dimension 0 (requests) is 3, expected 2}}
+  dhs.topk scores(%s : memref<2x1x100xf32>) history(%len : memref<2xi32>)
+      into(%rows : memref<3x1x64xi32>)
+  return
+}
+
+// -----
+
+// rows: 2 query positions for 1 position's scores.
+func.func @topk_rows_positions(%s: memref<2x1x100xf32>, %len: memref<2xi32>, %rows: memref<2x2x64xi32>) {
+  // expected-error @below {{'dhs.topk' op rows dimension 1 (query positions) is 2, expected 1}}
+  dhs.topk scores(%s : memref<2x1x100xf32>) history(%len : memref<2xi32>)
+      into(%rows : memref<2x2x64xi32>)
+  return
+}
+
+// -----
+
+// history_len: 4 lengths for 2 requests.
+func.func @topk_history_batch(%s: memref<2x1x100xf32>, %len: memref<4xi32>, %rows: memref<2x1x64xi32>) {
+  // expected-error @below {{'dhs.topk' op history_len dimension 0 (requests) is 4, expected 2}}
+  dhs.topk scores(%s : memref<2x1x100xf32>) history(%len : memref<4xi32>)
+      into(%rows : memref<2x1x64xi32>)
+  return
+}
+
+// -----
+
+// slots: 32 per position for 64 selections.
+func.func @resolve_slots_shape(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>,
+    %rows: memref<4x1x64xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %slots: memref<4x1x32xi32>) {
+  // expected-error @below {{'dhs.resolve' op slots must have the shape of rows, got 'memref<4x1x32xi32>' for 'memref<4x1x64xi32>'}}
+  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      rows(%rows : memref<4x1x64xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>) into(%slots : memref<4x1x32xi32>)
+  return
+}
+
+// -----
+
+// history_start: 2 starts for 4 requests.
+func.func @resolve_history_start(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>,
+    %rows: memref<4x1x64xi32>, %start: memref<2xi64>, %len: memref<4xi32>,
+    %slots: memref<4x1x64xi32>) {
+  // expected-error @below {{'dhs.resolve' op history_start dimension 0 (requests) is 2, expected 4}}
+  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      rows(%rows : memref<4x1x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<4xi32>) into(%slots : memref<4x1x64xi32>)
+  return
+}
+
+// -----
+
+// history_len: 8 lengths for 4 requests.
+func.func @resolve_history_len(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>,
+    %rows: memref<4x1x64xi32>, %start: memref<4xi64>, %len: memref<8xi32>,
+    %slots: memref<4x1x64xi32>) {
+  // expected-error @below {{'dhs.resolve' op history_len dimension 0 (requests) is 8, expected 4}}
+  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+      rows(%rows : memref<4x1x64xi32>)
+      history(%start, %len : memref<4xi64>, memref<8xi32>) into(%slots : memref<4x1x64xi32>)
+  return
+}
+
+// -----
+
 func.func @fetch_format_mismatch(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
     %rows: memref<2x1x64xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
     %stage: memref<2x64x4x1152xi8>) {
@@ -350,6 +494,62 @@ func.func @fetch_ready_partial_tiles(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 
       rows(%rows : memref<2x2x96xi32>) slots(%slots : memref<2x2x96xi32>)
       history(%start, %len : memref<2xi64>, memref<2xi32>)
       into(%stage : memref<2x192x1x656xi8>) ready(%ready : memref<2x3xi32>)
+  return
+}
+
+// -----
+
+// rows: a flat list, without a requests dimension.
+func.func @fetch_rows_rank(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<64xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %stage: memref<2x64x4x656xi8>) {
+  // expected-error @below {{'dhs.fetch' op rows are [requests, ...], got 'memref<64xi32>'}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x4x656xi8>)
+  return
+}
+
+// -----
+
+// slots: 32 per position for 64 listed rows.
+func.func @fetch_slots_shape(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x1x64xi32>, %slots: memref<2x1x32xi32>, %start: memref<2xi64>,
+    %len: memref<2xi32>, %stage: memref<2x64x4x656xi8>) {
+  // expected-error @below {{'dhs.fetch' op slots must have the shape of rows, got 'memref<2x1x32xi32>' for 'memref<2x1x64xi32>'}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x32xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x4x656xi8>)
+  return
+}
+
+// -----
+
+// staging: 3 requests' rows for 2 requests.
+func.func @fetch_staging_batch(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x1x64xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
+    %stage: memref<3x64x4x656xi8>) {
+  // expected-error @below {{'dhs.fetch' op staging dimension 0 (requests) is 3, expected 2}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<3x64x4x656xi8>)
+  return
+}
+
+// -----
+
+// ready: flags for 4 requests, 2 listed.
+func.func @fetch_ready_batch(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %rows: memref<2x2x128xi32>, %slots: memref<2x2x128xi32>, %start: memref<2xi64>,
+    %len: memref<2xi32>, %stage: memref<2x256x1x656xi8>, %ready: memref<4x4xi32>) {
+  // expected-error @below {{'dhs.fetch' op ready dimension 0 (requests) is 4, expected 2}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x2x128xi32>) slots(%slots : memref<2x2x128xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x256x1x656xi8>) ready(%ready : memref<4x4xi32>)
   return
 }
 
@@ -405,11 +605,108 @@ func.func @attention_ready_history_shape(%q: memref<2x1x64x576xbf16>,
 
 // -----
 
+// index: 32 entries per position for 64 selections.
+func.func @attention_index_shape(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>, %index: memref<2x1x32xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op the staging index must have the shape of row_ids, got 'memref<2x1x32xi32>' for 'memref<2x1x64xi32>'}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>) index(%index : memref<2x1x32xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// No heads: every shape agrees, but the operands are empty.
+func.func @attention_empty(%q: memref<2x1x0x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x0x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op has an empty operand of type 'memref<2x1x0x576xbf16>'}}
+  dhs.attention queries(%q : memref<2x1x0x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x0x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// output: 4 requests for 2 requests' queries.
+func.func @attention_output_batch(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<4x1x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op output dimension 0 (requests) is 4, expected 2}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<4x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// output: 3 query positions for 1.
+func.func @attention_output_positions(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x3x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op output dimension 1 (query positions) is 3, expected 1}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x3x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
 func.func @union_too_small(%rows: memref<2x5x64xi32>, %slots: memref<2x5x64xi32>,
     %u: memref<2x64xi32>, %remap: memref<2x5x64xi32>) {
   // expected-error @below {{missing has room for 64 rows per request but the queries may select 320 distinct missing rows}}
   dhs.union_missing rows(%rows : memref<2x5x64xi32>) slots(%slots : memref<2x5x64xi32>)
       into(%u, %remap : memref<2x64xi32>, memref<2x5x64xi32>)
+  return
+}
+
+// -----
+
+// slots: 32 per position for 64 selections.
+func.func @union_slots_shape(%rows: memref<2x5x64xi32>, %slots: memref<2x5x32xi32>,
+    %u: memref<2x320xi32>, %remap: memref<2x5x64xi32>) {
+  // expected-error @below {{'dhs.union_missing' op slots and remap must have the shape of rows 'memref<2x5x64xi32>'}}
+  dhs.union_missing rows(%rows : memref<2x5x64xi32>) slots(%slots : memref<2x5x32xi32>)
+      into(%u, %remap : memref<2x320xi32>, memref<2x5x64xi32>)
+  return
+}
+
+// -----
+
+// remap: 4 positions for 5.
+func.func @union_remap_shape(%rows: memref<2x5x64xi32>, %slots: memref<2x5x64xi32>,
+    %u: memref<2x320xi32>, %remap: memref<2x4x64xi32>) {
+  // expected-error @below {{'dhs.union_missing' op slots and remap must have the shape of rows 'memref<2x5x64xi32>'}}
+  dhs.union_missing rows(%rows : memref<2x5x64xi32>) slots(%slots : memref<2x5x64xi32>)
+      into(%u, %remap : memref<2x320xi32>, memref<2x4x64xi32>)
+  return
+}
+
+// -----
+
+// missing: lists for 4 requests, 2 selected.
+func.func @union_missing_batch(%rows: memref<2x5x64xi32>, %slots: memref<2x5x64xi32>,
+    %u: memref<4x320xi32>, %remap: memref<2x5x64xi32>) {
+  // expected-error @below {{'dhs.union_missing' op missing dimension 0 (requests) is 4, expected 2}}
+  dhs.union_missing rows(%rows : memref<2x5x64xi32>) slots(%slots : memref<2x5x64xi32>)
+      into(%u, %remap : memref<4x320xi32>, memref<2x5x64xi32>)
   return
 }
 
@@ -453,10 +750,101 @@ func.func @draft_other_ring(%ring: memref<2x8x1x1152xi8>, %other: memref<2x8x1x1
 
 // -----
 
+// Phases do not nest: a verify phase in a verify phase ...
+func.func @verify_in_verify() {
+  dhs.verify gamma = 4 {
+    // expected-error @below {{'dhs.verify' op cannot nest inside a verify phase}}
+    dhs.verify gamma = 4 {
+    }
+  }
+  return
+}
+
+// -----
+
+// ... a draft phase in a verify phase ...
+func.func @draft_in_verify(%ring: memref<2x8x1x1152xi8>) {
+  dhs.verify gamma = 4 {
+    // expected-error @below {{'dhs.draft' op cannot nest inside a verify phase}}
+    dhs.draft ring(%ring : memref<2x8x1x1152xi8>) block = 5 {
+    }
+  }
+  return
+}
+
+// -----
+
+// ... a verify phase in a draft phase ...
+func.func @verify_in_draft(%ring: memref<2x8x1x1152xi8>) {
+  dhs.draft ring(%ring : memref<2x8x1x1152xi8>) block = 5 {
+    // expected-error @below {{'dhs.verify' op cannot nest inside a draft phase}}
+    dhs.verify gamma = 4 {
+    }
+  }
+  return
+}
+
+// -----
+
+// ... or a draft phase in a draft phase.
+func.func @draft_in_draft(%ring: memref<2x8x1x1152xi8>) {
+  dhs.draft ring(%ring : memref<2x8x1x1152xi8>) block = 5 {
+    // expected-error @below {{'dhs.draft' op cannot nest inside a draft phase}}
+    dhs.draft ring(%ring : memref<2x8x1x1152xi8>) block = 5 {
+    }
+  }
+  return
+}
+
+// -----
+
 func.func @ring_overflow(%ring: memref<2x4x1x1152xi8>, %new: memref<2x5x1x1152xi8>, %pos: memref<2xi32>) {
   // expected-error @below {{moves 5 rows through a ring of 4 tokens}}
   dhs.ring_append rows(%new : memref<2x5x1x1152xi8>) positions(%pos : memref<2xi32>)
       into(%ring : memref<2x4x1x1152xi8>)
+  return
+}
+
+// -----
+
+// positions: 4 for a ring of 2 requests.
+func.func @ring_read_positions(%ring: memref<2x8x1x1152xi8>, %pos: memref<4xi32>,
+    %rows: memref<2x4x1x1152xi8>) {
+  // expected-error @below {{'dhs.ring_read' op positions dimension 0 (requests) is 4, expected 2}}
+  dhs.ring_read ring(%ring : memref<2x8x1x1152xi8>) positions(%pos : memref<4xi32>)
+      into(%rows : memref<2x4x1x1152xi8>)
+  return
+}
+
+// -----
+
+// rows: 2 layers per token for a ring of 1.
+func.func @ring_read_layers(%ring: memref<2x8x1x1152xi8>, %pos: memref<2xi32>,
+    %rows: memref<2x4x2x1152xi8>) {
+  // expected-error @below {{'dhs.ring_read' op rows dimension 2 (layers) is 2, expected 1}}
+  dhs.ring_read ring(%ring : memref<2x8x1x1152xi8>) positions(%pos : memref<2xi32>)
+      into(%rows : memref<2x4x2x1152xi8>)
+  return
+}
+
+// -----
+
+// rows: 656-byte rows from a ring of 1152-byte rows.
+func.func @ring_read_row_bytes(%ring: memref<2x8x1x1152xi8>, %pos: memref<2xi32>,
+    %rows: memref<2x4x1x656xi8>) {
+  // expected-error @below {{'dhs.ring_read' op rows dimension 3 (row bytes) is 656, expected 1152}}
+  dhs.ring_read ring(%ring : memref<2x8x1x1152xi8>) positions(%pos : memref<2xi32>)
+      into(%rows : memref<2x4x1x656xi8>)
+  return
+}
+
+// -----
+
+// slots: 4 requests' slots for 2 requests' positions.
+func.func @ring_index_slots(%pos: memref<2xi32>, %idx: memref<4x5xi32>) {
+  // expected-error @below {{'dhs.ring_index' op slots dimension 0 (requests) is 4, expected 2}}
+  dhs.ring_index positions(%pos : memref<2xi32>) offset = -5 window = 128
+      into(%idx : memref<4x5xi32>)
   return
 }
 
@@ -467,6 +855,61 @@ func.func @copy_rows_two_indices(%src: memref<2x5x1x1152xi8>, %dst: memref<2x8x1
   // expected-error @below {{takes exactly one of src_index (gather) and dst_index (scatter)}}
   dhs.copy_rows src(%src : memref<2x5x1x1152xi8>) dst(%dst : memref<2x8x1x1152xi8>)
       src_index(%i : memref<2x8xi32>) dst_index(%j : memref<2x5xi32>)
+  return
+}
+
+// -----
+
+// dst: 3 requests for 2.
+func.func @copy_rows_dst_batch(%src: memref<2x5x1x1152xi8>, %dst: memref<3x8x1x1152xi8>,
+    %j: memref<2x5xi32>) {
+  // expected-error @below {{'dhs.copy_rows' op dst dimension 0 (requests) is 3, expected 2}}
+  dhs.copy_rows src(%src : memref<2x5x1x1152xi8>) dst(%dst : memref<3x8x1x1152xi8>)
+      dst_index(%j : memref<2x5xi32>)
+  return
+}
+
+// -----
+
+// dst: 4 layers per token for 1.
+func.func @copy_rows_dst_layers(%src: memref<2x5x1x1152xi8>, %dst: memref<2x8x4x1152xi8>,
+    %j: memref<2x5xi32>) {
+  // expected-error @below {{'dhs.copy_rows' op dst dimension 2 (layers) is 4, expected 1}}
+  dhs.copy_rows src(%src : memref<2x5x1x1152xi8>) dst(%dst : memref<2x8x4x1152xi8>)
+      dst_index(%j : memref<2x5xi32>)
+  return
+}
+
+// -----
+
+// dst: 656-byte rows for 1152-byte rows.
+func.func @copy_rows_dst_row_bytes(%src: memref<2x5x1x1152xi8>, %dst: memref<2x8x1x656xi8>,
+    %j: memref<2x5xi32>) {
+  // expected-error @below {{'dhs.copy_rows' op dst dimension 3 (row bytes) is 656, expected 1152}}
+  dhs.copy_rows src(%src : memref<2x5x1x1152xi8>) dst(%dst : memref<2x8x1x656xi8>)
+      dst_index(%j : memref<2x5xi32>)
+  return
+}
+
+// -----
+
+// A gather: src_index has one entry per destination row (5), not 4.
+func.func @copy_rows_src_index(%src: memref<2x8x1x1152xi8>, %dst: memref<2x5x1x1152xi8>,
+    %i: memref<2x4xi32>) {
+  // expected-error @below {{'dhs.copy_rows' op src_index dimension 1 (rows) is 4, expected 5}}
+  dhs.copy_rows src(%src : memref<2x8x1x1152xi8>) dst(%dst : memref<2x5x1x1152xi8>)
+      src_index(%i : memref<2x4xi32>)
+  return
+}
+
+// -----
+
+// A scatter: dst_index has one entry per source row (5), not 4.
+func.func @copy_rows_dst_index(%src: memref<2x5x1x1152xi8>, %dst: memref<2x8x1x1152xi8>,
+    %j: memref<2x4xi32>) {
+  // expected-error @below {{'dhs.copy_rows' op dst_index dimension 1 (rows) is 4, expected 5}}
+  dhs.copy_rows src(%src : memref<2x5x1x1152xi8>) dst(%dst : memref<2x8x1x1152xi8>)
+      dst_index(%j : memref<2x4xi32>)
   return
 }
 
@@ -494,6 +937,110 @@ func.func @accept_gamma(%draft: memref<2x4xi32>, %p: memref<2x4x100xf32>, %seeds
 
 // -----
 
+// Greedy acceptance with the drafter's probabilities it never reads.
+func.func @accept_greedy_with_q(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>,
+    %q: memref<2x4x100xf32>, %seeds: memref<2xi64>, %step: memref<1xi64>,
+    %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op greedy acceptance does not use draft_probs}}
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      draft_probs(%q : memref<2x4x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+// draft_probs: 3 requests for 2.
+func.func @accept_q_batch(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>,
+    %q: memref<3x4x100xf32>, %seeds: memref<2xi64>, %step: memref<1xi64>,
+    %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op draft_probs dimension 0 (requests) is 3, expected 2}}
+  dhs.accept rejection_sampling draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      draft_probs(%q : memref<3x4x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+// draft_probs: 5 positions for gamma = 4 drafts.
+func.func @accept_q_gamma(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>,
+    %q: memref<2x5x100xf32>, %seeds: memref<2xi64>, %step: memref<1xi64>,
+    %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op draft_probs dimension 1 (gamma) is 5, expected 4}}
+  dhs.accept rejection_sampling draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      draft_probs(%q : memref<2x5x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+// draft_probs: a vocabulary of 50 for the target's 100.
+func.func @accept_q_vocabulary(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>,
+    %q: memref<2x4x50xf32>, %seeds: memref<2xi64>, %step: memref<1xi64>,
+    %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op draft_probs dimension 2 (vocabulary) is 50, expected 100}}
+  dhs.accept rejection_sampling draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      draft_probs(%q : memref<2x4x50xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+// seeds: 4 for 2 requests.
+func.func @accept_seeds(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>, %seeds: memref<4xi64>,
+    %step: memref<1xi64>, %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op seeds dimension 0 (requests) is 4, expected 2}}
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      seeds(%seeds : memref<4xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+// accepted: 4 counts for 2 requests.
+func.func @accept_accepted(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>, %seeds: memref<2xi64>,
+    %step: memref<1xi64>, %n: memref<4xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op accepted dimension 0 (requests) is 4, expected 2}}
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<4xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+// next_token: 1 token for 2 requests.
+func.func @accept_next_token(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>, %seeds: memref<2xi64>,
+    %step: memref<1xi64>, %n: memref<2xi32>, %next: memref<1xi32>) {
+  // expected-error @below {{'dhs.accept' op next_token dimension 0 (requests) is 1, expected 2}}
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<1xi32>)
+  return
+}
+
+// -----
+
+// step: the step counter is one word, not 2.
+func.func @accept_step(%draft: memref<2x4xi32>, %p: memref<2x5x100xf32>, %seeds: memref<2xi64>,
+    %step: memref<2xi64>, %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op step dimension 0 (one word) is 2, expected 1}}
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x5x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<2xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
 func.func @scratch_negative_offset() {
   // expected-error @below {{arena offset must be non-negative, got -64}}
   %0 = dhs.scratch {offset = -64 : i64} : memref<4xi32>
@@ -513,6 +1060,15 @@ func.func @scratch_negative_slot() {
 func.func @scratch_slot() {
   // expected-error @below {{staging is double-buffered: slot 0 or 1, got 2}}
   %0 = dhs.scratch {slot = 2 : i64} : memref<4xi32>
+  return
+}
+
+// -----
+
+// Scratch buffers are dense: no strided layout.
+func.func @scratch_strided() {
+  // expected-error @below {{'dhs.scratch' op scratch buffers are dense: identity layout only}}
+  %0 = dhs.scratch : memref<4x4xi32, strided<[8, 1]>>
   return
 }
 
@@ -770,6 +1326,22 @@ func.func @plan_promotions_list(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hb
 
 // -----
 
+// slots: 256 for a list of 512 rows.
+func.func @plan_promotions_slots(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<256xi32>) {
+  // expected-error @below {{'dhs.plan_promotions' op slots dimension 0 (rows placed) is 256, expected 512}}
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<256xi32>) replacement = clock
+  return
+}
+
+// -----
+
 func.func @sort_rows_shape(%rows: memref<4x64xi32>, %sorted: memref<4x32xi32>) {
   // expected-error @below {{sorted must have the shape of rows 'memref<4x64xi32>', got 'memref<4x32xi32>'}}
   dhs.sort_rows rows(%rows : memref<4x64xi32>) into(%sorted : memref<4x32xi32>)
@@ -907,6 +1479,21 @@ func.func @age_rows_list(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 102
       appends(%appends : memref<16x4xi64>) hot(%hot : memref<1024xi64>)
       cleared(%cleared : memref<1024xi32>) free(%free : memref<1024xi32>)
       control(%control : memref<8xi32>) into(%rows, %slots : memref<16xi64>, memref<16xi32>)
+  return
+}
+
+// -----
+
+// slots: 16 for a list of 32 rows.
+func.func @age_rows_slots(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %appends: memref<16x4xi64>, %hot: memref<1024xi64>, %cleared: memref<1024xi32>,
+    %free: memref<1024xi32>, %control: memref<8xi32>, %rows: memref<32xi64>,
+    %slots: memref<16xi32>) {
+  // expected-error @below {{'dhs.age_rows' op slots dimension 0 (rows placed) is 16, expected 32}}
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      appends(%appends : memref<16x4xi64>) hot(%hot : memref<1024xi64>)
+      cleared(%cleared : memref<1024xi32>) free(%free : memref<1024xi32>)
+      control(%control : memref<8xi32>) into(%rows, %slots : memref<32xi64>, memref<16xi32>)
   return
 }
 

@@ -167,6 +167,25 @@ func.func @sliding_window(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32
   return
 }
 
+// The same window on dhs.attention: staged rows (one per selection, 5 x 512)
+// beside the ring.
+// CHECK-LABEL: func.func @attention_window
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[STAGE:[^:]*]]: {{.*}}, %[[POOL:[^:]*]]: {{.*}}, %[[RING:[^:]*]]: {{.*}}, %[[TOKENS:[^:]*]]: {{.*}}, %[[OUT:[^:]*]]: memref<2x5x64x512xbf16>)
+// CHECK: dhs.attention queries(%[[Q]] : memref<2x5x64x512xbf16>) rows(%[[ROWS]] : memref<2x5x512xi32>) slots(%[[SLOTS]] : memref<2x5x512xi32>) staging(%[[STAGE]] : memref<2x2560x1x528xi8>) pool(%[[POOL]] : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>) window(%[[RING]], %[[TOKENS]] : memref<2x132x1x528xi8>, memref<2xi32>) size = 128 layer = 0 output(%[[OUT]] : memref<2x5x64x512xbf16>) scale = 0.0441941731
+func.func @attention_window(%q: memref<2x5x64x512xbf16>, %rows: memref<2x5x512xi32>,
+    %slots: memref<2x5x512xi32>, %stage: memref<2x2560x1x528xi8>,
+    %pool: !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>,
+    %ring: memref<2x132x1x528xi8>, %tokens: memref<2xi32>,
+    %out: memref<2x5x64x512xbf16>) {
+  dhs.attention queries(%q : memref<2x5x64x512xbf16>)
+      rows(%rows : memref<2x5x512xi32>) slots(%slots : memref<2x5x512xi32>)
+      staging(%stage : memref<2x2560x1x528xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.v41_fp8, layers = 1, hbm = ?, host = ?>)
+      window(%ring, %tokens : memref<2x132x1x528xi8>, memref<2xi32>) size = 128
+      layer = 0 output(%out : memref<2x5x64x512xbf16>) scale = 0.0441941738
+  return
+}
+
 // A verify step's selections with a shared prefix (dhs.share_rows): the
 // five positions' first tiles[b] x 64 selections are the same rows.
 // CHECK-LABEL: func.func @shared_prefix
@@ -242,6 +261,18 @@ func.func @speculative(%ring: memref<2x128x1x1152xi8>, %new: memref<2x5x1x1152xi
   return
 }
 
+// copy_rows as a gather: dst[b, i] = src[b, src_index[b, i]] (five rows read
+// out of a ring by slot).
+// CHECK-LABEL: func.func @copy_rows_gather
+// CHECK-SAME: (%[[SRC:[^:]*]]: {{.*}}, %[[DST:[^:]*]]: {{.*}}, %[[IDX:[^:]*]]: memref<2x5xi32>)
+// CHECK: dhs.copy_rows src(%[[SRC]] : memref<2x128x1x1152xi8>) dst(%[[DST]] : memref<2x5x1x1152xi8>) src_index(%[[IDX]] : memref<2x5xi32>){{$}}
+func.func @copy_rows_gather(%ring: memref<2x128x1x1152xi8>, %rows: memref<2x5x1x1152xi8>,
+                            %idx: memref<2x5xi32>) {
+  dhs.copy_rows src(%ring : memref<2x128x1x1152xi8>) dst(%rows : memref<2x5x1x1152xi8>)
+      src_index(%idx : memref<2x5xi32>)
+  return
+}
+
 // Dynamic batch and selection sizes are valid IR; codegen needs them static.
 // CHECK-LABEL: func.func @dynamic_shapes
 // CHECK: dhs.sparse_attention queries(%{{.*}} : memref<?x1x16x576xbf16>)
@@ -258,7 +289,8 @@ func.func @dynamic_shapes(%q: memref<?x1x16x576xbf16>, %rows: memref<?x1x?xi32>,
   return
 }
 
-// A step's promotion decisions over the device residency state (CLOCK).
+// The appends between two steps, replayed over the device residency state
+// (CLOCK).
 // CHECK-LABEL: func.func @age_rows
 // CHECK: dhs.age_rows pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) appends(%{{.*}} : memref<16x4xi64>) hot(%{{.*}} : memref<1024xi64>) cleared(%{{.*}} : memref<1024xi32>) free(%{{.*}} : memref<1024xi32>) control(%{{.*}} : memref<8xi32>) into(%{{.*}}, %{{.*}} : memref<32xi64>, memref<32xi32>)
 func.func @age_rows(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
@@ -272,6 +304,7 @@ func.func @age_rows(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, ho
   return
 }
 
+// A step's promotion decisions over the device residency state (CLOCK).
 // CHECK-LABEL: func.func @plan_promotions
 // CHECK: dhs.plan_promotions pool(%{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) fetched(%{{.*}} : memref<4x64xi32>) history(%{{.*}} : memref<4xi64>) hot(%{{.*}} : memref<1024xi64>) cleared(%{{.*}} : memref<1024xi32>) free(%{{.*}} : memref<1024xi32>) control(%{{.*}} : memref<8xi32>) into(%{{.*}}, %{{.*}} : memref<512xi64>, memref<512xi32>) replacement = clock promotions = 16
 func.func @plan_promotions(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
@@ -297,10 +330,11 @@ func.func @sort_rows(%union: memref<16x8192xi32>, %sorted: memref<16x8192xi32>,
   return
 }
 
-// A plan under the pool's residency spec (the same rule and cap).
+// A plan under the pool's residency spec (the same rule and cap; floor = 0,
+// the default, is not printed).
 // CHECK-LABEL: func.func @plan_promotions_spec
-// CHECK: dhs.residency
-// CHECK: dhs.plan_promotions {{.*}} replacement = clock promotions = 16
+// CHECK: dhs.residency pool(%[[POOL:[^ ]*]] : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) newest = 64 policy = adaptive replacement = clock promotions = 16{{$}}
+// CHECK-NEXT: dhs.plan_promotions pool(%[[POOL]] : {{.*}}) {{.*}} replacement = clock promotions = 16
 func.func @plan_promotions_spec(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
     %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
