@@ -58,7 +58,7 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
         fetched(%fetched : memref<8x256xi32>) history(%start : memref<8xi64>)
         hot(%hot : memref<65536xi64>) cleared(%cleared : memref<65536xi32>)
         free(%free : memref<65536xi32>) control(%control : memref<8xi32>)
-        into(%rows : memref<4096xi64>, %slots : memref<4096xi32>) replacement = clock
+        into(%rows, %slots : memref<4096xi64>, memref<4096xi32>) replacement = clock
     dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
         rows(%rows : memref<4096xi64>) slots(%slots : memref<4096xi32>)
     ```

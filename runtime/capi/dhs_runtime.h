@@ -104,7 +104,9 @@ typedef struct dhs_runtime_config {
   int64_t host_rows;               /**< host-store rows per layer (65536) */
   int32_t max_requests;            /**< admitted at once (64) */
   int32_t newest_window;           /**< newest tokens protected (64) */
-  int32_t draft_window;            /**< draft-ring slots per request (0) */
+  int32_t draft_window;            /**< tokens per draft ring (0: none); the
+                                        rings have memory of their own, no
+                                        pool slots */
   int32_t hot_floor;               /**< guaranteed hot slots per request (0);
                                         fixed policy: the buffer size */
   int32_t policy;                  /**< dhs_policy (adaptive) */
@@ -275,9 +277,10 @@ dhs_status dhs_step_abort(dhs_runtime *runtime);
 /** Draft rings (config.draft_window > 0): each admitted request has, per
  *  layer group, a ring of draft_window tokens x (layers_per_group x
  *  row_bytes) in memory of its own (host memory on the CPU backend, device
- *  memory on CUDA), never in the KV pools and never counted by residency
- *  beyond the slots its admission reserved. Token position p lives in slot
- *  p mod draft_window. */
+ *  memory on CUDA), allocated at admission and freed at finish, outside
+ *  the KV pools: admission reserves no pool slots for them, and residency
+ *  never counts them. Token position p lives in ring slot p mod
+ *  draft_window. */
 
 /** Loads a compiled draft-ring step (e.g. examples/draft_ring_step.mlir
  *  through dhs-compile) after dhs_runtime_load_step. On CUDA its generated
