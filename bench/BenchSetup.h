@@ -18,6 +18,15 @@
 
 namespace dhs::bench {
 
+/// Whether the command line asks for help (-h or --help anywhere): the
+/// benchmark then prints its usage and runs nothing.
+inline bool wantsHelp(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h")
+      return true;
+  return false;
+}
+
 /// The CUDA driver; throws Error("no GPU: <why>") when there is no GPU.
 inline const runtime::CudaDriver &requireGpu() {
   const runtime::CudaDriver &cuda = runtime::CudaDriver::instance();

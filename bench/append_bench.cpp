@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchSetup.h"
 #include "bench/BenchTiming.h"
 #include "runtime/residency/PromotionPlan.h"
 #include "runtime/residency/Residency.h"
@@ -49,6 +50,17 @@ constexpr auto ms = dhs::bench::elapsedMs;
 } // namespace
 
 int main(int argc, char **argv) {
+  static const char *usage =
+      "usage: dhs-append-bench [--batch B] [--groups G] [--slots S] [--history N] [--topk K]\n"
+      "           [--steps T] [--round-trip 1] [--device-appends 1] [--linear 1]\n";
+  if (dhs::bench::wantsHelp(argc, argv)) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  if (argc % 2 == 0) { // every option takes a value
+    std::fputs(usage, stderr);
+    return 2;
+  }
   std::int64_t batch = 128, history = 2304, topk = 2048;
   std::int32_t groups = 20, slots = 65536, steps = 10;
   bool linear = false, roundTrip = false, deviceAppends = false;

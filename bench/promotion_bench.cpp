@@ -37,9 +37,10 @@ using dhs::bench::medianMs;
 
 int main(int argc, char **argv) {
   try {
-    if (argc < 2) {
-      std::fprintf(stderr, "usage: dhs-promotion-bench <place_rows step dir> [rows...]\n");
-      return 2;
+    if (argc < 2 || dhs::bench::wantsHelp(argc, argv)) {
+      std::fprintf(argc < 2 ? stderr : stdout,
+                   "usage: dhs-promotion-bench <place_rows step dir> [rows...]\n");
+      return argc < 2 ? 2 : 0;
     }
     const Manifest manifest = dhs::bench::loadSingleLaunchStep(argv[1], abi::LaunchKind::PlaceRows);
     const KvPoolInfo &poolInfo = manifest.argument(ArgumentRole::KvPool).pool;

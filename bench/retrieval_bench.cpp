@@ -89,10 +89,12 @@ int main(int argc, char **argv) {
       T = std::stoul(stepDirs.back());
       stepDirs.pop_back();
     }
-    if (stepDirs.empty()) {
-      std::fprintf(stderr, "usage: dhs-retrieval-bench <fetch step dir>... [tokens per request] "
-                           "[--missing=F,F,...]\n");
-      return 2;
+    if (stepDirs.empty() || dhs::bench::wantsHelp(argc, argv)) {
+      const bool help = dhs::bench::wantsHelp(argc, argv);
+      std::fprintf(help ? stdout : stderr,
+                   "usage: dhs-retrieval-bench <fetch step dir>... [tokens per request] "
+                   "[--missing=F,F,...]\n");
+      return help ? 0 : 2;
     }
     const Manifest manifest = dhs::bench::loadSingleLaunchStep(stepDirs[0], abi::LaunchKind::Fetch);
     const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;

@@ -24,9 +24,10 @@ using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: dhs-topk-bench <compiled step dir>\n");
-    return 2;
+  if (argc != 2 || dhs::bench::wantsHelp(argc, argv)) {
+    const bool help = dhs::bench::wantsHelp(argc, argv);
+    std::fprintf(help ? stdout : stderr, "usage: dhs-topk-bench <compiled step dir>\n");
+    return help ? 0 : 2;
   }
   try {
     const Manifest manifest = dhs::bench::loadSingleLaunchStep(argv[1], abi::LaunchKind::TopK);

@@ -70,7 +70,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AcceptOp op) {
   MemRefType draft = op.getDraft().getType();
   MemRefType target = op.getTarget().getType();
   if (!draft.hasStaticShape() || !target.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   if (op.getRule() == AcceptRule::rejection_sampling)
     return getRejectionSamplingKernel(op);
   int64_t gamma = draft.getDimSize(1), vocabulary = target.getDimSize(2);

@@ -143,7 +143,7 @@ enum Shared : unsigned {
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(AgeRowsOp op) {
   MemRefType appends = op.getAppends().getType();
   if (!appends.hasStaticShape() || !op.getRows().getType().hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t n = appends.getDimSize(0);
   if (n == 0)
     return op.emitOpError() << "has no appends to replay";

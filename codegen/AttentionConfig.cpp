@@ -52,7 +52,7 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     auto type = dyn_cast<MemRefType>(operand.getType());
     if (type && !type.hasStaticShape())
       return op->emitOpError() << "needs static shapes to generate a kernel, operand has type "
-                               << type;
+                               << type << kStaticShapesHint;
   }
   config.requests = queries.getDimSize(0);
   config.positions = queries.getDimSize(1);

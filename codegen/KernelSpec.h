@@ -22,6 +22,12 @@
 
 namespace mlir::dhs {
 
+/// What follows a kernel op's "needs static shapes" error: where static
+/// shapes come from.
+inline constexpr const char *kStaticShapesHint =
+    " (fold a serving configuration into a step written for any shape: dhs-compile "
+    "--requests, --positions, --heads, --topk and --hbm-slots, or dhs-specialize)";
+
 /// A kernel to launch: its grid, block and dynamic shared memory.
 struct KernelGeometry {
   std::array<int64_t, 3> grid{1, 1, 1};

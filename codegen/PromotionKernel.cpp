@@ -86,7 +86,7 @@ enum Scalar : int64_t {
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
   MemRefType fetched = op.getFetched().getType();
   if (!fetched.hasStaticShape() || !op.getRows().getType().hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   if (op.getReplacement() != Replacement::clock)
     return op.emitOpError() << "has a kernel for CLOCK only";
   int64_t lanes = fetched.getDimSize(0), listed = fetched.getDimSize(1);

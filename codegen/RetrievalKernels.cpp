@@ -66,7 +66,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   MemRefType rows = op.getRows().getType();
   MemRefType staging = op.getStaging().getType();
   if (!rows.hasStaticShape() || !staging.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t batch = rows.getDimSize(0);
   int64_t listed = rows.getNumElements() / batch;
   int64_t layers = pool.getLayers();
@@ -480,7 +480,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
   KVPoolType pool = op.getPool().getType();
   MemRefType rows = op.getRows().getType();
   if (!rows.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t placed = rows.getDimSize(0);
   int64_t layers = pool.getLayers();
   int64_t rowBytes = pool.getFormat().getRowBytes();
@@ -584,7 +584,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
   MemRefType rows = op.getRows().getType();
   if (!rows.hasStaticShape() || !op.getMissing().getType().hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t batch = rows.getDimSize(0), positions = rows.getDimSize(1), selected = rows.getDimSize(2);
   int64_t entries = positions * selected;
   // At most half full: probes stay short.
@@ -732,7 +732,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ResolveOp op) {
   MemRefType rows = op.getRows().getType();
   if (!rows.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t batch = rows.getDimSize(0), positions = rows.getDimSize(1), selected = rows.getDimSize(2);
   int64_t entries = rows.getNumElements();
   constexpr int64_t threads = 256;

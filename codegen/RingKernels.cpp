@@ -26,7 +26,7 @@ static constexpr int64_t kRowsPerBlock = 16;
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(RingIndexOp op) {
   MemRefType slots = op.getSlots().getType();
   if (!slots.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t count = slots.getDimSize(1);
   int64_t offset = op.getOffset(), window = op.getWindow();
   KernelSpec spec{abi::LaunchKind::RingIndex, kernelKey(slots, offset, window)};
@@ -68,7 +68,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(RingIndexOp op) {
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(CopyRowsOp op) {
   MemRefType src = op.getSrc().getType(), dst = op.getDst().getType();
   if (!src.hasStaticShape() || !dst.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t rowBytes = src.getDimSize(2) * src.getDimSize(3);
   if (rowBytes % kCopyBytes != 0)
     return op.emitOpError() << "rows of " << rowBytes << " bytes cannot be moved in 16-byte pieces";

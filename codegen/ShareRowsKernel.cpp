@@ -72,7 +72,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ShareRowsOp op) {
   MemRefType rows = op.getRows().getType();
   for (Value v : op->getOperands())
     if (!cast<MemRefType>(v.getType()).hasStaticShape())
-      return op.emitOpError() << "needs static shapes to generate a kernel";
+      return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   const int64_t requests = rows.getDimSize(0), positions = rows.getDimSize(1),
                 selected = rows.getDimSize(2);
   const int64_t entries = positions * selected;

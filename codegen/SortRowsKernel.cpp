@@ -36,7 +36,7 @@ static constexpr int64_t kMaxSortThreads = 1024;
 FailureOr<KernelSpec> mlir::dhs::getKernelSpec(SortRowsOp op) {
   MemRefType rows = op.getRows().getType();
   if (!rows.hasStaticShape() || !op.getSorted().getType().hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t requests = rows.getDimSize(0), listed = rows.getDimSize(1);
   if (requests == 0 || listed == 0)
     return op.emitOpError() << "has no rows to sort";

@@ -21,7 +21,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(TopKOp op) {
   MemRefType scores = op.getScores().getType();
   MemRefType rows = op.getRows().getType();
   if (!scores.hasStaticShape() || !rows.hasStaticShape())
-    return op.emitOpError() << "needs static shapes to generate a kernel";
+    return op.emitOpError() << "needs static shapes to generate a kernel" << kStaticShapesHint;
   int64_t batch = scores.getDimSize(0), positions = scores.getDimSize(1),
           scored = scores.getDimSize(2), k = rows.getDimSize(2);
   if (k > kMaxK)

@@ -125,6 +125,11 @@ def main():
     every = repository_files()
     top_level = {f.split("/")[0] for f in every}
     files = [f for f in every if f.endswith(".md")]
+    if not files:
+        # A wrong ROOT (or --help) would otherwise pass, having checked nothing.
+        print(f"check-doc-links: no Markdown files under {ROOT}; "
+              "usage: tools/check-doc-links.py [ROOT]")
+        return 2
     errors = [e for f in files for e in check(f, top_level)]
     for e in errors:
         print(e)

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -276,10 +277,14 @@ ResidencyPlan planResidency(const SparseAttentionProblem &p, double fraction, st
     plan.residentCount[b] = count;
     totalResident += count;
   }
-  if (totalResident > s.hbmSlots)
-    throw Error("residency " + std::to_string(fraction) + " needs " +
-                std::to_string(totalResident) + " HBM slots, but the pool has " +
-                std::to_string(s.hbmSlots));
+  if (totalResident > s.hbmSlots) {
+    char share[16];
+    std::snprintf(share, sizeof share, "%.2f", fraction);
+    throw Error(std::string("residency ") + share + " makes " + std::to_string(totalResident) +
+                " distinct selected rows resident, but the pool has " + std::to_string(s.hbmSlots) +
+                " HBM slots: let query positions select overlapping rows (the position "
+                "overlap) or make fewer rows resident");
+  }
 
   // Distinct random slots: a partial shuffle of all slot ids.
   std::vector<std::int32_t> &slotIds = plan.slotIds;

@@ -230,7 +230,8 @@ TEST_CASE("generator errors", "[problem]") {
   options.hbmSlots = 4;
   options.residency = 1.0;
   CHECK_THROWS_WITH(generateProblem(smallShape(), options),
-                    Catch::Contains("HBM slots, but the pool has 4"));
+                    Catch::Contains("distinct selected rows resident, but the pool has 4 HBM "
+                                    "slots"));
   options.hbmSlots = -1;
   options.hostRows = 100;
   CHECK_THROWS_WITH(generateProblem(smallShape(), options),

@@ -24,16 +24,21 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<step .mlir>"), cl::init("-"));
+/// dhs-compile's own options (--help hides LLVM's).
+static cl::OptionCategory compileCategory("dhs-compile");
+static cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<step .mlir>"), cl::init("-"),
+                                          cl::cat(compileCategory));
 static cl::opt<std::string> outputDir("o",
                                       cl::desc("Directory for manifest.json and the PTX files"),
-                                      cl::value_desc("dir"));
+                                      cl::value_desc("dir"), cl::cat(compileCategory));
 static cl::opt<std::string> stepName("step",
                                      cl::desc("Step function to compile "
                                               "(default: the only one)"),
-                                     cl::init(""));
-static cl::opt<std::string> chip("chip", cl::desc("Target chip"), cl::init("sm_90a"));
-static cl::opt<std::string> features("features", cl::desc("PTX features"), cl::init("+ptx81"));
+                                     cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string> chip("chip", cl::desc("Target chip (default sm_90a)"),
+                                 cl::init("sm_90a"), cl::cat(compileCategory));
+static cl::opt<std::string> features("features", cl::desc("PTX features (default +ptx81)"),
+                                     cl::init("+ptx81"), cl::cat(compileCategory));
 static cl::OptionCategory
     configCategory("Serving configuration (folded into static shapes; 0 keeps the step's)");
 static cl::opt<int64_t> requests("requests", cl::desc("Requests per step"), cl::init(0),
@@ -47,29 +52,29 @@ static cl::opt<int64_t> topk("topk", cl::desc("Selected rows per query"), cl::in
 static cl::opt<int64_t> hbmSlots("hbm-slots", cl::desc("HBM slots per pool"), cl::init(0),
                                  cl::cat(configCategory));
 static cl::OptionCategory tileCategory("Attention kernel tiles");
+static cl::opt<int64_t> maxHeadsPerBlock(
+    "max-heads-per-block",
+    cl::desc("Most heads (warps) one attention CTA computes; the largest "
+             "divisor of the heads sharing a KV head not above it is used (default 16)"),
+    cl::init(16), cl::cat(tileCategory));
 static cl::opt<int64_t>
-    maxHeadsPerBlock("max-heads-per-block",
-                     cl::desc("Most heads (warps) one attention CTA computes; the largest "
-                              "divisor of the heads sharing a KV head not above it is used"),
-                     cl::init(16), cl::cat(tileCategory));
-static cl::opt<int64_t> tileRows("tile-rows",
-                                 cl::desc("Selected rows staged in shared memory per step"),
-                                 cl::init(16), cl::cat(tileCategory));
+    tileRows("tile-rows", cl::desc("Selected rows staged in shared memory per step (default 16)"),
+             cl::init(16), cl::cat(tileCategory));
 static cl::opt<int64_t>
     minBlocks("min-blocks",
               cl::desc("Split each query's rows over CTAs until an attention grid has "
-                       "about this many (0: never split)"),
+                       "about this many (0: never split; default 264)"),
               cl::init(264), cl::cat(tileCategory));
 static cl::opt<bool>
     tensorCores("tensor-cores",
                 cl::desc("Compute MLA attention of 64-head multiples on the tensor cores "
-                         "(wgmma, sm_90a); =false keeps the CUDA-core kernel"),
+                         "(wgmma, sm_90a; default on); =false keeps the CUDA-core kernel"),
                 cl::init(true), cl::cat(tileCategory));
 static cl::opt<bool> tensorCoreClusters(
     "tensor-core-clusters",
     cl::desc("Pair the tensor-core CTAs of a query's 64-head blocks in 2-CTA clusters that "
-             "gather each tile once for both (128 heads, bf16 rows); =false: each CTA "
-             "gathers every row"),
+             "gather each tile once for both (128 heads, bf16 rows; default on); =false: each "
+             "CTA gathers every row"),
     cl::init(true), cl::cat(tileCategory));
 static cl::opt<bool> overlapRetrieval(
     "overlap-retrieval",
@@ -78,23 +83,26 @@ static cl::opt<bool> overlapRetrieval(
              "64 rows): the fetch stages the tiles it claims first, a one-layer attention "
              "gathers the others from the host itself; a layer group's attentions get a second "
              "form, one fetch of whole tokens they wait for, which the runtime runs for steps "
-             "missing more than 14% of their rows (the fused attentions below)"),
+             "missing more than 14% of their rows (the fused attentions below); default off"),
     cl::init(false), cl::cat(tileCategory));
 static cl::opt<bool> shareTiles(
     "share-tiles",
     cl::desc("In verify steps, order each request's selections (dhs.share_rows) so that a "
              "cluster of its query positions gathers the rows they all selected once, where "
-             "enough of them are missing from HBM (dhs-share-tiles: bench/NOTES.md)"),
+             "enough of them are missing from HBM (dhs-share-tiles: bench/NOTES.md); default "
+             "off"),
     cl::init(false), cl::cat(tileCategory));
 static cl::opt<int64_t> shareMinMissing(
     "share-min-missing",
     cl::desc("With --share-tiles: prefix rows of a request missing from HBM from which its "
-             "positions share tiles (0: always; with fewer each position gathers alone)"),
+             "positions share tiles (0: always; with fewer each position gathers alone; "
+             "default 32)"),
     cl::init(dhs::DhsShareTilesOptions{}.minMissing), cl::cat(tileCategory));
-static cl::opt<bool> timing("time", cl::desc("Print how long compilation took"), cl::init(false));
+static cl::opt<bool> timing("time", cl::desc("Print how long compilation took"), cl::init(false),
+                            cl::cat(compileCategory));
 enum class Emit { Files, Mlir, Manifest };
 static cl::opt<Emit>
-    emit("emit", cl::desc("What to produce"), cl::init(Emit::Files),
+    emit("emit", cl::desc("What to produce"), cl::init(Emit::Files), cl::cat(compileCategory),
          cl::values(clEnumValN(Emit::Files, "files", "manifest.json and PTX files in -o (default)"),
                     clEnumValN(Emit::Mlir, "mlir", "the module after the pipeline, on stdout"),
                     clEnumValN(Emit::Manifest, "manifest", "the manifest, on stdout")));
@@ -116,6 +124,7 @@ static LogicalResult writeFile(StringRef dir, StringRef name, StringRef contents
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions({&compileCategory, &configCategory, &tileCategory});
   cl::ParseCommandLineOptions(argc, argv, "dhs-compile: a dhs step to PTX + manifest\n");
   if (emit == Emit::Files && outputDir.empty()) {
     llvm::errs() << "dhs-compile: give an output directory with -o DIR (or "

@@ -386,6 +386,16 @@ int run(const Options &options) {
   for (const std::string &directory : steps.directories)
     manifests.push_back(Manifest::load(directory, {/*requirePtx=*/true}));
   const Manifest &manifest = manifests.front();
+  // dhs-run generates the problem of one layer group (one KV pool); a
+  // whole-model step takes the runtime configured for all its layers.
+  const auto pools = std::count_if(manifest.arguments.begin(), manifest.arguments.end(),
+                                   [](const Argument &a) { return a.isPool; });
+  if (pools > 1)
+    throw Error("the step " + manifest.directory + " reads " + std::to_string(pools) +
+                " KV pools (layer groups); dhs-run runs steps of one layer group. A "
+                "whole-model step runs through the runtime's API configured for all its "
+                "layers (RuntimeConfig layers and layers_per_group: "
+                "test/unit/WholeModelTest.cpp)");
   const ProblemShape shape = problemShapeFromManifest(manifest);
   if (options.hbmSlots >= 0 && shape.hbmSlots >= 0 && options.hbmSlots != shape.hbmSlots)
     throw Error("--hbm-slots " + std::to_string(options.hbmSlots) +
