@@ -66,9 +66,10 @@ func.func @layer_group(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 2, hbm = 64, h
 
 // A shared (union) fetch stays: one fetch serves every verify position.
 // CHECK-LABEL: func.func @shared_fetch_stays
-// CHECK: dhs.fetch
-// CHECK: dhs.attention {{.*}} index(
-// CHECK-NOT: dhs.sparse_attention
+// CHECK-SAME: (%[[POOL:[^:]*]]: {{.*}}, %[[Q:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: {{.*}}, %[[MISSING:[^:]*]]: {{.*}}, %[[REMAP:[^:]*]]: {{.*}}, %[[STAGE:[^:]*]]: {{.*}}, %[[OUT:[^:]*]]: memref<2x2x16x512xbf16>)
+// CHECK-NEXT: dhs.fetch pool(%[[POOL]] : {{.*}}) rows(%[[MISSING]] : memref<2x64xi32>) history(%[[START]], %[[LEN]] : {{.*}}) into(%[[STAGE]] : memref<2x64x1x1152xi8>)
+// CHECK-NEXT: dhs.attention queries(%[[Q]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) staging(%[[STAGE]] : {{.*}}) index(%[[REMAP]] : memref<2x2x32xi32>) pool(%[[POOL]] : {{.*}}) layer = 0 output(%[[OUT]] : {{.*}})
+// CHECK-NEXT: return
 func.func @shared_fetch_stays(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>,
                               %q: memref<2x2x16x576xbf16>, %rows: memref<2x2x32xi32>,
                               %slots: memref<2x2x32xi32>, %start: memref<2xi64>,
@@ -84,6 +85,84 @@ func.func @shared_fetch_stays(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm
       staging(%stage : memref<2x64x1x1152xi8>) index(%remap : memref<2x2x32xi32>)
       pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>)
       layer = 0 output(%out : memref<2x2x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// A fetch with slots whose reader indexes the staging buffer (a staging
+// index: the rows are not staged in selection order) stays: fused
+// attention reads missing rows in selection order only.
+// CHECK-LABEL: func.func @indexed_reader_stays
+// CHECK-SAME: (%[[POOL:[^:]*]]: {{.*}}, %[[Q:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: {{.*}}, %[[REMAP:[^:]*]]: {{.*}}, %[[OUT:[^:]*]]: memref<2x2x16x512xbf16>)
+// CHECK-NEXT: %[[STAGE:.*]] = dhs.scratch : memref<2x64x1x1152xi8>
+// CHECK-NEXT: dhs.fetch pool(%[[POOL]] : {{.*}}) rows(%[[ROWS]] : memref<2x2x32xi32>) slots(%[[SLOTS]] : memref<2x2x32xi32>) history(%[[START]], %[[LEN]] : {{.*}}) into(%[[STAGE]] : memref<2x64x1x1152xi8>)
+// CHECK-NEXT: dhs.attention queries(%[[Q]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) staging(%[[STAGE]] : {{.*}}) index(%[[REMAP]] : memref<2x2x32xi32>) pool(%[[POOL]] : {{.*}}) layer = 0 output(%[[OUT]] : {{.*}})
+// CHECK-NEXT: return
+func.func @indexed_reader_stays(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>,
+                                %q: memref<2x2x16x576xbf16>, %rows: memref<2x2x32xi32>,
+                                %slots: memref<2x2x32xi32>, %start: memref<2xi64>,
+                                %len: memref<2xi32>, %remap: memref<2x2x32xi32>,
+                                %out: memref<2x2x16x512xbf16>) {
+  %stage = dhs.scratch : memref<2x64x1x1152xi8>
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x2x32xi32>) slots(%slots : memref<2x2x32xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x1x1152xi8>)
+  dhs.attention queries(%q : memref<2x2x16x576xbf16>)
+      rows(%rows : memref<2x2x32xi32>) slots(%slots : memref<2x2x32xi32>)
+      staging(%stage : memref<2x64x1x1152xi8>) index(%remap : memref<2x2x32xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x2x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// An overlapped fetch (ready flags) runs beside its attention: both stay
+// staged, with their flags.
+// CHECK-LABEL: func.func @overlapped_fetch_stays
+// CHECK-SAME: (%[[POOL:[^:]*]]: {{.*}}, %[[Q:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: {{.*}}, %[[READY:[^:]*]]: {{.*}}, %[[OUT:[^:]*]]: memref<2x1x16x512xbf16>)
+// CHECK-NEXT: %[[STAGE:.*]] = dhs.scratch : memref<2x64x1x1152xi8>
+// CHECK-NEXT: dhs.fetch pool(%[[POOL]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) history(%[[START]], %[[LEN]] : {{.*}}) into(%[[STAGE]] : {{.*}}) ready(%[[READY]] : memref<2x1xi32>)
+// CHECK-NEXT: dhs.attention queries(%[[Q]] : {{.*}}) rows(%[[ROWS]] : {{.*}}) slots(%[[SLOTS]] : {{.*}}) staging(%[[STAGE]] : {{.*}}) ready(%[[READY]] : memref<2x1xi32>) history(%[[START]], %[[LEN]] : {{.*}}) pool(%[[POOL]] : {{.*}}) layer = 0 output(%[[OUT]] : {{.*}})
+// CHECK-NEXT: return
+func.func @overlapped_fetch_stays(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>,
+                                  %q: memref<2x1x16x576xbf16>, %rows: memref<2x1x64xi32>,
+                                  %slots: memref<2x1x64xi32>, %start: memref<2xi64>,
+                                  %len: memref<2xi32>, %ready: memref<2x1xi32>,
+                                  %out: memref<2x1x16x512xbf16>) {
+  %stage = dhs.scratch : memref<2x64x1x1152xi8>
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x1x1152xi8>) ready(%ready : memref<2x1xi32>)
+  dhs.attention queries(%q : memref<2x1x16x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x1152xi8>) ready(%ready : memref<2x1xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// A fetch nothing reads stays (the pass fuses a fetch into its readers; it
+// does not delete work).
+// CHECK-LABEL: func.func @unread_fetch_stays
+// CHECK-SAME: (%[[POOL:[^:]*]]: {{.*}}, %[[ROWS:[^:]*]]: {{.*}}, %[[SLOTS:[^:]*]]: {{.*}}, %[[START:[^:]*]]: {{.*}}, %[[LEN:[^:]*]]: memref<2xi32>)
+// CHECK-NEXT: %[[STAGE:.*]] = dhs.scratch : memref<2x64x1x1152xi8>
+// CHECK-NEXT: dhs.fetch pool(%[[POOL]] : {{.*}}) rows(%[[ROWS]] : memref<2x2x32xi32>) slots(%[[SLOTS]] : memref<2x2x32xi32>) history(%[[START]], %[[LEN]] : {{.*}}) into(%[[STAGE]] : memref<2x64x1x1152xi8>)
+// CHECK-NEXT: return
+func.func @unread_fetch_stays(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>,
+                              %rows: memref<2x2x32xi32>, %slots: memref<2x2x32xi32>,
+                              %start: memref<2xi64>, %len: memref<2xi32>) {
+  %stage = dhs.scratch : memref<2x64x1x1152xi8>
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x2x32xi32>) slots(%slots : memref<2x2x32xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x1x1152xi8>)
   return
 }
 
