@@ -37,12 +37,6 @@ using Role = abi::ParamRole;
 
 namespace {
 
-/// The discardable attributes that give an op's launches a band of the
-/// share of selected rows missing from HBM (manifest "missing_above",
-/// "missing_up_to").
-constexpr StringLiteral kMissingAboveAttr = "dhs.missing_above";
-constexpr StringLiteral kMissingUpToAttr = "dhs.missing_up_to";
-
 /// An op's operands by the role of the kernel parameter that takes them.
 using OperandsByRole = SmallVector<std::pair<Role, Value>, 8>;
 
@@ -157,15 +151,17 @@ Value LaunchBuilder::getArenaBuffer(OpBuilder &builder, Operation *op, MemRefTyp
     return buffer;
   constexpr int64_t kAlignment = 256;
   int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  DhsDialect::StagingPlanAttrHelper stagingPlan =
+      cast<DhsDialect>(op->getDialect())->getStagingPlanAttrHelper();
   NamedAttrList plan;
-  if (auto existing = func->getAttrOfType<DictionaryAttr>("dhs.staging_plan"))
+  if (DictionaryAttr existing = stagingPlan.getAttr(func))
     plan = NamedAttrList(existing);
   int64_t arena = 0;
   if (auto size = dyn_cast_or_null<IntegerAttr>(plan.get("arena_bytes")))
     arena = size.getInt();
   int64_t offset = llvm::alignTo(arena, kAlignment);
   plan.set("arena_bytes", builder.getI64IntegerAttr(offset + bytes));
-  func->setAttr("dhs.staging_plan", plan.getDictionary(func.getContext()));
+  stagingPlan.setAttr(func, plan.getDictionary(func.getContext()));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&func.getBody().front());
   buffer = ScratchOp::create(builder, func.getLoc(), type, builder.getI64IntegerAttr(offset),
@@ -349,12 +345,14 @@ LogicalResult LaunchBuilder::launch(RewriterBase &rewriter, Operation *op, const
   auto launch = gpu::LaunchFuncOp::create(rewriter, loc, kernel->func, dim3(kernel->geometry.grid),
                                           dim3(kernel->geometry.block), sharedBytes, operands);
   // What the runtime needs to replay the launch and check it.
-  launch->setAttr("dhs.op", rewriter.getStringAttr(abi::name(spec.kind)));
-  launch->setAttr("dhs.roles", spec.signature.getRolesAttr(rewriter.getContext()));
+  auto *dhs = cast<DhsDialect>(op->getDialect());
+  dhs->getOpAttrHelper().setAttr(launch, rewriter.getStringAttr(abi::name(spec.kind)));
+  dhs->getRolesAttrHelper().setAttr(launch, spec.signature.getRolesAttr(rewriter.getContext()));
   if (kernel->residentName)
-    launch->setAttr("dhs.resident_kernel", kernel->residentName);
+    dhs->getResidentKernelAttrHelper().setAttr(launch, kernel->residentName);
   // The op's form band (stageMissingRows), on each of its launches.
-  for (StringRef band : {kMissingAboveAttr, kMissingUpToAttr})
+  for (StringAttr band :
+       {dhs->getMissingAboveAttrHelper().getName(), dhs->getMissingUpToAttrHelper().getName()})
     if (Attribute share = op->getAttr(band))
       launch->setAttr(band, share);
   for (NamedAttribute attribute : attributes)
@@ -468,16 +466,20 @@ static OperandsByRole getOperands(TopKOp op) {
 /// Attributes of a launch for the runtime: none but a copy's direction and
 /// a share's tile and least missing rows (when not 0).
 static SmallVector<NamedAttribute> getLaunchAttributes(Operation *, Builder &) { return {}; }
-static SmallVector<NamedAttribute> getLaunchAttributes(ShareRowsOp op, Builder &builder) {
-  SmallVector<NamedAttribute> attributes{builder.getNamedAttr("dhs.tile", op.getTileAttr())};
+static SmallVector<NamedAttribute> getLaunchAttributes(ShareRowsOp op, Builder &) {
+  auto *dhs = cast<DhsDialect>(op->getDialect());
+  SmallVector<NamedAttribute> attributes{
+      NamedAttribute(dhs->getTileAttrHelper().getName(), op.getTileAttr())};
   if (op.getMinMissing() > 0)
-    attributes.push_back(builder.getNamedAttr("dhs.min_missing", op.getMinMissingAttr()));
+    attributes.emplace_back(dhs->getMinMissingAttrHelper().getName(), op.getMinMissingAttr());
   return attributes;
 }
 static SmallVector<NamedAttribute> getLaunchAttributes(CopyRowsOp op, Builder &builder) {
   abi::CopyDirection direction =
       op.getDstIndex() ? abi::CopyDirection::Scatter : abi::CopyDirection::Gather;
-  return {builder.getNamedAttr("dhs.direction", builder.getStringAttr(abi::name(direction)))};
+  auto *dhs = cast<DhsDialect>(op->getDialect());
+  return {NamedAttribute(dhs->getDirectionAttrHelper().getName(),
+                         builder.getStringAttr(abi::name(direction)))};
 }
 
 /// Lowers an `OpTy` to the launch of the kernel getKernelSpec declares for
@@ -569,11 +571,12 @@ public:
     if (failed(kernels))
       return launches.fail();
     OperandsByRole operands = getOperands(op);
+    auto *dhs = cast<DhsDialect>(op->getDialect());
     SmallVector<NamedAttribute> attributes{
-        rewriter.getNamedAttr("dhs.softmax_scale", op.getSoftmaxScaleAttr()),
-        rewriter.getNamedAttr("dhs.layer", op.getLayerAttr())};
+        NamedAttribute(dhs->getSoftmaxScaleAttrHelper().getName(), op.getSoftmaxScaleAttr()),
+        NamedAttribute(dhs->getLayerAttrHelper().getName(), op.getLayerAttr())};
     if (IntegerAttr size = op.getWindowSizeAttr())
-      attributes.push_back(rewriter.getNamedAttr("dhs.window_size", size));
+      attributes.emplace_back(dhs->getWindowSizeAttrHelper().getName(), size);
     if (failed(launches.launch(rewriter, op, kernels->attention, operands, attributes)))
       return launches.fail();
     if (kernels->unshared) {
@@ -582,7 +585,7 @@ public:
       // one keeps the op's kernel name).
       Operation *clustered = op->getPrevNode();
       SmallVector<NamedAttribute> unshared = attributes;
-      unshared.push_back(rewriter.getNamedAttr("dhs.unshared_requests", rewriter.getUnitAttr()));
+      unshared.emplace_back(dhs->getUnsharedRequestsAttrHelper().getName(), rewriter.getUnitAttr());
       if (failed(launches.launch(rewriter, op, *kernels->unshared, operands, unshared)))
         return launches.fail();
       rewriter.moveOpBefore(clustered, op);
@@ -643,6 +646,7 @@ struct DhsLowerToGPU : public dhs::impl::DhsLowerToGPUBase<DhsLowerToGPU> {
 static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &launches, bool overlap,
                              std::optional<double> aboveShare = std::nullopt) {
   SparseAttentionOp first = ops.front();
+  auto *dhs = cast<DhsDialect>(first->getDialect());
   OpBuilder builder(first);
   MemRefType rows = first.getRowIds().getType();
   KVPoolType pool = first.getPool().getType();
@@ -661,7 +665,7 @@ static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &lau
                       first.getHistoryStart(), first.getHistoryLen(), buffer, ready);
   FloatAttr line = aboveShare ? builder.getF64FloatAttr(*aboveShare) : FloatAttr();
   if (line)
-    fetch->setAttr(kMissingAboveAttr, line);
+    dhs->getMissingAboveAttrHelper().setAttr(fetch, line);
   for (SparseAttentionOp op : ops) {
     if (line)
       builder.setInsertionPointAfter(op);
@@ -674,8 +678,8 @@ static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &lau
         overlap ? op.getHistoryLen() : Value(), op.getLayerAttr(), op.getSoftmaxScaleAttr(),
         op.getWindowSizeAttr());
     if (line) {
-      op->setAttr(kMissingUpToAttr, line);
-      staged->setAttr(kMissingAboveAttr, line);
+      dhs->getMissingUpToAttrHelper().setAttr(op, line);
+      dhs->getMissingAboveAttrHelper().setAttr(staged, line);
     } else {
       op.erase();
     }

@@ -40,6 +40,41 @@ def Dhs_Dialect : Dialect {
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
+
+  // The attributes that code generation puts on other dialects' ops
+  // (gpu.launch_func, func.func) for the manifest writer
+  // (codegen/Manifest.cpp) to read back; missing rows are rows not in HBM.
+  // Each has a helper, `dialect->get<Name>AttrHelper()`: getName, getAttr
+  // and isAttrPresent (both check the type), setAttr, removeAttr; its static
+  // getNameStr() is the name.
+  let discardableAttrs = (ins
+    // A launch's kind: the dhs op it runs (an abi::LaunchKind name).
+    "::mlir::StringAttr":$op,
+    // A launch's kernel parameter roles, in order (abi::ParamRole names).
+    "::mlir::ArrayAttr":$roles,
+    // An attention launch's layer within its pool's layer group.
+    "::mlir::IntegerAttr":$layer,
+    // A step function's staging arena: its bytes, slots and buffers.
+    "::mlir::DictionaryAttr":$staging_plan,
+    // A share_rows launch's rows per shared tile.
+    "::mlir::IntegerAttr":$tile,
+    // An attention launch's sliding window, in tokens.
+    "::mlir::IntegerAttr":$window_size,
+    // Marks a shared-prefix attention's unclustered launch (before its twin).
+    "::mlir::UnitAttr":$unshared_requests,
+    // An attention launch's softmax scale.
+    "::mlir::FloatAttr":$softmax_scale,
+    // The entry point of a launch kernel's resident form.
+    "::mlir::StringAttr":$resident_kernel,
+    // Launches run in steps missing at most this share of rows (fused form).
+    "::mlir::FloatAttr":$missing_up_to,
+    // Launches run in steps missing more than this share of rows (staged).
+    "::mlir::FloatAttr":$missing_above,
+    // Prefix rows missing from HBM from which share_rows shares (absent: 0).
+    "::mlir::IntegerAttr":$min_missing,
+    // A copy_rows launch's direction (an abi::CopyDirection name).
+    "::mlir::StringAttr":$direction
+  );
 }
 
 class Dhs_Op<string mnemonic, list<Trait> traits = []>

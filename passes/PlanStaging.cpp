@@ -191,10 +191,10 @@ void DhsPlanStaging::runOnOperation() {
       fields.push_back(builder.getNamedAttr("slot", builder.getI64IntegerAttr(buffer.slot)));
     entries.push_back(builder.getDictionaryAttr(fields));
   }
-  func->setAttr("dhs.staging_plan",
-                builder.getDictionaryAttr(
-                    {builder.getNamedAttr("arena_bytes", builder.getI64IntegerAttr(arena)),
-                     builder.getNamedAttr("slot_bytes", builder.getDenseI64ArrayAttr(slotBytes)),
-                     builder.getNamedAttr("buffers", builder.getArrayAttr(entries))}));
+  DictionaryAttr plan = builder.getDictionaryAttr(
+      {builder.getNamedAttr("arena_bytes", builder.getI64IntegerAttr(arena)),
+       builder.getNamedAttr("slot_bytes", builder.getDenseI64ArrayAttr(slotBytes)),
+       builder.getNamedAttr("buffers", builder.getArrayAttr(entries))});
+  getContext().getLoadedDialect<DhsDialect>()->getStagingPlanAttrHelper().setAttr(func, plan);
   arenaBytes = arena;
 }
