@@ -731,9 +731,13 @@ void DhsLowerToGPU::runOnOperation() {
   WalkResult unsupported = module.walk([&](Operation *op) {
     if (!target.isIllegal(op) || lowered.count(op->getName()))
       return WalkResult::advance();
-    op->emitOpError() << "has no GPU kernel yet; run the passes that remove "
-                         "it (dhs-fuse-retrieval, dhs-draft-ring) or drop "
-                         "it from the step";
+    InFlightDiagnostic error = op->emitOpError() << "has no GPU kernel yet; ";
+    // dhs-draft-ring lowers the ring ops; no pass removes the others.
+    if (isa<RingAppendOp, RingReadOp>(op))
+      error << "run dhs-draft-ring, which lowers it to dhs.ring_index and "
+               "dhs.copy_rows, or drop it from the step";
+    else
+      error << "no pass removes it: drop it from the step";
     return WalkResult::interrupt();
   });
   if (unsupported.wasInterrupted())

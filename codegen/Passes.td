@@ -6,15 +6,19 @@
 include "mlir/Pass/PassBase.td"
 
 def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
-  let summary = "Lower dhs attention ops to GPU kernels and launches";
+  let summary = "Lower dhs ops to GPU kernels and their launches";
   let description = [{
-    Replaces every dhs op that has a kernel (attention, fetch, union,
-    resolve, placement, top-k, ring, acceptance) with a `gpu.launch_func` of
-    a kernel generated for its static shapes, in a `gpu.module` of its own;
-    ops of the same configuration share one kernel. One rewrite pattern per
-    op; the kernel's builder declares its parameters by role, and the launch
+    Replaces every dhs op that has a kernel (`dhs.sparse_attention`,
+    `dhs.attention`, `dhs.fetch`, `dhs.union_missing`, `dhs.share_rows`,
+    `dhs.resolve`, `dhs.place_rows`, `dhs.plan_promotions`,
+    `dhs.sort_rows`, `dhs.age_rows`, `dhs.topk`, `dhs.ring_index`,
+    `dhs.copy_rows`, `dhs.accept`) with a `gpu.launch_func` of a kernel
+    generated for its static shapes, in a `gpu.module` of its own; ops of
+    the same configuration share one kernel. One rewrite pattern per op;
+    the kernel's builder declares its parameters by role, and the launch
     carries them (`dhs.roles`) for the manifest. Draft and verify phases are
-    inlined. Any other dhs op left (one without a kernel yet) is an error.
+    inlined. Any other dhs op left (one without a kernel yet, such as
+    `dhs.ring_append` before dhs-draft-ring) is an error.
     The pool's tiers and state become `dhs.pool_*` views and kernels report
     invalid inputs through `dhs.step_status`. Host code is not lowered
     further: the runtime launches the kernels from the manifest

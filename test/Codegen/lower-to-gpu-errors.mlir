@@ -24,12 +24,21 @@ func.func @topk_too_wide(%scores: memref<1x1x16384xf32>, %len: memref<1xi32>,
 
 // -----
 
-// An op without a kernel is named, with the passes that remove it.
+// An op without a kernel is named, with the pass that removes it.
 func.func @ring_append(%ring: memref<4x128x1x1152xi8>, %new: memref<4x5x1x1152xi8>,
                        %pos: memref<4xi32>) {
-  // expected-error @below {{'dhs.ring_append' op has no GPU kernel yet; run the passes that remove it (dhs-fuse-retrieval, dhs-draft-ring) or drop it from the step}}
+  // expected-error @below {{'dhs.ring_append' op has no GPU kernel yet; run dhs-draft-ring, which lowers it to dhs.ring_index and dhs.copy_rows, or drop it from the step}}
   dhs.ring_append rows(%new : memref<4x5x1x1152xi8>) positions(%pos : memref<4xi32>)
       into(%ring : memref<4x128x1x1152xi8>)
+  return
+}
+
+// -----
+
+// One that no pass removes (dhs-lower-to-gpu makes it for grouped launches).
+func.func @group_bindings() {
+  // expected-error @below {{'dhs.group_bindings' op has no GPU kernel yet; no pass removes it: drop it from the step}}
+  %bindings = dhs.group_bindings : memref<?x?xi64>
   return
 }
 
