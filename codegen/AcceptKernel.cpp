@@ -213,6 +213,10 @@ static Value uniform(ImplicitLocOpBuilder &b, Value seed, Value step, Value coun
       arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(1.0f / 16777216.0f)));
 }
 
+/// The kernel of a rejection-sampling dhs.accept: accepts each draft with
+/// probability min(1, p / q) up to the first rejection, then samples the
+/// next token from norm(max(0, p - q)), or from p after the block's last
+/// draft.
 static FailureOr<KernelSpec> getRejectionSamplingKernel(AcceptOp op) {
   MemRefType draft = op.getDraft().getType();
   MemRefType target = op.getTarget().getType();

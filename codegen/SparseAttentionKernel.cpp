@@ -35,6 +35,9 @@ public:
                                const KernelArguments &args)
       : KernelBuilder{b}, config(config), args(args) {}
 
+  /// Emits the kernel's body: the selection tile by tile (classified,
+  /// staged, folded into each head's softmax), then the output or the
+  /// split's partials.
   void emit();
 
 private:
@@ -43,10 +46,14 @@ private:
     return memref::LoadOp::create(b, tile, ValueRange{row, column});
   }
 
+  /// Phase A: classifies the rows of the tile at selection index
+  /// `tileStart` (each row's source and its token index there).
   void emitClassifyRows(Value tileStart);
   /// Classifies entry `k` >= K: the (k - K)-th token of the query's window
   /// (source 3 and its ring row), or nothing.
   SmallVector<Value> emitClassifyWindowRow(Value k);
+  /// Phase B: stages the classified rows of this CTA's layer as f32 keys
+  /// in shared memory.
   void emitStageRows();
   /// Stages one segment of every tile row: `chunks` 16-byte chunks from
   /// `firstChunk` on, decoded by `decode` into f32 elements from column
@@ -58,6 +65,9 @@ private:
                    Value chunkBase = Value());
   /// Decodes 16 e4m3 bytes to f32 (exact, NaN for 0x7f/0xff).
   Value decodeE4M3(Value bytes);
+  /// Phase C: folds the staged rows into each warp's head's online
+  /// softmax; `state` is (running max, running sum, output slice...), the
+  /// result the updated state.
   SmallVector<Value> emitComputeTile(ValueRange state);
 
   const SparseAttentionKernelConfig &config;

@@ -38,11 +38,11 @@ constexpr int64_t kHalfValueBlocks = 4;
 constexpr int64_t kKeyDims = 576;
 constexpr int64_t kValueDims = 512;
 
-// Shared memory, from a 1024-byte aligned base: Q [64 heads x 576] and two
-// tiles [64 rows x 576] as 9 swizzled blocks each, P [64 x 64] bf16, the
-// rows' rescale factors f32 [64], the tiles' row biases f32 [2][64] (0, or
-// -inf for rows without data), mbarriers full[2] and empty[2], and in a
-// cluster remote[2] (the peer's half of a tile arrived).
+/// Shared memory, from a 1024-byte aligned base: Q [64 heads x 576] and two
+/// tiles [64 rows x 576] as 9 swizzled blocks each, P [64 x 64] bf16, the
+/// rows' rescale factors f32 [64], the tiles' row biases f32 [2][64] (0, or
+/// -inf for rows without data), mbarriers full[2] and empty[2], and in a
+/// cluster remote[2] (the peer's half of a tile arrived).
 constexpr int64_t kQOffset = 0;
 constexpr int64_t kTileOffset = kKeyBlocks * kBlockBytes;
 constexpr int64_t kTileBytes = kKeyBlocks * kBlockBytes;
@@ -52,9 +52,9 @@ constexpr int64_t kBiasOffset = kScaleOffset + 4 * kTensorCoreHeads;
 constexpr int64_t kBarrierOffset = kBiasOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharedBytes = kBarrierOffset + 4 * 8;
 constexpr int64_t kClusterSharedBytes = kBarrierOffset + 6 * 8;
-// With a shared prefix (the positions of a request in a cluster), then each
-// tile buffer's row ids as this CTA's selections give them (expected[2][64])
-// and as the CTA that gathered the rows stored them (received[2][64]).
+/// With a shared prefix (the positions of a request in a cluster), then each
+/// tile buffer's row ids as this CTA's selections give them (expected[2][64])
+/// and as the CTA that gathered the rows stored them (received[2][64]).
 constexpr int64_t kExpectedIdsOffset = kClusterSharedBytes;
 constexpr int64_t kReceivedIdsOffset = kExpectedIdsOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharingSharedBytes = kReceivedIdsOffset + 2 * 4 * kTensorCoreTileRows;
@@ -67,32 +67,32 @@ constexpr int64_t kPeerTileBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4);
 constexpr int64_t kShareHalfBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4 + 4);
 constexpr int64_t kSharedAlignment = 1024;
 
-// Named barriers (0 is the CTA barrier) between the two consumer warpgroups.
+/// Named barriers (0 is the CTA barrier) between the two consumer warpgroups.
 constexpr int64_t kBarrierPReady = 1;
 constexpr int64_t kBarrierPFree = 2;
-// Ends the two consumers' code with different instructions: LLVM would
-// otherwise merge the identical tails of their output stores into one
-// block, moving both accumulators through the same registers, and ptxas
-// then serializes every wgmma of the kernel (C7511).
+/// Ends the two consumers' code with different instructions: LLVM would
+/// otherwise merge the identical tails of their output stores into one
+/// block, moving both accumulators through the same registers, and ptxas
+/// then serializes every wgmma of the kernel (C7511).
 constexpr int64_t kBarrierStored = 3;
-// The producer warpgroup's threads stored a tile (sharing: before the bulk
-// copies of its shared halves).
+/// The producer warpgroup's threads stored a tile (sharing: before the bulk
+/// copies of its shared halves).
 constexpr int64_t kBarrierProduced = 4;
 
-// In a cluster of n CTAs a tile buffer's empty barrier completes on one
-// arrival of each consumer warpgroup of every CTA; in the copy of the kernel
-// that compute-sanitizer racecheck checks (tools/racecheck-ptx.sh) every
-// consumer thread of every CTA arrives on it as well.
+/// In a cluster of n CTAs a tile buffer's empty barrier completes on one
+/// arrival of each consumer warpgroup of every CTA; in the copy of the kernel
+/// that compute-sanitizer racecheck checks (tools/racecheck-ptx.sh) every
+/// consumer thread of every CTA arrives on it as well.
 constexpr int64_t clusterEmptyArrivals(int64_t n) { return 2 * n; }
 constexpr int64_t racecheckEmptyArrivals(int64_t n) {
   return clusterEmptyArrivals(n) + n * 2 * kGroupThreads;
 }
 
-// Registers per thread of each warpgroup after setmaxnreg (the kernel starts
-// with 168: 65536 / 384, rounded down to a multiple of 8). The producer's 144
-// hold a tile of rows in flight besides the one it stores (ptxas, whole
-// program: no spills for bf16 rows, at most 12 bytes for FP8 shapes; 208 /
-// 160 / 136 spilled more with the three-tile pipeline).
+/// Registers per thread of each warpgroup after setmaxnreg (the kernel starts
+/// with 168: 65536 / 384, rounded down to a multiple of 8). The producer's 144
+/// hold a tile of rows in flight besides the one it stores (ptxas, whole
+/// program: no spills for bf16 rows, at most 12 bytes for FP8 shapes; 208 /
+/// 160 / 136 spilled more with the three-tile pipeline).
 constexpr uint32_t kSoftmaxRegisters = 200;
 constexpr uint32_t kSecondHalfRegisters = 160;
 constexpr uint32_t kProducerRegisters = 144;
@@ -104,6 +104,8 @@ public:
                              const KernelArguments &args)
       : b(b), kb{b}, hb{b}, config(config), args(args) {}
 
+  /// Emits the kernel's body: its setup, then the producer and the two
+  /// consumer warpgroups.
   void emit();
 
 private:
@@ -147,10 +149,11 @@ private:
     return hb.descriptor(add(sharedStart, c64(offset)), leadingBytes, strideBytes);
   }
 
-  // mbarriers full[2] (the producer filled a tile), empty[2] (the
-  // consumers are done with it) and, in a cluster, remote[2] (the peer's
-  // half of the tile arrived).
+  /// mbarriers full[2] (the producer filled a tile), empty[2] (the
+  /// consumers are done with it) and, in a cluster, remote[2] (the peer's
+  /// half of the tile arrived).
   enum class Barrier { Full = 0, Empty = 1, Remote = 2 };
+  /// The address of the `kind` mbarrier of tile buffer `buffer` (i32: 0 or 1).
   Value barrier(Value buffer, Barrier kind) {
     return sharedPointer(
         add(c32(kBarrierOffset + 16 * static_cast<int64_t>(kind)), mul(buffer, c32(8))));
@@ -240,9 +243,16 @@ private:
   /// scales into the output, or unscaled into the partials.
   void emitStoreOutput(Value output, ArrayRef<Value> scales, int64_t half);
 
+  /// Copies the CTA's 64 heads of its query into shared memory (Q).
   void emitLoadQueries();
+  /// The producer warpgroup: gathers each tile's rows into a tile buffer,
+  /// as swizzled bf16.
   void emitProducer();
+  /// The first consumer warpgroup: scores, the online softmax (P and the
+  /// rows' scales) and O over the first half of the value dims.
   void emitSoftmaxGroup();
+  /// The second consumer warpgroup: O over the second half of the value
+  /// dims, from the first's P and scales.
   void emitSecondHalfGroup();
   /// Reports (BadSharedRows) rows of tile buffer `buffer` whose id differs
   /// from this CTA's selection (sharing only).

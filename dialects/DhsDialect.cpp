@@ -90,6 +90,7 @@ static ParseResult parseCapacity(AsmParser &parser, int64_t &capacity) {
   return parser.parseInteger(capacity);
 }
 
+/// Prints a row capacity: the integer, or `?` for one chosen at run time.
 static void printCapacity(AsmPrinter &printer, int64_t capacity) {
   if (ShapedType::isDynamic(capacity))
     printer << "?";

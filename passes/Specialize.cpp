@@ -42,70 +42,73 @@ private:
 SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
   Value v = operand.get();
   // Queries and outputs: [B, Q, H, dim]; selections: [B, Q, K].
-  auto attention = [&](Value queries, Value output,
-                       ArrayRef<Value> selections) -> SmallVector<Dim, 4> {
+  auto attentionDims = [&](Value queries, Value output,
+                           ArrayRef<Value> selections) -> SmallVector<Dim, 4> {
     if (v == queries || v == output)
       return {Dim::Request, Dim::Position, Dim::Head, Dim::None};
     if (llvm::is_contained(selections, v))
       return {Dim::Request, Dim::Position, Dim::TopK};
     return {Dim::Request};
   };
-  if (auto op2 = dyn_cast<SparseAttentionOp>(op))
-    return attention(op2.getQueries(), op2.getOutput(), {op2.getRowIds(), op2.getSlots()});
-  if (auto op2 = dyn_cast<AttentionOp>(op)) {
-    if (v == op2.getStaging())
+  if (auto sparseAttention = dyn_cast<SparseAttentionOp>(op))
+    return attentionDims(sparseAttention.getQueries(), sparseAttention.getOutput(),
+                         {sparseAttention.getRowIds(), sparseAttention.getSlots()});
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    if (v == attention.getStaging())
       return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
-    return attention(op2.getQueries(), op2.getOutput(),
-                     {op2.getRowIds(), op2.getSlots(), op2.getStagingIndex()});
+    return attentionDims(
+        attention.getQueries(), attention.getOutput(),
+        {attention.getRowIds(), attention.getSlots(), attention.getStagingIndex()});
   }
-  if (auto op2 = dyn_cast<FetchOp>(op)) {
-    auto rows = cast<MemRefType>(op2.getRows().getType());
-    if (v == op2.getStaging())
+  if (auto fetch = dyn_cast<FetchOp>(op)) {
+    auto rows = cast<MemRefType>(fetch.getRows().getType());
+    if (v == fetch.getStaging())
       return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
-    if ((v == op2.getRows() || v == op2.getSlots()) && rows.getRank() == 3)
+    if ((v == fetch.getRows() || v == fetch.getSlots()) && rows.getRank() == 3)
       return {Dim::Request, Dim::Position, Dim::TopK};
-    if (v == op2.getRows() || v == op2.getSlots())
+    if (v == fetch.getRows() || v == fetch.getSlots())
       return {Dim::Request, Dim::Selections};
     return {Dim::Request};
   }
-  if (auto op2 = dyn_cast<UnionMissingOp>(op)) {
-    if (v == op2.getMissing())
+  if (auto unionMissing = dyn_cast<UnionMissingOp>(op)) {
+    if (v == unionMissing.getMissing())
       return {Dim::Request, Dim::Selections};
     return {Dim::Request, Dim::Position, Dim::TopK};
   }
-  if (auto op2 = dyn_cast<ShareRowsOp>(op))
-    return v == op2.getTiles() ? SmallVector<Dim, 4>{Dim::Request}
-                               : SmallVector<Dim, 4>{Dim::Request, Dim::Position, Dim::TopK};
+  if (auto shareRows = dyn_cast<ShareRowsOp>(op))
+    return v == shareRows.getTiles() ? SmallVector<Dim, 4>{Dim::Request}
+                                     : SmallVector<Dim, 4>{Dim::Request, Dim::Position, Dim::TopK};
   if (isa<SortRowsOp>(op))
     return {Dim::Request, Dim::Selections};
-  if (auto op2 = dyn_cast<PlanPromotionsOp>(op)) {
-    if (v == op2.getFetched())
+  if (auto planPromotions = dyn_cast<PlanPromotionsOp>(op)) {
+    if (v == planPromotions.getFetched())
       return {Dim::Request, Dim::Selections};
-    if (v == op2.getHistoryStart())
+    if (v == planPromotions.getHistoryStart())
       return {Dim::Request};
-    if (v == op2.getHot() || v == op2.getCleared() || v == op2.getFree())
+    if (v == planPromotions.getHot() || v == planPromotions.getCleared() ||
+        v == planPromotions.getFree())
       return {Dim::Slots};
-    if (v == op2.getRows() || v == op2.getSlots())
+    if (v == planPromotions.getRows() || v == planPromotions.getSlots())
       return {Dim::PlanEntries};
     return {};
   }
   // The appends recorded between steps: one per request at most, [B, words].
-  if (auto op2 = dyn_cast<AgeRowsOp>(op)) {
-    if (v == op2.getAppends())
+  if (auto ageRows = dyn_cast<AgeRowsOp>(op)) {
+    if (v == ageRows.getAppends())
       return {Dim::Request, Dim::None};
-    if (v == op2.getHot() || v == op2.getCleared() || v == op2.getFree())
+    if (v == ageRows.getHot() || v == ageRows.getCleared() || v == ageRows.getFree())
       return {Dim::Slots};
-    if (v == op2.getRows() || v == op2.getSlots())
+    if (v == ageRows.getRows() || v == ageRows.getSlots())
       return {Dim::AppendEntries};
     return {};
   }
-  if (auto op2 = dyn_cast<TopKOp>(op))
-    return v == op2.getHistoryLen()
+  if (auto topk = dyn_cast<TopKOp>(op))
+    return v == topk.getHistoryLen()
                ? SmallVector<Dim, 4>{Dim::Request}
                : SmallVector<Dim, 4>{Dim::Request, Dim::Position,
-                                     v == op2.getRows() ? Dim::TopK : Dim::None};
-  if (auto op2 = dyn_cast<ResolveOp>(op))
-    return v == op2.getRows() || v == op2.getSlots()
+                                     v == topk.getRows() ? Dim::TopK : Dim::None};
+  if (auto resolve = dyn_cast<ResolveOp>(op))
+    return v == resolve.getRows() || v == resolve.getSlots()
                ? SmallVector<Dim, 4>{Dim::Request, Dim::Position, Dim::TopK}
                : SmallVector<Dim, 4>{Dim::Request};
   // Every other batched operand (rings, positions, acceptance): requests.
