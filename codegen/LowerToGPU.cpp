@@ -704,6 +704,15 @@ static void inlinePhases(ModuleOp module) {
 void DhsLowerToGPU::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
+  // A step is a function: its launches and buffers are the function's.
+  WalkResult outside = module.walk([](Operation *op) {
+    if (!isa<DhsDialect>(op->getDialect()) || op->getParentOfType<FunctionOpInterface>())
+      return WalkResult::advance();
+    op->emitOpError() << "is outside a function: a step's ops belong to its func.func";
+    return WalkResult::interrupt();
+  });
+  if (outside.wasInterrupted())
+    return signalPassFailure();
   inlinePhases(module);
 
   // What is left of the dhs dialect after lowering: the views, buffers and

@@ -10,6 +10,15 @@
 using namespace mlir;
 using namespace mlir::dhs;
 
+/// The name a PTX `.extern .func` declaration (`declaration` starts with it)
+/// declares: after its return parameter, `(.param ...)`, where it has one.
+static StringRef getExternFunctionName(StringRef declaration) {
+  StringRef rest = declaration.drop_front(StringRef(".extern .func").size()).ltrim();
+  if (rest.starts_with("("))
+    rest = rest.drop_until([](char c) { return c == ')'; }).drop_front().ltrim();
+  return rest.take_until([](char c) { return c == '(' || c == ';' || llvm::isSpace(c); });
+}
+
 /// The contract's element type of `type`, if the runtime takes it.
 static std::optional<abi::DType> getDType(Type type) {
   if (type.isBF16())
@@ -257,7 +266,7 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
     if (size_t pos = ptx.find(".extern .func"); pos != StringRef::npos)
       return launch.emitOpError() << "kernel module @" << moduleName
                                   << " calls a function that was not linked: "
-                                  << ptx.substr(pos).take_until([](char c) { return c == '('; });
+                                  << getExternFunctionName(ptx.substr(pos));
     std::string ptxFile = moduleName.str() + ".ptx";
     compiled.ptx.push_back({ptxFile, ptx.str()});
 

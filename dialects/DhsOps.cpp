@@ -556,8 +556,18 @@ LogicalResult SparseAttentionOp::verify() {
 }
 
 LogicalResult SparseAttentionOp::fold(FoldAdaptor adaptor, SmallVectorImpl<OpFoldResult> &results) {
-  // Static shapes are what code generation needs; keep them.
-  return memref::foldMemRefCast(*this);
+  // Static shapes are what code generation needs: a cast that hides them
+  // folds away, one that asserts them (dynamic to static) stays.
+  // (memref::foldMemRefCast folds either way.)
+  bool folded = false;
+  for (OpOperand &operand : getOperation()->getOpOperands()) {
+    auto cast = operand.get().getDefiningOp<memref::CastOp>();
+    if (cast && memref::CastOp::canFoldIntoConsumerOp(cast)) {
+      operand.set(cast.getSource());
+      folded = true;
+    }
+  }
+  return success(folded);
 }
 
 //===----------------------------------------------------------------------===//

@@ -313,3 +313,13 @@ func.func @plan_promotions_dynamic(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4,
       into(%rows, %slots : memref<?xi64>, memref<?xi32>) replacement = clock
   return
 }
+
+// -----
+
+// Dhs ops at module level have no step to belong to (they crashed the
+// pass); the first is named.
+// expected-error @below {{'dhs.scratch' op is outside a function: a step's ops belong to its func.func}}
+%len = dhs.scratch : memref<1xi32>
+%scores = dhs.scratch : memref<1x1x64xf32>
+%rows = dhs.scratch : memref<1x1x8xi32>
+dhs.topk scores(%scores : memref<1x1x64xf32>) history(%len : memref<1xi32>) into(%rows : memref<1x1x8xi32>)

@@ -99,7 +99,7 @@ module attributes {gpu.container_module} {
   gpu.binary @kernel [#gpu.object<#nvvm.target, assembly = ".version 8.1\0A.extern .func __dhs_missing(\0A.param .b32 x\0A);\0A">]
   func.func @step() {
     %c1 = arith.constant 1 : index
-    // EXTERN: extern.mlir:[[# @LINE + 1]]:5: error: 'gpu.launch_func' op kernel module @kernel calls a function that was not linked: .extern .func __dhs_missing{{$}}
+    // EXTERN: extern.mlir:[[# @LINE + 1]]:5: error: 'gpu.launch_func' op kernel module @kernel calls a function that was not linked: __dhs_missing{{$}}
     gpu.launch_func @kernel::@kernel blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
         {dhs.op = "topk", dhs.roles = []}
     return
