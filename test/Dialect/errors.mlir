@@ -173,6 +173,21 @@ func.func @rows_wrong_batch(%q: memref<4x1x16x576xbf16>, %rows: memref<3x1x256xi
 
 // -----
 
+// row_ids: 2 query positions for 1.
+func.func @rows_wrong_positions(%q: memref<4x1x16x576xbf16>, %rows: memref<4x2x256xi32>,
+    %slots: memref<4x2x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>, %out: memref<4x1x16x512xbf16>) {
+  // expected-error @below {{'dhs.sparse_attention' op row_ids dimension 1 (query positions) is 2, expected 1}}
+  dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
+      rows(%rows : memref<4x2x256xi32>) slots(%slots : memref<4x2x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
 func.func @shared_wrong_batch(%q: memref<4x5x64x576xbf16>, %rows: memref<4x5x256xi32>,
     %slots: memref<4x5x256xi32>, %start: memref<4xi64>, %len: memref<4xi32>, %tiles: memref<2xi32>,
     %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>, %out: memref<4x5x64x512xbf16>) {
@@ -555,6 +570,34 @@ func.func @fetch_ready_batch(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm =
 
 // -----
 
+// history_start: 3 starts for 2 requests.
+func.func @fetch_history_start(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x1x64xi32>, %start: memref<3xi64>, %len: memref<2xi32>,
+    %stage: memref<2x64x4x656xi8>) {
+  // expected-error @below {{'dhs.fetch' op history_start dimension 0 (requests) is 3, expected 2}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>)
+      history(%start, %len : memref<3xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x4x656xi8>)
+  return
+}
+
+// -----
+
+// history_len: 4 lengths for 2 requests.
+func.func @fetch_history_len(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x1x64xi32>, %start: memref<2xi64>, %len: memref<4xi32>,
+    %stage: memref<2x64x4x656xi8>) {
+  // expected-error @below {{'dhs.fetch' op history_len dimension 0 (requests) is 4, expected 2}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<4xi32>)
+      into(%stage : memref<2x64x4x656xi8>)
+  return
+}
+
+// -----
+
 func.func @attention_ready_with_index(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
     %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x656xi8>, %index: memref<2x1x64xi32>,
     %ready: memref<2x1xi32>, %start: memref<2xi64>, %len: memref<2xi32>,
@@ -664,6 +707,102 @@ func.func @attention_output_positions(%q: memref<2x1x64x576xbf16>, %rows: memref
       staging(%stage : memref<2x64x1x656xi8>)
       pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
       layer = 0 output(%out : memref<2x3x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// row_ids: 2 query positions for 1.
+func.func @attention_rows_positions(%q: memref<2x1x64x576xbf16>, %rows: memref<2x2x64xi32>,
+    %slots: memref<2x2x64xi32>, %stage: memref<2x64x1x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op row_ids dimension 1 (query positions) is 2, expected 1}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x2x64xi32>) slots(%slots : memref<2x2x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// staging: 3 requests' rows for 2 requests.
+func.func @attention_staging_batch(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<3x64x1x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op staging dimension 0 (requests) is 3, expected 2}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<3x64x1x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// staging: 64 rows a request for 2 positions x 64 selections, without an index.
+func.func @attention_staging_rows(%q: memref<2x2x64x576xbf16>, %rows: memref<2x2x64xi32>,
+    %slots: memref<2x2x64xi32>, %stage: memref<2x64x1x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x2x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op staging dimension 1 (rows per request, one per selection) is 64, expected 128}}
+  dhs.attention queries(%q : memref<2x2x64x576xbf16>)
+      rows(%rows : memref<2x2x64xi32>) slots(%slots : memref<2x2x64xi32>)
+      staging(%stage : memref<2x64x1x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x2x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// staging: 1152-byte rows for a pool of 656-byte rows.
+func.func @attention_staging_row_bytes(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x1x1152xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op staging holds rows of 1152 bytes but row format mla_fp8 has 656}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x1x1152xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// staging: 2 layers per token for a group of 1.
+func.func @attention_staging_layers(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x2x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op staging holds 2 layers per token but the pool's group has 1}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x2x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// layer = 4 in a group of layers 0 to 3.
+func.func @attention_layer_outside_group(%q: memref<2x1x64x576xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %stage: memref<2x64x4x656xi8>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %out: memref<2x1x64x512xbf16>) {
+  // expected-error @below {{'dhs.attention' op layer 4 is outside the pool's group of 4 layers}}
+  dhs.attention queries(%q : memref<2x1x64x576xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      staging(%stage : memref<2x64x4x656xi8>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      layer = 4 output(%out : memref<2x1x64x512xbf16>) scale = 0.0416666679
   return
 }
 
@@ -807,12 +946,45 @@ func.func @ring_overflow(%ring: memref<2x4x1x1152xi8>, %new: memref<2x5x1x1152xi
 
 // -----
 
+// rows: 3 requests' rows for a ring of 2 requests.
+func.func @ring_append_rows_batch(%ring: memref<2x8x1x1152xi8>, %new: memref<3x5x1x1152xi8>,
+    %pos: memref<2xi32>) {
+  // expected-error @below {{'dhs.ring_append' op rows dimension 0 (requests) is 3, expected 2}}
+  dhs.ring_append rows(%new : memref<3x5x1x1152xi8>) positions(%pos : memref<2xi32>)
+      into(%ring : memref<2x8x1x1152xi8>)
+  return
+}
+
+// -----
+
+// positions: 4 for a ring of 2 requests.
+func.func @ring_append_positions(%ring: memref<2x8x1x1152xi8>, %new: memref<2x5x1x1152xi8>,
+    %pos: memref<4xi32>) {
+  // expected-error @below {{'dhs.ring_append' op positions dimension 0 (requests) is 4, expected 2}}
+  dhs.ring_append rows(%new : memref<2x5x1x1152xi8>) positions(%pos : memref<4xi32>)
+      into(%ring : memref<2x8x1x1152xi8>)
+  return
+}
+
+// -----
+
 // positions: 4 for a ring of 2 requests.
 func.func @ring_read_positions(%ring: memref<2x8x1x1152xi8>, %pos: memref<4xi32>,
     %rows: memref<2x4x1x1152xi8>) {
   // expected-error @below {{'dhs.ring_read' op positions dimension 0 (requests) is 4, expected 2}}
   dhs.ring_read ring(%ring : memref<2x8x1x1152xi8>) positions(%pos : memref<4xi32>)
       into(%rows : memref<2x4x1x1152xi8>)
+  return
+}
+
+// -----
+
+// rows: 3 requests' rows from a ring of 2 requests.
+func.func @ring_read_rows_batch(%ring: memref<2x8x1x1152xi8>, %pos: memref<2xi32>,
+    %rows: memref<3x4x1x1152xi8>) {
+  // expected-error @below {{'dhs.ring_read' op rows dimension 0 (requests) is 3, expected 2}}
+  dhs.ring_read ring(%ring : memref<2x8x1x1152xi8>) positions(%pos : memref<2xi32>)
+      into(%rows : memref<3x4x1x1152xi8>)
   return
 }
 
@@ -930,6 +1102,18 @@ func.func @accept_gamma(%draft: memref<2x4xi32>, %p: memref<2x4x100xf32>, %seeds
     %step: memref<1xi64>, %n: memref<2xi32>, %next: memref<2xi32>) {
   // expected-error @below {{target dimension 1 (positions: gamma + 1) is 4, expected 5}}
   dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<2x4x100xf32>)
+      seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
+      into(%n, %next : memref<2xi32>, memref<2xi32>)
+  return
+}
+
+// -----
+
+// target: 3 requests' probabilities for 2 requests' drafts.
+func.func @accept_target_batch(%draft: memref<2x4xi32>, %p: memref<3x5x100xf32>,
+    %seeds: memref<2xi64>, %step: memref<1xi64>, %n: memref<2xi32>, %next: memref<2xi32>) {
+  // expected-error @below {{'dhs.accept' op target dimension 0 (requests) is 3, expected 2}}
+  dhs.accept greedy draft(%draft : memref<2x4xi32>) target(%p : memref<3x5x100xf32>)
       seeds(%seeds : memref<2xi64>) step(%step : memref<1xi64>)
       into(%n, %next : memref<2xi32>, memref<2xi32>)
   return
@@ -1296,6 +1480,22 @@ func.func @plan_promotions_slot_tables(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers 
 
 // -----
 
+// hot: 512 entries for a pool of 1024 HBM slots.
+func.func @plan_promotions_hot(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<512xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<512xi32>) {
+  // expected-error @below {{'dhs.plan_promotions' op hot dimension 0 (slots) is 512, expected 1024}}
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<512xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<512xi32>) replacement = clock
+  return
+}
+
+// -----
+
 func.func @plan_promotions_control(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>,
     %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<?xi64>,
     %cleared: memref<?xi32>, %free: memref<?xi32>, %control: memref<4xi32>,
@@ -1450,6 +1650,21 @@ func.func @age_rows_slot_tables(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hb
   dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
       appends(%appends : memref<16x4xi64>) hot(%hot : memref<1024xi64>)
       cleared(%cleared : memref<512xi32>) free(%free : memref<1024xi32>)
+      control(%control : memref<8xi32>) into(%rows, %slots : memref<32xi64>, memref<32xi32>)
+  return
+}
+
+// -----
+
+// hot: 512 entries for a pool of 1024 HBM slots.
+func.func @age_rows_hot(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %appends: memref<16x4xi64>, %hot: memref<512xi64>, %cleared: memref<1024xi32>,
+    %free: memref<1024xi32>, %control: memref<8xi32>, %rows: memref<32xi64>,
+    %slots: memref<32xi32>) {
+  // expected-error @below {{'dhs.age_rows' op hot dimension 0 (slots) is 512, expected 1024}}
+  dhs.age_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      appends(%appends : memref<16x4xi64>) hot(%hot : memref<512xi64>)
+      cleared(%cleared : memref<1024xi32>) free(%free : memref<1024xi32>)
       control(%control : memref<8xi32>) into(%rows, %slots : memref<32xi64>, memref<32xi32>)
   return
 }
