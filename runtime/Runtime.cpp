@@ -52,6 +52,12 @@ Runtime::Runtime(const RuntimeConfig &config) : config_(config) {
   if (config.layersPerGroup > config.layers)
     throw Error("runtime config: layers_per_group " + std::to_string(config.layersPerGroup) +
                 " exceeds the " + std::to_string(config.layers) + " layers");
+  // Layer counts are products and sums in 32 bits (groups, layer indices);
+  // no model comes near this.
+  constexpr std::int32_t kMaxLayers = 1 << 16;
+  if (config.layers > kMaxLayers)
+    throw Error("runtime config: layers is " + std::to_string(config.layers) +
+                ", it must be at most " + std::to_string(kMaxLayers));
 }
 
 Runtime::~Runtime() = default;
@@ -407,11 +413,21 @@ void Runtime::beginStep(const std::uint64_t *ids, std::int64_t batch) {
     enqueueAppends(); // before the step stamps its logs (the kernel reads the last step)
   stepDecides_ = decides;
   shadowDecisions_ = decides && config_.checkInvariants;
+  // What can fail (allocations, the backend's step) comes before or is
+  // undone with the controller's step: a step that failed to begin leaves
+  // none in progress (a failed allocation here had left the controller in a
+  // step the runtime did not know of, refusing every later call).
+  std::vector<std::uint64_t> batchIds(ids, ids + batch);
   controller_->beginStep();
-  tiers_.runner->beginStep(controller_->stepCount());
-  windowTokensLane_ = windowTokens;
-  lanes_ = lanes;
-  batchIds_.assign(ids, ids + batch);
+  try {
+    tiers_.runner->beginStep(controller_->stepCount());
+  } catch (...) {
+    controller_->abortStep();
+    throw;
+  }
+  windowTokensLane_.swap(windowTokens);
+  lanes_.swap(lanes);
+  batchIds_.swap(batchIds);
   for (std::size_t b = 0; b < lanes_.size(); ++b) {
     historyStart_[b] = lanes_[b] >= 0 ? controller_->historyStart(lanes_[b]) : 0;
     historyLen_[b] =

@@ -11,6 +11,7 @@
 
 #include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 #include "runtime/core/HostMemory.h"
 #include "runtime/core/StepPlan.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -329,13 +330,27 @@ void Runtime::loadStepManifests(const std::vector<Manifest> &manifests) {
   layout_ = layout;
   controller_ = std::move(controller);
   tiers_ = std::move(tiers);
-  checker_ = std::make_unique<InvariantChecker>(layout_, shape_, *tiers_.storage, *controller_,
-                                                config_.checkInvariants);
-  rings_ = std::make_unique<RequestRings>(layout_, *tiers_.rings);
-  allocateStepTables();
+  try {
+    checker_ = std::make_unique<InvariantChecker>(layout_, shape_, *tiers_.storage, *controller_,
+                                                  config_.checkInvariants);
+    rings_ = std::make_unique<RequestRings>(layout_, *tiers_.rings);
+    allocateStepTables();
+  } catch (...) {
+    // Half loaded, the runtime would pass requireStep (its storage is in)
+    // with no rings or tables, and crash at the next call: no step instead.
+    rings_.reset();
+    checker_.reset();
+    tiers_ = Tiers{};
+    controller_.reset();
+    manifest_.reset();
+    throw;
+  }
 }
 
 void Runtime::allocateStepTables() {
+  // (Tests make this, the load's last allocation, fail: the load is undone.)
+  if (DHS_FAULT(HostAlloc))
+    throw std::bad_alloc();
   const std::size_t B = static_cast<std::size_t>(shape_.batch);
   const std::size_t selections = static_cast<std::size_t>(shape_.selectionCount());
   const std::size_t groups = static_cast<std::size_t>(layout_.groups());

@@ -9,7 +9,8 @@
  * Conventions:
  *  - Every function returns a dhs_status; DHS_OK is 0. On failure,
  *    dhs_last_error() returns a one-line message (thread-local: each thread
- *    sees its own last failure; a successful call clears it). No C++
+ *    sees its own last failure; a successful call clears it; the pointer
+ *    stays valid until this thread's next call). No C++
  *    exception ever crosses this boundary.
  *  - Handles are opaque; a null handle gives DHS_ERROR_INVALID_HANDLE.
  *  - KV rows are raw bytes of the step's row format (row_bytes each, e.g.
@@ -182,7 +183,8 @@ dhs_status dhs_runtime_load_steps(dhs_runtime *runtime, const char *const *step_
 
 /** CUDA backend: nonzero runs each step (all layers) as one CUDA graph,
  *  captured once and replayed while the step keeps its shape; zero turns
- *  graphs off. Between steps only. DHS_ERROR_DEVICE on the CPU backend. */
+ *  graphs off. Between steps only. On the CPU backend turning them on is
+ *  DHS_ERROR_DEVICE and off changes nothing. */
 dhs_status dhs_runtime_set_cuda_graphs(dhs_runtime *runtime, int on);
 
 /** CUDA backend: orders the runtime's device work with the engine's CUDA
@@ -352,8 +354,10 @@ dhs_status dhs_draft_read(dhs_runtime *runtime, uint64_t id, int64_t end, int64_
  *  dhs_verify_accept, which accepts a prefix of the drafts and appends the
  *  KV of the accepted positions to the history. Steps with Q > 1 reserve Q
  *  HBM slots per request and layer group at admission for these pending
- *  rows (counted like the newest window). Any failed call of a verify step
- *  abandons it: nothing is committed, no KV is lost. */
+ *  rows (counted like the newest window). Any call of a verify step that
+ *  fails on its input or its work abandons it: nothing is committed, no KV
+ *  is lost; a call refused for its order (DHS_ERROR_STATE) changes
+ *  nothing, and the verify step goes on. */
 
 /** Acceptance rules of dhs_verify_accept. */
 typedef enum dhs_accept_rule {
@@ -499,7 +503,8 @@ dhs_status dhs_request_spec_stats(const dhs_runtime *runtime, uint64_t id, dhs_s
 /** Runs the full invariant check now (DHS_ERROR_INVARIANT on a violation). */
 dhs_status dhs_runtime_check(dhs_runtime *runtime);
 
-/** The message of this thread's last failed call ("" after a success). */
+/** The message of this thread's last failed call ("" after a success),
+ *  valid until this thread's next call into the runtime. */
 const char *dhs_last_error(void);
 
 /** The name of a status, e.g. "DHS_ERROR_OUT_OF_MEMORY". */

@@ -162,7 +162,11 @@ Argument ManifestParser::parseArgument(const json &value, std::size_t position) 
   Argument arg;
   arg.role = getEnum<ArgumentRole>(value, "role", "role", field);
   arg.isPool = arg.role == ArgumentRole::KvPool;
-  if (arg.isPool && value.contains("format") && value.at("format") == "gqa")
+  // (The format compared as a string reference: comparing the json value
+  // with "gqa" builds a temporary json in a noexcept operator, and a failed
+  // allocation there ended the process.)
+  const json *formatName = arg.isPool && value.contains("format") ? &value.at("format") : nullptr;
+  if (formatName && formatName->is_string() && formatName->get_ref<const std::string &>() == "gqa")
     checkKeys(value, field,
               {"index", "role", "kind", "format", "kv_heads", "element", "layers", "row_bytes",
                "row_elems", "qk_dim", "v_dim", "hbm_slots", "host_rows"});

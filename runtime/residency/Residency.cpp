@@ -80,6 +80,7 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
   for (Group &g : groups_) {
     g.slots.assign(slots, SlotRecord{});
     g.uses.assign(slots, SlotUses{});
+    g.usesBefore.reserve(slots);
     g.slotOfHostRow.assign(hostRows, -1);
     g.seen.assign(hostRows, 0);
     g.free = SlotAllocator(config_.hbmSlots);

@@ -117,6 +117,10 @@ struct ResidencyController::Group {
   std::uint32_t noVictimStep = 0;    // a non-forced search failed in this step
   LruCursor lru;                     // global LRU order (Adaptive + Lru)
   std::vector<std::int32_t> touched; // requests with rows to fetch this step
+  // Slots first used in the step in progress, with their uses before it
+  // (abortStep restores them: an aborted step leaves the LRU order alone).
+  // Reserved for every slot, so resolving allocates nothing here.
+  std::vector<std::pair<std::int32_t, SlotUses>> usesBefore;
   // While the device decides (markDeviceOwned .. adoptDeviceState) the
   // per-slot tables above stay as at the handover; the host keeps, besides
   // counts and the free stack:

@@ -21,6 +21,8 @@ void ResidencyController::beginStep() {
   ++step_;
   inStep_ = true;
   std::fill(resolved_.begin(), resolved_.end(), 0);
+  for (Group &g : groups_)
+    g.usesBefore.clear();
   last_ = {};
   last_.evicted = pendingEvictions_; // since the previous step ended
   pendingEvictions_ = 0;
@@ -57,6 +59,7 @@ void ResidencyController::touchSlot(Group &g, std::int32_t slot) {
   // (A new last use also sets the CLOCK reference: see SlotRecord::cleared.)
   SlotUses &uses = g.uses[static_cast<std::size_t>(slot)];
   if (uses.lastUse != step_) {
+    g.usesBefore.emplace_back(slot, uses);
     uses.prevUse = uses.lastUse;
     uses.lastUse = step_;
   }
@@ -304,7 +307,15 @@ void ResidencyController::abortStep() {
           .fetch[static_cast<std::size_t>(&g - groups_.data())]
           .clear();
     g.touched.clear();
+    // The step's selections leave no trace in the slots' uses (LRU and
+    // LRU-2 order by them, CLOCK's reference follows the last use).
+    for (auto it = g.usesBefore.rbegin(); it != g.usesBefore.rend(); ++it)
+      g.uses[static_cast<std::size_t>(it->first)] = it->second;
+    g.usesBefore.clear();
   }
+  // The evictions since the last step that ended are still to be reported.
+  pendingEvictions_ += last_.evicted;
+  last_.evicted = 0;
   inStep_ = false;
 }
 

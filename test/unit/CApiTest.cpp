@@ -45,6 +45,8 @@ TEST_CASE("C API: creation and configuration errors", "[capi]") {
       {[](dhs_runtime_config &c) { c.struct_size = 12; }, "struct_size is 12"},
       {[](dhs_runtime_config &c) { c.policy = 7; }, "config.policy 7"},
       {[](dhs_runtime_config &c) { c.layers = 0; }, "layers is 0"},
+      // (Counts of groups overflowed 32 bits on the way to a load.)
+      {[](dhs_runtime_config &c) { c.layers = INT32_MAX; }, "it must be at most 65536"},
       {[](dhs_runtime_config &c) { c.backend = 9; }, "config.backend 9"},
   };
   for (const auto &b : bad) {

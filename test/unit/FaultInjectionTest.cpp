@@ -429,6 +429,53 @@ TEST_CASE("fault injection: nvJitLink failures are errors naming the module", "[
   CHECK(jitLink.linkPtx(dhs::test::kTinyPtx, "sm_90a", "tiny.ptx").cubin.size() > 64);
 }
 
+TEST_CASE("a load that fails at its last allocation leaves no step loaded, and loads again",
+          "[faults][capi]") {
+  if (!faults::kCompiledIn) {
+    WARN("SKIPPED: fault injection is not compiled in (DHS_FAULT_INJECTION)");
+    return;
+  }
+  Disarm disarm;
+  dhs_runtime_config c = dhs::api::defaultConfig();
+  c.layers = 2;
+  c.host_rows = 4096;
+  c.check_invariants = 1;
+  const std::string step = Session::step();
+  // How many host allocation sites a load reaches (the step tables' last).
+  std::uint64_t sites = 0;
+  {
+    dhs_runtime *counted = nullptr;
+    REQUIRE(dhs_runtime_create(&c, &counted) == DHS_OK);
+    faults::arm(Fault::HostAlloc, /*skip=*/1u << 30);
+    REQUIRE(dhs_runtime_load_step(counted, step.c_str()) == DHS_OK);
+    sites = faults::reached(Fault::HostAlloc);
+    faults::disarmAll();
+    dhs_runtime_destroy(counted);
+  }
+  REQUIRE(sites >= 1);
+  dhs_runtime *rt = nullptr;
+  REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
+  faults::arm(Fault::HostAlloc, static_cast<std::uint32_t>(sites - 1));
+  CHECK(dhs_runtime_load_step(rt, step.c_str()) == DHS_ERROR_OUT_OF_MEMORY);
+  CHECK(faults::failed(Fault::HostAlloc) == 1);
+  faults::disarmAll();
+  // Before: the storage was in, the rings and tables not; the next call
+  // that needed them crashed.
+  CHECK(dhs_request_admit(rt, 5, 0, 100, nullptr) == DHS_ERROR_NOT_LOADED);
+  REQUIRE(dhs_runtime_load_step(rt, step.c_str()) == DHS_OK);
+  REQUIRE(dhs_request_admit(rt, 5, 0, 100, nullptr) == DHS_OK);
+  std::vector<bf16_t> token(2 * 576, 0x3f80);
+  REQUIRE(dhs_request_append(rt, 5, token.data()) == DHS_OK);
+  std::uint64_t id = 5;
+  std::vector<std::int32_t> rows(2 * 256, -1);
+  rows[0] = 0;
+  rows[256] = 0;
+  std::vector<bf16_t> q(2 * 16 * 576, 0x3f80), out(2 * 16 * 512);
+  CHECK(dhs_step_run(rt, &id, 1, rows.data(), q.data(), out.data(), DHS_MEMORY_HOST) == DHS_OK);
+  CHECK(dhs_runtime_check(rt) == DHS_OK);
+  dhs_runtime_destroy(rt);
+}
+
 TEST_CASE("fault injection through the C API: statuses and a runtime that keeps serving",
           "[faults][capi]") {
   if (!faults::kCompiledIn) {

@@ -496,6 +496,35 @@ TEST_CASE("LRU evicts the least recently selected row, LRU-2 the least frequentl
   }
 }
 
+TEST_CASE("an aborted step leaves no trace: the replacement order and the eviction counts are "
+          "those of a controller that never ran it",
+          "[residency]") {
+  const Replacement replacement = GENERATE(Replacement::Lru, Replacement::Lru2, Replacement::Clock);
+  CAPTURE(static_cast<int>(replacement));
+  ResidencyConfig config = ResidencyConfig::fixedBudget(1, 100, 10000, 0, 0, 3);
+  config.replacement = replacement;
+  ResidencyController a(config), b(config);
+  std::vector<RowCopy> copies;
+  const std::int32_t ra = a.admit(100, 100, copies), rb = b.admit(100, 100, copies);
+  for (std::int32_t row : {10, 11, 12, 13}) {
+    selectRows(a, ra, {row});
+    selectRows(b, rb, {row}); // 13 evicts 10: an eviction reported at the next step
+  }
+  // b selects 11 (resident: touched) and 20 (missing) in a step it aborts.
+  b.beginStep();
+  std::vector<std::int32_t> rows{11, 20}, slots(2);
+  b.resolve(0, &rb, 1, rows.data(), 1, 2, slots.data());
+  b.abortStep();
+  for (std::int32_t row : {21, 22}) {
+    StepResult sa = selectRows(a, ra, {row}), sb = selectRows(b, rb, {row});
+    CHECK(sa.stats.evicted == sb.stats.evicted);
+  }
+  for (std::int32_t row : {10, 11, 12, 13, 20, 21, 22})
+    CHECK((a.slotOf(0, ra, row) >= 0) == (b.slotOf(0, rb, row) >= 0));
+  CHECK(a.totals().evicted == b.totals().evicted);
+  b.checkConsistency();
+}
+
 TEST_CASE("aged-out newest rows become hot rows within the budget", "[residency]") {
   std::vector<RowCopy> copies;
   // A request of 4 rows, then 30 steps without selections, each followed by
