@@ -429,6 +429,35 @@ TEST_CASE("fault injection: nvJitLink failures are errors naming the module", "[
   CHECK(jitLink.linkPtx(dhs::test::kTinyPtx, "sm_90a", "tiny.ptx").cubin.size() > 64);
 }
 
+namespace {
+
+/// The C API cases' runtime: two layers of the default step, checks on.
+dhs_runtime_config capiConfig() {
+  dhs_runtime_config c = dhs::api::defaultConfig();
+  c.layers = 2;
+  c.host_rows = 4096;
+  c.check_invariants = 1;
+  return c;
+}
+
+/// A step of request `id` selecting its row 0 in both layers, constant
+/// queries.
+struct RowZeroStep {
+  std::uint64_t id;
+  std::vector<std::int32_t> rows = [] {
+    std::vector<std::int32_t> r(2 * 256, -1);
+    r[0] = r[256] = 0;
+    return r;
+  }();
+  std::vector<bf16_t> q = std::vector<bf16_t>(2 * 16 * 576, 0x3f80);
+  std::vector<bf16_t> out = std::vector<bf16_t>(2 * 16 * 512);
+  dhs_status run(dhs_runtime *rt) {
+    return dhs_step_run(rt, &id, 1, rows.data(), q.data(), out.data(), DHS_MEMORY_HOST);
+  }
+};
+
+} // namespace
+
 TEST_CASE("a load that fails at its last allocation leaves no step loaded, and loads again",
           "[faults][capi]") {
   if (!faults::kCompiledIn) {
@@ -436,10 +465,7 @@ TEST_CASE("a load that fails at its last allocation leaves no step loaded, and l
     return;
   }
   Disarm disarm;
-  dhs_runtime_config c = dhs::api::defaultConfig();
-  c.layers = 2;
-  c.host_rows = 4096;
-  c.check_invariants = 1;
+  const dhs_runtime_config c = capiConfig();
   const std::string step = Session::step();
   // How many host allocation sites a load reaches (the step tables' last).
   std::uint64_t sites = 0;
@@ -466,12 +492,8 @@ TEST_CASE("a load that fails at its last allocation leaves no step loaded, and l
   REQUIRE(dhs_request_admit(rt, 5, 0, 100, nullptr) == DHS_OK);
   std::vector<bf16_t> token(2 * 576, 0x3f80);
   REQUIRE(dhs_request_append(rt, 5, token.data()) == DHS_OK);
-  std::uint64_t id = 5;
-  std::vector<std::int32_t> rows(2 * 256, -1);
-  rows[0] = 0;
-  rows[256] = 0;
-  std::vector<bf16_t> q(2 * 16 * 576, 0x3f80), out(2 * 16 * 512);
-  CHECK(dhs_step_run(rt, &id, 1, rows.data(), q.data(), out.data(), DHS_MEMORY_HOST) == DHS_OK);
+  RowZeroStep step5{5};
+  CHECK(step5.run(rt) == DHS_OK);
   CHECK(dhs_runtime_check(rt) == DHS_OK);
   dhs_runtime_destroy(rt);
 }
@@ -483,11 +505,8 @@ TEST_CASE("fault injection through the C API: statuses and a runtime that keeps 
     return;
   }
   Disarm disarm;
-  dhs_runtime_config c = dhs::api::defaultConfig();
-  c.layers = 2;
-  c.host_rows = 4096;
+  dhs_runtime_config c = capiConfig();
   c.draft_window = 2;
-  c.check_invariants = 1;
   dhs_runtime *rt = nullptr;
   REQUIRE(dhs_runtime_create(&c, &rt) == DHS_OK);
   const std::string step = Session::step();
@@ -500,23 +519,17 @@ TEST_CASE("fault injection through the C API: statuses and a runtime that keeps 
   REQUIRE(dhs_request_admit(rt, 5, 0, 100, nullptr) == DHS_OK);
   std::vector<bf16_t> token(2 * 576, 0x3f80);
   REQUIRE(dhs_request_append(rt, 5, token.data()) == DHS_OK);
-  std::uint64_t id = 5;
-  std::vector<std::int32_t> rows(2 * 256, -1);
-  rows[0] = 0;
-  rows[256] = 0;
-  std::vector<bf16_t> q(2 * 16 * 576, 0x3f80), out(2 * 16 * 512);
+  RowZeroStep step5{5};
   faults::arm(Fault::Launch);
-  CHECK(dhs_step_run(rt, &id, 1, rows.data(), q.data(), out.data(), DHS_MEMORY_HOST) ==
-        DHS_ERROR_DEVICE);
+  CHECK(step5.run(rt) == DHS_ERROR_DEVICE);
   CHECK_THAT(std::string(dhs_last_error()),
              Catch::Contains("dhs_step_run") && Catch::Contains("(injected fault)"));
   faults::arm(Fault::Copy, 0, 100);
   REQUIRE(dhs_request_append(rt, 5, token.data()) == DHS_OK);
-  CHECK(dhs_step_run(rt, &id, 1, rows.data(), q.data(), out.data(), DHS_MEMORY_HOST) ==
-        DHS_ERROR_DEVICE);
+  CHECK(step5.run(rt) == DHS_ERROR_DEVICE);
   CHECK(dhs_runtime_check(rt) == DHS_ERROR_DEVICE);
   faults::disarmAll();
-  CHECK(dhs_step_run(rt, &id, 1, rows.data(), q.data(), out.data(), DHS_MEMORY_HOST) == DHS_OK);
+  CHECK(step5.run(rt) == DHS_OK);
   CHECK(dhs_runtime_check(rt) == DHS_OK);
   faults::arm(Fault::CorruptCopy);
   CHECK(dhs_request_append(rt, 5, token.data()) == DHS_ERROR_INVARIANT);
