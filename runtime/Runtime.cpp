@@ -159,12 +159,16 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
                      std::to_string(historyLen));
   takeStateFromDevice();
   std::vector<RowCopy> copies;
-  const std::int32_t index = controller_->admit(historyLen, maxContext, copies);
+  // The rings first: the controller's admission may release optional rows
+  // to fit the request, which a refusal for want of ring memory must not
+  // have done.
+  const std::int32_t index = controller_->nextIndex();
+  rings_->allocate(index);
   try {
-    rings_->allocate(index);
+    if (controller_->admit(historyLen, maxContext, copies) != index)
+      throw Error("admission took another request index than the rings'");
   } catch (...) {
-    controller_->finish(index); // nothing changed
-    releases_.clear();          // its rows never reached the device
+    rings_->free(index);
     throw;
   }
   const std::int64_t start = controller_->historyStart(index);

@@ -301,6 +301,15 @@ std::string ResidencyController::admissionRefusal(std::int64_t maxContext) const
   return "";
 }
 
+std::int32_t ResidencyController::nextIndex() const {
+  // The lowest free index; the table grows by one entry when all are live.
+  std::int32_t index = 0;
+  while (static_cast<std::size_t>(index) < requests_.size() &&
+         requests_[static_cast<std::size_t>(index)].live)
+    ++index;
+  return index;
+}
+
 std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t maxContext,
                                         std::vector<RowCopy> &copies) {
   if (inStep_)
@@ -319,11 +328,7 @@ std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t ma
   if (!refusal.empty())
     throw CapacityError("admission refused: " + refusal);
 
-  // The lowest free index; the table grows by one entry when all are live.
-  std::int32_t index = 0;
-  while (static_cast<std::size_t>(index) < requests_.size() &&
-         requests_[static_cast<std::size_t>(index)].live)
-    ++index;
+  const std::int32_t index = nextIndex();
   if (static_cast<std::size_t>(index) == requests_.size()) {
     Request fresh;
     fresh.hot.resize(groups_.size());
