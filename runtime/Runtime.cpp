@@ -162,11 +162,10 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
   // The rings first: the controller's admission may release optional rows
   // to fit the request, which a refusal for want of ring memory must not
   // have done.
-  const std::int32_t index = controller_->nextIndex();
+  const std::int32_t index = controller_->nextIndex(); // the one admit takes
   rings_->allocate(index);
   try {
-    if (controller_->admit(historyLen, maxContext, copies) != index)
-      throw Error("admission took another request index than the rings'");
+    controller_->admit(historyLen, maxContext, copies);
   } catch (...) {
     rings_->free(index);
     throw;

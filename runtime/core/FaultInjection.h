@@ -34,7 +34,7 @@ namespace dhs::runtime {
 enum class Fault : unsigned {
   HostAlloc,   ///< a tier allocation in host memory: pinned host memory on
                ///< CUDA (the host store, staging), the CPU tiers' vectors,
-               ///< a CPU attention worker's scratch
+               ///< a CPU attention worker's scratch, a loaded step's tables
   DeviceAlloc, ///< device memory (HBM): the pools, rings and step buffers on
                ///< CUDA; on the CPU, the per-request rings standing in for it
   JitLink,     ///< nvJitLink linking a step's PTX

@@ -231,8 +231,9 @@ public:
   /// historyLen).
   std::int32_t admit(std::int64_t historyLen, std::int64_t maxContext,
                      std::vector<RowCopy> &copies);
-  /// The index the next admission takes (the lowest free one), so that the
-  /// caller can allocate what the request needs before anything changes.
+  /// The index the next admission takes, which admit returns (the lowest
+  /// free one), so that the caller can allocate what the request needs
+  /// before anything changes.
   std::int32_t nextIndex() const;
 
   /// Appends one token to a request: its row (host row start + old length,

@@ -103,8 +103,16 @@ TEST_CASE("config validation and admission refusals", "[residency]") {
   // 100 slots, 30 reserved per request (W 16 + ring 4 + floor 10): 3 fit.
   ResidencyController c(ResidencyConfig::adaptive(2, 100, 10000, 16, 4, 10));
   std::vector<RowCopy> copies;
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
+    CHECK(c.nextIndex() == i);
     CHECK(c.admit(50, 1000, copies) == i);
+  }
+  // A finished request's index is the next one taken (the runtime
+  // allocates its rings there before admitting).
+  c.finish(1);
+  CHECK(c.nextIndex() == 1);
+  CHECK(c.admit(50, 1000, copies) == 1);
+  CHECK(c.nextIndex() == 3);
   CHECK(c.optionalBudget() == 10);
   std::string refusal = c.admissionRefusal(1000);
   CHECK_THAT(refusal, Catch::Contains("4 requests x 30 slots (newest 16 + ring 4 + "
