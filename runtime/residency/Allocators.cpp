@@ -23,6 +23,17 @@ SlotAllocator::SlotAllocator(std::int32_t capacity) {
     stack_[static_cast<std::size_t>(i)] = capacity - 1 - i;
 }
 
+SlotAllocator::SlotAllocator(const SlotAllocator &other) : free_(other.free_) {
+  stack_.reserve(free_.size());
+  stack_ = other.stack_;
+}
+
+SlotAllocator &SlotAllocator::operator=(const SlotAllocator &other) {
+  if (this != &other)
+    *this = SlotAllocator(other);
+  return *this;
+}
+
 std::int32_t SlotAllocator::tryAllocate() {
   if (stack_.empty())
     return -1;
@@ -64,6 +75,7 @@ void SlotAllocator::assign(const std::vector<std::int32_t> &stack) {
       throw Error("slot " + std::to_string(slot) + " is listed twice in a free stack");
     free[static_cast<std::size_t>(slot)] = 1;
   }
+  stack_.reserve(free.size()); // (room for every slot: release allocates nothing)
   free_ = std::move(free);
   stack_ = stack;
 }
@@ -107,11 +119,19 @@ std::optional<std::int64_t> HostRowAllocator::tryAllocate(std::int64_t length) {
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < length)
       continue;
-    std::int64_t start = it->first, rest = it->second - length;
-    free_.erase(it);
-    if (rest > 0)
-      free_.emplace(start + length, rest);
-    used_.emplace(start, length);
+    const std::int64_t start = it->first, rest = it->second - length;
+    if (rest == 0) {
+      // The free range's node becomes the used range's: nothing allocated.
+      used_.insert(free_.extract(it));
+    } else {
+      // The used range's node first (the one allocation: if it fails,
+      // nothing has changed), then the free range's node moves past it.
+      used_.emplace(start, length);
+      auto node = free_.extract(it);
+      node.key() = start + length;
+      node.mapped() = rest;
+      free_.insert(std::move(node));
+    }
     freeRows_ -= length;
     return start;
   }
@@ -136,8 +156,10 @@ void HostRowAllocator::release(std::int64_t start) {
   auto used = used_.find(start);
   if (used == used_.end())
     throw Error("no reserved host range starts at row " + std::to_string(start));
-  std::int64_t length = used->second;
-  used_.erase(used);
+  // The used range's node becomes the free range's (or goes, when the range
+  // joins the free one before it): nothing allocated.
+  auto node = used_.extract(used);
+  std::int64_t length = node.mapped();
   freeRows_ += length;
   // Coalesce with the free range after and the one before.
   auto next = free_.lower_bound(start);
@@ -152,7 +174,8 @@ void HostRowAllocator::release(std::int64_t start) {
       return;
     }
   }
-  free_.emplace(start, length);
+  node.mapped() = length;
+  free_.insert(next, std::move(node));
 }
 
 } // namespace dhs::runtime

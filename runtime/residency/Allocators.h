@@ -30,6 +30,12 @@ public:
   /// An allocator with every slot of [0, capacity) free. Throws Error for a
   /// negative capacity.
   explicit SlotAllocator(std::int32_t capacity = 0);
+  /// Copies keep room for every slot on their stack, as the original: a
+  /// release never allocates.
+  SlotAllocator(const SlotAllocator &other);
+  SlotAllocator &operator=(const SlotAllocator &other);
+  SlotAllocator(SlotAllocator &&) noexcept = default;
+  SlotAllocator &operator=(SlotAllocator &&) noexcept = default;
 
   /// Number of slots managed.
   std::int32_t capacity() const { return static_cast<std::int32_t>(free_.size()); }
@@ -97,12 +103,14 @@ public:
   /// Reserves `length` contiguous rows at the lowest address where they fit
   /// and returns the first row. Throws Error for length <= 0 and
   /// CapacityError when no free range is long enough (the message gives the
-  /// free rows, the number of free ranges and the longest).
+  /// free rows, the number of free ranges and the longest), std::bad_alloc
+  /// when the range's map node cannot be allocated; nothing changes then.
   std::int64_t allocate(std::int64_t length);
   /// As allocate, but returns std::nullopt instead of throwing CapacityError.
   std::optional<std::int64_t> tryAllocate(std::int64_t length);
   /// Frees the range that starts at `start`; it merges with free neighbours.
-  /// Throws Error if no allocated range starts there.
+  /// Allocates nothing (its map node moves). Throws Error if no allocated
+  /// range starts there.
   void release(std::int64_t start);
   /// The length of the allocated range starting at `start`, or 0.
   std::int64_t allocatedLength(std::int64_t start) const;

@@ -1,5 +1,6 @@
 //===- AllocatorsTest.cpp - HBM slot and host-row allocators --------------===//
 
+#include "FailingAllocation.h"
 #include "TestUtil.h"
 
 #include "runtime/core/Error.h"
@@ -8,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -159,4 +161,40 @@ TEST_CASE("host allocator agrees with a row-map model on random operations", "[a
     REQUIRE(host.freeRanges() == runs);
   }
   CHECK(refused > 0); // the sequence did reach fragmentation or exhaustion
+}
+
+TEST_CASE("host allocator: a reservation or release whose allocation fails changes nothing",
+          "[alloc][alloc-failure]") {
+  // Free [100, 200) and [250, 300) between used ranges, and the tail.
+  HostRowAllocator host(1000);
+  for (std::int64_t length : {100, 100, 50, 50, 300})
+    host.allocate(length);
+  host.release(100);
+  host.release(250);
+  const auto expectSame = [&](const HostRowAllocator &twin) {
+    REQUIRE(host.freeRanges() == twin.freeRanges());
+    REQUIRE(host.usedRanges() == twin.usedRanges());
+    REQUIRE(host.freeRows() == twin.freeRows());
+  };
+  // Each operation under every failing allocation it makes, then done
+  // whole on a twin: splitting a range, taking one whole, freeing one that
+  // joins the next free range, none, both, and the one before.
+  const auto operations = {
+      std::function<void(HostRowAllocator &)>([](HostRowAllocator &h) { h.allocate(30); }),
+      std::function<void(HostRowAllocator &)>([](HostRowAllocator &h) { h.allocate(70); }),
+      std::function<void(HostRowAllocator &)>([](HostRowAllocator &h) { h.release(200); }),
+      std::function<void(HostRowAllocator &)>([](HostRowAllocator &h) { h.release(0); }),
+      std::function<void(HostRowAllocator &)>([](HostRowAllocator &h) { h.release(300); }),
+      std::function<void(HostRowAllocator &)>([](HostRowAllocator &h) { h.allocate(600); }),
+      std::function<void(HostRowAllocator &)>([](HostRowAllocator &h) { h.release(100); }),
+  };
+  std::uint64_t failures = 0;
+  for (const auto &operation : operations) {
+    HostRowAllocator twin = host;
+    failures += dhs::test::failEachAllocation([&] { operation(host); }, [&] { expectSame(twin); });
+    operation(twin);
+    expectSame(twin);
+  }
+  // (Splitting a range needs the used range's node: at least that failed.)
+  CHECK(failures >= 1);
 }
