@@ -4,6 +4,7 @@
 #include "runtime/residency/ResidencyState.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/Reserve.h"
 
 #include <algorithm>
 #include <limits>
@@ -85,19 +86,24 @@ ResidencyController::ResidencyController(const ResidencyConfig &config)
     g.seen.assign(hostRows, 0);
     g.free = SlotAllocator(config_.hbmSlots);
     g.ringSlotBits.assign((slots + 63) / 64, 0);
+    // CLOCK's candidate bits at their size: building them allocates nothing.
+    g.candidates.assign((slots + 63) / 64, 0);
+    g.candidateWords.assign((slots + 4095) / 4096, 0);
   }
   // The request table grows with admissions (see admit).
   resolved_.assign(groups_.size(), 0);
 }
 
 std::uint64_t ResidencyController::hostBytes(const ResidencyConfig &config) {
-  // Per slot: its record and uses, and the free-slot allocator's stack and
-  // mark; per host row: its slot and resolve serial; per request and group:
+  // Per slot: its record and uses, the uses a step saves (usesBefore), the
+  // LRU order's entry, and the free-slot allocator's stack and mark; per
+  // host row: its slot and resolve serial; per request and group:
   // the lists' headers, hand, search stamp and LRU cursor (their contents
   // are slots, counted above, and a step's fetched rows), and while the
   // device decides its history length at the handover and the slots of its
   // newest W rows (and per request its ring base).
-  const std::uint64_t perSlot = sizeof(SlotRecord) + sizeof(SlotUses) + 4 + 1;
+  const std::uint64_t perSlot =
+      sizeof(SlotRecord) + sizeof(SlotUses) + sizeof(std::pair<std::int32_t, SlotUses>) + 4 + 4 + 1;
   const std::uint64_t perHostRow = 4 + 4;
   const std::uint64_t perRequestGroup =
       3 * sizeof(std::vector<std::int32_t>) + 4 + 4 + sizeof(LruCursor) + 8 +
@@ -166,6 +172,46 @@ std::int64_t ResidencyController::optionalBudget() const {
   if (config_.policy == ResidencyPolicy::Fixed)
     return 0;
   return config_.hbmSlots - static_cast<std::int64_t>(liveCount_) * config_.reservedSlots();
+}
+
+//===----------------------------------------------------------------------===//
+// Room made before an update (runtime/core/Reserve.h)
+//===----------------------------------------------------------------------===//
+
+void ResidencyController::reserveChanges(std::vector<RowCopy> &copies, std::size_t copyCount,
+                                         std::size_t releaseCount) {
+  // (The Runtime keeps its copies and its release log in one list.)
+  if (releaseLog_ == &copies) {
+    reserveRoom(copies, copyCount + releaseCount);
+    return;
+  }
+  reserveRoom(copies, copyCount);
+  if (releaseLog_)
+    reserveRoom(*releaseLog_, releaseCount);
+}
+
+void ResidencyController::reserveVictimSearches() {
+  // A group's LRU order holds at most every slot; a request's own (the
+  // fixed policy) at most its hot rows, for which each update makes room.
+  if (config_.replacement == Replacement::Clock)
+    return;
+  for (Group &g : groups_)
+    g.lru.order.reserve(static_cast<std::size_t>(config_.hbmSlots));
+}
+
+std::size_t ResidencyController::promotionsDue(const Request &r, std::size_t gi) const {
+  if (!inStep_ || !resolved_[gi])
+    return 0;
+  std::size_t rows = r.fetch[gi].size();
+  if (config_.maxPromotionsPerStep >= 0)
+    rows = std::min(rows, static_cast<std::size_t>(config_.maxPromotionsPerStep));
+  return rows;
+}
+
+void ResidencyController::reserveHotRows(Request &r, std::size_t gi, std::size_t rows) {
+  reserveRoom(r.hot[gi], rows);
+  if (config_.policy == ResidencyPolicy::Fixed && config_.replacement != Replacement::Clock)
+    r.lru[gi].order.reserve(r.hot[gi].capacity());
 }
 
 //===----------------------------------------------------------------------===//
@@ -340,12 +386,29 @@ std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t ma
     requests_.push_back(std::move(fresh));
   }
   Request &r = requests_[static_cast<std::size_t>(index)];
+  // Room for all the admission adds (ring slots, copies of the newest rows,
+  // releases of the optional rows over the smaller budget), before its
+  // first change: the host range, whose allocation changes nothing if it
+  // fails.
+  const std::int64_t budget =
+      config_.policy == ResidencyPolicy::Fixed
+          ? 0
+          : config_.hbmSlots - static_cast<std::int64_t>(liveCount_ + 1) * config_.reservedSlots();
+  std::size_t releases = 0;
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+    releases += static_cast<std::size_t>(std::max<std::int64_t>(0, groups_[gi].excess - budget));
+    reserveRoom(r.ring[gi], static_cast<std::size_t>(config_.draftWindow));
+  }
+  reserveVictimSearches();
+  reserveChanges(copies,
+                 groups_.size() * static_cast<std::size_t>(
+                                      std::min<std::int64_t>(historyLen, config_.newestWindow)),
+                 releases);
   r.start = host_.allocate(maxContext);
   r.len = historyLen;
   r.maxContext = maxContext;
   r.live = true;
   ++liveCount_;
-  const std::int64_t budget = optionalBudget();
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     Group &g = groups_[gi];
     r.hand[gi] = 0;
@@ -374,12 +437,66 @@ std::int32_t ResidencyController::admit(std::int64_t historyLen, std::int64_t ma
 }
 
 void ResidencyController::append(std::int32_t request, std::vector<RowCopy> &copies) {
+  append(&request, 1, copies);
+}
+
+void ResidencyController::append(const std::int32_t *requests, std::size_t count,
+                                 std::vector<RowCopy> &copies) {
   if (inStep_)
     throw StateError("cannot append to a request during a step");
-  Request &r = liveRequest(request, "append");
-  if (r.len >= r.maxContext)
-    throw CapacityError("request " + std::to_string(request) + " reached its maximum context of " +
-                        std::to_string(r.maxContext) + " rows");
+  reserveAppends(requests, count, copies);
+  for (std::size_t i = 0; i < count; ++i)
+    appendReserved(requests[i], copies);
+}
+
+void ResidencyController::reserveAppends(const std::int32_t *requests, std::size_t count,
+                                         std::vector<RowCopy> &copies) {
+  // Each request once, with its tokens (the list in order of requests; one
+  // request needs no copy of it).
+  std::vector<std::int32_t> sortedCopy;
+  const std::int32_t *sorted = requests;
+  if (count > 1 && !std::is_sorted(requests, requests + count)) {
+    sortedCopy.assign(requests, requests + count);
+    std::sort(sortedCopy.begin(), sortedCopy.end());
+    sorted = sortedCopy.data();
+  }
+  for (std::size_t i = 0, end = 0; i < count; i = end) {
+    for (end = i; end < count && sorted[end] == sorted[i];)
+      ++end;
+    const std::size_t tokens = end - i;
+    Request &r = liveRequest(sorted[i], "append");
+    if (r.len >= r.maxContext)
+      throw CapacityError("request " + std::to_string(sorted[i]) +
+                          " reached its maximum context of " + std::to_string(r.maxContext) +
+                          " rows");
+    if (r.len + static_cast<std::int64_t>(tokens) > r.maxContext)
+      throw CapacityError("request " + std::to_string(sorted[i]) + " has room for " +
+                          std::to_string(r.maxContext - r.len) +
+                          " more rows of its maximum context of " + std::to_string(r.maxContext) +
+                          ", not " + std::to_string(tokens));
+    // Each token's row leaving the newest window becomes a hot row (after
+    // the promotions of a step in progress, which its end adds first).
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi)
+      if (!groups_[gi].deviceOwned)
+        reserveHotRows(r, gi, tokens + promotionsDue(r, gi));
+  }
+  bool anyDeviceOwned = false; // (recorded for dhs.age_rows)
+  for (Group &g : groups_)
+    if (g.deviceOwned) {
+      reserveRoom(g.appendPopped, count);
+      anyDeviceOwned = true;
+    }
+  if (anyDeviceOwned) {
+    reserveRoom(appendLog_, count);
+    reserveRoom(appendLogRingAt_, count);
+  }
+  reserveVictimSearches();
+  // Per token and group a copy, and a release when an aged row has no room.
+  reserveChanges(copies, count * groups_.size(), count * groups_.size());
+}
+
+void ResidencyController::appendReserved(std::int32_t request, std::vector<RowCopy> &copies) {
+  Request &r = requests_[static_cast<std::size_t>(request)];
   const std::int64_t newRow = r.len;
   const std::int64_t window = config_.newestWindow;
   const std::int64_t budget = optionalBudget();
@@ -442,6 +559,14 @@ void ResidencyController::finish(std::int32_t request) {
     if (groups_[gi].deviceOwned)
       throw StateError("cannot finish a request while layer group " + std::to_string(gi) +
                        " is device-owned (adopt the device state first)");
+  // Room for a release of each resident row, before the first change.
+  if (releaseLog_) {
+    std::size_t resident = 0;
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi)
+      resident += r.hot[gi].size() +
+                  static_cast<std::size_t>(std::min<std::int64_t>(r.len, config_.newestWindow));
+    reserveRoom(*releaseLog_, resident);
+  }
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     Group &g = groups_[gi];
     g.excess -=

@@ -191,7 +191,10 @@ struct DeviceAppendList {
 };
 
 /// The residency controller. Requests are small integer indices in
-/// [0, maxRequests) handed out by admit (the lowest free one).
+/// [0, maxRequests) handed out by admit (the lowest free one). Each call
+/// that changes its tables happens whole or not at all: it makes room for
+/// everything it adds before its first change (runtime/core/Reserve.h),
+/// so that an allocation that fails (std::bad_alloc) changes nothing.
 class ResidencyController {
 public:
   /// A controller with every slot free. Throws Error for a bad config.
@@ -228,7 +231,7 @@ public:
   /// RowCopy per group and row to `copies`). Returns the request's index.
   /// Throws CapacityError (admission refused, nothing changed), StateError
   /// during a step, Error for historyLen < 0 or maxContext < max(1,
-  /// historyLen).
+  /// historyLen), std::bad_alloc (nothing changed).
   std::int32_t admit(std::int64_t historyLen, std::int64_t maxContext,
                      std::vector<RowCopy> &copies);
   /// The index the next admission takes, which admit returns (the lowest
@@ -241,11 +244,26 @@ public:
   /// group (a RowCopy each); the token leaving the newest window becomes a
   /// hot row or is dropped if no budget is left. Throws CapacityError at
   /// the request's maximum context, UnknownRequestError, StateError during
-  /// a step.
+  /// a step, std::bad_alloc; nothing changes then.
   void append(std::int32_t request, std::vector<RowCopy> &copies);
+  /// Appends one token to each of `requests` [count] in order (a request
+  /// given k times gets k tokens): the same as append for each, but all of
+  /// them or none (every request is checked and the room for all is made
+  /// first). Throws as append.
+  void append(const std::int32_t *requests, std::size_t count, std::vector<RowCopy> &copies);
+  /// Checks that each of `requests` [count] can take its tokens (as
+  /// append(requests, count, copies)) and makes room for all the appends
+  /// add, `copies` included: until those appends are made, append of any of
+  /// them allocates nothing, and so cannot fail for want of memory. During
+  /// a step the room covers what its end adds first (a Runtime's verify
+  /// step makes room for its commit before the step ends). Throws
+  /// CapacityError, UnknownRequestError, std::bad_alloc.
+  void reserveAppends(const std::int32_t *requests, std::size_t count,
+                      std::vector<RowCopy> &copies);
 
   /// Frees every slot and the host range of a request. Throws
-  /// UnknownRequestError, StateError during a step.
+  /// UnknownRequestError, StateError during a step, std::bad_alloc (a
+  /// release log that cannot grow: nothing changed).
   void finish(std::int32_t request);
 
   /// True if `request` is admitted.
@@ -273,7 +291,7 @@ public:
   /// and the distinct rows to fetch. Validates everything before changing
   /// anything: throws InputError for a row id outside its request's history
   /// or a request twice in a batch, UnknownRequestError, StateError outside
-  /// a step or for a group resolved twice.
+  /// a step or for a group resolved twice, std::bad_alloc.
   void resolve(std::int32_t group, const std::int32_t *requests, std::int64_t batch,
                const std::int32_t *rowIds, std::int64_t queries, std::int64_t topk,
                std::int32_t *slots);
@@ -287,18 +305,22 @@ public:
   /// before changing anything: throws InputError for a log that contradicts
   /// the state (a slot listed twice, free, or not of a batch request; a
   /// miss of a resident row or of an empty lane), OutOfRangeError for a row
-  /// id outside its request's history, StateError as resolve.
+  /// id outside its request's history, StateError and std::bad_alloc as
+  /// resolve.
   void book(std::int32_t group, const std::int32_t *requests, std::int64_t batch,
             const std::int32_t *hitSlots, std::int64_t hits, const std::int32_t *misses,
             std::int64_t missCount, std::int64_t entries);
 
   /// Ends the step after its reads: promotes the fetched rows, each
   /// request's in ascending row order (RowCopy per row into `copies`).
-  /// Throws StateError outside a step.
+  /// Throws StateError outside a step, std::bad_alloc (nothing changed: the
+  /// step is still in progress).
   void endStep(std::vector<RowCopy> &copies);
 
   /// Ends a step without promoting anything (after a failure between
-  /// resolve and the reads). Hits already recorded stay. Throws StateError
+  /// resolve and the reads): the step leaves no trace (the slots' uses are
+  /// as before it, lastStep() is the last completed step's, and the
+  /// evictions since it are reported with the next). Throws StateError
   /// outside a step.
   void abortStep();
 
@@ -318,7 +340,9 @@ public:
   const std::vector<std::int32_t> &residencyTable(std::int32_t group) const;
   /// Records, from now on, every history row that leaves HBM (evicted, or
   /// its request finished) into `log` as RowCopy{group, -1, host row}
-  /// (nullptr: stop). Copies are reported by the calls that make them.
+  /// (nullptr: stop). Copies are reported by the calls that make them; the
+  /// log may be the list they are given (releases and copies then in the
+  /// order they were made).
   void setReleaseLog(std::vector<RowCopy> *log) { releaseLog_ = log; }
   /// Kind of a slot.
   SlotKind slotKind(std::int32_t group, std::int32_t slot) const;
@@ -480,6 +504,21 @@ private:
   void makeHot(Group &g, std::int32_t slot, bool mayBeOld);
   void evict(Group &g, std::int32_t slot);
   void promote(std::int32_t gi, std::vector<RowCopy> &copies);
+  /// append's changes, its room made (reserveAppends).
+  void appendReserved(std::int32_t request, std::vector<RowCopy> &copies);
+  /// Makes room for `copyCount` copies in `copies` and `releaseCount`
+  /// releases in the release log (which may be `copies` itself).
+  void reserveChanges(std::vector<RowCopy> &copies, std::size_t copyCount,
+                      std::size_t releaseCount);
+  /// Makes room for the orders victim searches build: each group's LRU
+  /// order (every slot).
+  void reserveVictimSearches();
+  /// The rows the end of the step in progress promotes at most for request
+  /// `r` in group `gi` (0 outside a step).
+  std::size_t promotionsDue(const Request &r, std::size_t gi) const;
+  /// Makes room for `rows` more hot rows of request `r` in group `gi` (its
+  /// hot list and, under the fixed policy, its own LRU order).
+  void reserveHotRows(Request &r, std::size_t gi, std::size_t rows);
   void beginResolve(std::int32_t gi, std::int64_t batch, std::int64_t queries, std::int64_t topk);
   void touchSlot(Group &g, std::int32_t slot);
   Group &hostGroup(std::int32_t group, const char *what);
@@ -512,6 +551,7 @@ private:
   std::uint32_t markSerial_ = 0;       // resolve calls (duplicate requests)
   std::uint32_t seenSerial_ = 0;       // resolved lanes (distinct rows)
   ResidencyStepStats last_, totals_;
+  ResidencyStepStats lastCompleted_;           // last_ before the step in progress
   std::int64_t evictions_ = 0;                 // all evictions
   std::vector<RowCopy> *releaseLog_ = nullptr; // see setReleaseLog
   std::int64_t pendingEvictions_ = 0;          // evictions since the last step ended

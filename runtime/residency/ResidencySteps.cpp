@@ -4,6 +4,7 @@
 #include "runtime/residency/ResidencyState.h"
 
 #include "runtime/core/Error.h"
+#include "runtime/core/Reserve.h"
 
 #include <algorithm>
 #include <limits>
@@ -23,6 +24,7 @@ void ResidencyController::beginStep() {
   std::fill(resolved_.begin(), resolved_.end(), 0);
   for (Group &g : groups_)
     g.usesBefore.clear();
+  lastCompleted_ = last_;
   last_ = {};
   last_.evicted = pendingEvictions_; // since the previous step ended
   pendingEvictions_ = 0;
@@ -103,8 +105,21 @@ void ResidencyController::resolve(std::int32_t gi, const std::int32_t *requests,
     }
   }
 
-  // Pass 2: the slot map, hits, and the distinct rows to fetch.
+  // Room for all pass 2 records (the slots' uses before the step, each
+  // lane's rows to fetch, at most its selections or its history, and the
+  // requests with some), so that it allocates nothing: a resolve that fails
+  // changes nothing, and may be repeated.
   Group &g = groups_[static_cast<std::size_t>(gi)];
+  g.usesBefore.reserve(static_cast<std::size_t>(config_.hbmSlots));
+  reserveRoom(g.touched, static_cast<std::size_t>(batch));
+  for (std::int64_t b = 0; b < batch; ++b)
+    if (requests[b] != -1) {
+      Request &r = requests_[static_cast<std::size_t>(requests[b])];
+      reserveRoom(r.fetch[static_cast<std::size_t>(gi)],
+                  static_cast<std::size_t>(std::min(perLane, r.len)));
+    }
+
+  // Pass 2: the slot map, hits, and the distinct rows to fetch.
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int32_t request = requests[b];
     const std::int32_t *ids = rowIds + b * perLane;
@@ -226,9 +241,28 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests, st
                        static_cast<std::uint32_t>(id));
   }
 
-  // Pass 2: hits, the distinct rows to fetch, the counts. (The log's order
-  // does not matter: promote takes each request's rows in ascending order,
-  // and the requests in lane order, as resolve finds them.)
+  // Room for all pass 2 records (the slots' uses before the step, each
+  // request's rows to fetch, the requests with some) and the lanes'
+  // requests, so that it allocates nothing: a booking that fails changes
+  // nothing. (The misses by request: the log's order does not matter, as
+  // promote takes each request's rows in ascending order, and the requests
+  // in lane order, as resolve finds them.)
+  std::sort(distinct.begin(), distinct.end());
+  g.usesBefore.reserve(static_cast<std::size_t>(config_.hbmSlots));
+  reserveRoom(g.touched, static_cast<std::size_t>(batch));
+  for (std::size_t i = 0, end = 0; i < distinct.size(); i = end) {
+    for (end = i; end < distinct.size() && distinct[end] >> 32 == distinct[i] >> 32;)
+      ++end;
+    reserveRoom(
+        requests_[static_cast<std::size_t>(distinct[i] >> 32)].fetch[static_cast<std::size_t>(gi)],
+        end - i);
+  }
+  std::vector<std::int32_t> laneOf(requests_.size(), 0);
+  for (std::int64_t b = 0; b < batch; ++b)
+    if (requests[b] != -1)
+      laneOf[static_cast<std::size_t>(requests[b])] = static_cast<std::int32_t>(b);
+
+  // Pass 2: hits, the distinct rows to fetch, the counts.
   for (std::int64_t i = 0; i < hits; ++i)
     touchSlot(g, hitSlots[i]);
   last_.entries += entries;
@@ -244,10 +278,6 @@ void ResidencyController::book(std::int32_t gi, const std::int32_t *requests, st
   }
   last_.selected += static_cast<std::int64_t>(distinct.size());
   last_.fetched += static_cast<std::int64_t>(distinct.size());
-  std::vector<std::int32_t> laneOf(requests_.size(), 0);
-  for (std::int64_t b = 0; b < batch; ++b)
-    if (requests[b] != -1)
-      laneOf[static_cast<std::size_t>(requests[b])] = static_cast<std::int32_t>(b);
   std::sort(g.touched.begin(), g.touched.end(), [&](std::int32_t x, std::int32_t y) {
     return laneOf[static_cast<std::size_t>(x)] < laneOf[static_cast<std::size_t>(y)];
   });
@@ -291,6 +321,22 @@ void ResidencyController::promote(std::int32_t gi, std::vector<RowCopy> &copies)
 void ResidencyController::endStep(std::vector<RowCopy> &copies) {
   if (!inStep_)
     throw StateError("endStep without a step in progress");
+  // Room for all the promotions add (per row a copy, a hot-list entry and at
+  // most one eviction), before the first: a step end that fails changes
+  // nothing, and may be repeated (or the step aborted).
+  std::size_t promotions = 0;
+  for (std::int32_t gi = 0; gi < config_.groups; ++gi) {
+    if (!resolved_[static_cast<std::size_t>(gi)])
+      continue;
+    for (std::int32_t request : groups_[static_cast<std::size_t>(gi)].touched) {
+      Request &r = requests_[static_cast<std::size_t>(request)];
+      const std::size_t rows = promotionsDue(r, static_cast<std::size_t>(gi));
+      reserveHotRows(r, static_cast<std::size_t>(gi), rows);
+      promotions += rows;
+    }
+  }
+  reserveVictimSearches();
+  reserveChanges(copies, promotions, promotions);
   for (std::int32_t gi = 0; gi < config_.groups; ++gi)
     if (resolved_[static_cast<std::size_t>(gi)])
       promote(gi, copies);
@@ -313,9 +359,10 @@ void ResidencyController::abortStep() {
       g.uses[static_cast<std::size_t>(it->first)] = it->second;
     g.usesBefore.clear();
   }
-  // The evictions since the last step that ended are still to be reported.
+  // The evictions since the last step that ended are still to be reported;
+  // the last step's counts are the last completed step's again.
   pendingEvictions_ += last_.evicted;
-  last_.evicted = 0;
+  last_ = lastCompleted_;
   inStep_ = false;
 }
 

@@ -1,5 +1,7 @@
 //===- ResidencyTest.cpp - The residency controller's rules ---------------===//
 
+#include "ControllerState.h"
+#include "FailingAllocation.h"
 #include "TestUtil.h"
 
 #include "runtime/core/Error.h"
@@ -9,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -1037,4 +1040,182 @@ TEST_CASE("a step log that contradicts the state is refused before anything chan
   CHECK(c.lastStep().fetched == 2);
   CHECK(c.slotRecency(0, newest).first == c.stepCount());
   CHECK(c.slotOf(0, r, 3) >= 0); // promoted
+}
+
+namespace {
+
+/// Two controllers of one config that make the same calls, except that the
+/// first makes each call of interest under every failing allocation first
+/// (whole). Each one's copies and release log are one list, as the
+/// Runtime keeps them.
+struct TwinControllers {
+  ResidencyController a, b;
+  std::vector<RowCopy> aChanges, bChanges;
+  std::mt19937_64 rng{17};
+
+  explicit TwinControllers(const ResidencyConfig &config) : a(config), b(config) {
+    a.setReleaseLog(&aChanges);
+    b.setReleaseLog(&bChanges);
+  }
+
+  void expectSame() {
+    REQUIRE(dhs::test::stateDifference(a, b) == "");
+    REQUIRE(aChanges == bChanges);
+  }
+
+  /// `call` on both, plainly.
+  void both(const std::function<void(ResidencyController &, std::vector<RowCopy> &)> &call) {
+    call(a, aChanges);
+    call(b, bChanges);
+    expectSame();
+  }
+
+  /// `call` on `a` with each of its allocations failing in turn (each
+  /// failed call must leave `a` as `b`), then whole on both; the lists
+  /// start without capacity, so that growing them allocates. Returns the
+  /// failed calls.
+  std::uint64_t
+  whole(const std::function<void(ResidencyController &, std::vector<RowCopy> &)> &call) {
+    std::vector<RowCopy>().swap(aChanges);
+    std::vector<RowCopy>().swap(bChanges);
+    const std::uint64_t failures =
+        dhs::test::failEachAllocation([&] { call(a, aChanges); }, [&] { expectSame(); });
+    call(b, bChanges);
+    expectSame();
+    a.checkConsistency();
+    return failures;
+  }
+
+  /// Selections [live requests][K] (-1 one time in five) of rows of each
+  /// live request.
+  std::vector<std::int32_t> selections(const std::vector<std::int32_t> &requests, std::int64_t K) {
+    std::vector<std::int32_t> rows;
+    for (std::int32_t r : requests)
+      for (std::int64_t k = 0; k < K; ++k)
+        rows.push_back(rng() % 5 == 0 ? -1
+                                      : static_cast<std::int32_t>(
+                                            rng() % static_cast<std::uint64_t>(a.historyLen(r))));
+    return rows;
+  }
+
+  /// A plain step of both over `requests` (K selections each, every group).
+  void step(const std::vector<std::int32_t> &requests, std::int64_t K) {
+    const std::vector<std::int32_t> rows = selections(requests, K);
+    both([&](ResidencyController &c, std::vector<RowCopy> &changes) {
+      c.beginStep();
+      std::vector<std::int32_t> slots(rows.size());
+      for (std::int32_t g = 0; g < c.config().groups; ++g)
+        c.resolve(g, requests.data(), static_cast<std::int64_t>(requests.size()), rows.data(), 1, K,
+                  slots.data());
+      c.endStep(changes);
+    });
+  }
+};
+
+} // namespace
+
+TEST_CASE("a controller update whose allocation fails changes nothing: admit, append, resolve, "
+          "book, step end, finish",
+          "[residency][alloc-failure]") {
+  const auto [policy, replacement] =
+      GENERATE(table<ResidencyPolicy, Replacement>({{ResidencyPolicy::Adaptive, Replacement::Clock},
+                                                    {ResidencyPolicy::Adaptive, Replacement::Lru},
+                                                    {ResidencyPolicy::Adaptive, Replacement::Lru2},
+                                                    {ResidencyPolicy::Fixed, Replacement::Lru},
+                                                    {ResidencyPolicy::Fixed, Replacement::Clock}}));
+  INFO(abi::name(policy) << " " << abi::name(replacement));
+  // 2 groups of 48 slots; a request reserves 4 newest + 2 ring + 2 floor.
+  ResidencyConfig config = ResidencyConfig::adaptive(2, 48, 4000, 4, 2, 2);
+  config.policy = policy;
+  config.replacement = replacement;
+  config.maxRequests = 6;
+  TwinControllers t(config);
+  std::vector<std::int32_t> live;
+  for (std::int64_t length : {40, 25, 9})
+    t.both([&](ResidencyController &c, std::vector<RowCopy> &changes) {
+      const std::int32_t r = c.admit(length, 300, changes);
+      if (&c == &t.a)
+        live.push_back(r);
+    });
+  // Steps and appends until the optional rows fill the pool.
+  for (int i = 0; i < 12; ++i) {
+    t.step(live, 12);
+    t.both([&](ResidencyController &c, std::vector<RowCopy> &changes) {
+      c.append(live[static_cast<std::size_t>(i) % live.size()], changes);
+    });
+  }
+  std::uint64_t failures = 0;
+  // Appends: the oldest newest row ages into a hot one, maybe evicting.
+  for (std::int32_t r : live)
+    failures += t.whole(
+        [&](ResidencyController &c, std::vector<RowCopy> &changes) { c.append(r, changes); });
+  // A step: each group's resolve, then its end (promotions and evictions),
+  // each under every failing allocation.
+  const std::vector<std::int32_t> rows = t.selections(live, 12);
+  t.both([](ResidencyController &c, std::vector<RowCopy> &) { c.beginStep(); });
+  std::vector<std::int32_t> slots(rows.size());
+  for (std::int32_t g = 0; g < config.groups; ++g)
+    failures += t.whole([&](ResidencyController &c, std::vector<RowCopy> &) {
+      c.resolve(g, live.data(), static_cast<std::int64_t>(live.size()), rows.data(), 1, 12,
+                slots.data());
+    });
+  failures +=
+      t.whole([](ResidencyController &c, std::vector<RowCopy> &changes) { c.endStep(changes); });
+  // A step booked from a step log (as from the device): the hits and the
+  // misses of the same kind of selections.
+  {
+    const std::vector<std::int32_t> booked = t.selections(live, 12);
+    std::vector<std::int32_t> hits, misses;
+    std::set<std::int32_t> hitSet;
+    std::int64_t entries = 0;
+    for (std::size_t b = 0; b < live.size(); ++b)
+      for (std::size_t k = 0; k < 12; ++k) {
+        const std::int32_t row = booked[b * 12 + k];
+        if (row < 0)
+          continue;
+        ++entries;
+        const std::int32_t slot = t.a.slotOf(0, live[b], row);
+        if (slot < 0) {
+          misses.push_back(static_cast<std::int32_t>(b));
+          misses.push_back(row);
+        } else if (hitSet.insert(slot).second) {
+          hits.push_back(slot);
+        }
+      }
+    t.both([](ResidencyController &c, std::vector<RowCopy> &) { c.beginStep(); });
+    failures += t.whole([&](ResidencyController &c, std::vector<RowCopy> &) {
+      c.book(0, live.data(), static_cast<std::int64_t>(live.size()), hits.data(),
+             static_cast<std::int64_t>(hits.size()), misses.data(),
+             static_cast<std::int64_t>(misses.size() / 2), entries);
+    });
+    t.both([&](ResidencyController &c, std::vector<RowCopy> &) {
+      c.resolve(1, live.data(), static_cast<std::int64_t>(live.size()), booked.data(), 1, 12,
+                slots.data());
+    });
+    failures +=
+        t.whole([](ResidencyController &c, std::vector<RowCopy> &changes) { c.endStep(changes); });
+  }
+  // An admission that releases optional rows to fit the new request.
+  const std::int64_t optionalBefore = t.a.occupancy(0).optionalUsed;
+  std::int32_t admitted = -1;
+  failures += t.whole([&](ResidencyController &c, std::vector<RowCopy> &changes) {
+    const std::int32_t r = c.admit(6, 50, changes);
+    if (&c == &t.a)
+      admitted = r;
+  });
+  if (policy == ResidencyPolicy::Adaptive)
+    CHECK(t.a.occupancy(0).optionalUsed < optionalBefore);
+  live.push_back(admitted);
+  // A request finished: its slots and host range go.
+  failures += t.whole([&](ResidencyController &c, std::vector<RowCopy> &) { c.finish(live[1]); });
+  live.erase(live.begin() + 1);
+  CHECK(failures > 0);
+  // What the failed calls left behind (lists, cursors) shows in later steps.
+  for (int i = 0; i < 10; ++i) {
+    t.step(live, 12);
+    t.both([&](ResidencyController &c, std::vector<RowCopy> &changes) {
+      c.append(live[static_cast<std::size_t>(i) % live.size()], changes);
+    });
+  }
+  t.a.checkConsistency();
 }
