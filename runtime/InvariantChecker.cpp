@@ -132,7 +132,7 @@ void InvariantChecker::checkCopies(const std::vector<RowCopy> &copies) const {
     const std::int32_t group = l / layout_.layersPerGroup;
     const std::uint8_t *pool = nullptr;
     for (const RowCopy &copy : copies) {
-      if (copy.group != group)
+      if (copy.group != group || copy.slot < 0) // (a release)
         continue;
       if (!pool)
         pool = storage_.hbmSnapshot(l);

@@ -41,7 +41,8 @@ public:
   /// count. Writes the slots the kernels read into `slots` [B, Q, K].
   void checkStepLog(std::int32_t group, const StepLog &log, const std::int64_t *historyStart,
                     const std::int32_t *rowIds, std::int32_t *slots) const;
-  /// Every slot just filled holds its host row, in every layer of its group.
+  /// Every slot just filled holds its host row, in every layer of its group
+  /// (`copies` may hold releases too: slot -1).
   void checkCopies(const std::vector<RowCopy> &copies) const;
   /// Every row of request index `index` is what was written and, where
   /// resident, in HBM too; `when` names the occasion in messages.

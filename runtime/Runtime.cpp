@@ -4,6 +4,7 @@
 
 #include "runtime/core/Checked.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/Reserve.h"
 
 #include <algorithm>
 #include <cstring>
@@ -29,6 +30,17 @@ std::int64_t firstRepeat(const std::vector<std::int32_t> &indices) {
     if (sorted[i].first == sorted[i - 1].first && (first < 0 || sorted[i].second < first))
       first = sorted[i].second;
   return first;
+}
+
+/// What `error` says (an exception caught earlier).
+std::string messageOf(const std::exception_ptr &error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception &e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown exception";
+  }
 }
 
 } // namespace
@@ -63,6 +75,10 @@ Runtime::Runtime(const RuntimeConfig &config) : config_(config) {
 Runtime::~Runtime() = default;
 
 void Runtime::requireStep(const char *what) const {
+  if (brokenIn_)
+    throw StateError(std::string(what) + ": the runtime cannot vouch for its tables since " +
+                     brokenIn_ + " failed part-way (" + messageOf(brokenBy_) +
+                     "); destroy it and admit its requests again");
   if (!tiers_.storage)
     throw StateError(std::string(what) + ": no step is loaded (load a compiled step first)");
 }
@@ -158,14 +174,18 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
     throw InputError("admit " + requestName(id) + ": null prefill rows for a history of " +
                      std::to_string(historyLen));
   takeStateFromDevice();
-  std::vector<RowCopy> copies;
-  // The rings first: the controller's admission may release optional rows
-  // to fit the request, which a refusal for want of ring memory must not
-  // have done.
+  // Everything the admission needs, before its first change: the rings
+  // (the controller's admission may release optional rows to fit the
+  // request, which a refusal for want of ring memory must not have done),
+  // the id's entry (a made node goes into a table with room without
+  // allocating), room for its copies to wait for a retry.
   const std::int32_t index = controller_->nextIndex(); // the one admit takes
+  std::unordered_map<std::uint64_t, std::int32_t> entry{{id, index}};
+  index_.reserve(index_.size() + 1);
+  reserveRoom(pendingCopies_, 1);
   rings_->allocate(index);
   try {
-    controller_->admit(historyLen, maxContext, copies);
+    controller_->admit(historyLen, maxContext, changes_);
   } catch (...) {
     rings_->free(index);
     throw;
@@ -179,10 +199,8 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
                   source + (static_cast<std::size_t>(l * historyLen + row)) * rowBytes, rowBytes);
       checker_->recordHash(l, start + row);
     }
-  applyCopies(copies);
-  index_.emplace(id, index);
-  if (config_.checkInvariants && hbmCoherent())
-    checker_->checkCopies(copies);
+  index_.insert(entry.extract(entry.begin()));
+  applyCopies();
 }
 
 void Runtime::append(std::uint64_t id, const void *rows) {
@@ -192,7 +210,8 @@ void Runtime::append(std::uint64_t id, const void *rows) {
   const std::int32_t index = indexOf(id, "append");
   if (!rows)
     throw InputError("append to " + requestName(id) + ": null rows");
-  appendRows(index, requestName(id), rows);
+  requireRoomToAppend(index, requestName(id));
+  appendTokens({index}, static_cast<const std::uint8_t *>(rows));
 }
 
 void Runtime::appendBatch(const std::uint64_t *ids, std::int64_t count, const void *rows) {
@@ -210,32 +229,8 @@ void Runtime::appendBatch(const std::uint64_t *ids, std::int64_t count, const vo
     throw InputError("append batch: " + requestName(ids[repeat]) + " is given twice");
   for (std::int64_t i = 0; i < count; ++i)
     requireRoomToAppend(indices[static_cast<std::size_t>(i)], requestName(ids[i]));
-  if (count == 0)
-    return;
-  // (With an aging step the controller records the appends for the device.)
-  if (!agingStepLoaded_)
-    takeStateFromDevice();
-  // One token per request: the rows placed are distinct, and none is
-  // released again in the batch (only an append to the same request could
-  // age it), so the copies and releases make one placement.
-  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.layers * layout_.rowBytes);
-  std::vector<RowCopy> copies;
-  std::vector<RowWrite> writes;
-  std::vector<std::int64_t> hostRows;
-  try {
-    for (std::size_t i = 0; i < indices.size(); ++i)
-      hostRows.push_back(appendToHost(
-          indices[i], static_cast<const std::uint8_t *>(rows) + i * tokenBytes, copies, writes));
-  } catch (...) {
-    // The tokens the controller took have their rows, as one by one.
-    writes.resize(hostRows.size() * static_cast<std::size_t>(layout_.layers));
-    writeAppendedRows(writes, hostRows);
-    throw;
-  }
-  writeAppendedRows(writes, hostRows);
-  applyCopies(copies);
-  if (config_.checkInvariants && hbmCoherent())
-    checker_->checkCopies(copies);
+  if (count > 0)
+    appendTokens(indices, static_cast<const std::uint8_t *>(rows));
 }
 
 void Runtime::requireRoomToAppend(std::int32_t index, const std::string &name) const {
@@ -245,39 +240,43 @@ void Runtime::requireRoomToAppend(std::int32_t index, const std::string &name) c
                         std::to_string(maxContext) + " rows");
 }
 
-void Runtime::appendRows(std::int32_t index, const std::string &name, const void *rows) {
-  requireRoomToAppend(index, name);
-  // (With an aging step the controller records the append for the device.)
+void Runtime::appendTokens(const std::vector<std::int32_t> &indices, const std::uint8_t *rows) {
+  // (With an aging step the controller records the appends for the device.)
   if (!agingStepLoaded_)
     takeStateFromDevice();
-  std::vector<RowCopy> copies;
+  // Everything the appends need, before their first change: the controller
+  // makes room for its own, so that all happen or none.
   std::vector<RowWrite> writes;
-  const std::int64_t hostRow = appendToHost(index, rows, copies, writes);
-  writeAppendedRows(writes, {hostRow});
-  applyCopies(copies);
-  if (config_.checkInvariants && hbmCoherent())
-    checker_->checkCopies(copies);
+  writes.reserve(indices.size() * static_cast<std::size_t>(layout_.layers));
+  reserveRoom(pendingCopies_, 1);
+  controller_->append(indices.data(), indices.size(), changes_);
+  // One token per request: the rows placed are distinct, and none is
+  // released again in the batch (only an append to the same request could
+  // age it), so the copies and releases make one placement.
+  const std::size_t tokenBytes = static_cast<std::size_t>(layout_.layers * layout_.rowBytes);
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    addNewestRowWrites(indices[i], rows + i * tokenBytes, writes);
+  writeRows(writes, static_cast<std::size_t>(layout_.rowBytes));
+  for (std::int32_t index : indices)
+    recordNewestRowHashes(index);
+  applyCopies();
 }
 
-std::int64_t Runtime::appendToHost(std::int32_t index, const void *rows,
-                                   std::vector<RowCopy> &copies, std::vector<RowWrite> &writes) {
-  controller_->append(index, copies);
+void Runtime::addNewestRowWrites(std::int32_t index, const std::uint8_t *rows,
+                                 std::vector<RowWrite> &writes) {
   const std::int64_t hostRow =
       controller_->historyStart(index) + controller_->historyLen(index) - 1;
   const std::size_t rowBytes = static_cast<std::size_t>(layout_.rowBytes);
-  const auto *source = static_cast<const std::uint8_t *>(rows);
   for (std::int32_t l = 0; l < layout_.layers; ++l)
     writes.push_back(
-        {tiers_.storage->hostRow(l, hostRow), source + static_cast<std::size_t>(l) * rowBytes});
-  return hostRow;
+        {tiers_.storage->hostRow(l, hostRow), rows + static_cast<std::size_t>(l) * rowBytes});
 }
 
-void Runtime::writeAppendedRows(const std::vector<RowWrite> &writes,
-                                const std::vector<std::int64_t> &hostRows) {
-  writeRows(writes, static_cast<std::size_t>(layout_.rowBytes));
-  for (std::int64_t hostRow : hostRows)
-    for (std::int32_t l = 0; l < layout_.layers; ++l)
-      checker_->recordHash(l, hostRow);
+void Runtime::recordNewestRowHashes(std::int32_t index) {
+  const std::int64_t hostRow =
+      controller_->historyStart(index) + controller_->historyLen(index) - 1;
+  for (std::int32_t l = 0; l < layout_.layers; ++l)
+    checker_->recordHash(l, hostRow);
 }
 
 void Runtime::finish(std::uint64_t id) {
@@ -288,11 +287,12 @@ void Runtime::finish(std::uint64_t id) {
   if (config_.checkInvariants && repairHbm())
     checker_->checkRequestRows(index, "finishing");
   takeStateFromDevice();
-  controller_->finish(index);
-  applyCopies({}); // its rows leave the device residency maps
+  reserveRoom(pendingCopies_, 1);
+  controller_->finish(index); // (whole, or nothing changed)
   index_.erase(id);
   specByRequest_.erase(id);
   rings_->free(index);
+  applyCopies(); // its rows leave the device residency maps
 }
 
 std::vector<std::uint8_t> Runtime::hostRow(std::uint64_t id, std::int32_t layer, std::int64_t row) {
@@ -688,19 +688,28 @@ void Runtime::endStep() {
       abortStep();
       throw;
     }
-  std::vector<RowCopy> copies;
-  controller_->endStep(copies);
-  // (With the shadow check the device placed them already: applying them
-  // again changes nothing.)
-  const std::vector<RowCopy> released = shadowDecisions_ ? releases_ : std::vector<RowCopy>{};
-  applyCopies(copies);
+  // The promotions: whole, or (no memory for them) none, and the step
+  // abandoned.
+  reserveRoom(pendingCopies_, 1);
+  try {
+    controller_->endStep(changes_);
+  } catch (...) {
+    abortStep();
+    throw;
+  }
   inStep_ = false;
   ++steps_;
+  // (With the shadow check the device placed them already: applying them
+  // again changes nothing. They are applied whatever the check finds.)
   if (shadowDecisions_)
-    compareDecisions(copies, released);
+    try {
+      compareDecisions(changes_);
+    } catch (...) {
+      applyCopies();
+      throw;
+    }
+  applyCopies();
   if (config_.checkInvariants) {
-    if (hbmCoherent())
-      checker_->checkCopies(copies);
     controller_->checkConsistency();
     // (Not while copies into HBM fail: the step itself succeeded, and the
     // next one reports them.)
@@ -869,36 +878,49 @@ void Runtime::checkInvariants() {
   checker_->checkDeviceState(tiers_.runner->resolvesOnDevice());
 }
 
-void Runtime::applyCopies(const std::vector<RowCopy> &copies) {
-  // Releases, then copies. One placement launch needs distinct rows, which
-  // they are: every call hands over what it changed, and the controller
-  // never releases and places one row in one call. The checker verifies it.
-  std::vector<RowCopy> changes = std::move(releases_);
-  releases_.clear();
-  changes.insert(changes.end(), copies.begin(), copies.end());
-  if (changes.empty())
+void Runtime::applyCopies() {
+  // One placement launch needs distinct rows, which they are: every call
+  // hands over what it changed, and the controller never releases and
+  // places one row in one call. The checker verifies it.
+  if (changes_.empty())
     return;
-  if (config_.checkInvariants)
-    checker_->checkDistinctChanges(changes);
   // Copies that failed before go first, in their order (see repairHbm).
-  if (!repairHbm()) {
-    pendingCopies_.push_back(std::move(changes));
+  bool copied = false;
+  if (repairHbm())
+    try {
+      tiers_.storage->copyToHbm(changes_);
+      copied = true;
+    } catch (const std::exception &) {
+      pendingError_ = std::current_exception();
+    }
+  if (!copied) {
+    // (The caller made room for the batch before its update.)
+    pendingCopies_.push_back(std::move(changes_));
+    changes_.clear();
+    if (config_.checkInvariants)
+      checker_->checkDistinctChanges(pendingCopies_.back());
     return;
   }
+  // The list is emptied (its capacity kept) whatever the checks find: its
+  // changes are applied.
   try {
-    tiers_.storage->copyToHbm(changes);
-  } catch (const std::exception &error) {
-    pendingCopies_.push_back(std::move(changes));
-    pendingError_ = error.what();
+    if (config_.checkInvariants) {
+      checker_->checkDistinctChanges(changes_);
+      checker_->checkCopies(changes_);
+    }
+  } catch (...) {
+    changes_.clear();
+    throw;
   }
+  changes_.clear();
 }
 
 bool Runtime::repairHbm() {
   while (!pendingCopies_.empty()) {
     try {
       tiers_.storage->copyToHbm(pendingCopies_.front());
-    } catch (const std::exception &error) {
-      pendingError_ = error.what();
+    } catch (const std::exception &) {
+      pendingError_ = std::current_exception();
       return false;
     }
     pendingCopies_.erase(pendingCopies_.begin());
@@ -913,7 +935,8 @@ void Runtime::requireHbmCoherent(const char *what) {
   for (const std::vector<RowCopy> &batch : pendingCopies_)
     rows += batch.size();
   throw DeviceError(std::string(what) + ": " + std::to_string(rows) +
-                    " row copies into HBM failed and still fail when retried (" + pendingError_ +
+                    " row copies into HBM failed and still fail when retried (" +
+                    messageOf(pendingError_) +
                     "); the host store holds every row, and the copies are retried before every "
                     "step");
 }
@@ -1070,24 +1093,27 @@ void Runtime::bookDeviceDecisions() {
       std::rethrow_exception(precise);
     throw;
   }
+  reserveRoom(pendingCopies_, 1);
   applyAppends();
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
     const DeviceDecisionCounts counts = tiers_.runner->decisionCounts(g);
     controller_->applyDeviceCounts(g, counts.step);
     deviceExcess_[static_cast<std::size_t>(g)] = counts.excess;
   }
-  std::vector<RowCopy> copies;
-  controller_->endStep(copies);
+  // (Nothing to promote, nor room to make: the device placed the step's
+  // rows.)
+  const std::size_t before = changes_.size();
+  controller_->endStep(changes_);
   inStep_ = false;
   ++steps_;
-  applyCopies(copies); // (none: the device placed the step's rows)
-  if (!copies.empty())
-    throw InvariantError("the controller promoted " + std::to_string(copies.size()) +
+  const std::size_t promoted = changes_.size() - before;
+  applyCopies();
+  if (promoted > 0)
+    throw InvariantError("the controller promoted " + std::to_string(promoted) +
                          " rows in a step the device decided");
 }
 
-void Runtime::compareDecisions(const std::vector<RowCopy> &copies,
-                               const std::vector<RowCopy> &released) {
+void Runtime::compareDecisions(const std::vector<RowCopy> &changes) {
   std::vector<std::int64_t> rows;
   std::vector<std::int32_t> slots;
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
@@ -1096,10 +1122,9 @@ void Runtime::compareDecisions(const std::vector<RowCopy> &copies,
     // by request, the device's in rank order).
     std::vector<std::pair<std::int64_t, std::int32_t>> host, device;
     // (Evictions reach the release log, as (row, -1).)
-    for (const std::vector<RowCopy> *list : {&copies, &released})
-      for (const RowCopy &copy : *list)
-        if (copy.group == g)
-          host.emplace_back(copy.hostRow, copy.slot);
+    for (const RowCopy &change : changes)
+      if (change.group == g)
+        host.emplace_back(change.hostRow, change.slot);
     tiers_.runner->decisionList(g, rows, slots);
     const std::size_t total = rows.size() / 2;
     for (std::size_t i = 0; i < rows.size(); ++i)

@@ -27,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,7 +113,16 @@ struct SpecStats {
   SpecStats &operator+=(const SpecStats &other);
 };
 
-/// The runtime.
+/// The runtime. A call that fails for want of host memory (std::bad_alloc,
+/// or CapacityError from a tier) changes nothing: each update makes room
+/// for all it adds before its first change (runtime/core/Reserve.h), and a
+/// step or verify step that cannot end is abandoned. One update cannot
+/// promise that: the commit of a verify step whose copies into HBM failed
+/// (kept for a retry, they take the room made for the next tokens), if an
+/// allocation then fails too; the commit stops half-way, and every later
+/// call that needs a step throws StateError saying that the runtime cannot
+/// vouch for its tables. With checkInvariants, a check that follows an
+/// update (and fails, or cannot allocate) throws after the update, whole.
 class Runtime {
 public:
   /// A runtime with no step loaded. Throws Error for a bad config.
@@ -520,21 +530,21 @@ private:
   void runAcceptance(AcceptRule rule, std::int32_t vocab, const float *target,
                      const float *draftProbs, std::uint64_t seed, std::int32_t *accepted,
                      std::int32_t *next);
-  /// Appends one token's rows [L][row_bytes] to request index `index`.
-  void appendRows(std::int32_t index, const std::string &name, const void *rows);
   /// Throws CapacityError when request `index` (named `name`) is at its
   /// maximum context.
   void requireRoomToAppend(std::int32_t index, const std::string &name) const;
-  /// appendRows' bookkeeping: the controller's append of request `index`,
-  /// its copies left to the caller (applyCopies, then the checks) and the
-  /// host-store writes of its token `rows` added to `writes`
-  /// (writeAppendedRows); returns the token's host row.
-  std::int64_t appendToHost(std::int32_t index, const void *rows, std::vector<RowCopy> &copies,
-                            std::vector<RowWrite> &writes);
-  /// Writes appended tokens into the host store (`writes`, appendToHost's)
-  /// and records the hashes of their host rows `hostRows` for the checks.
-  void writeAppendedRows(const std::vector<RowWrite> &writes,
-                         const std::vector<std::int64_t> &hostRows);
+  /// Appends one token to each of request indices `indices` (distinct, each
+  /// with room), their rows `rows` [count][L][row_bytes]: the controller's
+  /// appends, the host rows written, the copies handed over. All of it, or
+  /// (no memory) nothing.
+  void appendTokens(const std::vector<std::int32_t> &indices, const std::uint8_t *rows);
+  /// Adds to `writes` (which has room for them) the host-store writes of
+  /// request `index`'s newest row, one per layer, from `rows` [L][row_bytes].
+  void addNewestRowWrites(std::int32_t index, const std::uint8_t *rows,
+                          std::vector<RowWrite> &writes);
+  /// Records the hashes of request `index`'s newest row (written) for the
+  /// checks.
+  void recordNewestRowHashes(std::int32_t index);
   /// Checks a group's step log against its selections (downloaded) and the
   /// controller's residency table; fills rowIds_ and slots_ for checkReads.
   void checkStepLog(std::int32_t group, const StepLog &log);
@@ -546,11 +556,14 @@ private:
   /// Checks group g's selections [batch, Q, K] (host memory) against the
   /// batch's histories; throws InputError / OutOfRangeError naming one.
   void checkSelections(std::int32_t group, const std::int32_t *rowIds) const;
-  /// Hands copies, after the releases logged since the last call, to the
-  /// tiers. A copy that fails does not fail the call (the host store holds
+  /// Hands the controller's changes (changes_) to the tiers and empties the
+  /// list. A copy that fails does not fail the call (the host store holds
   /// the rows): the batch is kept and retried, in order, before the next
-  /// copies, step or check (repairHbm).
-  void applyCopies(const std::vector<RowCopy> &copies);
+  /// copies, step or check (repairHbm); the update that made the changes
+  /// made room for it in pendingCopies_ before its first change, so that
+  /// nothing here allocates. Throws only from the checks that follow
+  /// (checkInvariants), once the changes are applied.
+  void applyCopies();
   /// Retries the copies that failed, in order; false (and the copies kept)
   /// while they still fail.
   bool repairHbm();
@@ -603,12 +616,19 @@ private:
   bool stepDecides_ = false;
   bool shadowDecisions_ = false;
   bool verifyStarting_ = false; // beginStep runs for a verify step
-  /// Rows that left HBM since the last applyCopies (with a placement step).
-  std::vector<RowCopy> releases_;
+  /// The controller's changes since the last applyCopies, in the order it
+  /// made them: the copies into HBM it reports and (with a placement step,
+  /// its release log) the rows that left HBM.
+  std::vector<RowCopy> changes_;
   /// Batches of changes whose copy into HBM failed, oldest first, and the
-  /// last failure's message.
+  /// last failure.
   std::vector<std::vector<RowCopy>> pendingCopies_;
-  std::string pendingError_;
+  std::exception_ptr pendingError_;
+  /// Set when an update stopped half-way (brokenIn_ names it, brokenBy_
+  /// is what stopped it): the runtime cannot vouch for its tables, and
+  /// every later call that needs a step refuses with StateError.
+  const char *brokenIn_ = nullptr;
+  std::exception_ptr brokenBy_;
   std::vector<std::int32_t> windowTokensLane_; // [B] of the step in progress
 
   // The step in progress.
@@ -623,9 +643,9 @@ private:
   /// [group] of the host-resolved selections: (selected, not in HBM) rows,
   /// which the CUDA tiers choose their attention kernels' form by.
   std::vector<std::pair<std::int64_t, std::int64_t>> hostReads_;
-  std::vector<std::uint8_t> selected_;            // [group]
-  std::vector<std::uint8_t> deviceSelected_;      // [group] selections on the device
-  std::vector<std::uint8_t> attended_;            // [layer]
+  std::vector<std::uint8_t> selected_;       // [group]
+  std::vector<std::uint8_t> deviceSelected_; // [group] selections on the device
+  std::vector<std::uint8_t> attended_;       // [layer]
 
   /// The verify step in progress (verifyBegin .. verifyAccept).
   struct VerifyStep {
@@ -645,8 +665,8 @@ private:
   bool wholeStep_ = false;       // step() attends: host outputs may wait for endStep
   SpecStats specTotals_;
   std::unordered_map<std::uint64_t, SpecStats> specByRequest_;
-  std::array<bool, 2> acceptLoaded_{}; // [AcceptRule] an accept step is loaded
-  std::optional<TopKShape> topK_;      // the top-k step's shapes, once loaded
+  std::array<bool, 2> acceptLoaded_{};     // [AcceptRule] an accept step is loaded
+  std::optional<TopKShape> topK_;          // the top-k step's shapes, once loaded
   std::unique_ptr<Manifest> topKManifest_; // and the step, for the tiers
 
   /// Decisions on the device: the optional budget left that group g's
@@ -663,10 +683,10 @@ private:
   void applyAppends();
   /// Books a step the device decided (counts only).
   void bookDeviceDecisions();
-  /// Compares the device's decisions of the step with the host's copies
-  /// and releases and the device state with the controller's (shadow check;
+  /// Compares the device's decisions of the step with the host's changes
+  /// (copies and releases) and the device state with the controller's (shadow check;
   /// the step is complete: a difference throws InvariantError).
-  void compareDecisions(const std::vector<RowCopy> &copies, const std::vector<RowCopy> &released);
+  void compareDecisions(const std::vector<RowCopy> &changes);
 
   /// Hands the loaded top-k step, if any, to `runner` when its PTX is
   /// there.

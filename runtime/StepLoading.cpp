@@ -508,7 +508,7 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
                 std::to_string(layout_.lastPoolLayers) +
                 " (its layer group's own): placement steps need pools of one size");
   tiers_.storage->setPlacementStep(manifest, *controller_);
-  controller_->setReleaseLog(&releases_);
+  controller_->setReleaseLog(&changes_);
   placementStepLoaded_ = true;
 }
 

@@ -15,6 +15,7 @@
 
 #include "runtime/core/Error.h"
 #include "runtime/core/LaunchForms.h"
+#include "runtime/core/Reserve.h"
 
 #include <algorithm>
 #include <cstring>
@@ -391,14 +392,41 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
   if (!verify_.active)
     throw StateError("verify accept: no verify step is in progress (begin one with verify begin)");
   const std::int64_t Q = shape_.queries, gamma = Q - 1;
-  std::vector<std::int32_t> acceptedDrafts(static_cast<std::size_t>(batch_)),
-      next(static_cast<std::size_t>(batch_));
+  std::vector<std::int32_t> acceptedDrafts, next;
+  // The commit's tokens (each request's last accepted token and its
+  // accepted drafts: their requests, lane by lane), and the writes of one.
+  std::vector<std::int32_t> committed;
+  std::vector<RowWrite> writes;
+  // What failed in the checks after the step ended (whole), reported once
+  // the commit is whole too.
+  std::exception_ptr checkFailure;
   try {
+    acceptedDrafts.resize(static_cast<std::size_t>(batch_));
+    next.resize(static_cast<std::size_t>(batch_));
     if (batch_ > 0 && (!accepted || !tokens))
       throw InputError("verify accept: null accepted counts or tokens");
     runAcceptance(rule, vocab, target, draftProbs, seed, acceptedDrafts.data(), next.data());
+    // Room for all the commit needs, before the step ends: the step's end
+    // and the commit then happen whole, or (no memory) the verify step is
+    // abandoned.
+    for (std::int64_t b = 0; b < batch_; ++b)
+      committed.insert(committed.end(),
+                       static_cast<std::size_t>(acceptedDrafts[static_cast<std::size_t>(b)]) + 1,
+                       lanes_[static_cast<std::size_t>(b)]);
+    controller_->reserveAppends(committed.data(), committed.size(), changes_);
+    reserveRoom(pendingCopies_, committed.size() + 1);
+    writes.reserve(static_cast<std::size_t>(layout_.layers));
+    for (std::int64_t b = 0; b < batch_; ++b)
+      specByRequest_.try_emplace(batchIds_[static_cast<std::size_t>(b)]); // (zeros: as none)
     acceptingVerify_ = true;
-    endStep();
+    const std::uint64_t stepsBefore = steps_;
+    try {
+      endStep();
+    } catch (...) {
+      if (steps_ == stepsBefore)
+        throw;
+      checkFailure = std::current_exception(); // (the step ended whole: a check failed)
+    }
     acceptingVerify_ = false;
   } catch (...) {
     acceptingVerify_ = false;
@@ -408,13 +436,34 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
     throw;
   }
   verify_.active = false;
-  // The commit: each request's last accepted token and accepted drafts.
+  // The commit, token by token (a request's tokens one after the other: a
+  // row one places may leave HBM with the next, so each has its own
+  // placement). It allocates nothing, unless copies into HBM failed and
+  // took its list with them (kept for a retry): if that allocation fails,
+  // the commit stops half-way, and the runtime cannot vouch for its tables.
   const std::size_t position = static_cast<std::size_t>(layout_.layers * layout_.rowBytes);
-  for (std::int64_t b = 0; b < batch_; ++b)
-    for (std::int32_t j = 0; j <= acceptedDrafts[static_cast<std::size_t>(b)]; ++j)
-      appendRows(lanes_[static_cast<std::size_t>(b)],
-                 requestName(batchIds_[static_cast<std::size_t>(b)]),
-                 verify_.rows.data() + static_cast<std::size_t>(b * Q + j) * position);
+  try {
+    for (std::int64_t b = 0; b < batch_; ++b)
+      for (std::int32_t j = 0; j <= acceptedDrafts[static_cast<std::size_t>(b)]; ++j) {
+        const std::int32_t index = lanes_[static_cast<std::size_t>(b)];
+        controller_->append(index, changes_);
+        writes.clear();
+        addNewestRowWrites(
+            index, verify_.rows.data() + static_cast<std::size_t>(b * Q + j) * position, writes);
+        writeRows(writes, static_cast<std::size_t>(layout_.rowBytes));
+        recordNewestRowHashes(index);
+        try {
+          applyCopies();
+        } catch (...) {
+          if (!checkFailure)
+            checkFailure = std::current_exception(); // (the token is whole)
+        }
+      }
+  } catch (...) {
+    brokenIn_ = "verify accept's commit";
+    brokenBy_ = std::current_exception();
+    throw;
+  }
   SpecStats step;
   step.verifySteps = 1;
   for (std::int64_t b = 0; b < batch_; ++b) {
@@ -437,11 +486,13 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
     }
     block.hostRowsRead = verify_.laneRead[lane];
     block.hostRowsSelectedMissing = verify_.laneMissing[lane];
-    specByRequest_[batchIds_[lane]] += block;
+    specByRequest_[batchIds_[lane]] += block; // (its entry is there: no allocation)
     block.verifySteps = 0;
     step += block;
   }
   specTotals_ += step;
+  if (checkFailure)
+    std::rethrow_exception(checkFailure);
 }
 
 //===----------------------------------------------------------------------===//

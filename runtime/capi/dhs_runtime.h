@@ -18,6 +18,11 @@
  *    patterns.
  *  - Requests are named by the engine's 64-bit ids.
  *  - A runtime is not thread-safe: call it from one thread at a time.
+ *  - A call that fails with DHS_ERROR_OUT_OF_MEMORY for want of host memory
+ *    changes nothing. (One double failure cannot be undone: a verify commit
+ *    whose copies into HBM failed, then an allocation; every later call
+ *    then fails with DHS_ERROR_STATE: the runtime cannot vouch for its
+ *    tables, destroy it.)
  *
  * Layouts (row-major; batch = the number of requests in the step, at most
  * the step's B; groups = ceil(layers / layers_per_group)):
