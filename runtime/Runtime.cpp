@@ -614,6 +614,10 @@ void Runtime::endStep() {
   for (std::int32_t l = 0; l < layout_.layers; ++l)
     if (!attended_[static_cast<std::size_t>(l)])
       throw StateError("cannot end the step: layer " + std::to_string(l) + " did not run");
+  // Room for the step's batch of copies to wait for a retry, before
+  // anything of the step is taken (a failure here changes nothing: the
+  // step stays open).
+  reserveRoom(pendingCopies_, 1);
   if (stepDecides_ && !shadowDecisions_) {
     bookDeviceDecisions();
     return;
@@ -681,20 +685,31 @@ void Runtime::endStep() {
       for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g); ++l)
         checkReads(l);
   }
+  // A step given up once its kernels ran: the resolve kernels' stamps go
+  // back to the controller's; where the device decided too (the shadow
+  // check), it placed rows the host cannot take back.
+  const bool anyOnDevice =
+      std::find(deviceSelected_.begin(), deviceSelected_.end(), 1) != deviceSelected_.end();
+  auto giveUp = [&] {
+    if (stepDecides_)
+      return markBroken("the end of a step the device decided beside the host");
+    abortStep();
+    if (anyOnDevice)
+      tiers_.storage->restoreRecency(*controller_);
+  };
   if (config_.checkInvariants)
     try {
       checkFetches();
     } catch (...) {
-      abortStep();
+      giveUp();
       throw;
     }
   // The promotions: whole, or (no memory for them) none, and the step
   // abandoned.
-  reserveRoom(pendingCopies_, 1);
   try {
     controller_->endStep(changes_);
   } catch (...) {
-    abortStep();
+    giveUp();
     throw;
   }
   inStep_ = false;
@@ -717,6 +732,14 @@ void Runtime::endStep() {
         steps_ % static_cast<std::uint64_t>(config_.fullCheckInterval) == 0 && repairHbm())
       checkInvariants();
   }
+}
+
+void Runtime::markBroken(const char *update) {
+  brokenIn_ = update;
+  brokenBy_ = std::current_exception();
+  // (The step ends with it: nothing of it can be undone or finished.)
+  inStep_ = false;
+  verify_.active = false;
 }
 
 void Runtime::abortStep() {
@@ -1093,17 +1116,23 @@ void Runtime::bookDeviceDecisions() {
       std::rethrow_exception(precise);
     throw;
   }
-  reserveRoom(pendingCopies_, 1);
-  applyAppends();
-  for (std::int32_t g = 0; g < layout_.groups(); ++g) {
-    const DeviceDecisionCounts counts = tiers_.runner->decisionCounts(g);
-    controller_->applyDeviceCounts(g, counts.step);
-    deviceExcess_[static_cast<std::size_t>(g)] = counts.excess;
-  }
-  // (Nothing to promote, nor room to make: the device placed the step's
-  // rows.)
+  // The device decided and placed the step's rows: from here the host
+  // takes its counts; a failure part-way leaves tables it cannot vouch for.
   const std::size_t before = changes_.size();
-  controller_->endStep(changes_);
+  try {
+    applyAppends();
+    for (std::int32_t g = 0; g < layout_.groups(); ++g) {
+      const DeviceDecisionCounts counts = tiers_.runner->decisionCounts(g);
+      controller_->applyDeviceCounts(g, counts.step);
+      deviceExcess_[static_cast<std::size_t>(g)] = counts.excess;
+    }
+    // (Nothing to promote, nor room to make: the device placed the step's
+    // rows.)
+    controller_->endStep(changes_);
+  } catch (...) {
+    markBroken("booking a step the device decided");
+    throw;
+  }
   inStep_ = false;
   ++steps_;
   const std::size_t promoted = changes_.size() - before;

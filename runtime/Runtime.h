@@ -495,6 +495,12 @@ public:
   TierStorage &storageForTesting();
 
 private:
+  /// Records that `update` (a string literal naming it) stopped half-way
+  /// with the exception in flight: the runtime can no longer vouch for its
+  /// tables, refuses every later call that needs a step, and the step in
+  /// progress, if any, ends with it.
+  void markBroken(const char *update);
+
   std::int32_t indexOf(std::uint64_t id, const char *what) const;
   void requireStep(const char *what) const;
   /// Loads the manifest of a step the tiers run beside the attention steps

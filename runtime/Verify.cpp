@@ -460,8 +460,7 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
         }
       }
   } catch (...) {
-    brokenIn_ = "verify accept's commit";
-    brokenBy_ = std::current_exception();
+    markBroken("verify accept's commit");
     throw;
   }
   SpecStats step;
