@@ -434,6 +434,23 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
                      std::to_string(g.newest) + ", " + std::to_string(g.excess) + ", " +
                      std::to_string(g.free.freeCount()));
 
+  // What the rebuild adds, before its first change, so that it allocates
+  // nothing (it happens whole): the free slots' allocator as the device
+  // has it, and room in each owner's hot list for its hot rows.
+  SlotAllocator freeSlots(g.free);
+  freeSlots.assign(std::vector<std::int32_t>(state.freeStack.begin(),
+                                             state.freeStack.begin() + state.freeCount));
+  {
+    std::vector<std::int32_t> hotRowsOf(requests_.size(), 0);
+    for (std::size_t s = 0; s < n; ++s)
+      if (held[s] >= 0 && g.slots[s].kind != static_cast<std::uint8_t>(SlotKind::Ring))
+        ++hotRowsOf[static_cast<std::size_t>(held[s])];
+    for (std::size_t i = 0; i < requests_.size(); ++i)
+      if (requests_[i].live)
+        requests_[i].hot[static_cast<std::size_t>(gi)].reserve(
+            static_cast<std::size_t>(hotRowsOf[i]));
+  }
+
   // The rebuild: every slot's recency and reference from the device; each
   // slot whose row changed since the handover unmaps its old row (unless a
   // slot before it took that row: mapped there now) and maps its new one;
@@ -494,8 +511,7 @@ void ResidencyController::adoptDeviceState(std::int32_t gi, const DeviceGroupSta
       record.kind = static_cast<std::uint8_t>(SlotKind::Free);
     }
   }
-  g.free.assign(std::vector<std::int32_t>(state.freeStack.begin(),
-                                          state.freeStack.begin() + state.freeCount));
+  g.free = std::move(freeSlots);
   g.hand = state.hand;
   g.noVictimStep = state.noVictimStep;
   g.lru.invalidate();

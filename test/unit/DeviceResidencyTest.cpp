@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FailingAllocation.h"
 #include "PromotionScenario.h"
 #include "TestUtil.h"
 
@@ -1197,4 +1198,74 @@ TEST_CASE("groups exported, handed over and adopted together (in parallel) make 
   together.checkConsistency();
   CHECK(moved > 1000);
   CHECK(adopted > 10000);
+}
+
+TEST_CASE("an adoption of a device's state whose allocation fails changes nothing",
+          "[residency][device][alloc-failure]") {
+  // Two controllers make the same calls; `a` adopts each group's state with
+  // each of its allocations failing in turn first. A failed adoption must
+  // leave `a` as `b` (the group still the device's), and the whole one
+  // must give the same state. The device's state moves hot rows between
+  // slots and into free ones (a new free stack), as its decisions would.
+  DHS_SEEDED_RNG(rng, 3200);
+  const std::int32_t groups = 2, slots = 200;
+  ResidencyConfig config = ResidencyConfig::adaptive(groups, slots, 20000, 8, 0, 0);
+  config.maxRequests = 6;
+  ResidencyController a(config), b(config);
+  std::vector<RowCopy> copies;
+  std::vector<std::int32_t> live;
+  for (int r = 0; r < 4; ++r) {
+    const std::int64_t length = 200 + static_cast<std::int64_t>(rng() % 500);
+    live.push_back(a.admit(length, length + 100, copies));
+    REQUIRE(b.admit(length, length + 100, copies) == live.back());
+  }
+  std::uint64_t failures = 0;
+  for (int step = 0; step < 6; ++step) {
+    INFO("step " << step);
+    const std::int64_t K = 24;
+    std::vector<std::int32_t> rows, out;
+    for (std::int32_t r : live)
+      for (std::int64_t k = 0; k < K; ++k)
+        rows.push_back(
+            static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(a.historyLen(r))));
+    out.resize(rows.size());
+    for (ResidencyController *c : {&a, &b}) {
+      c->beginStep();
+      for (std::int32_t g = 0; g < groups; ++g)
+        c->resolve(g, live.data(), static_cast<std::int64_t>(live.size()), rows.data(), 1, K,
+                   out.data());
+      copies.clear();
+      c->endStep(copies);
+    }
+    for (std::int32_t g = 0; g < groups; ++g) {
+      DeviceGroupState s = a.exportDeviceState(g);
+      std::vector<std::int32_t> hot;
+      for (std::int32_t slot = 0; slot < slots; ++slot)
+        if (s.hotRows[static_cast<std::size_t>(slot)] >= 0)
+          hot.push_back(slot);
+      for (int k = 0; k < 4 && !hot.empty() && s.freeCount > 0; ++k) {
+        const std::size_t h = rng() % hot.size();
+        const std::size_t f = rng() % static_cast<std::size_t>(s.freeCount);
+        const std::int32_t freeSlot = s.freeStack[f];
+        std::swap(s.hotRows[static_cast<std::size_t>(hot[h])],
+                  s.hotRows[static_cast<std::size_t>(freeSlot)]);
+        std::swap(s.cleared[static_cast<std::size_t>(hot[h])],
+                  s.cleared[static_cast<std::size_t>(freeSlot)]);
+        s.freeStack[f] = hot[h];
+        hot[h] = freeSlot;
+      }
+      a.markDeviceOwned(g);
+      b.markDeviceOwned(g);
+      // (A device-owned group's host tables cannot be read: a failed
+      // adoption must leave the group the device's, ready to be adopted
+      // again, and the adoption that succeeds must give `b`'s state.)
+      failures += dhs::test::failEachAllocation([&] { a.adoptDeviceState(g, s); },
+                                                [&] { REQUIRE(a.deviceOwned(g)); });
+      b.adoptDeviceState(g, s);
+      REQUIRE_FALSE(a.deviceOwned(g));
+      REQUIRE(firstDifference(a, b) == "");
+      a.checkConsistency();
+    }
+  }
+  CHECK(failures > 0);
 }
