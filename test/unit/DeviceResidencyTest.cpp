@@ -1073,6 +1073,64 @@ TEST_CASE("a controller driven by the device's decisions stays identical to the 
   SECTION("at most 6 promotions per request and step") { runEmulator(rng, 6, 200); }
 }
 
+namespace {
+
+/// A step on each controller in `controllers`: each of the `live` requests
+/// selects `K` random rows of its history in every one of `groups` groups.
+void randomStep(const std::vector<ResidencyController *> &controllers,
+                const std::vector<std::int32_t> &live, std::int32_t groups, std::int64_t K,
+                std::mt19937_64 &rng) {
+  std::vector<std::int32_t> rows, out;
+  for (std::int32_t r : live)
+    for (std::int64_t k = 0; k < K; ++k)
+      rows.push_back(static_cast<std::int32_t>(
+          rng() % static_cast<std::uint64_t>(controllers.front()->historyLen(r))));
+  out.resize(rows.size());
+  std::vector<RowCopy> copies;
+  for (ResidencyController *c : controllers) {
+    c->beginStep();
+    for (std::int32_t g = 0; g < groups; ++g)
+      c->resolve(g, live.data(), static_cast<std::int64_t>(live.size()), rows.data(), 1, K,
+                 out.data());
+    c->endStep(copies);
+  }
+}
+
+/// Moves hot rows of a device state as its decisions would: up to `swaps`
+/// swaps between hot slots, then up to `toFree` moves into free slots (the
+/// free stack takes the slot left). Returns the moves made.
+std::int64_t moveHotRows(DeviceGroupState &s, std::int32_t slots, int swaps, int toFree,
+                         std::mt19937_64 &rng) {
+  std::vector<std::int32_t> hot;
+  for (std::int32_t slot = 0; slot < slots; ++slot)
+    if (s.hotRows[static_cast<std::size_t>(slot)] >= 0)
+      hot.push_back(slot);
+  auto swapSlots = [&](std::int32_t a, std::int32_t b) {
+    std::swap(s.hotRows[static_cast<std::size_t>(a)], s.hotRows[static_cast<std::size_t>(b)]);
+    std::swap(s.cleared[static_cast<std::size_t>(a)], s.cleared[static_cast<std::size_t>(b)]);
+    for (int w = 0; w < 2; ++w)
+      std::swap(s.recency[2 * static_cast<std::size_t>(a) + static_cast<std::size_t>(w)],
+                s.recency[2 * static_cast<std::size_t>(b) + static_cast<std::size_t>(w)]);
+  };
+  std::int64_t moved = 0;
+  for (int k = 0; k < swaps && hot.size() >= 2; ++k) {
+    swapSlots(hot[rng() % hot.size()], hot[rng() % hot.size()]);
+    ++moved;
+  }
+  for (int k = 0; k < toFree && !hot.empty() && s.freeCount > 0; ++k) {
+    const std::size_t h = rng() % hot.size();
+    const std::size_t f = rng() % static_cast<std::size_t>(s.freeCount);
+    const std::int32_t freeSlot = s.freeStack[f];
+    swapSlots(hot[h], freeSlot);
+    s.freeStack[f] = hot[h];
+    hot[h] = freeSlot;
+    ++moved;
+  }
+  return moved;
+}
+
+} // namespace
+
 TEST_CASE("groups exported, handed over and adopted together (in parallel) make the decisions of "
           "one group at a time, with hot rows moved to other slots and requests",
           "[residency][device]") {
@@ -1101,21 +1159,7 @@ TEST_CASE("groups exported, handed over and adopted together (in parallel) make 
   for (int step = 0; step < 40; ++step) {
     INFO("step " << step);
     // A step on both.
-    const std::int64_t K = 24;
-    std::vector<std::int32_t> rows, out;
-    for (std::int32_t r : live)
-      for (std::int64_t k = 0; k < K; ++k)
-        rows.push_back(
-            static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(together.historyLen(r))));
-    out.resize(rows.size());
-    for (ResidencyController *c : {&together, &alone}) {
-      c->beginStep();
-      for (std::int32_t g = 0; g < groups; ++g)
-        c->resolve(g, live.data(), static_cast<std::int64_t>(live.size()), rows.data(), 1, K,
-                   out.data());
-      copies.clear();
-      c->endStep(copies);
-    }
+    randomStep({&together, &alone}, live, groups, 24, rng);
     REQUIRE(firstDifference(together, alone) == "");
 
     // The round trip: the same states, then hot rows moved as a device's
@@ -1125,30 +1169,7 @@ TEST_CASE("groups exported, handed over and adopted together (in parallel) make 
     for (std::int32_t g = 0; g < groups; ++g) {
       DeviceGroupState &s = states[static_cast<std::size_t>(g)];
       REQUIRE(s == alone.exportDeviceState(g)); // (into a buffer of the last step)
-      std::vector<std::int32_t> hot;
-      for (std::int32_t slot = 0; slot < slots; ++slot)
-        if (s.hotRows[static_cast<std::size_t>(slot)] >= 0)
-          hot.push_back(slot);
-      auto swapSlots = [&](std::int32_t a, std::int32_t b) {
-        std::swap(s.hotRows[static_cast<std::size_t>(a)], s.hotRows[static_cast<std::size_t>(b)]);
-        std::swap(s.cleared[static_cast<std::size_t>(a)], s.cleared[static_cast<std::size_t>(b)]);
-        for (int w = 0; w < 2; ++w)
-          std::swap(s.recency[2 * static_cast<std::size_t>(a) + static_cast<std::size_t>(w)],
-                    s.recency[2 * static_cast<std::size_t>(b) + static_cast<std::size_t>(w)]);
-      };
-      for (int k = 0; k < 8 && hot.size() >= 2; ++k) {
-        swapSlots(hot[rng() % hot.size()], hot[rng() % hot.size()]);
-        ++moved;
-      }
-      for (int k = 0; k < 4 && !hot.empty() && s.freeCount > 0; ++k) {
-        const std::size_t h = rng() % hot.size();
-        const std::size_t f = rng() % static_cast<std::size_t>(s.freeCount);
-        const std::int32_t freeSlot = s.freeStack[f];
-        swapSlots(hot[h], freeSlot);
-        s.freeStack[f] = hot[h];
-        hot[h] = freeSlot;
-        ++moved;
-      }
+      moved += moveHotRows(s, slots, 8, 4, rng);
     }
     together.markDeviceOwned(all);
     for (std::int32_t g = 0; g < groups; ++g) {
@@ -1222,38 +1243,10 @@ TEST_CASE("an adoption of a device's state whose allocation fails changes nothin
   std::uint64_t failures = 0;
   for (int step = 0; step < 6; ++step) {
     INFO("step " << step);
-    const std::int64_t K = 24;
-    std::vector<std::int32_t> rows, out;
-    for (std::int32_t r : live)
-      for (std::int64_t k = 0; k < K; ++k)
-        rows.push_back(
-            static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(a.historyLen(r))));
-    out.resize(rows.size());
-    for (ResidencyController *c : {&a, &b}) {
-      c->beginStep();
-      for (std::int32_t g = 0; g < groups; ++g)
-        c->resolve(g, live.data(), static_cast<std::int64_t>(live.size()), rows.data(), 1, K,
-                   out.data());
-      copies.clear();
-      c->endStep(copies);
-    }
+    randomStep({&a, &b}, live, groups, 24, rng);
     for (std::int32_t g = 0; g < groups; ++g) {
       DeviceGroupState s = a.exportDeviceState(g);
-      std::vector<std::int32_t> hot;
-      for (std::int32_t slot = 0; slot < slots; ++slot)
-        if (s.hotRows[static_cast<std::size_t>(slot)] >= 0)
-          hot.push_back(slot);
-      for (int k = 0; k < 4 && !hot.empty() && s.freeCount > 0; ++k) {
-        const std::size_t h = rng() % hot.size();
-        const std::size_t f = rng() % static_cast<std::size_t>(s.freeCount);
-        const std::int32_t freeSlot = s.freeStack[f];
-        std::swap(s.hotRows[static_cast<std::size_t>(hot[h])],
-                  s.hotRows[static_cast<std::size_t>(freeSlot)]);
-        std::swap(s.cleared[static_cast<std::size_t>(hot[h])],
-                  s.cleared[static_cast<std::size_t>(freeSlot)]);
-        s.freeStack[f] = hot[h];
-        hot[h] = freeSlot;
-      }
+      moveHotRows(s, slots, 0, 4, rng);
       a.markDeviceOwned(g);
       b.markDeviceOwned(g);
       // (A device-owned group's host tables cannot be read: a failed
