@@ -1225,9 +1225,9 @@ TEST_CASE("an adoption of a device's state whose allocation fails changes nothin
           "[residency][device][alloc-failure]") {
   // Two controllers make the same calls; `a` adopts each group's state with
   // each of its allocations failing in turn first. A failed adoption must
-  // leave `a` as `b` (the group still the device's), and the whole one
-  // must give the same state. The device's state moves hot rows between
-  // slots and into free ones (a new free stack), as its decisions would.
+  // leave the group the device's, to be adopted again, and the adoption
+  // that succeeds must give `b`'s state. The device's state moves hot rows
+  // into free slots (a new free stack), as its decisions would.
   DHS_SEEDED_RNG(rng, 3200);
   const std::int32_t groups = 2, slots = 200;
   ResidencyConfig config = ResidencyConfig::adaptive(groups, slots, 20000, 8, 0, 0);
@@ -1249,9 +1249,7 @@ TEST_CASE("an adoption of a device's state whose allocation fails changes nothin
       moveHotRows(s, slots, 0, 4, rng);
       a.markDeviceOwned(g);
       b.markDeviceOwned(g);
-      // (A device-owned group's host tables cannot be read: a failed
-      // adoption must leave the group the device's, ready to be adopted
-      // again, and the adoption that succeeds must give `b`'s state.)
+      // (A device-owned group's host tables cannot be read.)
       failures += dhs::test::failEachAllocation([&] { a.adoptDeviceState(g, s); },
                                                 [&] { REQUIRE(a.deviceOwned(g)); });
       b.adoptDeviceState(g, s);
