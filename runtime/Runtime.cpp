@@ -174,6 +174,10 @@ void Runtime::admit(std::uint64_t id, std::int64_t historyLen, std::int64_t maxC
     throw InputError("admit " + requestName(id) + ": null prefill rows for a history of " +
                      std::to_string(historyLen));
   takeStateFromDevice();
+  // Work in flight may still read the host rows the admission writes (a
+  // finished request's): it ends, or its error is reported, before any
+  // change.
+  tiers_.storage->waitForSubmittedWork();
   // Everything the admission needs, before its first change: the rings
   // (the controller's admission may release optional rows to fit the
   // request, which a refusal for want of ring memory must not have done),
@@ -249,6 +253,7 @@ void Runtime::appendTokens(const std::vector<std::int32_t> &indices, const std::
   std::vector<RowWrite> writes;
   writes.reserve(indices.size() * static_cast<std::size_t>(layout_.layers));
   reserveRoom(pendingCopies_, 1);
+  tiers_.storage->waitForSubmittedWork(); // (before the change, see admit)
   controller_->append(indices.data(), indices.size(), changes_);
   // One token per request: the rows placed are distinct, and none is
   // released again in the batch (only an append to the same request could

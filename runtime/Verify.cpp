@@ -418,6 +418,10 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
     writes.reserve(static_cast<std::size_t>(layout_.layers));
     for (std::int64_t b = 0; b < batch_; ++b)
       specByRequest_.try_emplace(batchIds_[static_cast<std::size_t>(b)]); // (zeros: as none)
+    // The commit writes host rows: the work in flight ends, or its error
+    // abandons the verify step, before the step ends (the work the step's
+    // end submits reads no row the commit writes).
+    tiers_.storage->waitForSubmittedWork();
     acceptingVerify_ = true;
     const std::uint64_t stepsBefore = steps_;
     try {

@@ -43,6 +43,8 @@ enum class Fault : unsigned {
   CorruptCopy, ///< a row copy into HBM that succeeds but changes the row's
                ///< first bytes (silent corruption the invariant checker
                ///< must find)
+  Wait,        ///< waiting for the work submitted to the device (where a
+               ///< kernel's or a copy's asynchronous error surfaces)
   Count,       ///< (the number of kinds)
 };
 

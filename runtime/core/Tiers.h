@@ -113,8 +113,15 @@ public:
   virtual std::string describe() const = 0;
   /// The layout.
   virtual const TierLayout &layout() const = 0;
-  /// A host-store row, writable by the caller (pinned memory on CUDA).
+  /// A host-store row (pinned memory on CUDA). Reading it is always safe
+  /// (the device never writes the store); the caller writes it only after
+  /// waitForSubmittedWork, with nothing submitted since that reads the row.
   virtual std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) = 0;
+  /// Waits for all work submitted to the device: nothing in flight reads
+  /// the host store afterwards. Throws DeviceError when that work failed (a
+  /// kernel's or a copy's asynchronous error surfaces here), so an update
+  /// that writes host rows calls it before its first change.
+  virtual void waitForSubmittedWork() = 0;
   /// Copies host rows into HBM slots in every layer of each copy's group,
   /// after all work already submitted. Entries with slot -1 are releases
   /// (the row left HBM): nothing to copy, but a device residency map (see

@@ -107,6 +107,12 @@ public:
     return bytes(host_[layout_.poolOf(layer)]) + layout_.rowOffset(layer, row);
   }
 
+  void waitForSubmittedWork() override {
+    // (Nothing runs asynchronously on the CPU; tests make the wait fail.)
+    if (DHS_FAULT(Wait))
+      throw DeviceError("waiting for the submitted work failed (injected fault)");
+  }
+
   void copyToHbm(const std::vector<RowCopy> &copies) override {
     if (DHS_FAULT(Copy))
       throw DeviceError("copying " + std::to_string(copies.size()) +

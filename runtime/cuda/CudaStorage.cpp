@@ -40,10 +40,15 @@ std::string CudaStorage::describe() const {
 }
 
 std::uint8_t *CudaStorage::hostRow(std::int32_t layer, std::int64_t row) {
-  // The caller may write: nothing in flight may still read the store.
-  queue_->quiesce();
   return static_cast<std::uint8_t *>(pools_.host[layout_.poolOf(layer)]->host()) +
          layout_.rowOffset(layer, row);
+}
+
+void CudaStorage::waitForSubmittedWork() {
+  if (DHS_FAULT(Wait))
+    throw DeviceError("waiting for the device's submitted work failed (injected fault)");
+  queue_->makeCurrent();
+  queue_->quiesce();
 }
 
 void CudaStorage::writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) {

@@ -34,6 +34,7 @@ public:
   std::string describe() const override;
   const TierLayout &layout() const override { return layout_; }
   std::uint8_t *hostRow(std::int32_t layer, std::int64_t row) override;
+  void waitForSubmittedWork() override;
   void copyToHbm(const std::vector<RowCopy> &copies) override;
   void writeSlot(std::int32_t layer, std::int32_t slot, const std::uint8_t *row) override;
   void setPlacementStep(const Manifest &manifest, const ResidencyController &controller) override;

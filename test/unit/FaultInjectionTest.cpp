@@ -297,6 +297,36 @@ void failedCopies(BackendKind backend) {
   s.checkAll();
 }
 
+/// The wait for the work submitted before an admission or an append fails
+/// (where a kernel's asynchronous error surfaces on CUDA): the call fails
+/// with a device error before any change, and the runtime keeps serving.
+void failedWait(BackendKind backend) {
+  Disarm disarm;
+  Session s(backend);
+  s.startTwo(500, 300);
+  const RuntimeStats before = s.rt->stats();
+  faults::arm(Fault::Wait);
+  CHECK_THROWS_AS(s.admit(3, 200), DeviceError);
+  CHECK(faults::failed(Fault::Wait) == 1);
+  s.forget(3);
+  CHECK_FALSE(s.rt->admitted(3));
+  RuntimeStats after = s.rt->stats();
+  CHECK(after.admittedRequests == before.admittedRequests);
+  CHECK(after.hbmBytesUsed == before.hbmBytesUsed);
+  CHECK(after.hostBytesUsed == before.hostBytesUsed);
+  // An append of one token to request 1: its length and rows unchanged.
+  faults::arm(Fault::Wait);
+  std::vector<bf16_t> token(2 * 576, 0x3f80);
+  CHECK_THROWS_WITH(s.rt->append(1, token.data()), Catch::Contains("(injected fault)"));
+  CHECK(s.rt->historyLen(1) == s.length(1));
+  s.checkAll();
+  // The same calls succeed once the device's work does.
+  s.admit(3, 200);
+  s.append(1);
+  s.stepAndCheck({1, 2, 3});
+  s.checkAll();
+}
+
 void corruptedCopy(BackendKind backend) {
   Disarm disarm;
   // With checks on, the corrupted slot is found by the copy check at once.
@@ -388,6 +418,7 @@ TEST_CASE("fault matrix on the CPU backend", "[faults]") {
   SECTION("a failed launch") { failedLaunch(BackendKind::Cpu); }
   SECTION("a failed attention worker thread") { failedAttentionWorker(); }
   SECTION("failed copies into HBM") { failedCopies(BackendKind::Cpu); }
+  SECTION("a failed wait for submitted work") { failedWait(BackendKind::Cpu); }
   SECTION("a silently corrupted copy") { corruptedCopy(BackendKind::Cpu); }
   SECTION("a request finished by another thread") { finishedByAnotherThread(BackendKind::Cpu); }
 }
@@ -400,6 +431,7 @@ TEST_CASE("fault matrix on CUDA", "[faults][cuda][gpu]") {
   SECTION("HBM exhausted at admission") { deviceAllocationAtAdmission(BackendKind::Cuda); }
   SECTION("a failed launch") { failedLaunch(BackendKind::Cuda); }
   SECTION("failed copies into HBM") { failedCopies(BackendKind::Cuda); }
+  SECTION("a failed wait for submitted work") { failedWait(BackendKind::Cuda); }
   SECTION("a silently corrupted copy") { corruptedCopy(BackendKind::Cuda); }
   SECTION("a request finished by another thread") { finishedByAnotherThread(BackendKind::Cuda); }
   SECTION("nvJitLink fails while loading") {

@@ -14,6 +14,7 @@
 
 #include "runtime/Runtime.h"
 #include "runtime/core/Accept.h"
+#include "runtime/core/FaultInjection.h"
 
 #include <catch2/catch.hpp>
 
@@ -488,6 +489,21 @@ TEST_CASE("C API: verify errors change nothing, and the next step runs", "[verif
     CHECK(dhs_verify_accept(rt, DHS_ACCEPT_REJECTION_SAMPLING, V, p.data(), nullptr, 1, accepted,
                             tokens) == DHS_ERROR_INVALID_ARGUMENT);
     unchanged();
+  }
+  SECTION("the wait for the device's work fails at accept: the verify step is abandoned") {
+    if (!faults::kCompiledIn) {
+      WARN("SKIPPED: built with DHS_FAULT_INJECTION=OFF");
+    } else {
+      REQUIRE(begin() == DHS_OK);
+      selectAndAttend();
+      faults::arm(Fault::Wait);
+      CHECK(dhs_verify_accept(rt, DHS_ACCEPT_GREEDY, V, p.data(), nullptr, 1, accepted, tokens) ==
+            DHS_ERROR_DEVICE);
+      CHECK(faults::failed(Fault::Wait) == 1);
+      faults::disarmAll();
+      CHECK_THAT(std::string(dhs_last_error()), Catch::Contains("(injected fault)"));
+      unchanged();
+    }
   }
   // Whatever failed, a verify step runs now and commits.
   INFO(dhs_last_error());
