@@ -55,6 +55,7 @@ CudaPlacement::CudaPlacement(const Manifest &manifest, const TierLayout &layout,
                                                      logWords * sizeof(std::int32_t),
                                                  "the step logs' host copy");
   done_ = std::make_unique<Event>();
+  recencyUpload_.resize(2 * static_cast<std::size_t>(layout.hbmSlots));
   // (Parts of the exchange move its areas: the stream is idle.)
   queue_->quiesce();
   headers_ = queue_->exchange().add(HostExchange::Direction::ToDevice,
@@ -121,7 +122,7 @@ void CudaPlacement::restoreRecency(const ResidencyController &controller) {
   queue_->makeCurrent();
   queue_->quiesce();
   const std::size_t slots = static_cast<std::size_t>(layout_.hbmSlots);
-  std::vector<std::int32_t> recency(2 * slots);
+  std::vector<std::int32_t> &recency = recencyUpload_;
   for (std::int32_t g = 0; g < layout_.groups() && slots > 0; ++g) {
     for (std::size_t s = 0; s < slots; ++s) {
       const auto [last, previous] = controller.slotRecency(g, static_cast<std::int32_t>(s));

@@ -124,6 +124,9 @@ private:
   CudaStepBuffers buffers_;
   std::vector<StepLog> parsedLogs_;                         // [group]
   std::vector<std::int32_t> mapSnapshot_, recencySnapshot_; // downloads for checks
+  /// One group's replacement state as restoreRecency uploads it, sized at
+  /// construction: a step's abort restores without allocating.
+  std::vector<std::int32_t> recencyUpload_;
 };
 
 } // namespace dhs::runtime::cuda_detail
