@@ -925,6 +925,10 @@ void Runtime::applyCopies() {
     // (The caller made room for the batch before its update.)
     pendingCopies_.push_back(std::move(changes_));
     changes_.clear();
+    if (!spareChanges_.empty()) {
+      changes_ = std::move(spareChanges_.back());
+      spareChanges_.pop_back();
+    }
     if (config_.checkInvariants)
       checker_->checkDistinctChanges(pendingCopies_.back());
     return;

@@ -567,7 +567,8 @@ private:
   /// the rows): the batch is kept and retried, in order, before the next
   /// copies, step or check (repairHbm); the update that made the changes
   /// made room for it in pendingCopies_ before its first change, so that
-  /// nothing here allocates. Throws only from the checks that follow
+  /// nothing here allocates (changes_ then takes a list of spareChanges_,
+  /// if any, with its room). Throws only from the checks that follow
   /// (checkInvariants), once the changes are applied.
   void applyCopies();
   /// Retries the copies that failed, in order; false (and the copies kept)
@@ -630,6 +631,11 @@ private:
   /// last failure.
   std::vector<std::vector<RowCopy>> pendingCopies_;
   std::exception_ptr pendingError_;
+  /// Empty lists with room for one appended token's changes: a batch whose
+  /// copy fails takes changes_'s list into pendingCopies_, and changes_
+  /// takes one of these, so that a verify step's commit (which makes them
+  /// before it starts) allocates nothing however many of its copies fail.
+  std::vector<std::vector<RowCopy>> spareChanges_;
   /// Set when an update stopped half-way (brokenIn_ names it, brokenBy_
   /// is what stopped it): the runtime cannot vouch for its tables, and
   /// every later call that needs a step refuses with StateError.

@@ -415,6 +415,15 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
                        lanes_[static_cast<std::size_t>(b)]);
     controller_->reserveAppends(committed.data(), committed.size(), changes_);
     reserveRoom(pendingCopies_, committed.size() + 1);
+    // A list for changes_ after each batch whose copy fails (the step's end
+    // and each token), each with room for a token's changes.
+    const std::size_t perToken = controller_->changesPerAppend();
+    reserveRoom(spareChanges_, committed.size() + 1);
+    for (std::size_t i = 0; i < committed.size() + 1; ++i) {
+      if (i == spareChanges_.size())
+        spareChanges_.emplace_back();
+      spareChanges_[i].reserve(perToken);
+    }
     writes.reserve(static_cast<std::size_t>(layout_.layers));
     for (std::int64_t b = 0; b < batch_; ++b)
       specByRequest_.try_emplace(batchIds_[static_cast<std::size_t>(b)]); // (zeros: as none)
@@ -442,9 +451,9 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
   verify_.active = false;
   // The commit, token by token (a request's tokens one after the other: a
   // row one places may leave HBM with the next, so each has its own
-  // placement). It allocates nothing, unless copies into HBM failed and
-  // took its list with them (kept for a retry): if that allocation fails,
-  // the commit stops half-way, and the runtime cannot vouch for its tables.
+  // placement). It allocates nothing, also when copies into HBM fail (a
+  // failed batch's list is kept for a retry, changes_ takes a spare). Were
+  // it to stop half-way, the runtime could not vouch for its tables.
   const std::size_t position = static_cast<std::size_t>(layout_.layers * layout_.rowBytes);
   try {
     for (std::int64_t b = 0; b < batch_; ++b)

@@ -491,9 +491,12 @@ void ResidencyController::reserveAppends(const std::int32_t *requests, std::size
     reserveRoom(appendLogRingAt_, count);
   }
   reserveVictimSearches();
-  // Per token and group a copy, and a release when an aged row has no room.
+  // Per token and group a copy, and a release when an aged row has no room
+  // (changesPerAppend).
   reserveChanges(copies, count * groups_.size(), count * groups_.size());
 }
+
+std::size_t ResidencyController::changesPerAppend() const { return 2 * groups_.size(); }
 
 void ResidencyController::appendReserved(std::int32_t request, std::vector<RowCopy> &copies) {
   Request &r = requests_[static_cast<std::size_t>(request)];

@@ -260,6 +260,9 @@ public:
   /// CapacityError, UnknownRequestError, std::bad_alloc.
   void reserveAppends(const std::int32_t *requests, std::size_t count,
                       std::vector<RowCopy> &copies);
+  /// The most changes (copies and releases) one appended token adds to
+  /// `copies`: reserveAppends of one token needs no more room than this.
+  std::size_t changesPerAppend() const;
 
   /// Frees every slot and the host range of a request. Throws
   /// UnknownRequestError, StateError during a step, std::bad_alloc (a
