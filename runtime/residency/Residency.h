@@ -414,9 +414,10 @@ public:
   /// and hot floor 0 (throws Error otherwise) and no step in progress or one
   /// that has not resolved the group (StateError).
   void markDeviceOwned(std::int32_t group);
-  /// markDeviceOwned of each of `groups`; throws as markDeviceOwned before
-  /// marking any. (O(requests) a group: the requests' history lengths are
-  /// noted, for the appends' slots.)
+  /// markDeviceOwned of each of `groups`: all of them or none (it throws
+  /// as markDeviceOwned, or std::bad_alloc, before marking any). (O(requests)
+  /// a group: the requests' history lengths are noted, for the appends'
+  /// slots.)
   void markDeviceOwned(const std::vector<std::int32_t> &groups);
   /// True while group `group` is device-owned.
   bool deviceOwned(std::int32_t group) const;
@@ -533,8 +534,11 @@ private:
   /// Empties the shared record once no device-owned group has entries left
   /// in it.
   void trimAppendLog();
-  /// markDeviceOwned's checks (throws), and what it does once they pass.
+  /// markDeviceOwned's checks (throws), the room it makes (may throw
+  /// std::bad_alloc, changes nothing the host reads), and what it does once
+  /// both are done (allocates nothing).
   void checkDeviceOwnable(std::int32_t group) const;
+  void makeHandOverRoom(std::int32_t group);
   void handOver(std::int32_t group);
 
   /// CLOCK: whether a slot was used since the hand last passed it.

@@ -105,8 +105,7 @@ void ResidencyController::exportDeviceStates(const std::vector<std::int32_t> &gr
 }
 
 void ResidencyController::markDeviceOwned(std::int32_t gi) {
-  checkDeviceOwnable(gi);
-  handOver(gi);
+  markDeviceOwned(std::vector<std::int32_t>{gi});
 }
 
 void ResidencyController::checkDeviceOwnable(std::int32_t gi) const {
@@ -120,7 +119,16 @@ void ResidencyController::checkDeviceOwnable(std::int32_t gi) const {
                      " was already resolved on the host in this step");
 }
 
+void ResidencyController::makeHandOverRoom(std::int32_t gi) {
+  // (A group the host owns reads neither table.)
+  Group &g = groups_[static_cast<std::size_t>(gi)];
+  g.deviceFrom.resize(requests_.size());
+  g.newestRing.resize(static_cast<std::size_t>(config_.newestWindow) * requests_.size());
+  ringBase_.reserve(requests_.size());
+}
+
 void ResidencyController::handOver(std::int32_t gi) {
+  // (Its room made: nothing here allocates.)
   Group &g = groups_[static_cast<std::size_t>(gi)];
   // The per-slot tables stay as they are: adoptDeviceState compares them
   // with the device's state. What the appends' slots need: where each
@@ -142,6 +150,9 @@ void ResidencyController::handOver(std::int32_t gi) {
 void ResidencyController::markDeviceOwned(const std::vector<std::int32_t> &groups) {
   for (std::int32_t gi : groups)
     checkDeviceOwnable(gi);
+  // The room every handover needs before the first: all of them or none.
+  for (std::int32_t gi : groups)
+    makeHandOverRoom(gi);
   for (std::int32_t gi : groups)
     handOver(gi);
 }

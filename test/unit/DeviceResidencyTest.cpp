@@ -1260,3 +1260,48 @@ TEST_CASE("an adoption of a device's state whose allocation fails changes nothin
   }
   CHECK(failures > 0);
 }
+
+TEST_CASE("a handover of groups to the device whose allocation fails hands over none",
+          "[residency][device][alloc-failure]") {
+  // `a` hands both groups over with each of its allocations failing in
+  // turn first: a failed handover leaves every group the host's (its
+  // tables readable and `b`'s), and the one that succeeds gives both, as
+  // `b`'s, which adopt the same device state as `b`'s.
+  DHS_SEEDED_RNG(rng, 3300);
+  const std::int32_t groups = 2, slots = 200;
+  ResidencyConfig config = ResidencyConfig::adaptive(groups, slots, 20000, 8, 0, 0);
+  config.maxRequests = 6;
+  ResidencyController a(config), b(config);
+  std::vector<RowCopy> copies;
+  std::vector<std::int32_t> live;
+  for (int r = 0; r < 4; ++r) {
+    const std::int64_t length = 200 + static_cast<std::int64_t>(rng() % 500);
+    live.push_back(a.admit(length, length + 100, copies));
+    REQUIRE(b.admit(length, length + 100, copies) == live.back());
+  }
+  std::uint64_t failures = 0;
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    randomStep({&a, &b}, live, groups, 24, rng);
+    std::vector<DeviceGroupState> states;
+    for (std::int32_t g = 0; g < groups; ++g) {
+      states.push_back(a.exportDeviceState(g));
+      moveHotRows(states.back(), slots, 0, 4, rng);
+    }
+    failures += dhs::test::failEachAllocation([&] { a.markDeviceOwned({0, 1}); },
+                                              [&] {
+                                                REQUIRE_FALSE(a.deviceOwned(0));
+                                                REQUIRE_FALSE(a.deviceOwned(1));
+                                                REQUIRE(firstDifference(a, b) == "");
+                                              });
+    b.markDeviceOwned({0, 1});
+    for (std::int32_t g = 0; g < groups; ++g) {
+      REQUIRE(a.deviceOwned(g));
+      a.adoptDeviceState(g, states[static_cast<std::size_t>(g)]);
+      b.adoptDeviceState(g, states[static_cast<std::size_t>(g)]);
+    }
+    REQUIRE(firstDifference(a, b) == "");
+    a.checkConsistency();
+  }
+  CHECK(failures > 0);
+}
