@@ -723,19 +723,21 @@ void Runtime::endStep() {
   // again changes nothing. They are applied whatever the check finds.)
   if (shadowDecisions_)
     try {
-      compareDecisions(changes_);
+      checkAfterUpdate([&] { compareDecisions(changes_); });
     } catch (...) {
       applyCopies();
       throw;
     }
   applyCopies();
   if (config_.checkInvariants) {
-    controller_->checkConsistency();
+    checkAfterUpdate([&] { controller_->checkConsistency(); });
     // (Not while copies into HBM fail: the step itself succeeded, and the
     // next one reports them.)
-    if (config_.fullCheckInterval > 0 &&
-        steps_ % static_cast<std::uint64_t>(config_.fullCheckInterval) == 0 && repairHbm())
-      checkInvariants();
+    const bool due =
+        checkOwed_ || (config_.fullCheckInterval > 0 &&
+                       steps_ % static_cast<std::uint64_t>(config_.fullCheckInterval) == 0);
+    if (due && repairHbm())
+      checkAfterUpdate([&] { checkInvariants(); });
   }
 }
 
@@ -904,6 +906,7 @@ void Runtime::checkInvariants() {
   for (const auto &[id, index] : index_)
     checker_->checkRequestRows(index, "full check");
   checker_->checkDeviceState(tiers_.runner->resolvesOnDevice());
+  checkOwed_ = false;
 }
 
 void Runtime::applyCopies() {
@@ -930,21 +933,30 @@ void Runtime::applyCopies() {
       spareChanges_.pop_back();
     }
     if (config_.checkInvariants)
-      checker_->checkDistinctChanges(pendingCopies_.back());
+      checkAfterUpdate([&] { checker_->checkDistinctChanges(pendingCopies_.back()); });
     return;
   }
   // The list is emptied (its capacity kept) whatever the checks find: its
   // changes are applied.
   try {
-    if (config_.checkInvariants) {
-      checker_->checkDistinctChanges(changes_);
-      checker_->checkCopies(changes_);
-    }
+    if (config_.checkInvariants)
+      checkAfterUpdate([&] {
+        checker_->checkDistinctChanges(changes_);
+        checker_->checkCopies(changes_);
+      });
   } catch (...) {
     changes_.clear();
     throw;
   }
   changes_.clear();
+}
+
+template <typename Check> void Runtime::checkAfterUpdate(Check &&check) {
+  try {
+    check();
+  } catch (const std::bad_alloc &) {
+    checkOwed_ = true;
+  }
 }
 
 bool Runtime::repairHbm() {

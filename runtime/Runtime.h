@@ -571,6 +571,11 @@ private:
   /// if any, with its room). Throws only from the checks that follow
   /// (checkInvariants), once the changes are applied.
   void applyCopies();
+  /// Runs `check`, a check of an update already made (checkInvariants): a
+  /// check that runs out of memory does not fail the call, which was made,
+  /// but is owed (checkOwed_), and the next step's end runs the full check.
+  /// Violations throw as the check throws.
+  template <typename Check> void checkAfterUpdate(Check &&check);
   /// Retries the copies that failed, in order; false (and the copies kept)
   /// while they still fail.
   bool repairHbm();
@@ -631,6 +636,9 @@ private:
   /// last failure.
   std::vector<std::vector<RowCopy>> pendingCopies_;
   std::exception_ptr pendingError_;
+  /// A check after an update ran out of memory: the next step's end runs
+  /// the full check (checkAfterUpdate).
+  bool checkOwed_ = false;
   /// Empty lists with room for one appended token's changes: a batch whose
   /// copy fails takes changes_'s list into pendingCopies_, and changes_
   /// takes one of these, so that a verify step's commit (which makes them

@@ -52,7 +52,7 @@ struct TwinRuntimes {
   Shadow shadow{L};
   std::mt19937_64 rng{29};
 
-  TwinRuntimes(ResidencyPolicy policy, Replacement replacement) {
+  TwinRuntimes(ResidencyPolicy policy, Replacement replacement, bool checks = false) {
     dir.write("manifest.json", dhs::test::stepManifest(B, Q, H, K));
     RuntimeConfig config = dhs::test::testConfig(L, 2, BackendKind::Cpu, /*draftWindow=*/Q,
                                                  /*floor=*/2, /*hostRows=*/2048);
@@ -60,7 +60,8 @@ struct TwinRuntimes {
     config.newestWindow = 4;
     config.policy = policy;
     config.replacement = replacement;
-    config.checkInvariants = false;
+    config.checkInvariants = checks;
+    config.fullCheckInterval = 2;
     a = std::make_unique<Runtime>(config);
     b = std::make_unique<Runtime>(config);
     a->loadStep(dir.path());
@@ -499,4 +500,73 @@ TEST_CASE("a verify step whose copies into HBM fail commits whole or changes not
   }
   CHECK(unchanged > 0);
   CHECK(committed > 0);
+}
+
+TEST_CASE("with the invariant checker on, a call whose allocation fails is made whole or changes "
+          "nothing: a check that runs out of memory after the update is owed, not the call's "
+          "failure",
+          "[faults][alloc-failure]") {
+  // The checks that follow an update (the copies, the controller's
+  // consistency, the full check every second step) allocate. Before
+  // 2026-12-05 a failure there failed a call that was made: an engine told
+  // DHS_ERROR_OUT_OF_MEMORY for an append that happened would append again.
+  // Each allocation of an append and of a step fails in turn, on a fresh
+  // pair of runtimes each time.
+  using Twin = TwinRuntimes;
+  const std::vector<std::uint64_t> ids = {11, 12, 13};
+  const auto call = GENERATE(as<std::string>{}, "append", "step");
+  INFO(call);
+  std::uint64_t unchanged = 0, made = 0;
+  for (std::uint64_t skip = 0;; ++skip) {
+    TwinRuntimes t(ResidencyPolicy::Adaptive, Replacement::Clock, /*checks=*/true);
+    for (std::uint64_t id : ids)
+      dhs::test::admitRandom(t.both(), t.shadow, t.rng, id, 24, 400);
+    dhs::test::stepAndCompare(t.both(), t.shadow, t.rng, ids); // (the full check is due next)
+    const std::vector<std::uint8_t> token = t.token();
+    const ProblemShape &shape = t.a->shape();
+    const std::vector<std::int32_t> rows =
+        dhs::test::randomSelections(t.rng, t.shadow, ids, Twin::G, shape);
+    std::vector<bf16_t> queries(static_cast<std::size_t>(Twin::L * 3 * Twin::Q * Twin::H * 576));
+    dhs::test::fillRandom(t.rng, queries.data(), queries.size());
+    const std::size_t outputs = static_cast<std::size_t>(Twin::L * 3 * Twin::Q * Twin::H * 512);
+    std::vector<bf16_t> outA(outputs), outB(outputs);
+    auto run = [&](Runtime &rt) {
+      if (call == "append")
+        rt.append(ids[0], token.data());
+      else
+        rt.step(ids.data(), 3, rows.data(), queries.data(),
+                (&rt == t.a.get() ? outA : outB).data());
+    };
+    bool threw = false, failed = false;
+    {
+      dhs::test::FailingAllocation failing(skip);
+      try {
+        run(*t.a);
+      } catch (const std::bad_alloc &) {
+        threw = true;
+      } catch (const CapacityError &) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    if (!failed)
+      break; // (no allocation of the call was left to fail)
+    INFO("allocation " << skip << " failed");
+    if (threw) {
+      ++unchanged;
+      t.expectSame();
+      continue;
+    }
+    // Made whole, as on the twin.
+    ++made;
+    run(*t.b);
+    if (call == "append")
+      t.appended(ids[0], token.data());
+    else
+      REQUIRE(outA == outB);
+    t.expectSame();
+    dhs::test::stepAndCompare(t.both(), t.shadow, t.rng, ids);
+  }
+  CHECK(unchanged > 0);
+  CHECK(made > 0);
 }
