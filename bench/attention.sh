@@ -218,7 +218,7 @@ section_group() { # a layer group's mixed steps
   # reads its 656-byte host rows itself; the step compiled without
   # --overlap-retrieval), the staged form (one fetch of whole tokens beside
   # the four staged attentions, forced: --form-share 1) and the step with
-  # both forms as it chooses (the fused attentions up to 14% missing). The
+  # both forms as it chooses (the fused attentions up to 8% missing). The
   # four layers run back to back with their queries known, as in a verify
   # group; in a decode each layer's queries come from the previous layer's
   # output, so only the first would run beside the fetch.
@@ -232,10 +232,10 @@ section_group() { # a layer group's mixed steps
       local staged; staged=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction" "" 1)
       local chosen; chosen=$(run_step group_overlap_fp8_b128_q1_h64 "$resident_fraction")
       # The form the step chose (dhs-run's form share: 0.02 the fused
-      # attentions' resident kernels, 0.14 the fused attentions, 1 staged).
+      # attentions' resident kernels, 0.08 the fused attentions, 1 staged).
       local form; form=$(python3 -c "import json,sys
 share=json.load(open(sys.argv[1]))['mixes'][0].get('form_share', -1)
-print({0.02: 'resident', 0.14: 'fused', 1.0: 'staged'}.get(round(share, 2), share))" \
+print({0.02: 'resident', 0.08: 'fused', 1.0: 'staged'}.get(round(share, 2), share))" \
         "$results/group_overlap_fp8_b128_q1_h64-$resident_fraction.json" 2>/dev/null)
       python3 -c "import sys; x,res,copy=map(float,sys.argv[1:4])
 floor=max(res, x*128*2048*2624/copy/1e6)

@@ -369,11 +369,12 @@ namespace {
 
 /// The share of a layer group's selected rows missing above which its
 /// staged form (one fetch of whole tokens, then staged attentions) runs
-/// rather than its fused attentions: on the H200 (B=128 x 64 heads, four FP8
-/// layers, 11 GB store) the fused group is 26% faster at 5% missing, the two
-/// tie at 14%, the staged one is 38% faster at 30% (bench/NOTES.md,
-/// twenty-sixth session).
-constexpr double kStagedGroupMissing = 0.14;
+/// rather than its fused attentions (B=128 x 64 heads, four FP8 layers):
+/// on the H200 the fused group is 17% faster at 5% missing, the staged one
+/// 9% faster at 10%, 5% at 14%, 42% at 30% (twenty-ninth session); on an
+/// H100 the two tie at 8-10%, the staged one is 11% faster at 14% and 15%
+/// at 18% (bench/NOTES.md, thirty-second session).
+constexpr double kStagedGroupMissing = 0.08;
 
 /// The operands of each op with a kernel, by the role of the kernel
 /// parameter that takes them (the pool for KvPool, whose views its launch

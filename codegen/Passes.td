@@ -89,7 +89,7 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
                         "from the host itself; a layer group's attentions that read every layer "
                         "of its tokens get a second form, one fetch of whole tokens they wait "
                         "for, which the runtime runs for "
-                        "steps missing more than 14% of their rows (dhs.missing_above; the "
+                        "steps missing more than 8% of their rows (dhs.missing_above; the "
                         "fused attentions below, dhs.missing_up_to)">];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels generated">,

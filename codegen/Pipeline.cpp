@@ -134,7 +134,7 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
       *this, "overlap-retrieval",
       llvm::cl::desc("Fetch the missing rows of tensor-core attention from a few CTAs into "
                      "staging while the attention runs (a layer group's: one fetch of whole "
-                     "tokens, a form for steps missing more than 14% of their rows)"),
+                     "tokens, a form for steps missing more than 8% of their rows)"),
       llvm::cl::init(false)};
   Option<bool> shareTiles{*this, "share-tiles",
                           llvm::cl::desc("Let a verify step's query positions gather the rows "

@@ -301,9 +301,9 @@ run() {
   checkpoint
   echo "== a layer group's kernels alone (dhs-run --no-host-check: every layer attends, the first is checked)"
   # The overlap step's forms each at every residency (the fused attentions
-  # up to 14% missing, the fetch and staged attentions above), and as chosen.
+  # up to 8% missing, the fetch and staged attentions above), and as chosen.
   for run in mla_fp8_layer_group_whole: tc_fp8_group_overlap_step: \
-             tc_fp8_group_overlap_step:0.14 tc_fp8_group_overlap_step:1; do
+             tc_fp8_group_overlap_step:0.08 tc_fp8_group_overlap_step:1; do
     name=${run%%:*} share=${run#*:}
     [ -d "$dir/steps/$name" ] || continue
     if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --no-host-check --seed 31 \
@@ -380,7 +380,7 @@ run() {
   # The default step, and a layer group's overlapped staging (the fetch
   # skips a bad row and still marks its tile staged: the attentions waiting
   # for it report, they do not hang).
-  # (The group's staged form: residency 0.5 misses more than its 14%.)
+  # (The group's staged form: residency 0.5 misses more than its 8%.)
   for name in default_step tc_fp8_group_overlap_step; do
     [ -d "$dir/steps/$name" ] || continue
     for kind in row-id bad-id slot host-row; do

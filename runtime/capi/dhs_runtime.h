@@ -219,9 +219,9 @@ dhs_status dhs_runtime_get_stats(const dhs_runtime *runtime, dhs_stats *stats);
 /** The form layer `layer`'s launches ran in the last step (or the one in
  *  progress), as its form share: where the loaded step holds several forms
  *  of a layer group (dhs-compile --overlap-retrieval: its fused attentions
- *  up to 14% of the group's selected rows missing from HBM, one fetch of
+ *  up to 8% of the group's selected rows missing from HBM, one fetch of
  *  whole tokens and staged attentions above), the line at or above the
- *  share the step ran at (0.02: the resident kernels, 0.14: fused); 1 for
+ *  share the step ran at (0.02: the resident kernels, 0.08: fused); 1 for
  *  the form above every line, or a layer of one form (docs/runtime.md, "A
  *  layer group's forms"). */
 dhs_status dhs_runtime_get_form_share(const dhs_runtime *runtime, int32_t layer, double *share);

@@ -4,7 +4,7 @@
 // ready flags, and staged attentions over it. The runtime runs one form a
 // step by the share of the group's selected rows missing from HBM: the fused
 // attentions (each reading its own host rows; their resident kernels up to
-// 2%) up to 14%, the fetch and staged attentions above. Each launch carries
+// 2%) up to 8%, the fetch and staged attentions above. Each launch carries
 // its band (dhs.missing_up_to, dhs.missing_above), each staged attention
 // comes right after its layer's fused one. A group's staged attention never
 // takes a tile (the other layers would then read its host rows too): its
@@ -24,18 +24,18 @@
 // RUN: FileCheck %s --check-prefix=ATTENTION < %t/attention.ptx
 // RUN: %if ptxas %{ for f in %t/*.ptx; do %ptxas -arch=sm_90a $f -o $f.cubin || exit 1; done %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
-// RUN: dhs-run %t --backend cpu --resident 0,0.5,0.9,1 --history-rows 512 | FileCheck %s --check-prefix=CPU
+// RUN: dhs-run %t --backend cpu --resident 0,0.5,0.95,1 --history-rows 512 | FileCheck %s --check-prefix=CPU
 
 // CHECK-LABEL: func.func @step
 // CHECK-DAG: %[[READY:.*]] = dhs.scratch {offset = 671744 : i64} : memref<2x4xi32>
 // CHECK-DAG: %[[STAGE:.*]] = dhs.scratch {offset = 0 : i64} : memref<2x256x2x656xi8>
-// CHECK: gpu.launch_func @fetch::@fetch blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.missing_above = 1.400000e-01 : f64, dhs.op = "fetch"
+// CHECK: gpu.launch_func @fetch::@fetch blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.missing_above = 8.000000e-02 : f64, dhs.op = "fetch"
 // CHECK-NOT: @fetch
-// CHECK: gpu.launch_func @sparse_attention::@sparse_attention {{.*}} {dhs.layer = 0 : i64, dhs.missing_up_to = 1.400000e-01 : f64, dhs.op = "sparse_attention", dhs.resident_kernel = "sparse_attention_resident"
-// CHECK-NEXT: gpu.launch_func @attention::@attention {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.layer = 0 : i64, dhs.missing_above = 1.400000e-01 : f64, dhs.op = "attention"
+// CHECK: gpu.launch_func @sparse_attention::@sparse_attention {{.*}} {dhs.layer = 0 : i64, dhs.missing_up_to = 8.000000e-02 : f64, dhs.op = "sparse_attention", dhs.resident_kernel = "sparse_attention_resident"
+// CHECK-NEXT: gpu.launch_func @attention::@attention {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.layer = 0 : i64, dhs.missing_above = 8.000000e-02 : f64, dhs.op = "attention"
 // CHECK-NOT: @fetch
-// CHECK: gpu.launch_func @sparse_attention_0::@sparse_attention_0 {{.*}} {dhs.layer = 1 : i64, dhs.missing_up_to = 1.400000e-01 : f64, dhs.op = "sparse_attention"
-// CHECK-NEXT: gpu.launch_func @attention_1::@attention_1 {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.layer = 1 : i64, dhs.missing_above = 1.400000e-01 : f64, dhs.op = "attention"
+// CHECK: gpu.launch_func @sparse_attention_0::@sparse_attention_0 {{.*}} {dhs.layer = 1 : i64, dhs.missing_up_to = 8.000000e-02 : f64, dhs.op = "sparse_attention"
+// CHECK-NEXT: gpu.launch_func @attention_1::@attention_1 {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.layer = 1 : i64, dhs.missing_above = 8.000000e-02 : f64, dhs.op = "attention"
 // CHECK-LABEL: gpu.func @fetch
 // CHECK: nvvm.griddepcontrol launch_dependents
 // CHECK: "atom.acquire.gpu.global.cas.b32 $0, [$1], $2, $3;"{{.*}}, %c0_i32, %c2_i32
@@ -76,12 +76,12 @@
 // FUSED-NOT: ready_flags
 
 // MANIFEST: "kernel": "fetch",
-// MANIFEST: "missing_above": 0.14000000000000001,
+// MANIFEST: "missing_above": 0.080000000000000002,
 // MANIFEST: "kernel": "sparse_attention",
-// MANIFEST: "missing_up_to": 0.14000000000000001,
+// MANIFEST: "missing_up_to": 0.080000000000000002,
 // MANIFEST: "resident_kernel": "sparse_attention_resident"
 // MANIFEST: "kernel": "attention",
-// MANIFEST: "missing_above": 0.14000000000000001,
+// MANIFEST: "missing_above": 0.080000000000000002,
 
 // ATTENTION: griddepcontrol.launch_dependents;
 // ATTENTION-NOT: atom.acquire.gpu.global.cas
@@ -89,9 +89,9 @@
 // ATTENTION: nanosleep.u32
 // ATTENTION: griddepcontrol.wait;
 // LINK: link: OK
-// CPU: form at 0.00: the launches for rows missing above 14%
-// CPU-NEXT: form at 0.50: the launches for rows missing above 14%
-// CPU-NEXT: form at 0.90: the launches for rows missing in (2%, 14%]
+// CPU: form at 0.00: the launches for rows missing above 8%
+// CPU-NEXT: form at 0.50: the launches for rows missing above 8%
+// CPU-NEXT: form at 0.95: the launches for rows missing in (2%, 8%]
 // CPU-NEXT: form at 1.00: the launches for rows missing up to 2%
 // CPU-NEXT: outputs at all 4 residency mixes: bit-identical
 // CPU: result: PASS

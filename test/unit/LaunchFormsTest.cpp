@@ -4,7 +4,7 @@
 // at from the rows it misses and the form its group ran last, the launches
 // that run at it, and the plan of a step whose layers have several forms
 // (the group step compiled with --overlap-retrieval: fused attentions up to
-// 14% missing, one fetch and staged attentions above).
+// 8% missing, one fetch and staged attentions above).
 //
 //===----------------------------------------------------------------------===//
 
@@ -136,7 +136,7 @@ TEST_CASE("a layer whose attention has forms is one layer, defined by its last f
   const Manifest manifest = Manifest::parse(j.dump(), dhs::test::compiledStepsDir(),
                                             "manifest.json", {/*requirePtx=*/false});
   // Per layer: (the fetch of whole tokens, for the group's first layer), the
-  // fused attention and its combine up to 14%, the staged attention and its
+  // fused attention and its combine up to 8%, the staged attention and its
   // combine above.
   const StepPlan plan = planStep(manifest);
   REQUIRE(plan.layers.size() == 2);
@@ -145,10 +145,10 @@ TEST_CASE("a layer whose attention has forms is one layer, defined by its last f
   for (const StepLayerPlan &layer : plan.layers) {
     const Launch &defining = launches[layer.attentionLaunch];
     CHECK(defining.kind == abi::LaunchKind::Attention);
-    CHECK(defining.missingAbove == 0.14);
+    CHECK(defining.missingAbove == 0.08);
     int fused = 0, staged = 0;
     for (std::size_t i = layer.firstLaunch; i < layer.endLaunch; ++i) {
-      fused += launches[i].kind == abi::LaunchKind::SparseAttention && runsAt(launches[i], 0.14);
+      fused += launches[i].kind == abi::LaunchKind::SparseAttention && runsAt(launches[i], 0.08);
       staged += launches[i].isAttention() && runsAt(launches[i], 1.0);
     }
     CHECK(fused == 1);
@@ -158,7 +158,7 @@ TEST_CASE("a layer whose attention has forms is one layer, defined by its last f
   CHECK(plan.layers[1].firstLaunch == plan.layers[0].endLaunch);
   CHECK(plan.layers[1].endLaunch == launches.size());
   CHECK(formLines(manifest, plan.layers[1].firstLaunch, plan.layers[1].endLaunch) ==
-        std::vector<double>{0.02, 0.14});
+        std::vector<double>{0.02, 0.08});
 
   // Forms that leave a share without an attention, or that are not one
   // layer's, are refused.
@@ -176,7 +176,7 @@ TEST_CASE("a layer whose attention has forms is one layer, defined by its last f
                         cut["launches"].end());
   CHECK_THAT(planError(cut), Catch::Contains("launches[" + std::to_string(fused1) +
                                              "] (sparse_attention) runs for rows missing up to "
-                                             "14%") &&
+                                             "8%") &&
                                  Catch::Contains("without a form of its layer above"));
   json gap = j;
   gap["launches"][staged1]["missing_above"] = 0.2;

@@ -389,7 +389,7 @@ TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every 
   const std::string &fused = steps->fused, &overlapped = steps->overlapped;
   // One fetch for both layers, its ready flags read by both staged
   // attentions (each split in two along the rows, with a combine), the form
-  // of steps that miss more than 14% of their rows; each layer's fused
+  // of steps that miss more than 8% of their rows; each layer's fused
   // attention the form below.
   const Manifest staged = Manifest::load(overlapped);
   REQUIRE(!staged.launches.empty());
@@ -400,12 +400,12 @@ TEST_CASE("a layer group's overlapped staging: the fused group's bits, on every 
   };
   CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), readsFlags) == 3);
   CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), [](const Launch &launch) {
-          return launch.kind == abi::LaunchKind::Fetch && launch.missingAbove == 0.14;
+          return launch.kind == abi::LaunchKind::Fetch && launch.missingAbove == 0.08;
         }) == 1);
   CHECK(std::count_if(staged.launches.begin(), staged.launches.end(), [](const Launch &launch) {
-          return launch.kind == abi::LaunchKind::SparseAttention && launch.missingUpTo == 0.14;
+          return launch.kind == abi::LaunchKind::SparseAttention && launch.missingUpTo == 0.08;
         }) == 2);
-  CHECK(formLines(staged, 0, staged.launches.size()) == std::vector<double>{0.02, 0.14});
+  CHECK(formLines(staged, 0, staged.launches.size()) == std::vector<double>{0.02, 0.08});
   checkOverlappedMatchesFused(backend, fused, overlapped, 2, 585,
                               "a layer group's overlapped staging vs the fused group");
 }
@@ -1216,7 +1216,7 @@ TEST_CASE("a layer group's forms with selections resolved on the device: each st
     return;
   const Manifest manifest = Manifest::load(resolved);
   const std::vector<double> lines = formLines(manifest, 0, manifest.launches.size());
-  REQUIRE(lines == std::vector<double>{0.02, 0.14});
+  REQUIRE(lines == std::vector<double>{0.02, 0.08});
   const bool gpu = dhs::test::gpuOrSkip(); // the CUDA runtimes (device selections)
   DHS_SEEDED_RNG(rng, 600);
   RuntimeConfig config = dhs::test::testConfig(2, 2, BackendKind::Cpu, /*draftWindow=*/0,
@@ -1267,7 +1267,7 @@ TEST_CASE("a layer group's forms with selections resolved on the device: each st
   CHECK(std::set<double>(cpuShares.begin(), cpuShares.end()).size() > 1);
   if (gpu) {
     REQUIRE(gpuShares.size() == 8);
-    CHECK(gpuShares[0] == 0.14); // nothing logged yet: 5%, the fused attentions
+    CHECK(gpuShares[0] == 0.08); // nothing logged yet: 5%, the fused attentions
     CHECK(gpuShares[1] == 1.0);  // the first step missed every row: the staged form
     CHECK(std::set<double>(gpuShares.begin(), gpuShares.end()).size() > 1);
   }

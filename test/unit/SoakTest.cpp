@@ -675,7 +675,7 @@ TEST_CASE("soak: timed random arrivals, appends, steps, verify steps and departu
     // 2048 slots) resolving on the device and compiled with
     // --overlap-retrieval, so that each step runs the fused attentions (the
     // resident kernel up to 2% missing) or one fetch of whole tokens and
-    // staged attentions (above 14%) by its misses; on CUDA half the steps'
+    // staged attentions (above 8%) by its misses; on CUDA half the steps'
     // selections in device memory (their form from the group's last log).
     // 6 requests of 80 protected slots reserve 23%, and their histories
     // (100 to 800 rows at arrival) about fit the rest, so that the misses
