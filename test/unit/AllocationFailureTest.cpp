@@ -40,11 +40,19 @@ struct VerifyBlock {
   std::vector<float> target;
 };
 
+/// A step's inputs (TwinRuntimes::stepInputs).
+struct StepInputs {
+  std::vector<std::int32_t> rows;
+  std::vector<bf16_t> queries;
+  std::size_t outputs = 0;
+};
+
 /// Two CPU runtimes on one small step (B = 3, Q = 3, 4 layers in 2 groups,
 /// 64 slots: optional rows fill the pool) that make the same calls, except
 /// that `a` makes each call of interest under every failing allocation
 /// first (whole). The invariant checker runs after each call, not inside
-/// it: its checks allocate once the update is done.
+/// it, unless `checks` (then inside too, and a full check every second
+/// step).
 struct TwinRuntimes {
   static constexpr std::int32_t L = 4, G = 2, B = 3, Q = 3, H = 2, K = 8, V = 32;
   dhs::test::TempDir dir;
@@ -117,6 +125,17 @@ struct TwinRuntimes {
     expectSame();
     b->checkInvariants();
     return failures;
+  }
+
+  /// A step's random inputs over `ids` (B = 3): selections of each group
+  /// [G, B, Q, K] and queries [L, B, Q, H, 576], and the outputs' size.
+  StepInputs stepInputs(const std::vector<std::uint64_t> &ids) {
+    StepInputs in;
+    in.rows = dhs::test::randomSelections(rng, shadow, ids, G, a->shape());
+    in.queries.resize(static_cast<std::size_t>(L * 3 * Q * H * 576));
+    dhs::test::fillRandom(rng, in.queries.data(), in.queries.size());
+    in.outputs = static_cast<std::size_t>(L * 3 * Q * H * 512);
+    return in;
   }
 
   /// A random token's rows [L][row_bytes] for `id`, and what appending it
@@ -234,16 +253,11 @@ TEST_CASE("runtime calls whose allocations fail change nothing: append, append b
     CHECK(failures > 0);
   }
   SECTION("step") {
-    const ProblemShape &shape = t.a->shape();
-    const std::vector<std::int32_t> rows =
-        dhs::test::randomSelections(t.rng, t.shadow, ids, Twin::G, shape);
-    std::vector<bf16_t> queries(static_cast<std::size_t>(Twin::L * 3 * Twin::Q * Twin::H * 576));
-    dhs::test::fillRandom(t.rng, queries.data(), queries.size());
-    const std::size_t outputs = static_cast<std::size_t>(Twin::L * 3 * Twin::Q * Twin::H * 512);
-    std::vector<bf16_t> outA(outputs), outB(outputs);
+    const StepInputs in = t.stepInputs(ids);
+    std::vector<bf16_t> outA(in.outputs), outB(in.outputs);
     failures += t.whole(
         [&](Runtime &rt) {
-          rt.step(ids.data(), 3, rows.data(), queries.data(),
+          rt.step(ids.data(), 3, in.rows.data(), in.queries.data(),
                   (&rt == t.a.get() ? outA : outB).data());
         },
         [] {});
@@ -523,18 +537,13 @@ TEST_CASE("with the invariant checker on, a call whose allocation fails is made 
       dhs::test::admitRandom(t.both(), t.shadow, t.rng, id, 24, 400);
     dhs::test::stepAndCompare(t.both(), t.shadow, t.rng, ids); // (the full check is due next)
     const std::vector<std::uint8_t> token = t.token();
-    const ProblemShape &shape = t.a->shape();
-    const std::vector<std::int32_t> rows =
-        dhs::test::randomSelections(t.rng, t.shadow, ids, Twin::G, shape);
-    std::vector<bf16_t> queries(static_cast<std::size_t>(Twin::L * 3 * Twin::Q * Twin::H * 576));
-    dhs::test::fillRandom(t.rng, queries.data(), queries.size());
-    const std::size_t outputs = static_cast<std::size_t>(Twin::L * 3 * Twin::Q * Twin::H * 512);
-    std::vector<bf16_t> outA(outputs), outB(outputs);
+    const StepInputs in = t.stepInputs(ids);
+    std::vector<bf16_t> outA(in.outputs), outB(in.outputs);
     auto run = [&](Runtime &rt) {
       if (call == "append")
         rt.append(ids[0], token.data());
       else
-        rt.step(ids.data(), 3, rows.data(), queries.data(),
+        rt.step(ids.data(), 3, in.rows.data(), in.queries.data(),
                 (&rt == t.a.get() ? outA : outB).data());
     };
     bool threw = false, failed = false;

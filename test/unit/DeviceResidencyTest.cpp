@@ -1129,6 +1129,28 @@ std::int64_t moveHotRows(DeviceGroupState &s, std::int32_t slots, int swaps, int
   return moved;
 }
 
+/// Two controllers (2 groups of 200 slots; adaptive, CLOCK, hot floor 0)
+/// that admitted the same 4 requests of 200-700 rows, `live`.
+struct TwinControllers {
+  static constexpr std::int32_t groups = 2, slots = 200;
+  static ResidencyConfig config() {
+    ResidencyConfig c = ResidencyConfig::adaptive(groups, slots, 20000, 8, 0, 0);
+    c.maxRequests = 6;
+    return c;
+  }
+  ResidencyController a{config()}, b{config()};
+  std::vector<std::int32_t> live;
+
+  explicit TwinControllers(std::mt19937_64 &rng) {
+    std::vector<RowCopy> copies;
+    for (int r = 0; r < 4; ++r) {
+      const std::int64_t length = 200 + static_cast<std::int64_t>(rng() % 500);
+      live.push_back(a.admit(length, length + 100, copies));
+      REQUIRE(b.admit(length, length + 100, copies) == live.back());
+    }
+  }
+};
+
 } // namespace
 
 TEST_CASE("groups exported, handed over and adopted together (in parallel) make the decisions of "
@@ -1229,21 +1251,13 @@ TEST_CASE("an adoption of a device's state whose allocation fails changes nothin
   // that succeeds must give `b`'s state. The device's state moves hot rows
   // into free slots (a new free stack), as its decisions would.
   DHS_SEEDED_RNG(rng, 3200);
-  const std::int32_t groups = 2, slots = 200;
-  ResidencyConfig config = ResidencyConfig::adaptive(groups, slots, 20000, 8, 0, 0);
-  config.maxRequests = 6;
-  ResidencyController a(config), b(config);
-  std::vector<RowCopy> copies;
-  std::vector<std::int32_t> live;
-  for (int r = 0; r < 4; ++r) {
-    const std::int64_t length = 200 + static_cast<std::int64_t>(rng() % 500);
-    live.push_back(a.admit(length, length + 100, copies));
-    REQUIRE(b.admit(length, length + 100, copies) == live.back());
-  }
+  TwinControllers twins(rng);
+  ResidencyController &a = twins.a, &b = twins.b;
+  const std::int32_t groups = TwinControllers::groups, slots = TwinControllers::slots;
   std::uint64_t failures = 0;
   for (int step = 0; step < 6; ++step) {
     INFO("step " << step);
-    randomStep({&a, &b}, live, groups, 24, rng);
+    randomStep({&a, &b}, twins.live, groups, 24, rng);
     for (std::int32_t g = 0; g < groups; ++g) {
       DeviceGroupState s = a.exportDeviceState(g);
       moveHotRows(s, slots, 0, 4, rng);
@@ -1268,21 +1282,13 @@ TEST_CASE("a handover of groups to the device whose allocation fails hands over 
   // tables readable and `b`'s), and the one that succeeds gives both, as
   // `b`'s, which adopt the same device state as `b`'s.
   DHS_SEEDED_RNG(rng, 3300);
-  const std::int32_t groups = 2, slots = 200;
-  ResidencyConfig config = ResidencyConfig::adaptive(groups, slots, 20000, 8, 0, 0);
-  config.maxRequests = 6;
-  ResidencyController a(config), b(config);
-  std::vector<RowCopy> copies;
-  std::vector<std::int32_t> live;
-  for (int r = 0; r < 4; ++r) {
-    const std::int64_t length = 200 + static_cast<std::int64_t>(rng() % 500);
-    live.push_back(a.admit(length, length + 100, copies));
-    REQUIRE(b.admit(length, length + 100, copies) == live.back());
-  }
+  TwinControllers twins(rng);
+  ResidencyController &a = twins.a, &b = twins.b;
+  const std::int32_t groups = TwinControllers::groups, slots = TwinControllers::slots;
   std::uint64_t failures = 0;
   for (int step = 0; step < 3; ++step) {
     INFO("step " << step);
-    randomStep({&a, &b}, live, groups, 24, rng);
+    randomStep({&a, &b}, twins.live, groups, 24, rng);
     std::vector<DeviceGroupState> states;
     for (std::int32_t g = 0; g < groups; ++g) {
       states.push_back(a.exportDeviceState(g));

@@ -181,6 +181,17 @@ void hostAllocationAtLoad(BackendKind backend) {
   s.checkAll();
 }
 
+/// The admission of `id` failed: it is not admitted, and the admitted
+/// requests and the tiers' use are as `before`.
+void checkRefused(Session &s, const RuntimeStats &before, std::uint64_t id) {
+  s.forget(id);
+  CHECK_FALSE(s.rt->admitted(id));
+  const RuntimeStats after = s.rt->stats();
+  CHECK(after.admittedRequests == before.admittedRequests);
+  CHECK(after.hbmBytesUsed == before.hbmBytesUsed);
+  CHECK(after.hostBytesUsed == before.hostBytesUsed);
+}
+
 void deviceAllocationAtAdmission(BackendKind backend) {
   Disarm disarm;
   Session s(backend);
@@ -190,12 +201,7 @@ void deviceAllocationAtAdmission(BackendKind backend) {
   // nothing changed.
   faults::arm(Fault::DeviceAlloc);
   CHECK_THROWS_WITH(s.admit(3, 100), Catch::Contains("(injected fault)"));
-  s.forget(3);
-  CHECK_FALSE(s.rt->admitted(3));
-  const RuntimeStats after = s.rt->stats();
-  CHECK(after.admittedRequests == before.admittedRequests);
-  CHECK(after.hbmBytesUsed == before.hbmBytesUsed);
-  CHECK(after.hostBytesUsed == before.hostBytesUsed);
+  checkRefused(s, before, 3);
   s.stepAndCheck({2, 1});
   s.admit(3, 100); // once memory is free again
   s.stepAndCheck({3, 1, 2});
@@ -308,12 +314,7 @@ void failedWait(BackendKind backend) {
   faults::arm(Fault::Wait);
   CHECK_THROWS_AS(s.admit(3, 200), DeviceError);
   CHECK(faults::failed(Fault::Wait) == 1);
-  s.forget(3);
-  CHECK_FALSE(s.rt->admitted(3));
-  RuntimeStats after = s.rt->stats();
-  CHECK(after.admittedRequests == before.admittedRequests);
-  CHECK(after.hbmBytesUsed == before.hbmBytesUsed);
-  CHECK(after.hostBytesUsed == before.hostBytesUsed);
+  checkRefused(s, before, 3);
   // An append of one token to request 1: its length and rows unchanged.
   faults::arm(Fault::Wait);
   std::vector<bf16_t> token(2 * 576, 0x3f80);
