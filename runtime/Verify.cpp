@@ -418,11 +418,15 @@ void Runtime::verifyAccept(AcceptRule rule, std::int32_t vocab, const float *tar
     // A list for changes_ after each batch whose copy fails (the step's end
     // and each token), each with room for a token's changes.
     const std::size_t perToken = controller_->changesPerAppend();
+    // (A list goes in with its room made: one whose room failed is never
+    // kept, where a later, shorter commit would not reserve it.)
     reserveRoom(spareChanges_, committed.size() + 1);
-    for (std::size_t i = 0; i < committed.size() + 1; ++i) {
-      if (i == spareChanges_.size())
-        spareChanges_.emplace_back();
-      spareChanges_[i].reserve(perToken);
+    for (std::vector<RowCopy> &spare : spareChanges_)
+      spare.reserve(perToken);
+    while (spareChanges_.size() < committed.size() + 1) {
+      std::vector<RowCopy> spare;
+      spare.reserve(perToken);
+      spareChanges_.push_back(std::move(spare));
     }
     writes.reserve(static_cast<std::size_t>(layout_.layers));
     for (std::int64_t b = 0; b < batch_; ++b)
