@@ -55,11 +55,25 @@ void RequestRings::appendDraft(std::int32_t index, std::int64_t position, std::i
       std::memcpy(draftScratch_.data() + static_cast<std::size_t>(t) * token,
                   rows + (static_cast<std::size_t>(t) * layout_.layers + first) * rowBytes,
                   static_cast<std::size_t>(layers) * rowBytes);
-    rings_.writeDraft(index, g, position, count, draftScratch_.data());
+    try {
+      rings_.writeDraft(index, g, position, count, draftScratch_.data());
+    } catch (...) {
+      // Earlier groups' rings hold the new tokens, later ones the old: the
+      // slots written hold no position any more (a read of one refuses),
+      // rather than mixed rows.
+      forget(draftPositions_.at(index), position, count, layout_.draftWindow);
+      throw;
+    }
   }
   std::vector<std::int64_t> &slots = draftPositions_.at(index);
   for (std::int64_t t = 0; t < count; ++t)
     slots[static_cast<std::size_t>(floorMod(position + t, layout_.draftWindow))] = position + t;
+}
+
+void RequestRings::forget(std::vector<std::int64_t> &held, std::int64_t position,
+                          std::int64_t count, std::int64_t ring) {
+  for (std::int64_t t = 0; t < count; ++t)
+    held[static_cast<std::size_t>(floorMod(position + t, ring))] = -1;
 }
 
 void RequestRings::readDraft(std::int32_t index, const std::string &who, std::int64_t end,
@@ -96,8 +110,14 @@ void RequestRings::readDraft(std::int32_t index, const std::string &who, std::in
 
 void RequestRings::writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
                                const std::uint8_t *rows) {
-  rings_.writeWindow(index, position, count, rows);
   std::vector<std::int64_t> &held = windowPositions_.at(index);
+  try {
+    rings_.writeWindow(index, position, count, rows);
+  } catch (...) {
+    // (Token by token: some slots may hold the new tokens.)
+    forget(held, position, count, layout_.windowRing);
+    throw;
+  }
   for (std::int64_t t = 0; t < count; ++t)
     held[static_cast<std::size_t>(floorMod(position + t, layout_.windowRing))] = position + t;
   // The newest token written is the request's last raw token.

@@ -35,7 +35,9 @@ public:
   void free(std::int32_t index);
 
   /// Writes `count` draft tokens `rows` [count][L][row_bytes] at positions
-  /// position .. position+count-1 of every group's ring.
+  /// position .. position+count-1 of every group's ring. A write that fails
+  /// leaves those slots holding no position (reads refuse them), never some
+  /// groups' new tokens beside others' old ones.
   void appendDraft(std::int32_t index, std::int64_t position, std::int64_t count,
                    const std::uint8_t *rows);
   /// Reads the draft tokens at positions end-count .. end-1 into `out`
@@ -46,7 +48,8 @@ public:
 
   /// Writes `count` raw window tokens [count][L][row_bytes] at positions
   /// position .. position+count-1; the request then has position + count
-  /// raw tokens.
+  /// raw tokens. A write that fails leaves those slots holding no token (a
+  /// step that needs one refuses).
   void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
                    const std::uint8_t *rows);
   /// The raw tokens of a request's window, after checking that its ring
@@ -57,6 +60,11 @@ public:
                             std::int64_t window) const;
 
 private:
+  /// Marks the slots of positions position .. position+count-1 of a ring
+  /// of `ring` slots as holding none.
+  static void forget(std::vector<std::int64_t> &held, std::int64_t position, std::int64_t count,
+                     std::int64_t ring);
+
   TierLayout layout_;
   RingStore &rings_;
   /// Per request index: the logical position each draft-ring slot holds

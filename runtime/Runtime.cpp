@@ -293,6 +293,9 @@ void Runtime::finish(std::uint64_t id) {
     checker_->checkRequestRows(index, "finishing");
   takeStateFromDevice();
   reserveRoom(pendingCopies_, 1);
+  // Freeing the request's rings waits for the work that may use them: that
+  // wait (where an asynchronous error surfaces) comes before any change.
+  tiers_.storage->waitForSubmittedWork();
   controller_->finish(index); // (whole, or nothing changed)
   index_.erase(id);
   specByRequest_.erase(id);
@@ -654,22 +657,20 @@ void Runtime::endStep() {
         bookGroup(g);
   try {
     tiers_.runner->finishStep();
-  } catch (const Error &) {
+  } catch (...) {
     // Device selections the kernels rejected: name the first bad one from
     // a download of them. The kernels stamped the hits of the valid ones,
     // which the controller booked only for groups whose log came early: the
-    // device replacement state goes back to the controller's.
+    // device replacement state goes back to the controller's. (Whatever
+    // failed, std::bad_alloc included, the step is abandoned: the tiers
+    // closed their side of it.)
     std::exception_ptr precise;
     bool anyOnDevice = false;
     for (std::int32_t g = 0; g < layout_.groups(); ++g)
       if (deviceSelected_[static_cast<std::size_t>(g)]) {
         anyOnDevice = true;
         if (!precise)
-          try {
-            checkSelections(g, tiers_.runner->selectionsOnHost(g));
-          } catch (const Error &) {
-            precise = std::current_exception();
-          }
+          precise = rejectedSelections(g);
       }
     abortStep();
     if (stepDecides_)
@@ -1118,20 +1119,35 @@ void Runtime::takeStateFromDevice() {
   controller_->adoptDeviceStates(taken, deviceStates_);
 }
 
+std::exception_ptr Runtime::rejectedSelections(std::int32_t group) {
+  // (Called while a failure is handled: only the runtime's own errors say
+  // the selections may be bad, and nothing here may escape.)
+  try {
+    throw;
+  } catch (const Error &) {
+  } catch (...) {
+    return nullptr;
+  }
+  try {
+    checkSelections(group, tiers_.runner->selectionsOnHost(group));
+  } catch (const Error &) {
+    return std::current_exception();
+  } catch (...) {
+  }
+  return nullptr;
+}
+
 void Runtime::bookDeviceDecisions() {
   try {
     tiers_.runner->finishStep();
-  } catch (const Error &) {
+  } catch (...) {
     // The kernels rejected the step: its decisions did nothing (each reads
     // the status word first); abortStep rolls the resolve kernels' stamps
-    // back and takes the appends replayed before the step.
+    // back and takes the appends replayed before the step. (Whatever
+    // failed, the step is abandoned.)
     std::exception_ptr precise;
     for (std::int32_t g = 0; g < layout_.groups() && !precise; ++g)
-      try {
-        checkSelections(g, tiers_.runner->selectionsOnHost(g));
-      } catch (const Error &) {
-        precise = std::current_exception();
-      }
+      precise = rejectedSelections(g);
     abortStep();
     if (precise)
       std::rethrow_exception(precise);

@@ -559,6 +559,10 @@ private:
   void checkFetches();
   /// Checks layer `layer`'s reads (InvariantChecker::checkReads).
   void checkReads(std::int32_t layer);
+  /// While a step's failure is handled: the first bad selection of group
+  /// g (checkSelections on a download of the device's) when the failure is
+  /// the runtime's own Error, else null. Throws nothing.
+  std::exception_ptr rejectedSelections(std::int32_t group);
   /// Checks group g's selections [batch, Q, K] (host memory) against the
   /// batch's histories; throws InputError / OutOfRangeError naming one.
   void checkSelections(std::int32_t group, const std::int32_t *rowIds) const;

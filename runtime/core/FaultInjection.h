@@ -45,6 +45,8 @@ enum class Fault : unsigned {
                ///< must find)
   Wait,        ///< waiting for the work submitted to the device (where a
                ///< kernel's or a copy's asynchronous error surfaces)
+  RingWrite,   ///< a write into a draft ring (one layer group's) or a
+               ///< window ring: its kernels or copies on CUDA
   Count,       ///< (the number of kinds)
 };
 

@@ -193,6 +193,9 @@ public:
 
   void writeDraft(std::int32_t index, std::int32_t group, std::int64_t position, std::int64_t count,
                   const std::uint8_t *tokens) override {
+    if (DHS_FAULT(RingWrite))
+      throw DeviceError("writing draft tokens into layer group " + std::to_string(group) +
+                        "'s ring failed (injected fault)");
     std::uint8_t *ring = draftRing(index, group);
     const std::size_t token = static_cast<std::size_t>(layout_.draftTokenBytes());
     for (std::int64_t i = 0; i < count; ++i)
@@ -226,6 +229,8 @@ public:
 
   void writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
                    const std::uint8_t *tokens) override {
+    if (DHS_FAULT(RingWrite))
+      throw DeviceError("writing window tokens failed (injected fault)");
     std::vector<std::uint8_t> &ring = windows_.at(index);
     forEachWindowCopy(layout_, position, count,
                       [&](std::size_t ringOffset, std::size_t tokenOffset, std::size_t bytes) {

@@ -77,6 +77,8 @@ void CudaRings::freeWindowRings(std::int32_t index) { release(windows_, index); 
 
 void CudaRings::writeWindow(std::int32_t index, std::int64_t position, std::int64_t count,
                             const std::uint8_t *tokens) {
+  if (DHS_FAULT(RingWrite))
+    throw DeviceError("writing window tokens failed (injected fault)");
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   queue_->quiesce(); // steps in flight may read the slots being rewritten
@@ -90,6 +92,9 @@ void CudaRings::writeWindow(std::int32_t index, std::int64_t position, std::int6
 
 void CudaRings::writeDraft(std::int32_t index, std::int32_t group, std::int64_t position,
                            std::int64_t count, const std::uint8_t *tokens) {
+  if (DHS_FAULT(RingWrite))
+    throw DeviceError("writing draft tokens into layer group " + std::to_string(group) +
+                      "'s ring failed (injected fault)");
   const CudaDriver &cuda = driver();
   DraftStep &d = requireDraftStep();
   const CUdeviceptr ring = draftRing(index, group);

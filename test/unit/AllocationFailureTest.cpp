@@ -264,6 +264,33 @@ TEST_CASE("runtime calls whose allocations fail change nothing: append, append b
     REQUIRE(outA == outB);
     CHECK(failures > 0);
   }
+  SECTION("step in parts") {
+    // What an engine calls layer by layer. A part that fails leaves the
+    // step open as it was (the engine may retry it; this one aborts), or,
+    // failing in the end once the step's work is taken, has abandoned it.
+    const StepInputs in = t.stepInputs(ids);
+    std::vector<bf16_t> outA(in.outputs), outB(in.outputs);
+    failures += t.whole(
+        [&](Runtime &rt) {
+          bf16_t *out = (&rt == t.a.get() ? outA : outB).data();
+          try {
+            rt.beginStep(ids.data(), 3);
+            for (std::int32_t g = 0; g < Twin::G; ++g)
+              rt.selectGroup(g, in.rows.data() + g * 3 * Twin::Q * Twin::K);
+            for (std::int32_t l = 0; l < Twin::L; ++l)
+              rt.attendLayer(l, in.queries.data() + l * 3 * Twin::Q * Twin::H * 576,
+                             out + l * 3 * Twin::Q * Twin::H * 512);
+            rt.endStep();
+          } catch (...) {
+            if (rt.inStep())
+              rt.abortStep();
+            throw;
+          }
+        },
+        [] {});
+    REQUIRE(outA == outB);
+    CHECK(failures > 0);
+  }
   SECTION("verify accept") {
     const VerifyBlock v = t.verifyBlock(ids);
     const std::size_t outputs = static_cast<std::size_t>(Twin::L * 3 * Twin::Q * Twin::H * 512);

@@ -18,6 +18,7 @@
 #include "runtime/capi/dhs_runtime.h"
 #include "runtime/capi/dhs_runtime.hpp"
 #include "runtime/core/Error.h"
+#include "runtime/core/FaultInjection.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <catch2/catch.hpp>
@@ -346,6 +347,45 @@ TEST_CASE("draft rings: the errors", "[runtime][draft]") {
                         Catch::Contains("8 tokens (draft_window) x 1 layers x 1152 bytes"));
   CHECK_THROWS_WITH(none->loadDraftStep(ring), Catch::Contains("draft_window is 0"));
   CHECK_FALSE(rt->draftStepLoaded());
+}
+
+TEST_CASE("a draft write that fails part-way leaves its positions unreadable, not mixed",
+          "[runtime][draft][faults]") {
+  if (!faults::kCompiledIn) {
+    WARN("SKIPPED: fault injection is not compiled in (DHS_FAULT_INJECTION)");
+    return;
+  }
+  // Two layers in two groups: a ring per group, written one after the
+  // other. The second group's write fails after the first's landed.
+  DHS_SEEDED_RNG(rng, 3400);
+  dhs::test::TempDir dir;
+  const std::int32_t W = 8;
+  auto rt = cpuRuntime(dir, W, 2, 1);
+  REQUIRE(rt->groups() == 2);
+  std::vector<std::uint8_t> prefill(static_cast<std::size_t>(2 * rt->rowBytes() * 4), 1);
+  rt->admit(5, 4, 32, prefill.data());
+  const std::size_t tokenBytes = static_cast<std::size_t>(2 * rt->rowBytes());
+  const std::vector<std::uint8_t> first =
+      randomRows(rng, 4 * 2, static_cast<std::size_t>(rt->rowBytes()));
+  const std::vector<std::uint8_t> second =
+      randomRows(rng, 3 * 2, static_cast<std::size_t>(rt->rowBytes()));
+  rt->appendDraft(5, 0, 4, first.data()); // positions 0 .. 3
+  faults::arm(Fault::RingWrite, /*skip=*/1);
+  CHECK_THROWS_WITH(rt->appendDraft(5, 2, 3, second.data()),
+                    Catch::Contains("layer group 1") && Catch::Contains("(injected fault)"));
+  faults::disarmAll();
+  std::vector<std::uint8_t> out(4 * tokenBytes);
+  // Positions 0 and 1 were not written again; 2 .. 4 refuse.
+  rt->readDraft(5, 2, 2, out.data());
+  CHECK(std::equal(first.begin(), first.begin() + 2 * tokenBytes, out.begin()));
+  CHECK_THROWS_WITH(rt->readDraft(5, 3, 1, out.data()),
+                    Catch::Contains("position 2 was never written"));
+  CHECK_THROWS_WITH(rt->readDraft(5, 5, 1, out.data()),
+                    Catch::Contains("position 4 was never written"));
+  // Written again, they read back whole.
+  rt->appendDraft(5, 2, 3, second.data());
+  rt->readDraft(5, 5, 3, out.data());
+  CHECK(std::equal(second.begin(), second.end(), out.begin()));
 }
 
 TEST_CASE("C API: draft rings and their error codes", "[capi][draft]") {

@@ -980,6 +980,22 @@ TEST_CASE("sliding window: each lane attends to its request's ring on every back
       CHECK_THROWS_AS(r->step(batch.data(), 2, nullptr, nullptr, nullptr), InputError);
   model.write(all, 7, end - 22, 18, rng); // the whole window again
   runAndCheck();
+  // A write that fails (on CUDA token by token, some tokens may have
+  // landed) leaves its slots holding no token: the next step refuses the
+  // window instead of reading old and new tokens side by side.
+  if (faults::kCompiledIn) {
+    std::vector<std::uint8_t> fresh(static_cast<std::size_t>(4 * L * rowBytes), 0x5a);
+    faults::arm(Fault::RingWrite);
+    CHECK_THROWS_WITH(rt.writeWindow(7, end - 8, 4, fresh.data()),
+                      Catch::Contains("(injected fault)"));
+    faults::disarmAll();
+    CHECK_THROWS_WITH(
+        rt.step(batch.data(), 2, nullptr, nullptr, nullptr),
+        Catch::Contains("request 7's sliding window lacks raw token " + std::to_string(end - 8)));
+    CHECK_FALSE(rt.inStep());
+    model.write(all, 7, end - 8, 4, rng);
+    runAndCheck();
+  }
   // Bad writes.
   std::vector<std::uint8_t> many(static_cast<std::size_t>(19 * L * rowBytes), 0);
   CHECK_THROWS_WITH(rt.writeWindow(7, 0, 19, many.data()),
