@@ -1066,7 +1066,15 @@ void Runtime::enqueueAppends() {
 void Runtime::applyAppends() {
   if (std::none_of(agingPending_.begin(), agingPending_.end(), [](std::size_t n) { return n > 0; }))
     return;
-  tiers_.runner->waitForAging();
+  try {
+    tiers_.runner->waitForAging();
+  } catch (...) {
+    // The replays failed, or the kernel rejected the device's state (its
+    // status word is taken with the report): the slots they placed cannot
+    // be booked, nor the replays run again over what they changed.
+    markBroken("the device's replay of appends (dhs.age_rows)");
+    throw;
+  }
   std::vector<std::int32_t> groups;
   std::vector<std::vector<std::int32_t>> slots(static_cast<std::size_t>(layout_.groups()));
   for (std::int32_t g = 0; g < layout_.groups(); ++g) {
