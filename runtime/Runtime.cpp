@@ -646,7 +646,7 @@ void Runtime::endStep() {
                         static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
     } catch (...) {
       abortStep();
-      tiers_.storage->restoreRecency(*controller_);
+      undoOnDevice([&] { tiers_.storage->restoreRecency(*controller_); });
       throw;
     }
     booked[static_cast<std::size_t>(g)] = 1;
@@ -674,9 +674,9 @@ void Runtime::endStep() {
       }
     abortStep();
     if (stepDecides_)
-      tiers_.runner->rollBackDecisions();
+      undoOnDevice([&] { tiers_.runner->rollBackDecisions(); });
     else if (anyOnDevice)
-      tiers_.storage->restoreRecency(*controller_);
+      undoOnDevice([&] { tiers_.storage->restoreRecency(*controller_); });
     if (precise)
       std::rethrow_exception(precise);
     throw;
@@ -701,7 +701,7 @@ void Runtime::endStep() {
       return markBroken("the end of a step the device decided beside the host");
     abortStep();
     if (anyOnDevice)
-      tiers_.storage->restoreRecency(*controller_);
+      undoOnDevice([&] { tiers_.storage->restoreRecency(*controller_); });
   };
   if (config_.checkInvariants)
     try {
@@ -763,8 +763,16 @@ void Runtime::abortStep() {
   // resolve kernels' stamps) is undone from the copy the step saved, and
   // the appends replayed at its start are the controller's now.
   if (stepDecides_) {
-    tiers_.runner->rollBackDecisions();
+    undoOnDevice([&] { tiers_.runner->rollBackDecisions(); });
     applyAppends();
+  }
+}
+
+template <typename Undo> void Runtime::undoOnDevice(Undo &&undo) {
+  try {
+    undo();
+  } catch (...) {
+    markBroken("undoing a failed step on the device");
   }
 }
 

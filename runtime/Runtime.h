@@ -500,6 +500,11 @@ private:
   /// tables, refuses every later call that needs a step, and the step in
   /// progress, if any, ends with it.
   void markBroken(const char *update);
+  /// Runs `undo`, a failed step's undo on the device (its replacement
+  /// state, its decisions); a failure there (a device that failed for good)
+  /// marks the runtime broken instead of replacing the step's own error.
+  /// Throws nothing.
+  template <typename Undo> void undoOnDevice(Undo &&undo);
 
   std::int32_t indexOf(std::uint64_t id, const char *what) const;
   void requireStep(const char *what) const;

@@ -510,7 +510,7 @@ void CudaStepRunner::abandonStep() {
   try {
     queue_->makeCurrent();
     queue_->synchronize("an abandoned step's kernels");
-  } catch (const Error &) {
+  } catch (...) {
     // (The step failed already; the next one reports a device that did.)
   }
 }
