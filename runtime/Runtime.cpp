@@ -646,7 +646,6 @@ void Runtime::endStep() {
                         static_cast<std::int64_t>(log.misses.size() / 2), log.entries);
     } catch (...) {
       abortStep();
-      undoOnDevice([&] { tiers_.storage->restoreRecency(*controller_); });
       throw;
     }
     booked[static_cast<std::size_t>(g)] = 1;
@@ -661,22 +660,14 @@ void Runtime::endStep() {
     // Device selections the kernels rejected: name the first bad one from
     // a download of them. The kernels stamped the hits of the valid ones,
     // which the controller booked only for groups whose log came early: the
-    // device replacement state goes back to the controller's. (Whatever
-    // failed, std::bad_alloc included, the step is abandoned: the tiers
-    // closed their side of it.)
+    // abort takes the device replacement state back to the controller's.
+    // (Whatever failed, std::bad_alloc included, the step is abandoned: the
+    // tiers closed their side of it.)
     std::exception_ptr precise;
-    bool anyOnDevice = false;
-    for (std::int32_t g = 0; g < layout_.groups(); ++g)
-      if (deviceSelected_[static_cast<std::size_t>(g)]) {
-        anyOnDevice = true;
-        if (!precise)
-          precise = rejectedSelections(g);
-      }
+    for (std::int32_t g = 0; g < layout_.groups() && !precise; ++g)
+      if (deviceSelected_[static_cast<std::size_t>(g)])
+        precise = rejectedSelections(g);
     abortStep();
-    if (stepDecides_)
-      undoOnDevice([&] { tiers_.runner->rollBackDecisions(); });
-    else if (anyOnDevice)
-      undoOnDevice([&] { tiers_.storage->restoreRecency(*controller_); });
     if (precise)
       std::rethrow_exception(precise);
     throw;
@@ -691,17 +682,13 @@ void Runtime::endStep() {
       for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g); ++l)
         checkReads(l);
   }
-  // A step given up once its kernels ran: the resolve kernels' stamps go
-  // back to the controller's; where the device decided too (the shadow
-  // check), it placed rows the host cannot take back.
-  const bool anyOnDevice =
-      std::find(deviceSelected_.begin(), deviceSelected_.end(), 1) != deviceSelected_.end();
+  // A step given up once its kernels ran (the abort takes the resolve
+  // kernels' stamps back to the controller's); where the device decided
+  // too (the shadow check), it placed rows the host cannot take back.
   auto giveUp = [&] {
     if (stepDecides_)
       return markBroken("the end of a step the device decided beside the host");
     abortStep();
-    if (anyOnDevice)
-      undoOnDevice([&] { tiers_.storage->restoreRecency(*controller_); });
   };
   if (config_.checkInvariants)
     try {
@@ -765,6 +752,12 @@ void Runtime::abortStep() {
   if (stepDecides_) {
     undoOnDevice([&] { tiers_.runner->rollBackDecisions(); });
     applyAppends();
+  } else if (std::find(deviceSelected_.begin(), deviceSelected_.end(), 1) !=
+             deviceSelected_.end()) {
+    // The resolve kernels stamped the hits of the layers that ran (an
+    // engine's abort, a failed layer, a failed end alike): the device's
+    // replacement state goes back to the controller's.
+    undoOnDevice([&] { tiers_.storage->restoreRecency(*controller_); });
   }
 }
 
