@@ -601,7 +601,16 @@ void Runtime::attend(std::int32_t layer, const bf16_t *queries, bf16_t *output,
   step.windowTokens = windowTokensLane_.data();
   step.laneRequests = lanes_.data();
   step.outputNow = memory == MemorySpace::Host && !wholeStep_;
-  tiers_.runner->attend(layer, step);
+  try {
+    tiers_.runner->attend(layer, step);
+  } catch (...) {
+    // The layer's work failed (a launch, the device, its memory): some of
+    // its launches may be queued, so the layer cannot run again in this
+    // step, which is abandoned. (A refused input above leaves it open.)
+    if (inStep_)
+      abortStep();
+    throw;
+  }
   attended_[static_cast<std::size_t>(layer)] = 1;
   if (verify_.active)
     countVerifyReads(layer);

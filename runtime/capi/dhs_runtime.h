@@ -268,7 +268,9 @@ dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t bat
  *  unchanged until dhs_step_end returns. */
 dhs_status dhs_step_select(dhs_runtime *runtime, int32_t group, const int32_t *row_ids,
                            dhs_memory memory);
-/** Layer `layer`'s attention for the step in progress. Host output is
+/** Layer `layer`'s attention for the step in progress. A refused input
+ *  leaves the step open; a failure of the layer's work (a launch, the
+ *  device, memory) abandons it (nothing is promoted). Host output is
  *  complete when it returns (on CUDA this waits for the layer's kernels;
  *  with CUDA graphs on, outputs are complete when dhs_step_end returns);
  *  device output is ordered on the runtime's stream: the engine's work on

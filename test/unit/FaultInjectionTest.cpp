@@ -237,6 +237,33 @@ void failedLaunch(BackendKind backend) {
   checkAbandonedAndServing(s, before, /*request=*/1);
 }
 
+/// A layer's launch fails in a step made part by part: the step is
+/// abandoned (some of the layer's launches may be queued, so it cannot run
+/// the layer again), and the runtime keeps serving.
+void failedLaunchInParts(BackendKind backend) {
+  Disarm disarm;
+  Session s(backend);
+  s.startTwo(600, 400);
+  const RuntimeStats before = s.rt->stats();
+  const ProblemShape &shape = s.rt->shape();
+  const std::uint64_t ids[2] = {1, 2};
+  std::vector<std::int32_t> none(static_cast<std::size_t>(2 * shape.queries * shape.topk), -1);
+  std::vector<bf16_t> q(static_cast<std::size_t>(2 * shape.queries * shape.heads * shape.qkDim)),
+      out(static_cast<std::size_t>(2 * shape.queries * shape.heads * shape.vDim));
+  std::mt19937_64 rng(dhs::test::freshSeed() + 1310);
+  dhs::test::fillRandom(rng, q.data(), q.size());
+  s.rt->beginStep(ids, 2);
+  s.rt->selectGroup(0, none.data());
+  s.rt->selectGroup(1, none.data());
+  faults::arm(Fault::Launch);
+  CHECK_THROWS_WITH(s.rt->attendLayer(0, q.data(), out.data()),
+                    Catch::Contains("(injected fault)"));
+  CHECK(faults::failed(Fault::Launch) == 1);
+  CHECK_FALSE(s.rt->inStep());
+  CHECK_THROWS_AS(s.rt->attendLayer(1, q.data(), out.data()), StateError);
+  checkAbandonedAndServing(s, before, /*request=*/1);
+}
+
 /// A CPU attention worker thread fails (its scratch allocation): the error
 /// reaches the caller as a CapacityError instead of terminating the process,
 /// the step is abandoned whole, and the runtime keeps serving.
@@ -417,6 +444,7 @@ TEST_CASE("fault matrix on the CPU backend", "[faults]") {
   SECTION("host allocation at load") { hostAllocationAtLoad(BackendKind::Cpu); }
   SECTION("device allocation at admission") { deviceAllocationAtAdmission(BackendKind::Cpu); }
   SECTION("a failed launch") { failedLaunch(BackendKind::Cpu); }
+  SECTION("a failed launch in a step made in parts") { failedLaunchInParts(BackendKind::Cpu); }
   SECTION("a failed attention worker thread") { failedAttentionWorker(); }
   SECTION("failed copies into HBM") { failedCopies(BackendKind::Cpu); }
   SECTION("a failed wait for submitted work") { failedWait(BackendKind::Cpu); }
@@ -431,6 +459,7 @@ TEST_CASE("fault matrix on CUDA", "[faults][cuda][gpu]") {
   SECTION("pinned host allocation at load") { hostAllocationAtLoad(BackendKind::Cuda); }
   SECTION("HBM exhausted at admission") { deviceAllocationAtAdmission(BackendKind::Cuda); }
   SECTION("a failed launch") { failedLaunch(BackendKind::Cuda); }
+  SECTION("a failed launch in a step made in parts") { failedLaunchInParts(BackendKind::Cuda); }
   SECTION("failed copies into HBM") { failedCopies(BackendKind::Cuda); }
   SECTION("a failed wait for submitted work") { failedWait(BackendKind::Cuda); }
   SECTION("a silently corrupted copy") { corruptedCopy(BackendKind::Cuda); }
