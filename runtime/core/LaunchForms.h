@@ -65,7 +65,7 @@ double lastStepShare(double loggedShare, bool decidedSinceLog, double decidedSha
 double formShare(const std::vector<double> &lines, double share, double previous = -1.0);
 
 /// The form of form share `share` among `lines` in words: "rows missing up
-/// to 2%", "rows missing in (2%, 14%]", "rows missing above 14%".
+/// to 2%", "rows missing in (2%, 8%]", "rows missing above 8%".
 std::string describeForm(const std::vector<double> &lines, double share);
 
 /// Whether `launch` runs in a step at form share `share` (formShare).

@@ -43,14 +43,14 @@ TEST_CASE("a step's form share: the least line at or above its rows missing, hel
   CHECK(formShare(resident, missingShare(41, 2048), 1.0) == 1.0);
   CHECK(formShare(resident, missingShare(40, 2048), 1.0) == 0.02);
 
-  // A layer group's three forms: resident, fused up to 14%, staged above.
-  const std::vector<double> group = {0.02, 0.14};
-  CHECK(formShare(group, 0.10) == 0.14);
-  CHECK(formShare(group, 0.14) == 0.14);
-  CHECK(formShare(group, 0.1401) == 1.0);
-  CHECK(formShare(group, 0.145, 0.14) == 0.14); // held by the margin
-  CHECK(formShare(group, 0.151, 0.14) == 1.0);
-  CHECK(formShare(group, 0.139, 1.0) == 0.14); // down at once
+  // A layer group's three forms: resident, fused up to 8%, staged above.
+  const std::vector<double> group = {0.02, 0.08};
+  CHECK(formShare(group, 0.05) == 0.08);
+  CHECK(formShare(group, 0.08) == 0.08);
+  CHECK(formShare(group, 0.0801) == 1.0);
+  CHECK(formShare(group, 0.085, 0.08) == 0.08); // held by the margin
+  CHECK(formShare(group, 0.091, 0.08) == 1.0);
+  CHECK(formShare(group, 0.079, 1.0) == 0.08); // down at once
   CHECK(formShare(group, 0.01, 1.0) == 0.02);
   CHECK(formShare(group, 0.5, 0.02) == 1.0); // far past: no holding
   // A step of one form: always 1.
@@ -58,8 +58,8 @@ TEST_CASE("a step's form share: the least line at or above its rows missing, hel
   CHECK(formShare({}, 0.5, 0.02) == 1.0);
 
   CHECK(describeForm(group, 0.02) == "rows missing up to 2%");
-  CHECK(describeForm(group, 0.14) == "rows missing in (2%, 14%]");
-  CHECK(describeForm(group, 1.0) == "rows missing above 14%");
+  CHECK(describeForm(group, 0.08) == "rows missing in (2%, 8%]");
+  CHECK(describeForm(group, 1.0) == "rows missing above 8%");
   CHECK(describeForm({}, 1.0) == "every share of rows missing");
 }
 

@@ -83,7 +83,7 @@ static cl::opt<bool> overlapRetrieval(
              "64 rows): the fetch stages the tiles it claims first, a one-layer attention "
              "gathers the others from the host itself; a layer group's attentions get a second "
              "form, one fetch of whole tokens they wait for, which the runtime runs for steps "
-             "missing more than 14% of their rows (the fused attentions below); default off"),
+             "missing more than 8% of their rows (the fused attentions below); default off"),
     cl::init(false), cl::cat(tileCategory));
 static cl::opt<bool> shareTiles(
     "share-tiles",
