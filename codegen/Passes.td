@@ -68,7 +68,7 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
   }];
   let options = [Option<"maxHeadsPerBlock", "max-heads-per-block", "int64_t", /*default=*/"16",
                         "Most heads (warps) one CTA computes; the largest divisor of the "
-                        "head count not above it is used">,
+                        "heads sharing a KV head not above it is used">,
                  Option<"tileRows", "tile-rows", "int64_t", /*default=*/"16",
                         "Selected rows staged in shared memory per step of the KV loop">,
                  Option<"minBlocks", "min-blocks", "int64_t", /*default=*/"264",

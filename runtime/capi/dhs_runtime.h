@@ -19,10 +19,12 @@
  *  - Requests are named by the engine's 64-bit ids.
  *  - A runtime is not thread-safe: call it from one thread at a time.
  *  - A call that fails with DHS_ERROR_OUT_OF_MEMORY for want of host memory
- *    changes nothing. (One double failure cannot be undone: a verify commit
- *    whose copies into HBM failed, then an allocation; every later call
- *    then fails with DHS_ERROR_STATE: the runtime cannot vouch for its
- *    tables, destroy it.)
+ *    changes nothing. (What the device did cannot always be undone: a step
+ *    the device decided that cannot be booked, a failed undo of a step on
+ *    the device, a replay of appends the device rejected, a verify commit
+ *    that fails part-way. After one of these every later call fails with
+ *    DHS_ERROR_STATE naming it: the runtime cannot vouch for its tables,
+ *    destroy it.)
  *
  * Layouts (row-major; batch = the number of requests in the step, at most
  * the step's B; groups = ceil(layers / layers_per_group)):
@@ -260,7 +262,7 @@ dhs_status dhs_step_run(dhs_runtime *runtime, const uint64_t *ids, int64_t batch
  *  per layer attend (queries [batch][Q][H][qk_dim], output [batch][Q][H]
  *  [v_dim]), then end (or abort). */
 dhs_status dhs_step_begin(dhs_runtime *runtime, const uint64_t *ids, int64_t batch);
-/** Group `group`'s selections for the step in progress, in `memory`
+/** Group `group`'s selections for the step in progress, in `memory`.
  *  Device selections (CUDA, with steps that resolve them on
  *  the device and a placement step) never wait for the host; a bad row id
  *  among them makes dhs_step_end fail with DHS_ERROR_OUT_OF_RANGE. The

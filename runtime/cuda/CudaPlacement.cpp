@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 namespace dhs::runtime::cuda_detail {
 
@@ -51,6 +50,7 @@ CudaPlacement::CudaPlacement(const Manifest &manifest, const TierLayout &layout,
   }
   for (std::int32_t g = 0; g < layout.groups(); ++g)
     logReady_.push_back(std::make_unique<Event>());
+  byGroup_.resize(groups);
   logsHost_ = std::make_unique<MappedHostBuffer>(static_cast<std::size_t>(layout.groups()) *
                                                      logWords * sizeof(std::int32_t),
                                                  "the step logs' host copy");
@@ -71,11 +71,14 @@ void CudaPlacement::place(const std::vector<RowCopy> &changes, const CudaPools &
     return;
   const CudaDriver &cuda = driver();
   const std::size_t n = perLaunch_;
-  std::map<std::int32_t, std::vector<const RowCopy *>> byGroup;
+  // The changes by group, in their order (lists kept between calls: a
+  // placement allocates only for a batch larger than any before).
+  for (std::vector<const RowCopy *> &list : byGroup_)
+    list.clear();
   for (const RowCopy &change : changes)
-    byGroup[change.group].push_back(&change);
+    byGroup_.at(static_cast<std::size_t>(change.group)).push_back(&change);
   std::size_t launches = 0;
-  for (const auto &[group, list] : byGroup)
+  for (const std::vector<const RowCopy *> &list : byGroup_)
     launches += (list.size() + n - 1) / n;
   // The lists of the previous placement may still be read: wait for it
   // (between steps; it has long finished by now).
@@ -87,7 +90,8 @@ void CudaPlacement::place(const std::vector<RowCopy> &changes, const CudaPools &
   }
   auto *base = static_cast<std::uint8_t *>(lists_->host());
   std::size_t launch = 0;
-  for (const auto &[group, list] : byGroup) {
+  for (std::size_t group = 0; group < byGroup_.size(); ++group) {
+    const std::vector<const RowCopy *> &list = byGroup_[group];
     for (std::size_t begin = 0; begin < list.size(); begin += n, ++launch) {
       auto *rows = reinterpret_cast<std::int64_t *>(base + launch * n * 12);
       auto *slots = reinterpret_cast<std::int32_t *>(rows + n);
@@ -99,11 +103,12 @@ void CudaPlacement::place(const std::vector<RowCopy> &changes, const CudaPools &
       const CUdeviceptr device = lists_->device() + launch * n * 12;
       buffers_.arguments[static_cast<std::size_t>(rowsIndex_)] = device;
       buffers_.arguments[static_cast<std::size_t>(slotsIndex_)] = device + n * 8;
-      buffers_.map = maps_[static_cast<std::size_t>(group)]->get();
-      buffers_.recency = recencyOf(static_cast<std::size_t>(group));
-      buffers_.log = logOf(static_cast<std::size_t>(group));
+      buffers_.map = maps_[group]->get();
+      buffers_.recency = recencyOf(group);
+      buffers_.log = logOf(group);
       buffers_.logWords = static_cast<std::int64_t>(logWords_);
-      for (std::int32_t l = layout_.firstLayer(group); l < layout_.endLayer(group);
+      const auto g = static_cast<std::int32_t>(group);
+      for (std::int32_t l = layout_.firstLayer(g); l < layout_.endLayer(g);
            l += layout_.layersPerPool) {
         const std::size_t pool = layout_.poolOf(l);
         buffers_.hbm = pools.hbm[pool]->get();

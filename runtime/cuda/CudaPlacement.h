@@ -116,6 +116,7 @@ private:
   // last setStep, zeros.
   HostExchange::Part headers_ = 0;
   std::vector<std::unique_ptr<Event>> logReady_;       // [group] logsHost_ holds it
+  std::vector<std::vector<const RowCopy *>> byGroup_;  // [group] place's changes
   std::unique_ptr<MappedHostBuffer> lists_;            // rows then slots per launch
   std::size_t listLaunches_ = 0;                       // launches lists_ has room for
   std::unique_ptr<DeviceBuffer> status_;

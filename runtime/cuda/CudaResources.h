@@ -196,10 +196,11 @@ private:
 /// destinations[i] (device addresses; mapped host memory included), on
 /// `stream`: one cuMemcpyBatchAsync per 4096 copies where the driver has it,
 /// else one cuMemcpyAsync each. The copies of a batch may run in any order,
-/// so destinations must not overlap. `what` names them in errors.
+/// so destinations must not overlap. `sizes` is the batches' size list
+/// (kept by the caller between calls). `what` names them in errors.
 inline void copyBatch(const std::vector<CUdeviceptr> &destinations,
-                      const std::vector<CUdeviceptr> &sources, std::size_t bytes, CUstream stream,
-                      const std::string &what) {
+                      const std::vector<CUdeviceptr> &sources, std::size_t bytes,
+                      std::vector<std::size_t> &sizes, CUstream stream, const std::string &what) {
   const CudaDriver &cuda = driver();
   const std::size_t count = sources.size();
   if (!cuda.memcpyBatchAsync) {
@@ -208,7 +209,7 @@ inline void copyBatch(const std::vector<CUdeviceptr> &destinations,
     return;
   }
   constexpr std::size_t kBatch = 4096;
-  std::vector<std::size_t> sizes(std::min(count, kBatch), bytes);
+  sizes.assign(std::min(count, kBatch), bytes);
   CUmemcpyAttributes attributes{};
   // Sources are read in stream order (after the work submitted before).
   attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;

@@ -77,8 +77,12 @@ void CudaStorage::copyToHbm(const std::vector<RowCopy> &copies) {
   // last pool's tokens may be smaller). (Releases need no copy.)
   const std::size_t lastPool = static_cast<std::size_t>(layout_.pools() - 1);
   CUdeviceptr first = 0;
+  // (The address lists are kept between calls: a copy allocates only for a
+  // batch larger than any before.)
   for (bool last : {false, true}) {
-    std::vector<CUdeviceptr> sources, destinations;
+    std::vector<CUdeviceptr> &sources = copySources_, &destinations = copyDestinations_;
+    sources.clear();
+    destinations.clear();
     for (const RowCopy &copy : copies)
       for (std::int32_t l = layout_.firstLayer(copy.group);
            copy.slot >= 0 && l < layout_.endLayer(copy.group); l += layout_.layersPerPool) {
@@ -92,7 +96,8 @@ void CudaStorage::copyToHbm(const std::vector<RowCopy> &copies) {
       continue;
     first = first ? first : destinations.front();
     copyBatch(destinations, sources,
-              static_cast<std::size_t>(layout_.tokenBytes(last ? lastPool : 0)), queue_->stream(),
+              static_cast<std::size_t>(layout_.tokenBytes(last ? lastPool : 0)), copySizes_,
+              queue_->stream(),
               "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
   }
   if (first && DHS_FAULT(CorruptCopy))

@@ -54,6 +54,9 @@ private:
   std::size_t logWords_;
   CudaPools pools_;
   std::vector<std::uint8_t> snapshot_;
+  // copyToHbm's address and size lists.
+  std::vector<CUdeviceptr> copySources_, copyDestinations_;
+  std::vector<std::size_t> copySizes_;
   std::unique_ptr<CudaPlacement> placement_;
 };
 
