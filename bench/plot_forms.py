@@ -41,7 +41,7 @@ def main(path, out, line):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("step time / floor")
-    fig.suptitle("a layer group's forms (bench/NOTES.md, twenty-ninth and thirty-second sessions)",
+    fig.suptitle("a layer group's forms (bench/NOTES.md, twenty-ninth, thirty-second and thirty-third sessions)",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
