@@ -54,7 +54,9 @@
 # (dhs-retrieval-bench, 5-20% of the selections missing, first in each list
 # or scattered in it) against the copy rate; executor steps (dhs-decision-bench:
 # the large step and B=128 x 20 layer groups, residency decided on the device,
-# each step's phases and host time); the 128-head bf16 shapes without clusters (each CTA gathers every row of its
+# each step's phases and host time; a decode's steady state, 5% and 14% of
+# the selections new each step, with ncu's kernel times of one decided step:
+# the promotions' second read of the missing rows against the attention); the 128-head bf16 shapes without clusters (each CTA gathers every row of its
 # query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters;
 # and verify steps (64 requests x 5 positions x 64 heads): the step inside a
 # dhs.verify phase compiled with --share-tiles (dhs.share_rows orders each request's
@@ -286,6 +288,52 @@ section_executor() {
         echo "FAILED: dhs-decision-bench ($shape)"
       grep -E "^ *(B=|medians|logged|decided|outputs differing)" "$log"
     done
+    # A decode's steady state (16 requests x top-2048, 20 one-layer groups
+    # whose pools hold the working set): each step draws a share of its
+    # selections afresh, misses about that share and promotes it; the
+    # promotions (place_rows) read from the host the rows the attention has
+    # just read from there. With ncu, the profiled decided step's kernels
+    # by name: the attention's time against the placement's.
+    if [ -d "$dir/decisions/b16_g1" ]; then
+      local drift
+      for drift in 0.05 0.14; do
+        echo
+        local log=$results/executor-steady-$drift.log
+        local args=(--groups 20 --history 16384 --drift $drift "$dir/decisions/place_rows_g1"
+                    "$dir/decisions/b16_g1" "$dir/group-steps/b16_g1_resolved/layer0")
+        "$dir/bin/dhs-decision-bench" --steps 20 "${args[@]}" > "$log" 2>&1 ||
+          echo "FAILED: dhs-decision-bench (steady, drift $drift)"
+        grep -E "^ *(B=|last step|medians|logged \(|decided \(|outputs differing)" "$log"
+        if command -v ncu > /dev/null; then
+          ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
+            "$dir/bin/dhs-decision-bench" --steps 5 --profile "${args[@]}" \
+            > "$results/executor-steady-$drift-ncu.csv" 2> "$results/executor-steady-$drift-ncu.err" ||
+            echo "FAILED: ncu over dhs-decision-bench (steady, drift $drift)"
+          python3 - "$results/executor-steady-$drift-ncu.csv" <<'PY'
+import csv, re, sys
+rows = list(csv.reader(open(sys.argv[1], errors='replace')))
+head = next((i for i, r in enumerate(rows) if 'Kernel Name' in r and 'Metric Value' in r), None)
+if head is None:
+    sys.exit('ncu: no kernel rows')
+h = rows[head]
+name, unit, value = h.index('Kernel Name'), h.index('Metric Unit'), h.index('Metric Value')
+scale = {'nsecond': 1e-6, 'usecond': 1e-3, 'msecond': 1.0, 'second': 1e3}
+total, count = {}, {}
+for r in rows[head + 1:]:
+    if len(r) <= value or not r[value]:
+        continue
+    kernel = re.sub(r'[(<].*', '', r[name])
+    ms = float(r[value].replace(',', '')) * scale.get(r[unit], float('nan'))
+    total[kernel] = total.get(kernel, 0.0) + ms
+    count[kernel] = count.get(kernel, 0) + 1
+print('  the profiled decided step (ncu, gpu__time_duration): kernel, launches, ms')
+for kernel in sorted(total, key=total.get, reverse=True):
+    print(f'    {kernel:32} {count[kernel]:5d} {total[kernel]:9.3f}')
+print(f'    {"all":32} {sum(count.values()):5d} {sum(total.values()):9.3f}')
+PY
+        fi
+      done
+    fi
   else
     echo "executor: skipped (no $dir/bin/dhs-decision-bench or $dir/decisions)"
   fi

@@ -1,7 +1,7 @@
 //===- decision_bench.cpp - Times steps whose residency the device decides ===//
 //
 // Usage: dhs-decision-bench [--groups G] [--history N] [--steps S]
-//            [--aging-step DIR] [--batched-appends] [--profile]
+//            [--drift X] [--aging-step DIR] [--batched-appends] [--profile]
 //            <placement step> <decision step> <layer steps...>
 // The layer steps (one per layer index of a group, e.g. gpu-check's
 // group-steps/large_g4_resolved/layer0..3) must resolve on the device; the
@@ -15,7 +15,11 @@
 //            host reads counts
 // For each: the median wall time of a step and of its calls (begin +
 // select, attend of every layer, end), with fresh selections each step
-// (about a third resident); then the same with one appended token per
+// (about a third resident), or with --drift X a decode's: each step keeps
+// the last one's selections but a share X of them, drawn afresh, so that
+// where the pool holds the working set a step misses about X of its rows
+// and promotes them (the steady state whose promotions read the host rows
+// the attention just read); then the same with one appended token per
 // request between steps (a decode loop; with --aging-step the decided
 // runtime replays them on the device; with --batched-appends the tokens go
 // in one Runtime::appendBatch call a step instead of an append per request).
@@ -85,6 +89,7 @@ int main(int argc, char **argv) {
   std::string agingStep;       // appends replayed on the device (decided)
   bool batchedAppends = false; // Runtime::appendBatch instead of append
   bool profile = false;        // one decided step inside a profiler range
+  double drift = 1.0;          // share of the selections drawn afresh a step
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -94,6 +99,8 @@ int main(int argc, char **argv) {
       batchedAppends = true;
     } else if (arg == "--profile") {
       profile = true;
+    } else if (arg == "--drift" && i + 1 < argc) {
+      drift = std::atof(argv[++i]);
     } else if ((arg == "--groups" || arg == "--history" || arg == "--steps") && i + 1 < argc) {
       const long long value = std::atoll(argv[++i]);
       if (arg == "--groups")
@@ -106,11 +113,13 @@ int main(int argc, char **argv) {
       positional.push_back(arg);
     }
   }
-  if (positional.size() < 3 || groups < 1 || history < 64 || stepsTimed < 1) {
+  if (positional.size() < 3 || groups < 1 || history < 64 || stepsTimed < 1 ||
+      !(drift > 0.0 && drift <= 1.0)) {
     std::fprintf(
         stderr,
-        "usage: dhs-decision-bench [--groups G] [--history N] [--steps S] [--aging-step DIR] "
-        "[--batched-appends] [--profile] <placement step> <decision step> <layer steps...>\n");
+        "usage: dhs-decision-bench [--groups G] [--history N] [--steps S] [--drift X in (0, 1]] "
+        "[--aging-step DIR] [--batched-appends] [--profile] <placement step> <decision step> "
+        "<layer steps...>\n");
     return 2;
   }
   try {
@@ -178,12 +187,17 @@ int main(int argc, char **argv) {
     std::vector<std::uint8_t> token(static_cast<std::size_t>(L * rowBytes));
     std::vector<std::uint8_t> tokens(token.size() * ids.size());
     // Fresh selections: a third from the newest 2048 rows (recurring), the
-    // rest anywhere in the history.
+    // rest anywhere in the history; with --drift, after the first step only
+    // that share of them.
+    bool selected = false;
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
     auto randomSelections = [&] {
       for (std::int64_t b = 0; b < s.batch; ++b) {
         const std::int64_t len = logged.historyLen(ids[static_cast<std::size_t>(b)]);
         for (std::int32_t g = 0; g < groups; ++g)
           for (std::int64_t k = 0; k < s.queries * s.topk; ++k) {
+            if (selected && drift < 1.0 && uniform(rng) >= drift)
+              continue;
             const bool recent = rng() % 3 == 0;
             const std::int64_t span = recent ? std::min<std::int64_t>(2048, len) : len;
             rows[static_cast<std::size_t>(g * perGroup + b * s.queries * s.topk + k)] =
@@ -191,6 +205,7 @@ int main(int argc, char **argv) {
           }
       }
       cuda.check(cuda.memcpyHtoD(deviceRows.get(), rows.data(), rows.size() * 4), "selections");
+      selected = true;
     };
     auto run = [&](Runtime &rt, const DeviceBuffer &out, Phases &phase, bool append) {
       const auto t0 = Clock::now();
@@ -290,11 +305,13 @@ int main(int argc, char **argv) {
             logged.controller().slotOwner(g, slot) != decided.controller().slotOwner(g, slot) ||
             logged.controller().slotRow(g, slot) != decided.controller().slotRow(g, slot);
     std::printf("B=%lld Q=%lld H=%lld K=%lld, %lld layers in %d groups of %d, %d slots a group, "
-                "hot floor 0, graphs on, device selections/queries/outputs%s\n",
+                "hot floor 0, graphs on, device selections/queries/outputs%s%s\n",
                 static_cast<long long>(s.batch), static_cast<long long>(s.queries),
                 static_cast<long long>(s.heads), static_cast<long long>(s.topk),
                 static_cast<long long>(L), groups, config.layersPerGroup,
-                decided.controller().config().hbmSlots, batchedAppends ? ", appends batched" : "");
+                decided.controller().config().hbmSlots, batchedAppends ? ", appends batched" : "",
+                drift < 1.0 ? (", selections drift " + std::to_string(drift) + " a step").c_str()
+                            : "");
     for (auto [name, rt] : {std::pair{"logged", &logged}, std::pair{"decided", &decided}}) {
       const RuntimeStats stats = rt->stats();
       std::printf("%s step graph: %llu nodes (%llu kernels, %llu copies, %llu memsets, %llu "
@@ -307,8 +324,12 @@ int main(int argc, char **argv) {
                                                   stats.graphCopyNodes - stats.graphMemsetNodes),
                   static_cast<unsigned long long>(stats.graphCaptures));
     }
-    std::printf("last step: %lld selected, %lld resident, %lld promoted, %lld evicted\n",
+    std::printf("last step: %lld selected, %lld resident (%.1f%% missing), %lld promoted, %lld "
+                "evicted\n",
                 static_cast<long long>(last.selected), static_cast<long long>(last.resident),
+                last.selected > 0 ? 100.0 * static_cast<double>(last.selected - last.resident) /
+                                        static_cast<double>(last.selected)
+                                  : 0.0,
                 static_cast<long long>(last.promoted), static_cast<long long>(last.evicted));
     auto report = [](const char *what, const Phases &p) {
       // host: the step's wall time past the device's span; host work: the

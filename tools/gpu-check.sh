@@ -175,6 +175,18 @@ steps() {
   sed "s/layers = 4/layers = 1/g" "$root/examples/aging_step.mlir" > "$dir/aging_step_g1.mlir"
   "$build/bin/dhs-compile" "$dir/aging_step_g1.mlir" --requests 128 --hbm-slots 65536 \
     -o "$dir/decisions/aging_b128_g1" || exit 1
+  # A steady state for dhs-decision-bench --drift (bench/attention.sh's
+  # executor section): 16 requests x top-2048, one FP8 layer a group, 65536
+  # slots: a group's working set (32768 rows) fits, so a step misses about
+  # the share of its selections drawn afresh and promotes them.
+  resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<16x1x2048xi32>)\n      history(%history_start, %history_len : memref<16xi64>, memref<16xi32>)\n      into(%slots : memref<16x1x2048xi32>)"
+  sed "s/memref<4x1x/memref<16x1x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<16xi/g;
+       s/hbm = 2048/hbm = 65536/g; s/@LAYERS@/1/g; s/@LAYER@/0/g;
+       s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b16_g1_layer0.mlir"
+  "$build/bin/dhs-compile" "$dir/b16_g1_layer0.mlir" \
+    -o "$dir/group-steps/b16_g1_resolved/layer0" || exit 1
+  "$build/bin/dhs-compile" "$dir/decision_step_g1.mlir" --requests 16 --positions 1 \
+    --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b16_g1" || exit 1
 }
 
 bundle() {
