@@ -59,9 +59,9 @@ constexpr auto ms = dhs::bench::elapsedMs;
 /// Medians of a step's phases.
 struct Phases {
   double step = 0, begin = 0, select = 0, attend = 0, end = 0, appends = 0;
-  double device = 0; ///< the device's span of the step (CUDA events)
-  double launch = 0; ///< endStep's launch of the step's work (the graph)
-  double wait = 0;   ///< endStep waiting for the device
+  double device = 0;      ///< the device's span of the step (CUDA events)
+  double launch = 0;      ///< endStep's launch of the step's work (the graph)
+  double wait = 0;        ///< endStep waiting for the device
   double graphLaunch = 0; ///< of `launch`, the cuGraphLaunch call alone
 };
 
