@@ -18,8 +18,13 @@
 // instructions, and refuses cluster arrivals without the markers. The kernel
 // the GPU runs has neither: the same SASS as without the markers.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
-// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-core-clusters=false" | FileCheck %s --check-prefixes=OFF,NOPREFETCH
-// RUN: sed 's/mla_bf16/mla_fp8/g' %s | dhs-opt --dhs-lower-to-gpu="min-blocks=0" | FileCheck %s --check-prefixes=OFF,PREFETCH
+// RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-core-clusters=false" \
+// RUN:   | FileCheck %s --check-prefix=OFF --implicit-check-not=nvvm.cluster_dim --implicit-check-not=st.async \
+// RUN:   --implicit-check-not=acquire.cluster --implicit-check-not=dhs.racecheck \
+// RUN:   --implicit-check-not=nvvm.prefetch
+// RUN: sed 's/mla_bf16/mla_fp8/g' %s | dhs-opt --dhs-lower-to-gpu="min-blocks=0" \
+// RUN:   | FileCheck %s --check-prefix=PREFETCH --implicit-check-not=nvvm.cluster_dim --implicit-check-not=st.async \
+// RUN:   --implicit-check-not=acquire.cluster --implicit-check-not=dhs.racecheck
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: FileCheck %s --check-prefix=PTX < %t/attention.ptx
@@ -88,14 +93,11 @@
 // CHECK-NEXT: nvvm.cluster.wait
 // CHECK-NEXT: gpu.return
 
-// OFF-LABEL: gpu.func @
-// OFF-NOT: nvvm.cluster_dim
-// OFF-NOT: st.async
-// OFF-NOT: acquire.cluster
-// OFF-NOT: dhs.racecheck
+// Without clusters (and FP8 rows, never clustered) none of the cluster's
+// operations appear anywhere in the module (the --implicit-check-not
+// options above), nor, with bf16 rows, a prefetch.
+// OFF-LABEL: gpu.func @attention(
 // OFF: gpu.return
-
-// NOPREFETCH-NOT: nvvm.prefetch
 
 // Tile t + 2's rows (2 a thread, 2 lines each) after the full arrival, in
 // head block 0 (headBase == 0) only.

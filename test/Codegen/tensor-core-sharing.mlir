@@ -102,9 +102,9 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.return
 // The unclustered kernel: the steps the clustered one skips.
-// CHECK-LABEL: gpu.func @sparse_attention_0
-// CHECK-NOT: nvvm.cluster_dim
-// CHECK-SAME: {
+// (Its attributes whole: no nvvm.cluster_dim.)
+// CHECK-LABEL: gpu.func @sparse_attention_0(
+// CHECK-SAME: kernel attributes {known_block_size = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32} {
 // CHECK: nvvm.barrier #nvvm.reduction<popc> %{{.*}} -> i32
 // CHECK: %[[ALONE:.*]] = arith.cmpi slt, %{{.*}}, %c2_i32
 // (A bad count is the clustered kernel's to report, in every step.)

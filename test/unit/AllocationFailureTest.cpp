@@ -58,7 +58,9 @@ struct TwinRuntimes {
   dhs::test::TempDir dir;
   std::unique_ptr<Runtime> a, b;
   Shadow shadow{L};
-  std::mt19937_64 rng{29};
+  // (One seed for every TwinRuntimes of a run: the skip loops replay one
+  // sequence of calls.)
+  std::mt19937_64 rng{dhs::test::freshSeed() + 29};
 
   TwinRuntimes(ResidencyPolicy policy, Replacement replacement, bool checks = false) {
     dir.write("manifest.json", dhs::test::stepManifest(B, Q, H, K));
@@ -223,6 +225,7 @@ TEST_CASE("runtime calls whose allocations fail change nothing: append, append b
                                                     {ResidencyPolicy::Adaptive, Replacement::Lru},
                                                     {ResidencyPolicy::Fixed, Replacement::Lru2}}));
   INFO(abi::name(policy) << " " << abi::name(replacement));
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   TwinRuntimes t(policy, replacement);
   using Twin = TwinRuntimes;
   std::vector<std::uint64_t> ids = {11, 12, 13};
@@ -492,6 +495,7 @@ TEST_CASE("a verify step whose copies into HBM fail commits whole or changes not
   // 2026-12-05 the commit's next token allocated its list, and a failure
   // there stopped the commit half-way (the runtime then refused every
   // call).
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   using Twin = TwinRuntimes;
   const std::vector<std::uint64_t> ids = {11, 12, 13};
   std::uint64_t unchanged = 0, committed = 0;
@@ -553,6 +557,7 @@ TEST_CASE("with the invariant checker on, a call whose allocation fails is made 
   // DHS_ERROR_OUT_OF_MEMORY for an append that happened would append again.
   // Each allocation of an append and of a step fails in turn, on a fresh
   // pair of runtimes each time.
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   using Twin = TwinRuntimes;
   const std::vector<std::uint64_t> ids = {11, 12, 13};
   const auto call = GENERATE(as<std::string>{}, "append", "step");

@@ -1051,7 +1051,7 @@ namespace {
 struct TwinControllers {
   ResidencyController a, b;
   std::vector<RowCopy> aChanges, bChanges;
-  std::mt19937_64 rng{17};
+  std::mt19937_64 rng{dhs::test::freshSeed() + 17};
 
   explicit TwinControllers(const ResidencyConfig &config) : a(config), b(config) {
     a.setReleaseLog(&aChanges);
@@ -1129,6 +1129,7 @@ TEST_CASE("a controller update whose allocation fails changes nothing: admit, ap
   config.policy = policy;
   config.replacement = replacement;
   config.maxRequests = 6;
+  INFO("DHS_TEST_SEED=" << dhs::test::freshSeed());
   TwinControllers t(config);
   std::vector<std::int32_t> live;
   for (std::int64_t length : {40, 25, 9})
