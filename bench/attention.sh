@@ -305,7 +305,7 @@ section_executor() {
           echo "FAILED: dhs-decision-bench (steady, drift $drift)"
         grep -E "^ *(B=|last step|medians|logged \(|decided \(|outputs differing)" "$log"
         if command -v ncu > /dev/null; then
-          ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
+          ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --print-units base \
             "$dir/bin/dhs-decision-bench" --steps 5 --profile "${args[@]}" \
             > "$results/executor-steady-$drift-ncu.csv" 2> "$results/executor-steady-$drift-ncu.err" ||
             echo "FAILED: ncu over dhs-decision-bench (steady, drift $drift)"
@@ -317,7 +317,8 @@ if head is None:
     sys.exit('ncu: no kernel rows')
 h = rows[head]
 name, unit, value = h.index('Kernel Name'), h.index('Metric Unit'), h.index('Metric Value')
-scale = {'nsecond': 1e-6, 'usecond': 1e-3, 'msecond': 1.0, 'second': 1e3}
+scale = {'nsecond': 1e-6, 'usecond': 1e-3, 'msecond': 1.0, 'second': 1e3,
+         'ns': 1e-6, 'us': 1e-3, 'ms': 1.0, 's': 1e3}
 total, count = {}, {}
 for r in rows[head + 1:]:
     if len(r) <= value or not r[value]:
