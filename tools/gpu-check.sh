@@ -159,14 +159,20 @@ steps() {
     --topk 2048 --hbm-slots 16384 -o "$dir/decisions/large_g4" || exit 1
   "$build/bin/dhs-compile" "$root/examples/aging_step.mlir" --requests 16 \
     --hbm-slots 16384 -o "$dir/decisions/aging_large_g4" || exit 1
+  # A one-layer group's layer step over B requests x top-2048 that resolves
+  # on the device, 65536 slots: group-steps/bB_g1_resolved/layer0.
+  one_layer_step() {
+    local B=$1
+    local resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<${B}x1x2048xi32>)\n      history(%history_start, %history_len : memref<${B}xi64>, memref<${B}xi32>)\n      into(%slots : memref<${B}x1x2048xi32>)"
+    sed "s/memref<4x1x/memref<${B}x1x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<${B}xi/g;
+         s/hbm = 2048/hbm = 65536/g; s/@LAYERS@/1/g; s/@LAYER@/0/g;
+         s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b${B}_g1_layer0.mlir"
+    "$build/bin/dhs-compile" "$dir/b${B}_g1_layer0.mlir" \
+      -o "$dir/group-steps/b${B}_g1_resolved/layer0" || exit 1
+  }
   # Many groups for dhs-decision-bench's host time: 128 requests x top-2048,
   # one FP8 layer a group (the bench runs 20 of them), 65536 slots.
-  resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<128x1x2048xi32>)\n      history(%history_start, %history_len : memref<128xi64>, memref<128xi32>)\n      into(%slots : memref<128x1x2048xi32>)"
-  sed "s/memref<4x1x/memref<128x1x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<128xi/g;
-       s/hbm = 2048/hbm = 65536/g; s/@LAYERS@/1/g; s/@LAYER@/0/g;
-       s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b128_g1_layer0.mlir"
-  "$build/bin/dhs-compile" "$dir/b128_g1_layer0.mlir" \
-    -o "$dir/group-steps/b128_g1_resolved/layer0" || exit 1
+  one_layer_step 128
   sed "s/layers = 4/layers = 1/g" "$root/examples/place_rows_step.mlir" > "$dir/place_rows_g1.mlir"
   "$build/bin/dhs-compile" "$dir/place_rows_g1.mlir" -o "$dir/decisions/place_rows_g1" || exit 1
   sed "s/layers = 4/layers = 1/g" "$root/examples/decision_step.mlir" > "$dir/decision_step_g1.mlir"
@@ -179,12 +185,7 @@ steps() {
   # executor section): 16 requests x top-2048, one FP8 layer a group, 65536
   # slots: a group's working set (32768 rows) fits, so a step misses about
   # the share of its selections drawn afresh and promotes them.
-  resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<16x1x2048xi32>)\n      history(%history_start, %history_len : memref<16xi64>, memref<16xi32>)\n      into(%slots : memref<16x1x2048xi32>)"
-  sed "s/memref<4x1x/memref<16x1x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<16xi/g;
-       s/hbm = 2048/hbm = 65536/g; s/@LAYERS@/1/g; s/@LAYER@/0/g;
-       s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b16_g1_layer0.mlir"
-  "$build/bin/dhs-compile" "$dir/b16_g1_layer0.mlir" \
-    -o "$dir/group-steps/b16_g1_resolved/layer0" || exit 1
+  one_layer_step 16
   "$build/bin/dhs-compile" "$dir/decision_step_g1.mlir" --requests 16 --positions 1 \
     --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b16_g1" || exit 1
 }
