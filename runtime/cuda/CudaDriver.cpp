@@ -80,9 +80,9 @@ std::string CudaDriver::errorText(CUresult result) const {
   return text;
 }
 
-void CudaDriver::check(CUresult result, const std::string &what) const {
+void CudaDriver::check(CUresult result, std::string_view what) const {
   if (result != CUDA_SUCCESS)
-    throw Error(what + ": " + errorText(result));
+    throw Error(std::string(what) + ": " + errorText(result));
 }
 
 void CudaDriver::requireAvailable() const {

@@ -14,6 +14,7 @@
 #include <cudaProfiler.h>
 
 #include <string>
+#include <string_view>
 
 namespace dhs::runtime {
 
@@ -44,8 +45,8 @@ public:
   std::string errorText(CUresult result) const;
 
   /// Throws Error("<what>: CUDA_ERROR_NAME (description)") unless `result`
-  /// is CUDA_SUCCESS.
-  void check(CUresult result, const std::string &what) const;
+  /// is CUDA_SUCCESS. (A view: a literal costs no allocation on success.)
+  void check(CUresult result, std::string_view what) const;
 
   /// Throws Error(unavailableReason()) unless available().
   void requireAvailable() const;

@@ -50,7 +50,7 @@ public:
     synchronize("waiting for the stream");
   }
   /// Waits for the stream; throws Error("<what>: ...") when work failed.
-  void synchronize(const std::string &what) {
+  void synchronize(std::string_view what) {
     driver().check(driver().streamSynchronize(stream_.get()), what);
     busy_ = false;
   }

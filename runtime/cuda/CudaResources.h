@@ -200,7 +200,7 @@ private:
 /// (kept by the caller between calls). `what` names them in errors.
 inline void copyBatch(const std::vector<CUdeviceptr> &destinations,
                       const std::vector<CUdeviceptr> &sources, std::size_t bytes,
-                      std::vector<std::size_t> &sizes, CUstream stream, const std::string &what) {
+                      std::vector<std::size_t> &sizes, CUstream stream, std::string_view what) {
   const CudaDriver &cuda = driver();
   const std::size_t count = sources.size();
   if (!cuda.memcpyBatchAsync) {

@@ -97,8 +97,7 @@ void CudaStorage::copyToHbm(const std::vector<RowCopy> &copies) {
     first = first ? first : destinations.front();
     copyBatch(destinations, sources,
               static_cast<std::size_t>(layout_.tokenBytes(last ? lastPool : 0)), copySizes_,
-              queue_->stream(),
-              "copying " + std::to_string(copies.size()) + " host rows into HBM slots");
+              queue_->stream(), "copying host rows into HBM slots");
   }
   if (first && DHS_FAULT(CorruptCopy))
     driver().check(driver().memsetD16Async(first, 0x7fc1, 1, queue_->stream()),
