@@ -110,7 +110,7 @@ private:
   /// Kernels generated so far, by kind and key.
   std::map<std::pair<abi::LaunchKind, std::string>, Kernel> kernels;
   DenseMap<std::pair<Value, unsigned>, Value> tierViews;
-  DenseMap<Value, Value> maps, recencies, logs;
+  DenseMap<Value, Value> maps, recencies, logs, writeBackRings;
   DenseMap<Operation *, Value> statuses, groupBindings;
   DenseMap<std::pair<Operation *, Type>, Value> arenaBuffers;
 };
@@ -245,6 +245,11 @@ Value LaunchBuilder::getOperand(OpBuilder &builder, Operation *op, const KernelP
   case Role::StepLog:
     return getPoolView<PoolLogOp>(builder, getOpOperand(Role::KvPool), getStepLogType(context),
                                   logs);
+  case Role::WriteBackRing: {
+    Value pool = getOpOperand(Role::KvPool);
+    return getPoolView<PoolWriteBackOp>(
+        builder, pool, getTierType(cast<KVPoolType>(pool.getType())), writeBackRings);
+  }
   case Role::Status:
     return getEntryValue(builder, op, getStatusType(context), statuses,
                          [](OpBuilder &b, Location loc, MemRefType type) -> Value {
@@ -390,10 +395,9 @@ static OperandsByRole getOperands(FetchOp op) {
 }
 
 static OperandsByRole getOperands(UnionMissingOp op) {
-  return {{Role::RowIds, op.getRows()},
-          {Role::Slots, op.getSlots()},
-          {Role::Missing, op.getMissing()},
-          {Role::Remap, op.getRemap()}};
+  return {{Role::RowIds, op.getRows()},         {Role::Slots, op.getSlots()},
+          {Role::Missing, op.getMissing()},     {Role::Remap, op.getRemap()},
+          {Role::WriteBack, op.getWriteBack()}, {Role::MissingSources, op.getSources()}};
 }
 
 static OperandsByRole getOperands(ShareRowsOp op) {
@@ -409,13 +413,15 @@ static OperandsByRole getOperands(ResolveOp op) {
           {Role::KvPool, op.getPool()},
           {Role::HistoryStart, op.getHistoryStart()},
           {Role::HistoryLen, op.getHistoryLen()},
-          {Role::Slots, op.getSlots()}};
+          {Role::Slots, op.getSlots()},
+          {Role::WriteBack, op.getWriteBack()}};
 }
 
 static OperandsByRole getOperands(PlaceRowsOp op) {
   return {{Role::KvPool, op.getPool()},
           {Role::PlaceRows, op.getRows()},
-          {Role::PlaceSlots, op.getSlots()}};
+          {Role::PlaceSlots, op.getSlots()},
+          {Role::PlaceSources, op.getSources()}};
 }
 
 static OperandsByRole getOperands(PlanPromotionsOp op) {
@@ -427,11 +433,16 @@ static OperandsByRole getOperands(PlanPromotionsOp op) {
           {Role::FreeStack, op.getFree()},
           {Role::PromotionControl, op.getControl()},
           {Role::PlaceRows, op.getRows()},
-          {Role::PlaceSlots, op.getSlots()}};
+          {Role::PlaceSlots, op.getSlots()},
+          {Role::FetchedSources, op.getFetchedSources()},
+          {Role::PlaceSources, op.getSources()}};
 }
 
 static OperandsByRole getOperands(SortRowsOp op) {
-  return {{Role::Missing, op.getRows()}, {Role::FetchedRows, op.getSorted()}};
+  return {{Role::Missing, op.getRows()},
+          {Role::FetchedRows, op.getSorted()},
+          {Role::MissingSources, op.getValues()},
+          {Role::FetchedSources, op.getSortedValues()}};
 }
 
 static OperandsByRole getOperands(AgeRowsOp op) {
@@ -720,8 +731,8 @@ void DhsLowerToGPU::runOnOperation() {
   // residency specs the manifest carries to the runtime.
   ConversionTarget target(*context);
   target.addIllegalDialect<DhsDialect>();
-  target.addLegalOp<PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp, StepStatusOp, ScratchOp,
-                    ResidencyOp>();
+  target.addLegalOp<PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp, PoolWriteBackOp, StepStatusOp,
+                    ScratchOp, ResidencyOp>();
 
   LaunchBuilder launches(module);
   AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters};

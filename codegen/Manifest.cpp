@@ -120,13 +120,15 @@ static FailureOr<llvm::json::Object> describeParameter(gpu::LaunchFuncOp launch,
       return launch.emitOpError() << "operand #" << position
                                   << " is the map of a pool that is not an argument of the step";
     describe(abi::ParamSource::PoolMap, poolArg.getArgNumber());
-  } else if (isa_and_nonnull<PoolRecencyOp, PoolLogOp>(value.getDefiningOp())) {
+  } else if (isa_and_nonnull<PoolRecencyOp, PoolLogOp, PoolWriteBackOp>(value.getDefiningOp())) {
     Operation *view = value.getDefiningOp();
     auto poolArg = dyn_cast<BlockArgument>(view->getOperand(0));
     if (!poolArg || poolArg.getOwner()->getParentOp() != step)
       return launch.emitOpError() << "operand #" << position
                                   << " is the state of a pool that is not an argument of the step";
-    describe(isa<PoolRecencyOp>(view) ? abi::ParamSource::PoolRecency : abi::ParamSource::PoolLog,
+    describe(isa<PoolRecencyOp>(view) ? abi::ParamSource::PoolRecency
+             : isa<PoolLogOp>(view)   ? abi::ParamSource::PoolLog
+                                      : abi::ParamSource::PoolWriteBack,
              poolArg.getArgNumber());
   } else if (value.getDefiningOp<StepStatusOp>()) {
     describe(abi::ParamSource::Status, std::nullopt);
@@ -205,8 +207,9 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       residencySpecs.push_back(spec);
       return WalkResult::advance();
     }
-    if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp, StepStatusOp,
-            GroupBindingsOp, ScratchOp, memref::CastOp, arith::ConstantOp, func::FuncOp>(op))
+    if (isa<func::ReturnOp, PoolTierOp, PoolMapOp, PoolRecencyOp, PoolLogOp, PoolWriteBackOp,
+            StepStatusOp, GroupBindingsOp, ScratchOp, memref::CastOp, arith::ConstantOp,
+            func::FuncOp>(op))
       return WalkResult::advance();
     op->emitOpError() << "is left in the step after code generation; the "
                          "runtime only replays kernel launches";

@@ -101,7 +101,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
 
   MLIRContext *context = op.getContext();
   Type i32 = IntegerType::get(context, 32);
-  KernelSpec spec{abi::LaunchKind::PlanPromotions, kernelKey(fetched, op.getHot().getType(), cap)};
+  bool withSources = static_cast<bool>(op.getSources());
+  KernelSpec spec{abi::LaunchKind::PlanPromotions,
+                  kernelKey(fetched, op.getHot().getType(), cap) + (withSources ? "_sources" : "")};
   spec.signature.add(Role::FetchedRows, fetched);
   spec.signature.add(Role::HistoryStart, op.getHistoryStart().getType());
   spec.signature.add(Role::HotRows, op.getHot().getType());
@@ -110,6 +112,10 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
   spec.signature.add(Role::PromotionControl, op.getControl().getType());
   spec.signature.add(Role::PlaceRows, op.getRows().getType());
   spec.signature.add(Role::PlaceSlots, op.getSlots().getType());
+  if (withSources) {
+    spec.signature.add(Role::FetchedSources, op.getFetchedSources().getType());
+    spec.signature.add(Role::PlaceSources, op.getSources().getType());
+  }
   spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
   spec.signature.add(Role::StepLog, getStepLogType(context));
   spec.signature.add(Role::Status, getStatusType(context));
@@ -130,6 +136,14 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
           rows = args[Role::PlaceRows], slots = args[Role::PlaceSlots],
           recency = args[Role::ReplacementState], log = args[Role::StepLog],
           status = args[Role::Status];
+    // With sources: each fetched row's ring entry, and the list beside the
+    // plan's (-1 wherever the plan has no promotion).
+    Value fetchedSources = withSources ? args[Role::FetchedSources] : Value();
+    Value sources = withSources ? args[Role::PlaceSources] : Value();
+    auto storeSource = [&](function_ref<Value()> value, Value index) {
+      if (withSources)
+        memref::StoreOp::create(b, value(), sources, ValueRange{index});
+    };
     Value counts = args.workgroup(0), firsts = args.workgroup(1), warpSums = args.workgroup(2),
           scalars = args.workgroup(3);
     Value tid = kb.threadId();
@@ -290,8 +304,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
         tid, totalIndex,
         [&](Value item) -> SmallVector<Value> {
           auto [laneOfItem, j] = laneAndRow(item);
-          return {load(fetchedArg, {laneOfItem, j}), load(start, {laneOfItem}),
-                  load(counts, {laneOfItem}), load(firsts, {laneOfItem})};
+          SmallVector<Value> words{load(fetchedArg, {laneOfItem, j}), load(start, {laneOfItem}),
+                                   load(counts, {laneOfItem}), load(firsts, {laneOfItem})};
+          if (withSources)
+            words.push_back(load(fetchedSources, {laneOfItem, j}));
+          return words;
         },
         [&](Value item, Value valid, ValueRange loaded) {
           Value j32 = arith::IndexCastOp::create(b, i32, laneAndRow(item).second);
@@ -299,7 +316,9 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
           kb.ifThen(andI(andI(good, valid), listedRow), [&] {
             Value hostRow =
                 add(loaded[1], arith::ExtSIOp::create(b, b.getI64Type(), loaded[0]).getResult());
-            store(hostRow, rows, {kb.toIndex(add(loaded[3], j32))});
+            Value rank = kb.toIndex(add(loaded[3], j32));
+            store(hostRow, rows, {rank});
+            storeSource([&] { return loaded[4]; }, rank);
           });
         });
     strided(
@@ -406,7 +425,13 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
     kb.forLoop(kb.toIndex(add(decided, tid32)), totalIndex, threads, [&](Value i) {
       store(kb.i64(-1), rows, {i});
       store(kb.i32(-1), slots, {i});
+      storeSource([&] { return kb.i32(-1); }, i);
     });
+    // (Releases are copied from nowhere.)
+    if (withSources)
+      kb.forLoop(tid, totalIndex, threads, [&](Value v) {
+        storeSource([&] { return kb.i32(-1); }, arith::AddIOp::create(b, v, totalIndex));
+      });
     kb.forLoop(kb.toIndex(add(victims, tid32)), totalIndex, threads, [&](Value v) {
       Value release = add(v, totalIndex);
       store(kb.i64(-1), rows, {release});
@@ -444,6 +469,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlanPromotionsOp op) {
                                     status, ValueRange{kb.index(0)});
         store(kb.i64(-1), rows, {i});
         store(kb.i32(-1), slots, {i});
+        storeSource([&] { return kb.i32(-1); }, i);
       });
     });
     kb.ifThen(isThread0, [&] {

@@ -487,13 +487,19 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
   int64_t tokenChunks = layers * rowBytes / kCopyBytes;
   int64_t items = placed * tokenChunks;
 
-  KernelSpec spec{abi::LaunchKind::PlaceRows, kernelKey(rows, pool.getFormat(), layers)};
+  bool withSources = static_cast<bool>(op.getSources());
+  KernelSpec spec{abi::LaunchKind::PlaceRows,
+                  kernelKey(rows, pool.getFormat(), layers) + (withSources ? "_sources" : "")};
   MLIRContext *context = op.getContext();
   spec.signature.add(Role::HbmTier, getTierType(pool));
   spec.signature.add(Role::HostTier, getTierType(pool));
   spec.signature.add(Role::ResidencyMap, getResidencyMapType(context));
   spec.signature.add(Role::PlaceRows, rows);
   spec.signature.add(Role::PlaceSlots, op.getSlots().getType());
+  if (withSources) {
+    spec.signature.add(Role::PlaceSources, op.getSources().getType());
+    spec.signature.add(Role::WriteBackRing, getTierType(pool));
+  }
   spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
   spec.signature.add(Role::StepLog, getStepLogType(context));
   spec.signature.add(Role::Status, getStatusType(context));
@@ -525,6 +531,13 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
         ib, ib.getI64Type(), memref::DimOp::create(ib, recency, kb.index(0)));
     Value logWords = memref::DimOp::create(ib, log, kb.index(0));
     auto chunkType = VectorType::get({kCopyBytes}, i8);
+    // With sources: the write-back ring and its entries.
+    Value ring, ringRows;
+    if (withSources) {
+      ring = args[Role::WriteBackRing];
+      ringRows = arith::IndexCastOp::create(ib, ib.getI32Type(),
+                                            memref::DimOp::create(ib, ring, kb.index(0)));
+    }
 
     kb.forLoop(firstItem, kb.index(items), kb.index(blocks * kFetchThreads), [&](Value item) {
       Value i = arith::DivUIOp::create(ib, item, kb.index(tokenChunks));
@@ -539,6 +552,16 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
           ib, kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i32(-1)),
           arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::sge, slot64, hbmSlots),
                                kb.cmpi(arith::CmpIPredicate::sge, slot64, recencySlots)));
+      // The row's ring entry (-1: the host store); one outside the ring is
+      // a bad slot too.
+      Value source = kb.i32(-1);
+      if (withSources) {
+        source = memref::LoadOp::create(ib, args[Role::PlaceSources], ValueRange{i});
+        badSlot = arith::OrIOp::create(
+            ib, badSlot,
+            arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::slt, source, kb.i32(-1)),
+                                 kb.cmpi(arith::CmpIPredicate::sge, source, ringRows)));
+      }
       Value bits =
           arith::OrIOp::create(ib, kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)),
                                kb.select(badSlot, kb.i32(abi::kStatusBadSlot), kb.i32(0)));
@@ -569,9 +592,24 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
         Value byte = arith::MulIOp::create(ib, chunk, kb.index(kCopyBytes));
         Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
         Value column = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
-        Value data =
-            vector::LoadOp::create(ib, chunkType, host, ValueRange{kb.toIndex(row), layer, column},
-                                   /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+        auto load = [&](Value tier, Value token) -> Value {
+          return vector::LoadOp::create(ib, chunkType, tier, ValueRange{token, layer, column},
+                                        /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+        };
+        Value data;
+        if (withSources) {
+          auto read = scf::IfOp::create(ib, TypeRange{chunkType},
+                                        kb.cmpi(arith::CmpIPredicate::sge, source, kb.i32(0)),
+                                        /*withElse=*/true);
+          OpBuilder::InsertionGuard guard(ib);
+          ib.setInsertionPointToStart(read.thenBlock());
+          scf::YieldOp::create(ib, load(ring, kb.toIndex(source)));
+          ib.setInsertionPointToStart(read.elseBlock());
+          scf::YieldOp::create(ib, load(host, kb.toIndex(row)));
+          data = read.getResult(0);
+        } else {
+          data = load(host, kb.toIndex(row));
+        }
         vector::StoreOp::create(ib, data, hbm, ValueRange{kb.toIndex(slot64), layer, column},
                                 /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
       });
@@ -598,11 +636,17 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
   int64_t room = op.getMissing().getType().getDimSize(1);
   Location loc = op.getLoc();
 
-  KernelSpec spec{abi::LaunchKind::UnionMissing, kernelKey(rows, op.getMissing().getType())};
+  bool withSources = static_cast<bool>(op.getSources());
+  KernelSpec spec{abi::LaunchKind::UnionMissing,
+                  kernelKey(rows, op.getMissing().getType()) + (withSources ? "_sources" : "")};
   spec.signature.add(Role::RowIds, rows);
   spec.signature.add(Role::Slots, op.getSlots().getType());
   spec.signature.add(Role::Missing, op.getMissing().getType());
   spec.signature.add(Role::Remap, op.getRemap().getType());
+  if (withSources) {
+    spec.signature.add(Role::WriteBack, op.getWriteBack().getType());
+    spec.signature.add(Role::MissingSources, op.getSources().getType());
+  }
   spec.geometry.grid = {batch, 1, 1};
   spec.geometry.block = {kUnionThreads, 1, 1};
   spec.geometry.dynamicSharedBytes = table * 4;
@@ -616,6 +660,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
     Value slotsFlat = flatten(args[Role::Slots]);
     Value missing = args[Role::Missing];
     Value remapFlat = flatten(args[Role::Remap]);
+    Value writeBackFlat = withSources ? flatten(args[Role::WriteBack]) : Value();
+    Value sources = withSources ? args[Role::MissingSources] : Value();
 
     auto workgroup = gpu::AddressSpaceAttr::get(ib.getContext(), gpu::AddressSpace::Workgroup);
     Value shared = gpu::DynamicSharedMemoryOp::create(
@@ -714,15 +760,24 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
       }
       Value owner = result.getResult(0);
       memref::StoreOp::create(ib, owner, remapFlat, ValueRange{request, i});
-      memref::StoreOp::create(
-          ib, kb.select(kb.cmpi(arith::CmpIPredicate::eq, owner, self), id, kb.i32(-1)), missing,
-          ValueRange{request, i});
+      Value owns = kb.cmpi(arith::CmpIPredicate::eq, owner, self);
+      memref::StoreOp::create(ib, kb.select(owns, id, kb.i32(-1)), missing, ValueRange{request, i});
+      // The listed row's ring entry is its owner's (every selection of the
+      // row reads the same bytes).
+      if (withSources)
+        memref::StoreOp::create(
+            ib,
+            kb.select(owns, memref::LoadOp::create(ib, writeBackFlat, ValueRange{request, i}),
+                      kb.i32(-1)),
+            sources, ValueRange{request, i});
     });
     // Room past the selections (a longer list) holds no rows.
     if (room > entries)
       kb.forLoop(arith::AddIOp::create(ib, tid, kb.index(entries)), kb.index(room), threads,
                  [&](Value i) {
                    memref::StoreOp::create(ib, kb.i32(-1), missing, ValueRange{request, i});
+                   if (withSources)
+                     memref::StoreOp::create(ib, kb.i32(-1), sources, ValueRange{request, i});
                  });
     gpu::ReturnOp::create(ib);
   };
@@ -738,12 +793,17 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ResolveOp op) {
   constexpr int64_t threads = 256;
   MLIRContext *context = op.getContext();
 
-  KernelSpec spec{abi::LaunchKind::Resolve, kernelKey(rows)};
+  bool withWriteBack = static_cast<bool>(op.getWriteBack());
+  KernelSpec spec{abi::LaunchKind::Resolve, kernelKey(rows) + (withWriteBack ? "_write_back" : "")};
   spec.signature.add(Role::RowIds, rows);
   spec.signature.add(Role::ResidencyMap, getResidencyMapType(context));
   spec.signature.add(Role::HistoryStart, op.getHistoryStart().getType());
   spec.signature.add(Role::HistoryLen, op.getHistoryLen().getType());
   spec.signature.add(Role::Slots, op.getSlots().getType());
+  if (withWriteBack) {
+    spec.signature.add(Role::WriteBack, op.getWriteBack().getType());
+    spec.signature.add(Role::WriteBackRing, getTierType(op.getPool().getType()));
+  }
   spec.signature.add(Role::ReplacementState, getReplacementStateType(context));
   spec.signature.add(Role::StepLog, getStepLogType(context));
   spec.signature.add(Role::Status, getStatusType(context));
@@ -897,6 +957,20 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ResolveOp op) {
                                                   kb.i64(StepLog::missesBegin(entries))),
                                           kb.cmpi(arith::CmpIPredicate::slt, hitWord, words))),
                 [&] { memref::StoreOp::create(ib, slot, log, ValueRange{kb.toIndex(hitWord)}); });
+      // A miss's ring entry is its index in the log's misses (while the
+      // ring has room).
+      if (withWriteBack) {
+        Value ringRows = arith::IndexCastOp::create(
+            ib, ib.getI64Type(), memref::DimOp::create(ib, args[Role::WriteBackRing], kb.index(0)));
+        Value entry = logIndex(4, missAt, 0, 1);
+        Value kept =
+            arith::AndIOp::create(ib, miss, kb.cmpi(arith::CmpIPredicate::slt, entry, ringRows));
+        kb.ifThen(listed, [&] {
+          memref::StoreOp::create(
+              ib, kb.select(kept, arith::TruncIOp::create(ib, i32, entry), kb.i32(-1)),
+              args[Role::WriteBack], ValueRange{request, position, k});
+        });
+      }
       Value missWord = logIndex(4, missAt, StepLog::missesBegin(entries), StepLog::kMissWords);
       Value missNext = arith::AddIOp::create(ib, missWord, kb.i64(1));
       kb.ifThen(

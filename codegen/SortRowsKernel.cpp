@@ -14,6 +14,10 @@
 // Exact and deterministic (equal keys are equal words). P = 8192 (Q x K =
 // 4 x 2048) is 32 KB of shared memory and 91 passes of 4 pairs a thread.
 //
+// With values carried, each word is 64 bits, the row id above its value
+// (64 KB of dynamic shared memory at P = 8192): the network orders rows,
+// and a row's repeats by value; a -1 row's value is written as -1.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/KernelBuilder.h"
@@ -48,33 +52,63 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(SortRowsOp op) {
   const int64_t threads = std::clamp<int64_t>(padded / 2, kWarpSize, kMaxSortThreads);
 
   MLIRContext *context = op.getContext();
-  Type i32 = IntegerType::get(context, 32);
-  KernelSpec spec{abi::LaunchKind::SortRows, kernelKey(rows)};
+  Type i32 = IntegerType::get(context, 32), i64 = IntegerType::get(context, 64);
+  bool withValues = static_cast<bool>(op.getValues());
+  Type word = withValues ? i64 : i32;
+  KernelSpec spec{abi::LaunchKind::SortRows, kernelKey(rows) + (withValues ? "_values" : "")};
   spec.signature.add(Role::Missing, rows);
   spec.signature.add(Role::FetchedRows, op.getSorted().getType());
+  if (withValues) {
+    spec.signature.add(Role::MissingSources, op.getValues().getType());
+    spec.signature.add(Role::FetchedSources, op.getSortedValues().getType());
+    spec.geometry.dynamicSharedBytes = padded * 8;
+  } else {
+    spec.workgroup = {sharedBuffer(padded, i32)};
+  }
   spec.geometry.grid = {requests, 1, 1};
   spec.geometry.block = {threads, 1, 1};
-  spec.workgroup = {sharedBuffer(padded, i32)};
 
   spec.emitBody = [=](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     KernelBuilder kb{b};
     using P = arith::CmpIPredicate;
     Value in = args[Role::Missing], out = args[Role::FetchedRows];
-    Value keys = args.workgroup(0);
+    Value keys;
+    if (withValues) {
+      auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+      Value shared = gpu::DynamicSharedMemoryOp::create(
+          b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
+                             workgroup));
+      keys = memref::ViewOp::create(
+          b, MemRefType::get({padded}, i64, MemRefLayoutAttrInterface{}, workgroup), shared,
+          kb.index(0), ValueRange{});
+    } else {
+      keys = args.workgroup(0);
+    }
     Value tid = kb.threadId();
     Value request = kb.blockId();
     Value step = kb.index(threads);
+    Value noWord = arith::ConstantIntOp::create(b, word, -1);
 
-    // A. The list, padded with -1.
+    // A. The list, padded with -1 (with values: the row id above the value).
     kb.forLoop(tid, kb.index(padded), step, [&](Value i) {
-      auto load = scf::IfOp::create(b, TypeRange{i32}, kb.cmpi(P::ult, i, kb.index(listed)),
+      auto load = scf::IfOp::create(b, TypeRange{word}, kb.cmpi(P::ult, i, kb.index(listed)),
                                     /*withElseRegion=*/true);
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(load.thenBlock());
-        scf::YieldOp::create(b, ValueRange{memref::LoadOp::create(b, in, ValueRange{request, i})});
+        Value key = memref::LoadOp::create(b, in, ValueRange{request, i});
+        if (withValues) {
+          Value value =
+              memref::LoadOp::create(b, args[Role::MissingSources], ValueRange{request, i});
+          key =
+              arith::OrIOp::create(b,
+                                   arith::ShLIOp::create(b, arith::ExtUIOp::create(b, i64, key),
+                                                         arith::ConstantIntOp::create(b, i64, 32)),
+                                   arith::ExtUIOp::create(b, i64, value));
+        }
+        scf::YieldOp::create(b, ValueRange{key});
         b.setInsertionPointToStart(load.elseBlock());
-        scf::YieldOp::create(b, ValueRange{kb.i32(-1)});
+        scf::YieldOp::create(b, ValueRange{noWord});
       }
       memref::StoreOp::create(b, load.getResult(0), keys, ValueRange{i});
     });
@@ -110,8 +144,17 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(SortRowsOp op) {
 
     // C. The first N words back.
     kb.forLoop(tid, kb.index(listed), step, [&](Value i) {
-      memref::StoreOp::create(b, memref::LoadOp::create(b, keys, ValueRange{i}), out,
-                              ValueRange{request, i});
+      Value sorted = memref::LoadOp::create(b, keys, ValueRange{i});
+      if (!withValues) {
+        memref::StoreOp::create(b, sorted, out, ValueRange{request, i});
+        return;
+      }
+      Value key = arith::TruncIOp::create(
+          b, i32, arith::ShRUIOp::create(b, sorted, arith::ConstantIntOp::create(b, i64, 32)));
+      Value value = arith::TruncIOp::create(b, i32, sorted);
+      memref::StoreOp::create(b, key, out, ValueRange{request, i});
+      memref::StoreOp::create(b, kb.select(kb.cmpi(P::eq, key, kb.i32(-1)), kb.i32(-1), value),
+                              args[Role::FetchedSources], ValueRange{request, i});
     });
     gpu::ReturnOp::create(b);
   };

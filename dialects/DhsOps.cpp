@@ -42,6 +42,25 @@ static LogicalResult checkRowBlock(Operation *op, StringRef operand, MemRefType 
   return success();
 }
 
+/// Checks an optional operand pair that comes together (`first` read, `second`
+/// written beside it), and that each has the shape `expected` of the buffer
+/// it goes with (`what` names it).
+static LogicalResult checkCarried(Operation *op, StringRef firstName, Value first,
+                                  StringRef secondName, Value second, MemRefType firstExpected,
+                                  MemRefType secondExpected) {
+  if (static_cast<bool>(first) != static_cast<bool>(second))
+    return op->emitOpError() << firstName << " and " << secondName << " come together";
+  if (!first)
+    return success();
+  for (auto [name, value, expected] : {std::tuple{firstName, first, firstExpected},
+                                       std::tuple{secondName, second, secondExpected}})
+    if (failed(verifyCompatibleShape(cast<MemRefType>(value.getType()).getShape(),
+                                     expected.getShape())))
+      return op->emitOpError() << name << " must have the shape " << expected << ", got "
+                               << value.getType();
+  return success();
+}
+
 /// Checks the operands common to both attention ops: queries [B, Q, H, qk],
 /// rows and slots [B, Q, K], output [B, Q, H, v], a layer of the group and a
 /// positive scale.
@@ -148,9 +167,25 @@ LogicalResult PoolRecencyOp::verify() {
   return success();
 }
 
+LogicalResult PoolWriteBackOp::verify() {
+  MemRefType type = getRing().getType();
+  if (!type.getLayout().isIdentity())
+    return emitOpError() << "the ring must have the identity layout";
+  if (!type.isDynamicDim(0))
+    return emitOpError() << "the ring's entries are the runtime's choice: expected a dynamic "
+                            "first dimension, got "
+                         << type;
+  return checkRowBlock(*this, "the ring", type, getPool().getType());
+}
+
 LogicalResult PlaceRowsOp::verify() {
-  return checkDim(*this, "slots", getSlots().getType(), 0, getRows().getType().getDimSize(0),
-                  "rows placed");
+  int64_t placed = getRows().getType().getDimSize(0);
+  if (failed(checkDim(*this, "slots", getSlots().getType(), 0, placed, "rows placed")))
+    return failure();
+  if (getSources() &&
+      failed(checkDim(*this, "sources", getSources().getType(), 0, placed, "rows placed")))
+    return failure();
+  return success();
 }
 
 LogicalResult StepStatusOp::verify() {
@@ -252,6 +287,10 @@ LogicalResult ResolveOp::verify() {
       failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, rows.getDimSize(0),
                       "requests")))
     return failure();
+  if (getWriteBack() &&
+      failed(verifyCompatibleShape(getWriteBack().getType().getShape(), rows.getShape())))
+    return emitOpError() << "write_back must have the shape of rows, got "
+                         << getWriteBack().getType() << " for " << rows;
   return success();
 }
 
@@ -308,7 +347,8 @@ LogicalResult PlanPromotionsOp::verify() {
       failed(checkDim(*this, "slots", getSlots().getType(), 0, getRows().getType().getDimSize(0),
                       "rows placed")))
     return failure();
-  return success();
+  return checkCarried(*this, "fetched sources", getFetchedSources(), "sources", getSources(),
+                      fetched, getSlots().getType());
 }
 
 LogicalResult SortRowsOp::verify() {
@@ -316,7 +356,7 @@ LogicalResult SortRowsOp::verify() {
   if (failed(verifyCompatibleShape(getSorted().getType().getShape(), rows.getShape())))
     return emitOpError() << "sorted must have the shape of rows " << rows << ", got "
                          << getSorted().getType();
-  return success();
+  return checkCarried(*this, "values", getValues(), "sorted values", getSortedValues(), rows, rows);
 }
 
 LogicalResult AgeRowsOp::verify() {
@@ -424,7 +464,8 @@ LogicalResult UnionMissingOp::verify() {
     return emitOpError() << "missing has room for " << unionType.getDimSize(1)
                          << " rows per request but the queries may select "
                          << rows.getDimSize(1) * rows.getDimSize(2) << " distinct missing rows";
-  return success();
+  return checkCarried(*this, "write_back", getWriteBack(), "sources", getSources(), rows,
+                      unionType);
 }
 
 LogicalResult ShareRowsOp::verify() {

@@ -124,6 +124,33 @@ def Dhs_PoolLogOp : Dhs_Op<"pool_log", [Pure]> {
   }];
 }
 
+def Dhs_PoolWriteBackOp : Dhs_Op<"pool_write_back", [Pure]> {
+  let summary = "A KV pool's write-back ring: the host rows a step read, kept for its promotions";
+  let description = [{
+    Views the runtime-owned HBM buffer into which the attentions of a step
+    write the missing rows they read from the host store, so that the
+    step's promotions (`dhs.place_rows` with `sources`) copy them from HBM
+    instead of reading the host store a second time. It has a token's rows
+    per entry, `[entries, layers, row_bytes]` bytes like the tiers; entry
+    `w` holds the row of the `w`-th miss `dhs.resolve` booked in the step
+    log, for the layers whose attentions ran. The runtime chooses the number
+    of entries (0 is allowed: then nothing is written back); misses past
+    the last entry are read from the host store again.
+
+    ```mlir
+    %ring = dhs.pool_write_back of %pool
+        : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>
+          -> memref<?x4x656xi8>
+    ```
+  }];
+  let arguments = (ins Dhs_KVPoolType:$pool);
+  let results = (outs MemRefRankOf<[I8], [3]>:$ring);
+  let assemblyFormat = [{
+    `of` $pool attr-dict `:` qualified(type($pool)) `->` type($ring)
+  }];
+  let hasVerifier = 1;
+}
+
 def Dhs_StepStatusOp : Dhs_Op<"step_status", [Pure]> {
   let summary = "The runtime-owned error word of the current step";
   let description = [{
@@ -284,26 +311,36 @@ def Dhs_ResolveOp : Dhs_Op<"resolve"> {
     hit, the misses as (lane, row id) and the count of valid selections. A
     slot outside the recency table is reported (`BadSlot`).
 
+    With `write_back`, a booking resolve also gives each missing selection
+    its entry in the pool's write-back ring (`dhs.pool_write_back`): the
+    index of its miss in the step log when the ring has that many entries,
+    else -1 (and -1 for every other selection). The attentions that read the
+    row from the host store write it there, and the step's promotions copy
+    it from there (`dhs.union_missing` with `write_back` carries it along).
+    A resolve with an empty log leaves `write_back` as it is.
+
     ```mlir
     dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
         rows(%rows : memref<4x1x2048xi32>)
         history(%start, %len : memref<4xi64>, memref<4xi32>)
         into(%slots : memref<4x1x2048xi32>)
+        write_back(%ring_entries : memref<4x1x2048xi32>)
     ```
   }];
-  let arguments = (ins
-    Dhs_KVPoolType:$pool,
-    Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$rows,
-    Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
-    Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
-    Arg<MemRefRankOf<[I32], [3]>, "slot per selected row [B, Q, K]", [MemWrite]>:$slots
-  );
+  let arguments = (ins Dhs_KVPoolType:$pool,
+      Arg<MemRefRankOf<[I32], [3]>, "selected row ids [B, Q, K]", [MemRead]>:$rows,
+      Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
+      Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
+      Arg<MemRefRankOf<[I32], [3]>, "slot per selected row [B, Q, K]", [MemWrite]>:$slots,
+      Arg<Optional<MemRefRankOf<[I32], [3]>>,
+          "write-back ring entry per selected row, -1 = none [B, Q, K]", [MemWrite]>:$write_back);
   let assemblyFormat = [{
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     `rows` `(` $rows `:` type($rows) `)`
     `history` `(` $history_start `,` $history_len `:`
         type($history_start) `,` type($history_len) `)`
-    `into` `(` $slots `:` type($slots) `)` attr-dict
+    `into` `(` $slots `:` type($slots) `)`
+    (`write_back` `(` $write_back^ `:` type($write_back) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -325,20 +362,28 @@ def Dhs_PlaceRowsOp : Dhs_Op<"place_rows"> {
     written for it. The runtime places promoted, appended and admitted rows,
     and releases evicted ones, this way after the step that read them.
 
+    With `sources`, a row whose `sources[i] >= 0` is copied from that entry
+    of the pool's write-back ring (`dhs.pool_write_back`: HBM to HBM; the
+    step's attentions wrote it there when they read it from the host store)
+    instead of from the host store. An entry outside the ring is reported
+    (`BadSlot`) and nothing is written for the row.
+
     ```mlir
     dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = ?, host = ?>)
         rows(%rows : memref<4096xi64>) slots(%slots : memref<4096xi32>)
+        sources(%sources : memref<4096xi32>)
     ```
   }];
-  let arguments = (ins
-    Dhs_KVPoolType:$pool,
-    Arg<MemRefRankOf<[I64], [1]>, "host-store rows [N], -1 = none", [MemRead]>:$rows,
-    Arg<MemRefRankOf<[I32], [1]>, "HBM slot of each row [N], -1 = released", [MemRead]>:$slots
-  );
+  let arguments = (ins Dhs_KVPoolType:$pool,
+      Arg<MemRefRankOf<[I64], [1]>, "host-store rows [N], -1 = none", [MemRead]>:$rows,
+      Arg<MemRefRankOf<[I32], [1]>, "HBM slot of each row [N], -1 = released", [MemRead]>:$slots,
+      Arg<Optional<MemRefRankOf<[I32], [1]>>,
+          "write-back ring entry holding each row [N], -1 = the host store", [MemRead]>:$sources);
   let assemblyFormat = [{
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     `rows` `(` $rows `:` type($rows) `)`
-    `slots` `(` $slots `:` type($slots) `)` attr-dict
+    `slots` `(` $slots `:` type($slots) `)`
+    (`sources` `(` $sources^ `:` type($sources) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -399,7 +444,7 @@ def Dhs_FetchOp : Dhs_Op<"fetch", [AttrSizedOperandSegments]> {
   }];
 }
 
-def Dhs_UnionMissingOp : Dhs_Op<"union_missing"> {
+def Dhs_UnionMissingOp : Dhs_Op<"union_missing", [AttrSizedOperandSegments]> {
   let summary = "Distinct missing rows of a request's queries, and a remap";
   let description = [{
     For each request, the distinct row ids that some query position selected
@@ -408,22 +453,33 @@ def Dhs_UnionMissingOp : Dhs_Op<"union_missing"> {
     that list (`remap[b, q, k]`, -1 for resident or absent rows). A row that
     several verify positions select is listed once.
 
+    With `write_back(%entries) sources(%sources)`, each listed row's
+    write-back ring entry comes along: `sources[b, i]` is `entries[b, q, k]`
+    of the selection that lists row `union[b, i]` (-1 past the list), so the
+    promotions can copy the row from the ring (`dhs.resolve` gives the
+    entries; every selection of a row that several positions select reads
+    the same bytes).
+
     ```mlir
     dhs.union_missing rows(%rows : memref<4x5x2048xi32>)
         slots(%slots : memref<4x5x2048xi32>)
         into(%union, %remap : memref<4x10240xi32>, memref<4x5x2048xi32>)
     ```
   }];
-  let arguments = (ins
-    Arg<MemRefRankOf<[I32], [3]>, "row ids [B, Q, K]", [MemRead]>:$rows,
-    Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K]", [MemRead]>:$slots,
-    Arg<MemRefRankOf<[I32], [2]>, "distinct missing rows [B, Q*K]", [MemWrite]>:$missing,
-    Arg<MemRefRankOf<[I32], [3]>, "position in union [B, Q, K]", [MemWrite]>:$remap
-  );
+  let arguments = (ins Arg<MemRefRankOf<[I32], [3]>, "row ids [B, Q, K]", [MemRead]>:$rows,
+      Arg<MemRefRankOf<[I32], [3]>, "slots [B, Q, K]", [MemRead]>:$slots,
+      Arg<MemRefRankOf<[I32], [2]>, "distinct missing rows [B, Q*K]", [MemWrite]>:$missing,
+      Arg<MemRefRankOf<[I32], [3]>, "position in union [B, Q, K]", [MemWrite]>:$remap,
+      Arg<Optional<MemRefRankOf<[I32], [3]>>,
+          "write-back ring entry per selection, -1 = none [B, Q, K]", [MemRead]>:$write_back,
+      Arg<Optional<MemRefRankOf<[I32], [2]>>,
+          "ring entry of each listed row, -1 = none [B, Q*K]", [MemWrite]>:$sources);
   let assemblyFormat = [{
     `rows` `(` $rows `:` type($rows) `)`
     `slots` `(` $slots `:` type($slots) `)`
-    `into` `(` $missing `,` $remap `:` type($missing) `,` type($remap) `)` attr-dict
+    `into` `(` $missing `,` $remap `:` type($missing) `,` type($remap) `)`
+    (`write_back` `(` $write_back^ `:` type($write_back) `)`
+        `sources` `(` $sources `:` type($sources) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }

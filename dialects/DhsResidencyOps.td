@@ -8,7 +8,7 @@
 #ifndef DHS_RESIDENCY_OPS_TD
 #define DHS_RESIDENCY_OPS_TD
 
-def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
+def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions", [AttrSizedOperandSegments]> {
   let summary = "A step's promotion decisions, made over the device residency state";
   let description = [{
     Decides, for one layer group at a step's end, which HBM slot each row the
@@ -50,6 +50,12 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
     list entry (-1, -1), the state and the other control words untouched),
     so the `dhs.place_rows` after it does nothing.
 
+    With `sources(%fetched_sources) into(%sources)`, each fetched row's
+    write-back ring entry (`fetched_sources[b, j]` beside `fetched[b, j]`)
+    goes to the list beside its promotion: `sources[i]` is the entry of
+    promotion i's row, -1 for evictions and empty entries, so that
+    `dhs.place_rows` copies the row from the ring.
+
     Before, the residency state and the step's fetched rows; after lowering
     (`dhs-lower-to-gpu`) one launch of one CTA:
 
@@ -71,22 +77,25 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
         {dhs.op = "plan_promotions", dhs.roles = ["fetched_rows", ...]}
     ```
   }];
-  let arguments = (ins
-    Dhs_KVPoolType:$pool,
-    Arg<MemRefRankOf<[I32], [2]>, "fetched row ids [B, N], -1 ends a lane", [MemRead]>:$fetched,
-    Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
-    Arg<MemRefRankOf<[I64], [1]>, "host row of each hot slot [slots], -1 = not hot",
-        [MemRead, MemWrite]>:$hot,
-    Arg<MemRefRankOf<[I32], [1]>, "last use the CLOCK hand cleared [slots]",
-        [MemRead, MemWrite]>:$cleared,
-    Arg<MemRefRankOf<[I32], [1]>, "free stack [slots], the next slot last", [MemRead]>:$free,
-    Arg<MemRefRankOf<[I32], [1]>, "hand, free count, budget, excess, memo; counts out [8]",
-        [MemRead, MemWrite]>:$control,
-    Arg<MemRefRankOf<[I64], [1]>, "host rows to place or release [2 B N]", [MemWrite]>:$rows,
-    Arg<MemRefRankOf<[I32], [1]>, "their slots [2 B N], -1 = released", [MemWrite]>:$slots,
-    Dhs_Replacement:$replacement,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$promotions
-  );
+  let arguments = (ins Dhs_KVPoolType:$pool,
+      Arg<MemRefRankOf<[I32], [2]>, "fetched row ids [B, N], -1 ends a lane", [MemRead]>:$fetched,
+      Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
+      Arg<MemRefRankOf<[I64], [1]>,
+          "host row of each hot slot [slots], -1 = not hot", [MemRead, MemWrite]>:$hot,
+      Arg<MemRefRankOf<[I32], [1]>,
+          "last use the CLOCK hand cleared [slots]", [MemRead, MemWrite]>:$cleared,
+      Arg<MemRefRankOf<[I32], [1]>, "free stack [slots], the next slot last", [MemRead]>:$free,
+      Arg<MemRefRankOf<[I32], [1]>,
+          "hand, free count, budget, excess, memo; counts out [8]", [MemRead, MemWrite]>:$control,
+      Arg<MemRefRankOf<[I64], [1]>, "host rows to place or release [2 B N]", [MemWrite]>:$rows,
+      Arg<MemRefRankOf<[I32], [1]>, "their slots [2 B N], -1 = released", [MemWrite]>:$slots,
+      Arg<Optional<MemRefRankOf<[I32], [2]>>,
+          "write-back ring entry of each fetched row, -1 = none [B, N]",
+          [MemRead]>:$fetched_sources,
+      Arg<Optional<MemRefRankOf<[I32], [1]>>,
+          "ring entry of each listed row [2 B N], -1 = the host store", [MemWrite]>:$sources,
+      Dhs_Replacement:$replacement,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$promotions);
   let assemblyFormat = [{
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     `fetched` `(` $fetched `:` type($fetched) `)`
@@ -96,12 +105,14 @@ def Dhs_PlanPromotionsOp : Dhs_Op<"plan_promotions"> {
     `free` `(` $free `:` type($free) `)`
     `control` `(` $control `:` type($control) `)`
     `into` `(` $rows `,` $slots `:` type($rows) `,` type($slots) `)`
+    (`sources` `(` $fetched_sources^ `:` type($fetched_sources) `)`
+        `into` `(` $sources `:` type($sources) `)`)?
     `replacement` `=` $replacement (`promotions` `=` $promotions^)? attr-dict
   }];
   let hasVerifier = 1;
 }
 
-def Dhs_SortRowsOp : Dhs_Op<"sort_rows"> {
+def Dhs_SortRowsOp : Dhs_Op<"sort_rows", [AttrSizedOperandSegments]> {
   let summary = "Each request's row ids in ascending order, -1 last";
   let description = [{
     Sorts each request's list of row ids (`rows[b, :]`) in ascending order
@@ -112,6 +123,11 @@ def Dhs_SortRowsOp : Dhs_Op<"sort_rows"> {
     the fetched rows of `dhs.plan_promotions`. `sorted` may be `rows`
     itself (each request's list is read whole before it is written).
 
+    With `carry(%values) into(%sorted_values)`, each row's value (its
+    write-back ring entry, in the decision step) moves with it:
+    `sorted_values[b, j]` is the value of the row at `sorted[b, j]` (for
+    repeated rows, one of their values; -1 after the rows).
+
     ```mlir
     dhs.sort_rows rows(%union : memref<16x8192xi32>)
         into(%sorted : memref<16x8192xi32>)
@@ -120,12 +136,15 @@ def Dhs_SortRowsOp : Dhs_Op<"sort_rows"> {
     After lowering (`dhs-lower-to-gpu`) one launch, a CTA per request that
     sorts its list in shared memory (bitonic, up to 8192 rows a request).
   }];
-  let arguments = (ins
-    Arg<MemRefRankOf<[I32], [2]>, "row ids [B, N], -1 = none", [MemRead]>:$rows,
-    Arg<MemRefRankOf<[I32], [2]>, "the same rows ascending, -1 last [B, N]", [MemWrite]>:$sorted
-  );
+  let arguments = (ins Arg<MemRefRankOf<[I32], [2]>, "row ids [B, N], -1 = none", [MemRead]>:$rows,
+      Arg<MemRefRankOf<[I32], [2]>, "the same rows ascending, -1 last [B, N]", [MemWrite]>:$sorted,
+      Arg<Optional<MemRefRankOf<[I32], [2]>>, "a value per row [B, N]", [MemRead]>:$values,
+      Arg<Optional<MemRefRankOf<[I32], [2]>>,
+          "the values in the rows' sorted order [B, N]", [MemWrite]>:$sorted_values);
   let assemblyFormat = [{
-    `rows` `(` $rows `:` type($rows) `)` `into` `(` $sorted `:` type($sorted) `)` attr-dict
+    `rows` `(` $rows `:` type($rows) `)` `into` `(` $sorted `:` type($sorted) `)`
+    (`carry` `(` $values^ `:` type($values) `)`
+        `into` `(` $sorted_values `:` type($sorted_values) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }

@@ -51,7 +51,8 @@ bool DhsShareRetrieval::share(FetchOp fetch) {
                                     /*offset=*/nullptr, /*slot=*/nullptr);
   Value remap = ScratchOp::create(builder, loc, MemRefType::get(rows.getShape(), i32),
                                   /*offset=*/nullptr, /*slot=*/nullptr);
-  UnionMissingOp::create(builder, loc, fetch.getRows(), slots, missing, remap);
+  UnionMissingOp::create(builder, loc, fetch.getRows(), slots, missing, remap,
+                         /*write_back=*/Value(), /*sources=*/Value());
 
   // Staging position i now holds union entry i: the same [B, Q*K] room.
   fetch.getRowsMutable().assign(missing);

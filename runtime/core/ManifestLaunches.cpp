@@ -141,6 +141,15 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
   if (param.dtype != DType::I8)
     fail(field + ".dtype",
          std::string(abi::name(param.dtype)) + ": pool tiers are passed as bytes (i8)");
+  if (param.source == ParamSource::PoolWriteBack) {
+    // The runtime sizes the ring: [-1, layers, row_bytes].
+    if (param.shape.size() != 3 || param.shape[0] != -1 || param.shape[1] != pool.layers ||
+        param.shape[2] != pool.rowBytes)
+      fail(field + ".shape",
+           formatShape(param.shape) + " is not a write-back ring of the pool: [-1," +
+               std::to_string(pool.layers) + "," + std::to_string(pool.rowBytes) + "]");
+    return param;
+  }
   std::int64_t fixed = param.source == ParamSource::PoolHbm ? pool.hbmSlots : pool.hostRows;
   const char *countKey = param.source == ParamSource::PoolHbm ? "hbm_slots" : "host_rows";
   bool ok = param.shape.size() == 3 && param.shape[1] == pool.layers &&

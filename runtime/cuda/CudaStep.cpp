@@ -81,6 +81,12 @@ bindParam(const Launch &launch, const LaunchParam &param, const CudaStepBuffers 
       throw Error("step '" + step + "' was given a step log without memory");
     sizes[0] = buffers.logWords;
     return {buffers.log, sizes};
+  case ParamSource::PoolWriteBack:
+    // An empty ring (no address needed) keeps nothing.
+    if (!buffers.writeBack && buffers.writeBackRows > 0)
+      throw Error("step '" + step + "' was given a write-back ring without memory");
+    sizes[0] = buffers.writeBackRows;
+    return {buffers.writeBack, sizes};
   case ParamSource::Status:
     return {buffers.status, sizes};
   case ParamSource::Scratch:
@@ -535,7 +541,7 @@ CudaRunResult CudaStep::run(const SparseAttentionProblem &problem, const CudaRun
   for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
     for (const LaunchParam &param : manifest.launches[i].params)
       if (param.source == ParamSource::PoolMap || param.source == ParamSource::PoolRecency ||
-          param.source == ParamSource::PoolLog)
+          param.source == ParamSource::PoolLog || param.source == ParamSource::PoolWriteBack)
         throw Error("step '" + manifest.step + "' uses a pool's residency state (" +
                     abi::name(param.source) + "), which one attention problem does not have");
     params[i] = kernelParams(manifest.launches[i], buffers, manifest.step,

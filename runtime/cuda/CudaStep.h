@@ -93,6 +93,10 @@ struct CudaStepBuffers {
   CUdeviceptr recency = 0;            ///< its replacement state [hbm_slots, 2] i32
   CUdeviceptr log = 0;                ///< its step log (StepLogLayout)
   std::int64_t logWords = 0;          ///< the log's words (0: record nothing)
+  /// Its write-back ring [entries, layers, row_bytes] (0 entries: the misses
+  /// are read from the host store again when placed).
+  CUdeviceptr writeBack = 0;
+  std::int64_t writeBackRows = 0;
   CUdeviceptr status = 0;             ///< the status word (u32)
   CUdeviceptr arena = 0;              ///< the staging arena (manifest arena_bytes)
   /// A grouped launch's table (Launch::isGrouped, CudaStep::groupBindings):

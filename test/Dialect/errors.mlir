@@ -1812,3 +1812,83 @@ func.func @share_rows_verify_phase(%rows: memref<4x3x64xi32>, %t: memref<4xi32>)
   }
   return
 }
+
+// -----
+
+func.func @pool_write_back_static(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) {
+  // expected-error @below {{the ring's entries are the runtime's choice: expected a dynamic first dimension, got 'memref<64x4x656xi8>'}}
+  %ring = dhs.pool_write_back of %pool
+      : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?> -> memref<64x4x656xi8>
+  return
+}
+
+// -----
+
+func.func @pool_write_back_layers(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>) {
+  // expected-error @below {{the ring holds 1 layers per token but the pool's group has 4}}
+  %ring = dhs.pool_write_back of %pool
+      : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?> -> memref<?x1x656xi8>
+  return
+}
+
+// -----
+
+func.func @resolve_write_back_shape(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>,
+    %rows: memref<4x1x64xi32>, %start: memref<4xi64>, %len: memref<4xi32>,
+    %slots: memref<4x1x64xi32>, %entries: memref<4x1x32xi32>) {
+  // expected-error @below {{write_back must have the shape of rows, got 'memref<4x1x32xi32>' for 'memref<4x1x64xi32>'}}
+  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 1024, host = ?>)
+      rows(%rows : memref<4x1x64xi32>) history(%start, %len : memref<4xi64>, memref<4xi32>)
+      into(%slots : memref<4x1x64xi32>) write_back(%entries : memref<4x1x32xi32>)
+  return
+}
+
+// -----
+
+func.func @union_missing_sources_shape(%rows: memref<4x1x64xi32>, %slots: memref<4x1x64xi32>,
+    %union: memref<4x64xi32>, %remap: memref<4x1x64xi32>, %sources: memref<4x32xi32>) {
+  // expected-error @below {{sources must have the shape 'memref<4x64xi32>', got 'memref<4x32xi32>'}}
+  dhs.union_missing rows(%rows : memref<4x1x64xi32>) slots(%slots : memref<4x1x64xi32>)
+      into(%union, %remap : memref<4x64xi32>, memref<4x1x64xi32>)
+      write_back(%slots : memref<4x1x64xi32>) sources(%sources : memref<4x32xi32>)
+  return
+}
+
+// -----
+
+// Values and sorted values come together (the generic form can give one).
+func.func @sort_rows_values_alone(%rows: memref<4x64xi32>, %sorted: memref<4x64xi32>) {
+  // expected-error @below {{values and sorted values come together}}
+  "dhs.sort_rows"(%rows, %sorted, %rows) {operandSegmentSizes = array<i32: 1, 1, 1, 0>}
+      : (memref<4x64xi32>, memref<4x64xi32>, memref<4x64xi32>) -> ()
+  return
+}
+
+// -----
+
+func.func @plan_promotions_sources_shape(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>,
+    %fetched: memref<4x64xi32>, %start: memref<4xi64>, %hot: memref<1024xi64>,
+    %cleared: memref<1024xi32>, %free: memref<1024xi32>, %control: memref<8xi32>,
+    %rows: memref<512xi64>, %slots: memref<512xi32>, %sources: memref<256xi32>) {
+  // expected-error @below {{sources must have the shape 'memref<512xi32>', got 'memref<256xi32>'}}
+  dhs.plan_promotions pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      fetched(%fetched : memref<4x64xi32>) history(%start : memref<4xi64>)
+      hot(%hot : memref<1024xi64>) cleared(%cleared : memref<1024xi32>)
+      free(%free : memref<1024xi32>) control(%control : memref<8xi32>)
+      into(%rows, %slots : memref<512xi64>, memref<512xi32>)
+      sources(%fetched : memref<4x64xi32>) into(%sources : memref<256xi32>)
+      replacement = clock
+  return
+}
+
+// -----
+
+func.func @place_rows_sources_size(%pool: !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>,
+                                   %rows: memref<512xi64>, %slots: memref<512xi32>,
+                                   %sources: memref<256xi32>) {
+  // expected-error @below {{sources dimension 0 (rows placed) is 256, expected 512}}
+  dhs.place_rows pool(%pool : !dhs.kv_pool<#dhs.mla_bf16, layers = 1, hbm = 2048, host = ?>)
+      rows(%rows : memref<512xi64>) slots(%slots : memref<512xi32>)
+      sources(%sources : memref<256xi32>)
+  return
+}

@@ -1,0 +1,215 @@
+//===- WriteBackTest.cpp - A step's misses carried to its promotions ------===//
+//
+// test/unit/steps/write_back_{resolve,decisions}_step.mlir, compiled at
+// build time: dhs.resolve gives each missing selection its entry in the
+// pool's write-back ring (its index in the step log's misses, while the
+// ring has room); the decision step carries the entries through the union,
+// the sort and the plan, and dhs.place_rows copies a promoted row from its
+// ring entry instead of the host store. On a GPU the entries must name the
+// log's misses exactly, and every promoted slot must hold its ring entry's
+// bytes (which this test makes differ from the host row's, as the
+// attentions' copies would not) or, past the ring, the host row's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestUtil.h"
+
+#include "runtime/cuda/CudaResources.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+
+using namespace dhs::runtime;
+using namespace dhs::runtime::cuda_detail;
+using Control = abi::PromotionPlanLayout;
+
+TEST_CASE("the write-back ring carries a step's misses from resolve to place_rows",
+          "[cuda][gpu][place][resolve]") {
+  std::optional<Manifest> resolveStep =
+      dhs::test::kernelStepOrSkip("write_back_resolve", {abi::LaunchKind::Resolve});
+  std::optional<Manifest> decisionStep = dhs::test::kernelStepOrSkip(
+      "write_back_decisions", {abi::LaunchKind::UnionMissing, abi::LaunchKind::SortRows,
+                               abi::LaunchKind::PlanPromotions, abi::LaunchKind::PlaceRows});
+  if (!resolveStep || !decisionStep || !dhs::test::gpuOrSkip())
+    return;
+  DHS_SEEDED_RNG(rng, 1500);
+  const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
+
+  // Requests one after another in the host store (with gaps), random bytes.
+  std::vector<std::int32_t> length(B), rows(N);
+  std::vector<std::int64_t> start(B);
+  std::size_t hostRows = 0;
+  for (std::size_t b = 0; b < B; ++b) {
+    length[b] = 1000 + static_cast<std::int32_t>(rng() % 3000);
+    start[b] = static_cast<std::int64_t>(hostRows);
+    hostRows += static_cast<std::size_t>(length[b]) + rng() % 50;
+  }
+  MappedHostBuffer host(hostRows * token, "host store");
+  auto *hostBytes = static_cast<std::uint8_t *>(host.host());
+  for (std::size_t i = 0; i < hostRows * token; ++i)
+    hostBytes[i] = static_cast<std::uint8_t>(rng());
+  // Selections: some absent, some repeated within a request; nothing is
+  // resident (every valid selection misses).
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t k = 0; k < K; ++k)
+      rows[b * K + k] = rng() % 16 == 0 ? -1 : static_cast<std::int32_t>(rng() % length[b]);
+  const std::size_t valid = static_cast<std::size_t>(
+      std::count_if(rows.begin(), rows.end(), [](std::int32_t id) { return id >= 0; }));
+
+  for (std::size_t ring : {std::size_t(0), std::size_t(600), N}) {
+    INFO("a ring of " << ring << " entries");
+    // 1. Resolve: the slots (all -1), the log and the ring entries.
+    dhs::test::KernelRun resolve(*resolveStep);
+    resolve.buffers.arguments.push_back(0); // the pool
+    resolve.argument(rows, "rows");
+    resolve.argument(start, "history_start");
+    resolve.argument(length, "history_len");
+    const CUdeviceptr slotsBuffer = resolve.argument(std::vector<std::int32_t>(N, 7), "slots");
+    const CUdeviceptr entriesBuffer =
+        resolve.argument(std::vector<std::int32_t>(N, 12345), "write_back");
+    const std::uint32_t step = 50;
+    const std::size_t words = StepLogLayout::words(N);
+    std::vector<std::int32_t> log(words, 0);
+    log[StepLogLayout::kStep] = static_cast<std::int32_t>(step);
+    resolve.buffers.map = resolve.upload(std::vector<std::int32_t>(hostRows, -1), "map");
+    resolve.buffers.hostRows = static_cast<std::int64_t>(hostRows);
+    resolve.buffers.hbmSlots = static_cast<std::int64_t>(slots);
+    resolve.buffers.recency = resolve.filled(2 * slots, 0, "recency");
+    resolve.buffers.log = resolve.upload(log, "log");
+    resolve.buffers.logWords = static_cast<std::int64_t>(words);
+    // (The ring's memory is not read by resolve: its size is.)
+    resolve.buffers.writeBack = ring ? resolve.allocate(ring * token, "ring") : 0;
+    resolve.buffers.writeBackRows = static_cast<std::int64_t>(ring);
+    resolve.launch("resolve");
+    REQUIRE(resolve.status() == 0u);
+    const auto resolved = resolve.download<std::int32_t>(slotsBuffer, N, "slots");
+    const auto entries = resolve.download<std::int32_t>(entriesBuffer, N, "write_back");
+    const auto logged = resolve.download<std::int32_t>(resolve.buffers.log, words, "log");
+    REQUIRE(static_cast<std::size_t>(logged[StepLogLayout::kMisses]) == valid);
+
+    // The entries: the misses' indices in the log, those below the ring's
+    // size, each once; -1 for absent selections and misses past the ring.
+    std::size_t entryErrors = 0, kept = 0;
+    std::set<std::int32_t> seen;
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t k = 0; k < K; ++k) {
+        const std::size_t i = b * K + k;
+        CHECK(resolved[i] == -1);
+        const std::int32_t w = entries[i];
+        if (rows[i] < 0 || w < 0) {
+          entryErrors += w != -1;
+          continue;
+        }
+        ++kept;
+        const std::size_t at = StepLogLayout::kHeader + N + 2 * static_cast<std::size_t>(w);
+        entryErrors += static_cast<std::size_t>(w) >= ring || !seen.insert(w).second ||
+                       logged[at] != static_cast<std::int32_t>(b) || logged[at + 1] != rows[i];
+      }
+    CHECK(entryErrors == 0);
+    CHECK(kept == std::min(ring, valid));
+
+    // 2. The attentions' copies, as they would write them: ring entry w
+    // holds its row's bytes. Here they are made to differ from the host
+    // row's (each byte + 1), so the test sees which copy place_rows took.
+    std::vector<std::uint8_t> ringBytes(std::max<std::size_t>(ring, 1) * token, 0);
+    for (std::size_t i = 0; i < N; ++i)
+      if (entries[i] >= 0) {
+        const std::size_t hostRow = static_cast<std::size_t>(start[i / K] + rows[i]);
+        for (std::size_t c = 0; c < token; ++c)
+          ringBytes[static_cast<std::size_t>(entries[i]) * token + c] =
+              static_cast<std::uint8_t>(hostBytes[hostRow * token + c] + 1);
+      }
+
+    // 3. The decisions: every distinct missing row promoted into a free slot.
+    dhs::test::KernelRun decide(*decisionStep);
+    decide.buffers.arguments.push_back(0); // the pool
+    decide.argument(rows, "rows");
+    decide.argument(resolved, "slots");
+    decide.argument(start, "history_start");
+    decide.argument(entries, "write_back");
+    decide.argument(std::vector<std::int32_t>(N, 5), "union");
+    decide.argument(std::vector<std::int32_t>(N, 5), "remap");
+    decide.argument(std::vector<std::int32_t>(N, 5), "missing_sources");
+    decide.argument(std::vector<std::int32_t>(N, 5), "fetched");
+    decide.argument(std::vector<std::int32_t>(N, 5), "fetched_sources");
+    decide.argument(std::vector<std::int64_t>(slots, -1), "hot");
+    decide.argument(std::vector<std::int32_t>(slots, -1), "cleared");
+    std::vector<std::int32_t> freeStack(slots);
+    for (std::size_t s = 0; s < slots; ++s)
+      freeStack[s] = static_cast<std::int32_t>(s);
+    std::shuffle(freeStack.begin(), freeStack.end(), rng);
+    decide.argument(freeStack, "free");
+    std::vector<std::int32_t> control(Control::kWords, 0);
+    control[Control::kFreeCount] = static_cast<std::int32_t>(slots);
+    control[Control::kFreeBudget] = static_cast<std::int32_t>(slots);
+    const CUdeviceptr controlBuffer = decide.argument(control, "control");
+    const CUdeviceptr planRows = decide.argument(std::vector<std::int64_t>(2 * N, 9), "plan_rows");
+    const CUdeviceptr planSlots =
+        decide.argument(std::vector<std::int32_t>(2 * N, 9), "plan_slots");
+    const CUdeviceptr planSources =
+        decide.argument(std::vector<std::int32_t>(2 * N, 9), "plan_sources");
+    decide.buffers.host = host.device();
+    decide.buffers.hostRows = static_cast<std::int64_t>(hostRows);
+    decide.buffers.hbm = decide.filled(slots * token / 4, 0xABABABABu, "hbm");
+    decide.buffers.hbmSlots = static_cast<std::int64_t>(slots);
+    decide.buffers.map = decide.upload(std::vector<std::int32_t>(hostRows, -1), "map");
+    decide.buffers.recency = decide.filled(2 * slots, 0, "recency");
+    decide.buffers.log = decide.upload(logged, "log");
+    decide.buffers.logWords = static_cast<std::int64_t>(words);
+    decide.buffers.writeBack = ring ? decide.upload(ringBytes, "ring") : 0;
+    decide.buffers.writeBackRows = static_cast<std::int64_t>(ring);
+    decide.launch("decisions");
+    REQUIRE(decide.status() == 0u);
+    const auto placedRows = decide.download<std::int64_t>(planRows, 2 * N, "plan rows");
+    const auto placedSlots = decide.download<std::int32_t>(planSlots, 2 * N, "plan slots");
+    const auto sources = decide.download<std::int32_t>(planSources, 2 * N, "plan sources");
+    const auto hbm = decide.download<std::uint8_t>(decide.buffers.hbm, slots * token, "hbm");
+    const auto controlAfter =
+        decide.download<std::int32_t>(controlBuffer, Control::kWords, "control");
+
+    // Each distinct missing row's ring entries (one per selection of it).
+    std::map<std::int64_t, std::set<std::int32_t>> entriesOf;
+    for (std::size_t i = 0; i < N; ++i)
+      if (rows[i] >= 0)
+        entriesOf[start[i / K] + rows[i]].insert(entries[i]);
+    CHECK(static_cast<std::size_t>(controlAfter[Control::kPromoted]) == entriesOf.size());
+    std::size_t promoted = 0, fromRing = 0, sourceErrors = 0, byteErrors = 0;
+    for (std::size_t i = 0; i < 2 * N; ++i) {
+      if (i >= N || placedRows[i] < 0) {
+        sourceErrors += sources[i] != -1;
+        continue;
+      }
+      ++promoted;
+      const std::int64_t hostRow = placedRows[i];
+      const std::int32_t source = sources[i];
+      auto found = entriesOf.find(hostRow);
+      REQUIRE(found != entriesOf.end());
+      // The source is one of the row's entries (any: each holds its bytes),
+      // -1 only when the row has no entry in the ring.
+      const bool hasEntry = *found->second.rbegin() >= 0;
+      sourceErrors += source < 0 ? hasEntry : !found->second.count(source);
+      fromRing += source >= 0;
+      const std::uint8_t *expected = source >= 0
+                                         ? &ringBytes[static_cast<std::size_t>(source) * token]
+                                         : &hostBytes[static_cast<std::size_t>(hostRow) * token];
+      byteErrors +=
+          std::memcmp(&hbm[static_cast<std::size_t>(placedSlots[i]) * token], expected, token) != 0;
+    }
+    CHECK(promoted == entriesOf.size());
+    CHECK(sourceErrors == 0);
+    CHECK(byteErrors == 0);
+    if (ring == 0)
+      CHECK(fromRing == 0);
+    if (ring == N)
+      CHECK(fromRing == promoted);
+    if (ring == 600) {
+      CHECK(fromRing > 0);
+      CHECK(fromRing < promoted);
+    }
+  }
+}
