@@ -26,6 +26,7 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     config.softmaxScale = fused.getSoftmaxScale().convertToFloat();
     config.pool = fused.getPool().getType();
     config.layer = fused.getLayer();
+    config.writeBack = static_cast<bool>(fused.getWriteBack());
     if (std::optional<uint64_t> size = fused.getWindowSize()) {
       config.windowSize = static_cast<int64_t>(*size);
       config.windowRing = fused.getWindow().getType().getDimSize(1);
@@ -85,7 +86,7 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
   }
   // Decoded keys of a tile plus its row table must fit in the 48 KB of
   // static shared memory a CTA gets without opting in.
-  int64_t sharedBytes = tileRows * (config.tileColumns * 4 + 4 + 8);
+  int64_t sharedBytes = tileRows * (config.tileColumns * 4 + 4 + 8 + (config.writeBack ? 4 : 0));
   if (sharedBytes > 48 * 1024)
     return op->emitOpError() << "tile-rows = " << tileRows << " needs " << sharedBytes
                              << " bytes of shared memory for rows of " << config.tileColumns
@@ -103,6 +104,16 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
   // split each query's tiles over CTAs (a power of two that divides them,
   // at least two tiles each) while that keeps the grid within about
   // minBlocks / 2 CTAs (one per SM).
+  if (config.writeBack) {
+    if (!isa<MlaBf16Attr, MlaFp8Attr>(format))
+      return op->emitOpError() << "writes rows back for MLA row formats only, not "
+                               << format.getFormatName();
+    // (The tensor-core producer does not store the rows it loads yet.)
+    if (tensorCores && supportsTensorCoreAttention(config))
+      return op->emitOpError() << "writes rows back with the CUDA-core kernel only: its shape "
+                                  "takes the tensor-core kernel (compile without tensor cores, "
+                                  "or drop write_back)";
+  }
   if (tensorCores && supportsTensorCoreAttention(config)) {
     config.tensorCores = true;
     if (auto staged = dyn_cast<AttentionOp>(op))
@@ -164,7 +175,8 @@ std::string SparseAttentionKernelConfig::key() const {
      << (tensorCores ? "/tensor-cores" : "")
      << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "")
      << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "")
-     << (unsharedRequests ? "/unshared" : "") << (residentForm ? "/resident" : "");
+     << (unsharedRequests ? "/unshared" : "") << (residentForm ? "/resident" : "")
+     << (writeBack ? "/write-back" : "");
   return text;
 }
 
@@ -208,6 +220,10 @@ KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConf
     signature.add(Role::HistoryLen, MemRefType::get({B}, i32));
     signature.add(Role::HbmTier, getTierType(config.pool));
     signature.add(Role::HostTier, getTierType(config.pool));
+    if (config.writeBack) {
+      signature.add(Role::WriteBack, selections);
+      signature.add(Role::WriteBackRing, getTierType(config.pool));
+    }
   }
   if (config.sharedPositions > 1 || config.unsharedRequests)
     signature.add(Role::SharedTiles, MemRefType::get({B}, i32));

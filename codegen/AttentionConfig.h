@@ -36,6 +36,10 @@ struct SparseAttentionKernelConfig {
   /// CUDA-core kernel runs after the fetch, as without flags).
   bool overlapped = false;
   int64_t stagingRows = 0;
+  /// Host rows read are also written into the pool's write-back ring at
+  /// each selection's entry (dhs.sparse_attention's write_back; the
+  /// CUDA-core kernel over MLA rows).
+  bool writeBack = false;
   /// Shared-memory columns of a staged row: the keys (qk_dim), then for
   /// formats whose values are not a prefix of the keys (GQA), the values.
   int64_t tileColumns = 0;

@@ -617,8 +617,9 @@ private:
         {Role::WindowRing, op.getWindow()}, {Role::WindowTokens, op.getWindowTokens()},
         {Role::Output, op.getOutput()},     {Role::SharedTiles, op.getSharedTiles()}};
     if constexpr (std::is_same_v<OpTy, SparseAttentionOp>)
-      operands.append(
-          {{Role::HistoryStart, op.getHistoryStart()}, {Role::HistoryLen, op.getHistoryLen()}});
+      operands.append({{Role::HistoryStart, op.getHistoryStart()},
+                       {Role::HistoryLen, op.getHistoryLen()},
+                       {Role::WriteBack, op.getWriteBack()}});
     else
       operands.append({{Role::Staging, op.getStaging()},
                        {Role::Remap, op.getStagingIndex()},
@@ -777,6 +778,9 @@ void DhsLowerToGPU::runOnOperation() {
                   SmallVector<SparseAttentionOp>>
       groups;
   for (SparseAttentionOp op : fused) {
+    // Writing back, the attention reads its missing rows itself.
+    if (op.getWriteBack())
+      continue;
     FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
         op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters);
     if (failed(config))

@@ -63,6 +63,10 @@ private:
                    int64_t firstColumn,
                    function_ref<Value(Value tier, Value where, Value chunk, Value bytes)> decode,
                    Value chunkBase = Value());
+  /// Writing back: copies the chunks of the tile's host rows that no
+  /// segment staged (an FP8 row's scales) from the host store into their
+  /// ring entries.
+  void emitWriteBackRest();
   /// Decodes 16 e4m3 bytes to f32 (exact, NaN for 0x7f/0xff).
   Value decodeE4M3(Value bytes);
   /// Phase C: folds the staged rows into each warp's head's online
@@ -81,10 +85,16 @@ private:
   // The sliding-window ring seen as one tier of B * R tokens, and each
   // request's raw token count.
   Value window, windowTokens;
+  // Writing back: each selection's entry in the pool's write-back ring, and
+  // the ring seen as a tier.
+  Value writeBackEntries, writeBackRing;
   // Shared memory: the staged rows decoded to f32 keys [tileRows, qk_dim],
   // and per staged row its source (0 none, 1 HBM, 2 host, 3 window ring) and
   // its token index in that tier.
   Value tile, rowSource, rowIndex;
+  // Writing back: per staged row its ring entry (-1: none, or not a host
+  // row, or not this CTA's to write).
+  Value rowEntry;
   // Per-thread values computed once.
   Value tid, warp, lane, request, position, head, kvHead;
   Value historyLength, historyBase, hbmRows, hostRows;
@@ -92,6 +102,8 @@ private:
   // (i64, may be negative).
   Value windowTokenCount, windowFirst;
   SmallVector<Value> queryRegs;
+  // Writing back: the [first, end) chunk ranges the segments staged.
+  SmallVector<std::pair<int64_t, int64_t>> stagedChunks;
 };
 
 } // namespace
@@ -185,6 +197,39 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
   b.setInsertionPointAfter(classified);
   memref::StoreOp::create(b, classified.getResult(0), rowSource, ValueRange{tid});
   memref::StoreOp::create(b, classified.getResult(1), rowIndex, ValueRange{tid});
+  if (config.writeBack) {
+    // A host row's ring entry; the CTAs of a query's first head block write
+    // (the others read the same rows).
+    Value writes = arith::AndIOp::create(
+        b,
+        arith::AndIOp::create(b, inRange,
+                              cmpi(arith::CmpIPredicate::eq, classified.getResult(0), i32(2))),
+        cmpi(arith::CmpIPredicate::eq, blockId(gpu::Dimension::y), index(0)));
+    auto entry = scf::IfOp::create(b, TypeRange{b.getI32Type()}, writes, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard entryGuard(b);
+      b.setInsertionPointToStart(entry.thenBlock());
+      scf::YieldOp::create(
+          b, memref::LoadOp::create(b, writeBackEntries, ValueRange{request, position, k})
+                 .getResult());
+      b.setInsertionPointToStart(entry.elseBlock());
+      scf::YieldOp::create(b, i32(-1));
+    }
+    // An entry outside the ring is reported (a bad slot) and not written.
+    Value ringRows = arith::IndexCastOp::create(b, b.getI32Type(),
+                                                memref::DimOp::create(b, writeBackRing, index(0)));
+    Value written = entry.getResult(0);
+    Value outside = arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, written, i32(-1)),
+                                         cmpi(arith::CmpIPredicate::sge, written, ringRows));
+    auto reportEntry = scf::IfOp::create(b, outside, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard reportGuard(b);
+      b.setInsertionPoint(reportEntry.thenBlock()->getTerminator());
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, i32(abi::kStatusBadSlot), status,
+                                  ValueRange{index(0)});
+    }
+    memref::StoreOp::create(b, select(outside, i32(-1), written), rowEntry, ValueRange{tid});
+  }
 }
 
 SmallVector<Value> SparseAttentionKernelEmitter::emitClassifyWindowRow(Value k) {
@@ -300,6 +345,43 @@ void SparseAttentionKernelEmitter::emitStageRows() {
   emitStageSegment(0, Row::kDims / kCopyBytes, 16, 0, decode);
 }
 
+void SparseAttentionKernelEmitter::emitWriteBackRest() {
+  OpBuilder::InsertionGuard guard(b);
+  int64_t rowChunks = config.pool.getFormat().getRowBytes() / kCopyBytes;
+  SmallVector<int64_t> rest;
+  for (int64_t c = 0; c < rowChunks; ++c)
+    if (llvm::none_of(stagedChunks,
+                      [&](auto range) { return range.first <= c && c < range.second; }))
+      rest.push_back(c);
+  if (rest.empty())
+    return;
+  auto rawType = VectorType::get({kCopyBytes}, b.getI8Type());
+  int64_t items = config.tileRows * static_cast<int64_t>(rest.size());
+  auto loop = scf::ForOp::create(b, tid, index(items), index(config.block()[0]));
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value item = loop.getInductionVar();
+  Value row = arith::DivUIOp::create(b, item, index(rest.size()));
+  Value which = arith::RemUIOp::create(b, item, index(rest.size()));
+  // The chunk: rest[which], as a chain of selects (a handful at most).
+  Value chunk = index(rest.front());
+  for (size_t i = 1; i < rest.size(); ++i)
+    chunk = select(cmpi(arith::CmpIPredicate::eq, which, index(i)), index(rest[i]), chunk);
+  Value entry = memref::LoadOp::create(b, rowEntry, ValueRange{row});
+  auto copy = scf::IfOp::create(b, cmpi(arith::CmpIPredicate::sge, entry, i32(0)),
+                                /*withElse=*/false);
+  b.setInsertionPoint(copy.thenBlock()->getTerminator());
+  Value where = arith::IndexCastOp::create(b, b.getIndexType(),
+                                           memref::LoadOp::create(b, rowIndex, ValueRange{row}));
+  Value byteOffset = arith::MulIOp::create(b, chunk, index(kCopyBytes));
+  Value bytes =
+      vector::LoadOp::create(b, rawType, host, ValueRange{where, index(config.layer), byteOffset},
+                             /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+  vector::StoreOp::create(b, bytes, writeBackRing,
+                          ValueRange{arith::IndexCastOp::create(b, b.getIndexType(), entry),
+                                     index(config.layer), byteOffset},
+                          /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+}
+
 Value SparseAttentionKernelEmitter::decodeE4M3(Value bytes) {
   auto i32v = VectorType::get({16}, b.getI32Type());
   auto f32v = VectorType::get({16}, b.getF32Type());
@@ -343,6 +425,8 @@ void SparseAttentionKernelEmitter::emitStageSegment(
   int64_t threads = config.block()[0];
   auto rawType = VectorType::get({kCopyBytes}, b.getI8Type());
   auto decodedType = VectorType::get({elementsPerChunk}, b.getF32Type());
+  if (!chunkBase)
+    stagedChunks.push_back({firstChunk, firstChunk + chunks});
 
   auto copyLoop = scf::ForOp::create(b, tid, index(config.tileRows * chunks), index(threads));
   b.setInsertionPoint(copyLoop.getBody()->getTerminator());
@@ -365,10 +449,22 @@ void SparseAttentionKernelEmitter::emitStageSegment(
     Value tier = select(fromHost, host, hbm);
     if (window)
       tier = select(cmpi(arith::CmpIPredicate::eq, source, i32(3)), window, tier);
-    Value bytes = vector::LoadOp::create(
-        b, rawType, tier,
-        ValueRange{where, index(config.layer), arith::MulIOp::create(b, chunk, index(kCopyBytes))},
-        /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+    Value byteOffset = arith::MulIOp::create(b, chunk, index(kCopyBytes));
+    Value bytes =
+        vector::LoadOp::create(b, rawType, tier, ValueRange{where, index(config.layer), byteOffset},
+                               /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+    if (config.writeBack) {
+      // A host row's bytes also go to its ring entry, as read.
+      Value entry = memref::LoadOp::create(b, rowEntry, ValueRange{row});
+      auto store = scf::IfOp::create(b, cmpi(arith::CmpIPredicate::sge, entry, i32(0)),
+                                     /*withElse=*/false);
+      OpBuilder::InsertionGuard storeGuard(b);
+      b.setInsertionPoint(store.thenBlock()->getTerminator());
+      vector::StoreOp::create(b, bytes, writeBackRing,
+                              ValueRange{arith::IndexCastOp::create(b, b.getIndexType(), entry),
+                                         index(config.layer), byteOffset},
+                              /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+    }
     scf::YieldOp::create(b, decode(tier, where, chunk, bytes));
     // Absent rows become zeros, so that a zero probability never meets
     // stale (possibly non-finite) shared memory.
@@ -458,6 +554,11 @@ void SparseAttentionKernelEmitter::emit() {
   tile = args.workgroup(0);
   rowSource = args.workgroup(1);
   rowIndex = args.workgroup(2);
+  if (config.writeBack) {
+    writeBackEntries = args[Role::WriteBack];
+    writeBackRing = args[Role::WriteBackRing];
+    rowEntry = args.workgroup(3);
+  }
 
   RowFormatAttrInterface format = config.pool.getFormat();
   tid = threadId();
@@ -528,6 +629,8 @@ void SparseAttentionKernelEmitter::emit() {
     emitClassifyRows(loop.getInductionVar());
     gpu::BarrierOp::create(b);
     emitStageRows();
+    if (config.writeBack)
+      emitWriteBackRest();
     gpu::BarrierOp::create(b);
     SmallVector<Value> next = emitComputeTile(loop.getRegionIterArgs());
     // The next tile overwrites shared memory.
@@ -578,6 +681,9 @@ KernelSpec mlir::dhs::getSparseAttentionKernel(const SparseAttentionKernelConfig
   spec.workgroup = {sharedBuffer({config.tileRows, config.tileColumns}, Float32Type::get(context)),
                     sharedBuffer(config.tileRows, IntegerType::get(context, 32)),
                     sharedBuffer(config.tileRows, IntegerType::get(context, 64))};
+  // Writing back: each staged row's ring entry.
+  if (config.writeBack)
+    spec.workgroup.push_back(sharedBuffer(config.tileRows, IntegerType::get(context, 32)));
   spec.emitBody = [config](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     SparseAttentionKernelEmitter(b, config, args).emit();
   };

@@ -592,6 +592,10 @@ LogicalResult SparseAttentionOp::verify() {
       failed(checkDim(*this, "history_len", getHistoryLen().getType(), 0, batch, "requests")) ||
       failed(verifySharedTiles(*this, getQueries().getType(), getSharedTiles())))
     return failure();
+  if (getWriteBack() && failed(verifyCompatibleShape(getWriteBack().getType().getShape(),
+                                                     getRowIds().getType().getShape())))
+    return emitOpError() << "write_back must have the shape of rows, got "
+                         << getWriteBack().getType() << " for " << getRowIds().getType();
   return verifyWindow(*this, getQueries().getType(), getPool().getType(), getWindow(),
                       getWindowTokens(), getWindowSize());
 }

@@ -658,6 +658,15 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     host row outside the store is an error reported through the step status,
     never read. Queries without any valid row produce zeros.
 
+    **Write-back** (decision steps): with `write_back(%entries)`, a row read
+    from the host store for selection `[b, q, k]` is also written, as read,
+    into entry `entries[b, q, k]` of the pool's write-back ring
+    (`dhs.pool_write_back`; layer `layer`'s part of the token) when that is
+    >= 0, so that the step's promotions copy it from HBM (`dhs.resolve`
+    gives the entries, `dhs.place_rows` reads them). Only the CUDA-core
+    kernel over MLA rows writes back so far; the attention stays fused (no
+    staging of its missing rows).
+
     ```mlir
     dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
         rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
@@ -702,6 +711,8 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
           "HBM slot of each selected row, or -1 [B, Q, K]", [MemRead]>:$slots,
       Arg<MemRefRankOf<[I64], [1]>, "first host row of each request [B]", [MemRead]>:$history_start,
       Arg<MemRefRankOf<[I32], [1]>, "history length of each request [B]", [MemRead]>:$history_len,
+      Arg<Optional<MemRefRankOf<[I32], [3]>>,
+          "write-back ring entry of each selected row, -1 = none [B, Q, K]", [MemRead]>:$write_back,
       Arg<Optional<MemRefRankOf<[I32], [1]>>,
           "tiles of 64 selections every query position of a request shares [B]",
           [MemRead]>:$shared_tiles,
@@ -719,6 +730,7 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     `slots` `(` $slots `:` type($slots) `)`
     `history` `(` $history_start `,` $history_len `:`
         type($history_start) `,` type($history_len) `)`
+    (`write_back` `(` $write_back^ `:` type($write_back) `)`)?
     (`shared` `(` $shared_tiles^ `:` type($shared_tiles) `)`)?
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     (`window` `(` $window^ `,` $window_tokens `:` type($window) `,`

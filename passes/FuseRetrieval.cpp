@@ -40,9 +40,9 @@ bool DhsFuseRetrieval::fuse(FetchOp fetch) {
     SparseAttentionOp::create(
         builder, attention.getLoc(), attention.getQueries(), attention.getRowIds(),
         attention.getSlots(), fetch.getHistoryStart(), fetch.getHistoryLen(),
-        attention.getSharedTiles(), attention.getPool(), attention.getWindow(),
-        attention.getWindowTokens(), attention.getOutput(), attention.getLayerAttr(),
-        attention.getSoftmaxScaleAttr(), attention.getWindowSizeAttr());
+        /*write_back=*/Value(), attention.getSharedTiles(), attention.getPool(),
+        attention.getWindow(), attention.getWindowTokens(), attention.getOutput(),
+        attention.getLayerAttr(), attention.getSoftmaxScaleAttr(), attention.getWindowSizeAttr());
     attention.erase();
     ++numFused;
   }

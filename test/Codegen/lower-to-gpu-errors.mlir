@@ -145,6 +145,42 @@ func.func @too_many_pairs(%q: memref<65536x32768x16x576xbf16>,
 
 // -----
 
+// Writing back is generated for the CUDA-core kernel only: a shape the
+// tensor-core kernel takes is refused, not run on CUDA cores.
+func.func @write_back_tensor_cores(%q: memref<4x1x64x576xbf16>, %rows: memref<4x1x256xi32>,
+    %slots: memref<4x1x256xi32>, %entries: memref<4x1x256xi32>, %start: memref<4xi64>,
+    %len: memref<4xi32>, %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>,
+    %out: memref<4x1x64x512xbf16>) {
+  // expected-error @below {{writes rows back with the CUDA-core kernel only: its shape takes the tensor-core kernel (compile without tensor cores, or drop write_back)}}
+  dhs.sparse_attention queries(%q : memref<4x1x64x576xbf16>)
+      rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>)
+      write_back(%entries : memref<4x1x256xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x64x512xbf16>) scale = 0.0416666679
+  return
+}
+
+// -----
+
+// A GQA row holds every KV head; a CTA reads its own head's part.
+func.func @write_back_gqa(%q: memref<2x1x8x128xbf16>, %rows: memref<2x1x64xi32>,
+    %slots: memref<2x1x64xi32>, %entries: memref<2x1x64xi32>, %start: memref<2xi64>,
+    %len: memref<2xi32>,
+    %pool: !dhs.kv_pool<#dhs.gqa<kv_heads = 2, head_dim = 128, dtype = bf16>, layers = 1, hbm = 64, host = ?>,
+    %out: memref<2x1x8x128xbf16>) {
+  // expected-error @below {{writes rows back for MLA row formats only, not gqa}}
+  dhs.sparse_attention queries(%q : memref<2x1x8x128xbf16>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      write_back(%entries : memref<2x1x64xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.gqa<kv_heads = 2, head_dim = 128, dtype = bf16>, layers = 1, hbm = 64, host = ?>)
+      layer = 0 output(%out : memref<2x1x8x128xbf16>) scale = 0.088
+  return
+}
+
+// -----
+
 // max-heads-per-block outside [1, 32] (a CTA's warps, one per head) is
 // refused; the run above, with the default 16, lowers this op.
 // RUN: not dhs-opt %s --dhs-lower-to-gpu=max-heads-per-block=0 --split-input-file 2>&1 \

@@ -213,3 +213,137 @@ TEST_CASE("the write-back ring carries a step's misses from resolve to place_row
     }
   }
 }
+
+TEST_CASE("the fused attention writes the host rows it reads into their ring entries",
+          "[cuda][gpu][resolve]") {
+  const std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("write_back_attention");
+  if (!compiled)
+    return;
+  const Manifest &manifest = *compiled;
+  REQUIRE(manifest.launches.size() >= 2);
+  CHECK(manifest.launches[0].kind == abi::LaunchKind::Resolve);
+  CHECK(manifest.launches[1].kind == abi::LaunchKind::SparseAttention);
+  if (!dhs::test::gpuOrSkip())
+    return;
+  DHS_SEEDED_RNG(rng, 1501);
+  const std::size_t B = 4, K = 256, H = 16, slots = 2048, token = 656, N = B * K;
+  std::vector<std::int32_t> length(B), rows(N);
+  std::vector<std::int64_t> start(B);
+  std::size_t hostRows = 0;
+  for (std::size_t b = 0; b < B; ++b) {
+    length[b] = 1000 + static_cast<std::int32_t>(rng() % 3000);
+    start[b] = static_cast<std::int64_t>(hostRows);
+    hostRows += static_cast<std::size_t>(length[b]);
+  }
+  // FP8 rows of finite values: random e4m3 bytes (no NaN codes), scales in
+  // [0.5, 1), bf16 RoPE dims in [-1, 1).
+  MappedHostBuffer host(hostRows * token, "host store");
+  auto *hostBytes = static_cast<std::uint8_t *>(host.host());
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (std::size_t r = 0; r < hostRows; ++r) {
+    std::uint8_t *row = hostBytes + r * token;
+    for (std::size_t i = 0; i < 512; ++i) {
+      std::uint8_t byte = static_cast<std::uint8_t>(rng());
+      row[i] = (byte & 0x7f) == 0x7f ? 0x3c : byte;
+    }
+    for (std::size_t s = 0; s < 4; ++s) {
+      float scale = 0.5f + 0.5f * std::abs(unit(rng));
+      std::memcpy(row + 512 + 4 * s, &scale, 4);
+    }
+    for (std::size_t d = 0; d < 64; ++d) {
+      float value = unit(rng);
+      std::uint32_t bits;
+      std::memcpy(&bits, &value, 4);
+      std::uint16_t half = static_cast<std::uint16_t>(bits >> 16);
+      std::memcpy(row + 528 + 2 * d, &half, 2);
+    }
+  }
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t k = 0; k < K; ++k)
+      rows[b * K + k] = rng() % 16 == 0 ? -1 : static_cast<std::int32_t>(rng() % length[b]);
+  // A third of the rows resident, in distinct slots holding their bytes.
+  std::vector<std::int32_t> map(hostRows, -1);
+  std::vector<std::uint8_t> hbmBytes(slots * token, 0);
+  std::size_t used = 0;
+  for (std::size_t r = 0; r < hostRows && used < slots; ++r)
+    if (rng() % 3 == 0) {
+      map[r] = static_cast<std::int32_t>(used);
+      std::memcpy(&hbmBytes[used * token], hostBytes + r * token, token);
+      ++used;
+    }
+  std::vector<std::uint16_t> queries(B * H * 576);
+  for (auto &q : queries) {
+    float value = unit(rng);
+    std::uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    q = static_cast<std::uint16_t>(bits >> 16);
+  }
+
+  std::vector<std::uint16_t> outputs[2];
+  for (std::size_t ring : {std::size_t(300), std::size_t(0)}) {
+    INFO("a ring of " << ring << " entries");
+    dhs::test::KernelRun run(manifest);
+    run.argument(queries, "queries");
+    run.argument(rows, "rows");
+    run.argument(std::vector<std::int32_t>(N, 7), "slots");
+    const CUdeviceptr entriesBuffer =
+        run.argument(std::vector<std::int32_t>(N, 12345), "write_back");
+    run.argument(start, "history_start");
+    run.argument(length, "history_len");
+    run.buffers.arguments.push_back(0); // the pool
+    const CUdeviceptr outBuffer =
+        run.argument(std::vector<std::uint16_t>(B * H * 512, 0xFFFF), "output");
+    const std::size_t words = StepLogLayout::words(N);
+    std::vector<std::int32_t> log(words, 0);
+    log[StepLogLayout::kStep] = 9;
+    run.buffers.host = host.device();
+    run.buffers.hostRows = static_cast<std::int64_t>(hostRows);
+    run.buffers.hbm = run.upload(hbmBytes, "hbm");
+    run.buffers.hbmSlots = static_cast<std::int64_t>(slots);
+    run.buffers.map = run.upload(map, "map");
+    run.buffers.recency = run.filled(2 * slots, 0, "recency");
+    run.buffers.log = run.upload(log, "log");
+    run.buffers.logWords = static_cast<std::int64_t>(words);
+    run.buffers.writeBack = ring ? run.filled(ring * token / 4, 0xCDCDCDCDu, "ring") : 0;
+    run.buffers.writeBackRows = static_cast<std::int64_t>(ring);
+    if (manifest.arenaBytes > 0)
+      run.buffers.arena = run.allocate(manifest.arenaBytes, "arena");
+    run.launch("write-back step");
+    REQUIRE(run.status() == 0u);
+    const auto entries = run.download<std::int32_t>(entriesBuffer, N, "write_back");
+    outputs[ring ? 0 : 1] = run.download<std::uint16_t>(outBuffer, B * H * 512, "output");
+    if (!ring) {
+      CHECK(std::all_of(entries.begin(), entries.end(), [](std::int32_t w) { return w == -1; }));
+      continue;
+    }
+    const auto ringBytes = run.download<std::uint8_t>(run.buffers.writeBack, ring * token, "ring");
+    // Every entry given out holds its row's bytes; the entries are the
+    // first `ring` misses' (none left over).
+    std::size_t misses = 0, kept = 0, byteErrors = 0;
+    std::vector<bool> given(ring, false);
+    for (std::size_t i = 0; i < N; ++i) {
+      const std::int32_t id = rows[i];
+      if (id < 0)
+        continue;
+      const std::size_t hostRow = static_cast<std::size_t>(start[i / K] + id);
+      if (map[hostRow] >= 0) {
+        CHECK(entries[i] == -1);
+        continue;
+      }
+      ++misses;
+      if (entries[i] < 0)
+        continue;
+      ++kept;
+      REQUIRE(static_cast<std::size_t>(entries[i]) < ring);
+      given[static_cast<std::size_t>(entries[i])] = true;
+      byteErrors += std::memcmp(&ringBytes[static_cast<std::size_t>(entries[i]) * token],
+                                hostBytes + hostRow * token, token) != 0;
+    }
+    CHECK(kept == std::min(ring, misses));
+    CHECK(misses > ring);
+    CHECK(byteErrors == 0);
+    CHECK(std::count(given.begin(), given.end(), true) == static_cast<std::ptrdiff_t>(kept));
+  }
+  // Writing back changes no output bit.
+  CHECK(outputs[0] == outputs[1]);
+}

@@ -1,0 +1,71 @@
+// dhs.sparse_attention with write_back (the CUDA-core kernel, one-layer FP8
+// rows): the classifying threads look up a host row's ring entry (the CTAs
+// of a query's first head block only: the others read the same rows), an
+// entry outside the ring is reported (status 2) and not written; staging a
+// tile stores each host chunk it loads into the entry as well, and the
+// chunk no segment stages (the four scales, bytes 512-527) is copied after
+// them. Its missing rows are not staged (no dhs.fetch): the kernel reads
+// them itself.
+// RUN: dhs-opt %s --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: rm -rf %t && dhs-compile %s -o %t
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/sparse_attention.ptx -o %t/a.cubin %}
+// RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
+// LINK: link: OK
+
+// CHECK-LABEL: func.func @step
+// CHECK: %[[RING:.*]] = dhs.pool_write_back of %{{.*}} -> memref<?x1x656xi8>
+// CHECK: gpu.launch_func @resolve::@resolve
+// CHECK-NOT: @fetch
+// CHECK: gpu.launch_func @sparse_attention::@sparse_attention {{.*}} %[[RING]] : memref<?x1x656xi8>
+// CHECK-SAME: dhs.roles = ["queries", "row_ids", "slots", "history_start", "history_len", "hbm_tier", "host_tier", "write_back", "write_back_ring",
+
+// CHECK-LABEL: gpu.func @sparse_attention
+// CHECK-SAME: %[[HOST:[a-z0-9]+]]: memref<?x1x656xi8>, %[[ENTRIES:[a-z0-9]+]]: memref<4x1x256xi32>, %[[R:[a-z0-9]+]]: memref<?x1x656xi8>
+// A. Classification: a host row (source 2) of head block 0 has its entry.
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %block_id_y, %c0 : index
+// CHECK: %[[HOSTROW:.*]] = arith.cmpi eq, %{{.*}}, %c2_i32 : i32
+// CHECK: %[[LISTED:.*]] = arith.andi %{{.*}}, %[[HOSTROW]] : i1
+// CHECK: %[[WRITES:.*]] = arith.andi %[[LISTED]], %[[FIRST]] : i1
+// CHECK: %[[ENTRY:.*]] = scf.if %[[WRITES]] -> (i32) {
+// CHECK: memref.load %[[ENTRIES]][%block_id_x, %c0, %{{.*}}] : memref<4x1x256xi32>
+// CHECK: scf.yield %c-1_i32 : i32
+// CHECK: %[[SIZE:.*]] = memref.dim %[[R]], %c0 : memref<?x1x656xi8>
+// CHECK: %[[ROOM:.*]] = arith.index_cast %[[SIZE]] : index to i32
+// CHECK: %[[PAST:.*]] = arith.cmpi sge, %[[ENTRY]], %[[ROOM]] : i32
+// CHECK: %[[BELOW:.*]] = arith.cmpi slt, %[[ENTRY]], %c-1_i32 : i32
+// CHECK: %[[OUTSIDE:.*]] = arith.ori %[[BELOW]], %[[PAST]] : i1
+// CHECK: scf.if %[[OUTSIDE]] {
+// CHECK: memref.atomic_rmw ori %c2_i32
+// CHECK: %[[KEPT:.*]] = arith.select %[[OUTSIDE]], %c-1_i32, %[[ENTRY]] : i32
+// CHECK: memref.store %[[KEPT]], %[[ENTRYOF:[a-z0-9]+]][%thread_id_x] : memref<16xi32, #gpu.address_space<workgroup>>
+// B. Staging: the chunk as loaded, into the row's entry.
+// CHECK: %[[CHUNK:.*]] = vector.load %{{.*}}[%{{.*}}, %c0, %[[AT:.*]]] {alignment = 16 : i64} : memref<?x1x656xi8>, vector<16xi8>
+// CHECK: %[[E:.*]] = memref.load %[[ENTRYOF]][%{{.*}}] : memref<16xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[HAS:.*]] = arith.cmpi sge, %[[E]], %c0_i32 : i32
+// CHECK: scf.if %[[HAS]] {
+// CHECK: vector.store %[[CHUNK]], %[[R]][%{{.*}}, %c0, %[[AT]]]
+// The scales' chunk, from the host store into the entry.
+// CHECK: scf.for %[[ROW:.*]] = %thread_id_x to %c16 step %c512 {
+// CHECK: %[[E2:.*]] = memref.load %[[ENTRYOF]][%[[ROW]]]
+// CHECK: scf.if
+// CHECK: %[[SCALES:.*]] = vector.load %[[HOST]][%{{.*}}, %c0, %c512]
+// CHECK: vector.store %[[SCALES]], %[[R]][%{{.*}}, %c0, %c512]
+// CHECK: gpu.barrier
+func.func @step(%queries: memref<4x1x16x576xbf16>,
+                %rows: memref<4x1x256xi32>, %slots: memref<4x1x256xi32>,
+                %entries: memref<4x1x256xi32>,
+                %history_start: memref<4xi64>, %history_len: memref<4xi32>,
+                %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>,
+                %out: memref<4x1x16x512xbf16>) {
+  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>)
+      rows(%rows : memref<4x1x256xi32>)
+      history(%history_start, %history_len : memref<4xi64>, memref<4xi32>)
+      into(%slots : memref<4x1x256xi32>) write_back(%entries : memref<4x1x256xi32>)
+  dhs.sparse_attention queries(%queries : memref<4x1x16x576xbf16>)
+      rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
+      history(%history_start, %history_len : memref<4xi64>, memref<4xi32>)
+      write_back(%entries : memref<4x1x256xi32>)
+      pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>)
+      layer = 0 output(%out : memref<4x1x16x512xbf16>) scale = 0.0416666679
+  return
+}
