@@ -1347,6 +1347,11 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
     other.loadSteps(resolved);
     other.loadPlacementStep(placement);
     CHECK_THROWS_WITH(other.loadDecisionStep(decisions), Catch::Contains("hot floor 0"));
+    // So is one that carries write-back ring entries (not passed between
+    // steps by the runtime yet).
+    CHECK_THROWS_WITH(
+        other.loadDecisionStep(dhs::test::compiledStepsDir() + "/write_back_decisions"),
+        Catch::Contains("write-back ring entries"));
   }
   std::mt19937_64 rng(seed);
   Shadow shadow(layers, RowFormat::MlaFp8);
