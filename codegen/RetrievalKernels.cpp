@@ -557,10 +557,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
       Value source = kb.i32(-1);
       if (withSources) {
         source = memref::LoadOp::create(ib, args[Role::PlaceSources], ValueRange{i});
-        badSlot = arith::OrIOp::create(
-            ib, badSlot,
-            arith::OrIOp::create(ib, kb.cmpi(arith::CmpIPredicate::slt, source, kb.i32(-1)),
-                                 kb.cmpi(arith::CmpIPredicate::sge, source, ringRows)));
+        // (One value at a time: the IR's order must not depend on the host
+        // compiler's order of evaluating arguments.)
+        Value below = kb.cmpi(arith::CmpIPredicate::slt, source, kb.i32(-1));
+        Value past = kb.cmpi(arith::CmpIPredicate::sge, source, ringRows);
+        badSlot = arith::OrIOp::create(ib, badSlot, arith::OrIOp::create(ib, below, past));
       }
       Value bits =
           arith::OrIOp::create(ib, kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)),
@@ -764,12 +765,11 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(UnionMissingOp op) {
       memref::StoreOp::create(ib, kb.select(owns, id, kb.i32(-1)), missing, ValueRange{request, i});
       // The listed row's ring entry is its owner's (every selection of the
       // row reads the same bytes).
-      if (withSources)
-        memref::StoreOp::create(
-            ib,
-            kb.select(owns, memref::LoadOp::create(ib, writeBackFlat, ValueRange{request, i}),
-                      kb.i32(-1)),
-            sources, ValueRange{request, i});
+      if (withSources) {
+        Value written = memref::LoadOp::create(ib, writeBackFlat, ValueRange{request, i});
+        memref::StoreOp::create(ib, kb.select(owns, written, kb.i32(-1)), sources,
+                                ValueRange{request, i});
+      }
     });
     // Room past the selections (a longer list) holds no rows.
     if (room > entries)
@@ -963,12 +963,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(ResolveOp op) {
         Value ringRows = arith::IndexCastOp::create(
             ib, ib.getI64Type(), memref::DimOp::create(ib, args[Role::WriteBackRing], kb.index(0)));
         Value entry = logIndex(4, missAt, 0, 1);
-        Value kept =
-            arith::AndIOp::create(ib, miss, kb.cmpi(arith::CmpIPredicate::slt, entry, ringRows));
+        Value fits = kb.cmpi(arith::CmpIPredicate::slt, entry, ringRows);
+        Value kept = arith::AndIOp::create(ib, miss, fits);
         kb.ifThen(listed, [&] {
-          memref::StoreOp::create(
-              ib, kb.select(kept, arith::TruncIOp::create(ib, i32, entry), kb.i32(-1)),
-              args[Role::WriteBack], ValueRange{request, position, k});
+          Value narrow = arith::TruncIOp::create(ib, i32, entry);
+          memref::StoreOp::create(ib, kb.select(kept, narrow, kb.i32(-1)), args[Role::WriteBack],
+                                  ValueRange{request, position, k});
         });
       }
       Value missWord = logIndex(4, missAt, StepLog::missesBegin(entries), StepLog::kMissWords);

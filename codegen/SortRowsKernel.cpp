@@ -100,11 +100,12 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(SortRowsOp op) {
         if (withValues) {
           Value value =
               memref::LoadOp::create(b, args[Role::MissingSources], ValueRange{request, i});
-          key =
-              arith::OrIOp::create(b,
-                                   arith::ShLIOp::create(b, arith::ExtUIOp::create(b, i64, key),
-                                                         arith::ConstantIntOp::create(b, i64, 32)),
-                                   arith::ExtUIOp::create(b, i64, value));
+          // (One value at a time: the IR's order must not depend on the
+          // host compiler's order of evaluating arguments.)
+          Value high = arith::ExtUIOp::create(b, i64, key);
+          Value shift = arith::ConstantIntOp::create(b, i64, 32);
+          Value low = arith::ExtUIOp::create(b, i64, value);
+          key = arith::OrIOp::create(b, arith::ShLIOp::create(b, high, shift), low);
         }
         scf::YieldOp::create(b, ValueRange{key});
         b.setInsertionPointToStart(load.elseBlock());
@@ -149,12 +150,13 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(SortRowsOp op) {
         memref::StoreOp::create(b, sorted, out, ValueRange{request, i});
         return;
       }
-      Value key = arith::TruncIOp::create(
-          b, i32, arith::ShRUIOp::create(b, sorted, arith::ConstantIntOp::create(b, i64, 32)));
+      Value shift = arith::ConstantIntOp::create(b, i64, 32);
+      Value key = arith::TruncIOp::create(b, i32, arith::ShRUIOp::create(b, sorted, shift));
       Value value = arith::TruncIOp::create(b, i32, sorted);
       memref::StoreOp::create(b, key, out, ValueRange{request, i});
-      memref::StoreOp::create(b, kb.select(kb.cmpi(P::eq, key, kb.i32(-1)), kb.i32(-1), value),
-                              args[Role::FetchedSources], ValueRange{request, i});
+      Value none = kb.cmpi(P::eq, key, kb.i32(-1));
+      memref::StoreOp::create(b, kb.select(none, kb.i32(-1), value), args[Role::FetchedSources],
+                              ValueRange{request, i});
     });
     gpu::ReturnOp::create(b);
   };

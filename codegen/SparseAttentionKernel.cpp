@@ -200,11 +200,12 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
   if (config.writeBack) {
     // A host row's ring entry; the CTAs of a query's first head block write
     // (the others read the same rows).
-    Value writes = arith::AndIOp::create(
-        b,
-        arith::AndIOp::create(b, inRange,
-                              cmpi(arith::CmpIPredicate::eq, classified.getResult(0), i32(2))),
-        cmpi(arith::CmpIPredicate::eq, blockId(gpu::Dimension::y), index(0)));
+    // (One value at a time: the IR's order must not depend on the host
+    // compiler's order of evaluating arguments.)
+    Value firstHeads = cmpi(arith::CmpIPredicate::eq, blockId(gpu::Dimension::y), index(0));
+    Value fromHost = cmpi(arith::CmpIPredicate::eq, classified.getResult(0), i32(2));
+    Value listedHostRow = arith::AndIOp::create(b, inRange, fromHost);
+    Value writes = arith::AndIOp::create(b, listedHostRow, firstHeads);
     auto entry = scf::IfOp::create(b, TypeRange{b.getI32Type()}, writes, /*withElse=*/true);
     {
       OpBuilder::InsertionGuard entryGuard(b);
@@ -219,8 +220,9 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
     Value ringRows = arith::IndexCastOp::create(b, b.getI32Type(),
                                                 memref::DimOp::create(b, writeBackRing, index(0)));
     Value written = entry.getResult(0);
-    Value outside = arith::OrIOp::create(b, cmpi(arith::CmpIPredicate::slt, written, i32(-1)),
-                                         cmpi(arith::CmpIPredicate::sge, written, ringRows));
+    Value past = cmpi(arith::CmpIPredicate::sge, written, ringRows);
+    Value below = cmpi(arith::CmpIPredicate::slt, written, i32(-1));
+    Value outside = arith::OrIOp::create(b, below, past);
     auto reportEntry = scf::IfOp::create(b, outside, /*withElse=*/false);
     {
       OpBuilder::InsertionGuard reportGuard(b);
@@ -364,8 +366,10 @@ void SparseAttentionKernelEmitter::emitWriteBackRest() {
   Value which = arith::RemUIOp::create(b, item, index(rest.size()));
   // The chunk: rest[which], as a chain of selects (a handful at most).
   Value chunk = index(rest.front());
-  for (size_t i = 1; i < rest.size(); ++i)
-    chunk = select(cmpi(arith::CmpIPredicate::eq, which, index(i)), index(rest[i]), chunk);
+  for (size_t i = 1; i < rest.size(); ++i) {
+    Value isIt = cmpi(arith::CmpIPredicate::eq, which, index(i));
+    chunk = select(isIt, index(rest[i]), chunk);
+  }
   Value entry = memref::LoadOp::create(b, rowEntry, ValueRange{row});
   auto copy = scf::IfOp::create(b, cmpi(arith::CmpIPredicate::sge, entry, i32(0)),
                                 /*withElse=*/false);
