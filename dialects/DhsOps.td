@@ -663,9 +663,9 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     into entry `entries[b, q, k]` of the pool's write-back ring
     (`dhs.pool_write_back`; layer `layer`'s part of the token) when that is
     >= 0, so that the step's promotions copy it from HBM (`dhs.resolve`
-    gives the entries, `dhs.place_rows` reads them). Only the CUDA-core
-    kernel over MLA rows writes back so far; the attention stays fused (no
-    staging of its missing rows).
+    gives the entries, `dhs.place_rows` reads them). MLA rows only; the
+    attention stays fused (no staging of its missing rows), its 128-head
+    bf16 blocks unpaired, and without `shared`.
 
     ```mlir
     dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)

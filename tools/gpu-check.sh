@@ -148,8 +148,8 @@ steps() {
   for layer in 0 1 2 3; do
     sed "s/memref<4x1x/memref<16x4x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<16xi/g;
          s/hbm = 2048/hbm = 16384/g; s/@LAYERS@/4/g; s/@LAYER@/$layer/g;
-         s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" \
-      > "$dir/large_g4_layer$layer.mlir"
+         s|@RESOLVE@|$resolve|; s/@ENTRIES@//; s/@WRITE_BACK@//" \
+      "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/large_g4_layer$layer.mlir"
     "$build/bin/dhs-compile" "$dir/large_g4_layer$layer.mlir" \
       -o "$dir/group-steps/large_g4_resolved/layer$layer" || exit 1
   done
@@ -160,15 +160,24 @@ steps() {
   "$build/bin/dhs-compile" "$root/examples/aging_step.mlir" --requests 16 \
     --hbm-slots 16384 -o "$dir/decisions/aging_large_g4" || exit 1
   # A one-layer group's layer step over B requests x top-2048 that resolves
-  # on the device, 65536 slots: group-steps/bB_g1_resolved/layer0.
+  # on the device, 65536 slots: group-steps/bB_g1_resolved/layer0; with
+  # `write_back`, its misses written into the pool's write-back ring too:
+  # group-steps/bB_g1_write_back/layer0.
   one_layer_step() {
-    local B=$1
+    local B=$1 variant=${2:-resolved}
     local resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<${B}x1x2048xi32>)\n      history(%history_start, %history_len : memref<${B}xi64>, memref<${B}xi32>)\n      into(%slots : memref<${B}x1x2048xi32>)"
+    local entries="" write_back=""
+    if [ "$variant" = write_back ]; then
+      resolve="$resolve write_back(%entries : memref<${B}x1x2048xi32>)"
+      entries="\n                %entries: memref<${B}x1x2048xi32>,"
+      write_back="\n      write_back(%entries : memref<${B}x1x2048xi32>)"
+    fi
     sed "s/memref<4x1x/memref<${B}x1x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<${B}xi/g;
          s/hbm = 2048/hbm = 65536/g; s/@LAYERS@/1/g; s/@LAYER@/0/g;
-         s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b${B}_g1_layer0.mlir"
-    "$build/bin/dhs-compile" "$dir/b${B}_g1_layer0.mlir" \
-      -o "$dir/group-steps/b${B}_g1_resolved/layer0" || exit 1
+         s|@RESOLVE@|$resolve|; s|@ENTRIES@|$entries|; s|@WRITE_BACK@|$write_back|" \
+      "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b${B}_${variant}_g1_layer0.mlir"
+    "$build/bin/dhs-compile" "$dir/b${B}_${variant}_g1_layer0.mlir" \
+      -o "$dir/group-steps/b${B}_g1_${variant}/layer0" || exit 1
   }
   # Many groups for dhs-decision-bench's host time: 128 requests x top-2048,
   # one FP8 layer a group (the bench runs 20 of them), 65536 slots.
@@ -188,6 +197,13 @@ steps() {
   one_layer_step 16
   "$build/bin/dhs-compile" "$dir/decision_step_g1.mlir" --requests 16 --positions 1 \
     --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b16_g1" || exit 1
+  # The same with the write-back ring: the promotions copy the rows the
+  # attention read from the host store out of HBM.
+  one_layer_step 16 write_back
+  sed "s/layers = 4/layers = 1/g" "$root/examples/decision_step_write_back.mlir" \
+    > "$dir/decision_step_write_back_g1.mlir"
+  "$build/bin/dhs-compile" "$dir/decision_step_write_back_g1.mlir" --requests 16 --positions 1 \
+    --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b16_g1_write_back" || exit 1
 }
 
 bundle() {

@@ -165,6 +165,7 @@ StepPlan planStep(const Manifest &manifest) {
     group.rowIds = selectionOf(manifest, i, ArgumentRole::RowIds, where);
     group.slots = selectionOf(manifest, i, ArgumentRole::Slots, where);
     group.windowRing = argumentOf(manifest, launch, ArgumentRole::WindowRing, where);
+    group.writeBack = argumentOf(manifest, launch, ArgumentRole::WriteBack, where);
     StepLayerPlan layer;
     layer.queries = argumentOf(manifest, launch, ArgumentRole::Queries, where);
     layer.output = argumentOf(manifest, launch, ArgumentRole::Output, where);
@@ -229,8 +230,10 @@ StepPlan planStep(const Manifest &manifest) {
       const int pool = poolOf(manifest, launches[j], other);
       const int rows = argumentOf(manifest, launches[j], ArgumentRole::RowIds, other);
       const int slots = argumentOf(manifest, launches[j], ArgumentRole::Slots, other);
+      const int entries = argumentOf(manifest, launches[j], ArgumentRole::WriteBack, other);
       if ((pool >= 0 && pool != group.pool) || (rows >= 0 && rows != group.rowIds) ||
-          (slots >= 0 && slots != group.slots))
+          (slots >= 0 && slots != group.slots) ||
+          (entries >= 0 && group.writeBack >= 0 && entries != group.writeBack))
         fail(other + " runs before the attention of layer group " + std::to_string(layer.group) +
              " but uses another group's pool, selections or slots");
     }

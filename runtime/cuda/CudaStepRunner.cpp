@@ -47,6 +47,20 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
         std::make_unique<DeviceBuffer>(static_cast<std::size_t>(arenaBytes), "the staging arena");
     buffers_.arena = arena_->get();
   }
+  // The rings are bound where every attention writes back.
+  writesBack_ = true;
+  bool attends = false;
+  for (const std::unique_ptr<CudaStep> &step : steps_)
+    for (const Launch &launch : step->manifest().launches)
+      if (launch.kind == abi::LaunchKind::SparseAttention ||
+          launch.kind == abi::LaunchKind::Attention) {
+        attends = true;
+        writesBack_ = writesBack_ && std::any_of(launch.params.begin(), launch.params.end(),
+                                                 [](const LaunchParam &p) {
+                                                   return p.role == abi::ParamRole::WriteBackRing;
+                                                 });
+      }
+  writesBack_ = writesBack_ && attends;
   layerShares_.assign(static_cast<std::size_t>(layout.layers), 1.0);
   groupShares_.assign(static_cast<std::size_t>(layout.groups()), -1.0);
   formChosen_.assign(static_cast<std::size_t>(layout.groups()), false);
@@ -187,6 +201,18 @@ void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
   if (!resolvesOnDevice())
     throw InputError("residency decisions on the device need steps that resolve their "
                      "selections there (dhs.resolve) and a placement step");
+  // A decision step that carries write-back ring entries needs steps that
+  // give them (each group's attention writing back).
+  const bool takesEntries =
+      std::any_of(manifest.arguments.begin(), manifest.arguments.end(),
+                  [](const Argument &a) { return a.role == ArgumentRole::WriteBack; });
+  const bool everyGroup = std::all_of(plan_.groups.begin(), plan_.groups.end(),
+                                      [](const StepGroupPlan &g) { return g.writeBack >= 0; });
+  if (takesEntries && !everyGroup)
+    throw InputError(manifest.path + ": the decision step carries write-back ring entries "
+                                     "(write_back), which the attention steps do not give "
+                                     "(compile them with write_back too, or the decision step "
+                                     "without)");
   const Argument &rowIds = manifest.argument(ArgumentRole::RowIds);
   const int selections = plan_.groups.front().rowIds;
   if (selections < 0 || rowIds.bytes() != bytesOf(selections))
@@ -207,6 +233,25 @@ void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
     groupSlots_ = std::make_unique<DeviceBuffer>(
         static_cast<std::size_t>(std::max(layout_.groups(), 1)) * groupSlotsStride_,
         "the groups' slots");
+  }
+  // And each group's write-back ring entries: the decisions carry them to
+  // the promotions (a decision step that takes them needs steps that give
+  // them).
+  std::size_t writeBackBytes = 0;
+  for (const StepGroupPlan &group : plan_.groups)
+    if (group.writeBack >= 0)
+      writeBackBytes = std::max(writeBackBytes, bytesOf(group.writeBack));
+  groupWriteBack_.reset();
+  if (writeBackBytes > 0) {
+    groupWriteBackStride_ = alignedStride(writeBackBytes);
+    groupWriteBack_ = std::make_unique<DeviceBuffer>(
+        static_cast<std::size_t>(std::max(layout_.groups(), 1)) * groupWriteBackStride_,
+        "the groups' write-back ring entries");
+    // (No entries until a step's resolve gives them.)
+    driver().check(driver().memsetD32(groupWriteBack_->get(), ~0u,
+                                      static_cast<std::size_t>(std::max(layout_.groups(), 1)) *
+                                          groupWriteBackStride_ / 4),
+                   "clearing the write-back ring entries");
   }
   graphCache_.reset();
 }
@@ -530,6 +575,7 @@ CudaStepRunner::LayerBinding CudaStepRunner::bindingOf(std::int32_t layer) const
   binding.rowIds = group.rowIds;
   binding.slots = group.slots;
   binding.windowRing = group.windowRing;
+  binding.writeBack = group.writeBack;
   binding.uploadSelections = !wholeModel || layer == layout_.firstLayer(planned.group);
   return binding;
 }
@@ -656,6 +702,9 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   buffers.formShare = work.formShare;
   if (binding.slots >= 0)
     buffers.arguments[static_cast<std::size_t>(binding.slots)] = slotsOf(work.layer, binding);
+  if (binding.writeBack >= 0)
+    buffers.arguments[static_cast<std::size_t>(binding.writeBack)] =
+        writeBackOf(work.layer, binding);
   if (direct.selections)
     buffers.arguments[static_cast<std::size_t>(binding.rowIds)] = work.selections;
   if (direct.queries)
@@ -736,6 +785,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
                  "gathering window rings");
   buffers.hbm = storage_.pools().hbm[pool]->get();
   buffers.host = storage_.pools().host[pool]->device();
+  storage_.pools().bindWriteBack(pool, layout_.writeBackRows, writesBack_, buffers);
   CudaPlacement *placement = storage_.placement();
   if (placement)
     // The group's first layer books its selections; the others resolve
@@ -790,7 +840,8 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   if (work.decisions && work.layer == layout_.endLayer(group) - 1)
     decisions_->enqueueInputs(
         group, {bound(binding.rowIds), !direct.selections}, {bound(binding.slots), !groupSlots_},
-        {plan_.historyStart >= 0 ? bound(plan_.historyStart) : 0, !historyShared_});
+        {plan_.historyStart >= 0 ? bound(plan_.historyStart) : 0, !historyShared_},
+        {binding.writeBack >= 0 ? bound(binding.writeBack) : 0, false});
   // Outputs: the engine's lanes (written in place where they fill it).
   if (work.outputBytes > 0 && !direct.output) {
     if (work.memory == MemorySpace::Host)
@@ -856,6 +907,13 @@ bool CudaStepRunner::engineBuffersApart(const std::vector<LayerWork> &works) {
           ranges[j].begin < ranges[i].end)
         return false;
   return true;
+}
+
+CUdeviceptr CudaStepRunner::writeBackOf(std::int32_t layer, const LayerBinding &binding) const {
+  if (!groupWriteBack_)
+    return argument(binding.writeBack);
+  return groupWriteBack_->get() +
+         static_cast<std::size_t>(layer / layout_.layersPerGroup) * groupWriteBackStride_;
 }
 
 CUdeviceptr CudaStepRunner::slotsOf(std::int32_t layer, const LayerBinding &binding) const {

@@ -1,5 +1,5 @@
-// dhs.sparse_attention with write_back (the CUDA-core kernel, one-layer FP8
-// rows): the classifying threads look up a host row's ring entry (the CTAs
+// dhs.sparse_attention with write_back (the CUDA-core kernel at 16 heads,
+// one-layer FP8 rows): the classifying threads look up a host row's ring entry (the CTAs
 // of a query's first head block only: the others read the same rows), an
 // entry outside the ring is reported (status 2) and not written; staging a
 // tile stores each host chunk it loads into the entry as well, and the
@@ -11,6 +11,25 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/sparse_attention.ptx -o %t/a.cubin %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
 // LINK: link: OK
+// With 64 heads the tensor-core kernel writes back: each thread's producer
+// looks up a host row's entry as it classifies the row (head block 0 only),
+// carries it a tile with the row's chunks, and stores the chunks as loaded
+// (11 of 16 bytes for an FP8 row; the scales' chunk by lane segment 0)
+// into the entry once the tile buffer is free, before dequantizing them.
+// RUN: sed 's/x16x/x64x/g' %s | dhs-opt --dhs-lower-to-gpu --canonicalize --cse \
+// RUN:   | FileCheck %s --check-prefix=TC
+// RUN: rm -rf %t.tc && sed 's/x16x/x64x/g' %s > %t.mlir && dhs-compile %t.mlir -o %t.tc
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.tc/sparse_attention.ptx -o %t.tc/a.cubin %}
+// TC-LABEL: gpu.func @sparse_attention(
+// TC-SAME: %[[ENTRIES:[a-z0-9]+]]: memref<4x1x256xi32>, %[[R:[a-z0-9]+]]: memref<?x1x656xi8>, %{{[a-z0-9]+}}: memref<4x1x64x512xbf16>
+// TC: memref.load %[[ENTRIES]][%block_id_x, %c0, %{{.*}}] : memref<4x1x256xi32>
+// TC: memref.extract_aligned_pointer_as_index %[[R]]
+// TC-COUNT-8: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: scf.if
+// TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: nvvm.convert.f8x2.to.f16x2
 
 // CHECK-LABEL: func.func @step
 // CHECK: %[[RING:.*]] = dhs.pool_write_back of %{{.*}} -> memref<?x1x656xi8>

@@ -220,7 +220,11 @@ TEST_CASE("the write-back ring carries a step's misses from resolve to place_row
 
 TEST_CASE("the fused attention writes the host rows it reads into their ring entries",
           "[cuda][gpu][resolve]") {
-  const std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("write_back_attention");
+  // 16 heads (the CUDA-core kernel) and 64 (the tensor-core kernel).
+  const auto [name, H] = GENERATE(table<const char *, std::size_t>(
+      {{"write_back_attention", 16}, {"write_back_tensor_core", 64}}));
+  INFO(name);
+  const std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip(name);
   if (!compiled)
     return;
   const Manifest &manifest = *compiled;
@@ -230,7 +234,7 @@ TEST_CASE("the fused attention writes the host rows it reads into their ring ent
   if (!dhs::test::gpuOrSkip())
     return;
   DHS_SEEDED_RNG(rng, 1501);
-  const std::size_t B = 4, K = 256, H = 16, slots = 2048, token = 656, N = B * K;
+  const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
   std::vector<std::int32_t> length(B), rows(N);
   std::vector<std::int64_t> start(B);
   std::size_t hostRows = 0;
