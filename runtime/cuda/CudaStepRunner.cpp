@@ -223,36 +223,25 @@ void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
   queue_->makeCurrent();
   decisions_ = std::make_unique<CudaDecisions>(manifest, layout_, queue_, *storage_.placement());
   decisionLists_ = copyLists;
-  // Each group's slots of its own: the decisions read them in place.
-  std::size_t slotBytes = 0;
-  for (const StepGroupPlan &group : plan_.groups)
-    slotBytes = std::max(slotBytes, bytesOf(group.slots));
-  groupSlots_.reset();
-  if (slotBytes > 0) {
-    groupSlotsStride_ = alignedStride(slotBytes);
-    groupSlots_ = std::make_unique<DeviceBuffer>(
-        static_cast<std::size_t>(std::max(layout_.groups(), 1)) * groupSlotsStride_,
-        "the groups' slots");
-  }
-  // And each group's write-back ring entries: the decisions carry them to
-  // the promotions (a decision step that takes them needs steps that give
-  // them).
-  std::size_t writeBackBytes = 0;
-  for (const StepGroupPlan &group : plan_.groups)
-    if (group.writeBack >= 0)
-      writeBackBytes = std::max(writeBackBytes, bytesOf(group.writeBack));
-  groupWriteBack_.reset();
-  if (writeBackBytes > 0) {
-    groupWriteBackStride_ = alignedStride(writeBackBytes);
-    groupWriteBack_ = std::make_unique<DeviceBuffer>(
-        static_cast<std::size_t>(std::max(layout_.groups(), 1)) * groupWriteBackStride_,
-        "the groups' write-back ring entries");
-    // (No entries until a step's resolve gives them.)
-    driver().check(driver().memsetD32(groupWriteBack_->get(), ~0u,
-                                      static_cast<std::size_t>(std::max(layout_.groups(), 1)) *
-                                          groupWriteBackStride_ / 4),
-                   "clearing the write-back ring entries");
-  }
+  // Each group's slots and write-back ring entries of its own: the
+  // decisions read them in place (the entries start as none: -1).
+  const std::size_t groups = static_cast<std::size_t>(std::max(layout_.groups(), 1));
+  auto perGroup = [&](int StepGroupPlan::*argument, std::size_t &stride, std::uint32_t fill,
+                      const char *what) -> std::unique_ptr<DeviceBuffer> {
+    std::size_t bytes = 0;
+    for (const StepGroupPlan &group : plan_.groups)
+      if (group.*argument >= 0)
+        bytes = std::max(bytes, bytesOf(group.*argument));
+    if (bytes == 0)
+      return nullptr;
+    stride = alignedStride(bytes);
+    auto buffer = std::make_unique<DeviceBuffer>(groups * stride, what);
+    driver().check(driver().memsetD32(buffer->get(), fill, groups * stride / 4), what);
+    return buffer;
+  };
+  groupSlots_ = perGroup(&StepGroupPlan::slots, groupSlotsStride_, 0u, "the groups' slots");
+  groupWriteBack_ = perGroup(&StepGroupPlan::writeBack, groupWriteBackStride_, ~0u,
+                             "the groups' write-back ring entries");
   graphCache_.reset();
 }
 

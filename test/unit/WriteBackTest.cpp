@@ -28,6 +28,35 @@ using namespace dhs::runtime;
 using namespace dhs::runtime::cuda_detail;
 using Control = abi::PromotionPlanLayout;
 
+namespace {
+
+/// B requests one after another in a host store (up to `gap` rows apart)
+/// with 1000-4000 rows each, and K random selections each (1 in 16 absent,
+/// repeats allowed).
+struct Requests {
+  std::vector<std::int32_t> length, rows;
+  std::vector<std::int64_t> start;
+  std::size_t hostRows = 0;
+};
+
+Requests randomRequests(std::mt19937_64 &rng, std::size_t B, std::size_t K, std::size_t gap) {
+  Requests r;
+  r.length.resize(B);
+  r.start.resize(B);
+  r.rows.resize(B * K);
+  for (std::size_t b = 0; b < B; ++b) {
+    r.length[b] = 1000 + static_cast<std::int32_t>(rng() % 3000);
+    r.start[b] = static_cast<std::int64_t>(r.hostRows);
+    r.hostRows += static_cast<std::size_t>(r.length[b]) + (gap ? rng() % gap : 0);
+  }
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t k = 0; k < K; ++k)
+      r.rows[b * K + k] = rng() % 16 == 0 ? -1 : static_cast<std::int32_t>(rng() % r.length[b]);
+  return r;
+}
+
+} // namespace
+
 TEST_CASE("the write-back ring carries a step's misses from resolve to place_rows",
           "[cuda][gpu][place][resolve]") {
   std::optional<Manifest> resolveStep =
@@ -40,25 +69,17 @@ TEST_CASE("the write-back ring carries a step's misses from resolve to place_row
   DHS_SEEDED_RNG(rng, 1500);
   const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
 
-  // Requests one after another in the host store (with gaps), random bytes.
-  std::vector<std::int32_t> length(B), rows(N);
-  std::vector<std::int64_t> start(B);
-  std::size_t hostRows = 0;
-  for (std::size_t b = 0; b < B; ++b) {
-    length[b] = 1000 + static_cast<std::int32_t>(rng() % 3000);
-    start[b] = static_cast<std::int64_t>(hostRows);
-    hostRows += static_cast<std::size_t>(length[b]) + rng() % 50;
-  }
+  // Nothing is resident: every valid selection misses.
+  const Requests requests = randomRequests(rng, B, K, 50);
+  const std::vector<std::int32_t> &length = requests.length, &rows = requests.rows;
+  const std::vector<std::int64_t> &start = requests.start;
+  const std::size_t hostRows = requests.hostRows;
+  // The host store's bytes, random.
   // (Copied into mapped memory once a run's context is current.)
   std::vector<std::uint8_t> hostData(hostRows * token);
   for (auto &byte : hostData)
     byte = static_cast<std::uint8_t>(rng());
   const std::uint8_t *hostBytes = hostData.data();
-  // Selections: some absent, some repeated within a request; nothing is
-  // resident (every valid selection misses).
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t k = 0; k < K; ++k)
-      rows[b * K + k] = rng() % 16 == 0 ? -1 : static_cast<std::int32_t>(rng() % length[b]);
   const std::size_t valid = static_cast<std::size_t>(
       std::count_if(rows.begin(), rows.end(), [](std::int32_t id) { return id >= 0; }));
 
@@ -235,14 +256,10 @@ TEST_CASE("the fused attention writes the host rows it reads into their ring ent
     return;
   DHS_SEEDED_RNG(rng, 1501);
   const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
-  std::vector<std::int32_t> length(B), rows(N);
-  std::vector<std::int64_t> start(B);
-  std::size_t hostRows = 0;
-  for (std::size_t b = 0; b < B; ++b) {
-    length[b] = 1000 + static_cast<std::int32_t>(rng() % 3000);
-    start[b] = static_cast<std::int64_t>(hostRows);
-    hostRows += static_cast<std::size_t>(length[b]);
-  }
+  const Requests requests = randomRequests(rng, B, K, 0);
+  const std::vector<std::int32_t> &length = requests.length, &rows = requests.rows;
+  const std::vector<std::int64_t> &start = requests.start;
+  const std::size_t hostRows = requests.hostRows;
   // FP8 rows of finite values: random e4m3 bytes (no NaN codes), scales in
   // [0.5, 1), bf16 RoPE dims in [-1, 1).
   // (Copied into mapped memory once a run's context is current.)
@@ -267,9 +284,6 @@ TEST_CASE("the fused attention writes the host rows it reads into their ring ent
       std::memcpy(row + 528 + 2 * d, &half, 2);
     }
   }
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t k = 0; k < K; ++k)
-      rows[b * K + k] = rng() % 16 == 0 ? -1 : static_cast<std::int32_t>(rng() % length[b]);
   // A third of the rows resident, in distinct slots holding their bytes.
   std::vector<std::int32_t> map(hostRows, -1);
   std::vector<std::uint8_t> hbmBytes(slots * token, 0);
