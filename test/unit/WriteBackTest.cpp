@@ -70,10 +70,7 @@ TEST_CASE("the write-back ring carries a step's misses from resolve to place_row
   const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
 
   // Nothing is resident: every valid selection misses.
-  const Requests requests = randomRequests(rng, B, K, 50);
-  const std::vector<std::int32_t> &length = requests.length, &rows = requests.rows;
-  const std::vector<std::int64_t> &start = requests.start;
-  const std::size_t hostRows = requests.hostRows;
+  const auto &[length, rows, start, hostRows] = randomRequests(rng, B, K, 50);
   // The host store's bytes, random.
   // (Copied into mapped memory once a run's context is current.)
   std::vector<std::uint8_t> hostData(hostRows * token);
@@ -256,10 +253,7 @@ TEST_CASE("the fused attention writes the host rows it reads into their ring ent
     return;
   DHS_SEEDED_RNG(rng, 1501);
   const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
-  const Requests requests = randomRequests(rng, B, K, 0);
-  const std::vector<std::int32_t> &length = requests.length, &rows = requests.rows;
-  const std::vector<std::int64_t> &start = requests.start;
-  const std::size_t hostRows = requests.hostRows;
+  const auto &[length, rows, start, hostRows] = randomRequests(rng, B, K, 0);
   // FP8 rows of finite values: random e4m3 bytes (no NaN codes), scales in
   // [0.5, 1), bf16 RoPE dims in [-1, 1).
   // (Copied into mapped memory once a run's context is current.)
