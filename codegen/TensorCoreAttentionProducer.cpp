@@ -251,6 +251,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
     auto [k, inRange] = selectionOf(tileIndex, round);
     ClassifiedRow row = emitClassify(k, selection, andi(reporter, inRange));
     row.valid = andi(row.valid, inRange);
+    // (A row past the last tile has no data: nothing to write back.)
+    if (row.ringEntry)
+      row.ringEntry = kb.select(inRange, row.ringEntry, c32(-1));
     return row;
   };
   int64_t selectionWidth = config.staged && config.indexed ? 3 : 2;
