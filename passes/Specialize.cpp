@@ -65,9 +65,10 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
     auto rows = cast<MemRefType>(fetch.getRows().getType());
     if (v == fetch.getStaging())
       return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
-    if ((v == fetch.getRows() || v == fetch.getSlots()) && rows.getRank() == 3)
+    bool selections = v == fetch.getRows() || v == fetch.getSlots() || v == fetch.getWriteBack();
+    if (selections && rows.getRank() == 3)
       return {Dim::Request, Dim::Position, Dim::TopK};
-    if (v == fetch.getRows() || v == fetch.getSlots())
+    if (selections)
       return {Dim::Request, Dim::Selections};
     return {Dim::Request};
   }

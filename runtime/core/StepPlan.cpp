@@ -165,7 +165,11 @@ StepPlan planStep(const Manifest &manifest) {
     group.rowIds = selectionOf(manifest, i, ArgumentRole::RowIds, where);
     group.slots = selectionOf(manifest, i, ArgumentRole::Slots, where);
     group.windowRing = argumentOf(manifest, launch, ArgumentRole::WindowRing, where);
+    // The ring entries: the attention's, or a staged one's fetch's (a
+    // launch of its segment before it).
     group.writeBack = argumentOf(manifest, launch, ArgumentRole::WriteBack, where);
+    for (std::size_t j = segment; group.writeBack < 0 && j < i; ++j)
+      group.writeBack = argumentOf(manifest, launches[j], ArgumentRole::WriteBack, launchName(j));
     StepLayerPlan layer;
     layer.queries = argumentOf(manifest, launch, ArgumentRole::Queries, where);
     layer.output = argumentOf(manifest, launch, ArgumentRole::Output, where);

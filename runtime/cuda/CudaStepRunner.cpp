@@ -47,19 +47,23 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
         std::make_unique<DeviceBuffer>(static_cast<std::size_t>(arenaBytes), "the staging arena");
     buffers_.arena = arena_->get();
   }
-  // The rings are bound where every attention writes back.
+  // The rings are bound where every launch that copies missing rows from the
+  // host store writes them back: the fused attentions and the fetches. (A
+  // staged attention reads staging; the compiler stages a one-layer
+  // attention beside its fetch, which takes tiles itself, only without
+  // write_back, and then its fetch has no ring.)
   writesBack_ = true;
   bool attends = false;
   for (const std::unique_ptr<CudaStep> &step : steps_)
-    for (const Launch &launch : step->manifest().launches)
-      if (launch.kind == abi::LaunchKind::SparseAttention ||
-          launch.kind == abi::LaunchKind::Attention) {
-        attends = true;
+    for (const Launch &launch : step->manifest().launches) {
+      attends = attends || launch.kind == abi::LaunchKind::SparseAttention ||
+                launch.kind == abi::LaunchKind::Attention;
+      if (launch.kind == abi::LaunchKind::SparseAttention || launch.kind == abi::LaunchKind::Fetch)
         writesBack_ = writesBack_ && std::any_of(launch.params.begin(), launch.params.end(),
                                                  [](const LaunchParam &p) {
                                                    return p.role == abi::ParamRole::WriteBackRing;
                                                  });
-      }
+    }
   writesBack_ = writesBack_ && attends;
   layerShares_.assign(static_cast<std::size_t>(layout.layers), 1.0);
   groupShares_.assign(static_cast<std::size_t>(layout.groups()), -1.0);
