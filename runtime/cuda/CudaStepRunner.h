@@ -278,9 +278,10 @@ private:
   // slots (the decisions read them in place).
   std::unique_ptr<DeviceBuffer> groupWriteBack_;
   std::size_t groupWriteBackStride_ = 0;
-  // Whether every attention of the steps writes the host rows it reads
-  // into the pool's write-back ring (then the rings are bound; else the
-  // kernels get empty ones, and resolve gives no entries).
+  // Whether every launch of the steps that copies host rows (a fused
+  // attention, a fetch) writes them into the pool's write-back ring (then
+  // the rings are bound; else the kernels get empty ones, and resolve
+  // gives no entries).
   bool writesBack_ = false;
   // The history bounds uploaded last in the open step (stage), and whether
   // the step's layers after the first upload none (launchGraph: the
