@@ -428,6 +428,11 @@ LogicalResult FetchOp::verify() {
             verifyCompatibleShape(cast<MemRefType>(entries.getType()).getShape(), rows.getShape())))
       return emitOpError() << "write_back must have the shape of rows, got " << entries.getType()
                            << " for " << rows;
+    // Beside a one-layer attention, the attention takes tiles and reads
+    // their rows from the host store itself: the ring would miss them.
+    if (getReady() && pool.getLayers() == 1)
+      return emitOpError() << "write_back with ready flags needs a layer group's pool: beside a "
+                              "one-layer attention, the tiles it takes are not written back";
   }
   if (failed(checkRowBlock(*this, "staging", staging, pool)) ||
       failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0), "requests")) ||

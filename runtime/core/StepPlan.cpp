@@ -209,9 +209,10 @@ StepPlan planStep(const Manifest &manifest) {
            std::to_string(known - plan.groups.begin()) +
            " after another group's layers: a step runs its groups one after another");
     } else if (known->rowIds != group.rowIds || known->slots != group.slots ||
-               known->windowRing != group.windowRing) {
+               known->windowRing != group.windowRing || known->writeBack != group.writeBack) {
       fail(where + " attends over pool argument " + std::to_string(group.pool) +
-           " with other selections, slots or window ring than the group's earlier layers");
+           " with other selections, slots, window ring or write-back ring entries than the "
+           "group's earlier layers");
     }
     layer.group = static_cast<std::int32_t>(known - plan.groups.begin());
     for (const StepLayerPlan &other : plan.layers)

@@ -10,6 +10,15 @@
 // RUN: %if ptxas %{ for f in %t/*.ptx; do %ptxas -arch=sm_90a $f -o $f.cubin || exit 1; done %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
 // LINK: link: OK
+// A layer of the group writing its part of the tokens into other entries
+// than the group's (which the runtime binds, and the decisions read) is
+// refused when the step is loaded.
+// RUN: sed -e '/^      layer = 0 output/,$ s/write_back(%entries :/write_back(%other :/' \
+// RUN:     -e 's/^                %entries: memref<2x1x256xi32>,/&  %other: memref<2x1x256xi32>,/' %s \
+// RUN:   > %t.other.mlir
+// RUN: rm -rf %t.other && dhs-compile %t.other.mlir --min-blocks=0 -o %t.other
+// RUN: not dhs-run %t.other --backend cpu 2>&1 | FileCheck %s --check-prefix=OTHER
+// OTHER: error: manifest {{.*}}: launches[2] (sparse_attention) attends over pool argument 8 with other selections, slots, window ring or write-back ring entries than the group's earlier layers
 
 // CHECK-LABEL: func.func @step
 // CHECK: %[[RING:.*]] = dhs.pool_write_back of %{{.*}} -> memref<?x2x656xi8>
