@@ -345,6 +345,29 @@ run() {
     fi
   done
 
+  # (The checks above and this one first: a run cut short by its time limit
+  # still has them; the benchmarks below check their outputs too.)
+  checkpoint
+  echo "== bad input is reported by the kernel itself (host checks off), not read"
+  # The default step, and a layer group's overlapped staging (the fetch
+  # skips a bad row and still marks its tile staged: the attentions waiting
+  # for it report, they do not hang).
+  # (The group's staged form: residency 0.5 misses more than its 8%.)
+  for name in default_step tc_fp8_group_overlap_step; do
+    [ -d "$dir/steps/$name" ] || continue
+    for kind in row-id bad-id slot host-row; do
+      if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --inject-error "$kind" \
+           --no-host-check --resident 0.5 > "$results/inject-$name-$kind.log" 2>&1; then
+        failed=1; echo "FAILED: injected $kind was not reported ($name)"
+      elif grep -q "ready flag stayed unset" "$results/inject-$name-$kind.log"; then
+        failed=1; echo "FAILED: injected $kind left a tile unstaged ($name): a wait timed out"
+      else
+        printf '  %-26s %-9s -> %s\n' "$name" "$kind" \
+          "$(grep -m1 'error' "$results/inject-$name-$kind.log")"
+      fi
+    done
+  done
+
   checkpoint
   echo "== promotions: a copy per row vs one driver batch vs the place_rows kernel"
   if [ -x "$dir/bin/dhs-promotion-bench" ] && [ -d "$dir/compiled-steps/place_rows" ]; then
@@ -403,27 +426,6 @@ run() {
       > "$results/topk.log" 2>&1 || { failed=1; echo "FAILED: top-k benchmark"; }
     tail -n 1 "$results/topk.log" | sed 's/^/  /'
   fi
-
-  checkpoint
-  echo "== bad input is reported by the kernel itself (host checks off), not read"
-  # The default step, and a layer group's overlapped staging (the fetch
-  # skips a bad row and still marks its tile staged: the attentions waiting
-  # for it report, they do not hang).
-  # (The group's staged form: residency 0.5 misses more than its 8%.)
-  for name in default_step tc_fp8_group_overlap_step; do
-    [ -d "$dir/steps/$name" ] || continue
-    for kind in row-id bad-id slot host-row; do
-      if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --inject-error "$kind" \
-           --no-host-check --resident 0.5 > "$results/inject-$name-$kind.log" 2>&1; then
-        failed=1; echo "FAILED: injected $kind was not reported ($name)"
-      elif grep -q "ready flag stayed unset" "$results/inject-$name-$kind.log"; then
-        failed=1; echo "FAILED: injected $kind left a tile unstaged ($name): a wait timed out"
-      else
-        printf '  %-26s %-9s -> %s\n' "$name" "$kind" \
-          "$(grep -m1 'error' "$results/inject-$name-$kind.log")"
-      fi
-    done
-  done
 
   checkpoint
   echo "== table"
