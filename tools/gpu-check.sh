@@ -162,12 +162,16 @@ steps() {
   # A one-layer group's layer step over B requests x top-2048 that resolves
   # on the device, 65536 slots: group-steps/bB_g1_resolved/layer0; with
   # `write_back`, its misses written into the pool's write-back ring too:
-  # group-steps/bB_g1_write_back/layer0.
+  # group-steps/bB_g1_write_back/layer0. A variant ending in `_staged` is
+  # compiled with 8 heads a CTA: a query's two CTAs read the missing rows
+  # from staging, which a fetch fills (and, writing back, writes the ring).
   one_layer_step() {
     local B=$1 variant=${2:-resolved}
+    local options=()
+    [ "${variant%_staged}" != "$variant" ] && options=(--max-heads-per-block 8)
     local resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<${B}x1x2048xi32>)\n      history(%history_start, %history_len : memref<${B}xi64>, memref<${B}xi32>)\n      into(%slots : memref<${B}x1x2048xi32>)"
     local entries="" write_back=""
-    if [ "$variant" = write_back ]; then
+    if [ "${variant#write_back}" != "$variant" ]; then
       resolve="$resolve write_back(%entries : memref<${B}x1x2048xi32>)"
       entries="\n                %entries: memref<${B}x1x2048xi32>,"
       write_back="\n      write_back(%entries : memref<${B}x1x2048xi32>)"
@@ -176,7 +180,7 @@ steps() {
          s/hbm = 2048/hbm = 65536/g; s/@LAYERS@/1/g; s/@LAYER@/0/g;
          s|@RESOLVE@|$resolve|; s|@ENTRIES@|$entries|; s|@WRITE_BACK@|$write_back|" \
       "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b${B}_${variant}_g1_layer0.mlir"
-    "$build/bin/dhs-compile" "$dir/b${B}_${variant}_g1_layer0.mlir" \
+    "$build/bin/dhs-compile" "$dir/b${B}_${variant}_g1_layer0.mlir" "${options[@]}" \
       -o "$dir/group-steps/b${B}_g1_${variant}/layer0" || exit 1
   }
   # Many groups for dhs-decision-bench's host time: 128 requests x top-2048,
@@ -198,8 +202,11 @@ steps() {
   "$build/bin/dhs-compile" "$dir/decision_step_g1.mlir" --requests 16 --positions 1 \
     --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b16_g1" || exit 1
   # The same with the write-back ring: the promotions copy the rows the
-  # attention read from the host store out of HBM.
+  # attention read from the host store out of HBM. And both staged (the
+  # fetch writing the ring).
   one_layer_step 16 write_back
+  one_layer_step 16 resolved_staged
+  one_layer_step 16 write_back_staged
   sed "s/layers = 4/layers = 1/g" "$root/examples/decision_step_write_back.mlir" \
     > "$dir/decision_step_write_back_g1.mlir"
   "$build/bin/dhs-compile" "$dir/decision_step_write_back_g1.mlir" --requests 16 --positions 1 \
