@@ -224,11 +224,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
       Value inRing, ringEntry;
       if (ring) {
         Value entry = memref::LoadOp::create(ib, entriesArg, ValueRange{request, i});
-        Value ringRows = arith::IndexCastOp::create(ib, ib.getI32Type(),
-                                                    memref::DimOp::create(ib, ring, kb.index(0)));
-        Value past = kb.cmpi(arith::CmpIPredicate::sge, entry, ringRows);
-        Value below = kb.cmpi(arith::CmpIPredicate::slt, entry, kb.i32(-1));
-        Value outside = arith::OrIOp::create(ib, below, past);
+        Value ringRows = kb.ringRows(ring);
+        Value outside = kb.outsideRing(entry, ringRows);
         Value firstLane = kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0));
         Value reports = arith::AndIOp::create(ib, outside, firstLane);
         kb.ifThen(reports, [&] {
@@ -575,8 +572,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
     Value ring, ringRows;
     if (withSources) {
       ring = args[Role::WriteBackRing];
-      ringRows = arith::IndexCastOp::create(ib, ib.getI32Type(),
-                                            memref::DimOp::create(ib, ring, kb.index(0)));
+      ringRows = kb.ringRows(ring);
     }
 
     kb.forLoop(firstItem, kb.index(items), kb.index(blocks * kFetchThreads), [&](Value item) {
@@ -597,11 +593,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
       Value source = kb.i32(-1);
       if (withSources) {
         source = memref::LoadOp::create(ib, args[Role::PlaceSources], ValueRange{i});
-        // (One value at a time: the IR's order must not depend on the host
-        // compiler's order of evaluating arguments.)
-        Value below = kb.cmpi(arith::CmpIPredicate::slt, source, kb.i32(-1));
-        Value past = kb.cmpi(arith::CmpIPredicate::sge, source, ringRows);
-        badSlot = arith::OrIOp::create(ib, badSlot, arith::OrIOp::create(ib, below, past));
+        badSlot = arith::OrIOp::create(ib, badSlot, kb.outsideRing(source, ringRows));
       }
       Value bits =
           arith::OrIOp::create(ib, kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)),

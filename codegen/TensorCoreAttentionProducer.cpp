@@ -139,11 +139,7 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
       b.setInsertionPointToStart(entry.elseBlock());
       scf::YieldOp::create(b, c32(-1));
     }
-    Value ringRows = arith::IndexCastOp::create(
-        b, b.getI32Type(), memref::DimOp::create(b, writeBackRing, kb.index(0)));
-    Value below = kb.cmpi(arith::CmpIPredicate::slt, entry.getResult(0), c32(-1));
-    Value past = kb.cmpi(arith::CmpIPredicate::sge, entry.getResult(0), ringRows);
-    Value outside = ori(below, past);
+    Value outside = kb.outsideRing(entry.getResult(0), kb.ringRows(writeBackRing));
     kb.ifThen(andi(report, outside), [&] {
       memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, c32(abi::kStatusBadSlot), status,
                                   ValueRange{kb.index(0)});
