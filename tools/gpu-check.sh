@@ -20,6 +20,9 @@
 #                                    then the promotion benchmark and the
 #                                    top-k benchmark (vs torch.topk)
 #                                    and the bad-input cases; print a table.
+#   tools/gpu-check.sh checks [DIR]  run without its benchmarks (promotions,
+#                                    executor steps, top-k): every check, in
+#                                    about half the time.
 #   tools/gpu-check.sh               both, on a machine that has everything.
 #   tools/gpu-check.sh steps DIR     only compile bundle's steps into DIR.
 #   tools/gpu-check.sh soak [DIR] [--seconds N]   on the GPU machine: the
@@ -375,63 +378,69 @@ run() {
     done
   done
 
-  checkpoint
-  echo "== promotions: a copy per row vs one driver batch vs the place_rows kernel"
-  if [ -x "$dir/bin/dhs-promotion-bench" ] && [ -d "$dir/compiled-steps/place_rows" ]; then
-    "$dir/bin/dhs-promotion-bench" "$dir/compiled-steps/place_rows" \
-      > "$results/promotion.log" 2>&1 || { failed=1; echo "FAILED: promotion benchmark"; }
-    sed 's/^/  /' "$results/promotion.log"
-  fi
+  # The benchmarks (`checks` skips them: the checks above in about half the
+  # time, where device time is short).
+  if [ "$mode" = checks ]; then
+    echo "== benchmarks: skipped (gpu-check.sh checks)"
+  else
+    checkpoint
+    echo "== promotions: a copy per row vs one driver batch vs the place_rows kernel"
+    if [ -x "$dir/bin/dhs-promotion-bench" ] && [ -d "$dir/compiled-steps/place_rows" ]; then
+      "$dir/bin/dhs-promotion-bench" "$dir/compiled-steps/place_rows" \
+        > "$results/promotion.log" 2>&1 || { failed=1; echo "FAILED: promotion benchmark"; }
+      sed 's/^/  /' "$results/promotion.log"
+    fi
 
-  checkpoint
-  echo "== executor steps: selections in host memory vs in device memory"
-  if [ -x "$dir/bin/dhs-step-bench" ] && [ -d "$dir/group-steps/fp8_g4_resolved" ]; then
-    "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
-      "$dir"/group-steps/fp8_g4_resolved/layer{0,1,2,3} \
-      > "$results/step.log" 2>&1 || { failed=1; echo "FAILED: step benchmark"; }
-    sed 's/^/  /' "$results/step.log"
-    "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
-      "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
-      > "$results/step_large.log" 2>&1 || { failed=1; echo "FAILED: step benchmark (large)"; }
-    sed 's/^/  /' "$results/step_large.log"
-  fi
+    checkpoint
+    echo "== executor steps: selections in host memory vs in device memory"
+    if [ -x "$dir/bin/dhs-step-bench" ] && [ -d "$dir/group-steps/fp8_g4_resolved" ]; then
+      "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
+        "$dir"/group-steps/fp8_g4_resolved/layer{0,1,2,3} \
+        > "$results/step.log" 2>&1 || { failed=1; echo "FAILED: step benchmark"; }
+      sed 's/^/  /' "$results/step.log"
+      "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
+        "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
+        > "$results/step_large.log" 2>&1 || { failed=1; echo "FAILED: step benchmark (large)"; }
+      sed 's/^/  /' "$results/step_large.log"
+    fi
 
-  checkpoint
-  echo "== executor steps: residency decided by the host vs on the device"
-  if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
-    # Appends taken back to the host for each step, then replayed on the
-    # device (dhs.age_rows: one CTA, O(1) owner checks, CLOCK trips of 1024
-    # slots; the faster of the two since the ninth session; bench/NOTES.md
-    # has the one-thread form's 80 ms a step and the one-warp form's 6.5 ms).
-    "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
-      "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
-      > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
-    sed 's/^/  /' "$results/decision.log"
-    "$dir/bin/dhs-decision-bench" --aging-step "$dir/decisions/aging_large_g4" \
-      "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
-      "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
-      > "$results/decision_aging.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (aging)"; }
-    sed 's/^/  /' "$results/decision_aging.log"
-    "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 "$dir/decisions/place_rows_g1" \
-      "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
-      > "$results/decision_b128.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (B=128)"; }
-    sed 's/^/  /' "$results/decision_b128.log"
-    # The same with the appends replayed on the device (the one-warp kernel
-    # took 1.73 s a step here); its slots must end as the host's.
-    "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 --steps 10 \
-      --aging-step "$dir/decisions/aging_b128_g1" "$dir/decisions/place_rows_g1" \
-      "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
-      > "$results/decision_b128_aging.log" 2>&1 ||
-      { failed=1; echo "FAILED: decision benchmark (B=128, aging)"; }
-    sed 's/^/  /' "$results/decision_b128_aging.log"
-  fi
+    checkpoint
+    echo "== executor steps: residency decided by the host vs on the device"
+    if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
+      # Appends taken back to the host for each step, then replayed on the
+      # device (dhs.age_rows: one CTA, O(1) owner checks, CLOCK trips of 1024
+      # slots; the faster of the two since the ninth session; bench/NOTES.md
+      # has the one-thread form's 80 ms a step and the one-warp form's 6.5 ms).
+      "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
+        "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
+        > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
+      sed 's/^/  /' "$results/decision.log"
+      "$dir/bin/dhs-decision-bench" --aging-step "$dir/decisions/aging_large_g4" \
+        "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
+        "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
+        > "$results/decision_aging.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (aging)"; }
+      sed 's/^/  /' "$results/decision_aging.log"
+      "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 "$dir/decisions/place_rows_g1" \
+        "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
+        > "$results/decision_b128.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (B=128)"; }
+      sed 's/^/  /' "$results/decision_b128.log"
+      # The same with the appends replayed on the device (the one-warp kernel
+      # took 1.73 s a step here); its slots must end as the host's.
+      "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 --steps 10 \
+        --aging-step "$dir/decisions/aging_b128_g1" "$dir/decisions/place_rows_g1" \
+        "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
+        > "$results/decision_b128_aging.log" 2>&1 ||
+        { failed=1; echo "FAILED: decision benchmark (B=128, aging)"; }
+      sed 's/^/  /' "$results/decision_b128_aging.log"
+    fi
 
-  checkpoint
-  echo "== top-k: the generated kernel vs torch.topk and the memory floor"
-  if [ -x "$dir/bin/dhs-topk-bench" ]; then
-    bash "$dir/bench/topk.sh" "$dir/topk_glm5" "$dir/bin/dhs-topk-bench" \
-      > "$results/topk.log" 2>&1 || { failed=1; echo "FAILED: top-k benchmark"; }
-    tail -n 1 "$results/topk.log" | sed 's/^/  /'
+    checkpoint
+    echo "== top-k: the generated kernel vs torch.topk and the memory floor"
+    if [ -x "$dir/bin/dhs-topk-bench" ]; then
+      bash "$dir/bench/topk.sh" "$dir/topk_glm5" "$dir/bin/dhs-topk-bench" \
+        > "$results/topk.log" 2>&1 || { failed=1; echo "FAILED: top-k benchmark"; }
+      tail -n 1 "$results/topk.log" | sed 's/^/  /'
+    fi
   fi
 
   checkpoint
@@ -473,7 +482,7 @@ case "$mode" in
   soak) shift; exec bash "$root/tools/gpu-soak.sh" all "$@" ;;
   bundle) bundle ;;
   steps) steps ;;
-  run) run; rc=$?; pack run; exit $rc ;;
+  run | checks) run; rc=$?; pack run; exit $rc ;;
   all) bundle && { run; rc=$?; pack run; exit $rc; } ;;
-  *) echo "usage: tools/gpu-check.sh [bundle|steps|run|all|soak] [DIR]" >&2; exit 2 ;;
+  *) echo "usage: tools/gpu-check.sh [bundle|steps|run|checks|all|soak] [DIR]" >&2; exit 2 ;;
 esac
