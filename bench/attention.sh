@@ -294,22 +294,41 @@ section_executor() {
     # promotions (place_rows) read from the host the rows the attention has
     # just read from there. With ncu, the profiled decided step's kernels
     # by name: the attention's time against the placement's.
+    # With the write-back ring (`wb`): the same steps compiled with
+    # write_back, the decided runtime's rings 8192 tokens a pool; place_rows
+    # copies the rows from HBM. `staged` and `wb_staged` (at 14% only): 8
+    # heads a CTA, so a fetch stages the missing rows for a query's two
+    # CTAs and, writing back, writes the ring.
     if [ -d "$dir/decisions/b16_g1" ]; then
-      local drift
-      for drift in 0.05 0.14; do
+      local form drift ring
+      for form in host:0.05 host:0.14 wb:0.05 wb:0.14 staged:0.14 wb_staged:0.14; do
+      ring=${form%%:*} drift=${form#*:}
+      local steps
+      case $ring in
+        host) steps=resolved ;;
+        wb) steps=write_back ;;
+        staged) steps=resolved_staged ;;
+        wb_staged) steps=write_back_staged ;;
+      esac
+      [ -d "$dir/group-steps/b16_g1_$steps" ] || continue
         echo
-        local log=$results/executor-steady-$drift.log
+        local log=$results/executor-steady-$ring-$drift.log
         local args=(--groups 20 --history 16384 --drift $drift "$dir/decisions/place_rows_g1"
-                    "$dir/decisions/b16_g1" "$dir/group-steps/b16_g1_resolved/layer0")
+                    "$dir/decisions/b16_g1" "$dir/group-steps/b16_g1_$steps/layer0")
+        [ "${ring#wb}" != "$ring" ] &&
+          args=(--groups 20 --history 16384 --drift $drift --write-back-rows 8192
+                "$dir/decisions/place_rows_g1" "$dir/decisions/b16_g1_write_back"
+                "$dir/group-steps/b16_g1_$steps/layer0")
         "$dir/bin/dhs-decision-bench" --steps 20 "${args[@]}" > "$log" 2>&1 ||
-          echo "FAILED: dhs-decision-bench (steady, drift $drift)"
+          echo "FAILED: dhs-decision-bench (steady, $ring, drift $drift)"
         grep -E "^ *(B=|last step|medians|logged \(|decided \(|outputs differing)" "$log"
         if command -v ncu > /dev/null; then
           ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --print-units base \
             "$dir/bin/dhs-decision-bench" --steps 5 --profile "${args[@]}" \
-            > "$results/executor-steady-$drift-ncu.csv" 2> "$results/executor-steady-$drift-ncu.err" ||
-            echo "FAILED: ncu over dhs-decision-bench (steady, drift $drift)"
-          python3 - "$results/executor-steady-$drift-ncu.csv" <<'PY'
+            > "$results/executor-steady-$ring-$drift-ncu.csv" \
+            2> "$results/executor-steady-$ring-$drift-ncu.err" ||
+            echo "FAILED: ncu over dhs-decision-bench (steady, $ring, drift $drift)"
+          python3 - "$results/executor-steady-$ring-$drift-ncu.csv" <<'PY'
 import csv, re, sys
 rows = list(csv.reader(open(sys.argv[1], errors='replace')))
 head = next((i for i, r in enumerate(rows) if 'Kernel Name' in r and 'Metric Value' in r), None)

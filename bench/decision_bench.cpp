@@ -2,6 +2,7 @@
 //
 // Usage: dhs-decision-bench [--groups G] [--history N] [--steps S]
 //            [--drift X] [--aging-step DIR] [--batched-appends] [--profile]
+//            [--write-back-rows N]
 //            <placement step> <decision step> <layer steps...>
 // The layer steps (one per layer index of a group, e.g. gpu-check's
 // group-steps/large_g4_resolved/layer0..3) must resolve on the device; the
@@ -26,7 +27,11 @@
 // Checks that both give the same output bits and end with the same
 // residency. With --profile, the last decided step without appends runs
 // inside cuProfilerStart/Stop, so that `ncu --profile-from-start off` sees
-// its kernels (the decisions' and the attention's) and nothing else.
+// its kernels (the decisions' and the attention's) and nothing else. With
+// --write-back-rows N the decided runtime gives each pool a write-back ring
+// of N tokens (RuntimeConfig::writeBackRows): layer and decision steps
+// compiled with write_back (gpu-check's b16_g1_write_back) copy the
+// promoted rows the attention read from the host store out of HBM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +95,7 @@ int main(int argc, char **argv) {
   bool batchedAppends = false; // Runtime::appendBatch instead of append
   bool profile = false;        // one decided step inside a profiler range
   double drift = 1.0;          // share of the selections drawn afresh a step
+  std::int64_t writeBackRows = 0; // the decided runtime's write-back rings
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -101,6 +107,8 @@ int main(int argc, char **argv) {
       profile = true;
     } else if (arg == "--drift" && i + 1 < argc) {
       drift = std::atof(argv[++i]);
+    } else if (arg == "--write-back-rows" && i + 1 < argc) {
+      writeBackRows = std::atoll(argv[++i]);
     } else if ((arg == "--groups" || arg == "--history" || arg == "--steps") && i + 1 < argc) {
       const long long value = std::atoll(argv[++i]);
       if (arg == "--groups")
@@ -114,11 +122,12 @@ int main(int argc, char **argv) {
     }
   }
   if (positional.size() < 3 || groups < 1 || history < 64 || stepsTimed < 1 ||
-      !(drift > 0.0 && drift <= 1.0)) {
+      !(drift > 0.0 && drift <= 1.0) || writeBackRows < 0) {
     std::fprintf(
         stderr,
         "usage: dhs-decision-bench [--groups G] [--history N] [--steps S] [--drift X in (0, 1]] "
-        "[--aging-step DIR] [--batched-appends] [--profile] <placement step> <decision step> "
+        "[--aging-step DIR] [--batched-appends] [--profile] [--write-back-rows N] "
+        "<placement step> <decision step> "
         "<layer steps...>\n");
     return 2;
   }
@@ -147,7 +156,10 @@ int main(int argc, char **argv) {
     }
     config.hostRows = s.batch * (history + appends);
     config.maxRequests = static_cast<std::int32_t>(s.batch);
-    Runtime logged(config), decided(config);
+    Runtime logged(config);
+    RuntimeConfig decidedConfig = config;
+    decidedConfig.writeBackRows = writeBackRows;
+    Runtime decided(decidedConfig);
     for (Runtime *rt : {&logged, &decided}) {
       rt->loadSteps(steps);
       rt->loadPlacementStep(positional[0]);
@@ -304,14 +316,18 @@ int main(int argc, char **argv) {
         differentSlots +=
             logged.controller().slotOwner(g, slot) != decided.controller().slotOwner(g, slot) ||
             logged.controller().slotRow(g, slot) != decided.controller().slotRow(g, slot);
-    std::printf("B=%lld Q=%lld H=%lld K=%lld, %lld layers in %d groups of %d, %d slots a group, "
-                "hot floor 0, graphs on, device selections/queries/outputs%s%s\n",
-                static_cast<long long>(s.batch), static_cast<long long>(s.queries),
-                static_cast<long long>(s.heads), static_cast<long long>(s.topk),
-                static_cast<long long>(L), groups, config.layersPerGroup,
-                decided.controller().config().hbmSlots, batchedAppends ? ", appends batched" : "",
-                drift < 1.0 ? (", selections drift " + std::to_string(drift) + " a step").c_str()
-                            : "");
+    std::printf(
+        "B=%lld Q=%lld H=%lld K=%lld, %lld layers in %d groups of %d, %d slots a group, "
+        "hot floor 0, graphs on, device selections/queries/outputs%s%s%s\n",
+        static_cast<long long>(s.batch), static_cast<long long>(s.queries),
+        static_cast<long long>(s.heads), static_cast<long long>(s.topk), static_cast<long long>(L),
+        groups, config.layersPerGroup, decided.controller().config().hbmSlots,
+        batchedAppends ? ", appends batched" : "",
+        drift < 1.0 ? (", selections drift " + std::to_string(drift) + " a step").c_str() : "",
+        writeBackRows > 0
+            ? (", decided: write-back rings of " + std::to_string(writeBackRows) + " tokens")
+                  .c_str()
+            : "");
     for (auto [name, rt] : {std::pair{"logged", &logged}, std::pair{"decided", &decided}}) {
       const RuntimeStats stats = rt->stats();
       std::printf("%s step graph: %llu nodes (%llu kernels, %llu copies, %llu memsets, %llu "

@@ -104,16 +104,14 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
   // split each query's tiles over CTAs (a power of two that divides them,
   // at least two tiles each) while that keeps the grid within about
   // minBlocks / 2 CTAs (one per SM).
-  if (config.writeBack) {
-    if (!isa<MlaBf16Attr, MlaFp8Attr>(format))
-      return op->emitOpError() << "writes rows back for MLA row formats only, not "
-                               << format.getFormatName();
-    // (The tensor-core producer does not store the rows it loads yet.)
-    if (tensorCores && supportsTensorCoreAttention(config))
-      return op->emitOpError() << "writes rows back with the CUDA-core kernel only: its shape "
-                                  "takes the tensor-core kernel (compile without tensor cores, "
-                                  "or drop write_back)";
-  }
+  if (config.writeBack && !isa<MlaBf16Attr, MlaFp8Attr>(format))
+    return op->emitOpError() << "writes rows back for MLA row formats only, not "
+                             << format.getFormatName();
+  // (A cluster of verify positions gathers a shared row in one CTA and
+  // copies it to the others: its producer does not store rows back yet.)
+  if (config.writeBack && sharedTiles && config.positions > 1)
+    return op->emitOpError() << "writes rows back without a shared prefix only (the position "
+                                "clusters of `shared` do not store rows back yet)";
   if (tensorCores && supportsTensorCoreAttention(config)) {
     config.tensorCores = true;
     if (auto staged = dyn_cast<AttentionOp>(op))
@@ -138,7 +136,8 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     // three-tile producer: 0.182 -> 0.175 ms); FP8 rows' CTAs are not bound
     // by their gathers, and the pairing's handshakes cost more than the
     // halved dequantization saves (0.136 -> 0.159 ms; bench/NOTES.md).
-    if (clusters && (config.heads / kTensorCoreHeads) % 2 == 0 &&
+    // (Writing back, each CTA gathers its tiles whole: no pairs.)
+    if (clusters && !config.writeBack && (config.heads / kTensorCoreHeads) % 2 == 0 &&
         isa<MlaBf16Attr>(config.pool.getFormat()))
       config.clusterHeadBlocks = 2;
     return config;

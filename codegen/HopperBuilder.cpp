@@ -32,6 +32,10 @@ Value HopperBuilder::loadGlobal16(Value address) {
                               /*isInvariant=*/true);
 }
 
+void HopperBuilder::storeGlobal16(Value address, Value value) {
+  LLVM::StoreOp::create(b, value, globalPointer(address), /*alignment=*/16);
+}
+
 void HopperBuilder::prefetchL2(Value address) {
   NVVM::PrefetchOp::create(
       b, NVVM::PrefetchCacheLevelAttr::get(b.getContext(), NVVM::PrefetchCacheLevel::L2),

@@ -26,6 +26,9 @@ struct HopperBuilder {
   /// Loads 16 bytes (vector<4xi32>) of read-only data from global `address`
   /// (i64, 16-byte aligned).
   Value loadGlobal16(Value address);
+  /// Stores 16 bytes (vector<4xi32> `value`) to global `address` (i64,
+  /// 16-byte aligned).
+  void storeGlobal16(Value address, Value value);
   /// Brings the line of global `address` (i64) into L2 (prefetch.global.L2).
   void prefetchL2(Value address);
   /// The wgmma descriptor of a 128-byte swizzled operand at shared address

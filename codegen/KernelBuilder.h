@@ -60,6 +60,19 @@ struct KernelBuilder {
   Value cmpi(arith::CmpIPredicate p, Value l, Value r) { return arith::CmpIOp::create(b, p, l, r); }
   Value select(Value c, Value t, Value f) { return arith::SelectOp::create(b, c, t, f); }
   Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
+  /// The entries of a write-back ring ([entries, layers, row bytes]), i32.
+  Value ringRows(Value ring) {
+    Value rows = memref::DimOp::create(b, ring, index(0));
+    return arith::IndexCastOp::create(b, b.getI32Type(), rows);
+  }
+  /// Whether ring entry `entry` (i32) is bad: neither -1 (none) nor one of
+  /// the ring's `rows` entries. (One value at a time: the IR's order must
+  /// not depend on the host compiler's order of evaluating arguments.)
+  Value outsideRing(Value entry, Value rows) {
+    Value past = cmpi(arith::CmpIPredicate::sge, entry, rows);
+    Value below = cmpi(arith::CmpIPredicate::slt, entry, i32(-1));
+    return arith::OrIOp::create(b, below, past);
+  }
   /// The thread's index in its block (x), and the block's along `dimension`.
   Value threadId() { return gpu::ThreadIdOp::create(b, gpu::Dimension::x); }
   Value blockId(gpu::Dimension dimension = gpu::Dimension::x) {

@@ -385,13 +385,10 @@ constexpr double kStagedGroupMissing = 0.08;
 /// parameter that takes them (the pool for KvPool, whose views its launch
 /// passes).
 static OperandsByRole getOperands(FetchOp op) {
-  return {{Role::RowIds, op.getRows()},
-          {Role::Slots, op.getSlots()},
-          {Role::HistoryStart, op.getHistoryStart()},
-          {Role::HistoryLen, op.getHistoryLen()},
-          {Role::KvPool, op.getPool()},
-          {Role::Staging, op.getStaging()},
-          {Role::ReadyFlags, op.getReady()}};
+  return {{Role::RowIds, op.getRows()},           {Role::Slots, op.getSlots()},
+          {Role::WriteBack, op.getWriteBack()},   {Role::HistoryStart, op.getHistoryStart()},
+          {Role::HistoryLen, op.getHistoryLen()}, {Role::KvPool, op.getPool()},
+          {Role::Staging, op.getStaging()},       {Role::ReadyFlags, op.getReady()}};
 }
 
 static OperandsByRole getOperands(UnionMissingOp op) {
@@ -673,9 +670,11 @@ static void stageMissingRows(ArrayRef<SparseAttentionOp> ops, LaunchBuilder &lau
         builder, first,
         MemRefType::get({rows.getDimSize(0), staging.getDimSize(1) / kReadyTileRows},
                         builder.getI32Type()));
-  auto fetch =
-      FetchOp::create(builder, first.getLoc(), first.getPool(), first.getRowIds(), first.getSlots(),
-                      first.getHistoryStart(), first.getHistoryLen(), buffer, ready);
+  // Writing back, the fetch writes the ring: it copies every missing row
+  // (a group's staged attentions never take a tile).
+  auto fetch = FetchOp::create(builder, first.getLoc(), first.getPool(), first.getRowIds(),
+                               first.getSlots(), first.getWriteBack(), first.getHistoryStart(),
+                               first.getHistoryLen(), buffer, ready);
   FloatAttr line = aboveShare ? builder.getF64FloatAttr(*aboveShare) : FloatAttr();
   if (line)
     dhs->getMissingAboveAttrHelper().setAttr(fetch, line);
@@ -774,13 +773,10 @@ void DhsLowerToGPU::runOnOperation() {
   // whole tokens (before the first: its operands are defined there).
   SmallVector<SparseAttentionOp> fused;
   module.walk([&](SparseAttentionOp op) { fused.push_back(op); });
-  llvm::MapVector<std::tuple<Block *, Value, Value, Value, Value, Value>,
+  llvm::MapVector<std::tuple<Block *, Value, Value, Value, Value, Value, Value>,
                   SmallVector<SparseAttentionOp>>
       groups;
   for (SparseAttentionOp op : fused) {
-    // Writing back, the attention reads its missing rows itself.
-    if (op.getWriteBack())
-      continue;
     FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
         op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters);
     if (failed(config))
@@ -788,11 +784,16 @@ void DhsLowerToGPU::runOnOperation() {
     bool overlap = overlapRetrieval && config->tensorCores && config->sharedPositions == 1;
     if (op.getPool().getType().getLayers() != 1) {
       if (overlap && !op.getWindow())
-        groups[{op->getBlock(), op.getPool(), op.getRowIds(), op.getSlots(), op.getHistoryStart(),
-                op.getHistoryLen()}]
+        groups[{op->getBlock(), op.getPool(), op.getRowIds(), op.getSlots(), op.getWriteBack(),
+                op.getHistoryStart(), op.getHistoryLen()}]
             .push_back(op);
       continue;
     }
+    // Writing back, a one-layer attention beside its fetch stays fused: it
+    // would read the tiles it takes from the host store without writing
+    // them (the fetch writes the ring for the rows it copies).
+    if (overlap && op.getWriteBack())
+      continue;
     if (overlap || config->groupHeads > config->headsPerBlock)
       stageMissingRows(op, launches, overlap);
   }

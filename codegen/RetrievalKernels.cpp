@@ -88,6 +88,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   int64_t rowsPerBlock = kFetchThreads * chunksPerBlock;
 
   bool withSlots = static_cast<bool>(op.getSlots());
+  bool withWriteBack = static_cast<bool>(op.getWriteBack());
   // Beside the attention: tiles of 64 listed rows (a request's tiles in the
   // attention's order: k tile, then position), a flag each.
   Value readyArg = op.getReady();
@@ -96,14 +97,19 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
   int64_t tilesPerPosition = listed / positions / kReadyTileRows;
   int64_t lanesPerToken = compact ? kCompactLanesPerToken : kWarpSize;
   int64_t tokenLoads = compact ? compactLoads : kFetchChunksInFlight;
-  KernelSpec spec{abi::LaunchKind::Fetch,
-                  kernelKey(rows, withSlots, pool, staging) + (overlapped ? "_overlapped" : "")};
+  KernelSpec spec{abi::LaunchKind::Fetch, kernelKey(rows, withSlots, pool, staging) +
+                                              (overlapped ? "_overlapped" : "") +
+                                              (withWriteBack ? "_write_back" : "")};
   spec.signature.add(Role::RowIds, rows);
   if (withSlots)
     spec.signature.add(Role::Slots, op.getSlots().getType());
+  if (withWriteBack)
+    spec.signature.add(Role::WriteBack, op.getWriteBack().getType());
   spec.signature.add(Role::HistoryStart, op.getHistoryStart().getType());
   spec.signature.add(Role::HistoryLen, op.getHistoryLen().getType());
   spec.signature.add(Role::HostTier, getTierType(pool));
+  if (withWriteBack)
+    spec.signature.add(Role::WriteBackRing, getTierType(pool));
   spec.signature.add(Role::Staging, staging);
   if (overlapped)
     spec.signature.add(Role::ReadyFlags, readyArg.getType());
@@ -138,6 +144,8 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     rowsArg = flatten(rowsArg);
     if (slotsArg)
       slotsArg = flatten(slotsArg);
+    Value entriesArg = withWriteBack ? flatten(args[Role::WriteBack]) : Value();
+    Value ring = args.lookup(Role::WriteBackRing);
     Value stageFlat = memref::CollapseShapeOp::create(
         ib, stage, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
 
@@ -208,6 +216,27 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
     auto copyToken = [&](Value request, Value i, Value hostRow, Value lane, int64_t lanes,
                          int64_t inFlight) {
       Value hostIndex = kb.toIndex(hostRow);
+      // Writing back: the token's ring entry, if it has one there. An entry
+      // outside the ring is reported (a bad slot) by the token's first
+      // lane and not written.
+      // (One value at a time: the IR's order must not depend on the host
+      // compiler's order of evaluating arguments.)
+      Value inRing, ringEntry;
+      if (ring) {
+        Value entry = memref::LoadOp::create(ib, entriesArg, ValueRange{request, i});
+        Value ringRows = kb.ringRows(ring);
+        Value outside = kb.outsideRing(entry, ringRows);
+        Value firstLane = kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0));
+        Value reports = arith::AndIOp::create(ib, outside, firstLane);
+        kb.ifThen(reports, [&] {
+          memref::AtomicRMWOp::create(ib, arith::AtomicRMWKind::ori, kb.i32(abi::kStatusBadSlot),
+                                      status, ValueRange{kb.index(0)});
+        });
+        Value given = kb.cmpi(arith::CmpIPredicate::sge, entry, kb.i32(0));
+        Value notPast = kb.cmpi(arith::CmpIPredicate::slt, entry, ringRows);
+        inRing = arith::AndIOp::create(ib, given, notPast);
+        ringEntry = kb.toIndex(entry);
+      }
       Value shift = kb.index(0);
       if (maxShift)
         shift = kb.toIndex(arith::DivUIOp::create(
@@ -253,6 +282,14 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(FetchOp op) {
                                                    kb.index(kCopyBytes));
                 vector::StoreOp::create(ib, data[j], stageFlat, ValueRange{request, i, byte},
                                         /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+                if (!ring)
+                  return;
+                kb.ifThen(inRing, [&] {
+                  Value layer = arith::DivUIOp::create(ib, byte, kb.index(rowBytes));
+                  Value offset = arith::RemUIOp::create(ib, byte, kb.index(rowBytes));
+                  vector::StoreOp::create(ib, data[j], ring, ValueRange{ringEntry, layer, offset},
+                                          /*nontemporal=*/false, llvm::MaybeAlign(kCopyBytes));
+                });
               });
             }
           });
@@ -535,8 +572,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
     Value ring, ringRows;
     if (withSources) {
       ring = args[Role::WriteBackRing];
-      ringRows = arith::IndexCastOp::create(ib, ib.getI32Type(),
-                                            memref::DimOp::create(ib, ring, kb.index(0)));
+      ringRows = kb.ringRows(ring);
     }
 
     kb.forLoop(firstItem, kb.index(items), kb.index(blocks * kFetchThreads), [&](Value item) {
@@ -557,11 +593,7 @@ FailureOr<KernelSpec> mlir::dhs::getKernelSpec(PlaceRowsOp op) {
       Value source = kb.i32(-1);
       if (withSources) {
         source = memref::LoadOp::create(ib, args[Role::PlaceSources], ValueRange{i});
-        // (One value at a time: the IR's order must not depend on the host
-        // compiler's order of evaluating arguments.)
-        Value below = kb.cmpi(arith::CmpIPredicate::slt, source, kb.i32(-1));
-        Value past = kb.cmpi(arith::CmpIPredicate::sge, source, ringRows);
-        badSlot = arith::OrIOp::create(ib, badSlot, arith::OrIOp::create(ib, below, past));
+        badSlot = arith::OrIOp::create(ib, badSlot, kb.outsideRing(source, ringRows));
       }
       Value bits =
           arith::OrIOp::create(ib, kb.select(badHost, kb.i32(abi::kStatusBadHostRow), kb.i32(0)),

@@ -217,12 +217,8 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
       scf::YieldOp::create(b, i32(-1));
     }
     // An entry outside the ring is reported (a bad slot) and not written.
-    Value ringRows = arith::IndexCastOp::create(b, b.getI32Type(),
-                                                memref::DimOp::create(b, writeBackRing, index(0)));
     Value written = entry.getResult(0);
-    Value past = cmpi(arith::CmpIPredicate::sge, written, ringRows);
-    Value below = cmpi(arith::CmpIPredicate::slt, written, i32(-1));
-    Value outside = arith::OrIOp::create(b, below, past);
+    Value outside = outsideRing(written, ringRows(writeBackRing));
     auto reportEntry = scf::IfOp::create(b, outside, /*withElse=*/false);
     {
       OpBuilder::InsertionGuard reportGuard(b);

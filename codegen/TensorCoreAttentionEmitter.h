@@ -270,6 +270,9 @@ private:
     /// (i64), read when the attention takes the tile; null otherwise.
     Value readyFlag, hostAddress;
     Value inHbm; ///< whether it has data read from HBM (i1)
+    /// Writing back: the ring entry its host row is stored into (i32, -1:
+    /// none); null otherwise.
+    Value ringEntry;
   };
   /// Classifies selection `k` from its loaded `selection`. Reports bad ids
   /// through the step status when `report`.
@@ -295,6 +298,8 @@ private:
   // Overlapped staging only: the flags' address (i64) and the host store
   // (the staged kernel's `host` is its staging).
   Value readyFlags, hostStore;
+  // Writing back: each selection's ring entry, and the ring.
+  Value writeBackEntries, writeBackRing;
   // Per-thread values (i32 unless noted; request, position, split: index).
   Value tid, group, thread, warp, lane, request, position, split, headBase;
   Value rank;        // the CTA's rank in its cluster (i32; clustered only)

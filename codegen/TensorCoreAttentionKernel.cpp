@@ -349,6 +349,8 @@ void TensorCoreAttentionEmitter::emit() {
   partials = args.lookup(Role::Partials);
   status = args[Role::Status];
   sharedTilesArg = args.lookup(Role::SharedTiles);
+  writeBackEntries = args.lookup(Role::WriteBack);
+  writeBackRing = args.lookup(Role::WriteBackRing);
 
   // Overlapped staging: the next layer's attention of a layer group (a
   // programmatic dependent launch too) may start once every CTA of this one

@@ -118,7 +118,35 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   Value tierBase = kb.select(onHost, hb.getAddress(host), hb.getAddress(hbm));
   Value address =
       add(tierBase, mul(add(mul(token, c64(layers)), c64(config.layer)), c64(rowBytes)));
-  return {valid, address, readyFlag, hostAddress, andi(valid, xori(onHost, trueValue))};
+  ClassifiedRow row{valid, address, readyFlag, hostAddress, andi(valid, xori(onHost, trueValue))};
+  if (writeBackEntries) {
+    // A host row's ring entry, looked up by the CTAs of head block 0 (the
+    // others read the same rows); one outside the ring is reported (a bad
+    // slot) and not written. It is used a tile later, when the row's
+    // chunks are stored.
+    // (One value at a time: the IR's order must not depend on the host
+    // compiler's order of evaluating arguments.)
+    Value firstHeads = eq(headBase, c32(0));
+    Value validHostRow = andi(valid, onHost);
+    auto entry = scf::IfOp::create(b, b.getI32Type(), andi(validHostRow, firstHeads),
+                                   /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(entry.thenBlock());
+      scf::YieldOp::create(
+          b, memref::LoadOp::create(b, writeBackEntries, ValueRange{request, position, k})
+                 .getResult());
+      b.setInsertionPointToStart(entry.elseBlock());
+      scf::YieldOp::create(b, c32(-1));
+    }
+    Value outside = kb.outsideRing(entry.getResult(0), kb.ringRows(writeBackRing));
+    kb.ifThen(andi(report, outside), [&] {
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, c32(abi::kStatusBadSlot), status,
+                                  ValueRange{kb.index(0)});
+    });
+    row.ringEntry = kb.select(outside, c32(-1), entry.getResult(0));
+  }
+  return row;
 }
 
 void TensorCoreAttentionEmitter::emitProducer() {
@@ -191,7 +219,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
   };
   // Values carried per row loaded ahead: whether it has data, sharing its
   // id, then its chunks.
-  int64_t aheadHead = sharing ? 2 : 1;
+  bool writesBack = static_cast<bool>(writeBackEntries);
+  int64_t aheadHead = 1 + (sharing ? 1 : 0) + (writesBack ? 1 : 0);
   Value zero = arith::ConstantOp::create(
       b, chunkType, DenseElementsAttr::get(cast<ShapedType>(chunkType), b.getI32IntegerAttr(0)));
   Value negInf = kb.f32(-std::numeric_limits<double>::infinity());
@@ -218,6 +247,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
     auto [k, inRange] = selectionOf(tileIndex, round);
     ClassifiedRow row = emitClassify(k, selection, andi(reporter, inRange));
     row.valid = andi(row.valid, inRange);
+    // (A row past the last tile has no data: nothing to write back.)
+    if (row.ringEntry)
+      row.ringEntry = kb.select(inRange, row.ringEntry, c32(-1));
     return row;
   };
   int64_t selectionWidth = config.staged && config.indexed ? 3 : 2;
@@ -318,6 +350,34 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // Stores row `round` of tile buffer `buffer`: its bias, sharing its id,
   // and its chunks (FP8 dequantized), into the other CTAs' buffers too when
   // `remote`.
+  // Writing back: the row's chunks, as loaded, into its ring entry (at the
+  // offsets they were loaded from; the scales' chunk, which every segment
+  // loads, by segment 0).
+  auto writeBack = [&](Value entry, ArrayRef<Value> chunks) {
+    if (!writesBack)
+      return;
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::sge, entry, c32(0)), [&] {
+      // (One value at a time: see emitClassify.)
+      Value ring = hb.getAddress(writeBackRing);
+      Value token = sext64(entry);
+      Value rowIndex = add(mul(token, c64(config.pool.getLayers())), c64(config.layer));
+      Value base = add(ring, mul(rowIndex, c64(rowBytes)));
+      Value segmentBytes = ext64(mul(segment, c32(fp8 ? 16 : 32)));
+      if (fp8) {
+        for (int64_t g = 0; g < 8; ++g)
+          hb.storeGlobal16(add(base, add(segmentBytes, c64(g * 64))), chunks[g]);
+        kb.ifThen(reporter, [&] { hb.storeGlobal16(add(base, c64(512)), chunks[8]); });
+        Value ropeOffset = ext64(mul(segment, c32(32)));
+        Value rope = add(base, add(ropeOffset, c64(528)));
+        for (int64_t c = 0; c < 2; ++c)
+          hb.storeGlobal16(add(rope, c64(16 * c)), chunks[9 + c]);
+        return;
+      }
+      for (int64_t g = 0; g < kKeyBlocks; ++g)
+        for (int64_t c = 0; c < 2; ++c)
+          hb.storeGlobal16(add(base, add(segmentBytes, c64(g * 128 + 16 * c))), chunks[2 * g + c]);
+    });
+  };
   auto storeRow = [&](Value buffer, int64_t round, Value valid, Value id, ArrayRef<Value> chunks,
                       bool remote) {
     Value row = add(firstRow, rowOffsets[round]);
@@ -371,8 +431,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // Stores row `round` of tile `tileIndex` into tile buffer `buffer`.
   // Sharing, the row's id is this CTA's expected one, and the CTA that
   // gathers the row stores it (shareHalves copies it to the others).
-  auto store = [&](Value tileIndex, Value buffer, int64_t round, Value valid, Value id,
+  auto store = [&](Value tileIndex, Value buffer, int64_t round, Value valid, Value id, Value entry,
                    ArrayRef<Value> chunks) {
+    writeBack(entry, chunks);
     if (!sharing) {
       storeRow(buffer, round, valid, id, chunks, /*remote=*/clustered);
       return;
@@ -452,6 +513,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
         initial.push_back(row.valid);
         if (sharing)
           initial.push_back(first[round][0]);
+        if (writesBack)
+          initial.push_back(row.ringEntry);
         llvm::append_range(initial, load(loads(kb.index(0), round, row.valid), row));
       } else {
         llvm::append_range(initial, first[round]);
@@ -543,6 +606,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
       next[round].push_back(row.valid);
       if (sharing)
         next[round].push_back(upcoming[round][0]);
+      if (writesBack)
+        next[round].push_back(row.ringEntry);
       llvm::append_range(next[round], load(loads(nextTile, round, row.valid), row));
     };
     if (issueEarly)
@@ -551,10 +616,11 @@ void TensorCoreAttentionEmitter::emitProducer() {
     for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows) {
         store(tileIndex, buffer, round, current[round][0], sharing ? current[round][1] : Value(),
+              writesBack ? current[round][aheadHead - 1] : Value(),
               llvm::to_vector(current[round].drop_front(aheadHead)));
       } else {
         ClassifiedRow row = classify(tileIndex, round, llvm::to_vector(current[round]));
-        store(tileIndex, buffer, round, row.valid, current[round][0],
+        store(tileIndex, buffer, round, row.valid, current[round][0], row.ringEntry,
               load(loads(tileIndex, round, row.valid), row));
       }
       if (!issueEarly)

@@ -418,6 +418,22 @@ LogicalResult FetchOp::verify() {
   if (getSlots() && failed(verifyCompatibleShape(getSlots().getType().getShape(), rows.getShape())))
     return emitOpError() << "slots must have the shape of rows, got " << getSlots().getType()
                          << " for " << rows;
+  // Ring entries are those of resolved selections (a union fetch lists
+  // distinct rows, not selections).
+  if (Value entries = getWriteBack()) {
+    if (!getSlots())
+      return emitOpError() << "write_back needs slots: its entries belong to resolved selections "
+                              "(dhs.resolve)";
+    if (failed(
+            verifyCompatibleShape(cast<MemRefType>(entries.getType()).getShape(), rows.getShape())))
+      return emitOpError() << "write_back must have the shape of rows, got " << entries.getType()
+                           << " for " << rows;
+    // Beside a one-layer attention, the attention takes tiles and reads
+    // their rows from the host store itself: the ring would miss them.
+    if (getReady() && pool.getLayers() == 1)
+      return emitOpError() << "write_back with ready flags needs a layer group's pool: beside a "
+                              "one-layer attention, the tiles it takes are not written back";
+  }
   if (failed(checkRowBlock(*this, "staging", staging, pool)) ||
       failed(checkDim(*this, "staging", staging, 0, rows.getDimSize(0), "requests")) ||
       failed(checkDim(*this, "history_start", getHistoryStart().getType(), 0, rows.getDimSize(0),

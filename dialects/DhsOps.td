@@ -410,9 +410,21 @@ def Dhs_FetchOp : Dhs_Op<"fetch", [AttrSizedOperandSegments]> {
     the attention reached first (it took the flag: 3) is skipped: the
     attention reads those rows from the host store itself.
 
+    With `write_back(%entries)` (decision steps: `dhs.resolve` gives the
+    entries, shaped like `rows`), each token copied is also written into the
+    pool's write-back ring (`dhs.pool_write_back`) at its selection's entry
+    unless that is -1, so the step's promotions copy it from HBM instead of
+    reading the host store again. An entry outside the ring is reported
+    (`BadSlot`) and not written.
+
     ```mlir
     dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
         rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+        history(%start, %len : memref<4xi64>, memref<4xi32>)
+        into(%stage : memref<4x4096x4x656xi8>)
+    dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 4096, host = ?>)
+        rows(%rows : memref<4x2x2048xi32>) slots(%slots : memref<4x2x2048xi32>)
+        write_back(%entries : memref<4x2x2048xi32>)
         history(%start, %len : memref<4xi64>, memref<4xi32>)
         into(%stage : memref<4x4096x4x656xi8>)
     ```
@@ -420,6 +432,8 @@ def Dhs_FetchOp : Dhs_Op<"fetch", [AttrSizedOperandSegments]> {
   let arguments = (ins Dhs_KVPoolType:$pool,
       Arg<MemRefOf<[I32]>, "row ids [B, ...]", [MemRead]>:$rows,
       Arg<Optional<MemRefOf<[I32]>>, "slots, shaped like rows", [MemRead]>:$slots,
+      Arg<Optional<MemRefOf<[I32]>>,
+          "write-back ring entry per listed row, -1 = none; shaped like rows", [MemRead]>:$write_back,
       Arg<MemRefRankOf<[I64], [1]>, "first host row per request [B]", [MemRead]>:$history_start,
       Arg<MemRefRankOf<[I32], [1]>, "history length [B]", [MemRead]>:$history_len,
       Arg<MemRefRankOf<[I8], [4]>, "staging [B, N, layers, row bytes]", [MemWrite]>:$staging,
@@ -430,6 +444,7 @@ def Dhs_FetchOp : Dhs_Op<"fetch", [AttrSizedOperandSegments]> {
     `pool` `(` $pool `:` qualified(type($pool)) `)`
     `rows` `(` $rows `:` type($rows) `)`
     (`slots` `(` $slots^ `:` type($slots) `)`)?
+    (`write_back` `(` $write_back^ `:` type($write_back) `)`)?
     `history` `(` $history_start `,` $history_len `:`
         type($history_start) `,` type($history_len) `)`
     `into` `(` $staging `:` type($staging) `)`
@@ -663,9 +678,9 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     into entry `entries[b, q, k]` of the pool's write-back ring
     (`dhs.pool_write_back`; layer `layer`'s part of the token) when that is
     >= 0, so that the step's promotions copy it from HBM (`dhs.resolve`
-    gives the entries, `dhs.place_rows` reads them). Only the CUDA-core
-    kernel over MLA rows writes back so far; the attention stays fused (no
-    staging of its missing rows).
+    gives the entries, `dhs.place_rows` reads them). MLA rows only; the
+    attention stays fused (no staging of its missing rows), its 128-head
+    bf16 blocks unpaired, and without `shared`.
 
     ```mlir
     dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)

@@ -39,10 +39,10 @@ bool DhsFuseRetrieval::fuse(FetchOp fetch) {
     OpBuilder builder(attention);
     SparseAttentionOp::create(
         builder, attention.getLoc(), attention.getQueries(), attention.getRowIds(),
-        attention.getSlots(), fetch.getHistoryStart(), fetch.getHistoryLen(),
-        /*write_back=*/Value(), attention.getSharedTiles(), attention.getPool(),
-        attention.getWindow(), attention.getWindowTokens(), attention.getOutput(),
-        attention.getLayerAttr(), attention.getSoftmaxScaleAttr(), attention.getWindowSizeAttr());
+        attention.getSlots(), fetch.getHistoryStart(), fetch.getHistoryLen(), fetch.getWriteBack(),
+        attention.getSharedTiles(), attention.getPool(), attention.getWindow(),
+        attention.getWindowTokens(), attention.getOutput(), attention.getLayerAttr(),
+        attention.getSoftmaxScaleAttr(), attention.getWindowSizeAttr());
     attention.erase();
     ++numFused;
   }

@@ -29,11 +29,12 @@ bool DhsShareRetrieval::share(FetchOp fetch) {
   // A fetch of selections [B, Q, K] with Q > 1 positions; a fetch without
   // slots already lists missing rows only, and an overlapped one (ready
   // flags) shares its tiles with an attention that reads staging in
-  // selection order, which a union's staging index would break.
+  // selection order, which a union's staging index would break. One that
+  // writes back keeps its selections' ring entries: it stays per position.
   Value slots = fetch.getSlots();
   MemRefType rows = fetch.getRows().getType();
-  if (!slots || fetch.getReady() || rows.getRank() != 3 || !rows.hasStaticShape() ||
-      rows.getDimSize(1) < 2)
+  if (!slots || fetch.getReady() || fetch.getWriteBack() || rows.getRank() != 3 ||
+      !rows.hasStaticShape() || rows.getDimSize(1) < 2)
     return false;
 
   // Its staged rows must be read only by attention over the same selection,

@@ -51,8 +51,9 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
     return {Dim::Request};
   };
   if (auto sparseAttention = dyn_cast<SparseAttentionOp>(op))
-    return attentionDims(sparseAttention.getQueries(), sparseAttention.getOutput(),
-                         {sparseAttention.getRowIds(), sparseAttention.getSlots()});
+    return attentionDims(
+        sparseAttention.getQueries(), sparseAttention.getOutput(),
+        {sparseAttention.getRowIds(), sparseAttention.getSlots(), sparseAttention.getWriteBack()});
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     if (v == attention.getStaging())
       return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
@@ -64,14 +65,15 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
     auto rows = cast<MemRefType>(fetch.getRows().getType());
     if (v == fetch.getStaging())
       return {Dim::Request, Dim::Selections, Dim::None, Dim::None};
-    if ((v == fetch.getRows() || v == fetch.getSlots()) && rows.getRank() == 3)
+    bool selections = v == fetch.getRows() || v == fetch.getSlots() || v == fetch.getWriteBack();
+    if (selections && rows.getRank() == 3)
       return {Dim::Request, Dim::Position, Dim::TopK};
-    if (v == fetch.getRows() || v == fetch.getSlots())
+    if (selections)
       return {Dim::Request, Dim::Selections};
     return {Dim::Request};
   }
   if (auto unionMissing = dyn_cast<UnionMissingOp>(op)) {
-    if (v == unionMissing.getMissing())
+    if (v == unionMissing.getMissing() || v == unionMissing.getSources())
       return {Dim::Request, Dim::Selections};
     return {Dim::Request, Dim::Position, Dim::TopK};
   }
@@ -81,14 +83,15 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
   if (isa<SortRowsOp>(op))
     return {Dim::Request, Dim::Selections};
   if (auto planPromotions = dyn_cast<PlanPromotionsOp>(op)) {
-    if (v == planPromotions.getFetched())
+    if (v == planPromotions.getFetched() || v == planPromotions.getFetchedSources())
       return {Dim::Request, Dim::Selections};
     if (v == planPromotions.getHistoryStart())
       return {Dim::Request};
     if (v == planPromotions.getHot() || v == planPromotions.getCleared() ||
         v == planPromotions.getFree())
       return {Dim::Slots};
-    if (v == planPromotions.getRows() || v == planPromotions.getSlots())
+    if (v == planPromotions.getRows() || v == planPromotions.getSlots() ||
+        v == planPromotions.getSources())
       return {Dim::PlanEntries};
     return {};
   }
@@ -108,7 +111,7 @@ SmallVector<Dim, 4> getDims(Operation *op, OpOperand &operand) {
                : SmallVector<Dim, 4>{Dim::Request, Dim::Position,
                                      v == topk.getRows() ? Dim::TopK : Dim::None};
   if (auto resolve = dyn_cast<ResolveOp>(op))
-    return v == resolve.getRows() || v == resolve.getSlots()
+    return v == resolve.getRows() || v == resolve.getSlots() || v == resolve.getWriteBack()
                ? SmallVector<Dim, 4>{Dim::Request, Dim::Position, Dim::TopK}
                : SmallVector<Dim, 4>{Dim::Request};
   // Every other batched operand (rings, positions, acceptance): requests.

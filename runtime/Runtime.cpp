@@ -717,10 +717,15 @@ void Runtime::endStep() {
   inStep_ = false;
   ++steps_;
   // (With the shadow check the device placed them already: applying them
-  // again changes nothing. They are applied whatever the check finds.)
+  // again changes nothing. They are applied whatever the check finds. The
+  // device's copies are checked first: a promoted row copied from the
+  // write-back ring must hold the host row's bytes too.)
   if (shadowDecisions_)
     try {
-      checkAfterUpdate([&] { compareDecisions(changes_); });
+      checkAfterUpdate([&] {
+        compareDecisions(changes_);
+        checker_->checkCopies(changes_);
+      });
     } catch (...) {
       applyCopies();
       throw;

@@ -59,6 +59,11 @@ struct RuntimeConfig {
   ResidencyPolicy policy = ResidencyPolicy::Adaptive; ///< spare-memory policy
   Replacement replacement = Replacement::Clock;       ///< victim choice
   std::int32_t maxPromotionsPerStep = -1;             ///< per request and group (-1: all)
+  /// CUDA: tokens of each pool's write-back ring (dhs.pool_write_back): the
+  /// missing rows a decided step's attentions read from the host store and
+  /// its promotions then copy from HBM instead of reading them again; 0:
+  /// none. Used where every attention of the steps writes back.
+  std::int64_t writeBackRows = 0;
   BackendKind backend = BackendKind::Cpu;             ///< attention backend
   int device = 0;                                     ///< CUDA device ordinal
   unsigned cpuThreads = 1;                            ///< CPU backend threads (0: all)

@@ -206,6 +206,9 @@ TierLayout tierLayout(const RuntimeConfig &config, const Manifest &manifest,
   layout.rowBytes = pool.rowBytes;
   layout.draftWindow = config.draftWindow;
   layout.windowRing = static_cast<std::int32_t>(shape.windowRing);
+  if (config.writeBackRows < 0)
+    throw InputError("writeBackRows must be >= 0, got " + std::to_string(config.writeBackRows));
+  layout.writeBackRows = config.writeBackRows;
   return layout;
 }
 
@@ -521,14 +524,6 @@ void Runtime::loadDecisionStep(const Manifest &manifest) {
   if (!placementStepLoaded_)
     throw StateError("load a placement step before the decision step " + manifest.directory +
                      ": its place_rows carries out the decisions");
-  // The write-back ring's entries would come from the layer steps' resolve
-  // (an argument of role write_back, bound per group): not wired here yet.
-  for (const Argument &argument : manifest.arguments)
-    if (argument.role == ArgumentRole::WriteBack)
-      throw InputError("the decision step " + manifest.directory +
-                       " carries write-back ring entries (a write_back argument), which this "
-                       "runtime does not pass between steps yet: compile it without "
-                       "write_back (its promotions then read the host store)");
   const ResidencyConfig &config = controller_->config();
   if (config.policy != ResidencyPolicy::Adaptive || config.replacement != Replacement::Clock ||
       config.hotFloor != 0)

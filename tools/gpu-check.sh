@@ -20,6 +20,9 @@
 #                                    then the promotion benchmark and the
 #                                    top-k benchmark (vs torch.topk)
 #                                    and the bad-input cases; print a table.
+#   tools/gpu-check.sh checks [DIR]  run without its benchmarks (promotions,
+#                                    executor steps, top-k): every check, in
+#                                    about half the time.
 #   tools/gpu-check.sh               both, on a machine that has everything.
 #   tools/gpu-check.sh steps DIR     only compile bundle's steps into DIR.
 #   tools/gpu-check.sh soak [DIR] [--seconds N]   on the GPU machine: the
@@ -148,8 +151,8 @@ steps() {
   for layer in 0 1 2 3; do
     sed "s/memref<4x1x/memref<16x4x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<16xi/g;
          s/hbm = 2048/hbm = 16384/g; s/@LAYERS@/4/g; s/@LAYER@/$layer/g;
-         s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" \
-      > "$dir/large_g4_layer$layer.mlir"
+         s|@RESOLVE@|$resolve|; s/@ENTRIES@//; s/@WRITE_BACK@//" \
+      "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/large_g4_layer$layer.mlir"
     "$build/bin/dhs-compile" "$dir/large_g4_layer$layer.mlir" \
       -o "$dir/group-steps/large_g4_resolved/layer$layer" || exit 1
   done
@@ -160,15 +163,28 @@ steps() {
   "$build/bin/dhs-compile" "$root/examples/aging_step.mlir" --requests 16 \
     --hbm-slots 16384 -o "$dir/decisions/aging_large_g4" || exit 1
   # A one-layer group's layer step over B requests x top-2048 that resolves
-  # on the device, 65536 slots: group-steps/bB_g1_resolved/layer0.
+  # on the device, 65536 slots: group-steps/bB_g1_resolved/layer0; with
+  # `write_back`, its misses written into the pool's write-back ring too:
+  # group-steps/bB_g1_write_back/layer0. A variant ending in `_staged` is
+  # compiled with 8 heads a CTA: a query's two CTAs read the missing rows
+  # from staging, which a fetch fills (and, writing back, writes the ring).
   one_layer_step() {
-    local B=$1
+    local B=$1 variant=${2:-resolved}
+    local options=()
+    [ "${variant%_staged}" != "$variant" ] && options=(--max-heads-per-block 8)
     local resolve="  dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 65536, host = ?>)\n      rows(%rows : memref<${B}x1x2048xi32>)\n      history(%history_start, %history_len : memref<${B}xi64>, memref<${B}xi32>)\n      into(%slots : memref<${B}x1x2048xi32>)"
+    local entries="" write_back=""
+    if [ "${variant#write_back}" != "$variant" ]; then
+      resolve="$resolve write_back(%entries : memref<${B}x1x2048xi32>)"
+      entries="\n                %entries: memref<${B}x1x2048xi32>,"
+      write_back="\n      write_back(%entries : memref<${B}x1x2048xi32>)"
+    fi
     sed "s/memref<4x1x/memref<${B}x1x/g; s/x256xi32/x2048xi32/g; s/memref<4xi/memref<${B}xi/g;
          s/hbm = 2048/hbm = 65536/g; s/@LAYERS@/1/g; s/@LAYER@/0/g;
-         s|@RESOLVE@|$resolve|" "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b${B}_g1_layer0.mlir"
-    "$build/bin/dhs-compile" "$dir/b${B}_g1_layer0.mlir" \
-      -o "$dir/group-steps/b${B}_g1_resolved/layer0" || exit 1
+         s|@RESOLVE@|$resolve|; s|@ENTRIES@|$entries|; s|@WRITE_BACK@|$write_back|" \
+      "$root/test/unit/steps/mla_fp8_group.mlir.in" > "$dir/b${B}_${variant}_g1_layer0.mlir"
+    "$build/bin/dhs-compile" "$dir/b${B}_${variant}_g1_layer0.mlir" "${options[@]}" \
+      -o "$dir/group-steps/b${B}_g1_${variant}/layer0" || exit 1
   }
   # Many groups for dhs-decision-bench's host time: 128 requests x top-2048,
   # one FP8 layer a group (the bench runs 20 of them), 65536 slots.
@@ -188,6 +204,16 @@ steps() {
   one_layer_step 16
   "$build/bin/dhs-compile" "$dir/decision_step_g1.mlir" --requests 16 --positions 1 \
     --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b16_g1" || exit 1
+  # The same with the write-back ring: the promotions copy the rows the
+  # attention read from the host store out of HBM. And both staged (the
+  # fetch writing the ring).
+  one_layer_step 16 write_back
+  one_layer_step 16 resolved_staged
+  one_layer_step 16 write_back_staged
+  sed "s/layers = 4/layers = 1/g" "$root/examples/decision_step_write_back.mlir" \
+    > "$dir/decision_step_write_back_g1.mlir"
+  "$build/bin/dhs-compile" "$dir/decision_step_write_back_g1.mlir" --requests 16 --positions 1 \
+    --topk 2048 --hbm-slots 65536 -o "$dir/decisions/b16_g1_write_back" || exit 1
 }
 
 bundle() {
@@ -329,65 +355,8 @@ run() {
     fi
   done
 
-  checkpoint
-  echo "== promotions: a copy per row vs one driver batch vs the place_rows kernel"
-  if [ -x "$dir/bin/dhs-promotion-bench" ] && [ -d "$dir/compiled-steps/place_rows" ]; then
-    "$dir/bin/dhs-promotion-bench" "$dir/compiled-steps/place_rows" \
-      > "$results/promotion.log" 2>&1 || { failed=1; echo "FAILED: promotion benchmark"; }
-    sed 's/^/  /' "$results/promotion.log"
-  fi
-
-  checkpoint
-  echo "== executor steps: selections in host memory vs in device memory"
-  if [ -x "$dir/bin/dhs-step-bench" ] && [ -d "$dir/group-steps/fp8_g4_resolved" ]; then
-    "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
-      "$dir"/group-steps/fp8_g4_resolved/layer{0,1,2,3} \
-      > "$results/step.log" 2>&1 || { failed=1; echo "FAILED: step benchmark"; }
-    sed 's/^/  /' "$results/step.log"
-    "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
-      "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
-      > "$results/step_large.log" 2>&1 || { failed=1; echo "FAILED: step benchmark (large)"; }
-    sed 's/^/  /' "$results/step_large.log"
-  fi
-
-  checkpoint
-  echo "== executor steps: residency decided by the host vs on the device"
-  if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
-    # Appends taken back to the host for each step, then replayed on the
-    # device (dhs.age_rows: one CTA, O(1) owner checks, CLOCK trips of 1024
-    # slots; the faster of the two since the ninth session; bench/NOTES.md
-    # has the one-thread form's 80 ms a step and the one-warp form's 6.5 ms).
-    "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
-      "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
-      > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
-    sed 's/^/  /' "$results/decision.log"
-    "$dir/bin/dhs-decision-bench" --aging-step "$dir/decisions/aging_large_g4" \
-      "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
-      "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
-      > "$results/decision_aging.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (aging)"; }
-    sed 's/^/  /' "$results/decision_aging.log"
-    "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 "$dir/decisions/place_rows_g1" \
-      "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
-      > "$results/decision_b128.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (B=128)"; }
-    sed 's/^/  /' "$results/decision_b128.log"
-    # The same with the appends replayed on the device (the one-warp kernel
-    # took 1.73 s a step here); its slots must end as the host's.
-    "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 --steps 10 \
-      --aging-step "$dir/decisions/aging_b128_g1" "$dir/decisions/place_rows_g1" \
-      "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
-      > "$results/decision_b128_aging.log" 2>&1 ||
-      { failed=1; echo "FAILED: decision benchmark (B=128, aging)"; }
-    sed 's/^/  /' "$results/decision_b128_aging.log"
-  fi
-
-  checkpoint
-  echo "== top-k: the generated kernel vs torch.topk and the memory floor"
-  if [ -x "$dir/bin/dhs-topk-bench" ]; then
-    bash "$dir/bench/topk.sh" "$dir/topk_glm5" "$dir/bin/dhs-topk-bench" \
-      > "$results/topk.log" 2>&1 || { failed=1; echo "FAILED: top-k benchmark"; }
-    tail -n 1 "$results/topk.log" | sed 's/^/  /'
-  fi
-
+  # (The checks above and this one first: a run cut short by its time limit
+  # still has them; the benchmarks below check their outputs too.)
   checkpoint
   echo "== bad input is reported by the kernel itself (host checks off), not read"
   # The default step, and a layer group's overlapped staging (the fetch
@@ -408,6 +377,71 @@ run() {
       fi
     done
   done
+
+  # The benchmarks (`checks` skips them: the checks above in about half the
+  # time, where device time is short).
+  if [ "$mode" = checks ]; then
+    echo "== benchmarks: skipped (gpu-check.sh checks)"
+  else
+    checkpoint
+    echo "== promotions: a copy per row vs one driver batch vs the place_rows kernel"
+    if [ -x "$dir/bin/dhs-promotion-bench" ] && [ -d "$dir/compiled-steps/place_rows" ]; then
+      "$dir/bin/dhs-promotion-bench" "$dir/compiled-steps/place_rows" \
+        > "$results/promotion.log" 2>&1 || { failed=1; echo "FAILED: promotion benchmark"; }
+      sed 's/^/  /' "$results/promotion.log"
+    fi
+
+    checkpoint
+    echo "== executor steps: selections in host memory vs in device memory"
+    if [ -x "$dir/bin/dhs-step-bench" ] && [ -d "$dir/group-steps/fp8_g4_resolved" ]; then
+      "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
+        "$dir"/group-steps/fp8_g4_resolved/layer{0,1,2,3} \
+        > "$results/step.log" 2>&1 || { failed=1; echo "FAILED: step benchmark"; }
+      sed 's/^/  /' "$results/step.log"
+      "$dir/bin/dhs-step-bench" "$dir/compiled-steps/place_rows" \
+        "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
+        > "$results/step_large.log" 2>&1 || { failed=1; echo "FAILED: step benchmark (large)"; }
+      sed 's/^/  /' "$results/step_large.log"
+    fi
+
+    checkpoint
+    echo "== executor steps: residency decided by the host vs on the device"
+    if [ -x "$dir/bin/dhs-decision-bench" ] && [ -d "$dir/decisions/large_g4" ]; then
+      # Appends taken back to the host for each step, then replayed on the
+      # device (dhs.age_rows: one CTA, O(1) owner checks, CLOCK trips of 1024
+      # slots; the faster of the two since the ninth session; bench/NOTES.md
+      # has the one-thread form's 80 ms a step and the one-warp form's 6.5 ms).
+      "$dir/bin/dhs-decision-bench" "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
+        "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
+        > "$results/decision.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark"; }
+      sed 's/^/  /' "$results/decision.log"
+      "$dir/bin/dhs-decision-bench" --aging-step "$dir/decisions/aging_large_g4" \
+        "$dir/compiled-steps/place_rows" "$dir/decisions/large_g4" \
+        "$dir"/group-steps/large_g4_resolved/layer{0,1,2,3} \
+        > "$results/decision_aging.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (aging)"; }
+      sed 's/^/  /' "$results/decision_aging.log"
+      "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 "$dir/decisions/place_rows_g1" \
+        "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
+        > "$results/decision_b128.log" 2>&1 || { failed=1; echo "FAILED: decision benchmark (B=128)"; }
+      sed 's/^/  /' "$results/decision_b128.log"
+      # The same with the appends replayed on the device (the one-warp kernel
+      # took 1.73 s a step here); its slots must end as the host's.
+      "$dir/bin/dhs-decision-bench" --groups 20 --history 2304 --steps 10 \
+        --aging-step "$dir/decisions/aging_b128_g1" "$dir/decisions/place_rows_g1" \
+        "$dir/decisions/b128_g1" "$dir/group-steps/b128_g1_resolved/layer0" \
+        > "$results/decision_b128_aging.log" 2>&1 ||
+        { failed=1; echo "FAILED: decision benchmark (B=128, aging)"; }
+      sed 's/^/  /' "$results/decision_b128_aging.log"
+    fi
+
+    checkpoint
+    echo "== top-k: the generated kernel vs torch.topk and the memory floor"
+    if [ -x "$dir/bin/dhs-topk-bench" ]; then
+      bash "$dir/bench/topk.sh" "$dir/topk_glm5" "$dir/bin/dhs-topk-bench" \
+        > "$results/topk.log" 2>&1 || { failed=1; echo "FAILED: top-k benchmark"; }
+      tail -n 1 "$results/topk.log" | sed 's/^/  /'
+    fi
+  fi
 
   checkpoint
   echo "== table"
@@ -448,7 +482,7 @@ case "$mode" in
   soak) shift; exec bash "$root/tools/gpu-soak.sh" all "$@" ;;
   bundle) bundle ;;
   steps) steps ;;
-  run) run; rc=$?; pack run; exit $rc ;;
+  run | checks) run; rc=$?; pack run; exit $rc ;;
   all) bundle && { run; rc=$?; pack run; exit $rc; } ;;
-  *) echo "usage: tools/gpu-check.sh [bundle|steps|run|all|soak] [DIR]" >&2; exit 2 ;;
+  *) echo "usage: tools/gpu-check.sh [bundle|steps|run|checks|all|soak] [DIR]" >&2; exit 2 ;;
 esac

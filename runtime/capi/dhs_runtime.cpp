@@ -227,6 +227,10 @@ RuntimeConfig toConfig(const dhs_runtime_config &c) {
   config.cpuThreads = static_cast<unsigned>(c.cpu_threads);
   config.checkInvariants = c.check_invariants != 0;
   config.fullCheckInterval = c.full_check_interval;
+  if (c.write_back_rows < 0)
+    throw InputError("config.write_back_rows must not be negative, got " +
+                     std::to_string(c.write_back_rows));
+  config.writeBackRows = c.write_back_rows;
   return config;
 }
 
@@ -256,6 +260,7 @@ void dhs_runtime_config_init(dhs_runtime_config *config) {
   config->cpu_threads = static_cast<int32_t>(defaults.cpuThreads);
   config->check_invariants = defaults.checkInvariants ? 1 : 0;
   config->full_check_interval = defaults.fullCheckInterval;
+  config->write_back_rows = defaults.writeBackRows;
 }
 
 dhs_status dhs_runtime_create(const dhs_runtime_config *config, dhs_runtime **runtime) {

@@ -125,6 +125,9 @@ typedef struct dhs_runtime_config {
   int32_t cpu_threads;             /**< CPU backend threads; 0: all (1) */
   int32_t check_invariants;        /**< nonzero: run the invariant checker */
   int32_t full_check_interval;     /**< steps between full checks (64) */
+  int64_t write_back_rows;         /**< CUDA: tokens of each pool's write-back
+                                        ring, where the steps' attentions
+                                        write back (0: none) */
 } dhs_runtime_config;
 
 /** The loaded step's shape. */

@@ -165,6 +165,11 @@ StepPlan planStep(const Manifest &manifest) {
     group.rowIds = selectionOf(manifest, i, ArgumentRole::RowIds, where);
     group.slots = selectionOf(manifest, i, ArgumentRole::Slots, where);
     group.windowRing = argumentOf(manifest, launch, ArgumentRole::WindowRing, where);
+    // The ring entries: the attention's, or a staged one's fetch's (a
+    // launch of its segment before it).
+    group.writeBack = argumentOf(manifest, launch, ArgumentRole::WriteBack, where);
+    for (std::size_t j = segment; group.writeBack < 0 && j < i; ++j)
+      group.writeBack = argumentOf(manifest, launches[j], ArgumentRole::WriteBack, launchName(j));
     StepLayerPlan layer;
     layer.queries = argumentOf(manifest, launch, ArgumentRole::Queries, where);
     layer.output = argumentOf(manifest, launch, ArgumentRole::Output, where);
@@ -204,9 +209,10 @@ StepPlan planStep(const Manifest &manifest) {
            std::to_string(known - plan.groups.begin()) +
            " after another group's layers: a step runs its groups one after another");
     } else if (known->rowIds != group.rowIds || known->slots != group.slots ||
-               known->windowRing != group.windowRing) {
+               known->windowRing != group.windowRing || known->writeBack != group.writeBack) {
       fail(where + " attends over pool argument " + std::to_string(group.pool) +
-           " with other selections, slots or window ring than the group's earlier layers");
+           " with other selections, slots, window ring or write-back ring entries than the "
+           "group's earlier layers");
     }
     layer.group = static_cast<std::int32_t>(known - plan.groups.begin());
     for (const StepLayerPlan &other : plan.layers)
@@ -229,8 +235,10 @@ StepPlan planStep(const Manifest &manifest) {
       const int pool = poolOf(manifest, launches[j], other);
       const int rows = argumentOf(manifest, launches[j], ArgumentRole::RowIds, other);
       const int slots = argumentOf(manifest, launches[j], ArgumentRole::Slots, other);
+      const int entries = argumentOf(manifest, launches[j], ArgumentRole::WriteBack, other);
       if ((pool >= 0 && pool != group.pool) || (rows >= 0 && rows != group.rowIds) ||
-          (slots >= 0 && slots != group.slots))
+          (slots >= 0 && slots != group.slots) ||
+          (entries >= 0 && group.writeBack >= 0 && entries != group.writeBack))
         fail(other + " runs before the attention of layer group " + std::to_string(layer.group) +
              " but uses another group's pool, selections or slots");
     }

@@ -32,6 +32,9 @@ struct StepGroupPlan {
   int rowIds = -1;              ///< its selections [B, Q, K]
   int slots = -1;               ///< their slots [B, Q, K]
   int windowRing = -1;          ///< its window ring [B, R, layers, row bytes] (-1: none)
+  /// Its selections' write-back ring entries [B, Q, K], as its launches
+  /// (resolve, fetch, attention) take them (-1: none does).
+  int writeBack = -1;
   std::int64_t poolLayers = 1;  ///< layers per token of its pool
   std::int32_t firstLayer = 0;  ///< its first layer in the plan's layers
   std::int32_t layers = 0;      ///< its layers (attention launches on its pool)

@@ -31,6 +31,7 @@ struct TierLayout {
   std::int64_t rowBytes = 0;       ///< bytes per row
   std::int32_t draftWindow = 0;    ///< W_draft: tokens per draft ring (0: none)
   std::int32_t windowRing = 0;     ///< R: raw tokens per sliding-window ring (0: none)
+  std::int64_t writeBackRows = 0;  ///< tokens per pool's write-back ring (0: none)
 
   /// Layer groups: ceil(L / G).
   std::int32_t groups() const { return (layers + layersPerGroup - 1) / layersPerGroup; }

@@ -71,6 +71,9 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   rowIds_ = manifest.argument(ArgumentRole::RowIds).index;
   slots_ = manifest.argument(ArgumentRole::Slots).index;
   historyStart_ = manifest.argument(ArgumentRole::HistoryStart).index;
+  for (const Argument &argument : manifest.arguments)
+    if (argument.role == ArgumentRole::WriteBack)
+      writeBack_ = argument.index;
   // (The grouped plan's tables hold each group's own buffers: it cannot
   // read selections in place; its history starts are always copied.)
   for (const LaunchParam &param : plan->params)
@@ -87,7 +90,8 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
   unbound.hostRows = layout.hostRows;
   auto isPerGroup = [&](int index) {
     return index == rowIds_ || index == slots_ || index == historyStart_ || index == tables_.hot ||
-           index == tables_.cleared || index == tables_.free;
+           index == tables_.cleared || index == tables_.free ||
+           (writeBack_ >= 0 && index == writeBack_);
   };
   const std::size_t groups = static_cast<std::size_t>(layout.groups());
   // The lanes a round's groups decide on, each with its own copy of the
@@ -139,11 +143,12 @@ CudaDecisions::CudaDecisions(const Manifest &manifest, const TierLayout &layout,
         perGroup_[g][static_cast<std::size_t>(argument.index)] = std::make_unique<DeviceBuffer>(
             std::max<std::size_t>(argument.bytes(), 4),
             std::string("group ") + std::to_string(g) + "'s " + abi::name(argument.role));
-        // Until a step saves them: no selections, no history.
-        cuda.check(cuda.memsetD32(groupArgument(static_cast<std::int32_t>(g), argument.index),
-                                  argument.index == rowIds_ ? ~0u : 0u,
-                                  std::max<std::size_t>(argument.bytes(), 4) / 4),
-                   "clearing a decision input");
+        // Until a step saves them: no selections, no history, no entries.
+        cuda.check(
+            cuda.memsetD32(groupArgument(static_cast<std::int32_t>(g), argument.index),
+                           argument.index == rowIds_ || argument.index == writeBack_ ? ~0u : 0u,
+                           std::max<std::size_t>(argument.bytes(), 4) / 4),
+            "clearing a decision input");
       }
   }
   budgets_ = exchange().add(HostExchange::Direction::ToDevice, groups * 4, "the decision budgets");
@@ -178,17 +183,17 @@ CudaDecisions::~CudaDecisions() {
       exchange().release(part);
 }
 
-CudaStepBuffers CudaDecisions::laneBuffers(std::int32_t group,
-                                           const std::array<CUdeviceptr, 3> &inputs,
+CudaStepBuffers CudaDecisions::laneBuffers(std::int32_t group, const DecisionInputs &inputs,
                                            const CudaPlacement &placement) const {
   CudaStepBuffers buffers = lanes_[static_cast<std::size_t>(group) % lanes_.size()].buffers;
   for (int index : {rowIds_, slots_, historyStart_, tables_.hot, tables_.cleared, tables_.free,
-                    tables_.control})
-    buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(group, index);
+                    tables_.control, writeBack_})
+    if (index >= 0)
+      buffers.arguments[static_cast<std::size_t>(index)] = groupArgument(group, index);
   // The inputs read in place (enqueueInputs).
-  const int inputIndex[] = {rowIds_, slots_, historyStart_};
-  for (std::size_t i = 0; i < 3; ++i)
-    if (inputs[i])
+  const int inputIndex[] = {rowIds_, slots_, historyStart_, writeBack_};
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i] && inputIndex[i] >= 0)
       buffers.arguments[static_cast<std::size_t>(inputIndex[i])] = inputs[i];
   // The plan reads the group's replacement state and log (word 0: the step).
   placement.bind(group, true, buffers);
@@ -270,13 +275,15 @@ void CudaDecisions::enqueueBegin(const CudaPlacement &placement) {
 }
 
 void CudaDecisions::enqueueInputs(std::int32_t group, DecisionInput rowIds, DecisionInput slots,
-                                  DecisionInput historyStart) {
+                                  DecisionInput historyStart, DecisionInput writeBack) {
   const CudaDriver &cuda = driver();
   CUstream stream = queue_->stream();
   const Manifest &manifest = step_->manifest();
   const std::pair<int, DecisionInput> inputs[] = {
       {rowIds_, rowIds}, {slots_, slots}, {historyStart_, historyStart}};
-  std::array<CUdeviceptr, 3> &bound = inputs_.at(static_cast<std::size_t>(group));
+  DecisionInputs &bound = inputs_.at(static_cast<std::size_t>(group));
+  // (The entries are read in place: the runner keeps a group's own.)
+  bound[3] = writeBack_ >= 0 ? writeBack.address : 0;
   for (std::size_t i = 0; i < 3; ++i) {
     const auto &[index, input] = inputs[i];
     // (The grouped plan reads the group's own history starts.)
@@ -299,7 +306,7 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
         std::max<std::size_t>(static_cast<std::size_t>(layout_.groups()), 1) * entries_ * 12,
         "the decisions' place lists");
   // The inputs read in place (enqueueInputs) count for this step only.
-  std::vector<std::array<CUdeviceptr, 3>> bound(inputs_.size());
+  std::vector<DecisionInputs> bound(inputs_.size());
   bound.swap(inputs_); // (inputs_ cleared, the same size)
   // (The lanes' words are read only after decisions that were enqueued:
   // their copy back brings the words this step writes.)
@@ -307,7 +314,7 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
   auto submit = [&] { submitDecisions(placement, pools, status, lists, bound); };
   if (whole && driver().graphsAvailable()) {
     std::vector<CUdeviceptr> key = {status, lists ? 1u : 0u, exchange().generation()};
-    for (const std::array<CUdeviceptr, 3> &inputs : bound)
+    for (const DecisionInputs &inputs : bound)
       key.insert(key.end(), inputs.begin(), inputs.end());
     decisionGraph_.run(key, stream, submit);
   } else {
@@ -319,7 +326,7 @@ void CudaDecisions::enqueueDecisions(const CudaPlacement &placement, const CudaP
 
 void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPools &pools,
                                     CUdeviceptr status, bool lists,
-                                    const std::vector<std::array<CUdeviceptr, 3>> &inputs) {
+                                    const std::vector<DecisionInputs> &inputs) {
   const CudaDriver &cuda = driver();
   CUstream stream = queue_->stream();
   if (placement.recencyBase() != boundRecency_)
@@ -338,6 +345,7 @@ void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPo
     const std::size_t pool = layout_.poolOf(layout_.firstLayer(g));
     buffers.hbm = pools.hbm[pool]->get();
     buffers.host = pools.host[pool]->device();
+    pools.bindWriteBack(pool, layout_.writeBackRows, true, buffers);
     step_->launchAsync(buffers, stream, first, count);
   };
   for (std::size_t first = 0; first < groups; first += lanes_.size()) {
@@ -362,6 +370,9 @@ void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPo
         const std::size_t pool = layout_.poolOf(l);
         buffers.hbm = pools.hbm[pool]->get();
         buffers.host = pools.host[pool]->device();
+        // (Its promotions' entries index this pool's ring: a group's pools
+        // share the entries, each ring holding its own layers.)
+        pools.bindWriteBack(pool, layout_.writeBackRows, true, buffers);
         step_->launchAsync(buffers, stream, placeLaunch_, 1);
       }
       // (Before the lane's next group overwrites the list.)

@@ -77,10 +77,16 @@ public:
     CUdeviceptr address = 0;
     bool copy = true;
   };
+  /// Where a step's decisions read a group's inputs in place: its
+  /// selections, slots, history starts and write-back ring entries (0:
+  /// from the group's own copy).
+  using DecisionInputs = std::array<CUdeviceptr, 4>;
   /// Enqueues the saving of group g's selections, slots and history starts
-  /// (or notes where this step's decisions read them) after its last layer.
+  /// (or notes where this step's decisions read them) after its last layer,
+  /// and notes where its write-back ring entries are (read in place; none
+  /// when 0 or the decision step takes none).
   void enqueueInputs(std::int32_t group, DecisionInput rowIds, DecisionInput slots,
-                     DecisionInput historyStart);
+                     DecisionInput historyStart, DecisionInput writeBack);
   /// Enqueues every group's decisions over its pools, then the copies of
   /// the counts (and, with `lists`, of the place lists) to pinned memory:
   /// the step's last work, it copies the exchange back to the host.
@@ -182,7 +188,7 @@ public:
 private:
   /// enqueueDecisions' work, every group's inputs read in place as `inputs`.
   void submitDecisions(const CudaPlacement &placement, const CudaPools &pools, CUdeviceptr status,
-                       bool lists, const std::vector<std::array<CUdeviceptr, 3>> &inputs);
+                       bool lists, const std::vector<DecisionInputs> &inputs);
   /// A per-group device buffer of the decision step's argument `index`.
   CUdeviceptr groupArgument(std::int32_t group, int index) const {
     if (index == tables_.control)
@@ -213,6 +219,8 @@ private:
   std::size_t planLaunch_ = 0;  // the plan_promotions launch (grouped)
   std::size_t placeLaunch_ = 0; // the place_rows launch (once per pool)
   int rowIds_ = -1, slots_ = -1, historyStart_ = -1;
+  /// The write-back ring entries' argument (-1: the step takes none).
+  int writeBack_ = -1;
   TableArguments tables_;   // the decision step's
   std::size_t entries_ = 0; // place list entries
   // [group][argument]: the selections, slots, history starts and tables
@@ -220,7 +228,7 @@ private:
   std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> perGroup_;
   /// Group g's buffers of the decision step on its lane (g mod lanes),
   /// reading its inputs in place where `inputs` has them (0: its own).
-  CudaStepBuffers laneBuffers(std::int32_t group, const std::array<CUdeviceptr, 3> &inputs,
+  CudaStepBuffers laneBuffers(std::int32_t group, const DecisionInputs &inputs,
                               const CudaPlacement &placement) const;
   // A decision lane: the group of each round at its position decides over
   // the lane's own copy of the other arguments and arena, and status word.
@@ -250,7 +258,7 @@ private:
   std::unique_ptr<DeviceBuffer> controls_;
   // [group]: the selections, slots and history starts this step's
   // decisions read in place (0: the group's own buffer), see enqueueInputs.
-  std::vector<std::array<CUdeviceptr, 3>> inputs_;
+  std::vector<DecisionInputs> inputs_;
   // [group][CudaPlacement::recencyStride]: the replacement states at the
   // step's start.
   std::unique_ptr<DeviceBuffer> rollback_;

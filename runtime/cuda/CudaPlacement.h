@@ -28,6 +28,17 @@ namespace dhs::runtime::cuda_detail {
 struct CudaPools {
   std::vector<std::unique_ptr<DeviceBuffer>> hbm;      ///< [pool]
   std::vector<std::unique_ptr<MappedHostBuffer>> host; ///< [pool]
+  /// [pool] the write-back rings (TierLayout::writeBackRows tokens; none
+  /// when 0).
+  std::vector<std::unique_ptr<DeviceBuffer>> writeBack;
+  /// Binds pool `pool`'s ring into `buffers` (an empty one when the layout
+  /// has none, or with `enabled` false).
+  void bindWriteBack(std::size_t pool, std::int64_t rows, bool enabled,
+                     CudaStepBuffers &buffers) const {
+    const bool has = enabled && rows > 0 && pool < writeBack.size();
+    buffers.writeBack = has ? writeBack[pool]->get() : 0;
+    buffers.writeBackRows = has ? rows : 0;
+  }
 };
 
 /// The device residency state of every layer group and the placement kernel.

@@ -47,6 +47,24 @@ CudaStepRunner::CudaStepRunner(const TierLayout &layout, std::shared_ptr<CudaQue
         std::make_unique<DeviceBuffer>(static_cast<std::size_t>(arenaBytes), "the staging arena");
     buffers_.arena = arena_->get();
   }
+  // The rings are bound where every launch that copies missing rows from the
+  // host store writes them back: the fused attentions and the fetches. (A
+  // staged attention reads staging; the compiler stages a one-layer
+  // attention beside its fetch, which takes tiles itself, only without
+  // write_back, and then its fetch has no ring.)
+  writesBack_ = true;
+  bool attends = false;
+  for (const std::unique_ptr<CudaStep> &step : steps_)
+    for (const Launch &launch : step->manifest().launches) {
+      attends = attends || launch.kind == abi::LaunchKind::SparseAttention ||
+                launch.kind == abi::LaunchKind::Attention;
+      if (launch.kind == abi::LaunchKind::SparseAttention || launch.kind == abi::LaunchKind::Fetch)
+        writesBack_ = writesBack_ && std::any_of(launch.params.begin(), launch.params.end(),
+                                                 [](const LaunchParam &p) {
+                                                   return p.role == abi::ParamRole::WriteBackRing;
+                                                 });
+    }
+  writesBack_ = writesBack_ && attends;
   layerShares_.assign(static_cast<std::size_t>(layout.layers), 1.0);
   groupShares_.assign(static_cast<std::size_t>(layout.groups()), -1.0);
   formChosen_.assign(static_cast<std::size_t>(layout.groups()), false);
@@ -187,6 +205,18 @@ void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
   if (!resolvesOnDevice())
     throw InputError("residency decisions on the device need steps that resolve their "
                      "selections there (dhs.resolve) and a placement step");
+  // A decision step that carries write-back ring entries needs steps that
+  // give them (each group's attention writing back).
+  const bool takesEntries =
+      std::any_of(manifest.arguments.begin(), manifest.arguments.end(),
+                  [](const Argument &a) { return a.role == ArgumentRole::WriteBack; });
+  const bool everyGroup = std::all_of(plan_.groups.begin(), plan_.groups.end(),
+                                      [](const StepGroupPlan &g) { return g.writeBack >= 0; });
+  if (takesEntries && !everyGroup)
+    throw InputError(manifest.path + ": the decision step carries write-back ring entries "
+                                     "(write_back), which the attention steps do not give "
+                                     "(compile them with write_back too, or the decision step "
+                                     "without)");
   const Argument &rowIds = manifest.argument(ArgumentRole::RowIds);
   const int selections = plan_.groups.front().rowIds;
   if (selections < 0 || rowIds.bytes() != bytesOf(selections))
@@ -197,17 +227,25 @@ void CudaStepRunner::setDecisionStep(const Manifest &manifest, bool copyLists) {
   queue_->makeCurrent();
   decisions_ = std::make_unique<CudaDecisions>(manifest, layout_, queue_, *storage_.placement());
   decisionLists_ = copyLists;
-  // Each group's slots of its own: the decisions read them in place.
-  std::size_t slotBytes = 0;
-  for (const StepGroupPlan &group : plan_.groups)
-    slotBytes = std::max(slotBytes, bytesOf(group.slots));
-  groupSlots_.reset();
-  if (slotBytes > 0) {
-    groupSlotsStride_ = alignedStride(slotBytes);
-    groupSlots_ = std::make_unique<DeviceBuffer>(
-        static_cast<std::size_t>(std::max(layout_.groups(), 1)) * groupSlotsStride_,
-        "the groups' slots");
-  }
+  // Each group's slots and write-back ring entries of its own: the
+  // decisions read them in place (the entries start as none: -1).
+  const std::size_t groups = static_cast<std::size_t>(std::max(layout_.groups(), 1));
+  auto perGroup = [&](int StepGroupPlan::*argument, std::size_t &stride, std::uint32_t fill,
+                      const char *what) -> std::unique_ptr<DeviceBuffer> {
+    std::size_t bytes = 0;
+    for (const StepGroupPlan &group : plan_.groups)
+      if (group.*argument >= 0)
+        bytes = std::max(bytes, bytesOf(group.*argument));
+    if (bytes == 0)
+      return nullptr;
+    stride = alignedStride(bytes);
+    auto buffer = std::make_unique<DeviceBuffer>(groups * stride, what);
+    driver().check(driver().memsetD32(buffer->get(), fill, groups * stride / 4), what);
+    return buffer;
+  };
+  groupSlots_ = perGroup(&StepGroupPlan::slots, groupSlotsStride_, 0u, "the groups' slots");
+  groupWriteBack_ = perGroup(&StepGroupPlan::writeBack, groupWriteBackStride_, ~0u,
+                             "the groups' write-back ring entries");
   graphCache_.reset();
 }
 
@@ -530,6 +568,7 @@ CudaStepRunner::LayerBinding CudaStepRunner::bindingOf(std::int32_t layer) const
   binding.rowIds = group.rowIds;
   binding.slots = group.slots;
   binding.windowRing = group.windowRing;
+  binding.writeBack = group.writeBack;
   binding.uploadSelections = !wholeModel || layer == layout_.firstLayer(planned.group);
   return binding;
 }
@@ -656,6 +695,9 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   buffers.formShare = work.formShare;
   if (binding.slots >= 0)
     buffers.arguments[static_cast<std::size_t>(binding.slots)] = slotsOf(work.layer, binding);
+  if (binding.writeBack >= 0)
+    buffers.arguments[static_cast<std::size_t>(binding.writeBack)] =
+        writeBackOf(work.layer, binding);
   if (direct.selections)
     buffers.arguments[static_cast<std::size_t>(binding.rowIds)] = work.selections;
   if (direct.queries)
@@ -736,6 +778,7 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
                  "gathering window rings");
   buffers.hbm = storage_.pools().hbm[pool]->get();
   buffers.host = storage_.pools().host[pool]->device();
+  storage_.pools().bindWriteBack(pool, layout_.writeBackRows, writesBack_, buffers);
   CudaPlacement *placement = storage_.placement();
   if (placement)
     // The group's first layer books its selections; the others resolve
@@ -790,7 +833,8 @@ void CudaStepRunner::enqueue(const LayerWork &work) {
   if (work.decisions && work.layer == layout_.endLayer(group) - 1)
     decisions_->enqueueInputs(
         group, {bound(binding.rowIds), !direct.selections}, {bound(binding.slots), !groupSlots_},
-        {plan_.historyStart >= 0 ? bound(plan_.historyStart) : 0, !historyShared_});
+        {plan_.historyStart >= 0 ? bound(plan_.historyStart) : 0, !historyShared_},
+        {binding.writeBack >= 0 ? bound(binding.writeBack) : 0, false});
   // Outputs: the engine's lanes (written in place where they fill it).
   if (work.outputBytes > 0 && !direct.output) {
     if (work.memory == MemorySpace::Host)
@@ -856,6 +900,13 @@ bool CudaStepRunner::engineBuffersApart(const std::vector<LayerWork> &works) {
           ranges[j].begin < ranges[i].end)
         return false;
   return true;
+}
+
+CUdeviceptr CudaStepRunner::writeBackOf(std::int32_t layer, const LayerBinding &binding) const {
+  if (!groupWriteBack_)
+    return argument(binding.writeBack);
+  return groupWriteBack_->get() +
+         static_cast<std::size_t>(layer / layout_.layersPerGroup) * groupWriteBackStride_;
 }
 
 CUdeviceptr CudaStepRunner::slotsOf(std::int32_t layer, const LayerBinding &binding) const {

@@ -116,7 +116,7 @@ private:
   struct LayerBinding {
     const CudaStep *step = nullptr;
     std::size_t first = 0, count = 0;
-    int queries = -1, output = -1, rowIds = -1, slots = -1, windowRing = -1;
+    int queries = -1, output = -1, rowIds = -1, slots = -1, windowRing = -1, writeBack = -1;
     /// Upload the group's selections and slots with this layer (a
     /// whole-model step's group's first layer, every layer of a replayed
     /// one-layer step).
@@ -179,6 +179,9 @@ private:
   /// Where a layer's slots live: its group's own buffer with a decision
   /// step (read in place by the decisions), else the step's argument.
   CUdeviceptr slotsOf(std::int32_t layer, const LayerBinding &binding) const;
+  /// Where `layer`'s write-back ring entries are (the group's own with a
+  /// decision step, else the argument's buffer).
+  CUdeviceptr writeBackOf(std::int32_t layer, const LayerBinding &binding) const;
   /// True when no buffer the engine gave `works` in device memory overlaps
   /// another one where either is written (outputs).
   static bool engineBuffersApart(const std::vector<LayerWork> &works);
@@ -271,6 +274,15 @@ private:
   // written by its resolve, read in place by the decisions.
   std::unique_ptr<DeviceBuffer> groupSlots_;
   std::size_t groupSlotsStride_ = 0;
+  // With a decision step: each group's write-back ring entries, as the
+  // slots (the decisions read them in place).
+  std::unique_ptr<DeviceBuffer> groupWriteBack_;
+  std::size_t groupWriteBackStride_ = 0;
+  // Whether every launch of the steps that copies host rows (a fused
+  // attention, a fetch) writes them into the pool's write-back ring (then
+  // the rings are bound; else the kernels get empty ones, and resolve
+  // gives no entries).
+  bool writesBack_ = false;
   // The history bounds uploaded last in the open step (stage), and whether
   // the step's layers after the first upload none (launchGraph: the
   // decisions read them in place).

@@ -12,16 +12,19 @@ CudaStorage::CudaStorage(const TierLayout &layout, std::shared_ptr<CudaQueue> qu
   const CudaDriver &cuda = driver();
   queue_->makeCurrent();
   // Memory: check against what the device has before allocating.
-  const std::size_t hbmBytes = static_cast<std::size_t>(layout.hbmSlots) *
-                               static_cast<std::size_t>(layout.storedTokenBytes());
+  // (The write-back rings hold a token of every layer per entry, as the
+  // slots do.)
+  const std::size_t hbmBytes =
+      (static_cast<std::size_t>(layout.hbmSlots) + static_cast<std::size_t>(layout.writeBackRows)) *
+      static_cast<std::size_t>(layout.storedTokenBytes());
   std::size_t freeBytes = 0, totalBytes = 0;
   cuda.check(cuda.memGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo");
   if (hbmBytes + (64u << 20) > freeBytes)
-    throw CapacityError("the HBM tier needs " + formatBytes(hbmBytes) + " (" +
-                        std::to_string(layout.hbmSlots) + " slots x " +
-                        std::to_string(layout.storedTokenBytes()) + " bytes in " +
-                        std::to_string(layout.pools()) + " pools), the device has " +
-                        formatBytes(freeBytes) + " free");
+    throw CapacityError(
+        "the HBM tier needs " + formatBytes(hbmBytes) + " (" + std::to_string(layout.hbmSlots) +
+        " slots and " + std::to_string(layout.writeBackRows) + " write-back entries x " +
+        std::to_string(layout.storedTokenBytes()) + " bytes in " + std::to_string(layout.pools()) +
+        " pools), the device has " + formatBytes(freeBytes) + " free");
   for (std::int32_t p = 0; p < layout.pools(); ++p) {
     const std::size_t tokenBytes =
         static_cast<std::size_t>(layout.tokenBytes(static_cast<std::size_t>(p)));
@@ -29,6 +32,10 @@ CudaStorage::CudaStorage(const TierLayout &layout, std::shared_ptr<CudaQueue> qu
         static_cast<std::size_t>(layout.hbmSlots) * tokenBytes, "HBM pool " + std::to_string(p)));
     pools_.host.push_back(std::make_unique<MappedHostBuffer>(
         static_cast<std::size_t>(layout.hostRows) * tokenBytes, "host store " + std::to_string(p)));
+    if (layout.writeBackRows > 0)
+      pools_.writeBack.push_back(std::make_unique<DeviceBuffer>(
+          static_cast<std::size_t>(layout.writeBackRows) * tokenBytes,
+          "write-back ring " + std::to_string(p)));
   }
   // (The first pool's tokens are the largest.)
   snapshot_.resize(static_cast<std::size_t>(layout.hbmSlots) *

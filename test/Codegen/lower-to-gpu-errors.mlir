@@ -145,19 +145,19 @@ func.func @too_many_pairs(%q: memref<65536x32768x16x576xbf16>,
 
 // -----
 
-// Writing back is generated for the CUDA-core kernel only: a shape the
-// tensor-core kernel takes is refused, not run on CUDA cores.
-func.func @write_back_tensor_cores(%q: memref<4x1x64x576xbf16>, %rows: memref<4x1x256xi32>,
-    %slots: memref<4x1x256xi32>, %entries: memref<4x1x256xi32>, %start: memref<4xi64>,
-    %len: memref<4xi32>, %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>,
-    %out: memref<4x1x64x512xbf16>) {
-  // expected-error @below {{writes rows back with the CUDA-core kernel only: its shape takes the tensor-core kernel (compile without tensor cores, or drop write_back)}}
-  dhs.sparse_attention queries(%q : memref<4x1x64x576xbf16>)
-      rows(%rows : memref<4x1x256xi32>) slots(%slots : memref<4x1x256xi32>)
+// A verify step's position clusters (`shared`) do not store rows back yet.
+func.func @write_back_shared(%q: memref<4x2x64x576xbf16>, %rows: memref<4x2x256xi32>,
+    %slots: memref<4x2x256xi32>, %entries: memref<4x2x256xi32>, %start: memref<4xi64>,
+    %len: memref<4xi32>, %tiles: memref<4xi32>,
+    %pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>,
+    %out: memref<4x2x64x512xbf16>) {
+  // expected-error @below {{writes rows back without a shared prefix only (the position clusters of `shared` do not store rows back yet)}}
+  dhs.sparse_attention queries(%q : memref<4x2x64x576xbf16>)
+      rows(%rows : memref<4x2x256xi32>) slots(%slots : memref<4x2x256xi32>)
       history(%start, %len : memref<4xi64>, memref<4xi32>)
-      write_back(%entries : memref<4x1x256xi32>)
+      write_back(%entries : memref<4x2x256xi32>) shared(%tiles : memref<4xi32>)
       pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 2048, host = ?>)
-      layer = 0 output(%out : memref<4x1x64x512xbf16>) scale = 0.0416666679
+      layer = 0 output(%out : memref<4x2x64x512xbf16>) scale = 0.0416666679
   return
 }
 

@@ -1,5 +1,5 @@
-// dhs.sparse_attention with write_back (the CUDA-core kernel, one-layer FP8
-// rows): the classifying threads look up a host row's ring entry (the CTAs
+// dhs.sparse_attention with write_back (the CUDA-core kernel at 16 heads,
+// one-layer FP8 rows): the classifying threads look up a host row's ring entry (the CTAs
 // of a query's first head block only: the others read the same rows), an
 // entry outside the ring is reported (status 2) and not written; staging a
 // tile stores each host chunk it loads into the entry as well, and the
@@ -11,6 +11,62 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/sparse_attention.ptx -o %t/a.cubin %}
 // RUN: dhs-run %t --link-only | FileCheck %s --check-prefix=LINK
 // LINK: link: OK
+// With 64 heads the tensor-core kernel writes back: each thread's producer
+// looks up a host row's entry as it classifies the row (head block 0 only),
+// carries it a tile with the row's chunks, and stores the chunks as loaded
+// (11 of 16 bytes for an FP8 row; the scales' chunk by lane segment 0)
+// into the entry once the tile buffer is free, before dequantizing them.
+// RUN: sed 's/x16x/x64x/g' %s | dhs-opt --dhs-lower-to-gpu --canonicalize --cse \
+// RUN:   | FileCheck %s --check-prefix=TC
+// RUN: rm -rf %t.tc && sed 's/x16x/x64x/g' %s > %t.mlir && dhs-compile %t.mlir -o %t.tc
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.tc/sparse_attention.ptx -o %t.tc/a.cubin %}
+// TC-LABEL: gpu.func @sparse_attention(
+// TC-SAME: %[[ENTRIES:[a-z0-9]+]]: memref<4x1x256xi32>, %[[R:[a-z0-9]+]]: memref<?x1x656xi8>, %{{[a-z0-9]+}}: memref<4x1x64x512xbf16>
+// TC: memref.load %[[ENTRIES]][%block_id_x, %c0, %{{.*}}] : memref<4x1x256xi32>
+// TC: memref.extract_aligned_pointer_as_index %[[R]]
+// TC-COUNT-8: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: scf.if
+// TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// TC: nvvm.convert.f8x2.to.f16x2
+// With 128 heads (two CTAs a query) the missing rows are fetched once into
+// staging (dhs.fetch) and the fetch writes them back: the token's entry is
+// looked up beside its copy, an entry outside the ring is reported by the
+// token's first lane, and each chunk stored into staging is stored into the
+// entry too. The staged attention reads staging and writes nothing back.
+// RUN: sed 's/x16x/x128x/g' %s | dhs-opt --dhs-lower-to-gpu --canonicalize --cse \
+// RUN:   | FileCheck %s --check-prefix=STAGED
+// RUN: rm -rf %t.staged && sed 's/x16x/x128x/g' %s > %t.staged.mlir
+// RUN: dhs-compile %t.staged.mlir -o %t.staged
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.staged/fetch.ptx -o %t.staged/a.cubin %}
+// RUN: dhs-run %t.staged --link-only | FileCheck %s --check-prefix=LINK
+// STAGED-LABEL: func.func @step
+// STAGED: %[[SRING:.*]] = dhs.pool_write_back of %{{.*}} -> memref<?x1x656xi8>
+// STAGED: gpu.launch_func @resolve::@resolve
+// STAGED: gpu.launch_func @fetch::@fetch {{.*}} %[[SRING]] : memref<?x1x656xi8>
+// STAGED-SAME: dhs.roles = ["row_ids", "slots", "write_back", "history_start", "history_len", "host_tier", "write_back_ring", "staging", "status"]
+// STAGED: gpu.launch_func @attention::@attention
+// STAGED-SAME: dhs.roles = ["queries", "row_ids", "slots", "staging", "hbm_tier", "output", "partials", "status"]
+// STAGED-LABEL: gpu.func @fetch(
+// STAGED-SAME: %[[SENTRIES:[a-z0-9]+]]: memref<4x1x256xi32>, %{{[a-z0-9]+}}: memref<4xi64>, %{{[a-z0-9]+}}: memref<4xi32>, %[[SHOST:[a-z0-9]+]]: memref<?x1x656xi8>, %[[SR:[a-z0-9]+]]: memref<?x1x656xi8>
+// STAGED: %[[SFLAT:.*]] = memref.collapse_shape %[[SENTRIES]]
+// STAGED: %[[SE:.*]] = memref.load %[[SFLAT]][%block_id_x, %{{.*}}] : memref<4x256xi32>
+// STAGED: %[[SROOM:.*]] = arith.index_cast %{{.*}} : index to i32
+// STAGED: %[[SPAST:.*]] = arith.cmpi sge, %[[SE]], %[[SROOM]] : i32
+// STAGED: %[[SBELOW:.*]] = arith.cmpi slt, %[[SE]], %c-1_i32 : i32
+// STAGED: %[[SOUT:.*]] = arith.ori %[[SBELOW]], %[[SPAST]] : i1
+// STAGED: %[[SREPORTS:.*]] = arith.andi %[[SOUT]], %{{.*}} : i1
+// STAGED: scf.if %[[SREPORTS]] {
+// STAGED: memref.atomic_rmw ori %c2_i32
+// STAGED: %[[SGIVEN:.*]] = arith.cmpi sge, %[[SE]], %c0_i32 : i32
+// STAGED: %[[SNOTPAST:.*]] = arith.cmpi slt, %[[SE]], %[[SROOM]] : i32
+// STAGED: %[[SIN:.*]] = arith.andi %[[SGIVEN]], %[[SNOTPAST]] : i1
+// STAGED: %[[SAT:.*]] = arith.index_cast %[[SE]] : i32 to index
+// STAGED: %[[SCHUNK:.*]] = vector.load %[[SHOST]]
+// STAGED: vector.store %[[SCHUNK]], %{{.*}}[%block_id_x, %{{.*}}, %{{.*}}] {{.*}} : memref<4x256x656xi8>, vector<16xi8>
+// STAGED-NEXT: scf.if %[[SIN]] {
+// STAGED: vector.store %[[SCHUNK]], %[[SR]][%[[SAT]], %{{.*}}, %{{.*}}] {{.*}} : memref<?x1x656xi8>, vector<16xi8>
 
 // CHECK-LABEL: func.func @step
 // CHECK: %[[RING:.*]] = dhs.pool_write_back of %{{.*}} -> memref<?x1x656xi8>

@@ -542,6 +542,52 @@ func.func @fetch_slots_shape(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm =
 
 // -----
 
+// write_back entries belong to resolved selections: a union fetch has none.
+func.func @fetch_write_back_union(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x64xi32>, %entries: memref<2x64xi32>, %start: memref<2xi64>,
+    %len: memref<2xi32>, %stage: memref<2x64x4x656xi8>) {
+  // expected-error @below {{'dhs.fetch' op write_back needs slots: its entries belong to resolved selections (dhs.resolve)}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x64xi32>) write_back(%entries : memref<2x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x4x656xi8>)
+  return
+}
+
+// -----
+
+// Beside a one-layer attention (ready flags), the tiles the attention takes
+// would miss the ring.
+func.func @fetch_write_back_beside_one_layer(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>,
+    %rows: memref<2x1x64xi32>, %slots: memref<2x1x64xi32>, %entries: memref<2x1x64xi32>,
+    %start: memref<2xi64>, %len: memref<2xi32>, %stage: memref<2x64x1x656xi8>,
+    %ready: memref<2x1xi32>) {
+  // expected-error @below {{'dhs.fetch' op write_back with ready flags needs a layer group's pool: beside a one-layer attention, the tiles it takes are not written back}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 1, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      write_back(%entries : memref<2x1x64xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x1x656xi8>) ready(%ready : memref<2x1xi32>)
+  return
+}
+
+// -----
+
+// write_back: an entry for 32 of 64 selections a position.
+func.func @fetch_write_back_shape(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
+    %rows: memref<2x1x64xi32>, %slots: memref<2x1x64xi32>, %entries: memref<2x1x32xi32>,
+    %start: memref<2xi64>, %len: memref<2xi32>, %stage: memref<2x64x4x656xi8>) {
+  // expected-error @below {{'dhs.fetch' op write_back must have the shape of rows, got 'memref<2x1x32xi32>' for 'memref<2x1x64xi32>'}}
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>)
+      rows(%rows : memref<2x1x64xi32>) slots(%slots : memref<2x1x64xi32>)
+      write_back(%entries : memref<2x1x32xi32>)
+      history(%start, %len : memref<2xi64>, memref<2xi32>)
+      into(%stage : memref<2x64x4x656xi8>)
+  return
+}
+
+// -----
+
 // staging: 3 requests' rows for 2 requests.
 func.func @fetch_staging_batch(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 64, host = ?>,
     %rows: memref<2x1x64xi32>, %start: memref<2xi64>, %len: memref<2xi32>,

@@ -381,10 +381,11 @@ func.func @share_rows(%rows: memref<4x5x256xi32>, %slots: memref<4x5x256xi32>,
 
 // A step's misses written back: the pool's write-back ring, each missing
 // selection's ring entry from resolve, carried by the union, the sort and
-// the plan to place_rows.
+// the plan to place_rows; a fetch of the missing rows writes them there too.
 // CHECK-LABEL: func.func @write_back
 // CHECK: dhs.pool_write_back of %{{.*}} : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?> -> memref<?x4x656xi8>
 // CHECK: dhs.resolve pool(%{{.*}}) rows(%{{.*}} : memref<4x1x64xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) into(%{{.*}} : memref<4x1x64xi32>) write_back(%{{.*}} : memref<4x1x64xi32>)
+// CHECK: dhs.fetch pool(%{{.*}}) rows(%{{.*}} : memref<4x1x64xi32>) slots(%{{.*}} : memref<4x1x64xi32>) write_back(%{{.*}} : memref<4x1x64xi32>) history(%{{.*}}, %{{.*}} : memref<4xi64>, memref<4xi32>) into(%{{.*}} : memref<4x64x4x656xi8>)
 // CHECK: dhs.union_missing rows(%{{.*}} : memref<4x1x64xi32>) slots(%{{.*}} : memref<4x1x64xi32>) into(%{{.*}}, %{{.*}} : memref<4x64xi32>, memref<4x1x64xi32>) write_back(%{{.*}} : memref<4x1x64xi32>) sources(%{{.*}} : memref<4x64xi32>)
 // CHECK: dhs.sort_rows rows(%{{.*}} : memref<4x64xi32>) into(%{{.*}} : memref<4x64xi32>) carry(%{{.*}} : memref<4x64xi32>) into(%{{.*}} : memref<4x64xi32>)
 // CHECK: dhs.plan_promotions {{.*}} into(%{{.*}}, %{{.*}} : memref<512xi64>, memref<512xi32>) sources(%{{.*}} : memref<4x64xi32>) into(%{{.*}} : memref<512xi32>) replacement = clock
@@ -396,12 +397,17 @@ func.func @write_back(%pool: !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, 
                       %sources: memref<4x64xi32>, %hot: memref<1024xi64>,
                       %cleared: memref<1024xi32>, %free: memref<1024xi32>,
                       %control: memref<8xi32>, %plan_rows: memref<512xi64>,
-                      %plan_slots: memref<512xi32>, %plan_sources: memref<512xi32>) {
+                      %plan_slots: memref<512xi32>, %plan_sources: memref<512xi32>,
+                      %stage: memref<4x64x4x656xi8>) {
   %ring = dhs.pool_write_back of %pool
       : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?> -> memref<?x4x656xi8>
   dhs.resolve pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
       rows(%rows : memref<4x1x64xi32>) history(%start, %len : memref<4xi64>, memref<4xi32>)
       into(%slots : memref<4x1x64xi32>) write_back(%entries : memref<4x1x64xi32>)
+  dhs.fetch pool(%pool : !dhs.kv_pool<#dhs.mla_fp8, layers = 4, hbm = 1024, host = ?>)
+      rows(%rows : memref<4x1x64xi32>) slots(%slots : memref<4x1x64xi32>)
+      write_back(%entries : memref<4x1x64xi32>)
+      history(%start, %len : memref<4xi64>, memref<4xi32>) into(%stage : memref<4x64x4x656xi8>)
   dhs.union_missing rows(%rows : memref<4x1x64xi32>) slots(%slots : memref<4x1x64xi32>)
       into(%union, %remap : memref<4x64xi32>, memref<4x1x64xi32>)
       write_back(%entries : memref<4x1x64xi32>) sources(%sources : memref<4x64xi32>)

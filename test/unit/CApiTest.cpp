@@ -48,6 +48,8 @@ TEST_CASE("C API: creation and configuration errors", "[capi]") {
       // (Counts of groups overflowed 32 bits on the way to a load.)
       {[](dhs_runtime_config &c) { c.layers = INT32_MAX; }, "it must be at most 65536"},
       {[](dhs_runtime_config &c) { c.backend = 9; }, "config.backend 9"},
+      {[](dhs_runtime_config &c) { c.write_back_rows = -1; },
+       "write_back_rows must not be negative"},
   };
   for (const auto &b : bad) {
     INFO(b.message);

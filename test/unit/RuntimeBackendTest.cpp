@@ -1347,8 +1347,13 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
     other.loadSteps(resolved);
     other.loadPlacementStep(placement);
     CHECK_THROWS_WITH(other.loadDecisionStep(decisions), Catch::Contains("hot floor 0"));
-    // So is one that carries write-back ring entries (not passed between
-    // steps by the runtime yet).
+  }
+  // So is one that carries write-back ring entries the attention steps do
+  // not give.
+  {
+    Runtime other(config);
+    other.loadSteps(resolved);
+    other.loadPlacementStep(placement);
     CHECK_THROWS_WITH(
         other.loadDecisionStep(dhs::test::compiledStepsDir() + "/write_back_decisions"),
         Catch::Contains("write-back ring entries"));
@@ -1417,6 +1422,90 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
        << worst << ", " << decided.stats().totals.promoted << " rows promoted and "
        << decided.stats().totals.evicted << " evicted as on the CPU; a bad row id fails the "
        << "step and decides nothing");
+}
+
+TEST_CASE("residency decisions on the device with write-back rings: promotions copied from HBM",
+          "[cuda][gpu][runtime][decisions]") {
+  // The session above with layer steps whose resolve gives each miss a
+  // ring entry and whose launches that copy host rows write them there, and
+  // a decision step that carries the entries to place_rows: the promoted
+  // rows are copied from the rings (HBM to HBM). In groups of 4 layers each
+  // fused attention writes its layer's part of the token; over one-layer
+  // pools with 8 heads a CTA, a fetch stages the missing rows for the
+  // query's two CTAs and writes them. `shadowed` also decides on the host
+  // and checks every promoted slot's bytes against the host store before
+  // the host copies them again; `small` has rings of 64 tokens, so that
+  // most misses fall past them and are read from the host store. All must
+  // end with the CPU's residency and output bits.
+  const std::uint64_t seed = dhs::test::freshSeed() + 670;
+  INFO("DHS_TEST_SEED=" << seed - 670);
+  const auto [G, writingVariant, placement, decisions, copier] =
+      GENERATE(table<int, std::string, std::string, std::string, abi::LaunchKind>(
+          {{4, "_write_back", placementStep(),
+            dhs::test::compiledStepsDir() + "/decisions_g4_write_back",
+            abi::LaunchKind::SparseAttention},
+           {1, "_write_back_staged", dhs::test::compiledStepsDir() + "/place_rows_g1",
+            dhs::test::compiledStepsDir() + "/decisions_g1_write_back", abi::LaunchKind::Fetch}}));
+  INFO("groups of " << G << " layers, steps fp8_g" << G << writingVariant);
+  if (!decisionStepsOrSkip())
+    return;
+  const std::string unavailable = groupStepsUnavailable(G, writingVariant);
+  if (!unavailable.empty() || !std::ifstream(decisions + "/manifest.json") ||
+      !std::ifstream(placement + "/manifest.json")) {
+    WARN("SKIPPED: " << (unavailable.empty()
+                             ? "no compiled step at " + decisions + " or " + placement
+                             : unavailable));
+    return;
+  }
+  const std::vector<std::string> resolved = dhs::test::groupSteps(G, "_resolved");
+  const std::vector<std::string> writing = dhs::test::groupSteps(G, writingVariant);
+  {
+    // The launch that writes the ring is the one this case means to test.
+    const Manifest step = Manifest::load(writing.front());
+    CHECK(std::any_of(step.launches.begin(), step.launches.end(), [&](const Launch &launch) {
+      return launch.kind == copier &&
+             std::any_of(launch.params.begin(), launch.params.end(), [](const LaunchParam &p) {
+               return p.role == abi::ParamRole::WriteBackRing;
+             });
+    }));
+  }
+  const std::int32_t layers = 8;
+  RuntimeConfig config = dhs::test::testConfig(layers, G, BackendKind::Cpu, 4, /*floor=*/0);
+  Runtime cpu(config);
+  cpu.loadSteps(resolved);
+  config.backend = BackendKind::Cuda;
+  config.writeBackRows = 1024;
+  Runtime shadowed(config);
+  config.checkInvariants = false;
+  config.cudaGraphs = true;
+  Runtime decided(config);
+  config.writeBackRows = 64;
+  Runtime small(config);
+  for (Runtime *rt : {&shadowed, &decided, &small}) {
+    rt->loadSteps(writing);
+    rt->loadPlacementStep(placement);
+    rt->loadDecisionStep(decisions);
+  }
+  std::mt19937_64 rng(seed);
+  Shadow shadow(layers, RowFormat::MlaFp8);
+  std::size_t differing = 0;
+  const double worst = session({&cpu, &shadowed, &decided, &small}, shadow, rng, 24,
+                               [&](const auto &outputs) {
+                                 differing += countBitDifferences(outputs[1], outputs[2]);
+                                 differing += countBitDifferences(outputs[1], outputs[3]);
+                               },
+                               {false, true, true, true});
+  CHECK(differing == 0);
+  for (Runtime *rt : {&shadowed, &decided, &small}) {
+    CHECK(rt->stats().totals.promoted == cpu.stats().totals.promoted);
+    CHECK(rt->stats().totals.evicted == cpu.stats().totals.evicted);
+    rt->checkInvariants(); // downloads the device state into the controller
+    dhs::test::expectSameResidency(cpu, *rt);
+  }
+  CHECK(decided.stats().totals.promoted > 0);
+  WARN("residency decisions on the device with write-back rings of 1024 / 64 tokens, groups of "
+       << G << " layers: 24 steps x 8 layers, worst relative error " << worst << ", "
+       << decided.stats().totals.promoted << " rows promoted as on the CPU");
 }
 
 TEST_CASE("residency decisions on the device: the engine's device buffers used in place, a step "

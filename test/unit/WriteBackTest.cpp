@@ -236,19 +236,26 @@ TEST_CASE("the write-back ring carries a step's misses from resolve to place_row
   }
 }
 
-TEST_CASE("the fused attention writes the host rows it reads into their ring entries",
-          "[cuda][gpu][resolve]") {
-  const std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip("write_back_attention");
+TEST_CASE("the attention's host rows are written into their ring entries", "[cuda][gpu][resolve]") {
+  // 16 heads (the CUDA-core kernel) and 64 (the tensor-core kernel) read
+  // their missing rows and write them back; at 128 heads (two CTAs a query)
+  // a fetch stages them once and writes them back.
+  const auto [name, H, copier] = GENERATE(table<const char *, std::size_t, abi::LaunchKind>(
+      {{"write_back_attention", 16, abi::LaunchKind::SparseAttention},
+       {"write_back_tensor_core", 64, abi::LaunchKind::SparseAttention},
+       {"write_back_staged", 128, abi::LaunchKind::Fetch}}));
+  INFO(name);
+  const std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip(name);
   if (!compiled)
     return;
   const Manifest &manifest = *compiled;
   REQUIRE(manifest.launches.size() >= 2);
   CHECK(manifest.launches[0].kind == abi::LaunchKind::Resolve);
-  CHECK(manifest.launches[1].kind == abi::LaunchKind::SparseAttention);
+  CHECK(manifest.launches[1].kind == copier);
   if (!dhs::test::gpuOrSkip())
     return;
   DHS_SEEDED_RNG(rng, 1501);
-  const std::size_t B = 4, K = 256, H = 16, slots = 2048, token = 656, N = B * K;
+  const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
   const auto &[length, rows, start, hostRows] = randomRequests(rng, B, K, 0);
   // FP8 rows of finite values: random e4m3 bytes (no NaN codes), scales in
   // [0.5, 1), bf16 RoPE dims in [-1, 1).
