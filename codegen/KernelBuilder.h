@@ -73,6 +73,17 @@ struct KernelBuilder {
     Value below = cmpi(arith::CmpIPredicate::slt, entry, i32(-1));
     return arith::OrIOp::create(b, below, past);
   }
+  /// `memref[indices]` (i32) where `condition` holds, else `fallback`: the
+  /// load runs only where it holds.
+  Value loadI32Or(Value condition, Value memref, ValueRange indices, int32_t fallback) {
+    auto loaded = scf::IfOp::create(b, b.getI32Type(), condition, /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loaded.thenBlock());
+    scf::YieldOp::create(b, memref::LoadOp::create(b, memref, indices).getResult());
+    b.setInsertionPointToStart(loaded.elseBlock());
+    scf::YieldOp::create(b, i32(fallback));
+    return loaded.getResult(0);
+  }
   /// The thread's index in its block (x), and the block's along `dimension`.
   Value threadId() { return gpu::ThreadIdOp::create(b, gpu::Dimension::x); }
   Value blockId(gpu::Dimension dimension = gpu::Dimension::x) {

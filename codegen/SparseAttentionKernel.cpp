@@ -206,18 +206,9 @@ void SparseAttentionKernelEmitter::emitClassifyRows(Value tileStart) {
     Value fromHost = cmpi(arith::CmpIPredicate::eq, classified.getResult(0), i32(2));
     Value listedHostRow = arith::AndIOp::create(b, inRange, fromHost);
     Value writes = arith::AndIOp::create(b, listedHostRow, firstHeads);
-    auto entry = scf::IfOp::create(b, TypeRange{b.getI32Type()}, writes, /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard entryGuard(b);
-      b.setInsertionPointToStart(entry.thenBlock());
-      scf::YieldOp::create(
-          b, memref::LoadOp::create(b, writeBackEntries, ValueRange{request, position, k})
-                 .getResult());
-      b.setInsertionPointToStart(entry.elseBlock());
-      scf::YieldOp::create(b, i32(-1));
-    }
+    Value written =
+        loadI32Or(writes, writeBackEntries, ValueRange{request, position, k}, /*fallback=*/-1);
     // An entry outside the ring is reported (a bad slot) and not written.
-    Value written = entry.getResult(0);
     Value outside = outsideRing(written, ringRows(writeBackRing));
     auto reportEntry = scf::IfOp::create(b, outside, /*withElse=*/false);
     {

@@ -128,23 +128,14 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
     // compiler's order of evaluating arguments.)
     Value firstHeads = eq(headBase, c32(0));
     Value validHostRow = andi(valid, onHost);
-    auto entry = scf::IfOp::create(b, b.getI32Type(), andi(validHostRow, firstHeads),
-                                   /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(entry.thenBlock());
-      scf::YieldOp::create(
-          b, memref::LoadOp::create(b, writeBackEntries, ValueRange{request, position, k})
-                 .getResult());
-      b.setInsertionPointToStart(entry.elseBlock());
-      scf::YieldOp::create(b, c32(-1));
-    }
-    Value outside = kb.outsideRing(entry.getResult(0), kb.ringRows(writeBackRing));
+    Value entry = kb.loadI32Or(andi(validHostRow, firstHeads), writeBackEntries,
+                               ValueRange{request, position, k}, /*fallback=*/-1);
+    Value outside = kb.outsideRing(entry, kb.ringRows(writeBackRing));
     kb.ifThen(andi(report, outside), [&] {
       memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::ori, c32(abi::kStatusBadSlot), status,
                                   ValueRange{kb.index(0)});
     });
-    row.ringEntry = kb.select(outside, c32(-1), entry.getResult(0));
+    row.ringEntry = kb.select(outside, c32(-1), entry);
   }
   return row;
 }
