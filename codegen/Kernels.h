@@ -50,10 +50,10 @@ FailureOr<KernelSpec> getKernelSpec(ShareRowsOp op);
 /// list and block).
 FailureOr<KernelSpec> getKernelSpec(ResolveOp op);
 
-/// The kernel of a `dhs.place_rows`: threads copy the placed rows 16 bytes
-/// at a time from the mapped host store into their slots, and each row's
-/// first chunk records its slot (or -1) in the residency map and stamps a
-/// filled slot's replacement state with the log's step.
+/// The kernel of a `dhs.place_rows`: a warp per list entry copies the placed
+/// row 16 bytes a lane from the mapped host store (or the write-back ring)
+/// into its slot, and its lane 0 records the slot (or -1) in the residency
+/// map and stamps a filled slot's replacement state with the log's step.
 FailureOr<KernelSpec> getKernelSpec(PlaceRowsOp op);
 
 /// The kernel of a `dhs.plan_promotions` (CLOCK): one CTA ranks the fetched
