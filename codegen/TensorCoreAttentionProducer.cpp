@@ -315,36 +315,9 @@ void TensorCoreAttentionEmitter::emitProducer() {
   };
   // Decodes row `round`'s chunks into tile buffer `buffer`.
   Type pairF32 = VectorType::get({2}, b.getF32Type());
-  // In a head-block cluster every store goes to the peer's tile buffer too
-  // (its shared::cluster address and remote barrier).
-  SmallVector<std::pair<Value, Value>> peers;
-  if (clustered) {
-    Value peer = xori(rank, c32(1));
-    peers.push_back({hb.clusterAddress(sharedBase, peer),
-                     hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer)});
-  }
-  auto storeTile = [&](Value value, Value offset, Value buffer, unsigned alignment, bool remote) {
-    storeShared(value, offset, alignment);
-    if (remote)
-      for (auto [peerBase, peerBarrier] : peers)
-        hb.storeRemote(add(peerBase, offset), value, add(peerBarrier, mul(buffer, c32(8))));
-  };
-  // A 4-byte row value (f32 or i32) that the other CTAs get once (their
-  // barriers count it so).
-  auto storeOnce = [&](Value value, Value offset, Value buffer, bool remote) {
-    storeShared(value, offset, 4);
-    if (remote)
-      kb.ifThen(reporter, [&] {
-        Value word = value.getType().isF32()
-                         ? arith::BitcastOp::create(b, b.getI32Type(), value).getResult()
-                         : value;
-        for (auto [peerBase, peerBarrier] : peers)
-          hb.storeRemote(add(peerBase, offset), word, add(peerBarrier, mul(buffer, c32(8))));
-      });
-  };
   // Stores row `round` of tile buffer `buffer`: its bias, sharing its id,
-  // and its chunks (FP8 dequantized), into the other CTAs' buffers too when
-  // `remote`.
+  // and its chunks (FP8 dequantized). (The other CTAs of a cluster get them
+  // by bulk copies: shareHalves, copyHalfToPeer.)
   // Writing back: the row's chunks, as loaded, into its ring entry (at the
   // offsets they were loaded from; the scales' chunk, which every segment
   // loads, by segment 0).
@@ -373,21 +346,20 @@ void TensorCoreAttentionEmitter::emitProducer() {
           hb.storeGlobal16(add(base, add(segmentBytes, c64(g * 128 + 16 * c))), chunks[2 * g + c]);
     });
   };
-  auto storeRow = [&](Value buffer, int64_t round, Value valid, Value id, ArrayRef<Value> chunks,
-                      bool remote) {
+  auto storeRow = [&](Value buffer, int64_t round, Value valid, Value id, ArrayRef<Value> chunks) {
     Value row = add(firstRow, rowOffsets[round]);
     Value rowOffset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4));
     Value biasOffset = add(c32(kBiasOffset), rowOffset);
     Value bias = kb.select(valid, kb.f32(0.0), negInf);
-    storeOnce(bias, biasOffset, buffer, remote);
+    storeShared(bias, biasOffset, 4);
     if (sharing)
-      storeOnce(id, add(c32(kReceivedIdsOffset), rowOffset), buffer, remote);
+      storeShared(id, add(c32(kReceivedIdsOffset), rowOffset), 4);
     Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
     auto storeChunk = [&](int64_t block, int64_t c, Value chunk) {
-      storeTile(
+      storeShared(
           chunk,
           swizzled(add(tileBase, c32(block * kBlockBytes)), row, add(mul(segment, c32(2)), c32(c))),
-          buffer, 16, remote);
+          16);
     };
     if (!fp8) {
       for (int64_t g = 0; g < kKeyBlocks; ++g)
@@ -498,14 +470,13 @@ void TensorCoreAttentionEmitter::emitProducer() {
                    ArrayRef<Value> chunks) {
     writeBack(entry, chunks);
     if (!sharing) {
-      storeRow(buffer, round, valid, id, chunks, /*remote=*/clustered);
+      storeRow(buffer, round, valid, id, chunks);
       return;
     }
     Value row = add(firstRow, rowOffsets[round]);
     Value rowOffset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4));
     kb.ifThen(reporter, [&] { storeShared(id, add(c32(kExpectedIdsOffset), rowOffset), 4); });
-    kb.ifThen(gathers(tileIndex, round),
-              [&] { storeRow(buffer, round, valid, id, chunks, /*remote=*/false); });
+    kb.ifThen(gathers(tileIndex, round), [&] { storeRow(buffer, round, valid, id, chunks); });
   };
   // Sharing: once the producer stored tile `tileIndex` (and fenced it to
   // the async proxy), the halves of a shared tile this CTA gathered go to
@@ -539,6 +510,34 @@ void TensorCoreAttentionEmitter::emitProducer() {
               add(kb.select(isBias, c32(kBiasOffset), c32(kReceivedIdsOffset)), rowsOffset));
           hb.copyToCluster(add(peerBase, offset), add(localBase, offset), size, peerBarrier);
         });
+    });
+  };
+
+  // A head-block cluster: once the producer stored its half of tile buffer
+  // `buffer` (rows 32 r to 32 r + 31 of rank r, fenced to the async proxy),
+  // the half goes to the peer's buffer with bulk copies: its 9 blocks' 32
+  // rows (4 KB each, contiguous) and its 32 row biases (128 B); thread i of
+  // the first 10 issues piece i. (Before, each thread stored every chunk to
+  // the peer too, a st.async per 16 bytes.) The peer's buffer is free: its
+  // empty barrier completed on both CTAs' consumers; this CTA's stays
+  // unwritten until then too, after the peer's consumers saw this copy end.
+  auto copyHalfToPeer = [&](Value buffer) {
+    NVVM::BarrierOp::create(b, Type(), c32(kBarrierProduced), c32(kGroupThreads), {}, Value());
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kKeyBlocks + 1)), [&] {
+      Value isBlock = kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kKeyBlocks));
+      Value size = kb.select(isBlock, c32(kBlockBytes / 2), c32(4 * kTensorCoreTileRows / 2));
+      Value peer = xori(rank, c32(1));
+      Value peerBase = hb.clusterAddress(sharedBase, peer);
+      Value peerBarrier =
+          add(hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer), mul(buffer, c32(8)));
+      Value localBase = LLVM::PtrToIntOp::create(b, b.getI32Type(), sharedBase);
+      Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
+      Value half = mul(rank, c32(kBlockBytes / 2));
+      Value blockOffset = add(tileBase, add(mul(thread, c32(kBlockBytes)), half));
+      Value firstBias = add(mul(buffer, c32(kTensorCoreTileRows)), mul(rank, c32(32)));
+      Value biasOffset = add(c32(kBiasOffset), mul(firstBias, c32(4)));
+      Value offset = kb.select(isBlock, blockOffset, biasOffset);
+      hb.copyToCluster(add(peerBase, offset), add(localBase, offset), size, peerBarrier);
     });
   };
 
@@ -691,11 +690,13 @@ void TensorCoreAttentionEmitter::emitProducer() {
           if (issueAfter(ahead) == round)
             issueNext(ahead);
     }
-    // The tile's bytes are read by wgmma and, sharing, bulk copies (the
-    // async proxy).
+    // The tile's bytes are read by wgmma and, in a cluster, bulk copies
+    // (the async proxy).
     hb.fenceAsyncShared();
     if (sharing)
       shareHalves(tileIndex, buffer);
+    if (clustered)
+      copyHalfToPeer(buffer);
     arriveBarrier(buffer, /*full=*/true);
     // A staged FP8 kernel (its rows all in device memory: HBM or staging)
     // whose query spans two unclustered CTAs prefetches tile t + 2's rows

@@ -1,9 +1,11 @@
 // 128 heads of bf16 MLA rows: the two 64-head CTAs of a query form a 2-CTA
 // cluster (nvvm.cluster_dim, PTX .reqnctapercluster) and gather each tile
 // once for both. Each producer fills half of every tile (its cluster rank's
-// 32 rows) into its own tile buffer and, with st.async, into the peer's,
-// whose "remote" mbarriers (count 1, armed with the peer's 36992 bytes per
-// tile) complete on those bytes. A tile buffer is free again once one thread
+// 32 rows) into its own tile buffer, then copies that half into the peer's
+// with ten bulk copies (cp.async.bulk.shared::cluster: each block's 4 KB
+// half, and the 128 bytes of its row biases), whose "remote" mbarriers
+// (count 1, armed with the peer's 36992 bytes per tile) complete on those
+// bytes. A tile buffer is free again once one thread
 // of each consumer warpgroup of both CTAs arrived on its empty barrier
 // (count 4, remote arrives). Cluster barriers before the first remote access
 // and before exit. FP8 rows stay unclustered (measured slower, bench/NOTES.md),
@@ -19,11 +21,11 @@
 // the GPU runs has neither: the same SASS as without the markers.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0 tensor-core-clusters=false" \
-// RUN:   | FileCheck %s --check-prefix=OFF --implicit-check-not=nvvm.cluster_dim --implicit-check-not=st.async \
+// RUN:   | FileCheck %s --check-prefix=OFF --implicit-check-not=nvvm.cluster_dim --implicit-check-not=shared::cluster \
 // RUN:   --implicit-check-not=acquire.cluster --implicit-check-not=dhs.racecheck \
 // RUN:   --implicit-check-not=nvvm.prefetch
 // RUN: sed 's/mla_bf16/mla_fp8/g' %s | dhs-opt --dhs-lower-to-gpu="min-blocks=0" \
-// RUN:   | FileCheck %s --check-prefix=PREFETCH --implicit-check-not=nvvm.cluster_dim --implicit-check-not=st.async \
+// RUN:   | FileCheck %s --check-prefix=PREFETCH --implicit-check-not=nvvm.cluster_dim --implicit-check-not=shared::cluster \
 // RUN:   --implicit-check-not=acquire.cluster --implicit-check-not=dhs.racecheck
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
@@ -59,20 +61,26 @@
 // CHECK-NEXT: nvvm.cluster.wait
 // Producer: it waits for empty[b] with a cluster-scope acquire (the releasing
 // arrivals include the peer's consumers), the peer's tile bytes are expected,
-// then each chunk goes to both.
+// then its half of the tile is stored, fenced to the async proxy, and once
+// the producer's threads are past the named barrier, its first 10 threads copy
+// it to the peer.
 // CHECK: nvvm.setmaxregister  decrease 144
-// CHECK: nvvm.mapa
 // CHECK: scf.for
 // CHECK: arith.addi %{{.*}}, %c230160_i32
 // CHECK-NEXT: %[[FREE:.*]] = llvm.getelementptr
 // CHECK-NEXT: llvm.inline_asm has_side_effects "{{.*}}mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [$0], $1, 10000000;{{.*}}" %[[FREE]], %{{.*}} : (!llvm.ptr<3>, i32) -> ()
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c36992_i32
-// CHECK: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
-// CHECK: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// CHECK-NEXT: nvvm.barrier id = %c4_i32 number_of_threads = %c128_i32
+// CHECK-NEXT: %[[COPIER:.*]] = arith.cmpi ult, %{{.*}}, %c10_i32 : i32
+// CHECK-NEXT: scf.if %[[COPIER]] {
+// CHECK: nvvm.mapa
+// CHECK: llvm.inline_asm has_side_effects "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];"
+// CHECK-NOT: cp.async.bulk
+// CHECK: nvvm.setmaxregister  increase 200
 // Consumers wait for both halves, release the tile in both CTAs: every thread
 // passes the racecheck marker (empty[b] = full[b] + 16 bytes, from the pointer
 // the full wait used), then thread 32 / 64 arrives.
-// CHECK: nvvm.setmaxregister  increase 200
 // CHECK: nvvm.mbarrier.try_wait.parity %[[FULL:.*]], %[[PARITY:.*]], %c10000000_i32
 // CHECK: nvvm.mbarrier.try_wait.parity %{{.*}}, %[[PARITY]], %c10000000_i32
 // CHECK: llvm.inline_asm has_side_effects "// dhs.racecheck: { .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, $0, 16; mapa.shared::cluster.u64 %dhs_rc1, %dhs_rc0, 0; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc1]; mapa.shared::cluster.u64 %dhs_rc2, %dhs_rc0, 1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc2]; }", "l,~{memory}" %[[FULL]] : (!llvm.ptr<3>) -> ()
@@ -127,7 +135,7 @@
 // PTX: {{^}}	// dhs.racecheck: { .reg .b64 %dhs_rc<3>; add.s64 %dhs_rc0, %rd{{[0-9]+}}, 16; mapa.shared::cluster.u64 %dhs_rc1, %dhs_rc0, 0; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc1]; mapa.shared::cluster.u64 %dhs_rc2, %dhs_rc0, 1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc2]; }
 // PTX: {{^}}	mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%rd{{[0-9]+}}], %r{{[0-9]+}};
 // PTX: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%r{{[0-9]+}}], %r{{[0-9]+}}, 10000000;
-// PTX: st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32
+// PTX: cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Used 168 registers
 // LINK: link: OK
