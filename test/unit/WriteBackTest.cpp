@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -239,11 +241,15 @@ TEST_CASE("the write-back ring carries a step's misses from resolve to place_row
 TEST_CASE("the attention's host rows are written into their ring entries", "[cuda][gpu][resolve]") {
   // 16 heads (the CUDA-core kernel) and 64 (the tensor-core kernel) read
   // their missing rows and write them back; at 128 heads (two CTAs a query)
-  // a fetch stages them once and writes them back.
-  const auto [name, H, copier] = GENERATE(table<const char *, std::size_t, abi::LaunchKind>(
-      {{"write_back_attention", 16, abi::LaunchKind::SparseAttention},
-       {"write_back_tensor_core", 64, abi::LaunchKind::SparseAttention},
-       {"write_back_staged", 128, abi::LaunchKind::Fetch}}));
+  // a fetch stages them once and writes them back; bf16 rows at 128 heads
+  // in a layer group's pool (layer 0 of 4) are read by a cluster of the two
+  // CTAs, each writing the half it gathers.
+  const auto [name, H, copier, rowBytes, layers] =
+      GENERATE(table<const char *, std::size_t, abi::LaunchKind, std::size_t, std::size_t>(
+          {{"write_back_attention", 16, abi::LaunchKind::SparseAttention, 656, 1},
+           {"write_back_tensor_core", 64, abi::LaunchKind::SparseAttention, 656, 1},
+           {"write_back_staged", 128, abi::LaunchKind::Fetch, 656, 1},
+           {"write_back_clustered", 128, abi::LaunchKind::SparseAttention, 1152, 4}}));
   INFO(name);
   const std::optional<Manifest> compiled = dhs::test::compiledStepOrSkip(name);
   if (!compiled)
@@ -252,19 +258,37 @@ TEST_CASE("the attention's host rows are written into their ring entries", "[cud
   REQUIRE(manifest.launches.size() >= 2);
   CHECK(manifest.launches[0].kind == abi::LaunchKind::Resolve);
   CHECK(manifest.launches[1].kind == copier);
+  if (layers > 1) {
+    // (The two CTAs of a query are one cluster.)
+    std::ifstream ptx(manifest.launches[1].ptxPath);
+    const std::string text((std::istreambuf_iterator<char>(ptx)), std::istreambuf_iterator<char>());
+    CHECK(text.find(".reqnctapercluster 1, 2, 1") != std::string::npos);
+  }
   if (!dhs::test::gpuOrSkip())
     return;
   DHS_SEEDED_RNG(rng, 1501);
-  const std::size_t B = 4, K = 256, slots = 2048, token = 656, N = B * K;
+  const std::size_t B = 4, K = 256, slots = 2048, token = layers * rowBytes, N = B * K;
   const auto &[length, rows, start, hostRows] = randomRequests(rng, B, K, 0);
-  // FP8 rows of finite values: random e4m3 bytes (no NaN codes), scales in
-  // [0.5, 1), bf16 RoPE dims in [-1, 1).
+  // Rows of finite values. FP8: random e4m3 bytes (no NaN codes), scales in
+  // [0.5, 1), bf16 RoPE dims in [-1, 1); bf16: 576 dims in [-1, 1).
   // (Copied into mapped memory once a run's context is current.)
   std::vector<std::uint8_t> hostData(hostRows * token);
   std::uint8_t *hostBytes = hostData.data();
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  for (std::size_t r = 0; r < hostRows; ++r) {
-    std::uint8_t *row = hostBytes + r * token;
+  auto storeBf16 = [&](std::uint8_t *at) {
+    float value = unit(rng);
+    std::uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    std::uint16_t half = static_cast<std::uint16_t>(bits >> 16);
+    std::memcpy(at, &half, 2);
+  };
+  for (std::size_t r = 0; r < hostRows * layers; ++r) {
+    std::uint8_t *row = hostBytes + r * rowBytes;
+    if (rowBytes != 656) {
+      for (std::size_t d = 0; d < 576; ++d)
+        storeBf16(row + 2 * d);
+      continue;
+    }
     for (std::size_t i = 0; i < 512; ++i) {
       std::uint8_t byte = static_cast<std::uint8_t>(rng());
       row[i] = (byte & 0x7f) == 0x7f ? 0x3c : byte;
@@ -273,13 +297,8 @@ TEST_CASE("the attention's host rows are written into their ring entries", "[cud
       float scale = 0.5f + 0.5f * std::abs(unit(rng));
       std::memcpy(row + 512 + 4 * s, &scale, 4);
     }
-    for (std::size_t d = 0; d < 64; ++d) {
-      float value = unit(rng);
-      std::uint32_t bits;
-      std::memcpy(&bits, &value, 4);
-      std::uint16_t half = static_cast<std::uint16_t>(bits >> 16);
-      std::memcpy(row + 528 + 2 * d, &half, 2);
-    }
+    for (std::size_t d = 0; d < 64; ++d)
+      storeBf16(row + 528 + 2 * d);
   }
   // A third of the rows resident, in distinct slots holding their bytes.
   std::vector<std::int32_t> map(hostRows, -1);
@@ -339,8 +358,8 @@ TEST_CASE("the attention's host rows are written into their ring entries", "[cud
       continue;
     }
     const auto ringBytes = run.download<std::uint8_t>(run.buffers.writeBack, ring * token, "ring");
-    // Every entry given out holds its row's bytes; the entries are the
-    // first `ring` misses' (none left over).
+    // Every entry given out holds its row's bytes (layer 0's, at the token's
+    // start); the entries are the first `ring` misses' (none left over).
     std::size_t misses = 0, kept = 0, byteErrors = 0;
     std::vector<bool> given(ring, false);
     for (std::size_t i = 0; i < N; ++i) {
@@ -359,7 +378,7 @@ TEST_CASE("the attention's host rows are written into their ring entries", "[cud
       REQUIRE(static_cast<std::size_t>(entries[i]) < ring);
       given[static_cast<std::size_t>(entries[i])] = true;
       byteErrors += std::memcmp(&ringBytes[static_cast<std::size_t>(entries[i]) * token],
-                                hostBytes + hostRow * token, token) != 0;
+                                hostBytes + hostRow * token, rowBytes) != 0;
     }
     CHECK(kept == std::min(ring, misses));
     CHECK(misses > ring);
