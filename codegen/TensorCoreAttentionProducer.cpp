@@ -170,10 +170,6 @@ void TensorCoreAttentionEmitter::emitProducer() {
     requestHistoryStart = memref::LoadOp::create(b, historyStart, ValueRange{request});
     requestHistoryLen = memref::LoadOp::create(b, historyLen, ValueRange{request});
   }
-  // FP8 rows decoded without the conversion unit where the kernel reads
-  // device memory only (see storeRow).
-  bool fastDecode =
-      fp8 && !sharing && (config.residentForm || (config.staged && !config.overlapped));
   Type chunkType = VectorType::get({4}, b.getI32Type());
   // Thread (warp w, lane l) handles rows 8w + l % 8 and 32 + 8w + l % 8 of
   // each tile, and the 16-byte chunks 2 (l / 8) and 2 (l / 8) + 1 of each
@@ -367,81 +363,11 @@ void TensorCoreAttentionEmitter::emitProducer() {
           storeChunk(g, c, chunks[2 * g + c]);
       return;
     }
-    // Each chunk's scale rounded to bf16 (as FlashMLA's decode does): the
-    // product of an e4m3 value (4 significant bits) and that scale (8) is
-    // exact in f32, so both decodes below round x times the scale once and
-    // give the same bits.
+    // e4m3 pairs -> f16x2 (exact) -> f32 x scale -> bf16x2 (rounded once).
     Value scales = vector::BitCastOp::create(b, VectorType::get({4}, b.getF32Type()), chunks[8]);
-    Value narrowScales = arith::TruncFOp::create(b, VectorType::get({4}, b.getBF16Type()), scales);
-    Type pairBf16 = VectorType::get({2}, b.getBF16Type());
-    auto pairWord = [&](Value pair) -> Value {
-      return vector::ExtractOp::create(
-          b, vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), pair),
-          ArrayRef<int64_t>{0});
-    };
-    auto wordPair = [&](Value word) -> Value {
-      return vector::BitCastOp::create(
-          b, pairBf16,
-          vector::FromElementsOp::create(b, VectorType::get({1}, b.getI32Type()), word));
-    };
-    // The fast decode, where every row is in device memory (the resident
-    // form, staged kernels): no conversion unit. prmt spreads two e4m3
-    // bytes with their signs into 16-bit halves; shifted left by 4 and
-    // masked to 0x87F0 each half is a bf16 of the e4m3's value x 2^-120
-    // (subnormals too); x 2^120 (exact) and x the scale, in bf16x2. e4m3
-    // has no infinities and its NaN bytes (0x7f, 0xff) would decode to
-    // +-480: a word with one is found with integer arithmetic (a byte of
-    // ~w & 0x7f7f7f7f is zero) and the row's first decoded word made NaN.
-    if (fastDecode) {
-      Value exponentShift = arith::ConstantOp::create(
-          b, pairBf16,
-          DenseElementsAttr::get(
-              cast<ShapedType>(pairBf16),
-              ArrayRef<Attribute>{b.getFloatAttr(b.getBF16Type(), std::ldexp(1.0, 120))}));
-      Value nanBytes = c32(0);
-      for (int64_t g = 0; g < 8; ++g) {
-        Value scale = vector::BroadcastOp::create(
-            b, pairBf16, vector::ExtractOp::create(b, narrowScales, ArrayRef<int64_t>{g / 2}));
-        SmallVector<Value> words;
-        for (int64_t w = 0; w < 4; ++w) {
-          Value word = vector::ExtractOp::create(b, chunks[g], ArrayRef<int64_t>{w});
-          Value inverted = xori(word, c32(-1));
-          Value lowBits = andi(inverted, c32(0x7f7f7f7f));
-          Value borrowed = arith::SubIOp::create(b, lowBits, c32(0x01010101));
-          nanBytes = ori(nanBytes, borrowed);
-          for (int64_t selector : {0x9180, 0xB3A2}) {
-            Value spread = NVVM::PermuteOp::create(b, b.getI32Type(), word, c32(0), c32(selector),
-                                                   NVVM::PermuteMode::DEFAULT);
-            Value shifted = arith::ShLIOp::create(b, spread, c32(4));
-            Value bits = andi(shifted, c32(static_cast<int32_t>(0x87F087F0)));
-            Value exact = arith::MulFOp::create(b, wordPair(bits), exponentShift);
-            Value scaled = arith::MulFOp::create(b, exact, scale);
-            words.push_back(pairWord(scaled));
-          }
-        }
-        for (int64_t c = 0; c < 2; ++c)
-          storeChunk(g, c,
-                     vector::FromElementsOp::create(b, cast<VectorType>(chunkType),
-                                                    ArrayRef<Value>(words).slice(4 * c, 4)));
-      }
-      // (A NaN word over the first one stored, rarely: the decoded words
-      // are not kept for it.)
-      Value hasNan = kb.cmpi(arith::CmpIPredicate::ne,
-                             andi(nanBytes, c32(static_cast<int32_t>(0x80808080))), c32(0));
-      kb.ifThen(hasNan, [&] {
-        storeShared(c32(0x7FC07FC0), swizzled(tileBase, row, mul(segment, c32(2))), 4);
-      });
-      for (int64_t c = 0; c < 2; ++c)
-        storeChunk(8, c, chunks[9 + c]);
-      return;
-    }
-    // The conversion unit's decode: e4m3 pairs -> f16x2 (exact) -> f32 x
-    // the bf16 scale (exact) -> bf16x2 (rounded once).
-    Value roundedScales =
-        arith::ExtFOp::create(b, VectorType::get({4}, b.getF32Type()), narrowScales);
     for (int64_t g = 0; g < 8; ++g) {
       Value scale = vector::BroadcastOp::create(
-          b, pairF32, vector::ExtractOp::create(b, roundedScales, ArrayRef<int64_t>{g / 2}));
+          b, pairF32, vector::ExtractOp::create(b, scales, ArrayRef<int64_t>{g / 2}));
       Value bytes = vector::BitCastOp::create(b, VectorType::get({16}, b.getI8Type()), chunks[g]);
       SmallVector<Value> words;
       for (int64_t p = 0; p < 8; ++p) {
@@ -452,8 +378,10 @@ void TensorCoreAttentionEmitter::emitProducer() {
                                                false, Float8E4M3FNType::get(b.getContext()));
         Value values =
             arith::MulFOp::create(b, arith::ExtFOp::create(b, pairF32, halves).getResult(), scale);
-        Value narrow = arith::TruncFOp::create(b, pairBf16, values);
-        words.push_back(pairWord(narrow));
+        Value narrow = arith::TruncFOp::create(b, VectorType::get({2}, b.getBF16Type()), values);
+        words.push_back(vector::ExtractOp::create(
+            b, vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), narrow),
+            ArrayRef<int64_t>{0}));
       }
       for (int64_t c = 0; c < 2; ++c)
         storeChunk(g, c,

@@ -10,10 +10,9 @@
 // The launch has a second kernel of the same signature, its resident form,
 // whose producer loads the selections of tile t + 2 at the top of each
 // iteration (faster with every row in HBM) instead of classifying the next
-// tile's rows first (faster with rows on the host), prefetches the next
-// tile's HBM rows into L2, and decodes FP8 without the conversion unit (the
-// same bits): the runtime launches one of the two each step by the rows it
-// expects from the host.
+// tile's rows first (faster with rows on the host), and prefetches the next
+// tile's HBM rows into L2: the runtime launches one of the two each step by
+// the rows it expects from the host.
 // 16 heads, or --tensor-cores=false, keep the CUDA-core kernel.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=264" --canonicalize --cse | FileCheck %s --check-prefix=SPLIT
@@ -47,11 +46,6 @@
 // before the wait for an empty tile.
 // CHECK-NOT: memref.load %arg{{[1234]}}[
 // CHECK: nvvm.mbarrier.try_wait.parity
-// Each chunk's scale rounded to bf16, so that this decode (conversion unit:
-// e4m3 -> f16 -> f32 x scale -> bf16) and the resident form's give the same
-// bits.
-// CHECK: %[[SCALES:.*]] = arith.truncf %{{.*}} : vector<4xf32> to vector<4xbf16>
-// CHECK-NEXT: arith.extf %[[SCALES]] : vector<4xbf16> to vector<4xf32>
 // CHECK: nvvm.convert.f8x2.to.f16x2
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.mbarrier.arrive
@@ -97,26 +91,6 @@
 // CHECK: memref.load %arg1[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
 // CHECK-NEXT: memref.load %arg2[%block_id_x, %c0, %{{.*}}] : memref<2x1x256xi32>
 // CHECK: nvvm.mbarrier.try_wait.parity
-// Its decode needs no conversion unit: per e4m3 word, a NaN byte test
-// (a zero byte in ~w & 0x7f7f7f7f), then per byte pair prmt (0x9180,
-// 0xB3A2), << 4, & 0x87F087F0 (bf16s of the values x 2^-120), x 2^120 and x
-// the bf16 scale.
-// CHECK: arith.truncf %{{.*}} : vector<4xf32> to vector<4xbf16>
-// CHECK-NOT: nvvm.convert.f8x2.to.f16x2
-// CHECK: %[[WORD:.*]] = vector.extract %{{.*}}[0] : i32 from vector<4xi32>
-// CHECK-NEXT: %[[INVERTED:.*]] = arith.xori %[[WORD]], %c-1_i32 : i32
-// CHECK-NEXT: %[[LOW:.*]] = arith.andi %[[INVERTED]], %c2139062143_i32 : i32
-// CHECK-NEXT: arith.subi %[[LOW]], %c16843009_i32 : i32
-// CHECK-NEXT: %[[SPREAD:.*]] = nvvm.prmt <default> %c37248_i32, %[[WORD]], %c0_i32 : i32
-// CHECK-NEXT: %[[SHIFTED:.*]] = arith.shli %[[SPREAD]], %c4_i32 : i32
-// CHECK-NEXT: arith.andi %[[SHIFTED]], %c-2014279696_i32 : i32
-// CHECK: %[[EXACT:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<2xbf16>
-// CHECK-NEXT: arith.mulf %[[EXACT]], %{{.*}} : vector<2xbf16>
-// CHECK: nvvm.prmt <default> %c45986_i32, %[[WORD]], %c0_i32 : i32
-// CHECK-NOT: nvvm.convert.f8x2.to.f16x2
-// A row with a NaN byte gets a NaN word (0x7FC07FC0) over its first.
-// CHECK: arith.andi %{{.*}}, %c-2139062144_i32 : i32
-// CHECK: llvm.store %c2143322048_i32, %{{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>]
 // CHECK: gpu.return
 
@@ -145,7 +119,6 @@
 // PTX: .minnctapersm 1
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32
 // PTX-DAG: cvt.rn.f16x2.e4m3x2
-// PTX-DAG: mul.rn.bf16x2
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // PTXAS-NOT: Potential Performance Loss
