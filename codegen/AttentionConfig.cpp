@@ -136,8 +136,11 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     // three-tile producer: 0.182 -> 0.175 ms); FP8 rows' CTAs are not bound
     // by their gathers, and the pairing's handshakes cost more than the
     // halved dequantization saves (0.136 -> 0.159 ms; bench/NOTES.md).
-    // (Writing back, each CTA writes the half it gathers into the ring.)
-    if (clusters && (config.heads / kTensorCoreHeads) % 2 == 0 &&
+    // (Writing back, each CTA gathers its tiles whole: no pairs. Paired,
+    // each CTA writing back the half it gathers, 139-162 of 300 ring
+    // entries came out wrong on an H100, cause not found: bench/NOTES.md,
+    // thirty-seventh session.)
+    if (clusters && !config.writeBack && (config.heads / kTensorCoreHeads) % 2 == 0 &&
         isa<MlaBf16Attr>(config.pool.getFormat()))
       config.clusterHeadBlocks = 2;
     return config;

@@ -98,28 +98,6 @@ Value HopperBuilder::clusterAddress(Value pointer, Value rank) {
   return LLVM::PtrToIntOp::create(b, b.getI32Type(), mapToCluster(b, pointer, rank));
 }
 
-void HopperBuilder::storeRemote(Value address, Value data, Value barrier) {
-  SmallVector<Value> operands{address};
-  std::string ptx;
-  if (auto vector = dyn_cast<VectorType>(data.getType())) {
-    for (int64_t i = 0; i < vector.getNumElements(); ++i)
-      operands.push_back(vector::ExtractOp::create(b, data, ArrayRef<int64_t>{i}));
-    ptx = "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [$0], {$1, $2, $3, $4}, "
-          "[$5];";
-  } else {
-    operands.push_back(data);
-    ptx = "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [$0], $1, [$2];";
-  }
-  operands.push_back(barrier);
-  std::string constraints;
-  for (size_t i = 0; i < operands.size(); ++i)
-    constraints += i ? ",r" : "r";
-  LLVM::InlineAsmOp::create(b, TypeRange(), operands, ptx, constraints + ",~{memory}",
-                            /*has_side_effects=*/true, /*is_align_stack=*/false,
-                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-                            ArrayAttr());
-}
-
 /// An inline-asm statement with side effects and a memory clobber.
 static ValueRange asmStatement(ImplicitLocOpBuilder &b, TypeRange results, ValueRange operands,
                                StringRef ptx, StringRef constraints) {

@@ -55,10 +55,6 @@ struct HopperBuilder {
   /// The address in the shared::cluster window (i32) of shared pointer
   /// `pointer` (!llvm.ptr<3>) in the CTA of cluster rank `rank` (i32).
   Value clusterAddress(Value pointer, Value rank);
-  /// Stores `data` (vector<4xi32> or i32) at shared::cluster `address` (i32)
-  /// of another CTA, completing its size in bytes on the mbarrier at
-  /// shared::cluster `barrier` (i32) of that CTA (st.async).
-  void storeRemote(Value address, Value data, Value barrier);
   /// Copies `size` bytes (i32, a multiple of 16) from shared::cta address
   /// `source` (i32) of this CTA to shared::cluster address `destination`
   /// (i32) of another CTA with the bulk-copy engine, completing them on the

@@ -27,8 +27,7 @@ namespace mlir::dhs {
 struct PtxOptions {
   /// Target chip; wgmma and setmaxnreg need the `a` variant.
   std::string chip = "sm_90a";
-  /// PTX ISA features; +ptx80 is the first that knows sm_90a, +ptx81 the
-  /// first with st.async (the clustered tensor-core attention).
+  /// PTX ISA features; +ptx80 is the first that knows sm_90a.
   std::string features = "+ptx81";
   /// LLVM optimization level for the NVPTX backend.
   unsigned optLevel = 3;

@@ -17,17 +17,17 @@
 //
 // With 128 heads (or any even number of 64-head blocks) two CTAs of a
 // cluster compute the two head blocks of a query over the same rows: each
-// producer gathers and dequantizes half of every tile (32 rows) and stores
-// it into both CTAs' tile buffers (st.async into the peer's, completing
-// bytes on the peer's "remote" mbarrier), so each CTA dequantizes half the
-// rows FlashMLA's 64-head kernel does; a tile buffer is free again once the
-// consumers of both CTAs released it.
+// producer gathers and dequantizes half of every tile (32 rows) into its
+// tile buffer, then copies that half into the peer's (ten bulk copies,
+// completing bytes on the peer's "remote" mbarrier), so each CTA
+// dequantizes half the rows FlashMLA's 64-head kernel does; a tile buffer
+// is free again once the consumers of both CTAs released it.
 //
 // With a shared prefix (dhs.share_rows: the first tiles[b] tiles of every
 // position of request b hold the same rows) the position CTAs of a request
 // form a cluster: half h of shared tile t is gathered and dequantized by the
-// CTA of rank (2t + h) mod Q alone, which stores it into every CTA's tile
-// buffer (st.async), so each CTA gathers 2/Q of the shared tiles and all of
+// CTA of rank (2t + h) mod Q alone, which copies it into every CTA's tile
+// buffer (bulk copies), so each CTA gathers 2/Q of the shared tiles and all of
 // its own others. Each row's id travels with it; a CTA's consumers compare
 // it with their own selection and report a prefix that differs.
 //
