@@ -137,9 +137,9 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     // by their gathers, and the pairing's handshakes cost more than the
     // halved dequantization saves (0.136 -> 0.159 ms; bench/NOTES.md).
     // (Writing back, each CTA gathers its tiles whole: no pairs. Paired,
-    // each CTA writing back the half it gathers, 139-162 of 300 ring
-    // entries came out wrong on an H100, cause not found: bench/NOTES.md,
-    // thirty-seventh session.)
+    // 139-162 of 300 ring entries came out wrong on an H100: only head
+    // block 0 looked up entries; the fix, on branch paired-write-back, has
+    // not run on a GPU yet: bench/NOTES.md, thirty-seventh session.)
     if (clusters && !config.writeBack && (config.heads / kTensorCoreHeads) % 2 == 0 &&
         isa<MlaBf16Attr>(config.pool.getFormat()))
       config.clusterHeadBlocks = 2;
