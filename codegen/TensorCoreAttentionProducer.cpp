@@ -120,13 +120,17 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
       add(tierBase, mul(add(mul(token, c64(layers)), c64(config.layer)), c64(rowBytes)));
   ClassifiedRow row{valid, address, readyFlag, hostAddress, andi(valid, xori(onHost, trueValue))};
   if (writeBackEntries) {
-    // A host row's ring entry, looked up by the CTAs of head block 0 (the
-    // others read the same rows); one outside the ring is reported (a bad
-    // slot) and not written. It is used a tile later, when the row's
-    // chunks are stored.
+    // A host row's ring entry, looked up by the CTAs of the query's first
+    // head block (the others read the same rows); in a head-block cluster
+    // each CTA gathers half of every tile, so both CTAs of the first
+    // cluster look up the entries of their halves. One outside the ring is
+    // reported (a bad slot) and not written. It is used a tile later, when
+    // the row's chunks are stored.
     // (One value at a time: the IR's order must not depend on the host
     // compiler's order of evaluating arguments.)
-    Value firstHeads = eq(headBase, c32(0));
+    Value firstHeads = clustered
+                           ? kb.cmpi(arith::CmpIPredicate::ult, headBase, c32(2 * kTensorCoreHeads))
+                           : eq(headBase, c32(0));
     Value validHostRow = andi(valid, onHost);
     Value entry = kb.loadI32Or(andi(validHostRow, firstHeads), writeBackEntries,
                                ValueRange{request, position, k}, /*fallback=*/-1);
@@ -406,67 +410,68 @@ void TensorCoreAttentionEmitter::emitProducer() {
     kb.ifThen(reporter, [&] { storeShared(id, add(c32(kExpectedIdsOffset), rowOffset), 4); });
     kb.ifThen(gathers(tileIndex, round), [&] { storeRow(buffer, round, valid, id, chunks); });
   };
+  // Bulk copies of a stored tile's rows to another CTA of the cluster
+  // (sharing: to every other CTA; a head-block cluster: to the peer). Piece
+  // p of half h (rows 32 h to 32 h + 31) of tile buffer `buffer` is block
+  // p's 32 rows (4 KB, contiguous) for p < 9, then the half's 32 row biases
+  // and, sharing, its 32 received ids (128 B each); it lands at the same
+  // offset in the receiving CTA and completes on its full barrier of the
+  // buffer. The receiving CTA's shared addresses are taken once, before the
+  // loop (a thread's receiver does not change).
+  constexpr int64_t kPieces = kKeyBlocks + 2;
+  Value localBase, receiverBase, receiverBarriers;
+  if (sharing || clustered) {
+    // Sharing, thread i of the first 11 (Q - 1) sends to the (i / 11 + 1)-th
+    // next rank.
+    Value receiver = sharing ? remu(add(rank, add(divu(thread, kPieces), c32(1))), clusterSize)
+                             : xori(rank, c32(1));
+    receiverBase = hb.clusterAddress(sharedBase, receiver);
+    Value barriers = sharedPointer(kBarrierOffset + 32);
+    receiverBarriers = hb.clusterAddress(barriers, receiver);
+    localBase = LLVM::PtrToIntOp::create(b, b.getI32Type(), sharedBase);
+  }
+  auto copyPiece = [&](Value buffer, Value piece, Value half) {
+    // (One value at a time: the IR's order must not depend on the host
+    // compiler's order of evaluating arguments.)
+    Value isBlock = kb.cmpi(arith::CmpIPredicate::ult, piece, c32(kKeyBlocks));
+    Value isBias = eq(piece, c32(kKeyBlocks));
+    Value size = kb.select(isBlock, c32(kBlockBytes / 2), c32(4 * kTensorCoreTileRows / 2));
+    Value barrier = add(receiverBarriers, mul(buffer, c32(8)));
+    Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
+    Value blockBase = add(tileBase, mul(piece, c32(kBlockBytes)));
+    Value blockOffset = add(blockBase, mul(half, c32(kBlockBytes / 2)));
+    Value bufferRow = mul(buffer, c32(kTensorCoreTileRows));
+    Value halfRow = add(bufferRow, mul(half, c32(32)));
+    Value rowsOffset = mul(halfRow, c32(4));
+    Value rowsBase = kb.select(isBias, c32(kBiasOffset), c32(kReceivedIdsOffset));
+    Value offset = kb.select(isBlock, blockOffset, add(rowsBase, rowsOffset));
+    Value destination = add(receiverBase, offset);
+    Value source = add(localBase, offset);
+    hb.copyToCluster(destination, source, size, barrier);
+  };
   // Sharing: once the producer stored tile `tileIndex` (and fenced it to
   // the async proxy), the halves of a shared tile this CTA gathered go to
-  // every other CTA's buffer with bulk copies: per half and other CTA, its
-  // 9 blocks' 32 rows (4 KB each, contiguous) and its 32 row biases and ids
-  // (128 B each); thread i of the first 11 (Q - 1) issues piece i % 11 for
-  // the (i / 11 + 1)-th next rank.
-  constexpr int64_t kPieces = kKeyBlocks + 2;
+  // every other CTA: thread i of the first 11 (Q - 1) issues piece i % 11.
   auto shareHalves = [&](Value tileIndex, Value buffer) {
     NVVM::BarrierOp::create(b, Type(), c32(kBarrierProduced), c32(kGroupThreads), {}, Value());
     Value copier = kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kPieces * (clusterSize - 1)));
     kb.ifThen(andi(isShared(tileIndex), copier), [&] {
       Value piece = remu(thread, kPieces);
-      Value peer = remu(add(rank, add(divu(thread, kPieces), c32(1))), clusterSize);
-      Value isBlock = kb.cmpi(arith::CmpIPredicate::ult, piece, c32(kKeyBlocks));
-      Value isBias = eq(piece, c32(kKeyBlocks));
-      Value size = kb.select(isBlock, c32(kBlockBytes / 2), c32(4 * kTensorCoreTileRows / 2));
-      Value peerBase = hb.clusterAddress(sharedBase, peer);
-      Value peerBarrier =
-          add(hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer), mul(buffer, c32(8)));
-      Value localBase = LLVM::PtrToIntOp::create(b, b.getI32Type(), sharedBase);
       for (int64_t round = 0; round < rounds; ++round)
-        kb.ifThen(gathers(tileIndex, round), [&] {
-          Value blockOffset = add(add(c32(kTileOffset), mul(buffer, c32(kTileBytes))),
-                                  add(mul(piece, c32(kBlockBytes)), c32(round * kBlockBytes / 2)));
-          Value rowsOffset =
-              mul(add(mul(buffer, c32(kTensorCoreTileRows)), c32(round * kTensorCoreTileRows / 2)),
-                  c32(4));
-          Value offset = kb.select(
-              isBlock, blockOffset,
-              add(kb.select(isBias, c32(kBiasOffset), c32(kReceivedIdsOffset)), rowsOffset));
-          hb.copyToCluster(add(peerBase, offset), add(localBase, offset), size, peerBarrier);
-        });
+        kb.ifThen(gathers(tileIndex, round), [&] { copyPiece(buffer, piece, c32(round)); });
     });
   };
-
   // A head-block cluster: once the producer stored its half of tile buffer
   // `buffer` (rows 32 r to 32 r + 31 of rank r, fenced to the async proxy),
-  // the half goes to the peer's buffer with bulk copies: its 9 blocks' 32
-  // rows (4 KB each, contiguous) and its 32 row biases (128 B); thread i of
-  // the first 10 issues piece i. (Before, each thread stored every chunk to
-  // the peer too, a st.async per 16 bytes.) The peer's buffer is free: its
-  // empty barrier completed on both CTAs' consumers; this CTA's stays
+  // the half goes to the peer: thread i of the first 10 issues piece i (its
+  // 9 blocks and its row biases). (Before, each thread stored every chunk
+  // to the peer too, a st.async per 16 bytes.) The peer's buffer is free:
+  // its empty barrier completed on both CTAs' consumers; this CTA's stays
   // unwritten until then too, after the peer's consumers saw this copy end.
   auto copyHalfToPeer = [&](Value buffer) {
     NVVM::BarrierOp::create(b, Type(), c32(kBarrierProduced), c32(kGroupThreads), {}, Value());
-    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kKeyBlocks + 1)), [&] {
-      Value isBlock = kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kKeyBlocks));
-      Value size = kb.select(isBlock, c32(kBlockBytes / 2), c32(4 * kTensorCoreTileRows / 2));
-      Value peer = xori(rank, c32(1));
-      Value peerBase = hb.clusterAddress(sharedBase, peer);
-      Value peerBarrier =
-          add(hb.clusterAddress(sharedPointer(kBarrierOffset + 32), peer), mul(buffer, c32(8)));
-      Value localBase = LLVM::PtrToIntOp::create(b, b.getI32Type(), sharedBase);
-      Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
-      Value half = mul(rank, c32(kBlockBytes / 2));
-      Value blockOffset = add(tileBase, add(mul(thread, c32(kBlockBytes)), half));
-      Value firstBias = add(mul(buffer, c32(kTensorCoreTileRows)), mul(rank, c32(32)));
-      Value biasOffset = add(c32(kBiasOffset), mul(firstBias, c32(4)));
-      Value offset = kb.select(isBlock, blockOffset, biasOffset);
-      hb.copyToCluster(add(peerBase, offset), add(localBase, offset), size, peerBarrier);
-    });
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kKeyBlocks + 1)),
+              [&] { copyPiece(buffer, thread, rank); });
   };
 
   // Software pipeline, three tiles deep: while tile t is dequantized and

@@ -34,6 +34,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 die() { echo "compare-ptx: $*" >&2; exit 2; }
 
+# The options between the step's path and `-o` in the dhs-compile command
+# its header comment shows.
+header_options() {
+  awk '/^\/\/ +dhs-compile / { on = 1 }
+       on { line = $0; sub(/^\/\/ */, "", line); continued = sub(/\\$/, "", line)
+            command = command " " line; if (!continued) exit }
+       END { print command }' "$1" |
+    sed -E 's/^ *dhs-compile +[^ ]+//; s/ -o .*$//'
+}
+
 snapshot() {
   local build=$1 out=$2
   [ -x "$build/bin/dhs-compile" ] || die "$build/bin/dhs-compile does not exist: build it first"
@@ -41,13 +51,12 @@ snapshot() {
   local failed=0
   for source in "$root"/examples/*.mlir; do
     local name; name=$(basename "$source" .mlir)
-    # The steps written with `?` dims take the serving configuration their
-    # header gives (dhs-compile specializes them).
+    # Each example's header shows how to compile it
+    # (`//   dhs-compile examples/NAME.mlir OPTIONS -o DIR`, `\` continuing
+    # a line); the steps written with `?` dims take the serving
+    # configuration given there (dhs-compile specializes them).
     local options=()
-    case $name in
-      decision_step) options=(--requests 16 --positions 4 --topk 2048 --hbm-slots 16384) ;;
-      aging_step) options=(--requests 16 --hbm-slots 16384) ;;
-    esac
+    read -ra options < <(header_options "$source")
     "$build/bin/dhs-compile" "$source" "${options[@]}" -o "$out/examples/$name" ||
       { echo "compare-ptx: dhs-compile failed on examples/$name.mlir" >&2; failed=1; }
   done

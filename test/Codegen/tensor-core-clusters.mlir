@@ -48,7 +48,7 @@
 // CHECK: gpu.launch_func @attention::@attention blocks in (%c2, %c2, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %c231216_i32
 // CHECK-LABEL: gpu.func @attention
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
-// CHECK: nvvm.read.ptx.sreg.cluster.ctarank
+// CHECK: %[[RANK:.*]] = nvvm.read.ptx.sreg.cluster.ctarank
 // CHECK: %[[EMPTY_COUNT:.*]] = llvm.inline_asm "mov.b32 $0, 4; // dhs.racecheck: mov.b32 $0, 516;", "=r"  : () -> i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
@@ -63,8 +63,13 @@
 // arrivals include the peer's consumers), the peer's tile bytes are expected,
 // then its half of the tile is stored, fenced to the async proxy, and once
 // the producer's threads are past the named barrier, its first 10 threads copy
-// it to the peer.
+// it to the peer. The peer's shared base and barriers are mapped once, before
+// the loop.
 // CHECK: nvvm.setmaxregister  decrease 144
+// CHECK: %[[PEER:.*]] = arith.xori %[[RANK]], %c1_i32 : i32
+// CHECK-NEXT: %[[PEER_BASE:.*]] = nvvm.mapa %{{.*}}, %[[PEER]] : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK: %[[PEER_BARRIERS:.*]] = nvvm.mapa %{{.*}}, %[[PEER]] : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK-NOT: nvvm.mapa
 // CHECK: scf.for
 // CHECK: arith.addi %{{.*}}, %c230160_i32
 // CHECK-NEXT: %[[FREE:.*]] = llvm.getelementptr
@@ -74,7 +79,7 @@
 // CHECK-NEXT: nvvm.barrier id = %c4_i32 number_of_threads = %c128_i32
 // CHECK-NEXT: %[[COPIER:.*]] = arith.cmpi ult, %{{.*}}, %c10_i32 : i32
 // CHECK-NEXT: scf.if %[[COPIER]] {
-// CHECK: nvvm.mapa
+// CHECK-NOT: nvvm.mapa
 // CHECK: llvm.inline_asm has_side_effects "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];"
 // CHECK-NOT: cp.async.bulk
 // CHECK: nvvm.setmaxregister  increase 200

@@ -63,7 +63,15 @@
 // CHECK-NEXT: nvvm.cluster.wait
 // Producer: per tile the bytes other CTAs gather: (tile uge shared or
 // (2t + h) mod 5 == rank) marks a half as this CTA's.
+// Thread i sends to the (i / 11 + 1)-th next rank, whose shared base and
+// barriers it maps once, before the loop.
 // CHECK: nvvm.setmaxregister  decrease 144
+// CHECK: %[[NTH:.*]] = arith.divui %{{.*}}, %c11_i32 : i32
+// CHECK-NEXT: %[[NEXT:.*]] = arith.addi %[[NTH]], %c1_i32 : i32
+// CHECK-NEXT: %[[AHEAD:.*]] = arith.addi %[[RANK]], %[[NEXT]] : i32
+// CHECK-NEXT: %[[RECEIVER:.*]] = arith.remui %[[AHEAD]], %c5_i32 : i32
+// CHECK-NEXT: nvvm.mapa %{{.*}}, %[[RECEIVER]] : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK: nvvm.mapa %{{.*}}, %[[RECEIVER]] : !llvm.ptr<3> -> !llvm.ptr<7>
 // CHECK: scf.for %[[TILE:.*]] = %c0 to %c4 step %c1
 // CHECK: %[[TWICE:.*]] = arith.muli %{{.*}}, %c2_i32
 // CHECK-NEXT: %[[OWNER0:.*]] = arith.remui %[[TWICE]], %c5_i32
@@ -77,8 +85,7 @@
 // CHECK-NEXT: nvvm.barrier id = %c4_i32 number_of_threads = %c128_i32
 // CHECK-NEXT: arith.cmpi ult, %{{.*}}, %c44_i32
 // CHECK: arith.remui %{{.*}}, %c11_i32
-// CHECK: nvvm.mapa
-// CHECK: nvvm.mapa
+// CHECK-NOT: nvvm.mapa
 // CHECK: cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];
 // CHECK: cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];
 // CHECK: nvvm.mbarrier.arrive

@@ -30,6 +30,22 @@
 // TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 // TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 // TC: nvvm.convert.f8x2.to.f16x2
+// With 128 heads of bf16 rows in a layer group's pool the two CTAs of a
+// query are a cluster and each gathers half of every tile, so each looks up
+// the entries of its own half: the first cluster's CTAs (head base below
+// 128), not head block 0 alone.
+// RUN: sed 's/x16x/x128x/g; s/mla_fp8, layers = 1/mla_bf16, layers = 4/g' %s \
+// RUN:   | dhs-opt --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=PAIRED
+// PAIRED-LABEL: gpu.func @sparse_attention(
+// PAIRED-SAME: %[[PENTRIES:[a-z0-9]+]]: memref<4x1x256xi32>, %{{[a-z0-9]+}}: memref<?x4x1152xi8>, %{{[a-z0-9]+}}: memref<4x1x128x512xbf16>
+// PAIRED-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
+// PAIRED: %[[BLOCKY:.*]] = arith.index_cast %block_id_y : index to i32
+// PAIRED-NEXT: %[[HEADBASE:.*]] = arith.muli %[[BLOCKY]], %c64_i32 : i32
+// PAIRED: %[[FIRSTPAIR:.*]] = arith.cmpi ult, %[[HEADBASE]], %c128_i32 : i32
+// PAIRED-NEXT: %[[PHOSTROW:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
+// PAIRED-NEXT: %[[PLOOKS:.*]] = arith.andi %[[PHOSTROW]], %[[FIRSTPAIR]] : i1
+// PAIRED-NEXT: scf.if %[[PLOOKS]] -> (i32) {
+// PAIRED-NEXT: memref.load %[[PENTRIES]][%block_id_x, %c0, %{{.*}}] : memref<4x1x256xi32>
 // With 128 heads (two CTAs a query) the missing rows are fetched once into
 // staging (dhs.fetch) and the fetch writes them back: the token's entry is
 // looked up beside its copy, an entry outside the ring is reported by the
