@@ -679,8 +679,9 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     (`dhs.pool_write_back`; layer `layer`'s part of the token) when that is
     >= 0, so that the step's promotions copy it from HBM (`dhs.resolve`
     gives the entries, `dhs.place_rows` reads them). MLA rows only; the
-    attention stays fused (no staging of its missing rows), its 128-head
-    bf16 blocks unpaired, and without `shared`.
+    attention stays fused (no staging of its missing rows) and without
+    `shared`; in a 128-head bf16 cluster each CTA writes the rows of the
+    tile halves it gathers.
 
     ```mlir
     dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
