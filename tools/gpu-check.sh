@@ -19,7 +19,8 @@
 #                                    CPU reference,
 #                                    then the promotion benchmark and the
 #                                    top-k benchmark (vs torch.topk)
-#                                    and the bad-input cases; print a table.
+#                                    and the bad-input cases; print a table
+#                                    (kept in DIR/results/report.txt).
 #   tools/gpu-check.sh checks [DIR]  run without its benchmarks (promotions,
 #                                    executor steps, top-k): every check, in
 #                                    about half the time.
@@ -467,6 +468,15 @@ PY
   return $failed
 }
 
+# Runs `run`, its report (what it prints) also kept beside its logs
+# (results/report.txt, in the archive).
+report() {
+  local results=${DHS_RESULTS:-$dir/results}
+  mkdir -p "$results"
+  run 2>&1 | tee "$results/report.txt"
+  return "${PIPESTATUS[0]}"
+}
+
 # Packs what run has logged so far: a run cut short by a time limit still
 # returns its logs.
 checkpoint() { pack run >/dev/null; }
@@ -482,7 +492,7 @@ case "$mode" in
   soak) shift; exec bash "$root/tools/gpu-soak.sh" all "$@" ;;
   bundle) bundle ;;
   steps) steps ;;
-  run | checks) run; rc=$?; pack run; exit $rc ;;
-  all) bundle && { run; rc=$?; pack run; exit $rc; } ;;
+  run | checks) report; rc=$?; pack run; exit $rc ;;
+  all) bundle && { report; rc=$?; pack run; exit $rc; } ;;
   *) echo "usage: tools/gpu-check.sh [bundle|steps|run|checks|all|soak] [DIR]" >&2; exit 2 ;;
 esac
