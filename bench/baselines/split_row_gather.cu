@@ -18,16 +18,22 @@
 //   - C: bodies and their scales from a host array of 16-byte entries;
 //   - D: bodies from the host and their scales from an HBM array;
 // each by 512 CTAs of 256 threads (the generated fetch's grid) and 124 of
-// 128 (a warpgroup an SM, as the attention's producers read). A warp copies
-// a row (16-byte ld.global.nc loads, lanes on consecutive chunks, lane 0
-// the scales) into HBM; warps take the missing rows in turn.
+// 128 (a warpgroup an SM, as the attention's producers read), one form's
+// store in pinned memory at a time. A warp copies a row (16-byte
+// ld.global.nc loads, lanes on consecutive chunks, lane 0 the scales) into
+// HBM; warps take the missing rows in turn, request by request as the
+// kernels do (DHS_SHUFFLE=1: in one random order over all requests).
 //
-//   nvcc -O3 -arch=sm_90a -o split_row_gather bench/baselines/split_row_gather.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o split_row_gather \
+//       bench/baselines/split_row_gather.cu
 //
 // Predicted (before any run): A 44-48 GB/s as the fetch kernel measures; E
 // the same as A (six lines either way); B ~50 (five lines for 640 bytes,
 // the rate whole tokens reach); C no better than A (a second request a row,
-// a line for 16 bytes); D close to B.
+// a line for 16 bytes); D close to B. Measured on an H100 (bench/NOTES.md,
+// thirty-eighth session): A 45-47, E 46-48, B 48-51, C 46-48, D 49-52 GB/s;
+// in one random order over all requests every form fell to 27-31 GB/s at
+// 30% and 100% missing.
 //
 //===----------------------------------------------------------------------===//
 #include "Check.cuh"
@@ -83,7 +89,8 @@ static double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// Pinned host memory, mapped, every page touched (on every core).
+/// Pinned host memory, mapped, every page touched (on every core). (With
+/// unified addressing the host pointer is the device's too.)
 static char *pinned(std::size_t bytes) {
   char *p = nullptr;
   CK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped));
@@ -97,9 +104,7 @@ static char *pinned(std::size_t bytes) {
     });
   for (std::thread &t : pool)
     t.join();
-  char *device = nullptr;
-  CK(cudaHostGetDevicePointer(reinterpret_cast<void **>(&device), p, 0));
-  return device;
+  return p;
 }
 
 int main(int argc, char **argv) {
@@ -114,15 +119,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   const std::int64_t rows = kRequests * history;
-  // The stores (device pointers to pinned host memory) and the scales'
-  // HBM copy.
-  char *rows656 = pinned(rows * kRowBytes);
-  char *rows768 = pinned(rows * 768);
-  char *bodies = pinned(rows * kBodyBytes);
-  char *hostScales = pinned(rows * kScaleBytes);
-  char *hbmScales = nullptr;
-  CK(cudaMalloc(&hbmScales, rows * kScaleBytes));
-  CK(cudaMemset(hbmScales, 1, rows * kScaleBytes));
 
   // The pinned copy rate, for scale.
   const std::size_t copyBytes = std::size_t(1) << 30;
@@ -149,10 +145,13 @@ int main(int argc, char **argv) {
          kRequests, static_cast<long long>(history), rows * double(kRowBytes) / 1e9,
          copyBytes / median(copyMs) / 1e6);
 
+  // Each fraction's list: each request's top-2048 (distinct rows),
+  // `fraction` of them missing, scattered over the request's range.
   std::mt19937_64 rng(7);
+  std::vector<std::int64_t *> lists;
+  std::vector<int> counts;
+  int most = 0;
   for (double fraction : fractions) {
-    // Each request's top-2048 (distinct rows), `fraction` of them missing,
-    // scattered over the request's range of the store.
     std::vector<std::int64_t> missing;
     const int perRequest = static_cast<int>(fraction * kTopK + 0.5);
     for (int r = 0; r < kRequests; ++r) {
@@ -166,38 +165,57 @@ int main(int argc, char **argv) {
         }
       }
     }
-    std::shuffle(missing.begin(), missing.end(), rng);
-    const int count = static_cast<int>(missing.size());
+    if (std::getenv("DHS_SHUFFLE"))
+      std::shuffle(missing.begin(), missing.end(), rng);
     std::int64_t *list = nullptr;
-    char *out = nullptr;
     CK(cudaMalloc(&list, missing.size() * sizeof(std::int64_t)));
     CK(cudaMemcpy(list, missing.data(), missing.size() * sizeof(std::int64_t),
                   cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&out, static_cast<std::size_t>(count) * kRowBytes));
-    printf("\n%.0f%% missing: %d rows (%.1f MB of 656-byte rows)\n", fraction * 100, count,
-           count * double(kRowBytes) / 1e6);
-    printf("  %-52s %9s %9s\n", "gather", "ms", "GB/s");
-    struct Form {
-      const char *name;
-      const char *store;
-      std::int64_t pitch;
-      int bodyBytes;
-      const char *scales;
-    };
-    const Form forms[] = {
-        {"A 656-byte rows, 656 pitch", rows656, kRowBytes, kRowBytes, nullptr},
-        {"E 656-byte rows, 768 pitch", rows768, 768, kRowBytes, nullptr},
-        {"B 640-byte bodies, 640 pitch (no scales)", bodies, kBodyBytes, kBodyBytes, nullptr},
-        {"C bodies + host scales", bodies, kBodyBytes, kBodyBytes, hostScales},
-        {"D bodies + HBM scales", bodies, kBodyBytes, kBodyBytes, hbmScales},
-    };
-    for (const Form &form : forms)
-      for (auto [blocks, threads] : {std::pair{512, 256}, std::pair{124, 128}}) {
+    lists.push_back(list);
+    counts.push_back(static_cast<int>(missing.size()));
+    most = std::max(most, counts.back());
+  }
+  char *out = nullptr;
+  CK(cudaMalloc(&out, static_cast<std::size_t>(most) * kRowBytes));
+  char *hbmScales = nullptr;
+  CK(cudaMalloc(&hbmScales, rows * kScaleBytes));
+  CK(cudaMemset(hbmScales, 1, rows * kScaleBytes));
+
+  // One form at a time, its store alone in pinned memory (the footprint of
+  // a one-layer pool's store: 4 of them at once, 8.7 GB, slowed every form
+  // to ~30 GB/s at 30% and 100% missing in the first run).
+  struct Form {
+    const char *name;
+    std::int64_t pitch;
+    int bodyBytes;
+    int scales; // 0: none, 1: a host array, 2: an HBM array
+  };
+  const Form forms[] = {
+      {"A 656-byte rows, 656 pitch", kRowBytes, kRowBytes, 0},
+      {"E 656-byte rows, 768 pitch", 768, kRowBytes, 0},
+      {"B 640-byte bodies, 640 pitch (no scales)", kBodyBytes, kBodyBytes, 0},
+      {"C bodies + host scales", kBodyBytes, kBodyBytes, 1},
+      {"D bodies + HBM scales", kBodyBytes, kBodyBytes, 2},
+  };
+  printf("\n  %-52s", "gather (GB/s of useful bytes; ms)");
+  for (double fraction : fractions)
+    printf(" %13.0f%%", fraction * 100);
+  printf("\n");
+  for (const Form &form : forms) {
+    char *store = pinned(rows * form.pitch);
+    char *hostScales = form.scales == 1 ? pinned(rows * kScaleBytes) : nullptr;
+    const char *scales = form.scales == 1 ? hostScales : form.scales == 2 ? hbmScales : nullptr;
+    const int useful = form.bodyBytes + (scales ? kScaleBytes : 0);
+    for (auto [blocks, threads] : {std::pair{512, 256}, std::pair{124, 128}}) {
+      char name[96];
+      snprintf(name, sizeof name, "%s, %d x %d", form.name, blocks, threads);
+      printf("  %-52s", name);
+      for (std::size_t f = 0; f < fractions.size(); ++f) {
         std::vector<double> ms;
         for (int r = 0; r < 6; ++r) {
           CK(cudaEventRecord(start));
-          gather<<<blocks, threads>>>(form.store, form.pitch, form.bodyBytes, form.scales, list,
-                                      count, out);
+          gather<<<blocks, threads>>>(store, form.pitch, form.bodyBytes, scales, lists[f],
+                                      counts[f], out);
           CK(cudaGetLastError());
           CK(cudaEventRecord(stop));
           CK(cudaEventSynchronize(stop));
@@ -207,13 +225,17 @@ int main(int argc, char **argv) {
             ms.push_back(t);
         }
         const double m = median(ms);
-        const int useful = form.bodyBytes + (form.scales ? kScaleBytes : 0);
-        char name[96];
-        snprintf(name, sizeof name, "%s, %d x %d", form.name, blocks, threads);
-        printf("  %-52s %9.4f %9.1f\n", name, m, count * double(useful) / m / 1e6);
+        printf(" %5.1f (%6.3f)", counts[f] * double(useful) / m / 1e6, m);
       }
-    CK(cudaFree(list));
-    CK(cudaFree(out));
+      printf("\n");
+    }
+    CK(cudaFreeHost(store));
+    if (hostScales)
+      CK(cudaFreeHost(hostScales));
   }
+  for (std::int64_t *list : lists)
+    CK(cudaFree(list));
+  CK(cudaFree(out));
+  CK(cudaFree(hbmScales));
   return 0;
 }
