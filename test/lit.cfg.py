@@ -26,6 +26,12 @@ if config.ptxas and os.path.exists(config.ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", config.ptxas))
 
+# nvcc (beside ptxas) compiles the hand-written benchmark baselines.
+nvcc = os.path.join(os.path.dirname(config.ptxas), "nvcc") if config.ptxas else ""
+if nvcc and os.path.exists(nvcc):
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
+
 # A machine with a usable NVIDIA driver runs the GPU paths instead of the
 # no-GPU error paths.
 if any(os.path.exists(os.path.join(d, "libcuda.so.1"))

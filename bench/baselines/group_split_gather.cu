@@ -32,10 +32,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <cuda_runtime.h>
 #include <random>
-#include <thread>
 #include <vector>
 
 constexpr int kRequests = 128, kTopK = 2048, kTokenBytes = 2624, kLayerBytes = 656;
@@ -82,11 +80,6 @@ static void launch(const Gather &g, const char *store, const std::int64_t *token
   CK(cudaGetLastError());
 }
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int main(int argc, char **argv) {
   const std::int64_t history = argc > 1 ? std::atoll(argv[1]) : 65536;
   std::vector<double> fractions;
@@ -99,46 +92,15 @@ int main(int argc, char **argv) {
     return 1;
   }
   const std::size_t storeBytes = static_cast<std::size_t>(kRequests) * history * kTokenBytes;
-  char *store = nullptr;
-  CK(cudaHostAlloc(&store, storeBytes, cudaHostAllocMapped));
-  {
-    // Touch every page (on every core: gigabytes).
-    const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (unsigned w = 0; w < workers; ++w)
-      pool.emplace_back([&, w] {
-        const std::size_t begin = storeBytes / workers * w;
-        const std::size_t end = w + 1 == workers ? storeBytes : storeBytes / workers * (w + 1);
-        std::memset(store + begin, static_cast<int>(w + 1), end - begin);
-      });
-    for (std::thread &t : pool)
-      t.join();
-  }
-  char *deviceStore = nullptr;
-  CK(cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceStore), store, 0));
-
-  // The pinned copy rate, for scale.
-  const std::size_t copyBytes = std::size_t(1) << 30;
-  char *copyOut = nullptr;
-  CK(cudaMalloc(&copyOut, copyBytes));
+  char *store = pinnedMapped(storeBytes);
+  const char *deviceStore = store;
+  printf("store: %d requests x %lld tokens x %d bytes = %.1f GB pinned; copy %.1f GB/s\n",
+         kRequests, static_cast<long long>(history), kTokenBytes, storeBytes / 1e9,
+         pinnedCopyRate(store));
   cudaEvent_t start, stop, sideStop;
   CK(cudaEventCreate(&start));
   CK(cudaEventCreate(&stop));
   CK(cudaEventCreate(&sideStop));
-  std::vector<double> copyMs;
-  for (int r = 0; r < 5; ++r) {
-    CK(cudaEventRecord(start));
-    CK(cudaMemcpyAsync(copyOut, store, copyBytes, cudaMemcpyHostToDevice));
-    CK(cudaEventRecord(stop));
-    CK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, start, stop));
-    copyMs.push_back(ms);
-  }
-  CK(cudaFree(copyOut));
-  printf("store: %d requests x %lld tokens x %d bytes = %.1f GB pinned; copy %.1f GB/s\n",
-         kRequests, static_cast<long long>(history), kTokenBytes, storeBytes / 1e9,
-         copyBytes / median(copyMs) / 1e6);
 
   cudaStream_t main, side;
   CK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));

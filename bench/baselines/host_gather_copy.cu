@@ -72,11 +72,6 @@ static double nowMs() {
       .count();
 }
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 //===----------------------------------------------------------------------===//
 // Host gathers
 //===----------------------------------------------------------------------===//

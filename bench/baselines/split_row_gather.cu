@@ -42,10 +42,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <cuda_runtime.h>
 #include <random>
-#include <thread>
 #include <vector>
 
 constexpr int kRequests = 128, kTopK = 2048, kRowBytes = 656, kBodyBytes = 640, kScaleBytes = 16;
@@ -84,29 +82,6 @@ __global__ void gather(const char *store, std::int64_t pitch, int bodyBytes, con
   }
 }
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-/// Pinned host memory, mapped, every page touched (on every core). (With
-/// unified addressing the host pointer is the device's too.)
-static char *pinned(std::size_t bytes) {
-  char *p = nullptr;
-  CK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped));
-  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < workers; ++w)
-    pool.emplace_back([=] {
-      const std::size_t begin = bytes / workers * w;
-      const std::size_t end = w + 1 == workers ? bytes : bytes / workers * (w + 1);
-      std::memset(p + begin, static_cast<int>(w + 1), end - begin);
-    });
-  for (std::thread &t : pool)
-    t.join();
-  return p;
-}
-
 int main(int argc, char **argv) {
   const std::int64_t history = argc > 1 ? std::atoll(argv[1]) : 32768;
   std::vector<double> fractions;
@@ -120,30 +95,17 @@ int main(int argc, char **argv) {
   }
   const std::int64_t rows = kRequests * history;
 
-  // The pinned copy rate, for scale.
-  const std::size_t copyBytes = std::size_t(1) << 30;
-  char *copyOut = nullptr, *copyIn = nullptr;
-  CK(cudaMalloc(&copyOut, copyBytes));
-  CK(cudaHostAlloc(&copyIn, copyBytes, cudaHostAllocDefault));
-  std::memset(copyIn, 3, copyBytes);
   cudaEvent_t start, stop;
   CK(cudaEventCreate(&start));
   CK(cudaEventCreate(&stop));
-  std::vector<double> copyMs;
-  for (int r = 0; r < 5; ++r) {
-    CK(cudaEventRecord(start));
-    CK(cudaMemcpyAsync(copyOut, copyIn, copyBytes, cudaMemcpyHostToDevice));
-    CK(cudaEventRecord(stop));
-    CK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, start, stop));
-    copyMs.push_back(ms);
+  {
+    // The pinned copy rate, for scale.
+    char *copyIn = pinnedMapped(std::size_t(1) << 30);
+    printf("stores: %d requests x %lld rows (656-byte rows %.2f GB); pinned copy %.1f GB/s\n",
+           kRequests, static_cast<long long>(history), rows * double(kRowBytes) / 1e9,
+           pinnedCopyRate(copyIn));
+    CK(cudaFreeHost(copyIn));
   }
-  CK(cudaFree(copyOut));
-  CK(cudaFreeHost(copyIn));
-  printf("stores: %d requests x %lld rows (656-byte rows %.2f GB); pinned copy %.1f GB/s\n",
-         kRequests, static_cast<long long>(history), rows * double(kRowBytes) / 1e9,
-         copyBytes / median(copyMs) / 1e6);
 
   // Each fraction's list: each request's top-2048 (distinct rows),
   // `fraction` of them missing, scattered over the request's range.
@@ -202,8 +164,8 @@ int main(int argc, char **argv) {
     printf(" %13.0f%%", fraction * 100);
   printf("\n");
   for (const Form &form : forms) {
-    char *store = pinned(rows * form.pitch);
-    char *hostScales = form.scales == 1 ? pinned(rows * kScaleBytes) : nullptr;
+    char *store = pinnedMapped(rows * form.pitch);
+    char *hostScales = form.scales == 1 ? pinnedMapped(rows * kScaleBytes) : nullptr;
     const char *scales = form.scales == 1 ? hostScales : form.scales == 2 ? hbmScales : nullptr;
     const int useful = form.bodyBytes + (scales ? kScaleBytes : 0);
     for (auto [blocks, threads] : {std::pair{512, 256}, std::pair{124, 128}}) {
