@@ -4,8 +4,8 @@
 // nvcc alone; a failed CUDA runtime call prints the call and its error and
 // ends the program (CK), host memory is read with 16-byte non-coherent
 // loads (loadNc), stores are pinned with every page touched
-// (pinnedMapped), and rates are medians (median) set beside the pinned
-// copy's (pinnedCopyRate).
+// (pinnedMapped), and rates are medians (median, medianMs) set beside the
+// pinned copy's (pinnedCopyRate).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -84,4 +84,28 @@ inline double pinnedCopyRate(const char *pinned) {
   CK(cudaEventDestroy(stop));
   CK(cudaFree(out));
   return bytes / median(ms) / 1e6;
+}
+
+/// The median time (ms) of `runs` runs of `enqueue` (work it enqueues on
+/// `stream`), after one run more to warm up.
+template <class Enqueue>
+double medianMs(Enqueue enqueue, cudaStream_t stream = nullptr, int runs = 5) {
+  cudaEvent_t start, stop;
+  CK(cudaEventCreate(&start));
+  CK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int r = 0; r <= runs; ++r) {
+    CK(cudaEventRecord(start, stream));
+    enqueue();
+    CK(cudaGetLastError());
+    CK(cudaEventRecord(stop, stream));
+    CK(cudaEventSynchronize(stop));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, start, stop));
+    if (r > 0) // the first is a warm-up
+      ms.push_back(t);
+  }
+  CK(cudaEventDestroy(start));
+  CK(cudaEventDestroy(stop));
+  return median(ms);
 }

@@ -135,18 +135,8 @@ int main(int argc, char **argv) {
            count * double(kLayerBytes) / 1e6);
     printf("  %-44s %9s %9s\n", "gather", "ms", "GB/s");
     auto timeAlone = [&](const char *name, const Gather &g) {
-      std::vector<double> ms;
-      for (int r = 0; r < 6; ++r) {
-        CK(cudaEventRecord(start, main));
-        launch(g, deviceStore, tokens, count, out, main);
-        CK(cudaEventRecord(stop, main));
-        CK(cudaEventSynchronize(stop));
-        float t = 0;
-        CK(cudaEventElapsedTime(&t, start, stop));
-        if (r > 0) // the first is a warm-up
-          ms.push_back(t);
-      }
-      const double m = median(ms);
+      const double m =
+          medianMs([&] { launch(g, deviceStore, tokens, count, out, main); }, main);
       printf("  %-44s %9.4f %9.1f\n", name, m, count * double(g.bytes) / m / 1e6);
     };
     timeAlone("whole tokens [0, 2624), 512 x 256", {0, kTokenBytes, 512, 256});

@@ -95,9 +95,6 @@ int main(int argc, char **argv) {
   }
   const std::int64_t rows = kRequests * history;
 
-  cudaEvent_t start, stop;
-  CK(cudaEventCreate(&start));
-  CK(cudaEventCreate(&stop));
   {
     // The pinned copy rate, for scale.
     char *copyIn = pinnedMapped(std::size_t(1) << 30);
@@ -168,25 +165,16 @@ int main(int argc, char **argv) {
     char *hostScales = form.scales == 1 ? pinnedMapped(rows * kScaleBytes) : nullptr;
     const char *scales = form.scales == 1 ? hostScales : form.scales == 2 ? hbmScales : nullptr;
     const int useful = form.bodyBytes + (scales ? kScaleBytes : 0);
-    for (auto [blocks, threads] : {std::pair{512, 256}, std::pair{124, 128}}) {
+    for (auto [gridBlocks, blockThreads] : {std::pair{512, 256}, std::pair{124, 128}}) {
+      const int blocks = gridBlocks, threads = blockThreads;
       char name[96];
       snprintf(name, sizeof name, "%s, %d x %d", form.name, blocks, threads);
       printf("  %-52s", name);
       for (std::size_t f = 0; f < fractions.size(); ++f) {
-        std::vector<double> ms;
-        for (int r = 0; r < 6; ++r) {
-          CK(cudaEventRecord(start));
+        const double m = medianMs([&] {
           gather<<<blocks, threads>>>(store, form.pitch, form.bodyBytes, scales, lists[f],
                                       counts[f], out);
-          CK(cudaGetLastError());
-          CK(cudaEventRecord(stop));
-          CK(cudaEventSynchronize(stop));
-          float t = 0;
-          CK(cudaEventElapsedTime(&t, start, stop));
-          if (r > 0) // the first is a warm-up
-            ms.push_back(t);
-        }
-        const double m = median(ms);
+        });
         printf(" %5.1f (%6.3f)", counts[f] * double(useful) / m / 1e6, m);
       }
       printf("\n");
