@@ -41,6 +41,10 @@
 
 // CHECK-LABEL: gpu.func @attention_combine
 // CHECK-SAME: (%[[IN:.*]]: memref<1x1x16x4x514xf32>, %[[OUT:.*]]: memref<1x1x16x512xbf16>)
+// Every load before any arithmetic, so a thread's loads are in flight at
+// once: the 4 splits' maxes and sums, then their 16 column blocks.
+// CHECK-COUNT-72: memref.load %[[IN]]
+// CHECK-NOT: memref.load
 // The common max of the 4 splits (max(-inf, m0) folds away).
 // CHECK-COUNT-3: arith.maximumf
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
@@ -48,6 +52,8 @@
 // CHECK: llvm.intr.fma
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: memref.store %{{.*}}, %[[OUT]]
+// CHECK-NOT: memref.load
+// CHECK: gpu.return
 
 // WHOLE-LABEL: func.func @step
 // WHOLE-NOT: dhs.scratch
