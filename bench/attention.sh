@@ -10,8 +10,8 @@
 #                                  on the GPU machine (DIR holds bin/dhs-run,
 #                                  as tools/gpu-check.sh bundle makes it):
 #                                  time every shape and print the table, or
-#                                  its SECTIONs (shapes mixed group verify
-#                                  retrieval executor; the whole table takes
+#                                  its SECTIONs (shapes costs mixed group
+#                                  verify retrieval executor; the whole table takes
 #                                  over 600 s); it is also written to
 #                                  bench/results/ with the date, GPU, commit
 #                                  and the sections of a part (and, where
@@ -39,7 +39,9 @@
 # Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
 # heads, 1, 2 and 5 query positions, 32 to 128 requests, 32K-row histories,
 # all rows resident (kernel time: dhs-run --no-host-check times the step's
-# launches with CUDA events); then the FP8 64-head shape with x% of the
+# launches with CUDA events); a CTA's fixed and per-tile costs (the FP8
+# 64-head step at top-512 and top-2048, one CTA alone and 128 together);
+# then the FP8 64-head shape with x% of the
 # selected rows missing (x = 1, 5, 14, 30) against max(attention at residency
 # 1, missing bytes / copy rate), and against max(attention at residency 1,
 # missing bytes / the rate of the generated fetch kernel on the same rows: one
@@ -118,6 +120,19 @@ steps() {
   "$compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 128 --positions 1 \
     --heads 64 --hbm-slots 262144 --overlap-retrieval \
     -o "$dir/attention/group_overlap_fp8_b128_q1_h64" || exit 1
+  # A CTA's fixed and per-tile costs: the FP8 64-head step at top-512 and
+  # top-2048 (8 and 32 tiles a CTA), one query and 128, never split.
+  sed 's/x2048xi32/x512xi32/g' "$root/bench/steps/mla_fp8_attention.mlir" \
+    > "$dir/attention/mla_fp8_attention_k512.mlir"
+  local k b
+  for k in 512 2048; do
+    local source="$root/bench/steps/mla_fp8_attention.mlir"
+    [ $k = 512 ] && source="$dir/attention/mla_fp8_attention_k512.mlir"
+    for b in 1 128; do
+      "$compile" "$source" --requests $b --positions 1 --heads 64 --hbm-slots $((b * k)) \
+        --min-blocks 0 -o "$dir/attention/costs_fp8_b${b}_k$k" || exit 1
+    done
+  done
   # Retrieval: one layer group's fetch over a 22 GB store (dhs-retrieval-bench).
   "$compile" "$root/bench/steps/fetch_fp8_group.mlir" -o "$dir/attention/fetch_fp8_group" || exit 1
   # The mixed steps' fetch baseline: single 656-byte rows (dhs-retrieval-bench).
@@ -363,7 +378,7 @@ PY
 # 600-second device call (2026-12-05: killed at 580 s inside `verify`), so a
 # call runs some of them: `run DIR shapes mixed group`, then
 # `run DIR verify retrieval executor`.
-sections=(shapes mixed group verify retrieval executor)
+sections=(shapes costs mixed group verify retrieval executor)
 
 run() { # SECTION...
   results=${DHS_RESULTS:-$dir/results}/attention
@@ -380,6 +395,27 @@ run() { # SECTION...
     "section_$section"
     # The logs so far (a call killed later still returns them).
     [ -z "${OUT:-}" ] || tar czf "$OUT/attention-logs.tar.gz" -C "$results/.." attention
+  done
+}
+
+# A CTA's costs: the FP8 64-head step (all rows resident, never split) at
+# 8 and 32 tiles a CTA, one CTA alone and 128 together; per tile = the
+# difference over 24 tiles, fixed = the rest (launch to the first tile's
+# scores, the tail). bench/NOTES.md (thirty-ninth session): 2.8 us a tile,
+# the CTA's own; ~12 us fixed alone, ~20 us at 128 CTAs.
+section_costs() {
+  printf '\n%-10s %12s %12s %14s %10s %14s\n' costs "8 tiles ms" "32 tiles ms" "per tile us" \
+    "fixed us" "fixed of 32"
+  local b
+  for b in 1 128; do
+    local short long
+    short=$(run_step costs_fp8_b${b}_k512 1)
+    long=$(run_step costs_fp8_b${b}_k2048 1)
+    [ -n "$short" ] && [ -n "$long" ] || continue
+    python3 -c "import sys; b,s,l=sys.argv[1],float(sys.argv[2]),float(sys.argv[3])
+tile=(l-s)/24*1e3; fixed=s*1e3-8*tile
+print(f'{b+\" CTAs\" if b!=\"1\" else \"1 CTA\":10} {s:12.4f} {l:12.4f} {tile:14.2f} {fixed:10.1f} {fixed/(l*1e3):14.0%}')" \
+      "$b" "$short" "$long"
   done
 }
 
