@@ -4,6 +4,7 @@
 
 #include "codegen/KernelBuilder.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <algorithm>
@@ -17,16 +18,24 @@ using Role = abi::ParamRole;
 /// 4 splits x 16 column blocks in one round trip without spilling).
 static constexpr int64_t kCombineValues = 64;
 
-KernelSpec mlir::dhs::getAttentionCombineKernel(const SparseAttentionKernelConfig &config) {
+KernelSpec mlir::dhs::getAttentionCombineKernel(const SparseAttentionKernelConfig &config,
+                                                bool dependent) {
   MLIRContext *context = config.pool.getContext();
   MemRefType partials = config.partialsType(context);
   // One combine kernel per shape of partials and CTA.
-  KernelSpec spec{abi::LaunchKind::AttentionCombine, kernelKey(partials, config.headsPerBlock)};
+  KernelSpec spec{abi::LaunchKind::AttentionCombine,
+                  kernelKey(partials, config.headsPerBlock, dependent)};
   spec.signature.add(Role::Partials, partials);
   spec.signature.add(Role::Output, config.outputType());
   spec.geometry.grid = config.combineGrid();
   spec.geometry.block = config.block();
-  spec.emitBody = [config](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+  // Dependent: started beside the split attention's last CTAs (which let it
+  // start as they begin), it waits for that grid to end before it reads the
+  // partials (griddepcontrol: sm_90).
+  spec.dependentLaunch = dependent;
+  spec.emitBody = [config, dependent](ImplicitLocOpBuilder &b, const KernelArguments &args) {
+    if (dependent)
+      NVVM::GriddepcontrolOp::create(b, NVVM::GridDepActionKind::wait);
     int64_t vDim = config.pool.getFormat().getVDim();
     KernelBuilder kb{b};
     Value tid = kb.threadId();

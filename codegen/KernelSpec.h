@@ -158,6 +158,12 @@ struct KernelSpec {
   /// CTAs of a cluster (nvvm.cluster_dim, PTX .reqnctapercluster: the driver
   /// launches the grid in clusters of this shape); {1, 1, 1}: no cluster.
   std::array<int64_t, 3> cluster{1, 1, 1};
+  /// The kernel synchronizes with the launch before it itself (waits for it
+  /// with griddepcontrol.wait before it reads what that launch wrote, or on
+  /// its ready flags), so the runtime starts it as a programmatic dependent
+  /// launch: its CTAs may start while that launch's last ones run
+  /// (manifest: `dependent_launch`).
+  bool dependentLaunch = false;
   /// Emits the body at the entry of the kernel's gpu.func.
   std::function<void(ImplicitLocOpBuilder &, const KernelArguments &)> emitBody;
   /// Where set, the body of a second kernel of the same launch (same

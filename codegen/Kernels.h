@@ -136,8 +136,10 @@ KernelSpec getTensorCoreAttentionKernel(const SparseAttentionKernelConfig &confi
 /// The kernel that merges the partials of a split attention of `config`
 /// into its output (parameters: partials, output): a warp per head rescales
 /// every split's state to the common max, sums and normalizes; a query
-/// without any valid row yields zeros.
-KernelSpec getAttentionCombineKernel(const SparseAttentionKernelConfig &config);
+/// without any valid row yields zeros. `dependent`: a programmatic dependent
+/// launch that waits for the split attention's grid (after a tensor-core
+/// split, sm_90a; KernelSpec::dependentLaunch).
+KernelSpec getAttentionCombineKernel(const SparseAttentionKernelConfig &config, bool dependent);
 
 } // namespace mlir::dhs
 

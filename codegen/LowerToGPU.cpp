@@ -355,6 +355,8 @@ LogicalResult LaunchBuilder::launch(RewriterBase &rewriter, Operation *op, const
   dhs->getRolesAttrHelper().setAttr(launch, spec.signature.getRolesAttr(rewriter.getContext()));
   if (kernel->residentName)
     dhs->getResidentKernelAttrHelper().setAttr(launch, kernel->residentName);
+  if (spec.dependentLaunch)
+    dhs->getDependentLaunchAttrHelper().setAttr(launch, rewriter.getUnitAttr());
   // The op's form band (stageMissingRows), on each of its launches.
   for (StringAttr band :
        {dhs->getMissingAboveAttrHelper().getName(), dhs->getMissingUpToAttrHelper().getName()})
@@ -561,7 +563,8 @@ static FailureOr<AttentionKernels> chooseAttentionKernels(Operation *op,
     SparseAttentionKernelConfig combine = *config;
     combine.tensorCores = false;
     combine.headsPerBlock = std::min<int64_t>(config->headsPerBlock, 16);
-    kernels.combine = getAttentionCombineKernel(combine);
+    // After a tensor-core split (sm_90a), a programmatic dependent launch.
+    kernels.combine = getAttentionCombineKernel(combine, /*dependent=*/config->tensorCores);
   }
   return kernels;
 }

@@ -310,6 +310,8 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
       entry["unshared_requests"] = true;
     if (StringAttr resident = dhs.getResidentKernelAttrHelper().getAttr(launch))
       entry["resident_kernel"] = resident.getValue();
+    if (dhs.getDependentLaunchAttrHelper().isAttrPresent(launch))
+      entry["dependent_launch"] = true;
     if (IntegerAttr minMissing = dhs.getMinMissingAttrHelper().getAttr(launch))
       entry["min_missing"] = minMissing.getInt();
     if (FloatAttr above = dhs.getMissingAboveAttrHelper().getAttr(launch))

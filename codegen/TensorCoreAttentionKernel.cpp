@@ -356,7 +356,9 @@ void TensorCoreAttentionEmitter::emit() {
   // programmatic dependent launch too) may start once every CTA of this one
   // runs, so that its CTAs take the SMs this one's leave while the fetch
   // still runs; it waits for this one before it ends.
-  if (config.overlapped)
+  // A split query's combine kernel may start too (it waits for this grid to
+  // end before it reads the partials).
+  if (config.overlapped || config.splits > 1)
     NVVM::GriddepcontrolOp::create(b, NVVM::GridDepActionKind::launch_dependents);
   tid = toI32(kb.threadId());
   group = divu(tid, kGroupThreads);
@@ -503,6 +505,9 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
                                       : config.clusterHeadBlocks == 2 ? kClusterSharedBytes
                                                                       : kSharedBytes) +
                                      kSharedAlignment;
+  // Overlapped staging: the attention starts while its fetch runs (it waits
+  // on the fetch's ready flags).
+  spec.dependentLaunch = config.overlapped;
   if (config.clusterHeadBlocks == 2)
     spec.cluster = {1, 2, 1};
   if (config.sharedPositions > 1)

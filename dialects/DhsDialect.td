@@ -66,6 +66,9 @@ def Dhs_Dialect : Dialect {
     "::mlir::FloatAttr":$softmax_scale,
     // The entry point of a launch kernel's resident form.
     "::mlir::StringAttr":$resident_kernel,
+    // A launch the runtime starts as a programmatic dependent launch of the
+    // launch before it (KernelSpec::dependentLaunch).
+    "::mlir::UnitAttr":$dependent_launch,
     // Launches run in steps missing at most this share of rows (fused form).
     "::mlir::FloatAttr":$missing_up_to,
     // Launches run in steps missing more than this share of rows (staged).

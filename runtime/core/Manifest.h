@@ -117,6 +117,10 @@ struct Launch {
   /// (tile count 0), before its clustered twin, which takes the others
   /// ("unshared_requests"; a dhs-share-tiles step's attention).
   bool unsharedRequests = false;
+  /// The launch may start while the launch before it still runs (a
+  /// programmatic dependent launch on CUDA): its kernel waits for that
+  /// launch itself ("dependent_launch", optional).
+  bool dependentLaunch = false;
   /// Prefix rows missing from HBM a share_rows launch shares from
   /// ("min_missing", optional; 0: always).
   std::int64_t minMissing = 0;

@@ -197,12 +197,13 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "window_size", "grid", "block",
                "dynamic_shared_bytes", "params"},
-              {"resident_kernel", "missing_above", "missing_up_to"});
+              {"resident_kernel", "dependent_launch", "missing_above", "missing_up_to"});
   else if (launch.isAttention())
     checkKeys(value, field,
               {"kernel", "ptx", "op", "softmax_scale", "layer", "grid", "block",
                "dynamic_shared_bytes", "params"},
-              {"unshared_requests", "resident_kernel", "missing_above", "missing_up_to"});
+              {"unshared_requests", "resident_kernel", "dependent_launch", "missing_above",
+               "missing_up_to"});
   else if (launch.kind == abi::LaunchKind::CopyRows)
     checkKeys(
         value, field,
@@ -214,9 +215,14 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
   else
     checkKeys(value, field,
               {"kernel", "ptx", "op", "grid", "block", "dynamic_shared_bytes", "params"},
-              {"missing_above", "missing_up_to"});
+              {"dependent_launch", "missing_above", "missing_up_to"});
   if (launch.kind == abi::LaunchKind::CopyRows) {
     launch.direction = getEnum<abi::CopyDirection>(value, "direction", "direction", field);
+  }
+  if (value.contains("dependent_launch")) {
+    if (!value.at("dependent_launch").is_boolean())
+      fail(field + ".dependent_launch", "must be true or false");
+    launch.dependentLaunch = value.at("dependent_launch").get<bool>();
   }
   if (value.contains("unshared_requests")) {
     if (!value.at("unshared_requests").is_boolean())

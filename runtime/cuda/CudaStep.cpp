@@ -118,8 +118,9 @@ KernelParams kernelParams(const Launch &launch, const CudaStepBuffers &buffers,
 }
 
 /// Enqueues `launch` of `function` with `params` on `stream`: clears a
-/// fetch's ready flags first, and starts an attention that waits for them
-/// while the fetch before it runs (programmatic dependent launch).
+/// fetch's ready flags first, and starts a launch that waits for the one
+/// before it itself (Launch::dependentLaunch: an attention on a fetch's ready
+/// flags, a combine on its attention) as a programmatic dependent launch.
 void enqueueLaunch(const Launch &launch, CUfunction function, KernelParams &params,
                    const CudaStepBuffers &buffers, const std::string &step, CUstream stream) {
   const CudaDriver &cuda = driver();
@@ -136,7 +137,7 @@ void enqueueLaunch(const Launch &launch, CUfunction function, KernelParams &para
   const unsigned gridZ = launch.isGrouped() && buffers.groupBindings
                              ? static_cast<unsigned>(buffers.groups)
                              : launch.grid[2];
-  const bool dependent = ready && launch.isAttention() && cuda.launchKernelEx;
+  const bool dependent = launch.dependentLaunch && cuda.launchKernelEx;
   const bool injected = DHS_FAULT(Launch);
   CUresult result = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   if (!injected && dependent) {

@@ -32,10 +32,10 @@
 // CHECK: gpu.launch_func @fetch::@fetch blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.missing_above = 8.000000e-02 : f64, dhs.op = "fetch"
 // CHECK-NOT: @fetch
 // CHECK: gpu.launch_func @sparse_attention::@sparse_attention {{.*}} {dhs.layer = 0 : i64, dhs.missing_up_to = 8.000000e-02 : f64, dhs.op = "sparse_attention", dhs.resident_kernel = "sparse_attention_resident"
-// CHECK-NEXT: gpu.launch_func @attention::@attention {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.layer = 0 : i64, dhs.missing_above = 8.000000e-02 : f64, dhs.op = "attention"
+// CHECK-NEXT: gpu.launch_func @attention::@attention {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.dependent_launch, dhs.layer = 0 : i64, dhs.missing_above = 8.000000e-02 : f64, dhs.op = "attention"
 // CHECK-NOT: @fetch
 // CHECK: gpu.launch_func @sparse_attention_0::@sparse_attention_0 {{.*}} {dhs.layer = 1 : i64, dhs.missing_up_to = 8.000000e-02 : f64, dhs.op = "sparse_attention"
-// CHECK-NEXT: gpu.launch_func @attention_1::@attention_1 {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.layer = 1 : i64, dhs.missing_above = 8.000000e-02 : f64, dhs.op = "attention"
+// CHECK-NEXT: gpu.launch_func @attention_1::@attention_1 {{.*}}, %[[STAGE]] : memref<2x256x2x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}} {dhs.dependent_launch, dhs.layer = 1 : i64, dhs.missing_above = 8.000000e-02 : f64, dhs.op = "attention"
 // CHECK-LABEL: gpu.func @fetch
 // CHECK: nvvm.griddepcontrol launch_dependents
 // CHECK: "atom.acquire.gpu.global.cas.b32 $0, [$1], $2, $3;"{{.*}}, %c0_i32, %c2_i32

@@ -29,7 +29,7 @@
 // CHECK-DAG: %[[STAGE:.*]] = dhs.scratch {offset = 0 : i64} : memref<2x256x1x656xi8>
 // CHECK-DAG: %[[READY:.*]] = dhs.scratch {offset = 335872 : i64} : memref<2x4xi32>
 // CHECK: gpu.launch_func @fetch::@fetch blocks in (%c4, %c1, %c1) threads in (%c1024, %c1, %c1) dynamic_shared_memory_size %c98432_i32 args({{.*}}, %[[STAGE]] : memref<2x256x1x656xi8>, %[[READY]] : memref<2x4xi32>, %{{.*}} : memref<1xi32>)
-// CHECK: gpu.launch_func @attention::@attention blocks in (%c2, %c1, %c1) threads in (%c384, %c1, %c1) {{.*}} args({{.*}}, %[[STAGE]] : memref<2x256x1x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}}) {dhs.layer = 0 : i64, dhs.op = "attention", dhs.roles = ["queries", "row_ids", "slots", "staging", "ready_flags", "hbm_tier", "history_start", "history_len", "host_tier", "output", "status"]
+// CHECK: gpu.launch_func @attention::@attention blocks in (%c2, %c1, %c1) threads in (%c384, %c1, %c1) {{.*}} args({{.*}}, %[[STAGE]] : memref<2x256x1x656xi8>, %[[READY]] : memref<2x4xi32>, {{.*}}) {dhs.dependent_launch, dhs.layer = 0 : i64, dhs.op = "attention", dhs.roles = ["queries", "row_ids", "slots", "staging", "ready_flags", "hbm_tier", "history_start", "history_len", "host_tier", "output", "status"]
 // CHECK-LABEL: gpu.func @fetch
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
 // CHECK: nvvm.griddepcontrol launch_dependents
@@ -65,7 +65,13 @@
 // FUSED: gpu.launch_func @sparse_attention::@sparse_attention
 // FUSED-NOT: ready_flags
 
+// The fetch starts after the launches before it; the attention beside it
+// (a programmatic dependent launch: it waits on the ready flags itself).
+// MANIFEST-NOT: "dependent_launch"
+// MANIFEST: "op": "fetch"
 // MANIFEST: "role": "ready_flags"
+// MANIFEST: "dependent_launch": true
+// MANIFEST: "op": "attention"
 // MANIFEST: "role": "ready_flags"
 // FETCH: griddepcontrol.launch_dependents;
 // FETCH: atom.acquire.gpu.global.cas.b32

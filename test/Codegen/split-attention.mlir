@@ -41,6 +41,10 @@
 
 // CHECK-LABEL: gpu.func @attention_combine
 // CHECK-SAME: (%[[IN:.*]]: memref<1x1x16x4x514xf32>, %[[OUT:.*]]: memref<1x1x16x512xbf16>)
+// After the CUDA-core kernel (which may target chips before sm_90) an
+// ordinary launch: no griddepcontrol (tensor-core-attention.mlir has the
+// dependent one).
+// CHECK-NOT: nvvm.griddepcontrol
 // Every load before any arithmetic, so a thread's loads are in flight at
 // once: the 4 splits' maxes and sums, then their 16 column blocks.
 // CHECK-COUNT-72: memref.load %[[IN]]
@@ -61,6 +65,8 @@
 // WHOLE-NOT: attention_combine
 
 // MANIFEST: "arena_bytes": 131584
+// Ordinary launches, one after the other (no "dependent_launch").
+// MANIFEST-NOT: "dependent_launch"
 // MANIFEST: "op": "sparse_attention"
 // MANIFEST: "offset": 0,
 // MANIFEST-NEXT: "role": "partials",
@@ -71,6 +77,7 @@
 // MANIFEST-NEXT: 4,
 // MANIFEST-NEXT: 514
 // MANIFEST: "source": "scratch"
+// MANIFEST-NOT: "dependent_launch"
 // MANIFEST: "op": "attention_combine"
 func.func @step(%q: memref<1x1x16x576xbf16>, %rows: memref<1x1x256xi32>,
                 %slots: memref<1x1x256xi32>, %start: memref<1xi64>,

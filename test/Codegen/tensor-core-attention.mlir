@@ -32,6 +32,8 @@
 // CHECK-LABEL: gpu.func @sparse_attention
 // CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
 // CHECK-SAME: nvvm.minctasm = 1 : i32
+// (Unsplit, nothing after it starts early.)
+// CHECK-NOT: nvvm.griddepcontrol
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
@@ -99,6 +101,13 @@
 // SPLIT: gpu.launch_func @sparse_attention::@sparse_attention blocks in (%c2, %c1, %c2) threads in (%c384, %c1, %c1)
 // SPLIT-SAME: memref<2x1x64x2x514xf32>
 // SPLIT: gpu.launch_func @attention_combine::@attention_combine blocks in (%c2, %c4, %c1) threads in (%c512, %c1, %c1)
+// SPLIT-SAME: {dhs.dependent_launch, dhs.op = "attention_combine"
+// Each split CTA lets the combine start as it begins; the combine waits for
+// the attention's grid to end before it reads the partials.
+// SPLIT-LABEL: gpu.func @sparse_attention(
+// SPLIT: nvvm.griddepcontrol  launch_dependents
+// SPLIT-LABEL: gpu.func @attention_combine
+// SPLIT: nvvm.griddepcontrol  wait
 
 // The CUDA-core kernel: 16 heads a CTA, so the one-layer pool's missing rows
 // are fetched once into the arena first.

@@ -119,6 +119,15 @@ TEST_CASE("the example manifest loads", "[manifest]") {
     CHECK(Manifest::load(other.dir.path()).launches[0].residentKernel ==
           "sparse_attention_0_resident");
   }
+  // A launch whose kernel waits for the launch before it itself may start
+  // while that one runs (a programmatic dependent launch on CUDA).
+  CHECK_FALSE(launch.dependentLaunch);
+  {
+    json dependent = exampleManifest();
+    dependent["launches"][0]["dependent_launch"] = true;
+    StepDir other(dependent);
+    CHECK(Manifest::load(other.dir.path()).launches[0].dependentLaunch);
+  }
   CHECK(launch.missingAbove == -1.0); // every step (LaunchFormsTest: forms)
   CHECK(launch.missingUpTo == 1.0);
   CHECK(launch.ptxPath == step.dir.path() + "/sparse_attention_0.ptx");
@@ -313,6 +322,8 @@ TEST_CASE("malformed manifests give clear errors", "[manifest]") {
        "is not a PTX identifier"},
       {"resident kernel name", [](json &j) { j["launches"][0]["resident_kernel"] = "a-b"; },
        "launches[0].resident_kernel: 'a-b' is not a PTX identifier"},
+      {"dependent launch", [](json &j) { j["launches"][0]["dependent_launch"] = 1; },
+       "launches[0].dependent_launch: must be true or false"},
       {"band share", [](json &j) { j["launches"][0]["missing_up_to"] = 1.5; },
        "launches[0].missing_up_to: is 1.500000: must be a share of rows strictly between 0 and 1"},
       {"band share zero", [](json &j) { j["launches"][0]["missing_above"] = 0; },
