@@ -219,16 +219,10 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
   if (launch.kind == abi::LaunchKind::CopyRows) {
     launch.direction = getEnum<abi::CopyDirection>(value, "direction", "direction", field);
   }
-  if (value.contains("dependent_launch")) {
-    if (!value.at("dependent_launch").is_boolean())
-      fail(field + ".dependent_launch", "must be true or false");
-    launch.dependentLaunch = value.at("dependent_launch").get<bool>();
-  }
-  if (value.contains("unshared_requests")) {
-    if (!value.at("unshared_requests").is_boolean())
-      fail(field + ".unshared_requests", "must be true or false");
-    launch.unsharedRequests = value.at("unshared_requests").get<bool>();
-  }
+  if (value.contains("dependent_launch"))
+    launch.dependentLaunch = getBool(value, "dependent_launch", field);
+  if (value.contains("unshared_requests"))
+    launch.unsharedRequests = getBool(value, "unshared_requests", field);
   if (launch.kind == abi::LaunchKind::ShareRows) {
     launch.tile = getInt(value, "tile", field);
     if (launch.tile <= 0)

@@ -109,6 +109,13 @@ private:
     return value.get<std::int64_t>();
   }
 
+  bool getBool(const json &object, const char *key, const std::string &field) const {
+    const json &value = member(object, key, field);
+    if (!value.is_boolean())
+      fail(field + "." + key, "must be true or false");
+    return value.get<bool>();
+  }
+
   double getNumber(const json &object, const char *key, const std::string &field) const {
     const json &value = member(object, key, field);
     if (!value.is_number())
