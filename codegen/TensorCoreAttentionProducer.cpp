@@ -190,9 +190,17 @@ void TensorCoreAttentionEmitter::emitProducer() {
   if (clustered)
     rowOffsets = {mul(rank, c32(32))};
   int64_t rounds = rowOffsets.size();
+  // bf16 rows in HBM go to the tile buffer by cp.async (16 bytes a copy,
+  // completing on the tile's full barrier), so the producer never waits for
+  // them and both tile buffers can be in flight; rows from the host store
+  // (which cp.async reads at a third of the rate of plain loads: bench/NOTES.md,
+  // twelfth session) and rows without data go through registers. Not in a
+  // cluster or sharing, whose producers copy each stored half to other CTAs.
+  bool asyncRows = !fp8 && !clustered && !sharing && !config.overlapped;
   // Rows whose loads are issued a tile ahead, while the tile before waits
-  // for its buffer: both for FP8 (88 registers), the first for bf16 (72).
-  int64_t aheadRows = std::min<int64_t>(fp8 ? 2 : 1, rounds);
+  // for its buffer: both for FP8 (88 registers), the first for bf16 (72),
+  // none where rows are copied asynchronously.
+  int64_t aheadRows = asyncRows ? 0 : std::min<int64_t>(fp8 ? 2 : 1, rounds);
   // Sharing: whether tile `tileIndex` (index) is in the shared prefix, and
   // whether this CTA gathers its row `round`: half h of shared tile t is
   // gathered by rank (2t + h) mod Q, every row of other tiles by its own CTA.
@@ -354,6 +362,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
     storeShared(bias, biasOffset, 4);
     if (sharing)
       storeShared(id, add(c32(kReceivedIdsOffset), rowOffset), 4);
+    if (chunks.empty())
+      return;
     Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
     auto storeChunk = [&](int64_t block, int64_t c, Value chunk) {
       storeShared(
@@ -409,6 +419,34 @@ void TensorCoreAttentionEmitter::emitProducer() {
     Value rowOffset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4));
     kb.ifThen(reporter, [&] { storeShared(id, add(c32(kExpectedIdsOffset), rowOffset), 4); });
     kb.ifThen(gathers(tileIndex, round), [&] { storeRow(buffer, round, valid, id, chunks); });
+  };
+  // asyncRows: row `round` of tile `tileIndex` into tile buffer `buffer`,
+  // by cp.async from its HBM slot, else through registers.
+  auto copyOrStore = [&](Value tileIndex, Value buffer, int64_t round, const ClassifiedRow &row,
+                         Value id) {
+    kb.ifThenElse(
+        row.inHbm,
+        [&] {
+          storeRow(buffer, round, row.valid, id, {});
+          Value rowInTile = add(firstRow, rowOffsets[round]);
+          Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
+          Value segmentBytes = ext64(mul(segment, c32(32)));
+          for (int64_t g = 0; g < kKeyBlocks; ++g)
+            for (int64_t c = 0; c < 2; ++c) {
+              Value destination =
+                  sharedPointer(swizzled(add(tileBase, c32(g * kBlockBytes)), rowInTile,
+                                         add(mul(segment, c32(2)), c32(c))));
+              Value source =
+                  hb.globalPointer(add(row.address, add(segmentBytes, c64(g * 128 + 16 * c))));
+              NVVM::CpAsyncOp::create(b, destination, source, b.getI32IntegerAttr(16),
+                                      NVVM::LoadCacheModifierKindAttr::get(
+                                          b.getContext(), NVVM::LoadCacheModifierKind::CG),
+                                      Value());
+            }
+        },
+        [&] {
+          store(tileIndex, buffer, round, row.valid, id, row.ringEntry, load(row.valid, row));
+        });
   };
   // Bulk copies of a stored tile's rows to another CTA of the cluster
   // (sharing: to every other CTA; a head-block cluster: to the peer). Piece
@@ -615,14 +653,21 @@ void TensorCoreAttentionEmitter::emitProducer() {
               llvm::to_vector(current[round].drop_front(aheadHead)));
       } else {
         ClassifiedRow row = classify(tileIndex, round, llvm::to_vector(current[round]));
-        store(tileIndex, buffer, round, row.valid, current[round][0], row.ringEntry,
-              load(loads(tileIndex, round, row.valid), row));
+        if (asyncRows)
+          copyOrStore(tileIndex, buffer, round, row, current[round][0]);
+        else
+          store(tileIndex, buffer, round, row.valid, current[round][0], row.ringEntry,
+                load(loads(tileIndex, round, row.valid), row));
       }
       if (!issueEarly)
         for (int64_t ahead = 0; ahead < aheadRows; ++ahead)
           if (issueAfter(ahead) == round)
             issueNext(ahead);
     }
+    // The thread's copies complete on the full barrier too (one more
+    // arrival, counted as it is issued; the thread's own follows).
+    if (asyncRows)
+      NVVM::CpAsyncMBarrierArriveOp::create(b, barrier(buffer, /*full=*/true));
     // The tile's bytes are read by wgmma and, in a cluster, bulk copies
     // (the async proxy).
     hb.fenceAsyncShared();
