@@ -5,7 +5,8 @@
 //  - the producer gathers each tile's rows from their HBM slots or the host
 //    store (16-byte loads, two rows per thread), dequantizes FP8 to bf16 and
 //    stores them into one of two tile buffers in wgmma's 128-byte swizzled
-//    layout, then signals the tile full (mbarrier);
+//    layout, then signals the tile full (mbarrier); a bf16 row in HBM goes
+//    to its place by cp.async instead, tracked by the same barrier;
 //  - the softmax warpgroup computes S = Q K^T (36 wgmma m64n64k16), the
 //    online softmax in base 2, writes P (bf16) and each row's rescale factor
 //    to shared memory, and accumulates O[:, 0:256] += P V (4 m64n256k16);
