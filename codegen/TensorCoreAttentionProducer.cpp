@@ -354,6 +354,12 @@ void TensorCoreAttentionEmitter::emitProducer() {
           hb.storeGlobal16(add(base, add(segmentBytes, c64(g * 128 + 16 * c))), chunks[2 * g + c]);
     });
   };
+  // The shared offset (i32) of the thread's chunk c of 128-byte block
+  // `block` of row `row` of the tile buffer at `tileBase`.
+  auto chunkOffset = [&](Value tileBase, Value row, int64_t block, int64_t c) {
+    return swizzled(add(tileBase, c32(block * kBlockBytes)), row,
+                    add(mul(segment, c32(2)), c32(c)));
+  };
   auto storeRow = [&](Value buffer, int64_t round, Value valid, Value id, ArrayRef<Value> chunks) {
     Value row = add(firstRow, rowOffsets[round]);
     Value rowOffset = mul(add(mul(buffer, c32(kTensorCoreTileRows)), row), c32(4));
@@ -366,10 +372,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
       return;
     Value tileBase = add(c32(kTileOffset), mul(buffer, c32(kTileBytes)));
     auto storeChunk = [&](int64_t block, int64_t c, Value chunk) {
-      storeShared(
-          chunk,
-          swizzled(add(tileBase, c32(block * kBlockBytes)), row, add(mul(segment, c32(2)), c32(c))),
-          16);
+      storeShared(chunk, chunkOffset(tileBase, row, block, c), 16);
     };
     if (!fp8) {
       for (int64_t g = 0; g < kKeyBlocks; ++g)
@@ -433,9 +436,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
           Value segmentBytes = ext64(mul(segment, c32(32)));
           for (int64_t g = 0; g < kKeyBlocks; ++g)
             for (int64_t c = 0; c < 2; ++c) {
-              Value destination =
-                  sharedPointer(swizzled(add(tileBase, c32(g * kBlockBytes)), rowInTile,
-                                         add(mul(segment, c32(2)), c32(c))));
+              Value destination = sharedPointer(chunkOffset(tileBase, rowInTile, g, c));
               Value source =
                   hb.globalPointer(add(row.address, add(segmentBytes, c64(g * 128 + 16 * c))));
               NVVM::CpAsyncOp::create(b, destination, source, b.getI32IntegerAttr(16),
