@@ -58,8 +58,7 @@
 # the large step and B=128 x 20 layer groups, residency decided on the device,
 # each step's phases and host time; a decode's steady state, 5% and 14% of
 # the selections new each step, with ncu's kernel times of one decided step:
-# the promotions' second read of the missing rows against the attention); the 128-head bf16 shapes without clusters (each CTA gathers every row of its
-# query: --tensor-core-clusters=false), the baseline of the 2-CTA clusters;
+# the promotions' second read of the missing rows against the attention);
 # and verify steps (64 requests x 5 positions x 64 heads): the step inside a
 # dhs.verify phase compiled with --share-tiles (dhs.share_rows orders each request's
 # selections, then a cluster of its five position CTAs gathers each row they
@@ -89,10 +88,6 @@ steps() {
       "$compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
         --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) \
         -o "$dir/attention/${format}_b${b}_q${q}_h${h}" || exit 1
-      [ "$h" -eq 128 ] && [ $format = bf16 ] || continue
-      "$compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
-        --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) --tensor-core-clusters=false \
-        -o "$dir/attention/unclustered_${format}_b${b}_q${q}_h${h}" || exit 1
     done
   done
   # Verify steps: the same step inside a verify phase of gamma = 4.
@@ -183,11 +178,10 @@ PY
 # Each section of the table (`run DIR [SECTION...]`).
 section_shapes() { # every shape, all rows resident
   printf '%-24s %9s %9s %12s\n' shape ms TFLOP/s "of peak"
-  for shape in "${shapes[@]}" "128 1 64 cores" "64 1 128 unclustered" "32 1 128 unclustered"; do
+  for shape in "${shapes[@]}" "128 1 64 cores"; do
     read -r b q h kind <<<"$shape"
     for format in fp8 bf16; do
       [ "${kind:-}" = cores ] && [ $format = bf16 ] && continue
-      [ "${kind:-}" = unclustered ] && [ $format = fp8 ] && continue
       local name=${format}_b${b}_q${q}_h${h}
       [ -n "${kind:-}" ] && name=${kind}_$name
       local ms; ms=$(run_step "$name" 1)

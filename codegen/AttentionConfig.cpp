@@ -16,7 +16,7 @@ static constexpr int64_t kMaxSplits = 16;
 
 FailureOr<SparseAttentionKernelConfig>
 mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
-                                          int64_t minBlocks, bool tensorCores, bool clusters) {
+                                          int64_t minBlocks, bool tensorCores) {
   SparseAttentionKernelConfig config;
   Value queriesValue, rowsValue, sharedTiles;
   if (auto fused = dyn_cast<SparseAttentionOp>(op)) {
@@ -131,15 +131,6 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
            tiles % (2 * config.splits) == 0 && tiles / (2 * config.splits) >= 2)
       config.splits *= 2;
     config.splitRows = config.selected / config.splits;
-    // Pairs of head blocks share tiles where that was measured faster: bf16
-    // rows, whose gathers bound the producer (128 heads, 64 requests, H200,
-    // three-tile producer: 0.182 -> 0.175 ms); FP8 rows' CTAs are not bound
-    // by their gathers, and the pairing's handshakes cost more than the
-    // halved dequantization saves (0.136 -> 0.159 ms; bench/NOTES.md).
-    // Writing back, both CTAs of the first pair write their halves' rows.
-    if (clusters && (config.heads / kTensorCoreHeads) % 2 == 0 &&
-        isa<MlaBf16Attr>(config.pool.getFormat()))
-      config.clusterHeadBlocks = 2;
     return config;
   }
   // Small grids: split each query's entries over CTAs (each split at least
@@ -172,7 +163,6 @@ std::string SparseAttentionKernelConfig::key() const {
      << pool.getFormat() << '/' << pool.getLayers() << '/' << windowSize << '/' << windowRing << '/'
      << splits << 'x' << splitRows << '/' << staged << indexed << overlapped << '/' << stagingRows
      << (tensorCores ? "/tensor-cores" : "")
-     << (clusterHeadBlocks > 1 ? "/cluster" + std::to_string(clusterHeadBlocks) : "")
      << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "")
      << (unsharedRequests ? "/unshared" : "") << (residentForm ? "/resident" : "")
      << (writeBack ? "/write-back" : "");

@@ -62,10 +62,6 @@ struct SparseAttentionKernelConfig {
   /// The tensor-core kernel computes it (TensorCoreAttentionKernel.cpp):
   /// headsPerBlock and tileRows are then 64, and a CTA has 384 threads.
   bool tensorCores = false;
-  /// Tensor-core CTAs of one query that form a cluster, adjacent 64-head
-  /// blocks sharing every tile's gather (and dequantization): 2 for bf16
-  /// rows and an even number of head blocks (128 heads), else 1.
-  int64_t clusterHeadBlocks = 1;
   /// Tensor-core CTAs of one request's query positions that form a cluster
   /// and gather each tile of the selections' shared prefix (the op's
   /// `shared` operand) once for all of them: Q, else 1.
@@ -113,14 +109,11 @@ struct SparseAttentionKernelConfig {
 /// `minBlocks` > 0 splits each query's entries over CTAs until the grid has
 /// about that many (each split keeping at least two tiles). With
 /// `tensorCores`, shapes the tensor-core kernel computes
-/// (supportsTensorCoreAttention) get it; with `clusters` too, pairs of its
-/// 64-head blocks share bf16 tiles in a cluster (clusterHeadBlocks), and an
-/// op with a shared prefix gets a cluster of its query positions
-/// (sharedPositions) instead.
+/// (supportsTensorCoreAttention) get it, and an op with a shared prefix
+/// gets a cluster of its query positions (sharedPositions).
 FailureOr<SparseAttentionKernelConfig>
 getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t tileRows,
-                               int64_t minBlocks = 0, bool tensorCores = false,
-                               bool clusters = false);
+                               int64_t minBlocks = 0, bool tensorCores = false);
 
 /// Query heads of one tensor-core CTA (the wgmma M dimension).
 inline constexpr int64_t kTensorCoreHeads = 64;

@@ -522,7 +522,7 @@ private:
 /// The tiling options of the pass that attention kernels take.
 struct AttentionOptions {
   int64_t maxHeadsPerBlock, tileRows, minBlocks;
-  bool tensorCores, tensorCoreClusters;
+  bool tensorCores;
 };
 
 /// The kernels that compute an attention op: the attention kernel and, when
@@ -543,8 +543,7 @@ struct AttentionKernels {
 static FailureOr<AttentionKernels> chooseAttentionKernels(Operation *op,
                                                           const AttentionOptions &options) {
   FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
-      op, options.maxHeadsPerBlock, options.tileRows, options.minBlocks, options.tensorCores,
-      options.tensorCoreClusters);
+      op, options.maxHeadsPerBlock, options.tileRows, options.minBlocks, options.tensorCores);
   if (failed(config))
     return failure();
   AttentionKernels kernels{*config,
@@ -738,7 +737,7 @@ void DhsLowerToGPU::runOnOperation() {
                     ScratchOp, ResidencyOp>();
 
   LaunchBuilder launches(module);
-  AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters};
+  AttentionOptions options{maxHeadsPerBlock, tileRows, minBlocks, tensorCores};
   RewritePatternSet patternList(context);
   patternList
       .add<KernelLowering<FetchOp>, KernelLowering<UnionMissingOp>, KernelLowering<ShareRowsOp>,
@@ -780,8 +779,8 @@ void DhsLowerToGPU::runOnOperation() {
                   SmallVector<SparseAttentionOp>>
       groups;
   for (SparseAttentionOp op : fused) {
-    FailureOr<SparseAttentionKernelConfig> config = getSparseAttentionKernelConfig(
-        op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores, tensorCoreClusters);
+    FailureOr<SparseAttentionKernelConfig> config =
+        getSparseAttentionKernelConfig(op, maxHeadsPerBlock, tileRows, minBlocks, tensorCores);
     if (failed(config))
       return signalPassFailure();
     bool overlap = overlapRetrieval && config->tensorCores && config->sharedPositions == 1;

@@ -78,9 +78,6 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
                  Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
                         "Compute MLA attention with 64 heads per KV head and selections in "
                         "multiples of 64 on the tensor cores (wgmma, sm_90a)">,
-                 Option<"tensorCoreClusters", "tensor-core-clusters", "bool", /*default=*/"true",
-                        "Pair the tensor-core CTAs of a query's 64-head blocks in clusters "
-                        "that gather each tile once for both (128 heads, bf16 rows)">,
                  Option<"overlapRetrieval", "overlap-retrieval", "bool", /*default=*/"false",
                         "Share the missing rows of tensor-core attention with a fetch of a "
                         "few CTAs that runs beside it (dhs.fetch and dhs.attention with ready "

@@ -125,11 +125,6 @@ struct DhsToPtxPipelineOptions : public PassPipelineOptions<DhsToPtxPipelineOpti
                            llvm::cl::desc("Compute MLA attention of 64-head multiples on the "
                                           "tensor cores (wgmma, sm_90a)"),
                            llvm::cl::init(true)};
-  Option<bool> tensorCoreClusters{
-      *this, "tensor-core-clusters",
-      llvm::cl::desc("Pair tensor-core CTAs of a query's 64-head blocks in clusters that "
-                     "gather each tile once for both (128 heads, bf16 rows)"),
-      llvm::cl::init(true)};
   Option<bool> overlapRetrieval{
       *this, "overlap-retrieval",
       llvm::cl::desc("Fetch the missing rows of tensor-core attention from a few CTAs into "
@@ -184,7 +179,6 @@ void dhs::registerCodegenPasses() {
         tiles.tileRows = options.tileRows;
         tiles.minBlocks = options.minBlocks;
         tiles.tensorCores = options.tensorCores;
-        tiles.tensorCoreClusters = options.tensorCoreClusters;
         tiles.overlapRetrieval = options.overlapRetrieval;
         std::optional<DhsShareTilesOptions> share;
         if (options.shareTiles)

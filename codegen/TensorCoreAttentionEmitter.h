@@ -42,7 +42,7 @@ constexpr int64_t kValueDims = 512;
 /// tiles [64 rows x 576] as 9 swizzled blocks each, P [64 x 64] bf16, the
 /// rows' rescale factors f32 [64], the tiles' row biases f32 [2][64] (0, or
 /// -inf for rows without data), mbarriers full[2] and empty[2], and in a
-/// cluster remote[2] (the peer's half of a tile arrived).
+/// position cluster remote[2] (the other CTAs' halves of a tile arrived).
 constexpr int64_t kQOffset = 0;
 constexpr int64_t kTileOffset = kKeyBlocks * kBlockBytes;
 constexpr int64_t kTileBytes = kKeyBlocks * kBlockBytes;
@@ -58,9 +58,6 @@ constexpr int64_t kClusterSharedBytes = kBarrierOffset + 6 * 8;
 constexpr int64_t kExpectedIdsOffset = kClusterSharedBytes;
 constexpr int64_t kReceivedIdsOffset = kExpectedIdsOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharingSharedBytes = kReceivedIdsOffset + 2 * 4 * kTensorCoreTileRows;
-/// Bytes a peer stores into a CTA's tile buffer per tile: its 32 rows of
-/// 576 bf16 and their row biases.
-constexpr int64_t kPeerTileBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4);
 /// Bytes a CTA of a position cluster stores into each other CTA's tile
 /// buffer per half tile of the shared prefix it gathers: 32 rows of 576
 /// bf16, their row biases and row ids.
@@ -150,8 +147,8 @@ private:
   }
 
   /// mbarriers full[2] (the producer filled a tile), empty[2] (the
-  /// consumers are done with it) and, in a cluster, remote[2] (the peer's
-  /// half of the tile arrived).
+  /// consumers are done with it) and, sharing, remote[2] (the other CTAs'
+  /// halves of the tile arrived).
   enum class Barrier { Full = 0, Empty = 1, Remote = 2 };
   /// The address of the `kind` mbarrier of tile buffer `buffer` (i32: 0 or 1).
   Value barrier(Value buffer, Barrier kind) {
@@ -162,11 +159,11 @@ private:
     return barrier(buffer, full ? Barrier::Full : Barrier::Empty);
   }
   /// Waits for the phase of parity `parity` of barrier `kind` of `buffer`.
-  /// In a cluster empty[b] completes on arrivals of both CTAs' consumers,
-  /// so its wait acquires at cluster scope (the producer then stores into
-  /// the peer's buffer what the peer's consumers have just read).
+  /// Sharing, empty[b] completes on arrivals of every CTA's consumers, so
+  /// its wait acquires at cluster scope (the producer then copies into the
+  /// other CTAs' buffers what their consumers have just read).
   void waitBarrier(Value buffer, Barrier kind, Value parity) {
-    if (inCluster && kind == Barrier::Empty)
+    if (sharing && kind == Barrier::Empty)
       hb.waitParityCluster(barrier(buffer, kind), parity, 10000000);
     else
       NVVM::MBarrierTryWaitParityOp::create(b, barrier(buffer, kind), parity, c32(10000000));
@@ -179,21 +176,21 @@ private:
                                    NVVM::MemScopeKind::CTA, false);
   }
   /// Waits until tile buffer `buffer` holds its tile: the producer's rows
-  /// and, in a cluster, the peer's.
+  /// and, sharing, the other CTAs' halves.
   void waitTileFull(Value buffer, Value parity) {
     waitBarrier(buffer, Barrier::Full, parity);
-    if (inCluster)
+    if (sharing)
       waitBarrier(buffer, Barrier::Remote, parity);
   }
   /// A consumer warpgroup is done with tile `tile` (index) in buffer
-  /// `buffer`: every thread arrives on this CTA's empty barrier, or in a
-  /// cluster one thread on each CTA's (the producers of all of them write
-  /// into it). Sharing, a tile past the shared prefix is released here only
-  /// (one arrival counting for all CTAs): no other CTA writes into this
-  /// CTA's buffers after the prefix, so private tiles do not wait for the
-  /// others' consumers.
+  /// `buffer`: every thread arrives on this CTA's empty barrier, or sharing,
+  /// a tile of the shared prefix, one thread on each CTA's (the producers of
+  /// all of them write into it). A tile past the shared prefix is released
+  /// here only (one arrival counting for all CTAs): no other CTA writes into
+  /// this CTA's buffers after the prefix, so private tiles do not wait for
+  /// the others' consumers.
   void releaseTile(Value buffer, Value tile) {
-    if (!inCluster) {
+    if (!sharing) {
       arriveBarrier(buffer, /*full=*/false);
       return;
     }
@@ -215,10 +212,6 @@ private:
         kb.ifThen(eq(thread, c32(32 * ((rank + 1) % 4) + (rank + 1) / 4)),
                   [&] { hb.arriveRemote(barrier(buffer, Barrier::Empty), c32(rank)); });
     };
-    if (!sharing) {
-      releaseEverywhere();
-      return;
-    }
     kb.ifThenElse(kb.cmpi(arith::CmpIPredicate::ult, tile, sharedTiles), releaseEverywhere, [&] {
       kb.ifThen(eq(thread, c32(32)), [&] {
         NVVM::MBarrierArriveOp::create(b, b.getI64Type(), barrier(buffer, Barrier::Empty),
@@ -283,14 +276,11 @@ private:
   HopperBuilder hb;
   const SparseAttentionKernelConfig &config;
   const KernelArguments &args;
-  /// Two CTAs of a cluster share each tile (config.clusterHeadBlocks == 2).
-  bool clustered = config.clusterHeadBlocks == 2;
   /// The CTAs of a request's query positions form a cluster and share the
   /// tiles of the selections' shared prefix (config.sharedPositions > 1).
   bool sharing = config.sharedPositions > 1;
   /// CTAs of a cluster (1: no cluster).
-  int64_t clusterSize = clustered ? 2 : sharing ? config.sharedPositions : 1;
-  bool inCluster = clusterSize > 1;
+  int64_t clusterSize = config.sharedPositions;
 
   // Arguments (see getAttentionSignature).
   Value queries, rowIds, slots, historyStart, historyLen, hbm, host, stagingIndex, output, partials,
@@ -302,7 +292,7 @@ private:
   Value writeBackEntries, writeBackRing;
   // Per-thread values (i32 unless noted; request, position, split: index).
   Value tid, group, thread, warp, lane, request, position, split, headBase;
-  Value rank;        // the CTA's rank in its cluster (i32; clustered only)
+  Value rank;        // the CTA's rank in its cluster (i32; sharing only)
   Value sharedBase;  // the aligned shared base as !llvm.ptr<3>
   Value sharedStart; // its shared address (i64) for descriptors
   Value tiles;       // tiles this CTA walks (index)

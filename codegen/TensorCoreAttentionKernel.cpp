@@ -16,13 +16,13 @@
 // back. The dequantized tile serves both products: K-major for Q K^T,
 // N-major (transposed) for P V.
 //
-// With 128 heads (or any even number of 64-head blocks) two CTAs of a
-// cluster compute the two head blocks of a query over the same rows: each
-// producer gathers and dequantizes half of every tile (32 rows) into its
-// tile buffer, then copies that half into the peer's (ten bulk copies,
-// completing bytes on the peer's "remote" mbarrier), so each CTA
-// dequantizes half the rows FlashMLA's 64-head kernel does; a tile buffer
-// is free again once the consumers of both CTAs released it.
+// With 128 heads (or any multiple of 64) each 64-head block of a query is
+// a CTA of its own that gathers every row of the query's tiles; the CTAs of
+// a query read the same rows at about the same time (mostly from L2), and a
+// one-layer step fetches its missing rows into HBM first (dhs.fetch), so
+// that no host row crosses PCIe twice. (Pairs of head-block CTAs that split
+// each tile's gather in a cluster were measured slower: bench/NOTES.md,
+// forty-first session.)
 //
 // With a shared prefix (dhs.share_rows: the first tiles[b] tiles of every
 // position of request b hold the same rows) the position CTAs of a request
@@ -390,7 +390,7 @@ void TensorCoreAttentionEmitter::emit() {
   sharedStart = andi(add(raw, c64(kSharedAlignment - 1)), c64(-kSharedAlignment));
   sharedBase = LLVM::IntToPtrOp::create(b, sharedPtrType, sharedStart);
 
-  if (inCluster)
+  if (sharing)
     rank = hb.clusterRank();
   // A shared-prefix op's step runs in one of two kernels: the clustered one
   // where at least half of its requests have tiles to share (the others
@@ -451,22 +451,22 @@ void TensorCoreAttentionEmitter::emit() {
     // cluster one thread of each consumer warpgroup of every CTA (and in
     // racecheck's copy every consumer thread of each as well); remote:
     // this CTA's producer arms it with the other CTAs' bytes.
-    Value emptyArrivals = inCluster ? hb.racecheckConstant(clusterEmptyArrivals(clusterSize),
-                                                           racecheckEmptyArrivals(clusterSize))
-                                    : c32(2 * kGroupThreads);
-    for (int64_t i = 0; i < (inCluster ? 6 : 4); ++i)
+    Value emptyArrivals = sharing ? hb.racecheckConstant(clusterEmptyArrivals(clusterSize),
+                                                         racecheckEmptyArrivals(clusterSize))
+                                  : c32(2 * kGroupThreads);
+    for (int64_t i = 0; i < (sharing ? 6 : 4); ++i)
       NVVM::MBarrierInitOp::create(b, sharedPointer(kBarrierOffset + 8 * i),
                                    i < 2   ? c32(kGroupThreads)
                                    : i < 4 ? emptyArrivals
                                            : c32(1),
                                    Value());
-    if (inCluster)
+    if (sharing)
       NVVM::FenceMbarrierInitOp::create(b);
   });
   hb.fenceAsyncShared();
   gpu::BarrierOp::create(b);
   // The other CTAs' barriers are initialized before anything reaches them.
-  if (inCluster)
+  if (sharing)
     hb.clusterSync();
 
   auto producer = scf::IfOp::create(b, eq(group, c32(2)), /*withElse=*/true);
@@ -483,17 +483,17 @@ void TensorCoreAttentionEmitter::emit() {
   }
   // No CTA leaves while another may still store into its shared memory or
   // arrive on its barriers.
-  if (inCluster)
+  if (sharing)
     hb.clusterSync();
   if (!run)
     gpu::ReturnOp::create(b);
 }
 
 /// Whether the kernel of `config` gets a resident form: fused (missing rows
-/// read from the host store), FP8 rows, one CTA a query (no cluster).
+/// read from the host store), FP8 rows, no cluster.
 static bool hasResidentForm(const SparseAttentionKernelConfig &config) {
   return !config.staged && isa<MlaFp8Attr>(config.pool.getFormat()) &&
-         config.clusterHeadBlocks == 1 && config.sharedPositions == 1 && !config.residentForm;
+         config.sharedPositions == 1 && !config.residentForm;
 }
 
 KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelConfig &config) {
@@ -502,15 +502,11 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
   spec.signature = getAttentionSignature(config);
   spec.geometry.grid = config.grid();
   spec.geometry.block = {kTensorCoreThreads, 1, 1};
-  spec.geometry.dynamicSharedBytes = (config.sharedPositions > 1      ? kSharingSharedBytes
-                                      : config.clusterHeadBlocks == 2 ? kClusterSharedBytes
-                                                                      : kSharedBytes) +
-                                     kSharedAlignment;
+  spec.geometry.dynamicSharedBytes =
+      (config.sharedPositions > 1 ? kSharingSharedBytes : kSharedBytes) + kSharedAlignment;
   // Overlapped staging: the attention starts while its fetch runs (it waits
   // on the fetch's ready flags).
   spec.dependentLaunch = config.overlapped;
-  if (config.clusterHeadBlocks == 2)
-    spec.cluster = {1, 2, 1};
   if (config.sharedPositions > 1)
     spec.cluster = {config.sharedPositions, 1, 1};
   // One CTA per SM: a thread starts with 168 registers (65536 / 384), which

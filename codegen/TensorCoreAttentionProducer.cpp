@@ -5,10 +5,9 @@
 // selections, classifies each row (HBM slot, host store or staging, bad
 // ids reported through the step status), gathers the rows with 16-byte
 // loads, dequantizes FP8 to bf16 and stores them into a tile buffer in
-// wgmma's 128-byte swizzled layout (in a head-block cluster, its half of
-// the rows into both CTAs' buffers; in a position cluster, the halves of the
-// shared tiles it gathers into every CTA's buffer), then signals the tile
-// full.
+// wgmma's 128-byte swizzled layout (in a position cluster, the halves of
+// the shared tiles it gathers into every CTA's buffer too), then signals the
+// tile full.
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,16 +120,12 @@ TensorCoreAttentionEmitter::emitClassify(Value k, ArrayRef<Value> selection, Val
   ClassifiedRow row{valid, address, readyFlag, hostAddress, andi(valid, xori(onHost, trueValue))};
   if (writeBackEntries) {
     // A host row's ring entry, looked up by the CTAs of the query's first
-    // head block (the others read the same rows); in a head-block cluster
-    // each CTA gathers half of every tile, so both CTAs of the first
-    // cluster look up the entries of their halves. One outside the ring is
+    // head block (the others read the same rows). One outside the ring is
     // reported (a bad slot) and not written. It is used a tile later, when
     // the row's chunks are stored.
     // (One value at a time: the IR's order must not depend on the host
     // compiler's order of evaluating arguments.)
-    Value firstHeads = clustered
-                           ? kb.cmpi(arith::CmpIPredicate::ult, headBase, c32(2 * kTensorCoreHeads))
-                           : eq(headBase, c32(0));
+    Value firstHeads = eq(headBase, c32(0));
     Value validHostRow = andi(valid, onHost);
     Value entry = kb.loadI32Or(andi(validHostRow, firstHeads), writeBackEntries,
                                ValueRange{request, position, k}, /*fallback=*/-1);
@@ -163,13 +158,12 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // steps 3-14% slower, hence only in its resident form, which the runtime
   // launches for steps with (almost) every row in HBM; that form loads the
   // history bounds once too).
-  bool classifyAhead =
-      (!config.staged || config.overlapped) && fp8 && !clustered && !config.residentForm;
+  bool classifyAhead = (!config.staged || config.overlapped) && fp8 && !config.residentForm;
   bool selectionsAhead = fp8 && !classifyAhead;
-  // A staged FP8 query of two unclustered CTAs (128 heads) prefetches its
+  // A staged FP8 query of two CTAs (128 heads) prefetches its
   // rows two tiles ahead (below), from the selections loaded ahead.
   bool stagedPrefetch = selectionsAhead && config.staged && !config.overlapped && !config.indexed &&
-                        !clustered && !sharing && config.groupHeads > config.headsPerBlock;
+                        !sharing && config.groupHeads > config.headsPerBlock;
   if (classifyAhead || config.residentForm) {
     requestHistoryStart = memref::LoadOp::create(b, historyStart, ValueRange{request});
     requestHistoryLen = memref::LoadOp::create(b, historyLen, ValueRange{request});
@@ -184,19 +178,16 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // Loads per row: FP8: 8 x 16 e4m3 values, the 4 scales, 2 x 8 RoPE dims;
   // bf16: 9 blocks x 2 chunks.
   int64_t loadsPerRow = fp8 ? 11 : 18;
-  // The thread's rows of a tile, as offsets from firstRow: both halves, or
-  // in a cluster the half of this CTA's rank.
+  // The thread's rows of a tile, as offsets from firstRow: both halves.
   SmallVector<Value> rowOffsets{c32(0), c32(32)};
-  if (clustered)
-    rowOffsets = {mul(rank, c32(32))};
   int64_t rounds = rowOffsets.size();
   // bf16 rows in HBM go to the tile buffer by cp.async (16 bytes a copy,
   // completing on the tile's full barrier), so the producer never waits for
   // them and both tile buffers can be in flight; rows from the host store
   // (which cp.async reads at a third of the rate of plain loads: bench/NOTES.md,
-  // twelfth session) and rows without data go through registers. Not in a
-  // cluster or sharing, whose producers copy each stored half to other CTAs.
-  bool asyncRows = !fp8 && !clustered && !sharing && !config.overlapped;
+  // twelfth session) and rows without data go through registers. Not where
+  // sharing, whose producers copy each stored half to other CTAs.
+  bool asyncRows = !fp8 && !sharing && !config.overlapped;
   // Rows whose loads are issued a tile ahead, while the tile before waits
   // for its buffer: both for FP8 (88 registers), the first for bf16 (72),
   // none where rows are copied asynchronously.
@@ -325,7 +316,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
   Type pairF32 = VectorType::get({2}, b.getF32Type());
   // Stores row `round` of tile buffer `buffer`: its bias, sharing its id,
   // and its chunks (FP8 dequantized). (The other CTAs of a cluster get them
-  // by bulk copies: shareHalves, copyHalfToPeer.)
+  // by bulk copies: shareHalves.)
   // Writing back: the row's chunks, as loaded, into its ring entry (at the
   // offsets they were loaded from; the scales' chunk, which every segment
   // loads, by segment 0).
@@ -449,21 +440,20 @@ void TensorCoreAttentionEmitter::emitProducer() {
           store(tileIndex, buffer, round, row.valid, id, row.ringEntry, load(row.valid, row));
         });
   };
-  // Bulk copies of a stored tile's rows to another CTA of the cluster
-  // (sharing: to every other CTA; a head-block cluster: to the peer). Piece
+  // Bulk copies of a stored tile's rows to the other CTAs of the cluster
+  // (sharing). Piece
   // p of half h (rows 32 h to 32 h + 31) of tile buffer `buffer` is block
   // p's 32 rows (4 KB, contiguous) for p < 9, then the half's 32 row biases
-  // and, sharing, its 32 received ids (128 B each); it lands at the same
+  // and its 32 received ids (128 B each); it lands at the same
   // offset in the receiving CTA and completes on its full barrier of the
   // buffer. The receiving CTA's shared addresses are taken once, before the
   // loop (a thread's receiver does not change).
   constexpr int64_t kPieces = kKeyBlocks + 2;
   Value localBase, receiverBase, receiverBarriers;
-  if (sharing || clustered) {
-    // Sharing, thread i of the first 11 (Q - 1) sends to the (i / 11 + 1)-th
-    // next rank.
-    Value receiver = sharing ? remu(add(rank, add(divu(thread, kPieces), c32(1))), clusterSize)
-                             : xori(rank, c32(1));
+  if (sharing) {
+    // Thread i of the first 11 (Q - 1) sends to the (i / 11 + 1)-th next
+    // rank.
+    Value receiver = remu(add(rank, add(divu(thread, kPieces), c32(1))), clusterSize);
     receiverBase = hb.clusterAddress(sharedBase, receiver);
     Value barriers = sharedPointer(kBarrierOffset + 32);
     receiverBarriers = hb.clusterAddress(barriers, receiver);
@@ -500,19 +490,6 @@ void TensorCoreAttentionEmitter::emitProducer() {
         kb.ifThen(gathers(tileIndex, round), [&] { copyPiece(buffer, piece, c32(round)); });
     });
   };
-  // A head-block cluster: once the producer stored its half of tile buffer
-  // `buffer` (rows 32 r to 32 r + 31 of rank r, fenced to the async proxy),
-  // the half goes to the peer: thread i of the first 10 issues piece i (its
-  // 9 blocks and its row biases). (Before, each thread stored every chunk
-  // to the peer too, a st.async per 16 bytes.) The peer's buffer is free:
-  // its empty barrier completed on both CTAs' consumers; this CTA's stays
-  // unwritten until then too, after the peer's consumers saw this copy end.
-  auto copyHalfToPeer = [&](Value buffer) {
-    NVVM::BarrierOp::create(b, Type(), c32(kBarrierProduced), c32(kGroupThreads), {}, Value());
-    kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, thread, c32(kKeyBlocks + 1)),
-              [&] { copyPiece(buffer, thread, rank); });
-  };
-
   // Software pipeline, three tiles deep: while tile t is dequantized and
   // stored, the rows of tile t + 1 are in flight and the selections of tile
   // t + 2 are being loaded, so a row's loads never wait for its selection,
@@ -521,13 +498,10 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // ahead whether it has data and its chunks, for the others its selection;
   // then the selections of tile t + 1.
   //
-  // When tile t + 1's loads issue: before tile t's stores where the
-  // registers allow both tiles' chunks (FP8 in a cluster: one row each, 88
-  // registers), else each ahead row's right after the same row of tile t
-  // is stored (FP8: both rows ahead, at most 88 registers of chunks live),
-  // and after the last store where a later row is loaded at its store
-  // (bf16 outside a cluster: the second row, 72 registers).
-  bool issueEarly = clustered && fp8;
+  // When tile t + 1's loads issue: each ahead row's right after the same
+  // row of tile t is stored (FP8: both rows ahead, at most 88 registers of
+  // chunks live), and after the last store where a later row is loaded at
+  // its store.
   auto issueAfter = [&](int64_t round) {
     for (int64_t later = round + 1; later < rounds; ++later)
       if (later >= aheadRows)
@@ -611,13 +585,6 @@ void TensorCoreAttentionEmitter::emitProducer() {
       for (int64_t round = 0; round < rounds; ++round)
         afterNext.push_back(select(tileAfterNext, round));
     waitBarrier(buffer, /*full=*/false, xori(andi(shr(tile, 1), c32(1)), c32(1)));
-    // The peer's half of this tile may now be stored here: expect its bytes.
-    if (clustered)
-      kb.ifThen(eq(thread, c32(0)), [&] {
-        NVVM::MBarrierArriveExpectTxOp::create(b, Type(), barrier(buffer, Barrier::Remote),
-                                               c32(kPeerTileBytes), NVVM::MemScopeKind::CTA,
-                                               /*relaxed=*/false, Value());
-      });
     // Sharing: the halves of a shared tile that other CTAs gather arrive
     // here (none for the other tiles: the phase completes on the arrival).
     if (sharing)
@@ -644,9 +611,6 @@ void TensorCoreAttentionEmitter::emitProducer() {
         next[round].push_back(row.ringEntry);
       llvm::append_range(next[round], load(loads(nextTile, round, row.valid), row));
     };
-    if (issueEarly)
-      for (int64_t round = 0; round < aheadRows; ++round)
-        issueNext(round);
     for (int64_t round = 0; round < rounds; ++round) {
       if (round < aheadRows) {
         store(tileIndex, buffer, round, current[round][0], sharing ? current[round][1] : Value(),
@@ -660,25 +624,22 @@ void TensorCoreAttentionEmitter::emitProducer() {
           store(tileIndex, buffer, round, row.valid, current[round][0], row.ringEntry,
                 load(loads(tileIndex, round, row.valid), row));
       }
-      if (!issueEarly)
-        for (int64_t ahead = 0; ahead < aheadRows; ++ahead)
-          if (issueAfter(ahead) == round)
-            issueNext(ahead);
+      for (int64_t ahead = 0; ahead < aheadRows; ++ahead)
+        if (issueAfter(ahead) == round)
+          issueNext(ahead);
     }
     // The thread's copies complete on the full barrier too (one more
     // arrival, counted as it is issued; the thread's own follows).
     if (asyncRows)
       NVVM::CpAsyncMBarrierArriveOp::create(b, barrier(buffer, /*full=*/true));
-    // The tile's bytes are read by wgmma and, in a cluster, bulk copies
-    // (the async proxy).
+    // The tile's bytes are read by wgmma and, sharing, bulk copies (the
+    // async proxy).
     hb.fenceAsyncShared();
     if (sharing)
       shareHalves(tileIndex, buffer);
-    if (clustered)
-      copyHalfToPeer(buffer);
     arriveBarrier(buffer, /*full=*/true);
     // A staged FP8 kernel (its rows all in device memory: HBM or staging)
-    // whose query spans two unclustered CTAs prefetches tile t + 2's rows
+    // whose query spans two CTAs prefetches tile t + 2's rows
     // after publishing tile t, in head block 0 only: the other CTA of the
     // query reads the same rows at about the same time. Measured on the
     // H200 (bench/NOTES.md, 2026-12-04 twenty-sixth session): 64 x 128

@@ -100,12 +100,12 @@ steps() {
   # heads (staged rows found through the shared fetch's index).
   "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 4 --positions 2 \
     --heads 128 --hbm-slots 16384 -o "$dir/steps/tc_fp8_h128_step" || exit 1
-  # The same with bf16 rows: the 2-CTA cluster kernel (bf16 128 heads).
+  # The same with bf16 rows (rows in HBM by cp.async).
   "$build/bin/dhs-compile" "$root/bench/steps/mla_bf16_attention.mlir" --requests 4 --positions 2 \
     --heads 128 --hbm-slots 16384 -o "$dir/steps/tc_bf16_h128_step" || exit 1
   # Overlapped staging (--overlap-retrieval): a fetch of 4 CTAs beside the
   # attention, ready flags per tile, programmatic dependent launch; FP8 64
-  # heads and bf16 128 heads (clusters), 2 query positions.
+  # heads and bf16 128 heads, 2 query positions.
   "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 8 --positions 2 \
     --heads 64 --hbm-slots 32768 --overlap-retrieval -o "$dir/steps/tc_fp8_overlap_step" || exit 1
   "$build/bin/dhs-compile" "$root/bench/steps/mla_bf16_attention.mlir" --requests 4 --positions 2 \

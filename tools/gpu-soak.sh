@@ -95,9 +95,10 @@ sanitize() {
   # follow a `bar.sync` on the same barrier; the tensor-core kernels hand P
   # and the rescale factors between their consumer warpgroups that way
   # (RELIABILITY.md has the experiment), so the copy's arrivals wait too
-  # (`bar.sync`, same barrier and count). (2) In the 2-CTA cluster kernel one
-  # thread per consumer warpgroup releases a tile on both CTAs' empty
-  # mbarriers after a named barrier, and racecheck does not credit ordering
+  # (`bar.sync`, same barrier and count). (2) In a cluster kernel (the
+  # positions of a verify step sharing their prefix) one thread per consumer
+  # warpgroup releases a tile on every CTA's empty mbarriers after a named
+  # barrier, and racecheck does not credit ordering
   # that reaches another thread's mbarrier arrival through a named barrier
   # (false WAR hazards on the row biases); the copy has every consumer thread
   # arrive too, from the generator's `// dhs.racecheck:` markers, which was

@@ -13,16 +13,17 @@
 #    kernels hand P and the rescale factors between their consumer
 #    warpgroups that way (RELIABILITY.md has the experiment).
 # 2. Every line carrying a marker `// dhs.racecheck: TEXT` becomes TEXT (the
-#    line's indentation kept). The 2-CTA cluster tensor-core kernel releases
-#    a tile with one thread of each consumer warpgroup arriving on both CTAs'
-#    empty mbarriers after a named barrier, and racecheck does not credit
+#    line's indentation kept). The cluster tensor-core kernel (a verify
+#    step's positions sharing their prefix) releases a tile with one thread
+#    of each consumer warpgroup arriving on every CTA's empty mbarriers after
+#    a named barrier, and racecheck does not credit
 #    ordering that reaches another thread's mbarrier arrival through a named
 #    barrier, so it reports WAR hazards on the tile's row biases; with every
 #    consumer thread arriving too (and the barriers' count raised to match)
 #    it reports none (measured on the H200: 0 hazards, results vs fp64
 #    unchanged). The generator emits those arrivals as comments
 #    (`// dhs.racecheck: { ... mapa ...; mbarrier.arrive... }`) and the count
-#    as `mov.b32 %r, 4; // dhs.racecheck: mov.b32 %r, 516;`, so the kernel
+#    as `mov.b32 %r, 10; // dhs.racecheck: mov.b32 %r, 1290;`, so the kernel
 #    the GPU runs is unchanged.
 #
 # Fails (exit 1, file left as it was) when a file has cluster mbarrier

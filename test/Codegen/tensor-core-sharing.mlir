@@ -33,6 +33,13 @@
 // RUN: cp %t/sparse_attention.ptx %t/racecheck.ptx && %dhs_src/tools/racecheck-ptx.sh %t/racecheck.ptx
 // RUN: FileCheck %s --check-prefix=RACECHECK < %t/racecheck.ptx
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t/racecheck.ptx -o %t/racecheck.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+// Cluster arrivals without the markers (or without the count's) are refused,
+// the file left as it was.
+// RUN: sed 's@ *// dhs\.racecheck: .*@@' %t/sparse_attention.ptx > %t/unmarked.ptx && cp %t/unmarked.ptx %t/unmarked.orig
+// RUN: not %dhs_src/tools/racecheck-ptx.sh %t/unmarked.ptx 2>&1 | FileCheck %s --check-prefix=REFUSED
+// RUN: cmp %t/unmarked.ptx %t/unmarked.orig
+// RUN: sed 's@; // dhs\.racecheck: mov\.b32 .*@;@' %t/sparse_attention.ptx > %t/nocount.ptx
+// RUN: not %dhs_src/tools/racecheck-ptx.sh %t/nocount.ptx 2>&1 | FileCheck %s --check-prefix=NOCOUNT
 
 // CHECK-LABEL: func.func @step
 // CHECK: gpu.launch_func @share_rows::@share_rows
@@ -147,6 +154,8 @@
 // RACECHECK-NOT: dhs.racecheck
 // RACECHECK: {{^}}	mov.b32 %r[[COUNT:[0-9]+]], 1290;{{$}}
 // RACECHECK: {{^}}	{ .reg .b64 %dhs_rc<6>; add.s64 %dhs_rc0, %rd{{[0-9]+}}, 16; {{.*}} mapa.shared::cluster.u64 %dhs_rc5, %dhs_rc0, 4; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%dhs_rc5]; }{{$}}
+// REFUSED: racecheck-ptx: {{.*}}unmarked.ptx has cluster mbarrier arrivals but 0 racecheck arrival markers and 0 count markers
+// NOCOUNT: racecheck-ptx: {{.*}}nocount.ptx has cluster mbarrier arrivals but 2 racecheck arrival markers and 0 count markers
 
 func.func @step(%queries: memref<2x5x64x576xbf16>, %rows: memref<2x5x256xi32>,
                 %slots: memref<2x5x256xi32>, %history_start: memref<2xi64>,

@@ -30,22 +30,21 @@
 // TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 // TC: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 // TC: nvvm.convert.f8x2.to.f16x2
-// With 128 heads of bf16 rows in a layer group's pool the two CTAs of a
-// query are a cluster and each gathers half of every tile, so each looks up
-// the entries of its own half: the first cluster's CTAs (head base below
-// 128), not head block 0 alone.
+// With 128 heads of bf16 rows in a layer group's pool (fused: each of the
+// query's two CTAs gathers every row itself, no cluster) only head block 0
+// (head base 0) looks up the entries; the other CTA reads the same rows.
 // RUN: sed 's/x16x/x128x/g; s/mla_fp8, layers = 1/mla_bf16, layers = 4/g' %s \
-// RUN:   | dhs-opt --dhs-lower-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=PAIRED
-// PAIRED-LABEL: gpu.func @sparse_attention(
-// PAIRED-SAME: %[[PENTRIES:[a-z0-9]+]]: memref<4x1x256xi32>, %{{[a-z0-9]+}}: memref<?x4x1152xi8>, %{{[a-z0-9]+}}: memref<4x1x128x512xbf16>
-// PAIRED-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
-// PAIRED: %[[BLOCKY:.*]] = arith.index_cast %block_id_y : index to i32
-// PAIRED-NEXT: %[[HEADBASE:.*]] = arith.muli %[[BLOCKY]], %c64_i32 : i32
-// PAIRED: %[[FIRSTPAIR:.*]] = arith.cmpi ult, %[[HEADBASE]], %c128_i32 : i32
-// PAIRED-NEXT: %[[PHOSTROW:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
-// PAIRED-NEXT: %[[PLOOKS:.*]] = arith.andi %[[PHOSTROW]], %[[FIRSTPAIR]] : i1
-// PAIRED-NEXT: scf.if %[[PLOOKS]] -> (i32) {
-// PAIRED-NEXT: memref.load %[[PENTRIES]][%block_id_x, %c0, %{{.*}}] : memref<4x1x256xi32>
+// RUN:   | dhs-opt --dhs-lower-to-gpu --canonicalize --cse \
+// RUN:   | FileCheck %s --check-prefix=GROUP128 --implicit-check-not=nvvm.cluster_dim
+// GROUP128-LABEL: gpu.func @sparse_attention(
+// GROUP128-SAME: %[[GENTRIES:[a-z0-9]+]]: memref<4x1x256xi32>, %{{[a-z0-9]+}}: memref<?x4x1152xi8>, %{{[a-z0-9]+}}: memref<4x1x128x512xbf16>
+// GROUP128: %[[BLOCKY:.*]] = arith.index_cast %block_id_y : index to i32
+// GROUP128-NEXT: %[[HEADBASE:.*]] = arith.muli %[[BLOCKY]], %c64_i32 : i32
+// GROUP128: %[[BLOCK0:.*]] = arith.cmpi eq, %[[HEADBASE]], %c0_i32 : i32
+// GROUP128-NEXT: %[[GHOSTROW:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
+// GROUP128-NEXT: %[[GLOOKS:.*]] = arith.andi %[[GHOSTROW]], %[[BLOCK0]] : i1
+// GROUP128-NEXT: scf.if %[[GLOOKS]] -> (i32) {
+// GROUP128-NEXT: memref.load %[[GENTRIES]][%block_id_x, %c0, %{{.*}}] : memref<4x1x256xi32>
 // With 128 heads (two CTAs a query) the missing rows are fetched once into
 // staging (dhs.fetch) and the fetch writes them back: the token's entry is
 // looked up beside its copy, an entry outside the ring is reported by the

@@ -70,12 +70,6 @@ static cl::opt<bool>
                 cl::desc("Compute MLA attention of 64-head multiples on the tensor cores "
                          "(wgmma, sm_90a; default on); =false keeps the CUDA-core kernel"),
                 cl::init(true), cl::cat(tileCategory));
-static cl::opt<bool> tensorCoreClusters(
-    "tensor-core-clusters",
-    cl::desc("Pair the tensor-core CTAs of a query's 64-head blocks in 2-CTA clusters that "
-             "gather each tile once for both (128 heads, bf16 rows; default on); =false: each "
-             "CTA gathers every row"),
-    cl::init(true), cl::cat(tileCategory));
 static cl::opt<bool> overlapRetrieval(
     "overlap-retrieval",
     cl::desc("Share the missing rows of tensor-core attention with a fetch of a few CTAs "
@@ -164,7 +158,6 @@ int main(int argc, char **argv) {
   tiles.tileRows = tileRows;
   tiles.minBlocks = minBlocks;
   tiles.tensorCores = tensorCores;
-  tiles.tensorCoreClusters = tensorCoreClusters;
   tiles.overlapRetrieval = overlapRetrieval;
   std::optional<dhs::DhsShareTilesOptions> share;
   if (shareTiles)
