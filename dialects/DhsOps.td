@@ -680,8 +680,8 @@ def Dhs_SparseAttentionOp : Dhs_Op<"sparse_attention",
     >= 0, so that the step's promotions copy it from HBM (`dhs.resolve`
     gives the entries, `dhs.place_rows` reads them). MLA rows only; the
     attention stays fused (no staging of its missing rows) and without
-    `shared`; in a 128-head bf16 cluster each CTA writes the rows of the
-    tile halves it gathers.
+    `shared`; with several CTAs a query (128 heads) the first head block's
+    CTA writes the rows.
 
     ```mlir
     dhs.sparse_attention queries(%q : memref<4x1x16x576xbf16>)
