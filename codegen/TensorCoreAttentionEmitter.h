@@ -51,11 +51,11 @@ constexpr int64_t kScaleOffset = kPOffset + kBlockBytes;
 constexpr int64_t kBiasOffset = kScaleOffset + 4 * kTensorCoreHeads;
 constexpr int64_t kBarrierOffset = kBiasOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharedBytes = kBarrierOffset + 4 * 8;
-constexpr int64_t kClusterSharedBytes = kBarrierOffset + 6 * 8;
-/// With a shared prefix (the positions of a request in a cluster), then each
-/// tile buffer's row ids as this CTA's selections give them (expected[2][64])
-/// and as the CTA that gathered the rows stored them (received[2][64]).
-constexpr int64_t kExpectedIdsOffset = kClusterSharedBytes;
+/// With a shared prefix (the positions of a request in a cluster), after
+/// remote[2], each tile buffer's row ids as this CTA's selections give them
+/// (expected[2][64]) and as the CTA that gathered the rows stored them
+/// (received[2][64]).
+constexpr int64_t kExpectedIdsOffset = kBarrierOffset + 6 * 8;
 constexpr int64_t kReceivedIdsOffset = kExpectedIdsOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharingSharedBytes = kReceivedIdsOffset + 2 * 4 * kTensorCoreTileRows;
 /// Bytes a CTA of a position cluster stores into each other CTA's tile

@@ -515,7 +515,7 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
   spec.emitBody = [config](ImplicitLocOpBuilder &b, const KernelArguments &args) {
     TensorCoreAttentionEmitter(b, config, args).emit();
   };
-  // A fused FP8 kernel of one CTA a query has a resident form (its producer
+  // A fused FP8 kernel outside a position cluster has a resident form (its producer
   // loads selections further ahead and prefetches the next tile's HBM rows
   // into L2; the runtime chooses per step).
   if (hasResidentForm(config)) {

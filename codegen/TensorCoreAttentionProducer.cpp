@@ -148,7 +148,7 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // session, against the form kept for bf16: rows classified as their loads
   // issue, the selections loaded after the stores, the request's history
   // bounds loaded in the loop). An FP8 producer that reads host rows itself
-  // (fused or overlapped staging, one CTA a tile) loads the history bounds
+  // (fused or overlapped staging) loads the history bounds
   // once and classifies the next tile's rows at the top of each iteration:
   // a host row's loads then issue without waiting for the tile's other
   // loads (mixed steps 9-14% faster, the resident step 6%). Other FP8
@@ -185,13 +185,14 @@ void TensorCoreAttentionEmitter::emitProducer() {
   // completing on the tile's full barrier), so the producer never waits for
   // them and both tile buffers can be in flight; rows from the host store
   // (which cp.async reads at a third of the rate of plain loads: bench/NOTES.md,
-  // twelfth session) and rows without data go through registers. Not where
-  // sharing, whose producers copy each stored half to other CTAs.
+  // twelfth session) and rows without data go through registers. Not when
+  // sharing (its producers copy each stored half to other CTAs) or
+  // overlapped (its producer waits on the fetch's ready flags).
   bool asyncRows = !fp8 && !sharing && !config.overlapped;
   // Rows whose loads are issued a tile ahead, while the tile before waits
   // for its buffer: both for FP8 (88 registers), the first for bf16 (72),
   // none where rows are copied asynchronously.
-  int64_t aheadRows = asyncRows ? 0 : std::min<int64_t>(fp8 ? 2 : 1, rounds);
+  int64_t aheadRows = asyncRows ? 0 : fp8 ? 2 : 1;
   // Sharing: whether tile `tileIndex` (index) is in the shared prefix, and
   // whether this CTA gathers its row `round`: half h of shared tile t is
   // gathered by rank (2t + h) mod Q, every row of other tiles by its own CTA.
@@ -500,8 +501,8 @@ void TensorCoreAttentionEmitter::emitProducer() {
   //
   // When tile t + 1's loads issue: each ahead row's right after the same
   // row of tile t is stored (FP8: both rows ahead, at most 88 registers of
-  // chunks live), and after the last store where a later row is loaded at
-  // its store.
+  // chunks live), or after the last store where a later row is loaded at
+  // its own store (bf16 through registers: one row ahead).
   auto issueAfter = [&](int64_t round) {
     for (int64_t later = round + 1; later < rounds; ++later)
       if (later >= aheadRows)

@@ -1,7 +1,7 @@
 // write_back_attention_step.mlir with 128 heads of bf16 rows over a layer
 // group's pool (layer 0 of 4), for WriteBackTest: the two tensor-core CTAs
-// of a query are a cluster, each gathering half of every tile, and each
-// writes the missing rows of its halves into their ring entries' layer 0.
+// of a query each gather every row (no cluster), and head block 0's writes
+// the missing rows into their ring entries' layer 0.
 func.func @step(%queries: memref<4x1x128x576xbf16>,
                 %rows: memref<4x1x256xi32>, %slots: memref<4x1x256xi32>,
                 %entries: memref<4x1x256xi32>,
