@@ -21,6 +21,14 @@
 #                                  narrow `verify`; on the build machine
 #                                  bench/plot_attention.py draws a run's
 #                                  table (bench/attention.png)
+#   bench/attention.sh variant DIR FOLDER PATCH
+#                                  on the build machine, in a checkout with
+#                                  no tracked changes: apply PATCH (a kernel
+#                                  change, e.g. bench/pending/*.patch),
+#                                  rebuild dhs-compile, compile the resident
+#                                  shapes as `steps` does into DIR/FOLDER,
+#                                  then take the patch back out and rebuild
+#                                  (for `compare DIR attention FOLDER`)
 #   bench/attention.sh compare DIR A B...
 #                                  on the GPU machine: kernel variants (A, B,
 #                                  ...: folders under DIR holding steps as
@@ -460,6 +468,30 @@ print(f'{\"fp8_b64_q5_h64\":22} {x:8.0%} {per:10.4f} {al:10.4f} {sh:10.4f} {per/
   done
 }
 
+# A kernel variant's steps (the `variant` mode): the shapes of `steps`
+# compiled by this checkout's dhs-compile with a patch applied.
+variant() { # FOLDER PATCH
+  local folder=$1 patch build=${DHS_BUILD_DIR:-$root/build}
+  patch=$(realpath "$2") || exit 1
+  [ -z "$(git -C "$root" status --porcelain --untracked-files=no)" ] ||
+    { echo "bench/attention.sh variant: commit or stash the tracked changes first" >&2; exit 1; }
+  git -C "$root" apply --check "$patch" || exit 1
+  git -C "$root" apply "$patch"
+  # The patch comes back out however this ends.
+  trap 'git -C "$root" apply -R "$patch" && ninja -C "$build" bin/dhs-compile > /dev/null' EXIT
+  ninja -C "$build" bin/dhs-compile > /dev/null || exit 1
+  mkdir -p "$dir/$folder"
+  for shape in "${shapes[@]}"; do
+    read -r b q h <<<"$shape"
+    for format in fp8 bf16; do
+      "$build/bin/dhs-compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
+        --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) \
+        -o "$dir/$folder/${format}_b${b}_q${q}_h${h}" || exit 1
+    done
+  done
+  echo "bench/attention.sh variant: $(basename "$patch") in $dir/$folder"
+}
+
 # Kernel variants timed alternately (the `compare` mode).
 compare() { # VARIANT...
   local results=${DHS_RESULTS:-$dir/results}/compare
@@ -495,6 +527,10 @@ fp8_b128_q1_h64 0.86"
 
 case "$mode" in
   steps) steps ;;
+  variant)
+    [ $# -eq 4 ] || { echo "usage: bench/attention.sh variant DIR FOLDER PATCH" >&2; exit 2; }
+    variant "$3" "$4"
+    ;;
   run)
     shift; [ $# -gt 0 ] && shift
     chosen=("$@")
@@ -527,5 +563,5 @@ case "$mode" in
     [ $# -ge 1 ] || { echo "usage: bench/attention.sh compare DIR VARIANT..." >&2; exit 2; }
     compare "$@"
     ;;
-  *) echo "usage: bench/attention.sh steps|run|compare DIR [...]" >&2; exit 2 ;;
+  *) echo "usage: bench/attention.sh steps|variant|run|compare DIR [...]" >&2; exit 2 ;;
 esac
