@@ -477,8 +477,10 @@ variant() { # FOLDER PATCH
     { echo "bench/attention.sh variant: commit or stash the tracked changes first" >&2; exit 1; }
   git -C "$root" apply --check "$patch" || exit 1
   git -C "$root" apply "$patch"
-  # The patch comes back out however this ends.
-  trap 'git -C "$root" apply -R "$patch" && ninja -C "$build" bin/dhs-compile > /dev/null' EXIT
+  # The patch comes back out however this ends (the trap runs after the
+  # function's locals are gone: expanded now).
+  # shellcheck disable=SC2064
+  trap "git -C '$root' apply -R '$patch' && ninja -C '$build' bin/dhs-compile > /dev/null" EXIT
   ninja -C "$build" bin/dhs-compile > /dev/null || exit 1
   mkdir -p "$dir/$folder"
   for shape in "${shapes[@]}"; do
