@@ -87,17 +87,23 @@ exec 3>&2
 # requests positions heads
 shapes=("128 1 64" "64 2 64" "32 1 64" "64 5 64" "64 1 128" "32 1 128")
 
-steps() {
+# Compiles every shape, all rows resident, into DIR/FOLDER.
+compile_shapes() { # FOLDER
   local compile=${DHS_BUILD_DIR:-$root/build}/bin/dhs-compile
-  mkdir -p "$dir/attention"
+  mkdir -p "$dir/$1"
   for shape in "${shapes[@]}"; do
     read -r b q h <<<"$shape"
     for format in fp8 bf16; do
       "$compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
         --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) \
-        -o "$dir/attention/${format}_b${b}_q${q}_h${h}" || exit 1
+        -o "$dir/$1/${format}_b${b}_q${q}_h${h}" || exit 1
     done
   done
+}
+
+steps() {
+  local compile=${DHS_BUILD_DIR:-$root/build}/bin/dhs-compile
+  compile_shapes attention
   # Verify steps: the same step inside a verify phase of gamma = 4.
   for format in fp8 bf16; do
     awk '/dhs.sparse_attention/ { print "  dhs.verify gamma = 4 {"; inside = 1 }
@@ -482,15 +488,7 @@ variant() { # FOLDER PATCH
   # shellcheck disable=SC2064
   trap "git -C '$root' apply -R '$patch' && ninja -C '$build' bin/dhs-compile > /dev/null" EXIT
   ninja -C "$build" bin/dhs-compile > /dev/null || exit 1
-  mkdir -p "$dir/$folder"
-  for shape in "${shapes[@]}"; do
-    read -r b q h <<<"$shape"
-    for format in fp8 bf16; do
-      "$build/bin/dhs-compile" "$root/bench/steps/mla_${format}_attention.mlir" --requests "$b" \
-        --positions "$q" --heads "$h" --hbm-slots $((b * q * 2048)) \
-        -o "$dir/$folder/${format}_b${b}_q${q}_h${h}" || exit 1
-    done
-  done
+  compile_shapes "$folder"
   echo "bench/attention.sh variant: $(basename "$patch") in $dir/$folder"
 }
 
