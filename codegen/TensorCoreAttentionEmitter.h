@@ -90,9 +90,17 @@ constexpr int64_t racecheckEmptyArrivals(int64_t n) {
 /// hold a tile of rows in flight besides the one it stores (ptxas, whole
 /// program: no spills for bf16 rows, at most 12 bytes for FP8 shapes; 208 /
 /// 160 / 136 spilled more with the three-tile pipeline).
+constexpr uint32_t kStartRegisters = 168;
 constexpr uint32_t kSoftmaxRegisters = 200;
 constexpr uint32_t kSecondHalfRegisters = 160;
 constexpr uint32_t kProducerRegisters = 144;
+/// setmaxnreg moves registers within the CTA's allocation (3 x 168 a thread
+/// position): a warpgroup's increase waits until the others' decreases have
+/// freed enough, so budgets summing to more hang the kernel at its start
+/// (a 192 / 192 / 128 variant did, forty-second session).
+static_assert(kSoftmaxRegisters + kSecondHalfRegisters + kProducerRegisters <=
+                  3 * kStartRegisters,
+              "setmaxnreg budgets exceed the CTA's registers");
 
 /// Emits the body of one tensor-core attention kernel.
 class TensorCoreAttentionEmitter {
