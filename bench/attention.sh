@@ -44,6 +44,9 @@
 #                                  --form-share does; DHS_COMPARE_HISTORY_ROWS:
 #                                  rows a request, default 32768)
 #
+# A dhs-run that does not finish in DHS_STEP_TIMEOUT seconds (default 120: a
+# hung kernel) fails its shape, and the others go on.
+#
 # Shapes: FP8 656 B and bf16 1152 B rows, 576/512 dims, top-2048, 64 and 128
 # heads, 1, 2 and 5 query positions, 32 to 128 requests, 32K-row histories,
 # all rows resident (kernel time: dhs-run --no-host-check times the step's
@@ -151,15 +154,19 @@ steps() {
 # One step's median time in ms at a residency (and overlap), from dhs-run's
 # JSON (empty on failure); logs under $results.
 # The steps are read from DIR/attention, or DIR/$variant where set.
+# A run that does not finish in $DHS_STEP_TIMEOUT seconds (default 120: a
+# hung kernel, e.g. a variant under test) fails, and the others go on.
 run_step() { # NAME RESIDENCY [OVERLAP] [FORM_SHARE]
   local folder=${variant:-attention}
   local log=$results/${variant:+$variant-}$1-$2${3:+-$3}${4:+-form$4}
   rm -f "$log.json"
-  "$dir/bin/dhs-run" "$dir/$folder/$1" --backend cuda --no-host-check --resident "$2" \
+  timeout -k 10 "${DHS_STEP_TIMEOUT:-120}" \
+    "$dir/bin/dhs-run" "$dir/$folder/$1" --backend cuda --no-host-check --resident "$2" \
     ${3:+--overlap $3} ${4:+--form-share $4} --history-rows "${history_rows:-32768}" \
     --repeat 20 --json "$log.json" \
     > "$log.log" 2>&1 ||
-    { echo "FAILED: $1 at residency $2" >&3; tail -n 3 "$log.log" >&3; return; }
+    { echo "FAILED: $1 at residency $2 (exit $?; 124: timed out)" >&3; tail -n 3 "$log.log" >&3
+      return; }
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mixes'][0]['time_ms'])" \
     "$log.json"
 }
@@ -438,7 +445,8 @@ section_verify() {
     for overlap in ${DHS_VERIFY_OVERLAPS:-0.85 1 0}; do
       local form checked=1
       for form in verify verify_always; do
-        "$dir/bin/dhs-run" "$dir/attention/${form}_${format}_b8_q5_h64" --backend cuda \
+        timeout -k 10 "${DHS_STEP_TIMEOUT:-120}" \
+          "$dir/bin/dhs-run" "$dir/attention/${form}_${format}_b8_q5_h64" --backend cuda \
           --resident 0,0.5,1 --overlap $overlap --history-rows 32768 --repeat 1 \
           > "$results/${form}_${format}_check-$overlap.log" 2>&1 ||
           { echo "FAILED: ${form}_${format}_b8_q5_h64 vs fp64 at overlap $overlap"; checked=0; }

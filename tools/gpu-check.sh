@@ -34,6 +34,8 @@
 #
 # DHS_GPU_STEPS (a glob over the bundled steps' names, e.g. 'verify_step*')
 # narrows run's every-step section; one that names none stops run at once.
+# DHS_RUN_TIMEOUT (seconds, default 300) limits each run of a check: one that
+# does not finish (a hung kernel) fails, and the rest go on.
 # Logs and JSON results go to DIR/results (or $DHS_RESULTS); where $OUT is
 # set (the device tool's output folder, which returns few files), they are
 # also packed into one archive, $OUT/gpu-check-MODE.tar.gz.
@@ -42,6 +44,23 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-all}
 dir=${2:-$root/.device-carry}
+
+# Runs a command of the GPU checks with a time limit (DHS_RUN_TIMEOUT
+# seconds, default 300; the unit suite gets three times as long): a kernel
+# that never finishes (a deadlock, e.g. setmaxnreg budgets that overcommit
+# the CTA's registers) fails its check, and the checks go on instead of
+# holding the GPU machine until the call's own limit.
+limited() { # SECONDS COMMAND...
+  local seconds=$1
+  shift
+  timeout -k 10 "$seconds" "$@"
+  local rc=$?
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    echo "gpu-check: timed out after $seconds s (a kernel that never finished?): $1" >&2
+  fi
+  return $rc
+}
+run_timeout=${DHS_RUN_TIMEOUT:-300}
 
 # Compiles the steps gpu-check runs into $dir (needs only dhs-compile): the
 # top-k benchmark's step, dhs-run's problems in steps/, and the large
@@ -272,7 +291,7 @@ run() {
   echo "== unit tests (CUDA cases included)"
   DHS_TEST_STEPS_DIR="$dir/unit-steps" DHS_COMPILED_STEPS_DIR="$dir/compiled-steps" \
     DHS_TEST_GROUP_STEPS_DIR="$dir/group-steps" \
-    "$dir/bin/dhs-unittests" --reporter compact --durations yes \
+    limited $((3 * run_timeout)) "$dir/bin/dhs-unittests" --reporter compact --durations yes \
     > "$results/unittests.log" 2>&1 || { failed=1; echo "FAILED: unit tests"; }
   # Catch2's summary ("Passed all ..." or "test cases: ... failed").
   grep -E "^(Passed|Failed|test cases)" "$results/unittests.log" | tail -n 1 | sed "s/^/  /"
@@ -296,7 +315,7 @@ run() {
     case "$name" in verify_step* | v41_window_step*) extra=(--overlap 0.85) ;; esac
     for seed in $seeds; do
       local start=$SECONDS
-      if "$dir/bin/dhs-run" "${steps[@]}" --backend cuda --seed "$seed" --resident 0,0.5,1 \
+      if limited "$run_timeout" "$dir/bin/dhs-run" "${steps[@]}" --backend cuda --seed "$seed" --resident 0,0.5,1 \
            --unused 0.05 --repeat 20 "${extra[@]}" \
            --json "$results/$name-seed$seed.json" > "$results/$name-seed$seed.log" 2>&1; then
         printf '  %-36s seed %s: PASS (%d s)\n' "$name" "$seed" $((SECONDS - start))
@@ -310,8 +329,8 @@ run() {
   checkpoint
   echo "== the runtime's step executor on CUDA: the example engine on the default step"
   if [ -x "$dir/bin/dhs-engine" ]; then
-    "$dir/bin/dhs-engine" "$dir/steps/default_step" --backend cuda --steps 30 --timed-steps 200 \
-      > "$results/engine.log" 2>&1 || { failed=1; echo "FAILED: dhs-engine"; }
+    limited "$run_timeout" "$dir/bin/dhs-engine" "$dir/steps/default_step" --backend cuda \
+      --steps 30 --timed-steps 200 > "$results/engine.log" 2>&1 || { failed=1; echo "FAILED: dhs-engine"; }
     tail -n 4 "$results/engine.log"
   fi
 
@@ -319,7 +338,8 @@ run() {
   echo "== dhs-decode on CUDA: greedy streams with and without speculation, residency all/part/none"
   if [ -x "$dir/bin/dhs-decode" ]; then
     for kv in bf16 fp8; do
-      "$dir/bin/dhs-decode" --backend cuda --check --kv $kv > "$results/decode-$kv.log" 2>&1 ||
+      limited "$run_timeout" "$dir/bin/dhs-decode" --backend cuda --check --kv $kv \
+        > "$results/decode-$kv.log" 2>&1 ||
         { failed=1; echo "FAILED: dhs-decode --check --kv $kv"; }
       tail -n 9 "$results/decode-$kv.log"
     done
@@ -329,7 +349,7 @@ run() {
   echo "== shared retrieval at the edges: identical positions, unused selections"
   for args in "--overlap 1 --unused 0.3" "--overlap 0 --unused 0" "--overlap 0.5 --unused 0.9"; do
     # shellcheck disable=SC2086
-    if "$dir/bin/dhs-run" "$dir/steps/verify_step" --backend cuda --seed 21 --resident 0,0.5 \
+    if limited "$run_timeout" "$dir/bin/dhs-run" "$dir/steps/verify_step" --backend cuda --seed 21 --resident 0,0.5 \
          $args > "$results/edges.log" 2>&1; then
       printf '  %-28s -> %s\n' "$args" "$(grep -E '^ +[0-9.]+ +[0-9]' "$results/edges.log" |
         awk '{printf "residency %s: fetched %s for %s missing selections; ", $1, $5, $4}')PASS"
@@ -346,7 +366,7 @@ run() {
              tc_fp8_group_overlap_step:0.08 tc_fp8_group_overlap_step:1; do
     name=${run%%:*} share=${run#*:}
     [ -d "$dir/steps/$name" ] || continue
-    if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --no-host-check --seed 31 \
+    if limited "$run_timeout" "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --no-host-check --seed 31 \
          --resident 0,0.5,1 --repeat 5 ${share:+--form-share $share} \
          > "$results/direct-$name${share:+-$share}.log" 2>&1; then
       printf '  %-36s %-14s PASS\n' "$name" "${share:+form share $share}"
@@ -367,9 +387,12 @@ run() {
   for name in default_step tc_fp8_group_overlap_step; do
     [ -d "$dir/steps/$name" ] || continue
     for kind in row-id bad-id slot host-row; do
-      if "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda --inject-error "$kind" \
-           --no-host-check --resident 0.5 > "$results/inject-$name-$kind.log" 2>&1; then
+      if limited "$run_timeout" "$dir/bin/dhs-run" "$dir/steps/$name" --backend cuda \
+           --inject-error "$kind" --no-host-check --resident 0.5 \
+           > "$results/inject-$name-$kind.log" 2>&1; then
         failed=1; echo "FAILED: injected $kind was not reported ($name)"
+      elif grep -q "gpu-check: timed out" "$results/inject-$name-$kind.log"; then
+        failed=1; echo "FAILED: injected $kind hung the step ($name)"
       elif grep -q "ready flag stayed unset" "$results/inject-$name-$kind.log"; then
         failed=1; echo "FAILED: injected $kind left a tile unstaged ($name): a wait timed out"
       else
