@@ -315,8 +315,8 @@ run() {
     case "$name" in verify_step* | v41_window_step*) extra=(--overlap 0.85) ;; esac
     for seed in $seeds; do
       local start=$SECONDS
-      if limited "$run_timeout" "$dir/bin/dhs-run" "${steps[@]}" --backend cuda --seed "$seed" --resident 0,0.5,1 \
-           --unused 0.05 --repeat 20 "${extra[@]}" \
+      if limited "$run_timeout" "$dir/bin/dhs-run" "${steps[@]}" --backend cuda --seed "$seed" \
+           --resident 0,0.5,1 --unused 0.05 --repeat 20 "${extra[@]}" \
            --json "$results/$name-seed$seed.json" > "$results/$name-seed$seed.log" 2>&1; then
         printf '  %-36s seed %s: PASS (%d s)\n' "$name" "$seed" $((SECONDS - start))
       else
