@@ -36,7 +36,9 @@
 #                                  e.g. by another branch's dhs-compile)
 #                                  timed alternately, two rounds (the second
 #                                  in reverse order), each run
-#                                  checked against fp64 first; by default the
+#                                  checked against fp64 first, then each
+#                                  variant's mean and its ratio to A's; by
+#                                  default the
 #                                  FP8 128 x 64-head step at 0 / 1 / 5 / 14%
 #                                  missing (DHS_COMPARE_STEPS: "NAME
 #                                  RESIDENCY [FORM_SHARE]" lines, a form
@@ -511,26 +513,59 @@ fp8_b128_q1_h64 0.86"
   printf '%-8s %-30s %9s %5s' round step resident form
   printf ' %12s' "$@"
   echo
-  local round name resident form variant ms history_rows=${DHS_COMPARE_HISTORY_ROWS:-32768}
+  local round name resident form variant ms line history_rows=${DHS_COMPARE_HISTORY_ROWS:-32768}
   local -a order reversed=()
+  # Every time, by "line variant" (line: the step's line in the list), for
+  # the summary; FAILED where a run failed.
+  local -A all=()
   for variant in "$@"; do reversed=("$variant" "${reversed[@]}"); done
   for round in 1 2; do
     # The second round runs the variants in reverse order (the columns
     # keep the given order), so that no variant always runs first.
     order=("$@")
     [ "$round" = 2 ] && order=("${reversed[@]}")
+    line=0
     while read -r name resident form; do
-      declare -A times=()
+      line=$((line + 1))
       for variant in "${order[@]}"; do
         ms=$(run_step "$name" "$resident" "" "$form")
-        times[$variant]=${ms:-FAILED}
+        all["$line $variant"]+=" ${ms:-FAILED}"
       done
       printf '%-8s %-30s %9s %5s' "$round" "$name" "$resident" "${form:--}"
-      for variant in "$@"; do printf ' %12s' "${times[$variant]}"; done
+      for variant in "$@"; do
+        ms=${all["$line $variant"]##* }
+        [ "$ms" = FAILED ] || ms=$(printf '%.4f' "$ms")
+        printf ' %12s' "$ms"
+      done
       echo
-      unset times
     done <<<"${DHS_COMPARE_STEPS:-$default_steps}"
   done
+  # Each variant's mean of the two rounds and its ratio to the first
+  # variant's (below 1: faster).
+  printf '%-8s %-30s %9s %5s' mean step resident form
+  printf ' %18s' "$@"
+  echo
+  line=0
+  while read -r name resident form; do
+    line=$((line + 1))
+    printf '%-8s %-30s %9s %5s' mean "$name" "$resident" "${form:--}"
+    local -a groups=()
+    for variant in "$@"; do groups+=("${all["$line $variant"]# }"); done
+    python3 - "${groups[@]}" <<'PY'
+import sys
+means = [None if "FAILED" in g.split() else sum(map(float, g.split())) / len(g.split())
+         for g in sys.argv[1:]]
+for i, mean in enumerate(means):
+    if mean is None:
+        cell = "FAILED"
+    elif i == 0 or means[0] is None:
+        cell = "%.4f" % mean
+    else:
+        cell = "%.4f (%.3fx)" % (mean, mean / means[0])
+    print(" %18s" % cell, end="")
+print()
+PY
+  done <<<"${DHS_COMPARE_STEPS:-$default_steps}"
 }
 
 case "$mode" in
