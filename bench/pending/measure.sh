@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# A pending kernel patch's whole GPU verdict in one device call that fits a
+# carry of 64 MiB (forty-fourth session):
+#
+#   bench/pending/measure.sh build PATCH [FOLDER...]   on the build machine
+#       From main's bundle (.device-carry, `tools/gpu-check.sh bundle`, with
+#       the variants' attention shapes beside it, `bench/attention.sh variant
+#       .device-carry FOLDER PATCH`) makes .device-carry-s: main's binaries,
+#       the compare's four shapes of main (attention/) and of each FOLDER, and
+#       every step of the checks (steps/, compiled-steps/, group-steps/)
+#       compiled with PATCH applied. ~38 MB.
+#   bench/pending/measure.sh run [FOLDER...]           on the GPU machine
+#       `bench/attention.sh compare` of main and the FOLDERs (default: qa so
+#       qaso) on the four resident shapes; where the last FOLDER is at least
+#       1% faster than main on FP8 128 x 64, `tools/gpu-check.sh checks`
+#       (seed 11, the tensor-core and verify steps) and the sanitizers on the
+#       tensor-core steps, all on PATCH's kernels; then ncu's memory tables
+#       of main's FP8 128 x 64 step. One log: $OUT/call.txt.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root" || exit 1
+s=.device-carry-s
+shapes="fp8_b128_q1_h64 bf16_b128_q1_h64 fp8_b64_q1_h128 fp8_b32_q1_h64"
+mode=${1:-}
+shift || true
+
+build() { # PATCH FOLDER...
+  local patch build=${DHS_BUILD_DIR:-$root/build}
+  patch=$(realpath "$1") || exit 1
+  shift
+  local folders=("$@")
+  [ ${#folders[@]} -gt 0 ] || folders=(qa so qaso)
+  [ -d .device-carry/bin ] || { echo "measure.sh: no main bundle in .device-carry" >&2; exit 1; }
+  [ -z "$(git status --porcelain --untracked-files=no)" ] ||
+    { echo "measure.sh: commit or stash the tracked changes first" >&2; exit 1; }
+  git apply --check "$patch" || exit 1
+  git apply "$patch"
+  # shellcheck disable=SC2064
+  trap "git apply -R '$patch' && ninja -C '$build' > /dev/null" EXIT
+  ninja -C "$build" > /dev/null || exit 1
+  rm -rf "$s" && mkdir -p "$s"
+  cp -r .device-carry/bin .device-carry/unit-steps "$s/"
+  cp -r "$build/test/unit/compiled-steps" "$s/compiled-steps"
+  # The bundle's extra group steps (the benchmarks'), then the unit tests'.
+  cp -r .device-carry/group-steps "$s/group-steps"
+  cp -r "$build/test/unit/group-steps/." "$s/group-steps/"
+  DHS_BUILD_DIR=$build bash tools/gpu-check.sh steps "$s" > /dev/null || exit 1
+  local folder shape
+  for folder in attention "${folders[@]}"; do
+    for shape in $shapes; do
+      [ -d ".device-carry/$folder/$shape" ] ||
+        { echo "measure.sh: .device-carry/$folder/$shape is missing" >&2; exit 1; }
+      mkdir -p "$s/$folder" && cp -r ".device-carry/$folder/$shape" "$s/$folder/"
+    done
+  done
+  echo "$(cat .device-carry/COMMIT 2>/dev/null)+$(basename "$patch")" > "$s/COMMIT"
+  echo "measure.sh: $s ($(du -sh "$s" | cut -f1)) for $(basename "$patch"): ${folders[*]}"
+}
+
+run() { # FOLDER...
+  local folders=("$@") log=${OUT:-/tmp}/call.txt
+  [ ${#folders[@]} -gt 0 ] || folders=(qa so qaso)
+  export DHS_STEP_TIMEOUT=40 DHS_RESULTS=/tmp/measure
+  DHS_COMPARE_STEPS=$(for shape in $shapes; do echo "$shape 1"; done)
+  export DHS_COMPARE_STEPS
+  { date; nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv; } > "$log"
+  bench/attention.sh compare "$s" attention "${folders[@]}" 2>&1 | tee -a "$log"
+  local ratio
+  ratio=$(grep -m1 "^mean *fp8_b128_q1_h64 *1 " "$log" | grep -o "([0-9.]*x)" | tail -1 | tr -d '()x')
+  echo "${folders[-1]} / main, FP8 128 x 64 resident: ${ratio:-none}" | tee -a "$log"
+  if [ -n "$ratio" ] && python3 -c "import sys; sys.exit(float('$ratio') > 0.99)"; then
+    echo "== checks of the patch's kernels (seed 11)" | tee -a "$log"
+    DHS_GPU_SEEDS=11 DHS_GPU_STEPS='[tv]*' DHS_RESULTS=/tmp/measure-checks \
+      timeout 250 tools/gpu-check.sh checks "$s" 2>&1 | tee -a "$log"
+    echo "== sanitizers on the tensor-core steps" | tee -a "$log"
+    DHS_GPU_STEPS='tc_*' DHS_RESULTS=/tmp/measure-sanitize \
+      timeout 120 tools/gpu-soak.sh sanitize "$s" 2>&1 | tail -n 25 | tee -a "$log"
+  fi
+  {
+    echo "== ncu fp8_b128_q1_h64, main"
+    timeout 60 ncu --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
+      --section WarpStateStats "$s/bin/dhs-run" "$s/attention/fp8_b128_q1_h64" --backend cuda \
+      --no-host-check --resident 1 --history-rows 32768 --repeat 1 2>&1
+    echo "measure.sh: done"
+  } >> "$log"
+}
+
+case "$mode" in
+  build) [ $# -ge 1 ] || { echo "usage: bench/pending/measure.sh build PATCH [FOLDER...]" >&2; exit 2; }
+         build "$@" ;;
+  run) run "$@" ;;
+  *) echo "usage: bench/pending/measure.sh build PATCH [FOLDER...] | run [FOLDER...]" >&2; exit 2 ;;
+esac
