@@ -9,10 +9,13 @@
 #       the compare's four shapes of main (attention/) and of each FOLDER, and
 #       every step of the checks (steps/, compiled-steps/, group-steps/)
 #       compiled with PATCH applied. ~38 MB.
+#       DHS_MEASURE_STEPS (default: the four shapes below at residency 1) are
+#       the compare's lines, "SHAPE RESIDENCY" (bench/attention.sh's
+#       DHS_COMPARE_STEPS); give build and run the same.
 #   bench/pending/measure.sh run [FOLDER...]           on the GPU machine
 #       `bench/attention.sh compare` of main and the FOLDERs (default: qa so
-#       qaso) on the four resident shapes; where the last FOLDER is at least
-#       1% faster than main on FP8 128 x 64, `tools/gpu-check.sh checks`
+#       qaso) on DHS_MEASURE_STEPS; where the last FOLDER is at least 1%
+#       faster than main on the first line, `tools/gpu-check.sh checks`
 #       (seed 11, the tensor-core and verify steps) and the sanitizers on the
 #       tensor-core steps, all on PATCH's kernels; then ncu's memory tables
 #       of main's FP8 128 x 64 step. One log: $OUT/call.txt.
@@ -21,7 +24,11 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
 s=.device-carry-s
-shapes="fp8_b128_q1_h64 bf16_b128_q1_h64 fp8_b64_q1_h128 fp8_b32_q1_h64"
+steps=${DHS_MEASURE_STEPS:-"fp8_b128_q1_h64 1
+bf16_b128_q1_h64 1
+fp8_b64_q1_h128 1
+fp8_b32_q1_h64 1"}
+shapes=$(awk '{print $1}' <<<"$steps" | sort -u)
 mode=${1:-}
 shift || true
 
@@ -62,13 +69,14 @@ run() { # FOLDER...
   local folders=("$@") log=${OUT:-/tmp}/call.txt
   [ ${#folders[@]} -gt 0 ] || folders=(qa so qaso)
   export DHS_STEP_TIMEOUT=40 DHS_RESULTS=/tmp/measure
-  DHS_COMPARE_STEPS=$(for shape in $shapes; do echo "$shape 1"; done)
-  export DHS_COMPARE_STEPS
+  export DHS_COMPARE_STEPS=$steps
   { date; nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv; } > "$log"
   bench/attention.sh compare "$s" attention "${folders[@]}" 2>&1 | tee -a "$log"
   local ratio
-  ratio=$(grep -m1 "^mean *fp8_b128_q1_h64 *1 " "$log" | grep -o "([0-9.]*x)" | tail -1 | tr -d '()x')
-  echo "${folders[-1]} / main, FP8 128 x 64 resident: ${ratio:-none}" | tee -a "$log"
+  local first
+  read -r -a first <<<"$steps"
+  ratio=$(grep -m1 "^mean *${first[0]} *${first[1]} " "$log" | grep -o "([0-9.]*x)" | tail -1 | tr -d '()x')
+  echo "${folders[-1]} / main, ${first[*]}: ${ratio:-none}" | tee -a "$log"
   if [ -n "$ratio" ] && python3 -c "import sys; sys.exit(float('$ratio') > 0.99)"; then
     echo "== checks of the patch's kernels (seed 11)" | tee -a "$log"
     DHS_GPU_SEEDS=11 DHS_GPU_STEPS='[tv]*' DHS_RESULTS=/tmp/measure-checks \
@@ -79,7 +87,7 @@ run() { # FOLDER...
   fi
   {
     echo "== ncu fp8_b128_q1_h64, main"
-    timeout 60 ncu --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
+    [ -d "$s/attention/fp8_b128_q1_h64" ] && timeout 60 ncu --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
       --section WarpStateStats "$s/bin/dhs-run" "$s/attention/fp8_b128_q1_h64" --backend cuda \
       --no-host-check --resident 1 --history-rows 32768 --repeat 1 2>&1
     echo "measure.sh: done"
