@@ -9,6 +9,8 @@
 #       the compare's four shapes of main (attention/) and of each FOLDER, and
 #       every step of the checks (steps/, compiled-steps/, group-steps/)
 #       compiled with PATCH applied. ~38 MB.
+#       DHS_MEASURE_CARRY names another folder than .device-carry-s, so two
+#       patches can wait side by side (carry it, and give run the same).
 #       DHS_MEASURE_STEPS (default: the four shapes below at residency 1) are
 #       the compare's lines, "SHAPE RESIDENCY" (bench/attention.sh's
 #       DHS_COMPARE_STEPS); give build and run the same.
@@ -23,7 +25,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
-s=.device-carry-s
+s=${DHS_MEASURE_CARRY:-.device-carry-s}
 steps=${DHS_MEASURE_STEPS:-"fp8_b128_q1_h64 1
 bf16_b128_q1_h64 1
 fp8_b64_q1_h128 1
