@@ -26,6 +26,8 @@ namespace mlir::dhs::tensor_core {
 /// Threads of a warpgroup, and of a CTA: three warpgroups.
 constexpr int64_t kGroupThreads = 128;
 constexpr int64_t kTensorCoreThreads = 3 * kGroupThreads;
+/// The two consumer warpgroups' threads (the producer's are the last 128).
+constexpr int64_t kConsumerThreads = 2 * kGroupThreads;
 /// Overlapped staging: polls of a tile's ready flag, this many nanoseconds
 /// apart (about a second), before the producer reports it unset.
 constexpr int64_t kReadyPolls = 1 << 21;
@@ -63,6 +65,14 @@ constexpr int64_t kSharingSharedBytes = kReceivedIdsOffset + 2 * 4 * kTensorCore
 /// bf16, their row biases and row ids.
 constexpr int64_t kShareHalfBytes = kTensorCoreTileRows / 2 * (kKeyDims * 2 + 4 + 4);
 constexpr int64_t kSharedAlignment = 1024;
+/// After the last tile Q is dead: each consumer warpgroup stages its half of
+/// the output there (64 rows of 256 bf16, rows 528 bytes apart so that a
+/// warp's stores of 8 rows hit 32 different banks) and writes it out 16
+/// bytes a thread, whole rows a warp.
+constexpr int64_t kOutputStagingOffset = kQOffset;
+constexpr int64_t kOutputStagingPitch = 256 * 2 + 16;
+constexpr int64_t kOutputStagingBytes = kTensorCoreHeads * kOutputStagingPitch;
+static_assert(2 * kOutputStagingBytes <= kKeyBlocks * kBlockBytes, "the output fits in Q");
 
 /// Named barriers (0 is the CTA barrier) between the two consumer warpgroups.
 constexpr int64_t kBarrierPReady = 1;
@@ -75,6 +85,10 @@ constexpr int64_t kBarrierStored = 3;
 /// The producer warpgroup's threads stored a tile (sharing: before the bulk
 /// copies of its shared halves).
 constexpr int64_t kBarrierProduced = 4;
+/// Both consumer warpgroups' copies of Q are complete.
+constexpr int64_t kBarrierQueries = 5;
+/// A consumer warpgroup's output rows are staged (6 + half; 128 threads).
+constexpr int64_t kBarrierOutputStaged = 6;
 
 /// In a cluster of n CTAs a tile buffer's empty barrier completes on one
 /// arrival of each consumer warpgroup of every CTA; in the copy of the kernel
@@ -244,8 +258,11 @@ private:
   /// scales into the output, or unscaled into the partials.
   void emitStoreOutput(Value output, ArrayRef<Value> scales, int64_t half);
 
-  /// Copies the CTA's 64 heads of its query into shared memory (Q).
+  /// Starts copying the CTA's 64 heads of its query into shared memory (Q):
+  /// cp.async by the consumer threads, waited for by waitQueries.
   void emitLoadQueries();
+  /// Waits for Q (emitLoadQueries' copies) in a consumer warpgroup.
+  void waitQueries(bool softmaxGroup);
   /// The producer warpgroup: gathers each tile's rows into a tile buffer,
   /// as swizzled bf16.
   void emitProducer();

@@ -132,33 +132,78 @@ void TensorCoreAttentionEmitter::emitStoreOutput(Value output, ArrayRef<Value> s
         b, values, vector::BroadcastOp::create(b, pair, scales[(i >> 1) & 1]).getResult());
     Value narrow =
         arith::TruncFOp::create(b, VectorType::get({2}, b.getBF16Type()), values).getResult();
+    // Into the warpgroup's staging rows (the column within its half).
+    Value staged = add(add(c32(kOutputStagingOffset + half * kOutputStagingBytes),
+                           mul(row, c32(kOutputStagingPitch))),
+                       mul(add(c32(8 * (i >> 2)), mul(quad, c32(2))), c32(2)));
+    storeShared(narrow, staged, 4);
+  }
+  if (config.splits > 1)
+    return;
+  // The warpgroup's 64 rows x 512 bytes, 16 bytes a thread at a time: each
+  // warp writes whole rows, 4 full 128-byte lines a store.
+  NVVM::BarrierOp::create(b, Type(), c32(kBarrierOutputStaged + half), c32(kGroupThreads), {},
+                          Value());
+  constexpr int64_t chunksPerRow = kValueDims / 2 * 2 / 16;
+  Type chunkType = VectorType::get({4}, b.getI32Type());
+  for (int64_t k = 0; k < kTensorCoreHeads * chunksPerRow / kGroupThreads; ++k) {
+    Value chunkIndex = add(thread, c32(k * kGroupThreads));
+    Value row = divu(chunkIndex, chunksPerRow);
+    Value chunk = remu(chunkIndex, chunksPerRow);
+    Value data = loadShared(chunkType,
+                            add(add(c32(kOutputStagingOffset + half * kOutputStagingBytes),
+                                    mul(row, c32(kOutputStagingPitch))),
+                                mul(chunk, c32(16))),
+                            16);
     Value element =
-        add(mul(add(mul(query, c64(config.heads)), head), c64(kValueDims)), ext64(column));
-    LLVM::StoreOp::create(b, narrow, hb.globalPointer(add(outputBase, mul(element, c64(2)))), 4);
+        add(mul(add(mul(query, c64(config.heads)), ext64(add(headBase, row))), c64(kValueDims)),
+            ext64(add(c32(half * 256), mul(chunk, c32(8)))));
+    LLVM::StoreOp::create(b, data, hb.globalPointer(add(outputBase, mul(element, c64(2)))), 16);
   }
 }
 
 void TensorCoreAttentionEmitter::emitLoadQueries() {
-  // 64 rows x 72 chunks of 16 bytes, 12 per thread.
-  Value base = hb.getAddress(queries);
-  Value query = add(mul(toI32(request), c32(config.positions)), toI32(position));
-  constexpr int64_t chunksPerRow = kKeyDims * 2 / 16;
-  for (int64_t j = 0; j < kTensorCoreHeads * chunksPerRow / kTensorCoreThreads; ++j) {
-    Value chunkIndex = add(tid, c32(j * kTensorCoreThreads));
-    Value row = divu(chunkIndex, chunksPerRow);
-    Value chunk = remu(chunkIndex, chunksPerRow);
-    Value element =
-        add(mul(ext64(add(mul(query, c32(config.heads)), add(headBase, row))), c64(kKeyDims)),
-            mul(ext64(chunk), c64(8)));
-    Value data = hb.loadGlobal16(add(base, mul(element, c64(2))));
-    Value offset =
-        swizzled(add(c32(kQOffset), mul(divu(chunk, 8), c32(kBlockBytes))), row, remu(chunk, 8));
-    storeShared(data, offset, 16);
-  }
+  // 64 rows x 72 chunks of 16 bytes, 18 per consumer thread, by cp.async:
+  // the producer starts on its first tile at once, and the consumers wait
+  // for Q only before their first wgmma (waitQueries).
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, tid, c32(kConsumerThreads)), [&] {
+    Value base = hb.getAddress(queries);
+    Value query = add(mul(toI32(request), c32(config.positions)), toI32(position));
+    constexpr int64_t chunksPerRow = kKeyDims * 2 / 16;
+    for (int64_t j = 0; j < kTensorCoreHeads * chunksPerRow / kConsumerThreads; ++j) {
+      Value chunkIndex = add(tid, c32(j * kConsumerThreads));
+      Value row = divu(chunkIndex, chunksPerRow);
+      Value chunk = remu(chunkIndex, chunksPerRow);
+      Value element =
+          add(mul(ext64(add(mul(query, c32(config.heads)), add(headBase, row))), c64(kKeyDims)),
+              mul(ext64(chunk), c64(8)));
+      Value offset =
+          swizzled(add(c32(kQOffset), mul(divu(chunk, 8), c32(kBlockBytes))), row, remu(chunk, 8));
+      NVVM::CpAsyncOp::create(
+          b, sharedPointer(offset), hb.globalPointer(add(base, mul(element, c64(2)))),
+          b.getI32IntegerAttr(16),
+          NVVM::LoadCacheModifierKindAttr::get(b.getContext(), NVVM::LoadCacheModifierKind::CG),
+          Value());
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b);
+  });
+}
+
+void TensorCoreAttentionEmitter::waitQueries(bool softmaxGroup) {
+  // Each consumer thread's copies are complete and, fenced, visible to
+  // wgmma (the async proxy); then both consumer warpgroups' copies are (the
+  // second-half warpgroup, which never reads Q, only arrives).
+  NVVM::CpAsyncWaitGroupOp::create(b, 0);
+  hb.fenceAsyncShared();
+  if (softmaxGroup)
+    namedSync(kBarrierQueries);
+  else
+    namedArrive(kBarrierQueries);
 }
 
 void TensorCoreAttentionEmitter::emitSoftmaxGroup() {
   NVVM::SetMaxRegisterOp::create(b, kSoftmaxRegisters, NVVM::SetMaxRegisterAction::increase);
+  waitQueries(/*softmaxGroup=*/true);
   Type f32Type = b.getF32Type();
   Value quad = remu(lane, 4);
   Value firstRow = add(mul(warp, c32(16)), divu(lane, 4));
@@ -298,6 +343,7 @@ void TensorCoreAttentionEmitter::emitCheckSharedIds(Value buffer) {
 
 void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
   NVVM::SetMaxRegisterOp::create(b, kSecondHalfRegisters, NVVM::SetMaxRegisterAction::decrease);
+  waitQueries(/*softmaxGroup=*/false);
   Value firstRow = add(mul(warp, c32(16)), divu(lane, 4));
   auto readScales = [&]() {
     SmallVector<Value> scales;

@@ -8,10 +8,12 @@
 // registers. Before its arrival on the tile's full barrier each producer
 // thread makes the barrier track its copies (cp.async.mbarrier.arrive, which
 // adds one pending arrival), so the consumers see the tile once every copy
-// landed. FP8 rows (dequantized in registers) keep their loads.
+// landed. FP8 rows (dequantized in registers) keep their loads. In both, the
+// consumer threads copy Q by cp.async (18 copies a thread) before the
+// warpgroups part, so the producer starts its first tile at once.
 // RUN: dhs-opt %s --dhs-lower-to-gpu="min-blocks=0" --canonicalize --cse | FileCheck %s
 // RUN: sed 's/mla_bf16/mla_fp8/g' %s | dhs-opt --dhs-lower-to-gpu="min-blocks=0" \
-// RUN:   | FileCheck %s --check-prefix=FP8 --implicit-check-not=nvvm.cp.async
+// RUN:   | FileCheck %s --check-prefix=FP8
 // RUN: rm -rf %t && dhs-compile %s --min-blocks=0 -o %t
 // RUN: grep -c 'cp.async.cg.shared.global' %t/sparse_attention.ptx | FileCheck %s --check-prefix=COUNT
 // RUN: FileCheck %s --check-prefix=PTX < %t/sparse_attention.ptx
@@ -39,9 +41,19 @@
 // CHECK:       nvvm.setmaxregister  increase 200
 
 // FP8-LABEL: gpu.func @sparse_attention(
+// FP8-COUNT-18: nvvm.cp.async.shared.global {{.*}}, 16, cache =  cg
+// FP8:       nvvm.cp.async.commit.group
+// FP8-NOT:   nvvm.cp.async.shared.global
 // FP8:       nvvm.convert.f8x2.to.f16x2
+// FP8-NOT:   nvvm.cp.async.shared.global
+// FP8-LABEL: gpu.func @sparse_attention_resident(
+// FP8-COUNT-18: nvvm.cp.async.shared.global {{.*}}, 16, cache =  cg
+// FP8:       nvvm.cp.async.commit.group
+// FP8-NOT:   nvvm.cp.async.shared.global
+// FP8:       nvvm.convert.f8x2.to.f16x2
+// FP8-NOT:   nvvm.cp.async.shared.global
 
-// COUNT: 36
+// COUNT: 54
 // PTX: cp.async.mbarrier.arrive.shared.b64
 // PTXAS-NOT: Potential Performance Loss
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads

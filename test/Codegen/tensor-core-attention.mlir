@@ -7,6 +7,9 @@
 // first without accumulating) and the first half of P V (4 m64n256k16 over
 // the same tile, N-major), the third warpgroup the second half; named
 // barriers 1 and 2 hand P over and back, 3 ends both consumers differently.
+// Q is copied by the consumer threads' cp.async, which each consumer
+// warpgroup waits for (named barrier 5) just before its loop: the producer
+// starts gathering the first tile at once.
 // The launch has a second kernel of the same signature, its resident form,
 // whose producer loads the selections of tile t + 2 at the top of each
 // iteration (faster with every row in HBM) instead of classifying the next
@@ -34,6 +37,8 @@
 // CHECK-SAME: nvvm.minctasm = 1 : i32
 // (Unsplit, nothing after it starts early.)
 // CHECK-NOT: nvvm.griddepcontrol
+// CHECK-COUNT-18: nvvm.cp.async.shared.global {{.*}}, 16, cache =  cg
+// CHECK: nvvm.cp.async.commit.group
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
@@ -53,6 +58,9 @@
 // CHECK: nvvm.mbarrier.arrive
 // Softmax warpgroup.
 // CHECK: nvvm.setmaxregister  increase 200
+// CHECK-NEXT: nvvm.cp.async.wait.group 0
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: nvvm.barrier id = %c5_i32 number_of_threads = %c256_i32
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
@@ -61,12 +69,23 @@
 // CHECK: nvvm.barrier id = %c2_i32 number_of_threads = %c256_i32
 // CHECK: nvvm.barrier.arrive id = %c1_i32 number_of_threads = %c256_i32
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// The output: each warpgroup stages its half (64 rows of 256 bf16) where Q
+// was, then writes it out 16 bytes a thread, whole rows a warp.
+// CHECK-COUNT-64: llvm.store {{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<3>
+// CHECK: nvvm.barrier id = %c6_i32 number_of_threads = %c128_i32
+// CHECK-COUNT-16: llvm.store {{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 // CHECK: nvvm.barrier.arrive id = %c3_i32 number_of_threads = %c256_i32
 // Second half of the values.
 // CHECK: nvvm.setmaxregister  decrease 160
+// CHECK-NEXT: nvvm.cp.async.wait.group 0
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: nvvm.barrier.arrive id = %c5_i32 number_of_threads = %c256_i32
 // CHECK: nvvm.barrier id = %c1_i32 number_of_threads = %c256_i32
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK: nvvm.barrier.arrive id = %c2_i32 number_of_threads = %c256_i32
+// CHECK-COUNT-64: llvm.store {{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<3>
+// CHECK: nvvm.barrier id = %c7_i32 number_of_threads = %c128_i32
+// CHECK-COUNT-16: llvm.store {{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 // CHECK: nvvm.barrier id = %c3_i32 number_of_threads = %c256_i32
 // CHECK: gpu.return
 // The resident form: the bounds loaded once too, then at the top of each
