@@ -19,8 +19,9 @@
 #       qaso) on DHS_MEASURE_STEPS; where the last FOLDER is at least 1%
 #       faster than main on the first line, `tools/gpu-check.sh checks`
 #       (seed 11, the tensor-core and verify steps) and the sanitizers on the
-#       tensor-core steps, all on PATCH's kernels; then ncu's memory tables
-#       of main's FP8 128 x 64 step. One log: $OUT/call.txt.
+#       tensor-core steps, all on PATCH's kernels (DHS_MEASURE_CHECKS and
+#       DHS_MEASURE_SANITIZE, globs of step names, narrow them). One log:
+#       $OUT/call.txt.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -81,19 +82,13 @@ run() { # FOLDER...
   echo "${folders[-1]} / main, ${first[*]}: ${ratio:-none}" | tee -a "$log"
   if [ -n "$ratio" ] && python3 -c "import sys; sys.exit(float('$ratio') > 0.99)"; then
     echo "== checks of the patch's kernels (seed 11)" | tee -a "$log"
-    DHS_GPU_SEEDS=11 DHS_GPU_STEPS='[tv]*' DHS_RESULTS=/tmp/measure-checks \
+    DHS_GPU_SEEDS=11 DHS_GPU_STEPS=${DHS_MEASURE_CHECKS:-'[tv]*'} DHS_RESULTS=/tmp/measure-checks \
       timeout 250 tools/gpu-check.sh checks "$s" 2>&1 | tee -a "$log"
     echo "== sanitizers on the tensor-core steps" | tee -a "$log"
-    DHS_GPU_STEPS='tc_*' DHS_RESULTS=/tmp/measure-sanitize \
+    DHS_GPU_STEPS=${DHS_MEASURE_SANITIZE:-'tc_*'} DHS_RESULTS=/tmp/measure-sanitize \
       timeout 120 tools/gpu-soak.sh sanitize "$s" 2>&1 | tail -n 25 | tee -a "$log"
   fi
-  {
-    echo "== ncu fp8_b128_q1_h64, main"
-    [ -d "$s/attention/fp8_b128_q1_h64" ] && timeout 60 ncu --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
-      --section WarpStateStats "$s/bin/dhs-run" "$s/attention/fp8_b128_q1_h64" --backend cuda \
-      --no-host-check --resident 1 --history-rows 32768 --repeat 1 2>&1
-    echo "measure.sh: done"
-  } >> "$log"
+  echo "measure.sh: done" >> "$log"
 }
 
 case "$mode" in
