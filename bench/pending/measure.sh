@@ -2,7 +2,7 @@
 # A pending kernel patch's whole GPU verdict in one device call that fits a
 # carry of 64 MiB (forty-fourth session):
 #
-#   bench/pending/measure.sh build PATCH [FOLDER...]   on the build machine
+#   bench/pending/measure.sh build PATCH FOLDER...     on the build machine
 #       From main's bundle (.device-carry, `tools/gpu-check.sh bundle`, with
 #       the variants' attention shapes beside it, `bench/attention.sh variant
 #       .device-carry FOLDER PATCH`) makes .device-carry-s: main's binaries,
@@ -14,9 +14,9 @@
 #       DHS_MEASURE_STEPS (default: the four shapes below at residency 1) are
 #       the compare's lines, "SHAPE RESIDENCY" (bench/attention.sh's
 #       DHS_COMPARE_STEPS); give build and run the same.
-#   bench/pending/measure.sh run [FOLDER...]           on the GPU machine
-#       `bench/attention.sh compare` of main and the FOLDERs (default: qa so
-#       qaso) on DHS_MEASURE_STEPS; where the last FOLDER is at least 1%
+#   bench/pending/measure.sh run FOLDER...             on the GPU machine
+#       `bench/attention.sh compare` of main and the FOLDERs on
+#       DHS_MEASURE_STEPS; where the last FOLDER is at least 1%
 #       faster than main on the first line, `tools/gpu-check.sh checks`
 #       (seed 11, the tensor-core and verify steps) and the sanitizers on the
 #       tensor-core steps, all on PATCH's kernels (DHS_MEASURE_CHECKS and
@@ -40,7 +40,6 @@ build() { # PATCH FOLDER...
   patch=$(realpath "$1") || exit 1
   shift
   local folders=("$@")
-  [ ${#folders[@]} -gt 0 ] || folders=(qa so qaso)
   [ -d .device-carry/bin ] || { echo "measure.sh: no main bundle in .device-carry" >&2; exit 1; }
   [ -z "$(git status --porcelain --untracked-files=no)" ] ||
     { echo "measure.sh: commit or stash the tracked changes first" >&2; exit 1; }
@@ -70,7 +69,6 @@ build() { # PATCH FOLDER...
 
 run() { # FOLDER...
   local folders=("$@") log=${OUT:-/tmp}/call.txt
-  [ ${#folders[@]} -gt 0 ] || folders=(qa so qaso)
   export DHS_STEP_TIMEOUT=40 DHS_RESULTS=/tmp/measure
   export DHS_COMPARE_STEPS=$steps
   { date; nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv; } > "$log"
@@ -92,8 +90,9 @@ run() { # FOLDER...
 }
 
 case "$mode" in
-  build) [ $# -ge 1 ] || { echo "usage: bench/pending/measure.sh build PATCH [FOLDER...]" >&2; exit 2; }
+  build) [ $# -ge 2 ] || { echo "usage: bench/pending/measure.sh build PATCH FOLDER..." >&2; exit 2; }
          build "$@" ;;
-  run) run "$@" ;;
-  *) echo "usage: bench/pending/measure.sh build PATCH [FOLDER...] | run [FOLDER...]" >&2; exit 2 ;;
+  run) [ $# -ge 1 ] || { echo "usage: bench/pending/measure.sh run FOLDER..." >&2; exit 2; }
+       run "$@" ;;
+  *) echo "usage: bench/pending/measure.sh build PATCH FOLDER... | run FOLDER..." >&2; exit 2 ;;
 esac
