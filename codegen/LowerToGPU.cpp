@@ -383,6 +383,13 @@ namespace {
 /// at 18% (bench/NOTES.md, thirty-second session).
 constexpr double kStagedGroupMissing = 0.08;
 
+/// The share of a one-layer step's selected rows missing up to which a
+/// tensor-core query whose heads span several CTAs runs its fused attention
+/// (each CTA reads the step's few host rows itself) rather than the fetch
+/// and the staged attention: a step with every row in HBM then launches no
+/// fetch, and its attention runs the fused kernel's resident form.
+constexpr double kStagedHeadBlocksMissing = 0.02;
+
 /// The operands of each op with a kernel, by the role of the kernel
 /// parameter that takes them (the pool for KvPool, whose views its launch
 /// passes).
@@ -796,8 +803,15 @@ void DhsLowerToGPU::runOnOperation() {
     // them (the fetch writes the ring for the rows it copies).
     if (overlap && op.getWriteBack())
       continue;
-    if (overlap || config->groupHeads > config->headsPerBlock)
-      stageMissingRows(op, launches, overlap);
+    if (overlap || config->groupHeads > config->headsPerBlock) {
+      // (Not where the attention writes a ring or reads a draft window:
+      // there every step fetches first.)
+      std::optional<double> fusedUpTo;
+      if (!overlap && config->tensorCores && config->sharedPositions == 1 && !op.getWriteBack() &&
+          !op.getWindow())
+        fusedUpTo = kStagedHeadBlocksMissing;
+      stageMissingRows(op, launches, overlap, fusedUpTo);
+    }
   }
   for (auto &group : groups) {
     // One fetch of whole tokens pays only for attentions that read every

@@ -37,7 +37,12 @@ def DhsLowerToGPU : Pass<"dhs-lower-to-gpu", "::mlir::ModuleOp"> {
     attention over a one-layer pool whose heads need several CTAs per KV
     head would read each missing host row once per CTA: its missing rows
     are fetched once into an arena buffer (`dhs.fetch`) and the CTAs attend
-    from there (`dhs.attention`).
+    from there (`dhs.attention`). With tensor cores (one position, no ring
+    written, no draft window) the fused attention stays as the step's form
+    for steps missing at most 2% of their rows (`dhs.missing_up_to`; the
+    fetch and the staged attention carry `dhs.missing_above`), so that a
+    step with every row in HBM launches no fetch; the runtime runs one form
+    a step.
 
     Before:
     ```mlir

@@ -73,6 +73,13 @@ constexpr int64_t kOutputStagingOffset = kQOffset;
 constexpr int64_t kOutputStagingPitch = 256 * 2 + 16;
 constexpr int64_t kOutputStagingBytes = kTensorCoreHeads * kOutputStagingPitch;
 static_assert(2 * kOutputStagingBytes <= kKeyBlocks * kBlockBytes, "the output fits in Q");
+/// A split query's fp32 partials go the same way in two passes of 128
+/// columns, rows 544 bytes apart (a half warp's 8-byte stores of 4 rows hit
+/// 32 banks).
+constexpr int64_t kPartialsStagingPitch = 128 * 4 + 32;
+constexpr int64_t kPartialsStagingBytes = kTensorCoreHeads * kPartialsStagingPitch;
+static_assert(2 * kPartialsStagingBytes <= kKeyBlocks * kBlockBytes,
+              "a pass of partials fits in Q");
 
 /// Named barriers (0 is the CTA barrier) between the two consumer warpgroups.
 constexpr int64_t kBarrierPReady = 1;

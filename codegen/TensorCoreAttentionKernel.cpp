@@ -110,51 +110,84 @@ void TensorCoreAttentionEmitter::emitStoreOutput(Value output, ArrayRef<Value> s
   Value firstRow = add(mul(warp, c32(16)), divu(lane, 4));
   Value query = ext64(add(mul(toI32(request), c32(config.positions)), toI32(position)));
   Type pair = VectorType::get({2}, b.getF32Type());
-  Value outputBase = config.splits > 1 ? hb.getAddress(partials) : hb.getAddress(this->output);
+  Value staging = c32(kOutputStagingOffset +
+                      half * (config.splits > 1 ? kPartialsStagingBytes : kOutputStagingBytes));
+  auto registerPair = [&](int64_t i) -> Value {
+    return vector::FromElementsOp::create(
+        b, pair,
+        ValueRange{LLVM::ExtractValueOp::create(b, output, i),
+                   LLVM::ExtractValueOp::create(b, output, i + 1)});
+  };
+  auto stagedSync = [&] {
+    NVVM::BarrierOp::create(b, Type(), c32(kBarrierOutputStaged + half), c32(kGroupThreads), {},
+                            Value());
+  };
+  if (config.splits > 1) {
+    // Unscaled fp32 partials[b, q, h, split, 2 + column], whose rows (2056
+    // bytes apart) allow 8-byte stores only: two passes of 128 columns
+    // through the staging rows (kPartialsStagingPitch apart, so that a half
+    // warp's 8-byte stores of 4 rows hit 32 banks), then each warp writes
+    // 256 contiguous bytes of a row a store instead of 32 bytes of 8 rows.
+    Value partialsBase = hb.getAddress(partials);
+    Value splitIndex = arith::IndexCastOp::create(b, b.getI64Type(), split);
+    for (int64_t pass = 0; pass < 2; ++pass) {
+      if (pass > 0)
+        stagedSync();
+      for (int64_t i = pass * 64; i < pass * 64 + 64; i += 2) {
+        Value row = add(firstRow, c32(8 * ((i >> 1) & 1)));
+        Value column = add(c32(8 * (i >> 2) - 128 * pass), mul(quad, c32(2)));
+        storeShared(registerPair(i),
+                    add(add(staging, mul(row, c32(kPartialsStagingPitch))), mul(column, c32(4))),
+                    8);
+      }
+      stagedSync();
+      // A thread's 8-byte chunk of a row is the same in every store; its
+      // row advances by kGroupThreads / chunksPerRow a store.
+      constexpr int64_t chunksPerRow = 128 * 4 / 8;
+      constexpr int64_t rowsPerStore = kGroupThreads / chunksPerRow;
+      Value firstStagedRow = divu(thread, chunksPerRow);
+      Value chunk = remu(thread, chunksPerRow);
+      Value stagedBase =
+          add(add(staging, mul(firstStagedRow, c32(kPartialsStagingPitch))), mul(chunk, c32(8)));
+      Value element =
+          add(mul(add(mul(add(mul(query, c64(config.heads)), ext64(add(headBase, firstStagedRow))),
+                          c64(config.splits)),
+                      splitIndex),
+                  c64(2 + kValueDims)),
+              ext64(add(c32(2 + half * 256 + pass * 128), mul(chunk, c32(2)))));
+      Value globalBase = add(partialsBase, mul(element, c64(4)));
+      for (int64_t k = 0; k < kTensorCoreHeads / rowsPerStore; ++k) {
+        Value data =
+            loadShared(pair, add(stagedBase, c32(k * rowsPerStore * kPartialsStagingPitch)), 8);
+        int64_t rowBytes = rowsPerStore * config.splits * (2 + kValueDims) * 4;
+        LLVM::StoreOp::create(b, data, hb.globalPointer(add(globalBase, c64(k * rowBytes))), 8);
+      }
+    }
+    return;
+  }
+  Value outputBase = hb.getAddress(this->output);
   for (int64_t i = 0; i < 128; i += 2) {
     Value row = add(firstRow, c32(8 * ((i >> 1) & 1)));
-    Value column = add(c32(half * 256 + 8 * (i >> 2)), mul(quad, c32(2)));
-    Value head = ext64(add(headBase, row));
-    Value values =
-        vector::FromElementsOp::create(b, pair,
-                                       ValueRange{LLVM::ExtractValueOp::create(b, output, i),
-                                                  LLVM::ExtractValueOp::create(b, output, i + 1)});
-    if (config.splits > 1) {
-      // partials[b, q, h, split, 2 + column]
-      Value element = add(mul(add(mul(add(mul(query, c64(config.heads)), head), c64(config.splits)),
-                                  arith::IndexCastOp::create(b, b.getI64Type(), split)),
-                              c64(2 + kValueDims)),
-                          add(ext64(column), c64(2)));
-      LLVM::StoreOp::create(b, values, hb.globalPointer(add(outputBase, mul(element, c64(4)))), 8);
-      continue;
-    }
-    values = arith::MulFOp::create(
-        b, values, vector::BroadcastOp::create(b, pair, scales[(i >> 1) & 1]).getResult());
+    Value values = arith::MulFOp::create(
+        b, registerPair(i), vector::BroadcastOp::create(b, pair, scales[(i >> 1) & 1]).getResult());
     Value narrow =
         arith::TruncFOp::create(b, VectorType::get({2}, b.getBF16Type()), values).getResult();
     // Into the warpgroup's staging rows (the column within its half).
-    Value staged = add(add(c32(kOutputStagingOffset + half * kOutputStagingBytes),
-                           mul(row, c32(kOutputStagingPitch))),
+    Value staged = add(add(staging, mul(row, c32(kOutputStagingPitch))),
                        mul(add(c32(8 * (i >> 2)), mul(quad, c32(2))), c32(2)));
     storeShared(narrow, staged, 4);
   }
-  if (config.splits > 1)
-    return;
   // The warpgroup's 64 rows x 512 bytes, 16 bytes a thread at a time: each
   // warp writes whole rows, 4 full 128-byte lines a store.
-  NVVM::BarrierOp::create(b, Type(), c32(kBarrierOutputStaged + half), c32(kGroupThreads), {},
-                          Value());
+  stagedSync();
   constexpr int64_t chunksPerRow = kValueDims / 2 * 2 / 16;
   Type chunkType = VectorType::get({4}, b.getI32Type());
   for (int64_t k = 0; k < kTensorCoreHeads * chunksPerRow / kGroupThreads; ++k) {
     Value chunkIndex = add(thread, c32(k * kGroupThreads));
     Value row = divu(chunkIndex, chunksPerRow);
     Value chunk = remu(chunkIndex, chunksPerRow);
-    Value data = loadShared(chunkType,
-                            add(add(c32(kOutputStagingOffset + half * kOutputStagingBytes),
-                                    mul(row, c32(kOutputStagingPitch))),
-                                mul(chunk, c32(16))),
-                            16);
+    Value data = loadShared(
+        chunkType, add(add(staging, mul(row, c32(kOutputStagingPitch))), mul(chunk, c32(16))), 16);
     Value element =
         add(mul(add(mul(query, c64(config.heads)), ext64(add(headBase, row))), c64(kValueDims)),
             ext64(add(c32(half * 256), mul(chunk, c32(8)))));

@@ -576,10 +576,14 @@ void TensorCoreAttentionEmitter::emitProducer() {
     // (bench/NOTES.md, 2026-12-04 twenty-fifth session): the resident step
     // 7-8% faster (its producer waited for HBM, long scoreboard stalls);
     // the same in the other form slowed mixed steps 13-20% (the prefetches
-    // compete with its host reads), so not there.
+    // compete with its host reads), so not there. Where a query's heads
+    // span two CTAs, head block 0 alone prefetches (the other reads the
+    // same rows at about the same time), as the staged kernel does below.
     if (config.residentForm)
       for (const ClassifiedRow &row : nextRows)
-        prefetchRow(row, row.inHbm);
+        prefetchRow(row, config.groupHeads > config.headsPerBlock
+                             ? andi(row.inHbm, eq(headBase, c32(0)))
+                             : row.inHbm);
     Value tileAfterNext = arith::AddIOp::create(b, tileIndex, kb.index(2));
     SmallVector<SmallVector<Value>> afterNext;
     if (selectionsAhead)

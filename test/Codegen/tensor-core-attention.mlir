@@ -125,6 +125,20 @@
 // the attention's grid to end before it reads the partials.
 // SPLIT-LABEL: gpu.func @sparse_attention(
 // SPLIT: nvvm.griddepcontrol  launch_dependents
+// A split CTA's unscaled fp32 partials (rows 2056 bytes apart, so 8-byte
+// stores) go through shared memory in two passes of 128 columns a
+// warpgroup, each warp then writing 256 contiguous bytes of a row a store.
+// SPLIT: nvvm.setmaxregister  increase 200
+// SPLIT-COUNT-32: llvm.store {{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<3>
+// SPLIT-NEXT: nvvm.barrier id = %c6_i32 number_of_threads = %c128_i32
+// SPLIT-COUNT-32: llvm.store {{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// SPLIT-NEXT: nvvm.barrier id = %c6_i32 number_of_threads = %c128_i32
+// SPLIT-COUNT-32: llvm.store {{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<3>
+// SPLIT-NEXT: nvvm.barrier id = %c6_i32 number_of_threads = %c128_i32
+// SPLIT-COUNT-32: llvm.store {{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// SPLIT: nvvm.setmaxregister  decrease 160
+// SPLIT-COUNT-32: llvm.store {{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<3>
+// SPLIT-NEXT: nvvm.barrier id = %c7_i32 number_of_threads = %c128_i32
 // SPLIT-LABEL: gpu.func @attention_combine
 // SPLIT: nvvm.griddepcontrol  wait
 
