@@ -448,7 +448,11 @@ void TensorCoreAttentionEmitter::emit() {
   Value pair = kb.blockId();
   request = arith::DivUIOp::create(b, pair, kb.index(config.positions));
   position = arith::RemUIOp::create(b, pair, kb.index(config.positions));
-  headBase = mul(toI32(kb.blockId(gpu::Dimension::y)), c32(kTensorCoreHeads));
+  // (The operands one statement each: C++ leaves the order of a call's
+  // arguments open, and the IR's order must not depend on the host compiler.)
+  Value headsPerBlock = c32(kTensorCoreHeads);
+  Value headBlock = toI32(kb.blockId(gpu::Dimension::y));
+  headBase = mul(headBlock, headsPerBlock);
   split = kb.blockId(gpu::Dimension::z);
   tiles = kb.index(config.splitRows / kTensorCoreTileRows);
 
