@@ -104,6 +104,10 @@ public:
   /// enqueueDecisions (0: fine, or no decisions since the last call; call
   /// once the stream finished them and is idle).
   std::uint32_t takeStatus();
+  /// Notes that a step's graph holding decisions was launched: a replay
+  /// enqueues what an earlier enqueueDecisions captured without calling it,
+  /// and its lanes' status words come back all the same (takeStatus).
+  void noteGraphLaunched() { statusPending_ = true; }
   /// Group g's counts after the step (valid once the stream finished it).
   DecisionCounts counts(std::int32_t group) const;
   /// Group g's place list (rows then slots, PromotionPlanLayout::entries),

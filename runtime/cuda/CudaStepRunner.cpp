@@ -976,6 +976,10 @@ void CudaStepRunner::launchGraph() {
     else if (aging)
       queue_->exchange().enqueueToHost(stream);
   });
+  // (A replay runs none of the capture's host code: enqueueDecisions did
+  // not mark the lanes' words to be read.)
+  if (!pending_.empty() && pending_.back().decisions)
+    decisions_->noteGraphLaunched();
   if (aging)
     decisions_->agingSubmitted();
   queue_->submitted();
