@@ -665,6 +665,11 @@ void Runtime::endStep() {
         bookGroup(g);
   try {
     tiers_.runner->finishStep();
+  } catch (const InvariantError &) {
+    // The decisions beside the host failed part-way: other groups' rows
+    // are placed, and no copy of the state takes them back.
+    markBroken("the device's residency decisions");
+    throw;
   } catch (...) {
     // Device selections the kernels rejected: name the first bad one from
     // a download of them. The kernels stamped the hits of the valid ones,
@@ -1163,6 +1168,11 @@ std::exception_ptr Runtime::rejectedSelections(std::int32_t group) {
 void Runtime::bookDeviceDecisions() {
   try {
     tiers_.runner->finishStep();
+  } catch (const InvariantError &) {
+    // A decision kernel rejected the device's state after other groups'
+    // decisions placed their rows: no copy of the state takes them back.
+    markBroken("the device's residency decisions");
+    throw;
   } catch (...) {
     // The kernels rejected the step: its decisions did nothing (each reads
     // the status word first); abortStep rolls the resolve kernels' stamps

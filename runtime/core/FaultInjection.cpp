@@ -12,8 +12,9 @@ namespace {
 
 /// Fault's names, in its order.
 constexpr const char *kFaultNames[] = {
-    "host allocation",    "device allocation",       "nvJitLink", "kernel launch", "row copy",
-    "corrupted row copy", "wait for submitted work", "ring write"};
+    "host allocation",         "device allocation", "nvJitLink",
+    "kernel launch",           "row copy",          "corrupted row copy",
+    "wait for submitted work", "ring write",        "corrupted decision state"};
 static_assert(std::size(kFaultNames) == static_cast<std::size_t>(Fault::Count),
               "a name for every Fault");
 

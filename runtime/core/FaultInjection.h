@@ -47,6 +47,9 @@ enum class Fault : unsigned {
                ///< kernel's or a copy's asynchronous error surfaces)
   RingWrite,   ///< a write into a draft ring (one layer group's) or a
                ///< window ring: its kernels or copies on CUDA
+  BadState,    ///< a layer group's decision control words in HBM (its
+               ///< CLOCK hand) corrupted between steps, which the
+               ///< device's decision kernels must reject
   Count,       ///< (the number of kinds)
 };
 

@@ -212,7 +212,8 @@ public:
   /// Submits one layer's attention.
   virtual void attend(std::int32_t layer, const LayerStep &step) = 0;
   /// Waits for the step's work and checks its status; throws Error when the
-  /// kernels rejected their input.
+  /// kernels rejected their input (the step decided nothing), and
+  /// InvariantError when only the device's decisions failed, part-way.
   virtual void finishStep() = 0;
   /// Ends a step that failed before finishStep: waits for the work already
   /// enqueued and launches nothing more of it (no step graph, no

@@ -404,6 +404,15 @@ void CudaDecisions::submitDecisions(const CudaPlacement &placement, const CudaPo
   exchange().enqueueToHost(stream);
 }
 
+void CudaDecisions::injectCorruptState() {
+  if (!DHS_FAULT(BadState) || layout_.groups() == 0)
+    return;
+  driver().check(driver().memsetD32Async(groupArgument(0, tables_.control) +
+                                             Control::kHand * sizeof(std::int32_t),
+                                         0xffffffffu, 1, queue_->stream()),
+                 "corrupting a CLOCK hand (injected fault)");
+}
+
 std::uint32_t CudaDecisions::takeStatus() {
   if (!statusPending_)
     return 0;

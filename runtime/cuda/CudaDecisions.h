@@ -108,6 +108,11 @@ public:
   /// enqueues what an earlier enqueueDecisions captured without calling it,
   /// and its lanes' status words come back all the same (takeStatus).
   void noteGraphLaunched() { statusPending_ = true; }
+  /// Where a test armed Fault::BadState: enqueues a write of a CLOCK hand
+  /// outside the slots into group 0's control words, which its
+  /// plan_promotions launch must reject (kStatusBadSlot). Before a step's
+  /// decisions, outside its graph.
+  void injectCorruptState();
   /// Group g's counts after the step (valid once the stream finished it).
   DecisionCounts counts(std::int32_t group) const;
   /// Group g's place list (rows then slots, PromotionPlanLayout::entries),

@@ -481,6 +481,8 @@ void CudaStepRunner::finishStep() {
   Clock::time_point launchEnd = launchStart;
   double graphLaunch = -1.0;
   if (stepOpen_) {
+    if (decisions_ && stepDecisions_)
+      decisions_->injectCorruptState();
     if (graphs_ && !pending_.empty()) {
       try {
         // (Before the capture, if any: the graph launch waits in the stream.)
@@ -527,13 +529,18 @@ void CudaStepRunner::finishStep() {
   stepOpen_ = false;
   if (!wasOpen)
     return;
-  // (The decisions' launches report to their branches' words.)
-  if (decisions_)
-    word |= decisions_->takeStatus();
-  if (word != 0) {
+  // (The decisions' launches report to their lanes' words, each of which
+  // starts as the step's: with the step's own word clear, a bit there is a
+  // decision kernel's, which rejected the device's residency state after
+  // other groups' decisions had placed their rows.)
+  const std::uint32_t lanes = decisions_ ? decisions_->takeStatus() : 0;
+  if (word != 0 || lanes != 0)
     hostOutputs_.clear();
-    throw Error("the kernels rejected their input: status " + describeStatus(word));
-  }
+  if (word != 0)
+    throw Error("the kernels rejected their input: status " + describeStatus(word | lanes));
+  if (lanes != 0)
+    throw InvariantError("the residency decisions rejected the device's state part-way: status " +
+                         describeStatus(lanes));
   copyHostOutputs();
 }
 

@@ -1417,6 +1417,30 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
   dhs::test::expectSameResidency(cpu, decided);
   dhs::test::expectSameResidency(cpu, shadowed);
   dhs::test::expectSameResidency(cpu, aged);
+  // A decision kernel that rejects the device's state on a replayed step
+  // graph (group 0's CLOCK hand corrupted in HBM between steps): the step
+  // fails although its own kernels took their input, and the runtime,
+  // whose other group decided and placed its rows, refuses to go on.
+  if (faults::kCompiledIn) {
+    auto again = [&] {
+      decided.step(batch.data(), 2, selections, q.data(), out.data(), MemorySpace::Host,
+                   MemorySpace::Device);
+    };
+    // (The same step until its graph is replayed: its form settled.)
+    std::uint64_t replays = decided.stats().graphReplays;
+    for (int i = 0; i < 4 && decided.stats().graphReplays == replays; ++i)
+      again();
+    REQUIRE(decided.stats().graphReplays > replays);
+    replays = decided.stats().graphReplays;
+    faults::arm(Fault::BadState);
+    CHECK_THROWS_WITH(again(), Catch::Contains("rejected the device's state part-way") &&
+                                   Catch::Contains(describeStatus(abi::kStatusBadSlot)));
+    faults::disarmAll();
+    CHECK(decided.stats().graphReplays == replays + 1);
+    CHECK_FALSE(decided.inStep());
+    CHECK_THROWS_WITH(again(), Catch::Contains("cannot vouch for its tables since the device's "
+                                               "residency decisions failed part-way"));
+  }
   WARN("residency decisions on the device (appends taken back to the host, or replayed on the "
        "device), FP8 layer groups of 4: 24 steps x 8 layers, worst relative error "
        << worst << ", " << decided.stats().totals.promoted << " rows promoted and "
