@@ -27,7 +27,10 @@
 # of the bundled steps and skips the unit tests' blocks (minutes); one that
 # names no step stops before the GPU is used. DHS_SANITIZE_TOOLS (default
 # "memcheck racecheck") picks the tools; the executor's cases run under
-# memcheck only.
+# memcheck only. DHS_SANITIZE_CASES (a Catch test spec, e.g. a case's name)
+# runs those unit-test cases under each tool instead of the two blocks,
+# DHS_GPU_STEPS or not. A failed unit-test block prints its log's last lines
+# (a crash's call stack among them).
 # Logs go to DIR/results (or $DHS_RESULTS), packed into one archive,
 # $OUT/gpu-soak.tar.gz, where $OUT is set; the last lines say PASS or FAIL.
 set -uo pipefail
@@ -130,6 +133,18 @@ sanitize() {
         grep -m 5 -E "=========" "$results/cs-$tool-$name.log" | sed 's/^/    /'
       fi
     done
+    if [ -n "${DHS_SANITIZE_CASES:-}" ]; then
+      echo "== compute-sanitizer --tool $tool: the unit tests' '$DHS_SANITIZE_CASES'"
+      if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
+           "$DHS_SANITIZE_CASES" --reporter compact > "$results/cs-$tool-cases.log" 2>&1; then
+        echo "  $tool cases: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-cases.log")"
+      else
+        failed=1
+        echo "  $tool cases: FAIL ($results/cs-$tool-cases.log)"
+        tail -n 40 "$results/cs-$tool-cases.log" | sed 's/^/    /'
+      fi
+      continue
+    fi
     if [ -n "${DHS_GPU_STEPS:-}" ]; then
       echo "== $tool unit tests: skipped: DHS_GPU_STEPS narrows sanitize to bundled steps"
       continue
@@ -142,6 +157,7 @@ sanitize() {
     else
       failed=1
       echo "  $tool kernels: FAIL ($results/cs-$tool-kernels.log)"
+      tail -n 40 "$results/cs-$tool-kernels.log" | sed 's/^/    /'
     fi
     [ "$tool" = memcheck ] || continue
     echo "== compute-sanitizer --tool memcheck: the executor's CUDA cases"
@@ -151,6 +167,7 @@ sanitize() {
     else
       failed=1
       echo "  memcheck executor: FAIL ($results/cs-memcheck-executor.log)"
+      tail -n 40 "$results/cs-memcheck-executor.log" | sed 's/^/    /'
     fi
   done
   [ $failed -eq 0 ] && echo "sanitize: PASS" || echo "sanitize: FAIL"
