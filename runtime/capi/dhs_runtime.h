@@ -21,8 +21,9 @@
  *  - A call that fails with DHS_ERROR_OUT_OF_MEMORY for want of host memory
  *    changes nothing. (What the device did cannot always be undone: a step
  *    the device decided that cannot be booked, a failed undo of a step on
- *    the device, a replay of appends the device rejected, a verify commit
- *    that fails part-way. After one of these every later call fails with
+ *    the device, a replay of appends the device rejected, decisions on the
+ *    device that rejected its state part-way, a verify commit that fails
+ *    part-way. After one of these every later call fails with
  *    DHS_ERROR_STATE naming it: the runtime cannot vouch for its tables,
  *    destroy it.)
  *
@@ -72,7 +73,8 @@ typedef enum dhs_status {
   DHS_ERROR_DEVICE = 9,           /**< CUDA unavailable or failed, kernels
                                        rejected their input */
   DHS_ERROR_INVARIANT = 10,       /**< the invariant checker found a
-                                       violation */
+                                       violation, or the device's residency
+                                       decisions rejected its state */
   DHS_ERROR_INTERNAL = 11         /**< anything else */
 } dhs_status;
 
