@@ -52,9 +52,11 @@ std::string joinLayers(const std::vector<std::int64_t> &layers) {
   return text;
 }
 
-/// Throws unless `other` takes exactly the arguments of `first` (the steps
-/// of a layer group share every buffer).
-void requireSameArguments(const Manifest &first, const Manifest &other) {
+/// Throws unless `other` is `first` compiled for another layer index: the
+/// same arguments (the steps of a layer group share every buffer) and the
+/// same launches but for the layer they read (a CUDA runner enqueues every
+/// layer's launches by the first step's plan and sizes its buffers by it).
+void requireSameStep(const Manifest &first, const Manifest &other) {
   auto fail = [&](const std::string &what) {
     throw Error("the step " + other.directory + " differs from the step " + first.directory +
                 " in " + what +
@@ -75,6 +77,32 @@ void requireSameArguments(const Manifest &first, const Manifest &other) {
                      a.pool.rowBytes != b.pool.rowBytes || a.pool.hbmSlots != b.pool.hbmSlots ||
                      a.pool.hostRows != b.pool.hostRows))
       fail(name + "'s row format, layers or tier sizes");
+  }
+  if (first.arenaBytes != other.arenaBytes)
+    fail("its staging arena's size");
+  if (first.launches.size() != other.launches.size())
+    fail("its number of launches");
+  for (std::size_t i = 0; i < first.launches.size(); ++i) {
+    const Launch &a = first.launches[i], &b = other.launches[i];
+    const std::string name = std::string("launch ") + std::to_string(i) + " (" + a.kernel + ")";
+    if (a.kind != b.kind || a.direction != b.direction || a.kernel != b.kernel ||
+        a.residentKernel != b.residentKernel)
+      fail(name + "'s op or kernels");
+    if (a.grid != b.grid || a.block != b.block || a.dynamicSharedBytes != b.dynamicSharedBytes)
+      fail(name + "'s grid, block or shared memory");
+    if (a.softmaxScale != b.softmaxScale || a.windowSize != b.windowSize || a.tile != b.tile ||
+        a.unsharedRequests != b.unsharedRequests || a.dependentLaunch != b.dependentLaunch ||
+        a.minMissing != b.minMissing || a.missingAbove != b.missingAbove ||
+        a.missingUpTo != b.missingUpTo)
+      fail(name + "'s attributes");
+    if (a.params.size() != b.params.size())
+      fail(name + "'s number of parameters");
+    for (std::size_t p = 0; p < a.params.size(); ++p) {
+      const LaunchParam &x = a.params[p], &y = b.params[p];
+      if (x.source != y.source || x.role != y.role || x.argumentIndex != y.argumentIndex ||
+          x.offset != y.offset || x.dtype != y.dtype || x.shape != y.shape)
+        fail(name + "'s parameter " + std::to_string(p) + " (" + abi::name(x.role) + ")");
+    }
   }
 }
 
@@ -139,7 +167,7 @@ StepsByLayer indexByLayer(const std::vector<Manifest> &manifests, const KvPoolIn
   StepsByLayer result;
   result.steps.assign(static_cast<std::size_t>(std::max<std::int64_t>(pool.layers, 1)), nullptr);
   for (const Manifest &m : manifests) {
-    requireSameArguments(manifest, m);
+    requireSameStep(manifest, m);
     const std::int64_t layer = problemShapeFromManifest(m).layer;
     if (layer < 0 || layer >= pool.layers)
       throw Error("the step " + m.directory + " reads layer " + std::to_string(layer) +

@@ -438,12 +438,22 @@ TEST_CASE("a layer group's steps: one per layer index, checked", "[runtime]") {
   const std::uint64_t seed = freshSeed() + 150;
   INFO("DHS_TEST_SEED=" << seed - 150);
   // The same step compiled for layer 0 and 1 of a 2-layer group pool.
-  dhs::test::TempDir l0, l1, l1again, otherK, perLayer;
+  dhs::test::TempDir l0, l1, l1again, otherK, perLayer, otherGrid, otherScale;
   l0.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 0));
   l1.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 1));
   l1again.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 1));
   otherK.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 16, -1, -1, "mla_fp8", 2, 1));
   perLayer.write("manifest.json", dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8"));
+  {
+    // Layer 1's step with the same arguments but other launches.
+    using json = nlohmann::json;
+    json grid = json::parse(dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 1));
+    grid["launches"][0]["grid"] = {2, 1, 1};
+    otherGrid.write("manifest.json", grid.dump());
+    json scale = json::parse(dhs::test::stepManifest(2, 2, 2, 8, -1, -1, "mla_fp8", 2, 1));
+    scale["launches"][0]["softmax_scale"] = 0.5;
+    otherScale.write("manifest.json", scale.dump());
+  }
   RuntimeConfig config = smallConfig(4, 2);
 
   // On the CPU the set runs exactly as one step of the group does (the CPU
@@ -471,6 +481,11 @@ TEST_CASE("a layer group's steps: one per layer index, checked", "[runtime]") {
                     Catch::Contains("differs from the step") && Catch::Contains("row_ids"));
   CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path(), perLayer.path()}),
                     Catch::Contains("differs from the step"));
+  CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path(), otherGrid.path()}),
+                    Catch::Contains("differs from the step") &&
+                        Catch::Contains("grid, block or shared memory"));
+  CHECK_THROWS_WITH(Runtime(config).loadSteps({l0.path(), otherScale.path()}),
+                    Catch::Contains("differs from the step") && Catch::Contains("attributes"));
   CHECK_THROWS_AS(Runtime(config).loadSteps(std::vector<std::string>{}), InputError);
   // The CUDA executor needs every layer index; said before any device work
   // (and before looking for PTX), so this holds with or without a GPU.
