@@ -42,6 +42,13 @@ CudaDecisions::TableArguments CudaDecisions::tableArguments(const Manifest &mani
       Control::kWords * sizeof(std::int32_t))
     throw InputError(manifest.path + ": the " + what + "'s promotion_control must hold " +
                      std::to_string(Control::kWords) + " words");
+  // (The runtime copies both halves of the place list by the rows' count.)
+  const Argument &rows = manifest.arguments[static_cast<std::size_t>(t.rows)];
+  const Argument &slots = manifest.arguments[static_cast<std::size_t>(t.slots)];
+  if (rows.bytes() / 8 != slots.bytes() / 4 || rows.bytes() % 8 != 0 || slots.bytes() % 4 != 0)
+    throw InputError(manifest.path + ": the " + what + "'s place list must hold as many " +
+                     abi::name(rows.role) + " (8 bytes each) as " + abi::name(slots.role) +
+                     " (4 bytes each)");
   return t;
 }
 

@@ -1358,6 +1358,18 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
         other.loadDecisionStep(dhs::test::compiledStepsDir() + "/write_back_decisions"),
         Catch::Contains("write-back ring entries"));
   }
+  // So is one whose place list has fewer slots than rows (the runtime copies
+  // both halves by the rows' count).
+  {
+    Runtime other(config);
+    other.loadSteps(resolved);
+    other.loadPlacementStep(placement);
+    Manifest shorter = Manifest::load(decisions);
+    for (Argument &argument : shorter.arguments)
+      if (argument.role == ArgumentRole::PlaceSlots)
+        argument.shape.back() /= 2;
+    CHECK_THROWS_WITH(other.loadDecisionStep(shorter), Catch::Contains("place list must hold"));
+  }
   std::mt19937_64 rng(seed);
   Shadow shadow(layers, RowFormat::MlaFp8);
   std::size_t differing = 0;
