@@ -58,7 +58,7 @@ enum class CopyDirection : std::uint8_t {
 
 /// What a step argument is to the runtime (Roles.def).
 enum class ArgumentRole : std::uint8_t {
-#define DHS_ARGUMENT_ROLE(Enum, Name) Enum,
+#define DHS_ARGUMENT_ROLE(Enum, Name, Type, Rank) Enum,
 #include "runtime/abi/Roles.def"
 };
 
@@ -66,7 +66,7 @@ enum class ArgumentRole : std::uint8_t {
 /// pool, or a buffer of the step itself. Argument roles come first, with the
 /// same values as in ArgumentRole.
 enum class ParamRole : std::uint8_t {
-#define DHS_ARGUMENT_ROLE(Enum, Name) Enum,
+#define DHS_ARGUMENT_ROLE(Enum, Name, Type, Rank) Enum,
 #define DHS_ARGUMENT_USE_ROLE(Enum, Name, Argument) Enum,
 #define DHS_POOL_VIEW_ROLE(Enum, Name, Source) Enum,
 #define DHS_LOCAL_ROLE(Enum, Name) Enum,
@@ -97,6 +97,22 @@ enum class DType : std::uint8_t {
 #include "runtime/abi/DTypes.def"
 };
 
+/// The memref a step argument of a role is (Roles.def): its element type and
+/// rank; rank -1 for kv_pool, which is not a memref.
+struct ArgumentType {
+  DType dtype;
+  int rank;
+};
+constexpr ArgumentType argumentType(ArgumentRole role) {
+  switch (role) {
+#define DHS_ARGUMENT_ROLE(Enum, Name, Type, Rank)                                                  \
+  case ArgumentRole::Enum:                                                                         \
+    return {DType::Type, Rank};
+#include "runtime/abi/Roles.def"
+  }
+  return {DType::I8, -1};
+}
+
 /// Element types of GQA rows (DTypes.def).
 enum class RowElement : std::uint8_t {
 #define DHS_ROW_ELEMENT(Enum, Name, Bytes) Enum,
@@ -125,7 +141,7 @@ template <> struct EnumNames<CopyDirection> {
 };
 template <> struct EnumNames<ParamRole> {
   static constexpr const char *values[] = {
-#define DHS_ARGUMENT_ROLE(Enum, Name) Name,
+#define DHS_ARGUMENT_ROLE(Enum, Name, Type, Rank) Name,
 #define DHS_ARGUMENT_USE_ROLE(Enum, Name, Argument) Name,
 #define DHS_POOL_VIEW_ROLE(Enum, Name, Source) Name,
 #define DHS_LOCAL_ROLE(Enum, Name) Name,
@@ -134,7 +150,7 @@ template <> struct EnumNames<ParamRole> {
 };
 template <> struct EnumNames<ArgumentRole> {
   static constexpr const char *values[] = {
-#define DHS_ARGUMENT_ROLE(Enum, Name) Name,
+#define DHS_ARGUMENT_ROLE(Enum, Name, Type, Rank) Name,
 #include "runtime/abi/Roles.def"
   };
 };
@@ -242,7 +258,7 @@ constexpr bool isAttention(LaunchKind kind) {
 /// pool, none for the step's own buffers (which are never step arguments).
 constexpr std::optional<ArgumentRole> argumentRole(ParamRole role) {
   switch (role) {
-#define DHS_ARGUMENT_ROLE(Enum, Name)                                                              \
+#define DHS_ARGUMENT_ROLE(Enum, Name, Type, Rank)                                                  \
   case ParamRole::Enum:                                                                            \
     return ArgumentRole::Enum;
 #define DHS_ARGUMENT_USE_ROLE(Enum, Name, Argument)                                                \

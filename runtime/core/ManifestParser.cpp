@@ -269,24 +269,22 @@ Argument ManifestParser::parseArgument(const json &value, std::size_t position) 
 }
 
 void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
-  // Ring arguments: positions [B] i32, rows [B, N, layers, bytes] i8.
+  auto fieldOf = [](const Argument &arg) {
+    return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
+  };
+  // Every argument of a role has its element type and rank (Roles.def), in
+  // every kind of step: the backends size their copies by them.
   for (const Argument &arg : manifest.arguments) {
-    std::string here = "arguments[" + std::to_string(arg.index) + "]";
-    if (arg.role == ArgumentRole::Positions && (arg.dtype != DType::I32 || arg.shape.size() != 1))
-      fail(here, "positions are i32 [B]");
-    if (arg.role == ArgumentRole::Rows && (arg.dtype != DType::I8 || arg.shape.size() != 4))
-      fail(here, "rows are i8 [B, N, layers, row bytes]");
-    if (arg.role == ArgumentRole::Scores && (arg.dtype != DType::F32 || arg.shape.size() != 3))
-      fail(here, "scores are f32 [B, Q, rows]");
-    if (arg.role == ArgumentRole::WindowRing && (arg.dtype != DType::I8 || arg.shape.size() != 4))
-      fail(here, "a window ring is i8 [B, R, layers, row bytes]");
-    if (arg.role == ArgumentRole::WindowTokens &&
-        (arg.dtype != DType::I32 || arg.shape.size() != 1))
-      fail(here, "window token counts are i32 [B]");
-    if (arg.role == ArgumentRole::PlaceRows && (arg.dtype != DType::I64 || arg.shape.size() != 1))
-      fail(here, "rows to place are i64 [N]");
-    if (arg.role == ArgumentRole::PlaceSlots && (arg.dtype != DType::I32 || arg.shape.size() != 1))
-      fail(here, "slots to place rows in are i32 [N]");
+    if (arg.isPool)
+      continue;
+    const abi::ArgumentType type = abi::argumentType(arg.role);
+    if (arg.dtype != type.dtype)
+      fail(fieldOf(arg) + ".dtype",
+           std::string("is ") + abi::name(arg.dtype) + ", expected " + abi::name(type.dtype));
+    if (static_cast<int>(arg.shape.size()) != type.rank)
+      fail(fieldOf(arg) + ".shape", formatShape(arg.shape) + " has rank " +
+                                        std::to_string(arg.shape.size()) + ", expected " +
+                                        std::to_string(type.rank));
   }
   if (!attention_)
     return;
@@ -318,15 +316,8 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
                           " queries: each layer has its queries and its output");
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
 
-  auto fieldOf = [](const Argument &arg) {
-    return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
-  };
-  // Every argument of a role has its dtype and rank, and every pool the
-  // first one's row format and tier sizes (a step has one row format).
-  const std::pair<ArgumentRole, std::pair<DType, std::size_t>> types[] = {
-      {ArgumentRole::Queries, {DType::BF16, 4}},    {ArgumentRole::RowIds, {DType::I32, 3}},
-      {ArgumentRole::Slots, {DType::I32, 3}},       {ArgumentRole::HistoryStart, {DType::I64, 1}},
-      {ArgumentRole::HistoryLen, {DType::I32, 1}},  {ArgumentRole::Output, {DType::BF16, 4}}};
+  // Every pool has the first one's row format and tier sizes (a step has one
+  // row format).
   for (const Argument &arg : manifest.arguments) {
     if (arg.isPool) {
       const KvPoolInfo &p = arg.pool;
@@ -335,18 +326,6 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
           p.gqa.headDim != pool.gqa.headDim || p.gqa.element != pool.gqa.element)
         fail(fieldOf(arg), "has another row format or other tier sizes than the step's first "
                            "pool: a step's pools share them");
-      continue;
-    }
-    for (const auto &[role, type] : types) {
-      if (arg.role != role)
-        continue;
-      if (arg.dtype != type.first)
-        fail(fieldOf(arg) + ".dtype",
-             std::string("is ") + abi::name(arg.dtype) + ", expected " + abi::name(type.first));
-      if (arg.shape.size() != type.second)
-        fail(fieldOf(arg) + ".shape", formatShape(arg.shape) + " has rank " +
-                                          std::to_string(arg.shape.size()) + ", expected " +
-                                          std::to_string(type.second));
     }
   }
 

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <functional>
 #include <tuple>
 
@@ -507,6 +508,48 @@ TEST_CASE("the runtime's parser loads the decision step's manifest", "[manifest]
   CHECK(spec.policy == abi::ResidencyPolicy::Adaptive);
   CHECK(spec.replacement == abi::Replacement::Clock);
   CHECK(spec.maxPromotions == -1);
+}
+
+TEST_CASE("a step without attention holds every argument to its role's element type and rank",
+          "[manifest][residency]") {
+  // The backends size their copies of a decision step's tables by the
+  // roles' types (8 bytes a hot row, 4 a free-stack entry): a manifest that
+  // says otherwise is refused by the parser, as an attention step's is.
+  const std::optional<Manifest> manifest = dhs::test::kernelStepOrSkip(
+      "decision", {abi::LaunchKind::UnionMissing, abi::LaunchKind::SortRows,
+                   abi::LaunchKind::PlanPromotions, abi::LaunchKind::PlaceRows});
+  if (!manifest)
+    return;
+  std::ifstream in(manifest->directory + "/manifest.json");
+  const json original = json::parse(in);
+  // The argument and every parameter that passes it.
+  auto retype = [](json &j, int index, const std::string &key, const json &value) {
+    j["arguments"][index][key] = value;
+    for (json &launch : j["launches"])
+      for (json &param : launch["params"])
+        if (param.value("source", "") == "argument" && param.value("index", -1) == index)
+          param[key] = value;
+  };
+  auto loadError = [](const json &j) {
+    TempDir dir;
+    dir.write("manifest.json", j.dump());
+    try {
+      Manifest::load(dir.path(), {/*requirePtx=*/false});
+    } catch (const Error &error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(loadError(original), Catch::Equals("no error"));
+  json hot = original;
+  retype(hot, 7, "dtype", "i32");
+  CHECK_THAT(loadError(hot),
+             Catch::Contains("arguments[7] (hot_rows).dtype: is i32, expected i64"));
+  json control = original;
+  retype(control, 10, "shape", {2, 4});
+  CHECK_THAT(loadError(control),
+             Catch::Contains("arguments[10] (promotion_control).shape: [2,4] has rank 2, "
+                             "expected 1"));
 }
 
 TEST_CASE("the runtime's parser loads the aging step's manifest", "[manifest][residency]") {
