@@ -23,6 +23,11 @@
 #       windows, step logs, graphs).
 #   tools/gpu-soak.sh all [--seconds N] [DIR]      both.
 #
+# Under racecheck the unit tests load a rewritten copy of their steps too
+# (tools/racecheck-ptx.sh), and their kernels' block takes about 7 minutes on
+# an H100 (the age_rows, plan_promotions and draft-ring cases under load take
+# a minute each): within one 600-second device call, run it alone, or in two
+# parts through DHS_SANITIZE_CASES.
 # DHS_GPU_STEPS (a glob, as for tools/gpu-check.sh) limits sanitize to some
 # of the bundled steps and skips the unit tests' blocks (minutes); one that
 # names no step stops before the GPU is used. DHS_SANITIZE_TOOLS (default
@@ -109,11 +114,20 @@ sanitize() {
   # without markers.
   for tool in $tools; do
     echo "== compute-sanitizer --tool $tool: the bundled steps through dhs-run"
-    local steps_dir=$dir/steps
+    # The steps' and the unit tests' PTX, rewritten for racecheck when it is
+    # the tool (the unit tests load their steps from these folders too).
+    local steps_dir=$dir/steps unit_env=("${env_steps[@]}")
     if [ "$tool" = racecheck ]; then
-      steps_dir=$(mktemp -d)/steps && cp -r "$dir/steps" "$steps_dir" || return 1
-      find "$steps_dir" -name '*.ptx' -exec "$root/tools/racecheck-ptx.sh" {} + ||
+      local copy
+      copy=$(mktemp -d) || return 1
+      for sub in steps unit-steps compiled-steps group-steps; do
+        [ -d "$dir/$sub" ] && { cp -r "$dir/$sub" "$copy/$sub" || return 1; }
+      done
+      find "$copy" -name '*.ptx' -exec "$root/tools/racecheck-ptx.sh" {} + ||
         { echo "sanitize: FAIL (tools/racecheck-ptx.sh could not rewrite the steps for racecheck)"; return 1; }
+      steps_dir=$copy/steps
+      unit_env=(DHS_TEST_STEPS_DIR="$copy/unit-steps" DHS_COMPILED_STEPS_DIR="$copy/compiled-steps"
+                DHS_TEST_GROUP_STEPS_DIR="$copy/group-steps")
     fi
     for name in "${names[@]}"; do
       step=$steps_dir/$name/
@@ -135,8 +149,8 @@ sanitize() {
     done
     if [ -n "${DHS_SANITIZE_CASES:-}" ]; then
       echo "== compute-sanitizer --tool $tool: the unit tests' '$DHS_SANITIZE_CASES'"
-      if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
-           "$DHS_SANITIZE_CASES" --reporter compact > "$results/cs-$tool-cases.log" 2>&1; then
+      if env "${unit_env[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
+           "$DHS_SANITIZE_CASES" --reporter compact --durations yes > "$results/cs-$tool-cases.log" 2>&1; then
         echo "  $tool cases: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-cases.log")"
       else
         failed=1
@@ -150,8 +164,9 @@ sanitize() {
       continue
     fi
     echo "== compute-sanitizer --tool $tool: the generated kernels' unit tests"
-    if env "${env_steps[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
-         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[sort],[share],[residency][device],[runtime][draft][backends]" --reporter compact \
+    if env "${unit_env[@]}" "${cs[@]}" --tool "$tool" "$dir/bin/dhs-unittests" \
+         "[ring],[resolve],[accept]~[chi-square],[topk],[place],[promotion],[sort],[share],[residency][device],[runtime][draft][backends]" \
+         --reporter compact --durations yes \
          > "$results/cs-$tool-kernels.log" 2>&1; then
       echo "  $tool kernels: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/cs-$tool-kernels.log")"
     else
