@@ -519,6 +519,10 @@ private:
   /// Throws StateError unless an auxiliary step of `kind` (not `loaded` yet)
   /// may be loaded now; `what` names the call.
   void requireAuxiliaryLoad(const char *what, const char *kind, bool loaded) const;
+  /// Throws unless the pool of an auxiliary step that moves this session's
+  /// tokens (placement, decision, aging; `kind` names it) holds tokens of
+  /// the session's pools: layers and row bytes.
+  void requireSessionPool(const Manifest &manifest, const char *kind) const;
   /// Writes layer `layer`'s pending rows (verify_.rows) into the ring slots.
   void writePendingLayer(std::int32_t layer);
   /// selectGroup's work (which abandons a verify step when it throws).

@@ -226,7 +226,10 @@ TierLayout tierLayout(const RuntimeConfig &config, const Manifest &manifest,
   TierLayout layout;
   layout.layers = config.layers;
   layout.layersPerGroup = config.layersPerGroup;
-  layout.layersPerPool = static_cast<std::int32_t>(pool.layers);
+  // (A whole-model step's first group holds whole groups, whichever pool
+  // argument comes first.)
+  layout.layersPerPool =
+      static_cast<std::int32_t>(plan.wholeModel() ? plan.groups.front().poolLayers : pool.layers);
   layout.lastPoolLayers =
       static_cast<std::int32_t>(plan.wholeModel() ? plan.groups.back().poolLayers : pool.layers);
   layout.hbmSlots = static_cast<std::int32_t>(slots);
@@ -479,6 +482,16 @@ void Runtime::requireAuxiliaryLoad(const char *what, const char *kind, bool load
     throw StateError(std::string("a ") + kind + " is already loaded");
 }
 
+void Runtime::requireSessionPool(const Manifest &manifest, const char *kind) const {
+  const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
+  if (pool.layers != layout_.layersPerPool || pool.rowBytes != layout_.rowBytes)
+    throw Error(std::string("the ") + kind + " " + manifest.directory + " places tokens of " +
+                std::to_string(pool.layers) + " layers x " + std::to_string(pool.rowBytes) +
+                " bytes (" + pool.format + "); this session's pools hold " +
+                std::to_string(layout_.layersPerPool) + " layers x " +
+                std::to_string(layout_.rowBytes) + " bytes");
+}
+
 Manifest Runtime::loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const {
   requireStep(what);
   ManifestLoadOptions options;
@@ -524,13 +537,8 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
   if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::PlaceRows)
     throw Error("the step " + manifest.directory +
                 " is not a placement step (one dhs.place_rows launch)");
+  requireSessionPool(manifest, "placement step");
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
-  if (pool.layers != layout_.layersPerPool || pool.rowBytes != layout_.rowBytes)
-    throw Error("the placement step " + manifest.directory + " places tokens of " +
-                std::to_string(pool.layers) + " layers x " + std::to_string(pool.rowBytes) +
-                " bytes (" + pool.format + "); this session's pools hold " +
-                std::to_string(layout_.layersPerPool) + " layers x " +
-                std::to_string(layout_.rowBytes) + " bytes");
   // (Its kernel copies tokens of one size: a smaller last pool would need a
   // second placement step.)
   if (layout_.lastPoolLayers != layout_.layersPerPool)
@@ -552,6 +560,7 @@ void Runtime::loadDecisionStep(const Manifest &manifest) {
   if (!placementStepLoaded_)
     throw StateError("load a placement step before the decision step " + manifest.directory +
                      ": its place_rows carries out the decisions");
+  requireSessionPool(manifest, "decision step");
   const ResidencyConfig &config = controller_->config();
   if (config.policy != ResidencyPolicy::Adaptive || config.replacement != Replacement::Clock ||
       config.hotFloor != 0)
@@ -589,6 +598,7 @@ void Runtime::loadAgingStep(const Manifest &manifest) {
   requireAuxiliaryLoad("load aging step", "aging step", agingStepLoaded_);
   if (!decisionStepLoaded_)
     throw StateError("load the decision step before the aging step " + manifest.directory);
+  requireSessionPool(manifest, "aging step");
   takeStateFromDevice(); // (no appends are pending on the device)
   tiers_.runner->setAgingStep(manifest);
   agingStepLoaded_ = true;

@@ -53,9 +53,16 @@ LaunchParam ManifestParser::parseParam(const json &value, const std::string &fie
                                                           "sizes");
       bytes = bytes ? tryMul(*bytes, dim) : std::nullopt;
     }
-    // The runtime clears ready flags as 32-bit words before their fetch.
+    // The runtime clears ready flags as 32-bit words before their fetch,
+    // and copies a scratch buffer that stands for an argument (a fetch's
+    // row list) by its role's element type.
     if (param.role == abi::ParamRole::ReadyFlags && param.dtype != DType::I32)
       fail(field + ".dtype", std::string("ready flags are i32, not ") + abi::name(param.dtype));
+    if (std::optional<ArgumentRole> standsFor = abi::argumentRole(param.role))
+      if (param.dtype != abi::argumentType(*standsFor).dtype)
+        fail(field + ".dtype", std::string("a ") + roleText + " buffer is " +
+                                   abi::name(abi::argumentType(*standsFor).dtype) + ", not " +
+                                   abi::name(param.dtype));
     std::optional<std::int64_t> end = bytes ? tryAdd(param.offset, *bytes) : std::nullopt;
     if (param.offset < 0 || param.offset % 16 != 0 || !end || *end > manifest.arenaBytes)
       fail(field + ".offset", std::to_string(param.offset) + " (+" +

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 
@@ -286,8 +287,10 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
                                         std::to_string(arg.shape.size()) + ", expected " +
                                         std::to_string(type.rank));
   }
-  if (!attention_)
+  if (!attention_) {
+    checkRoleRelations(manifest);
     return;
+  }
   // An attention step: history bounds once; per layer group a pool, its
   // selections and slots; per layer queries and an output (a whole-model
   // step has several; StepPlan.h says which belong together).
@@ -342,6 +345,7 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
   expectShape(ArgumentRole::Queries, {B, Q, H, pool.qkDim}, "[B,Q,H,qk_dim] of the kv pool");
   expectShape(ArgumentRole::RowIds, {B, Q, K}, "[B,Q,K] of the queries");
   expectShape(ArgumentRole::Slots, {B, Q, K}, "[B,Q,K] of row_ids");
+  expectShape(ArgumentRole::WriteBack, {B, Q, K}, "[B,Q,K] of row_ids");
   expectShape(ArgumentRole::HistoryStart, {B}, "[B] of the queries");
   expectShape(ArgumentRole::HistoryLen, {B}, "[B] of the queries");
   expectShape(ArgumentRole::Output, {B, Q, H, pool.vDim},
@@ -379,6 +383,101 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
   if (elements({B, Q, H, pool.qkDim}) > limit || elements({B, Q, H, pool.vDim}) > limit ||
       elements({B, Q, K}) > limit)
     fail("arguments", "shapes are too large (more than 2^40 elements)");
+}
+
+void ManifestParser::checkRoleRelations(const Manifest &manifest) const {
+  using R = ArgumentRole;
+  auto fieldOf = [](const Argument &arg) {
+    return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
+  };
+  // One argument a role (a draft-ring step's rows and positions, several of
+  // each, are checked when it is loaded: DraftRingStep.h).
+  std::map<R, const Argument *> byRole;
+  for (const Argument &arg : manifest.arguments) {
+    if (arg.isPool || arg.role == R::Rows || arg.role == R::Positions)
+      continue;
+    if (!byRole.emplace(arg.role, &arg).second)
+      fail(fieldOf(arg), std::string("a second argument of role '") + abi::name(arg.role) +
+                             "': a step without attention has one of each");
+  }
+  auto find = [&](R role) -> const Argument * {
+    auto it = byRole.find(role);
+    return it == byRole.end() ? nullptr : it->second;
+  };
+  auto expect = [&](R role, const std::vector<std::int64_t> &wanted, const std::string &meaning) {
+    const Argument *arg = find(role);
+    if (arg && arg->shape != wanted)
+      fail(fieldOf(*arg) + ".shape",
+           formatShape(arg->shape) + " does not match " + meaning + " = " + formatShape(wanted));
+  };
+  // (Every role's rank is its type's, checked before: the indices below
+  // exist.)
+  // Selections [B,Q,K]: their slots, write-back entries, staging positions
+  // and shared order have their shape; bounds and tile counts one per
+  // request; a union room for every selection of a request.
+  if (const Argument *ids = find(R::RowIds)) {
+    const std::vector<std::int64_t> &s = ids->shape;
+    for (R role : {R::Slots, R::WriteBack, R::Remap, R::SharedRows, R::SharedSlots})
+      expect(role, s, "[B,Q,K] of row_ids");
+    for (R role : {R::HistoryStart, R::HistoryLen, R::SharedTiles})
+      expect(role, {s[0]}, "[B] of row_ids");
+    if (const Argument *missing = find(R::Missing))
+      if (missing->shape[0] != s[0] || missing->shape[1] < s[1] * s[2])
+        fail(fieldOf(*missing) + ".shape",
+             formatShape(missing->shape) + " has no room for the union of row_ids " +
+                 formatShape(s) + ": [B,N] with N >= Q x K = " + std::to_string(s[1] * s[2]));
+  }
+  // A union of missing rows [B,N], sorted into the fetched rows; their ring
+  // entries alongside; the history starts of their requests.
+  const Argument *fetched = find(R::FetchedRows);
+  if (const Argument *listed = fetched ? fetched : find(R::Missing)) {
+    const std::string of = std::string("[B,N] of ") + abi::name(listed->role);
+    for (R role : {R::Missing, R::FetchedRows, R::MissingSources, R::FetchedSources})
+      expect(role, listed->shape, of);
+    expect(R::HistoryStart, {listed->shape[0]}, std::string("[B] of ") + abi::name(listed->role));
+  }
+  // The device residency state: slot tables of one size, the control words.
+  if (const Argument *hot = find(R::HotRows))
+    for (R role : {R::ClockCleared, R::FreeStack})
+      expect(role, hot->shape, "[slots] of hot_rows");
+  expect(R::PromotionControl, {static_cast<std::int64_t>(abi::PromotionPlanLayout::kWords)},
+         "the control words");
+  // Appends [N, entry words].
+  const Argument *appends = find(R::AgeList);
+  if (appends)
+    expect(R::AgeList,
+           {appends->shape[0], static_cast<std::int64_t>(abi::AgeRowsLayout::kEntryWords)},
+           "[N, entry words] of the appends");
+  // A place list: rows, slots and sources of one length; as long as a plan
+  // of the fetched rows or a replay of the appends writes it.
+  if (const Argument *rows = find(R::PlaceRows)) {
+    for (R role : {R::PlaceSlots, R::PlaceSources})
+      expect(role, rows->shape, "[N] of place_rows");
+    if (fetched)
+      expect(R::PlaceRows,
+             {static_cast<std::int64_t>(abi::PromotionPlanLayout::entries(
+                 static_cast<std::size_t>(fetched->shape[0] * fetched->shape[1])))},
+             "2 x the fetched rows [B,N] (promotions, then releases)");
+    if (appends)
+      expect(R::PlaceRows,
+             {static_cast<std::int64_t>(
+                 abi::AgeRowsLayout::entries(static_cast<std::size_t>(appends->shape[0])))},
+             "2 x the appends (new rows, then releases)");
+  }
+  // An accept step: drafts [B, gamma], the target's probabilities
+  // [B, gamma + 1, V], the drafter's [B, gamma, V], a seed, count and token
+  // per request, one step counter.
+  if (const Argument *drafts = find(R::DraftTokens)) {
+    const std::int64_t B = drafts->shape[0], gamma = drafts->shape[1];
+    for (R role : {R::Seeds, R::Accepted, R::NextToken})
+      expect(role, {B}, "[B] of draft_tokens");
+    if (const Argument *target = find(R::TargetProbs)) {
+      const std::int64_t V = target->shape[2];
+      expect(R::TargetProbs, {B, gamma + 1, V}, "[B, gamma + 1, V] of draft_tokens");
+      expect(R::DraftProbs, {B, gamma, V}, "[B, gamma, V] of draft_tokens and target_probs");
+    }
+  }
+  expect(R::StepCounter, {1}, "one counter");
 }
 
 } // namespace dhs::runtime::manifest_detail

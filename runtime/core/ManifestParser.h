@@ -154,6 +154,11 @@ private:
 
   Argument parseArgument(const json &value, std::size_t position);
   void checkArgumentShapes(Manifest &manifest) const;
+  /// Holds a step without attention to the shape relations between its
+  /// arguments' roles (the ops' verifiers state them; the backends copy one
+  /// argument by another's size): one argument a role, selections with their
+  /// slots, unions, place lists, control words and accept inputs that agree.
+  void checkRoleRelations(const Manifest &manifest) const;
   void parseAttentionAttributes(const json &value, const std::string &field,
                                 const Manifest &manifest, Launch &launch) const;
   /// The step has attention launches.

@@ -90,6 +90,34 @@ std::function<void(json &)> addParam(const char *source, const char *role, int i
   };
 }
 
+/// The JSON of a compiled step's manifest.
+json manifestJson(const Manifest &manifest) {
+  std::ifstream in(manifest.directory + "/manifest.json");
+  return json::parse(in);
+}
+
+/// Sets `key` of argument `index` and of every parameter that passes it.
+void retypeArgument(json &j, int index, const std::string &key, const json &value) {
+  j["arguments"][index][key] = value;
+  for (json &launch : j["launches"])
+    for (json &param : launch["params"])
+      if (param.value("source", "") == "argument" && param.value("index", -1) == index)
+        param[key] = value;
+}
+
+/// The error loading an edited manifest gives (without its PTX), or "no
+/// error".
+std::string editedError(const json &j) {
+  TempDir dir;
+  dir.write("manifest.json", j.dump());
+  try {
+    Manifest::load(dir.path(), {/*requirePtx=*/false});
+  } catch (const Error &error) {
+    return std::string(error.what());
+  }
+  return std::string("no error");
+}
+
 } // namespace
 
 TEST_CASE("the example manifest loads", "[manifest]") {
@@ -520,36 +548,149 @@ TEST_CASE("a step without attention holds every argument to its role's element t
                    abi::LaunchKind::PlanPromotions, abi::LaunchKind::PlaceRows});
   if (!manifest)
     return;
-  std::ifstream in(manifest->directory + "/manifest.json");
-  const json original = json::parse(in);
-  // The argument and every parameter that passes it.
-  auto retype = [](json &j, int index, const std::string &key, const json &value) {
-    j["arguments"][index][key] = value;
-    for (json &launch : j["launches"])
-      for (json &param : launch["params"])
-        if (param.value("source", "") == "argument" && param.value("index", -1) == index)
-          param[key] = value;
-  };
-  auto loadError = [](const json &j) {
-    TempDir dir;
-    dir.write("manifest.json", j.dump());
-    try {
-      Manifest::load(dir.path(), {/*requirePtx=*/false});
-    } catch (const Error &error) {
-      return std::string(error.what());
-    }
-    return std::string("no error");
-  };
-  CHECK_THAT(loadError(original), Catch::Equals("no error"));
+  const json original = manifestJson(*manifest);
+  CHECK_THAT(editedError(original), Catch::Equals("no error"));
   json hot = original;
-  retype(hot, 7, "dtype", "i32");
-  CHECK_THAT(loadError(hot),
+  retypeArgument(hot, 7, "dtype", "i32");
+  CHECK_THAT(editedError(hot),
              Catch::Contains("arguments[7] (hot_rows).dtype: is i32, expected i64"));
   json control = original;
-  retype(control, 10, "shape", {2, 4});
-  CHECK_THAT(loadError(control),
+  retypeArgument(control, 10, "shape", {2, 4});
+  CHECK_THAT(editedError(control),
              Catch::Contains("arguments[10] (promotion_control).shape: [2,4] has rank 2, "
                              "expected 1"));
+}
+
+TEST_CASE("a step without attention holds its arguments to the shapes their roles relate",
+          "[manifest][residency]") {
+  // The backends copy one argument by another's size (a decision step's
+  // history starts by the attention steps' [B], a place list's slots by its
+  // rows' count, an accept step's inputs by B, gamma and V of two of them):
+  // each relation the ops' verifiers state is the parser's too.
+  const std::optional<Manifest> decision = dhs::test::kernelStepOrSkip(
+      "decisions_g1_write_back", {abi::LaunchKind::UnionMissing, abi::LaunchKind::SortRows,
+                                  abi::LaunchKind::PlanPromotions, abi::LaunchKind::PlaceRows});
+  const std::optional<Manifest> aging = dhs::test::kernelStepOrSkip(
+      "aging_g4", {abi::LaunchKind::AgeRows, abi::LaunchKind::PlaceRows});
+  const std::optional<Manifest> accept =
+      dhs::test::kernelStepOrSkip("accept_sampling", {abi::LaunchKind::Accept});
+  if (!decision || !aging || !accept)
+    return;
+  // The compiled steps, as they are.
+  for (const Manifest *step : {&*decision, &*aging, &*accept})
+    CHECK_THAT(editedError(manifestJson(*step)), Catch::Equals("no error"));
+
+  // decisions_g1_write_back: row_ids [4,1,256] (argument 1), slots 2,
+  // history_start 3, write_back 4, missing [4,256] 5, remap 6,
+  // missing_sources 7, fetched_rows 8, fetched_sources 9, hot_rows [2048] 10,
+  // clock_cleared 11, free_stack 12, promotion_control 13, place_rows [2048]
+  // 14, place_slots 15, place_sources 16.
+  const json steps = manifestJson(*decision);
+  REQUIRE(steps["arguments"][3]["role"] == "history_start");
+  REQUIRE(steps["arguments"][15]["role"] == "place_slots");
+  auto decisionError = [&](int index, const json &shape) {
+    json edited = steps;
+    retypeArgument(edited, index, "shape", shape);
+    return editedError(edited);
+  };
+  CHECK_THAT(decisionError(3, {5}),
+             Catch::Contains("arguments[3] (history_start).shape: [5] does not match [B] of "
+                             "row_ids = [4]"));
+  CHECK_THAT(decisionError(2, {4, 1, 512}),
+             Catch::Contains("arguments[2] (slots).shape: [4,1,512] does not match [B,Q,K] of "
+                             "row_ids = [4,1,256]"));
+  CHECK_THAT(decisionError(4, {4, 2, 256}), Catch::Contains("arguments[4] (write_back).shape"));
+  CHECK_THAT(decisionError(5, {4, 255}),
+             Catch::Contains("arguments[5] (missing).shape: [4,255] has no room for the union of "
+                             "row_ids [4,1,256]"));
+  CHECK_THAT(decisionError(9, {4, 128}),
+             Catch::Contains("arguments[9] (fetched_sources).shape: [4,128] does not match [B,N] "
+                             "of fetched_rows = [4,256]"));
+  CHECK_THAT(decisionError(11, {1024}),
+             Catch::Contains("arguments[11] (clock_cleared).shape: [1024] does not match [slots] "
+                             "of hot_rows = [2048]"));
+  CHECK_THAT(decisionError(13, {4}), Catch::Contains("arguments[13] (promotion_control).shape"));
+  // A place list longer in its slots than in its rows, or a plan's list of
+  // other than 2 x B x N entries.
+  CHECK_THAT(decisionError(15, {4096}),
+             Catch::Contains("arguments[15] (place_slots).shape: [4096] does not match [N] of "
+                             "place_rows = [2048]"));
+  {
+    json edited = steps;
+    for (int index : {14, 15, 16})
+      retypeArgument(edited, index, "shape", {1024});
+    CHECK_THAT(editedError(edited),
+               Catch::Contains("arguments[14] (place_rows).shape: [1024] does not match 2 x the "
+                               "fetched rows [B,N] (promotions, then releases) = [2048]"));
+  }
+  {
+    // One argument a role.
+    json edited = steps;
+    edited["arguments"][16]["role"] = "place_slots";
+    edited["arguments"][16]["dtype"] = "i32";
+    CHECK_THAT(editedError(edited),
+               Catch::Contains("arguments[16] (place_slots): a second argument of role "
+                               "'place_slots'"));
+  }
+
+  // aging_g4: age_list [4,4] (argument 1), place_rows [8] 6, place_slots 7.
+  const json ages = manifestJson(*aging);
+  REQUIRE(ages["arguments"][1]["role"] == "age_list");
+  {
+    json edited = ages;
+    retypeArgument(edited, 1, "shape", {4, 2});
+    CHECK_THAT(editedError(edited),
+               Catch::Contains("arguments[1] (age_list).shape: [4,2] does not match [N, entry "
+                               "words] of the appends = [4,4]"));
+    edited = ages;
+    retypeArgument(edited, 1, "shape", {8, 4});
+    CHECK_THAT(editedError(edited),
+               Catch::Contains("arguments[6] (place_rows).shape: [8] does not match 2 x the "
+                               "appends (new rows, then releases) = [16]"));
+  }
+
+  // accept_sampling: draft_tokens [8,4] (argument 0), target_probs
+  // [8,5,4096] 1, draft_probs [8,4,4096] 2, seeds 3, step_counter 4,
+  // accepted 5, next_token 6.
+  const json accepts = manifestJson(*accept);
+  REQUIRE(accepts["arguments"][2]["role"] == "draft_probs");
+  auto acceptError = [&](int index, const json &shape) {
+    json edited = accepts;
+    retypeArgument(edited, index, "shape", shape);
+    return editedError(edited);
+  };
+  CHECK_THAT(acceptError(2, {8, 4, 4095}),
+             Catch::Contains("arguments[2] (draft_probs).shape: [8,4,4095] does not match [B, "
+                             "gamma, V] of draft_tokens and target_probs = [8,4,4096]"));
+  CHECK_THAT(acceptError(1, {8, 4, 4096}),
+             Catch::Contains("arguments[1] (target_probs).shape: [8,4,4096] does not match [B, "
+                             "gamma + 1, V] of draft_tokens = [8,5,4096]"));
+  for (int index : {3, 5, 6})
+    CHECK_THAT(acceptError(index, {16}),
+               Catch::Contains("does not match [B] of draft_tokens = [8]"));
+  CHECK_THAT(acceptError(4, {2}), Catch::Contains("arguments[4] (step_counter).shape"));
+}
+
+TEST_CASE("a scratch buffer that stands for an argument has its role's element type",
+          "[manifest]") {
+  // The runtime copies a fetch's row list back as i32 (counting the rows it
+  // fetched): a list of other elements would be read past its bytes.
+  const std::optional<Manifest> manifest = dhs::test::compiledStepOrSkip("verify");
+  if (!manifest)
+    return;
+  const json original = manifestJson(*manifest);
+  CHECK_THAT(editedError(original), Catch::Equals("no error"));
+  json edited = original;
+  bool found = false;
+  for (json &launch : edited["launches"])
+    for (json &param : launch["params"])
+      if (!found && launch["op"] == "fetch" && param["source"] == "scratch" &&
+          param["role"] == "row_ids") {
+        param["dtype"] = "i8";
+        found = true;
+      }
+  REQUIRE(found);
+  CHECK_THAT(editedError(edited), Catch::Contains(".dtype: a row_ids buffer is i32, not i8"));
 }
 
 TEST_CASE("the runtime's parser loads the aging step's manifest", "[manifest][residency]") {

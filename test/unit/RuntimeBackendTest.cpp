@@ -1370,6 +1370,25 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
         argument.shape.back() /= 2;
     CHECK_THROWS_WITH(other.loadDecisionStep(shorter), Catch::Contains("place list must hold"));
   }
+  // So are a decision and an aging step whose pool holds other tokens than
+  // the session's (their place_rows would move rows of the wrong size).
+  {
+    Runtime other(config);
+    other.loadSteps(resolved);
+    other.loadPlacementStep(placement);
+    auto onePerToken = [](Manifest manifest) {
+      for (Argument &argument : manifest.arguments)
+        if (argument.isPool)
+          argument.pool.layers = 1;
+      return manifest;
+    };
+    CHECK_THROWS_WITH(other.loadDecisionStep(onePerToken(Manifest::load(decisions))),
+                      Catch::Contains("places tokens of 1 layers x 656 bytes (mla_fp8); this "
+                                      "session's pools hold 4 layers x 656 bytes"));
+    other.loadDecisionStep(decisions);
+    CHECK_THROWS_WITH(other.loadAgingStep(onePerToken(Manifest::load(aging))),
+                      Catch::Contains("the aging step"));
+  }
   std::mt19937_64 rng(seed);
   Shadow shadow(layers, RowFormat::MlaFp8);
   std::size_t differing = 0;

@@ -79,6 +79,30 @@ TEST_CASE("the whole-model GLM-5 step runs verify steps: every layer matches the
                           Catch::Contains("has 2 layers over a pool of 4 layers per token") &&
                           Catch::Contains("declare its pool with layers = 2"));
   }
+  {
+    // The same step with the last group's pool as its first kv_pool
+    // argument: the tiers still hold each group's own layers (the layout
+    // follows the groups, not the arguments' order).
+    Manifest swapped = manifest;
+    const int first = plan.groups.front().pool, last = plan.groups.back().pool;
+    auto swapIndex = [&](auto &index) {
+      index = index == first ? last : index == last ? first : index;
+    };
+    std::swap(swapped.arguments[static_cast<std::size_t>(first)].pool,
+              swapped.arguments[static_cast<std::size_t>(last)].pool);
+    for (Launch &launch : swapped.launches)
+      for (LaunchParam &param : launch.params)
+        swapIndex(param.argumentIndex);
+    for (ResidencySpec &spec : swapped.residency)
+      swapIndex(spec.pool);
+    REQUIRE(swapped.argument(ArgumentRole::KvPool).pool.layers == 2);
+    Runtime other(config);
+    other.loadStep(swapped);
+    const TierLayout &otherLayout = other.storageForTesting().layout();
+    CHECK(otherLayout.pools() == 20);
+    CHECK(otherLayout.layersIn(0) == 4);
+    CHECK(otherLayout.layersIn(19) == 2);
+  }
 
   Shadow shadow(L, RowFormat::MlaFp8);
   const std::int64_t rowBytes = shadow.rowBytes;
