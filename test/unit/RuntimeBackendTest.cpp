@@ -1355,7 +1355,7 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
     other.loadSteps(resolved);
     other.loadPlacementStep(placement);
     CHECK_THROWS_WITH(
-        other.loadDecisionStep(dhs::test::compiledStepsDir() + "/write_back_decisions"),
+        other.loadDecisionStep(dhs::test::compiledStepsDir() + "/decisions_g4_write_back"),
         Catch::Contains("write-back ring entries"));
   }
   // So is one whose place list has fewer slots than rows (the runtime copies
