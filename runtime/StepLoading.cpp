@@ -537,6 +537,9 @@ void Runtime::loadPlacementStep(const Manifest &manifest) {
   if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::PlaceRows)
     throw Error("the step " + manifest.directory +
                 " is not a placement step (one dhs.place_rows launch)");
+  manifest.requireArgumentRoles(
+      "the placement step",
+      {ArgumentRole::KvPool, ArgumentRole::PlaceRows, ArgumentRole::PlaceSlots});
   requireSessionPool(manifest, "placement step");
   const KvPoolInfo &pool = manifest.argument(ArgumentRole::KvPool).pool;
   // (Its kernel copies tokens of one size: a smaller last pool would need a
@@ -599,6 +602,11 @@ void Runtime::loadAgingStep(const Manifest &manifest) {
   if (!decisionStepLoaded_)
     throw StateError("load the decision step before the aging step " + manifest.directory);
   requireSessionPool(manifest, "aging step");
+  manifest.requireArgumentRoles("the aging step",
+                                {ArgumentRole::KvPool, ArgumentRole::AgeList, ArgumentRole::HotRows,
+                                 ArgumentRole::ClockCleared, ArgumentRole::FreeStack,
+                                 ArgumentRole::PromotionControl, ArgumentRole::PlaceRows,
+                                 ArgumentRole::PlaceSlots});
   takeStateFromDevice(); // (no appends are pending on the device)
   tiers_.runner->setAgingStep(manifest);
   agingStepLoaded_ = true;

@@ -79,6 +79,26 @@ const Argument &Manifest::argument(ArgumentRole role) const {
               "'");
 }
 
+void Manifest::requireArgumentRoles(const std::string &what,
+                                    std::initializer_list<ArgumentRole> roles) const {
+  std::string wanted;
+  for (ArgumentRole role : roles)
+    wanted += std::string(wanted.empty() ? "" : ", ") + abi::name(role);
+  for (const Argument &arg : arguments)
+    if (std::find(roles.begin(), roles.end(), arg.role) == roles.end())
+      throw Error(what + " " + directory + " takes argument " + std::to_string(arg.index) + " (" +
+                  abi::name(arg.role) + "), which the runtime does not pass it (it passes " +
+                  wanted + ")");
+  for (ArgumentRole role : roles)
+    if (std::count_if(arguments.begin(), arguments.end(),
+                      [&](const Argument &arg) { return arg.role == role; }) != 1)
+      throw Error(
+          what + " " + directory + " needs one argument of each of " + wanted + ", not " +
+          std::to_string(std::count_if(arguments.begin(), arguments.end(),
+                                       [&](const Argument &arg) { return arg.role == role; })) +
+          " of " + abi::name(role));
+}
+
 std::vector<std::string> Manifest::ptxPaths() const {
   std::vector<std::string> paths;
   for (const Launch &launch : launches) {

@@ -200,6 +200,12 @@ struct Manifest {
   /// The argument with a role (each role appears exactly once).
   const Argument &argument(ArgumentRole role) const;
 
+  /// Throws Error unless the step's arguments have exactly `roles`, one
+  /// each (`what` names the step, e.g. "the placement step"): a backend that
+  /// passes those only would give a kernel no address for another.
+  void requireArgumentRoles(const std::string &what,
+                            std::initializer_list<ArgumentRole> roles) const;
+
   /// Distinct PTX paths of all launches, in first-use order.
   std::vector<std::string> ptxPaths() const;
 };

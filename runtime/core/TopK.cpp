@@ -16,6 +16,8 @@ namespace dhs::runtime {
 TopKShape topKShapeOf(const Manifest &manifest) {
   if (manifest.launches.size() != 1 || manifest.launches[0].kind != abi::LaunchKind::TopK)
     throw Error("the step " + manifest.directory + " is not a top-k step (one dhs.topk launch)");
+  manifest.requireArgumentRoles(
+      "the top-k step", {ArgumentRole::Scores, ArgumentRole::HistoryLen, ArgumentRole::RowIds});
   const Argument &scores = manifest.argument(ArgumentRole::Scores);
   const Argument &history = manifest.argument(ArgumentRole::HistoryLen);
   const Argument &rows = manifest.argument(ArgumentRole::RowIds);

@@ -39,6 +39,36 @@ std::string outputPosition(const ProblemShape &s, std::size_t index) {
          std::to_string(h) + ", v " + std::to_string(v) + "]";
 }
 
+/// Throws unless kernel `name` (`function`) takes the `count` 8-byte
+/// parameters its launch flattens to (the memref descriptors, as the
+/// manifest lists them): the driver reads as many as the kernel declares,
+/// so a shorter list would be read past its end and another one would hand
+/// the kernel a size as an address. A driver that cannot say
+/// (cuFuncGetParamInfo is CUDA 12.4's) leaves the launch trusted.
+void requireParameterList(CUfunction function, const std::string &name, std::size_t count) {
+  const CudaDriver &cuda = driver();
+  if (!cuda.funcGetParamInfo)
+    return;
+  // The kernel's parameters: as many as the driver describes (at most the
+  // 4 KiB parameter space of 4-byte ones), and their bytes.
+  std::size_t declared = 0, bytes = 0;
+  for (; declared <= 1024; ++declared) {
+    std::size_t offset = 0, size = 0;
+    const CUresult result = cuda.funcGetParamInfo(function, declared, &offset, &size);
+    if (result == CUDA_ERROR_INVALID_VALUE)
+      break;
+    if (result != CUDA_SUCCESS)
+      return;
+    bytes = offset + size;
+  }
+  if (declared != count || bytes != 8 * count)
+    throw Error("kernel '" + name + "' takes " + std::to_string(declared) + " parameters (" +
+                std::to_string(bytes) + " bytes); its launch in the manifest passes " +
+                std::to_string(count) +
+                " of 8 bytes (its memref descriptors, flattened): the "
+                "manifest does not describe this PTX");
+}
+
 /// The device address of scratch parameter `param` (in the arena).
 CUdeviceptr scratchAddress(const LaunchParam &param, const CudaStepBuffers &buffers,
                            const std::string &step) {
@@ -266,6 +296,7 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
                   " (its kernels: " + (known.empty() ? "none" : known) + ")");
     }
     cuda.check(result, "cuModuleGetFunction(" + launch.kernel + ")");
+    requireParameterList(function, launch.kernel, launch.flattenedParamCount());
 
     KernelInfo kernel;
     kernel.kernel = launch.kernel;
@@ -311,6 +342,7 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
         throw Error("resident kernel '" + name + "' of launches[" + std::to_string(i) +
                     "] is not in " + launch.ptxPath);
       cuda.check(result, "cuModuleGetFunction(" + name + ")");
+      requireParameterList(resident, name, launch.flattenedParamCount());
       if (launch.dynamicSharedBytes > 48 * 1024)
         cuda.check(cuda.funcSetAttribute(resident, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          static_cast<int>(launch.dynamicSharedBytes)),

@@ -700,6 +700,17 @@ TEST_CASE("a placement step: the CPU checks it, CUDA places rows with its kernel
     other.loadSteps(steps);
     CHECK_THROWS_WITH(other.loadPlacementStep(dhs::test::compiledStepsDir() + "/resolve"),
                       Catch::Contains("is not a placement step"));
+    // So is one with an argument the runtime does not pass (its kernel
+    // would read the write-back ring entries at address 0).
+    Manifest sourced = Manifest::load(placementStep(), {/*requirePtx=*/false});
+    Argument sources = sourced.argument(ArgumentRole::PlaceSlots);
+    sources.role = ArgumentRole::PlaceSources;
+    sources.index = static_cast<int>(sourced.arguments.size());
+    sourced.arguments.push_back(sources);
+    CHECK_THROWS_WITH(other.loadPlacementStep(sourced),
+                      Catch::Contains("takes argument 3 (place_sources), which the runtime does "
+                                      "not pass it (it passes kv_pool, place_rows, place_slots)"));
+    CHECK_FALSE(other.placementStepLoaded());
   }
   std::unique_ptr<Runtime> copied;
   if (backend == BackendKind::Cuda) {

@@ -228,6 +228,17 @@ TEST_CASE("top-k through the runtime and the C API: the kernel's selection, a st
   CHECK(dhs_runtime_load_topk_step(rt, accept.c_str(), nullptr) == DHS_ERROR_STEP);
   CHECK_THAT(std::string(dhs_last_error()), Catch::Contains("is not a top-k step"));
   CHECK(dhs_runtime_load_topk_step(rt, "/nonexistent/topk", nullptr) == DHS_ERROR_STEP);
+  {
+    // A top-k step with an argument the runtime does not pass is refused.
+    Manifest extra = Manifest::load(step, {/*requirePtx=*/false});
+    Argument counts = extra.argument(ArgumentRole::HistoryLen);
+    counts.role = ArgumentRole::Accepted;
+    counts.index = static_cast<int>(extra.arguments.size());
+    extra.arguments.push_back(counts);
+    CHECK_THROWS_WITH(topKShapeOf(extra),
+                      Catch::Contains("takes argument 3 (accepted), which the runtime does not "
+                                      "pass it (it passes scores, history_len, row_ids)"));
+  }
   dhs_topk_shape shape{};
   REQUIRE(dhs_runtime_load_topk_step(rt, step.c_str(), &shape) == DHS_OK);
   CHECK(shape.batch == B);
@@ -262,6 +273,29 @@ TEST_CASE("top-k through the runtime and the C API: the kernel's selection, a st
   CHECK(rows[0] >= 0);
   CHECK(rows[(2 * Q) * K] == -1); // lane 2 has no history
   dhs_runtime_destroy(rt);
+}
+
+TEST_CASE("a kernel whose parameters are not its launch's is refused when CUDA loads it",
+          "[topk][cuda][gpu]") {
+  // The driver reads as many parameters as the kernel declares: a manifest
+  // that lists fewer (here the top-k launch without its status word: 23 of
+  // the kernel's 28 values) would have it read past the list.
+  if (!dhs::test::gpuOrSkip())
+    return;
+  std::optional<Manifest> manifest = dhs::test::compiledStepOrSkip("topk");
+  if (!manifest)
+    return;
+  REQUIRE(manifest->launches.front().params.back().role == abi::ParamRole::Status);
+  REQUIRE(manifest->launches.front().flattenedParamCount() == 28);
+  Runtime rt(dhs::test::testConfig(2, 1, BackendKind::Cuda));
+  rt.loadStep(dhs::test::stepsDir() + "/naive");
+  Manifest shorter = *manifest;
+  shorter.launches.front().params.pop_back();
+  CHECK_THROWS_WITH(rt.loadTopKStep(shorter),
+                    Catch::Contains("kernel 'topk' takes 28 parameters (224 bytes); its launch in "
+                                    "the manifest passes 23 of 8 bytes"));
+  // Nothing was loaded: the step as compiled loads after it.
+  rt.loadTopKStep(*manifest);
 }
 
 TEST_CASE("top-k on a CUDA runtime runs the kernel: the host's rows", "[topk][cuda][gpu]") {
