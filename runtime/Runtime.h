@@ -521,7 +521,8 @@ private:
   void requireAuxiliaryLoad(const char *what, const char *kind, bool loaded) const;
   /// Throws unless the pool of an auxiliary step that moves this session's
   /// tokens (placement, decision, aging; `kind` names it) holds tokens of
-  /// the session's pools: layers and row bytes.
+  /// the session's pools (layers and row bytes) and fixes no other tier
+  /// sizes than theirs.
   void requireSessionPool(const Manifest &manifest, const char *kind) const;
   /// Writes layer `layer`'s pending rows (verify_.rows) into the ring slots.
   void writePendingLayer(std::int32_t layer);

@@ -490,6 +490,15 @@ void Runtime::requireSessionPool(const Manifest &manifest, const char *kind) con
                 " bytes (" + pool.format + "); this session's pools hold " +
                 std::to_string(layout_.layersPerPool) + " layers x " +
                 std::to_string(layout_.rowBytes) + " bytes");
+  // (Tier sizes the step fixes are the session's too: its kernels may index
+  // by them.)
+  if ((pool.hbmSlots >= 0 && pool.hbmSlots != layout_.hbmSlots) ||
+      (pool.hostRows >= 0 && pool.hostRows != layout_.hostRows))
+    throw Error(std::string("the ") + kind + " " + manifest.directory + " was compiled for " +
+                std::to_string(pool.hbmSlots) + " HBM slots and " + std::to_string(pool.hostRows) +
+                " host rows (-1: any); this session's pools have " +
+                std::to_string(layout_.hbmSlots) + " and " + std::to_string(layout_.hostRows) +
+                " (dhs-compile --hbm-slots; host rows as the step declares them)");
 }
 
 Manifest Runtime::loadAuxiliaryStep(const std::string &stepDirectory, const char *what) const {

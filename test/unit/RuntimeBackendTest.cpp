@@ -711,6 +711,14 @@ TEST_CASE("a placement step: the CPU checks it, CUDA places rows with its kernel
                       Catch::Contains("takes argument 3 (place_sources), which the runtime does "
                                       "not pass it (it passes kv_pool, place_rows, place_slots)"));
     CHECK_FALSE(other.placementStepLoaded());
+    // And one compiled for other HBM slots than the session's.
+    Manifest fixed = Manifest::load(placementStep(), {/*requirePtx=*/false});
+    for (Argument &argument : fixed.arguments)
+      if (argument.isPool)
+        argument.pool.hbmSlots = 7;
+    CHECK_THROWS_WITH(other.loadPlacementStep(fixed),
+                      Catch::Contains("was compiled for 7 HBM slots and -1 host rows (-1: any)"));
+    CHECK_FALSE(other.placementStepLoaded());
   }
   std::unique_ptr<Runtime> copied;
   if (backend == BackendKind::Cuda) {
@@ -1393,6 +1401,12 @@ TEST_CASE("residency decisions on the device: the rows the host would promote an
           argument.pool.layers = 1;
       return manifest;
     };
+    Manifest otherSlots = Manifest::load(decisions);
+    for (Argument &argument : otherSlots.arguments)
+      if (argument.isPool)
+        argument.pool.hbmSlots = 1024;
+    CHECK_THROWS_WITH(other.loadDecisionStep(otherSlots),
+                      Catch::Contains("was compiled for 1024 HBM slots"));
     CHECK_THROWS_WITH(other.loadDecisionStep(onePerToken(Manifest::load(decisions))),
                       Catch::Contains("places tokens of 1 layers x 656 bytes (mla_fp8); this "
                                       "session's pools hold 4 layers x 656 bytes"));
