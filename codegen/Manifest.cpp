@@ -5,7 +5,11 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+
+#include <map>
 
 using namespace mlir;
 using namespace mlir::dhs;
@@ -223,6 +227,12 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
   std::vector<std::optional<abi::ArgumentRole>> roles(step.getNumArguments());
   llvm::json::Array launchList;
   CompiledStep compiled;
+  /// A PTX file: its kernels' text and the launches of them (marker lines).
+  struct PtxFile {
+    std::string text;
+    std::vector<std::string> launches;
+  };
+  llvm::MapVector<std::string, PtxFile, std::map<std::string, unsigned>> ptxFiles;
   for (gpu::LaunchFuncOp launch : launches) {
     StringAttr opName = dhs.getOpAttrHelper().getAttr(launch);
     std::optional<abi::LaunchKind> kind =
@@ -271,7 +281,6 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
                                   << " calls a function that was not linked: "
                                   << getExternFunctionName(ptx.substr(pos));
     std::string ptxFile = moduleName.str() + ".ptx";
-    compiled.ptx.push_back({ptxFile, ptx.str()});
 
     FailureOr<llvm::json::Array> grid = getDims(launch, launch.getGridSizeOperandValues(), "grid");
     FailureOr<llvm::json::Array> block =
@@ -288,6 +297,27 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
                                        "constant";
       dynamicShared = *c;
     }
+
+    // The launch as the kernel was compiled for: its file's marker lines.
+    llvm::json::Array signatureParams;
+    for (const llvm::json::Value &param : params) {
+      llvm::json::Object copy = *param.getAsObject();
+      copy.erase("index");
+      copy.erase("offset");
+      signatureParams.push_back(std::move(copy));
+    }
+    llvm::json::Object signature;
+    signature["kernel"] = launch.getKernelName().getValue();
+    signature["grid"] = llvm::json::Array(*grid);
+    signature["block"] = llvm::json::Array(*block);
+    signature["dynamic_shared_bytes"] = dynamicShared;
+    signature["params"] = std::move(signatureParams);
+    auto [file, fresh] = ptxFiles.try_emplace(ptxFile);
+    if (fresh)
+      file->second.text = ptx.str();
+    std::string described = llvm::formatv("{0}", llvm::json::Value(std::move(signature))).str();
+    if (!llvm::is_contained(file->second.launches, described))
+      file->second.launches.push_back(std::move(described));
 
     llvm::json::Object entry{{"kernel", launch.getKernelName().getValue()},
                              {"ptx", ptxFile},
@@ -319,6 +349,13 @@ FailureOr<CompiledStep> mlir::dhs::buildCompiledStep(ModuleOp module, StringRef 
     if (FloatAttr upTo = dhs.getMissingUpToAttrHelper().getAttr(launch))
       entry["missing_up_to"] = upTo.getValueAsDouble();
     launchList.push_back(std::move(entry));
+  }
+
+  for (auto &[name, file] : ptxFiles) {
+    std::string contents;
+    for (const std::string &launch : file.launches)
+      contents += abi::kPtxLaunchMarker + launch + "\n";
+    compiled.ptx.push_back({name, contents + file.text});
   }
 
   // Step arguments with their roles.

@@ -36,6 +36,14 @@ inline constexpr const char *kManifestFormat = "dhs-step-manifest";
 inline constexpr int kManifestVersion = 2;
 /// The manifest's file name inside a step directory.
 inline constexpr const char *kManifestFileName = "manifest.json";
+/// A PTX file starts with a comment line of this marker, then JSON, for each
+/// launch of it in the manifest: the launch as its kernel was compiled for
+/// (kernel, grid, block, dynamic_shared_bytes, and params without their
+/// argument index or arena offset, which the kernel takes as addresses).
+/// The runtime refuses a launch that none of them describes: a manifest
+/// edited after dhs-compile wrote it would launch the kernel with other
+/// sizes than it indexes by.
+inline constexpr const char *kPtxLaunchMarker = "// dhs.launch: ";
 /// Kinds of step arguments ("arguments[i].kind").
 inline constexpr const char *kMemRefKind = "memref";
 inline constexpr const char *kPoolKind = "kv_pool";

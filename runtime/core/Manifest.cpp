@@ -118,10 +118,15 @@ std::vector<std::string> Manifest::ptxPaths() const {
 namespace {
 
 /// Checks that `text` (a whole PTX file, or its first bytes when `head`)
-/// starts with a .version directive after comments and blank space.
-void checkPtxStart(const std::string &text, const std::string &name, bool head) {
+/// starts with a .version directive after comments and blank space, and
+/// returns the launches its leading comments describe (abi::kPtxLaunchMarker
+/// lines, the JSON after the marker).
+std::vector<std::string> checkPtxStart(const std::string &text, const std::string &name,
+                                       bool head) {
   if (text.empty())
     throw Error("PTX file " + name + " is empty");
+  const std::string marker = abi::kPtxLaunchMarker;
+  std::vector<std::string> launches;
   // Skip blank space, `//` line comments and `/* */` block comments.
   std::size_t pos = 0;
   const std::size_t size = text.size();
@@ -131,6 +136,10 @@ void checkPtxStart(const std::string &text, const std::string &name, bool head) 
       ++pos;
     } else if (text.compare(pos, 2, "//") == 0) {
       std::size_t end = text.find('\n', pos);
+      if (text.compare(pos, marker.size(), marker) == 0)
+        launches.push_back(text.substr(pos + marker.size(), end == std::string::npos
+                                                                ? std::string::npos
+                                                                : end - pos - marker.size()));
       pos = end == std::string::npos ? size : end + 1;
     } else if (text.compare(pos, 2, "/*") == 0) {
       std::size_t end = text.find("*/", pos + 2);
@@ -151,6 +160,7 @@ void checkPtxStart(const std::string &text, const std::string &name, bool head) 
     throw Error("PTX file " + name +
                 " is not PTX: PTX must start with a .version directive "
                 "(after comments)");
+  return launches;
 }
 
 /// The bytes of a PTX file read to check its start.
@@ -168,9 +178,9 @@ std::string readPtxFile(const std::string &path) {
   return text;
 }
 
-void checkPtxFile(const std::string &path) {
+std::vector<std::string> checkPtxFile(const std::string &path) {
   std::string head = readRegularFileHead(path, kPtxHeadBytes, kMaxPtxBytes, "PTX file");
-  checkPtxStart(head, path, /*head=*/head.size() == kPtxHeadBytes);
+  return checkPtxStart(head, path, /*head=*/head.size() == kPtxHeadBytes);
 }
 
 Manifest Manifest::parse(const std::string &jsonText, const std::string &directory,

@@ -225,9 +225,11 @@ std::string readPtxFile(const std::string &path);
 void checkPtxText(const std::string &text, const std::string &name);
 
 /// Checks that the file at `path` is a regular file of at most kMaxPtxBytes
-/// whose start looks like PTX, reading only its first 64 KiB. Throws Error
-/// naming the file.
-void checkPtxFile(const std::string &path);
+/// whose start looks like PTX, reading only its first 64 KiB, and returns the
+/// launches its leading comments describe (abi::kPtxLaunchMarker lines, the
+/// JSON after the marker; none in PTX that dhs-compile did not write).
+/// Throws Error naming the file.
+std::vector<std::string> checkPtxFile(const std::string &path);
 
 } // namespace dhs::runtime
 

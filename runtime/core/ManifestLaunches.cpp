@@ -336,10 +336,39 @@ Launch ManifestParser::parseLaunch(const json &value, std::size_t position,
   } else {
     // Its start only (the CPU backend never reads the rest; CUDA reads it
     // whole, within the same size limit, to link it).
+    std::vector<std::string> compiledFor;
     try {
-      checkPtxFile(launch.ptxPath);
+      compiledFor = checkPtxFile(launch.ptxPath);
     } catch (const Error &error) {
       fail(field + ".ptx", error.what());
+    }
+    // PTX from dhs-compile says which launches its kernels were compiled
+    // for: the kernels index by those sizes, whatever the manifest says.
+    if (!compiledFor.empty()) {
+      json params = json::array();
+      for (const json &param : value.at("params")) {
+        json copy = param;
+        copy.erase("index");
+        copy.erase("offset");
+        params.push_back(std::move(copy));
+      }
+      const json described = {{"kernel", value.at("kernel")},
+                              {"grid", value.at("grid")},
+                              {"block", value.at("block")},
+                              {"dynamic_shared_bytes", value.at("dynamic_shared_bytes")},
+                              {"params", std::move(params)}};
+      const bool compiled =
+          std::any_of(compiledFor.begin(), compiledFor.end(), [&](const std::string &text) {
+            const json other = json::parse(text, nullptr, /*allow_exceptions=*/false);
+            return !other.is_discarded() && other == described;
+          });
+      if (!compiled)
+        fail(field, "is not a launch its PTX file " + launch.ptxPath +
+                        " was compiled for (kernel, grid, block, shared memory and parameters "
+                        "as its '" +
+                        abi::kPtxLaunchMarker +
+                        "' lines say): compile the step "
+                        "again rather than edit its manifest");
     }
   }
   return launch;

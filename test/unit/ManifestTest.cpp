@@ -11,6 +11,7 @@
 
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <tuple>
 
 using namespace dhs::runtime;
@@ -669,6 +670,49 @@ TEST_CASE("a step without attention holds its arguments to the shapes their role
     CHECK_THAT(acceptError(index, {16}),
                Catch::Contains("does not match [B] of draft_tokens = [8]"));
   CHECK_THAT(acceptError(4, {2}), Catch::Contains("arguments[4] (step_counter).shape"));
+}
+
+TEST_CASE("a launch its PTX was not compiled for is refused", "[manifest]") {
+  // dhs-compile writes each launch's grid, block, shared memory and
+  // parameters into its PTX file's leading comments: the kernel indexes by
+  // them (the top-k kernel's lanes by its block index, its rows by its
+  // compiled K), so a manifest edited after it was written is refused.
+  const std::optional<Manifest> manifest = dhs::test::compiledStepOrSkip("topk");
+  if (!manifest)
+    return;
+  const json original = manifestJson(*manifest);
+  const std::string ptxName = original["launches"][0]["ptx"];
+  std::ifstream in(manifest->directory + "/" + ptxName);
+  const std::string ptx((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(ptx.rfind(abi::kPtxLaunchMarker, 0) == 0);
+  auto loadError = [&](const json &j, const std::string &text) {
+    TempDir dir;
+    dir.write("manifest.json", j.dump());
+    dir.write(ptxName, text);
+    try {
+      Manifest::load(dir.path());
+    } catch (const Error &error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(loadError(original, ptx), Catch::Equals("no error"));
+  const std::string refused = "launches[0]: is not a launch its PTX file";
+  json grid = original;
+  grid["launches"][0]["grid"] = {16, 1, 1};
+  CHECK_THAT(loadError(grid, ptx), Catch::Contains(refused));
+  json shared = original;
+  shared["launches"][0]["dynamic_shared_bytes"] = 1024;
+  CHECK_THAT(loadError(shared, ptx), Catch::Contains(refused));
+  // Fewer rows selected (K 512 -> 256), consistently in the argument and
+  // the parameter: the manifest alone is sound, the kernel writes 512.
+  json rows = original;
+  REQUIRE(rows["arguments"][2]["role"] == "row_ids");
+  retypeArgument(rows, 2, "shape", {4, 2, 256});
+  CHECK_THAT(loadError(rows, ptx), Catch::Contains(refused));
+  // PTX without the lines (not written by dhs-compile) is taken as the
+  // manifest describes it.
+  CHECK_THAT(loadError(rows, ptx.substr(ptx.find("//\n"))), Catch::Equals("no error"));
 }
 
 TEST_CASE("a scratch buffer that stands for an argument has its role's element type",
