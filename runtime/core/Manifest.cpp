@@ -89,14 +89,13 @@ void Manifest::requireArgumentRoles(const std::string &what,
       throw Error(what + " " + directory + " takes argument " + std::to_string(arg.index) + " (" +
                   abi::name(arg.role) + "), which the runtime does not pass it (it passes " +
                   wanted + ")");
-  for (ArgumentRole role : roles)
-    if (std::count_if(arguments.begin(), arguments.end(),
-                      [&](const Argument &arg) { return arg.role == role; }) != 1)
-      throw Error(
-          what + " " + directory + " needs one argument of each of " + wanted + ", not " +
-          std::to_string(std::count_if(arguments.begin(), arguments.end(),
-                                       [&](const Argument &arg) { return arg.role == role; })) +
-          " of " + abi::name(role));
+  for (ArgumentRole role : roles) {
+    const auto count = std::count_if(arguments.begin(), arguments.end(),
+                                     [&](const Argument &arg) { return arg.role == role; });
+    if (count != 1)
+      throw Error(what + " " + directory + " needs one argument of each of " + wanted + ", not " +
+                  std::to_string(count) + " of " + abi::name(role));
+  }
 }
 
 std::vector<std::string> Manifest::ptxPaths() const {

@@ -269,10 +269,12 @@ Argument ManifestParser::parseArgument(const json &value, std::size_t position) 
   return arg;
 }
 
+/// "arguments[i] (role)": an argument in the parser's messages.
+static std::string fieldOf(const Argument &arg) {
+  return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
+}
+
 void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
-  auto fieldOf = [](const Argument &arg) {
-    return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
-  };
   // Every argument of a role has its element type and rank (Roles.def), in
   // every kind of step: the backends size their copies by them.
   for (const Argument &arg : manifest.arguments) {
@@ -387,9 +389,6 @@ void ManifestParser::checkArgumentShapes(Manifest &manifest) const {
 
 void ManifestParser::checkRoleRelations(const Manifest &manifest) const {
   using R = ArgumentRole;
-  auto fieldOf = [](const Argument &arg) {
-    return "arguments[" + std::to_string(arg.index) + "] (" + abi::name(arg.role) + ")";
-  };
   // One argument a role (a draft-ring step's rows and positions, several of
   // each, are checked when it is loaded: DraftRingStep.h).
   std::map<R, const Argument *> byRole;
