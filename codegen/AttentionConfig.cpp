@@ -131,6 +131,11 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
            tiles % (2 * config.splits) == 0 && tiles / (2 * config.splits) >= 2)
       config.splits *= 2;
     config.splitRows = config.selected / config.splits;
+    // A fused FP8 query of one CTA stages its host rows through a ring
+    // (whole tiles ahead, so only where a CTA walks more tiles than that).
+    if (!config.staged && isa<MlaFp8Attr>(format) && config.groupHeads == kTensorCoreHeads &&
+        config.splitRows / kTensorCoreTileRows > kHostRowRingAhead)
+      config.hostRowRingTiles = kHostRowRingAhead + 1;
     return config;
   }
   // Small grids: split each query's entries over CTAs (each split at least
@@ -155,6 +160,13 @@ MemRefType SparseAttentionKernelConfig::partialsType(MLIRContext *context) const
                          Float32Type::get(context));
 }
 
+MemRefType SparseAttentionKernelConfig::hostRowRingType(MLIRContext *context) const {
+  std::array<int64_t, 3> ctas = grid();
+  return MemRefType::get({ctas[0] * ctas[1] * ctas[2], hostRowRingTiles, kTensorCoreTileRows,
+                          pool.getFormat().getRowBytes()},
+                         IntegerType::get(context, 8));
+}
+
 std::string SparseAttentionKernelConfig::key() const {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -165,7 +177,8 @@ std::string SparseAttentionKernelConfig::key() const {
      << (tensorCores ? "/tensor-cores" : "")
      << (sharedPositions > 1 ? "/share" + std::to_string(sharedPositions) : "")
      << (unsharedRequests ? "/unshared" : "") << (residentForm ? "/resident" : "")
-     << (writeBack ? "/write-back" : "");
+     << (writeBack ? "/write-back" : "")
+     << (hostRowRingTiles > 0 ? "/host-row-ring" + std::to_string(hostRowRingTiles) : "");
   return text;
 }
 
@@ -223,6 +236,8 @@ KernelSignature mlir::dhs::getAttentionSignature(const SparseAttentionKernelConf
   signature.add(Role::Output, config.outputType());
   if (config.splits > 1)
     signature.add(Role::Partials, config.partialsType(context));
+  if (config.hostRowRingTiles > 0)
+    signature.add(Role::HostRowRing, config.hostRowRingType(context));
   signature.add(Role::Status, getStatusType(context));
   return signature;
 }

@@ -80,6 +80,13 @@ struct SparseAttentionKernelConfig {
   /// Faster when every row is in HBM, slower when rows come from the host
   /// (bench/NOTES.md, 2026-12-04, twenty-fourth and twenty-fifth sessions).
   bool residentForm = false;
+  /// Tiles of a CTA's host-row ring (0: none): in a fused FP8 kernel of
+  /// one CTA a query (64 heads), the second consumer warpgroup copies each
+  /// tile's rows from the host store into the ring kHostRowRingAhead tiles
+  /// before the producer reads them there (its own loads of host rows
+  /// otherwise wait out the link's latency a tile at a time). The resident
+  /// form takes the same parameter and leaves it alone.
+  int64_t hostRowRingTiles = 0;
 
   /// Entries a query walks: its selected rows, then its window.
   int64_t entries() const { return selected + windowSize; }
@@ -93,6 +100,8 @@ struct SparseAttentionKernelConfig {
   }
   /// The partial results of a split kernel.
   MemRefType partialsType(MLIRContext *context) const;
+  /// The host-row ring: [CTAs, ring tiles, 64 rows, row bytes] bytes.
+  MemRefType hostRowRingType(MLIRContext *context) const;
   /// Block: one warp per head, or the tensor-core kernel's three warpgroups.
   std::array<int64_t, 3> block() const { return {tensorCores ? 384 : 32 * headsPerBlock, 1, 1}; }
 
@@ -119,6 +128,10 @@ getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBlock, int64_t 
 inline constexpr int64_t kTensorCoreHeads = 64;
 /// Selected rows one tensor-core CTA gathers and multiplies at a time.
 inline constexpr int64_t kTensorCoreTileRows = 64;
+/// Tiles ahead of its consumers that a host-row ring is filled: far enough
+/// that a tile's host rows have crossed the link before the producer, which
+/// runs up to three tiles ahead of the consumers, classifies it.
+inline constexpr int64_t kHostRowRingAhead = 4;
 
 /// True if the tensor-core kernel computes an attention of `config`'s shape:
 /// MLA rows (576 key dims, 512 value dims), query heads in multiples of 64
@@ -133,7 +146,8 @@ bool supportsTensorCoreAttention(const SparseAttentionKernelConfig &config);
 ///   staging index)], the HBM tier, [window_ring, window_tokens], output,
 ///   [partials], status;
 /// shared_tiles (after the HBM tier's or host tier's parameters) when the
-/// positions share tiles, partials with splits > 1.
+/// positions share tiles, partials with splits > 1, host_row_ring (before
+/// status) with a host-row ring.
 KernelSignature getAttentionSignature(const SparseAttentionKernelConfig &config);
 
 } // namespace mlir::dhs

@@ -26,10 +26,10 @@ Value HopperBuilder::globalPointer(Value address) {
   return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext(), 1), address);
 }
 
-Value HopperBuilder::loadGlobal16(Value address) {
+Value HopperBuilder::loadGlobal16(Value address, bool invariant) {
   return LLVM::LoadOp::create(b, VectorType::get({4}, b.getI32Type()), globalPointer(address),
                               /*alignment=*/16, /*isVolatile=*/false, /*isNonTemporal=*/false,
-                              /*isInvariant=*/true);
+                              invariant);
 }
 
 void HopperBuilder::storeGlobal16(Value address, Value value) {

@@ -23,9 +23,10 @@ struct HopperBuilder {
   Value getAddress(Value memref);
   /// A global pointer to `address` (i64).
   Value globalPointer(Value address);
-  /// Loads 16 bytes (vector<4xi32>) of read-only data from global `address`
-  /// (i64, 16-byte aligned).
-  Value loadGlobal16(Value address);
+  /// Loads 16 bytes (vector<4xi32>) from global `address` (i64, 16-byte
+  /// aligned): data read-only for the kernel's whole run (`invariant`:
+  /// ld.global.nc), else data other threads of the CTA wrote (ld.global).
+  Value loadGlobal16(Value address, bool invariant = true);
   /// Stores 16 bytes (vector<4xi32> `value`) to global `address` (i64,
   /// 16-byte aligned).
   void storeGlobal16(Value address, Value value);

@@ -256,6 +256,7 @@ Value LaunchBuilder::getOperand(OpBuilder &builder, Operation *op, const KernelP
                            return StepStatusOp::create(b, loc, type);
                          });
   case Role::Partials:
+  case Role::HostRowRing:
     return getArenaBuffer(builder, op, cast<MemRefType>(param.type));
   case Role::GroupBindings:
     return getEntryValue(builder, op, getGroupBindingsType(context), groupBindings,

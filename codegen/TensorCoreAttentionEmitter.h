@@ -60,6 +60,10 @@ constexpr int64_t kSharedBytes = kBarrierOffset + 4 * 8;
 constexpr int64_t kExpectedIdsOffset = kBarrierOffset + 6 * 8;
 constexpr int64_t kReceivedIdsOffset = kExpectedIdsOffset + 2 * 4 * kTensorCoreTileRows;
 constexpr int64_t kSharingSharedBytes = kReceivedIdsOffset + 2 * 4 * kTensorCoreTileRows;
+/// With a host-row ring (never sharing), after empty[2], the ring's
+/// mbarriers staged[ring tiles]: the second consumer warpgroup copied a
+/// tile's host rows into the ring.
+constexpr int64_t kRingBarrierOffset = kBarrierOffset + 4 * 8;
 /// Bytes a CTA of a position cluster stores into each other CTA's tile
 /// buffer per half tile of the shared prefix it gathers: 32 rows of 576
 /// bf16, their row biases and row ids.
@@ -279,6 +283,17 @@ private:
   /// The second consumer warpgroup: O over the second half of the value
   /// dims, from the first's P and scales.
   void emitSecondHalfGroup();
+  /// The second consumer warpgroup's copy of the host rows of tile
+  /// `tileIndex` (index) into the host-row ring's entry `sequence` (index)
+  /// modulo its tiles, then its arrival on that entry's staged barrier.
+  void emitStageHostRows(Value tileIndex, Value sequence);
+  /// The host-row ring's staged barrier of ring sequence number `sequence`
+  /// (index), and the parity of that sequence's phase (i32).
+  Value ringBarrier(Value sequence);
+  Value ringParity(Value sequence);
+  /// The address (i64) of row `row` (i32) of ring sequence number
+  /// `sequence` (index) in this CTA's part of the host-row ring.
+  Value ringRowAddress(Value sequence, Value row);
   /// Reports (BadSharedRows) rows of tile buffer `buffer` whose id differs
   /// from this CTA's selection (sharing only).
   void emitCheckSharedIds(Value buffer);
@@ -322,6 +337,10 @@ private:
   Value readyFlags, hostStore;
   // Writing back: each selection's ring entry, and the ring.
   Value writeBackEntries, writeBackRing;
+  // The host-row ring (address, i64), in the form that fills it (not the
+  // resident form); null otherwise. Its tiles a CTA, from the config.
+  Value hostRowRing;
+  int64_t ringTiles = 0;
   // Per-thread values (i32 unless noted; request, position, split: index).
   Value tid, group, thread, warp, lane, request, position, split, headBase;
   Value rank;        // the CTA's rank in its cluster (i32; sharing only)

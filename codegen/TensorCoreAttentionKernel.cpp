@@ -385,11 +385,22 @@ void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
           b.getF32Type(), add(c32(kScaleOffset), mul(add(firstRow, c32(8 * r)), c32(4))), 4));
     return scales;
   };
+  if (hostRowRing) {
+    requestHistoryStart = memref::LoadOp::create(b, historyStart, ValueRange{request});
+    requestHistoryLen = memref::LoadOp::create(b, historyLen, ValueRange{request});
+  }
   auto loop = scf::ForOp::create(b, kb.index(0), tiles, kb.index(1),
                                  ValueRange{LLVM::ZeroOp::create(b, hb.accumulatorType(256))});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
+    // The host rows of tile t + ahead go into ring entry t (the sequence
+    // number) while this warpgroup would wait for tile t's P anyway.
+    if (hostRowRing) {
+      Value staged = arith::AddIOp::create(b, loop.getInductionVar(), kb.index(kHostRowRingAhead));
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::ult, staged, tiles),
+                [&] { emitStageHostRows(staged, loop.getInductionVar()); });
+    }
     Value tile = toI32(loop.getInductionVar());
     Value buffer = andi(tile, c32(1));
     waitTileFull(buffer, andi(shr(tile, 1), c32(1)));
@@ -404,6 +415,121 @@ void TensorCoreAttentionEmitter::emitSecondHalfGroup() {
   namedSync(kBarrierPReady);
   emitStoreOutput(loop.getResult(0), readScales(), 1);
   namedSync(kBarrierStored);
+}
+
+Value TensorCoreAttentionEmitter::ringBarrier(Value sequence) {
+  Value entry = toI32(arith::RemUIOp::create(b, sequence, kb.index(ringTiles)));
+  Value offset = mul(entry, c32(8));
+  return sharedPointer(add(c32(kRingBarrierOffset), offset));
+}
+
+Value TensorCoreAttentionEmitter::ringParity(Value sequence) {
+  Value phase = toI32(arith::DivUIOp::create(b, sequence, kb.index(ringTiles)));
+  return andi(phase, c32(1));
+}
+
+Value TensorCoreAttentionEmitter::ringRowAddress(Value sequence, Value row) {
+  // The CTA's part: x + X (y + Y z) over the grid (X, Y, Z). (One value at
+  // a time: the IR's order must not depend on the host compiler's order of
+  // evaluating arguments.)
+  std::array<int64_t, 3> grid = config.grid();
+  Value x = ext64(toI32(kb.blockId()));
+  Value y = ext64(toI32(kb.blockId(gpu::Dimension::y)));
+  Value z = ext64(toI32(split));
+  Value plane = add(y, mul(z, c64(grid[1])));
+  Value cta = add(x, mul(plane, c64(grid[0])));
+  Value entry = arith::IndexCastOp::create(
+      b, b.getI64Type(), arith::RemUIOp::create(b, sequence, kb.index(ringTiles)));
+  Value ringTile = add(mul(cta, c64(ringTiles)), entry);
+  Value ringRow = add(mul(ringTile, c64(kTensorCoreTileRows)), ext64(row));
+  return add(hostRowRing, mul(ringRow, c64(config.pool.getFormat().getRowBytes())));
+}
+
+void TensorCoreAttentionEmitter::emitStageHostRows(Value tileIndex, Value sequence) {
+  int64_t layers = config.pool.getLayers();
+  int64_t rowBytes = config.pool.getFormat().getRowBytes();
+  int64_t chunks = rowBytes / 16;
+  int64_t laneRounds = llvm::divideCeil(chunks, kWarpSize);
+  // Warp w looks at rows 16 w to 16 w + 15 of the tile, lanes l and l + 16
+  // at row 16 w + l % 16; the rows that come from the host store (as the
+  // producer classifies them: valid ids, rows inside the store) are copied
+  // two at a time by the whole warp, 16 bytes a lane.
+  Value warpRow = mul(warp, c32(16));
+  Value tileRow = add(warpRow, remu(lane, 16));
+  Value splitBase = arith::MulIOp::create(b, split, kb.index(config.splitRows));
+  Value tileBase = arith::MulIOp::create(b, tileIndex, kb.index(kTensorCoreTileRows));
+  Value tileStart = arith::AddIOp::create(b, splitBase, tileBase);
+  Value k = arith::AddIOp::create(b, tileStart, toIndex(tileRow));
+  Value id = memref::LoadOp::create(b, rowIds, ValueRange{request, position, k});
+  Value slot = memref::LoadOp::create(b, slots, ValueRange{request, position, k});
+  Value hostRow = add(requestHistoryStart, sext64(id));
+  Value hostRows =
+      arith::IndexCastOp::create(b, b.getI64Type(), memref::DimOp::create(b, host, kb.index(0)));
+  Value onHost = eq(slot, c32(-1));
+  Value idFrom = kb.cmpi(arith::CmpIPredicate::sge, id, c32(0));
+  Value idBelow = kb.cmpi(arith::CmpIPredicate::slt, id, requestHistoryLen);
+  Value rowFrom = kb.cmpi(arith::CmpIPredicate::sge, hostRow, c64(0));
+  Value rowBelow = kb.cmpi(arith::CmpIPredicate::slt, hostRow, hostRows);
+  Value idInside = andi(idFrom, idBelow);
+  Value rowInside = andi(rowFrom, rowBelow);
+  Value copied = andi(andi(onHost, idInside), rowInside);
+  Value firstHalf = kb.cmpi(arith::CmpIPredicate::ult, lane, c32(16));
+  Value mask = kb.ballot(andi(copied, firstHalf));
+  Value ringBase = ringRowAddress(sequence, warpRow);
+  Value hostBase = hb.getAddress(host);
+  Value zero = arith::ConstantOp::create(
+      b, VectorType::get({4}, b.getI32Type()),
+      DenseElementsAttr::get(VectorType::get({4}, b.getI32Type()), b.getI32IntegerAttr(0)));
+  Type i32 = b.getI32Type();
+  auto loop = scf::WhileOp::create(b, TypeRange{i32}, ValueRange{mask});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&loop.getBefore(), {}, {i32}, {b.getLoc()});
+    Value left = before->getArgument(0);
+    scf::ConditionOp::create(b, kb.cmpi(arith::CmpIPredicate::ne, left, c32(0)), ValueRange{left});
+    Block *after = b.createBlock(&loop.getAfter(), {}, {i32}, {b.getLoc()});
+    Value rows = after->getArgument(0);
+    Value first = LLVM::CountTrailingZerosOp::create(b, i32, rows, false);
+    Value others = andi(rows, add(rows, c32(-1)));
+    Value two = kb.cmpi(arith::CmpIPredicate::ne, others, c32(0));
+    Value second = kb.select(two, LLVM::CountTrailingZerosOp::create(b, i32, others, false), first);
+    Value rest = andi(others, add(others, c32(-1)));
+    // Each row's 16-byte chunks: lane l's are l, l + 32, ... (below chunks).
+    SmallVector<std::pair<Value, Value>> copies; // (condition, ring address)
+    SmallVector<Value> loaded;
+    SmallVector<Value, 2> pair{first, second};
+    for (auto [r, row] : llvm::enumerate(pair)) {
+      Value rowId = gpu::ShuffleOp::create(b, id, row, c32(kWarpSize), gpu::ShuffleMode::IDX)
+                        .getShuffleResult();
+      Value token = add(requestHistoryStart, sext64(rowId));
+      Value layerRow = add(mul(token, c64(layers)), c64(config.layer));
+      Value source = add(hostBase, mul(layerRow, c64(rowBytes)));
+      Value destination = add(ringBase, mul(ext64(row), c64(rowBytes)));
+      for (int64_t round = 0; round < laneRounds; ++round) {
+        Value chunk = add(lane, c32(round * kWarpSize));
+        Value inRow = kb.cmpi(arith::CmpIPredicate::ult, chunk, c32(chunks));
+        Value wanted = r == 0 ? inRow : andi(inRow, two);
+        Value offset = mul(ext64(chunk), c64(16));
+        auto load = scf::IfOp::create(b, TypeRange{zero.getType()}, wanted, /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard inner(b);
+          b.setInsertionPointToStart(load.thenBlock());
+          scf::YieldOp::create(b, hb.loadGlobal16(add(source, offset)));
+          b.setInsertionPointToStart(load.elseBlock());
+          scf::YieldOp::create(b, zero);
+        }
+        loaded.push_back(load.getResult(0));
+        copies.push_back({wanted, add(destination, offset)});
+      }
+    }
+    for (auto [copy, chunk] : llvm::zip(copies, loaded))
+      kb.ifThen(copy.first, [&] { hb.storeGlobal16(copy.second, chunk); });
+    scf::YieldOp::create(b, ValueRange{rest});
+  }
+  // Every thread of the warpgroup arrives (release at CTA scope: the
+  // producer's loads of the ring come after its wait on the phase).
+  NVVM::MBarrierArriveOp::create(b, b.getI64Type(), ringBarrier(sequence), Value(),
+                                 NVVM::MemScopeKind::CTA, false);
 }
 
 void TensorCoreAttentionEmitter::emit() {
@@ -431,6 +557,10 @@ void TensorCoreAttentionEmitter::emit() {
   sharedTilesArg = args.lookup(Role::SharedTiles);
   writeBackEntries = args.lookup(Role::WriteBack);
   writeBackRing = args.lookup(Role::WriteBackRing);
+  if (config.hostRowRingTiles > 0 && !config.residentForm) {
+    hostRowRing = hb.getAddress(args[Role::HostRowRing]);
+    ringTiles = config.hostRowRingTiles;
+  }
 
   // Overlapped staging: the next layer's attention of a layer group (a
   // programmatic dependent launch too) may start once every CTA of this one
@@ -543,6 +673,10 @@ void TensorCoreAttentionEmitter::emit() {
                                    : i < 4 ? emptyArrivals
                                            : c32(1),
                                    Value());
+    // staged: the second consumer warpgroup's threads.
+    for (int64_t entry = 0; entry < ringTiles; ++entry)
+      NVVM::MBarrierInitOp::create(b, sharedPointer(kRingBarrierOffset + 8 * entry),
+                                   c32(kGroupThreads), Value());
     if (sharing)
       NVVM::FenceMbarrierInitOp::create(b);
   });
@@ -586,7 +720,9 @@ KernelSpec mlir::dhs::getTensorCoreAttentionKernel(const SparseAttentionKernelCo
   spec.geometry.grid = config.grid();
   spec.geometry.block = {kTensorCoreThreads, 1, 1};
   spec.geometry.dynamicSharedBytes =
-      (config.sharedPositions > 1 ? kSharingSharedBytes : kSharedBytes) + kSharedAlignment;
+      (config.sharedPositions > 1 ? kSharingSharedBytes
+                                  : kSharedBytes + 8 * config.hostRowRingTiles) +
+      kSharedAlignment;
   // Overlapped staging: the attention starts while its fetch runs (it waits
   // on the fetch's ready flags).
   spec.dependentLaunch = config.overlapped;

@@ -242,6 +242,18 @@ void TensorCoreAttentionEmitter::emitProducer() {
     auto [k, inRange] = selectionOf(tileIndex, round);
     ClassifiedRow row = emitClassify(k, selection, andi(reporter, inRange));
     row.valid = andi(row.valid, inRange);
+    // With a host-row ring, a host row of a tile from kHostRowRingAhead on
+    // is read where the second consumer warpgroup copied it (ring sequence
+    // number: the tile - kHostRowRingAhead).
+    if (hostRowRing) {
+      Value fromHost = andi(row.valid, xori(row.inHbm, trueValue));
+      Value staged = kb.cmpi(arith::CmpIPredicate::uge, tileIndex, kb.index(kHostRowRingAhead));
+      Value sequence = arith::SubIOp::create(
+          b, arith::MaxUIOp::create(b, tileIndex, kb.index(kHostRowRingAhead)).getResult(),
+          kb.index(kHostRowRingAhead));
+      Value ringAddress = ringRowAddress(sequence, add(firstRow, rowOffsets[round]));
+      row.address = kb.select(andi(fromHost, staged), ringAddress, row.address);
+    }
     // (A row past the last tile has no data: nothing to write back.)
     if (row.ringEntry)
       row.ringEntry = kb.select(inRange, row.ringEntry, c32(-1));
@@ -298,13 +310,15 @@ void TensorCoreAttentionEmitter::emitProducer() {
     }
     SmallVector<Value> chunks;
     Value segmentBytes = ext64(mul(segment, c32(fp8 ? 16 : 32)));
+    // (Rows of the host-row ring are written by the kernel: coherent loads.)
+    bool invariant = !hostRowRing;
     if (fp8) {
       for (int64_t g = 0; g < 8; ++g)
-        chunks.push_back(hb.loadGlobal16(add(address, add(segmentBytes, c64(g * 64)))));
-      chunks.push_back(hb.loadGlobal16(add(address, c64(512))));
+        chunks.push_back(hb.loadGlobal16(add(address, add(segmentBytes, c64(g * 64))), invariant));
+      chunks.push_back(hb.loadGlobal16(add(address, c64(512)), invariant));
       Value rope = add(address, add(ext64(mul(segment, c32(32))), c64(528)));
       for (int64_t c = 0; c < 2; ++c)
-        chunks.push_back(hb.loadGlobal16(add(rope, c64(16 * c))));
+        chunks.push_back(hb.loadGlobal16(add(rope, c64(16 * c)), invariant));
     } else {
       for (int64_t g = 0; g < kKeyBlocks; ++g)
         for (int64_t c = 0; c < 2; ++c)
@@ -555,6 +569,17 @@ void TensorCoreAttentionEmitter::emitProducer() {
     // classifyAhead and in the resident form, else as their loads issue;
     // tile t + 2's selections: loaded here where selectionsAhead, else after
     // the stores.
+    // With a host-row ring, tile t + 1's host rows are in the ring before
+    // it is classified (from kHostRowRingAhead on).
+    if (hostRowRing) {
+      Value staged = kb.cmpi(arith::CmpIPredicate::uge, nextTile, kb.index(kHostRowRingAhead));
+      Value exists = kb.cmpi(arith::CmpIPredicate::ult, nextTile, tiles);
+      kb.ifThen(andi(staged, exists), [&] {
+        Value sequence = arith::SubIOp::create(b, nextTile, kb.index(kHostRowRingAhead));
+        NVVM::MBarrierTryWaitParityOp::create(b, ringBarrier(sequence), ringParity(sequence),
+                                              c32(10000000));
+      });
+    }
     SmallVector<ClassifiedRow> nextRows;
     if (classifyAhead || config.residentForm)
       for (int64_t round = 0; round < aheadRows; ++round)
