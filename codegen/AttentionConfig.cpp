@@ -133,8 +133,11 @@ mlir::dhs::getSparseAttentionKernelConfig(Operation *op, int64_t maxHeadsPerBloc
     config.splitRows = config.selected / config.splits;
     // A fused FP8 query of one CTA stages its host rows through a ring
     // (whole tiles ahead, so only where a CTA walks more tiles than that).
+    // Not a split query: with 8 tiles a CTA (32 requests, 4 splits) the ring
+    // made the step at 5% missing 4% slower (bench/NOTES.md, fiftieth
+    // session), its first four tiles still read from the host.
     if (!config.staged && isa<MlaFp8Attr>(format) && config.groupHeads == kTensorCoreHeads &&
-        config.splitRows / kTensorCoreTileRows > kHostRowRingAhead)
+        config.splits == 1 && config.splitRows / kTensorCoreTileRows > kHostRowRingAhead)
       config.hostRowRingTiles = kHostRowRingAhead + 1;
     return config;
   }

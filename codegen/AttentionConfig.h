@@ -81,7 +81,7 @@ struct SparseAttentionKernelConfig {
   /// (bench/NOTES.md, 2026-12-04, twenty-fourth and twenty-fifth sessions).
   bool residentForm = false;
   /// Tiles of a CTA's host-row ring (0: none): in a fused FP8 kernel of
-  /// one CTA a query (64 heads), the second consumer warpgroup copies each
+  /// one CTA a query (64 heads, unsplit), the second consumer warpgroup copies each
   /// tile's rows from the host store into the ring kHostRowRingAhead tiles
   /// before the producer reads them there (its own loads of host rows
   /// otherwise wait out the link's latency a tile at a time). The resident

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -175,6 +177,61 @@ std::string readPtxFile(const std::string &path) {
   std::string text = readRegularFile(path, kMaxPtxBytes, "PTX file");
   checkPtxText(text, path);
   return text;
+}
+
+std::optional<std::vector<std::size_t>> ptxEntryParamSizes(const std::string &text,
+                                                           const std::string &kernel) {
+  auto isNameChar = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '%';
+  };
+  auto skipSpace = [&](std::size_t pos) {
+    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos])))
+      ++pos;
+    return pos;
+  };
+  static const std::string entry = ".entry";
+  for (std::size_t at = text.find(entry); at != std::string::npos;
+       at = text.find(entry, at + entry.size())) {
+    std::size_t pos = skipSpace(at + entry.size());
+    if (text.compare(pos, kernel.size(), kernel) != 0 ||
+        (pos + kernel.size() < text.size() && isNameChar(text[pos + kernel.size()])))
+      continue;
+    pos = skipSpace(pos + kernel.size());
+    if (pos >= text.size() || text[pos] != '(')
+      return std::nullopt;
+    const std::size_t close = text.find(')', pos);
+    if (close == std::string::npos)
+      return std::nullopt;
+    // Each parameter: `.param`, then directives (.align A, .ptr, ...) and
+    // its type (.b8 to .f64), its name, an optional [N].
+    std::vector<std::size_t> sizes;
+    std::istringstream list(text.substr(pos + 1, close - pos - 1));
+    std::string declaration;
+    while (std::getline(list, declaration, ',')) {
+      std::istringstream words(declaration);
+      std::string word;
+      std::size_t bits = 0, count = 1;
+      bool param = false;
+      while (words >> word) {
+        if (word == ".param") {
+          param = true;
+        } else if (word.size() >= 3 && word[0] == '.' && std::strchr("busf", word[1]) &&
+                   std::isdigit(static_cast<unsigned char>(word[2]))) {
+          bits = std::strtoul(word.c_str() + 2, nullptr, 10);
+        } else if (std::size_t open = word.find('['); open != std::string::npos) {
+          count = std::strtoul(word.c_str() + open + 1, nullptr, 10);
+        }
+      }
+      if (!param && bits == 0 && sizes.empty() &&
+          declaration.find_first_not_of(" \t\r\n") == std::string::npos)
+        break; // `()`: no parameters
+      if (!param || bits == 0 || bits % 8 != 0 || count == 0)
+        return std::nullopt;
+      sizes.push_back(bits / 8 * count);
+    }
+    return sizes;
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> checkPtxFile(const std::string &path) {

@@ -224,6 +224,13 @@ std::string readPtxFile(const std::string &path);
 /// Checks PTX text as readPtxFile does; `name` is used in messages.
 void checkPtxText(const std::string &text, const std::string &name);
 
+/// The byte sizes of the parameters that the `.entry` of kernel `kernel`
+/// declares in PTX `text`, in order (`.param .u64 name` is 8 bytes, `.param
+/// .align A .b8 name[N]` N), or nullopt where `text` declares no such entry
+/// or a parameter of no size it can read.
+std::optional<std::vector<std::size_t>> ptxEntryParamSizes(const std::string &text,
+                                                           const std::string &kernel);
+
 /// Checks that the file at `path` is a regular file of at most kMaxPtxBytes
 /// whose start looks like PTX, reading only its first 64 KiB, and returns the
 /// launches its leading comments describe (abi::kPtxLaunchMarker lines, the

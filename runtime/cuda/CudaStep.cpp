@@ -39,30 +39,26 @@ std::string outputPosition(const ProblemShape &s, std::size_t index) {
          std::to_string(h) + ", v " + std::to_string(v) + "]";
 }
 
-/// Throws unless kernel `name` (`function`) takes the `count` 8-byte
-/// parameters its launch flattens to (the memref descriptors, as the
+/// Throws unless kernel `name`, as PTX `ptx` declares it, takes the `count`
+/// 8-byte parameters its launch flattens to (the memref descriptors, as the
 /// manifest lists them): the driver reads as many as the kernel declares,
 /// so a shorter list would be read past its end and another one would hand
-/// the kernel a size as an address. A driver that cannot say
-/// (cuFuncGetParamInfo is CUDA 12.4's) leaves the launch trusted.
-void requireParameterList(CUfunction function, const std::string &name, std::size_t count) {
-  const CudaDriver &cuda = driver();
-  if (!cuda.funcGetParamInfo)
-    return;
-  // The kernel's parameters: as many as the driver describes (at most the
-  // 4 KiB parameter space of 4-byte ones), and their bytes.
-  std::size_t declared = 0, bytes = 0;
-  for (; declared <= 1024; ++declared) {
-    std::size_t offset = 0, size = 0;
-    const CUresult result = cuda.funcGetParamInfo(function, declared, &offset, &size);
-    if (result == CUDA_ERROR_INVALID_VALUE)
-      break;
-    if (result != CUDA_SUCCESS)
-      return;
-    bytes = offset + size;
+/// the kernel a size as an address. (The PTX the module is loaded from, not
+/// the driver: cuFuncGetParamInfo says there is no next parameter only by
+/// failing, which compute-sanitizer reports as an API error.)
+void requireParameterList(const std::string &ptx, const std::string &ptxPath,
+                          const std::string &name, std::size_t count) {
+  const std::optional<std::vector<std::size_t>> sizes = ptxEntryParamSizes(ptx, name);
+  if (!sizes)
+    throw Error("kernel '" + name + "' has no parameter list that can be read in " + ptxPath);
+  std::size_t bytes = 0;
+  bool words = true;
+  for (std::size_t size : *sizes) {
+    bytes += size;
+    words = words && size == 8;
   }
-  if (declared != count || bytes != 8 * count)
-    throw Error("kernel '" + name + "' takes " + std::to_string(declared) + " parameters (" +
+  if (sizes->size() != count || !words)
+    throw Error("kernel '" + name + "' takes " + std::to_string(sizes->size()) + " parameters (" +
                 std::to_string(bytes) + " bytes); its launch in the manifest passes " +
                 std::to_string(count) +
                 " of 8 bytes (its memref descriptors, flattened): the "
@@ -263,7 +259,12 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
   const JitLink &jitLink = JitLink::instance();
   if (!jitLink.available())
     throw Error("cannot link the step's PTX: " + jitLink.unavailableReason());
-  std::map<std::string, std::pair<Module *, LinkedCubin>> loaded;
+  struct LoadedPtx {
+    std::string text;
+    Module *module;
+    LinkedCubin linked;
+  };
+  std::map<std::string, LoadedPtx> loaded;
   for (std::size_t i = 0; i < manifest.launches.size(); ++i) {
     const Launch &launch = manifest.launches[i];
     auto it = loaded.find(launch.ptxPath);
@@ -274,12 +275,14 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
       // (C7504) and serializes every wgmma (C7509): the module is loaded
       // from the PTX through the driver's whole-program JIT instead.
       st.modules.push_back(std::make_unique<Module>(ptx, launch.ptxPath));
-      it =
-          loaded.emplace(launch.ptxPath, std::make_pair(st.modules.back().get(), std::move(linked)))
-              .first;
+      it = loaded
+               .emplace(launch.ptxPath,
+                        LoadedPtx{std::move(ptx), st.modules.back().get(), std::move(linked)})
+               .first;
     }
-    const Module &module = *it->second.first;
-    const std::vector<std::uint8_t> &cubin = it->second.second.cubin;
+    const std::string &ptx = it->second.text;
+    const Module &module = *it->second.module;
+    const std::vector<std::uint8_t> &cubin = it->second.linked.cubin;
 
     CUfunction function = nullptr;
     CUresult result = cuda.moduleGetFunction(&function, module.get(), launch.kernel.c_str());
@@ -296,7 +299,7 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
                   " (its kernels: " + (known.empty() ? "none" : known) + ")");
     }
     cuda.check(result, "cuModuleGetFunction(" + launch.kernel + ")");
-    requireParameterList(function, launch.kernel, launch.flattenedParamCount());
+    requireParameterList(ptx, launch.ptxPath, launch.kernel, launch.flattenedParamCount());
 
     KernelInfo kernel;
     kernel.kernel = launch.kernel;
@@ -342,7 +345,7 @@ CudaStep::CudaStep(const Manifest &manifest, int ordinal) : state_(std::make_uni
         throw Error("resident kernel '" + name + "' of launches[" + std::to_string(i) +
                     "] is not in " + launch.ptxPath);
       cuda.check(result, "cuModuleGetFunction(" + name + ")");
-      requireParameterList(resident, name, launch.flattenedParamCount());
+      requireParameterList(ptx, launch.ptxPath, name, launch.flattenedParamCount());
       if (launch.dynamicSharedBytes > 48 * 1024)
         cuda.check(cuda.funcSetAttribute(resident, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          static_cast<int>(launch.dynamicSharedBytes)),

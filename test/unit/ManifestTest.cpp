@@ -469,6 +469,23 @@ TEST_CASE("PTX text checks", "[manifest]") {
   CHECK_THROWS_WITH(checkPtxText("", "a.ptx"), Catch::Contains("a.ptx is empty"));
 }
 
+TEST_CASE("a kernel's parameter list is read from its PTX", "[manifest]") {
+  const std::string ptx = ".version 8.7\n.target sm_90a\n"
+                          ".visible .entry topk(\n\t.param .u64 topk_param_0,\n"
+                          "\t.param .u64 topk_param_1\n)\n{\n\tret;\n}\n"
+                          ".visible .entry topk_tail(\n\t.param .u32 a,\n"
+                          "\t.param .align 8 .b8 b[24]\n)\n{\n\tret;\n}\n"
+                          ".visible .entry none()\n{\n\tret;\n}\n";
+  CHECK(ptxEntryParamSizes(ptx, "topk") == std::vector<std::size_t>{8, 8});
+  // A name that only starts like another kernel's is not that kernel.
+  CHECK(ptxEntryParamSizes(ptx, "topk_tail") == std::vector<std::size_t>{4, 24});
+  CHECK(ptxEntryParamSizes(ptx, "none") == std::vector<std::size_t>{});
+  CHECK_FALSE(ptxEntryParamSizes(ptx, "top").has_value());
+  CHECK_FALSE(ptxEntryParamSizes(ptx, "missing").has_value());
+  CHECK_FALSE(ptxEntryParamSizes(".visible .entry k(\n\t.param x\n)", "k").has_value());
+  CHECK_FALSE(ptxEntryParamSizes(".visible .entry k(\n\t.param .u64 a", "k").has_value());
+}
+
 TEST_CASE("status words are described", "[manifest]") {
   CHECK(describeStatus(1) == "0x1: row id outside its request's history");
   CHECK(describeStatus(6) == "0x6: slot >= hbm_slots, host index >= host_rows");
