@@ -132,6 +132,14 @@ steps() {
   # The same layer group fused (each layer reads its host rows itself).
   "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 8 \
     --positions 1 --heads 64 --hbm-slots 16384 -o "$dir/steps/mla_fp8_layer_group_whole" || exit 1
+  # The host-row ring (unsplit FP8 64-head queries of more than four tiles:
+  # --min-blocks=0 keeps 8 requests unsplit), one layer and a layer group.
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_attention.mlir" --requests 8 \
+    --positions 1 --heads 64 --hbm-slots 16384 --min-blocks=0 \
+    -o "$dir/steps/tc_fp8_host_row_ring" || exit 1
+  "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 8 \
+    --positions 1 --heads 64 --hbm-slots 16384 --min-blocks=0 \
+    -o "$dir/steps/tc_fp8_group_host_row_ring" || exit 1
   # A layer group's overlapped staging: one fetch of whole tokens beside the
   # four FP8 layers' attentions, which wait for its ready flags.
   "$build/bin/dhs-compile" "$root/bench/steps/mla_fp8_group_attention.mlir" --requests 8 \
