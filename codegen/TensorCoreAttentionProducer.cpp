@@ -575,9 +575,12 @@ void TensorCoreAttentionEmitter::emitProducer() {
       Value staged = kb.cmpi(arith::CmpIPredicate::uge, nextTile, kb.index(kHostRowRingAhead));
       Value exists = kb.cmpi(arith::CmpIPredicate::ult, nextTile, tiles);
       kb.ifThen(andi(staged, exists), [&] {
+        // (One value at a time: the IR's order must not depend on the host
+        // compiler's order of evaluating arguments.)
         Value sequence = arith::SubIOp::create(b, nextTile, kb.index(kHostRowRingAhead));
-        NVVM::MBarrierTryWaitParityOp::create(b, ringBarrier(sequence), ringParity(sequence),
-                                              c32(10000000));
+        Value entry = ringBarrier(sequence);
+        Value parity = ringParity(sequence);
+        NVVM::MBarrierTryWaitParityOp::create(b, entry, parity, c32(10000000));
       });
     }
     SmallVector<ClassifiedRow> nextRows;

@@ -32,9 +32,9 @@
 // CHECK: arith.cmpi uge, %[[NEXT]], %c4 : index
 // CHECK: scf.if
 // CHECK-NEXT: %[[SEQ:.*]] = arith.addi %[[TILE]], %c-3 : index
-// CHECK-NEXT: %[[PHASE:.*]] = arith.divui %[[SEQ]], %c5 : index
-// CHECK: %[[ENTRY:.*]] = arith.remui %[[SEQ]], %c5 : index
+// CHECK-NEXT: arith.remui %[[SEQ]], %c5 : index
 // CHECK: arith.addi %{{.*}}, %c230176_i32 : i32
+// CHECK: arith.divui %[[SEQ]], %c5 : index
 // CHECK: nvvm.mbarrier.try_wait.parity
 // The rows' loads are coherent (the ring is written by the kernel).
 // CHECK-NOT: llvm.load {{.*}} invariant
