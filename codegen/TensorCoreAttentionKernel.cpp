@@ -558,6 +558,8 @@ void TensorCoreAttentionEmitter::emit() {
   writeBackEntries = args.lookup(Role::WriteBack);
   writeBackRing = args.lookup(Role::WriteBackRing);
   if (config.hostRowRingTiles > 0 && !config.residentForm) {
+    // (Its barriers lie where a position cluster's remote[2] would.)
+    assert(!sharing && "a host-row ring in a position cluster");
     hostRowRing = hb.getAddress(args[Role::HostRowRing]);
     ringTiles = config.hostRowRingTiles;
   }
