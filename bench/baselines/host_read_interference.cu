@@ -15,15 +15,18 @@
 //          on the 4 SMs the probes leave free (one CTA an SM: each asks
 //          for most of an SM's shared memory);
 //   host   host warps alone as in `same` (a fixed count of rows each).
-// The host warps read their rows four ways (`same` and `host`): ld.global.nc,
-// ld.global.cg, ld.global.nc.L1::no_allocate, and bulk copies (the TMA) of
-// whole rows into shared memory. It prints, per mode, host-read flavor and
-// depth, the probes' mean ns a batch and their HBM rate, and the host
-// warps' rate.
+// `flavors` reads the host rows four ways (`same` and `host`, two rows in
+// flight a warp): ld.global.nc, ld.global.cg, ld.global.nc.L1::no_allocate,
+// and bulk copies (the TMA) of whole rows into shared memory. `depth` (the
+// default) reads them by ld.global.nc and varies the host warps of a `same`
+// CTA (1 or 4) and the rows each has in flight (1, 2 or 8), and the rows in
+// flight of `other`'s host warps (2, 4 or 8). Each line: the mode, the host
+// reads, the probes' depth, their mean ns a batch and HBM rate, and the
+// host warps' rate.
 //
 //   nvcc -O3 -arch=sm_90a -o host_read_interference \
 //     bench/baselines/host_read_interference.cu
-//   ./host_read_interference
+//   ./host_read_interference [depth|flavors]
 //
 //===----------------------------------------------------------------------===//
 #include "Check.cuh"
@@ -89,6 +92,9 @@ template <int kDepth> __device__ void probe(const char *hbm, int lane, uint64_t 
 /// cp.async.bulk) of the whole row into shared memory by one lane,
 /// completed on an mbarrier.
 __device__ int hostFlavor;
+/// Rows a host warp has in flight (1 to kMaxHostDepth; bulk copies: 2).
+__device__ int hostDepth;
+constexpr int kMaxHostDepth = 8;
 
 __device__ __forceinline__ int4 loadFlavor(const char *p, int flavor) {
   int4 x;
@@ -107,7 +113,7 @@ __device__ __forceinline__ int4 loadFlavor(const char *p, int flavor) {
 
 __device__ void host(const char *store, int lane, uint64_t seed, int fixedRows, char *landing,
                      uint64_t *barrier) {
-  const int flavor = hostFlavor;
+  const int flavor = hostFlavor, depth = hostDepth;
   unsigned acc = 0, phase = 0;
   unsigned long long rows = 0;
   unsigned barrierAddress = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
@@ -142,17 +148,20 @@ __device__ void host(const char *store, int lane, uint64_t seed, int fixedRows, 
       rows += 2;
       continue;
     }
-    int4 v[2][2];
+    int4 v[kMaxHostDepth][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const char *row = store + mix(seed + n + r) % kHostRows * kRowBytes;
-      v[r][0] = loadFlavor(row + 16 * lane, flavor);
-      v[r][1] = lane + 32 < kChunks ? loadFlavor(row + 16 * (lane + 32), flavor) : int4{};
-    }
+    for (int r = 0; r < kMaxHostDepth; ++r)
+      if (r < depth) {
+        const char *row = store + mix(seed + n + r) % kHostRows * kRowBytes;
+        v[r][0] = loadFlavor(row + 16 * lane, flavor);
+        v[r][1] = lane + 32 < kChunks ? loadFlavor(row + 16 * (lane + 32), flavor) : int4{};
+      }
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      acc += v[r][0].x ^ v[r][1].y;
-    rows += 2;
+    for (int r = 0; r < kMaxHostDepth; ++r)
+      if (r < depth)
+        acc += v[r][0].x ^ v[r][1].y;
+    rows += depth;
+    n += depth - 2;
   }
   if (lane == 0)
     atomicAdd(&hostRowsRead, rows);
@@ -185,9 +194,14 @@ __global__ void kernel(const char *hbm, const char *store, int probeWarps, bool 
        reinterpret_cast<uint64_t *>(landing + 32 * 2 * kRowBytes) + warp);
 }
 
+/// One run: `mode` as above, host reads of `flavor` with `depth` rows in
+/// flight a warp, `hostWarps` host warps a CTA in `same` and `host` (32 in
+/// `other`'s host CTAs).
 template <int kDepth>
-void run(const char *hbm, const char *store, const std::string &mode, int flavor) {
+void run(const char *hbm, const char *store, const std::string &mode, int flavor, int depth = 2,
+         int hostWarps = kProbeWarps) {
   CK(cudaMemcpyToSymbol(hostFlavor, &flavor, sizeof flavor));
+  CK(cudaMemcpyToSymbol(hostDepth, &depth, sizeof depth));
   unsigned zero32 = 0;
   unsigned long long zero = 0;
   CK(cudaMemcpyToSymbol(doneProbes, &zero32, sizeof zero32));
@@ -195,7 +209,7 @@ void run(const char *hbm, const char *store, const std::string &mode, int flavor
   CK(cudaMemcpyToSymbol(probeBatches, &zero, sizeof zero));
   CK(cudaMemcpyToSymbol(hostRowsRead, &zero, sizeof zero));
   int probeWarps = mode == "host" ? 0 : kProbeWarps;
-  int warps = mode == "same" || mode == "host" ? 2 * kProbeWarps : kProbeWarps;
+  int warps = mode == "same" || mode == "host" ? kProbeWarps + hostWarps : kProbeWarps;
   int ctas = mode == "other" ? kProbeCtas + kHostCtas : kProbeCtas;
   int fixedRows = mode == "host" ? 4000 : 0;
   auto function = kernel<kDepth>;
@@ -220,30 +234,50 @@ void run(const char *hbm, const char *store, const std::string &mode, int flavor
   CK(cudaDeviceGetAttribute(&clockKhz, cudaDevAttrClockRate, 0));
   double batchNs = batches ? double(cycles) / batches / (clockKhz * 1e-6) : 0;
   double hbmGBs = batches ? double(batches) * kDepth * kRowBytes / (ms * 1e6) : 0;
-  printf(
-      "%-6s flavor %d depth %2d  kernel %8.3f ms  probe batch %8.1f ns (%6.1f GB/s of HBM rows)  "
-      "host %6.1f GB/s\n",
-      mode.c_str(), flavor, kDepth, ms, batchNs, hbmGBs, rows * kRowBytes / (ms * 1e6));
+  printf("%-6s flavor %d host %2d warps x %d rows  depth %2d  kernel %8.3f ms  probe batch %8.1f ns "
+         "(%6.1f GB/s of HBM rows)  host %6.1f GB/s\n",
+         mode.c_str(), flavor, mode == "other" ? 32 : hostWarps, depth, kDepth, ms, batchNs, hbmGBs,
+         rows * kRowBytes / (ms * 1e6));
   CK(cudaEventDestroy(start));
   CK(cudaEventDestroy(stop));
 }
 
-int main() {
+int main(int argc, char **argv) {
+  const std::string what = argc > 1 ? argv[1] : "depth";
+  if (what != "depth" && what != "flavors") {
+    printf("usage: host_read_interference [depth|flavors]\n");
+    return 2;
+  }
   char *store = pinnedMapped(kHostRows * kRowBytes);
   char *hbm = nullptr;
   CK(cudaMalloc(&hbm, kHbmRows * kRowBytes));
   CK(cudaMemset(hbm, 1, kHbmRows * kRowBytes));
   printf("pinned copy %.1f GB/s\n", pinnedCopyRate(store));
   for (int round = 0; round < 2; ++round) {
-    for (const char *mode : {"none", "other"}) {
-      run<1>(hbm, store, mode, 0);
-      run<8>(hbm, store, mode, 0);
+    run<1>(hbm, store, "none", 0);
+    run<8>(hbm, store, "none", 0);
+    if (what == "flavors") {
+      // The four kinds of host load (two rows in flight, 4 warps a CTA).
+      for (int flavor = 0; flavor < 4; ++flavor)
+        for (const char *mode : {"same", "host"}) {
+          run<1>(hbm, store, mode, flavor);
+          run<8>(hbm, store, mode, flavor);
+        }
+      run<1>(hbm, store, "other", 0);
+      run<8>(hbm, store, "other", 0);
+      continue;
     }
-    for (int flavor = 0; flavor < 4; ++flavor)
-      for (const char *mode : {"same", "host"}) {
-        run<1>(hbm, store, mode, flavor);
-        run<8>(hbm, store, mode, flavor);
+    // How the slowdown grows with the host reads an SM has in flight, and
+    // how fast 4 SMs of deeper host warps read.
+    for (int hostWarps : {1, 4})
+      for (int depth : {1, 2, 8}) {
+        run<1>(hbm, store, "same", 0, depth, hostWarps);
+        run<8>(hbm, store, "same", 0, depth, hostWarps);
       }
+    for (int depth : {2, 4, 8}) {
+      run<1>(hbm, store, "other", 0, depth);
+      run<8>(hbm, store, "other", 0, depth);
+    }
   }
   return 0;
 }
