@@ -53,13 +53,10 @@ __device__ __forceinline__ uint64_t mix(uint64_t x) {
   return x ^ (x >> 33);
 }
 
-/// A coherent 16-byte load (ld.global), as the mixed form's producer issues.
+/// A coherent 16-byte load (ld.global.ca, ld.global's default), as the
+/// mixed form's producer issues.
 __device__ __forceinline__ int4 loadCoherent(const char *p) {
-  int4 x;
-  asm volatile("ld.global.v4.s32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-               : "l"(p));
-  return x;
+  return __ldca(reinterpret_cast<const int4 *>(p));
 }
 
 template <int kDepth> __device__ void probe(const char *hbm, int lane, uint64_t seed) {
@@ -99,9 +96,7 @@ constexpr int kMaxHostDepth = 8;
 __device__ __forceinline__ int4 loadFlavor(const char *p, int flavor) {
   int4 x;
   if (flavor == 1)
-    asm volatile("ld.global.cg.v4.s32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-                 : "l"(p));
+    x = __ldcg(reinterpret_cast<const int4 *>(p));
   else if (flavor == 2)
     asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
