@@ -7,8 +7,8 @@
 // "probe" warps gather random 656-byte rows from HBM (`depth` rows in flight
 // a warp, coherent 16-byte loads as the producer's mixed form issues them)
 // and time each batch, while "host" warps read random 656-byte rows of a
-// 2.75 GB mapped pinned store (a warp a row, two rows in flight, as the
-// host-row ring's copier does) until every probe is done:
+// 2.75 GB mapped pinned store (a warp a row, two rows in flight unless
+// `depth` says otherwise) until every probe is done:
 //   none   probes alone: 128 CTAs (one an SM) of 4 probe warps;
 //   same   4 host warps beside the 4 probe warps of each of the 128 CTAs;
 //   other  the probes' 128 CTAs, and the host warps in 4 CTAs of 32 warps
